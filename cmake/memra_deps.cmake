@@ -1,0 +1,13 @@
+# Third-party libraries, all from Debian 12 packages (scripts/setup.sh installs them).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.11 REQUIRED)
+find_package(fmt 9 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+find_package(CLI11 QUIET)
+if(NOT TARGET CLI11::CLI11)
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+endif()
+if(MEMRA_TESTS)
+  find_package(GTest REQUIRED)
+endif()

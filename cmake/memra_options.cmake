@@ -1,0 +1,24 @@
+# Compiler flags for memra's own targets: warnings as errors on our code, sanitizers on request.
+# Third-party headers come in as SYSTEM includes so their warnings do not break our build.
+
+add_library(memra_warnings INTERFACE)
+target_compile_options(memra_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wno-missing-field-initializers>)
+
+if(MEMRA_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT MEMRA_SANITIZE)
+  # The CPU backend is the serving path on machines without a GPU: let it use the host's SIMD.
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+endif()
+
+# memra_add_library(name SOURCES... DEPS...): a static library for one source folder.
+function(memra_add_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE memra_warnings)
+endfunction()

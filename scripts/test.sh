@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: setup, format check, CPU build + unit/gate tests,
+# sanitizer build of the untrusted-input tests, compile-only CUDA build, Python oracle tests.
+# Usage: scripts/test.sh          (CI runs exactly this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
+JOBS=${JOBS:-$(nproc)}
+
+scripts/setup.sh
+
+echo "== clang-format check"
+scripts/check_format.sh
+
+echo "== cpu build"
+cmake --preset cpu >/dev/null
+cmake --build --preset cpu -j "$JOBS"
+
+echo "== cpu tests"
+ctest --preset cpu -j "$JOBS"
+
+echo "== asan build + untrusted-input tests"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$JOBS" --target memra_asan_tests
+ctest --preset asan -j "$JOBS" -L asan
+
+echo "== cuda build (compile only)"
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+  cmake --preset cuda >/dev/null
+  cmake --build --preset cuda -j "$JOBS"
+else
+  echo "nvcc not found: skipping the cuda preset" >&2
+  exit 1
+fi
+
+echo "== python gates"
+MEMRA_BUILD_DIR=$PWD/build/cpu .venv/bin/python -m pytest -q -n "$JOBS" tests/python
