@@ -7,6 +7,7 @@
 #include "core/checked_math.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/mapped_file.h"
 
 namespace memra {
@@ -53,6 +54,22 @@ TEST(MappedFile, MissingFileIsNotFound) {
     EXPECT_EQ(e.code(), ErrorCode::not_found);
     EXPECT_NE(std::string(e.what()).find("/nonexistent/memra/file.gguf"), std::string::npos);
   }
+}
+
+TEST(Half, RoundTripsEveryF16) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (f != f) continue;  // NaN payloads are canonicalized
+    EXPECT_EQ(f32_to_f16(f), h) << "f16 bits " << h;
+  }
+}
+
+TEST(Half, RoundsToNearestEven) {
+  EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048.0f), 0x3c00u);  // halfway, even stays down
+  EXPECT_EQ(f32_to_f16(1.0f + 3.0f / 2048.0f), 0x3c02u);  // halfway, odd rounds up
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);               // rounds up into Inf
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80u);
+  EXPECT_EQ(bf16_to_f32(0x3f80u), 1.0f);
 }
 
 }  // namespace

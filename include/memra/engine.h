@@ -1,0 +1,131 @@
+// memra's public C++ API: load a model, submit requests that stream tokens and text back, cancel
+// them, read usage and statistics. One engine thread runs steps; each step serves a batch that
+// mixes prefill chunks and decodes under a token budget over a paged KV cache. The server, the
+// CLI and tests use only this header (plus the tokenizer/template types it exposes).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memra {
+
+class Tokenizer;
+class ChatTemplate;
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off (HF semantics, over prompt + generated tokens)
+  float presence_penalty = 0.0f;    // OpenAI semantics, over generated tokens
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the raw logit
+  std::optional<uint64_t> seed;  // same seed + same request = same output
+  int32_t top_logprobs = -1;     // -1: no logprobs; 0: the chosen token's; N: also the top N
+};
+
+struct StopConditions {
+  int32_t max_tokens = 256;                // generated tokens; the context limit also applies
+  std::vector<std::string> stop_strings;   // matched across token boundaries, never emitted
+  std::vector<int32_t> stop_token_ids;     // in addition to the model's EOS ids
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { none, stop, length, cancelled, error };
+const char* finish_reason_name(FinishReason reason);  // "stop", "length", ...
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+struct GeneratedToken {
+  int32_t id = 0;
+  float logprob = 0.0f;              // valid when logprobs were requested
+  std::vector<TokenLogprob> top;     // top_logprobs entries, best first
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// What a request's sink receives. Called on the engine thread: it must not block.
+struct StreamEvent {
+  std::vector<GeneratedToken> tokens;  // committed this step
+  std::string text;                    // newly final text (held back while a stop string may form)
+  FinishReason finish = FinishReason::none;  // set on the last event only
+  std::string matched_stop;  // the stop string that ended generation, if any
+  std::string error;         // when finish == error
+  Usage usage;               // running totals
+};
+
+using RequestId = uint64_t;
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids (use tokenizer() to encode text)
+  SamplingParams sampling;
+  StopConditions stop;
+  std::function<void(const StreamEvent&)> sink;
+};
+
+struct EngineOptions {
+  std::string model;           // a source for model_source_resolve; empty = the default model
+  int32_t context_length = 0;  // 0 = min(model's trained length, 8192)
+  int32_t kv_block_size = 16;
+  int32_t kv_blocks = 0;                 // 0 = enough for max_sequences * context_length
+  int32_t max_sequences = 64;            // running at once
+  int32_t max_batch_tokens = 512;        // token budget per step (prefill chunks + decodes)
+  int32_t max_queued = 256;              // waiting requests before submit refuses (queue full)
+  bool prefix_cache = true;
+  int n_threads = 0;                     // CPU backend threads; 0 = all cores
+};
+
+struct EngineStats {
+  int32_t queued = 0;
+  int32_t running = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;
+  uint64_t prompt_tokens_total = 0;
+  uint64_t generated_tokens_total = 0;
+  uint64_t cached_tokens_total = 0;
+  uint64_t steps_total = 0;
+};
+
+struct EngineModelInfo {
+  std::string id;            // display name of the source
+  std::string architecture;
+  int32_t context_length = 0;
+  int32_t n_vocab = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_cache_bytes = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model and starts the engine thread. Throws memra::Error naming what failed.
+  static std::unique_ptr<Engine> create(const EngineOptions& options);
+  virtual ~Engine() = default;  // stops the engine thread; pending requests finish as cancelled
+
+  // Queues a request. Throws Error(invalid_argument) for a prompt that cannot fit (naming the
+  // prompt length, max_tokens and the context length) or bad parameters, and
+  // Error(resource_exhausted) when the queue is full.
+  virtual RequestId submit(Request request) = 0;
+  // Cancels a queued or running request; its sink gets a final `cancelled` event within one step
+  // and its KV blocks are freed. Unknown or finished ids are ignored.
+  virtual void cancel(RequestId id) = 0;
+
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual const ChatTemplate* chat_template() const = 0;  // null when the model has none
+  virtual const EngineModelInfo& model_info() const = 0;
+  virtual EngineStats stats() const = 0;
+};
+
+}  // namespace memra

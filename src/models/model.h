@@ -1,0 +1,61 @@
+// The interface the engine drives: a loaded model runs forward over a Batch, reading and writing
+// its paged KV cache, and writes logits for the requested tokens. One implementation per
+// architecture family over shared blocks (models/*.cpp), all on the backend ops interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/batch.h"
+
+namespace memra {
+
+struct ModelArchive;
+
+struct ModelInfo {
+  std::string architecture;  // GGUF spelling: llama, qwen2, qwen3, gemma3
+  std::string name;          // general.name when present
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;   // the model's trained context length
+  int32_t n_layers = 0;
+  int32_t n_embd = 0;
+  uint64_t n_params = 0;
+  uint64_t weight_bytes = 0;
+};
+
+// Paged KV storage for all layers: n_blocks blocks of block_size token slots each. Block ids come
+// from the engine's block manager; the model only reads/writes the slots a Batch names.
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  virtual int32_t block_size() const = 0;
+  virtual int32_t n_blocks() const = 0;
+  virtual uint64_t bytes() const = 0;
+  // Copies block src into block dst for every layer (copy-on-write of a shared prefix block).
+  virtual void copy_block(int32_t src, int32_t dst) = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  // KV bytes one token slot takes across all layers (for sizing the cache).
+  virtual uint64_t kv_bytes_per_token() const = 0;
+  virtual std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const = 0;
+  // Runs the batch. logits: [batch.logit_tokens.size() x n_vocab] row-major, written in full.
+  virtual void forward(const Batch& batch, KvCache& kv, std::span<float> logits) = 0;
+};
+
+struct ModelLoadOptions {
+  int n_threads = 0;  // CPU backend worker threads; 0 = hardware concurrency
+};
+
+// Builds the model for archive.architecture(); refuses unknown architectures, missing tensors,
+// wrong shapes and unsupported config values by name.
+std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
+                                  const ModelLoadOptions& options);
+
+}  // namespace memra

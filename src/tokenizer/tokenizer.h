@@ -1,0 +1,66 @@
+// Text <-> token ids with Hugging Face parity. Two algorithms: byte-level BPE (GPT-2, Llama 3,
+// Qwen2/3/3.5, DeepSeek pre-tokenizers) and SentencePiece-style BPE with byte fallback (Gemma,
+// Llama 2). Loaded from GGUF `tokenizer.ggml.*` metadata or from tokenizer.json (+
+// tokenizer_config.json). Special/added tokens are matched in text only when the caller allows
+// it, so a user's message can never become a control token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/gguf.h"
+
+namespace memra {
+
+struct EncodeOptions {
+  bool add_special = true;     // BOS/EOS as the tokenizer's config says (add_bos_token, ...)
+  bool parse_special = false;  // match special/added tokens written in the text
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // From GGUF metadata (tokenizer.ggml.model = gpt2 | llama, tokens, merges, scores, token_type,
+  // special ids, pre-tokenizer name). Throws Error(unsupported) naming an unknown model/pre.
+  static std::unique_ptr<Tokenizer> from_gguf(const gguf::Metadata& metadata);
+  // From a folder with tokenizer.json (and tokenizer_config.json when present).
+  static std::unique_ptr<Tokenizer> from_hf_folder(const std::string& folder);
+  // Writes this tokenizer as GGUF tokenizer.ggml.* keys (for `memra convert`).
+  virtual void to_gguf(gguf::Metadata& out) const = 0;
+
+  virtual std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const = 0;
+  // Concatenated bytes of the tokens (may end inside a UTF-8 sequence; see StreamDecoder).
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;
+  // The raw bytes one token stands for, as it contributes to decoded text.
+  virtual std::string token_bytes(int32_t id) const = 0;
+  // The vocabulary string as stored (e.g. "Ġthe", "▁the", "<0x0A>").
+  virtual const std::string& token_text(int32_t id) const = 0;
+
+  virtual int32_t n_vocab() const = 0;
+  virtual int32_t bos_id() const = 0;  // -1 when the model has none
+  virtual std::vector<int32_t> eos_ids() const = 0;  // EOS/EOT ids that end generation
+  virtual bool is_special(int32_t id) const = 0;     // control/added tokens hidden by skip_special
+  virtual std::string chat_template() const = 0;     // empty when the source has none
+};
+
+// Incremental detokenization for streaming: push ids, get back only complete UTF-8 text (never
+// half a character), honouring leading-space rules so streamed text equals decode() of all ids.
+class StreamDecoder {
+ public:
+  StreamDecoder(const Tokenizer& tokenizer, bool skip_special);
+  std::string push(int32_t id);
+  std::string flush();  // whatever is pending at the end (invalid bytes become U+FFFD)
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool skip_special_;
+  std::vector<int32_t> ids_;
+  size_t emitted_bytes_ = 0;
+};
+
+}  // namespace memra
