@@ -22,3 +22,14 @@ function(memra_add_library name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS} PRIVATE memra_warnings)
 endfunction()
+
+# memra_add_folder_library(name DEPS...): a static library of every .cpp under the calling folder
+# (recursively). Nothing is defined while the folder has no sources yet, so the tree configures
+# at every step of its growth.
+function(memra_add_folder_library name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  if(sources)
+    memra_add_library(${name} SOURCES ${sources} DEPS ${ARG_DEPS})
+  endif()
+endfunction()

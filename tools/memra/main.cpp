@@ -1,5 +1,6 @@
 // memra: the command-line entry point. Dispatches to a subcommand and turns memra::Error into a
 // one-line message on stderr with the error's exit code.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -9,9 +10,22 @@
 
 namespace memra::cli {
 
+namespace {
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+}  // namespace
+
+Registration::Registration(Command command) {
+  auto& all = registry();
+  auto at = std::find_if(all.begin(), all.end(),
+                         [&](const Command& c) { return std::string(c.name) > command.name; });
+  all.insert(at, command);
+}
+
 const std::vector<Command>& commands() {
-  static const std::vector<Command> kCommands = {};
-  return kCommands;
+  return registry();
 }
 
 namespace {
