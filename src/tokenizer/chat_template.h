@@ -26,10 +26,11 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // Renders with `context` as the template's variables, as transformers passes them: messages,
+  // (ordered_json: Python dicts keep insertion order, and tojson output depends on it)
   // tools, add_generation_prompt, bos_token, eos_token and any extra kwargs (enable_thinking...).
   // Throws Error(invalid_argument) with the line for raise_exception and runtime errors, and
   // Error(resource_exhausted) when a limit is hit.
-  std::string render(const nlohmann::json& context, const TemplateLimits& limits = {}) const;
+  std::string render(const nlohmann::ordered_json& context, const TemplateLimits& limits = {}) const;
 
  private:
   struct Impl;
