@@ -28,7 +28,8 @@ echo "== cuda build (compile only)"
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
   cmake --preset cuda >/dev/null
-  cmake --build --preset cuda -j "$JOBS"
+  # Only the CUDA targets: the CPU code in this preset is the same code the cpu build just built.
+  cmake --build --preset cuda -j "$JOBS" --target memra_cuda_targets
 else
   echo "nvcc not found: skipping the cuda preset" >&2
   exit 1
