@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
+# Relative paths and no cwd in the hash: a fresh clone elsewhere (CI) still hits the cache.
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
 JOBS=${JOBS:-$(nproc)}
 
 scripts/setup.sh
