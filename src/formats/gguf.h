@@ -78,7 +78,7 @@ class Metadata {
   void set(std::string key, Value value);  // replaces an existing key in place
 
   std::optional<std::string> get_string(std::string_view key) const;
-  std::optional<int64_t> get_int(std::string_view key) const;  // any integer type
+  std::optional<int64_t> get_int(std::string_view key) const;   // any integer type
   std::optional<double> get_float(std::string_view key) const;  // any float or integer type
   std::optional<bool> get_bool(std::string_view key) const;
   std::optional<std::vector<std::string>> get_string_array(std::string_view key) const;
@@ -93,6 +93,8 @@ class Metadata {
   std::vector<KeyValue> entries_;
 };
 
+// One tensor info. Every dim is >= 1: a zero dim is refused as malformed (no model tensor is
+// empty, and zero dims are a known path to division by zero in size checks).
 struct TensorInfo {
   std::string name;
   DType dtype = DType::f32;
@@ -106,11 +108,13 @@ struct TensorInfo {
 struct ReadLimits {
   uint64_t max_kv_count = 1u << 20;
   uint64_t max_tensor_count = 1u << 20;
-  uint64_t max_string_bytes = 1u << 26;     // one metadata string (templates can be large)
-  uint64_t max_array_items = 1u << 24;      // one metadata array (vocabularies are ~256k)
-  uint64_t max_total_items = 1u << 26;      // all values, nested arrays included
+  uint64_t max_string_bytes = 1u << 26;  // one metadata string (templates can be large)
+  uint64_t max_array_items = 1u << 24;   // one metadata array (vocabularies are ~256k)
+  uint64_t max_total_items = 1u << 26;   // all values, nested arrays included
   uint32_t max_array_depth = 8;
   uint64_t max_alignment = 1u << 20;
+  uint64_t max_key_bytes = 65535;        // the GGUF spec's key length limit
+  uint64_t max_tensor_name_bytes = 256;  // llama.cpp allows 63; leave room, but stay bounded
 };
 
 class File {
