@@ -20,8 +20,8 @@ enum class ArchiveKind { gguf, hf_folder };
 
 struct ModelArchive {
   ArchiveKind kind = ArchiveKind::gguf;
-  std::string path;         // the GGUF file or the HF folder
-  gguf::Metadata metadata;  // GGUF keys; for HF folders derived from config.json
+  std::string path;                 // the GGUF file or the HF folder
+  gguf::Metadata metadata;          // GGUF keys; for HF folders derived from config.json
   std::vector<TensorView> tensors;  // GGUF names; data stays valid while the archive lives
   std::vector<std::shared_ptr<const void>> keep_alive;  // mappings and owned buffers
 
@@ -32,5 +32,22 @@ struct ModelArchive {
 // Opens a local GGUF file or HF folder. Refuses pickle checkpoints (.bin/.pt/.pth) by name,
 // unknown architectures by name, and any tensor the name table does not know.
 ModelArchive archive_open(const std::string& path);
+
+// The two halves of archive_open, for callers that already know the container.
+ModelArchive archive_open_gguf(const std::string& path);
+// HF folder conventions (what makes it look like llama.cpp's GGUF of the same checkpoint):
+//   - metadata: hf_config.h (config.json + generation_config.json -> GGUF keys);
+//   - names: hf_names.h (model.layers.N.* -> blk.N.*; rotary_emb.inv_freq buffers skipped);
+//   - dims: safetensors shapes reversed into ggml order, so an HF Linear weight [out, in] has
+//     ne = {in, out}; dtypes stay as stored (F32, F16, BF16; other dtypes are refused);
+//   - llama: rows of attn_q and attn_k (weights and biases) permuted as llama.cpp's converter
+//     does: within each head of head_dim rows, row j*2+p takes HF row p*head_dim/2+j, turning
+//     HF's rotate-half rope layout into GGUF's interleaved-pairs layout (owned copies);
+//   - gemma3: HF RMSNorm computes x_hat*(1+w); every *norm.weight becomes F32 (1+w), as the
+//     converter stores it, so model code applies plain x_hat*w for every architecture;
+//   - llama3 rope scaling: an owned F32 tensor rope_freqs.weight (ne = {head_dim/2}) holds the
+//     per-frequency divisors llama.cpp's converter writes;
+//   - a tensor whose data is not aligned to its element size in the file is copied (owned).
+ModelArchive archive_open_hf_folder(const std::string& folder);
 
 }  // namespace memra

@@ -1,0 +1,420 @@
+// config.json -> GGUF metadata (see hf_config.h for the key list and the conventions). Reads both
+// config styles transformers has written: legacy top-level rope_theta / rope_scaling /
+// rope_local_base_freq / sliding_window_pattern, and transformers 5's rope_parameters (per layer
+// type for gemma3) and layer_types.
+#include "formats/hf_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <numbers>
+#include <optional>
+
+#include "core/error.h"
+#include "formats/hf_json.h"
+
+namespace memra {
+namespace {
+
+using gguf::Value;
+using nlohmann::json;
+
+constexpr int kMaxConfigDepth = 16;
+constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
+
+// Typed, range-checked access to one config object; errors name file and field.
+struct ConfigReader {
+  const json& c;
+  std::string_view file;
+
+  const json* find(std::string_view key) const {
+    const auto it = c.find(key);
+    return it == c.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<int64_t> opt_int(std::string_view key, int64_t lo, int64_t hi) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer())
+      fail(ErrorCode::malformed_file, "{}: {} must be an integer, got {}", file, key, v->dump());
+    constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+    const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(kI64Max)
+                          ? kI64Max
+                          : v->get<int64_t>();
+    if (x < lo || x > hi)
+      fail(ErrorCode::malformed_file, "{}: {} = {} is outside [{}, {}]", file, key, v->dump(), lo,
+           hi);
+    return x;
+  }
+  int64_t req_int(std::string_view key, int64_t lo, int64_t hi) const {
+    const auto v = opt_int(key, lo, hi);
+    if (!v) fail(ErrorCode::malformed_file, "{}: required field {} is missing", file, key);
+    return *v;
+  }
+  std::optional<double> opt_float(std::string_view key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number() || !std::isfinite(v->get<double>()))
+      fail(ErrorCode::malformed_file, "{}: {} must be a finite number, got {}", file, key,
+           v->dump());
+    return v->get<double>();
+  }
+  double positive_float(std::string_view key, std::optional<double> fallback) const {
+    const auto v = opt_float(key);
+    if (!v && !fallback)
+      fail(ErrorCode::malformed_file, "{}: required field {} is missing", file, key);
+    const double x = v ? *v : *fallback;
+    if (!(x > 0)) fail(ErrorCode::malformed_file, "{}: {} = {} must be > 0", file, key, x);
+    return x;
+  }
+  std::optional<std::string> opt_string(std::string_view key) const {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string())
+      fail(ErrorCode::malformed_file, "{}: {} must be a string, got {}", file, key, v->dump());
+    return v->get<std::string>();
+  }
+  bool opt_bool(std::string_view key, bool fallback) const {
+    const json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean())
+      fail(ErrorCode::malformed_file, "{}: {} must be true or false, got {}", file, key, v->dump());
+    return v->get<bool>();
+  }
+};
+
+struct ArchEntry {
+  std::string_view hf_architecture;
+  std::string_view model_type;
+  std::string_view arch;
+};
+constexpr ArchEntry kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", "llama"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+};
+
+const ArchEntry& pick_architecture(const ConfigReader& r) {
+  const json* list = r.find("architectures");
+  std::string name;
+  if (list != nullptr) {
+    if (!list->is_array() || list->size() != 1 || !(*list)[0].is_string())
+      fail(ErrorCode::malformed_file, "{}: architectures must list exactly one name, got {}",
+           r.file, list->dump());
+    name = (*list)[0].get<std::string>();
+  }
+  const auto model_type = r.opt_string("model_type");
+  if (name == "Gemma3ForConditionalGeneration")
+    fail(ErrorCode::unsupported,
+         "{}: Gemma3ForConditionalGeneration (the multimodal Gemma 3 checkpoint) is not "
+         "supported; use a text-only Gemma3ForCausalLM checkpoint or a GGUF",
+         r.file);
+  for (const ArchEntry& e : kArchitectures) {
+    const bool by_name = !name.empty() && name == e.hf_architecture;
+    const bool by_type = name.empty() && model_type && *model_type == e.model_type;
+    if (!by_name && !by_type) continue;
+    if (model_type && *model_type != e.model_type)
+      fail(ErrorCode::malformed_file, "{}: model_type '{}' does not match architecture {}", r.file,
+           *model_type, e.hf_architecture);
+    return e;
+  }
+  fail(ErrorCode::unsupported,
+       "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
+       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)",
+       r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
+}
+
+// One rope setting: base frequency plus the scaling type and its parameters.
+struct Rope {
+  double theta = 10000.0;
+  std::string type = "default";
+  const json* params = nullptr;  // object holding factor etc. when type != default
+};
+
+Rope rope_from(const json* params, double theta, std::string_view where, std::string_view file) {
+  Rope rope;
+  rope.theta = theta;
+  if (params == nullptr) return rope;
+  if (!params->is_object())
+    fail(ErrorCode::malformed_file, "{}: {} must be an object, got {}", file, where,
+         params->dump());
+  const ConfigReader p{*params, file};
+  rope.theta = p.positive_float("rope_theta", theta);
+  auto type = p.opt_string("rope_type");
+  if (!type) type = p.opt_string("type");
+  rope.type = type.value_or("default");
+  rope.params = params;
+  if (rope.type != "default" && rope.type != "linear" && rope.type != "llama3")
+    fail(ErrorCode::unsupported,
+         "{}: {} rope type '{}' is not supported (supported: default, linear, llama3)", file, where,
+         rope.type);
+  return rope;
+}
+
+// Legacy configs: rope_theta + rope_scaling; transformers 5: rope_parameters.
+Rope read_rope(const ConfigReader& r, const json* params, double default_theta) {
+  if (params != nullptr) return rope_from(params, default_theta, "rope_parameters", r.file);
+  return rope_from(r.find("rope_scaling"), r.positive_float("rope_theta", default_theta),
+                   "rope_scaling", r.file);
+}
+
+void set_u32(gguf::Metadata& md, const std::string& key, int64_t v) {
+  md.set(key, Value::make_u32(static_cast<uint32_t>(v)));
+}
+void set_f32(gguf::Metadata& md, const std::string& key, double v) {
+  md.set(key, Value::make_f32(static_cast<float>(v)));
+}
+
+void write_rope_scaling(HfModelConfig& out, const Rope& rope, std::string_view file) {
+  if (rope.type == "default") return;
+  const ConfigReader p{*rope.params, file};
+  const std::string& a = out.arch;
+  const double factor = p.positive_float("factor", std::nullopt);
+  if (rope.type == "linear") {
+    out.metadata.set(a + ".rope.scaling.type", Value::make_string("linear"));
+    set_f32(out.metadata, a + ".rope.scaling.factor", factor);
+    return;
+  }
+  const double low = p.positive_float("low_freq_factor", 1.0);
+  const double high = p.positive_float("high_freq_factor", 4.0);
+  const int64_t original = p.req_int("original_max_position_embeddings", 1, kU32Max);
+  if (!(high > low))
+    fail(ErrorCode::malformed_file, "{}: llama3 rope high_freq_factor {} must exceed {}", file,
+         high, low);
+  set_f32(out.metadata, a + ".rope.scaling.llama3.factor", factor);
+  set_f32(out.metadata, a + ".rope.scaling.llama3.low_freq_factor", low);
+  set_f32(out.metadata, a + ".rope.scaling.llama3.high_freq_factor", high);
+  set_u32(out.metadata, a + ".rope.scaling.llama3.original_context_length", original);
+  out.rope_freqs = hf_llama3_rope_factors(rope.theta, out.head_dim, factor, low, high,
+                                          static_cast<double>(original));
+}
+
+// Shapes shared by every supported architecture. `defaults_tied` is the class default of
+// tie_word_embeddings (true for gemma3).
+void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) {
+  out.n_embd = r.req_int("hidden_size", 1, 1 << 20);
+  out.n_layer = r.req_int("num_hidden_layers", 1, 1 << 12);
+  out.n_head = r.req_int("num_attention_heads", 1, 1 << 12);
+  out.n_head_kv = r.opt_int("num_key_value_heads", 1, out.n_head).value_or(out.n_head);
+  if (out.n_head % out.n_head_kv != 0)
+    fail(ErrorCode::malformed_file,
+         "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", r.file,
+         out.n_head, out.n_head_kv);
+  const int64_t fallback_head_dim = out.n_embd / out.n_head;
+  out.head_dim = r.opt_int("head_dim", 1, 1 << 14).value_or(fallback_head_dim);
+  if (out.head_dim < 2 || out.head_dim % 2 != 0)
+    fail(ErrorCode::malformed_file, "{}: head_dim {} must be even (rope rotates pairs)", r.file,
+         out.head_dim);
+  out.vocab_size = r.req_int("vocab_size", 1, 1 << 24);
+  out.tied_embeddings = r.opt_bool("tie_word_embeddings", defaults_tied);
+
+  gguf::Metadata& md = out.metadata;
+  const std::string& a = out.arch;
+  const int64_t default_ctx = out.arch == "gemma3" ? 131072 : out.arch == "llama" ? 2048 : 32768;
+  set_u32(md, a + ".vocab_size", out.vocab_size);
+  set_u32(md, a + ".context_length",
+          r.opt_int("max_position_embeddings", 1, kU32Max).value_or(default_ctx));
+  set_u32(md, a + ".embedding_length", out.n_embd);
+  set_u32(md, a + ".block_count", out.n_layer);
+  set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
+  set_u32(md, a + ".attention.head_count", out.n_head);
+  set_u32(md, a + ".attention.head_count_kv", out.n_head_kv);
+  set_u32(md, a + ".attention.key_length", out.head_dim);
+  set_u32(md, a + ".attention.value_length", out.head_dim);
+  const double eps = r.positive_float("rms_norm_eps", 1e-6);
+  if (eps >= 1) fail(ErrorCode::malformed_file, "{}: rms_norm_eps {} must be < 1", r.file, eps);
+  set_f32(md, a + ".attention.layer_norm_rms_epsilon", eps);
+}
+
+// Llama / Qwen2 / Qwen3: SiLU-gated MLP, full attention everywhere, one rope setting.
+void read_dense(HfModelConfig& out, const ConfigReader& r) {
+  const std::string act = r.opt_string("hidden_act").value_or("silu");
+  if (act != "silu")
+    fail(ErrorCode::unsupported, "{}: hidden_act '{}' is not supported for {} (only silu)", r.file,
+         act, out.hf_architecture);
+  if (r.opt_bool("mlp_bias", false))
+    fail(ErrorCode::unsupported, "{}: mlp_bias = true is not supported", r.file);
+  if (r.opt_bool("use_sliding_window", false))
+    fail(ErrorCode::unsupported, "{}: use_sliding_window = true is not supported for {}", r.file,
+         out.hf_architecture);
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array())
+      fail(ErrorCode::malformed_file, "{}: layer_types must be an array", r.file);
+    for (const json& t : *types) {
+      if (!t.is_string() || t.get<std::string>() != "full_attention")
+        fail(ErrorCode::unsupported, "{}: layer_types entry {} is not supported for {}", r.file,
+             t.dump(), out.hf_architecture);
+    }
+  }
+  const Rope rope = read_rope(r, r.find("rope_parameters"), 10000.0);
+  set_f32(out.metadata, out.arch + ".rope.freq_base", rope.theta);
+  set_u32(out.metadata, out.arch + ".rope.dimension_count", out.head_dim);
+  write_rope_scaling(out, rope, r.file);
+}
+
+// Per-layer sliding flags: layer_types, else the legacy sliding_window_pattern, else 6.
+std::vector<bool> gemma3_sliding_layers(const ConfigReader& r, int64_t n_layer) {
+  std::vector<bool> sliding(static_cast<size_t>(n_layer));
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layer)
+      fail(ErrorCode::malformed_file, "{}: layer_types must list {} entries (num_hidden_layers)",
+           r.file, n_layer);
+    for (size_t i = 0; i < sliding.size(); ++i) {
+      const json& t = (*types)[i];
+      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      if (s != "sliding_attention" && s != "full_attention")
+        fail(ErrorCode::unsupported, "{}: layer_types[{}] = '{}' is not supported", r.file, i, s);
+      sliding[i] = s == "sliding_attention";
+    }
+    return sliding;
+  }
+  const int64_t pattern = r.opt_int("sliding_window_pattern", 1, 1 << 12).value_or(6);
+  for (size_t i = 0; i < sliding.size(); ++i) sliding[i] = (int64_t(i) + 1) % pattern != 0;
+  return sliding;
+}
+
+// Gemma 3: GeGLU, sliding-window + global layers with their own rope bases, extra norms.
+void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
+  const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    fail(ErrorCode::unsupported,
+         "{}: hidden_activation '{}' is not supported (only "
+         "gelu_pytorch_tanh)",
+         r.file, act);
+  if (r.opt_bool("use_bidirectional_attention", false))
+    fail(ErrorCode::unsupported, "{}: use_bidirectional_attention = true is not supported", r.file);
+  const std::string& a = out.arch;
+  gguf::Metadata& md = out.metadata;
+
+  const json* params = r.find("rope_parameters");
+  Rope global;
+  Rope local;
+  if (params != nullptr && params->is_object() && params->contains("full_attention")) {
+    global = rope_from(&(*params)["full_attention"], 1e6, "rope_parameters.full_attention", r.file);
+    const auto it = params->find("sliding_attention");
+    local = rope_from(it == params->end() ? nullptr : &*it, 10000.0,
+                      "rope_parameters.sliding_attention", r.file);
+  } else {
+    global = read_rope(r, params, 1e6);
+    local.theta = r.positive_float("rope_local_base_freq", 10000.0);
+  }
+  if (local.type != "default")
+    fail(ErrorCode::unsupported,
+         "{}: rope scaling '{}' on sliding-window layers is not "
+         "supported",
+         r.file, local.type);
+  set_f32(md, a + ".rope.freq_base", global.theta);
+  set_f32(md, a + ".rope.freq_base_swa", local.theta);
+  write_rope_scaling(out, global, r.file);
+
+  const std::vector<bool> sliding = gemma3_sliding_layers(r, out.n_layer);
+  set_u32(md, a + ".attention.sliding_window",
+          r.opt_int("sliding_window", 1, kU32Max).value_or(4096));
+  std::vector<Value> flags;
+  for (bool s : sliding) flags.push_back(Value::make_bool(s));
+  md.set(a + ".attention.sliding_window_pattern",
+         Value::make_array(gguf::ValueType::boolean, std::move(flags)));
+  const double scalar = r.positive_float("query_pre_attn_scalar", 256.0);
+  set_f32(md, a + ".attention.scale", 1.0 / std::sqrt(scalar));
+  if (const auto cap = r.opt_float("final_logit_softcapping"))
+    set_f32(md, a + ".final_logit_softcapping", *cap);
+  if (const auto cap = r.opt_float("attn_logit_softcapping"))
+    set_f32(md, a + ".attn_logit_softcapping", *cap);
+}
+
+// bos/eos/pad ids: generation_config.json wins over config.json; eos may be a list.
+void read_token_ids(HfModelConfig& out, const ConfigReader& cfg, const ConfigReader& gen) {
+  for (const auto& [hf_key, gguf_key] :
+       {std::pair{"bos_token_id", "tokenizer.ggml.bos_token_id"},
+        std::pair{"eos_token_id", "tokenizer.ggml.eos_token_id"},
+        std::pair{"pad_token_id", "tokenizer.ggml.padding_token_id"}}) {
+    const ConfigReader& r = gen.find(hf_key) != nullptr ? gen : cfg;
+    const json* v = r.find(hf_key);
+    if (v == nullptr) continue;
+    std::vector<Value> ids;
+    for (const json& id : v->is_array() ? *v : json::array({*v})) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() >= uint64_t(out.vocab_size))
+        fail(ErrorCode::malformed_file, "{}: {} entry {} is not a token id below vocab_size {}",
+             r.file, hf_key, id.dump(), out.vocab_size);
+      ids.push_back(Value::make_u32(id.get<uint32_t>()));
+    }
+    if (ids.empty()) continue;
+    out.metadata.set(gguf_key, ids.front());
+    if (ids.size() > 1 && std::string_view(hf_key) == "eos_token_id")
+      out.metadata.set("tokenizer.ggml.eos_token_ids",
+                       Value::make_array(gguf::ValueType::u32, std::move(ids)));
+  }
+}
+
+}  // namespace
+
+HfModelConfig hf_config_from_json(const json& config, const json& generation_config,
+                                  std::string_view name) {
+  if (!config.is_object()) fail(ErrorCode::malformed_file, "config.json must be a JSON object");
+  const ConfigReader r{config, "config.json"};
+  if (const json* q = r.find("quantization_config")) {
+    const json* method =
+        q->is_object() ? ConfigReader{*q, "config.json"}.find("quant_method") : nullptr;
+    fail(ErrorCode::unsupported,
+         "config.json: pre-quantized checkpoints (quantization_config, quant_method {}) are not "
+         "supported; use a float checkpoint or a GGUF",
+         method != nullptr ? method->dump() : "unknown");
+  }
+  const ArchEntry& entry = pick_architecture(r);
+  HfModelConfig out;
+  out.arch = entry.arch;
+  out.hf_architecture = entry.hf_architecture;
+  out.metadata.set("general.architecture", Value::make_string(out.arch));
+  out.metadata.set("general.name", Value::make_string(std::string(name)));
+  read_shapes(out, r, out.arch == "gemma3");
+  if (out.arch == "gemma3") {
+    read_gemma3(out, r);
+  } else {
+    read_dense(out, r);
+  }
+  const json empty = json::object();
+  const json& gen = generation_config.is_object() ? generation_config : empty;
+  read_token_ids(out, r, ConfigReader{gen, "generation_config.json"});
+  return out;
+}
+
+HfModelConfig hf_config_load(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const fs::path dir(folder);
+  const fs::path config_path = dir / "config.json";
+  if (!fs::exists(config_path))
+    fail(ErrorCode::not_found, "'{}' is not a Hugging Face model folder: {} does not exist", folder,
+         config_path.string());
+  const json config = json_read_file(config_path.string(), kMaxHfConfigBytes, kMaxConfigDepth);
+  json generation = json::object();
+  const fs::path gen_path = dir / "generation_config.json";
+  if (fs::exists(gen_path))
+    generation = json_read_file(gen_path.string(), kMaxHfConfigBytes, kMaxConfigDepth);
+  std::string name = fs::absolute(dir).lexically_normal().filename().string();
+  if (name.empty()) name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  return hf_config_from_json(config, generation, name);
+}
+
+std::vector<float> hf_llama3_rope_factors(double theta, int64_t head_dim, double factor,
+                                          double low_freq_factor, double high_freq_factor,
+                                          double original_context) {
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+}  // namespace memra

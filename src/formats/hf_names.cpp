@@ -1,0 +1,101 @@
+// The per-architecture name tables. Global tensors map one to one; per-layer tensors are
+// "model.layers.N.<suffix>" -> "blk.N.<gguf suffix>".
+#include "formats/hf_names.h"
+
+#include <charconv>
+
+namespace memra {
+namespace {
+
+struct Mapping {
+  std::string_view hf;
+  std::string_view gguf;
+};
+
+// Shared by every supported architecture.
+constexpr Mapping kCommonLayer[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"input_layernorm.weight", "attn_norm.weight"},
+};
+
+// Llama, Qwen2, Qwen3: one norm before the MLP.
+constexpr Mapping kDenseLayer[] = {
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+constexpr Mapping kQkNormLayer[] = {
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+};
+
+// Gemma 3 normalizes after attention and around the MLP; HF's post_attention_layernorm is the
+// norm applied to the attention output, not the one before the MLP.
+constexpr Mapping kGemma3Layer[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+constexpr Mapping kGlobal[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+template <size_t N>
+std::optional<std::string_view> look_up(const Mapping (&table)[N], std::string_view hf) {
+  for (const Mapping& m : table) {
+    if (m.hf == hf) return m.gguf;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_view suffix) {
+  if (auto g = look_up(kCommonLayer, suffix)) return g;
+  if (arch == "gemma3") {
+    if (auto g = look_up(kGemma3Layer, suffix)) return g;
+    return look_up(kQkNormLayer, suffix);
+  }
+  if (auto g = look_up(kDenseLayer, suffix)) return g;
+  if (arch == "qwen3") return look_up(kQkNormLayer, suffix);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
+                                                     std::string_view hf_name) {
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma3")
+    return std::nullopt;
+  if (auto g = look_up(kGlobal, hf_name)) return GgufTensorName{std::string(*g), -1};
+
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (!hf_name.starts_with(kPrefix)) return std::nullopt;
+  const std::string_view rest = hf_name.substr(kPrefix.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 5) return std::nullopt;
+  const std::string_view digits = rest.substr(0, dot);
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;
+  int layer = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  const auto suffix = layer_suffix(arch, rest.substr(dot + 1));
+  if (!suffix) return std::nullopt;
+  return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer};
+}
+
+bool hf_tensor_is_buffer(std::string_view hf_name) {
+  return hf_name.ends_with("rotary_emb.inv_freq");
+}
+
+}  // namespace memra

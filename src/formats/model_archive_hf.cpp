@@ -1,0 +1,157 @@
+// archive_open_hf_folder: config.json -> metadata, safetensors tensors -> GGUF names, plus the
+// llama.cpp converter's data conventions (llama q/k row permutation, gemma3 norm + 1, llama3
+// rope_freqs), done into owned buffers the archive keeps alive. Conventions: model_archive.h.
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "formats/hf_config.h"
+#include "formats/hf_names.h"
+#include "formats/model_archive.h"
+#include "formats/safetensors.h"
+
+namespace memra {
+namespace {
+
+// Points view at an owned buffer of n_bytes filled by fill(dst), kept alive by the archive.
+template <typename Fill>
+void own_copy(ModelArchive& archive, TensorView& view, uint64_t n_bytes, Fill fill) {
+  auto buffer = std::make_shared<std::vector<uint8_t>>(n_bytes);
+  fill(buffer->data());
+  view.data = buffer->data();
+  view.n_bytes = n_bytes;
+  archive.keep_alive.push_back(std::move(buffer));
+}
+
+// llama.cpp's LlamaModel.permute: rows grouped per head as (2, head_dim/2) become
+// (head_dim/2, 2). Rows are the outermost dim (ne[1] of a weight, ne[0] of a bias).
+void permute_heads(ModelArchive& archive, TensorView& view, int64_t n_heads, int64_t head_dim,
+                   const std::string& hf_name) {
+  const uint64_t rows = view.n_dims >= 2 ? view.ne[1] : view.ne[0];
+  if (view.n_dims > 2 || rows != uint64_t(n_heads * head_dim))
+    fail(ErrorCode::malformed_file, "tensor '{}': expected {} rows ({} heads x head_dim {})",
+         hf_name, n_heads * head_dim, n_heads, head_dim);
+  const uint64_t row_bytes = view.n_bytes / rows;
+  const auto* src = static_cast<const uint8_t*>(view.data);
+  const uint64_t half = uint64_t(head_dim) / 2;
+  own_copy(archive, view, view.n_bytes, [&](uint8_t* dst) {
+    for (uint64_t h = 0; h < uint64_t(n_heads); ++h) {
+      for (uint64_t j = 0; j < half; ++j) {
+        for (uint64_t p = 0; p < 2; ++p) {
+          const uint64_t to = h * head_dim + j * 2 + p;
+          const uint64_t from = h * head_dim + p * half + j;
+          std::memcpy(dst + to * row_bytes, src + from * row_bytes, row_bytes);
+        }
+      }
+    }
+  });
+}
+
+float load_float(DType dtype, const uint8_t* p) {
+  if (dtype == DType::f32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+// Gemma's RMSNorm scales by (1 + w); store 1 + w in F32 as llama.cpp's converter does.
+void add_one_f32(ModelArchive& archive, TensorView& view) {
+  const uint64_t n = view.n_elements();
+  const uint32_t size = dtype_traits(view.dtype).type_size;
+  const auto* src = static_cast<const uint8_t*>(view.data);
+  own_copy(archive, view, n * 4, [&](uint8_t* dst) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const float v = load_float(view.dtype, src + i * size) + 1.0f;
+      std::memcpy(dst + i * 4, &v, 4);
+    }
+  });
+  view.dtype = DType::f32;
+}
+
+// safetensors only pads the header to 8 bytes by convention; copy data the file misaligns.
+void ensure_aligned(ModelArchive& archive, TensorView& view) {
+  const uint32_t size = dtype_traits(view.dtype).type_size;
+  if (reinterpret_cast<uintptr_t>(view.data) % size == 0) return;
+  const void* src = view.data;
+  own_copy(archive, view, view.n_bytes, [&](uint8_t* dst) { std::memcpy(dst, src, view.n_bytes); });
+}
+
+void transform(ModelArchive& archive, const HfModelConfig& cfg, TensorView& view,
+               const std::string& hf_name) {
+  const std::string& name = view.name;
+  if (cfg.arch == "llama" && name.find(".attn_q.") != std::string::npos) {
+    permute_heads(archive, view, cfg.n_head, cfg.head_dim, hf_name);
+  } else if (cfg.arch == "llama" && name.find(".attn_k.") != std::string::npos) {
+    permute_heads(archive, view, cfg.n_head_kv, cfg.head_dim, hf_name);
+  } else if (cfg.arch == "gemma3" && name.ends_with("norm.weight")) {
+    add_one_f32(archive, view);
+  } else {
+    ensure_aligned(archive, view);
+  }
+}
+
+void add_rope_freqs(ModelArchive& archive, const std::vector<float>& factors) {
+  auto buffer = std::make_shared<std::vector<float>>(factors);
+  TensorView view;
+  view.name = "rope_freqs.weight";
+  view.dtype = DType::f32;
+  view.n_dims = 1;
+  view.ne[0] = buffer->size();
+  view.data = buffer->data();
+  view.n_bytes = buffer->size() * sizeof(float);
+  archive.tensors.push_back(view);
+  archive.keep_alive.push_back(std::move(buffer));
+}
+
+}  // namespace
+
+ModelArchive archive_open_hf_folder(const std::string& folder) {
+  const HfModelConfig cfg = hf_config_load(folder);
+  const auto checkpoint = std::make_unique<const safetensors::Checkpoint>(
+      safetensors::open_folder(folder));  // views stay valid through the shards' mappings
+  ModelArchive archive;
+  archive.kind = ArchiveKind::hf_folder;
+  archive.path = folder;
+  archive.metadata = cfg.metadata;
+  for (const auto& shard : checkpoint->shards) {
+    if (shard.mapping()) archive.keep_alive.push_back(shard.mapping());
+  }
+  std::set<std::string> seen;
+  for (const auto& [hf_name, ref] : checkpoint->tensors) {
+    if (hf_tensor_is_buffer(hf_name)) continue;
+    const auto gguf_name = hf_tensor_name_to_gguf(cfg.arch, hf_name);
+    if (!gguf_name)
+      fail(ErrorCode::unsupported,
+           "{}: tensor '{}' is not in the {} name table (HF -> GGUF); refusing a checkpoint "
+           "with weights memra would not use",
+           folder, hf_name, cfg.arch);
+    if (gguf_name->layer >= cfg.n_layer)
+      fail(ErrorCode::malformed_file, "{}: tensor '{}' is for layer {} but num_hidden_layers is {}",
+           folder, hf_name, gguf_name->layer, cfg.n_layer);
+    const safetensors::File& shard = checkpoint->shards[ref.shard];
+    TensorView view = shard.view(shard.entries()[ref.entry]);
+    if (view.dtype != DType::f32 && view.dtype != DType::f16 && view.dtype != DType::bf16)
+      fail(ErrorCode::unsupported, "{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16",
+           folder, hf_name, dtype_name(view.dtype));
+    view.name = gguf_name->name;
+    if (!seen.insert(view.name).second)
+      fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
+    transform(archive, cfg, view, hf_name);
+    archive.tensors.push_back(std::move(view));
+  }
+  if (!cfg.tied_embeddings && !seen.contains("output.weight"))
+    fail(ErrorCode::malformed_file,
+         "{}: tie_word_embeddings is false but the checkpoint has no lm_head.weight", folder);
+  if (!cfg.rope_freqs.empty()) add_rope_freqs(archive, cfg.rope_freqs);
+  return archive;
+}
+
+}  // namespace memra
