@@ -144,8 +144,10 @@ class Parser {
         return {type, std::bit_cast<double>(read<uint64_t>(f))};
       case ValueType::boolean:
         return {type, read_bool(f)};
-      case ValueType::string:
-        return {type, read_string(f, limits_.max_string_bytes)};
+      case ValueType::string: {
+        const std::string part = f.part.empty() ? "length" : std::string(f.part) + " length";
+        return {type, read_string(Field{f.prefix, part, f.index}, limits_.max_string_bytes)};
+      }
       case ValueType::array:
         return {type, read_array(f, depth + 1)};
     }
@@ -361,6 +363,7 @@ uint32_t read_version(std::span<const uint8_t> bytes) {
   return version;
 }
 
+// min_bytes = 0 skips the bound from the bytes that remain (checked later by the caller).
 uint64_t read_count(Parser& p, const std::string& name, uint64_t limit, uint64_t min_bytes) {
   const uint64_t at = p.pos();
   const uint64_t n = p.read<uint64_t>(Field{name, ""});
@@ -368,8 +371,7 @@ uint64_t read_count(Parser& p, const std::string& name, uint64_t limit, uint64_t
     fail(ErrorCode::malformed_file, "{} at offset {}: {} exceeds the limit of {}", name, at, n,
          limit);
   }
-  // A first bound from the bytes after the field (refined once the metadata has been read).
-  if (n > p.remaining() / min_bytes) {
+  if (min_bytes > 0 && n > p.remaining() / min_bytes) {
     fail(ErrorCode::malformed_file,
          "{} at offset {}: {} entries cannot fit in the {} bytes that remain", name, at, n,
          p.remaining());
@@ -434,7 +436,7 @@ File File::parse(std::span<const uint8_t> bytes, const ReadLimits& limits) {
   Parser p(bytes, limits);
   p.read<uint64_t>(Field{"magic and version", ""});
   const uint64_t tensor_count =
-      read_count(p, "tensor_count", limits.max_tensor_count, kMinTensorInfoBytes);
+      read_count(p, "tensor_count", limits.max_tensor_count, 0);  // bounded after the metadata
   const uint64_t kv_count = read_count(p, "kv_count", limits.max_kv_count, kMinKvBytes);
   f.metadata_ = p.read_metadata(kv_count);
   f.alignment_ = checked_alignment(f.metadata_, p.alignment_value_pos(), limits);
