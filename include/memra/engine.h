@@ -18,22 +18,22 @@ class Tokenizer;
 class ChatTemplate;
 
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy
-  int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;        // 1 = off
-  float min_p = 0.0f;        // 0 = off
+  float temperature = 1.0f;         // 0 = greedy
+  int32_t top_k = 0;                // 0 = off
+  float top_p = 1.0f;               // 1 = off
+  float min_p = 0.0f;               // 0 = off
   float repetition_penalty = 1.0f;  // 1 = off (HF semantics, over prompt + generated tokens)
   float presence_penalty = 0.0f;    // OpenAI semantics, over generated tokens
   float frequency_penalty = 0.0f;
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the raw logit
-  std::optional<uint64_t> seed;  // same seed + same request = same output
-  int32_t top_logprobs = -1;     // -1: no logprobs; 0: the chosen token's; N: also the top N
+  std::optional<uint64_t> seed;                       // same seed + same request = same output
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0: the chosen token's; N: also the top N
 };
 
 struct StopConditions {
-  int32_t max_tokens = 256;                // generated tokens; the context limit also applies
-  std::vector<std::string> stop_strings;   // matched across token boundaries, never emitted
-  std::vector<int32_t> stop_token_ids;     // in addition to the model's EOS ids
+  int32_t max_tokens = 256;               // generated tokens; the context limit also applies
+  std::vector<std::string> stop_strings;  // matched across token boundaries, never emitted
+  std::vector<int32_t> stop_token_ids;    // in addition to the model's EOS ids
   bool ignore_eos = false;
 };
 
@@ -47,8 +47,8 @@ struct TokenLogprob {
 
 struct GeneratedToken {
   int32_t id = 0;
-  float logprob = 0.0f;              // valid when logprobs were requested
-  std::vector<TokenLogprob> top;     // top_logprobs entries, best first
+  float logprob = 0.0f;           // valid when logprobs were requested
+  std::vector<TokenLogprob> top;  // top_logprobs entries, best first
 };
 
 struct Usage {
@@ -62,9 +62,9 @@ struct StreamEvent {
   std::vector<GeneratedToken> tokens;  // committed this step
   std::string text;                    // newly final text (held back while a stop string may form)
   FinishReason finish = FinishReason::none;  // set on the last event only
-  std::string matched_stop;  // the stop string that ended generation, if any
-  std::string error;         // when finish == error
-  Usage usage;               // running totals
+  std::string matched_stop;                  // the stop string that ended generation, if any
+  std::string error;                         // when finish == error
+  Usage usage;                               // running totals
 };
 
 using RequestId = uint64_t;
@@ -80,12 +80,13 @@ struct EngineOptions {
   std::string model;           // a source for model_source_resolve; empty = the default model
   int32_t context_length = 0;  // 0 = min(model's trained length, 8192)
   int32_t kv_block_size = 16;
-  int32_t kv_blocks = 0;                 // 0 = enough for max_sequences * context_length
-  int32_t max_sequences = 64;            // running at once
-  int32_t max_batch_tokens = 512;        // token budget per step (prefill chunks + decodes)
-  int32_t max_queued = 256;              // waiting requests before submit refuses (queue full)
+  int32_t kv_blocks = 0;  // 0 = enough for max_sequences * context_length, capped at 1 GiB of KV
+                          // (never less than one full context)
+  int32_t max_sequences = 64;      // running at once
+  int32_t max_batch_tokens = 512;  // token budget per step (prefill chunks + decodes)
+  int32_t max_queued = 256;        // waiting requests before submit refuses (queue full)
   bool prefix_cache = true;
-  int n_threads = 0;                     // CPU backend threads; 0 = all cores
+  int n_threads = 0;  // CPU backend threads; 0 = all cores
 };
 
 struct EngineStats {
@@ -97,10 +98,11 @@ struct EngineStats {
   uint64_t generated_tokens_total = 0;
   uint64_t cached_tokens_total = 0;
   uint64_t steps_total = 0;
+  uint64_t preemptions_total = 0;  // sequences preempted (KV freed, prefilled again later)
 };
 
 struct EngineModelInfo {
-  std::string id;            // display name of the source
+  std::string id;  // display name of the source
   std::string architecture;
   int32_t context_length = 0;
   int32_t n_vocab = 0;

@@ -1,0 +1,94 @@
+// Engine::create: resolves the model source, opens the archive, loads the model and the
+// tokenizer (GGUF metadata or the HF folder's tokenizer.json), the chat template when the model
+// has one, and the EOS ids (tokenizer + HF generation_config.json), then starts the engine.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/engine_impl.h"
+#include "formats/model_archive.h"
+#include "formats/model_source.h"
+#include "models/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace memra {
+
+namespace {
+
+constexpr uintmax_t kMaxGenerationConfigBytes = 1u << 20;
+
+// eos_token_id from an HF folder's generation_config.json (an int or a list of ints).
+std::vector<int32_t> generation_config_eos(const std::string& folder) {
+  const std::filesystem::path path = std::filesystem::path(folder) / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  if (std::filesystem::file_size(path, ec) > kMaxGenerationConfigBytes)
+    fail(ErrorCode::malformed_file, "{} is larger than {} bytes", path.string(),
+         kMaxGenerationConfigBytes);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail(ErrorCode::malformed_file, "{} is not valid JSON", path.string());
+  std::vector<int32_t> out;
+  if (!j.is_object() || !j.contains("eos_token_id")) return out;
+  const nlohmann::json& eos = j["eos_token_id"];
+  auto take = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer())
+      fail(ErrorCode::malformed_file, "{}: eos_token_id holds a non-integer", path.string());
+    out.push_back(v.get<int32_t>());
+  };
+  if (eos.is_array()) {
+    for (const auto& v : eos) take(v);
+  } else if (!eos.is_null()) {
+    take(eos);
+  }
+  return out;
+}
+
+std::unique_ptr<ChatTemplate> load_chat_template(const Tokenizer& tokenizer) {
+  const std::string source = tokenizer.chat_template();
+  if (source.empty()) return nullptr;
+  try {
+    return std::make_unique<ChatTemplate>(source);
+  } catch (const Error& e) {
+    // The model stays usable for completions; chat requests are refused as "no chat template".
+    MEMRA_LOG_WARN("the model's chat template does not parse, chat is disabled: {}", e.what());
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
+  const std::string source = options.model.empty() ? model_source_default_path() : options.model;
+  const ResolvedModel resolved = model_source_resolve(source);
+  auto archive = std::make_shared<const ModelArchive>(archive_open(resolved.path));
+  EngineParts parts;
+  parts.tokenizer = archive->kind == ArchiveKind::gguf ? Tokenizer::from_gguf(archive->metadata)
+                                                       : Tokenizer::from_hf_folder(resolved.path);
+  parts.chat_template = load_chat_template(*parts.tokenizer);
+  parts.eos_ids = parts.tokenizer->eos_ids();
+  if (archive->kind == ArchiveKind::hf_folder)
+    for (int32_t id : generation_config_eos(resolved.path))
+      if (std::find(parts.eos_ids.begin(), parts.eos_ids.end(), id) == parts.eos_ids.end())
+        parts.eos_ids.push_back(id);
+  parts.model = model_load(archive, ModelLoadOptions{options.n_threads});
+  const ModelInfo& mi = parts.model->info();
+  if (mi.n_vocab < parts.tokenizer->n_vocab())
+    fail(ErrorCode::malformed_file, "tokenizer has {} tokens but the model only {} logits",
+         parts.tokenizer->n_vocab(), mi.n_vocab);
+  parts.info.id = resolved.display;
+  parts.info.architecture = mi.architecture;
+  parts.info.n_vocab = mi.n_vocab;
+  parts.info.weight_bytes = mi.weight_bytes;
+  return engine_start(std::move(parts), options);
+}
+
+}  // namespace memra

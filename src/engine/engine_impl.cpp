@@ -1,0 +1,407 @@
+// The engine thread: takes submissions and cancellations at step boundaries, runs one scheduled
+// batch through the model per step, samples, applies stop conditions and streams events. Only
+// this thread touches sequences, the scheduler and the KV cache; submit/cancel/stats share a
+// mutex-guarded inbox with it.
+#include "engine/engine_impl.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/kv_block_manager.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stop_matcher.h"
+#include "models/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace memra {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::none:
+      return "none";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 1024;
+constexpr size_t kMaxStopTokenIds = 1024;
+constexpr uint64_t kDefaultKvMaxBytes = 1ull << 30;  // when kv_blocks = 0
+
+// A request in flight: its scheduling state plus sampling, detokenization and stop state.
+struct Active : SeqState {
+  Active(RequestId rid, Request req, const Tokenizer& tok, uint64_t seed)
+      : id(rid),
+        request(std::move(req)),
+        sampler(request.sampling, request.prompt, seed),
+        stops(request.stop.stop_strings),
+        decoder(tok, /*skip_special=*/true) {}
+  RequestId id;
+  Request request;
+  Sampler sampler;
+  StopMatcher stops;
+  StreamDecoder decoder;
+  int32_t n_generated = 0;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(EngineParts parts, const EngineOptions& options);
+  ~EngineImpl() override;
+
+  RequestId submit(Request request) override;
+  void cancel(RequestId id) override;
+  const Tokenizer& tokenizer() const override { return *parts_.tokenizer; }
+  const ChatTemplate* chat_template() const override { return parts_.chat_template.get(); }
+  const EngineModelInfo& model_info() const override { return parts_.info; }
+  EngineStats stats() const override;
+
+ private:
+  void validate(const Request& r) const;
+  void run();
+  void step();
+  void on_token(Active& a, const GeneratedToken& token);
+  void finish(Active& a, StreamEvent& event, FinishReason reason);
+  void deliver(Active& a, StreamEvent& event);
+  void publish_stats();
+
+  EngineParts parts_;
+  EngineOptions options_;
+  int32_t n_vocab_ = 0;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<KvBlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
+  std::vector<float> logits_;
+  std::vector<Active*> finished_;  // removed after the step's events are out
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Active>> inbox_;
+  std::vector<RequestId> cancels_;
+  bool stopping_ = false;
+  RequestId next_id_ = 1;
+  uint64_t seed_base_ = 0;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
+    : parts_(std::move(parts)), options_(options) {
+  const ModelInfo& mi = parts_.model->info();
+  n_vocab_ = mi.n_vocab;
+  int32_t ctx = options_.context_length;
+  const int32_t trained = mi.n_ctx_train > 0 ? mi.n_ctx_train : 8192;
+  if (ctx == 0) ctx = std::min(trained, 8192);
+  if (ctx < 2 || ctx > trained)
+    fail(ErrorCode::invalid_argument,
+         "context length {} is outside [2, {}] (the model's trained "
+         "context length)",
+         ctx, trained);
+  const int32_t bs = options_.kv_block_size;
+  if (bs <= 0 || bs > 1024)
+    fail(ErrorCode::invalid_argument, "kv_block_size {} is outside [1, 1024]", bs);
+  const int64_t ctx_blocks = (ctx + bs - 1) / bs;
+  int64_t n_blocks = options_.kv_blocks;
+  if (n_blocks == 0) {
+    const uint64_t per_block = std::max<uint64_t>(1, parts_.model->kv_bytes_per_token() * bs);
+    const int64_t by_bytes = static_cast<int64_t>(kDefaultKvMaxBytes / per_block);
+    n_blocks = std::max(ctx_blocks, std::min(ctx_blocks * options_.max_sequences, by_bytes));
+  }
+  if (n_blocks < ctx_blocks || n_blocks > (1 << 24))
+    fail(ErrorCode::invalid_argument,
+         "kv_blocks {} cannot hold one full context of {} tokens "
+         "({} blocks of {}) or exceeds 2^24",
+         n_blocks, ctx, ctx_blocks, bs);
+  parts_.info.context_length = ctx;
+  parts_.info.n_vocab = n_vocab_;
+  kv_ = parts_.model->kv_cache_create(static_cast<int32_t>(n_blocks), bs);
+  parts_.info.kv_cache_bytes = kv_->bytes();
+  blocks_ =
+      std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs, options_.prefix_cache);
+  scheduler_ = std::make_unique<Scheduler>(
+      *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences});
+  if (options_.max_queued <= 0)
+    fail(ErrorCode::invalid_argument, "max_queued {} must be > 0", options_.max_queued);
+  seed_base_ = std::random_device{}();
+  stats_.kv_blocks_total = static_cast<int32_t>(n_blocks);
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineImpl::~EngineImpl() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineImpl::validate(const Request& r) const {
+  const int32_t ctx = parts_.info.context_length;
+  if (!r.sink) fail(ErrorCode::invalid_argument, "request has no sink");
+  if (r.prompt.empty()) fail(ErrorCode::invalid_argument, "prompt is empty");
+  for (int32_t id : r.prompt)
+    if (id < 0 || id >= n_vocab_)
+      fail(ErrorCode::invalid_argument, "prompt token id {} is outside the vocabulary [0, {})", id,
+           n_vocab_);
+  if (r.stop.max_tokens < 1)
+    fail(ErrorCode::invalid_argument, "max_tokens {} must be at least 1", r.stop.max_tokens);
+  const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens;
+  if (need > ctx)
+    fail(ErrorCode::invalid_argument,
+         "prompt ({} tokens) + max_tokens ({}) = {} exceeds the "
+         "context length ({})",
+         r.prompt.size(), r.stop.max_tokens, need, ctx);
+  sampling_params_validate(r.sampling, n_vocab_);
+  if (r.stop.stop_strings.size() > kMaxStopStrings)
+    fail(ErrorCode::invalid_argument, "{} stop strings, at most {} allowed",
+         r.stop.stop_strings.size(), kMaxStopStrings);
+  for (const std::string& s : r.stop.stop_strings)
+    if (s.size() > kMaxStopBytes)
+      fail(ErrorCode::invalid_argument, "a stop string of {} bytes exceeds {} bytes", s.size(),
+           kMaxStopBytes);
+  if (r.stop.stop_token_ids.size() > kMaxStopTokenIds)
+    fail(ErrorCode::invalid_argument, "{} stop token ids, at most {} allowed",
+         r.stop.stop_token_ids.size(), kMaxStopTokenIds);
+  for (int32_t id : r.stop.stop_token_ids)
+    if (id < 0 || id >= n_vocab_)
+      fail(ErrorCode::invalid_argument, "stop token id {} is outside the vocabulary [0, {})", id,
+           n_vocab_);
+}
+
+RequestId EngineImpl::submit(Request request) {
+  validate(request);
+  std::unique_lock lock(mu_);
+  if (stopping_) fail(ErrorCode::resource_exhausted, "engine is shutting down");
+  if (static_cast<int32_t>(inbox_.size()) + stats_.queued >= options_.max_queued)
+    fail(ErrorCode::resource_exhausted, "request queue is full ({} waiting)", options_.max_queued);
+  const RequestId id = next_id_++;
+  const uint64_t seed = request.sampling.seed.value_or(seed_base_ ^ (id * 0x9e3779b97f4a7c15ull));
+  auto a = std::make_unique<Active>(id, std::move(request), *parts_.tokenizer, seed);
+  a->order = id;
+  a->tokens = a->request.prompt;
+  inbox_.push_back(std::move(a));
+  lock.unlock();
+  cv_.notify_all();
+  return id;
+}
+
+void EngineImpl::cancel(RequestId id) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+EngineStats EngineImpl::stats() const {
+  std::lock_guard lock(mu_);
+  EngineStats s = stats_;
+  s.queued += static_cast<int32_t>(inbox_.size());
+  return s;
+}
+
+void EngineImpl::publish_stats() {
+  const KvBlockStats kv = blocks_->stats();
+  std::lock_guard lock(mu_);
+  stats_.queued = scheduler_->n_waiting();
+  stats_.running = scheduler_->n_running();
+  stats_.kv_blocks_used = kv.used;
+  stats_.preemptions_total = scheduler_->n_preemptions();
+}
+
+void EngineImpl::run() {
+  for (;;) {
+    std::deque<std::unique_ptr<Active>> incoming;
+    std::vector<RequestId> cancels;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !active_.empty();
+      });
+      if (stopping_) break;
+      incoming.swap(inbox_);
+      cancels.swap(cancels_);
+    }
+    for (auto& a : incoming) {
+      Active* raw = a.get();
+      active_.emplace(a->id, std::move(a));
+      scheduler_->add(raw);
+    }
+    for (RequestId id : cancels) {
+      auto it = active_.find(id);
+      if (it == active_.end()) continue;
+      StreamEvent event;
+      finish(*it->second, event, FinishReason::cancelled);
+      deliver(*it->second, event);
+    }
+    for (Active* a : finished_) active_.erase(a->id);
+    finished_.clear();
+    if (!active_.empty()) step();
+    publish_stats();
+  }
+  // Shutdown: everything still pending finishes as cancelled (sinks run without the lock held).
+  std::deque<std::unique_ptr<Active>> pending;
+  {
+    std::lock_guard lock(mu_);
+    pending.swap(inbox_);
+  }
+  for (auto& a : pending) active_.emplace(a->id, std::move(a));
+  for (auto& [id, a] : active_) {
+    StreamEvent event;
+    finish(*a, event, FinishReason::cancelled);
+    deliver(*a, event);
+  }
+  active_.clear();
+}
+
+void EngineImpl::step() {
+  StepPlan plan = scheduler_->schedule();
+  if (plan.seqs.empty()) {
+    // Only possible when a queued sequence cannot get a single KV slot with nothing running;
+    // submit() and the cache sizing rule this out, so report it rather than spin.
+    for (auto& [id, a] : active_) {
+      StreamEvent event;
+      event.error = "the KV cache cannot hold this request";
+      finish(*a, event, FinishReason::error);
+      deliver(*a, event);
+    }
+    return;
+  }
+  const size_t rows = plan.batch.logit_tokens.size();
+  logits_.resize(rows * static_cast<size_t>(n_vocab_));
+  try {
+    parts_.model->forward(plan.batch, *kv_, logits_);
+  } catch (const std::exception& e) {
+    MEMRA_LOG_ERROR("engine step failed: {}", e.what());
+    for (SeqState* seq : plan.seqs) {
+      Active& a = static_cast<Active&>(*seq);
+      StreamEvent event;
+      event.error = e.what();
+      finish(a, event, FinishReason::error);
+      deliver(a, event);
+    }
+    return;
+  }
+  scheduler_->complete(plan);
+  uint64_t prompt_tokens = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const Active& a = static_cast<const Active&>(*plan.seqs[i]);
+    const int32_t first = plan.batch.seqs[i].n_past;
+    const int32_t end = first + plan.batch.seqs[i].n_tokens;
+    const int32_t n_prompt = static_cast<int32_t>(a.request.prompt.size());
+    prompt_tokens += static_cast<uint64_t>(std::max(0, std::min(end, n_prompt) - first));
+  }
+  for (size_t j = 0; j < rows; ++j) {
+    Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
+    const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_vocab_));
+    on_token(a, a.sampler.sample(row));
+  }
+  for (Active* a : finished_) active_.erase(a->id);
+  finished_.clear();
+  std::lock_guard lock(mu_);
+  stats_.steps_total += 1;
+  stats_.prompt_tokens_total += prompt_tokens;
+  stats_.generated_tokens_total += rows;
+}
+
+void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
+  a.sampler.accept(token.id);
+  a.tokens.push_back(token.id);
+  ++a.n_generated;
+  StreamEvent event;
+  event.tokens.push_back(token);
+  const StopConditions& stop = a.request.stop;
+  const bool is_eos = !stop.ignore_eos && std::find(parts_.eos_ids.begin(), parts_.eos_ids.end(),
+                                                    token.id) != parts_.eos_ids.end();
+  const bool is_stop_id = std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(),
+                                    token.id) != stop.stop_token_ids.end();
+  FinishReason reason = FinishReason::none;
+  if (is_eos || is_stop_id) {
+    reason = FinishReason::stop;  // the stop token itself is not part of the text
+  } else {
+    StopMatcher::Result r = a.stops.push(a.decoder.push(token.id));
+    event.text = std::move(r.text);
+    if (r.stopped) {
+      reason = FinishReason::stop;
+      event.matched_stop = std::move(r.matched);
+    }
+  }
+  const int32_t ctx = parts_.info.context_length;
+  if (reason == FinishReason::none &&
+      (a.n_generated >= stop.max_tokens || static_cast<int32_t>(a.tokens.size()) >= ctx))
+    reason = FinishReason::length;
+  if (reason != FinishReason::none && event.matched_stop.empty()) {
+    // Generation ends here: release the decoder's pending bytes and the stop-string hold-back,
+    // which may still complete a stop string.
+    StopMatcher::Result r = a.stops.push(a.decoder.flush());
+    event.text += r.text;
+    if (r.stopped) {
+      reason = FinishReason::stop;
+      event.matched_stop = std::move(r.matched);
+    } else {
+      event.text += a.stops.flush();
+    }
+  }
+  if (reason != FinishReason::none) finish(a, event, reason);
+  deliver(a, event);
+}
+
+// Marks a sequence finished: fills the final event's reason and usage and frees its KV blocks
+// (full blocks stay in the prefix cache). The Active itself is erased after the step.
+void EngineImpl::finish(Active& a, StreamEvent& event, FinishReason reason) {
+  event.finish = reason;
+  scheduler_->remove(&a);
+  finished_.push_back(&a);
+}
+
+// Stamps usage on the event and hands it to the request's sink.
+void EngineImpl::deliver(Active& a, StreamEvent& event) {
+  event.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
+  event.usage.completion_tokens = a.n_generated;
+  event.usage.cached_tokens = std::max(0, a.n_cached_first);
+  if (event.finish != FinishReason::none && a.n_cached_first > 0) {
+    std::lock_guard lock(mu_);
+    stats_.cached_tokens_total += static_cast<uint64_t>(a.n_cached_first);
+  }
+  try {
+    a.request.sink(event);
+  } catch (const std::exception& e) {
+    // A sink must not throw; treat it as the client going away.
+    MEMRA_LOG_WARN("request {} sink threw ({}); cancelling it", a.id, e.what());
+    if (event.finish == FinishReason::none) {
+      scheduler_->remove(&a);
+      finished_.push_back(&a);
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> engine_start(EngineParts parts, const EngineOptions& options) {
+  if (!parts.model || !parts.tokenizer)
+    fail(ErrorCode::internal, "engine_start needs a model and a tokenizer");
+  return std::make_unique<EngineImpl>(std::move(parts), options);
+}
+
+}  // namespace memra

@@ -1,0 +1,26 @@
+// The Engine implementation over already-loaded parts, so tests can drive it with a fake model
+// and tokenizer. Engine::create (engine_create.cpp) loads the parts from a model source.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "memra/engine.h"
+
+namespace memra {
+
+class Model;
+
+struct EngineParts {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none
+  std::vector<int32_t> eos_ids;                 // ids that end generation (unless ignore_eos)
+  EngineModelInfo info;                         // context_length/kv_cache_bytes are filled here
+};
+
+// Sizes the KV cache, starts the engine thread. Throws Error(invalid_argument) for options that
+// cannot work (a context longer than the model's, a cache smaller than one full context).
+std::unique_ptr<Engine> engine_start(EngineParts parts, const EngineOptions& options);
+
+}  // namespace memra

@@ -1,0 +1,56 @@
+// Token sampling for one sequence: penalties, logit bias, temperature, top-k, top-p, min-p and a
+// per-request RNG, so the same seed and request give the same tokens whatever else is batched.
+// Order (as in llama.cpp's chain): repetition / presence / frequency penalties -> logit bias ->
+// greedy argmax, or temperature -> top-k -> top-p -> min-p -> draw. Log-probabilities are the
+// model's own log-softmax of the raw logits (before penalties, bias and temperature), as OpenAI
+// reports them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "memra/engine.h"
+
+namespace memra {
+
+// Throws Error(invalid_argument) naming the first out-of-range field.
+void sampling_params_validate(const SamplingParams& params, int32_t n_vocab);
+
+// xoshiro256** seeded through splitmix64: small, fast and identical on every platform.
+class SamplerRng {
+ public:
+  explicit SamplerRng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // [0, 1) with 53 random bits
+
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  // prompt: counted by the repetition penalty (HF applies it over prompt + generated tokens).
+  Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
+
+  // Picks the next token from raw logits [n_vocab]; `scratch` is reused between calls.
+  GeneratedToken sample(std::span<const float> logits);
+  // Records a token the sequence generated (for the penalties).
+  void accept(int32_t token);
+  bool greedy() const { return params_.temperature <= 0.0f || params_.top_k == 1; }
+
+ private:
+  void apply_penalties(std::vector<float>& logits) const;
+  int32_t draw(std::vector<float>& logits);
+  void fill_logprobs(std::span<const float> raw, GeneratedToken& out) const;
+
+  SamplingParams params_;
+  SamplerRng rng_;
+  std::unordered_map<int32_t, int32_t> seen_;       // prompt + generated (repetition penalty)
+  std::unordered_map<int32_t, int32_t> generated_;  // token -> count (presence / frequency)
+  std::vector<float> work_;
+  std::vector<int32_t> order_;
+};
+
+}  // namespace memra

@@ -1,0 +1,77 @@
+// The step planner: each step picks sequences under the token budget and the free KV blocks —
+// running decodes first (oldest first), then prefill chunks of running sequences, then new
+// admissions from the FIFO queue (chunked prefill) — and builds the step's Batch. When a decode
+// cannot get a KV block, the newest running sequence is preempted by recompute: its blocks are
+// released and it goes back to the front of the queue with all its tokens, to be prefilled again.
+// A step that preempted admits nothing, so a preempted sequence does not bounce straight back.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/kv_block_manager.h"
+#include "models/batch.h"
+
+namespace memra {
+
+// What the scheduler knows of a sequence. The engine keeps one per request.
+struct SeqState {
+  uint64_t order = 0;           // submission order: lower is older
+  std::vector<int32_t> tokens;  // prompt + generated
+  int32_t n_computed = 0;       // leading tokens whose KV is in the cache
+  std::vector<int32_t> block_table;
+  std::vector<uint64_t> block_hashes;  // prefix-cache hashes of the leading full blocks
+  int32_t n_cached_first = -1;         // tokens reused from the prefix cache at first admission
+  int32_t n_preemptions = 0;
+  bool running = false;
+
+  int32_t remaining() const { return static_cast<int32_t>(tokens.size()) - n_computed; }
+};
+
+struct SchedulerOptions {
+  int32_t max_batch_tokens = 512;
+  int32_t max_sequences = 64;
+};
+
+// One step's plan. seqs[i] is the sequence of batch.seqs[i]; logit_seqs[j] the sequence whose
+// logits land in row j (batch.logit_tokens[j]).
+struct StepPlan {
+  Batch batch;
+  std::vector<SeqState*> seqs;
+  std::vector<SeqState*> logit_seqs;
+};
+
+class Scheduler {
+ public:
+  Scheduler(KvBlockManager& kv, const SchedulerOptions& options);
+
+  void add(SeqState* seq);     // queues a new sequence (FIFO)
+  void remove(SeqState* seq);  // finished or cancelled: drops it and frees its blocks
+  StepPlan schedule();
+  // After the forward pass: advances n_computed and publishes newly full blocks to the cache.
+  void complete(const StepPlan& plan);
+
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  uint64_t n_preemptions() const { return preemptions_; }
+
+ private:
+  int32_t blocks_needed(const SeqState& seq, int32_t n_tokens) const;
+  // Tokens of seq that fit in the available blocks, at most `want`.
+  int32_t tokens_that_fit(const SeqState& seq, int32_t want) const;
+  void preempt(SeqState* seq);
+  SeqState* newest_unscheduled(const std::vector<SeqState*>& scheduled) const;
+  void add_to_plan(StepPlan& plan, SeqState* seq, int32_t n_tokens);
+  bool schedule_decodes(StepPlan& plan, int32_t& budget);  // true when it preempted
+  void schedule_prefills(StepPlan& plan, int32_t& budget, bool admit);
+  bool admit_one(StepPlan& plan, int32_t& budget);
+
+  KvBlockManager& kv_;
+  SchedulerOptions options_;
+  std::deque<SeqState*> waiting_;
+  std::vector<SeqState*> running_;  // kept in submission order
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace memra

@@ -1,0 +1,323 @@
+// The engine end to end over the fake model: greedy output equals the model's sequential answer,
+// and the determinism contract holds — alone vs batched, prefix-cache hit vs cold, chunked vs
+// whole prefill, preempted vs uninterrupted, and same seed vs same seed. Also stops, limits,
+// cancellation and submit validation.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/engine_impl.h"
+#include "fake_model.h"
+
+namespace memra {
+namespace {
+
+using testing::FakeModel;
+using testing::FakeTokenizer;
+
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> ids;
+  std::string text;
+  FinishReason finish = FinishReason::none;
+  std::string matched;
+  Usage usage;
+  int events = 0;
+
+  std::function<void(const StreamEvent&)> sink() {
+    return [this](const StreamEvent& e) {
+      std::lock_guard lock(mu);
+      for (const auto& t : e.tokens) ids.push_back(t.id);
+      text += e.text;
+      usage = e.usage;
+      ++events;
+      if (e.finish != FinishReason::none) {
+        finish = e.finish;
+        matched = e.matched_stop;
+        cv.notify_all();
+      }
+    };
+  }
+  void wait() {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(
+        cv.wait_for(lock, std::chrono::seconds(20), [&] { return finish != FinishReason::none; }));
+  }
+};
+
+struct Harness {
+  FakeModel* model = nullptr;
+  std::unique_ptr<Engine> engine;
+};
+
+Harness start(EngineOptions o = {}, int32_t n_ctx = 256, int32_t eos_after = -1) {
+  EngineParts parts;
+  auto model = std::make_unique<FakeModel>(n_ctx, eos_after);
+  Harness h;
+  h.model = model.get();
+  parts.model = std::move(model);
+  parts.tokenizer = std::make_unique<FakeTokenizer>();
+  parts.eos_ids = {testing::kFakeEos};
+  parts.info.id = "fake";
+  h.engine = engine_start(std::move(parts), o);
+  return h;
+}
+
+std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < n; ++i) p.push_back(2 + (i * 7 + salt) % 38);
+  return p;
+}
+
+// What the fake model generates greedily after `prompt`, computed without the engine.
+std::vector<int32_t> expected_greedy(std::vector<int32_t> history, int32_t n) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < n; ++i) {
+    out.push_back(testing::fake_next_token(history));
+    history.push_back(out.back());
+  }
+  return out;
+}
+
+Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens, Collected& c) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.stop.max_tokens = max_tokens;
+  r.sink = c.sink();
+  return r;
+}
+
+TEST(Engine, GreedyMatchesTheModelsSequentialAnswer) {
+  Harness h = start();
+  Collected c;
+  h.engine->submit(greedy_request(prompt_of(21), 12, c));
+  c.wait();
+  EXPECT_EQ(c.ids, expected_greedy(prompt_of(21), 12));
+  EXPECT_EQ(c.finish, FinishReason::length);
+  EXPECT_EQ(c.usage.prompt_tokens, 21);
+  EXPECT_EQ(c.usage.completion_tokens, 12);
+  std::string expect_text;
+  FakeTokenizer tok;
+  for (int32_t id : c.ids) expect_text += tok.token_bytes(id);
+  EXPECT_EQ(c.text, expect_text);
+}
+
+TEST(Engine, AloneEqualsBatchedWithOthers) {
+  Harness h = start();
+  const int n = 24;
+  std::vector<Collected> c(n);
+  for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(5 + i * 3, i), 16, c[i]));
+  for (int i = 0; i < n; ++i) {
+    c[i].wait();
+    EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(5 + i * 3, i), 16)) << "request " << i;
+  }
+  EXPECT_GT(h.model->max_batch_tokens_seen.load(), 16);  // they really shared steps
+}
+
+TEST(Engine, PrefixCacheHitEqualsCold) {
+  Harness h = start();
+  Collected cold, warm;
+  h.engine->submit(greedy_request(prompt_of(50), 8, cold));
+  cold.wait();
+  h.engine->submit(greedy_request(prompt_of(50), 8, warm));
+  warm.wait();
+  EXPECT_EQ(cold.usage.cached_tokens, 0);
+  EXPECT_EQ(warm.usage.cached_tokens, 48);  // 3 full blocks of 16; the last token is recomputed
+  EXPECT_EQ(warm.ids, cold.ids);
+  EXPECT_EQ(warm.ids, expected_greedy(prompt_of(50), 8));
+  EXPECT_EQ(h.engine->stats().cached_tokens_total, 48u);
+}
+
+TEST(Engine, ChunkedPrefillEqualsWhole) {
+  EngineOptions o;
+  o.max_batch_tokens = 7;
+  Harness h = start(o);
+  Collected c;
+  h.engine->submit(greedy_request(prompt_of(60), 10, c));
+  c.wait();
+  EXPECT_EQ(c.ids, expected_greedy(prompt_of(60), 10));
+  EXPECT_LE(h.model->max_batch_tokens_seen.load(), 7);
+}
+
+TEST(Engine, PreemptedEqualsUninterrupted) {
+  EngineOptions o;
+  o.kv_block_size = 4;
+  o.kv_blocks = 40;  // 160 slots for 8 sequences that grow to 70 tokens each
+  o.context_length = 128;
+  o.prefix_cache = false;
+  Harness h = start(o, 128);
+  const int n = 8;
+  std::vector<Collected> c(n);
+  for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(10, i), 60, c[i]));
+  for (int i = 0; i < n; ++i) {
+    c[i].wait();
+    EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(10, i), 60)) << "request " << i;
+  }
+  EXPECT_GT(h.engine->stats().preemptions_total, 0u);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, SeededSamplingIsReproducibleAcrossBatching) {
+  Harness h = start();
+  auto sampled = [](uint64_t seed, Collected& c) {
+    Request r;
+    r.prompt = prompt_of(9);
+    r.sampling.temperature = 5.0f;  // flat enough that the draw matters
+    r.sampling.seed = seed;
+    r.stop.max_tokens = 24;
+    r.stop.ignore_eos = true;
+    r.sink = c.sink();
+    return r;
+  };
+  Collected alone;
+  h.engine->submit(sampled(7, alone));
+  alone.wait();
+  std::vector<Collected> noise(6);
+  Collected batched, other_seed;
+  for (int i = 0; i < 3; ++i) h.engine->submit(greedy_request(prompt_of(30, i), 20, noise[i]));
+  h.engine->submit(sampled(7, batched));
+  h.engine->submit(sampled(8, other_seed));
+  for (int i = 3; i < 6; ++i) h.engine->submit(greedy_request(prompt_of(12, i), 20, noise[i]));
+  batched.wait();
+  other_seed.wait();
+  for (auto& x : noise) x.wait();
+  EXPECT_EQ(batched.ids, alone.ids);
+  EXPECT_NE(other_seed.ids, alone.ids);
+  EXPECT_NE(alone.ids, expected_greedy(prompt_of(9), 24));  // it really sampled
+}
+
+TEST(Engine, StopsOnEosWithoutEmittingIt) {
+  Harness h = start({}, 256, /*eos_after=*/15);
+  Collected c;
+  h.engine->submit(greedy_request(prompt_of(10), 50, c));
+  c.wait();
+  EXPECT_EQ(c.finish, FinishReason::stop);
+  EXPECT_EQ(c.ids.size(), 6u);  // 5 tokens then EOS at history length 15
+  EXPECT_EQ(c.ids.back(), testing::kFakeEos);
+  EXPECT_EQ(c.text.find("</s>"), std::string::npos);
+  EXPECT_EQ(c.text.size(), 5u);
+}
+
+TEST(Engine, StopStringAcrossTokensIsNotEmitted) {
+  Harness h = start();
+  // Find the greedy text, then stop on a 3-character string spanning three tokens.
+  Collected full;
+  h.engine->submit(greedy_request(prompt_of(12), 20, full));
+  full.wait();
+  const std::string stop = full.text.substr(8, 3);
+  const std::string before = full.text.substr(0, full.text.find(stop));
+  Collected c;
+  Request r = greedy_request(prompt_of(12), 20, c);
+  r.stop.stop_strings = {"never-there", stop};
+  h.engine->submit(std::move(r));
+  c.wait();
+  EXPECT_EQ(c.finish, FinishReason::stop);
+  EXPECT_EQ(c.matched, stop);
+  EXPECT_EQ(c.text, before);
+}
+
+TEST(Engine, StopTokenIds) {
+  Harness h = start();
+  const auto expect = expected_greedy(prompt_of(12), 20);
+  Collected c;
+  Request r = greedy_request(prompt_of(12), 20, c);
+  r.stop.stop_token_ids = {expect[4]};
+  h.engine->submit(std::move(r));
+  c.wait();
+  EXPECT_EQ(c.finish, FinishReason::stop);
+  const size_t first = std::find(expect.begin(), expect.end(), expect[4]) - expect.begin();
+  EXPECT_EQ(c.ids.size(), first + 1);
+}
+
+TEST(Engine, ContextLimitEndsWithLength) {
+  EngineOptions o;
+  o.context_length = 40;
+  Harness h = start(o);
+  Collected c;
+  h.engine->submit(greedy_request(prompt_of(30), 10, c));
+  c.wait();
+  EXPECT_EQ(c.finish, FinishReason::length);
+  EXPECT_EQ(c.ids.size(), 10u);
+}
+
+TEST(Engine, SubmitRefusesWhatCannotFit) {
+  EngineOptions o;
+  o.context_length = 64;
+  Harness h = start(o);
+  Collected c;
+  try {
+    h.engine->submit(greedy_request(prompt_of(60), 10, c));
+    FAIL() << "accepted a prompt that overflows the context";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("60"), std::string::npos) << m;
+    EXPECT_NE(m.find("10"), std::string::npos) << m;
+    EXPECT_NE(m.find("64"), std::string::npos) << m;
+  }
+  EXPECT_THROW(h.engine->submit(greedy_request({}, 4, c)), Error);
+  EXPECT_THROW(h.engine->submit(greedy_request({5, 99}, 4, c)), Error);
+  Request bad = greedy_request(prompt_of(4), 4, c);
+  bad.sampling.top_p = 2.0f;
+  EXPECT_THROW(h.engine->submit(std::move(bad)), Error);
+}
+
+TEST(Engine, QueueFullIsResourceExhausted) {
+  EngineOptions o;
+  o.max_queued = 2;
+  o.max_sequences = 1;
+  Harness h = start(o);
+  h.model->delay_ms = 20;
+  std::vector<Collected> c(8);
+  int refused = 0;
+  for (auto& x : c) {
+    try {
+      h.engine->submit(greedy_request(prompt_of(8), 30, x));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::resource_exhausted);
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  h.model->delay_ms = 0;
+}
+
+TEST(Engine, CancelFreesTheRequestWithinAStep) {
+  Harness h = start();
+  h.model->delay_ms = 2;
+  Collected c;
+  const RequestId id = h.engine->submit(greedy_request(prompt_of(8), 200, c));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  h.engine->cancel(id);
+  c.wait();
+  EXPECT_EQ(c.finish, FinishReason::cancelled);
+  EXPECT_LT(c.ids.size(), 200u);
+  h.engine->cancel(id);  // already finished: ignored
+  h.engine->cancel(12345);
+  for (int i = 0; i < 100 && h.engine->stats().running > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  EXPECT_EQ(h.engine->stats().running, 0);
+}
+
+TEST(Engine, DestructionCancelsPendingRequests) {
+  Collected c;
+  {
+    Harness h = start();
+    h.model->delay_ms = 5;
+    h.engine->submit(greedy_request(prompt_of(8), 200, c));
+  }
+  EXPECT_EQ(c.finish, FinishReason::cancelled);
+}
+
+TEST(Engine, RefusesContextBeyondTheModel) {
+  EngineOptions o;
+  o.context_length = 1000;
+  EXPECT_THROW(start(o, 256), Error);
+}
+
+}  // namespace
+}  // namespace memra

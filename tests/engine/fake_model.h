@@ -1,0 +1,139 @@
+// Test doubles for the engine: a tokenizer whose tokens are single characters, and a model whose
+// next-token logits depend on every token in its KV cache read back through the block table, so
+// a wrong block table, a bad prefix-cache hit or a lost preemption changes the output.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <span>
+#include <thread>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace memra::testing {
+
+inline constexpr int32_t kFakeVocab = 40;
+inline constexpr int32_t kFakeEos = 0;
+inline constexpr int32_t kFakeBos = 1;
+
+// Tokens 2..39 are the characters of kFakeChars.
+inline constexpr const char* kFakeChars = "abcdefghijklmnopqrstuvwxyz .,!?ABCDEFGH";
+
+class FakeTokenizer final : public Tokenizer {
+ public:
+  void to_gguf(gguf::Metadata&) const override {}
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& o) const override {
+    std::vector<int32_t> ids;
+    if (o.add_special) ids.push_back(kFakeBos);
+    for (char c : text) {
+      const char* p = std::strchr(kFakeChars, c);
+      if (p == nullptr || c == 0) fail(ErrorCode::invalid_argument, "fake: no token for '{}'", c);
+      ids.push_back(static_cast<int32_t>(p - kFakeChars) + 2);
+    }
+    return ids;
+  }
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
+    std::string out;
+    for (int32_t id : ids)
+      if (!(skip_special && is_special(id))) out += token_bytes(id);
+    return out;
+  }
+  std::string token_bytes(int32_t id) const override {
+    if (id == kFakeEos) return "</s>";
+    if (id == kFakeBos) return "<s>";
+    return std::string(1, kFakeChars[id - 2]);
+  }
+  const std::string& token_text(int32_t id) const override {
+    static thread_local std::string s;
+    s = token_bytes(id);
+    return s;
+  }
+  int32_t n_vocab() const override { return kFakeVocab; }
+  int32_t bos_id() const override { return kFakeBos; }
+  std::vector<int32_t> eos_ids() const override { return {kFakeEos}; }
+  bool is_special(int32_t id) const override { return id < 2; }
+  std::string chat_template() const override { return {}; }
+};
+
+class FakeKvCache final : public KvCache {
+ public:
+  FakeKvCache(int32_t n_blocks, int32_t block_size)
+      : n_blocks_(n_blocks),
+        block_size_(block_size),
+        slots_(static_cast<size_t>(n_blocks) * block_size, -1) {}
+  int32_t block_size() const override { return block_size_; }
+  int32_t n_blocks() const override { return n_blocks_; }
+  uint64_t bytes() const override { return slots_.size() * sizeof(int32_t); }
+  void copy_block(int32_t src, int32_t dst) override {
+    std::copy_n(slots_.begin() + src * block_size_, block_size_,
+                slots_.begin() + dst * block_size_);
+  }
+  int32_t& slot(const std::vector<int32_t>& table, int32_t pos) {
+    const int32_t block = table.at(static_cast<size_t>(pos / block_size_));
+    return slots_.at(static_cast<size_t>(block * block_size_ + pos % block_size_));
+  }
+
+ private:
+  int32_t n_blocks_, block_size_;
+  std::vector<int32_t> slots_;  // one "KV entry" per slot: the token id written there
+};
+
+// The next token after history h: a hash of h, avoiding EOS unless eos_after says so.
+inline int32_t fake_next_token(std::span<const int32_t> history, int32_t eos_after = -1) {
+  if (eos_after >= 0 && static_cast<int32_t>(history.size()) >= eos_after) return kFakeEos;
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : history) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+  return 2 + static_cast<int32_t>((h >> 17) % (kFakeVocab - 2));
+}
+
+class FakeModel final : public Model {
+ public:
+  explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1) : eos_after_(eos_after) {
+    info_.architecture = "fake";
+    info_.n_vocab = kFakeVocab;
+    info_.n_ctx_train = n_ctx;
+  }
+  const ModelInfo& info() const override { return info_; }
+  uint64_t kv_bytes_per_token() const override { return sizeof(int32_t); }
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t bs) const override {
+    return std::make_unique<FakeKvCache>(n_blocks, bs);
+  }
+  // Writes each token into its slot, then for each logit row rebuilds the history from the KV
+  // slots (through the block table) and puts a peak of 10 on the next token, sloping off.
+  void forward(const Batch& batch, KvCache& kv_base, std::span<float> logits) override {
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    auto& kv = static_cast<FakeKvCache&>(kv_base);
+    ++forwards;
+    max_batch_tokens_seen = std::max(max_batch_tokens_seen.load(), batch.n_tokens());
+    for (const BatchSeq& s : batch.seqs)
+      for (int32_t i = 0; i < s.n_tokens; ++i)
+        kv.slot(s.block_table, s.n_past + i) = batch.tokens[static_cast<size_t>(s.first_token + i)];
+    for (size_t row = 0; row < batch.logit_tokens.size(); ++row) {
+      const int32_t t = batch.logit_tokens[row];
+      const BatchSeq* seq = nullptr;
+      for (const BatchSeq& s : batch.seqs)
+        if (t >= s.first_token && t < s.first_token + s.n_tokens) seq = &s;
+      const int32_t pos = batch.positions[static_cast<size_t>(t)];
+      std::vector<int32_t> history;
+      for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq->block_table, p));
+      const int32_t next = fake_next_token(history, eos_after_);
+      float* out = logits.data() + row * kFakeVocab;
+      for (int32_t v = 0; v < kFakeVocab; ++v)
+        out[v] = 10.0f - 0.5f * static_cast<float>((v - next + kFakeVocab) % kFakeVocab);
+    }
+  }
+
+  std::atomic<int> delay_ms{0};
+  std::atomic<int> forwards{0};
+  std::atomic<int32_t> max_batch_tokens_seen{0};
+
+ private:
+  ModelInfo info_;
+  int32_t eos_after_;
+};
+
+}  // namespace memra::testing

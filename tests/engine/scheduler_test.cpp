@@ -1,0 +1,136 @@
+// Scheduler: decodes before prefill, the token budget, chunked prefill, prefix reuse on
+// admission, and preemption by recompute when KV blocks run out.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace memra {
+namespace {
+
+SeqState make_seq(uint64_t order, int32_t n_prompt, int32_t first = 0) {
+  SeqState s;
+  s.order = order;
+  s.tokens.resize(static_cast<size_t>(n_prompt));
+  std::iota(s.tokens.begin(), s.tokens.end(), first);
+  return s;
+}
+
+// What the engine does after a step: complete it, then append a token to each logit sequence.
+void finish_step(Scheduler& sched, const StepPlan& plan) {
+  sched.complete(plan);
+  for (SeqState* s : plan.logit_seqs) s->tokens.push_back(1000 + s->n_computed);
+}
+
+TEST(Scheduler, ChunksPrefillUnderTheBudget) {
+  KvBlockManager kv(64, 4, true);
+  Scheduler sched(kv, {8, 4});
+  SeqState a = make_seq(1, 20);
+  sched.add(&a);
+  StepPlan p1 = sched.schedule();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.batch.n_tokens(), 8);
+  EXPECT_TRUE(p1.batch.logit_tokens.empty());  // prefill not finished: no logits yet
+  EXPECT_EQ(p1.batch.seqs[0].block_table.size(), 2u);
+  finish_step(sched, p1);
+  StepPlan p2 = sched.schedule();
+  EXPECT_EQ(p2.batch.seqs[0].n_past, 8);
+  EXPECT_EQ(p2.batch.positions.front(), 8);
+  finish_step(sched, p2);
+  StepPlan p3 = sched.schedule();
+  EXPECT_EQ(p3.batch.n_tokens(), 4);
+  ASSERT_EQ(p3.batch.logit_tokens.size(), 1u);
+  EXPECT_EQ(p3.batch.logit_tokens[0], 3);
+  EXPECT_EQ(p3.batch.seqs[0].block_table.size(), 5u);
+}
+
+TEST(Scheduler, DecodesComeFirstAndPrefillFillsTheRest) {
+  KvBlockManager kv(64, 4, true);
+  Scheduler sched(kv, {6, 4});
+  SeqState a = make_seq(1, 3);
+  sched.add(&a);
+  finish_step(sched, sched.schedule());  // a prefilled, now decoding
+  SeqState b = make_seq(2, 10, 100);
+  sched.add(&b);
+  StepPlan p = sched.schedule();
+  ASSERT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(p.seqs[0], &a);
+  EXPECT_EQ(p.batch.seqs[0].n_tokens, 1);
+  EXPECT_EQ(p.seqs[1], &b);
+  EXPECT_EQ(p.batch.seqs[1].n_tokens, 5);  // 6-token budget minus a's decode
+  EXPECT_EQ(p.logit_seqs, std::vector<SeqState*>{&a});
+}
+
+TEST(Scheduler, AdmissionReusesCachedPrefixButComputesTheLastToken) {
+  KvBlockManager kv(64, 4, true);
+  Scheduler sched(kv, {64, 4});
+  SeqState a = make_seq(1, 8);
+  sched.add(&a);
+  finish_step(sched, sched.schedule());
+  sched.remove(&a);
+  SeqState b = make_seq(2, 8);  // identical prompt, exactly two blocks
+  sched.add(&b);
+  StepPlan p = sched.schedule();
+  EXPECT_EQ(b.n_cached_first, 4);  // one block reused; the second holds the last token
+  EXPECT_EQ(p.batch.seqs[0].n_past, 4);
+  EXPECT_EQ(p.batch.n_tokens(), 4);
+  SeqState c = make_seq(3, 9);  // 8 shared tokens + 1
+  sched.add(&c);
+  finish_step(sched, p);
+  p = sched.schedule();
+  EXPECT_EQ(c.n_cached_first, 8);
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenDecodesRunOutOfBlocks) {
+  KvBlockManager kv(4, 2, false);  // 8 token slots
+  Scheduler sched(kv, {16, 4});
+  SeqState a = make_seq(1, 4);
+  SeqState b = make_seq(2, 4, 50);
+  sched.add(&a);
+  sched.add(&b);
+  StepPlan p = sched.schedule();
+  ASSERT_EQ(p.seqs.size(), 2u);  // both prefilled: all 4 blocks in use
+  finish_step(sched, p);
+  // Each now needs a 3rd block for its 5th token: b (newest) is preempted, a decodes.
+  p = sched.schedule();
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.seqs[0], &a);
+  EXPECT_EQ(b.n_preemptions, 1);
+  EXPECT_FALSE(b.running);
+  EXPECT_EQ(b.n_computed, 0);
+  EXPECT_EQ(b.tokens.size(), 5u);  // keeps its generated token, to be prefilled again
+  EXPECT_EQ(sched.n_waiting(), 1);
+  EXPECT_EQ(sched.n_preemptions(), 1u);
+  finish_step(sched, p);
+  sched.remove(&a);
+  p = sched.schedule();  // b resumes with all 5 tokens and wants logits
+  ASSERT_EQ(p.seqs.size(), 1u);
+  EXPECT_EQ(p.batch.n_tokens(), 5);
+  EXPECT_EQ(p.logit_seqs.size(), 1u);
+}
+
+TEST(Scheduler, RespectsMaxSequences) {
+  KvBlockManager kv(64, 4, true);
+  Scheduler sched(kv, {64, 2});
+  SeqState s[3] = {make_seq(1, 3), make_seq(2, 3, 10), make_seq(3, 3, 20)};
+  for (auto& x : s) sched.add(&x);
+  StepPlan p = sched.schedule();
+  EXPECT_EQ(p.seqs.size(), 2u);
+  EXPECT_EQ(sched.n_waiting(), 1);
+}
+
+TEST(Scheduler, RemoveFreesBlocks) {
+  KvBlockManager kv(8, 4, false);
+  Scheduler sched(kv, {64, 2});
+  SeqState a = make_seq(1, 10);
+  sched.add(&a);
+  finish_step(sched, sched.schedule());
+  EXPECT_EQ(kv.stats().used, 3);
+  sched.remove(&a);
+  EXPECT_EQ(kv.stats().used, 0);
+  EXPECT_EQ(sched.n_running(), 0);
+}
+
+}  // namespace
+}  // namespace memra
