@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "models/batch.h"
@@ -19,7 +21,7 @@ struct ModelInfo {
   std::string architecture;  // GGUF spelling: llama, qwen2, qwen3, gemma3
   std::string name;          // general.name when present
   int32_t n_vocab = 0;
-  int32_t n_ctx_train = 0;   // the model's trained context length
+  int32_t n_ctx_train = 0;  // the model's trained context length
   int32_t n_layers = 0;
   int32_t n_embd = 0;
   uint64_t n_params = 0;
@@ -49,8 +51,22 @@ class Model {
   virtual void forward(const Batch& batch, KvCache& kv, std::span<float> logits) = 0;
 };
 
+// A named intermediate activation of one forward pass, for debug dumps diffed layer by layer
+// against a reference: rows are the batch's tokens (or the logit rows for "logits").
+struct TraceEvent {
+  std::string_view name;  // e.g. "attn_norm", "q_rope", "ffn_out", "logits"
+  int layer = -1;         // -1 outside the layers
+  const float* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+};
+
 struct ModelLoadOptions {
   int n_threads = 0;  // CPU backend worker threads; 0 = hardware concurrency
+  // Plain CPU reference ops (dequantize rows, double accumulation): the oracle the fast path is
+  // tested against; several times slower.
+  bool reference = false;
+  std::function<void(const TraceEvent&)> trace;  // called after each named op when set
 };
 
 // Builds the model for archive.architecture(); refuses unknown architectures, missing tensors,

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Generates the model-gate fixtures: tiny random-weight Hugging Face checkpoints of llama (with
+llama3 rope scaling), qwen2, qwen3 and gemma3 (sliding + full layers, window shorter than the
+prompt), and transformers' float32 reference for them.
+
+Run in the fixture venv (transformers 5.17 + torch; not the project venv):
+    .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
+
+Per architecture, tests/fixtures/models/<arch>/ holds config.json, generation_config.json,
+model.safetensors (weights rounded to bf16 and stored as bf16, to keep the fixture small; the
+reference is computed in float32 from exactly those values), and reference.json:
+  prompt   the prompt token ids (48)
+  greedy   32 greedy tokens after the prompt
+  logits   float32 logits [48 + 32, vocab] of one full forward over prompt + greedy (row i is the
+           next-token distribution after token i), as a flat list
+  min_top2_gap  the smallest gap between the best and second-best logit over all greedy steps,
+           so a tie cannot make the greedy comparison flaky
+"""
+import argparse
+import json
+import pathlib
+
+import torch
+import transformers
+
+VOCAB = 128
+PROMPT_LEN = 48
+N_GREEDY = 32
+COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
+              num_attention_heads=3, num_key_value_heads=1, head_dim=32,
+              max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
+              pad_token_id=0)
+
+
+def make_config(arch):
+    if arch == "llama":
+        rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}
+        return transformers.LlamaConfig(**COMMON, rope_parameters=rope, tie_word_embeddings=False)
+    if arch == "qwen2":
+        return transformers.Qwen2Config(**COMMON, rope_parameters={"rope_type": "default",
+                                                                   "rope_theta": 100000.0},
+                                        tie_word_embeddings=True)
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**COMMON, rope_parameters={"rope_type": "default",
+                                                                   "rope_theta": 1000000.0},
+                                        tie_word_embeddings=False)
+    if arch == "gemma3":
+        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}
+        return transformers.Gemma3TextConfig(
+            **COMMON, rope_parameters=rope, layer_types=["sliding_attention", "full_attention"],
+            sliding_window=8, query_pre_attn_scalar=24, final_logit_softcapping=10.0,
+            hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)
+    raise ValueError(arch)
+
+
+def randomize(model, gen):
+    """Every parameter random (norm weights and biases too), rounded to bf16 values."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                base = 0.0 if isinstance(model, transformers.Gemma3ForCausalLM) else 1.0
+                p.copy_(base + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("bias"):
+                p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+            p.copy_(p.to(torch.bfloat16).to(torch.float32))
+
+
+def greedy(model, prompt):
+    ids = list(prompt)
+    gaps = []
+    with torch.no_grad():
+        for _ in range(N_GREEDY):
+            logits = model(torch.tensor([ids])).logits[0, -1]
+            top2 = torch.topk(logits, 2).values
+            gaps.append(float(top2[0] - top2[1]))
+            ids.append(int(torch.argmax(logits)))
+        full = model(torch.tensor([ids])).logits[0]
+    return ids[len(prompt):], full, min(gaps)
+
+
+def generate(arch, out_dir, seed):
+    gen = torch.Generator().manual_seed(seed)
+    config = make_config(arch)
+    model_cls = (transformers.Gemma3ForCausalLM if arch == "gemma3"
+                 else transformers.AutoModelForCausalLM)
+    model = (model_cls(config) if arch == "gemma3" else model_cls.from_config(config))
+    model = model.to(torch.float32).eval()
+    model.config._attn_implementation = "eager"
+    randomize(model, gen)
+    prompt = torch.randint(3, VOCAB, (PROMPT_LEN,), generator=gen).tolist()
+    tokens, logits, gap = greedy(model, prompt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
+    ref = {"arch": arch, "transformers": transformers.__version__, "torch": torch.__version__,
+           "seed": seed, "prompt": prompt, "greedy": tokens, "min_top2_gap": gap,
+           "vocab": VOCAB, "logits": [round(float(v), 6) for v in logits.flatten()]}
+    (out_dir / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
+    print(f"{arch}: greedy {tokens[:8]}... min top-2 gap {gap:.4f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    root = pathlib.Path(__file__).resolve().parents[1]
+    parser.add_argument("--out", type=pathlib.Path, default=root / "tests/fixtures/models")
+    parser.add_argument("--arch", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3"])
+    args = parser.parse_args()
+    for i, arch in enumerate(args.arch):
+        generate(arch, args.out / arch, seed=1234 + i)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+// The CPU implementation of the ops interface. Two modes share one class: the reference mode
+// (plain loops, weight rows through quant::dequantize_row, double accumulation) is the oracle;
+// the fast mode (8-bit activation blocks + SIMD dots from quant_dot.h, f32 accumulation in SIMD
+// lanes) is what serving uses. Both split work over a persistent thread pool.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/attention_cpu.h"
+#include "backend/cpu/quant_dot.h"
+#include "backend/cpu/thread_pool.h"
+#include "backend/ops.h"
+#include "core/error.h"
+#include "formats/quant.h"
+#include "models/batch.h"
+
+namespace memra {
+
+namespace {
+
+// Rows of the weight one task handles: enough tasks to balance threads, and for batched inputs
+// few enough rows that they stay in L1/L2 while every token of the batch passes over them.
+int64_t rows_per_task(int64_t n_rows, int64_t n_tokens, int n_threads) {
+  int64_t rows = std::max<int64_t>(1, n_rows / (int64_t{n_threads} * 16));
+  if (n_tokens > 1) rows = std::min<int64_t>(rows, 16);
+  return std::max<int64_t>(rows, 4);
+}
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(const CpuOpsOptions& options)
+      : pool_(options.n_threads > 0
+                  ? options.n_threads
+                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        reference_(options.reference),
+        scratch_(pool_.n_threads()) {}
+
+  void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) override {
+    const int64_t n_in = static_cast<int64_t>(w.ne[0]);
+    const int64_t n_out = static_cast<int64_t>(w.n_rows());
+    if (n_tokens <= 0) return;
+    const uint64_t row_bytes = dtype_row_bytes(w.dtype, w.ne[0], w.name);
+    if (reference_ || !cpu::has_fast_dot(w.dtype)) {
+      matmul_dequant(w, row_bytes, x, n_tokens, y, reference_);
+      return;
+    }
+    const void* act = x;
+    const cpu::ActFormat format = cpu::act_format_for(w.dtype);
+    size_t act_stride = n_in * sizeof(float);
+    if (format == cpu::ActFormat::q8) {
+      act_stride = (n_in / 32) * sizeof(cpu::BlockQ8);
+      act_q8_.resize(n_tokens * (n_in / 32));
+      for (int64_t t = 0; t < n_tokens; ++t)
+        cpu::quantize_q8(x + t * n_in, act_q8_.data() + t * (n_in / 32), n_in);
+      act = act_q8_.data();
+    } else if (format == cpu::ActFormat::q8k) {
+      act_stride = (n_in / 256) * sizeof(cpu::BlockQ8K);
+      act_q8k_.resize(n_tokens * (n_in / 256));
+      for (int64_t t = 0; t < n_tokens; ++t)
+        cpu::quantize_q8k(x + t * n_in, act_q8k_.data() + t * (n_in / 256), n_in);
+      act = act_q8k_.data();
+    }
+    const auto* wbytes = static_cast<const uint8_t*>(w.data);
+    const auto* abytes = static_cast<const uint8_t*>(act);
+    const int64_t chunk = rows_per_task(n_out, n_tokens, pool_.n_threads());
+    pool_.parallel_for((n_out + chunk - 1) / chunk, [&](int64_t task, int) {
+      const int64_t r0 = task * chunk, r1 = std::min(n_out, r0 + chunk);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const void* a = abytes + t * act_stride;
+        float* yt = y + t * n_out;
+        for (int64_t r = r0; r < r1; ++r)
+          yt[r] = cpu::dot_row(w.dtype, wbytes + r * row_bytes, a, n_in);
+      }
+    });
+  }
+
+  void get_rows(const TensorView& table, std::span<const int32_t> ids, float* out) override {
+    const int64_t n = static_cast<int64_t>(table.ne[0]);
+    const uint64_t row_bytes = dtype_row_bytes(table.dtype, table.ne[0], table.name);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      if (ids[r] < 0 || static_cast<uint64_t>(ids[r]) >= table.n_rows())
+        fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} ({} rows)",
+             ids[r], table.name, table.n_rows());
+      quant::dequantize_row(table.dtype,
+                            static_cast<const uint8_t*>(table.data) + ids[r] * row_bytes,
+                            out + r * n, n);
+    }
+  }
+
+  void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
+                float* y) override {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* xr = x + r * dim;
+      float* yr = y + r * dim;
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += double{xr[i]} * xr[i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+      for (int64_t i = 0; i < dim; ++i) yr[i] = xr[i] * inv * (w ? w[i] : 1.0f);
+    }
+  }
+
+  void rope(float* x, int64_t n_tokens, int n_heads, int head_dim,
+            std::span<const int32_t> positions, const RopeParams& params) override {
+    const int half = params.n_rot / 2;
+    std::vector<float> cos_t(half), sin_t(half);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int i = 0; i < half; ++i) {
+        const double angle = positions[t] * params.inv_freq[i];
+        cos_t[i] = static_cast<float>(std::cos(angle));
+        sin_t[i] = static_cast<float>(std::sin(angle));
+      }
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + (t * n_heads + h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const int i0 = params.layout == RopeLayout::neox ? i : 2 * i;
+          const int i1 = params.layout == RopeLayout::neox ? i + half : 2 * i + 1;
+          const float a = v[i0], b = v[i1];
+          v[i0] = a * cos_t[i] - b * sin_t[i];
+          v[i1] = a * sin_t[i] + b * cos_t[i];
+        }
+      }
+    }
+  }
+
+  void kv_store(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* k,
+                const float* v) override {
+    cpu::kv_store(kv, seqs, k, v);
+  }
+
+  void attention(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* q,
+                 const AttentionParams& params, float* out) override {
+    cpu::attention(pool_, kv, seqs, q, params, reference_, out);
+  }
+
+  void add(float* y, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void add_row(float* y, const float* b, int64_t n_tokens, int64_t dim) override {
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += b[i];
+  }
+  void scale(float* y, float s, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] *= s;
+  }
+  void softcap(float* y, float cap, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(y[i] / cap);
+  }
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+  void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = gate[i];
+      const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+      out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+    }
+  }
+
+ private:
+  // Rows dequantized to f32 one at a time (reference mode, or a dtype with no fast dot).
+  void matmul_dequant(const TensorView& w, uint64_t row_bytes, const float* x, int64_t n_tokens,
+                      float* y, bool use_double) {
+    const int64_t n_in = static_cast<int64_t>(w.ne[0]);
+    const int64_t n_out = static_cast<int64_t>(w.n_rows());
+    const auto* wbytes = static_cast<const uint8_t*>(w.data);
+    const int64_t chunk = rows_per_task(n_out, n_tokens, pool_.n_threads());
+    pool_.parallel_for((n_out + chunk - 1) / chunk, [&](int64_t task, int thread) {
+      std::vector<float>& row = scratch_[thread];
+      row.resize(n_in);
+      for (int64_t r = task * chunk; r < std::min(n_out, (task + 1) * chunk); ++r) {
+        quant::dequantize_row(w.dtype, wbytes + r * row_bytes, row.data(), n_in);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          const float* xt = x + t * n_in;
+          if (use_double) {
+            double acc = 0;
+            for (int64_t i = 0; i < n_in; ++i) acc += double{row[i]} * xt[i];
+            y[t * n_out + r] = static_cast<float>(acc);
+          } else {
+            y[t * n_out + r] = cpu::dot_f32(row.data(), xt, n_in);
+          }
+        }
+      }
+    });
+  }
+
+  ThreadPool pool_;
+  bool reference_;
+  std::vector<std::vector<float>> scratch_;  // per thread: one dequantized weight row
+  std::vector<cpu::BlockQ8> act_q8_;
+  std::vector<cpu::BlockQ8K> act_q8k_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> ops_cpu_create(const CpuOpsOptions& options) {
+  return std::make_unique<CpuOps>(options);
+}
+
+}  // namespace memra

@@ -1,0 +1,402 @@
+// Quantized dot products for the CPU fast path. Weight blocks are read in the ggml byte layouts
+// (docs: formats/quant.h); each kernel has a scalar form and, when the build targets AVX2, an
+// int8 SIMD form (maddubs of unsigned by signed bytes, widened with madd). Integer partial sums
+// are exact, so the scalar and SIMD forms differ only in float summation order.
+#include "backend/cpu/quant_dot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/half.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define MEMRA_AVX2 1
+#endif
+
+namespace memra::cpu {
+
+namespace {
+
+// Byte sizes of the weight blocks (ggml layouts).
+constexpr int kQ4_0Bytes = 18;   // f16 d, 16 bytes of nibbles
+constexpr int kQ5_0Bytes = 22;   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
+constexpr int kQ8_0Bytes = 34;   // f16 d, 32 int8
+constexpr int kQ4_KBytes = 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 of nibbles
+constexpr int kQ6_KBytes = 210;  // 128 low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d
+
+float load_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes.
+void q4k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = s[j] & 63;
+      m[j] = s[j + 4] & 63;
+    } else {
+      sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+      m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+  }
+}
+
+// Q5_0/Q4_0 element j of a block as a signed int.
+[[maybe_unused]] inline int q4_0_value(const uint8_t* b, int j) {
+  const uint8_t byte = b[2 + (j & 15)];
+  return (j < 16 ? byte & 0xF : byte >> 4) - 8;
+}
+[[maybe_unused]] inline int q5_0_value(const uint8_t* b, int j) {
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  const uint8_t byte = b[6 + (j & 15)];
+  const int lo = j < 16 ? byte & 0xF : byte >> 4;
+  return (lo | static_cast<int>(((qh >> j) & 1u) << 4)) - 16;
+}
+
+#ifdef MEMRA_AVX2
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Signed int8 x int8 dot of 32 lanes, as 8 int32 partial sums.
+inline __m256i dot_i8(__m256i w, __m256i a) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+// Unsigned (0..63) x signed dot of 32 lanes, as 16 int16 pair sums.
+inline __m256i dot_u8_pairs(__m256i w, __m256i a) {
+  return _mm256_maddubs_epi16(w, a);
+}
+
+// The 32 nibbles of a Q4_0/Q5_0 block in element order (low nibbles then high nibbles).
+inline __m256i nibbles_32(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// 0xFF in byte j where bit j of bits is set.
+inline __m256i bits_to_bytes(uint32_t bits) {
+  const __m256i shuf =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
+  const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(rep, mask), mask);
+}
+#endif
+
+float dot_q8_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kQ8_0Bytes) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
+  }
+  return hsum(acc);
+#else
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ8_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(w[2 + j]) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+#endif
+}
+
+float dot_q4_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kQ4_0Bytes) {
+    const __m256i wq = _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
+  }
+  return hsum(acc);
+#else
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ4_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q4_0_value(w, j) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+#endif
+}
+
+float dot_q5_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes) {
+    uint32_t qh;
+    std::memcpy(&qh, w + 2, 4);
+    const __m256i high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+    const __m256i wq =
+        _mm256_sub_epi8(_mm256_or_si256(nibbles_32(w + 6), high), _mm256_set1_epi8(16));
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
+    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
+  }
+  return hsum(acc);
+#else
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q5_0_value(w, j) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+#endif
+}
+
+float dot_q4_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
+  float acc_total = 0;
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+#endif
+  for (int64_t b = 0; b < nb; ++b, w += kQ4_KBytes) {
+    const float d = load_f16(w) * a[b].d;
+    const float dmin = load_f16(w + 2) * a[b].d;
+    uint8_t sc[8], m[8];
+    q4k_scales(w + 4, sc, m);
+    int32_t min_sum = 0;
+    for (int s = 0; s < 8; ++s) min_sum += m[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+    acc_total -= dmin * static_cast<float>(min_sum);
+    const uint8_t* qs = w + 16;
+#ifdef MEMRA_AVX2
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
+      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * c));
+      const __m256i a1 =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * c + 32));
+      const __m256i p0 = _mm256_madd_epi16(dot_u8_pairs(lo, a0), _mm256_set1_epi16(sc[2 * c]));
+      const __m256i p1 = _mm256_madd_epi16(dot_u8_pairs(hi, a1), _mm256_set1_epi16(sc[2 * c + 1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+#else
+    int32_t sumi = 0;
+    for (int c = 0; c < 4; ++c) {
+      int32_t s0 = 0, s1 = 0;
+      for (int l = 0; l < 32; ++l) {
+        s0 += (qs[32 * c + l] & 0xF) * a[b].qs[64 * c + l];
+        s1 += (qs[32 * c + l] >> 4) * a[b].qs[64 * c + 32 + l];
+      }
+      sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+    }
+    acc_total += d * static_cast<float>(sumi);
+#endif
+  }
+#ifdef MEMRA_AVX2
+  acc_total += hsum(acc);
+#endif
+  return acc_total;
+}
+
+float dot_q6_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
+  float acc_total = 0;
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+#endif
+  for (int64_t b = 0; b < nb; ++b, w += kQ6_KBytes) {
+    const uint8_t* ql = w;
+    const uint8_t* qh = w + 128;
+    const int8_t* scales = reinterpret_cast<const int8_t*>(w + 192);
+    const float d = load_f16(w + 208) * a[b].d;
+    int32_t bias = 0;  // weights are stored +32; subtract 32 * sum(scale * activation)
+    for (int g = 0; g < 16; ++g) bias += scales[g] * a[b].bsums[g];
+#ifdef MEMRA_AVX2
+    __m256i sumi = _mm256_setzero_si256();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+      __m256i q[4];
+      q[0] =
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      for (int k = 0; k < 4; ++k) {
+        const int8_t* sc = scales + 8 * h + 2 * k;
+        const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+        const __m256i av =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 128 * h + 32 * k));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(dot_u8_pairs(q[k], av), sv));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc_total -= d * static_cast<float>(32 * bias);
+#else
+    int32_t sumi = 0;
+    for (int e = 0; e < 256; ++e) {
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      const uint8_t lbyte = ql[64 * h + 32 * (k & 1) + l];
+      const int lo = k < 2 ? lbyte & 0xF : lbyte >> 4;
+      const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
+      sumi += scales[e / 16] * (lo | (hi << 4)) * a[b].qs[e];
+    }
+    acc_total += d * static_cast<float>(sumi - 32 * bias);
+#endif
+  }
+#ifdef MEMRA_AVX2
+  acc_total += hsum(acc);
+#endif
+  return acc_total;
+}
+
+float dot_f16(const uint16_t* w, const float* x, int64_t n) {
+  int64_t i = 0;
+  float acc_tail = 0;
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+    acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), acc);
+  }
+  acc_tail = hsum(acc);
+#endif
+  for (; i < n; ++i) acc_tail += f16_to_f32(w[i]) * x[i];
+  return acc_tail;
+}
+
+float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+  int64_t i = 0;
+  float acc_tail = 0;
+#ifdef MEMRA_AVX2
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wi =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+    const __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(wi, 16));
+    acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), acc);
+  }
+  acc_tail = hsum(acc);
+#endif
+  for (; i < n; ++i) acc_tail += bf16_to_f32(w[i]) * x[i];
+  return acc_tail;
+}
+
+template <typename Block>
+void quantize_blocks(const float* x, Block* out, int64_t n_blocks, int block) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* xb = x + b * block;
+    float amax = 0;
+    for (int j = 0; j < block; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127.0f;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    out[b].d = d;
+    for (int j = 0; j < block; ++j) {
+      const float q = std::nearbyint(xb[j] * id);
+      out[b].qs[j] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
+}  // namespace
+
+ActFormat act_format_for(DType weight) {
+  switch (weight) {
+    case DType::q4_0:
+    case DType::q5_0:
+    case DType::q8_0:
+      return ActFormat::q8;
+    case DType::q4_k:
+    case DType::q6_k:
+      return ActFormat::q8k;
+    default:
+      return ActFormat::f32;
+  }
+}
+
+bool has_fast_dot(DType weight) {
+  switch (weight) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+    case DType::q4_0:
+    case DType::q5_0:
+    case DType::q8_0:
+    case DType::q4_k:
+    case DType::q6_k:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void quantize_q8(const float* x, BlockQ8* out, int64_t n) {
+  quantize_blocks(x, out, n / 32, 32);
+}
+
+void quantize_q8k(const float* x, BlockQ8K* out, int64_t n) {
+  quantize_blocks(x, out, n / 256, 256);
+  for (int64_t b = 0; b < n / 256; ++b) {
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) sum += out[b].qs[16 * g + j];
+      out[b].bsums[g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  float acc_tail = 0;
+#ifdef MEMRA_AVX2
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  acc_tail = hsum(_mm256_add_ps(acc0, acc1));
+#endif
+  for (; i < n; ++i) acc_tail += a[i] * b[i];
+  return acc_tail;
+}
+
+float dot_row(DType dtype, const void* row, const void* act, int64_t n) {
+  const auto* w = static_cast<const uint8_t*>(row);
+  switch (dtype) {
+    case DType::f32:
+      return dot_f32(static_cast<const float*>(row), static_cast<const float*>(act), n);
+    case DType::f16:
+      return dot_f16(static_cast<const uint16_t*>(row), static_cast<const float*>(act), n);
+    case DType::bf16:
+      return dot_bf16(static_cast<const uint16_t*>(row), static_cast<const float*>(act), n);
+    case DType::q4_0:
+      return dot_q4_0(w, static_cast<const BlockQ8*>(act), n / 32);
+    case DType::q5_0:
+      return dot_q5_0(w, static_cast<const BlockQ8*>(act), n / 32);
+    case DType::q8_0:
+      return dot_q8_0(w, static_cast<const BlockQ8*>(act), n / 32);
+    case DType::q4_k:
+      return dot_q4_k(w, static_cast<const BlockQ8K*>(act), n / 256);
+    case DType::q6_k:
+      return dot_q6_k(w, static_cast<const BlockQ8K*>(act), n / 256);
+    default:
+      fail(ErrorCode::internal, "dot_row: no fast dot for {}", dtype_name(dtype));
+  }
+}
+
+}  // namespace memra::cpu

@@ -1,0 +1,149 @@
+// Reads ModelConfig from GGUF-convention metadata. Defaults for keys a llama.cpp GGUF lacks are
+// the ones llama.cpp hard-codes (formats/hf_config.h documents them); anything the math depends
+// on that we do not implement is refused by name.
+#include "models/model_config.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "formats/model_archive.h"
+#include "formats/quant.h"
+
+namespace memra {
+
+namespace {
+
+int32_t read_int(const gguf::Metadata& md, const std::string& key, int64_t lo, int64_t hi,
+                 std::optional<int64_t> fallback = std::nullopt) {
+  const std::optional<int64_t> value = md.get_int(key);
+  if (!value && !fallback) fail(ErrorCode::not_found, "model metadata lacks {}", key);
+  const int64_t v = value ? *value : *fallback;
+  if (v < lo || v > hi)
+    fail(ErrorCode::unsupported, "model metadata {} = {} is outside the supported range [{}, {}]",
+         key, v, lo, hi);
+  return static_cast<int32_t>(v);
+}
+
+float read_float(const gguf::Metadata& md, const std::string& key, double fallback) {
+  const double v = md.get_float(key).value_or(fallback);
+  if (!std::isfinite(v)) fail(ErrorCode::malformed_file, "model metadata {} is not finite", key);
+  return static_cast<float>(v);
+}
+
+// inv_freq[i] = base^(-2i / n_rot) / (factor * divisor[i]) for i < n_rot / 2.
+std::vector<double> rope_inv_freq(double base, int n_rot, double factor,
+                                  const std::vector<float>& divisors) {
+  std::vector<double> inv(n_rot / 2);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double divisor = divisors.empty() ? 1.0 : divisors[i];
+    inv[i] = std::pow(base, -2.0 * i / n_rot) / (factor * divisor);
+  }
+  return inv;
+}
+
+// llama3-style per-frequency divisors from the rope_freqs.weight tensor, if the archive has it.
+std::vector<float> rope_divisors(const ModelArchive& archive, int n_rot) {
+  const TensorView* t = archive.find_tensor("rope_freqs.weight");
+  if (!t) return {};
+  if (t->n_elements() != static_cast<uint64_t>(n_rot / 2))
+    fail(ErrorCode::malformed_file, "rope_freqs.weight has {} elements, expected {}",
+         t->n_elements(), n_rot / 2);
+  std::vector<float> out(n_rot / 2);
+  quant::dequantize_row(t->dtype, t->data, out.data(), n_rot / 2);
+  for (float d : out)
+    if (!(d > 0) || !std::isfinite(d))
+      fail(ErrorCode::malformed_file, "rope_freqs.weight holds a non-positive divisor {}", d);
+  return out;
+}
+
+void read_rope(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
+  const gguf::Metadata& md = archive.metadata;
+  const int n_rot = read_int(md, a + "rope.dimension_count", 2, c.head_dim, c.head_dim);
+  if (n_rot % 2 != 0) fail(ErrorCode::unsupported, "{}rope.dimension_count {} is odd", a, n_rot);
+  const double base = read_float(md, a + "rope.freq_base", 10000.0);
+  if (!(base > 1.0)) fail(ErrorCode::unsupported, "{}rope.freq_base {} must exceed 1", a, base);
+  double factor = 1.0;
+  const std::string type = md.get_string(a + "rope.scaling.type").value_or("none");
+  if (type == "linear") {
+    factor = read_float(md, a + "rope.scaling.factor", 1.0);
+    if (!(factor > 0)) fail(ErrorCode::unsupported, "{}rope.scaling.factor {} <= 0", a, factor);
+  } else if (type != "none") {
+    fail(ErrorCode::unsupported, "rope scaling type '{}' ({}rope.scaling.type) is not supported",
+         type, a);
+  }
+  const RopeLayout layout = c.arch == "llama" ? RopeLayout::normal : RopeLayout::neox;
+  c.rope_global = {layout, n_rot,
+                   rope_inv_freq(base, n_rot, factor, rope_divisors(archive, n_rot))};
+  c.rope_local = c.rope_global;
+  if (c.arch == "gemma3") {  // sliding layers: their own base, never scaled
+    const double base_swa = read_float(md, a + "rope.freq_base_swa", 10000.0);
+    if (!(base_swa > 1.0))
+      fail(ErrorCode::unsupported, "{}rope.freq_base_swa {} must exceed 1", a, base_swa);
+    c.rope_local = {layout, n_rot, rope_inv_freq(base_swa, n_rot, 1.0, {})};
+  }
+}
+
+// gemma3: which layers use the sliding window (array of bool, or llama.cpp's pattern of 6).
+void read_gemma3_window(const gguf::Metadata& md, const std::string& a, ModelConfig& c) {
+  const int32_t window = read_int(md, a + "attention.sliding_window", 1, 1 << 30);
+  c.window.assign(c.n_layers, 0);
+  const gguf::Value* pattern = md.find(a + "attention.sliding_window_pattern");
+  if (!pattern) {
+    for (int il = 0; il < c.n_layers; ++il) c.window[il] = (il + 1) % 6 == 0 ? 0 : window;
+    return;
+  }
+  const auto* arr = std::get_if<gguf::Array>(&pattern->data);
+  if (!arr || arr->element_type != gguf::ValueType::boolean ||
+      arr->items.size() != static_cast<size_t>(c.n_layers))
+    fail(ErrorCode::malformed_file, "{}attention.sliding_window_pattern must be {} booleans", a,
+         c.n_layers);
+  for (int il = 0; il < c.n_layers; ++il)
+    c.window[il] = std::get<bool>(arr->items[il].data) ? window : 0;
+}
+
+}  // namespace
+
+ModelConfig model_config_read(const ModelArchive& archive) {
+  const gguf::Metadata& md = archive.metadata;
+  ModelConfig c;
+  c.arch = archive.architecture();
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3")
+    fail(ErrorCode::unsupported,
+         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)", c.arch);
+  const std::string a = c.arch + ".";
+  c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
+  c.n_layers = read_int(md, a + "block_count", 1, 1024);
+  c.n_heads = read_int(md, a + "attention.head_count", 1, 1024);
+  c.n_kv_heads = read_int(md, a + "attention.head_count_kv", 1, c.n_heads, c.n_heads);
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail(ErrorCode::unsupported, "{} heads are not a multiple of {} kv heads", c.n_heads,
+         c.n_kv_heads);
+  c.head_dim = read_int(md, a + "attention.key_length", 2, 1024, c.n_embd / c.n_heads);
+  const int32_t v_dim = read_int(md, a + "attention.value_length", 1, 1024, c.head_dim);
+  if (v_dim != c.head_dim)
+    fail(ErrorCode::unsupported, "value_length {} differs from key_length {}", v_dim, c.head_dim);
+  c.n_ff = read_int(md, a + "feed_forward_length", 1, 1 << 20);
+  c.n_ctx_train = read_int(md, a + "context_length", 1, 1 << 30);
+  c.norm_eps = read_float(md, a + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (!(c.norm_eps > 0)) fail(ErrorCode::malformed_file, "rms epsilon {} <= 0", c.norm_eps);
+  read_rope(archive, a, c);
+  c.window.assign(c.n_layers, 0);
+  c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  c.qkv_bias = c.arch == "qwen2";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  if (c.arch == "gemma3") {
+    read_gemma3_window(md, a, c);
+    const double default_scale = c.n_layers == 62
+                                     ? 1.0 / std::sqrt(static_cast<double>(c.n_embd) / c.n_heads)
+                                     : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    c.attn_scale = read_float(md, a + "attention.scale", default_scale);
+    c.attn_softcap = read_float(md, a + "attn_logit_softcapping", 0.0);
+    c.final_softcap = read_float(md, a + "final_logit_softcapping", 0.0);
+    c.sandwich_norms = true;
+    c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
+    c.activation = Activation::gelu_tanh;
+  }
+  return c;
+}
+
+}  // namespace memra

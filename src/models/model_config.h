@@ -1,0 +1,48 @@
+// The hyperparameters of a decoder model, read from GGUF-convention metadata (formats/
+// hf_config.h lists the keys and the defaults llama.cpp assumes for GGUFs that lack gemma3 keys).
+// Every architecture variant is a field here, so the model files branch on config, not on names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace memra {
+
+struct ModelArchive;
+
+enum class Activation { silu, gelu_tanh };
+
+struct ModelConfig {
+  std::string arch;  // llama, qwen2, qwen3, gemma3
+  int32_t n_vocab = 0;
+  int32_t n_embd = 0;
+  int32_t n_layers = 0;
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t n_ff = 0;
+  int32_t n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+
+  RopeParams rope_global;       // full-attention layers
+  RopeParams rope_local;        // sliding-window layers (gemma3); same as global elsewhere
+  std::vector<int32_t> window;  // [n_layers] sliding window in tokens, 0 = full attention
+
+  bool qkv_bias = false;        // qwen2
+  bool qk_norm = false;         // qwen3, gemma3: RMSNorm over each head's q and k
+  bool sandwich_norms = false;  // gemma3: post-attention and post-ffn norms
+  float embed_scale = 1.0f;     // gemma3: sqrt(n_embd)
+  float attn_scale = 0.0f;      // multiplies q.k
+  float attn_softcap = 0.0f;    // 0 = none
+  float final_softcap = 0.0f;   // 0 = none
+  Activation activation = Activation::silu;
+};
+
+// Reads and validates the config for archive.architecture(); refuses unknown architectures and
+// unsupported values (rope scaling type, partial rotary dims that are odd, ...) by name.
+ModelConfig model_config_read(const ModelArchive& archive);
+
+}  // namespace memra

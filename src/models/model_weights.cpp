@@ -1,0 +1,116 @@
+// Binds archive tensors to ModelWeights by GGUF name with shape and dtype checks, tracking which
+// tensors were used so that an unexpected tensor (a feature we would silently ignore) is refused.
+#include "models/model_weights.h"
+
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "formats/model_archive.h"
+#include "formats/quant.h"
+
+namespace memra {
+
+namespace {
+
+class Binder {
+ public:
+  explicit Binder(const ModelArchive& archive) : archive_(archive) {}
+
+  const TensorView* find(const std::string& name) const { return archive_.find_tensor(name); }
+
+  // A 2-D weight of ggml dims [n_in, n_out].
+  const TensorView* matrix(const std::string& name, int64_t n_in, int64_t n_out) {
+    const TensorView& t = require(name);
+    if (t.n_dims > 2 || t.ne[0] != static_cast<uint64_t>(n_in) ||
+        t.ne[1] != static_cast<uint64_t>(n_out))
+      fail(ErrorCode::malformed_file, "tensor {} has shape [{}, {}], expected [{}, {}]", name,
+           t.ne[0], t.ne[1], n_in, n_out);
+    return &t;
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) {
+    const TensorView& t = require(name);
+    if (t.n_elements() != static_cast<uint64_t>(n) || t.ne[0] != static_cast<uint64_t>(n))
+      fail(ErrorCode::malformed_file, "tensor {} has {} elements, expected a vector of {}", name,
+           t.n_elements(), n);
+    std::vector<float> out(n);
+    quant::dequantize_row(t.dtype, t.data, out.data(), n);
+    return out;
+  }
+
+  void mark_used(const std::string& name) { used_.insert(name); }
+
+  void refuse_unused() const {
+    for (const TensorView& t : archive_.tensors)
+      if (!used_.count(t.name))
+        fail(ErrorCode::unsupported, "tensor {} is not used by the {} model (unsupported feature)",
+             t.name, archive_.architecture());
+  }
+
+ private:
+  const TensorView& require(const std::string& name) {
+    const TensorView* t = archive_.find_tensor(name);
+    if (!t) fail(ErrorCode::not_found, "model lacks tensor {}", name);
+    if (!quant::can_dequantize(t->dtype))
+      fail(ErrorCode::unsupported, "tensor {} has dtype {}, which the CPU backend cannot read",
+           name, dtype_name(t->dtype));
+    used_.insert(name);
+    return *t;
+  }
+
+  const ModelArchive& archive_;
+  std::set<std::string> used_;
+};
+
+LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim,
+                kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  LayerWeights L;
+  L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
+  L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
+  L.wk = b.matrix(p + "attn_k.weight", c.n_embd, kv_dim);
+  L.wv = b.matrix(p + "attn_v.weight", c.n_embd, kv_dim);
+  L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
+  if (c.qkv_bias) {
+    L.bq = b.vector(p + "attn_q.bias", q_dim);
+    L.bk = b.vector(p + "attn_k.bias", kv_dim);
+    L.bv = b.vector(p + "attn_v.bias", kv_dim);
+  }
+  if (c.qk_norm) {
+    L.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
+    L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
+  }
+  L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+  L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+  L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+  L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+  if (c.sandwich_norms) {
+    L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd);
+    L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
+  }
+  return L;
+}
+
+}  // namespace
+
+ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config) {
+  Binder b(archive);
+  const TensorView* embd = b.find("token_embd.weight");
+  if (!embd) fail(ErrorCode::not_found, "model lacks tensor token_embd.weight");
+  if (embd->ne[1] == 0 || embd->ne[1] > (1u << 24))
+    fail(ErrorCode::malformed_file, "token_embd.weight has {} rows", embd->ne[1]);
+  config.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  ModelWeights w;
+  w.token_embd = b.matrix("token_embd.weight", config.n_embd, config.n_vocab);
+  w.output = b.find("output.weight") ? b.matrix("output.weight", config.n_embd, config.n_vocab)
+                                     : w.token_embd;
+  w.output_norm = b.vector("output_norm.weight", config.n_embd);
+  for (int il = 0; il < config.n_layers; ++il) w.layers.push_back(bind_layer(b, config, il));
+  if (archive.find_tensor("rope_freqs.weight")) b.mark_used("rope_freqs.weight");
+  b.refuse_unused();
+  return w;
+}
+
+}  // namespace memra

@@ -1,0 +1,210 @@
+// Forward-only test harness: loads a model archive (GGUF file or HF folder), runs a prompt
+// through Model::forward in prefill chunks over a paged KV cache, then decodes greedily, and
+// prints JSON (logits, per-position argmax, greedy tokens, timings). Used by the model gates
+// (tests/python/test_models_*.py) and for the CPU forward figures in docs/PERFORMANCE.md:
+//   model_run --model FILE --tokens-file ids.json --chunk 64 --greedy 32 [--threads 2]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "formats/model_archive.h"
+#include "models/model.h"
+
+namespace memra {
+namespace {
+
+struct Options {
+  std::string model;
+  std::vector<int32_t> tokens;
+  int chunk = 64;
+  int greedy = 0;
+  int threads = 0;
+  int block_size = 16;
+  bool reference = false;
+  bool all_logits = false;  // logits of every prompt position and decode step
+  bool argmax = false;      // argmax of every prompt position (teacher forcing)
+  std::string perturb;      // teeth: tensor whose first element gets +1 (f32/f16/bf16 only)
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  const nlohmann::json j = nlohmann::json::parse(text);
+  const nlohmann::json& list = j.is_object() ? j.at("tokens") : j;
+  for (const auto& v : list) ids.push_back(v.get<int32_t>());
+  return ids;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", a);
+      return argv[++i];
+    };
+    if (a == "--model")
+      o.model = next();
+    else if (a == "--tokens")
+      o.tokens = parse_ids(next());
+    else if (a == "--tokens-file") {
+      std::ifstream in(next());
+      o.tokens = parse_ids(std::string(std::istreambuf_iterator<char>(in), {}));
+    } else if (a == "--chunk")
+      o.chunk = std::stoi(next());
+    else if (a == "--greedy")
+      o.greedy = std::stoi(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--block-size")
+      o.block_size = std::stoi(next());
+    else if (a == "--reference")
+      o.reference = true;
+    else if (a == "--all-logits")
+      o.all_logits = true;
+    else if (a == "--argmax")
+      o.argmax = true;
+    else if (a == "--perturb")
+      o.perturb = next();
+    else
+      fail(ErrorCode::invalid_argument, "unknown option {}", a);
+  }
+  if (o.model.empty() || o.tokens.empty())
+    fail(ErrorCode::invalid_argument, "usage: model_run --model PATH --tokens JSON-LIST ...");
+  if (o.chunk <= 0) fail(ErrorCode::invalid_argument, "--chunk must be positive");
+  return o;
+}
+
+// Teeth: replaces one tensor by a copy whose element 0 is increased by 1.
+void perturb_tensor(ModelArchive& archive, const std::string& name) {
+  for (TensorView& t : archive.tensors) {
+    if (t.name != name) continue;
+    auto copy = std::make_shared<std::vector<uint8_t>>(
+        static_cast<const uint8_t*>(t.data), static_cast<const uint8_t*>(t.data) + t.n_bytes);
+    uint8_t* p = copy->data();
+    if (t.dtype == DType::f32) {
+      float v;
+      std::memcpy(&v, p, 4);
+      v += 1.0f;
+      std::memcpy(p, &v, 4);
+    } else if (t.dtype == DType::bf16 || t.dtype == DType::f16) {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      h = t.dtype == DType::bf16 ? f32_to_bf16(bf16_to_f32(h) + 1.0f)
+                                 : f32_to_f16(f16_to_f32(h) + 1.0f);
+      std::memcpy(p, &h, 2);
+    } else {
+      fail(ErrorCode::unsupported, "--perturb supports f32/f16/bf16 tensors, {} is {}", name,
+           dtype_name(t.dtype));
+    }
+    t.data = p;
+    archive.keep_alive.push_back(copy);
+    return;
+  }
+  fail(ErrorCode::not_found, "--perturb: no tensor {}", name);
+}
+
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+// Runs one sequence's tokens [begin, end) as a single forward step; returns logits of the
+// requested rows (all rows, or the last) in `logits`.
+void step(Model& model, KvCache& kv, const std::vector<int32_t>& seq_tokens, int32_t begin,
+          int32_t end, bool all_rows, std::vector<float>& logits) {
+  Batch batch;
+  BatchSeq seq;
+  seq.first_token = 0;
+  seq.n_tokens = end - begin;
+  seq.n_past = begin;
+  const int32_t bs = kv.block_size();
+  for (int32_t b = 0; b * bs < end; ++b) seq.block_table.push_back(b);
+  for (int32_t p = begin; p < end; ++p) {
+    batch.tokens.push_back(seq_tokens[p]);
+    batch.positions.push_back(p);
+    if (all_rows || p == end - 1) batch.logit_tokens.push_back(p - begin);
+  }
+  batch.seqs.push_back(seq);
+  logits.assign(batch.logit_tokens.size() * static_cast<size_t>(model.info().n_vocab), 0.0f);
+  model.forward(batch, kv, logits);
+}
+
+int run(const Options& o) {
+  using clock = std::chrono::steady_clock;
+  auto archive = std::make_shared<ModelArchive>(archive_open(o.model));
+  if (!o.perturb.empty()) perturb_tensor(*archive, o.perturb);
+  const auto t_load = clock::now();
+  auto model = model_load(archive, {o.threads, o.reference, {}});
+  const int64_t n_vocab = model->info().n_vocab;
+  const int32_t total = static_cast<int32_t>(o.tokens.size()) + o.greedy;
+  const int32_t n_blocks = (total + o.block_size - 1) / o.block_size;
+  auto kv = model->kv_cache_create(n_blocks, o.block_size);
+  std::vector<int32_t> seq = o.tokens;
+  nlohmann::json out;
+  out["architecture"] = model->info().architecture;
+  out["n_vocab"] = n_vocab;
+  nlohmann::json all_logits = nlohmann::json::array(), argmaxes = nlohmann::json::array();
+  std::vector<float> logits;
+  const auto t_prefill = clock::now();
+  const int32_t n_prompt = static_cast<int32_t>(o.tokens.size());
+  for (int32_t begin = 0; begin < n_prompt; begin += o.chunk) {
+    const int32_t end = std::min(n_prompt, begin + o.chunk);
+    const bool rows = o.all_logits || o.argmax;
+    step(*model, *kv, seq, begin, end, rows, logits);
+    for (int64_t r = 0; rows && r < end - begin; ++r) {
+      const float* row = logits.data() + r * n_vocab;
+      if (o.argmax) argmaxes.push_back(argmax(row, n_vocab));
+      if (o.all_logits) all_logits.push_back(std::vector<float>(row, row + n_vocab));
+    }
+  }
+  const auto t_decode = clock::now();
+  const float* last = logits.data() + logits.size() - n_vocab;
+  std::vector<int32_t> generated;
+  for (int g = 0; g < o.greedy; ++g) {
+    const int32_t next = argmax(last, n_vocab);
+    generated.push_back(next);
+    seq.push_back(next);
+    if (g + 1 == o.greedy) break;
+    step(*model, *kv, seq, static_cast<int32_t>(seq.size()) - 1, static_cast<int32_t>(seq.size()),
+         false, logits);
+    last = logits.data();
+    if (o.all_logits) all_logits.push_back(std::vector<float>(last, last + n_vocab));
+  }
+  const auto t_end = clock::now();
+  const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  out["greedy"] = generated;
+  if (o.argmax) out["argmax"] = argmaxes;
+  if (o.all_logits) out["logits"] = all_logits;
+  out["load_s"] = secs(t_load, t_prefill);
+  out["prefill_tokens"] = n_prompt;
+  out["prefill_tok_s"] = n_prompt / secs(t_prefill, t_decode);
+  const int n_decode_steps = std::max(0, o.greedy - 1);
+  out["decode_tokens"] = n_decode_steps;
+  if (n_decode_steps > 0) out["decode_tok_s"] = n_decode_steps / secs(t_decode, t_end);
+  std::cout << out.dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace memra
+
+int main(int argc, char** argv) {
+  try {
+    return memra::run(memra::parse_args(argc, argv));
+  } catch (const memra::Error& e) {
+    std::fprintf(stderr, "model_run: %s: %s\n", memra::error_code_name(e.code()), e.what());
+    return memra::error_exit_code(e.code());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "model_run: %s\n", e.what());
+    return 1;
+  }
+}
