@@ -333,7 +333,8 @@ void read_token_ids(HfModelConfig& out, const ConfigReader& cfg, const ConfigRea
     if (v == nullptr) continue;
     std::vector<Value> ids;
     for (const json& id : v->is_array() ? *v : json::array({*v})) {
-      if (!id.is_number_unsigned() || id.get<uint64_t>() >= uint64_t(out.vocab_size))
+      const bool non_negative = id.is_number_unsigned() || (id.is_number_integer() && id >= 0);
+      if (!non_negative || id.get<uint64_t>() >= uint64_t(out.vocab_size))
         fail(ErrorCode::malformed_file, "{}: {} entry {} is not a token id below vocab_size {}",
              r.file, hf_key, id.dump(), out.vocab_size);
       ids.push_back(Value::make_u32(id.get<uint32_t>()));

@@ -86,6 +86,9 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
   if (dot == std::string_view::npos || dot == 0 || dot > 5) return std::nullopt;
   const std::string_view digits = rest.substr(0, dot);
   if (digits.size() > 1 && digits[0] == '0') return std::nullopt;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
   int layer = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
   if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;

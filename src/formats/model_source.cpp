@@ -107,7 +107,8 @@ fs::path pick_in_snapshot(const fs::path& snapshot, const std::string& repo,
     if (fs::exists(snapshot / "config.json") || ggufs.empty()) return snapshot;
     if (ggufs.size() == 1) return existing(snapshot / ggufs[0], repo);
     fail(ErrorCode::invalid_argument,
-         "model {} has several GGUF files ({}); pick one with {}:QUANT", repo, join(ggufs), repo);
+         "model {} has several GGUF files ({}); pick one with hf:{}:QUANT", repo, join(ggufs),
+         repo);
   }
   std::vector<std::string> matches;
   for (const std::string& g : ggufs) {

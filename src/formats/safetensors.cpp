@@ -38,7 +38,7 @@ uint64_t read_u64_le(const uint8_t* p) {
 }
 
 uint64_t require_uint(const nlohmann::json& v, std::string_view label, std::string_view what) {
-  if (!v.is_number_unsigned())
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v >= 0))
     fail(ErrorCode::malformed_file, "{}: {} must be a non-negative integer, got {} {}", label, what,
          json_type_name(v), v.dump());
   return v.get<uint64_t>();

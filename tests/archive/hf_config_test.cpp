@@ -1,0 +1,209 @@
+// HF config.json -> GGUF metadata: key names and types per architecture (matching what
+// llama.cpp's converter writes), both config styles, and refusals named by field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/hf_config.h"
+#include "formats/hf_names.h"
+
+namespace memra {
+namespace {
+
+using nlohmann::json;
+
+json llama_config() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 1, "eos_token_id": 2})");
+}
+
+std::string message_of(const json& config, const json& gen = json::object()) {
+  try {
+    hf_config_from_json(config, gen, "m");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(HfConfig, LlamaKeysAndTypes) {
+  const HfModelConfig c = hf_config_from_json(llama_config(), json::object(), "tiny");
+  const gguf::Metadata& md = c.metadata;
+  EXPECT_EQ(md.require_string("general.architecture"), "llama");
+  EXPECT_EQ(md.require_string("general.name"), "tiny");
+  EXPECT_EQ(md.require_int("llama.embedding_length"), 64);
+  EXPECT_EQ(md.require_int("llama.block_count"), 2);
+  EXPECT_EQ(md.require_int("llama.context_length"), 256);
+  EXPECT_EQ(md.require_int("llama.feed_forward_length"), 128);
+  EXPECT_EQ(md.require_int("llama.attention.head_count"), 4);
+  EXPECT_EQ(md.require_int("llama.attention.head_count_kv"), 2);
+  EXPECT_EQ(md.require_int("llama.attention.key_length"), 16);
+  EXPECT_EQ(md.require_int("llama.rope.dimension_count"), 16);
+  EXPECT_EQ(md.find("llama.block_count")->type, gguf::ValueType::u32);
+  EXPECT_EQ(md.find("llama.rope.freq_base")->type, gguf::ValueType::f32);
+  EXPECT_FLOAT_EQ(float(md.require_float("llama.rope.freq_base")), 500000.0f);
+  EXPECT_FLOAT_EQ(float(md.require_float("llama.attention.layer_norm_rms_epsilon")), 1e-5f);
+  EXPECT_EQ(md.require_int("tokenizer.ggml.bos_token_id"), 1);
+  EXPECT_EQ(md.require_int("tokenizer.ggml.eos_token_id"), 2);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_TRUE(c.rope_freqs.empty());
+  EXPECT_EQ(md.find("llama.rope.scaling.type"), nullptr);
+}
+
+TEST(HfConfig, GenerationConfigEosListWins) {
+  const json gen = json::parse(R"({"eos_token_id": [7, 8, 9]})");
+  const HfModelConfig c = hf_config_from_json(llama_config(), gen, "m");
+  EXPECT_EQ(c.metadata.require_int("tokenizer.ggml.eos_token_id"), 7);
+  EXPECT_EQ(c.metadata.get_int_array("tokenizer.ggml.eos_token_ids"),
+            (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(c.metadata.require_int("tokenizer.ggml.bos_token_id"), 1);
+}
+
+TEST(HfConfig, Llama3RopeScaling) {
+  json cfg = llama_config();
+  cfg["rope_scaling"] = json::parse(
+      R"({"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,
+          "original_max_position_embeddings":64})");
+  const HfModelConfig c = hf_config_from_json(cfg, json::object(), "m");
+  ASSERT_EQ(c.rope_freqs.size(), 8u);
+  EXPECT_EQ(c.rope_freqs.front(), 1.0f);  // highest frequency untouched
+  EXPECT_EQ(c.rope_freqs.back(), 8.0f);   // lowest frequency scaled by the full factor
+  EXPECT_EQ(c.metadata.require_int("llama.rope.scaling.llama3.original_context_length"), 64);
+  EXPECT_EQ(c.metadata.find("llama.rope.scaling.type"), nullptr);  // as llama.cpp
+  // transformers 5 style carries the same in rope_parameters.
+  json v5 = llama_config();
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = cfg["rope_scaling"];
+  v5["rope_parameters"]["rope_theta"] = 500000.0;
+  EXPECT_EQ(hf_config_from_json(v5, json::object(), "m").rope_freqs, c.rope_freqs);
+}
+
+TEST(HfConfig, LinearRopeScaling) {
+  json cfg = llama_config();
+  cfg["rope_scaling"] = json::parse(R"({"type":"linear","factor":2.0})");
+  const HfModelConfig c = hf_config_from_json(cfg, json::object(), "m");
+  EXPECT_EQ(c.metadata.require_string("llama.rope.scaling.type"), "linear");
+  EXPECT_EQ(c.metadata.require_float("llama.rope.scaling.factor"), 2.0);
+}
+
+TEST(HfConfig, Gemma3Specifics) {
+  json cfg = json::parse(R"({
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 7, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 100, "query_pre_attn_scalar": 64,
+    "sliding_window": 16, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    "sliding_window_pattern": 3, "final_logit_softcapping": null})");
+  const HfModelConfig c = hf_config_from_json(cfg, json::object(), "m");
+  const gguf::Metadata& md = c.metadata;
+  EXPECT_EQ(md.require_string("general.architecture"), "gemma3");
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_EQ(md.require_int("gemma3.attention.sliding_window"), 16);
+  EXPECT_EQ(md.require_float("gemma3.rope.freq_base"), 1e6);
+  EXPECT_EQ(md.require_float("gemma3.rope.freq_base_swa"), 1e4);
+  EXPECT_FLOAT_EQ(float(md.require_float("gemma3.attention.scale")), 0.125f);
+  EXPECT_EQ(md.find("gemma3.final_logit_softcapping"), nullptr);
+  const gguf::Value* pattern = md.find("gemma3.attention.sliding_window_pattern");
+  ASSERT_NE(pattern, nullptr);
+  const auto& items = std::get<gguf::Array>(pattern->data).items;
+  ASSERT_EQ(items.size(), 7u);
+  const bool expected[] = {true, true, false, true, true, false, true};
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(std::get<bool>(items[i].data), expected[i]) << i;
+
+  // transformers 5 style: layer_types + per-type rope_parameters.
+  json v5 = cfg;
+  for (const char* k : {"rope_theta", "rope_local_base_freq", "sliding_window_pattern"})
+    v5.erase(k);
+  v5["rope_parameters"] = json::parse(
+      R"({"full_attention":{"rope_type":"linear","factor":8.0,"rope_theta":1000000.0},
+          "sliding_attention":{"rope_type":"default","rope_theta":10000.0}})");
+  v5["layer_types"] = json::array();
+  for (bool s : expected) v5["layer_types"].push_back(s ? "sliding_attention" : "full_attention");
+  v5["final_logit_softcapping"] = 30.0;
+  const HfModelConfig c5 = hf_config_from_json(v5, json::object(), "m");
+  EXPECT_EQ(c5.metadata.require_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(c5.metadata.require_float("gemma3.final_logit_softcapping"), 30.0);
+  EXPECT_EQ(c5.metadata.require_float("gemma3.rope.freq_base_swa"), 1e4);
+}
+
+TEST(HfConfig, RefusalsNameTheField) {
+  struct Case {
+    const char* key;
+    json value;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"architectures", json::array({"MistralForCausalLM"}), "'MistralForCausalLM'"},
+      {"architectures", json::array({"Gemma3ForConditionalGeneration"}),
+       "Gemma3ForConditionalGeneration"},
+      {"architectures", "LlamaForCausalLM", "architectures must list exactly one name"},
+      {"model_type", "qwen2", "model_type 'qwen2' does not match"},
+      {"hidden_act", "gelu", "hidden_act 'gelu'"},
+      {"mlp_bias", true, "mlp_bias"},
+      {"use_sliding_window", true, "use_sliding_window"},
+      {"rope_scaling", json::parse(R"({"rope_type":"yarn","factor":4})"), "rope type 'yarn'"},
+      {"rope_scaling", json::parse(R"({"type":"dynamic","factor":4})"), "'dynamic'"},
+      {"rope_scaling", json::parse(R"({"type":"linear"})"), "factor is missing"},
+      {"quantization_config", json::parse(R"({"quant_method":"gptq"})"), "gptq"},
+      {"hidden_size", -1, "hidden_size = -1"},
+      {"hidden_size", "64", "hidden_size must be an integer"},
+      {"num_hidden_layers", 1000000, "num_hidden_layers = 1000000"},
+      {"num_key_value_heads", 3, "not a multiple of num_key_value_heads 3"},
+      {"head_dim", 15, "head_dim 15 must be even"},
+      {"rms_norm_eps", 0, "rms_norm_eps = 0"},
+      {"rope_theta", "big", "rope_theta must be a finite number"},
+      {"eos_token_id", 100, "eos_token_id entry 100"},
+      {"eos_token_id", json::array({1, -2}), "eos_token_id entry -2"},
+      {"tie_word_embeddings", 1, "tie_word_embeddings must be true or false"},
+      {"layer_types", json::array({"sliding_attention"}), "layer_types entry"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect);
+    json cfg = llama_config();
+    cfg[c.key] = c.value;
+    EXPECT_NE(message_of(cfg).find(c.expect), std::string::npos) << message_of(cfg);
+  }
+  json missing = llama_config();
+  missing.erase("vocab_size");
+  EXPECT_NE(message_of(missing).find("required field vocab_size"), std::string::npos);
+  EXPECT_NE(message_of(json::array()).find("must be a JSON object"), std::string::npos);
+}
+
+TEST(HfNames, TablePerArchitecture) {
+  auto name = [](const char* arch, const char* hf) {
+    const auto g = hf_tensor_name_to_gguf(arch, hf);
+    return g ? g->name : std::string("<none>");
+  };
+  EXPECT_EQ(name("llama", "model.embed_tokens.weight"), "token_embd.weight");
+  EXPECT_EQ(name("llama", "lm_head.weight"), "output.weight");
+  EXPECT_EQ(name("llama", "model.norm.weight"), "output_norm.weight");
+  EXPECT_EQ(name("llama", "model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
+  EXPECT_EQ(name("qwen2", "model.layers.0.self_attn.q_proj.bias"), "blk.0.attn_q.bias");
+  EXPECT_EQ(name("llama", "model.layers.0.post_attention_layernorm.weight"),
+            "blk.0.ffn_norm.weight");
+  EXPECT_EQ(name("gemma3", "model.layers.0.post_attention_layernorm.weight"),
+            "blk.0.post_attention_norm.weight");
+  EXPECT_EQ(name("gemma3", "model.layers.1.pre_feedforward_layernorm.weight"),
+            "blk.1.ffn_norm.weight");
+  EXPECT_EQ(name("gemma3", "model.layers.1.post_feedforward_layernorm.weight"),
+            "blk.1.post_ffw_norm.weight");
+  EXPECT_EQ(name("qwen3", "model.layers.3.self_attn.k_norm.weight"), "blk.3.attn_k_norm.weight");
+  EXPECT_EQ(name("llama", "model.layers.3.self_attn.k_norm.weight"), "<none>");
+  EXPECT_EQ(name("llama", "model.layers.3.pre_feedforward_layernorm.weight"), "<none>");
+  EXPECT_EQ(name("llama", "model.layers.03.mlp.up_proj.weight"), "<none>");
+  EXPECT_EQ(name("llama", "model.layers.-1.mlp.up_proj.weight"), "<none>");
+  EXPECT_EQ(name("llama", "model.layers.99999999.mlp.up_proj.weight"), "<none>");
+  EXPECT_EQ(name("llama", "model.layers.1.mlp.up_proj.bias"), "<none>");
+  EXPECT_EQ(name("mistral", "model.embed_tokens.weight"), "<none>");
+  EXPECT_EQ(hf_tensor_name_to_gguf("llama", "model.layers.7.mlp.down_proj.weight")->layer, 7);
+  EXPECT_TRUE(hf_tensor_is_buffer("model.layers.0.self_attn.rotary_emb.inv_freq"));
+}
+
+}  // namespace
+}  // namespace memra
