@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -68,8 +70,10 @@ Checkpoint open_index(const std::string& index_path) {
     const size_t shard_index = c.shards.size();
     c.shards.push_back(File::open(shard_path.string()));
     const File& file = c.shards.back();
+    std::unordered_set<std::string_view> held;  // hashed: shards may list many tensors
+    for (const Entry& e : file.entries()) held.insert(e.name);
     for (const std::string& name : names) {
-      if (file.find(name) == nullptr)
+      if (!held.contains(name))
         fail(ErrorCode::malformed_file, "{}: weight_map puts tensor '{}' in '{}', which lacks it",
              index_path, name, shard);
     }
