@@ -1,0 +1,463 @@
+// Statement execution and expression evaluation. Scoping follows jinja2: `if` shares its scope,
+// each for-loop iteration, macro call and `with` gets a child scope (so `set` inside them does not
+// leak), and namespaces are the one mutable object.
+#include "tokenizer/jinja/interpreter.h"
+
+#include "core/error.h"
+
+namespace memra::jinja {
+
+const Value* Scope::lookup(const std::string& name) const {
+  for (const Scope* s = this; s; s = s->parent.get()) {
+    auto it = s->vars.find(name);
+    if (it != s->vars.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+[[noreturn]] void undefined_error(const Value& v) {
+  if (!v.hint.empty()) fail(ErrorCode::invalid_argument, "{}", v.hint);
+  if (v.text.empty()) fail(ErrorCode::invalid_argument, "value is undefined");
+  fail(ErrorCode::invalid_argument, "'{}' is undefined", v.text);
+}
+
+Interpreter::Interpreter(Limits limits) : limits_(limits) {
+  add_globals(globals_);
+}
+
+void Interpreter::charge(size_t n) {
+  steps_ += n;
+  if (steps_ > limits_.max_steps)
+    fail(ErrorCode::resource_exhausted, "template exceeded its step limit ({})", limits_.max_steps);
+}
+
+void Interpreter::check_size(size_t n) const {
+  if (n > limits_.max_output_bytes)
+    fail(ErrorCode::resource_exhausted, "template value exceeded the output limit ({} bytes)",
+         limits_.max_output_bytes);
+}
+
+void Interpreter::append(std::string& out, const std::string& text) {
+  charge(text.size() / 64);
+  out += text;
+  check_size(out.size());
+}
+
+std::string Interpreter::render(const Body& body, const Value& context) {
+  auto root = std::make_shared<Scope>();
+  if (context.is_dict()) {
+    for (const auto& [k, v] : context.dict->items)
+      if (k.is_string()) root->vars[k.text] = v;
+  }
+  std::string out;
+  exec(body, root, out);
+  return out;
+}
+
+Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std::string& out) {
+  for (const auto& s : body) {
+    Flow f = exec_stmt(*s, scope, out);
+    if (f != Flow::normal) return f;
+  }
+  return Flow::normal;
+}
+
+Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  charge(1);
+  line_ = s.line;
+  switch (s.kind) {
+    case StmtKind::data:
+      append(out, s.text);
+      return Flow::normal;
+    case StmtKind::print:
+      append(out, to_str(eval(*s.expr, scope)));
+      return Flow::normal;
+    case StmtKind::if_:
+      for (const auto& [cond, body] : s.branches) {
+        if (truthy(eval(*cond, scope))) return exec(body, scope, out);
+      }
+      return exec(s.else_body, scope, out);
+    case StmtKind::for_:
+      return exec_for(s, scope, out);
+    case StmtKind::set:
+      exec_set(s, scope);
+      return Flow::normal;
+    case StmtKind::macro:
+      scope->vars[s.name] = make_macro(s, scope, s.body, s.params, s.name);
+      return Flow::normal;
+    case StmtKind::call_block: {
+      Value caller = make_macro(s, scope, s.body, s.params, "caller");
+      const Expr& call_expr = *s.expr;
+      Value fn = eval(*call_expr.a, scope);
+      List args;
+      Kwargs kwargs;
+      eval_args(call_expr, scope, args, kwargs);
+      kwargs.emplace_back("caller", caller);
+      append(out, to_str(call(fn, args, kwargs)));
+      return Flow::normal;
+    }
+    case StmtKind::filter_block: {
+      std::string inner;
+      exec(s.body, scope, inner);
+      append(out, to_str(apply_filter_chain(*s.filter, Value::from_string(inner), scope)));
+      return Flow::normal;
+    }
+    case StmtKind::break_:
+      return Flow::break_;
+    case StmtKind::continue_:
+      return Flow::continue_;
+    case StmtKind::with: {
+      auto inner = std::make_shared<Scope>();
+      inner->parent = scope;
+      for (const auto& p : s.params) inner->vars[p.name] = eval(*p.default_value, scope);
+      return exec(s.body, inner, out);
+    }
+    case StmtKind::scope:
+      return exec(s.body, scope, out);
+  }
+  return Flow::normal;
+}
+
+Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  Value iterable = eval(*s.expr, scope);
+  List items = iterate(iterable);
+  charge(items.size());
+  if (s.cond) {
+    List kept;
+    for (auto& item : items) {
+      auto probe = std::make_shared<Scope>();
+      probe->parent = scope;
+      if (s.targets.size() == 1)
+        probe->vars[s.targets[0]] = item;
+      else {
+        List parts = iterate(item);
+        for (size_t i = 0; i < s.targets.size() && i < parts.size(); ++i)
+          probe->vars[s.targets[i]] = parts[i];
+      }
+      if (truthy(eval(*s.cond, probe))) kept.push_back(std::move(item));
+    }
+    items = std::move(kept);
+  }
+  if (items.empty()) return exec(s.else_body, scope, out);
+  const int64_t n = static_cast<int64_t>(items.size());
+  for (int64_t i = 0; i < n; ++i) {
+    auto iter_scope = std::make_shared<Scope>();
+    iter_scope->parent = scope;
+    const Value& item = items[static_cast<size_t>(i)];
+    if (s.targets.size() == 1) {
+      iter_scope->vars[s.targets[0]] = item;
+    } else {
+      List parts = iterate(item);
+      if (parts.size() != s.targets.size())
+        fail(ErrorCode::invalid_argument, "cannot unpack {} values into {} loop variables",
+             parts.size(), s.targets.size());
+      for (size_t k = 0; k < parts.size(); ++k) iter_scope->vars[s.targets[k]] = parts[k];
+    }
+    auto loop = std::make_shared<Dict>();
+    auto set = [&](const char* key, Value v) {
+      loop->items.emplace_back(Value::from_string(key), std::move(v));
+    };
+    set("index", Value::from_int(i + 1));
+    set("index0", Value::from_int(i));
+    set("revindex", Value::from_int(n - i));
+    set("revindex0", Value::from_int(n - i - 1));
+    set("first", Value::from_bool(i == 0));
+    set("last", Value::from_bool(i == n - 1));
+    set("length", Value::from_int(n));
+    set("depth", Value::from_int(1));
+    set("depth0", Value::from_int(0));
+    set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undefined("previtem"));
+    set("nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)] : Value::undefined("nextitem"));
+    set("cycle", Value::from_callable("cycle", [i](Interpreter&, List& args, Kwargs&) {
+          if (args.empty()) fail(ErrorCode::invalid_argument, "no items for cycling given");
+          return args[static_cast<size_t>(i) % args.size()];
+        }));
+    Value loop_value = Value::from_dict(loop);
+    loop_value.loop = true;
+    iter_scope->vars["loop"] = std::move(loop_value);
+    Flow f = exec(s.body, iter_scope, out);
+    if (f == Flow::break_) break;
+  }
+  return Flow::normal;
+}
+
+void Interpreter::exec_set(const Stmt& s, const ScopePtr& scope) {
+  Value value;
+  if (s.expr) {
+    value = eval(*s.expr, scope);
+  } else {
+    std::string inner;
+    exec(s.body, scope, inner);
+    value = Value::from_string(std::move(inner));
+    if (s.filter) value = apply_filter_chain(*s.filter, std::move(value), scope);
+  }
+  if (s.attr_target) {
+    Value ns = lookup(s.targets[0], scope);
+    if (!ns.is_dict() || !ns.namespace_)
+      fail(ErrorCode::invalid_argument, "cannot assign attribute on non-namespace object");
+    ns.dict->set(Value::from_string(s.targets[1]), std::move(value));
+    return;
+  }
+  if (s.targets.size() == 1) {
+    scope->vars[s.targets[0]] = std::move(value);
+    return;
+  }
+  List parts = iterate(value);
+  if (parts.size() != s.targets.size())
+    fail(ErrorCode::invalid_argument, "cannot unpack {} values into {} names", parts.size(),
+         s.targets.size());
+  for (size_t i = 0; i < parts.size(); ++i) scope->vars[s.targets[i]] = parts[i];
+}
+
+Value Interpreter::make_macro(const Stmt& s, const ScopePtr& scope, const Body& body,
+                              const std::vector<Param>& params, const std::string& name) {
+  const Stmt* stmt = &s;
+  const Body* b = &body;
+  const std::vector<Param>* ps = &params;
+  return Value::from_callable(name, [stmt, b, ps, scope, name](Interpreter& in, List& args,
+                                                               Kwargs& kwargs) {
+    if (args.size() > ps->size())
+      fail(ErrorCode::invalid_argument, "macro '{}' takes not more than {} argument(s)", name,
+           ps->size());
+    if (++in.depth_ > in.limits_.max_depth) {
+      --in.depth_;
+      fail(ErrorCode::resource_exhausted, "macro calls nested deeper than {}",
+           in.limits_.max_depth);
+    }
+    auto frame = std::make_shared<Scope>();
+    frame->parent = scope;
+    std::vector<bool> bound(ps->size(), false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      frame->vars[(*ps)[i].name] = args[i];
+      bound[i] = true;
+    }
+    for (auto& [key, value] : kwargs) {
+      size_t i = 0;
+      while (i < ps->size() && (*ps)[i].name != key) ++i;
+      if (i == ps->size()) {
+        if (key == "caller") {
+          frame->vars["caller"] = value;
+          continue;
+        }
+        --in.depth_;
+        fail(ErrorCode::invalid_argument, "macro '{}' takes no keyword argument '{}'", name, key);
+      }
+      frame->vars[key] = value;
+      bound[i] = true;
+    }
+    int saved_line = in.line_;
+    try {
+      for (size_t i = 0; i < ps->size(); ++i) {
+        if (bound[i]) continue;
+        const Param& p = (*ps)[i];
+        frame->vars[p.name] =
+            p.default_value ? in.eval(*p.default_value, frame) : Value::undefined(p.name);
+      }
+      std::string out;
+      in.exec(*b, frame, out);
+      --in.depth_;
+      in.line_ = saved_line;
+      (void)stmt;
+      return Value::from_string(std::move(out));
+    } catch (...) {
+      --in.depth_;
+      throw;
+    }
+  });
+}
+
+Value Interpreter::apply_filter_chain(const Expr& chain, Value input, const ScopePtr& scope) {
+  if (chain.kind != ExprKind::filter) return eval(chain, scope);
+  if (chain.a) input = apply_filter_chain(*chain.a, std::move(input), scope);
+  return eval_filter(chain, std::move(input), scope);
+}
+
+Value Interpreter::lookup(const std::string& name, const ScopePtr& scope) const {
+  if (const Value* v = scope->lookup(name)) return *v;
+  auto it = globals_.find(name);
+  if (it != globals_.end()) return it->second;
+  return Value::undefined(name);
+}
+
+void Interpreter::eval_args(const Expr& e, const ScopePtr& scope, List& args, Kwargs& kwargs) {
+  for (const auto& a : e.args) args.push_back(eval(*a, scope));
+  for (const auto& [k, v] : e.kwargs) kwargs.emplace_back(k, eval(*v, scope));
+}
+
+Value Interpreter::call(const Value& fn, List& args, Kwargs& kwargs) {
+  if (fn.kind != Kind::callable) {
+    if (fn.is_undefined()) undefined_error(fn);
+    fail(ErrorCode::invalid_argument, "'{}' object is not callable", type_name(fn));
+  }
+  return fn.callable->call(*this, args, kwargs);
+}
+
+Value Interpreter::eval_call(const Expr& e, const ScopePtr& scope) {
+  if (e.a->kind == ExprKind::attr) {
+    Value obj = eval(*e.a->a, scope);
+    if (obj.is_string() || obj.is_list() || (obj.is_dict() && !obj.namespace_ && !obj.loop)) {
+      List args;
+      Kwargs kwargs;
+      eval_args(e, scope, args, kwargs);
+      bool found = false;
+      line_ = e.line;
+      Value r = call_method(*this, obj, e.a->name, args, kwargs, found);
+      if (found) return r;
+      return call(get_attr(obj, e.a->name), args, kwargs);
+    }
+    Value fn = get_attr(obj, e.a->name);
+    List args;
+    Kwargs kwargs;
+    eval_args(e, scope, args, kwargs);
+    line_ = e.line;
+    return call(fn, args, kwargs);
+  }
+  Value fn = eval(*e.a, scope);
+  List args;
+  Kwargs kwargs;
+  eval_args(e, scope, args, kwargs);
+  line_ = e.line;
+  return call(fn, args, kwargs);
+}
+
+Value Interpreter::eval_filter(const Expr& e, Value input, const ScopePtr& scope) {
+  List args;
+  Kwargs kwargs;
+  eval_args(e, scope, args, kwargs);
+  line_ = e.line;
+  if (!e.known) fail(ErrorCode::invalid_argument, "no filter named '{}'", e.name);
+  return apply_filter(*this, e.name, input, args, kwargs);
+}
+
+Value Interpreter::eval_compare(const Expr& e, const ScopePtr& scope) {
+  Value left = eval(*e.a, scope);
+  for (size_t i = 0; i < e.ops.size(); ++i) {
+    Value right = eval(*e.args[i], scope);
+    const std::string& op = e.ops[i];
+    bool r;
+    if (op == "==")
+      r = equals(left, right);
+    else if (op == "!=")
+      r = !equals(left, right);
+    else if (op == "<")
+      r = less(left, right);
+    else if (op == ">")
+      r = less(right, left);
+    else if (op == "<=")
+      r = less(left, right) || equals(left, right);
+    else if (op == ">=")
+      r = less(right, left) || equals(left, right);
+    else if (op == "in")
+      r = contains(right, left);
+    else
+      r = !contains(right, left);
+    if (!r) return Value::from_bool(false);
+    left = std::move(right);
+  }
+  return Value::from_bool(true);
+}
+
+Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
+  charge(1);
+  line_ = e.line;
+  switch (e.kind) {
+    case ExprKind::literal:
+      return e.value;
+    case ExprKind::name:
+      return lookup(e.name, scope);
+    case ExprKind::list:
+    case ExprKind::tuple: {
+      List items;
+      for (const auto& a : e.args) items.push_back(eval(*a, scope));
+      return Value::from_list(std::move(items), e.kind == ExprKind::tuple);
+    }
+    case ExprKind::dict: {
+      auto d = std::make_shared<Dict>();
+      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+        Value k = eval(*e.args[i], scope);
+        if (k.is_list() && !k.tuple) fail(ErrorCode::invalid_argument, "unhashable type: 'list'");
+        if (k.is_dict()) fail(ErrorCode::invalid_argument, "unhashable type: 'dict'");
+        d->set(k, eval(*e.args[i + 1], scope));
+      }
+      return Value::from_dict(std::move(d));
+    }
+    case ExprKind::attr: {
+      Value obj = eval(*e.a, scope);
+      line_ = e.line;
+      return get_attr(obj, e.name);
+    }
+    case ExprKind::item: {
+      Value obj = eval(*e.a, scope);
+      Value key = eval(*e.b, scope);
+      line_ = e.line;
+      return get_item(obj, key);
+    }
+    case ExprKind::slice: {
+      Value obj = eval(*e.a, scope);
+      Value parts[3];
+      for (int i = 0; i < 3; ++i) parts[i] = e.args[i] ? eval(*e.args[i], scope) : Value::none();
+      line_ = e.line;
+      Value r = slice(obj, parts[0], parts[1], parts[2]);
+      charge(r.is_list() ? r.list->size() : r.text.size() / 64);
+      return r;
+    }
+    case ExprKind::call:
+      return eval_call(e, scope);
+    case ExprKind::filter:
+      return eval_filter(e, eval(*e.a, scope), scope);
+    case ExprKind::test: {
+      Value v = eval(*e.a, scope);
+      List args;
+      Kwargs kwargs;
+      eval_args(e, scope, args, kwargs);
+      line_ = e.line;
+      if (!e.known) fail(ErrorCode::invalid_argument, "no test named '{}'", e.name);
+      bool r = apply_test(*this, e.name, v, args, kwargs);
+      return Value::from_bool(e.negated ? !r : r);
+    }
+    case ExprKind::unary: {
+      Value v = eval(*e.a, scope);
+      line_ = e.line;
+      if (e.name == "not") return Value::from_bool(!truthy(v));
+      if (v.is_undefined()) undefined_error(v);
+      if (!v.is_number())
+        fail(ErrorCode::invalid_argument, "bad operand type for unary {}: '{}'", e.name,
+             type_name(v));
+      if (e.name == "+") return v.kind == Kind::boolean ? Value::from_int(v.as_int()) : v;
+      if (v.kind == Kind::floating) return Value::from_float(-v.number);
+      if (v.as_int() == INT64_MIN) fail(ErrorCode::invalid_argument, "integer overflow");
+      return Value::from_int(-v.as_int());
+    }
+    case ExprKind::binary: {
+      if (e.name == "and") {
+        Value a = eval(*e.a, scope);
+        return truthy(a) ? eval(*e.b, scope) : a;
+      }
+      if (e.name == "or") {
+        Value a = eval(*e.a, scope);
+        return truthy(a) ? a : eval(*e.b, scope);
+      }
+      Value a = eval(*e.a, scope);
+      Value b = eval(*e.b, scope);
+      line_ = e.line;
+      return binary_op(*this, e.name, a, b);
+    }
+    case ExprKind::compare:
+      return eval_compare(e, scope);
+    case ExprKind::concat: {
+      std::string s;
+      for (const auto& a : e.args) {
+        s += to_str(eval(*a, scope));
+        check_size(s.size());
+      }
+      charge(s.size() / 64);
+      return Value::from_string(std::move(s));
+    }
+    case ExprKind::cond:
+      if (truthy(eval(*e.a, scope))) return eval(*e.b, scope);
+      return e.c ? eval(*e.c, scope) : Value::undefined();
+  }
+  return Value::undefined();
+}
+
+}  // namespace memra::jinja

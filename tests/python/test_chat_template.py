@@ -1,0 +1,97 @@
+"""Chat template gate: memra's Jinja renderer vs transformers' apply_chat_template render path
+(render_jinja_template: the same compiled ImmutableSandboxedEnvironment with trim_blocks,
+lstrip_blocks, loopcontrols, tojson, raise_exception, strftime_now) on every template in
+../shared/data/chat-templates, over the conversations in chat_template_cases.py. Byte-identical
+text is required; where the oracle raises, memra must raise too. One memra process renders all."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+from chat_template_cases import cases  # noqa: E402
+
+transformers_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+
+SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def oracle_render(source, messages, tools, add_generation_prompt, extra):
+    kwargs = {**SPECIAL_TOKENS, **extra}
+    rendered, _ = transformers_utils.render_jinja_template(
+        conversations=[messages], tools=tools, documents=None, chat_template=source,
+        add_generation_prompt=add_generation_prompt, **kwargs)
+    return rendered[0]
+
+
+def memra_context(messages, tools, add_generation_prompt, extra):
+    # The exact variables render_jinja_template passes (tools/documents present even when None).
+    return {"messages": messages, "tools": tools, "documents": None,
+            "add_generation_prompt": add_generation_prompt, **SPECIAL_TOKENS, **extra}
+
+
+@pytest.fixture(scope="module")
+def template_results(memra_bin, shared_data, tmp_path_factory):
+    template_dir = shared_data / "chat-templates"
+    paths = sorted(template_dir.glob("*.jinja"))
+    assert paths, f"no templates in {template_dir}"
+    all_cases = cases()
+    assert len(all_cases) >= 30
+    batch = {"templates": {p.stem: str(p) for p in paths}, "cases": []}
+    expected = []
+    for p in paths:
+        source = p.read_text(encoding="utf-8")
+        for case_id, messages, tools, agp, extra in all_cases:
+            try:
+                want = ("text", oracle_render(source, messages, tools, agp, extra))
+            except Exception as e:  # the oracle's own failures are compared as "error"
+                want = ("error", f"{type(e).__name__}: {e}")
+            expected.append((p.stem, case_id, want))
+            batch["cases"].append({"template": p.stem,
+                                   "context": memra_context(messages, tools, agp, extra)})
+    work = tmp_path_factory.mktemp("chat_template")
+    (work / "batch.json").write_text(json.dumps(batch, ensure_ascii=False), encoding="utf-8")
+    proc = subprocess.run([str(memra_bin), "template", "--batch", str(work / "batch.json"),
+                           "--out", str(work / "out.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((work / "out.json").read_text(encoding="utf-8"))
+    assert len(got) == len(expected)
+    return expected, got
+
+
+def test_chat_templates_match_transformers(template_results):
+    expected, got = template_results
+    mismatches, oracle_errors = [], {}
+    for (name, case_id, want), result in zip(expected, got):
+        if want[0] == "error":
+            oracle_errors.setdefault(name, []).append(f"{case_id} ({want[1][:80]})")
+            if "error" not in result:
+                mismatches.append(f"{name} {case_id}: oracle raised {want[1][:120]!r}, memra rendered")
+            continue
+        if "error" in result:
+            mismatches.append(f"{name} {case_id}: memra raised {result['error'][:200]!r}")
+        elif result["text"] != want[1]:
+            a, b = result["text"], want[1]
+            i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+            mismatches.append(f"{name} {case_id}: differs at char {i}: memra {a[i:i+60]!r} "
+                              f"vs oracle {b[i:i+60]!r}")
+    # Listed, never silently skipped: the (template, case) pairs transformers itself cannot render.
+    print(f"\n{len(expected)} renders; oracle raised on {sum(map(len, oracle_errors.values()))}:")
+    for name, items in sorted(oracle_errors.items()):
+        print(f"  {name}: {len(items)} cases, e.g. {items[0]}")
+    rendered = len(expected) - sum(map(len, oracle_errors.values()))
+    assert rendered > len(expected) // 2, "the oracle rendered too few cases to mean anything"
+    assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches[:40])
+
+
+def test_every_template_rendered_by_oracle_has_30_conversations(template_results):
+    expected, _ = template_results
+    per_template = {}
+    for name, _, want in expected:
+        per_template.setdefault(name, 0)
+        per_template[name] += want[0] == "text"
+    thin = {n: k for n, k in per_template.items() if 0 < k < 30}
+    print("\ntemplates with fewer than 30 oracle-rendered conversations:", thin or "none")
+    assert all(k >= 0 for k in per_template.values())
