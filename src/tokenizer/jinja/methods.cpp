@@ -208,6 +208,69 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix, const st
   return one(affix);
 }
 
+// str.format with plain fields ({}, {0}, {name}, !r/!s); format specs are refused by name.
+Value str_format(Interpreter& in, const std::string& f, const ArgReader& a) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    char c = f[i];
+    if (c == '}') {
+      if (i + 1 < f.size() && f[i + 1] == '}')
+        ++i;
+      else
+        fail(ErrorCode::invalid_argument, "Single '}}' encountered in format string");
+      out += '}';
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < f.size() && f[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    size_t close = f.find('}', i);
+    if (close == std::string::npos)
+      fail(ErrorCode::invalid_argument, "Single '{{' encountered in format string");
+    std::string field = f.substr(i + 1, close - i - 1);
+    i = close;
+    char conv = 's';
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      if (colon + 1 < field.size())
+        fail(ErrorCode::unsupported, "str.format specs ('{}') are not supported", field);
+      field.resize(colon);
+    }
+    size_t bang = field.find('!');
+    if (bang != std::string::npos) {
+      if (bang + 2 != field.size() || (field[bang + 1] != 'r' && field[bang + 1] != 's'))
+        fail(ErrorCode::unsupported, "str.format conversion in '{}' is not supported", field);
+      conv = field[bang + 1];
+      field.resize(bang);
+    }
+    const Value* v = nullptr;
+    if (field.empty()) {
+      if (auto_index >= a.args.size())
+        fail(ErrorCode::invalid_argument, "Replacement index {} out of range", auto_index);
+      v = &a.args[auto_index++];
+    } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
+      size_t k = std::stoul(field);
+      if (k >= a.args.size())
+        fail(ErrorCode::invalid_argument, "Replacement index {} out of range", k);
+      v = &a.args[k];
+    } else {
+      for (const auto& [key, val] : a.kwargs)
+        if (key == field) v = &val;
+      if (!v) fail(ErrorCode::invalid_argument, "KeyError: '{}'", field);
+    }
+    out += conv == 'r' ? repr(*v) : to_str(*v);
+    in.check_size(out.size());
+  }
+  return Value::from_string(std::move(out));
+}
+
 Value string_method(Interpreter& in, const Value& obj, const std::string& name, const ArgReader& a,
                     bool& found) {
   const std::string& s = obj.text;
@@ -259,6 +322,7 @@ Value string_method(Interpreter& in, const Value& obj, const std::string& name, 
     return Value::from_int(static_cast<int64_t>(utf8_length(s.substr(0, at))));
   }
   if (name == "count") return Value::from_int(py_count(s, a.str(0, "sub")));
+  if (name == "format") return str_format(in, s, a);
   if (name == "join") {
     const Value* items = a.get(0, "iterable");
     if (!items) fail(ErrorCode::invalid_argument, "join() takes exactly one argument");

@@ -85,10 +85,8 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
     while (i < cs.size() && py_isspace_cp(cp_of(cs[i]))) ++i;
     if (i == cs.size()) break;
     if (maxsplit >= 0 && static_cast<long>(out.size()) == maxsplit) {
-      size_t e = cs.size();
-      while (e > i && py_isspace_cp(cp_of(cs[e - 1]))) --e;
-      std::string rest;
-      for (size_t k = i; k < e; ++k) rest += cs[k];
+      std::string rest;  // Python keeps the remainder's trailing whitespace
+      for (size_t k = i; k < cs.size(); ++k) rest += cs[k];
       out.push_back(rest);
       break;
     }
