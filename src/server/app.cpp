@@ -1,0 +1,132 @@
+// Routing, auth, readiness/draining and error mapping for every endpoint; probes live here too.
+#include "server/app.h"
+
+#include <chrono>
+
+#include "core/log.h"
+
+namespace memra::server {
+
+void send_json(HttpExchange& ex, int status, const nlohmann::json& body, const HeaderList& extra) {
+  ex.send(status, "application/json", json_dump(body), extra);
+}
+
+void send_error(HttpExchange& ex, const ApiError& e) {
+  HeaderList extra;
+  if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  // Stainless-generated clients (openai-python) retry 429/5xx unless told otherwise.
+  extra.emplace_back("x-should-retry", e.status == 429 || e.status == 503 ? "true" : "false");
+  send_json(ex, e.status, api_error_json(e), extra);
+}
+
+void App::set_models(std::vector<ServedModel> models) {
+  models_ = std::move(models);
+  ready_.store(true, std::memory_order_release);
+}
+
+void App::release_models() {
+  ready_.store(false);
+  models_.clear();
+}
+
+ServedModel& App::model(const std::string& name) {
+  if (name.empty() && !models_.empty()) return models_.front();
+  for (ServedModel& m : models_)
+    if (m.id == name) return m;
+  throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                 fmt::format("The model '{}' does not exist", name));
+}
+
+void App::require_auth(const HttpRequest& req) const {
+  if (!config_.keys.enabled()) return;
+  std::string_view key = presented_key(req.header("authorization"), req.header("x-api-key"));
+  if (key.empty())
+    throw ApiError(401, "authentication_error", "", "invalid_api_key",
+                   "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'");
+  if (!config_.keys.accepts(key))
+    throw ApiError(401, "authentication_error", "", "invalid_api_key", "invalid API key");
+}
+
+void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_name) {
+  using Handler = void (*)(App&, const HttpRequest&, HttpExchange&);
+  struct Route {
+    const char* method;
+    const char* path;
+    Handler handler;
+  };
+  static const Route kRoutes[] = {
+      {"POST", "/v1/chat/completions", handle_chat_completions},
+      {"POST", "/v1/completions", handle_completions},
+      {"GET", "/v1/models", handle_models},
+      {"POST", "/tokenize", handle_tokenize},
+      {"POST", "/detokenize", handle_detokenize},
+      {"GET", "/metrics", handle_metrics},
+  };
+  const std::string& path = req.path;
+  // Probes: no auth (load balancers and orchestrators call them without keys).
+  if (path == "/health" || path == "/livez" || path == "/readyz") {
+    route_name = path;
+    bool up = path == "/livez" || (ready() && !(path == "/readyz" && draining()));
+    const char* status = path == "/livez" ? "ok"
+                         : !ready()       ? "loading"
+                         : draining()     ? "draining"
+                                          : "ok";
+    send_json(ex, up ? 200 : 503, {{"status", status}});
+    return;
+  }
+  const Route* found = nullptr;
+  bool path_known = false;
+  for (const Route& r : kRoutes) {
+    bool match = path == r.path ||
+                 (std::string_view(r.path) == "/v1/models" && path.rfind("/v1/models/", 0) == 0);
+    if (!match) continue;
+    path_known = true;
+    if (req.method == r.method) found = &r;
+  }
+  if (!path_known) {
+    route_name = "unknown";
+    throw ApiError(404, "invalid_request_error", "", "not_found",
+                   fmt::format("unknown route {} {}", req.method, path));
+  }
+  route_name = found ? found->path : path;
+  if (!found)
+    throw ApiError(405, "invalid_request_error", "", "method_not_allowed",
+                   fmt::format("{} is not allowed on {}", req.method, path));
+  require_auth(req);
+  if (!ready()) {
+    ApiError e(503, "server_error", "", "model_loading", "the model is still loading");
+    e.retry_after_s = config_.retry_after_s;
+    throw e;
+  }
+  if (draining() && path != "/metrics") {
+    ApiError e(503, "server_error", "", "draining", "the server is shutting down");
+    e.retry_after_s = config_.retry_after_s;
+    throw e;
+  }
+  found->handler(*this, req, ex);
+}
+
+void App::handle(const HttpRequest& req, HttpExchange& ex) {
+  auto start = std::chrono::steady_clock::now();
+  metrics_.set_http_in_flight(in_flight_.fetch_add(1) + 1);
+  std::string route_name = "unknown";
+  try {
+    route(req, ex, route_name);
+  } catch (const ApiError& e) {
+    if (!ex.responded()) send_error(ex, e);
+  } catch (const Error& e) {
+    if (!ex.responded()) send_error(ex, api_error_from(e));
+  } catch (const std::exception& e) {
+    MEMRA_LOG_ERROR("{} {}: internal error: {}", req.method, req.path, e.what());
+    if (!ex.responded())
+      send_error(ex, ApiError(500, "server_error", "", "internal_error", e.what()));
+  }
+  metrics_.set_http_in_flight(in_flight_.fetch_sub(1) - 1);
+  metrics_.count_request(route_name, ex.status());
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // Never log headers or bodies: they carry keys and user data.
+  MEMRA_LOG_INFO("{} {} {} {:.1f} ms", req.method, req.path, ex.status(), ms);
+}
+
+}  // namespace memra::server

@@ -1,0 +1,84 @@
+// The server application: routes HTTP requests to one handler per endpoint, enforces auth and the
+// loading/draining states, and turns errors into OpenAI-shaped responses. Models are attached once
+// loaded (until then every API route answers 503 "loading").
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memra/engine.h"
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace memra::server {
+
+struct ServedModel {
+  std::string id;  // the name clients send as "model"
+  std::unique_ptr<Engine> engine;
+  // Renders a chat-template context (messages, tools, add_generation_prompt, bos/eos tokens) to
+  // prompt text; empty when the model has no chat template.
+  std::function<std::string(const ojson& context)> render_chat;
+};
+
+struct AppConfig {
+  RequestLimits request_limits;
+  ApiKeys keys;
+  std::string fingerprint = "memra";
+  int retry_after_s = 1;
+};
+
+class App {
+ public:
+  explicit App(AppConfig config) : config_(std::move(config)) {}
+
+  // Attaches the loaded models and becomes ready. Call once.
+  void set_models(std::vector<ServedModel> models);
+  void set_draining() { draining_.store(true); }
+  // Makes every running generation stop as if its client had left (forced shutdown).
+  void abort_generations() { abort_.store(true); }
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  bool draining() const { return draining_.load(); }
+  bool aborting() const { return abort_.load(); }
+
+  void handle(const HttpRequest& req, HttpExchange& ex);
+
+  // For handlers.
+  ServedModel& model(const std::string& name);  // ApiError 404 for an unknown name
+  const std::vector<ServedModel>& models() const { return models_; }
+  const AppConfig& config() const { return config_; }
+  Metrics& metrics() { return metrics_; }
+  // Drops the engines (stops their threads) once no request can reach them.
+  void release_models();
+
+ private:
+  void route(const HttpRequest& req, HttpExchange& ex, std::string& route_name);
+  void require_auth(const HttpRequest& req) const;
+
+  AppConfig config_;
+  std::vector<ServedModel> models_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> abort_{false};
+  std::atomic<int> in_flight_{0};
+  Metrics metrics_;
+};
+
+// One handler per endpoint (handlers_*.cpp).
+void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_models(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_tokenize(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_detokenize(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_metrics(App& app, const HttpRequest& req, HttpExchange& ex);
+
+void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
+               const HeaderList& extra = {});
+void send_error(HttpExchange& ex, const ApiError& e);
+
+}  // namespace memra::server

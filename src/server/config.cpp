@@ -1,0 +1,191 @@
+// Flag and MEMRA_* environment parsing for the server; one table lists every option once.
+#include "server/config.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace memra::server {
+
+namespace {
+
+struct Option {
+  const char* flag;
+  const char* env;
+  const char* meta;  // nullptr: a boolean switch
+  const char* help;
+  std::function<void(ServerConfig&, const std::string&)> set;
+};
+
+int64_t to_int(const std::string& text, const char* what, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+    fail(ErrorCode::invalid_argument, "{} must be an integer in [{}, {}], got '{}'", what, lo, hi,
+         text);
+  return v;
+}
+
+bool to_bool(const std::string& text, const char* what) {
+  if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "off" || text == "no") return false;
+  fail(ErrorCode::invalid_argument, "{} must be true/false, got '{}'", what, text);
+}
+
+std::vector<ModelSpec> parse_models(const std::string& list) {
+  std::vector<ModelSpec> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      fail(ErrorCode::invalid_argument, "MEMRA_MODELS entry '{}' must be alias=SOURCE", item);
+    out.push_back({item.substr(0, eq), item.substr(eq + 1)});
+  }
+  if (out.empty()) fail(ErrorCode::invalid_argument, "MEMRA_MODELS names no model");
+  return out;
+}
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> kOptions = {
+      {"--host", "MEMRA_HOST", "ADDR", "address to listen on (default 127.0.0.1)",
+       [](ServerConfig& c, const std::string& v) { c.host = v; }},
+      {"--port", "MEMRA_PORT", "N", "port (default 8080; 0 picks a free one)",
+       [](ServerConfig& c, const std::string& v) { c.port = int(to_int(v, "--port", 0, 65535)); }},
+      {"--model", "MEMRA_MODEL", "SOURCE", "one model: GGUF file, HF folder or hf:org/name[:QUANT]",
+       [](ServerConfig& c, const std::string& v) {
+         c.models = {{"", v}};
+       }},
+      {"--models", "MEMRA_MODELS", "LIST", "several models: alias=SOURCE,alias=SOURCE",
+       [](ServerConfig& c, const std::string& v) { c.models = parse_models(v); }},
+      {"--ctx-size", "MEMRA_CTX_SIZE", "N", "context length per sequence (0 = model's, max 8192)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.context_length = int32_t(to_int(v, "--ctx-size", 0, 1 << 24));
+       }},
+      {"--max-sequences", "MEMRA_MAX_SEQUENCES", "N", "sequences running at once (default 64)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.max_sequences = int32_t(to_int(v, "--max-sequences", 1, 4096));
+       }},
+      {"--max-batch-tokens", "MEMRA_MAX_BATCH_TOKENS", "N",
+       "token budget per engine step (default 512)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.max_batch_tokens = int32_t(to_int(v, "--max-batch-tokens", 1, 1 << 20));
+       }},
+      {"--max-queued", "MEMRA_MAX_QUEUED", "N", "waiting requests before 429 (default 256)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.max_queued = int32_t(to_int(v, "--max-queued", 0, 1 << 20));
+       }},
+      {"--kv-blocks", "MEMRA_KV_BLOCKS", "N", "KV cache blocks (0 = enough for every sequence)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.kv_blocks = int32_t(to_int(v, "--kv-blocks", 0, 1 << 24));
+       }},
+      {"--threads", "MEMRA_THREADS", "N", "CPU backend threads (0 = all cores)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.n_threads = int(to_int(v, "--threads", 0, 1024));
+       }},
+      {"--no-prefix-cache", "MEMRA_NO_PREFIX_CACHE", nullptr, "disable the prefix cache",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.prefix_cache = !to_bool(v, "--no-prefix-cache");
+       }},
+      {"--api-key-file", "MEMRA_API_KEY_FILE", "PATH",
+       "file of API keys, one per line (# comments)",
+       [](ServerConfig& c, const std::string& v) { c.api_key_file = v; }},
+      {"--max-body-bytes", "MEMRA_MAX_BODY_BYTES", "N", "request body limit (default 8 MiB)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.max_body_bytes = size_t(to_int(v, "--max-body-bytes", 1024, int64_t(1) << 32));
+       }},
+      {"--max-header-bytes", "MEMRA_MAX_HEADER_BYTES", "N",
+       "request line + headers limit (default 16 KiB)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.max_header_bytes = size_t(to_int(v, "--max-header-bytes", 1024, 1 << 20));
+       }},
+      {"--max-connections", "MEMRA_MAX_CONNECTIONS", "N",
+       "open connections before 503 (default 512)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.max_connections = int(to_int(v, "--max-connections", 1, 65536));
+       }},
+      {"--read-timeout", "MEMRA_READ_TIMEOUT", "SEC", "time to receive one request (default 30)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.read_timeout_ms = int(to_int(v, "--read-timeout", 1, 3600) * 1000);
+       }},
+      {"--idle-timeout", "MEMRA_IDLE_TIMEOUT", "SEC", "keep-alive idle time (default 15)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.idle_timeout_ms = int(to_int(v, "--idle-timeout", 1, 3600) * 1000);
+       }},
+      {"--write-timeout", "MEMRA_WRITE_TIMEOUT", "SEC",
+       "a client reading nothing this long is dropped (default 30)",
+       [](ServerConfig& c, const std::string& v) {
+         c.http.write_timeout_ms = int(to_int(v, "--write-timeout", 1, 3600) * 1000);
+       }},
+      {"--max-n", "MEMRA_MAX_N", "N", "largest 'n' a request may ask (default 16)",
+       [](ServerConfig& c, const std::string& v) {
+         c.request.max_n = int32_t(to_int(v, "--max-n", 1, 128));
+       }},
+      {"--shutdown-timeout", "MEMRA_SHUTDOWN_TIMEOUT", "SEC", "drain time on SIGTERM (default 30)",
+       [](ServerConfig& c, const std::string& v) {
+         c.shutdown_timeout_s = int(to_int(v, "--shutdown-timeout", 0, 86400));
+       }},
+      {"--log-level", "MEMRA_LOG_LEVEL", "LEVEL", "debug, info, warn or error (default info)",
+       [](ServerConfig& c, const std::string& v) { c.log_level = v; }},
+  };
+  return kOptions;
+}
+
+}  // namespace
+
+ServerConfig parse_server_config(const std::vector<std::string>& args, const EnvLookup& env) {
+  ServerConfig config;
+  // Environment first, then flags (flags win).
+  for (const Option& o : options()) {
+    const char* v = env(o.env);
+    if (v && *v) o.set(config, v);
+  }
+  if (const char* keys = env("MEMRA_API_KEYS")) config.api_keys = keys;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      config.help = true;
+      continue;
+    }
+    std::string name = a, value;
+    bool inline_value = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      inline_value = true;
+    }
+    if (name == "-m") name = "--model";
+    const Option* found = nullptr;
+    for (const Option& o : options())
+      if (name == o.flag) found = &o;
+    if (!found) fail(ErrorCode::invalid_argument, "unknown option '{}' (see --help)", a);
+    if (!found->meta) {
+      found->set(config, inline_value ? value : "true");
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", name);
+      value = args[++i];
+    }
+    found->set(config, value);
+  }
+  return config;
+}
+
+std::string server_usage(const char* program) {
+  std::string out = std::string("usage: ") + program + " [options]\n\n" +
+                    "Serves the OpenAI-compatible API (docs/SERVING.md). Every option can also be\n"
+                    "set by its environment variable; the flag wins.\n\n";
+  for (const Option& o : options()) {
+    std::string left = std::string(o.flag) + (o.meta ? std::string(" ") + o.meta : "");
+    out += fmt::format("  {:<26} {:<24} {}\n", left, o.env, o.help);
+  }
+  out += fmt::format("  {:<26} {:<24} {}\n", "", "MEMRA_API_KEYS", "comma-separated API keys");
+  return out;
+}
+
+}  // namespace memra::server

@@ -1,0 +1,41 @@
+// memra-server / `memra serve` configuration: every flag has a MEMRA_* environment equivalent and
+// the flag wins. MEMRA_MODELS="alias=SOURCE,..." serves several models; with nothing configured
+// the default model is served.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "memra/engine.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+
+namespace memra::server {
+
+struct ModelSpec {
+  std::string alias;   // what clients send as "model"; empty = the source's display name
+  std::string source;  // for model_source_resolve; empty = the default model
+};
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<ModelSpec> models;  // empty: the default model
+  EngineOptions engine;           // applied to every model (model field set per model)
+  HttpLimits http;
+  RequestLimits request;
+  std::string api_key_file;
+  std::string api_keys;  // comma-separated, from MEMRA_API_KEYS only (never a flag: ps shows flags)
+  int shutdown_timeout_s = 30;
+  std::string log_level;
+  bool help = false;
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Throws Error(invalid_argument) naming the flag or variable.
+ServerConfig parse_server_config(const std::vector<std::string>& args, const EnvLookup& env);
+std::string server_usage(const char* program);
+
+}  // namespace memra::server

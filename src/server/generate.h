@@ -1,0 +1,35 @@
+// The generation flow shared by /v1/chat/completions and /v1/completions: prompt-length checks,
+// fan-out of n choices to the engine, and the streamed (SSE) or collected response.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/app.h"
+
+namespace memra::server {
+
+struct GenerationJob {
+  bool chat = false;
+  std::string id;  // chatcmpl-... / cmpl-...
+  int64_t created = 0;
+  std::vector<std::vector<int32_t>> prompts;  // one per prompt; choices = prompts * n
+  GenerationParams gen;
+  bool tools_active = false;
+};
+
+// Renders a chat request with the model's template and tokenizes it; ApiError 400 when the model
+// has no template or the template refuses the conversation.
+std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat);
+
+// Checks prompt + max_tokens against the context (400 naming both numbers) and fills the default
+// max_tokens; also checks logit_bias ids against the vocabulary.
+void fit_to_context(const ServedModel& model, GenerationJob& job);
+
+void run_generation(App& app, ServedModel& model, GenerationJob& job, HttpExchange& ex);
+
+// "chatcmpl-" + 24 random hex digits.
+std::string make_completion_id(const char* prefix);
+
+}  // namespace memra::server

@@ -1,0 +1,25 @@
+// POST /v1/chat/completions: validate, render the model's chat template, tokenize, generate.
+#include <chrono>
+
+#include "server/generate.h"
+
+namespace memra::server {
+
+void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
+  ojson body = parse_json_body(req.body, app.config().request_limits);
+  ChatRequest chat = parse_chat_request(body, app.config().request_limits);
+  ServedModel& model = app.model(chat.gen.model);
+  GenerationJob job;
+  job.chat = true;
+  job.id = make_completion_id("chatcmpl-");
+  job.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  job.prompts.push_back(render_chat_prompt(model, chat));
+  job.gen = chat.gen;
+  job.tools_active = chat.tools_active();
+  fit_to_context(model, job);
+  run_generation(app, model, job, ex);
+}
+
+}  // namespace memra::server

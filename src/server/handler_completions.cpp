@@ -1,0 +1,30 @@
+// POST /v1/completions: raw text or token-id prompts (one or many), generate.
+#include <chrono>
+
+#include "server/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace memra::server {
+
+void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
+  ojson body = parse_json_body(req.body, app.config().request_limits);
+  CompletionRequest completion = parse_completion_request(body, app.config().request_limits);
+  ServedModel& model = app.model(completion.gen.model);
+  const Tokenizer& tok = model.engine->tokenizer();
+  GenerationJob job;
+  job.id = make_completion_id("cmpl-");
+  job.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  for (const PromptInput& p : completion.prompts) {
+    // User text never becomes control tokens here: parse_special stays off.
+    job.prompts.push_back(
+        p.is_tokens ? p.ids : tok.encode(p.text, {.add_special = true, .parse_special = false}));
+    if (job.prompts.back().empty()) bad_request("prompt", "'prompt' encodes to no tokens");
+  }
+  job.gen = completion.gen;
+  fit_to_context(model, job);
+  run_generation(app, model, job, ex);
+}
+
+}  // namespace memra::server

@@ -1,0 +1,72 @@
+// OpenAI request bodies parsed and validated into plain structs. Every refusal is an ApiError
+// naming the field; unknown fields are ignored as OpenAI does, known-but-unsupported ones are
+// refused by name. Nothing here touches the engine: the fuzz test drives it directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "memra/engine.h"
+
+namespace memra::server {
+
+using ojson = nlohmann::ordered_json;
+
+struct RequestLimits {
+  int32_t max_n = 16;
+  int32_t max_top_logprobs = 20;
+  int32_t max_stop = 16;
+  size_t max_stop_bytes = 256;
+  int32_t max_logit_bias = 1024;
+  int32_t max_messages = 4096;
+  int32_t max_prompts = 64;  // /v1/completions prompt arrays
+  int32_t max_json_depth = 64;
+};
+
+// Fields shared by /v1/chat/completions and /v1/completions.
+struct GenerationParams {
+  std::string model;  // empty: the only/default model
+  SamplingParams sampling;
+  StopConditions stop;
+  bool max_tokens_given = false;
+  int32_t n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  std::string user;
+};
+
+enum class ToolChoice { none, automatic };
+
+struct ChatRequest {
+  GenerationParams gen;
+  ojson messages = ojson::array();  // template-ready: role, content (string), tool_calls...
+  ojson tools = ojson::array();     // [{type:function, function:{name, description, parameters}}]
+  ToolChoice tool_choice = ToolChoice::automatic;
+  bool parallel_tool_calls = true;
+  bool tools_active() const { return !tools.empty() && tool_choice != ToolChoice::none; }
+};
+
+struct PromptInput {
+  std::string text;          // when !is_tokens
+  std::vector<int32_t> ids;  // when is_tokens
+  bool is_tokens = false;
+};
+
+struct CompletionRequest {
+  GenerationParams gen;
+  std::vector<PromptInput> prompts;
+  int32_t top_logprobs = -1;  // legacy `logprobs: N`
+};
+
+// Parses a body as JSON (depth-limited before parsing); ApiError 400 on bad JSON or not an object.
+ojson parse_json_body(std::string_view body, const RequestLimits& limits);
+
+ChatRequest parse_chat_request(const ojson& body, const RequestLimits& limits);
+CompletionRequest parse_completion_request(const ojson& body, const RequestLimits& limits);
+
+}  // namespace memra::server

@@ -1,0 +1,141 @@
+// The server's lifecycle: signals, listening, model loading with progress, drain on shutdown.
+#include "server/serve.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "core/log.h"
+
+namespace memra::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Waits up to `ms` for SIGTERM/SIGINT (blocked in every thread, so only this wait sees them).
+bool wait_signal(const sigset_t& set, int ms) {
+  timespec ts{ms / 1000, static_cast<long>(ms % 1000) * 1'000'000};
+  int sig = ::sigtimedwait(&set, nullptr, &ts);
+  if (sig > 0) MEMRA_LOG_INFO("received {}", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  return sig > 0;
+}
+
+// An elapsed-time line on a terminal while a model loads (the engine API has no progress hook).
+class LoadProgress {
+ public:
+  explicit LoadProgress(const std::string& what) : what_(what) {
+    if (::isatty(2)) thread_ = std::thread([this] { tick(); });
+  }
+  ~LoadProgress() {
+    done_ = true;
+    if (thread_.joinable()) {
+      thread_.join();
+      std::fprintf(stderr, "\r\033[K");
+    }
+  }
+
+ private:
+  void tick() {
+    auto start = Clock::now();
+    static const char kSpin[] = "|/-\\";
+    for (int i = 0; !done_; ++i) {
+      double s = std::chrono::duration<double>(Clock::now() - start).count();
+      std::fprintf(stderr, "\r%c loading %s ... %.1f s", kSpin[i % 4], what_.c_str(), s);
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  std::string what_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+std::vector<ServedModel> load_models(const ServerConfig& config, const ModelLoader& loader) {
+  std::vector<ModelSpec> specs = config.models;
+  if (specs.empty()) specs.push_back({"", ""});  // the default model
+  std::vector<ServedModel> out;
+  for (const ModelSpec& spec : specs) {
+    std::string what = spec.source.empty() ? "the default model" : spec.source;
+    MEMRA_LOG_INFO("loading {}", what);
+    auto start = Clock::now();
+    ServedModel m;
+    {
+      LoadProgress progress(what);
+      EngineOptions options = config.engine;
+      options.model = spec.source;
+      m = loader(spec, options);
+    }
+    if (!spec.alias.empty()) m.id = spec.alias;
+    for (const ServedModel& other : out)
+      if (other.id == m.id) fail(ErrorCode::invalid_argument, "two models are named '{}'", m.id);
+    const EngineModelInfo& info = m.engine->model_info();
+    MEMRA_LOG_INFO(
+        "loaded '{}' ({}): context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} MiB, "
+        "chat template {}, in {:.2f} s",
+        m.id, info.architecture, info.context_length, info.n_vocab, info.weight_bytes / 1048576.0,
+        info.kv_cache_bytes / 1048576.0, m.render_chat ? "yes" : "none",
+        std::chrono::duration<double>(Clock::now() - start).count());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_server(const ServerConfig& config, const ModelLoader& loader) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
+  ::signal(SIGPIPE, SIG_IGN);
+
+  AppConfig app_config;
+  app_config.request_limits = config.request;
+  app_config.keys.add_from_list(config.api_keys);
+  if (!config.api_key_file.empty()) app_config.keys.add_from_file(config.api_key_file);
+  app_config.fingerprint = "memra";
+  size_t n_keys = app_config.keys.size();
+  App app(std::move(app_config));
+
+  HttpServer http(config.http,
+                  [&app](const HttpRequest& req, HttpExchange& ex) { app.handle(req, ex); });
+  http.listen(config.host, config.port);
+  std::thread acceptor([&http] { http.run(); });
+  MEMRA_LOG_INFO("listening on http://{}:{} ({} API key(s){})", config.host, http.port(), n_keys,
+                 n_keys ? "" : ", auth off");
+  int rc = 0;
+  try {
+    app.set_models(load_models(config, loader));
+    MEMRA_LOG_INFO("ready: http://{}:{}/v1", config.host, http.port());
+    while (!wait_signal(set, 1000)) {
+    }
+  } catch (const std::exception& e) {
+    MEMRA_LOG_ERROR("{}", e.what());
+    rc = 1;
+  }
+  app.set_draining();
+  http.stop_accepting();
+  acceptor.join();
+  MEMRA_LOG_INFO("draining {} request(s) for up to {} s", http.requests_in_flight(),
+                 config.shutdown_timeout_s);
+  auto deadline = Clock::now() + std::chrono::seconds(config.shutdown_timeout_s);
+  while (!http.wait_idle(100)) {
+    if (Clock::now() >= deadline || wait_signal(set, 0)) {
+      MEMRA_LOG_WARN("cancelling {} request(s) still running", http.requests_in_flight());
+      app.abort_generations();
+      http.wait_idle(5000);
+      break;
+    }
+  }
+  app.release_models();
+  MEMRA_LOG_INFO("stopped");
+  return rc;
+}
+
+}  // namespace memra::server

@@ -1,0 +1,50 @@
+// memra-server / `memra serve` entry: configuration from flags and MEMRA_* env, models loaded with
+// the real engine, chat rendered with the model's Jinja template. Kept apart from serve.cpp so the
+// server tests, which use a fake engine, do not link the engine.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "core/log.h"
+#include "server/serve.h"
+#include "tokenizer/chat_template.h"
+
+namespace memra::server {
+
+namespace {
+
+ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options) {
+  ServedModel m;
+  m.engine = Engine::create(options);
+  m.id = m.engine->model_info().id;
+  if (const ChatTemplate* tmpl = m.engine->chat_template())
+    m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
+  (void)spec;
+  return m;
+}
+
+}  // namespace
+
+int serve_main(const std::vector<std::string>& args, const char* program) {
+  ServerConfig config =
+      parse_server_config(args, [](const char* name) { return std::getenv(name); });
+  if (config.help) {
+    std::fputs(server_usage(program).c_str(), stdout);
+    return 0;
+  }
+  if (!config.log_level.empty()) {
+    const std::string& l = config.log_level;
+    LogLevel level = l == "debug"   ? LogLevel::debug
+                     : l == "warn"  ? LogLevel::warn
+                     : l == "error" ? LogLevel::error
+                     : l == "info"
+                         ? LogLevel::info
+                         : (fail(ErrorCode::invalid_argument,
+                                 "--log-level must be debug, info, warn or error, got '{}'", l),
+                            LogLevel::info);
+    log_set_threshold(level);
+  }
+  return run_server(config, load_with_engine);
+}
+
+}  // namespace memra::server
