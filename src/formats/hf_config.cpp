@@ -391,8 +391,13 @@ HfModelConfig hf_config_load(const std::string& folder) {
   const fs::path gen_path = dir / "generation_config.json";
   if (fs::exists(gen_path))
     generation = json_read_file(gen_path.string(), kMaxHfConfigBytes, kMaxConfigDepth);
-  std::string name = fs::absolute(dir).lexically_normal().filename().string();
-  if (name.empty()) name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  fs::path normal = fs::absolute(dir).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  std::string name = normal.filename().string();
+  // In the hub cache the folder is snapshots/<commit>: name it after models--org--<name>.
+  const std::string repo = normal.parent_path().parent_path().filename().string();
+  if (normal.parent_path().filename() == "snapshots" && repo.starts_with("models--"))
+    name = repo.substr(repo.rfind("--") + 2);
   return hf_config_from_json(config, generation, name);
 }
 

@@ -313,3 +313,10 @@ def test_gemma3_hf_metadata_matches_packaged_gguf(tmp_path, archive_dump, defaul
             assert hf_md["metadata_types"][key] == gguf_md["metadata_types"][key], key
             compared += 1
     assert compared >= 15
+
+
+def test_hub_cache_snapshot_is_named_after_the_repo(tmp_path, archive_dump):
+    """A snapshot folder (models--org--name/snapshots/<commit>/) opens with general.name = name."""
+    snap = tmp_path / "hub/models--org--tiny-llama/snapshots" / ("ab" * 20)
+    make_model(snap, "llama", "F32", tied=True)
+    assert dump(archive_dump, snap, values=False)["metadata"]["general.name"] == "tiny-llama"
