@@ -2,6 +2,7 @@
 quantizers byte-identical to gguf.quants.quantize wherever the package implements the type.
 The K-quant encoders (absent from the package) are checked by cross-decoding with the package
 and by error bounds. Driven through tests/quant/quant_cli on random blocks and edge cases."""
+import pathlib
 import subprocess
 import zlib
 
@@ -184,3 +185,14 @@ def test_kquant_encode_decodes_in_reference(quant_cli, tmp_path, type_name):
             assert err == 0
         elif case in ("normal", "uniform", "ties", "positive"):
             assert err <= K_BOUNDS[type_name] * rms, f"{type_name} {case}: {err / rms:.4f}"
+
+
+@pytest.mark.parametrize("type_name", K_QUANT_TYPES)
+def test_kquant_matches_llamacpp_reference_golden(quant_cli, tmp_path, type_name):
+    """Golden blocks from llama.cpp's quantize_row_q{4,5,6}_K_ref (built standalone with
+    -ffp-contract=off, see docs/TESTING.md) on 24 blocks of mixed data: ours must be identical."""
+    golden = np.load(pathlib.Path(__file__).parents[1] / "quant" / "data" / "kquant_llamacpp_golden.npz")
+    ours = ours_quant(quant_cli, tmp_path, type_name, golden["input"])
+    size = GGML_QUANT_SIZES[T[type_name]][1]
+    differ = np.flatnonzero((ours.reshape(-1, size) != golden[type_name].reshape(-1, size)).any(axis=1))
+    assert differ.size == 0, f"{type_name}: blocks {differ.tolist()} differ from llama.cpp's reference"
