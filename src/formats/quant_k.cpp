@@ -31,14 +31,21 @@ void dequant_q2_k(const uint8_t* src, float* dst, int64_t n_blocks) {
     const uint8_t* qs = src + 16;
     const float d = load_f16(src + 80);
     const float dmin = load_f16(src + 82);
-    for (int e = 0; e < kQkK; ++e) {
-      // Element e: half h = e / 128, shift s = (e / 32) % 4, byte l = e % 32 of that half.
-      const int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-      const uint8_t sc = scales[e / 16];
-      const float dl = d * static_cast<float>(sc & 0x0f);
-      const float ml = dmin * static_cast<float>(sc >> 4);
-      const float scaled = dl * static_cast<float>(q);
-      dst[e] = scaled - ml;
+    // Element e = 128h + 32s + l takes bits 2s..2s+1 of qs[32h + l]; sub-block e / 16.
+    for (int h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sc = scales[8 * h + 2 * sh + half];
+          const float dl = d * static_cast<float>(sc & 0x0f);
+          const float ml = dmin * static_cast<float>(sc >> 4);
+          const uint8_t* q = qs + 32 * h + 16 * half;
+          float* y = dst + 128 * h + 32 * sh + 16 * half;
+          for (int l = 0; l < 16; ++l) {
+            const float scaled = dl * static_cast<float>((q[l] >> (2 * sh)) & 3);
+            y[l] = scaled - ml;
+          }
+        }
+      }
     }
   }
 }
@@ -55,11 +62,22 @@ void dequant_q3_k(const uint8_t* src, float* dst, int64_t n_blocks) {
       const int hi = (packed[8 + i % 4] >> (2 * (i / 4))) & 0x03;
       dl[i] = d * static_cast<float>((lo | (hi << 4)) - 32);
     }
-    for (int e = 0; e < kQkK; ++e) {
-      const int low = (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
-      // A set hmask bit means "no offset"; a clear one subtracts 4.
-      const int high = (hmask[e % 32] >> (e / 32)) & 1;
-      dst[e] = dl[e / 16] * static_cast<float>(low - ((high ^ 1) << 2));
+    // Element e = 128h + 32s + l: bits 2s..2s+1 of qs[32h + l], high bit e / 32 of hmask[l]; a
+    // set high bit means "no offset", a clear one subtracts 4.
+    for (int h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        const int bit = 4 * h + sh;
+        for (int half = 0; half < 2; ++half) {
+          const float scale = dl[8 * h + 2 * sh + half];
+          float* y = dst + 128 * h + 32 * sh + 16 * half;
+          for (int l = 0; l < 16; ++l) {
+            const int idx = 16 * half + l;
+            const int low = (qs[32 * h + idx] >> (2 * sh)) & 3;
+            const int high = (hmask[idx] >> bit) & 1;
+            y[l] = scale * static_cast<float>(low - ((high ^ 1) << 2));
+          }
+        }
+      }
     }
   }
 }
@@ -114,15 +132,23 @@ void dequant_q6_k(const uint8_t* src, float* dst, int64_t n_blocks) {
     const uint8_t* qh = src + 128;
     const auto* scales = reinterpret_cast<const int8_t*>(src + 192);
     const float d = load_f16(src + 208);
-    for (int e = 0; e < kQkK; ++e) {
-      // Half h = e / 128 uses ql[64h..], qh[32h..]; within it, element r = e % 128 takes the
-      // nibble r / 64 of ql[r % 64] and the 2-bit field r / 32 of qh[r % 32].
-      const int h = e / 128;
-      const int r = e % 128;
-      const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
-      const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
-      const float dl = d * static_cast<float>(scales[e / 16]);
-      dst[e] = dl * static_cast<float>((lo | (hi << 4)) - 32);
+    // Element e = 128h + 32s + l: nibble s / 2 of ql[64h + 32(s % 2) + l], bits 2s..2s+1 of
+    // qh[32h + l]; sub-block e / 16.
+    for (int h = 0; h < 2; ++h) {
+      for (int sh = 0; sh < 4; ++sh) {
+        const uint8_t* lo_bytes = ql + 64 * h + 32 * (sh % 2);
+        const uint8_t* hi_bytes = qh + 32 * h;
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d * static_cast<float>(scales[8 * h + 2 * sh + half]);
+          float* y = dst + 128 * h + 32 * sh + 16 * half;
+          for (int l = 0; l < 16; ++l) {
+            const int idx = 16 * half + l;
+            const int lo = (lo_bytes[idx] >> (4 * (sh / 2))) & 0x0f;
+            const int hi = (hi_bytes[idx] >> (2 * sh)) & 0x03;
+            y[l] = dl * static_cast<float>((lo | (hi << 4)) - 32);
+          }
+        }
+      }
     }
   }
 }
