@@ -66,6 +66,7 @@ struct BadCase {
   const char* expect;  // substring of the error message
 };
 
+// One entry per format rule; a single table (longer than a function should be) reads as a corpus.
 std::vector<BadCase> bad_cases() {
   const std::string ok = tensor("a", "F32", "[2]", 0, 8);
   std::vector<BadCase> c;
