@@ -33,7 +33,8 @@ class Tokenizer {
   // Writes this tokenizer as GGUF tokenizer.ggml.* keys (for `memra convert`).
   virtual void to_gguf(gguf::Metadata& out) const = 0;
 
-  virtual std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options) const = 0;
+  virtual std::vector<int32_t> encode(std::string_view text,
+                                      const EncodeOptions& options) const = 0;
   // Concatenated bytes of the tokens (may end inside a UTF-8 sequence; see StreamDecoder).
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   // The raw bytes one token stands for, as it contributes to decoded text.
@@ -42,14 +43,16 @@ class Tokenizer {
   virtual const std::string& token_text(int32_t id) const = 0;
 
   virtual int32_t n_vocab() const = 0;
-  virtual int32_t bos_id() const = 0;  // -1 when the model has none
+  virtual int32_t bos_id() const = 0;                // -1 when the model has none
   virtual std::vector<int32_t> eos_ids() const = 0;  // EOS/EOT ids that end generation
   virtual bool is_special(int32_t id) const = 0;     // control/added tokens hidden by skip_special
   virtual std::string chat_template() const = 0;     // empty when the source has none
 };
 
 // Incremental detokenization for streaming: push ids, get back only complete UTF-8 text (never
-// half a character), honouring leading-space rules so streamed text equals decode() of all ids.
+// half a character), honouring leading-space rules. The concatenation of every push() and the
+// final flush() equals decode() of all ids with invalid UTF-8 repaired the way Python's
+// bytes.decode("utf-8", "replace") does (U+FFFD per maximal invalid subpart).
 class StreamDecoder {
  public:
   StreamDecoder(const Tokenizer& tokenizer, bool skip_special);
@@ -59,8 +62,8 @@ class StreamDecoder {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t emitted_bytes_ = 0;
+  bool first_ = true;    // the first emitted token goes through decode() for leading-space rules
+  std::string pending_;  // bytes of an incomplete UTF-8 sequence awaiting its continuation
 };
 
 }  // namespace memra
