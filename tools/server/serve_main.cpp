@@ -1,6 +1,6 @@
 // memra-server / `memra serve` entry: configuration from flags and MEMRA_* env, models loaded with
-// the real engine, chat rendered with the model's Jinja template. Kept apart from serve.cpp so the
-// server tests, which use a fake engine, do not link the engine.
+// the real engine, chat rendered with the model's Jinja template. It lives with the executables,
+// not in memra_server, so the server tests (fake engine) link no engine or model code.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
