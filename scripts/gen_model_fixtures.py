@@ -7,7 +7,7 @@ Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
 
 Per architecture, tests/fixtures/models/<arch>/ holds config.json, generation_config.json,
-model.safetensors (weights rounded to bf16 and stored as bf16, to keep the fixture small; the
+tokenizer.json (BPE, 128 tokens), model.safetensors (weights rounded to bf16 and stored as bf16, to keep the fixture small; the
 reference is computed in float32 from exactly those values), and reference.json:
   prompt   the prompt token ids (48)
   greedy   32 greedy tokens after the prompt
@@ -20,16 +20,32 @@ import argparse
 import json
 import pathlib
 
+import tokenizers
 import torch
 import transformers
 
 VOCAB = 128
 PROMPT_LEN = 48
 N_GREEDY = 32
+MATRIX_STD = 0.3  # large enough for clear top-2 gaps (0.15 gave gaps of 6e-4)
 COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
               num_attention_heads=3, num_key_value_heads=1, head_dim=32,
               max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
               pad_token_id=0)
+
+
+def write_tokenizer(out_dir):
+    """A sentencepiece-style BPE tokenizer.json of exactly VOCAB tokens (3 specials, the
+    metaspace and printable characters, no merges): `memra convert` needs one; the gates feed
+    token ids directly."""
+    symbols = ["\u2581"] + [chr(c) for c in range(0x21, 0x7F)] + [chr(c) for c in range(0xC0, 0x100)]
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2}
+    vocab.update({sym: i + 3 for i, sym in enumerate(symbols[:VOCAB - 3])})
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(split=False)
+    tok.decoder = tokenizers.decoders.Metaspace()
+    tok.add_special_tokens(["<pad>", "<s>", "</s>"])
+    tok.save(str(out_dir / "tokenizer.json"))
 
 
 def make_config(arch):
@@ -66,7 +82,7 @@ def randomize(model, gen):
             elif name.endswith("bias"):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
             else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+                p.copy_(MATRIX_STD * torch.randn(p.shape, generator=gen))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
 
 
@@ -96,6 +112,7 @@ def generate(arch, out_dir, seed):
     tokens, logits, gap = greedy(model, prompt)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
+    write_tokenizer(out_dir)
     ref = {"arch": arch, "transformers": transformers.__version__, "torch": torch.__version__,
            "seed": seed, "prompt": prompt, "greedy": tokens, "min_top2_gap": gap,
            "vocab": VOCAB, "logits": [round(float(v), 6) for v in logits.flatten()]}

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -155,6 +156,7 @@ int run(const Options& o) {
   nlohmann::json all_logits = nlohmann::json::array(), argmaxes = nlohmann::json::array();
   std::vector<float> logits;
   const auto t_prefill = clock::now();
+  const std::clock_t c_prefill = std::clock();
   const int32_t n_prompt = static_cast<int32_t>(o.tokens.size());
   for (int32_t begin = 0; begin < n_prompt; begin += o.chunk) {
     const int32_t end = std::min(n_prompt, begin + o.chunk);
@@ -167,6 +169,7 @@ int run(const Options& o) {
     }
   }
   const auto t_decode = clock::now();
+  const std::clock_t c_decode = std::clock();
   const float* last = logits.data() + logits.size() - n_vocab;
   std::vector<int32_t> generated;
   for (int g = 0; g < o.greedy; ++g) {
@@ -180,6 +183,13 @@ int run(const Options& o) {
     if (o.all_logits) all_logits.push_back(std::vector<float>(last, last + n_vocab));
   }
   const auto t_end = clock::now();
+  const std::clock_t c_end = std::clock();
+  // Process CPU seconds (all threads): on a shared machine wall time includes waiting for cores.
+  const auto cpu = [](std::clock_t a, std::clock_t b) {
+    return static_cast<double>(b - a) / CLOCKS_PER_SEC;
+  };
+  out["prefill_cpu_s"] = cpu(c_prefill, c_decode);
+  out["decode_cpu_s"] = cpu(c_decode, c_end);
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   out["greedy"] = generated;
   if (o.argmax) out["argmax"] = argmaxes;

@@ -66,11 +66,15 @@ class CpuOps final : public Ops {
     const int64_t chunk = rows_per_task(n_out, n_tokens, pool_.n_threads());
     pool_.parallel_for((n_out + chunk - 1) / chunk, [&](int64_t task, int) {
       const int64_t r0 = task * chunk, r1 = std::min(n_out, r0 + chunk);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const void* a = abytes + t * act_stride;
-        float* yt = y + t * n_out;
-        for (int64_t r = r0; r < r1; ++r)
-          yt[r] = cpu::dot_row(w.dtype, wbytes + r * row_bytes, a, n_in);
+      const void* acts[cpu::kMaxDotActs];
+      float dots[cpu::kMaxDotActs];
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += cpu::kMaxDotActs) {
+        const int nt = static_cast<int>(std::min<int64_t>(cpu::kMaxDotActs, n_tokens - t0));
+        for (int i = 0; i < nt; ++i) acts[i] = abytes + (t0 + i) * act_stride;
+        for (int64_t r = r0; r < r1; ++r) {
+          cpu::dot_rows(w.dtype, wbytes + r * row_bytes, acts, nt, n_in, dots);
+          for (int i = 0; i < nt; ++i) y[(t0 + i) * n_out + r] = dots[i];
+        }
       }
     });
   }

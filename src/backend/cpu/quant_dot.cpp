@@ -27,10 +27,14 @@ constexpr int kQ8_0Bytes = 34;   // f16 d, 32 int8
 constexpr int kQ4_KBytes = 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 of nibbles
 constexpr int kQ6_KBytes = 210;  // 128 low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d
 
-float load_f16(const uint8_t* p) {
+inline float load_f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
+#ifdef MEMRA_AVX2
+  return _cvtsh_ss(h);  // F16C: one instruction instead of the portable bit manipulation
+#else
   return f16_to_f32(h);
+#endif
 }
 
 // Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes.
@@ -47,11 +51,11 @@ void q4k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
 }
 
 // Q5_0/Q4_0 element j of a block as a signed int.
-[[maybe_unused]] inline int q4_0_value(const uint8_t* b, int j) {
+inline int q4_0_value(const uint8_t* b, int j) {
   const uint8_t byte = b[2 + (j & 15)];
   return (j < 16 ? byte & 0xF : byte >> 4) - 8;
 }
-[[maybe_unused]] inline int q5_0_value(const uint8_t* b, int j) {
+inline int q5_0_value(const uint8_t* b, int j) {
   uint32_t qh;
   std::memcpy(&qh, b + 2, 4);
   const uint8_t byte = b[6 + (j & 15)];
@@ -95,135 +99,103 @@ inline __m256i bits_to_bytes(uint32_t bits) {
 }
 #endif
 
-float dot_q8_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
 #ifdef MEMRA_AVX2
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += kQ8_0Bytes) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
-    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
+// Multi-token kernels: each weight block is unpacked once and dotted with NT activation rows, so
+// batched prefill pays the unpacking once per weight row instead of once per token.
+
+// Accumulates one legacy (32-element) weight block, already unpacked to signed bytes, into NT
+// per-token float accumulators.
+template <int NT>
+inline void legacy_block(__m256i wq, float dw, const BlockQ8* const* a, int64_t b, __m256* acc) {
+  const __m256i wabs = _mm256_sign_epi8(wq, wq);
+  for (int t = 0; t < NT; ++t) {
+    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs));
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(aq, wq)),
+                                        _mm256_set1_epi16(1));
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[t][b].d), _mm256_cvtepi32_ps(p), acc[t]);
   }
-  return hsum(acc);
-#else
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b, w += kQ8_0Bytes) {
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(w[2 + j]) * a[b].qs[j];
-    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
-  }
-  return acc;
-#endif
 }
 
-float dot_q4_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
-#ifdef MEMRA_AVX2
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += kQ4_0Bytes) {
-    const __m256i wq = _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
-    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
-  }
-  return hsum(acc);
-#else
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b, w += kQ4_0Bytes) {
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q4_0_value(w, j) * a[b].qs[j];
-    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
-  }
-  return acc;
-#endif
+// Q4_0 / Q5_0 / Q8_0 over nb blocks; Unpack(block) returns the block's 32 signed values.
+template <int NT, int kBlockBytes, typename Unpack>
+void dot_legacy_avx2(const uint8_t* w, const BlockQ8* const* a, int64_t nb, float* out,
+                     Unpack unpack) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, w += kBlockBytes)
+    legacy_block<NT>(unpack(w), load_f16(w), a, b, acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
-float dot_q5_0(const uint8_t* w, const BlockQ8* a, int64_t nb) {
-#ifdef MEMRA_AVX2
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes) {
-    uint32_t qh;
-    std::memcpy(&qh, w + 2, 4);
-    const __m256i high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-    const __m256i wq =
-        _mm256_sub_epi8(_mm256_or_si256(nibbles_32(w + 6), high), _mm256_set1_epi8(16));
-    const __m256i aq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs));
-    const __m256 d = _mm256_set1_ps(load_f16(w) * a[b].d);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(wq, aq)), acc);
-  }
-  return hsum(acc);
-#else
-  float acc = 0;
-  for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes) {
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q5_0_value(w, j) * a[b].qs[j];
-    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
-  }
-  return acc;
-#endif
+inline __m256i unpack_q8_0(const uint8_t* w) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));
+}
+inline __m256i unpack_q4_0(const uint8_t* w) {
+  return _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
+}
+inline __m256i unpack_q5_0(const uint8_t* w) {
+  uint32_t qh;
+  std::memcpy(&qh, w + 2, 4);
+  const __m256i high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+  return _mm256_sub_epi8(_mm256_or_si256(nibbles_32(w + 6), high), _mm256_set1_epi8(16));
 }
 
-float dot_q4_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
-  float acc_total = 0;
-#ifdef MEMRA_AVX2
-  __m256 acc = _mm256_setzero_ps();
-#endif
+template <int NT>
+void dot_q4_k_avx2(const uint8_t* w, const BlockQ8K* const* a, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float mins[NT] = {};
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b, w += kQ4_KBytes) {
-    const float d = load_f16(w) * a[b].d;
-    const float dmin = load_f16(w + 2) * a[b].d;
+    const float dw = load_f16(w), dmin = load_f16(w + 2);
     uint8_t sc[8], m[8];
     q4k_scales(w + 4, sc, m);
-    int32_t min_sum = 0;
-    for (int s = 0; s < 8; ++s) min_sum += m[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
-    acc_total -= dmin * static_cast<float>(min_sum);
-    const uint8_t* qs = w + 16;
-#ifdef MEMRA_AVX2
-    __m256i sumi = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
-      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * c));
-      const __m256i a1 =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 64 * c + 32));
-      const __m256i p0 = _mm256_madd_epi16(dot_u8_pairs(lo, a0), _mm256_set1_epi16(sc[2 * c]));
-      const __m256i p1 = _mm256_madd_epi16(dot_u8_pairs(hi, a1), _mm256_set1_epi16(sc[2 * c + 1]));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) {
+      int32_t min_sum = 0;
+      for (int s = 0; s < 8; ++s)
+        min_sum += m[s] * (a[t][b].bsums[2 * s] + a[t][b].bsums[2 * s + 1]);
+      mins[t] += dmin * a[t][b].d * static_cast<float>(min_sum);
+      sumi[t] = _mm256_setzero_si256();
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-#else
-    int32_t sumi = 0;
     for (int c = 0; c < 4; ++c) {
-      int32_t s0 = 0, s1 = 0;
-      for (int l = 0; l < 32; ++l) {
-        s0 += (qs[32 * c + l] & 0xF) * a[b].qs[64 * c + l];
-        s1 += (qs[32 * c + l] >> 4) * a[b].qs[64 * c + 32 + l];
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * c));
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* aq = a[t][b].qs + 64 * c;
+        const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq));
+        const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p0, p1));
       }
-      sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
     }
-    acc_total += d * static_cast<float>(sumi);
-#endif
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
   }
-#ifdef MEMRA_AVX2
-  acc_total += hsum(acc);
-#endif
-  return acc_total;
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - mins[t];
 }
 
-float dot_q6_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
-  float acc_total = 0;
-#ifdef MEMRA_AVX2
-  __m256 acc = _mm256_setzero_ps();
-#endif
+template <int NT>
+void dot_q6_k_avx2(const uint8_t* w, const BlockQ8K* const* a, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float bias_total[NT] = {};
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < nb; ++b, w += kQ6_KBytes) {
     const uint8_t* ql = w;
     const uint8_t* qh = w + 128;
     const int8_t* scales = reinterpret_cast<const int8_t*>(w + 192);
-    const float d = load_f16(w + 208) * a[b].d;
-    int32_t bias = 0;  // weights are stored +32; subtract 32 * sum(scale * activation)
-    for (int g = 0; g < 16; ++g) bias += scales[g] * a[b].bsums[g];
-#ifdef MEMRA_AVX2
-    __m256i sumi = _mm256_setzero_si256();
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    const float dw = load_f16(w + 208);
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) {
+      int32_t bias = 0;  // weights are stored +32: subtract 32 * sum(scale * activation)
+      for (int g = 0; g < 16; ++g) bias += scales[g] * a[t][b].bsums[g];
+      bias_total[t] += dw * a[t][b].d * static_cast<float>(32 * bias);
+      sumi[t] = _mm256_setzero_si256();
+    }
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
@@ -240,14 +212,105 @@ float dot_q6_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
       for (int k = 0; k < 4; ++k) {
         const int8_t* sc = scales + 8 * h + 2 * k;
         const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
-        const __m256i av =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[b].qs + 128 * h + 32 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(dot_u8_pairs(q[k], av), sv));
+        for (int t = 0; t < NT; ++t) {
+          const __m256i av =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][b].qs + 128 * h + 32 * k));
+          sumi[t] =
+              _mm256_add_epi32(sumi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], av), sv));
+        }
       }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    acc_total -= d * static_cast<float>(32 * bias);
-#else
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[t][b].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) - bias_total[t];
+}
+
+template <int NT>
+void dot_quant_avx2(DType dtype, const uint8_t* w, const void* const* acts, int64_t n, float* out) {
+  const auto* a8 = reinterpret_cast<const BlockQ8* const*>(acts);
+  const auto* ak = reinterpret_cast<const BlockQ8K* const*>(acts);
+  switch (dtype) {
+    case DType::q4_0:
+      return dot_legacy_avx2<NT, kQ4_0Bytes>(w, a8, n / 32, out, unpack_q4_0);
+    case DType::q5_0:
+      return dot_legacy_avx2<NT, kQ5_0Bytes>(w, a8, n / 32, out, unpack_q5_0);
+    case DType::q8_0:
+      return dot_legacy_avx2<NT, kQ8_0Bytes>(w, a8, n / 32, out, unpack_q8_0);
+    case DType::q4_k:
+      return dot_q4_k_avx2<NT>(w, ak, n / 256, out);
+    case DType::q6_k:
+      return dot_q6_k_avx2<NT>(w, ak, n / 256, out);
+    default:
+      fail(ErrorCode::internal, "dot_quant_avx2: no kernel for {}", dtype_name(dtype));
+  }
+}
+#endif
+
+float dot_q8_0_scalar(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ8_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += static_cast<int8_t>(w[2 + j]) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+float dot_q4_0_scalar(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ4_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q4_0_value(w, j) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+float dot_q5_0_scalar(const uint8_t* w, const BlockQ8* a, int64_t nb) {
+  float acc = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes) {
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q5_0_value(w, j) * a[b].qs[j];
+    acc += load_f16(w) * a[b].d * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+float dot_q4_k_scalar(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
+  float acc_total = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ4_KBytes) {
+    const float d = load_f16(w) * a[b].d;
+    const float dmin = load_f16(w + 2) * a[b].d;
+    uint8_t sc[8], m[8];
+    q4k_scales(w + 4, sc, m);
+    int32_t min_sum = 0;
+    for (int s = 0; s < 8; ++s) min_sum += m[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+    acc_total -= dmin * static_cast<float>(min_sum);
+    const uint8_t* qs = w + 16;
+    int32_t sumi = 0;
+    for (int c = 0; c < 4; ++c) {
+      int32_t s0 = 0, s1 = 0;
+      for (int l = 0; l < 32; ++l) {
+        s0 += (qs[32 * c + l] & 0xF) * a[b].qs[64 * c + l];
+        s1 += (qs[32 * c + l] >> 4) * a[b].qs[64 * c + 32 + l];
+      }
+      sumi += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+    }
+    acc_total += d * static_cast<float>(sumi);
+  }
+  return acc_total;
+}
+
+float dot_q6_k_scalar(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
+  float acc_total = 0;
+  for (int64_t b = 0; b < nb; ++b, w += kQ6_KBytes) {
+    const uint8_t* ql = w;
+    const uint8_t* qh = w + 128;
+    const int8_t* scales = reinterpret_cast<const int8_t*>(w + 192);
+    const float d = load_f16(w + 208) * a[b].d;
+    int32_t bias = 0;  // weights are stored +32; subtract 32 * sum(scale * activation)
+    for (int g = 0; g < 16; ++g) bias += scales[g] * a[b].bsums[g];
     int32_t sumi = 0;
     for (int e = 0; e < 256; ++e) {
       const int h = e / 128, k = (e % 128) / 32, l = e % 32;
@@ -257,11 +320,7 @@ float dot_q6_k(const uint8_t* w, const BlockQ8K* a, int64_t nb) {
       sumi += scales[e / 16] * (lo | (hi << 4)) * a[b].qs[e];
     }
     acc_total += d * static_cast<float>(sumi - 32 * bias);
-#endif
   }
-#ifdef MEMRA_AVX2
-  acc_total += hsum(acc);
-#endif
   return acc_total;
 }
 
@@ -375,28 +434,68 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return acc_tail;
 }
 
-float dot_row(DType dtype, const void* row, const void* act, int64_t n) {
+float dot_row_scalar(DType dtype, const void* row, const void* act, int64_t n) {
   const auto* w = static_cast<const uint8_t*>(row);
   switch (dtype) {
     case DType::f32:
-      return dot_f32(static_cast<const float*>(row), static_cast<const float*>(act), n);
     case DType::f16:
-      return dot_f16(static_cast<const uint16_t*>(row), static_cast<const float*>(act), n);
-    case DType::bf16:
-      return dot_bf16(static_cast<const uint16_t*>(row), static_cast<const float*>(act), n);
+    case DType::bf16: {
+      float out = 0;
+      dot_rows(dtype, row, &act, 1, n, &out);
+      return out;
+    }
     case DType::q4_0:
-      return dot_q4_0(w, static_cast<const BlockQ8*>(act), n / 32);
+      return dot_q4_0_scalar(w, static_cast<const BlockQ8*>(act), n / 32);
     case DType::q5_0:
-      return dot_q5_0(w, static_cast<const BlockQ8*>(act), n / 32);
+      return dot_q5_0_scalar(w, static_cast<const BlockQ8*>(act), n / 32);
     case DType::q8_0:
-      return dot_q8_0(w, static_cast<const BlockQ8*>(act), n / 32);
+      return dot_q8_0_scalar(w, static_cast<const BlockQ8*>(act), n / 32);
     case DType::q4_k:
-      return dot_q4_k(w, static_cast<const BlockQ8K*>(act), n / 256);
+      return dot_q4_k_scalar(w, static_cast<const BlockQ8K*>(act), n / 256);
     case DType::q6_k:
-      return dot_q6_k(w, static_cast<const BlockQ8K*>(act), n / 256);
+      return dot_q6_k_scalar(w, static_cast<const BlockQ8K*>(act), n / 256);
     default:
       fail(ErrorCode::internal, "dot_row: no fast dot for {}", dtype_name(dtype));
   }
+}
+
+float dot_row(DType dtype, const void* row, const void* act, int64_t n) {
+  float out = 0;
+  dot_rows(dtype, row, &act, 1, n, &out);
+  return out;
+}
+
+void dot_rows(DType dtype, const void* row, const void* const* acts, int n_acts, int64_t n,
+              float* out) {
+  const auto* w = static_cast<const uint8_t*>(row);
+  if (dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16) {
+    for (int t = 0; t < n_acts; ++t) {
+      const auto* x = static_cast<const float*>(acts[t]);
+      if (dtype == DType::f32)
+        out[t] = dot_f32(static_cast<const float*>(row), x, n);
+      else if (dtype == DType::f16)
+        out[t] = dot_f16(static_cast<const uint16_t*>(row), x, n);
+      else
+        out[t] = dot_bf16(static_cast<const uint16_t*>(row), x, n);
+    }
+    return;
+  }
+#ifdef MEMRA_AVX2
+  switch (n_acts) {
+    case 1:
+      return dot_quant_avx2<1>(dtype, w, acts, n, out);
+    case 2:
+      return dot_quant_avx2<2>(dtype, w, acts, n, out);
+    case 3:
+      return dot_quant_avx2<3>(dtype, w, acts, n, out);
+    case 4:
+      return dot_quant_avx2<4>(dtype, w, acts, n, out);
+    default:
+      fail(ErrorCode::internal, "dot_rows: {} activation rows (1..{})", n_acts, kMaxDotActs);
+  }
+#else
+  for (int t = 0; t < n_acts; ++t) out[t] = dot_row_scalar(dtype, w, acts[t], n);
+#endif
 }
 
 }  // namespace memra::cpu

@@ -36,6 +36,16 @@ void quantize_q8k(const float* x, BlockQ8K* out, int64_t n);
 // `act` points at the format act_format_for(dtype) names. Only for has_fast_dot dtypes.
 float dot_row(DType dtype, const void* row, const void* act, int64_t n);
 
+// The same for n_acts (1..kMaxDotActs) activation rows at once: out[t] = row . acts[t]. The
+// weight row is unpacked once for all of them (batched prefill).
+inline constexpr int kMaxDotActs = 4;
+void dot_rows(DType dtype, const void* row, const void* const* acts, int n_acts, int64_t n,
+              float* out);
+
+// The portable scalar form of dot_row (what non-AVX2 builds run); tests compare the SIMD kernels
+// with it.
+float dot_row_scalar(DType dtype, const void* row, const void* act, int64_t n);
+
 // f32 dot with f32 accumulation in SIMD lanes.
 float dot_f32(const float* a, const float* b, int64_t n);
 

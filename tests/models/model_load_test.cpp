@@ -1,0 +1,116 @@
+// Model loading refuses what it cannot run, by name: unknown architecture, unknown rope scaling,
+// missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed llama
+// and gemma3 fixtures (tests/fixtures/models) and breaks one thing at a time.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "formats/model_archive.h"
+#include "models/model.h"
+
+namespace memra {
+namespace {
+
+std::string fixture(const std::string& arch) {
+  const char* root = std::getenv("MEMRA_SOURCE_DIR");
+  return std::string(root ? root : ".") + "/tests/fixtures/models/" + arch;
+}
+
+// Loads `archive` and expects Error(code) whose message contains `needle`.
+void expect_refused(ModelArchive archive, ErrorCode code, const std::string& needle) {
+  try {
+    model_load(std::make_shared<const ModelArchive>(std::move(archive)), {1, false, {}});
+    FAIL() << "loaded, expected a refusal naming " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelLoad, FixturesLoad) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+    auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture(arch))),
+                            {1, false, {}});
+    EXPECT_EQ(model->info().architecture, arch);
+    EXPECT_EQ(model->info().n_vocab, 128);
+    EXPECT_EQ(model->info().n_layers, 2);
+  }
+}
+
+TEST(ModelLoad, RefusesUnknownArchitecture) {
+  ModelArchive a = archive_open(fixture("llama"));
+  a.metadata.set("general.architecture", gguf::Value::make_string("mamba"));
+  expect_refused(std::move(a), ErrorCode::unsupported, "mamba");
+}
+
+TEST(ModelLoad, RefusesUnknownRopeScaling) {
+  ModelArchive a = archive_open(fixture("llama"));
+  a.metadata.set("llama.rope.scaling.type", gguf::Value::make_string("yarn"));
+  expect_refused(std::move(a), ErrorCode::unsupported, "yarn");
+}
+
+TEST(ModelLoad, RefusesMissingTensor) {
+  ModelArchive a = archive_open(fixture("qwen3"));
+  std::erase_if(a.tensors,
+                [](const TensorView& t) { return t.name == "blk.1.attn_k_norm.weight"; });
+  expect_refused(std::move(a), ErrorCode::not_found, "blk.1.attn_k_norm.weight");
+}
+
+TEST(ModelLoad, RefusesWrongShape) {
+  ModelArchive a = archive_open(fixture("gemma3"));
+  for (TensorView& t : a.tensors)
+    if (t.name == "blk.0.ffn_up.weight") t.ne[1] -= 1;  // claims fewer rows than the config
+  expect_refused(std::move(a), ErrorCode::malformed_file, "blk.0.ffn_up.weight");
+}
+
+TEST(ModelLoad, RefusesUnusedTensor) {
+  ModelArchive a = archive_open(fixture("llama"));
+  TensorView extra = a.tensors.front();
+  extra.name = "blk.0.attn_q.bias";  // a bias the llama config does not use
+  a.tensors.push_back(extra);
+  expect_refused(std::move(a), ErrorCode::unsupported, "blk.0.attn_q.bias");
+}
+
+TEST(ModelLoad, RefusesBadMetadataValues) {
+  ModelArchive a = archive_open(fixture("llama"));
+  a.metadata.set("llama.attention.head_count_kv", gguf::Value::make_u32(2));  // 3 % 2 != 0
+  expect_refused(std::move(a), ErrorCode::unsupported, "kv heads");
+  ModelArchive b = archive_open(fixture("gemma3"));
+  b.metadata.set("gemma3.attention.sliding_window_pattern",
+                 gguf::Value::make_array(gguf::ValueType::boolean, {gguf::Value::make_bool(true)}));
+  expect_refused(std::move(b), ErrorCode::malformed_file, "sliding_window_pattern");
+}
+
+TEST(ModelForward, RefusesInconsistentBatches) {
+  auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("llama"))),
+                          {1, false, {}});
+  auto kv = model->kv_cache_create(4, 4);
+  std::vector<float> logits(128);
+  Batch good;
+  good.tokens = {5, 6};
+  good.positions = {0, 1};
+  good.seqs = {BatchSeq{0, 2, 0, {0}}};
+  good.logit_tokens = {1};
+  model->forward(good, *kv, logits);
+
+  Batch bad_pos = good;
+  bad_pos.positions = {0, 3};
+  EXPECT_THROW(model->forward(bad_pos, *kv, logits), Error);
+  Batch bad_token = good;
+  bad_token.tokens = {5, 128};  // vocabulary is 128
+  EXPECT_THROW(model->forward(bad_token, *kv, logits), Error);
+  Batch bad_block = good;
+  bad_block.seqs[0].block_table = {9};
+  EXPECT_THROW(model->forward(bad_block, *kv, logits), Error);
+  Batch bad_logit = good;
+  bad_logit.logit_tokens = {2};
+  EXPECT_THROW(model->forward(bad_logit, *kv, logits), Error);
+  std::vector<float> short_logits(10);
+  EXPECT_THROW(model->forward(good, *kv, short_logits), Error);
+}
+
+}  // namespace
+}  // namespace memra

@@ -1,0 +1,103 @@
+"""Model gate (CPU): memra's forward pass vs transformers float32 on tiny random-weight
+checkpoints of each architecture (tests/fixtures/models/<arch>, made by
+scripts/gen_model_fixtures.py), loaded from the HF safetensors folder and from our GGUF
+conversions (`memra convert --type f32|bf16|q8_0`). Pass: logits max abs error / max abs
+reference <= 1e-4 and 32 greedy tokens identical for exact sources (safetensors, f32, bf16: the
+fixture weights are bf16 values); documented looser bounds for q8_0; a perturbed weight must fail.
+"""
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "models"
+ARCHS = ["llama", "qwen2", "qwen3", "gemma3"]
+EXACT_TOL = 1e-4
+# Q8_0 rounds every weight to 8 bits (and the fast path rounds activations to 8 bits too). The
+# fixtures' large random weights saturate attention, which amplifies that rounding: over the
+# prompt positions the relative logit error measured 0.017 (gemma3) to 0.24 (llama), the same
+# order with the reference ops (0.015-0.15), and teacher-forced argmax agreed at 0.92-1.0.
+# Bounds: error <= 0.35 and agreement >= 0.9 over the prompt; greedy is not compared (one
+# flipped token changes every later context).
+Q8_TOL = 0.35
+Q8_AGREEMENT = 0.9
+
+
+@pytest.fixture(scope="session")
+def model_run(build_dir) -> pathlib.Path:
+    path = build_dir / "tests" / "models" / "model_run"
+    assert path.exists(), f"{path} is missing: build target model_run"
+    return path
+
+
+def reference(arch):
+    ref = json.loads((FIXTURES / arch / "reference.json").read_text())
+    ref["logits"] = np.array(ref["logits"], dtype=np.float64).reshape(-1, ref["vocab"])
+    return ref
+
+
+def run(model_run, source, ref, *extra, chunk=20):
+    cmd = [str(model_run), "--model", str(source), "--tokens", json.dumps(ref["prompt"]),
+           "--chunk", str(chunk), "--greedy", str(len(ref["greedy"])), "--all-logits",
+           "--threads", "2", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    out["logits"] = np.array(out["logits"], dtype=np.float64)
+    return out
+
+
+def rel_err(out, ref):
+    """Max abs logit error over the prompt positions and the decode steps, relative to the
+    reference's max abs logit."""
+    n = len(out["logits"])
+    ref_logits = ref["logits"][:n]
+    return float(np.abs(out["logits"] - ref_logits).max() / np.abs(ref_logits).max())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_safetensors_matches_transformers(arch, model_run):
+    ref = reference(arch)
+    out = run(model_run, FIXTURES / arch, ref)
+    assert len(out["logits"]) == len(ref["prompt"]) + len(ref["greedy"]) - 1
+    assert rel_err(out, ref) <= EXACT_TOL
+    assert out["greedy"] == ref["greedy"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_reference_ops_match_transformers(arch, model_run):
+    """The plain reference ops (the oracle for the fast path), one prefill chunk."""
+    ref = reference(arch)
+    out = run(model_run, FIXTURES / arch, ref, "--reference", chunk=64)
+    assert rel_err(out, ref) <= EXACT_TOL
+    assert out["greedy"] == ref["greedy"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_perturbed_weight_fails_the_gate(arch, model_run):
+    """Teeth: +1 on one weight element of layer 0 must break the 1e-4 bound."""
+    ref = reference(arch)
+    out = run(model_run, FIXTURES / arch, ref, "--perturb", "blk.0.ffn_down.weight")
+    assert rel_err(out, ref) > EXACT_TOL
+
+
+@pytest.mark.parametrize("gguf_type", ["f32", "bf16", "q8_0"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gguf_conversion_matches_transformers(arch, gguf_type, model_run, memra_bin, tmp_path):
+    ref = reference(arch)
+    gguf = tmp_path / f"{arch}-{gguf_type}.gguf"
+    proc = subprocess.run([str(memra_bin), "convert", str(FIXTURES / arch), "-o", str(gguf),
+                           "--type", gguf_type], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = run(model_run, gguf, ref)
+    if gguf_type == "q8_0":
+        n = len(ref["prompt"])
+        ours, theirs = out["logits"][:n], ref["logits"][:n]
+        assert float(np.abs(ours - theirs).max() / np.abs(theirs).max()) <= Q8_TOL
+        assert float(np.mean(ours.argmax(-1) == theirs.argmax(-1))) >= Q8_AGREEMENT
+    else:  # the fixture weights are bf16 values, so f32 and bf16 GGUFs hold them exactly
+        assert rel_err(out, ref) <= EXACT_TOL
+        assert out["greedy"] == ref["greedy"]
