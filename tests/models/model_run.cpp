@@ -3,8 +3,12 @@
 // prints JSON (logits, per-position argmax, greedy tokens, timings). Used by the model gates
 // (tests/python/test_models_*.py) and for the CPU forward figures in docs/PERFORMANCE.md:
 //   model_run --model FILE --tokens-file ids.json --chunk 64 --greedy 32 [--threads 2]
+// Other flags: --reference (reference ops), --all-logits, --argmax (per prompt position),
+// --trace (every named intermediate, to diff against a reference layer by layer),
+// --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -35,6 +39,7 @@ struct Options {
   bool all_logits = false;  // logits of every prompt position and decode step
   bool argmax = false;      // argmax of every prompt position (teacher forcing)
   std::string perturb;      // teeth: tensor whose first element gets +1 (f32/f16/bf16 only)
+  bool trace = false;       // per named intermediate: name, layer, shape, sum |x|, first values
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -76,6 +81,8 @@ Options parse_args(int argc, char** argv) {
       o.argmax = true;
     else if (a == "--perturb")
       o.perturb = next();
+    else if (a == "--trace")
+      o.trace = true;
     else
       fail(ErrorCode::invalid_argument, "unknown option {}", a);
   }
@@ -144,7 +151,21 @@ int run(const Options& o) {
   auto archive = std::make_shared<ModelArchive>(archive_open(o.model));
   if (!o.perturb.empty()) perturb_tensor(*archive, o.perturb);
   const auto t_load = clock::now();
-  auto model = model_load(archive, {o.threads, o.reference, {}});
+  nlohmann::json trace = nlohmann::json::array();
+  ModelLoadOptions load_options{o.threads, o.reference, {}};
+  if (o.trace) {
+    load_options.trace = [&trace](const TraceEvent& e) {
+      const int64_t n = e.n_rows * e.n_cols;
+      double sum_abs = 0;
+      for (int64_t i = 0; i < n; ++i) sum_abs += std::fabs(e.data[i]);
+      trace.push_back({{"name", e.name},
+                       {"layer", e.layer},
+                       {"shape", {e.n_rows, e.n_cols}},
+                       {"sum_abs", sum_abs},
+                       {"head", std::vector<float>(e.data, e.data + std::min<int64_t>(n, 8))}});
+    };
+  }
+  auto model = model_load(archive, load_options);
   const int64_t n_vocab = model->info().n_vocab;
   const int32_t total = static_cast<int32_t>(o.tokens.size()) + o.greedy;
   const int32_t n_blocks = (total + o.block_size - 1) / o.block_size;
@@ -194,6 +215,7 @@ int run(const Options& o) {
   out["greedy"] = generated;
   if (o.argmax) out["argmax"] = argmaxes;
   if (o.all_logits) out["logits"] = all_logits;
+  if (o.trace) out["trace"] = trace;
   out["load_s"] = secs(t_load, t_prefill);
   out["prefill_tokens"] = n_prompt;
   out["prefill_tok_s"] = n_prompt / secs(t_prefill, t_decode);
