@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "memra/engine.h"
+#include "models/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace memra {
-
-class Model;
 
 struct EngineParts {
   std::unique_ptr<Model> model;

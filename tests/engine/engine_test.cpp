@@ -81,6 +81,12 @@ std::vector<int32_t> expected_greedy(std::vector<int32_t> history, int32_t n) {
   return out;
 }
 
+// Stats are published after each step's events: wait until the engine has caught up.
+void wait_idle(const Engine& e) {
+  for (int i = 0; i < 400 && (e.stats().running > 0 || e.stats().kv_blocks_used > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens, Collected& c) {
   Request r;
   r.prompt = std::move(prompt);
@@ -157,6 +163,7 @@ TEST(Engine, PreemptedEqualsUninterrupted) {
     EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(10, i), 60)) << "request " << i;
   }
   EXPECT_GT(h.engine->stats().preemptions_total, 0u);
+  wait_idle(*h.engine);
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
@@ -283,6 +290,7 @@ TEST(Engine, QueueFullIsResourceExhausted) {
   }
   EXPECT_GT(refused, 0);
   h.model->delay_ms = 0;
+  h.engine.reset();  // before the sinks' Collected go away
 }
 
 TEST(Engine, CancelFreesTheRequestWithinAStep) {
@@ -297,8 +305,7 @@ TEST(Engine, CancelFreesTheRequestWithinAStep) {
   EXPECT_LT(c.ids.size(), 200u);
   h.engine->cancel(id);  // already finished: ignored
   h.engine->cancel(12345);
-  for (int i = 0; i < 100 && h.engine->stats().running > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_idle(*h.engine);
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
   EXPECT_EQ(h.engine->stats().running, 0);
 }
