@@ -110,7 +110,7 @@ struct ReadLimits {
   uint64_t max_tensor_count = 1u << 20;
   uint64_t max_string_bytes = 1u << 26;  // one metadata string (templates can be large)
   uint64_t max_array_items = 1u << 24;   // one metadata array (vocabularies are ~256k)
-  uint64_t max_total_items = 1u << 26;   // all values, nested arrays included
+  uint64_t max_total_items = 1u << 24;   // all values, nested arrays included: each costs ~48 B
   uint32_t max_array_depth = 8;
   uint64_t max_alignment = 1u << 20;
   uint64_t max_key_bytes = 65535;        // the GGUF spec's key length limit
