@@ -25,6 +25,11 @@ Interpreter::Interpreter(Limits limits) : limits_(limits) {
   add_globals(globals_);
 }
 
+Interpreter::~Interpreter() {
+  for (auto& scope : macro_scopes_) scope->vars.clear();
+  for (auto& dict : namespaces_) dict->items.clear();
+}
+
 void Interpreter::charge(size_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps)
@@ -84,6 +89,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
       return Flow::normal;
     case StmtKind::macro:
       scope->vars[s.name] = make_macro(s, scope, s.body, s.params, s.name);
+      macro_scopes_.push_back(scope);
       return Flow::normal;
     case StmtKind::call_block: {
       Value caller = make_macro(s, scope, s.body, s.params, "caller");
@@ -141,6 +147,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
   if (items.empty()) return exec(s.else_body, scope, out);
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
+    charge(8);  // a fresh scope and loop object per iteration cost about as much as 8 steps
     auto iter_scope = std::make_shared<Scope>();
     iter_scope->parent = scope;
     const Value& item = items[static_cast<size_t>(i)];

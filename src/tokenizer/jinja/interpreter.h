@@ -29,6 +29,14 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
  public:
   explicit Interpreter(Limits limits);
+  // Breaks the reference cycles a render can create (a macro stored in the scope it closes over,
+  // a namespace holding itself) so that shared_ptr ownership frees everything.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  // Registers a namespace object so its contents are released with the interpreter.
+  void track_namespace(std::shared_ptr<Dict> dict) { namespaces_.push_back(std::move(dict)); }
 
   // Renders `body` with `context` (a dict) as the template's top-level variables.
   std::string render(const Body& body, const Value& context);
@@ -67,6 +75,8 @@ class Interpreter {
   size_t depth_ = 0;
   int line_ = 0;
   std::unordered_map<std::string, Value> globals_;
+  std::vector<ScopePtr> macro_scopes_;             // scopes that hold macros closing over them
+  std::vector<std::shared_ptr<Dict>> namespaces_;  // namespace() objects created by the render
 };
 
 // Python semantics for operators, shared by the interpreter and filters (operators.cpp).

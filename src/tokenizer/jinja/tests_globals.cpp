@@ -156,11 +156,13 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, List& 
 
 void add_globals(std::unordered_map<std::string, Value>& g) {
   g["range"] = Value::from_callable("range", builtin_range);
-  g["namespace"] = Value::from_callable("namespace", [](Interpreter&, List& args, Kwargs& kwargs) {
-    Value v = new_dict(args, kwargs, "namespace");
-    v.namespace_ = true;
-    return v;
-  });
+  g["namespace"] =
+      Value::from_callable("namespace", [](Interpreter& in, List& args, Kwargs& kwargs) {
+        Value v = new_dict(args, kwargs, "namespace");
+        v.namespace_ = true;
+        in.track_namespace(v.dict);
+        return v;
+      });
   g["dict"] = Value::from_callable("dict", [](Interpreter&, List& args, Kwargs& kwargs) {
     return new_dict(args, kwargs, "dict");
   });

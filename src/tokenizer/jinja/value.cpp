@@ -46,8 +46,38 @@ Value Value::from_string(std::string s, bool markup) {
   v.markup = markup;
   return v;
 }
+int nest_of(const Value& v) {
+  if (v.kind == Kind::list) return v.nest;
+  if (v.kind == Kind::dict) return v.dict->nest;
+  return 0;
+}
+
+namespace {
+
+[[noreturn]] void too_deep() {
+  fail(ErrorCode::resource_exhausted, "value nested deeper than {} levels", kMaxNest);
+}
+
+// Bounds recursion of repr/equality/ordering (deep values, cycles through namespaces).
+thread_local int g_walk_depth = 0;
+struct WalkGuard {
+  WalkGuard() {
+    if (++g_walk_depth > kMaxNest + 8) {
+      --g_walk_depth;
+      too_deep();
+    }
+  }
+  ~WalkGuard() { --g_walk_depth; }
+  WalkGuard(const WalkGuard&) = delete;
+  WalkGuard& operator=(const WalkGuard&) = delete;
+};
+
+}  // namespace
+
 Value Value::from_list(List items, bool tuple) {
   Value v;
+  for (const Value& item : items) v.nest = std::max(v.nest, nest_of(item));
+  if (++v.nest > kMaxNest) too_deep();
   v.kind = Kind::list;
   v.list = std::make_shared<List>(std::move(items));
   v.tuple = tuple;
@@ -67,39 +97,57 @@ Value Value::from_callable(std::string name,
   return v;
 }
 
+namespace {
+Value json_value(const nlohmann::ordered_json& j, int depth);
+}
+
 Value Value::from_json(const nlohmann::ordered_json& j) {
+  return json_value(j, 0);
+}
+
+namespace {
+
+Value json_value(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxNest) too_deep();
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
-      return none();
+      return Value::none();
     case nlohmann::ordered_json::value_t::boolean:
-      return from_bool(j.get<bool>());
+      return Value::from_bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
-      return from_int(j.get<int64_t>());
+      return Value::from_int(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX))
         fail(ErrorCode::invalid_argument, "integer too large");
-      return from_int(static_cast<int64_t>(u));
+      return Value::from_int(static_cast<int64_t>(u));
     }
     case nlohmann::ordered_json::value_t::number_float:
-      return from_float(j.get<double>());
+      return Value::from_float(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return from_string(j.get<std::string>());
+      return Value::from_string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return from_list(std::move(items));
+      for (const auto& e : j) items.push_back(json_value(e, depth + 1));
+      return Value::from_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (const auto& [k, e] : j.items()) d->items.emplace_back(from_string(k), from_json(e));
-      return from_dict(std::move(d));
+      for (const auto& [k, e] : j.items()) {
+        Value v = json_value(e, depth + 1);
+        d->nest = std::max(d->nest, nest_of(v) + 1);
+        if (d->nest > kMaxNest) too_deep();
+        d->items.emplace_back(Value::from_string(k), std::move(v));
+      }
+      return Value::from_dict(std::move(d));
     }
     default:
       fail(ErrorCode::invalid_argument, "context holds an unsupported JSON value");
   }
 }
+
+}  // namespace
 
 double Value::as_double() const {
   if (kind == Kind::floating) return number;
@@ -117,6 +165,9 @@ const Value* Dict::find(const std::string& key) const {
   return nullptr;
 }
 void Dict::set(const Value& key, Value value) {
+  int n = std::max(nest_of(key), nest_of(value)) + 1;
+  if (n > kMaxNest) too_deep();
+  nest = std::max(nest, n);
   for (auto& [k, v] : items) {
     if (equals(k, key)) {
       v = std::move(value);
@@ -174,6 +225,7 @@ bool truthy(const Value& v) {
 }
 
 bool equals(const Value& a, const Value& b) {
+  WalkGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::floating || b.kind == Kind::floating) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -208,6 +260,7 @@ bool equals(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  WalkGuard guard;
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::floating || b.kind == Kind::floating) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
@@ -347,6 +400,7 @@ std::string string_repr(const std::string& s) {
 }  // namespace
 
 std::string repr(const Value& v) {
+  WalkGuard guard;
   switch (v.kind) {
     case Kind::string:
       return v.markup ? "Markup(" + string_repr(v.text) + ")" : string_repr(v.text);

@@ -38,6 +38,7 @@ struct Value {
   bool tuple = false;       // a list that prints as a Python tuple
   bool namespace_ = false;  // a dict created by namespace(): attribute assignment allowed
   bool loop = false;        // a dict that is the `loop` object (attributes only)
+  int nest = 0;             // list nesting depth (bounded so deep values cannot overflow the stack)
   int64_t integer = 0;
   double number = 0;
   std::string text;  // str contents; for Undefined, the name that was missing
@@ -71,12 +72,19 @@ struct Value {
   double as_double() const;
 };
 
+// Containers nest at most this deep; deeper values (or cycles through namespaces) are refused.
+constexpr int kMaxNest = 200;
+
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  int nest = 1;
   const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
   void set(const Value& key, Value value);
 };
+
+// Nesting depth of a value: 0 for scalars.
+int nest_of(const Value& v);
 
 // Python type name, for error messages ('str', 'int', 'list', ...).
 const char* type_name(const Value& v);
