@@ -259,3 +259,32 @@ def test_convert_refuses_clearly(memra_bin, tmp_path, llama_dir):
     proc = convert(memra_bin, bad, tmp_path / "nan.gguf", "q8_0", check=False)
     assert proc.returncode == 2 and "blk.0.ffn_up.weight" in proc.stderr and "NaN" in proc.stderr
     assert not (tmp_path / "nan.gguf").exists()
+
+
+def test_convert_progress_bar_on_terminal(memra_bin, tmp_path, llama_dir):
+    """With stderr on a terminal the bar is redrawn in place (carriage returns), ending at 100%."""
+    import os
+    import pty
+    folder, _, _ = llama_dir
+    leader, follower = pty.openpty()
+    # Read while it runs so a full terminal buffer never blocks the writer.
+    proc = subprocess.Popen([str(memra_bin), "convert", str(folder), "-o", str(tmp_path / "tty.gguf"),
+                             "--type", "q8_0"], stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed its side
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(leader)
+        proc.wait(timeout=120)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0, err
+    assert err.count("\r") >= 10, err  # one redraw per tensor
+    assert "[" + "#" * 30 + "] 100%" in err, err
