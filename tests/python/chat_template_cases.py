@@ -13,7 +13,8 @@ TOOLS = [
                 "type": "object",
                 "properties": {
                     "city": {"type": "string", "description": "City name, e.g. Paris"},
-                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                             "description": "Temperature unit"},
                     "days": {"type": "integer", "description": "Forecast days", "default": 1},
                 },
                 "required": ["city"],
@@ -27,7 +28,8 @@ TOOLS = [
             "description": "Search the web.",
             "parameters": {
                 "type": "object",
-                "properties": {"query": {"type": "string"}, "top_k": {"type": "number"}},
+                "properties": {"query": {"type": "string", "description": "Search terms"},
+                               "top_k": {"type": "number", "description": "How many results"}},
                 "required": ["query"],
             },
         },
