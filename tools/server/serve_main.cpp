@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/log.h"
+#include "server/builtin_chat_templates.h"
 #include "server/serve.h"
 #include "tokenizer/chat_template.h"
 
@@ -17,9 +18,19 @@ ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options
   ServedModel m;
   m.engine = Engine::create(options);
   m.id = m.engine->model_info().id;
-  if (const ChatTemplate* tmpl = m.engine->chat_template())
+  if (const ChatTemplate* tmpl = m.engine->chat_template()) {
     m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
-  (void)spec;
+    return m;
+  }
+  const std::string& arch = m.engine->model_info().architecture;
+  std::string source = builtin_chat_template(arch);
+  if (source.empty()) {
+    MEMRA_LOG_WARN("'{}' has no chat template: /v1/chat/completions will answer 400", spec.source);
+    return m;
+  }
+  MEMRA_LOG_INFO("the model file has no chat template: using memra's built-in {} template", arch);
+  auto tmpl = std::make_shared<ChatTemplate>(source);
+  m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
   return m;
 }
 

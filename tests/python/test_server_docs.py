@@ -1,0 +1,40 @@
+"""The curl and Python examples in docs/SERVING.md run as written against the real server."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from server_harness import REAL_ARGS, Server, real_server_binary
+
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "SERVING.md"
+
+
+def examples():
+    text = DOC.read_text()
+    text = text[text.index("## Examples"):]
+    return re.findall(r"```(bash|python)\n(.*?)```", text, re.S)
+
+
+@pytest.fixture(scope="module")
+def server(build_dir):
+    s = Server(real_server_binary(build_dir), REAL_ARGS)
+    yield s
+    assert s.stop() == 0
+
+
+def test_doc_has_examples():
+    kinds = [k for k, _ in examples()]
+    assert kinds.count("bash") >= 3 and kinds.count("python") >= 1
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_doc_example_runs(server, index):
+    kind, code = examples()[index]
+    code = code.replace("http://127.0.0.1:8080", server.url)
+    cmd = ["bash", "-euo", "pipefail", "-c", code] if kind == "bash" else [sys.executable, "-c", code]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr + server.log_text()
+    expected = {0: '"chat.completion"', 1: "data: [DONE]", 2: "memra:num_requests_running", 3: "Paris"}[index]
+    assert expected in r.stdout, r.stdout

@@ -1,0 +1,117 @@
+"""memra-server lifecycle with the real model: SIGTERM stops accepting, lets an in-flight stream
+finish, exits 0; a second signal cuts the drain short. Plus the tool-call round trip and queue
+full (429), which need a model that reliably calls tools / an engine slowed down on purpose, so
+they run on memra-fake-server (the same server over a scripted test engine)."""
+import signal
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from server_harness import REAL_ARGS, Server, fake_server_binary, real_server_binary
+
+
+def test_sigterm_drains_in_flight_then_exits_0(build_dir):
+    s = Server(real_server_binary(build_dir), REAL_ARGS)
+    body = {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "stream": True}
+    lines = []
+    with httpx.stream("POST", s.url + "/v1/completions", json=body, timeout=120) as r:
+        it = r.iter_lines()
+        lines.append(next(it))
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        with pytest.raises(httpx.TransportError):  # no longer accepting
+            httpx.get(s.url + "/health", timeout=2)
+        lines.extend(it)
+    assert "data: [DONE]" in lines
+    assert '"finish_reason":"length"' in "".join(lines)
+    s.proc.wait(60)
+    assert s.stop() == 0, s.log_text()
+
+
+def test_second_signal_cancels_the_drain(build_dir):
+    s = Server(fake_server_binary(build_dir), ["--shutdown-timeout", "600"],
+               env={"MEMRA_FAKE_STEP_MS": "50"})
+    body = {"prompt": "x", "max_tokens": 200, "stream": True}
+    done = threading.Event()
+
+    def reader():
+        try:
+            with httpx.stream("POST", s.url + "/v1/completions", json=body, timeout=60) as r:
+                for _ in r.iter_lines():
+                    pass
+        except httpx.HTTPError:
+            pass
+        done.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    deadline = time.time() + 30
+    while s.metrics().get('memra:num_requests_running{model_name="fake-model"}') != 1:
+        assert time.time() < deadline, s.log_text()
+        time.sleep(0.05)
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert s.proc.poll() is None  # draining: 200 tokens at 50 ms take 10 s
+    s.proc.send_signal(signal.SIGTERM)
+    s.proc.wait(10)
+    t.join(10)
+    assert done.is_set() and s.stop() == 0
+
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+@pytest.fixture(scope="module")
+def fake(build_dir):
+    s = Server(fake_server_binary(build_dir), ["--max-sequences", "1", "--max-queued", "1", "--ctx-size", "2048"],
+               env={"MEMRA_FAKE_STEP_MS": "5"})
+    yield s
+    assert s.stop() == 0
+
+
+def test_tool_call_round_trip(fake):
+    client = openai.OpenAI(base_url=fake.url + "/v1", api_key="none", max_retries=0)
+    messages = [{"role": "user", "content": "TOOL: what is the weather in Paris?"}]
+    r = client.chat.completions.create(model="fake-model", messages=messages, tools=TOOLS)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather" and call.function.arguments == '{"city":"Paris"}'
+    # streamed: deltas with an index, id and name first, arguments that concatenate to JSON
+    chunks = list(client.chat.completions.create(model="fake-model", messages=messages,
+                                                 tools=TOOLS, stream=True))
+    deltas = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert deltas[0].index == 0 and deltas[0].id and deltas[0].function.name == "get_weather"
+    assert "".join(d.function.arguments or "" for d in deltas) == '{"city":"Paris"}'
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    # send the result back
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
+    final = client.chat.completions.create(model="fake-model", messages=messages, tools=TOOLS)
+    assert final.choices[0].message.content == "The tool said: sunny, 21 C"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="fake-model", messages=messages, tools=TOOLS,
+                                       tool_choice="required")
+    assert e.value.body["param"] == "tool_choice"
+
+
+def test_queue_full_is_429_with_retry_after(fake):
+    body = {"prompt": "x", "max_tokens": 100}
+    with httpx.Client(timeout=30) as c:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(
+            c.post(fake.url + "/v1/completions", json=body))) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    statuses = sorted(r.status_code for r in results)
+    assert 429 in statuses and 200 in statuses, statuses
+    refused = next(r for r in results if r.status_code == 429)
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["error"]["type"] == "rate_limit_error"
