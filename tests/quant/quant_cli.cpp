@@ -4,6 +4,7 @@
 // TYPE is a ggml type name (q4_k, bf16, ...). Errors print one line and exit with the error's
 // exit code (2 for invalid or unsupported input).
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
