@@ -2,13 +2,18 @@
 // one sequence. Each run submits a P-token prompt (fixed pseudo-random ids, prefix cache off so
 // every run prefills in full) and generates N tokens greedily past EOS. Prefill tok/s = P / time
 // to the first token; decode tok/s = (N - 1) / the time after it. Reports the median, min and max
-// over R runs after one untimed warm-up.
+// over R runs after one untimed warm-up. On a shared machine wall time undercounts, so it also
+// reports tokens per CPU-second of the process times the thread count: the speed the same work
+// would reach with the threads' cores to itself (a spinning thread pool makes it pessimistic).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "commands.h"
 #include "core/error.h"
@@ -75,12 +80,22 @@ BenchOptions parse_options(const Args& args) {
 struct RunTiming {
   double prefill_tps = 0;
   double decode_tps = 0;
+  double prefill_cpu_s = 0;  // process CPU seconds (user + system) of each phase
+  double decode_cpu_s = 0;
 };
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
 
 RunTiming bench_once(Engine& engine, const std::vector<int32_t>& prompt, int32_t n_gen) {
   using Clock = std::chrono::steady_clock;
   std::promise<StreamEvent> done;
   Clock::time_point first{};
+  double first_cpu = 0;
   bool got_first = false;
   Request r;
   r.prompt = prompt;
@@ -90,19 +105,23 @@ RunTiming bench_once(Engine& engine, const std::vector<int32_t>& prompt, int32_t
   r.sink = [&](const StreamEvent& e) {
     if (!got_first && !e.tokens.empty()) {
       first = Clock::now();
+      first_cpu = process_cpu_seconds();
       got_first = true;
     }
     if (e.finish != FinishReason::none) done.set_value(e);
   };
+  const double start_cpu = process_cpu_seconds();
   const auto start = Clock::now();
   engine.submit(std::move(r));
   const StreamEvent last = done.get_future().get();
   const auto end = Clock::now();
+  const double end_cpu = process_cpu_seconds();
   if (last.finish != FinishReason::length)
     fail(ErrorCode::internal, "bench run ended with '{}' {}", finish_reason_name(last.finish),
          last.error);
   return {prompt.size() / std::chrono::duration<double>(first - start).count(),
-          (n_gen - 1) / std::chrono::duration<double>(end - first).count()};
+          (n_gen - 1) / std::chrono::duration<double>(end - first).count(), first_cpu - start_cpu,
+          end_cpu - first_cpu};
 }
 
 void print_row(const char* name, std::vector<double> v) {
@@ -134,16 +153,24 @@ int run_bench(const Args& args) {
                info.architecture.c_str(), o.n_prompt, o.n_gen, o.runs, o.threads);
   bench_once(*engine,
              std::vector<int32_t>(prompt.begin(), prompt.begin() + std::min(o.n_prompt, 16)), 4);
-  std::vector<double> prefill, decode;
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<double> prefill, decode, prefill_cpu, decode_cpu;
   for (int32_t i = 0; i < o.runs; ++i) {
     const RunTiming t = bench_once(*engine, prompt, o.n_gen);
     prefill.push_back(t.prefill_tps);
     decode.push_back(t.decode_tps);
+    prefill_cpu.push_back(o.n_prompt / (t.prefill_cpu_s / threads));
+    decode_cpu.push_back((o.n_gen - 1) / (t.decode_cpu_s / threads));
   }
   std::printf("| %-14s | %10s | %10s | %10s |\n", "tok/s", "median", "min", "max");
   std::printf("|----------------|------------|------------|------------|\n");
   print_row(("prefill pp" + std::to_string(o.n_prompt)).c_str(), prefill);
   print_row(("decode tg" + std::to_string(o.n_gen)).c_str(), decode);
+  std::printf("\ntokens per (process CPU-seconds / %d threads): the speed on %d unshared cores\n",
+              threads, threads);
+  print_row(("prefill pp" + std::to_string(o.n_prompt)).c_str(), prefill_cpu);
+  print_row(("decode tg" + std::to_string(o.n_gen)).c_str(), decode_cpu);
   return 0;
 }
 
