@@ -42,6 +42,7 @@ def memra_context(messages, tools, add_generation_prompt, extra):
             "add_generation_prompt": add_generation_prompt, **SPECIAL_TOKENS, **extra}
 
 
+# One test (not several sharing a fixture) so pytest-xdist never runs the oracle twice.
 @pytest.fixture(scope="module")
 def template_results(memra_bin, shared_data, tmp_path_factory):
     template_dir = shared_data / "chat-templates"
@@ -95,17 +96,10 @@ def test_chat_templates_match_transformers(template_results):
     print(f"\n{len(expected)} renders; oracle raised on {sum(map(len, oracle_errors.values()))}:")
     for name, items in sorted(oracle_errors.items()):
         print(f"  {name}: {len(items)} cases, e.g. {items[0]}")
-    rendered = len(expected) - sum(map(len, oracle_errors.values()))
-    assert rendered > len(expected) // 2, "the oracle rendered too few cases to mean anything"
-    assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches[:40])
-
-
-def test_every_template_has_30_oracle_rendered_conversations(template_results):
-    expected, _ = template_results
     per_template = {}
     for name, _, want in expected:
         per_template[name] = per_template.get(name, 0) + (want[0] == "text")
     thin = {n: k for n, k in per_template.items() if k < 30}
-    print("\ntemplates with fewer than 30 oracle-rendered conversations:", thin or "none")
-    # Templates transformers cannot render at all would be listed here, not skipped.
-    assert not thin, f"too few conversations the oracle renders: {thin}"
+    # A template transformers cannot render (often enough) is listed here, never skipped.
+    assert not thin, f"templates with fewer than 30 conversations the oracle renders: {thin}"
+    assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches[:40])
