@@ -2,6 +2,7 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <queue>
 
 #include <fmt/format.h>
@@ -13,15 +14,40 @@ namespace memra {
 
 namespace {
 
-constexpr size_t kCacheMaxEntries = 1 << 18;
-constexpr size_t kCacheMaxWordBytes = 256;  // longer words are rare and would bloat the cache
+constexpr size_t kCacheSlots = 1 << 14;    // per thread and model; a collision just recomputes
+constexpr size_t kCacheMaxWordBytes = 64;  // longer words are rare and would bloat the cache
+constexpr size_t kCachesPerThread = 4;     // models a thread keeps caches for
+
+struct CacheSlot {
+  size_t hash = 0;
+  std::string word;
+  std::vector<int32_t> ids;
+};
+
+struct WordCache {
+  uint64_t serial = 0;
+  std::vector<CacheSlot> slots;
+};
+
+std::atomic<uint64_t> next_serial{1};
+
+WordCache& thread_cache(uint64_t serial) {
+  thread_local std::vector<std::unique_ptr<WordCache>> caches;
+  for (auto& c : caches)
+    if (c->serial == serial) return *c;
+  if (caches.size() >= kCachesPerThread) caches.erase(caches.begin());
+  caches.push_back(std::make_unique<WordCache>());
+  caches.back()->serial = serial;
+  caches.back()->slots.resize(kCacheSlots);
+  return *caches.back();
+}
 
 }  // namespace
 
 BpeModel::BpeModel(std::vector<std::string> tokens,
                    const std::vector<std::pair<std::string, std::string>>& merges,
                    const Options& options, const std::vector<std::array<int32_t, 3>>& merge_ids)
-    : tokens_(std::move(tokens)), options_(options) {
+    : tokens_(std::move(tokens)), options_(options), serial_(next_serial.fetch_add(1)) {
   ids_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) ids_.emplace(tokens_[i], static_cast<int32_t>(i));
   merges_.reserve(merges.size() + merge_ids.size());
@@ -137,11 +163,13 @@ void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
 void BpeModel::encode_word(std::string_view word, bool mapped, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   const bool cacheable = word.size() <= kCacheMaxWordBytes;
+  CacheSlot* slot = nullptr;
+  size_t hash = 0;
   if (cacheable) {
-    std::shared_lock lock(cache_mutex_);
-    auto it = cache_.find(word);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+    hash = std::hash<std::string_view>{}(word);
+    slot = &thread_cache(serial_).slots[hash & (kCacheSlots - 1)];
+    if (slot->hash == hash && slot->word == word) {
+      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
       return;
     }
   }
@@ -163,10 +191,10 @@ void BpeModel::encode_word(std::string_view word, bool mapped, std::vector<int32
     merge_symbols(symbols);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (cacheable) {
-    std::unique_lock lock(cache_mutex_);
-    if (cache_.size() >= kCacheMaxEntries) cache_.clear();
-    cache_.try_emplace(std::string(word), std::move(symbols));
+  if (slot) {
+    slot->hash = hash;
+    slot->word.assign(word);
+    slot->ids = std::move(symbols);
   }
 }
 

@@ -7,8 +7,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,9 +67,9 @@ class BpeModel {
   std::array<int32_t, 256> byte_level_ids_{};     // id of each byte's mapped character
   std::array<int32_t, 256> byte_fallback_ids_{};  // id of <0xXX>, -1 when absent
 
-  // Word -> ids cache (bounded; cleared when full). Guarded for concurrent encoders.
-  mutable std::shared_mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  // Word -> ids results are cached per thread (no locks on the hot path), keyed by this serial
+  // number so a cache never outlives or confuses models.
+  uint64_t serial_ = 0;
 };
 
 }  // namespace memra

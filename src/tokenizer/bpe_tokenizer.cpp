@@ -80,12 +80,18 @@ BpeTokenizer::BpeTokenizer(TokenizerConfig config) : config_(std::move(config)) 
     check(t.id, "added token");
     if (t.id < 0 || t.content.empty()) continue;
     special_[t.id] = t.special ? 2 : 1;
-    added_by_byte_[static_cast<uint8_t>(t.content[0])].push_back(&t);
+    AddedGroup& group = added_by_byte_[static_cast<uint8_t>(t.content[0])];
+    group.tokens.push_back(&t);
+    if (t.content.size() == 1)
+      group.has_single_byte = true;
+    else
+      group.second.set(static_cast<uint8_t>(t.content[1]));
   }
   for (auto& group : added_by_byte_)
-    std::stable_sort(group.begin(), group.end(), [](const AddedToken* a, const AddedToken* b) {
-      return a->content.size() > b->content.size();
-    });
+    std::stable_sort(group.tokens.begin(), group.tokens.end(),
+                     [](const AddedToken* a, const AddedToken* b) {
+                       return a->content.size() > b->content.size();
+                     });
 
   if (config_.kind == TokenizerConfig::Kind::sentencepiece) {
     for (size_t id = 0; id < n && metaspace_joiners_.size() <= kMaxJoiners; ++id) {
@@ -116,7 +122,14 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view te
   size_t i = 0;
   while (i < text.size()) {
     const AddedToken* found = nullptr;
-    for (const AddedToken* t : added_by_byte_[static_cast<uint8_t>(text[i])]) {
+    const AddedGroup& group = added_by_byte_[static_cast<uint8_t>(text[i])];
+    const bool second_ok =
+        i + 1 < text.size() && group.second.test(static_cast<uint8_t>(text[i + 1]));
+    if (group.tokens.empty() || (!second_ok && !group.has_single_byte)) {
+      ++i;
+      continue;
+    }
+    for (const AddedToken* t : group.tokens) {
       if (t->special && !parse_special) continue;
       if (text.compare(i, t->content.size(), t->content) == 0) {
         found = t;

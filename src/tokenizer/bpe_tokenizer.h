@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,8 +87,14 @@ class BpeTokenizer final : public Tokenizer {
   TokenizerConfig config_;
   std::unique_ptr<BpeModel> model_;
   std::vector<uint8_t> special_;  // per id: 0 model token, 1 added, 2 added special
-  // Added tokens grouped by first byte, longest first, for leftmost-longest matching.
-  std::vector<std::vector<const AddedToken*>> added_by_byte_;
+  // Added tokens grouped by first byte, longest first, for leftmost-longest matching. `second`
+  // holds the second bytes that occur in the group, so most text positions are rejected at once.
+  struct AddedGroup {
+    std::vector<const AddedToken*> tokens;
+    std::bitset<256> second;
+    bool has_single_byte = false;
+  };
+  std::vector<AddedGroup> added_by_byte_;
   // SentencePiece: characters that some mergeable token has right before U+2581, so a piece
   // boundary there could be crossed by a merge (see encode_sentencepiece).
   std::vector<std::string> metaspace_joiners_;

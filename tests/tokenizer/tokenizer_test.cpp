@@ -1,0 +1,199 @@
+// Tokenizer unit tests: UTF-8 repair, a tiny byte-level BPE and SentencePiece vocabulary built in
+// memory (GGUF metadata and tokenizer.json), special-token gating, streaming, GGUF round trip and
+// refusal of malformed or unsupported tokenizers. HF parity lives in tests/python.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_text.h"
+
+namespace memra {
+namespace {
+
+using gguf::Value;
+using gguf::ValueType;
+
+std::vector<Value> strings(const std::vector<std::string>& v) {
+  std::vector<Value> out;
+  for (const auto& s : v) out.push_back(Value::make_string(s));
+  return out;
+}
+
+// Byte-level vocabulary: the 256 byte-map characters, "Ġ"+"h" style merges, one special token.
+gguf::Metadata gpt2_metadata() {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) {
+    std::string t;
+    text::utf8_append(t, text::byte_to_unicode()[b]);
+    tokens.push_back(t);
+  }
+  const std::vector<std::string> merges = {"h i", "Ġ hi", "Ġhi !"};
+  for (const char* t : {"hi", "\xC4\xA0hi", "\xC4\xA0hi!", "<|end|>"}) tokens.push_back(t);
+  std::vector<Value> types(tokens.size(), Value::make_i32(1));
+  types.back() = Value::make_i32(3);
+  gguf::Metadata md;
+  md.set("tokenizer.ggml.model", Value::make_string("gpt2"));
+  md.set("tokenizer.ggml.pre", Value::make_string("gpt-2"));
+  md.set("tokenizer.ggml.tokens", Value::make_array(ValueType::string, strings(tokens)));
+  md.set("tokenizer.ggml.token_type", Value::make_array(ValueType::i32, types));
+  md.set("tokenizer.ggml.merges", Value::make_array(ValueType::string, strings(merges)));
+  md.set("tokenizer.ggml.eos_token_id", Value::make_u32(static_cast<uint32_t>(tokens.size() - 1)));
+  return md;
+}
+
+// SentencePiece vocabulary with byte fallback: <unk>, <s>, </s>, 256 byte tokens, pieces.
+gguf::Metadata spm_metadata() {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<Value> types = {Value::make_i32(2), Value::make_i32(3), Value::make_i32(3)};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    tokens.push_back(name);
+    types.push_back(Value::make_i32(6));
+  }
+  for (const char* t :
+       {"\xE2\x96\x81", "h", "e", "l", "o", "he", "ll", "llo", "hello", "\xE2\x96\x81hello"}) {
+    tokens.push_back(t);
+    types.push_back(Value::make_i32(1));
+  }
+  std::vector<Value> scores;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    scores.push_back(Value::make_f32(-static_cast<float>(i)));
+  gguf::Metadata md;
+  md.set("tokenizer.ggml.model", Value::make_string("llama"));
+  md.set("tokenizer.ggml.tokens", Value::make_array(ValueType::string, strings(tokens)));
+  md.set("tokenizer.ggml.token_type", Value::make_array(ValueType::i32, types));
+  md.set("tokenizer.ggml.scores", Value::make_array(ValueType::f32, scores));
+  md.set("tokenizer.ggml.bos_token_id", Value::make_u32(1));
+  md.set("tokenizer.ggml.eos_token_id", Value::make_u32(2));
+  md.set("tokenizer.ggml.unknown_token_id", Value::make_u32(0));
+  return md;
+}
+
+TEST(Utf8, SanitizeMatchesPythonReplace) {
+  EXPECT_EQ(text::utf8_sanitize("ok"), "ok");
+  EXPECT_EQ(text::utf8_sanitize("\xE2\x82("), "\xEF\xBF\xBD(");
+  EXPECT_EQ(text::utf8_sanitize("\xF0\x9F\xA6\x99\xF0"), "\xF0\x9F\xA6\x99\xEF\xBF\xBD");
+  EXPECT_EQ(text::utf8_sanitize("\xED\xA0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                       // surrogate
+  EXPECT_EQ(text::utf8_sanitize("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
+  EXPECT_EQ(text::utf8_incomplete_tail("a\xF0\x9F\xA6"), 3u);
+  EXPECT_EQ(text::utf8_incomplete_tail("a\xFF"), 0u);
+}
+
+TEST(ByteLevel, EncodesMergesAndRoundTrips) {
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const auto ids = tok->encode("hi hi!", {false, false});
+  ASSERT_EQ(ids.size(), 3u);  // the GPT-2 regex splits "hi", " hi", "!"
+  EXPECT_EQ(tok->token_text(ids[0]), "hi");
+  EXPECT_EQ(tok->token_text(ids[1]), "\xC4\xA0hi");
+  EXPECT_EQ(tok->token_text(ids[2]), "!");
+  EXPECT_EQ(tok->decode(ids, false), "hi hi!");
+  const std::string emoji_bad = "x \xF0\x9F\xA6\x99 \xFF";
+  EXPECT_EQ(tok->decode(tok->encode(emoji_bad, {false, false}), false),
+            text::utf8_sanitize(emoji_bad));
+}
+
+TEST(ByteLevel, SpecialTokensMatchOnlyWhenAllowed) {
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const int32_t end = tok->n_vocab() - 1;
+  const auto parsed = tok->encode("hi<|end|>", {false, true});
+  EXPECT_EQ(parsed.back(), end);
+  const auto literal = tok->encode("hi<|end|>", {false, false});
+  EXPECT_EQ(std::count(literal.begin(), literal.end(), end), 0);
+  EXPECT_EQ(tok->decode(literal, false), "hi<|end|>");
+  EXPECT_TRUE(tok->is_special(end));
+  EXPECT_EQ(tok->decode(parsed, true), "hi");
+  EXPECT_EQ(tok->eos_ids(), std::vector<int32_t>{end});
+}
+
+TEST(StreamDecoder, EmitsOnlyWholeCharactersAndEqualsDecode) {
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const std::string text = "hi \xF0\x9F\xA6\x99 hi! \xE4\xBD\xA0";
+  const auto ids = tok->encode(text, {false, false});
+  StreamDecoder stream(*tok, false);
+  std::string streamed;
+  for (int32_t id : ids) {
+    const std::string piece = stream.push(id);
+    EXPECT_TRUE(text::utf8_is_valid(piece));
+    streamed += piece;
+  }
+  streamed += stream.flush();
+  EXPECT_EQ(streamed, text);
+  StreamDecoder truncated(*tok, false);
+  EXPECT_EQ(truncated.push(ids[1]), " ");
+  EXPECT_EQ(truncated.push(0xF0), "");  // the byte token 0xF0 starts a 4-byte sequence: held back
+  EXPECT_EQ(truncated.flush(), "\xEF\xBF\xBD");
+}
+
+TEST(SentencePiece, ScoresMergesByteFallbackAndPrefixSpace) {
+  auto tok = Tokenizer::from_gguf(spm_metadata());
+  const auto ids = tok->encode("hello \xC3\xA9", {true, false});
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids[0], 1);                                     // BOS
+  EXPECT_EQ(tok->token_text(ids[1]), "\xE2\x96\x81hello");  // prefix space merged in
+  EXPECT_EQ(tok->token_text(ids[ids.size() - 2]), "<0xC3>");
+  EXPECT_EQ(tok->token_text(ids.back()), "<0xA9>");
+  EXPECT_EQ(tok->decode(ids, true), "hello \xC3\xA9");
+}
+
+TEST(Gguf, RoundTripKeepsIds) {
+  for (const auto& md : {gpt2_metadata(), spm_metadata()}) {
+    auto tok = Tokenizer::from_gguf(md);
+    gguf::Metadata written;
+    tok->to_gguf(written);
+    auto again = Tokenizer::from_gguf(written);
+    const std::string text = "hello hi hi! <|end|> \xC3\xA9\xF0\x9F\xA6\x99";
+    EXPECT_EQ(tok->encode(text, {true, true}), again->encode(text, {true, true}));
+  }
+}
+
+ErrorCode error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::internal;
+}
+
+TEST(Refusals, UnsupportedAndMalformedTokenizers) {
+  gguf::Metadata bert = gpt2_metadata();
+  bert.set("tokenizer.ggml.model", Value::make_string("bert"));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(bert); }), ErrorCode::unsupported);
+  gguf::Metadata pre = gpt2_metadata();
+  pre.set("tokenizer.ggml.pre", Value::make_string("no-such-pre"));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(pre); }), ErrorCode::unsupported);
+  gguf::Metadata bad_merge = gpt2_metadata();
+  bad_merge.set("tokenizer.ggml.merges", Value::make_array(ValueType::string, strings({"zz qq"})));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(bad_merge); }), ErrorCode::malformed_file);
+  gguf::Metadata bad_id = gpt2_metadata();
+  bad_id.set("tokenizer.ggml.eos_token_id", Value::make_u32(1u << 30));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(bad_id); }), ErrorCode::malformed_file);
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const int32_t out_of_range[] = {tok->n_vocab()};
+  EXPECT_EQ(error_of([&] { tok->decode(out_of_range, false); }), ErrorCode::invalid_argument);
+}
+
+TEST(Refusals, TokenizerJson) {
+  const auto dir = std::filesystem::temp_directory_path() / "memra_tokenizer_test";
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& body) { std::ofstream(dir / "tokenizer.json") << body; };
+  write("{not json");
+  EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::malformed_file);
+  write(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+  EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::unsupported);
+  write(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 5}, "merges": []},
+           "pre_tokenizer": {"type": "ByteLevel"}})");
+  EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::malformed_file);
+  write(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKC"}})");
+  EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::unsupported);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace memra
