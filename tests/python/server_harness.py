@@ -88,5 +88,5 @@ def fake_server_binary(build_dir) -> pathlib.Path:
 
 
 # Flags for the real model in tests: a short context keeps the KV cache small and start-up fast.
-REAL_ARGS = ["--ctx-size", "1024", "--max-sequences", "64", "--log-level", "warn"]
+REAL_ARGS = ["--ctx-size", "1024", "--max-sequences", "64", "--kv-blocks", "1024", "--log-level", "warn"]
 API_KEY = "sk-memra-test"

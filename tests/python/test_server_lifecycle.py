@@ -1,4 +1,4 @@
-"""memra-server lifecycle with the real model: SIGTERM stops accepting, lets an in-flight stream
+"""memra-server lifecycle with the real model: 503 while loading, SIGTERM stops accepting, lets an in-flight stream
 finish, exits 0; a second signal cuts the drain short. Plus the tool-call round trip and queue
 full (429), which need a model that reliably calls tools / an engine slowed down on purpose, so
 they run on memra-fake-server (the same server over a scripted test engine)."""
@@ -13,8 +13,14 @@ import pytest
 from server_harness import REAL_ARGS, Server, fake_server_binary, real_server_binary
 
 
-def test_sigterm_drains_in_flight_then_exits_0(build_dir):
-    s = Server(real_server_binary(build_dir), REAL_ARGS)
+def test_503_while_loading_then_sigterm_drains_in_flight_and_exits_0(build_dir):
+    s = Server(real_server_binary(build_dir), REAL_ARGS, wait_ready=False)
+    assert s.first_status == 503
+    r = httpx.post(s.url + "/v1/completions", json={"prompt": "x"})
+    if r.status_code == 503:  # still loading (the usual case on a CPU)
+        assert r.json()["error"]["code"] == "model_loading" and r.headers["retry-after"] == "1"
+    s.wait_ready(180)
+    assert httpx.get(s.url + "/readyz").status_code == 200
     body = {"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0, "stream": True}
     lines = []
     with httpx.stream("POST", s.url + "/v1/completions", json=body, timeout=120) as r:

@@ -1,6 +1,6 @@
 """memra-server with the real Gemma 3 270M on the CPU, driven by the real `openai` client:
 chat and completions (streaming and not), usage, stop strings, n, seeds, logprobs, every error
-status, 64 concurrent streams, a mid-stream disconnect that frees its sequence, loading 503."""
+status, 64 concurrent streams, a mid-stream disconnect that frees its sequence."""
 import concurrent.futures
 import json
 import time
@@ -92,13 +92,13 @@ def test_stop_string_is_not_emitted(client):
 
 
 def test_n2_and_seed_reproducibility(client):
-    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=8, temperature=1.0,
+    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=4, temperature=1.0,
               seed=1234, n=2)
     a = client.completions.create(**kw)
     b = client.completions.create(**kw)
     assert [c.index for c in a.choices] == [0, 1]
     assert [c.text for c in a.choices] == [c.text for c in b.choices]
-    assert 2 <= a.usage.completion_tokens <= 16
+    assert 2 <= a.usage.completion_tokens <= 8
 
 
 def test_logprobs(client):
@@ -180,16 +180,3 @@ def test_disconnect_frees_the_sequence(server):
             break
         time.sleep(0.05)
     assert running == 0 and cancelled == before + 1, m
-
-
-def test_503_while_loading(build_dir):
-    s = Server(real_server_binary(build_dir), REAL_ARGS, wait_ready=False)
-    try:
-        assert s.first_status == 503
-        r = httpx.post(s.url + "/v1/completions", json={"prompt": "x"})
-        if r.status_code == 503:  # still loading (the usual case on a CPU)
-            assert r.json()["error"]["code"] == "model_loading" and r.headers["retry-after"]
-        s.wait_ready(180)
-        assert httpx.get(s.url + "/readyz").status_code == 200
-    finally:
-        assert s.stop() == 0
