@@ -164,7 +164,37 @@ SNIPPETS = [
     "{{ messages[2].tool_calls[0].function.arguments.items()|list }}",
     "{% for k, v in messages[2].tool_calls[0].function.arguments|items %}{{ k }}:{{ v|tojson }};{% endfor %}",
     "{{ tools is none }} {{ tools is defined }} {{ tools|length if tools else 0 }}",
+    # more edge semantics
+    "{{ {1: 'a', 2.5: none, none: t} }} {{ {1: 'a', t: 2}|tojson }} {{ 'a' < 'b' }} {{ [1, 2] < [1, 3] }} {{ nope|items|list }}",
+    "{{ 1e300 * 1e10 }} {{ -1e300 * 1e10 }} {{ 0.0 * -1 }} {{ 123456789.123456789 }} {{ 1.5e-10 }} {{ 100000000000000000.0 }}",
+    "{{ '%s' % 1 }} {{ '%s-%r-%d%%' % ('a', 'b', 3.7) }} {{ 'x%sy' % xs }}",
+    "{{ '%s %s' % (1,) }}",
+    "{% for k, v in d|dictsort %}{{ k }}{{ v }}{% endfor %} {{ 'abc'|list|join(',') }} {{ n|string }} {{ [1, 'a', n]|join('|') }}",
+    "{{ loop.index }}|{{ range(3)|map('string')|list }}|{{ xs|map('int')|sum }}|{{ names|map('upper')|list }}",
+    "{{ ('<b>'|safe)|length }} {{ '<b>'|safe|string + '<' }} {{ ['<'|safe, '<']|join }} {{ '<'|safe ~ '<' }}",
+    "{% set x %}{% for m in messages %}{{ m.role }} {% endfor %}{% endset %}{{ x|trim }}|{{ x|wordcount }}",
+    "{% macro m() %}{{ caller is defined }}{% endmacro %}{{ m() }}{% call m() %}{% endcall %}",
+    "{% for x in xs %}{% for y in xs %}{% if y == 1 %}{% break %}{% endif %}{{ x }}{{ y }}{% endfor %}{% endfor %}",
+    "{{ messages|selectattr('content', 'string')|list|length }} {{ messages|map(attribute='content')|select('string')|list|length }}",
+    "{{ messages|map(attribute='missing', default='D')|list }} {{ messages|map(attribute='tool_calls')|list|length }}",
+    "{{ xs|unique|list }} {{ [1, '1', 1.0, t]|unique|list }} {{ ['a', 'A', 'b']|unique|list }} {{ names|unique(case_sensitive=true)|list }}",
+    "{{ 'Hello'[1] }} {{ 'Hello'[-1] }} {{ 'Hello'[10] }} {{ u[0] }} {{ u|length }} {{ u[::-1] }}",
+    "{{ '  '.join(['a', 'b']) }} {{ ','.join(xs) }}",
+    "{{ s.split() }} {{ ''.split(',') }} {{ 'a,,b'.split(',') }} {{ 'x'.rsplit(',', 5) }} {{ 'a b c'.rsplit(none, 1) }}",
+    "{{ 3 is divisibleby(2) }} {{ (xs|first) is odd }} {{ d.a is integer }} {{ f is number }}",
+    "{{ 'x' if messages else 'y' }}{{ 'yes' if messages[0].content.strip() == 'Be brief.' }}",
+    "{%- for m in messages %}{%- if loop.first %}[{{ m.role }}]{% elif loop.last %}({{ m.role }}){% else %}.{% endif %}{%- endfor %}",
+    "{{ messages[2].tool_calls[0].function.arguments.a[1:] }} {{ messages[2].tool_calls[0] | tojson(sort_keys=true) }}",
+    "{{ d.b if d.b is defined else 'no' }} {{ xs|length > 2 and 'long' or 'short' }} {{ not xs|length }}",
 ]
+
+
+# Refused by name (documented in ARCHITECTURE.md), where jinja2 would produce text.
+REFUSED = {
+    "{{ 10 ** 20 }}": "integer overflow",
+    "{{ '%5s' % 'a' }}": "not supported",
+    "{{ '{:>5}'.format(1) }}": "not supported",
+}
 
 
 def oracle(source):
@@ -197,6 +227,15 @@ def test_snippets_match_jinja2(memra_bin, tmp_path):
         elif result["text"] != want:
             failures.append(f"{src!r}:\n   memra  {result['text']!r}\n   jinja2 {want!r}")
     assert not failures, f"{len(failures)} of {len(SNIPPETS)} differ:\n" + "\n".join(failures)
+
+
+def test_refusals_are_named(memra_bin, tmp_path):
+    for i, (src, reason) in enumerate(REFUSED.items()):
+        path = tmp_path / f"r{i}.jinja"
+        path.write_text(src, encoding="utf-8")
+        proc = subprocess.run([str(memra_bin), "template", "--template", str(path), "--context", "{}"],
+                              capture_output=True, text=True)
+        assert proc.returncode != 0 and reason in proc.stderr, (src, proc.stderr)
 
 
 def test_template_error_names_line(memra_bin, tmp_path):

@@ -90,6 +90,44 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   return Value::from_int(op == "%" ? m : q);
 }
 
+// str % args with the conversions templates use (%s %r %d %i %%); other specs are refused.
+Value printf_format(Interpreter& in, const Value& fmt, const Value& args) {
+  List items = args.is_list() && args.tuple ? *args.list : List{args};
+  size_t next = 0;
+  std::string out;
+  const std::string& f = fmt.text;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%') {
+      out += f[i];
+      continue;
+    }
+    if (i + 1 >= f.size()) fail(ErrorCode::invalid_argument, "incomplete format");
+    char c = f[++i];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (c != 's' && c != 'r' && c != 'd' && c != 'i')
+      fail(ErrorCode::unsupported, "printf-style format '%{}' is not supported", c);
+    if (next >= items.size())
+      fail(ErrorCode::invalid_argument, "not enough arguments for format string");
+    const Value& v = items[next++];
+    if (c == 's')
+      out += to_str(v);
+    else if (c == 'r')
+      out += repr(v);
+    else if (v.is_number())
+      out += std::to_string(v.kind == Kind::floating ? static_cast<int64_t>(v.number) : v.as_int());
+    else
+      fail(ErrorCode::invalid_argument, "%{} format: a real number is required, not {}", c,
+           type_name(v));
+    in.check_size(out.size());
+  }
+  if (next < items.size())
+    fail(ErrorCode::invalid_argument, "not all arguments converted during string formatting");
+  return Value::from_string(std::move(out));
+}
+
 }  // namespace
 
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
@@ -113,8 +151,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     if ((a.is_string() || a.is_list()) && b.is_integral()) return repeat(in, a, b.as_int());
     if ((b.is_string() || b.is_list()) && a.is_integral()) return repeat(in, b, a.as_int());
   }
-  if (op == "%" && a.is_string())
-    fail(ErrorCode::unsupported, "printf-style string formatting ('%') is not supported");
+  if (op == "%" && a.is_string()) return printf_format(in, a, b);
   unsupported_operands(op, a, b);
 }
 
