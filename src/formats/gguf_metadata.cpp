@@ -143,7 +143,11 @@ std::optional<std::vector<std::string>> Metadata::get_string_array(std::string_v
   }
   std::vector<std::string> out;
   out.reserve(a.items.size());
-  for (const Value& item : a.items) out.push_back(std::get<std::string>(item.data));
+  for (const Value& item : a.items) {
+    const auto* s = std::get_if<std::string>(&item.data);
+    if (s == nullptr) wrong_type(key, item, "STRING items");
+    out.push_back(*s);
+  }
   return out;
 }
 
