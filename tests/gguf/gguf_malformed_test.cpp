@@ -26,6 +26,10 @@ TEST(GgufMalformed, ValidBaseParses) {
   EXPECT_EQ(f.data_offset(), 256u);
   EXPECT_EQ(f.tensors()[1].n_bytes, 34u);
   EXPECT_EQ(f.metadata().get_float_array("tokenizer.ggml.scores")->at(1), -1.0);
+  RawFile v2 = valid_raw_file();  // version 2 has the same layout as 3
+  v2.version = 2;
+  const std::vector<uint8_t> v2_bytes = build(v2);
+  EXPECT_EQ(File::parse(v2_bytes).version(), 2u);
 }
 
 TEST(GgufMalformed, CorpusFailsNamingTheField) {
