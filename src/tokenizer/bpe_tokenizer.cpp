@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "tokenizer/unicode_normalize.h"
 #include "tokenizer/unicode_text.h"
 
 namespace memra {
@@ -184,6 +185,11 @@ void BpeTokenizer::encode_sentencepiece(std::string_view normalized,
 
 void BpeTokenizer::encode_segment(std::string_view text, bool first,
                                   std::vector<int32_t>& out) const {
+  std::string normalized_nfc;
+  if (config_.nfc) {
+    normalized_nfc = text::nfc(text);
+    text = normalized_nfc;
+  }
   if (config_.kind == TokenizerConfig::Kind::byte_level) {
     thread_local PreTokenized pre;
     pre.arena.clear();

@@ -46,6 +46,7 @@ struct TokenizerConfig {
   BpeModel::Options model;
   PreTokenizer pre;
   Prepend prepend = Prepend::never;
+  bool nfc = false;                  // tokenizer.json NFC normalizer (needs ICU)
   bool replace_spaces = false;       // SentencePiece: ' ' -> U+2581 before the model
   bool split_on_metaspace = false;   // Metaspace(split = true): each U+2581 starts a piece
   bool strip_leading_space = false;  // decoder drops one leading space of the text

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/unicode_normalize.h"
 
 namespace memra {
 
@@ -116,6 +117,11 @@ void apply_normalizer(const json& n, TokenizerConfig& c) {
              str(n, "content") == kMetaspace) {
     c.kind = TokenizerConfig::Kind::sentencepiece;
     c.replace_spaces = true;
+  } else if (type == "NFC") {
+    if (!text::nfc_available())
+      fail(ErrorCode::unsupported,
+           "tokenizer.json normalizer NFC needs memra built with ICU (libicu-dev)");
+    c.nfc = true;
   } else {
     fail(ErrorCode::unsupported, "unsupported normalizer '{}' in tokenizer.json", type);
   }

@@ -5,9 +5,11 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_normalize.h"
 #include "tokenizer/unicode_text.h"
 
 namespace memra {
@@ -192,6 +194,31 @@ TEST(Refusals, TokenizerJson) {
   write(
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": {"type": "NFKC"}})");
   EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::unsupported);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Normalizer, NfcFromTokenizerJsonOrRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / "memra_tokenizer_nfc_test";
+  std::filesystem::create_directories(dir);
+  // Byte-level vocabulary of the 256 byte characters, NFC normalizer, no merges.
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) {
+    std::string t;
+    text::utf8_append(t, text::byte_to_unicode()[b]);
+    vocab[t] = b;
+  }
+  const nlohmann::json tj = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  std::ofstream(dir / "tokenizer.json") << tj.dump();
+  if (text::nfc_available()) {
+    auto tok = Tokenizer::from_hf_folder(dir.string());
+    EXPECT_EQ(tok->encode("e\xCC\x81", {false, false}), tok->encode("\xC3\xA9", {false, false}));
+  } else {
+    EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::unsupported);
+  }
   std::filesystem::remove_all(dir);
 }
 
