@@ -86,10 +86,11 @@ const char* finish_name(const ChoiceState& c) {
   }
 }
 
-json tool_calls_json(const std::vector<ParsedToolCall>& calls, const std::string& id, bool delta) {
+// Each call gets its own random id (unique across choices), as OpenAI's are.
+json tool_calls_json(const std::vector<ParsedToolCall>& calls, bool delta) {
   json out = json::array();
   for (size_t k = 0; k < calls.size(); ++k) {
-    json call = {{"id", fmt::format("call_{}_{}", id.substr(id.size() > 8 ? id.size() - 8 : 0), k)},
+    json call = {{"id", make_completion_id("call_")},
                  {"type", "function"},
                  {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
     if (delta) call["index"] = k;
@@ -262,9 +263,8 @@ class Runner {
       }
       if (done && !c.calls.empty()) {
         json chunk = envelope(object);
-        chunk["choices"] = {
-            chunk_choice(e->choice, "", nullptr, nullptr,
-                         {{"tool_calls", tool_calls_json(c.calls, job_.id, true)}})};
+        chunk["choices"] = {chunk_choice(e->choice, "", nullptr, nullptr,
+                                         {{"tool_calls", tool_calls_json(c.calls, true)}})};
         if (!emit(chunk)) return abandon(gen);
       }
       if (done) {
@@ -304,7 +304,7 @@ class Runner {
         json message = {{"role", "assistant"},
                         {"content", c.text.empty() && !c.calls.empty() ? json() : json(c.text)},
                         {"refusal", nullptr}};
-        if (!c.calls.empty()) message["tool_calls"] = tool_calls_json(c.calls, job_.id, false);
+        if (!c.calls.empty()) message["tool_calls"] = tool_calls_json(c.calls, false);
         choice["message"] = message;
         choice["logprobs"] = job_.gen.logprobs ? json{{"content", c.logprobs_content}} : json();
       } else {

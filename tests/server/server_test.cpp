@@ -2,6 +2,8 @@
 // path (chat, completions, streaming, errors, metrics) over the fake engine.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "fake_engine.h"
 #include "server/api_error.h"
 #include "server/auth.h"
@@ -66,6 +68,24 @@ TEST(Auth, Sha256KnownVectorsAndKeys) {
   EXPECT_FALSE(keys.accepts(""));
   std::string bearer = "Bearer sk-one";
   EXPECT_EQ(presented_key(&bearer, nullptr), "sk-one");
+}
+
+TEST(Auth, KeyFileSkipsCommentsAndRefusesAnEmptyFile) {
+  std::string path = ::testing::TempDir() + "memra_keys.txt";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs("# ops team\n  sk-file-1  \n\nsk-file-2\n", f);
+  std::fclose(f);
+  ApiKeys keys;
+  keys.add_from_file(path);
+  EXPECT_EQ(keys.size(), 2u);
+  EXPECT_TRUE(keys.accepts("sk-file-1"));
+  EXPECT_FALSE(keys.accepts("# ops team"));
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("# nothing\n", f);
+  std::fclose(f);
+  ApiKeys empty;
+  EXPECT_THROW(empty.add_from_file(path), Error);
+  EXPECT_THROW(empty.add_from_file(path + ".missing"), Error);
 }
 
 TEST(Config, FlagsWinOverEnvironment) {
