@@ -90,6 +90,26 @@ PreTokenizer PreTokenizer::from_gguf_name(const std::string& name) {
   return p;
 }
 
+std::string PreTokenizer::match_gguf_name() const {
+  static const char* const kNames[] = {"gpt-2",          "starcoder",   "llama-bpe",
+                                       "qwen2",          "qwen35",      "deepseek-llm",
+                                       "deepseek-coder", "deepseek-v3", "falcon"};
+  for (const char* name : kNames) {
+    const std::vector<PreStep> preset = preset_steps(name);
+    if (preset.size() != steps_.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < preset.size() && same; ++i) {
+      const PreStep& a = preset[i];
+      const PreStep& b = steps_[i];
+      same = a.kind == b.kind && a.add_prefix_space == b.add_prefix_space &&
+             (a.regex == nullptr) == (b.regex == nullptr) &&
+             (a.regex == nullptr || a.regex->pattern() == b.regex->pattern());
+    }
+    if (same) return name;
+  }
+  return "";
+}
+
 void PreTokenizer::run(std::string_view text, PreTokenized& out) const {
   out.pieces.clear();
   out.pieces.push_back(text);

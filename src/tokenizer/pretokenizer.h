@@ -38,6 +38,9 @@ class PreTokenizer {
   // Steps for a GGUF `tokenizer.ggml.pre` name; throws Error(unsupported) naming an unknown one.
   static PreTokenizer from_gguf_name(const std::string& name);
 
+  // The GGUF preset whose steps equal these (same kinds, patterns and flags), or "".
+  std::string match_gguf_name() const;
+
   void run(std::string_view text, PreTokenized& out) const;
   const std::vector<PreStep>& steps() const { return steps_; }
   bool empty() const { return steps_.empty(); }

@@ -239,6 +239,7 @@ TokenizerConfig config_from_json(const json& tj, const json& cfg, const json& ge
     fail(ErrorCode::unsupported,
          "tokenizer.json is neither byte-level nor SentencePiece-style BPE");
   c.pre = PreTokenizer(std::move(steps));
+  c.pre.gguf_name = c.pre.match_gguf_name();  // what to_gguf writes as tokenizer.ggml.pre
   apply_decoder(decoder, c);
 
   TokenIdMap ids;

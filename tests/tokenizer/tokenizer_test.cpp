@@ -216,6 +216,9 @@ TEST(Normalizer, NfcFromTokenizerJsonOrRefused) {
   if (text::nfc_available()) {
     auto tok = Tokenizer::from_hf_folder(dir.string());
     EXPECT_EQ(tok->encode("e\xCC\x81", {false, false}), tok->encode("\xC3\xA9", {false, false}));
+    gguf::Metadata md;
+    tok->to_gguf(md);  // the ByteLevel(use_regex) pipeline is GGUF's "gpt-2" preset
+    EXPECT_EQ(md.get_string("tokenizer.ggml.pre").value_or(""), "gpt-2");
   } else {
     EXPECT_EQ(error_of([&] { Tokenizer::from_hf_folder(dir.string()); }), ErrorCode::unsupported);
   }
