@@ -36,6 +36,16 @@ void Interpreter::charge(size_t n) {
     fail(ErrorCode::resource_exhausted, "template exceeded its step limit ({})", limits_.max_steps);
 }
 
+void Interpreter::charge_size(const Value& v) {
+  // Work on a value is linear in its size: 1 step per 64 bytes of text or per element.
+  if (v.is_string())
+    charge(v.text.size() / 64);
+  else if (v.is_list())
+    charge(v.list->size());
+  else if (v.is_dict())
+    charge(v.dict->items.size());
+}
+
 void Interpreter::check_size(size_t n) const {
   if (n > limits_.max_output_bytes)
     fail(ErrorCode::resource_exhausted, "template value exceeded the output limit ({} bytes)",
@@ -308,6 +318,8 @@ Value Interpreter::eval_call(const Expr& e, const ScopePtr& scope) {
       eval_args(e, scope, args, kwargs);
       bool found = false;
       line_ = e.line;
+      charge_size(obj);
+      for (const Value& a : args) charge_size(a);
       Value r = call_method(*this, obj, e.a->name, args, kwargs, found);
       if (found) return r;
       return call(get_attr(obj, e.a->name), args, kwargs);
@@ -333,6 +345,8 @@ Value Interpreter::eval_filter(const Expr& e, Value input, const ScopePtr& scope
   eval_args(e, scope, args, kwargs);
   line_ = e.line;
   if (!e.known) fail(ErrorCode::invalid_argument, "no filter named '{}'", e.name);
+  charge_size(input);
+  for (const Value& a : args) charge_size(a);
   return apply_filter(*this, e.name, input, args, kwargs);
 }
 
@@ -340,6 +354,8 @@ Value Interpreter::eval_compare(const Expr& e, const ScopePtr& scope) {
   Value left = eval(*e.a, scope);
   for (size_t i = 0; i < e.ops.size(); ++i) {
     Value right = eval(*e.args[i], scope);
+    charge_size(left);
+    charge_size(right);
     const std::string& op = e.ops[i];
     bool r;
     if (op == "==")
@@ -397,6 +413,7 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
       Value obj = eval(*e.a, scope);
       Value key = eval(*e.b, scope);
       line_ = e.line;
+      if (obj.is_string()) charge_size(obj);
       return get_item(obj, key);
     }
     case ExprKind::slice: {
@@ -404,6 +421,7 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
       Value parts[3];
       for (int i = 0; i < 3; ++i) parts[i] = e.args[i] ? eval(*e.args[i], scope) : Value::none();
       line_ = e.line;
+      charge_size(obj);
       Value r = slice(obj, parts[0], parts[1], parts[2]);
       charge(r.is_list() ? r.list->size() : r.text.size() / 64);
       return r;
@@ -419,6 +437,8 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
       eval_args(e, scope, args, kwargs);
       line_ = e.line;
       if (!e.known) fail(ErrorCode::invalid_argument, "no test named '{}'", e.name);
+      charge_size(v);
+      for (const Value& a : args) charge_size(a);
       bool r = apply_test(*this, e.name, v, args, kwargs);
       return Value::from_bool(e.negated ? !r : r);
     }
@@ -447,6 +467,8 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
       Value a = eval(*e.a, scope);
       Value b = eval(*e.b, scope);
       line_ = e.line;
+      charge_size(a);
+      charge_size(b);
       return binary_op(*this, e.name, a, b);
     }
     case ExprKind::compare:

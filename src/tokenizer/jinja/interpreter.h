@@ -49,6 +49,8 @@ class Interpreter {
 
   // Charges `n` steps of work (elements copied, characters produced) against the step budget.
   void charge(size_t n);
+  // Charges the work of touching a string, list or dict in proportion to its size.
+  void charge_size(const Value& v);
   // Refuses a string or list result larger than the output limit.
   void check_size(size_t n) const;
 

@@ -96,11 +96,16 @@ Value get_item(const Value& obj, const Value& key) {
       break;
     case Kind::string:
       if (key.is_integral()) {
-        std::vector<std::string> cs = utf8_chars(obj.text);
         int64_t i = key.as_int();
-        if (normalize_index(i, cs.size()))
-          return Value::from_string(cs[static_cast<size_t>(i)], obj.markup);
-        return Value::undefined();
+        if (!normalize_index(i, utf8_length(obj.text))) return Value::undefined();
+        size_t start = 0;  // byte offset of code point i: walk lead bytes, no allocation
+        for (int64_t seen = -1; start < obj.text.size(); ++start) {
+          if ((static_cast<unsigned char>(obj.text[start]) & 0xc0) != 0x80 && ++seen == i) break;
+        }
+        size_t end = start + 1;
+        while (end < obj.text.size() && (static_cast<unsigned char>(obj.text[end]) & 0xc0) == 0x80)
+          ++end;
+        return Value::from_string(obj.text.substr(start, end - start), obj.markup);
       }
       break;
     default:
@@ -120,11 +125,13 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
   };
   int64_t step = step_v.is_none() ? 1 : as_index(step_v, "step");
   if (step == 0) fail(ErrorCode::invalid_argument, "slice step cannot be zero");
-  std::vector<std::string> chars;
+  std::vector<size_t> bounds;  // byte offset where each code point starts, plus the end
   size_t size;
   if (obj.is_string()) {
-    chars = utf8_chars(obj.text);
-    size = chars.size();
+    for (size_t b = 0; b < obj.text.size(); ++b)
+      if ((static_cast<unsigned char>(obj.text[b]) & 0xc0) != 0x80) bounds.push_back(b);
+    size = bounds.size();
+    bounds.push_back(obj.text.size());
   } else if (obj.is_list()) {
     size = obj.list->size();
   } else {
@@ -145,7 +152,7 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
     picks.push_back(static_cast<size_t>(i));
   if (obj.is_string()) {
     std::string out;
-    for (size_t i : picks) out += chars[i];
+    for (size_t i : picks) out.append(obj.text, bounds[i], bounds[i + 1] - bounds[i]);
     return Value::from_string(std::move(out), obj.markup);
   }
   List out;
