@@ -98,9 +98,10 @@ TEST(QuantDot, SimdMatchesScalar) {
   cpu::quantize_q8k(x.data(), ak.data(), n);
   for (DType dtype : {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
     const Weight w = random_weight(dtype, n, 1, rng);
-    const void* act = cpu::act_format_for(dtype) == cpu::ActFormat::q8
-                          ? static_cast<const void*>(a8.data())
-                          : static_cast<const void*>(ak.data());
+    const cpu::ActFormat format = cpu::act_format_for(dtype);
+    const void* act = format == cpu::ActFormat::q8    ? static_cast<const void*>(a8.data())
+                      : format == cpu::ActFormat::q8k ? static_cast<const void*>(ak.data())
+                                                      : static_cast<const void*>(x.data());
     const float simd = cpu::dot_row(dtype, w.bytes.data(), act, n);
     const float scalar = cpu::dot_row_scalar(dtype, w.bytes.data(), act, n);
     EXPECT_NEAR(simd, scalar, 1e-4 * std::max(1.0f, std::fabs(scalar))) << dtype_name(dtype);

@@ -1,7 +1,8 @@
 // Dot products of one quantized weight row with activations quantized to 8-bit blocks (the
-// ggml-style scheme that lets the inner loop run on int8 SIMD): Q4_0/Q5_0/Q8_0 weights pair with
-// Q8 blocks of 32, K-quants (Q4_K, Q6_K) with Q8K super-blocks of 256 that carry partial sums.
-// F32/F16/BF16 weights use f32 activations directly. AVX2 when the build has it, scalar else.
+// ggml-style scheme that lets the inner loop run on int8 SIMD): Q4_0/Q5_0 weights pair with Q8
+// blocks of 32, K-quants (Q4_K, Q6_K) with Q8K super-blocks of 256 that carry partial sums.
+// F32/F16/BF16 and Q8_0 weights use f32 activations directly (Q8_0: see quant_dot.cpp for why).
+// AVX2 when the build has it, scalar else.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,11 @@ float dot_row(DType dtype, const void* row, const void* act, int64_t n);
 inline constexpr int kMaxDotActs = 4;
 void dot_rows(DType dtype, const void* row, const void* const* acts, int n_acts, int64_t n,
               float* out);
+
+// AVX2 dequantization of one row of Q5_0, Q4_K or Q6_K to f32 (bit-identical to
+// quant::dequantize_row up to float rounding of scale products); false when the dtype or the
+// build has no such kernel.
+bool dequant_row_fast(DType dtype, const void* row, float* out, int64_t n);
 
 // The portable scalar form of dot_row (what non-AVX2 builds run); tests compare the SIMD kernels
 // with it.
