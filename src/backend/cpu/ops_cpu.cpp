@@ -1,7 +1,7 @@
 // The CPU implementation of the ops interface. Two modes share one class: the reference mode
 // (plain loops, weight rows through quant::dequantize_row, double accumulation) is the oracle;
-// the fast mode (8-bit activation blocks + SIMD dots from quant_dot.h, f32 accumulation in SIMD
-// lanes) is what serving uses. Both split work over a persistent thread pool.
+// the fast mode (weight rows expanded to f32 by SIMD code once per chunk of tokens, f32
+// activations, FMA dots) is what serving uses. Both split work over a persistent thread pool.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,7 +22,8 @@ namespace {
 // Rows of the weight one task handles: enough tasks to balance threads, and for batched inputs
 // few enough rows that they stay in L1/L2 while every token of the batch passes over them.
 bool kF32ActivationDtypes(DType dtype) {
-  return dtype == DType::q5_0 || dtype == DType::q4_k || dtype == DType::q6_k;
+  return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q4_k ||
+         dtype == DType::q6_k;
 }
 
 int64_t rows_per_task(int64_t n_rows, int64_t n_tokens, int n_threads) {
@@ -45,8 +46,8 @@ class CpuOps final : public Ops {
     const int64_t n_out = static_cast<int64_t>(w.n_rows());
     if (n_tokens <= 0) return;
     const uint64_t row_bytes = dtype_row_bytes(w.dtype, w.ne[0], w.name);
-    // Q5_0 / Q4_K / Q6_K: rows expanded to f32 once and dotted with f32 activations. Their int8
-    // dot kernels with 8-bit activations are faster but lost next-token agreement with
+    // Q4_0 / Q5_0 / Q4_K / Q6_K: rows expanded to f32 once and dotted with f32 activations. Their
+    // int8 dot kernels with 8-bit activations are faster but lost next-token agreement with
     // transformers on Gemma 3 270M (95% teacher-forced vs 100%: its activations have outliers),
     // so serving keeps activations in f32.
     if (reference_ || !cpu::has_fast_dot(w.dtype) || kF32ActivationDtypes(w.dtype)) {
