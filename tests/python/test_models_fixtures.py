@@ -16,10 +16,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3"]
 EXACT_TOL = 1e-4
-# Q8_0 rounds every weight to 8 bits (and the fast path rounds activations to 8 bits too). The
-# fixtures' large random weights saturate attention, which amplifies that rounding: over the
-# prompt positions the relative logit error measured 0.017 (gemma3) to 0.24 (llama), the same
-# order with the reference ops (0.015-0.15), and teacher-forced argmax agreed at 0.92-1.0.
+# Q8_0 rounds every weight to 8 bits. The fixtures' large random weights saturate attention,
+# which amplifies that rounding: over the prompt positions the relative logit error measured
+# 0.015 (gemma3) to 0.15 (llama), identical with the reference ops (so it is the quantization,
+# not the kernels), and teacher-forced argmax agreed at 0.94-1.0.
 # Bounds: error <= 0.35 and agreement >= 0.9 over the prompt; greedy is not compared (one
 # flipped token changes every later context).
 Q8_TOL = 0.35
