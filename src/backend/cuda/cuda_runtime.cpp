@@ -67,4 +67,31 @@ void Stream::synchronize() const {
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 }
 
+Event::Event() {
+  check(cudaEventCreate(&event_), "cudaEventCreate");
+}
+Event::~Event() {
+  (void)cudaEventDestroy(event_);
+}
+void Event::record(const Stream& stream) {
+  check(cudaEventRecord(event_, stream.get()), "cudaEventRecord");
+}
+
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  check(cudaEventSynchronize(end.event_), "cudaEventSynchronize");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, start.event_, end.event_), "cudaEventElapsedTime");
+  return ms;
+}
+
+int driver_version() {
+  int v = 0;
+  return cudaDriverGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
+int runtime_version() {
+  int v = 0;
+  return cudaRuntimeGetVersion(&v) == cudaSuccess ? v : 0;
+}
+
 }  // namespace memra::cuda

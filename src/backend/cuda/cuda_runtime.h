@@ -56,4 +56,23 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// A CUDA event for timing work on a stream (created with timing enabled).
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+  void record(const Stream& stream);
+  // Milliseconds between two recorded events; synchronizes on `end`.
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+int driver_version();   // e.g. 13000 for CUDA 13.0; 0 when no driver
+int runtime_version();  // the CUDA runtime this binary links
+
 }  // namespace memra::cuda
