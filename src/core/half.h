@@ -37,8 +37,9 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> Inf
+  if (abs > 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // NaN
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);     // overflow -> Inf
   if (abs < 0x38800000u) {  // result is subnormal or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     const uint32_t e = abs >> 23;
@@ -57,7 +58,9 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | r);
 }
 
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);

@@ -30,7 +30,8 @@ class ChatTemplate {
   // tools, add_generation_prompt, bos_token, eos_token and any extra kwargs (enable_thinking...).
   // Throws Error(invalid_argument) with the line for raise_exception and runtime errors, and
   // Error(resource_exhausted) when a limit is hit.
-  std::string render(const nlohmann::ordered_json& context, const TemplateLimits& limits = {}) const;
+  std::string render(const nlohmann::ordered_json& context,
+                     const TemplateLimits& limits = {}) const;
 
  private:
   struct Impl;
