@@ -5,25 +5,19 @@
 // preempted and recomputed. Fast enough for every CI run.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
 #include <nlohmann/json.hpp>
 
+#include "greedy_collector.h"
 #include "memra/engine.h"
 
 namespace memra {
 namespace {
 
-struct Result {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> ids;
-  Usage usage;
-  bool done = false;
-};
+using test::Collected;
+using test::greedy_request;
 
 struct Reference {
   std::vector<int32_t> prompt;
@@ -41,35 +35,16 @@ Reference load_reference(const std::string& dir) {
   return {j.at("prompt").get<std::vector<int32_t>>(), j.at("greedy").get<std::vector<int32_t>>()};
 }
 
-Request greedy(std::vector<int32_t> prompt, int32_t n, Result& r) {
-  Request q;
-  q.prompt = std::move(prompt);
-  q.sampling.temperature = 0.0f;
-  q.stop.max_tokens = n;
-  q.stop.ignore_eos = true;
-  q.sink = [&r](const StreamEvent& ev) {
-    std::lock_guard lock(r.mu);
-    for (const auto& t : ev.tokens) r.ids.push_back(t.id);
-    r.usage = ev.usage;
-    if (ev.finish != FinishReason::none) {
-      r.done = true;
-      r.cv.notify_all();
-    }
-  };
-  return q;
-}
-
-void wait(Result& r) {
-  std::unique_lock lock(r.mu);
-  ASSERT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(120), [&] { return r.done; }));
+void wait(Collected& r) {
+  test::wait_done(r, std::chrono::seconds(120));
 }
 
 // Submits every prompt at once; returns their tokens in order.
 std::vector<std::vector<int32_t>> run_together(Engine& e,
                                                const std::vector<std::vector<int32_t>>& prompts,
                                                int32_t n) {
-  std::vector<Result> results(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) e.submit(greedy(prompts[i], n, results[i]));
+  std::vector<Collected> results(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) e.submit(greedy_request(prompts[i], n, results[i]));
   std::vector<std::vector<int32_t>> out;
   for (auto& r : results) {
     wait(r);
@@ -99,15 +74,15 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
   {
     auto e = Engine::create(o);
     for (const auto& p : prompts) {
-      Result r;
-      e->submit(greedy(p, n, r));
+      Collected r;
+      e->submit(greedy_request(p, n, r));
       wait(r);
       alone.push_back(r.ids);
     }
     EXPECT_EQ(alone[0], ref.greedy) << "greedy tokens differ from transformers";
     EXPECT_EQ(run_together(*e, prompts, n), alone) << "batched differs from alone";
-    Result again;
-    e->submit(greedy(prompts[0], n, again));
+    Collected again;
+    e->submit(greedy_request(prompts[0], n, again));
     wait(again);
     EXPECT_EQ(again.usage.cached_tokens, 32);  // two full 16-token blocks of the 48-token prompt
     EXPECT_EQ(again.ids, alone[0]) << "prefix-cache hit differs from cold";

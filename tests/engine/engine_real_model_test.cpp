@@ -4,11 +4,10 @@
 // model is not installed (scripts/setup.sh installs it).
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 
 #include "formats/model_source.h"
+#include "greedy_collector.h"
 #include "memra/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,13 +25,7 @@ const char* const kPrompts[] = {
     "Water boils at a temperature of",
 };
 
-struct Result {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> ids;
-  Usage usage;
-  bool done = false;
-};
+using test::Collected;
 
 class RealModel : public ::testing::Test {
  protected:
@@ -47,32 +40,15 @@ class RealModel : public ::testing::Test {
     return Engine::create(o);
   }
 
-  static Request request(const Engine& e, const char* text, Result& r) {
-    Request q;
-    q.prompt = e.tokenizer().encode(text, EncodeOptions{true, false});
-    q.sampling.temperature = 0.0f;
-    q.stop.max_tokens = kGen;
-    q.stop.ignore_eos = true;
-    q.sink = [&r](const StreamEvent& ev) {
-      std::lock_guard lock(r.mu);
-      for (const auto& t : ev.tokens) r.ids.push_back(t.id);
-      r.usage = ev.usage;
-      if (ev.finish != FinishReason::none) {
-        r.done = true;
-        r.cv.notify_all();
-      }
-    };
-    return q;
+  static Request request(const Engine& e, const char* text, Collected& r) {
+    return test::greedy_request(e.tokenizer().encode(text, EncodeOptions{true, false}), kGen, r);
   }
 
-  static void wait(Result& r) {
-    std::unique_lock lock(r.mu);
-    ASSERT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(300), [&] { return r.done; }));
-  }
+  static void wait(Collected& r) { test::wait_done(r, std::chrono::seconds(300)); }
 
   // Runs all prompts at once on `e` and returns their tokens.
   static std::vector<std::vector<int32_t>> run_all(Engine& e) {
-    std::vector<Result> results(std::size(kPrompts));
+    std::vector<Collected> results(std::size(kPrompts));
     for (size_t i = 0; i < results.size(); ++i) e.submit(request(e, kPrompts[i], results[i]));
     std::vector<std::vector<int32_t>> out;
     for (auto& r : results) {
@@ -88,7 +64,7 @@ TEST_F(RealModel, GreedyIsInvariantToBatchingCachingChunkingAndPreemption) {
   {
     auto e = make({});
     for (const char* p : kPrompts) {
-      Result r;
+      Collected r;
       e->submit(request(*e, p, r));
       wait(r);
       ASSERT_EQ(r.ids.size(), static_cast<size_t>(kGen));
@@ -97,7 +73,7 @@ TEST_F(RealModel, GreedyIsInvariantToBatchingCachingChunkingAndPreemption) {
     // Batched: all four in the same steps.
     EXPECT_EQ(run_all(*e), alone) << "batched differs from alone";
     // Prefix cache: the same prompt again reuses its full blocks.
-    Result again;
+    Collected again;
     e->submit(request(*e, kPrompts[1], again));
     wait(again);
     EXPECT_GT(again.usage.cached_tokens, 0);
