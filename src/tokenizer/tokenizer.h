@@ -30,6 +30,9 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const gguf::Metadata& metadata);
   // From a folder with tokenizer.json (and tokenizer_config.json when present).
   static std::unique_ptr<Tokenizer> from_hf_folder(const std::string& folder);
+  // From a model source as users name it (model_source_resolve): a folder loads tokenizer.json,
+  // anything else is opened as GGUF. Only the metadata is read; no weights are touched.
+  static std::unique_ptr<Tokenizer> from_source(const std::string& source);
   // Writes this tokenizer as GGUF tokenizer.ggml.* keys (for `memra convert`).
   virtual void to_gguf(gguf::Metadata& out) const = 0;
 

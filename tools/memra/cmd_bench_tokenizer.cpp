@@ -5,14 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "commands.h"
 #include "core/error.h"
-#include "formats/gguf.h"
 #include "formats/model_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -147,12 +145,6 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-std::unique_ptr<Tokenizer> load(const std::string& source) {
-  const std::string path = model_source_resolve(source).path;
-  if (std::filesystem::is_directory(path)) return Tokenizer::from_hf_folder(path);
-  return Tokenizer::from_gguf(gguf::File::open(path).metadata());
-}
-
 int run_bench_tokenizer(const Args& args) {
   std::string source, file;
   double mb = 8;
@@ -182,7 +174,7 @@ int run_bench_tokenizer(const Args& args) {
   if (mb <= 0 || mb > 1024 || runs < 1 || runs > 100)
     fail(ErrorCode::invalid_argument, "--mb must be in (0, 1024] and --runs in [1, 100]");
   if (source.empty()) source = model_source_default_path();
-  const auto tok = load(source);
+  const auto tok = Tokenizer::from_source(source);
   std::string text;
   if (file.empty()) {
     text = english_text(static_cast<size_t>(mb * 1e6));

@@ -3,7 +3,6 @@
 // process. Texts may be given as hex bytes to test invalid UTF-8.
 #include <charconv>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,7 +11,6 @@
 
 #include "commands.h"
 #include "core/error.h"
-#include "formats/gguf.h"
 #include "formats/model_source.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_text.h"
@@ -33,13 +31,6 @@ constexpr const char* kUsage =
     "                    {\"results\": [{\"ids\", \"decoded\", \"streamed\"}]}\n"
     "  --no-add-special  do not add BOS/EOS\n"
     "  --parse-special   let special tokens written in the text match\n";
-
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& source) {
-  const std::string path = model_source_resolve(source).path;
-  if (std::filesystem::is_directory(path)) return Tokenizer::from_hf_folder(path);
-  const gguf::File file = gguf::File::open(path);
-  return Tokenizer::from_gguf(file.metadata());
-}
 
 std::string from_hex(const std::string& hex) {
   if (hex.size() % 2) fail(ErrorCode::invalid_argument, "hex text has an odd number of digits");
@@ -107,7 +98,7 @@ int run_tokenize(const Args& args) {
   }
   if (source.empty()) source = model_source_default_path();
   if (!have_text && batch.empty()) fail(ErrorCode::invalid_argument, "give --text or --batch");
-  const auto tok = load_tokenizer(source);
+  const auto tok = Tokenizer::from_source(source);
   if (!batch.empty()) {
     std::stringstream buffer;
     if (batch == "-") {
