@@ -21,11 +21,11 @@ struct GrammarNode;  // internal; see grammar_nodes.h
 
 // Limits that keep a grammar, and what it lets a model write, bounded.
 struct GrammarLimits {
-  int32_t max_nodes = 4096;           // compiled nodes per grammar
-  int32_t max_depth = 32;             // JSON nesting in generated text
-  int32_t max_whitespace_run = 16;    // bytes of whitespace in a row between JSON tokens
-  int32_t max_number_bytes = 32;      // one JSON number
-  int32_t max_choices = 64;           // enum values, object properties, tools
+  int32_t max_nodes = 4096;         // compiled nodes per grammar
+  int32_t max_depth = 32;           // JSON nesting in generated text
+  int32_t max_whitespace_run = 16;  // bytes of whitespace in a row between JSON tokens
+  int32_t max_number_bytes = 32;    // one JSON number
+  int32_t max_choices = 64;         // enum values, object properties, tools
 };
 
 class Grammar {
@@ -57,8 +57,8 @@ class GrammarBuilder {
   explicit GrammarBuilder(GrammarLimits limits = {});
   ~GrammarBuilder();
 
-  Node literal(std::string text);                 // exactly these bytes
-  Node sequence(std::vector<Node> items);         // one after another
+  Node literal(std::string text);          // exactly these bytes
+  Node sequence(std::vector<Node> items);  // one after another
   // One of several alternatives, chosen by its literal key (no key may be a prefix of another;
   // keys are non-empty); the key's bytes are written, then its continuation (kEnd: nothing).
   Node keyed_choice(std::vector<std::pair<std::string, Node>> alternatives);
@@ -80,8 +80,9 @@ class GrammarBuilder {
   std::unique_ptr<Impl> impl_;
 };
 
-// The byte-level matcher: a pushdown state over a grammar. Copying is cheap (the stack is
-// persistent and shared between copies), which is what token-mask computation relies on.
+// The byte-level matcher: a pushdown state over a grammar. Copying is cheap (the stack is a small
+// vector of frames, one per open node); token-mask computation steps linked copies of it whose
+// lower frames are shared, allocated from an arena (see matcher_core.h).
 class GrammarMatcher {
  public:
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);

@@ -1,0 +1,595 @@
+// The byte-level pushdown matcher: one feed function per node kind, and the step loop that pushes,
+// pops and re-feeds. A frame that pushes a child first advances its own phase to "after the
+// child", so a finished child simply pops. A frame that may end (a number, an enum whose value is
+// a prefix of another, a repeat past its minimum) pops and hands on a byte it cannot take.
+// Every state reachable by accepted bytes can still be completed (no dead ends: e.g. a \u escape
+// that could only become a lone low surrogate is refused at its second hex digit), so a token
+// mask never strands generation.
+#include "structured/matcher_core.h"
+#include "core/error.h"
+
+namespace memra::structured {
+
+namespace {
+
+enum class Feed : uint8_t {
+  consumed,    // byte taken, frame stays
+  done,        // byte taken, frame complete: pop it
+  reject,      // byte not allowed here
+  pop_refeed,  // frame complete without this byte: pop it, feed the byte below
+  push,        // push `child` above this frame and feed it the byte
+  replace,     // replace this frame with `child` and feed it the byte (union branch)
+  become,      // byte taken; replace this frame with a fresh `child` (choice continuation)
+};
+
+// Bound on push/pop transitions for one byte; a well-formed grammar needs a handful.
+constexpr int kMaxTransitions = 1024;
+
+bool is_ws(uint8_t c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+bool is_container(const GrammarNode* node) {
+  return node->kind == NodeKind::object || node->kind == NodeKind::array;
+}
+
+const GrammarNode* key_string_node() {
+  static const GrammarNode* node = [] {
+    auto* n = new GrammarNode();  // lives for the process: shared by every free-key object
+    n->kind = NodeKind::string;
+    n->first.set('"');
+    return n;
+  }();
+  return node;
+}
+
+bool start_frame(const GrammarNode* node, uint8_t base_depth, const GrammarLimits& limits,
+                 Frame& out) {
+  out = Frame{};
+  out.node = node;
+  out.depth = base_depth;
+  if (is_container(node)) {
+    if (base_depth + 1 > limits.max_depth) return false;
+    out.depth = static_cast<uint8_t>(base_depth + 1);
+  }
+  if (node->kind == NodeKind::choice) out.b = static_cast<uint32_t>(node->keys.size());
+  return true;
+}
+
+// ---- literal, sequence, choice, repeat, union: a = position / range begin, b = range end.
+
+Feed feed_literal(Frame& f, uint8_t byte) {
+  const std::string& text = f.node->text;
+  if (static_cast<uint8_t>(text[f.a]) != byte) return Feed::reject;
+  return ++f.a == text.size() ? Feed::done : Feed::consumed;
+}
+
+Feed feed_sequence(Frame& f, const GrammarNode*& child) {
+  if (f.a == f.node->items.size()) return Feed::pop_refeed;
+  child = f.node->items[f.a++];
+  return Feed::push;
+}
+
+// Choice frame: keys [a, b) share the first `mask` bytes already written; the sorted order keeps
+// the keys continuing with any one byte contiguous, and a complete key first in its range.
+bool choice_can_end(const Frame& f) {
+  const GrammarNode* n = f.node;
+  return f.mask > 0 && n->keys[f.a].size() == f.mask && n->next[f.a] == nullptr;
+}
+
+Feed feed_choice(Frame& f, uint8_t byte, const GrammarNode*& child) {
+  const std::vector<std::string>& keys = f.node->keys;
+  const size_t pos = f.mask;
+  uint32_t lo = f.b, hi = f.b;
+  for (uint32_t k = f.a; k < f.b; ++k) {
+    if (keys[k].size() > pos && static_cast<uint8_t>(keys[k][pos]) == byte) {
+      if (lo == f.b) lo = k;
+      hi = k + 1;
+    } else if (lo != f.b) {
+      break;
+    }
+  }
+  if (lo == f.b) return choice_can_end(f) ? Feed::pop_refeed : Feed::reject;
+  f.a = lo;
+  f.b = hi;
+  f.mask = pos + 1;
+  if (keys[lo].size() == pos + 1 && hi - lo == 1) {
+    child = f.node->next[lo];
+    return child ? Feed::become : Feed::done;
+  }
+  return Feed::consumed;
+}
+
+enum RepeatPhase : uint8_t { kNeedItem, kAfterItem, kSeparator };
+
+Feed feed_repeat(Frame& f, uint8_t byte, const GrammarNode*& child) {
+  const GrammarNode* n = f.node;
+  const std::string& sep = n->text;
+  switch (f.phase) {
+    case kNeedItem:
+      ++f.a;
+      f.phase = kAfterItem;
+      child = n->item;
+      return Feed::push;
+    case kAfterItem:
+      if (f.a < n->max) {
+        if (sep.empty() && n->item->first.test(byte)) {
+          ++f.a;
+          child = n->item;
+          return Feed::push;
+        }
+        if (!sep.empty() && static_cast<uint8_t>(sep[0]) == byte) {
+          f.phase = sep.size() == 1 ? kNeedItem : kSeparator;
+          f.b = 1;
+          return Feed::consumed;
+        }
+      }
+      return f.a >= n->min ? Feed::pop_refeed : Feed::reject;
+    default:
+      if (static_cast<uint8_t>(sep[f.b]) != byte) return Feed::reject;
+      if (++f.b == sep.size()) f.phase = kNeedItem;
+      return Feed::consumed;
+  }
+}
+
+Feed feed_union(Frame& f, uint8_t byte, const GrammarNode*& child) {
+  const uint8_t branch = f.node->union_table[byte];
+  if (branch == 0xff) return Feed::reject;
+  child = f.node->items[branch];
+  return Feed::replace;
+}
+
+// ---- JSON strings: UTF-8 validated byte by byte; a = continuation bytes or escape unit,
+// b = \u value so far, pos = hex digits or (UTF-8: next byte's lowest | highest << 8).
+
+enum StringPhase : uint8_t { kOpen, kBody, kEscape, kHex, kPairBackslash, kPairU, kUtf8 };
+
+Feed utf8_lead(Frame& f, uint8_t c) {
+  uint32_t more = 0, lo = 0x80, hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) {
+    more = 1;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    more = 2;
+    if (c == 0xe0) lo = 0xa0;  // no overlong 3-byte forms
+    if (c == 0xed) hi = 0x9f;  // no UTF-16 surrogates
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    more = 3;
+    if (c == 0xf0) lo = 0x90;  // no overlong 4-byte forms
+    if (c == 0xf4) hi = 0x8f;  // nothing above U+10FFFF
+  } else {
+    return Feed::reject;
+  }
+  f.a = more;
+  f.pos = static_cast<uint16_t>(lo | hi << 8);
+  f.phase = kUtf8;
+  return Feed::consumed;
+}
+
+int hex_value(uint8_t c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A hex digit of \uXXXX; refused as soon as the unit can only end up an unpaired surrogate.
+Feed string_hex(Frame& f, uint8_t byte) {
+  const int h = hex_value(byte);
+  if (h < 0) return Feed::reject;
+  const uint32_t value = f.b * 16 + static_cast<uint32_t>(h);
+  const uint32_t digits = f.pos + 1u;
+  const uint32_t shift = 4 * (4 - digits);
+  const uint32_t low = value << shift, high = low + (1u << shift) - 1;
+  const bool low_surrogate_only = low >= 0xdc00 && high <= 0xdfff;
+  const bool may_be_low_surrogate = high >= 0xdc00 && low <= 0xdfff;
+  if (f.a == 0 ? low_surrogate_only : !may_be_low_surrogate) return Feed::reject;
+  f.b = value;
+  f.pos = static_cast<uint16_t>(digits);
+  if (digits == 4)
+    f.phase = (f.a == 0 && value >= 0xd800 && value <= 0xdbff) ? kPairBackslash : kBody;
+  return Feed::consumed;
+}
+
+Feed feed_string(Frame& f, uint8_t byte) {
+  switch (f.phase) {
+    case kOpen:
+      if (byte != '"') return Feed::reject;
+      f.phase = kBody;
+      return Feed::consumed;
+    case kBody:
+      if (byte == '"') return Feed::done;
+      if (byte == '\\') {
+        f.phase = kEscape;
+        return Feed::consumed;
+      }
+      if (byte < 0x20) return Feed::reject;
+      if (byte < 0x80) return Feed::consumed;
+      return utf8_lead(f, byte);
+    case kUtf8: {
+      if (byte < (f.pos & 0xff) || byte > (f.pos >> 8)) return Feed::reject;
+      if (--f.a == 0) f.phase = kBody;
+      f.pos = static_cast<uint16_t>(0x80 | 0xbf << 8);
+      return Feed::consumed;
+    }
+    case kEscape:
+      if (byte == 'u') {
+        f.phase = kHex;
+        f.a = 0;
+        f.b = 0;
+        f.pos = 0;
+        return Feed::consumed;
+      }
+      if (byte != '"' && byte != '\\' && byte != '/' && byte != 'b' && byte != 'f' && byte != 'n' &&
+          byte != 'r' && byte != 't') {
+        return Feed::reject;
+      }
+      f.phase = kBody;
+      return Feed::consumed;
+    case kHex:
+      return string_hex(f, byte);
+    case kPairBackslash:
+      if (byte != '\\') return Feed::reject;
+      f.phase = kPairU;
+      return Feed::consumed;
+    default:  // kPairU
+      if (byte != 'u') return Feed::reject;
+      f.phase = kHex;
+      f.a = 1;
+      f.b = 0;
+      f.pos = 0;
+      return Feed::consumed;
+  }
+}
+
+// ---- JSON numbers: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, a = bytes written.
+
+enum NumberPhase : uint8_t {
+  kStart,
+  kMinus,
+  kZero,
+  kInt,
+  kDot,
+  kFrac,
+  kExp,
+  kExpSign,
+  kExpDigits,
+  kNone = 0xff
+};
+
+bool number_can_end(uint8_t phase) {
+  return phase == kZero || phase == kInt || phase == kFrac || phase == kExpDigits;
+}
+
+uint8_t number_next(uint8_t phase, uint8_t c, bool integer) {
+  const bool digit = c >= '0' && c <= '9';
+  const bool exp = !integer && (c == 'e' || c == 'E');
+  switch (phase) {
+    case kStart:
+      if (c == '-') return kMinus;
+      [[fallthrough]];
+    case kMinus:
+      return c == '0' ? kZero : digit ? kInt : kNone;
+    case kInt:
+      if (digit) return kInt;
+      [[fallthrough]];
+    case kZero:
+      return (!integer && c == '.') ? kDot : exp ? kExp : kNone;
+    case kDot:
+      return digit ? kFrac : kNone;
+    case kFrac:
+      return digit ? kFrac : exp ? kExp : kNone;
+    case kExp:
+      if (c == '+' || c == '-') return kExpSign;
+      [[fallthrough]];
+    case kExpSign:
+    case kExpDigits:
+      return digit ? kExpDigits : kNone;
+    default:
+      return kNone;
+  }
+}
+
+Feed feed_number(Frame& f, uint8_t byte, const GrammarLimits& limits) {
+  const uint8_t next = number_next(f.phase, byte, f.node->kind == NodeKind::integer);
+  // A byte that leaves a digit still to come must leave room for it.
+  const uint32_t need = (next == kMinus || next == kDot || next == kExp || next == kExpSign);
+  if (next == kNone || f.a + 1 + need > static_cast<uint32_t>(limits.max_number_bytes)) {
+    return number_can_end(f.phase) ? Feed::pop_refeed : Feed::reject;
+  }
+  ++f.a;
+  f.phase = next;
+  return Feed::consumed;
+}
+
+// ---- JSON objects: mask = declared properties written; while matching a key, [a, b) is the
+// range of declared keys (sorted) sharing the `pos` bytes written; after it, a = the property.
+
+enum ObjectPhase : uint8_t {
+  kObjOpen,
+  kObjAfterOpen,
+  kObjAfterComma,
+  kObjKey,
+  kObjColon,
+  kObjValue,
+  kObjAfterValue
+};
+
+bool object_free_keys(const GrammarNode* n) {
+  return n->properties.empty() && n->additional != nullptr;
+}
+
+Feed object_start_key(Frame& f, const GrammarNode*& child) {
+  const GrammarNode* n = f.node;
+  f.phase = kObjColon;
+  if (object_free_keys(n)) {
+    child = key_string_node();
+    return Feed::push;  // the string frame takes the opening quote
+  }
+  if (n->properties.empty()) return Feed::reject;
+  f.phase = kObjKey;
+  f.a = 0;
+  f.b = static_cast<uint32_t>(n->properties.size());
+  f.pos = 0;
+  return Feed::consumed;
+}
+
+Feed object_key_byte(Frame& f, uint8_t byte) {
+  const std::vector<ObjectProperty>& props = f.node->properties;
+  const size_t pos = f.pos;
+  uint32_t lo = f.b, hi = f.b;
+  bool unused = false;
+  for (uint32_t k = f.a; k < f.b; ++k) {
+    const std::string& key = props[k].key_text;
+    if (key.size() > pos && static_cast<uint8_t>(key[pos]) == byte) {
+      if (lo == f.b) lo = k;
+      hi = k + 1;
+      unused = unused || ((f.mask >> k) & 1) == 0;
+    } else if (lo != f.b) {
+      break;
+    }
+  }
+  if (!unused) return Feed::reject;
+  f.a = lo;
+  f.b = hi;
+  f.pos = static_cast<uint16_t>(pos + 1);
+  // Keys end with their closing quote, so a complete key is the only one left in its range.
+  if (props[lo].key_text.size() == pos + 1) {
+    f.mask |= uint64_t{1} << lo;
+    f.phase = kObjColon;
+  }
+  return Feed::consumed;
+}
+
+Feed feed_object(Frame& f, uint8_t byte, const GrammarLimits& limits, const GrammarNode*& child) {
+  const GrammarNode* n = f.node;
+  if (f.phase != kObjOpen && f.phase != kObjKey && is_ws(byte)) {
+    if (f.ws >= limits.max_whitespace_run) return Feed::reject;
+    ++f.ws;
+    return Feed::consumed;
+  }
+  f.ws = 0;
+  const size_t n_props = n->properties.size();
+  const uint64_t all = n_props == 64 ? ~uint64_t{0} : (uint64_t{1} << n_props) - 1;
+  switch (f.phase) {
+    case kObjOpen:
+      if (byte != '{') return Feed::reject;
+      f.phase = kObjAfterOpen;
+      return Feed::consumed;
+    case kObjAfterOpen:
+      if (byte == '}') return n->required_mask == 0 ? Feed::done : Feed::reject;
+      return byte == '"' ? object_start_key(f, child) : Feed::reject;
+    case kObjAfterComma:
+      return byte == '"' ? object_start_key(f, child) : Feed::reject;
+    case kObjKey:
+      return object_key_byte(f, byte);
+    case kObjColon:
+      if (byte != ':') return Feed::reject;
+      f.phase = kObjValue;
+      return Feed::consumed;
+    case kObjValue:
+      f.phase = kObjAfterValue;
+      child = object_free_keys(n) ? n->additional : n->properties[f.a].value;
+      return Feed::push;
+    default:  // kObjAfterValue
+      if (byte == ',') {
+        if (!object_free_keys(n) && f.mask == all) return Feed::reject;
+        f.phase = kObjAfterComma;
+        return Feed::consumed;
+      }
+      if (byte == '}') {
+        return (f.mask & n->required_mask) == n->required_mask ? Feed::done : Feed::reject;
+      }
+      return Feed::reject;
+  }
+}
+
+// ---- JSON arrays: a = items started.
+
+enum ArrayPhase : uint8_t { kArrOpen, kArrAfterOpen, kArrAfterComma, kArrAfterValue };
+
+Feed feed_array(Frame& f, uint8_t byte, const GrammarLimits& limits, const GrammarNode*& child) {
+  const GrammarNode* n = f.node;
+  if (f.phase != kArrOpen && is_ws(byte)) {
+    if (f.ws >= limits.max_whitespace_run) return Feed::reject;
+    ++f.ws;
+    return Feed::consumed;
+  }
+  f.ws = 0;
+  switch (f.phase) {
+    case kArrOpen:
+      if (byte != '[') return Feed::reject;
+      f.phase = kArrAfterOpen;
+      return Feed::consumed;
+    case kArrAfterOpen:
+      if (byte == ']') return n->min == 0 ? Feed::done : Feed::reject;
+      if (n->max == 0) return Feed::reject;
+      [[fallthrough]];
+    case kArrAfterComma:
+      ++f.a;
+      f.phase = kArrAfterValue;
+      child = n->item;
+      return Feed::push;
+    default:  // kArrAfterValue
+      if (byte == ',') {
+        if (f.a >= n->max) return Feed::reject;
+        f.phase = kArrAfterComma;
+        return Feed::consumed;
+      }
+      if (byte == ']') return f.a >= n->min ? Feed::done : Feed::reject;
+      return Feed::reject;
+  }
+}
+
+Feed feed_frame(Frame& f, uint8_t byte, const GrammarLimits& limits, const GrammarNode*& child) {
+  switch (f.node->kind) {
+    case NodeKind::literal:
+      return feed_literal(f, byte);
+    case NodeKind::sequence:
+      return feed_sequence(f, child);
+    case NodeKind::choice:
+      return feed_choice(f, byte, child);
+    case NodeKind::repeat:
+      return feed_repeat(f, byte, child);
+    case NodeKind::string:
+      return feed_string(f, byte);
+    case NodeKind::number:
+    case NodeKind::integer:
+      return feed_number(f, byte, limits);
+    case NodeKind::object:
+      return feed_object(f, byte, limits, child);
+    case NodeKind::array:
+      return feed_array(f, byte, limits, child);
+    case NodeKind::union_:
+      return feed_union(f, byte, child);
+    case NodeKind::unresolved:
+      break;
+  }
+  return Feed::reject;
+}
+
+// A frame with nothing left to match (popped eagerly so finished() sees an empty stack).
+bool frame_done(const Frame& f) {
+  const GrammarNode* n = f.node;
+  if (n->kind == NodeKind::sequence) return f.a == n->items.size();
+  if (n->kind == NodeKind::repeat) return f.phase == kAfterItem && f.a == n->max;
+  return false;
+}
+
+bool frame_can_end(const Frame& f) {
+  const GrammarNode* n = f.node;
+  switch (n->kind) {
+    case NodeKind::sequence:
+      return f.a == n->items.size();
+    case NodeKind::choice:
+      return choice_can_end(f);
+    case NodeKind::repeat:
+      return f.phase == kAfterItem && f.a >= n->min;
+    case NodeKind::number:
+    case NodeKind::integer:
+      return number_can_end(f.phase);
+    default:
+      return false;
+  }
+}
+
+void pop(Cursor& c) {
+  if (c.below == nullptr) {
+    c.empty = true;
+    return;
+  }
+  c.top = c.below->frame;
+  c.below = c.below->below;
+}
+
+void settle(Cursor& c) {
+  while (!c.empty && frame_done(c.top)) pop(c);
+}
+
+}  // namespace
+
+Cursor cursor_start(const Grammar& grammar) {
+  Cursor c;
+  if (!start_frame(grammar.root(), 0, grammar.limits(), c.top)) {
+    fail(ErrorCode::internal, "grammar root deeper than max_depth");
+  }
+  return c;
+}
+
+bool cursor_step(Cursor& c, uint8_t byte, LinkArena& arena, const GrammarLimits& limits) {
+  for (int i = 0; i < kMaxTransitions; ++i) {
+    if (c.empty) return false;
+    const GrammarNode* child = nullptr;
+    switch (feed_frame(c.top, byte, limits, child)) {
+      case Feed::consumed:
+        return true;
+      case Feed::done:
+        pop(c);
+        settle(c);
+        return true;
+      case Feed::reject:
+        return false;
+      case Feed::pop_refeed:
+        pop(c);
+        break;
+      case Feed::push: {
+        const uint8_t base = c.top.depth;
+        c.below = arena.make(c.top, c.below);
+        if (!start_frame(child, base, limits, c.top)) return false;
+        break;
+      }
+      case Feed::replace:
+        if (!start_frame(child, c.top.depth, limits, c.top)) return false;
+        break;
+      case Feed::become:
+        return start_frame(child, c.top.depth, limits, c.top);
+    }
+  }
+  return false;
+}
+
+bool cursor_accepting(const Cursor& c) {
+  if (c.empty) return true;
+  if (!frame_can_end(c.top)) return false;
+  for (const Link* link = c.below; link; link = link->below) {
+    if (!frame_can_end(link->frame)) return false;
+  }
+  return true;
+}
+
+std::vector<Frame> cursor_frames(const Cursor& c) {
+  std::vector<Frame> frames;
+  if (c.empty) return frames;
+  frames.push_back(c.top);
+  for (const Link* link = c.below; link; link = link->below) frames.push_back(link->frame);
+  return {frames.rbegin(), frames.rend()};
+}
+
+Cursor cursor_from_frames(const std::vector<Frame>& frames, LinkArena& arena) {
+  Cursor c;
+  if (frames.empty()) {
+    c.empty = true;
+    return c;
+  }
+  for (size_t i = 0; i + 1 < frames.size(); ++i) c.below = arena.make(frames[i], c.below);
+  c.top = frames.back();
+  return c;
+}
+
+std::string frames_key(const std::vector<Frame>& frames) {
+  std::string key;
+  key.reserve(frames.size() * 30);
+  auto put = [&key](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  for (const Frame& f : frames) {
+    put(f.node);
+    put(f.mask);
+    put(f.a);
+    put(f.b);
+    put(f.pos);
+    put(f.phase);
+    put(f.depth);
+    put(f.ws);
+  }
+  return key;
+}
+
+}  // namespace memra::structured
