@@ -253,8 +253,23 @@ GrammarBuilder::Node GrammarBuilder::any_json_value() {
 
 std::shared_ptr<const Grammar> GrammarBuilder::build(Node root) {
   GrammarNode* root_node = impl_->node(root);
+  // Only nodes reachable from the root matter (a schema that failed to compile may have left
+  // unfinished nodes behind in this builder).
   FirstSets first(impl_->nodes.size());
-  for (auto& node : impl_->nodes) first.of(node.get());
+  std::vector<bool> seen(impl_->nodes.size(), false);
+  std::vector<const GrammarNode*> todo = {root_node};
+  while (!todo.empty()) {
+    const GrammarNode* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || seen[static_cast<size_t>(node->id)]) continue;
+    seen[static_cast<size_t>(node->id)] = true;
+    first.of(const_cast<GrammarNode*>(node));
+    todo.insert(todo.end(), node->items.begin(), node->items.end());
+    todo.insert(todo.end(), node->next.begin(), node->next.end());
+    todo.push_back(node->item);
+    todo.push_back(node->additional);
+    for (const ObjectProperty& prop : node->properties) todo.push_back(prop.value);
+  }
   std::shared_ptr<Grammar> grammar(new Grammar());
   grammar->root_ = root_node;
   grammar->limits_ = impl_->limits;

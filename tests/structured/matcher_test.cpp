@@ -87,6 +87,15 @@ TEST(StructuredMatcher, BuilderRefusesBadPrimitives) {
   EXPECT_THROW(c.keyed_choice({{"a", c.kEnd}, {"b", c.kEnd}, {"c", c.kEnd}}), Error);
 }
 
+TEST(StructuredMatcher, BuilderSurvivesARefusedSchema) {
+  GrammarBuilder b;
+  EXPECT_THROW(b.json_schema(json{{"$ref", "#/$defs/a"},
+                                  {"$defs", {{"a", {{"type", "string"}, {"pattern", "x"}}}}}}),
+               Error);
+  const auto g = b.build(b.sequence({b.literal("ok:"), b.json_schema(json{{"type", "null"}})}));
+  EXPECT_TRUE(accepts(g, "ok:null"));
+}
+
 TEST(StructuredMatcher, AnyValue) {
   const auto g = any_value_grammar();
   for (const char* ok :
