@@ -6,6 +6,8 @@
 // that could only become a lone low surrogate is refused at its second hex digit), so a token
 // mask never strands generation.
 #include "structured/matcher_core.h"
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace memra::structured {
@@ -185,8 +187,11 @@ Feed string_hex(Frame& f, uint8_t byte) {
   if (f.a == 0 ? low_surrogate_only : !may_be_low_surrogate) return Feed::reject;
   f.b = value;
   f.pos = static_cast<uint16_t>(digits);
-  if (digits == 4)
-    f.phase = (f.a == 0 && value >= 0xd800 && value <= 0xdbff) ? kPairBackslash : kBody;
+  if (digits == 4) {
+    const bool high_surrogate = f.a == 0 && value >= 0xd800 && value <= 0xdbff;
+    f.phase = high_surrogate ? kPairBackslash : kBody;
+    if (!high_surrogate) f.a = f.b = f.pos = 0;  // canonical in-string state
+  }
   return Feed::consumed;
 }
 
@@ -207,8 +212,11 @@ Feed feed_string(Frame& f, uint8_t byte) {
       return utf8_lead(f, byte);
     case kUtf8: {
       if (byte < (f.pos & 0xff) || byte > (f.pos >> 8)) return Feed::reject;
-      if (--f.a == 0) f.phase = kBody;
       f.pos = static_cast<uint16_t>(0x80 | 0xbf << 8);
+      if (--f.a == 0) {
+        f.phase = kBody;
+        f.pos = 0;  // back to one canonical in-string state, so token masks cache well
+      }
       return Feed::consumed;
     }
     case kEscape:
@@ -389,6 +397,7 @@ Feed feed_object(Frame& f, uint8_t byte, const GrammarLimits& limits, const Gram
     case kObjValue:
       f.phase = kObjAfterValue;
       child = object_free_keys(n) ? n->additional : n->properties[f.a].value;
+      f.a = f.b = f.pos = 0;  // key matching is over; equal stacks then cache equal masks
       return Feed::push;
     default:  // kObjAfterValue
       if (byte == ',') {
@@ -426,6 +435,9 @@ Feed feed_array(Frame& f, uint8_t byte, const GrammarLimits& limits, const Gramm
       [[fallthrough]];
     case kArrAfterComma:
       ++f.a;
+      // Without maxItems, every count past minItems behaves the same: keep one, so the stacks
+      // of successive items are equal and their token masks come from the cache.
+      if (n->max == UINT32_MAX && f.a > n->min) f.a = std::max<uint32_t>(n->min, 1);
       f.phase = kArrAfterValue;
       child = n->item;
       return Feed::push;
