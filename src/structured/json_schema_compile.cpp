@@ -18,6 +18,12 @@ namespace {
 using nlohmann::json;
 
 constexpr int kMaxSchemaNesting = 64;  // schema objects inside schema objects (stack bound)
+constexpr size_t kMaxKeyBytes = 4096;  // one property name, escaped (the matcher counts in 16 bits)
+
+bool known_type(const std::string& type) {
+  return type == "string" || type == "number" || type == "integer" || type == "boolean" ||
+         type == "null" || type == "object" || type == "array";
+}
 
 const std::set<std::string>& annotation_keywords() {
   static const std::set<std::string> kSet = {"title",    "description", "default",  "examples",
@@ -207,6 +213,12 @@ class SchemaCompiler {
         fail(ErrorCode::invalid_argument,
              "'type' at {} must be a string or a non-empty list of strings", show(path));
       }
+      for (const std::string& type : types) {
+        if (!known_type(type)) {
+          fail(ErrorCode::invalid_argument, "'type' at {} names an unknown type '{}'", show(path),
+               type);
+        }
+      }
     } else {
       const bool object_keys =
           has(s, "properties") || has(s, "required") || has(s, "additionalProperties");
@@ -325,6 +337,10 @@ GrammarNode* SchemaCompiler::compile_object(const json& s, const std::string& pa
   for (const auto& [name, sub] : props.items()) {
     ObjectProperty prop;
     prop.key_text = json(name).dump().substr(1);  // escaped key and closing quote
+    if (prop.key_text.size() > kMaxKeyBytes) {
+      fail(ErrorCode::invalid_argument, "a property name at {} is longer than {} bytes", show(path),
+           kMaxKeyBytes);
+    }
     prop.value = compile(sub, join(join(path, "properties"), name));
     node->properties.push_back(std::move(prop));
   }
@@ -409,7 +425,11 @@ GrammarNode* SchemaCompiler::compile_array(const json& s, const std::string& pat
 
 GrammarNode* compile_json_schema(BuilderState& impl, const nlohmann::json& schema) {
   SchemaCompiler compiler(impl, schema);
-  return compiler.compile(schema, "");
+  try {
+    return compiler.compile(schema, "");
+  } catch (const json::exception& e) {  // e.g. a name or value that is not valid UTF-8
+    fail(ErrorCode::invalid_argument, "JSON schema cannot be used: {}", e.what());
+  }
 }
 
 }  // namespace memra::structured

@@ -92,6 +92,9 @@ TEST(StructuredSchema, MalformedSchemasAreInvalid) {
   expect_refused(json{{"type", "object"}, {"properties", {{"a", true}}}, {"required", {1}}}, bad,
                  {"required"});
   expect_refused(json{{"type", "strin"}}, bad, {"strin"});
+  expect_refused(json{{"type", {"string", "any"}}}, bad, {"'any'"});
+  expect_refused(json{{"type", "object"}, {"properties", {{std::string(5000, 'k'), true}}}}, bad,
+                 {"longer than"});
   expect_refused(json{{"type", json::array()}}, bad, {"type"});
   expect_refused(json{{"$ref", "#/$defs/missing"}}, bad, {"#/$defs/missing", "does not resolve"});
   expect_refused(json{{"type", "object"},
