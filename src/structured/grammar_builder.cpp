@@ -79,6 +79,10 @@ class FirstSets {
   // The union's branch per first byte. Integer and number branches overlap on every byte they
   // start with; the number branch covers both, so it wins. Any other overlap would need lookahead.
   std::bitset<256> union_first(GrammarNode* node) {
+    if (node->items.size() >= kNoBranch) {
+      fail(ErrorCode::invalid_argument, "JSON schema at {} has {} alternatives; the limit is {}",
+           node->path.empty() ? "the top level" : node->path, node->items.size(), kNoBranch - 1);
+    }
     node->union_table.assign(256, kNoBranch);
     std::bitset<256> all;
     for (size_t j = 0; j < node->items.size(); ++j) {

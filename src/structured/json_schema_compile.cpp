@@ -151,6 +151,10 @@ class SchemaCompiler {
         node->items.push_back(branch);
       }
     }
+    if (node->items.size() > static_cast<size_t>(impl_.limits.max_choices)) {
+      fail(ErrorCode::invalid_argument, "JSON schema at {} has {} alternatives; the limit is {}",
+           show(path), node->items.size(), impl_.limits.max_choices);
+    }
     return node;
   }
 

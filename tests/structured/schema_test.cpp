@@ -137,6 +137,9 @@ TEST(StructuredSchema, LimitsAreEnforced) {
   expect_refused(json{{"enum", {1, 2, 3, 4}}}, ErrorCode::invalid_argument, {"limit is 3"}, limits);
   expect_refused(json{{"type", "object"}, {"properties", props}}, ErrorCode::invalid_argument,
                  {"limit is 3"}, limits);
+  json branches = json::array();
+  for (int i = 0; i < 5; ++i) branches.push_back({{"type", "integer"}});
+  expect_refused(json{{"anyOf", branches}}, ErrorCode::invalid_argument, {"alternatives"}, limits);
   json many = json::object();
   for (int i = 0; i < 65; ++i) many[fmt::format("p{}", i)] = true;
   limits.max_choices = 1000;
