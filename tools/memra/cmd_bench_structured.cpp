@@ -1,4 +1,4 @@
-// memra-bench-structured: the cost of grammar-constrained decoding on a real vocabulary (default:
+// `memra bench-structured`: the cost of grammar-constrained decoding on a real vocabulary (default:
 // the packaged Gemma 3 270M, 262,144 tokens): building the vocabulary trie once per model, an
 // uncached token mask at a structural position and inside a JSON string, and a cached mask.
 // Prints median, min and max over several runs, in wall and this thread's CPU milliseconds.
@@ -11,19 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "core/error.h"
 #include "formats/model_source.h"
 #include "structured/token_constraint.h"
 #include "tokenizer/tokenizer.h"
 
-namespace memra {
+namespace memra::cli {
 
 namespace {
 
 using structured::TokenConstraint;
 
 constexpr const char* kUsage =
-    "usage: memra-bench-structured [-m SOURCE] [--runs N]\n"
+    "usage: memra bench-structured [-m SOURCE] [--runs N]\n"
     "  -m SOURCE   GGUF file or Hugging Face folder (default: the packaged Gemma 3 270M)\n"
     "  --runs N    timed runs per figure (default 7)\n";
 
@@ -73,7 +74,7 @@ void drive(TokenConstraint& c, const std::vector<int32_t>& byte_ids, const std::
   }
 }
 
-int run_bench_structured(const std::vector<std::string>& args) {
+int run_bench_structured(const Args& args) {
   std::string source;
   int runs = 7;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -90,7 +91,7 @@ int run_bench_structured(const std::vector<std::string>& args) {
     } else if (a == "--runs") {
       runs = std::stoi(value());
     } else {
-      fail(ErrorCode::invalid_argument, "unknown option '{}' (see memra-bench-structured --help)",
+      fail(ErrorCode::invalid_argument, "unknown option '{}' (see memra bench-structured --help)",
            a);
     }
   }
@@ -142,15 +143,10 @@ int run_bench_structured(const std::vector<std::string>& args) {
   return 0;
 }
 
+const Registration kReg{{"bench-structured",
+                         "time constrained-decoding token masks on a model's vocabulary",
+                         &run_bench_structured}};
+
 }  // namespace
 
-}  // namespace memra
-
-int main(int argc, char** argv) {
-  try {
-    return memra::run_bench_structured(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const memra::Error& e) {
-    std::fprintf(stderr, "memra-bench-structured: %s\n", e.what());
-    return memra::error_exit_code(e.code());
-  }
-}
+}  // namespace memra::cli
