@@ -16,6 +16,9 @@ namespace memra {
 
 class Tokenizer;
 class ChatTemplate;
+namespace structured {
+class Grammar;  // src/structured/grammar.h
+}
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy
@@ -74,6 +77,9 @@ struct Request {
   SamplingParams sampling;
   StopConditions stop;
   std::function<void(const StreamEvent&)> sink;
+  // Constrained decoding (structured output, forced tool calls): only text the grammar accepts is
+  // generated, and generation finishes with `stop` once the grammar is complete. Null: free text.
+  std::shared_ptr<const structured::Grammar> grammar;
 };
 
 struct EngineOptions {

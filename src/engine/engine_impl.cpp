@@ -19,6 +19,7 @@
 #include "engine/scheduler.h"
 #include "engine/stop_matcher.h"
 #include "models/model.h"
+#include "structured/token_constraint.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,6 +61,7 @@ struct Active : SeqState {
   Sampler sampler;
   StopMatcher stops;
   StreamDecoder decoder;
+  std::unique_ptr<structured::TokenConstraint> constraint;  // when request.grammar is set
   int32_t n_generated = 0;
 };
 
@@ -77,10 +79,12 @@ class EngineImpl final : public Engine {
 
  private:
   void validate(const Request& r) const;
+  std::shared_ptr<const structured::TokenVocabulary> vocabulary();
   void run();
   void step();
   void on_token(Active& a, const GeneratedToken& token);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
+  void finish_with_error(Active& a, std::string message);
   void deliver(Active& a, StreamEvent& event);
   void publish_stats();
 
@@ -93,6 +97,9 @@ class EngineImpl final : public Engine {
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
   std::vector<Active*> finished_;  // removed after the step's events are out
+  // The token trie for constrained decoding, built by the first request with a grammar.
+  std::once_flag vocabulary_once_;
+  std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -187,10 +194,31 @@ void EngineImpl::validate(const Request& r) const {
     if (id < 0 || id >= n_vocab_)
       fail(ErrorCode::invalid_argument, "stop token id {} is outside the vocabulary [0, {})", id,
            n_vocab_);
+  if (r.grammar && r.stop.ignore_eos)
+    fail(ErrorCode::invalid_argument,
+         "ignore_eos cannot be combined with a grammar: a complete grammar ends generation");
+}
+
+// Built on the submitting thread (a 262k vocabulary takes a noticeable moment), once per engine.
+std::shared_ptr<const structured::TokenVocabulary> EngineImpl::vocabulary() {
+  std::call_once(vocabulary_once_, [this] {
+    const Tokenizer& tok = *parts_.tokenizer;
+    std::vector<std::string> bytes(static_cast<size_t>(n_vocab_));
+    std::vector<bool> usable(static_cast<size_t>(n_vocab_), false);
+    for (int32_t id = 0; id < std::min(n_vocab_, tok.n_vocab()); ++id) {
+      usable[id] = !tok.is_special(id);
+      if (usable[id]) bytes[id] = tok.token_bytes(id);
+    }
+    vocabulary_ = std::make_shared<structured::TokenVocabulary>(bytes, usable, parts_.eos_ids);
+  });
+  return vocabulary_;
 }
 
 RequestId EngineImpl::submit(Request request) {
   validate(request);
+  std::unique_ptr<structured::TokenConstraint> constraint;
+  if (request.grammar)
+    constraint = std::make_unique<structured::TokenConstraint>(request.grammar, vocabulary());
   std::unique_lock lock(mu_);
   if (stopping_) fail(ErrorCode::resource_exhausted, "engine is shutting down");
   if (static_cast<int32_t>(inbox_.size()) + stats_.queued >= options_.max_queued)
@@ -198,6 +226,7 @@ RequestId EngineImpl::submit(Request request) {
   const RequestId id = next_id_++;
   const uint64_t seed = request.sampling.seed.value_or(seed_base_ ^ (id * 0x9e3779b97f4a7c15ull));
   auto a = std::make_unique<Active>(id, std::move(request), *parts_.tokenizer, seed);
+  a->constraint = std::move(constraint);
   a->order = id;
   a->tokens = a->request.prompt;
   inbox_.push_back(std::move(a));
@@ -296,10 +325,7 @@ void EngineImpl::step() {
     MEMRA_LOG_ERROR("engine step failed: {}", e.what());
     for (SeqState* seq : plan.seqs) {
       Active& a = static_cast<Active&>(*seq);
-      StreamEvent event;
-      event.error = e.what();
-      finish(a, event, FinishReason::error);
-      deliver(a, event);
+      finish_with_error(a, e.what());
     }
     return;
   }
@@ -315,7 +341,21 @@ void EngineImpl::step() {
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
     const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_vocab_));
-    on_token(a, a.sampler.sample(row));
+    if (!a.constraint) {
+      on_token(a, a.sampler.sample(row));
+      continue;
+    }
+    const structured::TokenMask& allowed = a.constraint->allowed();
+    if (std::none_of(allowed.words.begin(), allowed.words.end(), [](uint64_t w) { return w; })) {
+      finish_with_error(a, "the output grammar cannot continue with any token of this vocabulary");
+      continue;
+    }
+    GeneratedToken token = a.sampler.sample(row, &allowed);
+    if (!allowed.allows(token.id)) {  // only when every allowed logit is -inf or NaN
+      finish_with_error(a, "the model gave no finite logit to any token the output grammar allows");
+      continue;
+    }
+    on_token(a, token);
   }
   for (Active* a : finished_) active_.erase(a->id);
   finished_.clear();
@@ -326,6 +366,7 @@ void EngineImpl::step() {
 }
 
 void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
+  if (a.constraint) a.constraint->accept(token.id);
   a.sampler.accept(token.id);
   a.tokens.push_back(token.id);
   ++a.n_generated;
@@ -345,6 +386,8 @@ void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
     if (r.stopped) {
       reason = FinishReason::stop;
       event.matched_stop = std::move(r.matched);
+    } else if (a.constraint && a.constraint->finished()) {
+      reason = FinishReason::stop;  // the grammar is complete: only EOS could follow
     }
   }
   const int32_t ctx = parts_.info.context_length;
@@ -373,6 +416,13 @@ void EngineImpl::finish(Active& a, StreamEvent& event, FinishReason reason) {
   event.finish = reason;
   scheduler_->remove(&a);
   finished_.push_back(&a);
+}
+
+void EngineImpl::finish_with_error(Active& a, std::string message) {
+  StreamEvent event;
+  event.error = std::move(message);
+  finish(a, event, FinishReason::error);
+  deliver(a, event);
 }
 
 // Stamps usage on the event and hands it to the request's sink.

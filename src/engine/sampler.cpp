@@ -30,6 +30,18 @@ uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
 
+// -inf stays -inf through penalties, bias and temperature, so a masked token can never be drawn.
+void mask_disallowed(const structured::TokenMask& allowed, std::vector<float>& logits) {
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < allowed.words.size(); ++w) {
+    const uint64_t bits = allowed.words[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(logits.size(), (w + 1) * 64);
+    for (size_t id = w * 64; id < end; ++id)
+      if (!((bits >> (id & 63)) & 1)) logits[id] = kNever;
+  }
+}
+
 int32_t argmax(std::span<const float> v) {
   // First maximum wins, so ties resolve the same way on every run.
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -180,13 +192,15 @@ void Sampler::fill_logprobs(std::span<const float> raw, GeneratedToken& out) con
     out.top.push_back({ids[i], static_cast<float>(raw[ids[i]] - log_z)});
 }
 
-GeneratedToken Sampler::sample(std::span<const float> logits) {
+GeneratedToken Sampler::sample(std::span<const float> logits,
+                               const structured::TokenMask* allowed) {
   GeneratedToken out;
-  const bool plain = seen_.empty() && generated_.empty() && params_.logit_bias.empty();
+  const bool plain = seen_.empty() && generated_.empty() && params_.logit_bias.empty() && !allowed;
   if (greedy() && plain) {
     out.id = argmax(logits);
   } else {
     work_.assign(logits.begin(), logits.end());
+    if (allowed) mask_disallowed(*allowed, work_);
     apply_penalties(work_);
     out.id = greedy() ? argmax(work_) : draw(work_);
   }

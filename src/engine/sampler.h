@@ -1,9 +1,9 @@
 // Token sampling for one sequence: penalties, logit bias, temperature, top-k, top-p, min-p and a
 // per-request RNG, so the same seed and request give the same tokens whatever else is batched.
-// Order (as in llama.cpp's chain): repetition / presence / frequency penalties -> logit bias ->
-// greedy argmax, or temperature -> top-k -> top-p -> min-p -> draw. Log-probabilities are the
-// model's own log-softmax of the raw logits (before penalties, bias and temperature), as OpenAI
-// reports them.
+// Order (as in llama.cpp's chain): grammar mask -> repetition / presence / frequency penalties ->
+// logit bias -> greedy argmax, or temperature -> top-k -> top-p -> min-p -> draw. Log-probabilities
+// are the model's own log-softmax of the raw logits (before mask, penalties, bias and temperature),
+// as OpenAI reports them.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memra/engine.h"
+#include "structured/token_constraint.h"
 
 namespace memra {
 
@@ -34,8 +35,11 @@ class Sampler {
   // prompt: counted by the repetition penalty (HF applies it over prompt + generated tokens).
   Sampler(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed);
 
-  // Picks the next token from raw logits [n_vocab]; `scratch` is reused between calls.
-  GeneratedToken sample(std::span<const float> logits);
+  // Picks the next token from raw logits [n_vocab]. `allowed` (constrained decoding) removes every
+  // other token before the chain runs; it must allow at least one. Log-probabilities stay the
+  // model's own, unmasked.
+  GeneratedToken sample(std::span<const float> logits,
+                        const structured::TokenMask* allowed = nullptr);
   // Records a token the sequence generated (for the penalties).
   void accept(int32_t token);
   bool greedy() const { return params_.temperature <= 0.0f || params_.top_k == 1; }

@@ -7,8 +7,12 @@
 #include <condition_variable>
 #include <mutex>
 
+#include <regex>
+#include <set>
+
 #include "engine/engine_impl.h"
 #include "fake_model.h"
+#include "structured/grammar.h"
 
 namespace memra {
 namespace {
@@ -318,6 +322,70 @@ TEST(Engine, DestructionCancelsPendingRequests) {
     h.engine->submit(greedy_request(prompt_of(8), 200, c));
   }
   EXPECT_EQ(c.finish, FinishReason::cancelled);
+}
+
+// "yes" or "no", one to three times, comma-separated: every token is forced through the grammar,
+// whatever the (flat, sampled) logits prefer, and generation ends when the grammar is complete.
+std::shared_ptr<const structured::Grammar> yes_no_grammar() {
+  structured::GrammarBuilder b;
+  auto answer = b.keyed_choice(
+      {{"yes", structured::GrammarBuilder::kEnd}, {"no", structured::GrammarBuilder::kEnd}});
+  return b.build(b.repeat(answer, ", ", 1, 3));
+}
+
+TEST(Engine, GrammarConstrainsEverySampledToken) {
+  Harness h = start();
+  const std::regex valid("(yes|no)(, (yes|no)){0,2}");
+  std::vector<Collected> c(12);
+  for (int i = 0; i < 12; ++i) {
+    Request r;
+    r.prompt = prompt_of(9, i);
+    r.sampling.temperature = 5.0f;  // flat: unconstrained, almost any character would come
+    r.sampling.seed = 100 + i;
+    r.stop.max_tokens = 40;
+    r.grammar = yes_no_grammar();
+    r.sink = c[i].sink();
+    h.engine->submit(std::move(r));
+  }
+  std::set<std::string> distinct;
+  for (int i = 0; i < 12; ++i) {
+    c[i].wait();
+    EXPECT_TRUE(std::regex_match(c[i].text, valid)) << "request " << i << ": " << c[i].text;
+    // A complete "x, y, z" ends at once; shorter answers end on EOS, allowed once complete.
+    EXPECT_EQ(c[i].finish, FinishReason::stop) << c[i].text;
+    distinct.insert(c[i].text);
+  }
+  EXPECT_GT(distinct.size(), 2u);  // the draws really varied inside the grammar
+}
+
+TEST(Engine, GrammarGreedyAloneEqualsBatched) {
+  Harness h = start();
+  auto constrained = [](int salt, Collected& c) {
+    Request r = greedy_request(prompt_of(7, salt), 30, c);
+    r.grammar = yes_no_grammar();
+    return r;
+  };
+  Collected alone;
+  h.engine->submit(constrained(3, alone));
+  alone.wait();
+  std::vector<Collected> others(8);
+  Collected batched;
+  for (int i = 0; i < 4; ++i) h.engine->submit(greedy_request(prompt_of(20, i), 20, others[i]));
+  h.engine->submit(constrained(3, batched));
+  for (int i = 4; i < 8; ++i) h.engine->submit(constrained(i, others[i]));
+  batched.wait();
+  for (auto& x : others) x.wait();
+  EXPECT_EQ(batched.ids, alone.ids);
+  EXPECT_EQ(batched.text, alone.text);
+}
+
+TEST(Engine, GrammarWithIgnoreEosIsRefused) {
+  Harness h = start();
+  Collected c;
+  Request r = greedy_request(prompt_of(4), 8, c);
+  r.grammar = yes_no_grammar();
+  r.stop.ignore_eos = true;
+  EXPECT_THROW(h.engine->submit(std::move(r)), Error);
 }
 
 TEST(Engine, RefusesContextBeyondTheModel) {
