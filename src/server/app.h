@@ -15,6 +15,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace memra::server {
 
@@ -24,6 +25,9 @@ struct ServedModel {
   // Renders a chat-template context (messages, tools, add_generation_prompt, bos/eos tokens) to
   // prompt text; empty when the model has no chat template.
   std::function<std::string(const ojson& context)> render_chat;
+  // How the template's model writes tool calls: decides how tool_choice "required" / a named
+  // function is forced (none: refused).
+  ToolCallFormat tool_format = ToolCallFormat::none;
 };
 
 struct AppConfig {

@@ -129,6 +129,9 @@ const std::vector<Option>& options() {
        [](ServerConfig& c, const std::string& v) {
          c.shutdown_timeout_s = int(to_int(v, "--shutdown-timeout", 0, 86400));
        }},
+      {"--chat-template", "MEMRA_CHAT_TEMPLATE", "FILE",
+       "Jinja chat template replacing the model's (e.g. one with a tool-call format)",
+       [](ServerConfig& c, const std::string& v) { c.chat_template_file = v; }},
       {"--log-level", "MEMRA_LOG_LEVEL", "LEVEL", "debug, info, warn or error (default info)",
        [](ServerConfig& c, const std::string& v) { c.log_level = v; }},
   };
@@ -173,6 +176,10 @@ ServerConfig parse_server_config(const std::vector<std::string>& args, const Env
     }
     found->set(config, value);
   }
+  if (!config.chat_template_file.empty() && config.models.size() > 1)
+    fail(ErrorCode::invalid_argument,
+         "--chat-template replaces one model's template; MEMRA_MODELS names {} models",
+         config.models.size());
   return config;
 }
 

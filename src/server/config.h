@@ -29,6 +29,7 @@ struct ServerConfig {
   std::string api_keys;  // comma-separated, from MEMRA_API_KEYS only (never a flag: ps shows flags)
   int shutdown_timeout_s = 30;
   std::string log_level;
+  std::string chat_template_file;  // replaces the model's chat template (one model only)
   bool help = false;
 };
 

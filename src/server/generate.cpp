@@ -114,6 +114,7 @@ class Runner {
       r.sampling = job_.gen.sampling;
       if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + c;  // n>1: distinct, reproducible
       r.stop = job_.gen.stop;
+      r.grammar = job_.grammar;
       requests.push_back(std::move(r));
     }
     start_ = Clock::now();

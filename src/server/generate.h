@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct GenerationJob {
   std::vector<std::vector<int32_t>> prompts;  // one per prompt; choices = prompts * n
   GenerationParams gen;
   bool tools_active = false;
+  std::shared_ptr<const structured::Grammar> grammar;  // forced output (null: free text)
 };
 
 // Renders a chat request with the model's template and tokenizes it; ApiError 400 when the model

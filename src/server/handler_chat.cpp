@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "server/generate.h"
+#include "server/structured_output.h"
 
 namespace memra::server {
 
@@ -18,6 +19,9 @@ void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex)
   job.prompts.push_back(render_chat_prompt(model, chat));
   job.gen = chat.gen;
   job.tools_active = chat.tools_active();
+  job.grammar = chat.tool_call_forced()
+                    ? forced_tool_call_grammar(chat, model.tool_format, model.id)
+                    : response_format_grammar(chat.gen);
   fit_to_context(model, job);
   run_generation(app, model, job, ex);
 }

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "server/generate.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server {
@@ -23,6 +24,7 @@ void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
     if (job.prompts.back().empty()) bad_request("prompt", "'prompt' encodes to no tokens");
   }
   job.gen = completion.gen;
+  job.grammar = response_format_grammar(job.gen);
   fit_to_context(model, job);
   run_generation(app, model, job, ex);
 }

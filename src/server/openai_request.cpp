@@ -111,23 +111,48 @@ void refuse_unsupported(const ojson& body) {
     for (const ojson& x : *m)
       if (x != "text") unsupported_field("modalities", "only the 'text' modality is supported");
   }
-  if (const ojson* rf = field(body, "response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      bad_request("response_format", "'response_format' must be an object with a string 'type'");
-    std::string type = (*rf)["type"].get<std::string>();
-    if (type == "json_object" || type == "json_schema")
-      unsupported_field("response_format",
-                        "response_format type '{}' needs constrained decoding, which memra does "
-                        "not implement yet; use 'text'",
-                        type);
-    if (type != "text") bad_request("response_format", "unknown response_format type '{}'", type);
+}
+
+// {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict",
+// "description"}} as OpenAI defines it.
+void parse_response_format(const ojson& body, GenerationParams& g) {
+  const ojson* rf = field(body, "response_format");
+  if (!rf) return;
+  if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+    bad_request("response_format", "'response_format' must be an object with a string 'type'");
+  std::string type = (*rf)["type"].get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    g.response_format = ResponseFormat::json_object;
+    return;
   }
+  if (type != "json_schema")
+    bad_request("response_format.type",
+                "unknown response_format type '{}' (expected text, json_object or json_schema)",
+                type);
+  const ojson* spec = field(*rf, "json_schema");
+  if (!spec || !spec->is_object())
+    bad_request("response_format.json_schema",
+                "'response_format.json_schema' must be an object with a 'name' and a 'schema'");
+  const ojson* name = field(*spec, "name");
+  if (!name || !name->is_string() || name->get<std::string>().empty() ||
+      name->get<std::string>().size() > 64)
+    bad_request("response_format.json_schema.name",
+                "'response_format.json_schema.name' must be a string of 1 to 64 characters");
+  boolean(*spec, "strict", false);  // type-checked; memra always enforces the schema
+  const ojson* schema = field(*spec, "schema");
+  if (schema && !schema->is_object() && !schema->is_boolean())
+    bad_request("response_format.json_schema.schema",
+                "'response_format.json_schema.schema' must be a JSON schema object");
+  g.response_format = ResponseFormat::json_schema;
+  g.json_schema = schema ? *schema : ojson::object();
 }
 
 GenerationParams parse_common(const ojson& body, const RequestLimits& limits) {
   if (!body.is_object()) bad_request("", "the request body must be a JSON object");
   refuse_unsupported(body);
   GenerationParams g;
+  parse_response_format(body, g);
   g.model = string_field(body, "model");
   SamplingParams& s = g.sampling;
   s.temperature = static_cast<float>(number_in(body, "temperature", 0, 2, 1));
@@ -247,7 +272,7 @@ void parse_tools(const ojson& body, ChatRequest& req) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const ojson& t = (*tools)[i];
       std::string at = fmt::format("tools[{}]", i);
-      if (!t.is_object() || t.value("type", "") != "function")
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function")
         unsupported_field(at + ".type", "'{}.type' must be 'function'", at);
       if (!t.contains("function") || !t["function"].is_object() ||
           !t["function"].contains("name") || !t["function"]["name"].is_string())
@@ -260,15 +285,29 @@ void parse_tools(const ojson& body, ChatRequest& req) {
       req.tool_choice = ToolChoice::none;
     } else if (*choice == "auto") {
       req.tool_choice = ToolChoice::automatic;
-    } else if (*choice == "required" || choice->is_object()) {
-      // Forcing a call needs constrained decoding; pretending would return calls the model never
-      // chose to make.
-      unsupported_field("tool_choice",
-                        "tool_choice 'required' or a named function needs constrained decoding, "
-                        "which memra does not implement yet; use 'auto' or 'none'");
+    } else if (*choice == "required") {
+      req.tool_choice = ToolChoice::required;
+    } else if (choice->is_object()) {
+      // {"type": "function", "function": {"name": "..."}}
+      const ojson* fn = field(*choice, "function");
+      if (!choice->contains("type") || (*choice)["type"] != "function" || !fn || !fn->is_object() ||
+          !fn->contains("name") || !(*fn)["name"].is_string())
+        bad_request("tool_choice",
+                    "'tool_choice' object must be {{\"type\": \"function\", \"function\": "
+                    "{{\"name\": ...}}}}");
+      req.tool_choice = ToolChoice::function;
+      req.forced_tool = (*fn)["name"].get<std::string>();
+      bool known = false;
+      for (const ojson& t : req.tools) known = known || t["function"]["name"] == req.forced_tool;
+      if (!known)
+        bad_request("tool_choice", "tool_choice names function '{}', which is not in 'tools'",
+                    req.forced_tool);
     } else {
       bad_request("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or an object");
     }
+    if (req.tool_call_forced() && req.tools.empty())
+      bad_request("tool_choice", "tool_choice '{}' needs a non-empty 'tools' list",
+                  choice->is_string() ? choice->get<std::string>() : "function");
   }
   req.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
 }

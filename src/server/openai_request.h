@@ -27,6 +27,10 @@ struct RequestLimits {
   int32_t max_json_depth = 64;
 };
 
+// response_format: free text, any JSON object, or JSON valid against a schema (constrained
+// decoding; the schema is compiled when the request is served, refusing keywords by name).
+enum class ResponseFormat { text, json_object, json_schema };
+
 // Fields shared by /v1/chat/completions and /v1/completions.
 struct GenerationParams {
   std::string model;  // empty: the only/default model
@@ -38,17 +42,25 @@ struct GenerationParams {
   bool include_usage = false;
   bool logprobs = false;
   std::string user;
+  ResponseFormat response_format = ResponseFormat::text;
+  ojson json_schema;  // response_format.json_schema.schema (json_schema only; {} when absent)
 };
 
-enum class ToolChoice { none, automatic };
+// none: tools are not offered; automatic: the model decides; required: at least one call, forced
+// by a grammar; function: exactly one call of `forced_tool`, forced by a grammar.
+enum class ToolChoice { none, automatic, required, function };
 
 struct ChatRequest {
   GenerationParams gen;
   ojson messages = ojson::array();  // template-ready: role, content (string), tool_calls...
   ojson tools = ojson::array();     // [{type:function, function:{name, description, parameters}}]
   ToolChoice tool_choice = ToolChoice::automatic;
+  std::string forced_tool;  // ToolChoice::function: the function's name (one of `tools`)
   bool parallel_tool_calls = true;
   bool tools_active() const { return !tools.empty() && tool_choice != ToolChoice::none; }
+  bool tool_call_forced() const {
+    return tool_choice == ToolChoice::required || tool_choice == ToolChoice::function;
+  }
 };
 
 struct PromptInput {

@@ -45,8 +45,14 @@ bool parse_hermes(std::string_view text, ToolCallParse& out) {
     size_t end = text.find(kClose, body);
     ParsedToolCall call;
     if (!call_from_json(
-            trim(text.substr(body, end == std::string_view::npos ? text.npos : end - body)), call))
-      return false;  // malformed call: the caller keeps the text as content
+            trim(text.substr(body, end == std::string_view::npos ? text.npos : end - body)),
+            call)) {
+      // An unterminated last call (max_tokens cut it) stays content; the calls before it stand.
+      // A malformed call that was closed makes the whole reply content.
+      if (end != std::string_view::npos || out.calls.empty()) return false;
+      content += text.substr(at);
+      break;
+    }
     out.calls.push_back(std::move(call));
     if (end == std::string_view::npos) break;
     size_t next = text.find(kOpen, end + kClose.size());
@@ -97,6 +103,27 @@ bool parse_llama3(std::string_view text, ToolCallParse& out) {
 }
 
 }  // namespace
+
+ToolCallFormat tool_call_format_of(std::string_view source) {
+  if (source.find(kOpen) != std::string_view::npos) return ToolCallFormat::hermes;
+  // Llama 3.1-3.3 describe the reply as {"name": function name, "parameters": ...}.
+  if (source.find(kPythonTag) != std::string_view::npos &&
+      source.find("\"parameters\"") != std::string_view::npos)
+    return ToolCallFormat::llama3_json;
+  return ToolCallFormat::none;
+}
+
+const char* tool_call_format_name(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::hermes:
+      return "hermes";
+    case ToolCallFormat::llama3_json:
+      return "llama3-json";
+    case ToolCallFormat::none:
+      break;
+  }
+  return "none";
+}
 
 ToolCallParse parse_tool_calls(std::string_view text) {
   ToolCallParse out;

@@ -11,6 +11,16 @@
 
 namespace memra::server {
 
+// The tool-call format a chat template teaches its model, found from the template's text. It
+// decides how a forced call (tool_choice "required" / a named function) is written.
+enum class ToolCallFormat {
+  none,         // the template shows no tool-call format memra knows
+  hermes,       // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>
+  llama3_json,  // {"name": ..., "parameters": {...}}
+};
+ToolCallFormat tool_call_format_of(std::string_view chat_template_source);
+const char* tool_call_format_name(ToolCallFormat format);
+
 struct ParsedToolCall {
   std::string name;
   std::string arguments;  // JSON text of the arguments object

@@ -1,4 +1,5 @@
 """The curl and Python examples in docs/SERVING.md run as written against the real server."""
+import json
 import pathlib
 import re
 import subprocess
@@ -26,15 +27,32 @@ def server(build_dir):
 
 def test_doc_has_examples():
     kinds = [k for k, _ in examples()]
-    assert kinds.count("bash") >= 3 and kinds.count("python") >= 1
+    assert kinds.count("bash") >= 3 and kinds.count("python") >= 2
 
 
-@pytest.mark.parametrize("index", range(4))
-def test_doc_example_runs(server, index):
+def run_example(server, index):
     kind, code = examples()[index]
     code = code.replace("http://127.0.0.1:8080", server.url)
     cmd = ["bash", "-euo", "pipefail", "-c", code] if kind == "bash" else [sys.executable, "-c", code]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr + server.log_text()
+    return r.stdout
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_doc_example_runs(server, index):
     expected = {0: '"chat.completion"', 1: "data: [DONE]", 2: "memra:num_requests_running", 3: "Paris"}[index]
-    assert expected in r.stdout, r.stdout
+    out = run_example(server, index)
+    assert expected in out, out
+
+
+def test_doc_tool_example_runs_with_the_template_it_names(build_dir, shared_data):
+    kind, code = examples()[4]
+    template = re.match(r"# memra-server --chat-template (\S+)", code).group(1)
+    s = Server(real_server_binary(build_dir),
+               REAL_ARGS + ["--chat-template", str(shared_data / "chat-templates" / template)])
+    try:
+        name, arguments = run_example(s, 4).strip().split(" ", 1)
+        assert name == "get_weather" and isinstance(json.loads(arguments)["city"], str)
+    finally:
+        assert s.stop() == 0

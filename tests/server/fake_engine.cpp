@@ -279,6 +279,7 @@ ServedModel make_fake_model(const FakeEngineOptions& options, const std::string&
   m.id = id;
   m.engine = make_fake_engine(options);
   m.render_chat = render_fake_chat;
+  m.tool_format = ToolCallFormat::hermes;  // its tool replies are <tool_call> blocks
   return m;
 }
 

@@ -18,6 +18,8 @@ const char* const kSeeds[] = {
     R"({"model":"fake-model","messages":[{"role":"system","content":"s"},{"role":"user","content":"Hi"}],"max_tokens":4,"temperature":0})",
     R"({"messages":[{"role":"user","content":[{"type":"text","text":"TOOL: x"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"max_tokens":8,"stream":true})",
     R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"ok"}],"max_tokens":3,"n":2,"seed":7,"logprobs":true,"top_logprobs":2})",
+    R"({"messages":[{"role":"user","content":"TOOL: w"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]},"days":{"type":["integer","null"]},"tags":{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":3}},"required":["city"],"$defs":{"t":{"anyOf":[{"type":"string"},{"type":"object","additionalProperties":{"type":"number"}}]}}}}}],"max_tokens":4})",
+    R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"const":[1,{"b":null}]},"b":{"type":"boolean"},"c":{"$ref":"#"}},"required":["a"],"additionalProperties":false}}},"max_tokens":4})",
     R"({"prompt":"Once upon","max_tokens":3,"stop":["a","b"],"logprobs":2,"n":2})",
     R"({"prompt":[[1,2,3],[4,5]],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}})",
     R"({"prompt":[65,66],"max_tokens":2,"logit_bias":{"65":-100},"top_k":5,"top_p":0.5,"min_p":0.1})",
@@ -116,7 +118,7 @@ TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
   const int kIterations = 600;
   for (int i = 0; i < kIterations; ++i) {
     size_t seed = rng() % std::size(kSeeds);
-    std::string path = seed <= 2 ? "/v1/chat/completions" : "/v1/completions";
+    std::string path = seed <= 4 ? "/v1/chat/completions" : "/v1/completions";
     if (rng() % 10 == 0) path = rng() % 2 ? "/tokenize" : "/detokenize";
     std::string body;
     if (rng() % 2) {

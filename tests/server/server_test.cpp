@@ -44,6 +44,17 @@ TEST(ToolCalls, PlainAndMalformedTextStaysContent) {
   EXPECT_TRUE(parse_tool_calls("{\"no_name\": 1}").calls.empty());
 }
 
+TEST(ToolCalls, CallsBeforeACutOffLastCallStand) {
+  ToolCallParse p = parse_tool_calls(
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"f\", \"argu");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "f");
+  EXPECT_EQ(p.content, "<tool_call>\n{\"name\": \"f\", \"argu");
+  // a cut-off first call leaves everything as content
+  EXPECT_TRUE(parse_tool_calls("<tool_call>\n{\"name\": \"f\"").calls.empty());
+}
+
 TEST(ToolCalls, StreamerHoldsBackAPossibleTag) {
   ToolCallStreamer s;
   EXPECT_EQ(s.push("Hi <tool"), "Hi ");
@@ -118,18 +129,61 @@ TEST(Requests, RefusalsNameTheField) {
             "temperature");
   EXPECT_EQ(param_of(R"({"messages":[]})"), "messages");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"robot","content":"x"}]})"), "messages[0].role");
-  EXPECT_EQ(
-      param_of(
-          R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})"),
-      "response_format");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})"),
-            "tool_choice");
+            "tool_choice");  // no tools to call
+  EXPECT_EQ(
+      param_of(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"yaml"}})"),
+      "response_format.type");
+  EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":"x"}],
+                         "response_format":{"type":"json_schema","json_schema":{"schema":{}}}})"),
+            "response_format.json_schema.name");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":"x"}],"n":100})"), "n");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":"x"}],"whatever_new":1})"),
             "accepted");
   EXPECT_EQ(param_of(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"),
             "messages[0].content[0].type");
   EXPECT_THROW(parse_json_body(std::string(200, '[') + std::string(200, ']'), limits), ApiError);
+}
+
+TEST(Requests, ToolChoiceAndResponseFormat) {
+  RequestLimits limits;
+  auto parse = [&](const std::string& extra) {
+    return parse_chat_request(
+        parse_json_body(R"({"messages":[{"role":"user","content":"x"}],)" + extra + "}", limits),
+        limits);
+  };
+  const std::string tools =
+      R"("tools":[{"type":"function","function":{"name":"get_weather"}},
+                  {"type":"function","function":{"name":"get_time"}}])";
+  ChatRequest required = parse(tools + R"(,"tool_choice":"required")");
+  EXPECT_EQ(required.tool_choice, ToolChoice::required);
+  EXPECT_TRUE(required.tool_call_forced());
+  ChatRequest named =
+      parse(tools + R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}})");
+  EXPECT_EQ(named.tool_choice, ToolChoice::function);
+  EXPECT_EQ(named.forced_tool, "get_time");
+  try {
+    parse(tools + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}})");
+    ADD_FAILURE() << "an unknown forced function was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "tool_choice");
+    EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos);
+  }
+  ChatRequest none = parse(tools + R"(,"tool_choice":"none")");
+  EXPECT_FALSE(none.tools_active());
+  ChatRequest obj = parse(R"("response_format":{"type":"json_object"})");
+  EXPECT_EQ(obj.gen.response_format, ResponseFormat::json_object);
+  ChatRequest schema = parse(
+      R"("response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"integer"}}})");
+  EXPECT_EQ(schema.gen.response_format, ResponseFormat::json_schema);
+  EXPECT_EQ(schema.gen.json_schema["type"], "integer");
+}
+
+TEST(ToolCallFormats, FoundFromTheTemplateText) {
+  EXPECT_EQ(tool_call_format_of("{{ '<tool_call>\\n' }}"), ToolCallFormat::hermes);
+  EXPECT_EQ(tool_call_format_of(R"({{ '<|python_tag|>' }} "parameters": )"),
+            ToolCallFormat::llama3_json);
+  EXPECT_EQ(tool_call_format_of("{{ messages[0]['content'] }}"), ToolCallFormat::none);
 }
 
 class ServerApp : public ::testing::Test {
@@ -231,6 +285,57 @@ TEST_F(ServerApp, ToolCallsAndMetrics) {
   EXPECT_NE(m.body.find("memra:num_requests_running{model_name=\"fake-model\"} 0"),
             std::string::npos);
   EXPECT_NE(m.body.find("memra:time_to_first_token_seconds_count 1"), std::string::npos);
+}
+
+// What the server does with a forced tool choice and response formats before the engine runs;
+// the constrained output itself is tested on the real model (tests/python/test_server_tools.py).
+TEST_F(ServerApp, ForcedToolChoiceAndSchemasAreCheckedUpFront) {
+  json tools = {{{"type", "function"},
+                 {"function",
+                  {{"name", "get_weather"},
+                   {"parameters",
+                    {{"type", "object"},
+                     {"properties", {{"zip", {{"type", "string"}, {"pattern", "^[0-9]+$"}}}}}}}}}}};
+  json messages = {{{"role", "user"}, {"content", "weather?"}}};
+  testing::Response pattern =
+      post("/v1/chat/completions",
+           {{"messages", messages}, {"tools", tools}, {"tool_choice", "required"}});
+  EXPECT_EQ(pattern.status, 400) << pattern.body;
+  EXPECT_EQ(pattern.json()["error"]["param"], "tools[0].function.parameters");
+  EXPECT_EQ(pattern.json()["error"]["code"], "unsupported_schema");
+  EXPECT_NE(pattern.body.find("pattern"), std::string::npos) << pattern.body;
+
+  json schema_format = {{"type", "json_schema"},
+                        {"json_schema", {{"name", "n"}, {"schema", {{"minimum", 3}}}}}};
+  testing::Response minimum =
+      post("/v1/completions", {{"prompt", "x"}, {"response_format", schema_format}});
+  EXPECT_EQ(minimum.status, 400) << minimum.body;
+  EXPECT_EQ(minimum.json()["error"]["param"], "response_format.json_schema.schema");
+
+  json plain_tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
+  testing::Response both =
+      post("/v1/chat/completions", {{"messages", messages},
+                                    {"tools", plain_tools},
+                                    {"tool_choice", "required"},
+                                    {"response_format", {{"type", "json_object"}}}});
+  EXPECT_EQ(both.status, 400) << both.body;
+  EXPECT_EQ(both.json()["error"]["param"], "response_format");
+
+  // A model whose template teaches no tool-call format cannot have a call forced.
+  std::vector<ServedModel> models;
+  testing::FakeEngineOptions o;
+  o.step_ms = 0;
+  models.push_back(testing::make_fake_model(o));
+  models.back().tool_format = ToolCallFormat::none;
+  app->set_models(std::move(models));
+  testing::Response refused =
+      post("/v1/chat/completions",
+           {{"messages", messages},
+            {"tools", plain_tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["param"], "tool_choice");
+  EXPECT_NE(refused.body.find("tool-call format"), std::string::npos) << refused.body;
 }
 
 }  // namespace

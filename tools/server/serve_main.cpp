@@ -3,34 +3,64 @@
 // not in memra_server, so the server tests (fake engine) link no engine or model code.
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 
 #include "core/log.h"
 #include "server/builtin_chat_templates.h"
 #include "server/serve.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace memra::server {
 
 namespace {
 
-ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options) {
+constexpr size_t kMaxTemplateBytes = 1 << 20;
+
+std::string read_template_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::not_found, "--chat-template: cannot open '{}'", path);
+  std::string text(kMaxTemplateBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxTemplateBytes)
+    fail(ErrorCode::invalid_argument, "--chat-template: '{}' is larger than {} bytes", path,
+         kMaxTemplateBytes);
+  return text;
+}
+
+// The chat template, in order: --chat-template, the model's own, memra's built-in one for the
+// architecture. `template_file` is empty when none was given.
+ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options,
+                             const std::string& template_file) {
   ServedModel m;
   m.engine = Engine::create(options);
   m.id = m.engine->model_info().id;
-  if (const ChatTemplate* tmpl = m.engine->chat_template()) {
+  std::string source;
+  if (!template_file.empty()) {
+    source = read_template_file(template_file);
+    MEMRA_LOG_INFO("chat template from {}", template_file);
+  } else if (const ChatTemplate* own = m.engine->chat_template()) {
+    m.render_chat = [own](const ojson& context) { return own->render(context); };
+    m.tool_format = tool_call_format_of(m.engine->tokenizer().chat_template());
+  } else {
+    const std::string& arch = m.engine->model_info().architecture;
+    source = builtin_chat_template(arch);
+    if (source.empty()) {
+      MEMRA_LOG_WARN("'{}' has no chat template: /v1/chat/completions will answer 400",
+                     spec.source);
+      return m;
+    }
+    MEMRA_LOG_INFO("the model file has no chat template: using memra's built-in {} template", arch);
+  }
+  if (!source.empty()) {
+    auto tmpl = std::make_shared<const ChatTemplate>(source);
     m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
-    return m;
+    m.tool_format = tool_call_format_of(source);
   }
-  const std::string& arch = m.engine->model_info().architecture;
-  std::string source = builtin_chat_template(arch);
-  if (source.empty()) {
-    MEMRA_LOG_WARN("'{}' has no chat template: /v1/chat/completions will answer 400", spec.source);
-    return m;
-  }
-  MEMRA_LOG_INFO("the model file has no chat template: using memra's built-in {} template", arch);
-  auto tmpl = std::make_shared<ChatTemplate>(source);
-  m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
+  MEMRA_LOG_INFO("tool-call format: {}", tool_call_format_name(m.tool_format));
   return m;
 }
 
@@ -55,7 +85,9 @@ int serve_main(const std::vector<std::string>& args, const char* program) {
                             LogLevel::info);
     log_set_threshold(level);
   }
-  return run_server(config, load_with_engine);
+  return run_server(config, [&config](const ModelSpec& spec, const EngineOptions& options) {
+    return load_with_engine(spec, options, config.chat_template_file);
+  });
 }
 
 }  // namespace memra::server

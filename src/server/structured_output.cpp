@@ -1,0 +1,85 @@
+// Grammars for response_format and forced tool calls; see structured_output.h.
+#include "server/structured_output.h"
+
+#include "server/api_error.h"
+#include "structured/grammar.h"
+
+namespace memra::server {
+
+namespace {
+
+using structured::GrammarBuilder;
+
+// Compiles a schema into `builder`, turning the compiler's refusal into a 400 naming `param`.
+GrammarBuilder::Node compile_schema(GrammarBuilder& builder, const nlohmann::json& schema,
+                                    const std::string& param) {
+  try {
+    return builder.json_schema(schema);
+  } catch (const Error& e) {
+    const bool unsupported = e.code() == ErrorCode::unsupported;
+    throw ApiError(400, "invalid_request_error", param,
+                   unsupported ? "unsupported_schema" : "invalid_schema",
+                   fmt::format("{}: {}", param, e.what()));
+  }
+}
+
+// The JSON text of a tool name as it appears in a call, e.g. "get_weather" with its quotes.
+std::string quoted(const std::string& name) {
+  return nlohmann::json(name).dump();
+}
+
+}  // namespace
+
+std::shared_ptr<const structured::Grammar> response_format_grammar(const GenerationParams& gen) {
+  if (gen.response_format == ResponseFormat::text) return nullptr;
+  GrammarBuilder builder;
+  if (gen.response_format == ResponseFormat::json_object)
+    return builder.build(builder.any_json_object());
+  nlohmann::json schema = nlohmann::json::parse(gen.json_schema.dump());
+  return builder.build(compile_schema(builder, schema, "response_format.json_schema.schema"));
+}
+
+std::shared_ptr<const structured::Grammar> forced_tool_call_grammar(const ChatRequest& chat,
+                                                                    ToolCallFormat format,
+                                                                    const std::string& model_id) {
+  if (format == ToolCallFormat::none)
+    throw ApiError(400, "invalid_request_error", "tool_choice", "unsupported_parameter",
+                   fmt::format("model '{}' has a chat template without a tool-call format memra "
+                               "knows (Hermes <tool_call> or Llama 3 JSON), so a call cannot be "
+                               "forced; use tool_choice 'auto' or serve it with --chat-template",
+                               model_id));
+  if (chat.gen.response_format != ResponseFormat::text)
+    bad_request("response_format",
+                "'response_format' cannot be combined with a forced tool_choice: the reply is "
+                "a tool call");
+  const bool hermes = format == ToolCallFormat::hermes;
+  GrammarBuilder builder;
+  std::vector<std::pair<std::string, GrammarBuilder::Node>> calls;
+  for (size_t i = 0; i < chat.tools.size(); ++i) {
+    const ojson& fn = chat.tools[i]["function"];
+    const std::string name = fn["name"].get<std::string>();
+    if (chat.tool_choice == ToolChoice::function && name != chat.forced_tool) continue;
+    // A function without parameters takes none: its arguments are {}.
+    nlohmann::json schema =
+        fn.contains("parameters")
+            ? nlohmann::json::parse(fn["parameters"].dump())
+            : nlohmann::json{{"type", "object"}, {"additionalProperties", false}};
+    GrammarBuilder::Node args =
+        compile_schema(builder, schema, fmt::format("tools[{}].function.parameters", i));
+    for (const auto& [key, node] : calls)
+      if (key.rfind(quoted(name), 0) == 0)
+        bad_request(fmt::format("tools[{}].function.name", i), "two tools are named '{}'", name);
+    std::string key = quoted(name) + (hermes ? ", \"arguments\": " : ", \"parameters\": ");
+    calls.emplace_back(key,
+                       builder.sequence({args, builder.literal(hermes ? "}\n</tool_call>" : "}")}));
+  }
+  GrammarBuilder::Node call =
+      builder.sequence({builder.literal(hermes ? "<tool_call>\n{\"name\": " : "{\"name\": "),
+                        builder.keyed_choice(std::move(calls))});
+  // Llama 3's format holds one call per reply; Hermes writes several calls one per line.
+  const bool several =
+      hermes && chat.tool_choice == ToolChoice::required && chat.parallel_tool_calls;
+  return builder.build(several ? builder.repeat(call, "\n", 1, kMaxForcedToolCalls) : call);
+}
+
+}  // namespace memra::server
