@@ -73,9 +73,14 @@ std::shared_ptr<const structured::Grammar> forced_tool_call_grammar(const ChatRe
     calls.emplace_back(key,
                        builder.sequence({args, builder.literal(hermes ? "}\n</tool_call>" : "}")}));
   }
-  GrammarBuilder::Node call =
-      builder.sequence({builder.literal(hermes ? "<tool_call>\n{\"name\": " : "{\"name\": "),
-                        builder.keyed_choice(std::move(calls))});
+  GrammarBuilder::Node choice = 0;
+  try {
+    choice = builder.keyed_choice(std::move(calls));
+  } catch (const Error& e) {  // e.g. more tools than one grammar choice may hold
+    bad_request("tools", "cannot force a call among these tools: {}", e.what());
+  }
+  GrammarBuilder::Node call = builder.sequence(
+      {builder.literal(hermes ? "<tool_call>\n{\"name\": " : "{\"name\": "), choice});
   // Llama 3's format holds one call per reply; Hermes writes several calls one per line.
   const bool several =
       hermes && chat.tool_choice == ToolChoice::required && chat.parallel_tool_calls;

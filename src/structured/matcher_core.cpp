@@ -22,6 +22,18 @@ bool is_ws(uint8_t c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
+// One run of whitespace between JSON tokens: an optional line break first ("\n"), then spaces
+// and tabs, limits.max_whitespace_run bytes in all. That is every layout pretty printers write
+// (minus "\r"), and it stops a model from spending its tokens on blank lines: Gemma 3 270M
+// sampled at temperature 0.8 filled 128 tokens with "\n\n" and " " when any whitespace was
+// allowed.
+Feed feed_whitespace(uint8_t& run, uint8_t byte, const GrammarLimits& limits) {
+  if (run >= limits.max_whitespace_run || byte == '\r' || (byte == '\n' && run != 0))
+    return Feed::reject;
+  ++run;
+  return Feed::consumed;
+}
+
 bool is_container(const GrammarNode* node) {
   return node->kind == NodeKind::object || node->kind == NodeKind::array;
 }
@@ -193,11 +205,8 @@ Feed object_key_byte(Frame& f, uint8_t byte) {
 
 Feed feed_object(Frame& f, uint8_t byte, const GrammarLimits& limits, const GrammarNode*& child) {
   const GrammarNode* n = f.node;
-  if (f.phase != kObjOpen && f.phase != kObjKey && is_ws(byte)) {
-    if (f.ws >= limits.max_whitespace_run) return Feed::reject;
-    ++f.ws;
-    return Feed::consumed;
-  }
+  if (f.phase != kObjOpen && f.phase != kObjKey && is_ws(byte))
+    return feed_whitespace(f.ws, byte, limits);
   f.ws = 0;
   const size_t n_props = n->properties.size();
   const uint64_t all = n_props == 64 ? ~uint64_t{0} : (uint64_t{1} << n_props) - 1;
@@ -241,11 +250,7 @@ enum ArrayPhase : uint8_t { kArrOpen, kArrAfterOpen, kArrAfterComma, kArrAfterVa
 
 Feed feed_array(Frame& f, uint8_t byte, const GrammarLimits& limits, const GrammarNode*& child) {
   const GrammarNode* n = f.node;
-  if (f.phase != kArrOpen && is_ws(byte)) {
-    if (f.ws >= limits.max_whitespace_run) return Feed::reject;
-    ++f.ws;
-    return Feed::consumed;
-  }
+  if (f.phase != kArrOpen && is_ws(byte)) return feed_whitespace(f.ws, byte, limits);
   f.ws = 0;
   switch (f.phase) {
     case kArrOpen:

@@ -165,16 +165,18 @@ def test_json_object_and_schema_response_formats(hermes):
         assert r.choices[0].finish_reason == "stop", r.choices[0]
         jsonschema.validate(json.loads(r.choices[0].message.content), schema)
     # /v1/completions takes response_format too
-    c = client.completions.create(model=model, prompt="The capital of France as JSON:",
-                                  temperature=0, max_tokens=48,
+    few_shot = ('Q: the capital of Italy, as JSON\nA: {"capital": "Rome"}\n'
+                'Q: the capital of Spain, as JSON\nA: {"capital": "Madrid"}\n'
+                'Q: the capital of France, as JSON\nA: ')
+    c = client.completions.create(model=model, prompt=few_shot, temperature=0, max_tokens=48,
                                   extra_body={"response_format": {
                                       "type": "json_schema",
                                       "json_schema": {"name": "a", "schema": {
                                           "type": "object",
                                           "properties": {"capital": {"type": "string"}},
                                           "required": ["capital"]}}}})
-    assert c.choices[0].finish_reason == "stop"
-    assert isinstance(json.loads(c.choices[0].text)["capital"], str)
+    assert c.choices[0].finish_reason == "stop", c.choices[0]
+    assert json.loads(c.choices[0].text) == {"capital": "Paris"}
 
 
 def test_unenforceable_requests_are_refused_by_name(hermes):

@@ -74,11 +74,36 @@ bool is_ws(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-// What the any-value grammar should accept: JSON text without surrounding whitespace. nlohmann
-// stops reading at a NUL byte, which JSON never allows raw, and refuses numbers beyond double
-// range (e.g. 1e999), which the JSON grammar allows.
+// The grammar's whitespace layout: outside strings, each run is an optional "\n" then spaces
+// and tabs, at most 16 bytes (GrammarLimits::max_whitespace_run).
+bool layout_ok(const std::string& text) {
+  bool in_string = false;
+  size_t run = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (!is_ws(c)) {
+      run = 0;
+      in_string = c == '"';
+      continue;
+    }
+    if (c == '\r' || (c == '\n' && run != 0) || ++run > 16) return false;
+  }
+  return true;
+}
+
+// What the any-value grammar should accept: JSON text without surrounding whitespace, laid out
+// as layout_ok says. nlohmann stops reading at a NUL byte, which JSON never allows raw, and
+// refuses numbers beyond double range (e.g. 1e999), which the JSON grammar allows.
 bool reference_accepts(const std::string& text) {
   if (text.empty() || is_ws(text.front()) || is_ws(text.back())) return false;
+  if (!layout_ok(text)) return false;
   if (text.find('\0') != std::string::npos) return false;
   try {
     const json parsed = json::parse(text);
@@ -91,7 +116,9 @@ bool reference_accepts(const std::string& text) {
 }
 
 TEST(StructuredProperty, AnyValueAgreesWithNlohmann) {
-  const auto g = testing::any_value_grammar();
+  GrammarLimits wide;  // the default allows one whitespace byte; dump(1) indents with more
+  wide.max_whitespace_run = 16;
+  const auto g = testing::any_value_grammar(wide);
   std::mt19937 rng(1234);
   int corruptions_accepted = 0;
   for (int iter = 0; iter < 300; ++iter) {
@@ -151,7 +178,9 @@ ordered_json random_record(std::mt19937& rng) {
 }
 
 TEST(StructuredProperty, SchemaValidAcceptedInvalidRejected) {
-  const auto g = testing::schema_grammar(record_schema());
+  GrammarLimits wide;  // dump(2) indents
+  wide.max_whitespace_run = 16;
+  const auto g = testing::schema_grammar(record_schema(), wide);
   std::mt19937 rng(99);
   for (int iter = 0; iter < 200; ++iter) {
     ordered_json record = random_record(rng);
