@@ -146,8 +146,14 @@ int32_t Sampler::draw(std::vector<float>& logits) {
   std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), by_logit);
   const double max_l =
       sorted > 0 ? logits[order_[0]] : *std::max_element(logits.begin(), logits.end());
+  // One exp per candidate; the cuts and the draw below reuse the weights.
+  weight_.resize(static_cast<size_t>(n));
   double total = 0.0;
-  for (int32_t i = 0; i < keep; ++i) total += std::exp(logits[order_[i]] - max_l);
+  for (int32_t i = 0; i < keep; ++i) {
+    const double w = std::exp(logits[order_[i]] - max_l);
+    weight_[order_[i]] = w;
+    total += w;
+  }
   if (params_.top_p < 1.0f) {
     double cum = 0.0;
     int32_t i = 0;
@@ -156,7 +162,7 @@ int32_t Sampler::draw(std::vector<float>& logits) {
         std::sort(order_.begin() + sorted, order_.begin() + keep, by_logit);
         sorted = keep;
       }
-      cum += std::exp(logits[order_[i]] - max_l) / total;
+      cum += weight_[order_[i]] / total;
       if (cum >= params_.top_p || i + 1 == keep) break;
     }
     keep = i + 1;
@@ -170,10 +176,10 @@ int32_t Sampler::draw(std::vector<float>& logits) {
     keep = static_cast<int32_t>(end - order_.begin());
   }
   double mass = 0.0;
-  for (int32_t i = 0; i < keep; ++i) mass += std::exp(logits[order_[i]] - max_l);
+  for (int32_t i = 0; i < keep; ++i) mass += weight_[order_[i]];
   double r = rng_.uniform() * mass;
   for (int32_t i = 0; i < keep; ++i) {
-    r -= std::exp(logits[order_[i]] - max_l);
+    r -= weight_[order_[i]];
     if (r < 0.0) return order_[i];
   }
   return order_[keep - 1];

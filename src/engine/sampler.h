@@ -55,6 +55,7 @@ class Sampler {
   std::unordered_map<int32_t, int32_t> generated_;  // token -> count (presence / frequency)
   std::vector<float> work_;
   std::vector<int32_t> order_;
+  std::vector<double> weight_;  // exp(logit - max) of the candidates, by token id
 };
 
 }  // namespace memra
