@@ -15,6 +15,7 @@
 
 #include <sys/resource.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "memra/engine.h"
@@ -38,25 +39,11 @@ struct BenchOptions {
   int threads = 0;
 };
 
-int32_t parse_int(const std::string& flag, const std::string& text, int32_t lo, int32_t hi) {
-  try {
-    size_t used = 0;
-    const long v = std::stol(text, &used);
-    if (used == text.size() && v >= lo && v <= hi) return static_cast<int32_t>(v);
-  } catch (const std::exception&) {
-  }
-  fail(ErrorCode::invalid_argument, "{} expects an integer in [{}, {}], got '{}'", flag, lo, hi,
-       text);
-}
-
 BenchOptions parse_options(const Args& args) {
   BenchOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-m" || a == "--model") {
       o.model = value();
     } else if (a == "-p") {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "formats/model_source.h"
@@ -79,17 +80,14 @@ int run_bench_structured(const Args& args) {
   int runs = 7;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (a == "-m" || a == "--model") {
       source = value();
     } else if (a == "--runs") {
-      runs = std::stoi(value());
+      runs = parse_int(a, value(), 1, 1000);
     } else {
       fail(ErrorCode::invalid_argument, "unknown option '{}' (see memra bench-structured --help)",
            a);

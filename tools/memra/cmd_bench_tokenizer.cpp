@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "formats/model_source.h"
@@ -151,10 +152,7 @@ int run_bench_tokenizer(const Args& args) {
   int runs = 3;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -163,9 +161,9 @@ int run_bench_tokenizer(const Args& args) {
     } else if (a == "--file") {
       file = value();
     } else if (a == "--mb") {
-      mb = std::stod(value());
+      mb = parse_double(a, value(), 0.01, 4096);
     } else if (a == "--runs") {
-      runs = std::stoi(value());
+      runs = parse_int(a, value(), 1, 1000);
     } else {
       fail(ErrorCode::invalid_argument, "unknown option '{}' (see memra bench-tokenizer --help)",
            a);

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "formats/convert.h"
@@ -38,10 +39,7 @@ ConvertArgs parse_args(const Args& args) {
   bool have_type = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-o" || a == "--output") {
       out.options.output_path = value();
     } else if (a == "--type" || a == "-t") {

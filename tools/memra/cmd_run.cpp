@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "memra/engine.h"
@@ -76,10 +77,7 @@ RunOptions parse_options(const Args& args) {
   o.engine.max_sequences = 1;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-m" || a == "--model") {
       o.engine.model = value();
     } else if (a == "-p" || a == "--prompt") {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
 #include "formats/model_source.h"
@@ -72,10 +73,7 @@ int run_tokenize(const Args& args) {
   EncodeOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) fail(ErrorCode::invalid_argument, "{} needs a value", a);
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return flag_value(args, i); };
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
