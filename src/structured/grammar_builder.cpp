@@ -261,18 +261,18 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(Node root) {
   // unfinished nodes behind in this builder).
   FirstSets first(impl_->nodes.size());
   std::vector<bool> seen(impl_->nodes.size(), false);
-  std::vector<const GrammarNode*> todo = {root_node};
-  while (!todo.empty()) {
-    const GrammarNode* node = todo.back();
-    todo.pop_back();
+  std::vector<const GrammarNode*> pending = {root_node};
+  while (!pending.empty()) {
+    const GrammarNode* node = pending.back();
+    pending.pop_back();
     if (node == nullptr || seen[static_cast<size_t>(node->id)]) continue;
     seen[static_cast<size_t>(node->id)] = true;
     first.of(const_cast<GrammarNode*>(node));
-    todo.insert(todo.end(), node->items.begin(), node->items.end());
-    todo.insert(todo.end(), node->next.begin(), node->next.end());
-    todo.push_back(node->item);
-    todo.push_back(node->additional);
-    for (const ObjectProperty& prop : node->properties) todo.push_back(prop.value);
+    pending.insert(pending.end(), node->items.begin(), node->items.end());
+    pending.insert(pending.end(), node->next.begin(), node->next.end());
+    pending.push_back(node->item);
+    pending.push_back(node->additional);
+    for (const ObjectProperty& prop : node->properties) pending.push_back(prop.value);
   }
   std::shared_ptr<Grammar> grammar(new Grammar());
   grammar->root_ = root_node;
