@@ -5,6 +5,7 @@
 // additionalProperties is absent or true).
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -59,8 +60,9 @@ bool matches_type(const json& value, const std::string& type) {
   if (type == "integer") {
     if (value.is_number_integer()) return true;
     if (!value.is_number_float()) return false;
+    // floor, not a cast to an integer type: 1e300 is an integer too, and the cast would be UB.
     const double d = value.get<double>();
-    return d == static_cast<double>(static_cast<long long>(d));
+    return std::isfinite(d) && std::floor(d) == d;
   }
   if (type == "boolean") return value.is_boolean();
   if (type == "null") return value.is_null();

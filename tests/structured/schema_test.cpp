@@ -168,6 +168,10 @@ TEST(StructuredSchema, TypesUnionsAndNullable) {
   EXPECT_FALSE(viable(a, "[3,"));
   EXPECT_TRUE(accepts(schema_grammar(json::object()), "{\"any\":[1,{}]}"));
   EXPECT_TRUE(accepts(schema_grammar(json(true)), "\"x\""));
+  // An integer-typed enum keeps whole floats of any size (no UB converting 1e300) and drops 2.5.
+  const auto big = schema_grammar(json{{"type", "integer"}, {"enum", {1e300, 2.5}}});
+  EXPECT_TRUE(accepts(big, json(1e300).dump()));
+  EXPECT_FALSE(viable(big, "2.5"));
   // Annotations are ignored.
   EXPECT_TRUE(accepts(schema_grammar(json{{"type", "integer"},
                                           {"title", "t"},
