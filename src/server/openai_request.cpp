@@ -232,7 +232,8 @@ ojson parse_tool_calls(const ojson& calls, const std::string& where) {
     } else if (f.contains("arguments") && f["arguments"].is_object()) {
       args = f["arguments"];
     }
-    ojson call = {{"id", c.value("id", fmt::format("call_{}", j))},
+    const bool has_id = c.contains("id") && c["id"].is_string();  // value() throws otherwise
+    ojson call = {{"id", has_id ? c["id"] : ojson(fmt::format("call_{}", j))},
                   {"type", "function"},
                   {"function", {{"name", f["name"]}, {"arguments", args}}}};
     out.push_back(std::move(call));

@@ -160,7 +160,8 @@ TEST(ServerFuzz, RandomBytesAndHostileShapes) {
       R"({"prompt":[]})",
       R"({"prompt":""})",
       R"({"tokens":[1,2,999999]})",
-      R"({"messages":[{"role":"tool","content":"x"}]})"};
+      R"({"messages":[{"role":"tool","content":"x"}]})",
+      R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":7,"function":{"name":"f"}}]},{"role":"user","content":"x"}],"max_tokens":2})"};
   for (int i = 0; i < 200; ++i) {
     std::string b(rng() % 64, '\0');
     for (char& c : b) c = static_cast<char>(rng());
