@@ -11,6 +11,19 @@ nlohmann::json api_error_json(const ApiError& e) {
   return {{"error", err}};
 }
 
+nlohmann::json anthropic_error_json(const ApiError& e) {
+  const char* type = e.status == 400   ? "invalid_request_error"
+                     : e.status == 401 ? "authentication_error"
+                     : e.status == 403 ? "permission_error"
+                     : e.status == 404 ? "not_found_error"
+                     : e.status == 413 ? "request_too_large"
+                     : e.status == 429 ? "rate_limit_error"
+                     : e.status == 503 ? "overloaded_error"
+                     : e.status < 500  ? "invalid_request_error"
+                                       : "api_error";
+  return {{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}}}};
+}
+
 ApiError api_error_from(const Error& e) {
   switch (e.code()) {
     case ErrorCode::invalid_argument:

@@ -46,6 +46,8 @@ template <typename... Args>
 }
 
 nlohmann::json api_error_json(const ApiError& e);
+// Anthropic's shape, {"type": "error", "error": {"type", "message"}}, its type from the status.
+nlohmann::json anthropic_error_json(const ApiError& e);
 // Maps an engine/tokenizer/template Error to the status a client should see.
 ApiError api_error_from(const Error& e);
 

@@ -11,12 +11,12 @@ void send_json(HttpExchange& ex, int status, const nlohmann::json& body, const H
   ex.send(status, "application/json", json_dump(body), extra);
 }
 
-void send_error(HttpExchange& ex, const ApiError& e) {
+void send_error(HttpExchange& ex, const ApiError& e, bool anthropic) {
   HeaderList extra;
   if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  // Stainless-generated clients (openai-python) retry 429/5xx unless told otherwise.
+  // Stainless-generated clients (openai-python, anthropic) retry 429/5xx unless told otherwise.
   extra.emplace_back("x-should-retry", e.status == 429 || e.status == 503 ? "true" : "false");
-  send_json(ex, e.status, api_error_json(e), extra);
+  send_json(ex, e.status, anthropic ? anthropic_error_json(e) : api_error_json(e), extra);
 }
 
 void App::set_models(std::vector<ServedModel> models) {
@@ -61,6 +61,8 @@ void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_nam
       {"POST", "/tokenize", handle_tokenize},
       {"POST", "/detokenize", handle_detokenize},
       {"GET", "/metrics", handle_metrics},
+      {"POST", "/v1/messages", handle_messages},
+      {"POST", "/v1/messages/count_tokens", handle_count_tokens},
   };
   const std::string& path = req.path;
   // Probes: no auth (load balancers and orchestrators call them without keys).
@@ -110,16 +112,18 @@ void App::handle(const HttpRequest& req, HttpExchange& ex) {
   auto start = std::chrono::steady_clock::now();
   metrics_.set_http_in_flight(in_flight_.fetch_add(1) + 1);
   std::string route_name = "unknown";
+  // Anthropic's routes answer errors in Anthropic's shape.
+  const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
   try {
     route(req, ex, route_name);
   } catch (const ApiError& e) {
-    if (!ex.responded()) send_error(ex, e);
+    if (!ex.responded()) send_error(ex, e, anthropic);
   } catch (const Error& e) {
-    if (!ex.responded()) send_error(ex, api_error_from(e));
+    if (!ex.responded()) send_error(ex, api_error_from(e), anthropic);
   } catch (const std::exception& e) {
     MEMRA_LOG_ERROR("{} {}: internal error: {}", req.method, req.path, e.what());
     if (!ex.responded())
-      send_error(ex, ApiError(500, "server_error", "", "internal_error", e.what()));
+      send_error(ex, ApiError(500, "server_error", "", "internal_error", e.what()), anthropic);
   }
   metrics_.set_http_in_flight(in_flight_.fetch_sub(1) - 1);
   metrics_.count_request(route_name, ex.status());

@@ -80,9 +80,11 @@ void handle_models(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_tokenize(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_detokenize(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_metrics(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_messages(App& app, const HttpRequest& req, HttpExchange& ex);      // Anthropic
+void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  // Anthropic
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});
-void send_error(HttpExchange& ex, const ApiError& e);
+void send_error(HttpExchange& ex, const ApiError& e, bool anthropic = false);
 
 }  // namespace memra::server

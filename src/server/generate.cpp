@@ -3,6 +3,7 @@
 #include "server/generate.h"
 
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include "server/generation.h"
@@ -29,8 +30,7 @@ struct ChoiceState {
                           {"top_logprobs", json::array()},
                           {"text_offset", json::array()}};
   size_t text_bytes = 0;  // for legacy text_offset
-  Clock::time_point first_token{};
-  int tokens = 0;
+  std::optional<ChoiceTimer> timer;
 };
 
 json token_bytes_json(const std::string& bytes) {
@@ -118,6 +118,7 @@ class Runner {
       requests.push_back(std::move(r));
     }
     start_ = Clock::now();
+    for (ChoiceState& c : states_) c.timer.emplace(app_.metrics(), start_);
     Generation gen(*model_.engine);
     gen.submit(std::move(requests));  // Error(invalid_argument / resource_exhausted) -> 400 / 429
     if (job_.gen.stream)
@@ -133,11 +134,7 @@ class Runner {
   std::string apply(ChoiceEvent& e, json* logprobs_out) {
     ChoiceState& c = states_[e.choice];
     const StreamEvent& ev = e.event;
-    if (!ev.tokens.empty() && c.tokens == 0) {
-      c.first_token = Clock::now();
-      app_.metrics().observe_ttft(std::chrono::duration<double>(c.first_token - start_).count());
-    }
-    c.tokens += static_cast<int>(ev.tokens.size());
+    c.timer->on_tokens(ev.tokens.size());
     c.usage = ev.usage;
     if (job_.gen.logprobs && !ev.tokens.empty()) {
       if (job_.chat) {
@@ -164,19 +161,10 @@ class Runner {
         delta += rest.content;
         c.calls = std::move(rest.calls);
       }
-      finish_metrics(c);
+      c.timer->on_finish(finish_name(c));
     }
     c.text += delta;
     return delta;
-  }
-
-  void finish_metrics(const ChoiceState& c) {
-    auto now = Clock::now();
-    app_.metrics().count_finished(finish_name(c));
-    app_.metrics().observe_e2e(std::chrono::duration<double>(now - start_).count());
-    if (c.tokens > 1)
-      app_.metrics().observe_time_per_output_token(
-          std::chrono::duration<double>(now - c.first_token).count() / (c.tokens - 1));
   }
 
   void count_abandoned() {
@@ -330,6 +318,23 @@ class Runner {
 };
 
 }  // namespace
+
+void ChoiceTimer::on_tokens(size_t n) {
+  if (n > 0 && tokens_ == 0) {
+    first_token_ = Clock::now();
+    metrics_->observe_ttft(std::chrono::duration<double>(first_token_ - start_).count());
+  }
+  tokens_ += n;
+}
+
+void ChoiceTimer::on_finish(const char* reason) {
+  const auto now = Clock::now();
+  metrics_->count_finished(reason);
+  metrics_->observe_e2e(std::chrono::duration<double>(now - start_).count());
+  if (tokens_ > 1)
+    metrics_->observe_time_per_output_token(
+        std::chrono::duration<double>(now - first_token_).count() / double(tokens_ - 1));
+}
 
 std::string make_completion_id(const char* prefix) {
   static thread_local std::mt19937_64 rng(std::random_device{}());

@@ -2,6 +2,7 @@
 // fan-out of n choices to the engine, and the streamed (SSE) or collected response.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,22 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
 void fit_to_context(const ServedModel& model, GenerationJob& job);
 
 void run_generation(App& app, ServedModel& model, GenerationJob& job, HttpExchange& ex);
+
+// One choice's latency metrics, shared by the OpenAI and Anthropic responses: time to first token
+// when its first token arrives, end-to-end latency and time per output token when it finishes.
+class ChoiceTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  ChoiceTimer(Metrics& metrics, Clock::time_point start) : metrics_(&metrics), start_(start) {}
+  void on_tokens(size_t n);
+  void on_finish(const char* reason);
+
+ private:
+  Metrics* metrics_;
+  Clock::time_point start_;
+  Clock::time_point first_token_{};
+  size_t tokens_ = 0;
+};
 
 // "chatcmpl-" + 24 random hex digits.
 std::string make_completion_id(const char* prefix);

@@ -21,6 +21,8 @@ const char* const kSeeds[] = {
     R"({"messages":[{"role":"user","content":"TOOL: w"}],"tool_choice":"required","tools":[{"type":"function","function":{"name":"w","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]},"days":{"type":["integer","null"]},"tags":{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":3}},"required":["city"],"$defs":{"t":{"anyOf":[{"type":"string"},{"type":"object","additionalProperties":{"type":"number"}}]}}}}}],"max_tokens":4})",
     R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"const":[1,{"b":null}]},"b":{"type":"boolean"},"c":{"$ref":"#"}},"required":["a"],"additionalProperties":false}}},"max_tokens":4})",
     R"({"prompt":"Once upon","max_tokens":3,"stop":["a","b"],"logprobs":2,"n":2})",
+    R"({"model":"fake-model","max_tokens":4,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"TOOL: w"},{"role":"assistant","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"t1","name":"w","input":{"city":"P"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"}],"is_error":false}]}],"tools":[{"name":"w","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],"tool_choice":{"type":"any"},"stream":true})",
+    R"({"max_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"stop_sequences":["a"],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"thinking":{"type":"adaptive"},"metadata":{"user_id":"u"}})",
     R"({"prompt":[[1,2,3],[4,5]],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}})",
     R"({"prompt":[65,66],"max_tokens":2,"logit_bias":{"65":-100},"top_k":5,"top_p":0.5,"min_p":0.1})",
 };
@@ -88,22 +90,33 @@ std::string mutate_bytes(std::string s, std::mt19937& rng) {
   return s;
 }
 
-void check_response(const testing::Response& r, const std::string& body) {
+// OpenAI routes answer {"error": {message, type, param, code}}; Anthropic's (/v1/messages...)
+// {"type": "error", "error": {type, message}}.
+void check_response(const testing::Response& r, const std::string& body, const std::string& path) {
   ASSERT_NE(r.status, 0) << "no response for " << body;
   ASSERT_NE(r.status, 500) << r.body << " for " << body;
+  const bool anthropic = path.rfind("/v1/messages", 0) == 0;
   if (r.status == 200) {
     if (r.head.find("text/event-stream") != std::string::npos) {
-      EXPECT_NE(r.body.find("data: [DONE]"), std::string::npos) << body;
+      EXPECT_NE(r.body.find(anthropic ? "event: message_stop" : "data: [DONE]"), std::string::npos)
+          << body;
     } else {
       json j = r.json();
-      EXPECT_TRUE(j.contains("choices") || j.contains("tokens") || j.contains("prompt")) << r.body;
+      EXPECT_TRUE(j.contains("choices") || j.contains("tokens") || j.contains("prompt") ||
+                  j.contains("content") || j.contains("input_tokens"))
+          << r.body;
     }
     return;
   }
   json j = r.json();
   ASSERT_TRUE(j.is_object() && j.contains("error")) << r.status << " " << r.body;
   EXPECT_TRUE(j["error"]["message"].is_string());
-  EXPECT_TRUE(j["error"].contains("param") && j["error"].contains("code"));
+  if (anthropic) {
+    EXPECT_EQ(j["type"], "error") << r.body;
+    EXPECT_TRUE(j["error"]["type"].is_string()) << r.body;
+  } else {
+    EXPECT_TRUE(j["error"].contains("param") && j["error"].contains("code"));
+  }
 }
 
 TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
@@ -118,7 +131,10 @@ TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
   const int kIterations = 600;
   for (int i = 0; i < kIterations; ++i) {
     size_t seed = rng() % std::size(kSeeds);
-    std::string path = seed <= 4 ? "/v1/chat/completions" : "/v1/completions";
+    std::string path = seed <= 4 ? "/v1/chat/completions"
+                       : seed == 6 || seed == 7
+                           ? (rng() % 4 ? "/v1/messages" : "/v1/messages/count_tokens")
+                           : "/v1/completions";
     if (rng() % 10 == 0) path = rng() % 2 ? "/tokenize" : "/detokenize";
     std::string body;
     if (rng() % 2) {
@@ -129,7 +145,7 @@ TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
       body = mutate_bytes(kSeeds[seed], rng);
     }
     testing::Response r = testing::call(app, "POST", path, body);
-    check_response(r, body);
+    check_response(r, body, path);
     if (HasFatalFailure()) return;
   }
 }
@@ -169,8 +185,8 @@ TEST(ServerFuzz, RandomBytesAndHostileShapes) {
   }
   for (const std::string& body : bodies) {
     for (const char* path :
-         {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-      check_response(testing::call(app, "POST", path, body), body.substr(0, 80));
+         {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/messages"}) {
+      check_response(testing::call(app, "POST", path, body), body.substr(0, 80), path);
       if (HasFatalFailure()) return;
     }
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "fake_engine.h"
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/config.h"
@@ -285,6 +286,86 @@ TEST_F(ServerApp, ToolCallsAndMetrics) {
   EXPECT_NE(m.body.find("memra:num_requests_running{model_name=\"fake-model\"} 0"),
             std::string::npos);
   EXPECT_NE(m.body.find("memra:time_to_first_token_seconds_count 1"), std::string::npos);
+}
+
+TEST(AnthropicRequests, BlocksBecomeTemplateMessages) {
+  RequestLimits limits;
+  ChatRequest chat = parse_messages_request(
+      parse_json_body(R"({"max_tokens": 9, "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+          {"role": "user", "content": "Weather?"},
+          {"role": "assistant", "content": [{"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "t1", "name": "w", "input": {"city": "Paris"}}]},
+          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+            "content": "sunny", "is_error": true}, {"type": "text", "text": "Thanks"}]}],
+        "tools": [{"name": "w", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "tool", "name": "w"}, "stop_sequences": ["END"]})",
+                      limits),
+      limits, false);
+  ASSERT_EQ(chat.messages.size(), 5u);
+  EXPECT_EQ(chat.messages[0]["role"], "system");
+  EXPECT_EQ(chat.messages[2]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+  EXPECT_EQ(chat.messages[3]["role"], "tool");
+  EXPECT_EQ(chat.messages[3]["tool_call_id"], "t1");
+  EXPECT_EQ(chat.messages[3]["content"], "Error: sunny");
+  EXPECT_EQ(chat.messages[4]["content"], "Thanks");
+  EXPECT_EQ(chat.tool_choice, ToolChoice::function);
+  EXPECT_EQ(chat.forced_tool, "w");
+  EXPECT_EQ(chat.tools[0]["function"]["parameters"]["type"], "object");
+  EXPECT_EQ(chat.gen.stop.max_tokens, 9);
+  EXPECT_EQ(chat.gen.stop.stop_strings, std::vector<std::string>{"END"});
+  auto param_of = [&](const char* body) {
+    try {
+      parse_messages_request(parse_json_body(body, limits), limits, false);
+    } catch (const ApiError& e) {
+      return e.param;
+    }
+    return std::string("accepted");
+  };
+  const char* kMsg = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(param_of((std::string("{") + kMsg + "}").c_str()), "max_tokens");
+  EXPECT_EQ(param_of((std::string(R"({"max_tokens":1,"temperature":1.5,)") + kMsg + "}").c_str()),
+            "temperature");
+  EXPECT_EQ(
+      param_of(
+          (std::string(R"({"max_tokens":1,"thinking":{"type":"enabled"},)") + kMsg + "}").c_str()),
+      "thinking");
+  EXPECT_EQ(
+      param_of(
+          (std::string(R"({"max_tokens":1,"tools":[{"type":"web_search_20250305","name":"s"}],)") +
+           kMsg + "}")
+              .c_str()),
+      "tools[0].type");
+  EXPECT_EQ(param_of(R"({"max_tokens":1,"messages":[{"role":"system","content":"x"}]})"),
+            "messages[0].role");
+  EXPECT_EQ(
+      param_of((std::string(R"({"max_tokens":1,"output_config":{"effort":"high"},)") + kMsg + "}")
+                   .c_str()),
+      "output_config.effort");
+}
+
+TEST_F(ServerApp, AnthropicMessagesAndErrorShape) {
+  json body = {{"model", "fake-model"},
+               {"max_tokens", 8},
+               {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  testing::Response r = post("/v1/messages", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json m = r.json();
+  EXPECT_EQ(m["type"], "message");
+  EXPECT_EQ(m["content"][0]["type"], "text");
+  EXPECT_TRUE(m["stop_reason"] == "end_turn" || m["stop_reason"] == "max_tokens") << m;
+  EXPECT_GT(m["usage"]["input_tokens"].get<int>(), 0);
+  testing::Response count = post("/v1/messages/count_tokens", body);
+  ASSERT_EQ(count.status, 200) << count.body;
+  EXPECT_EQ(count.json()["input_tokens"], m["usage"]["input_tokens"]);
+  body.erase("max_tokens");
+  testing::Response bad = post("/v1/messages", body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.json()["type"], "error");
+  EXPECT_EQ(bad.json()["error"]["type"], "invalid_request_error");
+  testing::Response unauth = call(*app, "POST", "/v1/messages", body.dump());
+  EXPECT_EQ(unauth.status, 401);
+  EXPECT_EQ(unauth.json()["error"]["type"], "authentication_error");
 }
 
 // What the server does with a forced tool choice and response formats before the engine runs;
