@@ -56,3 +56,8 @@ def test_doc_tool_example_runs_with_the_template_it_names(build_dir, shared_data
         assert name == "get_weather" and isinstance(json.loads(arguments)["city"], str)
     finally:
         assert s.stop() == 0
+
+
+def test_doc_anthropic_example_runs(server):
+    out = run_example(server, 5).strip()
+    assert re.fullmatch(r"(end_turn|max_tokens) .* \d+", out, re.S), out
