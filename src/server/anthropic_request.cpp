@@ -128,16 +128,10 @@ void parse_tools(const ojson& body, ChatRequest& req) {
   } else if (type == "tool") {
     req.tool_choice = ToolChoice::function;
     req.forced_tool = string_field(*choice, "name");
-    bool known = false;
-    for (const ojson& t : req.tools) known = known || t["function"]["name"] == req.forced_tool;
-    if (!known)
-      bad_request("tool_choice.name", "tool_choice names tool '{}', which is not in 'tools'",
-                  req.forced_tool);
   } else {
     bad_request("tool_choice.type", "'tool_choice.type' must be auto, any, tool or none");
   }
-  if (req.tool_call_forced() && req.tools.empty())
-    bad_request("tool_choice", "tool_choice '{}' needs a non-empty 'tools' list", type);
+  check_tool_choice(req, "tool_choice");
   req.parallel_tool_calls = !boolean(*choice, "disable_parallel_tool_use", false);
 }
 

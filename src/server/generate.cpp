@@ -73,17 +73,7 @@ void legacy_logprobs(const Tokenizer& tok, const std::vector<GeneratedToken>& to
 }
 
 const char* finish_name(const ChoiceState& c) {
-  if (!c.calls.empty()) return "tool_calls";
-  switch (c.finish) {
-    case FinishReason::length:
-      return "length";
-    case FinishReason::cancelled:
-      return "cancelled";
-    case FinishReason::error:
-      return "error";
-    default:
-      return "stop";
-  }
+  return openai_finish_reason(c.finish, !c.calls.empty());
 }
 
 // Each call gets its own random id (unique across choices), as OpenAI's are.
@@ -318,6 +308,20 @@ class Runner {
 };
 
 }  // namespace
+
+const char* openai_finish_reason(FinishReason finish, bool has_tool_calls) {
+  if (has_tool_calls) return "tool_calls";
+  switch (finish) {
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
+    default:
+      return "stop";
+  }
+}
 
 void ChoiceTimer::on_tokens(size_t n) {
   if (n > 0 && tokens_ == 0) {

@@ -48,6 +48,10 @@ class ChoiceTimer {
   size_t tokens_ = 0;
 };
 
+// OpenAI's finish_reason for a choice ("tool_calls" when calls were parsed); /metrics counts
+// every API's requests by these names.
+const char* openai_finish_reason(FinishReason finish, bool has_tool_calls);
+
 // "chatcmpl-" + 24 random hex digits.
 std::string make_completion_id(const char* prefix);
 

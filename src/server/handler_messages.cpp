@@ -33,21 +33,6 @@ const char* stop_reason(const MessageState& s) {
   return s.matched_stop.empty() ? "end_turn" : "stop_sequence";
 }
 
-// The OpenAI-named reason, so /metrics counts both APIs alike.
-const char* metrics_reason(const MessageState& s) {
-  if (!s.calls.empty()) return "tool_calls";
-  switch (s.finish) {
-    case FinishReason::length:
-      return "length";
-    case FinishReason::cancelled:
-      return "cancelled";
-    case FinishReason::error:
-      return "error";
-    default:
-      return "stop";
-  }
-}
-
 json usage_json(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
           {"output_tokens", u.completion_tokens},
@@ -105,7 +90,7 @@ class MessagesRunner {
         delta += rest.content;
         s_.calls = std::move(rest.calls);
       }
-      timer_->on_finish(metrics_reason(s_));
+      timer_->on_finish(openai_finish_reason(s_.finish, !s_.calls.empty()));
     }
     s_.text += delta;
     return delta;

@@ -252,22 +252,24 @@ void parse_tools(const ojson& body, ChatRequest& req) {
                     "{{\"name\": ...}}}}");
       req.tool_choice = ToolChoice::function;
       req.forced_tool = (*fn)["name"].get<std::string>();
-      bool known = false;
-      for (const ojson& t : req.tools) known = known || t["function"]["name"] == req.forced_tool;
-      if (!known)
-        bad_request("tool_choice", "tool_choice names function '{}', which is not in 'tools'",
-                    req.forced_tool);
     } else {
       bad_request("tool_choice", "'tool_choice' must be 'none', 'auto', 'required' or an object");
     }
-    if (req.tool_call_forced() && req.tools.empty())
-      bad_request("tool_choice", "tool_choice '{}' needs a non-empty 'tools' list",
-                  choice->is_string() ? choice->get<std::string>() : "function");
+    check_tool_choice(req, "tool_choice");
   }
   req.parallel_tool_calls = boolean(body, "parallel_tool_calls", true);
 }
 
 }  // namespace
+
+void check_tool_choice(const ChatRequest& req, const std::string& param) {
+  if (req.tool_call_forced() && req.tools.empty())
+    bad_request(param, "a forced tool_choice needs a non-empty 'tools' list");
+  if (req.tool_choice != ToolChoice::function) return;
+  for (const ojson& t : req.tools)
+    if (t["function"]["name"] == req.forced_tool) return;
+  bad_request(param, "tool_choice names '{}', which is not in 'tools'", req.forced_tool);
+}
 
 ojson parse_json_body(std::string_view body, const RequestLimits& limits) {
   // nlohmann's parser recurses per nesting level: bound the depth before handing it the text.

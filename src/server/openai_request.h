@@ -79,6 +79,10 @@ struct CompletionRequest {
 ojson parse_json_body(std::string_view body, const RequestLimits& limits);
 
 ChatRequest parse_chat_request(const ojson& body, const RequestLimits& limits);
+
+// After tool_choice is parsed (OpenAI or Anthropic): a forced call needs tools, and a named one
+// must be among them. 400 naming `param`.
+void check_tool_choice(const ChatRequest& req, const std::string& param);
 CompletionRequest parse_completion_request(const ojson& body, const RequestLimits& limits);
 
 }  // namespace memra::server
