@@ -95,18 +95,8 @@ class Runner {
       : app_(app), model_(model), job_(job), ex_(ex), tok_(model.engine->tokenizer()) {}
 
   void run() {
-    size_t n = static_cast<size_t>(job_.gen.n);
-    states_.resize(job_.prompts.size() * n);
-    std::vector<Request> requests;
-    for (size_t c = 0; c < states_.size(); ++c) {
-      Request r;
-      r.prompt = job_.prompts[c / n];
-      r.sampling = job_.gen.sampling;
-      if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + c;  // n>1: distinct, reproducible
-      r.stop = job_.gen.stop;
-      r.grammar = job_.grammar;
-      requests.push_back(std::move(r));
-    }
+    std::vector<Request> requests = engine_requests(job_);
+    states_.resize(requests.size());
     start_ = Clock::now();
     for (ChoiceState& c : states_) c.timer.emplace(app_.metrics(), start_);
     Generation gen(*model_.engine);
@@ -308,6 +298,21 @@ class Runner {
 };
 
 }  // namespace
+
+std::vector<Request> engine_requests(const GenerationJob& job) {
+  const size_t n = static_cast<size_t>(job.gen.n);
+  std::vector<Request> requests;
+  for (size_t c = 0; c < job.prompts.size() * n; ++c) {
+    Request r;
+    r.prompt = job.prompts[c / n];
+    r.sampling = job.gen.sampling;
+    if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + c;
+    r.stop = job.gen.stop;
+    r.grammar = job.grammar;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
 
 const char* openai_finish_reason(FinishReason finish, bool has_tool_calls) {
   if (has_tool_calls) return "tool_calls";

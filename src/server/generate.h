@@ -32,6 +32,11 @@ void fit_to_context(const ServedModel& model, GenerationJob& job);
 
 void run_generation(App& app, ServedModel& model, GenerationJob& job, HttpExchange& ex);
 
+// The engine requests of a job: prompts x n choices, each with the job's sampling, stop and
+// grammar; with a seed, choice c samples with seed + c (distinct, reproducible). Sinks are set by
+// Generation::submit.
+std::vector<Request> engine_requests(const GenerationJob& job);
+
 // One choice's latency metrics, shared by the OpenAI and Anthropic responses: time to first token
 // when its first token arrives, end-to-end latency and time per output token when it finishes.
 class ChoiceTimer {

@@ -56,13 +56,7 @@ class MessagesRunner {
       : app_(app), model_(model), job_(job), ex_(ex) {}
 
   void run() {
-    Request r;
-    r.prompt = job_.prompts.front();
-    r.sampling = job_.gen.sampling;
-    r.stop = job_.gen.stop;
-    r.grammar = job_.grammar;
-    std::vector<Request> requests;
-    requests.push_back(std::move(r));
+    std::vector<Request> requests = engine_requests(job_);  // one: Messages has no n
     start_ = Clock::now();
     timer_.emplace(app_.metrics(), start_);
     Generation gen(*model_.engine);
