@@ -1,0 +1,127 @@
+// The CUDA kernels' host-side launch functions: the contract between kernels/ and the CUDA backend
+// (src/backend/cuda). Kernels know no model, no tensor class and no engine: raw device pointers,
+// sizes and a stream. They never allocate and never synchronize; a launch error is reported by
+// the caller's next cudaGetLastError / stream check.
+//
+// Determinism (the product's contract, DESIGN.md): every output element's reduction order is a
+// function of that element's own inputs and the problem's fixed dimensions (K, head_dim, the
+// fixed attention split size), never of how many other rows, tokens or sequences share the
+// launch. So a token's result is bit-identical alone or in a batch, in a prefill chunk of any
+// length, or recomputed after preemption.
+//
+// Layouts: activations are f32 row-major [n_tokens x dim]. Weights are ggml row-major: a matrix
+// maps n_in -> n_out features, each of its n_out rows holds n_in elements of `wtype` (ggml block
+// layout, n_in a multiple of the type's block size), rows contiguous.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace memra::kernels {
+
+// ---- matmul (kernels/matmul) -------------------------------------------------------------------
+
+// True when matmul() has a kernel for this weight dtype (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+// Q6_K at least).
+bool matmul_supports(DType wtype);
+
+// Bytes of device scratch matmul() needs for n_tokens rows of n_in (the bf16 copy of x).
+size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
+
+// y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < n_out; y is [n_tokens x n_out] with row
+// stride ldy floats (>= n_out; lets a fused QKV write into one wider row). Quantized weights are
+// dequantized in registers/shared memory inside the kernel, never to a whole-matrix copy.
+// scratch: matmul_scratch_bytes(n_tokens, n_in) bytes of device memory.
+void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
+            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream);
+
+// ---- elementwise (kernels/elementwise) ---------------------------------------------------------
+
+// out[r][:] = table row ids[r] dequantized to f32, times scale. ids must be valid rows (the
+// backend checks them on the host before upload).
+void get_rows(DType dtype, const void* table, int64_t n_cols, const int32_t* ids, int64_t n_ids,
+              float scale, float* out, cudaStream_t stream);
+// out[r][:] = x[rows[r]][:] for r < n_rows (gathering the rows that need logits).
+void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows, float* out,
+                 cudaStream_t stream);
+// y = x * rsqrt(mean(x^2) + eps) * w over each row of dim (w may be null). In place allowed.
+// One block per row; the sum's order depends on dim only.
+void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps, float* y,
+              cudaStream_t stream);
+// Fused residual add + norm: x += d (x updated in place), then y = rms_norm(x) * w.
+void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
+                  float* y, cudaStream_t stream);
+void add(float* y, const float* x, int64_t n, cudaStream_t stream);  // y += x
+// y[t][i] += b[i] over n_rows rows of dim, row stride ld (>= dim).
+void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
+             cudaStream_t stream);
+void scale(float* y, float s, int64_t n, cudaStream_t stream);
+void softcap(float* y, float cap, int64_t n, cudaStream_t stream);  // y = cap * tanh(y / cap)
+// out[i] = act(gate[i]) * up[i]; act = silu or gelu (tanh approximation). Rows of n_cols read
+// at row stride ld_in (gate and up may be halves of one fused [n_rows x 2*n_ff] buffer) and
+// written densely.
+enum class Act { silu, gelu_tanh };
+void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+             int64_t ld_in, float* out, cudaStream_t stream);
+
+// ---- rope (kernels/rope) -----------------------------------------------------------------------
+
+// Rotates the first n_rot dims of each head of x: [n_tokens rows, row stride ld floats] of
+// n_heads x head_dim, in place, at positions[t]. inv_freq: [n_rot / 2] f32 device array (radians
+// per position, scaling applied). neox: pairs (i, i + n_rot/2); else pairs (2i, 2i+1). The angle
+// is computed as in the CPU reference: theta = position * inv_freq[i] in double, then cos/sin.
+void rope(float* x, int64_t n_tokens, int64_t ld, int n_heads, int head_dim, int n_rot, bool neox,
+          const int32_t* positions, const float* inv_freq, cudaStream_t stream);
+
+// ---- paged KV cache and attention (kernels/attention) -----------------------------------------
+
+// One layer's paged K or V storage: [n_blocks][block_size][n_kv_heads][head_dim] of dtype f32 or
+// bf16 (the cache's dtype), in device memory.
+struct PagedKv {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::bf16;
+  int32_t block_size = 16;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Per-step metadata in device memory (uploaded once per step by the backend).
+struct StepDev {
+  int32_t n_tokens = 0;
+  int32_t n_seqs = 0;
+  int32_t max_blocks = 0;              // row stride of block_tables
+  const int32_t* positions = nullptr;  // [n_tokens]
+  const int32_t* slots = nullptr;      // [n_tokens] cache slot = block_id * block_size + offset
+  const int32_t* token_seq = nullptr;  // [n_tokens] index of the token's sequence
+  const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
+  int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
+};
+
+// Writes k, v: [n_tokens rows (stride ld floats) x n_kv_heads x head_dim] into their slots,
+// converting to the cache dtype (bf16 round-to-nearest-even).
+void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const float* v, int64_t ld,
+              cudaStream_t stream);
+
+struct AttentionArgs {
+  int n_heads = 0;        // query heads; n_heads % n_kv_heads == 0 (GQA)
+  float scale = 1.0f;     // multiplies q.k
+  float softcap = 0.0f;   // score = c * tanh(s / c) when > 0
+  int32_t window = 0;     // keys j with p - window < j <= p; 0 = all j <= p
+};
+
+// Device scratch bytes attention() needs (split-KV partial results) for a step.
+size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
+
+// Causal attention of each query token t (q: [n_tokens rows, stride ldq] x n_heads x head_dim)
+// over its sequence's cached keys 0..positions[t] (which kv_store has written this step), read
+// through the block table. out: [n_tokens x n_heads x head_dim] dense. Keys are processed in
+// splits of a fixed number of tokens, combined with log-sum-exp in split order: the same for a
+// decode token, a prefill chunk of any length and any batch. head_dim in {64, 128, 256}.
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
+
+}  // namespace memra::kernels
