@@ -70,11 +70,13 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
 // ---- rope (kernels/rope) -----------------------------------------------------------------------
 
 // Rotates the first n_rot dims of each head of x: [n_tokens rows, row stride ld floats] of
-// n_heads x head_dim, in place, at positions[t]. inv_freq: [n_rot / 2] f32 device array (radians
-// per position, scaling applied). neox: pairs (i, i + n_rot/2); else pairs (2i, 2i+1). The angle
-// is computed as in the CPU reference: theta = position * inv_freq[i] in double, then cos/sin.
+// n_heads x head_dim, in place, at positions[t]. inv_freq: [n_rot / 2] f64 device array (radians
+// per position, scaling applied; double because position * inv_freq must match the CPU reference
+// at positions of 1e5 and more). neox: pairs (i, i + n_rot/2); else pairs (2i, 2i+1). The angle
+// is computed as in the CPU reference: theta = position * inv_freq[i] in double, then cos/sin
+// in double, rounded to float.
 void rope(float* x, int64_t n_tokens, int64_t ld, int n_heads, int head_dim, int n_rot, bool neox,
-          const int32_t* positions, const float* inv_freq, cudaStream_t stream);
+          const int32_t* positions, const double* inv_freq, cudaStream_t stream);
 
 // ---- paged KV cache and attention (kernels/attention) -----------------------------------------
 
