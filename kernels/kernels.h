@@ -95,10 +95,10 @@ struct PagedKv {
 struct StepDev {
   int32_t n_tokens = 0;
   int32_t n_seqs = 0;
-  int32_t max_blocks = 0;              // row stride of block_tables
-  const int32_t* positions = nullptr;  // [n_tokens]
-  const int32_t* slots = nullptr;      // [n_tokens] cache slot = block_id * block_size + offset
-  const int32_t* token_seq = nullptr;  // [n_tokens] index of the token's sequence
+  int32_t max_blocks = 0;                 // row stride of block_tables
+  const int32_t* positions = nullptr;     // [n_tokens]
+  const int32_t* slots = nullptr;         // [n_tokens] cache slot = block_id * block_size + offset
+  const int32_t* token_seq = nullptr;     // [n_tokens] index of the token's sequence
   const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
   int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
 };
@@ -109,10 +109,10 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
               cudaStream_t stream);
 
 struct AttentionArgs {
-  int n_heads = 0;        // query heads; n_heads % n_kv_heads == 0 (GQA)
-  float scale = 1.0f;     // multiplies q.k
-  float softcap = 0.0f;   // score = c * tanh(s / c) when > 0
-  int32_t window = 0;     // keys j with p - window < j <= p; 0 = all j <= p
+  int n_heads = 0;       // query heads; n_heads % n_kv_heads == 0 (GQA)
+  float scale = 1.0f;    // multiplies q.k
+  float softcap = 0.0f;  // score = c * tanh(s / c) when > 0
+  int32_t window = 0;    // keys j with p - window < j <= p; 0 = all j <= p
 };
 
 // Device scratch bytes attention() needs (split-KV partial results) for a step.

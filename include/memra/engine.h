@@ -93,6 +93,12 @@ struct EngineOptions {
   int32_t max_queued = 256;        // waiting requests before submit refuses (queue full)
   bool prefix_cache = true;
   int n_threads = 0;  // CPU backend threads; 0 = all cores
+  // Where the model runs: "auto" (a GPU when this build has CUDA and one is present, else the
+  // CPU), "cpu", "cuda" or "cuda:N".
+  std::string device = "auto";
+  // On a GPU, the KV cache may take up to this fraction of the memory free after the weights
+  // are loaded (kv_blocks = 0 sizes it so).
+  double gpu_memory_fraction = 0.9;
 };
 
 struct EngineStats {
@@ -114,6 +120,7 @@ struct EngineModelInfo {
   int32_t n_vocab = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
+  std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"
 };
 
 class Engine {

@@ -1,19 +1,21 @@
-// The backend ops interface the model code is written against (DESIGN.md principle 3). All
+// The backend interface the model code is written against (DESIGN.md principle 3): memory that
+// lives where the backend computes, per-step metadata handed over once, and the ops. All
 // activations are f32, row-major [n_tokens x dim]; weights are TensorViews in any dtype with ggml
 // dims (ne[0] = input features, contiguous; ne[1] = output rows). The CPU implementation lives in
-// backend/cpu/; a CUDA implementation adapts the same calls to kernels.
+// backend/cpu/; the CUDA one (backend/cuda/) adapts the same calls to kernels/.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "backend/step.h"
 #include "core/tensor.h"
 
 namespace memra {
-
-struct BatchSeq;
 
 // How rotary embeddings pair the dimensions of a head: `neox` rotates (i, i + n_rot/2) (Qwen,
 // Gemma, HF layout); `normal` rotates (2i, 2i+1) (GGUF's Llama layout, whose q/k rows are
@@ -26,10 +28,12 @@ struct RopeParams {
   std::vector<double> inv_freq;  // [n_rot / 2] radians per position, scaling already applied
 };
 
-// One layer's paged K or V storage: [n_blocks][block_size][n_kv_heads][head_dim] f32.
+// One layer's paged K and V storage in backend memory: [n_blocks][block_size][n_kv_heads]
+// [head_dim] of dtype (f32 on the CPU; bf16 by default on CUDA, f32 for exactness tests).
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::f32;
   int32_t n_blocks = 0;
   int32_t block_size = 0;
   int32_t n_kv_heads = 0;
@@ -43,28 +47,93 @@ struct AttentionParams {
   int32_t window = 0;    // sliding window in tokens (query sees keys p - window < j <= p); 0 = all
 };
 
+// Backend memory (host RAM for the CPU, device memory for CUDA), freed by its owner's deleter.
+// Move-only; model code keeps these and passes data() to ops, never dereferencing it itself.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(void* data, size_t bytes, std::function<void(void*)> release)
+      : data_(data), bytes_(bytes), release_(std::move(release)) {}
+  ~Buffer() { reset(); }
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      data_ = std::exchange(o.data_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      release_ = std::move(o.release_);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  float* f32() const { return static_cast<float*>(data_); }
+  size_t bytes() const { return bytes_; }
+  void reset() {
+    if (data_ && release_) release_(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  std::function<void(void*)> release_;
+};
+
+// A backend: one device (the CPU, or one GPU by ordinal), its memory and the ops model code is
+// written against. Pointers passed to ops are backend memory (from alloc() or weight_upload()).
+// Ops that need the step's positions, KV slots, block tables, token ids or logit rows read them
+// from the last step_begin(), so per-step metadata crosses to the device once per step.
 class Ops {
  public:
   virtual ~Ops() = default;
 
+  // ---- device and memory
+  virtual std::string name() const = 0;  // "cpu (2 threads)", "cuda:0 NVIDIA H200"
+  virtual bool host_memory() const = 0;  // backend pointers are host pointers (the CPU)
+  virtual DType kv_dtype_default() const = 0;
+  // Refuses a KV dtype the backend's attention cannot read, by name.
+  virtual void kv_dtype_check(DType dtype) const = 0;
+  virtual Buffer alloc(size_t bytes) = 0;  // uninitialized; throws resource_exhausted naming bytes
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;    // host -> backend
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;  // backend -> host, done
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;      // backend -> backend
+  // The backend-resident form of a weight in its file dtype (same name, dtype and dims). The CPU
+  // reads the archive in place; CUDA uploads a copy it owns for its lifetime, and refuses a dtype
+  // it has no kernel for, by name.
+  virtual TensorView weight_upload(const TensorView& host) = 0;
+
+  // ---- per step
+  virtual void step_begin(const StepLayout& step) = 0;
+
+  // ---- ops
   // y[t][o] = sum_i w[o][i] * x[t][i]; x: [n_tokens x w.ne[0]], y: [n_tokens x w.ne[1]].
   virtual void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) = 0;
-  // out[r] = table row ids[r] as f32 (embedding lookup); ids are checked against table.ne[1].
-  virtual void get_rows(const TensorView& table, std::span<const int32_t> ids, float* out) = 0;
+  // out[t] = table row step.tokens[t] as f32, times scale (embedding lookup).
+  virtual void embed(const TensorView& table, float scale, float* out) = 0;
   // y = x / rms(x) * w over each row of dim; w may be null (no weight). In place allowed.
   virtual void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                         float* y) = 0;
-  // Rotates x: [n_tokens x n_heads x head_dim] in place at the tokens' positions.
-  virtual void rope(float* x, int64_t n_tokens, int n_heads, int head_dim,
-                    std::span<const int32_t> positions, const RopeParams& params) = 0;
-  // Writes k, v: [n_tokens x n_kv_heads x head_dim] of batch tokens into their cache slots.
-  virtual void kv_store(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* k,
-                        const float* v) = 0;
-  // Causal attention of q: [n_tokens x n_heads x head_dim] over each sequence's cached keys and
-  // values (which kv_store has already written for this step); GQA when n_heads > n_kv_heads.
-  // out: [n_tokens x n_heads x head_dim].
-  virtual void attention(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* q,
-                         const AttentionParams& params, float* out) = 0;
+  // Residual add then norm: x += d; y = rms_norm(x) * w. Fused where the backend can.
+  virtual void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                            float eps, float* y) {
+    add(x, d, n_rows * dim);
+    rms_norm(x, w, n_rows, dim, eps, y);
+  }
+  // Rotates x: [step tokens x n_heads x head_dim] in place at the step's positions.
+  virtual void rope(float* x, int n_heads, int head_dim, const RopeParams& params) = 0;
+  // Writes k, v: [step tokens x n_kv_heads x head_dim] into the step's cache slots.
+  virtual void kv_store(const KvLayerView& kv, const float* k, const float* v) = 0;
+  // Causal attention of q: [step tokens x n_heads x head_dim] over each token's sequence's cached
+  // keys and values (which kv_store has already written for this step), through the step's block
+  // tables; GQA when n_heads > n_kv_heads. out: [step tokens x n_heads x head_dim].
+  virtual void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
+                         float* out) = 0;
+  // out[r] = x[step.logit_rows[r]] over rows of dim: the rows whose logits are wanted.
+  virtual void gather_logit_rows(const float* x, int64_t dim, float* out) = 0;
 
   // Elementwise helpers over n values.
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
@@ -83,8 +152,9 @@ struct CpuOpsOptions {
 };
 
 // The CPU backend: a persistent thread pool splits matmul rows and attention heads. The fast
-// path (reference = false) quantizes activations to 8-bit blocks for quantized weights and uses
-// SIMD dot products; it is tested against the reference path (tests/models/ops_test.cpp).
+// path (reference = false) keeps activations in f32: quantized weight rows are expanded to f32 by
+// SIMD code and dotted in f32 (8-bit activations lost next-token agreement on Gemma 3 270M); it
+// is tested against the reference path (tests/models/ops_test.cpp).
 std::unique_ptr<Ops> ops_cpu_create(const CpuOpsOptions& options);
 
 }  // namespace memra

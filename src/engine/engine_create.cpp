@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/backend_select.h"
 #include "engine/engine_impl.h"
 #include "formats/model_archive.h"
 #include "formats/model_source.h"
@@ -79,7 +80,10 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
     for (int32_t id : generation_config_eos(resolved.path))
       if (std::find(parts.eos_ids.begin(), parts.eos_ids.end(), id) == parts.eos_ids.end())
         parts.eos_ids.push_back(id);
-  parts.model = model_load(archive, ModelLoadOptions{options.n_threads});
+  ModelLoadOptions load;
+  load.ops = backend_select({options.device, options.n_threads, false});
+  parts.ops = load.ops;
+  parts.model = model_load(archive, load);
   const ModelInfo& mi = parts.model->info();
   if (mi.n_vocab < parts.tokenizer->n_vocab())
     fail(ErrorCode::malformed_file, "tokenizer has {} tokens but the model only {} logits",
@@ -88,6 +92,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   parts.info.architecture = mi.architecture;
   parts.info.n_vocab = mi.n_vocab;
   parts.info.weight_bytes = mi.weight_bytes;
+  parts.info.device = mi.device;
   return engine_start(std::move(parts), options);
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/backend_select.h"
 #include "engine/kv_block_manager.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -78,6 +79,7 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override;
 
  private:
+  int64_t default_kv_blocks(int64_t ctx_blocks, int32_t block_size) const;
   void validate(const Request& r) const;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary();
   void run();
@@ -129,11 +131,7 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
     fail(ErrorCode::invalid_argument, "kv_block_size {} is outside [1, 1024]", bs);
   const int64_t ctx_blocks = (ctx + bs - 1) / bs;
   int64_t n_blocks = options_.kv_blocks;
-  if (n_blocks == 0) {
-    const uint64_t per_block = std::max<uint64_t>(1, parts_.model->kv_bytes_per_token() * bs);
-    const int64_t by_bytes = static_cast<int64_t>(kDefaultKvMaxBytes / per_block);
-    n_blocks = std::max(ctx_blocks, std::min(ctx_blocks * options_.max_sequences, by_bytes));
-  }
+  if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs);
   if (n_blocks < ctx_blocks || n_blocks > (1 << 24))
     fail(ErrorCode::invalid_argument,
          "kv_blocks {} cannot hold one full context of {} tokens "
@@ -143,6 +141,10 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   parts_.info.n_vocab = n_vocab_;
   kv_ = parts_.model->kv_cache_create(static_cast<int32_t>(n_blocks), bs);
   parts_.info.kv_cache_bytes = kv_->bytes();
+  MEMRA_LOG_INFO("engine: {} on {}, weights {} bytes, KV cache {} blocks of {} tokens = {} bytes",
+                 parts_.info.id.empty() ? parts_.info.architecture : parts_.info.id,
+                 parts_.info.device.empty() ? "host" : parts_.info.device, parts_.info.weight_bytes,
+                 n_blocks, bs, parts_.info.kv_cache_bytes);
   blocks_ =
       std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs, options_.prefix_cache);
   scheduler_ = std::make_unique<Scheduler>(
@@ -152,6 +154,28 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   seed_base_ = std::random_device{}();
   stats_.kv_blocks_total = static_cast<int32_t>(n_blocks);
   thread_ = std::thread([this] { run(); });
+}
+
+// Enough blocks for max_sequences full contexts, capped by memory: 1 GiB on the host, or
+// gpu_memory_fraction of the device memory free after the weights; never less than one context.
+int64_t EngineImpl::default_kv_blocks(int64_t ctx_blocks, int32_t block_size) const {
+  const uint64_t per_block =
+      std::max<uint64_t>(1, parts_.model->kv_bytes_per_token() * uint64_t(block_size));
+  uint64_t budget = kDefaultKvMaxBytes;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  if (parts_.ops && backend_memory(*parts_.ops, free_bytes, total_bytes)) {
+    const double f = options_.gpu_memory_fraction;
+    if (!(f > 0.0 && f <= 1.0))
+      fail(ErrorCode::invalid_argument, "gpu_memory_fraction {} is outside (0, 1]", f);
+    budget = static_cast<uint64_t>(static_cast<double>(free_bytes) * f);
+    if (budget / per_block < static_cast<uint64_t>(ctx_blocks))
+      fail(ErrorCode::resource_exhausted,
+           "the KV cache for one context of {} blocks needs {} bytes; {} of {} bytes of GPU memory "
+           "are free after the weights (gpu_memory_fraction {})",
+           ctx_blocks, ctx_blocks * per_block, free_bytes, total_bytes, f);
+  }
+  const int64_t by_bytes = static_cast<int64_t>(std::min<uint64_t>(budget / per_block, 1 << 24));
+  return std::max(ctx_blocks, std::min(ctx_blocks * options_.max_sequences, by_bytes));
 }
 
 EngineImpl::~EngineImpl() {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/ops.h"
 #include "memra/engine.h"
 #include "models/model.h"
 #include "tokenizer/chat_template.h"
@@ -13,6 +14,7 @@
 namespace memra {
 
 struct EngineParts {
+  std::shared_ptr<Ops> ops;  // the model's backend (null for test doubles: host memory assumed)
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat_template;  // null when the model has none

@@ -5,15 +5,26 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/step_layout.h"
 
 namespace memra {
 
+namespace {
+
+const float* f32(const TensorView& t) {
+  return static_cast<const float*>(t.data);
+}
+
+}  // namespace
+
 DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
                            const ModelLoadOptions& options)
-    : archive_(std::move(archive)), trace_(options.trace) {
+    : archive_(std::move(archive)), ops_(options.ops), trace_(options.trace) {
+  if (!ops_) fail(ErrorCode::invalid_argument, "model_load: no backend given");
   cfg_ = model_config_read(*archive_);
   w_ = model_weights_bind(*archive_, cfg_);
-  ops_ = ops_cpu_create({options.n_threads, options.reference});
+  kv_dtype_ = options.kv_dtype.value_or(ops_->kv_dtype_default());
+  ops_->kv_dtype_check(kv_dtype_);
   info_.architecture = cfg_.arch;
   info_.name = archive_->metadata.get_string("general.name").value_or("");
   info_.n_vocab = cfg_.n_vocab;
@@ -24,142 +35,148 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
     info_.n_params += t.n_elements();
     info_.weight_bytes += t.n_bytes;
   }
+  info_.device = ops_->name();
+  info_.kv_dtype = kv_dtype_;
+  model_weights_upload(w_, *ops_, options.progress);
 }
 
 uint64_t DecoderModel::kv_bytes_per_token() const {
-  return uint64_t{2} * sizeof(float) * cfg_.n_layers * cfg_.n_kv_heads * cfg_.head_dim;
+  return BackendKvCache::bytes_per_token(kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim);
 }
 
 std::unique_ptr<KvCache> DecoderModel::kv_cache_create(int32_t n_blocks, int32_t block_size) const {
-  return std::make_unique<CpuKvCache>(cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim, n_blocks,
-                                      block_size);
+  return std::make_unique<BackendKvCache>(ops_, kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads,
+                                          cfg_.head_dim, n_blocks, block_size);
 }
 
-CpuKvCache& DecoderModel::kv_cast(KvCache& kv) const {
-  auto* cpu = dynamic_cast<CpuKvCache*>(&kv);
-  if (!cpu) fail(ErrorCode::invalid_argument, "KV cache was not created by this CPU model");
-  return *cpu;
+const BackendKvCache& DecoderModel::kv_cast(const KvCache& kv) const {
+  const auto* cache = dynamic_cast<const BackendKvCache*>(&kv);
+  if (!cache || cache->owner() != ops_.get())
+    fail(ErrorCode::invalid_argument, "KV cache was not created by this model's backend");
+  return *cache;
 }
 
-int64_t DecoderModel::begin_step(const Batch& batch, std::span<float> logits) {
-  const int64_t n = batch.n_tokens();
-  if (batch.positions.size() != batch.tokens.size())
-    fail(ErrorCode::invalid_argument, "batch has {} tokens but {} positions", n,
-         batch.positions.size());
-  int64_t next = 0;
-  for (const BatchSeq& seq : batch.seqs) {
-    if (seq.first_token != next || seq.n_tokens <= 0 || seq.n_past < 0 || next + seq.n_tokens > n)
-      fail(ErrorCode::invalid_argument, "batch sequence at token {} is not contiguous", next);
-    for (int32_t i = 0; i < seq.n_tokens; ++i)
-      if (batch.positions[next + i] != seq.n_past + i)
-        fail(ErrorCode::invalid_argument, "token {} has position {}, expected n_past + {} = {}",
-             next + i, batch.positions[next + i], i, seq.n_past + i);
-    next += seq.n_tokens;
-  }
-  if (next != n)
-    fail(ErrorCode::invalid_argument, "batch sequences cover {} of {} tokens", next, n);
-  for (int32_t t : batch.logit_tokens)
-    if (t < 0 || t >= n) fail(ErrorCode::invalid_argument, "logit token {} outside the batch", t);
-  if (logits.size() != batch.logit_tokens.size() * static_cast<size_t>(cfg_.n_vocab))
+int64_t DecoderModel::begin_step(const Batch& batch, const KvCache& kv, std::span<float> logits) {
+  step_layout_build(batch, kv.block_size(), kv.n_blocks(), step_);
+  const int64_t n = step_.n_tokens();
+  const int64_t n_logits = step_.n_logits();
+  if (logits.size() != static_cast<size_t>(n_logits) * static_cast<size_t>(cfg_.n_vocab))
     fail(ErrorCode::invalid_argument, "logits span holds {} floats, expected {} rows of {}",
-         logits.size(), batch.logit_tokens.size(), cfg_.n_vocab);
-  const auto grow = [](std::vector<float>& v, int64_t size) {
-    if (static_cast<int64_t>(v.size()) < size) v.resize(size);
+         logits.size(), n_logits, cfg_.n_vocab);
+  ops_->step_begin(step_);
+  const auto grow = [this](Buffer& b, int64_t floats) {
+    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+    if (b.bytes() < bytes) b = ops_->alloc(bytes);
   };
   const int64_t q_dim = int64_t{cfg_.n_heads} * cfg_.head_dim;
   const int64_t kv_dim = int64_t{cfg_.n_kv_heads} * cfg_.head_dim;
-  for (auto* v : {&s_.x, &s_.h, &s_.out}) grow(*v, n * cfg_.n_embd);
-  for (auto* v : {&s_.q, &s_.attn}) grow(*v, n * q_dim);
-  for (auto* v : {&s_.k, &s_.v}) grow(*v, n * kv_dim);
-  for (auto* v : {&s_.gate, &s_.up}) grow(*v, n * cfg_.n_ff);
-  grow(s_.sel, static_cast<int64_t>(batch.logit_tokens.size()) * cfg_.n_embd);
+  for (Buffer* b : {&s_.x, &s_.h, &s_.out}) grow(*b, n * cfg_.n_embd);
+  for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, n * q_dim);
+  for (Buffer* b : {&s_.k, &s_.v}) grow(*b, n * kv_dim);
+  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, n * cfg_.n_ff);
+  grow(s_.sel, std::max<int64_t>(1, n_logits) * cfg_.n_embd);
+  if (!ops_->host_memory()) grow(s_.logits, std::max<int64_t>(1, n_logits) * cfg_.n_vocab);
   return n;
 }
 
 void DecoderModel::trace(const char* name, int il, const float* data, int64_t n_rows,
-                         int64_t n_cols) const {
-  if (trace_) trace_(TraceEvent{name, il, data, n_rows, n_cols});
+                         int64_t n_cols) {
+  if (!trace_) return;
+  if (!ops_->host_memory()) {
+    trace_host_.resize(static_cast<size_t>(n_rows * n_cols));
+    ops_->download(trace_host_.data(), data, trace_host_.size() * sizeof(float));
+    data = trace_host_.data();
+  }
+  trace_(TraceEvent{name, il, data, n_rows, n_cols});
 }
 
-void DecoderModel::embed(const Batch& batch, float* x) {
-  const int64_t n = batch.n_tokens();
-  ops_->get_rows(*w_.token_embd, batch.tokens, x);
-  if (cfg_.embed_scale != 1.0f) ops_->scale(x, cfg_.embed_scale, n * cfg_.n_embd);
-  trace("embed", -1, x, n, cfg_.n_embd);
+void DecoderModel::embed(float* x) {
+  ops_->embed(w_.token_embd, cfg_.embed_scale, x);
+  trace("embed", -1, x, step_.n_tokens(), cfg_.n_embd);
 }
 
-void DecoderModel::norm(const float* x, const std::vector<float>& w, int64_t n, float* y,
-                        const char* name, int il) {
-  ops_->rms_norm(x, w.data(), n, cfg_.n_embd, cfg_.norm_eps, y);
+void DecoderModel::norm(const float* x, const TensorView& w, int64_t n, float* y, const char* name,
+                        int il) {
+  ops_->rms_norm(x, f32(w), n, cfg_.n_embd, cfg_.norm_eps, y);
   trace(name, il, y, n, cfg_.n_embd);
 }
 
-void DecoderModel::attention_block(int il, const Batch& batch, CpuKvCache& kv, const float* h,
+void DecoderModel::add_norm(float* x, const float* d, const TensorView& w, int64_t n, float* y,
+                            const char* residual_name, int residual_il, const char* norm_name,
+                            int norm_il) {
+  ops_->add_rms_norm(x, d, f32(w), n, cfg_.n_embd, cfg_.norm_eps, y);
+  trace(residual_name, residual_il, x, n, cfg_.n_embd);
+  trace(norm_name, norm_il, y, n, cfg_.n_embd);
+}
+
+void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, const float* h,
                                    float* out) {
   const LayerWeights& L = w_.layers[il];
-  const int64_t n = batch.n_tokens();
   const int hd = cfg_.head_dim;
   const int64_t q_dim = int64_t{cfg_.n_heads} * hd, kv_dim = int64_t{cfg_.n_kv_heads} * hd;
-  float *q = s_.q.data(), *k = s_.k.data(), *v = s_.v.data();
-  ops_->matmul(*L.wq, h, n, q);
-  ops_->matmul(*L.wk, h, n, k);
-  ops_->matmul(*L.wv, h, n, v);
+  float *q = s_.q.f32(), *k = s_.k.f32(), *v = s_.v.f32();
+  ops_->matmul(L.wq, h, n, q);
+  ops_->matmul(L.wk, h, n, k);
+  ops_->matmul(L.wv, h, n, v);
   if (cfg_.qkv_bias) {
-    ops_->add_row(q, L.bq.data(), n, q_dim);
-    ops_->add_row(k, L.bk.data(), n, kv_dim);
-    ops_->add_row(v, L.bv.data(), n, kv_dim);
+    ops_->add_row(q, f32(L.bq), n, q_dim);
+    ops_->add_row(k, f32(L.bk), n, kv_dim);
+    ops_->add_row(v, f32(L.bv), n, kv_dim);
   }
   trace("q", il, q, n, q_dim);
   trace("k", il, k, n, kv_dim);
   trace("v", il, v, n, kv_dim);
   if (cfg_.qk_norm) {
-    ops_->rms_norm(q, L.q_norm.data(), n * cfg_.n_heads, hd, cfg_.norm_eps, q);
-    ops_->rms_norm(k, L.k_norm.data(), n * cfg_.n_kv_heads, hd, cfg_.norm_eps, k);
+    ops_->rms_norm(q, f32(L.q_norm), n * cfg_.n_heads, hd, cfg_.norm_eps, q);
+    ops_->rms_norm(k, f32(L.k_norm), n * cfg_.n_kv_heads, hd, cfg_.norm_eps, k);
     trace("q_norm", il, q, n, q_dim);
     trace("k_norm", il, k, n, kv_dim);
   }
   const int32_t window = cfg_.window[il];
   const RopeParams& rope = window > 0 ? cfg_.rope_local : cfg_.rope_global;
-  ops_->rope(q, n, cfg_.n_heads, hd, batch.positions, rope);
-  ops_->rope(k, n, cfg_.n_kv_heads, hd, batch.positions, rope);
+  ops_->rope(q, cfg_.n_heads, hd, rope);
+  ops_->rope(k, cfg_.n_kv_heads, hd, rope);
   trace("q_rope", il, q, n, q_dim);
   trace("k_rope", il, k, n, kv_dim);
   const KvLayerView kv_layer = kv.layer(il);
-  ops_->kv_store(kv_layer, batch.seqs, k, v);
+  ops_->kv_store(kv_layer, k, v);
   const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
-  ops_->attention(kv_layer, batch.seqs, q, params, s_.attn.data());
-  trace("attn", il, s_.attn.data(), n, q_dim);
-  ops_->matmul(*L.wo, s_.attn.data(), n, out);
+  ops_->attention(kv_layer, q, params, s_.attn.f32());
+  trace("attn", il, s_.attn.f32(), n, q_dim);
+  ops_->matmul(L.wo, s_.attn.f32(), n, out);
   trace("attn_out", il, out, n, cfg_.n_embd);
 }
 
 void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   const LayerWeights& L = w_.layers[il];
   const int64_t n_ff = cfg_.n_ff;
-  ops_->matmul(*L.w_gate, h, n, s_.gate.data());
-  ops_->matmul(*L.w_up, h, n, s_.up.data());
-  trace("ffn_gate", il, s_.gate.data(), n, n_ff);
-  trace("ffn_up", il, s_.up.data(), n, n_ff);
+  float *gate = s_.gate.f32(), *up = s_.up.f32();
+  ops_->matmul(L.w_gate, h, n, gate);
+  ops_->matmul(L.w_up, h, n, up);
+  trace("ffn_gate", il, gate, n, n_ff);
+  trace("ffn_up", il, up, n, n_ff);
   if (cfg_.activation == Activation::gelu_tanh)
-    ops_->gelu_tanh_mul(s_.gate.data(), s_.up.data(), n * n_ff, s_.gate.data());
+    ops_->gelu_tanh_mul(gate, up, n * n_ff, gate);
   else
-    ops_->silu_mul(s_.gate.data(), s_.up.data(), n * n_ff, s_.gate.data());
-  trace("ffn_act", il, s_.gate.data(), n, n_ff);
-  ops_->matmul(*L.w_down, s_.gate.data(), n, out);
+    ops_->silu_mul(gate, up, n * n_ff, gate);
+  trace("ffn_act", il, gate, n, n_ff);
+  ops_->matmul(L.w_down, gate, n, out);
   trace("ffn_out", il, out, n, cfg_.n_embd);
 }
 
-void DecoderModel::logits_block(const Batch& batch, const float* x, std::span<float> logits) {
-  const int64_t n_rows = static_cast<int64_t>(batch.logit_tokens.size());
+void DecoderModel::logits_block(const float* x, std::span<float> logits) {
+  const int64_t n_rows = step_.n_logits();
   if (n_rows == 0) return;
-  for (int64_t r = 0; r < n_rows; ++r)
-    std::copy_n(x + int64_t{batch.logit_tokens[r]} * cfg_.n_embd, cfg_.n_embd,
-                s_.sel.data() + r * cfg_.n_embd);
-  norm(s_.sel.data(), w_.output_norm, n_rows, s_.sel.data(), "output_norm", -1);
-  ops_->matmul(*w_.output, s_.sel.data(), n_rows, logits.data());
+  float* sel = s_.sel.f32();
+  ops_->gather_logit_rows(x, cfg_.n_embd, sel);
+  norm(sel, w_.output_norm, n_rows, sel, "output_norm", -1);
+  // Host-memory backends write the caller's span directly; others download the rows.
+  float* out = ops_->host_memory() ? logits.data() : s_.logits.f32();
+  ops_->matmul(w_.output, sel, n_rows, out);
   if (cfg_.final_softcap > 0)
-    ops_->softcap(logits.data(), cfg_.final_softcap, n_rows * int64_t{cfg_.n_vocab});
-  trace("logits", -1, logits.data(), n_rows, cfg_.n_vocab);
+    ops_->softcap(out, cfg_.final_softcap, n_rows * int64_t{cfg_.n_vocab});
+  trace("logits", -1, out, n_rows, cfg_.n_vocab);
+  if (!ops_->host_memory()) ops_->download(logits.data(), out, logits.size() * sizeof(float));
 }
 
 }  // namespace memra

@@ -11,23 +11,26 @@ class LlamaModel final : public DecoderModel {
   using DecoderModel::DecoderModel;
 
   void forward(const Batch& batch, KvCache& kv_cache, std::span<float> logits) override {
-    CpuKvCache& kv = kv_cast(kv_cache);
-    const int64_t n = begin_step(batch, logits);
-    const int64_t width = n * cfg_.n_embd;
-    float *x = s_.x.data(), *h = s_.h.data(), *out = s_.out.data();
-    embed(batch, x);
+    const BackendKvCache& kv = kv_cast(kv_cache);
+    const int64_t n = begin_step(batch, kv, logits);
+    float *x = s_.x.f32(), *h = s_.h.f32(), *out = s_.out.f32();
+    embed(x);
+    norm(x, w_.layers[0].attn_norm, n, h, "attn_norm", 0);
     for (int il = 0; il < cfg_.n_layers; ++il) {
       const LayerWeights& L = w_.layers[il];
-      norm(x, L.attn_norm, n, h, "attn_norm", il);
-      attention_block(il, batch, kv, h, out);
-      ops_->add(x, out, width);
-      trace("attn_residual", il, x, n, cfg_.n_embd);
-      norm(x, L.ffn_norm, n, h, "ffn_norm", il);
+      attention_block(il, n, kv, h, out);
+      add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
       mlp_block(il, h, n, out);
-      ops_->add(x, out, width);
-      trace("ffn_residual", il, x, n, cfg_.n_embd);
+      // The residual add fuses with the next layer's attention norm.
+      if (il + 1 < cfg_.n_layers) {
+        add_norm(x, out, w_.layers[il + 1].attn_norm, n, h, "ffn_residual", il, "attn_norm",
+                 il + 1);
+      } else {
+        ops_->add(x, out, n * cfg_.n_embd);
+        trace("ffn_residual", il, x, n, cfg_.n_embd);
+      }
     }
-    logits_block(batch, x, logits);
+    logits_block(x, logits);
   }
 };
 

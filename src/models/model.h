@@ -6,16 +6,19 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "models/batch.h"
 
 namespace memra {
 
 struct ModelArchive;
+class Ops;
 
 struct ModelInfo {
   std::string architecture;  // GGUF spelling: llama, qwen2, qwen3, gemma3
@@ -26,6 +29,8 @@ struct ModelInfo {
   int32_t n_embd = 0;
   uint64_t n_params = 0;
   uint64_t weight_bytes = 0;
+  std::string device;  // the backend's name, e.g. "cpu (2 threads)", "cuda:0 NVIDIA H200"
+  DType kv_dtype = DType::f32;
 };
 
 // Paged KV storage for all layers: n_blocks blocks of block_size token slots each. Block ids come
@@ -62,11 +67,13 @@ struct TraceEvent {
 };
 
 struct ModelLoadOptions {
-  int n_threads = 0;  // CPU backend worker threads; 0 = hardware concurrency
-  // Plain CPU reference ops (dequantize rows, double accumulation): the oracle the fast path is
-  // tested against; several times slower.
-  bool reference = false;
+  // The backend the model runs on (required): its weights, activations and KV cache live there.
+  // Several models may share one backend.
+  std::shared_ptr<Ops> ops;
+  std::optional<DType> kv_dtype;  // KV cache element type; unset = the backend's default
   std::function<void(const TraceEvent&)> trace;  // called after each named op when set
+  // Called as weights become backend-resident (bytes done, bytes total), e.g. for a progress bar.
+  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 // Builds the model for archive.architecture(); refuses unknown architectures, missing tensors,

@@ -2,6 +2,7 @@
 // tensors were used so that an unexpected tensor (a feature we would silently ignore) is refused.
 #include "models/model_weights.h"
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -20,23 +21,31 @@ class Binder {
   const TensorView* find(const std::string& name) const { return archive_.find_tensor(name); }
 
   // A 2-D weight of ggml dims [n_in, n_out].
-  const TensorView* matrix(const std::string& name, int64_t n_in, int64_t n_out) {
+  TensorView matrix(const std::string& name, int64_t n_in, int64_t n_out) {
     const TensorView& t = require(name);
     if (t.n_dims > 2 || t.ne[0] != static_cast<uint64_t>(n_in) ||
         t.ne[1] != static_cast<uint64_t>(n_out))
       fail(ErrorCode::malformed_file, "tensor {} has shape [{}, {}], expected [{}, {}]", name,
            t.ne[0], t.ne[1], n_in, n_out);
-    return &t;
+    return t;
   }
 
-  std::vector<float> vector(const std::string& name, int64_t n) {
+  // A vector of n, converted to f32 into storage owned by `w`.
+  TensorView vector(const std::string& name, int64_t n, ModelWeights& w) {
     const TensorView& t = require(name);
     if (t.n_elements() != static_cast<uint64_t>(n) || t.ne[0] != static_cast<uint64_t>(n))
       fail(ErrorCode::malformed_file, "tensor {} has {} elements, expected a vector of {}", name,
            t.n_elements(), n);
-    std::vector<float> out(n);
+    std::vector<float>& out = w.host_vectors.emplace_back(n);
     quant::dequantize_row(t.dtype, t.data, out.data(), n);
-    return out;
+    TensorView v;
+    v.name = name;
+    v.dtype = DType::f32;
+    v.n_dims = 1;
+    v.ne = {static_cast<uint64_t>(n), 1, 1, 1};
+    v.data = out.data();
+    v.n_bytes = static_cast<uint64_t>(n) * sizeof(float);
+    return v;
   }
 
   void mark_used(const std::string& name) { used_.insert(name); }
@@ -63,32 +72,32 @@ class Binder {
   std::set<std::string> used_;
 };
 
-LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il) {
+LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w) {
   const std::string p = "blk." + std::to_string(il) + ".";
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim,
                 kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   LayerWeights L;
-  L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd);
+  L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd, w);
   L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
   L.wk = b.matrix(p + "attn_k.weight", c.n_embd, kv_dim);
   L.wv = b.matrix(p + "attn_v.weight", c.n_embd, kv_dim);
   L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
   if (c.qkv_bias) {
-    L.bq = b.vector(p + "attn_q.bias", q_dim);
-    L.bk = b.vector(p + "attn_k.bias", kv_dim);
-    L.bv = b.vector(p + "attn_v.bias", kv_dim);
+    L.bq = b.vector(p + "attn_q.bias", q_dim, w);
+    L.bk = b.vector(p + "attn_k.bias", kv_dim, w);
+    L.bv = b.vector(p + "attn_v.bias", kv_dim, w);
   }
   if (c.qk_norm) {
-    L.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim);
-    L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim);
+    L.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim, w);
+    L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim, w);
   }
-  L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd);
+  L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd, w);
   L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
   L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
   L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
   if (c.sandwich_norms) {
-    L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd);
-    L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd);
+    L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd, w);
+    L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);
   }
   return L;
 }
@@ -106,11 +115,31 @@ ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config
   w.token_embd = b.matrix("token_embd.weight", config.n_embd, config.n_vocab);
   w.output = b.find("output.weight") ? b.matrix("output.weight", config.n_embd, config.n_vocab)
                                      : w.token_embd;
-  w.output_norm = b.vector("output_norm.weight", config.n_embd);
-  for (int il = 0; il < config.n_layers; ++il) w.layers.push_back(bind_layer(b, config, il));
+  w.output_norm = b.vector("output_norm.weight", config.n_embd, w);
+  for (int il = 0; il < config.n_layers; ++il) w.layers.push_back(bind_layer(b, config, il, w));
   if (archive.find_tensor("rope_freqs.weight")) b.mark_used("rope_freqs.weight");
   b.refuse_unused();
   return w;
+}
+
+void model_weights_upload(ModelWeights& weights, Ops& ops,
+                          const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::map<const void*, TensorView> uploaded;  // host data -> backend view (tied tensors)
+  uint64_t total = 0, done = 0;
+  weights.for_each([&](TensorView& t) {
+    if (uploaded.emplace(t.data, TensorView{}).second) total += t.n_bytes;
+  });
+  uploaded.clear();
+  weights.for_each([&](TensorView& t) {
+    auto it = uploaded.find(t.data);
+    if (it == uploaded.end()) {
+      it = uploaded.emplace(t.data, ops.weight_upload(t)).first;
+      done += t.n_bytes;
+      if (progress) progress(done, total);
+    }
+    t = it->second;
+  });
+  if (!ops.host_memory()) weights.host_vectors.clear();
 }
 
 }  // namespace memra

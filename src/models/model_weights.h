@@ -1,10 +1,14 @@
 // The weights of a decoder model, bound by GGUF tensor name with their shapes checked against
-// the config. Matrices stay in the archive in their stored dtype (quantized matmul reads them in
-// place); small vectors (norm weights, biases) are converted to f32 once at load.
+// the config. Matrices keep their stored dtype (quantized matmul reads them as they are); small
+// vectors (norm weights, biases) are converted to f32 once at load. Then the backend takes them:
+// the CPU reads the mapped archive in place, CUDA holds device copies.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/tensor.h"
 #include "models/model_config.h"
 
@@ -12,33 +16,59 @@ namespace memra {
 
 struct ModelArchive;
 
-// A matrix maps n_in -> n_out features: ggml dims ne[0] = n_in, ne[1] = n_out.
+// A matrix maps n_in -> n_out features: ggml dims ne[0] = n_in, ne[1] = n_out. Vectors (norm
+// weights, biases) are F32 views of [n]. An absent optional tensor has data == nullptr. After
+// model_weights_upload every view points into backend memory.
 struct LayerWeights {
-  std::vector<float> attn_norm;        // [n_embd]
-  const TensorView* wq = nullptr;      // n_embd -> n_heads * head_dim
-  const TensorView* wk = nullptr;      // n_embd -> n_kv_heads * head_dim
-  const TensorView* wv = nullptr;      // n_embd -> n_kv_heads * head_dim
-  const TensorView* wo = nullptr;      // n_heads * head_dim -> n_embd
-  std::vector<float> bq, bk, bv;       // qkv_bias: [n_heads * head_dim], [n_kv * head_dim] x2
-  std::vector<float> q_norm, k_norm;   // qk_norm: [head_dim]
-  std::vector<float> post_attn_norm;   // sandwich_norms: [n_embd]
-  std::vector<float> ffn_norm;         // [n_embd]
-  const TensorView* w_gate = nullptr;  // n_embd -> n_ff
-  const TensorView* w_up = nullptr;    // n_embd -> n_ff
-  const TensorView* w_down = nullptr;  // n_ff -> n_embd
-  std::vector<float> post_ffn_norm;    // sandwich_norms: [n_embd]
+  TensorView attn_norm;       // [n_embd]
+  TensorView wq;              // n_embd -> n_heads * head_dim
+  TensorView wk;              // n_embd -> n_kv_heads * head_dim
+  TensorView wv;              // n_embd -> n_kv_heads * head_dim
+  TensorView wo;              // n_heads * head_dim -> n_embd
+  TensorView bq, bk, bv;      // qkv_bias: [n_heads * head_dim], [n_kv * head_dim] x2
+  TensorView q_norm, k_norm;  // qk_norm: [head_dim]
+  TensorView post_attn_norm;  // sandwich_norms: [n_embd]
+  TensorView ffn_norm;        // [n_embd]
+  TensorView w_gate;          // n_embd -> n_ff
+  TensorView w_up;            // n_embd -> n_ff
+  TensorView w_down;          // n_ff -> n_embd
+  TensorView post_ffn_norm;   // sandwich_norms: [n_embd]
 };
 
 struct ModelWeights {
-  const TensorView* token_embd = nullptr;  // [n_embd x n_vocab]
-  const TensorView* output = nullptr;      // [n_embd x n_vocab]; token_embd when tied
-  std::vector<float> output_norm;          // [n_embd]
+  TensorView token_embd;   // [n_embd x n_vocab]
+  TensorView output;       // [n_embd x n_vocab]; the same tensor as token_embd when tied
+  TensorView output_norm;  // [n_embd]
   std::vector<LayerWeights> layers;
+  // Host storage of the vectors converted to f32 at bind time (the views above point into it
+  // until they are uploaded).
+  std::vector<std::vector<float>> host_vectors;
+
+  // Calls fn on every present tensor view (matrices and vectors).
+  template <typename Fn>
+  void for_each(Fn&& fn) {
+    auto visit = [&](TensorView& t) {
+      if (t.data) fn(t);
+    };
+    visit(token_embd);
+    visit(output);
+    visit(output_norm);
+    for (LayerWeights& L : layers)
+      for (TensorView* t :
+           {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
+            &L.post_attn_norm, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down, &L.post_ffn_norm})
+        visit(*t);
+  }
 };
 
 // Binds every tensor the config needs. Refuses a missing tensor, a wrong shape, a dtype the CPU
 // cannot read, and any archive tensor the model would not use, each by name. Sets
 // config.n_vocab from token_embd.
 ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config);
+
+// Makes every view backend-resident (Ops::weight_upload), once per distinct tensor (a tied output
+// matrix is uploaded once). progress(done_bytes, total_bytes) is called after each tensor.
+void model_weights_upload(ModelWeights& weights, Ops& ops,
+                          const std::function<void(uint64_t, uint64_t)>& progress);
 
 }  // namespace memra

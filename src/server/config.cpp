@@ -26,6 +26,15 @@ int64_t to_int(const std::string& text, const char* what, int64_t lo, int64_t hi
   return v;
 }
 
+// A fraction in (0, 1], e.g. "0.9".
+double to_fraction(const std::string& text, const char* what) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !(v > 0.0 && v <= 1.0))
+    fail(ErrorCode::invalid_argument, "{} must be a number in (0, 1], got '{}'", what, text);
+  return v;
+}
+
 bool to_bool(const std::string& text, const char* what) {
   if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "off" || text == "no") return false;
@@ -86,6 +95,13 @@ const std::vector<Option>& options() {
       {"--threads", "MEMRA_THREADS", "N", "CPU backend threads (0 = all cores)",
        [](ServerConfig& c, const std::string& v) {
          c.engine.n_threads = int(to_int(v, "--threads", 0, 1024));
+       }},
+      {"--device", "MEMRA_DEVICE", "DEV", "auto | cpu | cuda | cuda:N (default auto: a GPU if any)",
+       [](ServerConfig& c, const std::string& v) { c.engine.device = v; }},
+      {"--gpu-memory-fraction", "MEMRA_GPU_MEMORY_FRACTION", "F",
+       "share of free GPU memory the KV cache may take (default 0.9)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.gpu_memory_fraction = to_fraction(v, "--gpu-memory-fraction");
        }},
       {"--no-prefix-cache", "MEMRA_NO_PREFIX_CACHE", nullptr, "disable the prefix cache",
        [](ServerConfig& c, const std::string& v) {

@@ -15,7 +15,8 @@ nlohmann::json model_card(const ServedModel& m) {
           {"created", 0},
           {"owned_by", "memra"},
           {"max_model_len", info.context_length},
-          {"architecture", info.architecture}};
+          {"architecture", info.architecture},
+          {"device", info.device}};
 }
 
 ojson body_json(App& app, const HttpRequest& req) {
@@ -84,7 +85,8 @@ void handle_detokenize(App& app, const HttpRequest& req, HttpExchange& ex) {
 
 void handle_metrics(App& app, const HttpRequest&, HttpExchange& ex) {
   std::vector<Metrics::ModelView> views;
-  for (const ServedModel& m : app.models()) views.push_back({m.id, m.engine->stats()});
+  for (const ServedModel& m : app.models())
+    views.push_back({m.id, m.engine->stats(), m.engine->model_info().device});
   ex.send(200, "text/plain; version=0.0.4; charset=utf-8", app.metrics().render(views));
 }
 

@@ -106,6 +106,9 @@ std::string Metrics::render(const std::vector<ModelView>& models) const {
     for (const ModelView& m : models)
       out += fmt::format("{}{{model_name=\"{}\"}} {}\n", series.name, m.id, series.get(m.stats));
   }
+  gauge_header(out, "memra:model_info", "gauge", "Served models and the device each runs on");
+  for (const ModelView& m : models)
+    out += fmt::format("memra:model_info{{model_name=\"{}\",device=\"{}\"}} 1\n", m.id, m.device);
   std::lock_guard lock(mutex_);
   gauge_header(out, "memra:http_requests_total", "counter", "HTTP requests by route and status");
   for (const auto& [key, n] : requests_)

@@ -42,6 +42,7 @@ class Metrics {
   struct ModelView {
     std::string id;
     EngineStats stats;
+    std::string device;  // the backend running the model
   };
   std::string render(const std::vector<ModelView>& models) const;
 

@@ -75,10 +75,11 @@ std::vector<ServedModel> load_models(const ServerConfig& config, const ModelLoad
       if (other.id == m.id) fail(ErrorCode::invalid_argument, "two models are named '{}'", m.id);
     const EngineModelInfo& info = m.engine->model_info();
     MEMRA_LOG_INFO(
-        "loaded '{}' ({}): context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} MiB, "
-        "chat template {}, in {:.2f} s",
-        m.id, info.architecture, info.context_length, info.n_vocab, info.weight_bytes / 1048576.0,
-        info.kv_cache_bytes / 1048576.0, m.render_chat ? "yes" : "none",
+        "loaded '{}' ({}) on {}: context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} "
+        "MiB, chat template {}, in {:.2f} s",
+        m.id, info.architecture, info.device, info.context_length, info.n_vocab,
+        info.weight_bytes / 1048576.0, info.kv_cache_bytes / 1048576.0,
+        m.render_chat ? "yes" : "none",
         std::chrono::duration<double>(Clock::now() - start).count());
     out.push_back(std::move(m));
   }

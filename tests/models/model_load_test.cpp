@@ -7,12 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/error.h"
 #include "formats/model_archive.h"
 #include "models/model.h"
 
 namespace memra {
 namespace {
+
+ModelLoadOptions cpu_options() {
+  ModelLoadOptions o;
+  o.ops = ops_cpu_create({1, false});
+  return o;
+}
 
 std::string fixture(const std::string& arch) {
   const char* root = std::getenv("MEMRA_SOURCE_DIR");
@@ -22,7 +29,7 @@ std::string fixture(const std::string& arch) {
 // Loads `archive` and expects Error(code) whose message contains `needle`.
 void expect_refused(ModelArchive archive, ErrorCode code, const std::string& needle) {
   try {
-    model_load(std::make_shared<const ModelArchive>(std::move(archive)), {1, false, {}});
+    model_load(std::make_shared<const ModelArchive>(std::move(archive)), cpu_options());
     FAIL() << "loaded, expected a refusal naming " << needle;
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
@@ -33,7 +40,7 @@ void expect_refused(ModelArchive archive, ErrorCode code, const std::string& nee
 TEST(ModelLoad, FixturesLoad) {
   for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
     auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture(arch))),
-                            {1, false, {}});
+                            cpu_options());
     EXPECT_EQ(model->info().architecture, arch);
     EXPECT_EQ(model->info().n_vocab, 128);
     EXPECT_EQ(model->info().n_layers, 2);
@@ -86,7 +93,7 @@ TEST(ModelLoad, RefusesBadMetadataValues) {
 
 TEST(ModelForward, RefusesInconsistentBatches) {
   auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("llama"))),
-                          {1, false, {}});
+                          cpu_options());
   auto kv = model->kv_cache_create(4, 4);
   std::vector<float> logits(128);
   Batch good;

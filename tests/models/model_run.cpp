@@ -5,7 +5,8 @@
 //   model_run --model FILE --tokens-file ids.json --chunk 64 --greedy 32 [--threads 2]
 // Other flags: --reference (reference ops), --all-logits, --argmax (per prompt position),
 // --trace (every named intermediate, to diff against a reference layer by layer),
-// --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16).
+// --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16), --device D (cpu by
+// default; cuda for the GPU model gates), --kv-dtype F32|BF16.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +23,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "engine/backend_select.h"
 #include "formats/model_archive.h"
 #include "models/model.h"
 
@@ -36,10 +38,12 @@ struct Options {
   int threads = 0;
   int block_size = 16;
   bool reference = false;
-  bool all_logits = false;  // logits of every prompt position and decode step
-  bool argmax = false;      // argmax of every prompt position (teacher forcing)
-  std::string perturb;      // teeth: tensor whose first element gets +1 (f32/f16/bf16 only)
-  bool trace = false;       // per named intermediate: name, layer, shape, sum |x|, first values
+  bool all_logits = false;     // logits of every prompt position and decode step
+  bool argmax = false;         // argmax of every prompt position (teacher forcing)
+  std::string perturb;         // teeth: tensor whose first element gets +1 (f32/f16/bf16 only)
+  bool trace = false;          // per named intermediate: name, layer, shape, sum |x|, first values
+  std::string device = "cpu";  // cpu | cuda | cuda:N | auto
+  std::string kv_dtype;        // KV cache dtype name; empty = the backend's default
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -83,6 +87,10 @@ Options parse_args(int argc, char** argv) {
       o.perturb = next();
     else if (a == "--trace")
       o.trace = true;
+    else if (a == "--device")
+      o.device = next();
+    else if (a == "--kv-dtype")
+      o.kv_dtype = next();
     else
       fail(ErrorCode::invalid_argument, "unknown option {}", a);
   }
@@ -152,7 +160,13 @@ int run(const Options& o) {
   if (!o.perturb.empty()) perturb_tensor(*archive, o.perturb);
   const auto t_load = clock::now();
   nlohmann::json trace = nlohmann::json::array();
-  ModelLoadOptions load_options{o.threads, o.reference, {}};
+  ModelLoadOptions load_options;
+  load_options.ops = backend_select({o.device, o.threads, o.reference});
+  if (!o.kv_dtype.empty()) {
+    const auto kv = dtype_from_name(o.kv_dtype);
+    if (!kv) fail(ErrorCode::invalid_argument, "--kv-dtype {} is not a dtype name", o.kv_dtype);
+    load_options.kv_dtype = *kv;
+  }
   if (o.trace) {
     load_options.trace = [&trace](const TraceEvent& e) {
       const int64_t n = e.n_rows * e.n_cols;

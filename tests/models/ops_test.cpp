@@ -108,6 +108,24 @@ TEST(QuantDot, SimdMatchesScalar) {
   }
 }
 
+// A step of one sequence: tokens [begin, begin + len) with the given block table.
+StepLayout one_seq_step(int begin, int len, const std::vector<int32_t>& table, int bs) {
+  StepLayout step;
+  step.block_size = bs;
+  step.max_blocks = static_cast<int32_t>(table.size());
+  step.block_tables = table;
+  for (int i = 0; i < len; ++i) {
+    const int pos = begin + i;
+    step.tokens.push_back(0);
+    step.positions.push_back(pos);
+    step.token_seq.push_back(0);
+    const size_t b = static_cast<size_t>(pos / bs);
+    step.slots.push_back(b < table.size() ? table[b] * bs + pos % bs : -1);
+  }
+  step.max_context = begin + len;
+  return step;
+}
+
 // Contiguous causal attention in double for one sequence (the trusted simple path).
 std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
                                    const std::vector<float>& v, int n_tokens, int n_heads, int n_kv,
@@ -144,7 +162,7 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
   const int n_blocks = 12;
   std::vector<float> kstore(static_cast<size_t>(n_blocks) * bs * n_kv * d, NAN);
   std::vector<float> vstore(kstore.size(), NAN);
-  const KvLayerView kv{kstore.data(), vstore.data(), n_blocks, bs, n_kv, d};
+  const KvLayerView kv{kstore.data(), vstore.data(), DType::f32, n_blocks, bs, n_kv, d};
   const std::vector<float> q = random_vec(n_tokens * n_heads * d, rng);
   const std::vector<float> k = random_vec(n_tokens * n_kv * d, rng);
   const std::vector<float> v = random_vec(n_tokens * n_kv * d, rng);
@@ -157,9 +175,9 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
       std::vector<float> got(want.size());
       for (int begin = 0; begin < n_tokens; begin += 10) {  // prefill in chunks of 10
         const int len = std::min(10, n_tokens - begin);
-        BatchSeq seq{0, len, begin, table};
-        ops->kv_store(kv, {&seq, 1}, k.data() + begin * n_kv * d, v.data() + begin * n_kv * d);
-        ops->attention(kv, {&seq, 1}, q.data() + begin * n_heads * d, {n_heads, 0.3f, 0.0f, win},
+        ops->step_begin(one_seq_step(begin, len, table, bs));
+        ops->kv_store(kv, k.data() + begin * n_kv * d, v.data() + begin * n_kv * d);
+        ops->attention(kv, q.data() + begin * n_heads * d, {n_heads, 0.3f, 0.0f, win},
                        got.data() + begin * n_heads * d);
       }
       EXPECT_LE(normalized_error(got, want), 1e-5) << "reference=" << reference << " win=" << win;
@@ -169,13 +187,15 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
 
 TEST(Attention, BadBlockIdsAreRefused) {
   std::vector<float> store(4 * 2 * 8);
-  const KvLayerView kv{store.data(), store.data(), 4, 2, 1, 8};
+  const KvLayerView kv{store.data(), store.data(), DType::f32, 4, 2, 1, 8};
   auto ops = ops_cpu_create({1, false});
   std::vector<float> k(8), q(8), out(8);
-  BatchSeq bad_id{0, 1, 0, {7}};
-  EXPECT_THROW(ops->kv_store(kv, {&bad_id, 1}, k.data(), k.data()), Error);
-  BatchSeq short_table{0, 1, 4, {0}};  // position 4 needs a third block
-  EXPECT_THROW(ops->kv_store(kv, {&short_table, 1}, k.data(), k.data()), Error);
+  ops->step_begin(one_seq_step(0, 1, {7}, 2));  // block 7 of 4
+  EXPECT_THROW(ops->kv_store(kv, k.data(), k.data()), Error);
+  EXPECT_THROW(ops->attention(kv, q.data(), {1, 1.0f, 0.0f, 0}, out.data()), Error);
+  ops->step_begin(one_seq_step(4, 1, {0}, 2));  // position 4 needs a third block
+  EXPECT_THROW(ops->kv_store(kv, k.data(), k.data()), Error);
+  EXPECT_THROW(ops->attention(kv, q.data(), {1, 1.0f, 0.0f, 0}, out.data()), Error);
 }
 
 TEST(Rope, NormalLayoutIsNeoxOnPermutedDims) {
@@ -191,9 +211,9 @@ TEST(Rope, NormalLayoutIsNeoxOnPermutedDims) {
     y[2 * i + 1] = x[i + d / 2];
   }
   auto ops = ops_cpu_create({1, true});
-  const std::vector<int32_t> pos = {5};
-  ops->rope(x.data(), 1, 1, d, pos, neox);
-  ops->rope(y.data(), 1, 1, d, pos, normal);
+  ops->step_begin(one_seq_step(5, 1, {0, 1}, 4));  // one token at position 5
+  ops->rope(x.data(), 1, d, neox);
+  ops->rope(y.data(), 1, d, normal);
   for (int i = 0; i < d / 2; ++i) {
     EXPECT_NEAR(y[2 * i], x[i], 1e-6);
     EXPECT_NEAR(y[2 * i + 1], x[i + d / 2], 1e-6);

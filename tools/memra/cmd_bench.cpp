@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <thread>
@@ -29,7 +30,8 @@ constexpr const char* kUsage =
     "  -p N                 prompt tokens per run (default 512)\n"
     "  -n N                 generated tokens per run (default 128)\n"
     "  -r N                 timed runs, at least 3 (default 3)\n"
-    "  --threads N          CPU threads (default: all cores)\n";
+    "  --threads N          CPU threads (default: all cores)\n"
+    "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n";
 
 struct BenchOptions {
   std::string model;
@@ -37,10 +39,12 @@ struct BenchOptions {
   int32_t n_gen = 128;
   int32_t runs = 3;
   int threads = 0;
+  std::string device = "auto";
 };
 
 BenchOptions parse_options(const Args& args) {
   BenchOptions o;
+  if (const char* env = std::getenv("MEMRA_DEVICE")) o.device = env;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -54,6 +58,8 @@ BenchOptions parse_options(const Args& args) {
       o.runs = parse_int(a, value(), 3, 1000);
     } else if (a == "--threads") {
       o.threads = parse_int(a, value(), 0, 4096);
+    } else if (a == "--device") {
+      o.device = value();
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -121,6 +127,7 @@ int run_bench(const Args& args) {
   EngineOptions eo;
   eo.model = o.model;
   eo.n_threads = o.threads;
+  eo.device = o.device;
   eo.max_sequences = 1;
   eo.max_batch_tokens = o.n_prompt;  // the whole prompt in one step
   eo.prefix_cache = false;
@@ -136,8 +143,8 @@ int run_bench(const Args& args) {
     x = x * 1664525u + 1013904223u;
     t = 1000 + static_cast<int32_t>((x >> 8) % span);
   }
-  std::fprintf(stderr, "memra bench: %s (%s), pp%d + tg%d, %d runs, threads %d\n", info.id.c_str(),
-               info.architecture.c_str(), o.n_prompt, o.n_gen, o.runs, o.threads);
+  std::fprintf(stderr, "memra bench: %s (%s) on %s, pp%d + tg%d, %d runs\n", info.id.c_str(),
+               info.architecture.c_str(), info.device.c_str(), o.n_prompt, o.n_gen, o.runs);
   bench_once(*engine,
              std::vector<int32_t>(prompt.begin(), prompt.begin() + std::min(o.n_prompt, 16)), 4);
   const int threads =

@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "  --stop TEXT              stop string (repeatable)\n"
     "  --ignore-eos             keep generating past end-of-sequence tokens\n"
     "  --ctx N                  context length (default min(model's, 8192))\n"
-    "  --threads N              CPU threads (default: all cores)\n";
+    "  --threads N              CPU threads (default: all cores)\n"
+    "  --device DEV             auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n";
 
 struct RunOptions {
   EngineOptions engine;
@@ -75,6 +76,7 @@ RunOptions parse_options(const Args& args) {
   RunOptions o;
   o.sampling.temperature = 0.0f;
   o.engine.max_sequences = 1;
+  if (const char* env = std::getenv("MEMRA_DEVICE")) o.engine.device = env;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -113,6 +115,8 @@ RunOptions parse_options(const Args& args) {
       o.engine.context_length = parse_number<int32_t>(a, value());
     } else if (a == "--threads") {
       o.engine.n_threads = parse_number<int>(a, value());
+    } else if (a == "--device") {
+      o.engine.device = value();
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);

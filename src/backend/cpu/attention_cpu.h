@@ -1,20 +1,17 @@
 // Paged causal attention on the CPU: writing a step's keys and values into their cache slots and
-// attending each query token over its sequence's cached positions (block tables from the Batch).
-// Split over (token, head) pairs on the thread pool.
+// attending each query token over its sequence's cached positions (block tables and slots from the
+// StepLayout). Split over (token, head) pairs on the thread pool.
 #pragma once
-
-#include <span>
 
 #include "backend/cpu/thread_pool.h"
 #include "backend/ops.h"
 
 namespace memra::cpu {
 
-void kv_store(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* k,
-              const float* v);
+void kv_store(const KvLayerView& kv, const StepLayout& step, const float* k, const float* v);
 
 // reference: double accumulation for scores, softmax and the weighted sum.
-void attention(ThreadPool& pool, const KvLayerView& kv, std::span<const BatchSeq> seqs,
-               const float* q, const AttentionParams& params, bool reference, float* out);
+void attention(ThreadPool& pool, const KvLayerView& kv, const StepLayout& step, const float* q,
+               const AttentionParams& params, bool reference, float* out);
 
 }  // namespace memra::cpu

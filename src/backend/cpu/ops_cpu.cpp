@@ -2,9 +2,12 @@
 // (plain loops, weight rows through quant::dequantize_row, double accumulation) is the oracle;
 // the fast mode (weight rows expanded to f32 by SIMD code once per chunk of tokens, f32
 // activations, FMA dots) is what serving uses. Both split work over a persistent thread pool.
+// Backend memory is host memory: weights are read in place from the mapped archive.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "backend/cpu/attention_cpu.h"
@@ -13,7 +16,6 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "formats/quant.h"
-#include "models/batch.h"
 
 namespace memra {
 
@@ -21,11 +23,6 @@ namespace {
 
 // Rows of the weight one task handles: enough tasks to balance threads, and for batched inputs
 // few enough rows that they stay in L1/L2 while every token of the batch passes over them.
-bool kF32ActivationDtypes(DType dtype) {
-  return dtype == DType::q4_0 || dtype == DType::q5_0 || dtype == DType::q4_k ||
-         dtype == DType::q6_k;
-}
-
 int64_t rows_per_task(int64_t n_rows, int64_t n_tokens, int n_threads) {
   int64_t rows = std::max<int64_t>(1, n_rows / (int64_t{n_threads} * 16));
   if (n_tokens > 1) rows = std::min<int64_t>(rows, 16);
@@ -41,37 +38,53 @@ class CpuOps final : public Ops {
         reference_(options.reference),
         scratch_(pool_.n_threads()) {}
 
+  std::string name() const override {
+    return "cpu (" + std::to_string(pool_.n_threads()) + " threads" +
+           (reference_ ? ", reference" : "") + ")";
+  }
+  bool host_memory() const override { return true; }
+  DType kv_dtype_default() const override { return DType::f32; }
+  void kv_dtype_check(DType dtype) const override {
+    if (dtype != DType::f32)
+      fail(ErrorCode::unsupported, "the CPU backend keeps its KV cache in F32, not {}",
+           dtype_name(dtype));
+  }
+  Buffer alloc(size_t bytes) override {
+    // 64-byte aligned for the SIMD kernels; size rounded up as aligned_alloc requires.
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) fail(ErrorCode::resource_exhausted, "cannot allocate {} bytes of host memory", bytes);
+    return Buffer(p, bytes, [](void* q) { std::free(q); });
+  }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  TensorView weight_upload(const TensorView& host) override {
+    if (!quant::can_dequantize(host.dtype))
+      fail(ErrorCode::unsupported, "tensor {} has dtype {}, which the CPU backend cannot read",
+           host.name, dtype_name(host.dtype));
+    return host;
+  }
+
+  void step_begin(const StepLayout& step) override { step_ = step; }
+
   void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) override {
     const int64_t n_in = static_cast<int64_t>(w.ne[0]);
     const int64_t n_out = static_cast<int64_t>(w.n_rows());
     if (n_tokens <= 0) return;
     const uint64_t row_bytes = dtype_row_bytes(w.dtype, w.ne[0], w.name);
-    // Q4_0 / Q5_0 / Q4_K / Q6_K: rows expanded to f32 once and dotted with f32 activations. Their
-    // int8 dot kernels with 8-bit activations are faster but lost next-token agreement with
-    // transformers on Gemma 3 270M (95% teacher-forced vs 100%: its activations have outliers),
-    // so serving keeps activations in f32.
-    if (reference_ || !cpu::has_fast_dot(w.dtype) || kF32ActivationDtypes(w.dtype)) {
+    // Quantized rows are expanded to f32 once and dotted with f32 activations (int8 activations
+    // were faster but lost next-token agreement with transformers on Gemma 3 270M: 95%
+    // teacher-forced vs 100%, its activations have outliers). Plain float types and Q8_0 dot
+    // their rows directly with f32 activations.
+    if (reference_ || !cpu::has_fast_dot(w.dtype) ||
+        cpu::act_format_for(w.dtype) != cpu::ActFormat::f32) {
       matmul_dequant(w, row_bytes, x, n_tokens, y, reference_);
       return;
     }
-    const void* act = x;
-    const cpu::ActFormat format = cpu::act_format_for(w.dtype);
-    size_t act_stride = n_in * sizeof(float);
-    if (format == cpu::ActFormat::q8) {
-      act_stride = (n_in / 32) * sizeof(cpu::BlockQ8);
-      act_q8_.resize(n_tokens * (n_in / 32));
-      for (int64_t t = 0; t < n_tokens; ++t)
-        cpu::quantize_q8(x + t * n_in, act_q8_.data() + t * (n_in / 32), n_in);
-      act = act_q8_.data();
-    } else if (format == cpu::ActFormat::q8k) {
-      act_stride = (n_in / 256) * sizeof(cpu::BlockQ8K);
-      act_q8k_.resize(n_tokens * (n_in / 256));
-      for (int64_t t = 0; t < n_tokens; ++t)
-        cpu::quantize_q8k(x + t * n_in, act_q8k_.data() + t * (n_in / 256), n_in);
-      act = act_q8k_.data();
-    }
+    const size_t act_stride = n_in * sizeof(float);
     const auto* wbytes = static_cast<const uint8_t*>(w.data);
-    const auto* abytes = static_cast<const uint8_t*>(act);
+    const auto* abytes = reinterpret_cast<const uint8_t*>(x);
     const int64_t chunk = rows_per_task(n_out, n_tokens, pool_.n_threads());
     pool_.parallel_for((n_out + chunk - 1) / chunk, [&](int64_t task, int) {
       const int64_t r0 = task * chunk, r1 = std::min(n_out, r0 + chunk);
@@ -88,17 +101,25 @@ class CpuOps final : public Ops {
     });
   }
 
-  void get_rows(const TensorView& table, std::span<const int32_t> ids, float* out) override {
+  void embed(const TensorView& table, float scale, float* out) override {
     const int64_t n = static_cast<int64_t>(table.ne[0]);
     const uint64_t row_bytes = dtype_row_bytes(table.dtype, table.ne[0], table.name);
+    const std::vector<int32_t>& ids = step_.tokens;
     for (size_t r = 0; r < ids.size(); ++r) {
       if (ids[r] < 0 || static_cast<uint64_t>(ids[r]) >= table.n_rows())
         fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} ({} rows)",
              ids[r], table.name, table.n_rows());
+      float* row = out + r * n;
       quant::dequantize_row(table.dtype,
-                            static_cast<const uint8_t*>(table.data) + ids[r] * row_bytes,
-                            out + r * n, n);
+                            static_cast<const uint8_t*>(table.data) + ids[r] * row_bytes, row, n);
+      if (scale != 1.0f)
+        for (int64_t i = 0; i < n; ++i) row[i] *= scale;
     }
+  }
+
+  void gather_logit_rows(const float* x, int64_t dim, float* out) override {
+    for (size_t r = 0; r < step_.logit_rows.size(); ++r)
+      std::copy_n(x + int64_t{step_.logit_rows[r]} * dim, dim, out + r * dim);
   }
 
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
@@ -113,8 +134,9 @@ class CpuOps final : public Ops {
     }
   }
 
-  void rope(float* x, int64_t n_tokens, int n_heads, int head_dim,
-            std::span<const int32_t> positions, const RopeParams& params) override {
+  void rope(float* x, int n_heads, int head_dim, const RopeParams& params) override {
+    const int64_t n_tokens = step_.n_tokens();
+    const std::vector<int32_t>& positions = step_.positions;
     const int half = params.n_rot / 2;
     std::vector<float> cos_t(half), sin_t(half);
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -136,14 +158,13 @@ class CpuOps final : public Ops {
     }
   }
 
-  void kv_store(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* k,
-                const float* v) override {
-    cpu::kv_store(kv, seqs, k, v);
+  void kv_store(const KvLayerView& kv, const float* k, const float* v) override {
+    cpu::kv_store(kv, step_, k, v);
   }
 
-  void attention(const KvLayerView& kv, std::span<const BatchSeq> seqs, const float* q,
-                 const AttentionParams& params, float* out) override {
-    cpu::attention(pool_, kv, seqs, q, params, reference_, out);
+  void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
+                 float* out) override {
+    cpu::attention(pool_, kv, step_, q, params, reference_, out);
   }
 
   void add(float* y, const float* x, int64_t n) override {
@@ -202,8 +223,7 @@ class CpuOps final : public Ops {
   ThreadPool pool_;
   bool reference_;
   std::vector<std::vector<float>> scratch_;  // per thread: one dequantized weight row
-  std::vector<cpu::BlockQ8> act_q8_;
-  std::vector<cpu::BlockQ8K> act_q8k_;
+  StepLayout step_;                          // the current step's metadata (step_begin)
 };
 
 }  // namespace

@@ -1,0 +1,305 @@
+// The CUDA backend's ops: each call checks what the host can check cheaply (dtypes, sizes, token
+// ids against the table) and launches kernels/ on the backend's stream. Launches are asynchronous;
+// the first host wait (download) reports a failed kernel, named, as memra::Error. Per-step
+// metadata goes up in one copy from a pinned staging buffer.
+#include "backend/cuda/ops_cuda.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "backend/cuda/cuda_runtime.h"
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace memra::cuda {
+
+namespace {
+
+// Pinned host memory, for copies that overlap with the host's next work.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (data_) (void)cudaFreeHost(data_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void reserve(size_t bytes) {
+    if (bytes <= size_) return;
+    if (data_) check(cudaFreeHost(data_), "cudaFreeHost");
+    data_ = nullptr;
+    size_ = 0;
+    check(cudaMallocHost(&data_, bytes), "cudaMallocHost");
+    size_ = bytes;
+  }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaOpsOptions& options) : ordinal_(options.ordinal) {
+    const int n = device_count();
+    if (ordinal_ < 0 || ordinal_ >= n)
+      fail(ErrorCode::invalid_argument, "CUDA device {} does not exist ({} visible)", ordinal_, n);
+    info_ = device_info(ordinal_);  // sets the device on this thread
+    stream_ = std::make_unique<Stream>();
+    check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~CudaOps() override {
+    if (staged_) (void)cudaEventDestroy(staged_);
+  }
+
+  std::string name() const override {
+    return "cuda:" + std::to_string(ordinal_) + " " + info_.name;
+  }
+  bool host_memory() const override { return false; }
+  DType kv_dtype_default() const override { return DType::bf16; }
+  void kv_dtype_check(DType dtype) const override {
+    if (dtype != DType::bf16 && dtype != DType::f32)
+      fail(ErrorCode::unsupported, "the CUDA backend keeps its KV cache in BF16 or F32, not {}",
+           dtype_name(dtype));
+  }
+
+  Buffer alloc(size_t bytes) override {
+    bind();
+    void* p = nullptr;
+    const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+    if (status != cudaSuccess) {
+      (void)cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      (void)cudaMemGetInfo(&free_b, &total_b);
+      fail(ErrorCode::resource_exhausted,
+           "cannot allocate {} bytes on {}: {} ({} of {} bytes free)", bytes, name(),
+           cudaGetErrorString(status), free_b, total_b);
+    }
+    return Buffer(p, bytes, [](void* q) { (void)cudaFree(q); });
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    bind();
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()), "upload");
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    bind();
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "download");
+    check(cudaStreamSynchronize(stream()), "a CUDA step (stream synchronize)");
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    bind();
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "device copy");
+  }
+
+  TensorView weight_upload(const TensorView& host) override {
+    const bool vector = host.dtype == DType::f32 && host.n_dims == 1;
+    if (!vector && !kernels::matmul_supports(host.dtype))
+      fail(ErrorCode::unsupported,
+           "tensor {} has dtype {}, which the CUDA backend has no kernel for", host.name,
+           dtype_name(host.dtype));
+    Buffer& b = weights_.emplace_back(alloc(host.n_bytes));
+    check(cudaMemcpy(b.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice), "weight upload");
+    TensorView out = host;
+    out.data = b.data();
+    return out;
+  }
+
+  void step_begin(const StepLayout& step) override;
+
+  void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) override {
+    if (n_tokens <= 0) return;
+    const int64_t n_in = static_cast<int64_t>(w.ne[0]), n_out = static_cast<int64_t>(w.n_rows());
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
+    kernels::matmul(w.dtype, w.data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream());
+    launched("matmul");
+  }
+  void embed(const TensorView& table, float scale, float* out) override {
+    for (int32_t id : host_step_.tokens)
+      if (id < 0 || static_cast<uint64_t>(id) >= table.n_rows())
+        fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} ({} rows)",
+             id, table.name, table.n_rows());
+    kernels::get_rows(table.dtype, table.data, static_cast<int64_t>(table.ne[0]), dev_tokens_,
+                      step_.n_tokens, scale, out, stream());
+    launched("embed");
+  }
+  void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
+                float* y) override {
+    kernels::rms_norm(x, w, n_rows, dim, eps, y, stream());
+    launched("rms_norm");
+  }
+  void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                    float eps, float* y) override {
+    kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
+    launched("add_rms_norm");
+  }
+  void rope(float* x, int n_heads, int head_dim, const RopeParams& params) override {
+    const int64_t ld = int64_t{n_heads} * head_dim;
+    kernels::rope(x, step_.n_tokens, ld, n_heads, head_dim, params.n_rot,
+                  params.layout == RopeLayout::neox, step_.positions, inv_freq(params), stream());
+    launched("rope");
+  }
+  void kv_store(const KvLayerView& kv, const float* k, const float* v) override {
+    kernels::kv_store(paged(kv), step_, k, v, int64_t{kv.n_kv_heads} * kv.head_dim, stream());
+    launched("kv_store");
+  }
+  void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
+                 float* out) override {
+    const kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
+    void* scratch = grow(attention_scratch_,
+                         kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
+    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
+                       scratch, stream());
+    launched("attention");
+  }
+  void gather_logit_rows(const float* x, int64_t dim, float* out) override {
+    kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
+    launched("gather_logit_rows");
+  }
+  void add(float* y, const float* x, int64_t n) override {
+    kernels::add(y, x, n, stream());
+    launched("add");
+  }
+  void add_row(float* y, const float* b, int64_t n_tokens, int64_t dim) override {
+    kernels::add_row(y, b, n_tokens, dim, dim, stream());
+    launched("add_row");
+  }
+  void scale(float* y, float s, int64_t n) override {
+    kernels::scale(y, s, n, stream());
+    launched("scale");
+  }
+  void softcap(float* y, float cap, int64_t n) override {
+    kernels::softcap(y, cap, n, stream());
+    launched("softcap");
+  }
+  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
+    launched("silu_mul");
+  }
+  void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+    kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
+    launched("gelu_tanh_mul");
+  }
+
+  void memory(uint64_t& free_bytes, uint64_t& total_bytes) const {
+    size_t f = 0, t = 0;
+    check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+    free_bytes = f;
+    total_bytes = t;
+  }
+
+ private:
+  cudaStream_t stream() const { return stream_->get(); }
+
+  // The CUDA runtime's current device is per host thread: the engine thread binds on entry.
+  void bind() const {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != ordinal_)
+      check(cudaSetDevice(ordinal_), "cudaSetDevice");
+  }
+
+  // Reports a launch that failed to start (bad configuration); faults inside a kernel surface at
+  // the next synchronization.
+  static void launched(const char* what) { check(cudaGetLastError(), what); }
+
+  // Grows a device scratch buffer to at least `bytes` (rare: only when a step is larger than
+  // every step before it).
+  void* grow(Buffer& buffer, size_t bytes) {
+    if (buffer.bytes() < bytes) {
+      buffer.reset();
+      buffer = alloc(bytes);
+    }
+    return buffer.data();
+  }
+
+  kernels::PagedKv paged(const KvLayerView& kv) const {
+    return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim};
+  }
+
+  // Device copies of rope frequency tables, by content (a model's two tables stay for its life).
+  const double* inv_freq(const RopeParams& params) {
+    auto it = rope_tables_.find(params.inv_freq);
+    if (it == rope_tables_.end()) {
+      Buffer b = alloc(params.inv_freq.size() * sizeof(double));
+      check(cudaMemcpy(b.data(), params.inv_freq.data(), b.bytes(), cudaMemcpyHostToDevice),
+            "rope table upload");
+      it = rope_tables_.emplace(params.inv_freq, std::move(b)).first;
+    }
+    return static_cast<const double*>(it->second.data());
+  }
+
+  int ordinal_;
+  DeviceInfo info_;
+  std::unique_ptr<Stream> stream_;
+  std::vector<Buffer> weights_;
+  std::map<std::vector<double>, Buffer> rope_tables_;
+  Buffer matmul_scratch_, attention_scratch_;
+  // Per-step metadata: host copy (for host-side checks), pinned staging, device copy.
+  StepLayout host_step_;
+  PinnedBuffer staging_;
+  Buffer step_buffer_;
+  cudaEvent_t staged_ = nullptr;  // the last staging copy has been read
+  kernels::StepDev step_;
+  const int32_t* dev_tokens_ = nullptr;
+  const int32_t* dev_logit_rows_ = nullptr;
+};
+
+// Packs the step's int arrays into one pinned buffer and uploads it with one copy; kernels read
+// the device copy in stream order, so the next step may refill staging once that copy is done.
+void CudaOps::step_begin(const StepLayout& step) {
+  bind();
+  host_step_ = step;
+  const std::vector<int32_t>* arrays[] = {&step.tokens,    &step.positions,    &step.slots,
+                                          &step.token_seq, &step.block_tables, &step.logit_rows};
+  size_t total = 0;
+  for (const auto* a : arrays) total += (a->size() + 31) / 32 * 32;  // 128-byte aligned parts
+  total = std::max<size_t>(total, 32);
+  check(cudaEventSynchronize(staged_), "step metadata staging");
+  staging_.reserve(total * sizeof(int32_t));
+  grow(step_buffer_, total * sizeof(int32_t));
+  auto* host = static_cast<int32_t*>(staging_.data());
+  auto* dev = static_cast<int32_t*>(step_buffer_.data());
+  const int32_t* parts[6];
+  size_t offset = 0;
+  for (int i = 0; i < 6; ++i) {
+    std::memcpy(host + offset, arrays[i]->data(), arrays[i]->size() * sizeof(int32_t));
+    parts[i] = dev + offset;
+    offset += (arrays[i]->size() + 31) / 32 * 32;
+  }
+  check(cudaMemcpyAsync(dev, host, offset * sizeof(int32_t), cudaMemcpyHostToDevice, stream()),
+        "step metadata upload");
+  check(cudaEventRecord(staged_, stream()), "cudaEventRecord");
+  dev_tokens_ = parts[0];
+  step_.n_tokens = step.n_tokens();
+  step_.n_seqs = step.n_seqs();
+  step_.max_blocks = step.max_blocks;
+  step_.positions = parts[1];
+  step_.slots = parts[2];
+  step_.token_seq = parts[3];
+  step_.block_tables = parts[4];
+  dev_logit_rows_ = parts[5];
+  step_.max_context = step.max_context;
+}
+
+}  // namespace
+
+int ops_cuda_device_count() {
+  return device_count();
+}
+
+std::shared_ptr<Ops> ops_cuda_create(const CudaOpsOptions& options) {
+  return std::make_shared<CudaOps>(options);
+}
+
+bool ops_cuda_memory(const Ops& ops, uint64_t& free_bytes, uint64_t& total_bytes) {
+  const auto* cuda = dynamic_cast<const CudaOps*>(&ops);
+  if (!cuda) return false;
+  cuda->memory(free_bytes, total_bytes);
+  return true;
+}
+
+}  // namespace memra::cuda

@@ -1,0 +1,41 @@
+// The paged KV cache of a decoder model in backend memory: per layer, K and V of [n_blocks]
+// [block_size][n_kv_heads][head_dim] in the cache dtype (f32 on the CPU, the oracle's precision;
+// bf16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/ops.h"
+#include "models/model.h"
+
+namespace memra {
+
+class BackendKvCache final : public KvCache {
+ public:
+  // Throws invalid_argument for non-positive sizes or an overflowing total, and the backend's
+  // resource_exhausted (naming bytes) when it cannot allocate.
+  BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers, int32_t n_kv_heads,
+                 int32_t head_dim, int32_t n_blocks, int32_t block_size);
+
+  int32_t block_size() const override { return block_size_; }
+  int32_t n_blocks() const override { return n_blocks_; }
+  uint64_t bytes() const override;
+  void copy_block(int32_t src, int32_t dst) override;
+
+  KvLayerView layer(int32_t il) const;
+  const Ops* owner() const { return ops_.get(); }
+
+  // Bytes one token slot takes across n_layers for K and V.
+  static uint64_t bytes_per_token(DType dtype, int32_t n_layers, int32_t n_kv_heads,
+                                  int32_t head_dim);
+
+ private:
+  std::shared_ptr<Ops> ops_;
+  DType dtype_;
+  int32_t n_kv_heads_, head_dim_, n_blocks_, block_size_;
+  uint64_t block_bytes_;  // bytes per block per layer for K (same for V)
+  std::vector<Buffer> k_, v_;
+};
+
+}  // namespace memra
