@@ -1,0 +1,159 @@
+// The decode matmul (1-8 tokens): a memory-streaming kernel. Each block owns kRows weight rows
+// and walks all of K; its 8 warps take the 256-element chunks of K in turn (chunk c goes to warp
+// c % 8), so even a 4096-row matrix keeps every SM busy. Each warp streams its rows' raw blocks
+// through a private two-deep cp.async ring, decodes A fragments straight from shared memory and
+// runs the chunk's mma chain; the block then adds the chunk partials in chunk order (matmul.cu).
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/weight_frag.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+constexpr int kWarps = 8;
+
+template <DType D>
+struct DecodeCfg {
+  // 32 rows (two m16 tiles sharing each B fragment) halve the re-reads of x; the wide types
+  // take 16 so that two ring slots per warp still fit in shared memory.
+  static constexpr bool kWide = D == DType::f16 || D == DType::bf16 || D == DType::q8_0;
+  static constexpr int kRows = kWide ? 16 : 32;
+  static constexpr int kTiles = kRows / 16;
+  static constexpr int kSlot = raw_slot_bytes<D>(kChunk);
+  static constexpr int kPieces = kSlot / 16;
+  static constexpr int kRawBytes = 2 * kWarps * kRows * kSlot;  // [ring 2][warp][row][slot]
+  static constexpr int kPartFloats = kDecodeTokens * kRows;     // one warp's chunk partial
+  static constexpr int kSmem = kRawBytes + 2 * kWarps * kPartFloats * 4;
+};
+
+// Byte offset of chunk c's first block within a row, and where row `row` of the tile starts
+// reading it (rows need not be 16-byte aligned: the copy starts at the aligned address below).
+template <DType D>
+__device__ __forceinline__ int64_t chunk_start(const MatmulArgs& a, int row, int c) {
+  using W = Weight<D>;
+  return static_cast<int64_t>(row) * a.row_bytes +
+         static_cast<int64_t>(c * kChunk / W::kBlock) * W::kBytes;
+}
+
+// Copies this warp's kRows rows of chunk c into dst ([row][slot]), 16-byte pieces over the lanes.
+template <DType D>
+__device__ __forceinline__ void copy_chunk(const MatmulArgs& a, int row0, int c, uint8_t* dst,
+                                           int lane) {
+  using C = DecodeCfg<D>;
+  using W = Weight<D>;
+  const int bytes = min(kChunk, a.n_in - c * kChunk) / W::kBlock * W::kBytes;
+#pragma unroll
+  for (int i = 0; i < (C::kRows * C::kPieces + 31) / 32; ++i) {
+    const int idx = lane + 32 * i;
+    const int rr = idx / C::kPieces, p = idx % C::kPieces;
+    if (rr < C::kRows) {
+      const int64_t start = chunk_start<D>(a, min(row0 + rr, a.n_out - 1), c);
+      const int lead = static_cast<int>(start & 15);
+      // The last piece may read up to 15 bytes past the row's data; an aligned 16-byte piece that
+      // holds a weight byte never crosses a page, so this stays inside the allocation's pages.
+      if (p * 16 < lead + bytes)
+        cp_async16(dst + rr * C::kSlot + p * 16, a.w + start - lead + p * 16);
+    }
+  }
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs a) {
+  using C = DecodeCfg<D>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* part = reinterpret_cast<float*>(smem + C::kRawBytes);  // [2][warp][token][row]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = blockIdx.x * C::kRows;
+  const int n_chunks = (a.n_in + kChunk - 1) / kChunk;
+  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
+  auto ring = [&](int slot) { return smem + (slot * kWarps + warp) * C::kRows * C::kSlot; };
+
+  if (warp < n_chunks) copy_chunk<D>(a, row0, warp, ring(0), lane);
+  cp_async_commit();
+  float total = 0.0f;  // this thread's output element (token threadIdx / kRows)
+  for (int r = 0; r < n_rounds; ++r) {
+    const int c = r * kWarps + warp;
+    if (c + kWarps < n_chunks) copy_chunk<D>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
+    cp_async_commit();
+    if (c < n_chunks) {
+      const int k0 = c * kChunk;
+      const int steps = min(kChunk, a.n_in - k0) / 16;
+      // B fragments of the whole chunk (token g), issued before waiting on the weights.
+      uint2 b[kChunk / 16];
+      const uint16_t* xg = a.xb + static_cast<int64_t>(g) * a.n_in + k0 + 4 * t;
+#pragma unroll
+      for (int s = 0; s < kChunk / 16; ++s) {
+        b[s] = g < a.n_tokens && s < steps ? __ldg(reinterpret_cast<const uint2*>(xg + 16 * s))
+                                           : make_uint2(0u, 0u);
+      }
+      const uint8_t* rows[C::kTiles][2];  // this lane's rows g and g + 8 of each m16 tile
+#pragma unroll
+      for (int m = 0; m < C::kTiles; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int rr = 16 * m + 8 * h + g;
+          const int64_t start = chunk_start<D>(a, min(row0 + rr, a.n_out - 1), c);
+          rows[m][h] = ring(r & 1) + rr * C::kSlot + (start & 15);
+        }
+      }
+      cp_async_wait<1>();  // this chunk's group; the prefetch just issued may still fly
+      __syncwarp();
+      float acc[C::kTiles][4] = {};
+#pragma unroll
+      for (int s = 0; s < kChunk / 16; ++s) {
+        if (s < steps) {
+#pragma unroll
+          for (int m = 0; m < C::kTiles; ++m) {
+            const uint2 lo = weight_frag<D>(rows[m][0], s, t);
+            const uint2 hi = weight_frag<D>(rows[m][1], s, t);
+            const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
+            mma_bf16(acc[m], af, b[s].x, b[s].y);
+          }
+        }
+      }
+      float* mine = part + ((r & 1) * kWarps + warp) * C::kPartFloats;
+#pragma unroll
+      for (int m = 0; m < C::kTiles; ++m) {
+        mine[(2 * t) * C::kRows + 16 * m + g] = acc[m][0];
+        mine[(2 * t + 1) * C::kRows + 16 * m + g] = acc[m][1];
+        mine[(2 * t) * C::kRows + 16 * m + g + 8] = acc[m][2];
+        mine[(2 * t + 1) * C::kRows + 16 * m + g + 8] = acc[m][3];
+      }
+    }
+    // One barrier per round: the partials alternate between two buffers, so round r + 1 writes
+    // the other one while round r's sums are still being read.
+    __syncthreads();
+    if (threadIdx.x < C::kPartFloats) {
+      const float* mine = part + (r & 1) * kWarps * C::kPartFloats + threadIdx.x;
+      for (int w = 0; w < kWarps; ++w) {
+        const int cw = r * kWarps + w;
+        if (cw < n_chunks) {
+          const float v = mine[w * C::kPartFloats];
+          total = cw == 0 ? v : __fadd_rn(total, v);
+        }
+      }
+    }
+  }
+  if (threadIdx.x < C::kPartFloats) {
+    const int n = threadIdx.x / C::kRows, row = row0 + threadIdx.x % C::kRows;
+    if (n < a.n_tokens && row < a.n_out) a.y[n * a.ldy + row] = total;
+  }
+}
+
+}  // namespace
+
+template <DType D>
+void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
+  using C = DecodeCfg<D>;
+  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
+  // Errors here surface at the caller's next launch check, as for the launch itself.
+  (void)cudaFuncSetAttribute(decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             C::kSmem);
+  const unsigned blocks = static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows);
+  decode_kernel<D><<<blocks, kWarps * 32, C::kSmem, stream>>>(a);
+}
+
+#define MEMRA_INSTANTIATE(D) template void launch_decode<D>(const MatmulArgs&, cudaStream_t);
+MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
+#undef MEMRA_INSTANTIATE
+
+}  // namespace memra::kernels::matmul_detail

@@ -1,0 +1,289 @@
+// memra-kernel-bench: times kernels::matmul on the Qwen3-8B matrix shapes against the ceilings
+// measured in the same run: device copy bandwidth (decode, 1 and 8 tokens: GB/s of weight bytes)
+// and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s). Weights are random valid blocks,
+// rotated over enough copies that L2 (60 MB) cannot serve them; each figure is the median of 20
+// event-timed calls after warm-up. A self-check runs first (check.cpp); --json FILE saves it all.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_runtime.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "kernel_bench/bench.h"
+#include "kernels/kernels.h"
+
+namespace memra::bench {
+namespace {
+
+using cuda::check;
+
+constexpr int kRuns = 20, kWarmup = 3;
+constexpr size_t kRotateBytes = size_t{256} << 20;  // >4x L2 of weights per rotation
+
+struct Shape {
+  const char* name;
+  int n_out;
+  int n_in;
+};
+// Qwen3-8B: fused QKV, one of gate/up, down, and the output (vocabulary) matrix.
+const Shape kShapes[] = {
+    {"qkv", 6144, 4096}, {"gate", 12288, 4096}, {"down", 4096, 12288}, {"output", 151936, 4096}};
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Makes random bytes valid weights of dtype: finite elements, f16 block scales near 2^-10.
+void make_valid(DType dtype, uint8_t* p, size_t bytes) {
+  auto u16 = [&](size_t at, uint16_t keep, uint16_t set) {
+    uint16_t h;
+    std::memcpy(&h, p + at, 2);
+    h = static_cast<uint16_t>((h & keep) | set);
+    std::memcpy(p + at, &h, 2);
+  };
+  if (dtype == DType::f32) {
+    for (size_t i = 0; i + 4 <= bytes; i += 4) {
+      uint32_t v;
+      std::memcpy(&v, p + i, 4);
+      v = (v & 0x807FFFFFu) | 0x3C000000u;
+      std::memcpy(p + i, &v, 4);
+    }
+    return;
+  }
+  if (dtype == DType::f16 || dtype == DType::bf16) {
+    const bool half = dtype == DType::f16;
+    for (size_t i = 0; i + 2 <= bytes; i += 2)
+      u16(i, half ? 0x83FF : 0x807F, half ? 0x2000 : 0x3C00);
+    return;
+  }
+  const size_t block = dtype_traits(dtype).type_size;
+  std::vector<size_t> scales = {0};
+  if (dtype == DType::q4_1 || dtype == DType::q5_1 || dtype == DType::q4_k || dtype == DType::q5_k)
+    scales = {0, 2};
+  if (dtype == DType::q6_k) scales = {208};
+  for (size_t b = 0; b + block <= bytes; b += block) {
+    for (size_t s : scales) u16(b + s, 0x83FF, 0x1400);
+  }
+}
+
+// Median milliseconds of kRuns event-timed calls of launch(i) after kWarmup untimed ones.
+template <typename F>
+double median_ms(const cuda::Stream& stream, F&& launch) {
+  cuda::Event start, end;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kRuns; ++i) {
+    start.record(stream);
+    launch(i);
+    end.record(stream);
+    const double m = cuda::Event::elapsed_ms(start, end);
+    if (i >= kWarmup) ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double copy_tb_per_s(const cuda::Stream& stream) {
+  const size_t bytes = size_t{2} << 30;
+  cuda::DeviceBuffer a(bytes), b(bytes);
+  check(cudaMemsetAsync(a.data(), 1, bytes, stream.get()), "memset");
+  const double ms = median_ms(stream, [&](int) {
+    check(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream.get()),
+          "d2d");
+  });
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e12;
+}
+
+// cuBLASLt bf16 x bf16 -> f32 for y[t][o] = sum_i W[o][i] x[t][i]: column-major D (n_out x n_tok)
+// = op(A) B with A = W viewed as a K x n_out column-major matrix, transposed.
+class LtGemm {
+ public:
+  LtGemm() : workspace_(kWorkspace) {
+    if (cublasLtCreate(&handle_) != CUBLAS_STATUS_SUCCESS) fail(ErrorCode::internal, "cublasLt");
+  }
+  ~LtGemm() { cublasLtDestroy(handle_); }
+  double time_ms(const cuda::Stream& stream, const void* w, const void* x, float* y, int n_out,
+                 int n_in, int n_tok) {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n_in, n_out, n_in);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n_in, n_tok, n_in);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n_out, n_tok, n_out);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    const size_t ws = kWorkspace;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(handle_, op, la, lb, lc, lc, pref, 1, &result, &found);
+    double ms = -1.0;
+    if (found > 0) {
+      const float alpha = 1.0f, beta = 0.0f;
+      ms = median_ms(stream, [&](int) {
+        cublasLtMatmul(handle_, op, &alpha, w, la, x, lb, &beta, y, lc, y, lc, &result.algo,
+                       workspace_.data(), kWorkspace, stream.get());
+      });
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    return ms;
+  }
+
+ private:
+  static constexpr size_t kWorkspace = size_t{32} << 20;
+  cublasLtHandle_t handle_ = nullptr;
+  cuda::DeviceBuffer workspace_;
+};
+
+struct Bench {
+  const cuda::Stream& stream;
+  double copy_tbps;
+  std::vector<uint8_t>& host;  // random bytes, made valid per dtype in place
+  nlohmann::json rows = nlohmann::json::array();
+
+  void print_row(const std::string& what, const Shape& s, int tokens, double ms, double bytes) {
+    const double flops = 2.0 * s.n_out * static_cast<double>(s.n_in) * tokens;
+    const double gbps = bytes / (ms * 1e-3) / 1e9;
+    std::printf("%-8s %-7s %6d x %-6d %4d tok %9.1f us %8.0f GB/s %5.1f%% copy %7.1f TFLOP/s\n",
+                what.c_str(), s.name, s.n_out, s.n_in, tokens, ms * 1e3, gbps,
+                100.0 * gbps / (copy_tbps * 1e3), flops / (ms * 1e-3) / 1e12);
+    rows.push_back({{"kernel", what},
+                    {"shape", s.name},
+                    {"n_out", s.n_out},
+                    {"n_in", s.n_in},
+                    {"n_tokens", tokens},
+                    {"us", ms * 1e3},
+                    {"weight_gb_per_s", gbps},
+                    {"pct_of_copy", 100.0 * gbps / (copy_tbps * 1e3)},
+                    {"tflop_per_s", flops / (ms * 1e-3) / 1e12}});
+  }
+
+  void run(DType dtype, const Shape& s, LtGemm* lt) {
+    const size_t bytes = dtype_row_bytes(dtype, static_cast<uint64_t>(s.n_in), "bench") * s.n_out;
+    const size_t stride = (bytes + 255) / 256 * 256;
+    const size_t copies = std::max<size_t>(4, (kRotateBytes + bytes - 1) / bytes);
+    cuda::DeviceBuffer w(stride * copies);
+    make_valid(dtype, host.data(), bytes);
+    check(cudaMemcpy(w.data(), host.data(), bytes, cudaMemcpyHostToDevice), "upload weights");
+    auto* base = static_cast<uint8_t*>(w.data());
+    for (size_t c = 1; c < copies; ++c) {
+      check(cudaMemcpy(base + c * stride, base, bytes, cudaMemcpyDeviceToDevice), "copy weights");
+    }
+    const int max_tokens = 512;
+    std::vector<float> x(size_t{1} * max_tokens * s.n_in);
+    uint64_t seed = 99;
+    for (float& v : x) v = static_cast<float>(splitmix(seed) >> 40) / 8388608.0f - 1.0f;
+    cuda::DeviceBuffer dx(x.size() * 4), dy(size_t{1} * max_tokens * s.n_out * 4),
+        scratch(kernels::matmul_scratch_bytes(max_tokens, s.n_in));
+    check(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
+    const std::string name(dtype_name(dtype));
+    for (int tokens : {1, 8, 512}) {
+      if (dtype == DType::f32 && tokens > 8) continue;  // the fixtures' exact path, not for speed
+      const double ms = median_ms(stream, [&](int i) {
+        kernels::matmul(dtype, base + (i % copies) * stride, s.n_in, s.n_out,
+                        static_cast<const float*>(dx.data()), tokens,
+                        static_cast<float*>(dy.data()), s.n_out, scratch.data(), stream.get());
+      });
+      check(cudaGetLastError(), "matmul");
+      print_row(name, s, tokens, ms, static_cast<double>(bytes));
+    }
+    if (lt != nullptr) {
+      std::vector<uint16_t> xb(x.size());
+      for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+      cuda::DeviceBuffer dxb(xb.size() * 2);
+      check(cudaMemcpy(dxb.data(), xb.data(), xb.size() * 2, cudaMemcpyHostToDevice), "upload");
+      const double ms = lt->time_ms(stream, base, dxb.data(), static_cast<float*>(dy.data()),
+                                    s.n_out, s.n_in, max_tokens);
+      if (ms > 0) print_row("cublasLt", s, max_tokens, ms, static_cast<double>(bytes));
+    }
+  }
+};
+
+}  // namespace
+}  // namespace memra::bench
+
+int main(int argc, char** argv) {
+  using namespace memra;
+  std::string json_path;
+  bool check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (arg == "--check") {
+      check_only = true;
+    } else {
+      std::fprintf(stderr, "usage: memra-kernel-bench [--check] [--json FILE]\n");
+      return 2;
+    }
+  }
+  try {
+    if (cuda::device_count() == 0) {
+      std::fprintf(stderr, "memra-kernel-bench: no CUDA device\n");
+      return 1;
+    }
+    const cuda::DeviceInfo info = cuda::device_info(0);
+    cuda::Stream stream;
+    std::vector<DType> dtypes;
+    for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
+                    DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k}) {
+      if (kernels::matmul_supports(d)) dtypes.push_back(d);
+    }
+    const bool checked = bench::run_check(dtypes, stream.get());
+    nlohmann::json out = {{"what", "kernel-bench"},
+                          {"device", info.name},
+                          {"sm_count", info.sm_count},
+                          {"check_pass", checked}};
+    if (!checked || check_only) {
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+      std::printf("%s\n", checked ? "check ok" : "check FAILED: no timings");
+      return checked ? 0 : 1;
+    }
+    const double copy = bench::copy_tb_per_s(stream);
+    std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
+                info.sm_count, copy);
+    size_t max_bytes = 0;
+    for (DType d : dtypes) {
+      for (const auto& s : bench::kShapes) {
+        max_bytes = std::max<size_t>(max_bytes, dtype_row_bytes(d, s.n_in, "bench") * s.n_out);
+      }
+    }
+    std::vector<uint8_t> host(max_bytes);
+    uint64_t seed = 7;
+    for (size_t i = 0; i + 8 <= host.size(); i += 8) {
+      const uint64_t v = bench::splitmix(seed);
+      std::memcpy(host.data() + i, &v, 8);
+    }
+    bench::LtGemm lt;
+    bench::Bench b{stream, copy, host};
+    for (DType d : dtypes) {
+      for (const auto& s : bench::kShapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
+    }
+    out["copy_tb_per_s"] = copy;
+    out["results"] = b.rows;
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "memra-kernel-bench: %s\n", e.what());
+    return 1;
+  }
+}
