@@ -10,9 +10,11 @@ if(MEMRA_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# The CPU backend is the serving path on machines without a GPU: let it use the host's SIMD. A
+# build carried to another machine (the `device` preset) names a portable level instead.
+set(MEMRA_MARCH "native" CACHE STRING "-march for CPU code in Release builds (native, x86-64-v3)")
 if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT MEMRA_SANITIZE)
-  # The CPU backend is the serving path on machines without a GPU: let it use the host's SIMD.
-  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=${MEMRA_MARCH}>)
 endif()
 
 # memra_add_library(name SOURCES... DEPS...): a static library for one source folder.

@@ -5,6 +5,8 @@
 // preempted and recomputed. Fast enough for every CI run.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 
@@ -66,9 +68,13 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
   prompts.emplace_back(ref.prompt.begin() + 5, ref.prompt.end());
   prompts.emplace_back(ref.prompt.rbegin(), ref.prompt.rend());
 
+  // MEMRA_TEST_DEVICE=cuda runs the determinism contract on the GPU (scripts/gpu_check.sh).
+  const char* device = std::getenv("MEMRA_TEST_DEVICE");
+  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
   EngineOptions o;
   o.model = dir;
   o.n_threads = 2;
+  o.device = on_cpu ? "cpu" : device;
   o.context_length = 96;
   std::vector<std::vector<int32_t>> alone;
   {
@@ -79,7 +85,9 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
       wait(r);
       alone.push_back(r.ids);
     }
-    EXPECT_EQ(alone[0], ref.greedy) << "greedy tokens differ from transformers";
+    // The CPU backend is the float32 oracle; a GPU backend (bf16 activations) is held to the
+    // CPU by the GPU model gate (teacher-forced agreement and KL), not to exact tokens here.
+    if (on_cpu) EXPECT_EQ(alone[0], ref.greedy) << "greedy tokens differ from transformers";
     EXPECT_EQ(run_together(*e, prompts, n), alone) << "batched differs from alone";
     Collected again;
     e->submit(greedy_request(prompts[0], n, again));

@@ -6,7 +6,8 @@
 // Other flags: --reference (reference ops), --all-logits, --argmax (per prompt position),
 // --trace (every named intermediate, to diff against a reference layer by layer),
 // --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16), --device D (cpu by
-// default; cuda for the GPU model gates), --kv-dtype F32|BF16.
+// default; cuda for the GPU model gates), --kv-dtype F32|BF16, --logits-out FILE (with
+// --all-logits: the rows as raw f32 instead of JSON, for real-sized vocabularies).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,6 +45,7 @@ struct Options {
   bool trace = false;          // per named intermediate: name, layer, shape, sum |x|, first values
   std::string device = "cpu";  // cpu | cuda | cuda:N | auto
   std::string kv_dtype;        // KV cache dtype name; empty = the backend's default
+  std::string logits_out;      // --all-logits rows as raw little-endian f32 to this file
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -91,6 +93,8 @@ Options parse_args(int argc, char** argv) {
       o.device = next();
     else if (a == "--kv-dtype")
       o.kv_dtype = next();
+    else if (a == "--logits-out")
+      o.logits_out = next();
     else
       fail(ErrorCode::invalid_argument, "unknown option {}", a);
   }
@@ -187,9 +191,20 @@ int run(const Options& o) {
   std::vector<int32_t> seq = o.tokens;
   nlohmann::json out;
   out["architecture"] = model->info().architecture;
+  out["device"] = model->info().device;
   out["n_vocab"] = n_vocab;
   nlohmann::json all_logits = nlohmann::json::array(), argmaxes = nlohmann::json::array();
   std::vector<float> logits;
+  std::ofstream raw;
+  if (!o.logits_out.empty()) raw.open(o.logits_out, std::ios::binary | std::ios::trunc);
+  int64_t n_rows = 0;
+  const auto keep_row = [&](const float* row) {
+    ++n_rows;
+    if (raw.is_open())
+      raw.write(reinterpret_cast<const char*>(row), static_cast<std::streamsize>(n_vocab * 4));
+    else
+      all_logits.push_back(std::vector<float>(row, row + n_vocab));
+  };
   const auto t_prefill = clock::now();
   const std::clock_t c_prefill = std::clock();
   const int32_t n_prompt = static_cast<int32_t>(o.tokens.size());
@@ -200,7 +215,7 @@ int run(const Options& o) {
     for (int64_t r = 0; rows && r < end - begin; ++r) {
       const float* row = logits.data() + r * n_vocab;
       if (o.argmax) argmaxes.push_back(argmax(row, n_vocab));
-      if (o.all_logits) all_logits.push_back(std::vector<float>(row, row + n_vocab));
+      if (o.all_logits) keep_row(row);
     }
   }
   const auto t_decode = clock::now();
@@ -215,7 +230,7 @@ int run(const Options& o) {
     step(*model, *kv, seq, static_cast<int32_t>(seq.size()) - 1, static_cast<int32_t>(seq.size()),
          false, logits);
     last = logits.data();
-    if (o.all_logits) all_logits.push_back(std::vector<float>(last, last + n_vocab));
+    if (o.all_logits) keep_row(last);
   }
   const auto t_end = clock::now();
   const std::clock_t c_end = std::clock();
@@ -228,7 +243,13 @@ int run(const Options& o) {
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   out["greedy"] = generated;
   if (o.argmax) out["argmax"] = argmaxes;
-  if (o.all_logits) out["logits"] = all_logits;
+  if (o.all_logits && raw.is_open()) {
+    raw.close();
+    if (!raw) fail(ErrorCode::io, "cannot write {}", o.logits_out);
+    out["logits_file"] = {{"path", o.logits_out}, {"rows", n_rows}, {"cols", n_vocab}};
+  } else if (o.all_logits) {
+    out["logits"] = all_logits;
+  }
   if (o.trace) out["trace"] = trace;
   out["load_s"] = secs(t_load, t_prefill);
   out["prefill_tokens"] = n_prompt;

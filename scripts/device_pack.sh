@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds what a GPU run needs (the `device` preset: sm_90a, portable x86-64-v3 CPU code) and packs
+# it into .device/ (ignored by git): bin/ with the executables and test binaries, lib/ with the
+# shared libraries a fresh Ubuntu GPU machine lacks. A device call carries `.device` and runs
+# scripts/gpu_check.sh with MEMRA_GPU_BIN=.device/bin. Usage: scripts/device_pack.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
+export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+TARGETS=(memra memra-cuda-check memra-kernel-check memra-kernel-bench model_run
+  memra_engine_fixture_test memra-server)
+cmake --preset device >/dev/null
+cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "${TARGETS[@]}"
+
+rm -rf .device && mkdir -p .device/bin .device/lib
+for t in "${TARGETS[@]}"; do
+  f=$(find build/device -type f -name "$t" -perm -u+x | head -n 1)
+  [ -n "$f" ] || { echo "device_pack: $t was not built" >&2; exit 1; }
+  strip -o ".device/bin/$t" "$f"
+done
+# Libraries that are not part of a stock Ubuntu 24.04 + CUDA 13 machine.
+for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u); do
+  case "$(basename "$lib")" in
+    libfmt.so*|libicu*.so*|libpcre2-8.so*) cp -L "$lib" .device/lib/ ;;
+  esac
+done
+git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
+du -sh .device/bin .device/lib
+echo "device_pack: ok ($(du -sm .device | cut -f1) MiB)"

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The GPU model gate: the CUDA backend against the CPU backend (the float32 oracle) on the same
+weights, through tests/models/model_run. Per model: teacher-forced logits over P prompt positions
+(top-1 agreement, mean KL(cpu || cuda), worst |cuda - cpu| / max |cpu| per row) and G greedy
+tokens (identical). Teeth: the same comparison with the CUDA rows shifted by one position must
+fail, so a gate that cannot fail is caught.
+
+Needs python3 + numpy only (it runs on the GPU machine). Usage:
+    scripts/gpu_model_gate.py --bin DIR --json OUT.json MODEL [MODEL ...]
+MODEL is a fixture folder or a GGUF file; --positions P (default 256), --greedy G (default 32).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+TOP1_MIN = 0.99
+KL_MAX = 1e-3
+# bf16 activations and KV against float32: relative to the largest |logit| of the row.
+REL_ERR_MAX = 5e-2
+
+
+def token_ids(n, vocab, seed):
+    """Deterministic ids in the ordinary range of any vocabulary (past the first specials)."""
+    lo, hi = min(3, vocab - 1), min(vocab, 32000)
+    rng = np.random.default_rng(seed)
+    return [int(t) for t in rng.integers(lo, hi, size=n)]
+
+
+def run(bin_dir, model, tokens, greedy, device, out_dir, extra=()):
+    ids = os.path.join(out_dir, "ids.json")
+    with open(ids, "w") as f:
+        json.dump(tokens, f)
+    raw = os.path.join(out_dir, f"logits-{device}.f32")
+    cmd = [os.path.join(bin_dir, "model_run"), "--model", model, "--tokens-file", ids,
+           "--chunk", "128", "--greedy", str(greedy), "--all-logits", "--logits-out", raw,
+           "--device", device, *extra]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    out = json.loads(proc.stdout)
+    rows, cols = out["logits_file"]["rows"], out["logits_file"]["cols"]
+    logits = np.fromfile(raw, dtype=np.float32).reshape(rows, cols)
+    return out, logits, time.time() - t0
+
+
+def compare(cpu, cuda, n_prompt):
+    """Metrics over the teacher-forced prompt rows."""
+    a = cpu[:n_prompt].astype(np.float64)
+    b = cuda[:n_prompt].astype(np.float64)
+    if not np.isfinite(b).all():
+        return {"finite": False, "top1": 0.0, "kl_mean": float("inf"), "rel_err_max": float("inf")}
+    top1 = float(np.mean(a.argmax(1) == b.argmax(1)))
+    la = a - a.max(1, keepdims=True)
+    lb = b - b.max(1, keepdims=True)
+    la -= np.log(np.exp(la).sum(1, keepdims=True))
+    lb -= np.log(np.exp(lb).sum(1, keepdims=True))
+    kl = float(np.mean((np.exp(la) * (la - lb)).sum(1)))
+    rel = float(np.max(np.abs(a - b).max(1) / np.maximum(np.abs(a).max(1), 1e-30)))
+    return {"finite": True, "top1": top1, "kl_mean": kl, "rel_err_max": rel}
+
+
+def passes(m):
+    return (m["finite"] and m["top1"] >= TOP1_MIN and m["kl_mean"] <= KL_MAX and
+            m["rel_err_max"] <= REL_ERR_MAX)
+
+
+def gate_model(args, model):
+    with tempfile.TemporaryDirectory() as tmp:
+        probe, _, _ = run(args.bin, model, [3, 4], 1, "cpu", tmp, ["--threads", str(args.threads)])
+        vocab = int(probe["n_vocab"])
+        tokens = token_ids(args.positions, vocab, seed=len(model))
+        cpu_out, cpu, cpu_s = run(args.bin, model, tokens, args.greedy, "cpu", tmp,
+                                  ["--threads", str(args.threads)])
+        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, "cuda", tmp)
+    m = compare(cpu, cuda, args.positions)
+    m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
+    m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
+    m["pass"] = passes(m) and m["greedy_identical"]
+    # Teeth: rows off by one position (what a wrong position or KV slot would look like).
+    shifted = compare(cpu[1:], cuda[:-1], args.positions - 1)
+    m["teeth_shifted_rows_fail"] = not passes(shifted)
+    m.update({"model": model, "device": cuda_out.get("device"), "positions": args.positions,
+              "greedy": args.greedy, "cpu_s": round(cpu_s, 2), "cuda_s": round(cuda_s, 2)})
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--bin", required=True, help="folder with model_run")
+    ap.add_argument("--positions", type=int, default=256)
+    ap.add_argument("--greedy", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+    results = []
+    for model in args.models:
+        try:
+            results.append(gate_model(args, model))
+        except RuntimeError as e:
+            results.append({"model": model, "pass": False, "error": str(e)})
+    print(f"{'model':48} {'top1':>7} {'KL':>9} {'rel err':>9} {'greedy':>7} {'teeth':>6} verdict")
+    for r in results:
+        if "error" in r:
+            print(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
+            continue
+        print(f"{r['model'][-48:]:48} {r['top1']:7.4f} {r['kl_mean']:9.2e} {r['rel_err_max']:9.2e} "
+              f"{'same' if r['greedy_identical'] else 'DIFF':>7} "
+              f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
+              f"{'PASS' if r['pass'] else 'FAIL'}")
+    ok = all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results)
+    summary = {"what": "gpu-model-gate", "pass": ok, "thresholds": {
+        "top1_min": TOP1_MIN, "kl_mean_max": KL_MAX, "rel_err_max": REL_ERR_MAX}, "models": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    print("ALL GREEN" if ok else "RED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
