@@ -74,7 +74,7 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
 // per position, scaling applied; double because position * inv_freq must match the CPU reference
 // at positions of 1e5 and more). neox: pairs (i, i + n_rot/2); else pairs (2i, 2i+1). The angle
 // is computed as in the CPU reference: theta = position * inv_freq[i] in double, then cos/sin
-// in double, rounded to float.
+// in double, rounded to float. Dims >= n_rot are left untouched.
 void rope(float* x, int64_t n_tokens, int64_t ld, int n_heads, int head_dim, int n_rot, bool neox,
           const int32_t* positions, const double* inv_freq, cudaStream_t stream);
 
@@ -108,21 +108,43 @@ struct StepDev {
 void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const float* v, int64_t ld,
               cudaStream_t stream);
 
+// How attention() schedules the fixed-size key splits of a query. Both plans compute every
+// split's partial (max, sum of exp, weighted V) with the same code and merge the partials in
+// increasing split order with the same log-sum-exp steps, so they give bit-identical outputs:
+//   split:    one block per (token, kv head, split) writes partials to scratch, a second kernel
+//             merges them (parallel over the context: decode with long contexts);
+//   one_pass: one block per (token, kv head) walks its splits in order and merges as it goes (no
+//             scratch: prefill and large batches, where tokens alone fill the GPU).
+// automatic picks split when the step's partials fit attention_scratch_bytes' cap and the
+// context spans more than one split. Tests force a plan to prove the two agree.
+enum class AttentionPlan { automatic, split, one_pass };
+
 struct AttentionArgs {
   int n_heads = 0;       // query heads; n_heads % n_kv_heads == 0 (GQA)
   float scale = 1.0f;    // multiplies q.k
   float softcap = 0.0f;  // score = c * tanh(s / c) when > 0
   int32_t window = 0;    // keys j with p - window < j <= p; 0 = all j <= p
+  AttentionPlan plan = AttentionPlan::automatic;
 };
 
-// Device scratch bytes attention() needs (split-KV partial results) for a step.
+// Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
+constexpr int32_t kAttentionSplit = 256;
+
+// Device scratch bytes attention() needs for a step under the automatic plan: the split
+// partials [n_tokens x n_heads x n_splits x (head_dim + 2)] f32 (n_splits from max_context)
+// when they fit the cap below, else 0 (the step runs one_pass). Never more than
+// attention_scratch_bytes_max(head_dim), which a backend can allocate once for every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
+size_t attention_scratch_bytes_max(int head_dim);
 
 // Causal attention of each query token t (q: [n_tokens rows, stride ldq] x n_heads x head_dim)
 // over its sequence's cached keys 0..positions[t] (which kv_store has written this step), read
 // through the block table. out: [n_tokens x n_heads x head_dim] dense. Keys are processed in
 // splits of a fixed number of tokens, combined with log-sum-exp in split order: the same for a
-// decode token, a prefill chunk of any length and any batch. head_dim in {64, 128, 256}.
+// decode token, a prefill chunk of any length and any batch. head_dim in {64, 128, 256} (else
+// Error(unsupported)). scratch: attention_scratch_bytes(step, ...) bytes (may be null when 0);
+// a forced split plan needs the split partials' bytes and fails when they exceed the cap.
+// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
 

@@ -1,0 +1,58 @@
+// Private helpers shared by the kernels' .cu files: grid sizing for 64-bit element counts,
+// host-side argument checks that throw memra::Error, and exact f16/bf16 bit decoding.
+// Not part of the kernels.h contract.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace memra::kernels::detail {
+
+constexpr int kThreads = 256;  // block size of the simple elementwise kernels
+// Cap on blocks of a grid-stride launch: enough to fill any current GPU many times over, far
+// below gridDim.x's 2^31 - 1 limit, so any int64 element count works.
+constexpr int64_t kMaxGridBlocks = int64_t{1} << 20;
+
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < kMaxGridBlocks ? blocks : kMaxGridBlocks);
+}
+
+// Throws Error(invalid_argument) naming the kernel when a size is negative.
+inline void require_non_negative(const char* kernel, int64_t value, const char* name) {
+  if (value < 0) fail(ErrorCode::invalid_argument, "{}: {} is negative ({})", kernel, name, value);
+}
+
+__device__ __forceinline__ int64_t global_thread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// IEEE half -> float from the raw bits, bit-identical to core/half.h's f16_to_f32 (NaN payloads
+// kept, which the hardware conversion does not promise).
+__device__ __forceinline__ float f16_bits_to_f32(uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u) {
+    const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) | 0x7f800000u |
+                          (static_cast<uint32_t>(h & 0x3ffu) << 13);
+    return __uint_as_float(bits);
+  }
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));  // exact for finite values, subnormals too
+  return f;
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+// Little-endian u16 from a possibly only 2-byte aligned address (quant block fields).
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+}  // namespace memra::kernels::detail

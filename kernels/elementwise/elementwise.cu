@@ -1,0 +1,123 @@
+// Pointwise kernels: add, add_row, scale, softcap, act_mul (silu / gelu-tanh gate) and
+// gather_rows. Each output element is one independent float expression, so results never depend
+// on the launch shape; grid-stride loops with 64-bit indices handle any size.
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace memra::kernels {
+
+namespace {
+
+using detail::global_thread;
+using detail::grid_for;
+using detail::grid_threads;
+using detail::kThreads;
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] += x[i];
+}
+
+__global__ void add_row_kernel(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld) {
+  const int64_t n = n_rows * dim;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const int64_t r = i / dim, c = i % dim;
+    y[r * ld + c] += b[c];
+  }
+}
+
+__global__ void scale_kernel(float* y, float s, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] *= s;
+}
+
+__global__ void softcap_kernel(float* y, float cap, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = cap * tanhf(y[i] / cap);
+}
+
+// The CPU reference's formulas term for term: silu(g) = g / (1 + exp(-g)); gelu with the tanh
+// approximation 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+template <Act kAct>
+__global__ void act_mul_kernel(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                               int64_t ld_in, float* out) {
+  const int64_t n = n_rows * n_cols;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const int64_t r = i / n_cols, c = i % n_cols;
+    const float g = gate[r * ld_in + c];
+    float a;
+    if constexpr (kAct == Act::silu) {
+      a = g / (1.0f + expf(-g));
+    } else {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+      a = 0.5f * g * (1.0f + tanhf(inner));
+    }
+    out[i] = a * up[r * ld_in + c];
+  }
+}
+
+__global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
+                                   float* out) {
+  const int64_t n = n_rows * dim;
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
+    const int64_t r = i / dim, c = i % dim;
+    out[i] = x[static_cast<int64_t>(rows[r]) * dim + c];
+  }
+}
+
+void check_sizes(const char* kernel, int64_t n_rows, int64_t n_cols) {
+  detail::require_non_negative(kernel, n_rows, "row count");
+  detail::require_non_negative(kernel, n_cols, "row length");
+}
+
+}  // namespace
+
+void add(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  detail::require_non_negative("add", n, "n");
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, n);
+}
+
+void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
+             cudaStream_t stream) {
+  check_sizes("add_row", n_rows, dim);
+  if (ld < dim) fail(ErrorCode::invalid_argument, "add_row: row stride {} < dim {}", ld, dim);
+  if (n_rows == 0 || dim == 0) return;
+  add_row_kernel<<<grid_for(n_rows * dim), kThreads, 0, stream>>>(y, b, n_rows, dim, ld);
+}
+
+void scale(float* y, float s, int64_t n, cudaStream_t stream) {
+  detail::require_non_negative("scale", n, "n");
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, s, n);
+}
+
+void softcap(float* y, float cap, int64_t n, cudaStream_t stream) {
+  detail::require_non_negative("softcap", n, "n");
+  if (!(cap > 0.0f)) fail(ErrorCode::invalid_argument, "softcap: cap {} is not positive", cap);
+  if (n == 0) return;
+  softcap_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, cap, n);
+}
+
+void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+             int64_t ld_in, float* out, cudaStream_t stream) {
+  check_sizes("act_mul", n_rows, n_cols);
+  if (ld_in < n_cols)
+    fail(ErrorCode::invalid_argument, "act_mul: row stride {} < row length {}", ld_in, n_cols);
+  if (n_rows == 0 || n_cols == 0) return;
+  const unsigned blocks = grid_for(n_rows * n_cols);
+  if (act == Act::silu) {
+    act_mul_kernel<Act::silu>
+        <<<blocks, kThreads, 0, stream>>>(gate, up, n_rows, n_cols, ld_in, out);
+  } else {
+    act_mul_kernel<Act::gelu_tanh>
+        <<<blocks, kThreads, 0, stream>>>(gate, up, n_rows, n_cols, ld_in, out);
+  }
+}
+
+void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows, float* out,
+                 cudaStream_t stream) {
+  check_sizes("gather_rows", n_rows, dim);
+  if (n_rows == 0 || dim == 0) return;
+  gather_rows_kernel<<<grid_for(n_rows * dim), kThreads, 0, stream>>>(x, dim, rows, n_rows, out);
+}
+
+}  // namespace memra::kernels

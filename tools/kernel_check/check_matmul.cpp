@@ -1,0 +1,162 @@
+// matmul for every weight dtype matmul_supports() accepts, against a double reference on the
+// CPU-dequantized weights (quant::dequantize_row). Weights are random floats quantized with
+// quant::quantize_row, or random valid blocks for types without a quantizer. Tolerance, as
+// max |gpu - ref| / max |ref| over the output: 1e-2 for non-f32 weights (bf16 activations on
+// tensor cores), 1e-5 for F32 weights. Also: a token row alone == the same row in a 300-token
+// call, bit for bit; with ldy > n_out the padding columns stay untouched.
+#include <cmath>
+#include <cstring>
+
+#include "check.h"
+#include "core/half.h"
+#include "formats/quant.h"
+#include "kernels/kernels.h"
+
+namespace memra::kernel_check {
+
+namespace {
+
+double matmul_tol(DType dtype) {
+  return dtype == DType::f32 ? 1e-5 : 1e-2;
+}
+
+// Offsets of the f16 scale fields in one block of the types without a quantizer, which a
+// random block must hold as small finite values (random bytes elsewhere are valid quants).
+std::vector<int> scale_offsets(DType dtype) {
+  switch (dtype) {
+    case DType::q2_k:
+      return {80, 82};
+    case DType::q3_k:
+      return {108};
+    case DType::iq4_nl:
+      return {0};
+    case DType::iq4_xs:
+      return {0};
+    default:
+      return {};
+  }
+}
+
+// Byte of each block (element, for plain types) whose bit 6 is the top exponent bit of its
+// scale (or value): flipping it in every block of row 0 wrecks output column 0 (--teeth).
+int scale_high_byte(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return 3;
+    case DType::q2_k:
+      return 81;
+    case DType::q3_k:
+      return 109;
+    case DType::q6_k:
+      return 209;
+    default:
+      return 1;  // f16/bf16 values and every other type's leading f16 d
+  }
+}
+
+std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
+  const uint64_t row_bytes = dtype_row_bytes(dtype, n_in, "matmul weight");
+  std::vector<uint8_t> w(n_out * row_bytes);
+  if (quant::can_quantize(dtype)) {
+    for (int64_t r = 0; r < n_out; ++r) {
+      const std::vector<float> values = ctx.uniform(n_in);
+      quant::quantize_row(dtype, values.data(), w.data() + r * row_bytes, n_in);
+    }
+    return w;
+  }
+  for (uint8_t& b : w) b = static_cast<uint8_t>(ctx.rng()());
+  const int64_t type_size = dtype_traits(dtype).type_size;
+  for (size_t off = 0; off < w.size(); off += type_size) {
+    for (int field : scale_offsets(dtype)) {
+      const uint16_t h = f32_to_f16(ctx.uniform(1, 1e-3f, 2e-2f)[0]);
+      std::memcpy(w.data() + off + field, &h, 2);
+    }
+  }
+  return w;
+}
+
+void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n_tokens,
+               int64_t ldy) {
+  const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
+  const uint64_t row_bytes = w.size() / n_out;
+  std::vector<uint8_t> gpu_w = w;
+  if (ctx.teeth()) {
+    const int64_t type_size = dtype_traits(dtype).type_size;
+    for (uint64_t off = 0; off < row_bytes; off += type_size)
+      gpu_w[off + scale_high_byte(dtype)] ^= 0x40;
+  }
+  const std::vector<float> x = ctx.uniform(n_tokens * n_in);
+  Dev<uint8_t> dw(ctx, gpu_w);
+  Dev<float> dx(ctx, x), dy(n_tokens * ldy);
+  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+  dy.poison(ctx);
+  kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), ldy, scratch.get(),
+                  ctx.stream());
+  ctx.sync();
+  const std::vector<float> y = dy.download(ctx);
+  std::vector<float> row(n_in);
+  std::vector<double> ref(n_tokens * n_out);
+  std::vector<float> got(n_tokens * n_out);
+  double untouched_bad = 0;
+  for (int64_t o = 0; o < n_out; ++o) {
+    quant::dequantize_row(dtype, w.data() + o * row_bytes, row.data(), n_in);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      double acc = 0;
+      const float* xt = x.data() + t * n_in;
+      for (int64_t i = 0; i < n_in; ++i) acc += double{row[i]} * xt[i];
+      ref[t * n_out + o] = acc;
+      got[t * n_out + o] = y[t * ldy + o];
+    }
+  }
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t c = n_out; c < ldy; ++c) untouched_bad += !std::isnan(y[t * ldy + c]);
+  const double err = untouched_bad > 0 ? INFINITY : rel_max_error(got, ref);
+  std::string shape = shape_str({n_tokens, n_in, n_out});
+  if (ldy != n_out) shape += " ldy " + std::to_string(ldy);
+  ctx.add({"matmul", shape, std::string(dtype_name(dtype)), "rel-max", err, matmul_tol(dtype),
+           ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
+}
+
+// Row r of a 300-token call == the same row computed alone, bit for bit.
+void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
+  const int64_t n_tokens = 300, r = 137;
+  const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
+  const std::vector<float> x = ctx.uniform(n_tokens * n_in);
+  std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+  if (ctx.teeth()) x1[0] *= 1.01f;
+  Dev<uint8_t> dw(ctx, w);
+  Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_tokens * n_out), dy1(n_out);
+  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+  dy.poison(ctx);
+  dy1.poison(ctx);
+  kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
+                  ctx.stream());
+  kernels::matmul(dtype, dw.get(), n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
+                  ctx.stream());
+  ctx.sync();
+  const std::vector<float> all = dy.download(ctx);
+  const std::vector<float> row(all.begin() + r * n_out, all.begin() + (r + 1) * n_out);
+  ctx.add({"matmul invariance", "row alone vs " + shape_str({n_tokens, n_in, n_out}),
+           std::string(dtype_name(dtype)), "bits", bit_mismatches(row, dy1.download(ctx)), 0.0,
+           ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
+}
+
+}  // namespace
+
+void check_matmul(Context& ctx) {
+  if (!ctx.wants("matmul")) return;
+  const DType candidates[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,   DType::q4_0,
+                              DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_k,   DType::q3_k,
+                              DType::q4_k, DType::q5_k, DType::q6_k, DType::iq4_nl, DType::iq4_xs};
+  for (DType dtype : candidates) {
+    if (!kernels::matmul_supports(dtype)) continue;
+    check_one(ctx, dtype, 256, 64, 1, 64);
+    check_one(ctx, dtype, 1024, 200, 3, 200);
+    check_one(ctx, dtype, 4096 + 256, 130, 8, 130);
+    check_one(ctx, dtype, 1024, 96, 37, 96 + 5);  // ldy > n_out: padding must stay poisoned
+    check_one(ctx, dtype, 256, 333, 300, 333);
+    check_invariance(ctx, dtype, 1024, 160);
+  }
+}
+
+}  // namespace memra::kernel_check
