@@ -102,6 +102,10 @@ std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes
 
 }  // namespace
 
+bool tensor_order_less(const TensorView& a, const TensorView& b) {
+  return order_key(a) < order_key(b);
+}
+
 bool read_chat_template(const std::string& folder, gguf::Metadata& out) {
   const std::filesystem::path dir(folder);
   // transformers prefers a standalone chat_template.jinja over the tokenizer_config.json entry.
@@ -143,7 +147,7 @@ Summary write_gguf(const ModelArchive& archive, const gguf::Metadata& extra, con
   std::vector<const TensorView*> order;
   for (const TensorView& t : archive.tensors) order.push_back(&t);
   std::sort(order.begin(), order.end(),
-            [](const TensorView* a, const TensorView* b) { return order_key(*a) < order_key(*b); });
+            [](const TensorView* a, const TensorView* b) { return tensor_order_less(*a, *b); });
   const PolicyContext ctx = make_policy_context(options.mix, archive.tensors);
 
   gguf::Writer writer;

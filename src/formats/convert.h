@@ -39,6 +39,10 @@ PolicyContext make_policy_context(Mix mix, const std::vector<TensorView>& tensor
 // chosen block size does not divide fall back as llama.cpp does).
 DType choose_type(const PolicyContext& ctx, const TensorView& tensor);
 
+// The order convert writes tensors in: token_embd and other globals first, then blk.N by layer
+// (names sorted within a layer), output* last. `memra synth` writes the same order.
+bool tensor_order_less(const TensorView& a, const TensorView& b);
+
 // tokenizer.chat_template (and tokenizer.chat_template.<name> for named templates) from
 // chat_template.jinja, else tokenizer_config.json "chat_template", into out. Returns false when
 // the folder has neither. A malformed tokenizer_config.json throws Error(malformed_file).
