@@ -2,14 +2,13 @@
 // GGUF file (GGUF tensor names and architecture keys, tokenizer.ggml.* keys, chat template),
 // its matrices at type T (a plain type or a llama-quantize style *_K mix). Progress goes to
 // stderr: a bar redrawn in place on a terminal, a few plain lines otherwise.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
 
 #include "cli_args.h"
+#include "cli_progress.h"
 #include "commands.h"
 #include "core/error.h"
 #include "formats/convert.h"
@@ -70,34 +69,6 @@ ConvertArgs parse_args(const Args& args) {
   return out;
 }
 
-// Prints progress on stderr: a redrawn bar on a terminal, else a line per quarter.
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
-
-  void operator()(size_t done, size_t total, uint64_t written, uint64_t all) {
-    const double frac = all > 0 ? double(written) / double(all) : 1.0;
-    const int percent = static_cast<int>(frac * 100.0);
-    if (tty_) {
-      constexpr int kWidth = 30;
-      const int filled = static_cast<int>(frac * kWidth);
-      std::fprintf(stderr, "\rconverting [%s%s] %3d%%  %zu/%zu tensors  %.1f/%.1f MiB",
-                   std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                   percent, done, total, written / 1048576.0, all / 1048576.0);
-      if (done == total) std::fprintf(stderr, "\n");
-    } else if (percent >= next_percent_ || done == total) {
-      std::fprintf(stderr, "converting: %d%% (%zu/%zu tensors, %.1f MiB)\n", percent, done, total,
-                   written / 1048576.0);
-      while (next_percent_ <= percent) next_percent_ += 25;
-    }
-    std::fflush(stderr);
-  }
-
- private:
-  bool tty_;
-  int next_percent_ = 25;
-};
-
 int run_convert(const Args& args) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     std::fputs(kUsage, stdout);
@@ -114,7 +85,7 @@ int run_convert(const Args& args) {
   Tokenizer::from_hf_folder(parsed.input)->to_gguf(extra);
   convert::read_chat_template(parsed.input, extra);
 
-  ProgressPrinter printer;
+  ProgressPrinter printer("converting");
   const convert::Summary summary =
       convert::write_gguf(archive, extra, parsed.options,
                           [&](size_t done, size_t total, uint64_t written, uint64_t all) {
