@@ -1,8 +1,8 @@
 """Tokenizer gate: memra's token ids and decoded text against Hugging Face `tokenizers`.
 
-Oracles: the upstream HF ids in ../shared/data/vocab/*.inp/.out, and `tokenizers` pipelines rebuilt
+Oracles: the upstream HF ids in the test data's vocab/*.inp/.out, and `tokenizers` pipelines rebuilt
 from each GGUF (tokenizer_oracle.py) which must first reproduce those upstream ids. Every loadable
-tokenizer is checked on the shared strings and on the >= 500-string hard corpus
+tokenizer is checked on the upstream strings and on the >= 500-string hard corpus
 (tokenizer_corpus.py), through both loaders: the GGUF and a tokenizer.json written by `tokenizers`.
 """
 import json
@@ -61,8 +61,8 @@ def check_against_oracle(memra_bin, source, oracle, label):
 
 
 @pytest.mark.parametrize("name", LOADABLE)
-def test_vocab_matches_upstream_ids_and_oracle(memra_bin, shared_data, tmp_path, name):
-    vocab_dir = shared_data / "vocab"
+def test_vocab_matches_upstream_ids_and_oracle(memra_bin, test_data, tmp_path, name):
+    vocab_dir = test_data / "vocab"
     gguf_path = vocab_dir / f"ggml-vocab-{name}.gguf"
     inputs, expected = read_cases(vocab_dir, name)
     oracle, _ = tokenizer_oracle.oracle_from_gguf(gguf_path)
@@ -78,11 +78,11 @@ def test_vocab_matches_upstream_ids_and_oracle(memra_bin, shared_data, tmp_path,
     check_against_oracle(memra_bin, folder, oracle, f"{name} (tokenizer.json)")
 
 
-def test_default_model_tokenizer(memra_bin, shared_data, default_model, tmp_path):
+def test_default_model_tokenizer(memra_bin, test_data, default_model, tmp_path):
     """Gemma 3 (SentencePiece BPE, byte fallback): the oracle must reproduce the upstream Gemma
     ids of ggml-vocab-gemma-4 (same vocabulary) before it judges memra."""
     oracle, _ = tokenizer_oracle.oracle_from_gguf(default_model)
-    inputs, expected = read_cases(shared_data / "vocab", "gemma-4")
+    inputs, expected = read_cases(test_data / "vocab", "gemma-4")
     assert [oracle.encode(s, add_special_tokens=False).ids for s in inputs] == expected
     results = memra_batch(memra_bin, default_model, inputs)
     assert [r["ids"] for r in results] == expected
@@ -91,8 +91,8 @@ def test_default_model_tokenizer(memra_bin, shared_data, default_model, tmp_path
     check_against_oracle(memra_bin, folder, oracle, "gemma-3 (tokenizer.json)")
 
 
-def test_special_tokens_only_when_allowed(memra_bin, shared_data, default_model):
-    gpt2 = shared_data / "vocab" / "ggml-vocab-gpt-2.gguf"
+def test_special_tokens_only_when_allowed(memra_bin, test_data, default_model):
+    gpt2 = test_data / "vocab" / "ggml-vocab-gpt-2.gguf"
     text = "a<|endoftext|>b"
     allowed, denied = (memra_batch(memra_bin, gpt2, [text], parse_special=p)[0]["ids"] for p in (True, False))
     assert 50256 in allowed and 50256 not in denied
@@ -107,8 +107,8 @@ def test_add_special_adds_bos(memra_bin, default_model):
 
 
 @pytest.mark.parametrize("name,model", sorted(REFUSED.items()))
-def test_unsupported_vocab_is_refused_by_name(memra_bin, shared_data, name, model):
-    proc = subprocess.run([str(memra_bin), "tokenize", "-m", str(shared_data / "vocab" / f"ggml-vocab-{name}.gguf"),
+def test_unsupported_vocab_is_refused_by_name(memra_bin, test_data, name, model):
+    proc = subprocess.run([str(memra_bin), "tokenize", "-m", str(test_data / "vocab" / f"ggml-vocab-{name}.gguf"),
                            "--text", "hi"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"unsupported tokenizer model '{model}'" in proc.stderr

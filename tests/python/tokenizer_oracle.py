@@ -3,7 +3,7 @@
 A GGUF holds the vocabulary, merges (or SentencePiece scores) and a pre-tokenizer *name*; this
 module rebuilds the `tokenizers` pipeline that name stands for (the upstream tokenizer.json), the
 same way transformers' converters do. An oracle is trusted only after it reproduces the upstream
-Hugging Face ids in the shared .inp/.out files (see test_tokenizer_parity.py), so a mistake here
+Hugging Face ids in the test data's .inp/.out files (see test_tokenizer_parity.py), so a mistake here
 turns the gate red instead of hiding a bug.
 """
 import pathlib
