@@ -14,9 +14,16 @@ import tokenizer_corpus
 import tokenizer_oracle
 
 SEP = "\n__ggml_vocab_test__\n"
-# Vocab files with upstream ids that memra loads; each gets an oracle validated against them.
-LOADABLE = ["gpt-2", "mpt", "starcoder", "refact", "falcon", "deepseek-coder", "deepseek-llm", "llama-spm", "phi-3"]
-REFUSED = {"bert-bge": "bert"}  # WordPiece: refused by name
+# Every ggml-vocab-*.gguf of the test data is in exactly one of these (a test checks it, so a newer
+# artifact with new files fails until they are classified here).
+# With upstream ids (.inp/.out) and loaded by memra: each gets an oracle validated against them.
+LOADABLE = ["gpt-2", "mpt", "starcoder", "refact", "falcon", "deepseek-coder", "deepseek-llm", "llama-spm", "phi-3",
+            "qwen2", "qwen35", "llama-bpe", "command-r", "gemma-4"]
+# Loaded, but no upstream ids ship for them, so there is nothing to validate an oracle against.
+LOADS_UNCHECKED = ["aquila", "baichuan", "gpt-neox"]
+# Tokenizer models memra does not implement: refused by name.
+REFUSED = {"bert-bge": "bert",  # WordPiece
+           "nomic-bert-moe": "t5"}  # SentencePiece Unigram
 
 
 def memra_batch(memra_bin, source, texts, parse_special=True, add_special=False):
@@ -28,9 +35,15 @@ def memra_batch(memra_bin, source, texts, parse_special=True, add_special=False)
 
 
 def read_cases(vocab_dir, name):
-    inp = (vocab_dir / f"ggml-vocab-{name}.gguf.inp").read_text(encoding="utf-8").split(SEP)[:-1]
-    out = (vocab_dir / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")[:len(inp)]
-    assert len(inp) == len(out) and len(inp) > 10
+    """llama.cpp's format: each .inp string is followed by SEP (ggml-vocab-gemma-4's last one is
+    not); the .out has one line of space-separated ids per string."""
+    inp = (vocab_dir / f"ggml-vocab-{name}.gguf.inp").read_text(encoding="utf-8").split(SEP)
+    if inp[-1] == "":
+        inp.pop()
+    out = (vocab_dir / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")
+    if out[-1] == "":
+        out.pop()
+    assert len(inp) == len(out) and len(inp) > 10, (name, len(inp), len(out))
     return inp, [[int(x) for x in line.split()] for line in out]
 
 
@@ -112,3 +125,20 @@ def test_unsupported_vocab_is_refused_by_name(memra_bin, test_data, name, model)
                            "--text", "hi"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"unsupported tokenizer model '{model}'" in proc.stderr
+
+
+def test_every_vocab_file_is_classified(test_data):
+    names = {p.name[len("ggml-vocab-"):-len(".gguf")] for p in (test_data / "vocab").glob("ggml-vocab-*.gguf")}
+    listed = [*LOADABLE, *LOADS_UNCHECKED, *REFUSED]
+    assert len(listed) == len(set(listed))
+    assert names == set(listed), f"unlisted: {sorted(names - set(listed))}, absent: {sorted(set(listed) - names)}"
+    with_ids = {n for n in names if (test_data / "vocab" / f"ggml-vocab-{n}.gguf.out").exists()}
+    assert with_ids <= set(LOADABLE) | set(REFUSED), sorted(with_ids - set(LOADABLE) - set(REFUSED))
+
+
+@pytest.mark.parametrize("name", LOADS_UNCHECKED)
+def test_vocab_without_upstream_ids_loads(memra_bin, test_data, name):
+    """No ids to compare with: memra loads the file and decoding gives the text back."""
+    texts = ["Hello world", " leading space", "tabs\tand\nnewlines", "ünïcödé 日本語 🙂", "x = 42;"]
+    for text, res in zip(texts, memra_batch(memra_bin, test_data / "vocab" / f"ggml-vocab-{name}.gguf", texts)):
+        assert res["ids"] and res["streamed"] == res["decoded"], (name, text, res)
