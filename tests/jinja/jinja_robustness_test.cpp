@@ -1,9 +1,10 @@
-// Robustness of the Jinja interpreter on untrusted templates: real chat templates from
-// ../shared/data/chat-templates with random byte-level and token-level mutations, plus random
-// token soup, rendered under small limits. Every outcome must be text or a memra::Error:
-// no crash, no hang, no other exception (this test also runs under ASan+UBSan).
+// Robustness of the Jinja interpreter on untrusted templates: real chat templates from the
+// pinned test data's chat-templates/ (tests/common/test_data.h) with random byte-level and
+// token-level mutations, plus random token soup, rendered under small limits. Every outcome must
+// be text or a memra::Error: no crash, no hang, no other exception (also runs under ASan+UBSan).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "test_data.h"
 #include "tokenizer/chat_template.h"
 
 namespace memra {
@@ -136,18 +138,17 @@ std::vector<std::string> seed_templates() {
       "{% for m in messages %}{{ m.role }}: {{ m.content | trim }}\n{% endfor %}",
       "{% macro f(x, y=1) %}{{ x ~ y }}{% endmacro %}{% set ns = namespace(a=[]) %}{{ f(2) }}",
   };
-  std::filesystem::path dir =
-      std::filesystem::path(std::getenv("MEMRA_SOURCE_DIR") ? std::getenv("MEMRA_SOURCE_DIR")
-                                                            : ".") /
-      ".." / "shared" / "data" / "chat-templates";
-  std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec)) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      std::ifstream in(entry.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      seeds.push_back(ss.str());
-    }
+  // Sorted, so the random mutations are the same on every machine.
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(test::test_data_dir() / "chat-templates"))
+    if (entry.path().extension() == ".jinja") paths.push_back(entry.path());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    seeds.push_back(ss.str());
   }
   return seeds;
 }

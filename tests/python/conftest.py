@@ -1,10 +1,13 @@
-"""Shared pytest fixtures: where the build and the shared test data live."""
+"""Shared pytest fixtures: where the build, the test data and the default model live."""
 import os
 import pathlib
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import fetch_test_data  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -20,11 +23,13 @@ def memra_bin(build_dir) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> pathlib.Path:
-    """../shared/data beside the checkout (read in place, never copied into the repo)."""
-    path = pathlib.Path(os.environ.get("MEMRA_SHARED_DATA", ROOT.parent / "shared" / "data"))
-    assert path.is_dir(), f"shared test data not found at {path}"
-    return path
+def test_data() -> pathlib.Path:
+    """The pinned test data (vocab/, chat-templates/) unpacked by scripts/fetch_test_data.py.
+    Missing or stale data fails the test with what to fetch; it is never skipped."""
+    try:
+        return fetch_test_data.check()
+    except fetch_test_data.TestDataError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")

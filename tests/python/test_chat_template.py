@@ -1,7 +1,7 @@
 """Chat template gate: memra's Jinja renderer vs transformers' apply_chat_template render path
 (render_jinja_template: the same compiled ImmutableSandboxedEnvironment with trim_blocks,
-lstrip_blocks, loopcontrols, tojson, raise_exception, strftime_now) on every template in
-../shared/data/chat-templates, over the conversations in chat_template_cases.py. Byte-identical
+lstrip_blocks, loopcontrols, tojson, raise_exception, strftime_now) on every template in the
+pinned test data's chat-templates/ (scripts/fetch_test_data.py), over the conversations in chat_template_cases.py. Byte-identical
 text is required; where the oracle raises, memra must raise too. One memra process renders all."""
 import json
 import subprocess
@@ -44,8 +44,8 @@ def memra_context(messages, tools, add_generation_prompt, extra):
 
 # One test (not several sharing a fixture) so pytest-xdist never runs the oracle twice.
 @pytest.fixture(scope="module")
-def template_results(memra_bin, shared_data, tmp_path_factory):
-    template_dir = shared_data / "chat-templates"
+def template_results(memra_bin, test_data, tmp_path_factory):
+    template_dir = test_data / "chat-templates"
     paths = sorted(template_dir.glob("*.jinja"))
     assert paths, f"no templates in {template_dir}"
     all_cases = cases()

@@ -74,6 +74,13 @@ SNIPPETS = [
     "{{ messages|selectattr('role', 'equalto', 'user')|list|length }} {{ messages|rejectattr('role', 'eq', 'user')|map(attribute='role')|list }}",
     "{{ xs|select('odd')|list }} {{ xs|reject('odd')|list }} {{ [0, 1, '', 'a', none]|select|list }} {{ messages|selectattr('tool_calls')|list|length }}",
     "{{ messages|selectattr('tool_calls', 'defined')|map(attribute='role')|list }}",
+    # map/select/reject/unique yield generators: no JSON, no len() (templates hit this with tojson)
+    "{{ messages|map(attribute='role')|tojson }}",
+    "{{ [xs|select('odd')]|tojson }}",
+    "{{ xs|reject('odd')|length }}",
+    "{{ xs|unique|tojson }}",
+    "{{ n|map('string')|tojson }}",
+    "{{ xs|map('string')|list|tojson }} {{ xs|select('odd')|list|length }} {{ xs|unique|join }}",
     "{{ d|dictsort }} {{ d|dictsort(true) }} {{ d|dictsort(by='value', reverse=true) }} {{ d|items|list }} {{ d.items()|list }}",
     "{{ xs|reverse|list }} {{ 'abc'|reverse }} {{ xs|list }} {{ 'ab'|list }} {{ d|list }} {{ xs|sum }} {{ xs|max }} {{ names|min }}",
     "{{ '42'|int }} {{ ' 7 '|int }} {{ 'x'|int }} {{ 'x'|int(5) }} {{ '3.9'|int }} {{ 3.9|int }} {{ '0x1A'|int(0, 16) }} {{ '2.5'|float }} {{ 'a'|float }} {{ 3|float }}",

@@ -1,7 +1,7 @@
 """`memra inspect` against the `gguf` package (the format's reference reader) and on malformed files.
 
 GGUFReader walks metadata arrays item by item in Python (about 20 s of CPU for Gemma's 262k-token
-vocabulary), so the full oracle comparison runs on the smallest shared vocabulary file; the Gemma
+vocabulary), so the full oracle comparison runs on the smallest vocabulary file of the test data; the Gemma
 model is checked against facts read once with GGUFReader and for internal consistency.
 """
 import json
@@ -24,8 +24,8 @@ def field_value(field):
     return field.contents()
 
 
-def test_inspect_matches_gguf_package_on_vocab(memra_bin, shared_data):
-    path = shared_data / "vocab" / "ggml-vocab-bert-bge.gguf"
+def test_inspect_matches_gguf_package_on_vocab(memra_bin, test_data):
+    path = test_data / "vocab" / "ggml-vocab-bert-bge.gguf"
     ours = inspect_json(memra_bin, path, "--items", "5")
     ref = gguf.GGUFReader(path)
     ref_fields = [(k, f) for k, f in ref.fields.items() if not k.startswith("GGUF.")]

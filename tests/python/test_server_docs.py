@@ -46,11 +46,11 @@ def test_doc_example_runs(server, index):
     assert expected in out, out
 
 
-def test_doc_tool_example_runs_with_the_template_it_names(build_dir, shared_data):
+def test_doc_tool_example_runs_with_the_template_it_names(build_dir, test_data):
     kind, code = examples()[4]
     template = re.match(r"# memra-server --chat-template (\S+)", code).group(1)
     s = Server(real_server_binary(build_dir),
-               REAL_ARGS + ["--chat-template", str(shared_data / "chat-templates" / template)])
+               REAL_ARGS + ["--chat-template", str(test_data / "chat-templates" / template)])
     try:
         name, arguments = run_example(s, 4).strip().split(" ", 1)
         assert name == "get_weather" and isinstance(json.loads(arguments)["city"], str)

@@ -43,14 +43,14 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 
-def start(build_dir, shared_data, template):
-    args = REAL_ARGS + ["--chat-template", str(shared_data / "chat-templates" / template)]
+def start(build_dir, test_data, template):
+    args = REAL_ARGS + ["--chat-template", str(test_data / "chat-templates" / template)]
     return Server(real_server_binary(build_dir), args, env={"MEMRA_API_KEYS": API_KEY})
 
 
 @pytest.fixture(scope="module")
-def hermes(build_dir, shared_data):
-    s = start(build_dir, shared_data, "Qwen-Qwen2.5-7B-Instruct.jinja")
+def hermes(build_dir, test_data):
+    s = start(build_dir, test_data, "Qwen-Qwen2.5-7B-Instruct.jinja")
     yield s
     assert s.stop() == 0, s.log_text()
 
@@ -196,8 +196,8 @@ def test_unenforceable_requests_are_refused_by_name(hermes):
     assert e.value.body["param"] == "tool_choice" and "send_email" in e.value.message
 
 
-def test_llama3_json_format(build_dir, shared_data):
-    s = start(build_dir, shared_data, "meta-llama-Llama-3.1-8B-Instruct.jinja")
+def test_llama3_json_format(build_dir, test_data):
+    s = start(build_dir, test_data, "meta-llama-Llama-3.1-8B-Instruct.jinja")
     try:
         client = client_of(s)
         r = client.chat.completions.create(

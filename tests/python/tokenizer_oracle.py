@@ -3,7 +3,7 @@
 A GGUF holds the vocabulary, merges (or SentencePiece scores) and a pre-tokenizer *name*; this
 module rebuilds the `tokenizers` pipeline that name stands for (the upstream tokenizer.json), the
 same way transformers' converters do. An oracle is trusted only after it reproduces the upstream
-Hugging Face ids in the shared .inp/.out files (see test_tokenizer_parity.py), so a mistake here
+Hugging Face ids in the test data's .inp/.out files (see test_tokenizer_parity.py), so a mistake here
 turns the gate red instead of hiding a bug.
 """
 import pathlib
@@ -29,6 +29,14 @@ DS_LETTERS = (
     "\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-"
     "\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+")
 DS_PUNCT = r"\s?[!-/:-~！-／：-～‘-‟　-。]+"
+# Qwen2 and Qwen3.5 regexes as transformers' own tokenizer classes define them (not memra's copies).
+QWEN2 = __import__("transformers.models.qwen2.tokenization_qwen2", fromlist=["x"]).PRETOKENIZE_REGEX
+QWEN35 = __import__("transformers.models.qwen3_5.tokenization_qwen3_5", fromlist=["x"]).PRETOKENIZE_REGEX
+# Pre-tokenizer names whose Hugging Face tokenizers normalize to NFC first (transformers'
+# Qwen2Tokenizer and CohereTokenizer); the GGUF records only the name. Not qwen35: transformers'
+# Qwen3_5Tokenizer adds NFC, but the upstream ids in ggml-vocab-qwen35.gguf.out keep decomposed
+# marks ("e\u0301" -> 2 tokens), so the released tokenizer.json has none.
+NFC_PRES = ("qwen2", "command-r")
 
 
 def _split(pattern):
@@ -43,10 +51,12 @@ def pre_tokenizer_for(name):
     """The tokenizer.json pre_tokenizer a GGUF `tokenizer.ggml.pre` name stands for."""
     if name in ("gpt-2", "default", "mpt"):
         return _byte_level(True)
-    if name in ("starcoder", "refact"):
+    if name in ("starcoder", "refact", "command-r"):
         return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), _byte_level(True)])
     if name == "llama-bpe":
         return pre_tokenizers.Sequence([_split(LLAMA3), _byte_level(False)])
+    if name in ("qwen2", "qwen35"):
+        return pre_tokenizers.Sequence([_split(QWEN2 if name == "qwen2" else QWEN35), _byte_level(False)])
     if name == "deepseek-llm":
         return pre_tokenizers.Sequence([_split("[\r\n]"), _split(DS_LETTERS), _split(DS_PUNCT), _split(r"\s+$"),
                                         _split(CJK), pre_tokenizers.Digits(individual_digits=False),
@@ -131,6 +141,8 @@ def oracle_from_gguf(path):
         merges = [tuple(m.split(" ", 1)) for m in f["tokenizer.ggml.merges"]]
         tok = Tokenizer(BPE(vocab, merges, ignore_merges=info["pre"] == "llama-bpe"))
         tok.pre_tokenizer = pre_tokenizer_for(info["pre"])
+        if info["pre"] in NFC_PRES:
+            tok.normalizer = normalizers.NFC()
         tok.decoder = decoders.ByteLevel()
     elif model == "llama":
         scores = f["tokenizer.ggml.scores"]
@@ -144,6 +156,15 @@ def oracle_from_gguf(path):
         if prefix:
             decs.append(decoders.Strip(" ", 1, 0))
         tok.decoder = decoders.Sequence(decs)
+    elif model == "gemma4":
+        # transformers' GemmaTokenizer (Gemma 3 and 4): BPE with explicit merges on U+2581 text.
+        merges = [tuple(m.split(" ", 1)) for m in f["tokenizer.ggml.merges"]]
+        unk = f.get("tokenizer.ggml.unknown_token_id")
+        tok = Tokenizer(BPE(vocab, merges, fuse_unk=True, byte_fallback=True,
+                            unk_token=tokens[unk] if unk is not None else None))
+        tok.normalizer = normalizers.Replace(" ", "▁")
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", behavior="merged_with_previous", invert=False)
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
     else:
         raise ValueError(f"no oracle for tokenizer model {model!r}")
     tok.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)

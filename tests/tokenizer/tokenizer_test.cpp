@@ -191,6 +191,9 @@ TEST(Refusals, UnsupportedAndMalformedTokenizers) {
   gguf::Metadata bert = gpt2_metadata();
   bert.set("tokenizer.ggml.model", Value::make_string("bert"));
   EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(bert); }), ErrorCode::unsupported);
+  gguf::Metadata t5 = spm_metadata();  // SentencePiece Unigram (nomic-bert-moe): not implemented
+  t5.set("tokenizer.ggml.model", Value::make_string("t5"));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(t5); }), ErrorCode::unsupported);
   gguf::Metadata pre = gpt2_metadata();
   pre.set("tokenizer.ggml.pre", Value::make_string("no-such-pre"));
   EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(pre); }), ErrorCode::unsupported);
@@ -203,6 +206,23 @@ TEST(Refusals, UnsupportedAndMalformedTokenizers) {
   auto tok = Tokenizer::from_gguf(gpt2_metadata());
   const int32_t out_of_range[] = {tok->n_vocab()};
   EXPECT_EQ(error_of([&] { tok->decode(out_of_range, false); }), ErrorCode::invalid_argument);
+}
+
+TEST(SentencePiece, Gemma4UsesItsMergesAndNoPrefixSpace) {
+  // tokenizer.ggml.model "gemma4": the same pieces, but explicit merges (only these, so "hello"
+  // cannot form) and add_space_prefix false.
+  gguf::Metadata md = spm_metadata();
+  md.set("tokenizer.ggml.model", Value::make_string("gemma4"));
+  md.set("tokenizer.ggml.add_space_prefix", Value::make_bool(false));
+  EXPECT_EQ(error_of([&] { Tokenizer::from_gguf(md); }), ErrorCode::malformed_file);  // no merges
+  md.set("tokenizer.ggml.merges",
+         Value::make_array(ValueType::string, strings({"h e", "l l", "ll o"})));
+  auto tok = Tokenizer::from_gguf(md);
+  std::vector<std::string> pieces;
+  for (int32_t id : tok->encode("hello hello", {false, false}))
+    pieces.push_back(tok->token_text(id));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"he", "llo", "\xE2\x96\x81", "he", "llo"}));
+  EXPECT_EQ(tok->decode(tok->encode("hello hello", {false, false}), false), "hello hello");
 }
 
 TEST(Refusals, TokenizerJson) {

@@ -52,13 +52,15 @@ size_t py_len(const Value& v) {
     case Kind::string:
       return utf8_length(v.text);
     case Kind::list:
-      return v.list->size();
+      if (!v.generator) return v.list->size();
+      break;
     case Kind::dict:
       if (!v.namespace_ && !v.loop) return v.dict->items.size();
-      [[fallthrough]];
+      break;
     default:
-      fail(ErrorCode::invalid_argument, "object of type '{}' has no len()", type_name(v));
+      break;
   }
+  fail(ErrorCode::invalid_argument, "object of type '{}' has no len()", type_name(v));
 }
 
 // Dotted attribute paths as jinja2's make_attrgetter resolves them ("a.b", "0").
@@ -216,12 +218,19 @@ Value do_round(const Value& v, const FilterArgs& a) {
   return Value::from_float(r);
 }
 
+// jinja2's map/select/reject filters yield: the result is a generator, not a list.
+Value generator(List items) {
+  Value v = Value::from_list(std::move(items));
+  v.generator = true;
+  return v;
+}
+
 // select/reject/selectattr/rejectattr and map share argument handling with tests and filters.
 Value select_items(Interpreter& in, const Value& input, const FilterArgs& a, bool attr, bool keep) {
   List out;
   size_t arg0 = attr ? 1 : 0;
   std::string attr_name = attr ? a.value(0, "attribute", Value::from_string("")).text : "";
-  if (!truthy(input)) return Value::from_list({});  // jinja2 guards with `if value:`
+  if (!truthy(input)) return generator({});  // jinja2 guards with `if value:`
   for (const Value& item : iterate(input)) {
     Value probe = attr ? get_path(item, attr_name) : item;
     bool ok;
@@ -236,12 +245,12 @@ Value select_items(Interpreter& in, const Value& input, const FilterArgs& a, boo
     if (ok == keep) out.push_back(item);
   }
   in.charge(out.size());
-  return Value::from_list(std::move(out));
+  return generator(std::move(out));
 }
 
 Value do_map(Interpreter& in, const Value& input, FilterArgs& a) {
   List out;
-  if (!truthy(input)) return Value::from_list({});  // jinja2 guards with `if value:`
+  if (!truthy(input)) return generator({});  // jinja2 guards with `if value:`
   const Value* attribute = nullptr;
   for (const auto& [k, v] : a.kwargs)
     if (k == "attribute") attribute = &v;
@@ -264,7 +273,7 @@ Value do_map(Interpreter& in, const Value& input, FilterArgs& a) {
     }
   }
   in.charge(out.size());
-  return Value::from_list(std::move(out));
+  return generator(std::move(out));
 }
 
 Value do_sort(Interpreter& in, const Value& input, const FilterArgs& a, bool unique) {
@@ -285,7 +294,7 @@ Value do_sort(Interpreter& in, const Value& input, const FilterArgs& a, bool uni
         out.push_back(v);
       }
     }
-    return Value::from_list(std::move(out));
+    return generator(std::move(out));
   }
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
     return reverse ? less(key(y), key(x)) : less(key(x), key(y));

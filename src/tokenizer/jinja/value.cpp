@@ -192,7 +192,7 @@ const char* type_name(const Value& v) {
     case Kind::string:
       return v.markup ? "Markup" : "str";
     case Kind::list:
-      return v.tuple ? "tuple" : "list";
+      return v.generator ? "generator" : v.tuple ? "tuple" : "list";
     case Kind::dict:
       return v.namespace_ ? "Namespace" : v.loop ? "LoopContext" : "dict";
     case Kind::callable:
@@ -573,18 +573,17 @@ struct JsonWriter {
         json_string(v.text, ensure_ascii, out);
         return;
       case Kind::list:
+        if (v.generator) break;
         write_list(*v.list, depth);
         return;
       case Kind::dict:
-        if (!v.namespace_ && !v.loop) {
-          write_dict(*v.dict, depth);
-          return;
-        }
-        [[fallthrough]];
+        if (v.namespace_ || v.loop) break;
+        write_dict(*v.dict, depth);
+        return;
       default:
-        fail(ErrorCode::invalid_argument, "Object of type {} is not JSON serializable",
-             type_name(v));
+        break;
     }
+    fail(ErrorCode::invalid_argument, "Object of type {} is not JSON serializable", type_name(v));
   }
 
   void write_list(const List& items, int depth) {

@@ -38,6 +38,8 @@ struct Value {
   bool tuple = false;       // a list that prints as a Python tuple
   bool namespace_ = false;  // a dict created by namespace(): attribute assignment allowed
   bool loop = false;        // a dict that is the `loop` object (attributes only)
+  bool generator = false;   // a list from map/select/reject: a Python generator in jinja2, which
+                            // tojson and length refuse (other uses behave as the list)
   int nest = 0;             // list nesting depth (bounded so deep values cannot overflow the stack)
   int64_t integer = 0;
   double number = 0;
