@@ -65,7 +65,8 @@ void check_norm_invariance(Context& ctx, int64_t rows, int64_t dim) {
   std::vector<float> x = ctx.uniform(rows * dim), w = ctx.uniform(dim, 0.5f, 1.5f);
   const int64_t r = rows / 2;
   std::vector<float> batch_x = x;
-  if (ctx.teeth()) batch_x[r * dim] = std::nextafter(batch_x[r * dim], 2.0f);
+  // teeth: one input of the batched row 0.1% off (a 1-ulp change can round away in x * inv * w)
+  if (ctx.teeth()) batch_x[r * dim] *= 1.001f;
   Dev<float> dx(ctx, batch_x), dw(ctx, w), dy(rows * dim), dy1(dim);
   Dev<float> dx1(ctx, std::vector<float>(x.begin() + r * dim, x.begin() + (r + 1) * dim));
   dy.poison(ctx);
@@ -77,7 +78,7 @@ void check_norm_invariance(Context& ctx, int64_t rows, int64_t dim) {
   const std::vector<float> row(all.begin() + r * dim, all.begin() + (r + 1) * dim);
   ctx.add({"rms_norm invariance", "row alone vs " + shape_str({rows, dim}), "f32", "bits",
            bit_mismatches(row, dy1.download(ctx)), 0.0,
-           ctx.teeth() ? "one input 1 ulp off in the batch" : ""});
+           ctx.teeth() ? "one input 0.1% off in the batch" : ""});
 }
 
 // x: [tokens rows of stride ld] of heads x head_dim, rotated in place in double.
