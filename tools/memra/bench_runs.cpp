@@ -200,8 +200,10 @@ void concurrent_figures(Engine& engine, const BenchOptions& o, int threads, uint
 std::vector<Figure> run_figures(Engine& engine, const BenchOptions& o, int threads) {
   uint32_t seed = 0;
   // One short run first: lazy start-up work (first allocations, thread pool spin-up) stays out.
-  run_batch(engine,
-            {make_prompt(std::min(o.prompts[0], 16), 1u << 31, engine.model_info().n_vocab)}, 4);
+  const EngineModelInfo& info = engine.model_info();
+  const int32_t warm_gen = std::min(o.n_gen, 4);
+  const int32_t warm_prompt = std::max(1, std::min(16, info.context_length - warm_gen));
+  run_batch(engine, {make_prompt(warm_prompt, 1u << 31, info.n_vocab)}, warm_gen);
   std::vector<Figure> out;
   if (o.prefill) prefill_figures(engine, o, threads, seed, out);
   depth_figures(engine, o, threads, seed, out);

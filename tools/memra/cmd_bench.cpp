@@ -147,11 +147,12 @@ EngineOptions engine_options(const BenchOptions& o) {
   eo.device = o.device;
   eo.prefix_cache = false;
   eo.kv_block_size = kKvBlockSize;
-  const int32_t p_max = o.prefill ? *std::ranges::max_element(o.prompts) : o.prompts[0];
+  // The longest single-sequence prompt or depth, and the prompt under -c (1 where unused).
+  const int32_t p_max = o.prefill ? *std::ranges::max_element(o.prompts) : 1;
   const int32_t d_max = o.depths.empty() ? 1 : std::max(1, *std::ranges::max_element(o.depths));
   const int32_t c_max = o.concurrency.empty() ? 1 : *std::ranges::max_element(o.concurrency);
-  const int32_t p0 = o.prompts[0];
-  eo.context_length = std::max(p_max, d_max) + o.n_gen;
+  const int32_t p0 = o.concurrency.empty() ? 1 : o.prompts[0];
+  eo.context_length = std::max({p_max, d_max, p0}) + o.n_gen;
   eo.max_sequences = c_max;
   eo.max_queued = std::max(eo.max_queued, c_max);
   // Each -p prompt, and all -c prompts together, prefill in one step; a deep context (untimed)
