@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -68,14 +69,17 @@ std::string first_line_of(const std::string& command) {
 
 // The source tree's HEAD (and whether tracked files differ from it) when the build's source
 // folder is a git checkout, else $MEMRA_COMMIT (set where the tree was copied without .git).
+// Only the folder's own .git counts: a copy inside another repository must not name its HEAD.
 ordered_json commit_json() {
 #ifdef MEMRA_SOURCE_DIR
-  const std::string git = std::string("git -C '") + MEMRA_SOURCE_DIR + "' ";
-  const std::string head = first_line_of(git + "rev-parse HEAD 2>/dev/null");
-  if (head.size() == 40) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::path(MEMRA_SOURCE_DIR) / ".git", ec)) {
+    const std::string git = std::string("git -C '") + MEMRA_SOURCE_DIR + "' ";
+    const std::string head = first_line_of(git + "rev-parse HEAD 2>/dev/null");
     const std::string dirty =
         first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null");
-    return {{"commit", head}, {"commit_source", "git"}, {"commit_dirty", !dirty.empty()}};
+    if (head.size() == 40)
+      return {{"commit", head}, {"commit_source", "git"}, {"commit_dirty", !dirty.empty()}};
   }
 #endif
   const char* env = std::getenv("MEMRA_COMMIT");
