@@ -202,6 +202,9 @@ int run_bench(const Args& args) {
   const EngineOptions eo = engine_options(o);
   std::unique_ptr<Engine> engine = Engine::create(eo);
   const EngineModelInfo& info = engine->model_info();
+  if (ordinal >= 0 && !info.device.starts_with("cuda:" + std::to_string(ordinal) + " "))
+    fail(ErrorCode::internal, "the engine runs on '{}' but the ceilings were measured on GPU {}",
+         info.device, ordinal);
   const uint64_t kv_bytes_per_token =
       info.kv_cache_bytes / (uint64_t(engine->stats().kv_blocks_total) * eo.kv_block_size);
   std::fprintf(stderr, "memra bench: %s (%s) on %s, %d runs per figure\n", info.id.c_str(),
