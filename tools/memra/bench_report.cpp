@@ -67,21 +67,26 @@ std::string first_line_of(const std::string& command) {
   return line;
 }
 
-// The source tree's HEAD (and whether tracked files differ from it) when the build's source
-// folder is a git checkout, else $MEMRA_COMMIT (set where the tree was copied without .git).
-// Only the folder's own .git counts: a copy inside another repository must not name its HEAD.
+// The source tree's HEAD (and whether tracked files differ from it) when the source folder
+// ($MEMRA_SOURCE_DIR, else where this binary was built from) is a git checkout, else
+// $MEMRA_COMMIT (set where the tree was copied without .git). Only the folder's own .git counts:
+// a copy inside another repository must not name that repository's HEAD.
 ordered_json commit_json() {
+  std::string dir;
+  if (const char* env = std::getenv("MEMRA_SOURCE_DIR")) dir = env;
 #ifdef MEMRA_SOURCE_DIR
+  if (dir.empty()) dir = MEMRA_SOURCE_DIR;
+#endif
   std::error_code ec;
-  if (std::filesystem::exists(std::filesystem::path(MEMRA_SOURCE_DIR) / ".git", ec)) {
-    const std::string git = std::string("git -C '") + MEMRA_SOURCE_DIR + "' ";
+  if (!dir.empty() && dir.find('\'') == std::string::npos &&
+      std::filesystem::exists(std::filesystem::path(dir) / ".git", ec)) {
+    const std::string git = "git -C '" + dir + "' ";
     const std::string head = first_line_of(git + "rev-parse HEAD 2>/dev/null");
     const std::string dirty =
         first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null");
     if (head.size() == 40)
       return {{"commit", head}, {"commit_source", "git"}, {"commit_dirty", !dirty.empty()}};
   }
-#endif
   const char* env = std::getenv("MEMRA_COMMIT");
   return {{"commit", env != nullptr ? env : ""},
           {"commit_source", env != nullptr ? "env" : "none"}};
