@@ -37,6 +37,7 @@ def table_rows(stdout):
     (["-n", "1"], "-n expects an integer in [2, 1048576], got '1'"),
     (["--device", "gpu"], "device 'gpu' is not one of auto, cpu, cuda, cuda:N"),
     (["--json"], "--json needs a value"),
+    (["--json", "/nonexistent/dir/r.json"], "--json /nonexistent/dir/r.json: cannot be written"),
     # A CPU build and a GPU-less CUDA build refuse it for different reasons, both by name.
     (["--device", "cuda:0"], "device 'cuda:0':"),
 ])

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -195,6 +196,9 @@ void print_basis(const bench::ModelCost& cost, const std::optional<bench::Ceilin
 
 int run_bench(const Args& args) {
   const BenchOptions o = parse_options(args);
+  // Found out before minutes of GPU time, not after.
+  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
+    fail(ErrorCode::invalid_argument, "--json {}: cannot be written", o.json_path);
   const int ordinal = backend_gpu_ordinal(o.device);
   const bench::ModelCost cost = bench::model_cost(o.model);
   check_fits(o, cost.trained_context);
