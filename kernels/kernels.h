@@ -141,7 +141,7 @@ size_t attention_scratch_bytes_max(int head_dim);
 // over its sequence's cached keys 0..positions[t] (which kv_store has written this step), read
 // through the block table. out: [n_tokens x n_heads x head_dim] dense. Keys are processed in
 // splits of a fixed number of tokens, combined with log-sum-exp in split order: the same for a
-// decode token, a prefill chunk of any length and any batch. head_dim in {64, 128, 256} (else
+// decode token, a prefill chunk of any length and any batch. head_dim in {32, 64, 128, 256} (else
 // Error(unsupported)). scratch: attention_scratch_bytes(step, ...) bytes (may be null when 0);
 // a forced split plan needs the split partials' bytes and fails when they exceed the cap.
 // kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.

@@ -67,6 +67,8 @@ void launch(const AttnParams& p, int n_tokens, cudaStream_t stream) {
 template <typename CT>
 void dispatch_head_dim(const AttnParams& p, int head_dim, int n_tokens, cudaStream_t stream) {
   switch (head_dim) {
+    case 32:  // tiny test models (the gate fixtures)
+      return launch<32, CT>(p, n_tokens, stream);
     case 64:
       return launch<64, CT>(p, n_tokens, stream);
     case 128:
@@ -74,8 +76,8 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, int n_tokens, cudaStre
     case 256:
       return launch<256, CT>(p, n_tokens, stream);
     default:
-      fail(ErrorCode::unsupported, "attention: head_dim {} is not supported on CUDA (64, 128, 256)",
-           head_dim);
+      fail(ErrorCode::unsupported,
+           "attention: head_dim {} is not supported on CUDA (32, 64, 128, 256)", head_dim);
   }
 }
 

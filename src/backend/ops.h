@@ -106,6 +106,10 @@ class Ops {
   // it has no kernel for, by name.
   virtual TensorView weight_upload(const TensorView& host) = 0;
 
+  // Non-empty once the device is unusable (a sticky CUDA error): the reason. Every later step
+  // fails; the engine stops serving rather than return wrong tokens.
+  virtual std::string fatal_error() const { return {}; }
+
   // ---- per step
   virtual void step_begin(const StepLayout& step) = 0;
 

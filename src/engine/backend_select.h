@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 
@@ -21,5 +22,22 @@ std::shared_ptr<Ops> backend_select(const BackendChoice& choice);
 
 // Free and total bytes of the backend's device memory; false for host memory backends.
 bool backend_memory(const Ops& ops, uint64_t& free_bytes, uint64_t& total_bytes);
+
+// The GPU ordinal `device` selects by backend_select's rules, or -1 when it selects the CPU.
+// Throws as backend_select does for a name it refuses.
+int backend_gpu_ordinal(const std::string& device);
+
+// One GPU described and its ceilings measured in place (backend/cuda/ceilings.h), for benchmarks
+// that report figures as a percentage of them. Rates hold one value per timed run.
+struct GpuCeilings {
+  std::string name;
+  int driver_version = 0;   // e.g. 13000 for CUDA 13.0
+  int runtime_version = 0;  // the CUDA runtime this binary links
+  std::vector<double> copy_tb_s;
+  std::vector<double> bf16_tflops;
+};
+
+// Throws Error(unsupported) in a build without CUDA.
+GpuCeilings backend_gpu_ceilings(int ordinal, int runs);
 
 }  // namespace memra

@@ -293,6 +293,7 @@ void check_attention(Context& ctx) {
       {8, 1, 128, f32, 1000, 30.0f, 16, {{2990, 5}, {10, 7}}},
       {16, 1, 64, bf16, 0, 0.0f, 64, {{600, 2}, {0, 1}}},   // GQA 16: two blocks per kv head
       {4, 1, 256, f32, 0, 0.0f, 16, {{255, 2}, {511, 1}}},  // split edges
+      {3, 1, 32, bf16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},  // the gate fixtures' shape
   };
   for (const Case& c : cases) check_case(ctx, c);
 }

@@ -1,49 +1,91 @@
-// `memra bench [-m SOURCE] [-p 512] [-n 128] [-r 3] [--threads N]`: end-to-end engine speed on
-// one sequence. Each run submits a P-token prompt (fixed pseudo-random ids, prefix cache off so
-// every run prefills in full) and generates N tokens greedily past EOS. Prefill tok/s = P / time
-// to the first token; decode tok/s = (N - 1) / the time after it. Reports the median, min and max
-// over R runs after one untimed warm-up. On a shared machine wall time undercounts, so it also
-// reports tokens per CPU-second of the process times the thread count: the speed the same work
-// would reach with the threads' cores to itself (a spinning thread pool makes it pessimistic).
+// `memra bench`: end-to-end engine speed through the Engine API. Prefill (pp P: P tokens / time to
+// the first token), decode (tg N: (N - 1) / the time after the first token, after a prompt of
+// each -d depth, or after each -p prompt), and aggregate figures of -c concurrent sequences. Every
+// figure is the median, min and max of R runs after an untimed warm-up of the same shape; on a GPU
+// each is also a percentage of the ceilings (copy bandwidth, bf16 matrix rate) measured in the
+// same run (docs/PERFORMANCE.md says how). On the CPU it also reports tokens per CPU-second of the
+// process times the thread count: the speed the same work would reach with its cores to itself.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <future>
+#include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <sys/resource.h>
-
+#include "bench.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine/backend_select.h"
 #include "memra/engine.h"
 
 namespace memra::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: memra bench [-m SOURCE] [-p 512] [-n 128] [-r 3] [--threads N]\n"
-    "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
-    "  -p N                 prompt tokens per run (default 512)\n"
-    "  -n N                 generated tokens per run (default 128)\n"
-    "  -r N                 timed runs, at least 3 (default 3)\n"
-    "  --threads N          CPU threads (default: all cores)\n"
-    "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n";
+using bench::BenchOptions;
 
-struct BenchOptions {
-  std::string model;
-  int32_t n_prompt = 512;
-  int32_t n_gen = 128;
-  int32_t runs = 3;
-  int threads = 0;
-  std::string device = "auto";
-};
+constexpr const char* kUsage =
+    "usage: memra bench [-m SOURCE] [-p 512[,2048]] [-n 128] [-d 0[,4096,...]] [-c 1[,8,...]]\n"
+    "                   [-r 3] [--threads N] [--device DEV] [--json FILE]\n"
+    "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
+    "  -p LIST              prefill figures of these prompt sizes (default 512; none when only\n"
+    "                       -d or -c is given); the first is each sequence's prompt under -c\n"
+    "  -n N                 generated tokens per sequence (default 128)\n"
+    "  -d LIST              decode after a prompt of each depth (untimed prefill); without -d,\n"
+    "                       decode is measured after each -p prompt\n"
+    "  -c LIST              aggregate prefill and decode of this many concurrent sequences\n"
+    "  -r N                 timed runs per figure, at least 3 (default 3)\n"
+    "  --threads N          CPU threads (default: all cores)\n"
+    "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
+    "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures)\n";
+
+constexpr int kCeilingRuns = 20;
+constexpr int32_t kKvBlockSize = 16;
+constexpr int64_t kMaxTokensAtOnce = int64_t{1} << 24;
+
+// "512,2048" -> {512, 2048}, each in [lo, hi], none twice.
+std::vector<int32_t> parse_list(const std::string& flag, const std::string& text, int32_t lo,
+                                int32_t hi) {
+  std::vector<int32_t> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    const int32_t v = parse_int(flag, item, lo, hi);
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      fail(ErrorCode::invalid_argument, "{} lists {} twice", flag, v);
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The command as typed, arguments with shell-special characters single-quoted.
+std::string command_line(const Args& args) {
+  std::string out = "memra bench";
+  for (const std::string& a : args) {
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                         "OPQRSTUVWXYZ0123456789-_.,:/=+@") == std::string::npos;
+    out += ' ';
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
 
 BenchOptions parse_options(const Args& args) {
   BenchOptions o;
+  bool prompts_given = false;
+  o.command = command_line(args);
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.device = env;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -51,15 +93,22 @@ BenchOptions parse_options(const Args& args) {
     if (a == "-m" || a == "--model") {
       o.model = value();
     } else if (a == "-p") {
-      o.n_prompt = parse_int(a, value(), 1, 1 << 20);
+      o.prompts = parse_list(a, value(), 1, 1 << 20);
+      prompts_given = true;
     } else if (a == "-n") {
       o.n_gen = parse_int(a, value(), 2, 1 << 20);
+    } else if (a == "-d") {
+      o.depths = parse_list(a, value(), 0, 1 << 24);
+    } else if (a == "-c") {
+      o.concurrency = parse_list(a, value(), 1, 4096);
     } else if (a == "-r") {
       o.runs = parse_int(a, value(), 3, 1000);
     } else if (a == "--threads") {
       o.threads = parse_int(a, value(), 0, 4096);
     } else if (a == "--device") {
       o.device = value();
+    } else if (a == "--json") {
+      o.json_path = value();
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -67,104 +116,116 @@ BenchOptions parse_options(const Args& args) {
       fail(ErrorCode::invalid_argument, "unknown argument '{}'\n{}", a, kUsage);
     }
   }
+  o.prefill = prompts_given || (o.depths.empty() && o.concurrency.empty());
   return o;
 }
 
-struct RunTiming {
-  double prefill_tps = 0;
-  double decode_tps = 0;
-  double prefill_cpu_s = 0;  // process CPU seconds (user + system) of each phase
-  double decode_cpu_s = 0;
-};
-
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  return sec(u.ru_utime) + sec(u.ru_stime);
-}
-
-RunTiming bench_once(Engine& engine, const std::vector<int32_t>& prompt, int32_t n_gen) {
-  using Clock = std::chrono::steady_clock;
-  std::promise<StreamEvent> done;
-  Clock::time_point first{};
-  double first_cpu = 0;
-  bool got_first = false;
-  Request r;
-  r.prompt = prompt;
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = n_gen;
-  r.stop.ignore_eos = true;
-  r.sink = [&](const StreamEvent& e) {
-    if (!got_first && !e.tokens.empty()) {
-      first = Clock::now();
-      first_cpu = process_cpu_seconds();
-      got_first = true;
-    }
-    if (e.finish != FinishReason::none) done.set_value(e);
+// Refuses, by flag, a workload the model's context or the engine cannot hold.
+void check_fits(const BenchOptions& o, int32_t trained_context) {
+  auto need = [&](const char* flag, int64_t tokens, int32_t value) {
+    if (tokens + o.n_gen > trained_context)
+      fail(ErrorCode::invalid_argument,
+           "{} {} with -n {} needs {} tokens of context; the model's context length is {}", flag,
+           value, o.n_gen, tokens + o.n_gen, trained_context);
   };
-  const double start_cpu = process_cpu_seconds();
-  const auto start = Clock::now();
-  engine.submit(std::move(r));
-  const StreamEvent last = done.get_future().get();
-  const auto end = Clock::now();
-  const double end_cpu = process_cpu_seconds();
-  if (last.finish != FinishReason::length)
-    fail(ErrorCode::internal, "bench run ended with '{}' {}", finish_reason_name(last.finish),
-         last.error);
-  return {prompt.size() / std::chrono::duration<double>(first - start).count(),
-          (n_gen - 1) / std::chrono::duration<double>(end - first).count(), first_cpu - start_cpu,
-          end_cpu - first_cpu};
+  if (o.prefill)
+    for (int32_t p : o.prompts) need("-p", p, p);
+  if (!o.concurrency.empty()) need("-p", o.prompts[0], o.prompts[0]);
+  for (int32_t d : o.depths) need("-d", std::max(d, 1), d);
+  for (int32_t c : o.concurrency)
+    if (int64_t{c} * (o.prompts[0] + o.n_gen) > kMaxTokensAtOnce)
+      fail(ErrorCode::invalid_argument,
+           "-c {} sequences of -p {} + -n {} tokens exceed {} tokens of KV cache at once", c,
+           o.prompts[0], o.n_gen, kMaxTokensAtOnce);
 }
 
-void print_row(const char* name, std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::printf("| %-14s | %10.1f | %10.1f | %10.1f |\n", name, v[v.size() / 2], v.front(), v.back());
-}
-
-int run_bench(const Args& args) {
-  const BenchOptions o = parse_options(args);
+// Context, sequences, step budget and KV blocks for the largest figure asked for, prefix cache
+// off so every run prefills in full.
+EngineOptions engine_options(const BenchOptions& o) {
   EngineOptions eo;
   eo.model = o.model;
   eo.n_threads = o.threads;
   eo.device = o.device;
-  eo.max_sequences = 1;
-  eo.max_batch_tokens = o.n_prompt;  // the whole prompt in one step
   eo.prefix_cache = false;
-  eo.context_length = o.n_prompt + o.n_gen;
+  eo.kv_block_size = kKvBlockSize;
+  // The longest single-sequence prompt or depth, and the prompt under -c (1 where unused).
+  const int32_t p_max = o.prefill ? *std::ranges::max_element(o.prompts) : 1;
+  const int32_t d_max = o.depths.empty() ? 1 : std::max(1, *std::ranges::max_element(o.depths));
+  const int32_t c_max = o.concurrency.empty() ? 1 : *std::ranges::max_element(o.concurrency);
+  const int32_t p0 = o.concurrency.empty() ? 1 : o.prompts[0];
+  eo.context_length = std::max({p_max, d_max, p0}) + o.n_gen;
+  eo.max_sequences = c_max;
+  eo.max_queued = std::max(eo.max_queued, c_max);
+  // Each -p prompt, and all -c prompts together, prefill in one step; a deep context (untimed)
+  // in steps of at most 16,384 tokens.
+  eo.max_batch_tokens = std::max({p_max, c_max * p0, std::min(d_max, 16384)});
+  const auto blocks = [](int64_t tokens) { return (tokens + kKvBlockSize - 1) / kKvBlockSize; };
+  const int64_t kv_blocks = std::max(blocks(eo.context_length), c_max * blocks(p0 + o.n_gen));
+  eo.kv_blocks = static_cast<int32_t>(kv_blocks);
+  return eo;
+}
+
+std::optional<bench::Ceilings> measure_ceilings(int ordinal) {
+  if (ordinal < 0) return std::nullopt;
+  std::fprintf(stderr, "memra bench: measuring the ceilings of GPU %d (copy, bf16 GEMM)\n",
+               ordinal);
+  const GpuCeilings g = backend_gpu_ceilings(ordinal, kCeilingRuns);
+  return bench::Ceilings{g.name, g.driver_version, g.runtime_version, g.copy_tb_s, g.bf16_tflops};
+}
+
+// Prints what the percentages are taken of, before the table.
+void print_basis(const bench::ModelCost& cost, const std::optional<bench::Ceilings>& c,
+                 uint64_t kv_bytes_per_token) {
+  std::printf(
+      "model: %s, %.4g parameters (%.4g in matrix products per token), %.4g GB of "
+      "weights, %.4g GB read per decoded token, KV %llu bytes per token of context\n",
+      cost.file_type.c_str(), double(cost.parameters), double(cost.matmul_parameters),
+      cost.weight_bytes * 1e-9, cost.bytes_per_token * 1e-9,
+      static_cast<unsigned long long>(kv_bytes_per_token));
+  if (!c) {
+    std::printf("ceilings: n/a on the CPU\n");
+    return;
+  }
+  const bench::Spread copy = bench::spread(c->copy_tb_s), mm = bench::spread(c->bf16_tflops);
+  std::printf(
+      "ceilings (%s, driver %d, runtime %d, median of %zu): copy %.3f TB/s (%.3f-%.3f), "
+      "bf16 GEMM 8192^3 %.1f TFLOP/s (%.1f-%.1f)\n",
+      c->gpu_name.c_str(), c->driver_version, c->runtime_version, c->copy_tb_s.size(), copy.median,
+      copy.min, copy.max, mm.median, mm.min, mm.max);
+}
+
+int run_bench(const Args& args) {
+  const BenchOptions o = parse_options(args);
+  // Found out before minutes of GPU time, not after.
+  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
+    fail(ErrorCode::invalid_argument, "--json {}: cannot be written", o.json_path);
+  const int ordinal = backend_gpu_ordinal(o.device);
+  const bench::ModelCost cost = bench::model_cost(o.model);
+  check_fits(o, cost.trained_context);
+  const std::optional<bench::Ceilings> ceilings = measure_ceilings(ordinal);
+  const EngineOptions eo = engine_options(o);
   std::unique_ptr<Engine> engine = Engine::create(eo);
   const EngineModelInfo& info = engine->model_info();
-  // Fixed pseudo-random ids from the lower vocabulary (ordinary tokens in every vocabulary we
-  // load), so every run and every build sees the same prompt.
-  std::vector<int32_t> prompt(static_cast<size_t>(o.n_prompt));
-  const uint32_t span = static_cast<uint32_t>(std::min(info.n_vocab, 32000) - 1000);
-  uint32_t x = 12345;
-  for (int32_t& t : prompt) {
-    x = x * 1664525u + 1013904223u;
-    t = 1000 + static_cast<int32_t>((x >> 8) % span);
-  }
-  std::fprintf(stderr, "memra bench: %s (%s) on %s, pp%d + tg%d, %d runs\n", info.id.c_str(),
-               info.architecture.c_str(), info.device.c_str(), o.n_prompt, o.n_gen, o.runs);
-  bench_once(*engine,
-             std::vector<int32_t>(prompt.begin(), prompt.begin() + std::min(o.n_prompt, 16)), 4);
+  if (ordinal >= 0 && !info.device.starts_with("cuda:" + std::to_string(ordinal) + " "))
+    fail(ErrorCode::internal, "the engine runs on '{}' but the ceilings were measured on GPU {}",
+         info.device, ordinal);
+  const uint64_t kv_bytes_per_token =
+      info.kv_cache_bytes / (uint64_t(engine->stats().kv_blocks_total) * eo.kv_block_size);
+  std::fprintf(stderr, "memra bench: %s (%s) on %s, %d runs per figure\n", info.id.c_str(),
+               info.architecture.c_str(), info.device.c_str(), o.runs);
   const int threads =
-      o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
-  std::vector<double> prefill, decode, prefill_cpu, decode_cpu;
-  for (int32_t i = 0; i < o.runs; ++i) {
-    const RunTiming t = bench_once(*engine, prompt, o.n_gen);
-    prefill.push_back(t.prefill_tps);
-    decode.push_back(t.decode_tps);
-    prefill_cpu.push_back(o.n_prompt / (t.prefill_cpu_s / threads));
-    decode_cpu.push_back((o.n_gen - 1) / (t.decode_cpu_s / threads));
+      ordinal >= 0
+          ? 0
+          : (o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<bench::Figure> figures = bench::run_figures(*engine, o, threads);
+  if (ceilings) bench::apply_ceilings(figures, cost, *ceilings, kv_bytes_per_token);
+  print_basis(cost, ceilings, kv_bytes_per_token);
+  if (threads > 0) bench::print_cpu_table(figures, threads);
+  bench::print_table(figures);
+  if (!o.json_path.empty()) {
+    bench::write_receipt(o.json_path, {o, info, cost, ceilings, kv_bytes_per_token, figures});
+    std::fprintf(stderr, "memra bench: receipt written to %s\n", o.json_path.c_str());
   }
-  std::printf("| %-14s | %10s | %10s | %10s |\n", "tok/s", "median", "min", "max");
-  std::printf("|----------------|------------|------------|------------|\n");
-  print_row(("prefill pp" + std::to_string(o.n_prompt)).c_str(), prefill);
-  print_row(("decode tg" + std::to_string(o.n_gen)).c_str(), decode);
-  std::printf("\ntokens per (process CPU-seconds / %d threads): the speed on %d unshared cores\n",
-              threads, threads);
-  print_row(("prefill pp" + std::to_string(o.n_prompt)).c_str(), prefill_cpu);
-  print_row(("decode tg" + std::to_string(o.n_gen)).c_str(), decode_cpu);
   return 0;
 }
 

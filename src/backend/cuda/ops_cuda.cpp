@@ -7,8 +7,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
@@ -43,12 +45,37 @@ class PinnedBuffer {
   size_t size_ = 0;
 };
 
+// Fault injection for tests of the error paths (never set in production): MEMRA_CUDA_FAULT=
+// alloc:N makes the N-th device allocation of the backend fail as out of memory; launch:N makes
+// the N-th kernel launch fail as a sticky error (the context is then treated as unusable).
+struct FaultPlan {
+  int64_t alloc_at = 0;
+  int64_t launch_at = 0;
+  static FaultPlan from_env() {
+    FaultPlan p;
+    const char* v = std::getenv("MEMRA_CUDA_FAULT");
+    if (!v) return p;
+    const std::string s(v);
+    const size_t colon = s.find(':');
+    const std::string kind = s.substr(0, colon);
+    const int64_t n = colon == std::string::npos ? 1 : std::atoll(s.c_str() + colon + 1);
+    if (kind == "alloc")
+      p.alloc_at = n;
+    else if (kind == "launch")
+      p.launch_at = n;
+    else
+      fail(ErrorCode::invalid_argument, "MEMRA_CUDA_FAULT={} is not alloc:N or launch:N", s);
+    return p;
+  }
+};
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(const CudaOpsOptions& options) : ordinal_(options.ordinal) {
     const int n = device_count();
     if (ordinal_ < 0 || ordinal_ >= n)
       fail(ErrorCode::invalid_argument, "CUDA device {} does not exist ({} visible)", ordinal_, n);
+    faults_ = FaultPlan::from_env();
     info_ = device_info(ordinal_);  // sets the device on this thread
     stream_ = std::make_unique<Stream>();
     check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
@@ -71,7 +98,8 @@ class CudaOps final : public Ops {
   Buffer alloc(size_t bytes) override {
     bind();
     void* p = nullptr;
-    const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+    cudaError_t status = cudaErrorMemoryAllocation;
+    if (++n_allocs_ != faults_.alloc_at) status = cudaMalloc(&p, std::max<size_t>(bytes, 1));
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
       size_t free_b = 0, total_b = 0;
@@ -89,7 +117,7 @@ class CudaOps final : public Ops {
   void download(void* dst, const void* src, size_t bytes) override {
     bind();
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()), "download");
-    check(cudaStreamSynchronize(stream()), "a CUDA step (stream synchronize)");
+    sync_checked("a CUDA step");
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     bind();
@@ -185,6 +213,8 @@ class CudaOps final : public Ops {
     launched("gelu_tanh_mul");
   }
 
+  std::string fatal_error() const override { return broken_; }
+
   void memory(uint64_t& free_bytes, uint64_t& total_bytes) const {
     size_t f = 0, t = 0;
     check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
@@ -203,8 +233,48 @@ class CudaOps final : public Ops {
   }
 
   // Reports a launch that failed to start (bad configuration); faults inside a kernel surface at
-  // the next synchronization.
-  static void launched(const char* what) { check(cudaGetLastError(), what); }
+  // the next synchronization. After a sticky error every call refuses with the first reason.
+  void launched(const char* what) {
+    cudaError_t status = cudaGetLastError();
+    if (++n_launches_ == faults_.launch_at) status = cudaErrorLaunchFailure;
+    if (status == cudaSuccess) return;
+    const std::string reason = fmt_error(what, status);
+    if (sticky(status)) broken_ = reason;
+    fail(ErrorCode::internal, "{}", reason);
+  }
+
+  static std::string fmt_error(const char* what, cudaError_t status) {
+    return std::string(what) + ": " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) +
+           ")";
+  }
+
+  // Errors after which the CUDA context cannot be used again (the process must restart).
+  static bool sticky(cudaError_t status) {
+    switch (status) {
+      case cudaErrorLaunchFailure:
+      case cudaErrorIllegalAddress:
+      case cudaErrorIllegalInstruction:
+      case cudaErrorMisalignedAddress:
+      case cudaErrorInvalidAddressSpace:
+      case cudaErrorInvalidPc:
+      case cudaErrorHardwareStackError:
+      case cudaErrorAssert:
+      case cudaErrorLaunchTimeout:
+      case cudaErrorECCUncorrectable:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // Host waits: a failure here is a kernel fault of the step(s) before it.
+  void sync_checked(const char* what) {
+    const cudaError_t status = cudaStreamSynchronize(stream());
+    if (status == cudaSuccess) return;
+    const std::string reason = fmt_error(what, status);
+    if (sticky(status)) broken_ = reason;
+    fail(ErrorCode::internal, "{}", reason);
+  }
 
   // Grows a device scratch buffer to at least `bytes` (rare: only when a step is larger than
   // every step before it).
@@ -233,6 +303,9 @@ class CudaOps final : public Ops {
   }
 
   int ordinal_;
+  FaultPlan faults_;
+  int64_t n_allocs_ = 0, n_launches_ = 0;
+  std::string broken_;  // the sticky error that made the context unusable, if any
   DeviceInfo info_;
   std::unique_ptr<Stream> stream_;
   std::vector<Buffer> weights_;
@@ -251,6 +324,7 @@ class CudaOps final : public Ops {
 // Packs the step's int arrays into one pinned buffer and uploads it with one copy; kernels read
 // the device copy in stream order, so the next step may refill staging once that copy is done.
 void CudaOps::step_begin(const StepLayout& step) {
+  if (!broken_.empty()) fail(ErrorCode::internal, "the GPU is unusable after: {}", broken_);
   bind();
   host_step_ = step;
   const std::vector<int32_t>* arrays[] = {&step.tokens,    &step.positions,    &step.slots,
