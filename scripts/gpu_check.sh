@@ -1,86 +1,104 @@
 #!/usr/bin/env bash
 # The GPU recipe, on any machine with an NVIDIA GPU: the CUDA runtime check and copy bandwidth,
-# kernel-check (+ teeth), the matmul micro-benchmark, the GPU model gate (CUDA vs CPU on the
-# fixtures and on synthetic real-shape models), the determinism contract on the GPU, and
-# memra bench on memra synth files. Writes receipts to receipts/ (or $MEMRA_RECEIPTS) and logs to
-# $OUT (or build/gpu-logs), and prints a short table last.
+# kernel-check (+ teeth), the GPU model gate (CUDA vs CPU on the fixtures and on synthetic
+# real-shape models), the determinism contract on the GPU, the matmul micro-benchmark and
+# memra bench on memra synth files. Receipts go to receipts/ (or $MEMRA_RECEIPTS), step logs to
+# build/gpu-logs (or $OUT, where a lent GPU machine's results come back: there everything is
+# bundled into gpu_check.log and receipts.tar, as few files may return). A short table is last.
 #
-#   scripts/gpu_check.sh [quick|full]      quick: checks + small models; full: + 8B benchmarks
+#   scripts/gpu_check.sh [quick|bench8b|full]
+#     quick    checks, gates, invariants, Qwen3-0.6B-shape benchmarks (~3 min on an H200)
+#     bench8b  memra bench on Qwen3-8B-shape files: Q4_K_M, Q8_0, BF16 (~4 min)
+#     full     both
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
+case "$MODE" in quick | bench8b | full) ;; *) echo "usage: $0 [quick|bench8b|full]" >&2; exit 2 ;; esac
 ROOT=$PWD
-LOGS=${OUT:-$ROOT/build/gpu-logs}
+LOGS=$ROOT/build/gpu-logs
 RECEIPTS=${MEMRA_RECEIPTS:-$ROOT/receipts}
 DAY=$(date -u +%Y-%m-%d)
 mkdir -p "$LOGS" "$RECEIPTS"
 export MEMRA_SOURCE_DIR=$ROOT
-export MEMRA_COMMIT=${MEMRA_COMMIT:-$(git rev-parse HEAD 2>/dev/null || cat .device/COMMIT 2>/dev/null || echo unknown)}
+export MEMRA_COMMIT=${MEMRA_COMMIT:-$(cat .device/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
 
 if [ -n "${MEMRA_GPU_BIN:-}" ]; then
   BIN=$(cd "$MEMRA_GPU_BIN" && pwd)
-  [ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 else
   scripts/device_pack.sh || exit 1
   BIN=$ROOT/.device/bin
-  export LD_LIBRARY_PATH=$ROOT/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+[ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 declare -a TABLE
-step() {  # step NAME COMMAND...: runs it, logs to $LOGS/NAME.log, records the verdict
-  local name=$1; shift
+bundle() {  # what comes back from a lent machine: one log, one archive of today's receipts
+  [ -n "${OUT:-}" ] || return 0
+  cat "$LOGS"/*.log >"$OUT/gpu_check.log" 2>/dev/null
+  (cd "$RECEIPTS" && tar -cf "$OUT/receipts.tar" $(ls "$DAY"-*.json 2>/dev/null)) 2>/dev/null
+  printf '%s\n' "${TABLE[@]}" >"$OUT/table.txt"
+}
+step() {  # step NAME SECONDS COMMAND...: runs it under a time limit, logs, records the verdict
+  local name=$1 limit=$2
+  shift 2
   local t0=$SECONDS
-  "$@" >"$LOGS/$name.log" 2>&1 </dev/null
+  echo "== $name: $*" >"$LOGS/$name.log"
+  timeout "$limit" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null
   local rc=$?
-  TABLE+=("$(printf '%-28s %-6s %4ds' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL:$rc)" $((SECONDS - t0)))")
-  tail -n 25 "$LOGS/$name.log"
+  TABLE+=("$(printf '%-34s %-8s %4ds' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL:$rc)" $((SECONDS - t0)))")
+  tail -n 12 "$LOGS/$name.log"
+  bundle
   return $rc
 }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/gpu.txt"
-
-step cuda-check "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
-step kernel-check "$BIN/memra-kernel-check" --json "$RECEIPTS/$DAY-kernel-check.json"
-step kernel-check-teeth "$BIN/memra-kernel-check" --teeth --json "$LOGS/kernel-check-teeth.json"
-cp "$LOGS/kernel-check-teeth.json" "$RECEIPTS/$DAY-kernel-check-teeth.json" 2>/dev/null
-step kernel-bench "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
-
-# Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
-# preempted vs uninterrupted, through Engine::create on the fixtures.
-step engine-invariants env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test"
-
-# Synthetic real-shape models (memra synth), made here: weights never travel.
 MODELS_DIR=${MEMRA_GPU_MODELS:-/tmp/memra-synth}
 mkdir -p "$MODELS_DIR"
-synth() {  # synth SHAPE TYPE [extra...] -> path
+synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file, made once
   local f="$MODELS_DIR/$1-$2.gguf"
-  [ -f "$f" ] || "$BIN/memra" synth --shape "$1" --type "$2" --seed 0 -o "$f" "${@:3}" >&2
+  [ -f "$f" ] || "$BIN/memra" synth --shape "$1" --type "$2" --seed 0 -o "$f" "${@:3}" \
+    >>"$LOGS/synth.log" 2>&1
   echo "$f"
 }
-GATE_MODELS=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
-  tests/fixtures/models/gemma3)
-for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
-  f=$(synth $spec) && GATE_MODELS+=("$f")
-done
-step model-gate python3 scripts/gpu_model_gate.py --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE_MODELS[@]}"
-
-# Speed does not depend on the weights' values: K-quant benchmark files get random valid blocks
-# (--fast-quant, seconds instead of minutes); the gate models above are encoded from floats.
-BENCH_MODELS=("$(synth qwen3-0.6b q4_k_m)" "$(synth qwen3-0.6b bf16)")
-if [ "$MODE" = full ]; then
-  for t in q4_k_m q8_0 bf16; do BENCH_MODELS+=("$(synth qwen3-8b $t --fast-quant)"); done
-fi
-i=0
-for m in "${BENCH_MODELS[@]}"; do
-  name=$(basename "$m" .gguf)
-  step "bench-$name" "$BIN/memra" bench -m "$m" --device cuda -p 512 -n 128 -r 3 \
+bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the model
+  local name
+  name=$(basename "$1" .gguf)
+  step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
-  i=$((i + 1))
-done
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
+
+if [ "$MODE" != bench8b ]; then
+  step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
+  step kernel-check 120 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
+    --json "$RECEIPTS/$DAY-kernel-check.json"
+  step kernel-check-teeth 120 "$BIN/memra-kernel-check" --teeth --commit "$MEMRA_COMMIT" \
+    --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
+  # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
+  # preempted vs uninterrupted, through Engine::create on the fixtures.
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test"
+  GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
+    tests/fixtures/models/gemma3)
+  for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
+    GATE+=("$(synth $spec)")
+  done
+  step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE[@]}"
+  bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
+  bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
+  step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
+fi
+if [ "$MODE" != quick ]; then
+  # Speed does not depend on the weights' values: K-quant benchmark files get random valid
+  # blocks (--fast-quant, seconds instead of minutes); the gate models above are encoded.
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
+  bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
+  bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
+fi
 
 echo
-echo "== gpu_check ($MODE) on $(head -n1 "$LOGS/gpu.txt"), commit $MEMRA_COMMIT"
+echo "== gpu_check $MODE on $(head -n1 "$LOGS/0-gpu.log"), commit $MEMRA_COMMIT"
 printf '%s\n' "${TABLE[@]}"
+bundle
