@@ -87,7 +87,9 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
     }
     // The CPU backend is the float32 oracle; a GPU backend (bf16 activations) is held to the
     // CPU by the GPU model gate (teacher-forced agreement and KL), not to exact tokens here.
-    if (on_cpu) EXPECT_EQ(alone[0], ref.greedy) << "greedy tokens differ from transformers";
+    if (on_cpu) {
+      EXPECT_EQ(alone[0], ref.greedy) << "greedy tokens differ from transformers";
+    }
     EXPECT_EQ(run_together(*e, prompts, n), alone) << "batched differs from alone";
     Collected again;
     e->submit(greedy_request(prompts[0], n, again));
