@@ -32,6 +32,8 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   # Only the CUDA targets: the CPU code in this preset is the same code the cpu build just built.
   cmake --build --preset cuda -j "$JOBS" --target memra_cuda_targets
+  # Host-side tests of the CUDA build that need no GPU: device selection and its refusals.
+  build/cuda/tests/engine/memra_backend_select_test
 else
   echo "nvcc not found: skipping the cuda preset" >&2
   exit 1
