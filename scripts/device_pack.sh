@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds what a GPU run needs (the `device` preset: sm_90a, portable x86-64-v3 CPU code) and packs
 # it into .device/ (ignored by git): bin/ with the executables and test binaries, lib/ with the
-# shared libraries a fresh Ubuntu GPU machine lacks. A device call carries `.device` and runs
-# scripts/gpu_check.sh with MEMRA_GPU_BIN=.device/bin. Usage: scripts/device_pack.sh
+# shared libraries a fresh Ubuntu GPU machine lacks; and .device.tar.xz, the same compressed
+# (~15 MiB instead of ~77: what a lent GPU machine is sent). There:
+#   tar -xJf .device.tar.xz && MEMRA_GPU_BIN=.device/bin scripts/gpu_check.sh full
+# Usage: scripts/device_pack.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -26,5 +28,6 @@ for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u);
   esac
 done
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
-du -sh .device/bin .device/lib
-echo "device_pack: ok ($(du -sm .device | cut -f1) MiB)"
+XZ_OPT=-T0 tar -cJf .device.tar.xz .device
+du -sh .device/bin .device/lib .device.tar.xz
+echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device.tar.xz | cut -f1) MiB packed)"

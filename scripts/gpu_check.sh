@@ -32,6 +32,12 @@ else
   BIN=$ROOT/.device/bin
 fi
 [ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# cuBLASLt (the bf16 GEMM ceiling) from the CUDA toolkit, or the copy a PyTorch install carries.
+if ! ldd "$BIN/memra" 2>/dev/null | grep -q 'libcublasLt.so.* => /'; then
+  lt=$(find /usr/local/cuda* /usr/lib /opt -name 'libcublasLt.so.1[0-9]*' 2>/dev/null | head -n 1)
+  [ -n "$lt" ] && export LD_LIBRARY_PATH=$(dirname "$lt"):$LD_LIBRARY_PATH
+fi
+ldd "$BIN/memra" | grep -E 'not found' && echo "gpu_check: missing shared libraries" >&2
 
 declare -a TABLE
 bundle() {  # what comes back from a lent machine: one log, one archive of today's receipts
@@ -70,6 +76,7 @@ bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the mod
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
 
+# Ordered by what matters most, so a run cut short by a time limit still returns the gates.
 if [ "$MODE" != bench8b ]; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
   step kernel-check 120 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
@@ -87,8 +94,6 @@ if [ "$MODE" != bench8b ]; then
   step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE[@]}"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
-  bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
-  step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
 fi
 if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
@@ -96,6 +101,10 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
+fi
+if [ "$MODE" != bench8b ]; then
+  bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
+  step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
 fi
 
 echo
