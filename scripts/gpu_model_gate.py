@@ -116,7 +116,12 @@ def main():
               f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
               f"{'PASS' if r['pass'] else 'FAIL'}")
     ok = all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results)
-    summary = {"what": "gpu-model-gate", "pass": ok, "thresholds": {
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    summary = {"what": "gpu-model-gate", "commit": os.environ.get("MEMRA_COMMIT", ""),
+               "gpu": gpu, "command": " ".join(sys.argv),
+               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "pass": ok, "thresholds": {
         "top1_min": TOP1_MIN, "kl_mean_max": KL_MAX, "rel_err_max": REL_ERR_MAX}, "models": results}
     if args.json:
         with open(args.json, "w") as f:
