@@ -70,9 +70,7 @@ synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file,
 bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the model
   local name
   name=$(basename "$1" .gguf)
-  # Without MEMRA_SOURCE_DIR the receipt names $MEMRA_COMMIT (the packed binaries' commit), not
-  # the HEAD of whatever .git a copied tree carries.
-  step "bench-$name" 300 env -u MEMRA_SOURCE_DIR "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
+  step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
 

@@ -78,7 +78,7 @@ def gate_model(args, model):
         tokens = token_ids(args.positions, vocab, seed=len(model))
         cpu_out, cpu, cpu_s = run(args.bin, model, tokens, args.greedy, "cpu", tmp,
                                   ["--threads", str(args.threads)])
-        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, "cuda", tmp)
+        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp)
     m = compare(cpu, cuda, args.positions)
     m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
     m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
@@ -99,6 +99,7 @@ def main():
     ap.add_argument("--greedy", type=int, default=32)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--device", default="cuda", help="the backend compared with the CPU")
     args = ap.parse_args()
     results = []
     for model in args.models:
@@ -116,8 +117,11 @@ def main():
               f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
               f"{'PASS' if r['pass'] else 'FAIL'}")
     ok = all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results)
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        gpu = "none (nvidia-smi not found)"
     summary = {"what": "gpu-model-gate", "commit": os.environ.get("MEMRA_COMMIT", ""),
                "gpu": gpu, "command": " ".join(sys.argv),
                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -67,11 +67,14 @@ std::string first_line_of(const std::string& command) {
   return line;
 }
 
-// The source tree's HEAD (and whether tracked files differ from it) when the source folder
-// ($MEMRA_SOURCE_DIR, else where this binary was built from) is a git checkout, else
-// $MEMRA_COMMIT (set where the tree was copied without .git). Only the folder's own .git counts:
-// a copy inside another repository must not name that repository's HEAD.
+// $MEMRA_COMMIT when set (the GPU recipe sets it to the commit the packed binaries were built
+// from: a tree copied to another machine may carry a stale .git), else the source tree's HEAD
+// (and whether tracked files differ from it) when the source folder ($MEMRA_SOURCE_DIR, else where
+// this binary was built from) is a git checkout. Only the folder's own .git counts: a copy inside
+// another repository must not name that repository's HEAD.
 ordered_json commit_json() {
+  if (const char* env = std::getenv("MEMRA_COMMIT"); env != nullptr && *env != '\0')
+    return {{"commit", env}, {"commit_source", "env"}};
   std::string dir;
   if (const char* env = std::getenv("MEMRA_SOURCE_DIR")) dir = env;
 #ifdef MEMRA_SOURCE_DIR
@@ -87,9 +90,7 @@ ordered_json commit_json() {
     if (head.size() == 40)
       return {{"commit", head}, {"commit_source", "git"}, {"commit_dirty", !dirty.empty()}};
   }
-  const char* env = std::getenv("MEMRA_COMMIT");
-  return {{"commit", env != nullptr ? env : ""},
-          {"commit_source", env != nullptr ? "env" : "none"}};
+  return {{"commit", ""}, {"commit_source", "none"}};
 }
 
 ordered_json figure_json(const Figure& f) {
