@@ -99,6 +99,9 @@ struct EngineOptions {
   // On a GPU, the KV cache may take up to this fraction of the memory free after the weights
   // are loaded (kv_blocks = 0 sizes it so).
   double gpu_memory_fraction = 0.9;
+  // KV cache element type: "" = the backend's default (F32 on the CPU, F16 on CUDA), or a dtype
+  // name (f16, bf16, f32) the backend supports.
+  std::string kv_dtype;
 };
 
 struct EngineStats {

@@ -155,8 +155,10 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
     dispatch_head_dim<float>(p, kv.head_dim, step.n_tokens, stream);
   } else if (kv.dtype == DType::bf16) {
     dispatch_head_dim<__nv_bfloat16>(p, kv.head_dim, step.n_tokens, stream);
+  } else if (kv.dtype == DType::f16) {
+    dispatch_head_dim<__half>(p, kv.head_dim, step.n_tokens, stream);
   } else {
-    fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, BF16)",
+    fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, F16, BF16)",
          dtype_name(kv.dtype));
   }
 }

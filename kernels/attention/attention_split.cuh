@@ -11,6 +11,9 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include <cstdint>
 
@@ -104,6 +107,14 @@ __device__ __forceinline__ void load_tile(const CT* cache, const int32_t* table,
     if constexpr (sizeof(CT) == 4) {
       *reinterpret_cast<float4*>(dst) = make_float4(__uint_as_float(raw.x), __uint_as_float(raw.y),
                                                     __uint_as_float(raw.z), __uint_as_float(raw.w));
+    } else if constexpr (std::is_same_v<CT, __half>) {  // f16 pairs, converted exactly
+      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[2 * h]));
+        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w[2 * h + 1]));
+        *reinterpret_cast<float4*>(dst + 4 * h) = make_float4(a.x, a.y, b.x, b.y);
+      }
     } else {  // bf16 pairs: the low half of each word is the even element
       const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll

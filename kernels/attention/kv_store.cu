@@ -1,7 +1,8 @@
 // kv_store: copies this step's k/v rows into their paged-cache slots, converting to the cache
-// dtype (f32 as is, bf16 round-to-nearest-even). Slot s of the cache is row s of
+// dtype (f32 as is, f16 and bf16 round-to-nearest-even). Slot s of the cache is row s of
 // [n_blocks * block_size][n_kv_heads * head_dim]; a negative slot (a padding token) is skipped.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -19,6 +20,10 @@ __device__ __forceinline__ float convert<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half convert<__half>(float v) {
+  return __float2half_rn(v);
 }
 
 template <typename T>
@@ -57,8 +62,12 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
     kv_store_kernel<__nv_bfloat16><<<blocks, detail::kThreads, 0, stream>>>(
         static_cast<__nv_bfloat16*>(kv.k), static_cast<__nv_bfloat16*>(kv.v), step.slots,
         step.n_tokens, row, k, v, ld);
+  } else if (kv.dtype == DType::f16) {
+    kv_store_kernel<__half><<<blocks, detail::kThreads, 0, stream>>>(
+        static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), step.slots, step.n_tokens, row, k,
+        v, ld);
   } else {
-    fail(ErrorCode::unsupported, "kv_store: KV cache type {} is not supported (F32, BF16)",
+    fail(ErrorCode::unsupported, "kv_store: KV cache type {} is not supported (F32, F16, BF16)",
          dtype_name(kv.dtype));
   }
 }

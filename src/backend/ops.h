@@ -29,7 +29,7 @@ struct RopeParams {
 };
 
 // One layer's paged K and V storage in backend memory: [n_blocks][block_size][n_kv_heads]
-// [head_dim] of dtype (f32 on the CPU; bf16 by default on CUDA, f32 for exactness tests).
+// [head_dim] of dtype (f32 on the CPU; f16 by default on CUDA, bf16 or f32 on request).
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;

@@ -82,6 +82,12 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
         parts.eos_ids.push_back(id);
   ModelLoadOptions load;
   load.ops = backend_select({options.device, options.n_threads, false});
+  if (!options.kv_dtype.empty()) {
+    const std::optional<DType> kv = dtype_from_name(options.kv_dtype);
+    if (!kv)
+      fail(ErrorCode::invalid_argument, "kv_dtype '{}' is not a dtype name", options.kv_dtype);
+    load.kv_dtype = *kv;
+  }
   parts.ops = load.ops;
   parts.model = model_load(archive, load);
   const ModelInfo& mi = parts.model->info();

@@ -1,6 +1,6 @@
 // The paged KV cache of a decoder model in backend memory: per layer, K and V of [n_blocks]
 // [block_size][n_kv_heads][head_dim] in the cache dtype (f32 on the CPU, the oracle's precision;
-// bf16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
+// f16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
 #pragma once
 
 #include <memory>

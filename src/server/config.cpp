@@ -98,6 +98,9 @@ const std::vector<Option>& options() {
        }},
       {"--device", "MEMRA_DEVICE", "DEV", "auto | cpu | cuda | cuda:N (default auto: a GPU if any)",
        [](ServerConfig& c, const std::string& v) { c.engine.device = v; }},
+      {"--kv-dtype", "MEMRA_KV_DTYPE", "TYPE",
+       "KV cache type: f16 (CUDA default), bf16, f32 (CPU: f32 only)",
+       [](ServerConfig& c, const std::string& v) { c.engine.kv_dtype = v; }},
       {"--gpu-memory-fraction", "MEMRA_GPU_MEMORY_FRACTION", "F",
        "share of free GPU memory the KV cache may take (default 0.9)",
        [](ServerConfig& c, const std::string& v) {

@@ -1,6 +1,6 @@
 // Paged attention against a double reference: head dims 64/128/256, GQA 1..16, window, softcap,
-// f32 and bf16 caches, steps that mix fresh prefills, prefill chunks with n_past > 0 and decode
-// tokens at contexts crossing many splits, random non-contiguous block tables. The cache is
+// f32, f16 and bf16 caches, steps that mix fresh prefills, prefill chunks with n_past > 0 and
+// decode tokens at contexts crossing many splits, random non-contiguous block tables. The cache is
 // written from the host (independent of kv_store); unused slots hold NaN, so a read outside a
 // query's range shows. Bitwise invariances: split plan == one_pass plan, and a query alone in
 // its own step == the same query inside the mixed step.
@@ -71,6 +71,9 @@ Step make_step(Context& ctx, const Case& c) {
         if (c.cache == DType::bf16) {
           kr[e] = bf16_to_f32(f32_to_bf16(kr[e]));
           vr[e] = bf16_to_f32(f32_to_bf16(vr[e]));
+        } else if (c.cache == DType::f16) {
+          kr[e] = f16_to_f32(f32_to_f16(kr[e]));
+          vr[e] = f16_to_f32(f32_to_f16(vr[e]));
         }
         s.k[slot * row + e] = kr[e];
         s.v[slot * row + e] = vr[e];
@@ -181,12 +184,12 @@ class DevStep {
   }
 
  private:
-  size_t cache_bytes() const { return s_.k.size() * (c_.cache == DType::bf16 ? 2 : 4); }
+  size_t cache_bytes() const { return s_.k.size() * (c_.cache == DType::f32 ? 4 : 2); }
   void upload_cache(Dev<uint8_t>& dst, const std::vector<float>& values) {
     std::vector<uint8_t> bytes(cache_bytes());
-    if (c_.cache == DType::bf16) {
+    if (c_.cache != DType::f32) {
       for (size_t i = 0; i < values.size(); ++i) {
-        const uint16_t h = f32_to_bf16(values[i]);
+        const uint16_t h = c_.cache == DType::bf16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
         std::memcpy(bytes.data() + 2 * i, &h, 2);
       }
     } else {
@@ -284,7 +287,7 @@ void check_case(Context& ctx, const Case& c) {
 
 void check_attention(Context& ctx) {
   if (!ctx.wants("attention")) return;
-  const DType bf16 = DType::bf16, f32 = DType::f32;
+  const DType bf16 = DType::bf16, f32 = DType::f32, f16 = DType::f16;
   // {heads, kv heads, head_dim, cache, window, softcap, block size, {n_past, n_new}...}
   const Case cases[] = {
       {8, 2, 128, bf16, 0, 0.0f, 16, {{0, 37}, {900, 100}, {300, 1}, {4999, 1}}},
@@ -293,7 +296,9 @@ void check_attention(Context& ctx) {
       {8, 1, 128, f32, 1000, 30.0f, 16, {{2990, 5}, {10, 7}}},
       {16, 1, 64, bf16, 0, 0.0f, 64, {{600, 2}, {0, 1}}},   // GQA 16: two blocks per kv head
       {4, 1, 256, f32, 0, 0.0f, 16, {{255, 2}, {511, 1}}},  // split edges
-      {3, 1, 32, bf16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},  // the gate fixtures' shape
+      {3, 1, 32, bf16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},     // the gate fixtures' shape
+      {8, 2, 128, f16, 0, 0.0f, 16, {{0, 37}, {900, 100}, {4999, 1}}},  // the default cache
+      {3, 1, 32, f16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
   };
   for (const Case& c : cases) check_case(ctx, c);
 }

@@ -1,4 +1,4 @@
-// kv_store into f32 and bf16 paged caches: every written slot must hold the row exactly (bf16
+// kv_store into f32, f16 and bf16 paged caches: every written slot must hold the row exactly (bf16
 // rounded to nearest even, as core/half.h's f32_to_bf16), every other slot must keep its poison
 // bytes, and a token with slot -1 writes nothing. --teeth stores token 0 one slot too far.
 #include <algorithm>
@@ -53,6 +53,8 @@ void check_one(Context& ctx, DType dtype, int n_kv_heads, int head_dim, int n_to
       const int64_t dst = int64_t{slots[t]} * row + c;
       if constexpr (sizeof(T) == 4) {
         want_k[dst] = k[t * ld + c], want_v[dst] = v[t * ld + c];
+      } else if (dtype == DType::f16) {
+        want_k[dst] = f32_to_f16(k[t * ld + c]), want_v[dst] = f32_to_f16(v[t * ld + c]);
       } else {
         want_k[dst] = f32_to_bf16(k[t * ld + c]), want_v[dst] = f32_to_bf16(v[t * ld + c]);
       }
@@ -76,6 +78,7 @@ void check_kv_store(Context& ctx) {
   check_one<float>(ctx, DType::f32, 8, 128, 77);
   check_one<uint16_t>(ctx, DType::bf16, 2, 256, 3);
   check_one<uint16_t>(ctx, DType::bf16, 8, 128, 301);
+  check_one<uint16_t>(ctx, DType::f16, 8, 128, 33);
 }
 
 }  // namespace memra::kernel_check
