@@ -130,8 +130,16 @@ void Sampler::apply_penalties(std::vector<float>& logits) const {
 // needs more mass than that.
 int32_t Sampler::draw(std::vector<float>& logits) {
   const int32_t n = static_cast<int32_t>(logits.size());
-  const float inv_t = 1.0f / params_.temperature;
-  for (float& l : logits) l *= inv_t;
+  const float inv_t = 1.0f / params_.temperature;  // finite: greedy() covers T < 1e-5
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float& l = logits[i];
+    l *= inv_t;
+    // NaN or +inf would make the weights NaN (and break the sort's ordering); -inf is a masked
+    // token and stays out of the draw.
+    if (!(l < std::numeric_limits<float>::infinity()))
+      fail(ErrorCode::internal, "logit of token {} is {}: the sampling weights would not be finite",
+           i, l);
+  }
   order_.resize(static_cast<size_t>(n));
   std::iota(order_.begin(), order_.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) {
@@ -154,6 +162,9 @@ int32_t Sampler::draw(std::vector<float>& logits) {
     weight_[order_[i]] = w;
     total += w;
   }
+  if (!std::isfinite(total) || total <= 0.0)
+    fail(ErrorCode::internal, "no token has a finite logit to draw from (weights sum to {})",
+         total);
   if (params_.top_p < 1.0f) {
     double cum = 0.0;
     int32_t i = 0;

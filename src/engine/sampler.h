@@ -16,6 +16,10 @@
 
 namespace memra {
 
+// Temperatures below this sample greedily. 1/T overflows float below ~3e-39 (and validation
+// accepts any T >= 0); vLLM uses the same 1e-5 threshold.
+inline constexpr float kGreedyBelowTemperature = 1e-5f;
+
 // Throws Error(invalid_argument) naming the first out-of-range field.
 void sampling_params_validate(const SamplingParams& params, int32_t n_vocab);
 
@@ -37,12 +41,15 @@ class Sampler {
 
   // Picks the next token from raw logits [n_vocab]. `allowed` (constrained decoding) removes every
   // other token before the chain runs; it must allow at least one. Log-probabilities stay the
-  // model's own, unmasked.
+  // model's own, unmasked. Throws Error(internal) when a NaN or +inf logit (or no finite one)
+  // leaves nothing to draw from, rather than picking an arbitrary id.
   GeneratedToken sample(std::span<const float> logits,
                         const structured::TokenMask* allowed = nullptr);
   // Records a token the sequence generated (for the penalties).
   void accept(int32_t token);
-  bool greedy() const { return params_.temperature <= 0.0f || params_.top_k == 1; }
+  bool greedy() const {
+    return params_.temperature < kGreedyBelowTemperature || params_.top_k == 1;
+  }
 
  private:
   void apply_penalties(std::vector<float>& logits) const;

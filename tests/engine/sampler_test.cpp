@@ -1,11 +1,13 @@
 // Sampler: greedy argmax, each filter's effect on which tokens can be drawn, HF repetition and
 // OpenAI presence/frequency penalty arithmetic, logit bias, seeded reproducibility, the empirical
-// distribution at temperature 1, and raw-model logprobs.
+// distribution at temperature 1, 0.5 and 2, tiny temperatures, non-finite logits, and raw-model
+// logprobs.
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
@@ -79,6 +81,68 @@ TEST(Sampler, DistributionMatchesSoftmaxAtTemperatureOne) {
   EXPECT_NEAR(counts[0] / double(n), 0.7, 0.02);
   EXPECT_NEAR(counts[1] / double(n), 0.2, 0.02);
   EXPECT_NEAR(counts[2] / double(n), 0.1, 0.02);
+}
+
+// Temperature divides the logits: p_i ∝ exp(l_i / T). Checked at T = 0.5 (sharper) and T = 2
+// (flatter) against the exact softmax; multiplying by T instead fails both.
+TEST(Sampler, TemperatureScalesLogitsAsSoftmaxOfLogitsOverT) {
+  const std::vector<float> l = {2.0f, 1.0f, 0.0f, -1.0f};
+  for (float t : {0.5f, 2.0f}) {
+    double z = 0.0;
+    std::vector<double> exact;
+    for (float v : l) exact.push_back(std::exp(v / double(t)));
+    for (double e : exact) z += e;
+    SamplingParams p;
+    p.temperature = t;
+    Sampler s(p, {}, 11);
+    std::vector<int> counts(l.size(), 0);
+    const int n = 40000;
+    for (int i = 0; i < n; ++i) ++counts[static_cast<size_t>(s.sample(l).id)];
+    for (size_t i = 0; i < l.size(); ++i) {
+      const double want = exact[i] / z;
+      // 5 standard deviations of a binomial proportion, plus a hair.
+      const double tol = 5.0 * std::sqrt(want * (1.0 - want) / n) + 1e-3;
+      EXPECT_NEAR(counts[i] / double(n), want, tol) << "T=" << t << " token " << i;
+    }
+  }
+}
+
+// 1/T overflows float below ~3e-39 (1e-40 is a valid, subnormal temperature): the weights turned
+// NaN and the draw fell through to the last id. Temperatures below 1e-5 are greedy.
+TEST(Sampler, TinyTemperatureIsGreedy) {
+  const std::vector<float> l = {5.0f, 1.0f, 4.0f, 0.0f, -3.0f};
+  for (float t : {1e-40f, 1e-30f, 1e-6f}) {
+    SamplingParams p;
+    p.temperature = t;
+    Sampler s(p, {}, 9);
+    EXPECT_TRUE(s.greedy()) << t;
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(s.sample(l).id, 0) << "T=" << t;
+    p.top_p = 0.9f;  // not the argmax shortcut: through the chain
+    p.logit_bias = {{4, 1.0f}};
+    Sampler chained(p, {}, 9);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(chained.sample(l).id, 0) << "T=" << t;
+  }
+  SamplingParams p;
+  p.temperature = 1e-5f;  // the threshold itself samples (and is sharp enough to pick the max)
+  Sampler s(p, {}, 9);
+  EXPECT_FALSE(s.greedy());
+  EXPECT_EQ(s.sample(l).id, 0);
+}
+
+// A NaN or +inf logit makes the weights non-finite: an error, not a silent pick of the last id.
+TEST(Sampler, NonFiniteWeightsAreAnError) {
+  SamplingParams p;
+  p.temperature = 0.7f;
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    Sampler s(p, {}, 1);
+    const std::vector<float> l = {1.0f, bad, 0.5f, 0.0f};
+    try {
+      s.sample(l);
+      FAIL() << "sampled from logits holding " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("finite"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
