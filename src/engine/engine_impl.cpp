@@ -64,6 +64,7 @@ struct Active : SeqState {
   StreamDecoder decoder;
   std::unique_ptr<structured::TokenConstraint> constraint;  // when request.grammar is set
   int32_t n_generated = 0;
+  bool done = false;  // its final event is out (or its sink failed): nothing more is sent
 };
 
 class EngineImpl final : public Engine {
@@ -83,16 +84,21 @@ class EngineImpl final : public Engine {
   void validate(const Request& r) const;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary();
   void run();
+  void iterate();
   void step();
+  void sample_row(Active& a, std::span<const float> row);
   void on_token(Active& a, const GeneratedToken& token);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
   void finish_with_error(Active& a, std::string message);
+  void fail_all_in_flight(const std::string& message);
+  void erase_finished();
   void deliver(Active& a, StreamEvent& event);
   void publish_stats();
 
   EngineParts parts_;
   EngineOptions options_;
-  int32_t n_vocab_ = 0;
+  int32_t n_vocab_ = 0;   // logit rows the model writes
+  int32_t n_tokens_ = 0;  // ids with a token: a padded checkpoint has more rows than tokens
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvBlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -118,6 +124,9 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
     : parts_(std::move(parts)), options_(options) {
   const ModelInfo& mi = parts_.model->info();
   n_vocab_ = mi.n_vocab;
+  // Rows past the tokenizer's end (HF checkpoints pad the embedding to a multiple of 64 or 128)
+  // have no bytes to stream: they are cut from every row before sampling, so never drawn.
+  n_tokens_ = std::min(n_vocab_, parts_.tokenizer->n_vocab());
   int32_t ctx = options_.context_length;
   const int32_t trained = mi.n_ctx_train > 0 ? mi.n_ctx_train : 8192;
   if (ctx == 0) ctx = std::min(trained, 8192);
@@ -192,9 +201,9 @@ void EngineImpl::validate(const Request& r) const {
   if (!r.sink) fail(ErrorCode::invalid_argument, "request has no sink");
   if (r.prompt.empty()) fail(ErrorCode::invalid_argument, "prompt is empty");
   for (int32_t id : r.prompt)
-    if (id < 0 || id >= n_vocab_)
+    if (id < 0 || id >= n_tokens_)
       fail(ErrorCode::invalid_argument, "prompt token id {} is outside the vocabulary [0, {})", id,
-           n_vocab_);
+           n_tokens_);
   if (r.stop.max_tokens < 1)
     fail(ErrorCode::invalid_argument, "max_tokens {} must be at least 1", r.stop.max_tokens);
   const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens;
@@ -203,7 +212,7 @@ void EngineImpl::validate(const Request& r) const {
          "prompt ({} tokens) + max_tokens ({}) = {} exceeds the "
          "context length ({})",
          r.prompt.size(), r.stop.max_tokens, need, ctx);
-  sampling_params_validate(r.sampling, n_vocab_);
+  sampling_params_validate(r.sampling, n_tokens_);
   if (r.stop.stop_strings.size() > kMaxStopStrings)
     fail(ErrorCode::invalid_argument, "{} stop strings, at most {} allowed",
          r.stop.stop_strings.size(), kMaxStopStrings);
@@ -215,9 +224,9 @@ void EngineImpl::validate(const Request& r) const {
     fail(ErrorCode::invalid_argument, "{} stop token ids, at most {} allowed",
          r.stop.stop_token_ids.size(), kMaxStopTokenIds);
   for (int32_t id : r.stop.stop_token_ids)
-    if (id < 0 || id >= n_vocab_)
+    if (id < 0 || id >= n_tokens_)
       fail(ErrorCode::invalid_argument, "stop token id {} is outside the vocabulary [0, {})", id,
-           n_vocab_);
+           n_tokens_);
   if (r.grammar && r.stop.ignore_eos)
     fail(ErrorCode::invalid_argument,
          "ignore_eos cannot be combined with a grammar: a complete grammar ends generation");
@@ -285,33 +294,21 @@ void EngineImpl::publish_stats() {
 
 void EngineImpl::run() {
   for (;;) {
-    std::deque<std::unique_ptr<Active>> incoming;
-    std::vector<RequestId> cancels;
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] {
         return stopping_ || !inbox_.empty() || !cancels_.empty() || !active_.empty();
       });
       if (stopping_) break;
-      incoming.swap(inbox_);
-      cancels.swap(cancels_);
     }
-    for (auto& a : incoming) {
-      Active* raw = a.get();
-      active_.emplace(a->id, std::move(a));
-      scheduler_->add(raw);
+    try {
+      iterate();
+    } catch (const std::exception& e) {
+      // Last resort: per-row failures are caught in step(); anything reaching here is a bug in the
+      // engine itself. Fail what is in flight rather than let the exception end the process.
+      MEMRA_LOG_ERROR("engine iteration failed: {}", e.what());
+      fail_all_in_flight(std::string("internal engine error: ") + e.what());
     }
-    for (RequestId id : cancels) {
-      auto it = active_.find(id);
-      if (it == active_.end()) continue;
-      StreamEvent event;
-      finish(*it->second, event, FinishReason::cancelled);
-      deliver(*it->second, event);
-    }
-    for (Active* a : finished_) active_.erase(a->id);
-    finished_.clear();
-    if (!active_.empty()) step();
-    publish_stats();
   }
   // Shutdown: everything still pending finishes as cancelled (sinks run without the lock held).
   std::deque<std::unique_ptr<Active>> pending;
@@ -321,10 +318,70 @@ void EngineImpl::run() {
   }
   for (auto& a : pending) active_.emplace(a->id, std::move(a));
   for (auto& [id, a] : active_) {
+    if (a->done) continue;
     StreamEvent event;
     finish(*a, event, FinishReason::cancelled);
     deliver(*a, event);
   }
+  finished_.clear();
+  active_.clear();
+}
+
+// One loop turn: admit submissions, apply cancellations (each request gets one final event, even
+// when it is cancelled twice in one turn), run a step, publish stats.
+void EngineImpl::iterate() {
+  std::deque<std::unique_ptr<Active>> incoming;
+  std::vector<RequestId> cancels;
+  {
+    std::lock_guard lock(mu_);
+    incoming.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (auto& a : incoming) {
+    Active* raw = a.get();
+    active_.emplace(a->id, std::move(a));
+    scheduler_->add(raw);
+  }
+  for (RequestId id : cancels) {
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second->done) continue;
+    StreamEvent event;
+    finish(*it->second, event, FinishReason::cancelled);
+    deliver(*it->second, event);
+  }
+  erase_finished();
+  if (!active_.empty()) step();
+  publish_stats();
+}
+
+void EngineImpl::erase_finished() {
+  for (Active* a : finished_) active_.erase(a->id);
+  finished_.clear();
+}
+
+// Sends every unfinished request an error event and drops it, without trusting the scheduler
+// (it may be what failed).
+void EngineImpl::fail_all_in_flight(const std::string& message) {
+  std::deque<std::unique_ptr<Active>> pending;
+  {
+    std::lock_guard lock(mu_);
+    pending.swap(inbox_);
+  }
+  for (auto& a : pending) active_.emplace(a->id, std::move(a));
+  for (auto& [id, a] : active_) {
+    if (a->done) continue;
+    try {
+      scheduler_->remove(a.get());
+    } catch (const std::exception& e) {
+      MEMRA_LOG_ERROR("request {}: freeing its sequence failed: {}", id, e.what());
+    }
+    a->done = true;
+    StreamEvent event;
+    event.finish = FinishReason::error;
+    event.error = message;
+    deliver(*a, event);
+  }
+  finished_.clear();
   active_.clear();
 }
 
@@ -334,6 +391,7 @@ void EngineImpl::step() {
     // Only possible when a queued sequence cannot get a single KV slot with nothing running;
     // submit() and the cache sizing rule this out, so report it rather than spin.
     for (auto& [id, a] : active_) {
+      if (a->done) continue;
       StreamEvent event;
       event.error = "the KV cache cannot hold this request";
       finish(*a, event, FinishReason::error);
@@ -364,29 +422,35 @@ void EngineImpl::step() {
   }
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
-    const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_vocab_));
-    if (!a.constraint) {
-      on_token(a, a.sampler.sample(row));
-      continue;
+    if (a.done) continue;
+    // Only the rows with a token: padded rows past the tokenizer are never candidates.
+    const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_tokens_));
+    try {
+      sample_row(a, row);
+    } catch (const std::exception& e) {
+      // Sampling, the grammar, detokenizing or a stop check failed for this request only.
+      MEMRA_LOG_ERROR("request {} failed: {}", a.id, e.what());
+      if (!a.done) finish_with_error(a, e.what());
     }
-    const structured::TokenMask& allowed = a.constraint->allowed();
-    if (std::none_of(allowed.words.begin(), allowed.words.end(), [](uint64_t w) { return w; })) {
-      finish_with_error(a, "the output grammar cannot continue with any token of this vocabulary");
-      continue;
-    }
-    GeneratedToken token = a.sampler.sample(row, &allowed);
-    if (!allowed.allows(token.id)) {  // only when every allowed logit is -inf or NaN
-      finish_with_error(a, "the model gave no finite logit to any token the output grammar allows");
-      continue;
-    }
-    on_token(a, token);
   }
-  for (Active* a : finished_) active_.erase(a->id);
-  finished_.clear();
+  erase_finished();
   std::lock_guard lock(mu_);
   stats_.steps_total += 1;
   stats_.prompt_tokens_total += prompt_tokens;
   stats_.generated_tokens_total += rows;
+}
+
+void EngineImpl::sample_row(Active& a, std::span<const float> row) {
+  if (!a.constraint) return on_token(a, a.sampler.sample(row));
+  const structured::TokenMask& allowed = a.constraint->allowed();
+  if (std::none_of(allowed.words.begin(), allowed.words.end(), [](uint64_t w) { return w; }))
+    return finish_with_error(
+        a, "the output grammar cannot continue with any token of this vocabulary");
+  GeneratedToken token = a.sampler.sample(row, &allowed);
+  if (!allowed.allows(token.id))  // greedy, when every allowed logit is -inf or NaN
+    return finish_with_error(
+        a, "the model gave no finite logit to any token the output grammar allows");
+  on_token(a, token);
 }
 
 void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
@@ -437,6 +501,8 @@ void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
 // Marks a sequence finished: fills the final event's reason and usage and frees its KV blocks
 // (full blocks stay in the prefix cache). The Active itself is erased after the step.
 void EngineImpl::finish(Active& a, StreamEvent& event, FinishReason reason) {
+  if (a.done) fail(ErrorCode::internal, "request {} finished twice", a.id);
+  a.done = true;
   event.finish = reason;
   scheduler_->remove(&a);
   finished_.push_back(&a);
@@ -464,6 +530,7 @@ void EngineImpl::deliver(Active& a, StreamEvent& event) {
     // A sink must not throw; treat it as the client going away.
     MEMRA_LOG_WARN("request {} sink threw ({}); cancelling it", a.id, e.what());
     if (event.finish == FinishReason::none) {
+      a.done = true;
       scheduler_->remove(&a);
       finished_.push_back(&a);
     }

@@ -28,18 +28,27 @@ struct Collected {
   FinishReason finish = FinishReason::none;
   std::string matched;
   Usage usage;
+  std::string error;
   int events = 0;
+  int finals = 0;           // events with a finish reason: exactly one per request
+  int32_t max_top_id = -1;  // largest id among the top_logprobs alternatives
 
   std::function<void(const StreamEvent&)> sink() {
     return [this](const StreamEvent& e) {
       std::lock_guard lock(mu);
-      for (const auto& t : e.tokens) ids.push_back(t.id);
+      for (const auto& t : e.tokens) {
+        ids.push_back(t.id);
+        for (const auto& alt : t.top) max_top_id = std::max(max_top_id, alt.id);
+      }
       text += e.text;
       usage = e.usage;
       ++events;
+      cv.notify_all();
       if (e.finish != FinishReason::none) {
         finish = e.finish;
         matched = e.matched_stop;
+        error = e.error;
+        ++finals;
         cv.notify_all();
       }
     };
@@ -56,13 +65,14 @@ struct Harness {
   std::unique_ptr<Engine> engine;
 };
 
-Harness start(EngineOptions o = {}, int32_t n_ctx = 256, int32_t eos_after = -1) {
+Harness start(EngineOptions o = {}, int32_t n_ctx = 256, int32_t eos_after = -1,
+              int32_t padded_rows = 0, int32_t poison = -1) {
   EngineParts parts;
-  auto model = std::make_unique<FakeModel>(n_ctx, eos_after);
+  auto model = std::make_unique<FakeModel>(n_ctx, eos_after, padded_rows);
   Harness h;
   h.model = model.get();
   parts.model = std::move(model);
-  parts.tokenizer = std::make_unique<FakeTokenizer>();
+  parts.tokenizer = std::make_unique<FakeTokenizer>(poison);
   parts.eos_ids = {testing::kFakeEos};
   parts.info.id = "fake";
   h.engine = engine_start(std::move(parts), o);
@@ -386,6 +396,106 @@ TEST(Engine, GrammarWithIgnoreEosIsRefused) {
   r.grammar = yes_no_grammar();
   r.stop.ignore_eos = true;
   EXPECT_THROW(h.engine->submit(std::move(r)), Error);
+}
+
+// A padded checkpoint has logit rows past the tokenizer's end (here 8, each with the highest
+// logit). They must never be sampled, greedy or not: before the fix the first such id reached the
+// detokenizer on the engine thread, which threw outside any try and aborted the process.
+TEST(Engine, PaddedLogitRowsAreNeverSampled) {
+  Harness h = start({}, 256, -1, /*padded_rows=*/8);
+  Collected greedy;
+  h.engine->submit(greedy_request(prompt_of(9), 12, greedy));
+  std::vector<Collected> sampled(4);
+  for (int i = 0; i < 4; ++i) {
+    Request r = greedy_request(prompt_of(9, i), 12, sampled[i]);
+    r.sampling.temperature = i < 2 ? 1.0f : 1e-40f;
+    r.sampling.seed = 5 + i;
+    r.sampling.top_logprobs = 3;  // the reported alternatives must have tokens too
+    r.stop.ignore_eos = true;
+    h.engine->submit(std::move(r));
+  }
+  greedy.wait();
+  EXPECT_EQ(greedy.finish, FinishReason::length) << greedy.error;
+  EXPECT_EQ(greedy.ids, expected_greedy(prompt_of(9), 12));
+  for (int i = 0; i < 4; ++i) {
+    sampled[i].wait();
+    EXPECT_EQ(sampled[i].finish, FinishReason::length) << i << ": " << sampled[i].error;
+    for (int32_t id : sampled[i].ids) EXPECT_LT(id, testing::kFakeVocab) << "request " << i;
+    EXPECT_GE(sampled[i].max_top_id, 0);
+    EXPECT_LT(sampled[i].max_top_id, testing::kFakeVocab) << "request " << i;
+  }
+  EXPECT_EQ(h.engine->model_info().n_vocab, testing::kFakeVocab + 8);
+}
+
+// A per-row failure on the engine thread (here the detokenizer throwing for one id) fails that
+// request with an error event; the engine thread lives on and serves the others.
+TEST(Engine, OneRequestsFailureDoesNotStopTheEngine) {
+  const std::vector<int32_t> expect = expected_greedy(prompt_of(11), 8);
+  const int32_t poison = expect[3];
+  Harness h = start({}, 256, -1, 0, poison);
+  // Other prompts whose first tokens avoid the poisoned id.
+  std::vector<int32_t> clean;
+  for (int32_t salt = 1; clean.empty(); ++salt) {
+    const auto e = expected_greedy(prompt_of(11, salt), 6);
+    if (std::find(e.begin(), e.end(), poison) == e.end()) clean = prompt_of(11, salt);
+  }
+  Collected bad, good, after;
+  h.engine->submit(greedy_request(prompt_of(11), 8, bad));
+  h.engine->submit(greedy_request(clean, 6, good));
+  bad.wait();
+  good.wait();
+  EXPECT_EQ(bad.finish, FinishReason::error);
+  EXPECT_EQ(bad.finals, 1);
+  EXPECT_NE(bad.error.find("outside the vocabulary"), std::string::npos) << bad.error;
+  EXPECT_EQ(bad.ids, std::vector<int32_t>(expect.begin(), expect.begin() + 3));
+  EXPECT_EQ(good.finish, FinishReason::length);
+  EXPECT_EQ(good.ids, expected_greedy(clean, 6));
+  h.engine->submit(greedy_request(clean, 6, after));
+  after.wait();
+  EXPECT_EQ(after.ids, good.ids);
+  wait_idle(*h.engine);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+}
+
+// 1/temperature overflows to infinity below ~3e-39; such a temperature is greedy.
+TEST(Engine, TinyTemperatureIsGreedy) {
+  Harness h = start();
+  Collected c;
+  Request r = greedy_request(prompt_of(13), 10, c);
+  r.sampling.temperature = 1e-40f;
+  r.sampling.seed = 3;
+  h.engine->submit(std::move(r));
+  c.wait();
+  EXPECT_EQ(c.ids, expected_greedy(prompt_of(13), 10));
+}
+
+// Two cancels of one request handled in the same engine iteration (the server cancels on a failed
+// write and again when its Generation goes away): one final event, cached tokens counted once.
+TEST(Engine, RepeatedCancelGivesOneFinalEvent) {
+  Harness h = start();
+  Collected warm;
+  h.engine->submit(greedy_request(prompt_of(40), 2, warm));
+  warm.wait();
+  ASSERT_EQ(h.engine->stats().cached_tokens_total, 0u);
+  h.model->delay_ms = 40;
+  Collected c;
+  const RequestId id = h.engine->submit(greedy_request(prompt_of(40), 200, c));
+  {
+    std::unique_lock lock(c.mu);  // the first token: the request is running
+    ASSERT_TRUE(c.cv.wait_for(lock, std::chrono::seconds(20), [&] { return c.events > 0; }));
+  }
+  // The engine thread is inside a 40 ms step: all three cancels land in one inbox swap.
+  h.engine->cancel(id);
+  h.engine->cancel(id);
+  h.engine->cancel(id);
+  c.wait();
+  h.model->delay_ms = 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // any late duplicate arrives
+  std::lock_guard lock(c.mu);
+  EXPECT_EQ(c.finish, FinishReason::cancelled);
+  EXPECT_EQ(c.finals, 1);
+  EXPECT_EQ(c.usage.cached_tokens, 32);
+  EXPECT_EQ(h.engine->stats().cached_tokens_total, 32u);
 }
 
 TEST(Engine, RefusesContextBeyondTheModel) {

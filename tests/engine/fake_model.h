@@ -25,6 +25,9 @@ inline constexpr const char* kFakeChars = "abcdefghijklmnopqrstuvwxyz .,!?ABCDEF
 
 class FakeTokenizer final : public Tokenizer {
  public:
+  // poison: an id whose bytes cannot be read (throws as a real tokenizer's bad id does), to check
+  // that one request's failure on the engine thread stays with that request.
+  explicit FakeTokenizer(int32_t poison = -1) : poison_(poison) {}
   void to_gguf(gguf::Metadata&) const override {}
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& o) const override {
     std::vector<int32_t> ids;
@@ -43,6 +46,10 @@ class FakeTokenizer final : public Tokenizer {
     return out;
   }
   std::string token_bytes(int32_t id) const override {
+    // Like BpeTokenizer::check_id: an id past the vocabulary (a padded logit row) throws.
+    if (id < 0 || id >= kFakeVocab || id == poison_)
+      fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {}", id,
+           kFakeVocab);
     if (id == kFakeEos) return "</s>";
     if (id == kFakeBos) return "<s>";
     return std::string(1, kFakeChars[id - 2]);
@@ -57,6 +64,9 @@ class FakeTokenizer final : public Tokenizer {
   std::vector<int32_t> eos_ids() const override { return {kFakeEos}; }
   bool is_special(int32_t id) const override { return id < 2; }
   std::string chat_template() const override { return {}; }
+
+ private:
+  int32_t poison_;
 };
 
 class FakeKvCache final : public KvCache {
@@ -92,9 +102,13 @@ inline int32_t fake_next_token(std::span<const int32_t> history, int32_t eos_aft
 
 class FakeModel final : public Model {
  public:
-  explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1) : eos_after_(eos_after) {
+  // padded_rows: logit rows past the tokenizer's vocabulary, as padded HF checkpoints have
+  // (Qwen2.5: 151,936 rows for ~151,665 tokens); they get the highest logit, so only masking keeps
+  // them out.
+  explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1, int32_t padded_rows = 0)
+      : eos_after_(eos_after), n_rows_(kFakeVocab + padded_rows) {
     info_.architecture = "fake";
-    info_.n_vocab = kFakeVocab;
+    info_.n_vocab = n_rows_;
     info_.n_ctx_train = n_ctx;
   }
   const ModelInfo& info() const override { return info_; }
@@ -121,9 +135,10 @@ class FakeModel final : public Model {
       std::vector<int32_t> history;
       for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq->block_table, p));
       const int32_t next = fake_next_token(history, eos_after_);
-      float* out = logits.data() + row * kFakeVocab;
+      float* out = logits.data() + row * n_rows_;
       for (int32_t v = 0; v < kFakeVocab; ++v)
         out[v] = 10.0f - 0.5f * static_cast<float>((v - next + kFakeVocab) % kFakeVocab);
+      for (int32_t v = kFakeVocab; v < n_rows_; ++v) out[v] = 20.0f;
     }
   }
 
@@ -134,6 +149,7 @@ class FakeModel final : public Model {
  private:
   ModelInfo info_;
   int32_t eos_after_;
+  int32_t n_rows_;
 };
 
 }  // namespace memra::testing
