@@ -300,12 +300,8 @@ HttpServer::HttpServer(HttpLimits limits, HttpHandler handler)
 }
 
 HttpServer::~HttpServer() {
-  stop_accepting();
   // Connection threads hold `this`: wait for them to leave before members go away.
-  std::unique_lock lock(mutex_);
-  for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
-  idle_cv_.wait(lock, [&] { return connections_.empty(); });
-  lock.unlock();
+  close_connections();
   if (wake_pipe_[0] >= 0) ::close(wake_pipe_[0]);
   if (wake_pipe_[1] >= 0) ::close(wake_pipe_[1]);
 }
@@ -377,6 +373,13 @@ bool HttpServer::wait_idle(int timeout_ms) {
   std::unique_lock lock(mutex_);
   return idle_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                            [&] { return in_flight_.load() == 0; });
+}
+
+void HttpServer::close_connections() {
+  stop_accepting();
+  std::unique_lock lock(mutex_);
+  for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
+  idle_cv_.wait(lock, [&] { return connections_.empty(); });
 }
 
 void HttpServer::connection_done(int fd) {

@@ -87,6 +87,9 @@ class HttpServer {
   void stop_accepting();
   // Waits until no request is being handled; false on timeout.
   bool wait_idle(int timeout_ms);
+  // Stops accepting, shuts every open connection down (a handler blocked in a write or a read
+  // returns at once) and waits until every connection thread has left: after it no handler runs.
+  void close_connections();
   int requests_in_flight() const { return in_flight_.load(); }
 
  private:

@@ -130,10 +130,13 @@ int run_server(const ServerConfig& config, const ModelLoader& loader) {
     if (Clock::now() >= deadline || wait_signal(set, 0)) {
       MEMRA_LOG_WARN("cancelling {} request(s) still running", http.requests_in_flight());
       app.abort_generations();
-      http.wait_idle(5000);
       break;
     }
   }
+  // Handlers hold references to their model and engine: the engines go only once every
+  // connection thread has left. Shutting the sockets down ends writes blocked on a client that
+  // reads nothing (otherwise they would hold the engine for up to the write timeout).
+  http.close_connections();
   app.release_models();
   MEMRA_LOG_INFO("stopped");
   return rc;

@@ -3,7 +3,9 @@ finish, exits 0; a second signal cuts the drain short. Plus a tool call the mode
 (tool_choice auto) and queue full (429), which need a model that calls tools unprompted / an engine
 slowed down on purpose, so they run on memra-fake-server (the same server over a scripted test
 engine). Forced tool calls on the real model: test_server_tools.py."""
+import json
 import signal
+import socket
 import threading
 import time
 
@@ -118,3 +120,40 @@ def test_queue_full_is_429_with_retry_after(fake):
     refused = next(r for r in results if r.status_code == 429)
     assert refused.headers["retry-after"] == "1"
     assert refused.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_expired_drain_keeps_engines_until_every_handler_is_done(build_dir):
+    """--shutdown-timeout expires while a handler is blocked writing to a client that reads
+    nothing (for up to --write-timeout). The engines must outlive that handler: before the fix they
+    were freed after 5 s while it still held them, and its cancel ran on a freed engine."""
+    s = Server(fake_server_binary(build_dir),
+               ["--shutdown-timeout", "0", "--write-timeout", "60", "--ctx-size", "70000"],
+               env={"MEMRA_FAKE_STEP_MS": "0"})
+    body = json.dumps({"prompt": "x", "max_tokens": 60000, "ignore_eos": True, "logprobs": 20,
+                       "stream": True}).encode()
+    c = socket.socket()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a client that reads nothing
+    c.connect(("127.0.0.1", s.port))
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    try:
+        # The engine generates all 60,000 tokens (~70 MB of chunks) while the handler writes
+        # until the socket is full; then it sits in a write.
+        deadline = time.time() + 60
+        while s.metrics().get('memra:generation_tokens_total{model_name="fake-model"}', 0) < 60000:
+            assert time.time() < deadline, s.log_text()
+            time.sleep(0.1)
+        time.sleep(3)
+        assert s.metrics()["memra:http_requests_in_flight"] == 2  # the stream and this request
+        start = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        rc = s.proc.wait(30)
+        elapsed = time.time() - start
+    finally:
+        c.close()
+    log = s.log_text()
+    assert rc == 0, log
+    assert "cancelling 1 request(s) still running" in log, log
+    request_line = log.index("POST /v1/completions 200")
+    assert request_line < log.index("fake engine: stopped"), log
+    assert elapsed < 15, (elapsed, log)  # the blocked write is cut short, not waited out

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server::testing {
@@ -106,6 +107,9 @@ class FakeEngine : public Engine {
     }
     cv_.notify_all();
     thread_.join();
+    // test_server_lifecycle.py checks this comes after every request line (no handler may still
+    // hold the engine when it goes).
+    MEMRA_LOG_INFO("fake engine: stopped");
   }
 
   RequestId submit(Request r) override {
