@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/missing_data.h"
 #include "greedy_collector.h"
 #include "memra/engine.h"
 
@@ -59,7 +60,7 @@ class EngineFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
   const std::string dir = fixture_dir(GetParam());
-  if (!std::filesystem::exists(dir + "/reference.json")) GTEST_SKIP() << dir << " not generated";
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   const Reference ref = load_reference(dir);
   const int32_t n = static_cast<int32_t>(ref.greedy.size());
   // The reference prompt plus three variants (cut, shifted) to batch it with.

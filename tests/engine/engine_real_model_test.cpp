@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "../common/missing_data.h"
 #include "formats/model_source.h"
 #include "greedy_collector.h"
 #include "memra/engine.h"
@@ -30,8 +31,8 @@ using test::Collected;
 class RealModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(model_source_default_path()))
-      GTEST_SKIP() << "default model not installed: " << model_source_default_path();
+    MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(model_source_default_path()))
+        << "the default model, " << model_source_default_path();
   }
 
   static std::unique_ptr<Engine> make(EngineOptions o) {

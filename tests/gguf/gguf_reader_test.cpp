@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "../common/missing_data.h"
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "test_data.h"
@@ -25,7 +26,7 @@ std::filesystem::path model_path() {
 
 TEST(GgufReal, GemmaModel) {
   const auto path = model_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " missing (scripts/setup.sh)";
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(path)) << path << " (scripts/setup.sh)";
   const File f = File::open(path.string());
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.tensors().size(), 236u);
@@ -56,7 +57,8 @@ TEST(GgufReal, GemmaModel) {
 }
 
 TEST(GgufReal, EveryVocabFileParses) {
-  const auto dir = test::test_data_dir() / "vocab";
+  MEMRA_REQUIRE_PINNED_TEST_DATA(data);
+  const auto dir = data / "vocab";
   int n = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".gguf") continue;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/missing_data.h"
 #include "core/error.h"
 #include "test_data.h"
 #include "tokenizer/chat_template.h"
@@ -208,7 +209,10 @@ TEST(JinjaRobustness, MutatedTemplatesAndTokenSoupNeverCrash) {
   limits.max_steps = 200'000;
   limits.max_output_bytes = 1 << 20;
   limits.max_depth = 16;
+  MEMRA_REQUIRE_PINNED_TEST_DATA(data);
   std::vector<std::string> seeds = seed_templates();
+  // Only the 2 inline seeds would make this test exercise almost nothing: require the corpus.
+  EXPECT_GE(seeds.size(), 2u + 70) << "the 70 chat templates of the test data";
   int rendered = 0, total = 0;
   for (int round = 0; round < 8; ++round) {
     for (const std::string& seed : seeds) {

@@ -7,7 +7,9 @@ import subprocess
 
 import pytest
 
-transformers_utils = pytest.importorskip("transformers.utils.chat_template_utils")
+import required
+
+transformers_utils = required.import_module("transformers.utils.chat_template_utils")
 
 CTX = {
     "messages": [

@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "../common/missing_data.h"
 #include "core/error.h"
 #include "formats/convert.h"
 #include "formats/gguf.h"
@@ -28,7 +29,7 @@ std::filesystem::path default_model() {
 
 TEST(ConvertPolicy, ReproducesLlamaQuantizeQ4KM) {
   const auto path = default_model();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " missing (scripts/setup.sh)";
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(path)) << path << " (scripts/setup.sh)";
   const gguf::File file = gguf::File::open(path.string());
   std::vector<TensorView> views;
   for (const gguf::TensorInfo& info : file.tensors()) {

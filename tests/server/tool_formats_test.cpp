@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "../common/missing_data.h"
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
@@ -115,6 +116,7 @@ std::map<std::string, std::string> templates() {
 }
 
 TEST(ToolFormats, EveryTemplateOfTheTestDataIsClassified) {
+  MEMRA_REQUIRE_PINNED_TEST_DATA(data);
   const auto all = templates();
   ASSERT_EQ(all.size(), kExpected.size());
   for (const auto& [name, source] : all) {
@@ -129,6 +131,7 @@ TEST(ToolFormats, EveryTemplateOfTheTestDataIsClassified) {
 // Each parsed format's templates render an assistant turn with a call; the parser must read the
 // call back from the rendered text after the user's message.
 TEST(ToolFormats, ParserReadsBackTheCallsTemplatesRender) {
+  MEMRA_REQUIRE_PINNED_TEST_DATA(data);
   const ojson tools = ojson::parse(
       R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
       "parameters": {"type": "object", "properties": {"city": {"type": "string"},

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/missing_data.h"
 #include "formats/model_source.h"
 #include "structured/token_constraint.h"
 #include "structured_test_util.h"
@@ -17,7 +18,7 @@ using nlohmann::json;
 
 TEST(StructuredRealVocab, MaskEqualsBruteForceOnGemma3) {
   const std::string path = model_source_default_path();
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no packaged model at " << path;
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(path)) << "the packaged model, " << path;
   const auto tok = Tokenizer::from_source(path);
   const auto n = static_cast<size_t>(tok->n_vocab());
   std::vector<std::string> bytes(n);
