@@ -1,8 +1,10 @@
 """Chat template gate: memra's Jinja renderer vs transformers' apply_chat_template render path
 (render_jinja_template: the same compiled ImmutableSandboxedEnvironment with trim_blocks,
 lstrip_blocks, loopcontrols, tojson, raise_exception, strftime_now) on every template in the
-pinned test data's chat-templates/ (scripts/fetch_test_data.py), over the conversations in chat_template_cases.py. Byte-identical
-text is required; where the oracle raises, memra must raise too. One memra process renders all."""
+pinned test data's chat-templates/ (scripts/fetch_test_data.py), over the conversations in
+chat_template_cases.py. Byte-identical text is required; where the oracle raises, memra must
+raise too, with the same raise_exception message or the same kind of error (template_errors.py).
+One memra process renders all."""
 import json
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 from chat_template_cases import TOOLS, cases  # noqa: E402
 import required  # noqa: E402
+from template_errors import error_mismatch  # noqa: E402
 
 transformers_utils = required.import_module("transformers.utils.chat_template_utils")
 
@@ -86,6 +89,8 @@ def test_chat_templates_match_transformers(template_results):
             oracle_errors.setdefault(name, []).append(f"{case_id} ({want[1][:80]})")
             if "error" not in result:
                 mismatches.append(f"{name} {case_id}: oracle raised {want[1][:120]!r}, memra rendered")
+            elif why := error_mismatch(want[1], result["error"]):
+                mismatches.append(f"{name} {case_id}: {why}")
             continue
         if "error" in result:
             mismatches.append(f"{name} {case_id}: memra raised {result['error'][:200]!r}")

@@ -1,13 +1,15 @@
 """Jinja feature parity: small templates exercising one construct each (whitespace control,
 filters, tests, methods, slicing, loops, macros, namespaces, Undefined, Markup, tojson options,
 Python printing of values, errors) rendered by memra and by transformers' jinja2 environment.
-Output must be byte-identical; where jinja2 raises, memra must raise too."""
+Output must be byte-identical; where jinja2 raises, memra must raise too, with the same
+raise_exception message, jinja2's message, or the same kind of error (template_errors.py)."""
 import json
 import subprocess
 
 import pytest
 
 import required
+from template_errors import error_mismatch
 
 transformers_utils = required.import_module("transformers.utils.chat_template_utils")
 
@@ -231,6 +233,8 @@ def test_snippets_match_jinja2(memra_bin, tmp_path):
         if kind == "error":
             if "error" not in result:
                 failures.append(f"{src!r}: jinja2 raised {want!r}, memra gave {result['text']!r}")
+            elif why := error_mismatch(want, result["error"]):
+                failures.append(f"{src!r}: {why}")
         elif "error" in result:
             failures.append(f"{src!r}: memra raised {result['error']!r}, jinja2 gave {want!r}")
         elif result["text"] != want:

@@ -3,6 +3,7 @@ chat and completions (streaming and not), usage, stop strings, n, seeds, logprob
 status, 64 concurrent streams, a mid-stream disconnect that frees its sequence."""
 import concurrent.futures
 import json
+import math
 import time
 
 import httpx
@@ -51,8 +52,9 @@ def test_chat_renders_and_counts(client):
                   {"role": "user", "content": [{"type": "text", "text": "Capital of France?"}]}])
     assert r.object == "chat.completion" and r.choices[0].message.role == "assistant"
     assert r.choices[0].message.content
-    assert r.choices[0].finish_reason in ("stop", "length")
     assert 0 < r.usage.completion_tokens <= 12
+    # greedy, so one reason is right: all 12 tokens is the limit, fewer is EOS
+    assert r.choices[0].finish_reason == ("length" if r.usage.completion_tokens == 12 else "stop")
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
 
 
@@ -87,18 +89,24 @@ def test_stop_string_is_not_emitted(client):
     r = client.completions.create(model=model_id(client), prompt=PROMPT, max_tokens=10,
                                   temperature=0, stop=[stop, "\u00a7never"])
     assert r.choices[0].finish_reason == "stop"
-    assert stop not in r.choices[0].text
-    assert base.startswith(r.choices[0].text)
+    # exactly the greedy text up to the first place the stop string appears (across tokens)
+    assert r.choices[0].text == base[:base.index(stop)]
+    assert base.index(stop) > 0
 
 
 def test_n2_and_seed_reproducibility(client):
-    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=4, temperature=1.0,
-              seed=1234, n=2)
-    a = client.completions.create(**kw)
-    b = client.completions.create(**kw)
+    kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=8, temperature=1.0,
+              extra_body={"ignore_eos": True})
+    a = client.completions.create(**kw, seed=1234, n=2)
+    b = client.completions.create(**kw, seed=1234, n=2)
     assert [c.index for c in a.choices] == [0, 1]
     assert [c.text for c in a.choices] == [c.text for c in b.choices]
-    assert 2 <= a.usage.completion_tokens <= 8
+    assert a.usage.completion_tokens == 16
+    # choice i samples with seed + i: the two choices differ, and choice 1 is a request of its own
+    # with seed 1235
+    assert a.choices[0].text != a.choices[1].text
+    one = client.completions.create(**kw, seed=1235)
+    assert one.choices[0].text == a.choices[1].text
 
 
 def test_logprobs(client):
@@ -110,11 +118,25 @@ def test_logprobs(client):
     for it in items:
         assert it.logprob <= 0 and len(it.top_logprobs) == 2
         assert it.top_logprobs[0].logprob >= it.top_logprobs[1].logprob
-        # greedy: the chosen token is the most likely one
+        # greedy: the chosen token is the most likely one, the same token with the same logprob
+        assert it.top_logprobs[0].token == it.token
         assert abs(it.top_logprobs[0].logprob - it.logprob) < 1e-4
+        assert it.top_logprobs[1].token != it.token
+        # the bytes are the token's text, and the alternatives are disjoint events
+        assert bytes(it.bytes).decode("utf-8") == it.token
+        assert all(bytes(t.bytes).decode("utf-8") == t.token for t in it.top_logprobs)
+        assert sum(math.exp(t.logprob) for t in it.top_logprobs) <= 1 + 1e-6
+    if r.choices[0].finish_reason == "length":  # EOS ends without text
+        assert "".join(it.token for it in items) == r.choices[0].message.content
     c = client.completions.create(model=model_id(client), prompt=PROMPT, max_tokens=3,
                                   temperature=0, logprobs=2)
-    assert len(c.choices[0].logprobs.tokens) == 3 and len(c.choices[0].logprobs.top_logprobs[0]) == 2
+    lp = c.choices[0].logprobs
+    assert len(lp.tokens) == 3 and "".join(lp.tokens) == c.choices[0].text
+    assert lp.text_offset == [0, len(lp.tokens[0]), len(lp.tokens[0]) + len(lp.tokens[1])]
+    for token, logprob, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert len(top) == 2 and top[token] == pytest.approx(logprob, abs=1e-4)
+        assert max(top.values()) == top[token]  # greedy
+        assert sum(math.exp(v) for v in top.values()) <= 1 + 1e-6
 
 
 def test_error_statuses(server, client):
