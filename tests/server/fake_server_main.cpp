@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "fake_engine.h"
 #include "server/serve.h"
 
@@ -13,6 +14,11 @@ int main(int argc, char** argv) {
   try {
     ServerConfig config =
         parse_server_config({argv + 1, argv + argc}, [](const char* n) { return std::getenv(n); });
+    // --log-level as memra-server applies it (the logging test runs this server at debug).
+    const std::string& l = config.log_level;
+    if (l == "debug") memra::log_set_threshold(memra::LogLevel::debug);
+    if (l == "warn") memra::log_set_threshold(memra::LogLevel::warn);
+    if (l == "error") memra::log_set_threshold(memra::LogLevel::error);
     testing::FakeEngineOptions options;
     if (const char* ms = std::getenv("MEMRA_FAKE_STEP_MS")) options.step_ms = std::atoi(ms);
     if (config.engine.context_length > 0) options.context_length = config.engine.context_length;
