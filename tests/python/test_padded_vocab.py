@@ -6,47 +6,16 @@ Before the fix `/v1/completions` with temperature 1e-40 aborted memra-server (rc
 import json
 import pathlib
 import shutil
-import struct
 import subprocess
 
 import httpx
 import pytest
 
+from hf_folder import pad_safetensors
 from server_harness import Server, real_server_binary
 
 FIXTURE = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "models" / "qwen2"
 EXTRA_ROWS = 8
-
-
-def pad_safetensors(src: pathlib.Path, dst: pathlib.Path, name: str, extra_rows: int) -> int:
-    """Copies a safetensors file, appending `extra_rows` zero rows to tensor `name` (raw bytes, so
-    any dtype works). Returns the new row count."""
-    raw = src.read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    meta = {k: v for k, v in header.items() if k == "__metadata__"}
-    tensors = sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
-                     key=lambda kv: kv[1]["data_offsets"][0])
-    out, new_header = b"", dict(meta)
-    rows = 0
-    for key, info in tensors:
-        begin, end = info["data_offsets"]
-        blob = data[begin:end]
-        shape = list(info["shape"])
-        if key == name:
-            row_bytes = len(blob) // shape[0]
-            blob += b"\0" * (row_bytes * extra_rows)
-            shape[0] += extra_rows
-            rows = shape[0]
-        new_header[key] = {"dtype": info["dtype"], "shape": shape,
-                           "data_offsets": [len(out), len(out) + len(blob)]}
-        out += blob
-    head = json.dumps(new_header).encode()
-    head += b" " * (-len(head) % 8)
-    dst.write_bytes(struct.pack("<Q", len(head)) + head + out)
-    assert rows, f"{name} not in {src}"
-    return rows
 
 
 @pytest.fixture(scope="module")

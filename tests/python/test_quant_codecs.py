@@ -196,3 +196,35 @@ def test_kquant_matches_llamacpp_reference_golden(quant_cli, tmp_path, type_name
     size = GGML_QUANT_SIZES[T[type_name]][1]
     differ = np.flatnonzero((ours.reshape(-1, size) != golden[type_name].reshape(-1, size)).any(axis=1))
     assert differ.size == 0, f"{type_name}: blocks {differ.tolist()} differ from llama.cpp's reference"
+
+
+@pytest.mark.parametrize("type_name", K_QUANT_TYPES)
+def test_kquant_golden_provenance(type_name):
+    """What can be checked about the goldens without the harness that made them (not committed,
+    not recoverable; docs/TESTING.md): 24 blocks, and they encode `input` (the package's
+    dequantizer brings them back within the codec's error). If the `gguf` package ever gains a
+    K-quant encoder, the goldens must equal its output instead (then regenerate from it)."""
+    golden = np.load(pathlib.Path(__file__).parents[1] / "quant" / "data" / "kquant_llamacpp_golden.npz")
+    x = golden["input"].astype(np.float32)
+    block_bytes = GGML_QUANT_SIZES[T[type_name]][1]
+    assert x.shape == (24 * 256,) and golden[type_name].shape == (24 * block_bytes,)
+    qtype = T[type_name]
+    try:
+        theirs = quants.quantize(x.reshape(24, 256), qtype).reshape(-1)
+    except NotImplementedError:  # gguf 0.19: dequantize_blocks only for Q4_K, Q5_K, Q6_K
+        theirs = None
+    if theirs is not None:
+        assert np.array_equal(theirs, golden[type_name])
+    back = quants.dequantize(golden[type_name].reshape(24, block_bytes), qtype).reshape(-1)
+    blocks_x = x.reshape(24, 256).astype(np.float64)
+    blocks_back = back.reshape(24, 256).astype(np.float64)
+    # Judged: blocks inside the f16 scales' range. The e^20 "wide" blocks overflow it (inf/NaN),
+    # the "tiny" ones (~1e-7) underflow it (all zeros), in any K-quant codec.
+    peak = np.abs(blocks_x).max(axis=1)
+    judged = np.isfinite(blocks_back).all(axis=1) & (peak < 6e4) & ((peak > 1e-3) | (peak == 0))
+    assert judged.sum() >= 18, judged
+    rms = np.sqrt(((blocks_x - blocks_back) ** 2).mean(axis=1))
+    scale = np.sqrt((blocks_x ** 2).mean(axis=1))
+    bound = {"Q4_K": 0.12, "Q5_K": 0.06, "Q6_K": 0.03}[type_name]
+    ok = (rms <= bound * scale) | (scale == 0) & (rms == 0)
+    assert ok[judged].all(), (rms / np.maximum(scale, 1e-300))[judged].max()
