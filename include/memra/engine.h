@@ -21,7 +21,7 @@ class Grammar;  // src/structured/grammar.h
 }
 
 struct SamplingParams {
-  float temperature = 1.0f;         // 0 = greedy
+  float temperature = 1.0f;         // below 1e-5 (0 included) = greedy
   int32_t top_k = 0;                // 0 = off
   float top_p = 1.0f;               // 1 = off
   float min_p = 0.0f;               // 0 = off
@@ -137,7 +137,8 @@ class Engine {
   // Error(resource_exhausted) when the queue is full.
   virtual RequestId submit(Request request) = 0;
   // Cancels a queued or running request; its sink gets a final `cancelled` event within one step
-  // and its KV blocks are freed. Unknown or finished ids are ignored.
+  // and its KV blocks are freed. Unknown or finished ids are ignored: a request gets exactly one
+  // final event, however often it is cancelled.
   virtual void cancel(RequestId id) = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
