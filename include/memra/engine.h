@@ -114,6 +114,9 @@ struct EngineStats {
   uint64_t cached_tokens_total = 0;
   uint64_t steps_total = 0;
   uint64_t preemptions_total = 0;  // sequences preempted (KV freed, prefilled again later)
+  // Non-empty once the engine has stopped serving because its device is unusable (a sticky
+  // CUDA error): the reason. Every request then fails; a server reports itself not ready.
+  std::string fatal_error;
 };
 
 struct EngineModelInfo {

@@ -114,6 +114,7 @@ class EngineImpl final : public Engine {
   std::deque<std::unique_ptr<Active>> inbox_;
   std::vector<RequestId> cancels_;
   bool stopping_ = false;
+  std::string fatal_;  // why the engine stopped serving (stats_.fatal_error too), under mu_
   RequestId next_id_ = 1;
   uint64_t seed_base_ = 0;
   EngineStats stats_;
@@ -254,6 +255,7 @@ RequestId EngineImpl::submit(Request request) {
     constraint = std::make_unique<structured::TokenConstraint>(request.grammar, vocabulary());
   std::unique_lock lock(mu_);
   if (stopping_) fail(ErrorCode::resource_exhausted, "engine is shutting down");
+  if (!fatal_.empty()) fail(ErrorCode::internal, "the engine stopped serving: {}", fatal_);
   if (static_cast<int32_t>(inbox_.size()) + stats_.queued >= options_.max_queued)
     fail(ErrorCode::resource_exhausted, "request queue is full ({} waiting)", options_.max_queued);
   const RequestId id = next_id_++;
@@ -408,6 +410,19 @@ void EngineImpl::step() {
     for (SeqState* seq : plan.seqs) {
       Active& a = static_cast<Active&>(*seq);
       finish_with_error(a, e.what());
+    }
+    // A sticky device error leaves the context unusable: stop serving rather than return wrong
+    // tokens from later steps.
+    const std::string why = parts_.ops ? parts_.ops->fatal_error() : std::string();
+    if (!why.empty()) {
+      MEMRA_LOG_ERROR("engine stopped: the device is unusable ({}); restart the process", why);
+      {
+        std::lock_guard lock(mu_);
+        fatal_ = why;
+        stats_.fatal_error = why;
+      }
+      erase_finished();
+      fail_all_in_flight("the engine stopped serving: the device is unusable (" + why + ")");
     }
     return;
   }

@@ -68,12 +68,21 @@ void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_nam
   // Probes: no auth (load balancers and orchestrators call them without keys).
   if (path == "/health" || path == "/livez" || path == "/readyz") {
     route_name = path;
-    bool up = path == "/livez" || (ready() && !(path == "/readyz" && draining()));
+    // A model whose engine stopped (its GPU is unusable) makes the server unready, not dead:
+    // an orchestrator takes it out of rotation and restarts it.
+    std::string fatal;
+    if (ready())
+      for (const ServedModel& m : models())
+        if (fatal.empty()) fatal = m.engine->stats().fatal_error;
+    bool up = path == "/livez" || (ready() && fatal.empty() && !(path == "/readyz" && draining()));
     const char* status = path == "/livez" ? "ok"
                          : !ready()       ? "loading"
+                         : !fatal.empty() ? "failed"
                          : draining()     ? "draining"
                                           : "ok";
-    send_json(ex, up ? 200 : 503, {{"status", status}});
+    nlohmann::json body = {{"status", status}};
+    if (path != "/livez" && !fatal.empty()) body["error"] = fatal;
+    send_json(ex, up ? 200 : 503, body);
     return;
   }
   const Route* found = nullptr;

@@ -457,6 +457,95 @@ TEST(Engine, OneRequestsFailureDoesNotStopTheEngine) {
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
+// A backend whose device became unusable (what the CUDA backend reports after a sticky error):
+// only fatal_error() matters to the engine; the ops are never called with a fake model.
+class UnusableDeviceOps final : public Ops {
+ public:
+  std::string fatal_error() const override { return reason; }
+  std::string name() const override { return "fake device"; }
+  bool host_memory() const override { return true; }
+  DType kv_dtype_default() const override { return DType::f32; }
+  void kv_dtype_check(DType) const override {}
+  Buffer alloc(size_t) override { return unused<Buffer>(); }
+  void upload(void*, const void*, size_t) override { unused<void>(); }
+  void download(void*, const void*, size_t) override { unused<void>(); }
+  void copy(void*, const void*, size_t) override { unused<void>(); }
+  TensorView weight_upload(const TensorView&) override { return unused<TensorView>(); }
+  void step_begin(const StepLayout&) override { unused<void>(); }
+  void matmul(const TensorView&, const float*, int64_t, float*) override { unused<void>(); }
+  void embed(const TensorView&, float, float*) override { unused<void>(); }
+  void rms_norm(const float*, const float*, int64_t, int64_t, float, float*) override {
+    unused<void>();
+  }
+  void rope(float*, int, int, const RopeParams&) override { unused<void>(); }
+  void kv_store(const KvLayerView&, const float*, const float*) override { unused<void>(); }
+  void attention(const KvLayerView&, const float*, const AttentionParams&, float*) override {
+    unused<void>();
+  }
+  void gather_logit_rows(const float*, int64_t, float*) override { unused<void>(); }
+  void add(float*, const float*, int64_t) override { unused<void>(); }
+  void add_row(float*, const float*, int64_t, int64_t) override { unused<void>(); }
+  void scale(float*, float, int64_t) override { unused<void>(); }
+  void softcap(float*, float, int64_t) override { unused<void>(); }
+  void silu_mul(const float*, const float*, int64_t, float*) override { unused<void>(); }
+  void gelu_tanh_mul(const float*, const float*, int64_t, float*) override { unused<void>(); }
+
+  std::string reason;
+
+ private:
+  template <typename T>
+  static T unused() {
+    fail(ErrorCode::internal, "UnusableDeviceOps: ops are not called with the fake model");
+  }
+};
+
+// A step failing on a device with a sticky error fails every request in flight with the reason,
+// later submissions are refused, and stats carry the reason (the server's /readyz turns 503).
+// A step failing on a healthy device fails only that step's requests (the engine serves on).
+TEST(Engine, UnusableDeviceStopsTheEngine) {
+  EngineParts parts;
+  auto model = std::make_unique<FakeModel>();
+  FakeModel* fake = model.get();
+  auto ops = std::make_shared<UnusableDeviceOps>();
+  parts.ops = ops;
+  parts.model = std::move(model);
+  parts.tokenizer = std::make_unique<FakeTokenizer>();
+  parts.eos_ids = {testing::kFakeEos};
+  auto engine = engine_start(std::move(parts), {});
+
+  fake->fail_forward = true;  // a transient failure first: the device is still usable
+  Collected transient, healthy;
+  engine->submit(greedy_request(prompt_of(9), 4, transient));
+  transient.wait();
+  EXPECT_EQ(transient.finish, FinishReason::error);
+  fake->fail_forward = false;
+  engine->submit(greedy_request(prompt_of(9), 4, healthy));
+  healthy.wait();
+  EXPECT_EQ(healthy.finish, FinishReason::length);
+  EXPECT_TRUE(engine->stats().fatal_error.empty());
+
+  ops->reason = "matmul: unspecified launch failure (cudaErrorLaunchFailure)";
+  fake->fail_forward = true;
+  fake->delay_ms = 20;  // both requests are in flight when the step fails
+  Collected a, b;
+  engine->submit(greedy_request(prompt_of(9), 4, a));
+  engine->submit(greedy_request(prompt_of(10, 3), 4, b));
+  a.wait();
+  b.wait();
+  for (const Collected* c : {&a, &b}) {
+    EXPECT_EQ(c->finish, FinishReason::error);
+    EXPECT_EQ(c->finals, 1);
+  }
+  EXPECT_EQ(engine->stats().fatal_error, ops->reason);
+  Collected refused;
+  try {
+    engine->submit(greedy_request(prompt_of(9), 4, refused));
+    ADD_FAILURE() << "a stopped engine accepted a request";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaErrorLaunchFailure"), std::string::npos) << e.what();
+  }
+}
+
 // 1/temperature overflows to infinity below ~3e-39; such a temperature is greedy.
 TEST(Engine, TinyTemperatureIsGreedy) {
   Harness h = start();

@@ -120,6 +120,7 @@ class FakeModel final : public Model {
   // slots (through the block table) and puts a peak of 10 on the next token, sloping off.
   void forward(const Batch& batch, KvCache& kv_base, std::span<float> logits) override {
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    if (fail_forward) fail(ErrorCode::internal, "injected device fault");
     auto& kv = static_cast<FakeKvCache&>(kv_base);
     ++forwards;
     max_batch_tokens_seen = std::max(max_batch_tokens_seen.load(), batch.n_tokens());
@@ -143,6 +144,7 @@ class FakeModel final : public Model {
   }
 
   std::atomic<int> delay_ms{0};
+  std::atomic<bool> fail_forward{false};  // every forward throws (a device fault)
   std::atomic<int> forwards{0};
   std::atomic<int32_t> max_batch_tokens_seen{0};
 
