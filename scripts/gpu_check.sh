@@ -93,6 +93,8 @@ if [ "$MODE" != bench8b ]; then
   done
   step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE[@]}"
+  step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
+    --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
 fi
 if [ "$MODE" != quick ]; then
