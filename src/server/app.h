@@ -19,6 +19,9 @@
 
 namespace memra::server {
 
+// The error body shape of a route's API.
+enum class ErrorFormat { openai, anthropic };
+
 struct ServedModel {
   std::string id;  // the name clients send as "model"
   std::unique_ptr<Engine> engine;
@@ -61,7 +64,9 @@ class App {
   void release_models();
 
  private:
-  void route(const HttpRequest& req, HttpExchange& ex, std::string& route_name);
+  // Sets `route_name` (the metrics label) and `format` as soon as the route is known.
+  void route(const HttpRequest& req, HttpExchange& ex, std::string& route_name,
+             ErrorFormat& format);
   void require_auth(const HttpRequest& req) const;
 
   AppConfig config_;
@@ -85,6 +90,6 @@ void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  /
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});
-void send_error(HttpExchange& ex, const ApiError& e, bool anthropic = false);
+void send_error(HttpExchange& ex, const ApiError& e, ErrorFormat format = ErrorFormat::openai);
 
 }  // namespace memra::server

@@ -1,8 +1,7 @@
 // POST /v1/completions: raw text or token-id prompts (one or many), generate.
-#include <chrono>
-
 #include "server/generate.h"
 #include "server/structured_output.h"
+#include "server/writers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server {
@@ -14,9 +13,7 @@ void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   const Tokenizer& tok = model.engine->tokenizer();
   GenerationJob job;
   job.id = make_completion_id("cmpl-");
-  job.created = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  job.created = unix_time_now();
   for (const PromptInput& p : completion.prompts) {
     // User text never becomes control tokens here: parse_special stays off.
     job.prompts.push_back(
@@ -26,7 +23,7 @@ void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   job.gen = completion.gen;
   job.grammar = response_format_grammar(job.gen);
   fit_to_context(model, job);
-  run_generation(app, model, job, ex);
+  run_generation(app, model, job, ex, *make_completion_writer(app, model, job, ex));
 }
 
 }  // namespace memra::server
