@@ -15,6 +15,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/response_store.h"
 #include "server/tool_calls.h"
 
 namespace memra::server {
@@ -38,11 +39,12 @@ struct AppConfig {
   ApiKeys keys;
   std::string fingerprint = "memra";
   int retry_after_s = 1;
+  ResponseStoreLimits response_store;
 };
 
 class App {
  public:
-  explicit App(AppConfig config) : config_(std::move(config)) {}
+  explicit App(AppConfig config) : config_(std::move(config)), responses_(config_.response_store) {}
 
   // Attaches the loaded models and becomes ready. Call once.
   void set_models(std::vector<ServedModel> models);
@@ -60,6 +62,7 @@ class App {
   const std::vector<ServedModel>& models() const { return models_; }
   const AppConfig& config() const { return config_; }
   Metrics& metrics() { return metrics_; }
+  ResponseStore& responses() { return responses_; }
   // Drops the engines (stops their threads) once no request can reach them.
   void release_models();
 
@@ -76,6 +79,7 @@ class App {
   std::atomic<bool> abort_{false};
   std::atomic<int> in_flight_{0};
   Metrics metrics_;
+  ResponseStore responses_;
 };
 
 // One handler per endpoint (handlers_*.cpp).
@@ -87,6 +91,9 @@ void handle_detokenize(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_metrics(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_messages(App& app, const HttpRequest& req, HttpExchange& ex);      // Anthropic
 void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  // Anthropic
+void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex);     // OpenAI Responses
+void handle_response_get(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_response_delete(App& app, const HttpRequest& req, HttpExchange& ex);
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});

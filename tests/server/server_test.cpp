@@ -112,6 +112,12 @@ TEST(Config, FlagsWinOverEnvironment) {
   EXPECT_EQ(c.http.max_body_bytes, 2048u);
   ASSERT_EQ(c.models.size(), 2u);
   EXPECT_EQ(c.models[1].source, "hf:org/m:Q4_K_M");
+  ServerConfig store = parse_server_config(
+      {"--responses-store-max", "5", "--responses-store-ttl=60", "--responses-store-bytes", "4096"},
+      env);
+  EXPECT_EQ(store.response_store.max_responses, 5u);
+  EXPECT_EQ(store.response_store.max_age_s, 60);
+  EXPECT_EQ(store.response_store.max_bytes, 4096u);
   EXPECT_THROW(parse_server_config({"--port", "x"}, env), Error);
   EXPECT_THROW(parse_server_config({"--bogus"}, env), Error);
 }
