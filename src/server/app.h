@@ -15,6 +15,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
 #include "server/response_store.h"
 #include "server/tool_calls.h"
 
@@ -32,6 +33,8 @@ struct ServedModel {
   // How the template's model writes tool calls: decides how tool_choice "required" / a named
   // function is forced (none: refused).
   ToolCallFormat tool_format = ToolCallFormat::none;
+  // How the template's model marks its thinking (none: no thinking output, thinking refused).
+  ReasoningFormat reasoning;
 };
 
 struct AppConfig {

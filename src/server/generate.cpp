@@ -2,6 +2,7 @@
 // collected answer handed to the protocol's ResponseWriter, abandon when the client leaves.
 #include "server/generate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -24,7 +25,10 @@ class Loop {
     std::vector<Request> requests = engine_requests(job_);
     states_.resize(requests.size());
     const Clock::time_point start = Clock::now();
-    for (ChoiceState& c : states_) c.timer.emplace(app_.metrics(), start);
+    for (ChoiceState& c : states_) {
+      c.timer.emplace(app_.metrics(), start);
+      c.splitter = ReasoningSplitter(job_.reasoning, job_.prompt_in_reasoning);
+    }
     Generation gen(*model_.engine);
     gen.submit(std::move(requests));  // Error(invalid_argument / resource_exhausted) -> 400 / 429
     if (job_.gen.stream)
@@ -36,14 +40,28 @@ class Loop {
  private:
   bool gone() { return app_.aborting() || ex_.client_gone(); }
 
-  // Applies one event to its choice; returns what it adds to the visible output.
+  // Applies one event to its choice; returns what it adds to the visible output. The text goes
+  // through the thinking-span splitter first, then (the answer only) the tool-call parser.
   ChoiceDelta apply(const ChoiceEvent& e) {
     ChoiceState& c = states_[e.choice];
     const StreamEvent& ev = e.event;
     c.timer->on_tokens(ev.tokens.size());
     c.usage = ev.usage;
+    c.usage.prompt_tokens = static_cast<int32_t>(prompt_of(e.choice).size());
+    c.usage.completion_tokens += c.restarted_tokens;
+    c.usage.cached_tokens = std::min(c.usage.cached_tokens, c.usage.prompt_tokens);
     if (job_.gen.logprobs) c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
-    ChoiceDelta delta{job_.tools_active ? c.tool_streamer.push(ev.text) : ev.text, &ev.tokens};
+    for (const GeneratedToken& t : ev.tokens) c.ids.push_back(t.id);
+    if (c.splitter.in_reasoning()) c.reasoning_tokens += static_cast<int32_t>(ev.tokens.size());
+    ReasoningSplit split = c.splitter.push(ev.text);
+    if (ev.finish != FinishReason::none) {
+      ReasoningSplit rest = c.splitter.finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    ChoiceDelta delta{std::move(split.reasoning),
+                      job_.tools_active ? c.tool_streamer.push(split.content) : split.content,
+                      &ev.tokens};
     if (ev.finish != FinishReason::none) {
       c.finish = ev.finish;
       c.error = ev.error;
@@ -56,7 +74,36 @@ class Loop {
       c.timer->on_finish(openai_finish_reason(c.finish, !c.calls.empty()));
     }
     c.text += delta.content;
+    c.reasoning += delta.reasoning;
     return delta;
+  }
+
+  const std::vector<int32_t>& prompt_of(int choice) const {
+    return job_.prompts[static_cast<size_t>(choice) / static_cast<size_t>(job_.gen.n)];
+  }
+
+  // The thinking budget: once a choice has thought `max_thinking_tokens` tokens inside its span,
+  // its engine request is replaced by a continuation whose prompt ends with what it generated
+  // plus the close tag, so the answer follows. Text the old request still held back (a partial
+  // stop string) is dropped with it. Returns the reasoning text released by closing the span.
+  std::string enforce_thinking_budget(Generation& gen, int choice) {
+    ChoiceState& c = states_[choice];
+    if (job_.max_thinking_tokens < 0 || c.finish != FinishReason::none ||
+        !c.splitter.in_reasoning() || c.reasoning_tokens < job_.max_thinking_tokens)
+      return "";
+    const std::vector<int32_t> close = model_.engine->tokenizer().encode(
+        job_.reasoning.close + "\n\n", {.add_special = false, .parse_special = true});
+    Request r = engine_requests(job_)[static_cast<size_t>(choice)];
+    const int64_t produced = static_cast<int64_t>(c.ids.size() + close.size());
+    if (produced >= r.stop.max_tokens) return "";  // no room left: max_tokens ends it as usual
+    r.stop.max_tokens -= static_cast<int32_t>(produced);
+    r.prompt.insert(r.prompt.end(), c.ids.begin(), c.ids.end());
+    r.prompt.insert(r.prompt.end(), close.begin(), close.end());
+    gen.restart(choice, std::move(r));
+    c.restarted_tokens = static_cast<int32_t>(produced);
+    std::string tail = c.splitter.force_close().reasoning;
+    c.reasoning += tail;
+    return tail;
   }
 
   void count_abandoned() {
@@ -78,6 +125,7 @@ class Loop {
     while (auto e = gen.next([&] { return gone(); })) {
       if (!valid(*e)) continue;
       ChoiceDelta delta = apply(*e);
+      delta.reasoning += enforce_thinking_budget(gen, e->choice);
       const ChoiceState& c = states_[e->choice];
       if (c.finish == FinishReason::error) {
         writer_.stream_error(c);
@@ -94,8 +142,11 @@ class Loop {
   }
 
   void collect(Generation& gen) {
-    while (auto e = gen.next([&] { return gone(); }))
-      if (valid(*e)) apply(*e);
+    while (auto e = gen.next([&] { return gone(); })) {
+      if (!valid(*e)) continue;
+      apply(*e);
+      enforce_thinking_budget(gen, e->choice);
+    }
     if (gen.cancelled()) {
       count_abandoned();
       // The client left (or a forced shutdown): nobody reads this, it only marks the request.
@@ -175,7 +226,8 @@ int64_t unix_time_now() {
       .count();
 }
 
-std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat) {
+std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat,
+                                        std::string* text_out) {
   if (!model.render_chat)
     throw ApiError(400, "invalid_request_error", "messages", "no_chat_template",
                    fmt::format("model '{}' has no chat template, so it cannot take 'messages'; "
@@ -187,6 +239,7 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
   context["bos_token"] = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
   std::vector<int32_t> eos = tok.eos_ids();
   context["eos_token"] = eos.empty() ? "" : tok.token_text(eos.front());
+  for (const auto& [key, value] : chat.template_kwargs.items()) context[key] = value;
   std::string text;
   try {
     text = model.render_chat(context);
@@ -195,7 +248,31 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
     throw ApiError(400, "invalid_request_error", "messages", "chat_template_error", e.what());
   }
   // Control tokens in the rendered template are real; the template text already holds BOS.
-  return tok.encode(text, {.add_special = false, .parse_special = true});
+  std::vector<int32_t> ids = tok.encode(text, {.add_special = false, .parse_special = true});
+  if (text_out) *text_out = std::move(text);
+  return ids;
+}
+
+void render_chat_job(const ServedModel& model, const ChatRequest& chat, GenerationJob& job) {
+  if (chat.max_thinking_tokens >= 0 && !model.reasoning.enabled())
+    unsupported_field(chat.thinking_param,
+                      "model '{}' has no thinking format in its chat template, so it cannot "
+                      "think to a budget",
+                      model.id);
+  std::string text;
+  if (job.grammar && model.reasoning.enabled() &&
+      !chat.template_kwargs.contains("enable_thinking")) {
+    ChatRequest quiet = chat;
+    quiet.template_kwargs["enable_thinking"] = false;
+    job.prompts.push_back(render_chat_prompt(model, quiet, &text));
+  } else {
+    job.prompts.push_back(render_chat_prompt(model, chat, &text));
+  }
+  // A template that closed an empty span (enable_thinking off) asked for no thinking: the reply
+  // is all answer, even if it writes the tags.
+  if (!prompt_closes_reasoning(model.reasoning, text)) job.reasoning = model.reasoning;
+  job.prompt_in_reasoning = prompt_opens_reasoning(model.reasoning, text);
+  job.max_thinking_tokens = chat.max_thinking_tokens;
 }
 
 void fit_to_context(const ServedModel& model, GenerationJob& job, const char* max_tokens_param) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/app.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 namespace memra::server {
@@ -24,6 +25,11 @@ struct GenerationJob {
   GenerationParams gen;
   bool tools_active = false;
   std::shared_ptr<const structured::Grammar> grammar;  // forced output (null: free text)
+  // Thinking: the model's span format (disabled: none or a raw prompt), whether the prompt
+  // leaves the model inside the span, and the most tokens it may think (-1: no limit).
+  ReasoningFormat reasoning;
+  bool prompt_in_reasoning = false;
+  int32_t max_thinking_tokens = -1;
 };
 
 // One choice's latency metrics, shared by every protocol: time to first token when its first
@@ -44,7 +50,10 @@ class ChoiceTimer {
 
 // What the loop knows about one choice; writers read it.
 struct ChoiceState {
-  std::string text;  // content so far (outside tool calls)
+  std::string text;       // content so far (outside tool calls and the thinking span)
+  std::string reasoning;  // the thinking span's text so far
+  int32_t reasoning_tokens = 0;
+  ReasoningSplitter splitter;
   ToolCallStreamer tool_streamer;
   std::vector<ParsedToolCall> calls;  // parsed when the choice finishes
   FinishReason finish = FinishReason::none;
@@ -52,11 +61,14 @@ struct ChoiceState {
   std::string error;
   Usage usage;
   std::vector<GeneratedToken> tokens;  // every generated token, kept only when logprobs are asked
+  std::vector<int32_t> ids;            // every generated token id (a restart continues from them)
+  int32_t restarted_tokens = 0;        // completion tokens before the current engine request
   std::optional<ChoiceTimer> timer;
 };
 
 // What one engine event added to a choice.
 struct ChoiceDelta {
+  std::string reasoning;                      // thinking text to show now
   std::string content;                        // text to show now (held back inside tool calls)
   const std::vector<GeneratedToken>* tokens;  // the event's tokens (for logprobs)
 };
@@ -79,9 +91,16 @@ class ResponseWriter {
   virtual void respond(const std::vector<ChoiceState>& states) = 0;
 };
 
-// Renders a chat request with the model's template and tokenizes it; ApiError 400 when the model
-// has no template or the template refuses the conversation.
-std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat);
+// Renders a chat request with the model's template (chat_template_kwargs added to its context)
+// and tokenizes it; ApiError 400 when the model has no template or the template refuses the
+// conversation. `text`, when given, receives the rendered prompt.
+std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat,
+                                        std::string* text = nullptr);
+
+// Renders `chat` into `job` (its one prompt) with the model's thinking format: the span's start
+// state and the thinking budget. Constrained output (a grammar) turns thinking off unless the
+// request set enable_thinking itself: the grammar holds from the first token.
+void render_chat_job(const ServedModel& model, const ChatRequest& chat, GenerationJob& job);
 
 // Checks prompt + max_tokens against the context (400 naming both numbers) and fills the default
 // max_tokens; also checks logit_bias ids against the vocabulary. `max_tokens_param` names the

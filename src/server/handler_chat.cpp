@@ -13,12 +13,12 @@ void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex)
   job.chat = true;
   job.id = make_completion_id("chatcmpl-");
   job.created = unix_time_now();
-  job.prompts.push_back(render_chat_prompt(model, chat));
   job.gen = chat.gen;
   job.tools_active = chat.tools_active();
   job.grammar = chat.tool_call_forced()
                     ? forced_tool_call_grammar(chat, model.tool_format, model.id)
                     : response_format_grammar(chat.gen);
+  render_chat_job(model, chat, job);
   fit_to_context(model, job);
   run_generation(app, model, job, ex, *make_chat_writer(app, model, job, ex));
 }

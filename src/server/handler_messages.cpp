@@ -49,16 +49,19 @@ class MessagesWriter : public ResponseWriter {
            event("ping", {{"type", "ping"}});
   }
 
+  // The thinking block (if any) comes first, then the text block; each opens at its first text.
   bool stream_delta(int, const ChoiceState&, const ChoiceDelta& d) override {
-    if (d.content.empty()) return true;
-    if (!text_open_) {
-      text_open_ = true;
-      if (!event("content_block_start", {{"type", "content_block_start"},
-                                         {"index", index_},
-                                         {"content_block", {{"type", "text"}, {"text", ""}}}}))
+    if (!d.reasoning.empty()) {
+      if (!open_block(Block::thinking)) return false;
+      if (!event("content_block_delta",
+                 {{"type", "content_block_delta"},
+                  {"index", index_},
+                  {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}}))
         return false;
     }
-    return event("content_block_delta", {{"type", "content_block_delta"},
+    if (d.content.empty()) return true;
+    return open_block(Block::text) &&
+           event("content_block_delta", {{"type", "content_block_delta"},
                                          {"index", index_},
                                          {"delta", {{"type", "text_delta"}, {"text", d.content}}}});
   }
@@ -66,7 +69,7 @@ class MessagesWriter : public ResponseWriter {
   // The closing events: the text block, one block per tool call (its input as one JSON delta),
   // the stop reason with the final usage, message_stop.
   bool stream_finish(int, const ChoiceState& s) override {
-    if (!close_text_block()) return false;
+    if (!close_block()) return false;
     for (const ParsedToolCall& call : s.calls) {
       if (!event("content_block_start", {{"type", "content_block_start"},
                                          {"index", index_},
@@ -97,6 +100,8 @@ class MessagesWriter : public ResponseWriter {
   void respond(const std::vector<ChoiceState>& states) override {
     const ChoiceState& s = states.front();
     json content = json::array();
+    if (!s.reasoning.empty())
+      content.push_back({{"type", "thinking"}, {"thinking", s.reasoning}, {"signature", ""}});
     if (!s.text.empty()) content.push_back({{"type", "text"}, {"text", s.text}});
     for (const ParsedToolCall& call : s.calls) content.push_back(tool_use_block(call, false));
     send_json(ex_, 200, message_json(s, content));
@@ -118,16 +123,30 @@ class MessagesWriter : public ResponseWriter {
     return ex_.stream_write(fmt::format("event: {}\ndata: {}\n\n", name, json_dump(data)));
   }
 
-  bool close_text_block() {
-    if (!text_open_) return true;
-    text_open_ = false;
+  enum class Block { none, thinking, text };
+
+  bool open_block(Block kind) {
+    if (open_ == kind) return true;
+    if (!close_block()) return false;
+    open_ = kind;
+    // memra signs nothing: the signature is empty, as clients that only pass it back expect.
+    json block = kind == Block::thinking
+                     ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                     : json{{"type", "text"}, {"text", ""}};
+    return event("content_block_start",
+                 {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+  }
+
+  bool close_block() {
+    if (open_ == Block::none) return true;
+    open_ = Block::none;
     return event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_++}});
   }
 
   const ServedModel& model_;
   const GenerationJob& job_;
   HttpExchange& ex_;
-  bool text_open_ = false;
+  Block open_ = Block::none;
   int index_ = 0;  // the next content block's index
 };
 
@@ -139,13 +158,13 @@ GenerationJob prepare(App& app, const HttpRequest& req, bool count_only, ServedM
   GenerationJob job;
   job.chat = true;
   job.id = make_completion_id("msg_");
-  job.prompts.push_back(render_chat_prompt(*model, chat));
   job.gen = chat.gen;
   job.tools_active = chat.tools_active();
   if (!count_only)
     job.grammar = chat.tool_call_forced()
                       ? forced_tool_call_grammar(chat, model->tool_format, model->id)
                       : response_format_grammar(chat.gen);
+  render_chat_job(*model, chat, job);
   return job;
 }
 

@@ -58,8 +58,17 @@ class ResponsesWriter : public ResponseWriter {
            event("response.in_progress", {{"response", r}});
   }
 
-  bool stream_delta(int, const ChoiceState&, const ChoiceDelta& d) override {
+  bool stream_delta(int, const ChoiceState& s, const ChoiceDelta& d) override {
+    if (!d.reasoning.empty()) {
+      if (!open_reasoning()) return false;
+      if (!event("response.reasoning_text.delta", {{"item_id", reasoning_id_},
+                                                   {"output_index", output_.size()},
+                                                   {"content_index", 0},
+                                                   {"delta", d.reasoning}}))
+        return false;
+    }
     if (d.content.empty()) return true;
+    if (reasoning_open_ && !close_reasoning(s)) return false;
     if (!open_message()) return false;
     return event("response.output_text.delta", {{"item_id", message_id_},
                                                 {"output_index", output_.size()},
@@ -69,6 +78,7 @@ class ResponsesWriter : public ResponseWriter {
   }
 
   bool stream_finish(int, const ChoiceState& s) override {
+    if (reasoning_open_ && !close_reasoning(s)) return false;
     if (s.calls.empty() && !open_message()) return false;
     if (message_open_ && !close_message(s)) return false;
     for (const ParsedToolCall& call : s.calls) {
@@ -103,6 +113,7 @@ class ResponsesWriter : public ResponseWriter {
 
   void respond(const std::vector<ChoiceState>& states) override {
     const ChoiceState& s = states.front();
+    if (!s.reasoning.empty()) output_.push_back(reasoning_item(make_completion_id("rs_"), s));
     if (!s.text.empty() || s.calls.empty())
       output_.push_back(message_item(make_completion_id("msg_"), item_status(s),
                                      json::array({output_text_part(s.text)})));
@@ -121,6 +132,40 @@ class ResponsesWriter : public ResponseWriter {
     data["type"] = type;
     data["sequence_number"] = sequence_++;
     return ex_.stream_write(fmt::format("event: {}\ndata: {}\n\n", type, json_dump(data)));
+  }
+
+  static json reasoning_item(const std::string& id, const ChoiceState& s) {
+    return {{"id", id},
+            {"type", "reasoning"},
+            {"status", "completed"},
+            {"summary", json::array()},
+            {"content", json::array({{{"type", "reasoning_text"}, {"text", s.reasoning}}})}};
+  }
+
+  bool open_reasoning() {
+    if (reasoning_open_) return true;
+    reasoning_open_ = true;
+    reasoning_id_ = make_completion_id("rs_");
+    return event("response.output_item.added", {{"output_index", output_.size()},
+                                                {"item",
+                                                 {{"id", reasoning_id_},
+                                                  {"type", "reasoning"},
+                                                  {"status", "in_progress"},
+                                                  {"summary", json::array()},
+                                                  {"content", json::array()}}}});
+  }
+
+  bool close_reasoning(const ChoiceState& s) {
+    reasoning_open_ = false;
+    const size_t index = output_.size();
+    json item = reasoning_item(reasoning_id_, s);
+    const bool ok = event("response.reasoning_text.done", {{"item_id", reasoning_id_},
+                                                           {"output_index", index},
+                                                           {"content_index", 0},
+                                                           {"text", s.reasoning}}) &&
+                    event("response.output_item.done", {{"output_index", index}, {"item", item}});
+    output_.push_back(std::move(item));
+    return ok;
   }
 
   bool open_message() {
@@ -162,7 +207,7 @@ class ResponsesWriter : public ResponseWriter {
     json usage = {{"input_tokens", s.usage.prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", s.usage.cached_tokens}}},
                   {"output_tokens", s.usage.completion_tokens},
-                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens_details", {{"reasoning_tokens", s.reasoning_tokens}}},
                   {"total_tokens", s.usage.prompt_tokens + s.usage.completion_tokens}};
     json r = response_json(complete ? "completed" : "incomplete", output_, usage);
     if (!complete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
@@ -177,6 +222,7 @@ class ResponsesWriter : public ResponseWriter {
     stored->input_items = echo_.req->input_items;
     stored->conversation = echo_.conversation;
     ojson turn = {{"role", "assistant"}, {"content", s.text}};
+    if (!s.reasoning.empty()) turn["reasoning_content"] = s.reasoning;
     for (const json& item : response["output"]) {
       if (item["type"] != "function_call") continue;
       ojson args = ojson::parse(item["arguments"].get<std::string>(), nullptr, false);
@@ -228,6 +274,8 @@ class ResponsesWriter : public ResponseWriter {
   int64_t sequence_ = 0;
   bool message_open_ = false;
   std::string message_id_;
+  bool reasoning_open_ = false;
+  std::string reasoning_id_;
 };
 
 [[noreturn]] void response_not_found(const std::string& id, const char* param = "") {
@@ -320,12 +368,12 @@ void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex) {
   job.chat = true;
   job.id = make_completion_id("resp_");
   job.created = unix_time_now();
-  job.prompts.push_back(render_chat_prompt(model, chat));
   job.gen = chat.gen;
   job.tools_active = chat.tools_active();
   job.grammar = chat.tool_call_forced()
                     ? forced_tool_call_grammar(chat, model.tool_format, model.id)
                     : response_format_grammar(chat.gen, "text.format.schema");
+  render_chat_job(model, chat, job);
   fit_to_context(model, job, "max_output_tokens");
   ResponsesWriter writer(app, model, job, std::move(echo), ex);
   run_generation(app, model, job, ex, writer);

@@ -177,8 +177,9 @@ class ChatWriter : public OpenAIWriter {
     json logprobs = nullptr;
     if (job_.gen.logprobs && !d.tokens->empty())
       logprobs = {{"content", chat_logprobs(tok_, *d.tokens)}};
-    if (d.content.empty() && logprobs.is_null()) return true;
+    if (d.content.empty() && d.reasoning.empty() && logprobs.is_null()) return true;
     json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
     return emit_choice(chunk_choice(choice, logprobs, nullptr, delta));
   }
@@ -210,6 +211,8 @@ class ChatWriter : public OpenAIWriter {
                     {"content", c.text.empty() && !c.calls.empty() ? json() : json(c.text)},
                     {"refusal", nullptr}};
     if (!c.calls.empty()) message["tool_calls"] = tool_calls_json(c.calls, false);
+    if (!c.reasoning.empty())
+      message["reasoning_content"] = c.reasoning;  // DeepSeek's / vLLM's name
     choice["message"] = message;
     choice["logprobs"] =
         job_.gen.logprobs ? json{{"content", chat_logprobs(tok_, c.tokens)}} : json();
