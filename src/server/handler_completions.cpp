@@ -15,9 +15,11 @@ void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   job.id = make_completion_id("cmpl-");
   job.created = unix_time_now();
   for (const PromptInput& p : completion.prompts) {
-    // User text never becomes control tokens here: parse_special stays off.
+    // The whole prompt is the client's (users hand-render chat formats for completions), so
+    // special tokens written in it become their ids, as in HF tokenizers, vLLM and llama.cpp.
+    // Chat message content keeps its protection: the template text is parsed, not the messages.
     job.prompts.push_back(
-        p.is_tokens ? p.ids : tok.encode(p.text, {.add_special = true, .parse_special = false}));
+        p.is_tokens ? p.ids : tok.encode(p.text, {.add_special = true, .parse_special = true}));
     if (job.prompts.back().empty()) bad_request("prompt", "'prompt' encodes to no tokens");
   }
   job.gen = completion.gen;
