@@ -16,8 +16,8 @@ GREEDY = {"temperature": 0}  # not in the current Anthropic API; memra keeps it 
 
 
 @pytest.fixture(scope="module")
-def server(build_dir, shared_data):
-    template = shared_data / "chat-templates" / "Qwen3.5-4B.jinja"
+def server(build_dir, test_data):
+    template = test_data / "chat-templates" / "Qwen3.5-4B.jinja"
     s = Server(real_server_binary(build_dir), REAL_ARGS + ["--chat-template", str(template)],
                env={"MEMRA_API_KEYS": API_KEY})
     yield s

@@ -27,8 +27,8 @@ WEATHER = {
 
 
 @pytest.fixture(scope="module")
-def server(build_dir, shared_data):
-    template = shared_data / "chat-templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+def server(build_dir, test_data):
+    template = test_data / "chat-templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
     s = Server(real_server_binary(build_dir), REAL_ARGS + ["--chat-template", str(template)],
                env={"MEMRA_API_KEYS": API_KEY})
     yield s
