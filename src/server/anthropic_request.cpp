@@ -47,7 +47,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
   }
   if (!content->is_array())
     bad_request(at + ".content", "'{}.content' must be a string or an array of blocks", at);
-  std::string text;
+  std::string text, reasoning;
   ojson calls = ojson::array();
   for (size_t j = 0; j < content->size(); ++j) {
     const ojson& block = (*content)[j];
@@ -60,6 +60,11 @@ void add_message(const ojson& m, size_t i, ojson& out) {
         bad_request(bat + ".text", "'{}.text' must be a string", bat);
       if (!text.empty()) text += "\n";
       text += block["text"].get<std::string>();
+    } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
+      // Earlier thinking, sent back as Anthropic's clients do: the template decides whether the
+      // prompt shows it (as reasoning_content).
+      if (type == "thinking" && block.contains("thinking") && block["thinking"].is_string())
+        reasoning += block["thinking"].get<std::string>();
     } else if (type == "tool_use" && role == "assistant") {
       if (!block.contains("id") || !block["id"].is_string() || !block.contains("name") ||
           !block["name"].is_string())
@@ -85,6 +90,7 @@ void add_message(const ojson& m, size_t i, ojson& out) {
   if (role == "assistant") {
     ojson message = {{"role", "assistant"}, {"content", text}};
     if (!calls.empty()) message["tool_calls"] = calls;
+    if (!reasoning.empty()) message["reasoning_content"] = reasoning;
     out.push_back(message);
   } else if (!text.empty()) {
     out.push_back({{"role", "user"}, {"content", text}});
@@ -164,17 +170,34 @@ void parse_sampling(const ojson& body, const RequestLimits& limits, GenerationPa
 void refuse_unsupported(const ojson& body) {
   for (const char* name : {"mcp_servers", "container", "context_management", "inference_geo"})
     if (field(body, name)) unsupported_field(name, "'{}' is not supported by memra", name);
-  if (const ojson* thinking = field(body, "thinking")) {
-    // adaptive lets the model decide, and memra's models answer without thinking blocks.
-    const bool off = thinking->is_object() && thinking->contains("type") &&
-                     ((*thinking)["type"] == "disabled" || (*thinking)["type"] == "adaptive");
-    if (!off)
-      unsupported_field("thinking",
-                        "extended thinking (budgeted thinking blocks) is not "
-                        "supported by memra; use disabled or adaptive");
-  }
   if (const ojson* speed = field(body, "speed"); speed && *speed != "standard")
     unsupported_field("speed", "only speed 'standard' is supported");
+}
+
+// thinking: enabled (with budget_tokens, which ends the span by forcing its close tag; refused
+// later for a model with no thinking format), disabled (the template's enable_thinking off), or
+// adaptive (the model decides).
+void parse_thinking(const ojson& body, bool count_only, ChatRequest& req) {
+  const ojson* thinking = field(body, "thinking");
+  if (!thinking) return;
+  const ojson* type = thinking->is_object() ? field(*thinking, "type") : nullptr;
+  if (!type || !type->is_string())
+    bad_request("thinking", "'thinking' must be an object with a string 'type'");
+  if (*type == "disabled") {
+    req.template_kwargs["enable_thinking"] = false;
+  } else if (*type == "enabled") {
+    const int64_t budget =
+        integer_in(*thinking, "budget_tokens", 1024, std::numeric_limits<int32_t>::max(), -1);
+    if (budget < 0) bad_request("thinking.budget_tokens", "'thinking.budget_tokens' is required");
+    if (!count_only && budget >= req.gen.stop.max_tokens)
+      bad_request("thinking.budget_tokens",
+                  "'thinking.budget_tokens' must be less than 'max_tokens'");
+    req.template_kwargs["enable_thinking"] = true;
+    req.max_thinking_tokens = static_cast<int32_t>(budget);
+    req.thinking_param = "thinking";
+  } else if (*type != "adaptive") {
+    bad_request("thinking.type", "'thinking.type' must be enabled, disabled or adaptive");
+  }
 }
 
 // output_config: {"format": {"type": "json_schema", "schema": {...}}} is enforced by
@@ -214,6 +237,7 @@ ChatRequest parse_messages_request(const ojson& body, const RequestLimits& limit
     parse_sampling(body, limits, g);
     parse_output_config(body, g);
   }
+  parse_thinking(body, count_only, req);
   if (const ojson* metadata = field(body, "metadata")) {
     if (!metadata->is_object()) bad_request("metadata", "'metadata' must be an object");
     g.user = string_field(*metadata, "user_id");

@@ -2,6 +2,7 @@
 #include "server/app.h"
 
 #include <chrono>
+#include <string_view>
 
 #include "core/log.h"
 
@@ -11,12 +12,13 @@ void send_json(HttpExchange& ex, int status, const nlohmann::json& body, const H
   ex.send(status, "application/json", json_dump(body), extra);
 }
 
-void send_error(HttpExchange& ex, const ApiError& e, bool anthropic) {
+void send_error(HttpExchange& ex, const ApiError& e, ErrorFormat format) {
   HeaderList extra;
   if (e.retry_after_s > 0) extra.emplace_back("Retry-After", std::to_string(e.retry_after_s));
   // Stainless-generated clients (openai-python, anthropic) retry 429/5xx unless told otherwise.
   extra.emplace_back("x-should-retry", e.status == 429 || e.status == 503 ? "true" : "false");
-  send_json(ex, e.status, anthropic ? anthropic_error_json(e) : api_error_json(e), extra);
+  send_json(ex, e.status,
+            format == ErrorFormat::anthropic ? anthropic_error_json(e) : api_error_json(e), extra);
 }
 
 void App::set_models(std::vector<ServedModel> models) {
@@ -47,23 +49,46 @@ void App::require_auth(const HttpRequest& req) const {
     throw ApiError(401, "authentication_error", "", "invalid_api_key", "invalid API key");
 }
 
-void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_name) {
-  using Handler = void (*)(App&, const HttpRequest&, HttpExchange&);
-  struct Route {
-    const char* method;
-    const char* path;
-    Handler handler;
-  };
-  static const Route kRoutes[] = {
-      {"POST", "/v1/chat/completions", handle_chat_completions},
-      {"POST", "/v1/completions", handle_completions},
-      {"GET", "/v1/models", handle_models},
-      {"POST", "/tokenize", handle_tokenize},
-      {"POST", "/detokenize", handle_detokenize},
-      {"GET", "/metrics", handle_metrics},
-      {"POST", "/v1/messages", handle_messages},
-      {"POST", "/v1/messages/count_tokens", handle_count_tokens},
-  };
+namespace {
+
+using Handler = void (*)(App&, const HttpRequest&, HttpExchange&);
+
+// `path` matches exactly; a path ending in "{id}" matches any non-empty rest (ids, which the
+// handler parses). The path is the route's metrics label. `format` is how its API writes errors.
+struct Route {
+  const char* method;
+  const char* path;
+  Handler handler;
+  ErrorFormat format = ErrorFormat::openai;
+  bool matches(std::string_view p) const {
+    std::string_view pattern = path;
+    if (!pattern.ends_with("{id}")) return p == pattern;
+    pattern.remove_suffix(4);
+    return p.size() > pattern.size() && p.starts_with(pattern);
+  }
+};
+
+constexpr ErrorFormat kAnthropic = ErrorFormat::anthropic;
+
+const Route kRoutes[] = {
+    {"POST", "/v1/chat/completions", handle_chat_completions},
+    {"POST", "/v1/completions", handle_completions},
+    {"GET", "/v1/models", handle_models},
+    {"GET", "/v1/models/{id}", handle_models},
+    {"POST", "/v1/responses", handle_responses},
+    {"GET", "/v1/responses/{id}", handle_response_get},
+    {"DELETE", "/v1/responses/{id}", handle_response_delete},
+    {"POST", "/tokenize", handle_tokenize},
+    {"POST", "/detokenize", handle_detokenize},
+    {"GET", "/metrics", handle_metrics},
+    {"POST", "/v1/messages", handle_messages, kAnthropic},
+    {"POST", "/v1/messages/count_tokens", handle_count_tokens, kAnthropic},
+};
+
+}  // namespace
+
+void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_name,
+                ErrorFormat& format) {
   const std::string& path = req.path;
   // Probes: no auth (load balancers and orchestrators call them without keys).
   if (path == "/health" || path == "/livez" || path == "/readyz") {
@@ -88,12 +113,12 @@ void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_nam
   const Route* found = nullptr;
   bool path_known = false;
   for (const Route& r : kRoutes) {
-    bool match = path == r.path ||
-                 (std::string_view(r.path) == "/v1/models" && path.rfind("/v1/models/", 0) == 0);
-    if (!match) continue;
+    if (!r.matches(path)) continue;
+    if (!path_known) format = r.format;
     path_known = true;
     if (req.method == r.method) found = &r;
   }
+  if (found) format = found->format;
   if (!path_known) {
     route_name = "unknown";
     throw ApiError(404, "invalid_request_error", "", "not_found",
@@ -121,18 +146,17 @@ void App::handle(const HttpRequest& req, HttpExchange& ex) {
   auto start = std::chrono::steady_clock::now();
   metrics_.set_http_in_flight(in_flight_.fetch_add(1) + 1);
   std::string route_name = "unknown";
-  // Anthropic's routes answer errors in Anthropic's shape.
-  const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
+  ErrorFormat format = ErrorFormat::openai;  // until the route is known
   try {
-    route(req, ex, route_name);
+    route(req, ex, route_name, format);
   } catch (const ApiError& e) {
-    if (!ex.responded()) send_error(ex, e, anthropic);
+    if (!ex.responded()) send_error(ex, e, format);
   } catch (const Error& e) {
-    if (!ex.responded()) send_error(ex, api_error_from(e), anthropic);
+    if (!ex.responded()) send_error(ex, api_error_from(e), format);
   } catch (const std::exception& e) {
     MEMRA_LOG_ERROR("{} {}: internal error: {}", req.method, req.path, e.what());
     if (!ex.responded())
-      send_error(ex, ApiError(500, "server_error", "", "internal_error", e.what()), anthropic);
+      send_error(ex, ApiError(500, "server_error", "", "internal_error", e.what()), format);
   }
   metrics_.set_http_in_flight(in_flight_.fetch_sub(1) - 1);
   metrics_.count_request(route_name, ex.status());

@@ -15,9 +15,14 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
+#include "server/response_store.h"
 #include "server/tool_calls.h"
 
 namespace memra::server {
+
+// The error body shape of a route's API.
+enum class ErrorFormat { openai, anthropic };
 
 struct ServedModel {
   std::string id;  // the name clients send as "model"
@@ -28,6 +33,8 @@ struct ServedModel {
   // How the template's model writes tool calls: decides how tool_choice "required" / a named
   // function is forced (none: refused).
   ToolCallFormat tool_format = ToolCallFormat::none;
+  // How the template's model marks its thinking (none: no thinking output, thinking refused).
+  ReasoningFormat reasoning;
 };
 
 struct AppConfig {
@@ -35,11 +42,12 @@ struct AppConfig {
   ApiKeys keys;
   std::string fingerprint = "memra";
   int retry_after_s = 1;
+  ResponseStoreLimits response_store;
 };
 
 class App {
  public:
-  explicit App(AppConfig config) : config_(std::move(config)) {}
+  explicit App(AppConfig config) : config_(std::move(config)), responses_(config_.response_store) {}
 
   // Attaches the loaded models and becomes ready. Call once.
   void set_models(std::vector<ServedModel> models);
@@ -57,11 +65,14 @@ class App {
   const std::vector<ServedModel>& models() const { return models_; }
   const AppConfig& config() const { return config_; }
   Metrics& metrics() { return metrics_; }
+  ResponseStore& responses() { return responses_; }
   // Drops the engines (stops their threads) once no request can reach them.
   void release_models();
 
  private:
-  void route(const HttpRequest& req, HttpExchange& ex, std::string& route_name);
+  // Sets `route_name` (the metrics label) and `format` as soon as the route is known.
+  void route(const HttpRequest& req, HttpExchange& ex, std::string& route_name,
+             ErrorFormat& format);
   void require_auth(const HttpRequest& req) const;
 
   AppConfig config_;
@@ -71,6 +82,7 @@ class App {
   std::atomic<bool> abort_{false};
   std::atomic<int> in_flight_{0};
   Metrics metrics_;
+  ResponseStore responses_;
 };
 
 // One handler per endpoint (handlers_*.cpp).
@@ -82,9 +94,12 @@ void handle_detokenize(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_metrics(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_messages(App& app, const HttpRequest& req, HttpExchange& ex);      // Anthropic
 void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  // Anthropic
+void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex);     // OpenAI Responses
+void handle_response_get(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_response_delete(App& app, const HttpRequest& req, HttpExchange& ex);
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});
-void send_error(HttpExchange& ex, const ApiError& e, bool anthropic = false);
+void send_error(HttpExchange& ex, const ApiError& e, ErrorFormat format = ErrorFormat::openai);
 
 }  // namespace memra::server

@@ -144,6 +144,22 @@ const std::vector<Option>& options() {
        [](ServerConfig& c, const std::string& v) {
          c.request.max_n = int32_t(to_int(v, "--max-n", 1, 128));
        }},
+      {"--responses-store-max", "MEMRA_RESPONSES_STORE_MAX", "N",
+       "stored Responses kept (default 1000; 0 = none)",
+       [](ServerConfig& c, const std::string& v) {
+         c.response_store.max_responses = size_t(to_int(v, "--responses-store-max", 0, 1 << 24));
+       }},
+      {"--responses-store-bytes", "MEMRA_RESPONSES_STORE_BYTES", "N",
+       "JSON bytes of stored Responses (default 64 MiB)",
+       [](ServerConfig& c, const std::string& v) {
+         c.response_store.max_bytes =
+             size_t(to_int(v, "--responses-store-bytes", 0, int64_t(1) << 40));
+       }},
+      {"--responses-store-ttl", "MEMRA_RESPONSES_STORE_TTL", "SEC",
+       "age at which a stored Response is dropped (default 86400)",
+       [](ServerConfig& c, const std::string& v) {
+         c.response_store.max_age_s = to_int(v, "--responses-store-ttl", 1, int64_t(1) << 32);
+       }},
       {"--shutdown-timeout", "MEMRA_SHUTDOWN_TIMEOUT", "SEC", "drain time on SIGTERM (default 30)",
        [](ServerConfig& c, const std::string& v) {
          c.shutdown_timeout_s = int(to_int(v, "--shutdown-timeout", 0, 86400));

@@ -10,6 +10,7 @@
 #include "memra/engine.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/response_store.h"
 
 namespace memra::server {
 
@@ -25,6 +26,7 @@ struct ServerConfig {
   EngineOptions engine;           // applied to every model (model field set per model)
   HttpLimits http;
   RequestLimits request;
+  ResponseStoreLimits response_store;  // /v1/responses with store
   std::string api_key_file;
   std::string api_keys;  // comma-separated, from MEMRA_API_KEYS only (never a flag: ps shows flags)
   int shutdown_timeout_s = 30;

@@ -1,104 +1,34 @@
-// Shared generation flow: engine fan-out, SSE chunks and collected responses in OpenAI's shapes
-// (chat.completion[.chunk] and text_completion), usage, logprobs and tool-call extraction.
+// The shared generation loop: engine fan-out, events applied to per-choice state, the streamed or
+// collected answer handed to the protocol's ResponseWriter, abandon when the client leaves.
 #include "server/generate.h"
 
+#include <algorithm>
 #include <chrono>
-#include <optional>
 #include <random>
 
 #include "server/generation.h"
-#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server {
 
 namespace {
 
-using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-struct ChoiceState {
-  std::string text;  // content so far (chat: outside tool calls)
-  ToolCallStreamer tool_streamer;
-  std::vector<ParsedToolCall> calls;
-  FinishReason finish = FinishReason::none;
-  std::string error;
-  Usage usage;
-  json logprobs_content = json::array();  // chat shape
-  json legacy_logprobs = {{"tokens", json::array()},
-                          {"token_logprobs", json::array()},
-                          {"top_logprobs", json::array()},
-                          {"text_offset", json::array()}};
-  size_t text_bytes = 0;  // for legacy text_offset
-  std::optional<ChoiceTimer> timer;
-};
-
-json token_bytes_json(const std::string& bytes) {
-  json out = json::array();
-  for (unsigned char c : bytes) out.push_back(int(c));
-  return out;
-}
-
-// Chat-shaped logprob items for the tokens of one event.
-json chat_logprobs(const Tokenizer& tok, const std::vector<GeneratedToken>& tokens) {
-  json items = json::array();
-  for (const GeneratedToken& t : tokens) {
-    std::string piece = tok.token_bytes(t.id);
-    json top = json::array();
-    for (const TokenLogprob& alt : t.top) {
-      std::string alt_piece = tok.token_bytes(alt.id);
-      top.push_back(
-          {{"token", alt_piece}, {"logprob", alt.logprob}, {"bytes", token_bytes_json(alt_piece)}});
-    }
-    items.push_back({{"token", piece},
-                     {"logprob", t.logprob},
-                     {"bytes", token_bytes_json(piece)},
-                     {"top_logprobs", top}});
-  }
-  return items;
-}
-
-void legacy_logprobs(const Tokenizer& tok, const std::vector<GeneratedToken>& tokens,
-                     ChoiceState& c, json& out) {
-  for (const GeneratedToken& t : tokens) {
-    std::string piece = tok.token_bytes(t.id);
-    out["tokens"].push_back(piece);
-    out["token_logprobs"].push_back(t.logprob);
-    json top = json::object();
-    for (const TokenLogprob& alt : t.top) top[tok.token_bytes(alt.id)] = alt.logprob;
-    out["top_logprobs"].push_back(top);
-    out["text_offset"].push_back(c.text_bytes);
-    c.text_bytes += piece.size();
-  }
-}
-
-const char* finish_name(const ChoiceState& c) {
-  return openai_finish_reason(c.finish, !c.calls.empty());
-}
-
-// Each call gets its own random id (unique across choices), as OpenAI's are.
-json tool_calls_json(const std::vector<ParsedToolCall>& calls, bool delta) {
-  json out = json::array();
-  for (size_t k = 0; k < calls.size(); ++k) {
-    json call = {{"id", make_completion_id("call_")},
-                 {"type", "function"},
-                 {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
-    if (delta) call["index"] = k;
-    out.push_back(call);
-  }
-  return out;
-}
-
-class Runner {
+class Loop {
  public:
-  Runner(App& app, ServedModel& model, GenerationJob& job, HttpExchange& ex)
-      : app_(app), model_(model), job_(job), ex_(ex), tok_(model.engine->tokenizer()) {}
+  Loop(App& app, ServedModel& model, const GenerationJob& job, HttpExchange& ex,
+       ResponseWriter& writer)
+      : app_(app), model_(model), job_(job), ex_(ex), writer_(writer) {}
 
   void run() {
     std::vector<Request> requests = engine_requests(job_);
     states_.resize(requests.size());
-    start_ = Clock::now();
-    for (ChoiceState& c : states_) c.timer.emplace(app_.metrics(), start_);
+    const Clock::time_point start = Clock::now();
+    for (ChoiceState& c : states_) {
+      c.timer.emplace(app_.metrics(), start);
+      c.splitter = ReasoningSplitter(job_.reasoning, job_.prompt_in_reasoning);
+    }
     Generation gen(*model_.engine);
     gen.submit(std::move(requests));  // Error(invalid_argument / resource_exhausted) -> 400 / 429
     if (job_.gen.stream)
@@ -110,41 +40,70 @@ class Runner {
  private:
   bool gone() { return app_.aborting() || ex_.client_gone(); }
 
-  // Applies one event to its choice; returns the content delta to show.
-  std::string apply(ChoiceEvent& e, json* logprobs_out) {
+  // Applies one event to its choice; returns what it adds to the visible output. The text goes
+  // through the thinking-span splitter first, then (the answer only) the tool-call parser.
+  ChoiceDelta apply(const ChoiceEvent& e) {
     ChoiceState& c = states_[e.choice];
     const StreamEvent& ev = e.event;
     c.timer->on_tokens(ev.tokens.size());
     c.usage = ev.usage;
-    if (job_.gen.logprobs && !ev.tokens.empty()) {
-      if (job_.chat) {
-        json items = chat_logprobs(tok_, ev.tokens);
-        for (const json& it : items) c.logprobs_content.push_back(it);
-        if (logprobs_out) *logprobs_out = {{"content", items}};
-      } else {
-        json part = {{"tokens", json::array()},
-                     {"token_logprobs", json::array()},
-                     {"top_logprobs", json::array()},
-                     {"text_offset", json::array()}};
-        legacy_logprobs(tok_, ev.tokens, c, part);
-        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-          for (const json& x : part[k]) c.legacy_logprobs[k].push_back(x);
-        if (logprobs_out) *logprobs_out = part;
-      }
+    c.usage.prompt_tokens = static_cast<int32_t>(prompt_of(e.choice).size());
+    c.usage.completion_tokens += c.restarted_tokens;
+    c.usage.cached_tokens = std::min(c.usage.cached_tokens, c.usage.prompt_tokens);
+    if (job_.gen.logprobs) c.tokens.insert(c.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+    for (const GeneratedToken& t : ev.tokens) c.ids.push_back(t.id);
+    if (c.splitter.in_reasoning()) c.reasoning_tokens += static_cast<int32_t>(ev.tokens.size());
+    ReasoningSplit split = c.splitter.push(ev.text);
+    if (ev.finish != FinishReason::none) {
+      ReasoningSplit rest = c.splitter.finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
     }
-    std::string delta = job_.tools_active ? c.tool_streamer.push(ev.text) : ev.text;
+    ChoiceDelta delta{std::move(split.reasoning),
+                      job_.tools_active ? c.tool_streamer.push(split.content) : split.content,
+                      &ev.tokens};
     if (ev.finish != FinishReason::none) {
       c.finish = ev.finish;
       c.error = ev.error;
+      c.matched_stop = ev.matched_stop;
       if (job_.tools_active) {
         ToolCallParse rest = c.tool_streamer.finish();
-        delta += rest.content;
+        delta.content += rest.content;
         c.calls = std::move(rest.calls);
       }
-      c.timer->on_finish(finish_name(c));
+      c.timer->on_finish(openai_finish_reason(c.finish, !c.calls.empty()));
     }
-    c.text += delta;
+    c.text += delta.content;
+    c.reasoning += delta.reasoning;
     return delta;
+  }
+
+  const std::vector<int32_t>& prompt_of(int choice) const {
+    return job_.prompts[static_cast<size_t>(choice) / static_cast<size_t>(job_.gen.n)];
+  }
+
+  // The thinking budget: once a choice has thought `max_thinking_tokens` tokens inside its span,
+  // its engine request is replaced by a continuation whose prompt ends with what it generated
+  // plus the close tag, so the answer follows. Text the old request still held back (a partial
+  // stop string) is dropped with it. Returns the reasoning text released by closing the span.
+  std::string enforce_thinking_budget(Generation& gen, int choice) {
+    ChoiceState& c = states_[choice];
+    if (job_.max_thinking_tokens < 0 || c.finish != FinishReason::none ||
+        !c.splitter.in_reasoning() || c.reasoning_tokens < job_.max_thinking_tokens)
+      return "";
+    const std::vector<int32_t> close = model_.engine->tokenizer().encode(
+        job_.reasoning.close + "\n\n", {.add_special = false, .parse_special = true});
+    Request r = engine_requests(job_)[static_cast<size_t>(choice)];
+    const int64_t produced = static_cast<int64_t>(c.ids.size() + close.size());
+    if (produced >= r.stop.max_tokens) return "";  // no room left: max_tokens ends it as usual
+    r.stop.max_tokens -= static_cast<int32_t>(produced);
+    r.prompt.insert(r.prompt.end(), c.ids.begin(), c.ids.end());
+    r.prompt.insert(r.prompt.end(), close.begin(), close.end());
+    gen.restart(choice, std::move(r));
+    c.restarted_tokens = static_cast<int32_t>(produced);
+    std::string tail = c.splitter.force_close().reasoning;
+    c.reasoning += tail;
+    return tail;
   }
 
   void count_abandoned() {
@@ -152,110 +111,41 @@ class Runner {
       if (c.finish == FinishReason::none) app_.metrics().count_finished("cancelled");
   }
 
-  json usage_json() const {
-    int32_t prompt = 0, completion = 0, cached = 0;
-    size_t n = static_cast<size_t>(job_.gen.n);
-    for (size_t c = 0; c < states_.size(); ++c) {
-      completion += states_[c].usage.completion_tokens;
-      if (c % n == 0) {  // the prompt is counted once per prompt, not per choice
-        prompt += static_cast<int32_t>(job_.prompts[c / n].size());
-        cached += states_[c].usage.cached_tokens;
-      }
-    }
-    return {{"prompt_tokens", prompt},
-            {"completion_tokens", completion},
-            {"total_tokens", prompt + completion},
-            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
-  }
-
-  json envelope(const char* object) const {
-    json j = {{"id", job_.id}, {"object", object}, {"created", job_.created}, {"model", model_.id}};
-    if (job_.chat) j["system_fingerprint"] = app_.config().fingerprint;
-    return j;
-  }
-
-  bool emit(json chunk) {
-    if (job_.gen.include_usage && !chunk.contains("usage")) chunk["usage"] = nullptr;
-    return ex_.stream_write("data: " + json_dump(chunk) + "\n\n");
-  }
-
-  json chunk_choice(int index, const std::string& text, json logprobs, const char* finish,
-                    json delta_extra = json::object()) {
-    json choice = {{"index", index},
-                   {"logprobs", logprobs},
-                   {"finish_reason", finish ? json(finish) : json()}};
-    if (job_.chat) {
-      json delta = delta_extra;
-      if (!text.empty()) delta["content"] = text;
-      choice["delta"] = delta;
-    } else {
-      choice["text"] = text;
-    }
-    return choice;
-  }
-
   void abandon(Generation& gen) {
     gen.cancel_all();
     count_abandoned();
   }
 
+  bool valid(const ChoiceEvent& e) const {
+    return e.choice >= 0 && e.choice < static_cast<int>(states_.size());
+  }
+
   void stream(Generation& gen) {
-    const char* object = job_.chat ? "chat.completion.chunk" : "text_completion";
-    if (!ex_.stream_begin(200, "text/event-stream")) return abandon(gen);
-    if (job_.chat) {
-      for (size_t c = 0; c < states_.size(); ++c) {
-        json chunk = envelope(object);
-        chunk["choices"] = {
-            chunk_choice(int(c), "", nullptr, nullptr, {{"role", "assistant"}, {"content", ""}})};
-        if (!emit(chunk)) return abandon(gen);
-      }
-    }
+    if (!ex_.stream_begin(200, "text/event-stream") || !writer_.stream_start()) return abandon(gen);
     while (auto e = gen.next([&] { return gone(); })) {
-      if (e->choice < 0 || e->choice >= static_cast<int>(states_.size())) continue;
-      json logprobs = nullptr;
-      std::string delta = apply(*e, &logprobs);
-      ChoiceState& c = states_[e->choice];
+      if (!valid(*e)) continue;
+      ChoiceDelta delta = apply(*e);
+      delta.reasoning += enforce_thinking_budget(gen, e->choice);
+      const ChoiceState& c = states_[e->choice];
       if (c.finish == FinishReason::error) {
-        emit({{"error",
-               {{"message", c.error},
-                {"type", "server_error"},
-                {"param", nullptr},
-                {"code", "generation_error"}}}});
+        writer_.stream_error(c);
         gen.cancel_all();
         break;
       }
-      bool done = c.finish != FinishReason::none;
-      if (!delta.empty() || !logprobs.is_null()) {
-        json chunk = envelope(object);
-        chunk["choices"] = {chunk_choice(e->choice, delta, logprobs, nullptr)};
-        if (!emit(chunk)) return abandon(gen);
-      }
-      if (done && !c.calls.empty()) {
-        json chunk = envelope(object);
-        chunk["choices"] = {chunk_choice(e->choice, "", nullptr, nullptr,
-                                         {{"tool_calls", tool_calls_json(c.calls, true)}})};
-        if (!emit(chunk)) return abandon(gen);
-      }
-      if (done) {
-        json chunk = envelope(object);
-        chunk["choices"] = {chunk_choice(e->choice, "", nullptr, finish_name(c))};
-        if (!emit(chunk)) return abandon(gen);
-      }
+      if (!writer_.stream_delta(e->choice, c, delta)) return abandon(gen);
+      if (c.finish != FinishReason::none && !writer_.stream_finish(e->choice, c))
+        return abandon(gen);
     }
     if (gen.cancelled() && gone()) return count_abandoned();  // nobody left to deliver to
-    if (job_.gen.include_usage) {
-      json chunk = envelope(object);
-      chunk["choices"] = json::array();
-      chunk["usage"] = usage_json();
-      emit(chunk);
-    }
-    ex_.stream_write("data: [DONE]\n\n");
+    writer_.stream_end(states_);
     ex_.stream_end();
   }
 
   void collect(Generation& gen) {
     while (auto e = gen.next([&] { return gone(); })) {
-      if (e->choice >= 0 && e->choice < static_cast<int>(states_.size())) apply(*e, nullptr);
+      if (!valid(*e)) continue;
+      apply(*e);
+      enforce_thinking_budget(gen, e->choice);
     }
     if (gen.cancelled()) {
       count_abandoned();
@@ -263,38 +153,18 @@ class Runner {
       ex_.send(499, "application/json", "{}");
       return;
     }
-    json choices = json::array();
-    for (size_t i = 0; i < states_.size(); ++i) {
-      const ChoiceState& c = states_[i];
+    for (const ChoiceState& c : states_)
       if (c.finish == FinishReason::error)
         throw ApiError(500, "server_error", "", "generation_error", c.error);
-      json choice = {{"index", i}, {"finish_reason", finish_name(c)}};
-      if (job_.chat) {
-        json message = {{"role", "assistant"},
-                        {"content", c.text.empty() && !c.calls.empty() ? json() : json(c.text)},
-                        {"refusal", nullptr}};
-        if (!c.calls.empty()) message["tool_calls"] = tool_calls_json(c.calls, false);
-        choice["message"] = message;
-        choice["logprobs"] = job_.gen.logprobs ? json{{"content", c.logprobs_content}} : json();
-      } else {
-        choice["text"] = c.text;
-        choice["logprobs"] = job_.gen.logprobs ? c.legacy_logprobs : json();
-      }
-      choices.push_back(choice);
-    }
-    json body = envelope(job_.chat ? "chat.completion" : "text_completion");
-    body["choices"] = choices;
-    body["usage"] = usage_json();
-    send_json(ex_, 200, body);
+    writer_.respond(states_);
   }
 
   App& app_;
   ServedModel& model_;
-  GenerationJob& job_;
+  const GenerationJob& job_;
   HttpExchange& ex_;
-  const Tokenizer& tok_;
+  ResponseWriter& writer_;
   std::vector<ChoiceState> states_;
-  Clock::time_point start_;
 };
 
 }  // namespace
@@ -350,7 +220,14 @@ std::string make_completion_id(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
 }
 
-std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat) {
+int64_t unix_time_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequest& chat,
+                                        std::string* text_out) {
   if (!model.render_chat)
     throw ApiError(400, "invalid_request_error", "messages", "no_chat_template",
                    fmt::format("model '{}' has no chat template, so it cannot take 'messages'; "
@@ -362,6 +239,7 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
   context["bos_token"] = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
   std::vector<int32_t> eos = tok.eos_ids();
   context["eos_token"] = eos.empty() ? "" : tok.token_text(eos.front());
+  for (const auto& [key, value] : chat.template_kwargs.items()) context[key] = value;
   std::string text;
   try {
     text = model.render_chat(context);
@@ -370,10 +248,34 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
     throw ApiError(400, "invalid_request_error", "messages", "chat_template_error", e.what());
   }
   // Control tokens in the rendered template are real; the template text already holds BOS.
-  return tok.encode(text, {.add_special = false, .parse_special = true});
+  std::vector<int32_t> ids = tok.encode(text, {.add_special = false, .parse_special = true});
+  if (text_out) *text_out = std::move(text);
+  return ids;
 }
 
-void fit_to_context(const ServedModel& model, GenerationJob& job) {
+void render_chat_job(const ServedModel& model, const ChatRequest& chat, GenerationJob& job) {
+  if (chat.max_thinking_tokens >= 0 && !model.reasoning.enabled())
+    unsupported_field(chat.thinking_param,
+                      "model '{}' has no thinking format in its chat template, so it cannot "
+                      "think to a budget",
+                      model.id);
+  std::string text;
+  if (job.grammar && model.reasoning.enabled() &&
+      !chat.template_kwargs.contains("enable_thinking")) {
+    ChatRequest quiet = chat;
+    quiet.template_kwargs["enable_thinking"] = false;
+    job.prompts.push_back(render_chat_prompt(model, quiet, &text));
+  } else {
+    job.prompts.push_back(render_chat_prompt(model, chat, &text));
+  }
+  // A template that closed an empty span (enable_thinking off) asked for no thinking: the reply
+  // is all answer, even if it writes the tags.
+  if (!prompt_closes_reasoning(model.reasoning, text)) job.reasoning = model.reasoning;
+  job.prompt_in_reasoning = prompt_opens_reasoning(model.reasoning, text);
+  job.max_thinking_tokens = chat.max_thinking_tokens;
+}
+
+void fit_to_context(const ServedModel& model, GenerationJob& job, const char* max_tokens_param) {
   const int64_t ctx = model.engine->model_info().context_length;
   const int32_t n_vocab = model.engine->tokenizer().n_vocab();
   for (const auto& [id, bias] : job.gen.sampling.logit_bias)
@@ -387,7 +289,6 @@ void fit_to_context(const ServedModel& model, GenerationJob& job) {
         bad_request("prompt", "token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   }
-  const char* field = job.chat ? "max_tokens" : "max_tokens";
   if (longest >= ctx)
     throw ApiError(400, "invalid_request_error", "messages", "context_length_exceeded",
                    fmt::format("This model's maximum context length is {} tokens, but the prompt "
@@ -399,15 +300,16 @@ void fit_to_context(const ServedModel& model, GenerationJob& job) {
     job.gen.stop.max_tokens = static_cast<int32_t>(job.chat ? room : std::min<int64_t>(16, room));
   } else if (longest + job.gen.stop.max_tokens > ctx) {
     throw ApiError(
-        400, "invalid_request_error", field, "context_length_exceeded",
+        400, "invalid_request_error", max_tokens_param, "context_length_exceeded",
         fmt::format("This model's maximum context length is {} tokens. However, you "
                     "requested {} tokens ({} in the prompt, {} for the completion)",
                     ctx, longest + job.gen.stop.max_tokens, longest, job.gen.stop.max_tokens));
   }
 }
 
-void run_generation(App& app, ServedModel& model, GenerationJob& job, HttpExchange& ex) {
-  Runner(app, model, job, ex).run();
+void run_generation(App& app, ServedModel& model, const GenerationJob& job, HttpExchange& ex,
+                    ResponseWriter& writer) {
+  Loop(app, model, job, ex, writer).run();
 }
 
 }  // namespace memra::server

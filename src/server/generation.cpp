@@ -23,21 +23,39 @@ Generation::~Generation() {
   if (n_finished_ < ids_.size()) cancel_all();
 }
 
+Request Generation::with_sink(Request request, int choice) {
+  std::weak_ptr<EventChannel> channel = channel_;
+  const int epoch = epochs_[choice];
+  // The sink runs on the engine thread: copy the event into the channel and return at once.
+  request.sink = [channel, choice, epoch](const StreamEvent& e) {
+    if (auto c = channel.lock()) c->push({choice, epoch, e});
+  };
+  return request;
+}
+
 void Generation::submit(std::vector<Request> requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
-    std::weak_ptr<EventChannel> channel = channel_;
-    int choice = static_cast<int>(i);
-    // The sink runs on the engine thread: copy the event into the channel and return at once.
-    requests[i].sink = [channel, choice](const StreamEvent& e) {
-      if (auto c = channel.lock()) c->push({choice, e});
-    };
+    epochs_.push_back(0);
     try {
-      ids_.push_back(engine_.submit(std::move(requests[i])));
+      ids_.push_back(engine_.submit(with_sink(std::move(requests[i]), static_cast<int>(i))));
       finished_.push_back(false);
     } catch (...) {
       cancel_all();
       throw;
     }
+  }
+}
+
+void Generation::restart(int choice, Request request) {
+  if (finished_[choice]) return;
+  ++epochs_[choice];
+  try {
+    const RequestId id = engine_.submit(with_sink(std::move(request), choice));
+    engine_.cancel(ids_[choice]);
+    ids_[choice] = id;
+  } catch (...) {
+    --epochs_[choice];
+    throw;
   }
 }
 
@@ -58,6 +76,9 @@ std::optional<ChoiceEvent> Generation::next(const std::function<bool()>& client_
     }
     std::optional<ChoiceEvent> e = channel_->pop(kSlice);
     if (!e) continue;
+    if (e->choice >= 0 && e->choice < static_cast<int>(epochs_.size()) &&
+        e->epoch != epochs_[e->choice])
+      continue;  // from a request restart() replaced
     if (e->event.finish != FinishReason::none && e->choice >= 0 &&
         e->choice < static_cast<int>(finished_.size()) && !finished_[e->choice]) {
       finished_[e->choice] = true;

@@ -19,6 +19,7 @@ namespace memra::server {
 
 struct ChoiceEvent {
   int choice = 0;
+  int epoch = 0;  // which engine request of the choice (restart() starts the next)
   StreamEvent event;
 };
 
@@ -48,13 +49,20 @@ class Generation {
   // The next event of any choice; nullopt once every choice has finished, or when `client_gone`
   // says the client left (then everything is cancelled).
   std::optional<ChoiceEvent> next(const std::function<bool()>& client_gone);
+  // Replaces a running choice's engine request with `request` (a continuation: the thinking
+  // budget forces the close tag); events of the old one are dropped from now on. When the engine
+  // refuses the new one, the old one keeps running and the Error propagates.
+  void restart(int choice, Request request);
   void cancel_all();
   bool cancelled() const { return cancelled_; }
 
  private:
   Engine& engine_;
   std::shared_ptr<EventChannel> channel_;  // shared with the sinks, which may outlive us
+  Request with_sink(Request request, int choice);
+
   std::vector<RequestId> ids_;
+  std::vector<int> epochs_;
   std::vector<bool> finished_;
   size_t n_finished_ = 0;
   bool cancelled_ = false;

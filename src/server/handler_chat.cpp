@@ -1,8 +1,7 @@
 // POST /v1/chat/completions: validate, render the model's chat template, tokenize, generate.
-#include <chrono>
-
 #include "server/generate.h"
 #include "server/structured_output.h"
+#include "server/writers.h"
 
 namespace memra::server {
 
@@ -13,17 +12,15 @@ void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex)
   GenerationJob job;
   job.chat = true;
   job.id = make_completion_id("chatcmpl-");
-  job.created = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  job.prompts.push_back(render_chat_prompt(model, chat));
+  job.created = unix_time_now();
   job.gen = chat.gen;
   job.tools_active = chat.tools_active();
   job.grammar = chat.tool_call_forced()
                     ? forced_tool_call_grammar(chat, model.tool_format, model.id)
                     : response_format_grammar(chat.gen);
+  render_chat_job(model, chat, job);
   fit_to_context(model, job);
-  run_generation(app, model, job, ex);
+  run_generation(app, model, job, ex, *make_chat_writer(app, model, job, ex));
 }
 
 }  // namespace memra::server

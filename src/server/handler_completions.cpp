@@ -1,8 +1,7 @@
 // POST /v1/completions: raw text or token-id prompts (one or many), generate.
-#include <chrono>
-
 #include "server/generate.h"
 #include "server/structured_output.h"
+#include "server/writers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server {
@@ -14,19 +13,19 @@ void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   const Tokenizer& tok = model.engine->tokenizer();
   GenerationJob job;
   job.id = make_completion_id("cmpl-");
-  job.created = std::chrono::duration_cast<std::chrono::seconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
+  job.created = unix_time_now();
   for (const PromptInput& p : completion.prompts) {
-    // User text never becomes control tokens here: parse_special stays off.
+    // The whole prompt is the client's (users hand-render chat formats for completions), so
+    // special tokens written in it become their ids, as in HF tokenizers, vLLM and llama.cpp.
+    // Chat message content keeps its protection: the template text is parsed, not the messages.
     job.prompts.push_back(
-        p.is_tokens ? p.ids : tok.encode(p.text, {.add_special = true, .parse_special = false}));
+        p.is_tokens ? p.ids : tok.encode(p.text, {.add_special = true, .parse_special = true}));
     if (job.prompts.back().empty()) bad_request("prompt", "'prompt' encodes to no tokens");
   }
   job.gen = completion.gen;
   job.grammar = response_format_grammar(job.gen);
   fit_to_context(model, job);
-  run_generation(app, model, job, ex);
+  run_generation(app, model, job, ex, *make_completion_writer(app, model, job, ex));
 }
 
 }  // namespace memra::server

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "server/generate.h"
+#include "server/json_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra::server {
@@ -17,6 +18,22 @@ nlohmann::json model_card(const ServedModel& m) {
           {"max_model_len", info.context_length},
           {"architecture", info.architecture},
           {"device", info.device}};
+}
+
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xe  ? 3
+                     : (c >> 3) == 0x1e ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
 }
 
 ojson body_json(App& app, const HttpRequest& req) {
@@ -49,19 +66,32 @@ void handle_tokenize(App& app, const HttpRequest& req, HttpExchange& ex) {
     ChatRequest chat = parse_chat_request(chat_body, app.config().request_limits);
     ids = render_chat_prompt(m, chat);
   } else {
-    if (!body.contains("prompt") || !body["prompt"].is_string())
-      bad_request("prompt", "'prompt' must be a string (or send 'messages')");
-    bool add_special = true;
-    if (body.contains("add_special_tokens")) {
-      if (!body["add_special_tokens"].is_boolean())
-        bad_request("add_special_tokens", "'add_special_tokens' must be a boolean");
-      add_special = body["add_special_tokens"].get<bool>();
+    // vLLM's names (prompt, add_special_tokens) or llama.cpp's (content, add_special). The text
+    // is the client's own, so special tokens written in it become their ids (as in Hugging Face
+    // tokenizers, vLLM and llama.cpp) unless parse_special is false.
+    const char* text_name = field(body, "content") ? "content" : "prompt";
+    const ojson* text = field(body, text_name);
+    if (!text || !text->is_string())
+      bad_request("prompt", "'prompt' (or 'content') must be a string (or send 'messages')");
+    const bool add_special = field(body, "add_special") ? boolean(body, "add_special", true)
+                                                        : boolean(body, "add_special_tokens", true);
+    ids = tok.encode(
+        text->get<std::string>(),
+        {.add_special = add_special, .parse_special = boolean(body, "parse_special", true)});
+  }
+  nlohmann::json tokens = ids;
+  if (boolean(body, "with_pieces", false)) {
+    // llama.cpp's shape: a piece is its text, or its bytes where they are not valid UTF-8.
+    tokens = nlohmann::json::array();
+    for (int32_t id : ids) {
+      const std::string piece = tok.token_bytes(id);
+      nlohmann::json bytes = nlohmann::json::array();
+      for (unsigned char c : piece) bytes.push_back(int(c));
+      tokens.push_back({{"id", id}, {"piece", valid_utf8(piece) ? nlohmann::json(piece) : bytes}});
     }
-    ids = tok.encode(body["prompt"].get<std::string>(),
-                     {.add_special = add_special, .parse_special = false});
   }
   send_json(ex, 200,
-            {{"tokens", ids},
+            {{"tokens", tokens},
              {"count", ids.size()},
              {"max_model_len", m.engine->model_info().context_length}});
 }

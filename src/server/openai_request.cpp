@@ -271,6 +271,18 @@ void check_tool_choice(const ChatRequest& req, const std::string& param) {
   bad_request(param, "tool_choice names '{}', which is not in 'tools'", req.forced_tool);
 }
 
+ojson parse_template_kwargs(const ojson& value, const std::string& param) {
+  if (!value.is_object() || value.size() > 32)
+    bad_request(param, "'{}' must be an object of at most 32 template variables", param);
+  for (const auto& [key, v] : value.items())
+    for (const char* reserved :
+         {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+      if (key == reserved)
+        bad_request(param + "." + key, "'{}.{}' is set by the server and cannot be overridden",
+                    param, key);
+  return value;
+}
+
 ojson parse_json_body(std::string_view body, const RequestLimits& limits) {
   // nlohmann's parser recurses per nesting level: bound the depth before handing it the text.
   int depth = 0;
@@ -309,6 +321,10 @@ ChatRequest parse_chat_request(const ojson& body, const RequestLimits& limits) {
   for (size_t i = 0; i < messages->size(); ++i)
     req.messages.push_back(parse_message((*messages)[i], i));
   parse_tools(body, req);
+  if (const ojson* kwargs = field(body, "chat_template_kwargs"))
+    req.template_kwargs = parse_template_kwargs(*kwargs, "chat_template_kwargs");
+  req.max_thinking_tokens = static_cast<int32_t>(
+      integer_in(body, "max_thinking_tokens", 0, std::numeric_limits<int32_t>::max(), -1));
   req.gen.logprobs = boolean(body, "logprobs", false);
   int64_t top = integer_in(body, "top_logprobs", 0, limits.max_top_logprobs, 0);
   if (field(body, "top_logprobs") && !req.gen.logprobs)

@@ -57,6 +57,10 @@ struct ChatRequest {
   ToolChoice tool_choice = ToolChoice::automatic;
   std::string forced_tool;  // ToolChoice::function: the function's name (one of `tools`)
   bool parallel_tool_calls = true;
+  // Extra variables for the chat template (e.g. enable_thinking); never the ones the server sets.
+  ojson template_kwargs = ojson::object();
+  int32_t max_thinking_tokens = -1;                    // -1: no thinking budget
+  std::string thinking_param = "max_thinking_tokens";  // the field that set it (refusals)
   bool tools_active() const { return !tools.empty() && tool_choice != ToolChoice::none; }
   bool tool_call_forced() const {
     return tool_choice == ToolChoice::required || tool_choice == ToolChoice::function;
@@ -84,5 +88,9 @@ ChatRequest parse_chat_request(const ojson& body, const RequestLimits& limits);
 // must be among them. 400 naming `param`.
 void check_tool_choice(const ChatRequest& req, const std::string& param);
 CompletionRequest parse_completion_request(const ojson& body, const RequestLimits& limits);
+
+// chat_template_kwargs: an object of at most 32 variables, none of those the server sets itself
+// (messages, tools, add_generation_prompt, bos_token, eos_token); 400 naming the key.
+ojson parse_template_kwargs(const ojson& value, const std::string& param);
 
 }  // namespace memra::server

@@ -101,6 +101,7 @@ int run_server(const ServerConfig& config, const ModelLoader& loader) {
   app_config.keys.add_from_list(config.api_keys);
   if (!config.api_key_file.empty()) app_config.keys.add_from_file(config.api_key_file);
   app_config.fingerprint = "memra";
+  app_config.response_store = config.response_store;
   size_t n_keys = app_config.keys.size();
   App app(std::move(app_config));
 

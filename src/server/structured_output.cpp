@@ -61,13 +61,14 @@ ForcedSpelling spelling_of(ToolCallFormat format) {
 
 }  // namespace
 
-std::shared_ptr<const structured::Grammar> response_format_grammar(const GenerationParams& gen) {
+std::shared_ptr<const structured::Grammar> response_format_grammar(const GenerationParams& gen,
+                                                                   const char* schema_param) {
   if (gen.response_format == ResponseFormat::text) return nullptr;
   GrammarBuilder builder;
   if (gen.response_format == ResponseFormat::json_object)
     return builder.build(builder.any_json_object());
   nlohmann::json schema = nlohmann::json::parse(gen.json_schema.dump());
-  return builder.build(compile_schema(builder, schema, "response_format.json_schema.schema"));
+  return builder.build(compile_schema(builder, schema, schema_param));
 }
 
 std::shared_ptr<const structured::Grammar> forced_tool_call_grammar(const ChatRequest& chat,

@@ -18,8 +18,9 @@ namespace memra::server {
 // Calls a forced `required` turn may hold when parallel_tool_calls is true.
 constexpr int32_t kMaxForcedToolCalls = 8;
 
-// Null for response_format text.
-std::shared_ptr<const structured::Grammar> response_format_grammar(const GenerationParams& gen);
+// Null for response_format text. `schema_param` names the schema's field in a refusal.
+std::shared_ptr<const structured::Grammar> response_format_grammar(
+    const GenerationParams& gen, const char* schema_param = "response_format.json_schema.schema");
 
 // For a chat request whose tool_choice forces a call; ApiError 400 when the model's chat template
 // has no tool-call format memra knows (`format` none) or a tool's parameters cannot be enforced.

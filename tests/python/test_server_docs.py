@@ -61,3 +61,8 @@ def test_doc_tool_example_runs_with_the_template_it_names(build_dir, test_data):
 def test_doc_anthropic_example_runs(server):
     out = run_example(server, 5).strip()
     assert re.fullmatch(r"(end_turn|max_tokens) .* \d+", out, re.S), out
+
+
+def test_doc_responses_example_runs(server):
+    out = run_example(server, 6).strip().splitlines()
+    assert out[0].split(" ", 1)[0] in ("completed", "incomplete") and out[-1] == "True", out

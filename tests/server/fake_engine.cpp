@@ -86,6 +86,13 @@ std::string scripted_reply(const std::string& prompt, const SamplingParams& s) {
     std::string content = last.substr(20, last.find("<end_of_turn>") - 20);
     return "The tool said: " + content;
   }
+  if (last.find("THINK:") != std::string::npos) {
+    // A thinking model's reply; the span is already open or closed when the template wrote it.
+    const std::string answer = "The answer is 42.";
+    const std::string thought = "Let me think step by step about it.\n</think>\n\n" + answer;
+    if (prompt.ends_with("</think>\n\n")) return answer;
+    return prompt.ends_with("<think>\n") ? thought : "<think>\n" + thought;
+  }
   if (last.find("TOOL:") != std::string::npos)
     return "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
            "\"Paris\"}}</tool_call>";
@@ -269,7 +276,11 @@ std::string render_fake_chat(const ojson& context) {
     if (m.contains("tool_calls")) content += m["tool_calls"].dump();
     out += "<start_of_turn>" + m["role"].get<std::string>() + "\n" + content + "<end_of_turn>\n";
   }
-  return out + "<start_of_turn>model\n";
+  out += "<start_of_turn>model\n";
+  // Qwen3-style: enable_thinking false writes an empty span, true opens one.
+  if (context.contains("enable_thinking"))
+    out += context["enable_thinking"] == false ? "<think>\n\n</think>\n\n" : "<think>\n";
+  return out;
 }
 
 }  // namespace
@@ -284,6 +295,7 @@ ServedModel make_fake_model(const FakeEngineOptions& options, const std::string&
   m.engine = make_fake_engine(options);
   m.render_chat = render_fake_chat;
   m.tool_format = ToolCallFormat::hermes;  // its tool replies are <tool_call> blocks
+  if (options.thinking) m.reasoning = {"<think>", "</think>"};
   return m;
 }
 

@@ -1,6 +1,7 @@
 // A test double for memra::Engine: a byte-level tokenizer and a scripted "model" that writes a
 // reply chosen from the prompt (a tool call when the user says TOOL:, the tool result after a
-// tool message, otherwise a greeting that depends on the seed). It honours the engine contract the
+// tool message, a <think> span then an answer when the user says THINK:, otherwise a greeting that
+// depends on the seed). It honours the engine contract the
 // server relies on: one token per request per step, max_tokens, stop strings held back, EOS,
 // logprobs, cancel within one step, a bounded queue, stats. Used by the C++ server tests and the
 // memra-fake-server binary that the protocol tests in tests/python drive.
@@ -19,6 +20,7 @@ struct FakeEngineOptions {
   int32_t context_length = 256;
   int32_t max_sequences = 64;
   int32_t max_queued = 256;
+  bool thinking = false;  // the model's template marks <think> spans (replies to THINK: use one)
 };
 
 std::unique_ptr<Engine> make_fake_engine(const FakeEngineOptions& options);

@@ -25,6 +25,10 @@ const char* const kSeeds[] = {
     R"({"max_tokens":3,"messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}],"stop_sequences":["a"],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"thinking":{"type":"adaptive"},"metadata":{"user_id":"u"}})",
     R"({"prompt":[[1,2,3],[4,5]],"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}})",
     R"({"prompt":[65,66],"max_tokens":2,"logit_bias":{"65":-100},"top_k":5,"top_p":0.5,"min_p":0.1})",
+    // OpenAI Responses (/v1/responses); the last is a thinking chat (budget, template kwargs)
+    R"({"model":"fake-model","input":"Hi","instructions":"i","max_output_tokens":4,"temperature":0,"metadata":{"a":"b"},"store":false,"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"}}}}}})",
+    R"({"input":[{"role":"user","content":[{"type":"input_text","text":"TOOL: x"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"ok"},{"type":"reasoning","summary":[]}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"},"strict":true}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false,"max_output_tokens":8,"stream":true})",
+    R"({"messages":[{"role":"user","content":"THINK: x"},{"role":"assistant","content":"a"},{"role":"user","content":"THINK: y"}],"max_thinking_tokens":3,"chat_template_kwargs":{"enable_thinking":true,"k":[1]},"max_tokens":30,"stream":true,"logprobs":true})",
 };
 
 json random_value(std::mt19937& rng, int depth = 0) {
@@ -91,19 +95,26 @@ std::string mutate_bytes(std::string s, std::mt19937& rng) {
 }
 
 // OpenAI routes answer {"error": {message, type, param, code}}; Anthropic's (/v1/messages...)
-// {"type": "error", "error": {type, message}}.
+// {"type": "error", "error": {type, message}}. Streams end with their protocol's last event.
 void check_response(const testing::Response& r, const std::string& body, const std::string& path) {
   ASSERT_NE(r.status, 0) << "no response for " << body;
   ASSERT_NE(r.status, 500) << r.body << " for " << body;
   const bool anthropic = path.rfind("/v1/messages", 0) == 0;
+  const bool responses = path == "/v1/responses";
   if (r.status == 200) {
     if (r.head.find("text/event-stream") != std::string::npos) {
-      EXPECT_NE(r.body.find(anthropic ? "event: message_stop" : "data: [DONE]"), std::string::npos)
-          << body;
+      if (responses)
+        EXPECT_TRUE(r.body.find("event: response.completed") != std::string::npos ||
+                    r.body.find("event: response.incomplete") != std::string::npos)
+            << body;
+      else
+        EXPECT_NE(r.body.find(anthropic ? "event: message_stop" : "data: [DONE]"),
+                  std::string::npos)
+            << body;
     } else {
       json j = r.json();
       EXPECT_TRUE(j.contains("choices") || j.contains("tokens") || j.contains("prompt") ||
-                  j.contains("content") || j.contains("input_tokens"))
+                  j.contains("content") || j.contains("input_tokens") || j.contains("output"))
           << r.body;
     }
     return;
@@ -123,6 +134,7 @@ TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
   testing::FakeEngineOptions o;
   o.step_ms = 0;
   o.context_length = 64;  // keeps default max_tokens (context - prompt) short
+  o.thinking = true;      // replies to THINK: hold a <think> span
   std::vector<ServedModel> models;
   models.push_back(testing::make_fake_model(o));
   App app(AppConfig{});
@@ -134,7 +146,9 @@ TEST(ServerFuzz, MutatedBodiesAlwaysGetWellFormedAnswers) {
     std::string path = seed <= 4 ? "/v1/chat/completions"
                        : seed == 6 || seed == 7
                            ? (rng() % 4 ? "/v1/messages" : "/v1/messages/count_tokens")
-                           : "/v1/completions";
+                       : seed == 10 || seed == 11 ? "/v1/responses"
+                       : seed == 12               ? "/v1/chat/completions"
+                                                  : "/v1/completions";
     if (rng() % 10 == 0) path = rng() % 2 ? "/tokenize" : "/detokenize";
     std::string body;
     if (rng() % 2) {
@@ -184,8 +198,8 @@ TEST(ServerFuzz, RandomBytesAndHostileShapes) {
     bodies.push_back(b);
   }
   for (const std::string& body : bodies) {
-    for (const char* path :
-         {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/messages"}) {
+    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
+                             "/v1/messages", "/v1/responses"}) {
       check_response(testing::call(app, "POST", path, body), body.substr(0, 80), path);
       if (HasFatalFailure()) return;
     }

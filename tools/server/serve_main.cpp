@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "server/builtin_chat_templates.h"
+#include "server/reasoning.h"
 #include "server/serve.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
@@ -45,6 +46,7 @@ ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options
   } else if (const ChatTemplate* own = m.engine->chat_template()) {
     m.render_chat = [own](const ojson& context) { return own->render(context); };
     m.tool_format = tool_call_format_of(m.engine->tokenizer().chat_template());
+    m.reasoning = reasoning_format_of(m.engine->tokenizer().chat_template());
   } else {
     const std::string& arch = m.engine->model_info().architecture;
     source = builtin_chat_template(arch);
@@ -59,8 +61,10 @@ ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options
     auto tmpl = std::make_shared<const ChatTemplate>(source);
     m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
     m.tool_format = tool_call_format_of(source);
+    m.reasoning = reasoning_format_of(source);
   }
-  MEMRA_LOG_INFO("tool-call format: {}", tool_call_format_name(m.tool_format));
+  MEMRA_LOG_INFO("tool-call format: {}; thinking: {}", tool_call_format_name(m.tool_format),
+                 m.reasoning.enabled() ? m.reasoning.open + " ... " + m.reasoning.close : "none");
   return m;
 }
 
