@@ -407,20 +407,21 @@ void EngineImpl::step() {
     parts_.model->forward(plan.batch, *kv_, logits_);
   } catch (const std::exception& e) {
     MEMRA_LOG_ERROR("engine step failed: {}", e.what());
+    // A sticky device error leaves the context unusable: stop serving rather than return wrong
+    // tokens from later steps. Recorded before any sink hears of the failure, so a client that
+    // sees its error and asks for stats sees the reason.
+    const std::string why = parts_.ops ? parts_.ops->fatal_error() : std::string();
+    if (!why.empty()) {
+      MEMRA_LOG_ERROR("engine stopped: the device is unusable ({}); restart the process", why);
+      std::lock_guard lock(mu_);
+      fatal_ = why;
+      stats_.fatal_error = why;
+    }
     for (SeqState* seq : plan.seqs) {
       Active& a = static_cast<Active&>(*seq);
       finish_with_error(a, e.what());
     }
-    // A sticky device error leaves the context unusable: stop serving rather than return wrong
-    // tokens from later steps.
-    const std::string why = parts_.ops ? parts_.ops->fatal_error() : std::string();
     if (!why.empty()) {
-      MEMRA_LOG_ERROR("engine stopped: the device is unusable ({}); restart the process", why);
-      {
-        std::lock_guard lock(mu_);
-        fatal_ = why;
-        stats_.fatal_error = why;
-      }
       erase_finished();
       fail_all_in_flight("the engine stopped serving: the device is unusable (" + why + ")");
     }
