@@ -337,8 +337,11 @@ void wait_with_progress(Run& run, std::vector<std::thread>& clients, int64_t tot
   if (tty) {
     progress = std::thread([&] {
       while (!finished.load()) {
-        std::fprintf(stderr, "\rbench-serve: %lld/%lld requests, %lld failed, %.0f s   ",
-                     (long long)run.done.load(), (long long)total, (long long)run.failed.load(),
+        // --duration has no request count: the elapsed time stands for the progress.
+        std::string of;
+        if (total > 0) of = fmt::format("/{}", total);
+        std::fprintf(stderr, "\rbench-serve: %lld%s requests, %lld failed, %.0f s   ",
+                     (long long)run.done.load(), of.c_str(), (long long)run.failed.load(),
                      run.since_start(Clock::now()));
         std::fflush(stderr);
         for (int i = 0; i < 5 && !finished.load(); ++i)
