@@ -235,7 +235,10 @@ class Traffic:
         while time.time() < stop_at:
             r = rng.random() * self.cum[-1]
             kind = self.kinds[next(i for i, c in enumerate(self.cum) if r < c)]
-            self.run_one(kind, rng)
+            if self.run_one(kind, rng) == 429:
+                # As real clients do (Retry-After: 1); without it a full queue turns the clients
+                # into a 429 loop and the mix into mostly 429s.
+                time.sleep(min(1.0, max(0.0, stop_at - time.time())))
 
     def run_one(self, kind, rng):
         with self.lock:
@@ -244,11 +247,13 @@ class Traffic:
         try:
             status = getattr(self, "do_" + kind)(rng)
             self.count(kind, str(status))
+            return status
         except Exception as e:  # a failed check, a transport error or a timeout
             self.count(kind, "failed")
             with self.lock:
                 if len(self.failures) < MAX_FAILURE_SAMPLES:
                     self.failures.append(f"{kind}: {type(e).__name__}: {e}"[:400])
+            return None
 
     # Each do_* sends one request, checks the answer and returns its status.
 
@@ -400,7 +405,9 @@ class Traffic:
             t.join(REQUEST_TIMEOUT + 30)
 
     def do_burst(self, rng):
-        max_tokens = max(8, self.context // 4)
+        # Short outputs: all of them arrive at once, so the queue overflows whatever their length,
+        # and a slow model (Gemma on 2 CPU cores) still drains the burst within the timeout.
+        max_tokens = max(8, self.context // 16)
         body = dict(prompt=self.prompt(rng, 4, 8), max_tokens=max_tokens, ignore_eos=True,
                     stream=True, stream_options={"include_usage": True})
         status, headers, events = self.client.stream("/v1/completions", body)
