@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: setup, format check, CPU build + unit/gate tests,
-# sanitizer build of the untrusted-input tests, compile-only CUDA build, Python oracle tests.
+# sanitizer build of the untrusted-input tests, compile-only CUDA build, Python oracle tests,
+# a 2-minute server soak.
 # Usage: scripts/test.sh          (CI runs exactly this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,8 @@ fi
 
 echo "== python gates"
 MEMRA_BUILD_DIR=$PWD/build/cpu .venv/bin/python -m pytest -q -n "$JOBS" tests/python
+
+echo "== soak (2 minutes, fixture model)"
+# Mixed traffic at concurrency 64, then RSS, fds, threads and KV blocks back to their baseline
+# (docs/TESTING.md "Soak"). The report stays in the build folder for CI to keep.
+MEMRA_BUILD_DIR=$PWD/build/cpu scripts/soak.sh 2m --json build/cpu/soak-report.json

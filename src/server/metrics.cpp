@@ -100,6 +100,9 @@ std::string Metrics::render(const std::vector<ModelView>& models) const {
        [](const EngineStats& s) { return double(s.cached_tokens_total); }},
       {"memra:engine_steps_total", "counter", "Engine steps run",
        [](const EngineStats& s) { return double(s.steps_total); }},
+      {"memra:num_preemptions_total", "counter",
+       "Sequences preempted for KV blocks (their KV freed, prefilled again later)",
+       [](const EngineStats& s) { return double(s.preemptions_total); }},
   };
   for (const Series& series : kSeries) {
     gauge_header(out, series.name, series.type, series.help);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "memra/engine.h"
 
 namespace memra::cli::bench {
@@ -97,5 +99,10 @@ struct ReceiptInputs {
   const std::vector<Figure>& figures;
 };
 void write_receipt(const std::string& path, const ReceiptInputs& in);
+
+// Shared by every receipt (`memra bench`, `memra bench-serve`): the current UTC time as
+// 2026-01-31T12:00:00Z, and {"commit", "commit_source"[, "commit_dirty"]} of the source tree.
+std::string utc_now();
+nlohmann::ordered_json commit_json();
 
 }  // namespace memra::cli::bench

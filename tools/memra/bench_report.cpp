@@ -18,33 +18,8 @@
 #include "formats/model_source.h"
 
 namespace memra::cli::bench {
-namespace {
 
 using nlohmann::ordered_json;
-
-// llama.cpp's name for general.file_type when it is a mix memra writes, else the tensor type
-// holding the most bytes.
-std::string file_type_name(const ModelArchive& a, const std::map<std::string, uint64_t>& by_type) {
-  using convert::Mix;
-  if (const auto ft = a.metadata.get_int("general.file_type")) {
-    for (Mix m : {Mix::f32, Mix::f16, Mix::bf16, Mix::q8_0, Mix::q4_k_m, Mix::q5_k_m, Mix::q6_k})
-      if (convert::llama_file_type(m) == *ft) return std::string(convert::mix_name(m));
-    return "LLAMA_FTYPE " + std::to_string(*ft);
-  }
-  const auto most =
-      std::max_element(by_type.begin(), by_type.end(),
-                       [](const auto& x, const auto& y) { return x.second < y.second; });
-  return most == by_type.end() ? "none" : most->first;
-}
-
-ordered_json spread_json(const std::vector<double>& values) {
-  const Spread s = spread(values);
-  return {{"median", s.median},
-          {"min", s.min},
-          {"max", s.max},
-          {"runs", values.size()},
-          {"values", values}};
-}
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -56,7 +31,7 @@ std::string utc_now() {
 }
 
 // The first line `command` prints, or "" when it fails.
-std::string first_line_of(const std::string& command) {
+static std::string first_line_of(const std::string& command) {
   FILE* p = popen(command.c_str(), "r");
   if (p == nullptr) return "";
   char buf[256] = {};
@@ -91,6 +66,32 @@ ordered_json commit_json() {
       return {{"commit", head}, {"commit_source", "git"}, {"commit_dirty", !dirty.empty()}};
   }
   return {{"commit", ""}, {"commit_source", "none"}};
+}
+
+namespace {
+
+// llama.cpp's name for general.file_type when it is a mix memra writes, else the tensor type
+// holding the most bytes.
+std::string file_type_name(const ModelArchive& a, const std::map<std::string, uint64_t>& by_type) {
+  using convert::Mix;
+  if (const auto ft = a.metadata.get_int("general.file_type")) {
+    for (Mix m : {Mix::f32, Mix::f16, Mix::bf16, Mix::q8_0, Mix::q4_k_m, Mix::q5_k_m, Mix::q6_k})
+      if (convert::llama_file_type(m) == *ft) return std::string(convert::mix_name(m));
+    return "LLAMA_FTYPE " + std::to_string(*ft);
+  }
+  const auto most =
+      std::max_element(by_type.begin(), by_type.end(),
+                       [](const auto& x, const auto& y) { return x.second < y.second; });
+  return most == by_type.end() ? "none" : most->first;
+}
+
+ordered_json spread_json(const std::vector<double>& values) {
+  const Spread s = spread(values);
+  return {{"median", s.median},
+          {"min", s.min},
+          {"max", s.max},
+          {"runs", values.size()},
+          {"values", values}};
 }
 
 ordered_json figure_json(const Figure& f) {
