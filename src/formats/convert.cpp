@@ -5,16 +5,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include "core/error.h"
 #include "formats/convert.h"
 #include "formats/hf_json.h"
 #include "formats/quant.h"
+#include "formats/row_workers.h"
 
 namespace memra::convert {
 
@@ -61,29 +60,10 @@ void fill_tensor(const TensorView& src, DType target, std::span<uint8_t> out, in
     std::memcpy(out.data(), src.data, out.size());
     return;
   }
-  const uint64_t rows = src.n_rows();
-  const uint64_t n_workers = std::clamp<uint64_t>(rows / 16, 1, static_cast<uint64_t>(threads));
-  std::vector<std::exception_ptr> errors(n_workers);
-  auto work = [&](uint64_t w) {
-    try {
-      convert_rows(src, target, out, rows * w / n_workers, rows * (w + 1) / n_workers);
-    } catch (...) {
-      errors[w] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (uint64_t w = 1; w < n_workers; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& err) {
-      throw Error(err.code(),
-                  fmt::format("tensor '{}' to {}: {}", src.name, dtype_name(target), err.what()));
-    }
-  }
+  row_workers_run(
+      src.n_rows(), threads,
+      [&](uint64_t first, uint64_t last) { convert_rows(src, target, out, first, last); },
+      fmt::format("tensor '{}' to {}", src.name, dtype_name(target)));
 }
 
 std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes) {

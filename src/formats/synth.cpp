@@ -6,13 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <map>
-#include <thread>
 
 #include "core/error.h"
 #include "core/half.h"
 #include "formats/quant.h"
+#include "formats/row_workers.h"
 
 namespace memra::synth {
 namespace {
@@ -142,29 +141,10 @@ void fill_rows(const TensorPlan& t, uint64_t seed, bool fast_quant, std::span<ui
 
 void fill_tensor(const TensorPlan& t, uint64_t seed, bool fast_quant, int threads,
                  std::span<uint8_t> out) {
-  const uint64_t rows = t.view.n_rows();
-  const uint64_t n_workers = std::clamp<uint64_t>(rows / 16, 1, static_cast<uint64_t>(threads));
-  std::vector<std::exception_ptr> errors(n_workers);
-  auto work = [&](uint64_t w) {
-    try {
-      fill_rows(t, seed, fast_quant, out, rows * w / n_workers, rows * (w + 1) / n_workers);
-    } catch (...) {
-      errors[w] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (uint64_t w = 1; w < n_workers; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& err) {
-      throw Error(err.code(),
-                  fmt::format("tensor '{}' ({}): {}", t.view.name, dtype_name(t.type), err.what()));
-    }
-  }
+  row_workers_run(
+      t.view.n_rows(), threads,
+      [&](uint64_t first, uint64_t last) { fill_rows(t, seed, fast_quant, out, first, last); },
+      fmt::format("tensor '{}' ({})", t.view.name, dtype_name(t.type)));
 }
 
 convert::Summary write_gguf(const Options& options, const gguf::Writer::ProgressFn& progress) {
