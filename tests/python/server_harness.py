@@ -90,3 +90,17 @@ def fake_server_binary(build_dir) -> pathlib.Path:
 # Flags for the real model in tests: a short context keeps the KV cache small and start-up fast.
 REAL_ARGS = ["--ctx-size", "1024", "--max-sequences", "64", "--kv-blocks", "1024", "--log-level", "warn"]
 API_KEY = "sk-memra-test"
+
+
+def real_server_with_template(build_dir, test_data, template: str) -> Server:
+    """memra-server on the real default model, API key required, rendering chat with the named
+    template from the test data's chat-templates folder."""
+    args = REAL_ARGS + ["--chat-template", str(test_data / "chat-templates" / template)]
+    return Server(real_server_binary(build_dir), args, env={"MEMRA_API_KEYS": API_KEY})
+
+
+def openai_client(server: Server, timeout: float = 300):
+    """The real `openai` client pointed at `server` (no retries: every failure is visible)."""
+    import openai
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0,
+                         timeout=timeout)

@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from server_harness import API_KEY, REAL_ARGS, Server, real_server_binary
+from server_harness import API_KEY, real_server_with_template
 
 WEATHER = {"name": "get_weather", "description": "Current weather for a city",
            "input_schema": {"type": "object",
@@ -23,9 +23,7 @@ GREEDY = {"temperature": 0}  # not in the current API; memra keeps the old field
 
 @pytest.fixture(scope="module")
 def server(build_dir, test_data):
-    template = test_data / "chat-templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
-    s = Server(real_server_binary(build_dir), REAL_ARGS + ["--chat-template", str(template)],
-               env={"MEMRA_API_KEYS": API_KEY})
+    s = real_server_with_template(build_dir, test_data, "Qwen-Qwen2.5-7B-Instruct.jinja")
     yield s
     assert s.stop() == 0, s.log_text()
 

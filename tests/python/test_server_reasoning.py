@@ -6,10 +6,9 @@ items through the real clients. The exact split on scripted replies is tested in
 (tests/server/reasoning_test.cpp), since this base model never writes the tags itself."""
 import anthropic
 import httpx
-import openai
 import pytest
 
-from server_harness import API_KEY, REAL_ARGS, Server, real_server_binary
+from server_harness import API_KEY, openai_client, real_server_with_template
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 GREEDY = {"temperature": 0}  # not in the current Anthropic API; memra keeps it for old clients
@@ -17,16 +16,14 @@ GREEDY = {"temperature": 0}  # not in the current Anthropic API; memra keeps it 
 
 @pytest.fixture(scope="module")
 def server(build_dir, test_data):
-    template = test_data / "chat-templates" / "Qwen3.5-4B.jinja"
-    s = Server(real_server_binary(build_dir), REAL_ARGS + ["--chat-template", str(template)],
-               env={"MEMRA_API_KEYS": API_KEY})
+    s = real_server_with_template(build_dir, test_data, "Qwen3.5-4B.jinja")
     yield s
     assert s.stop() == 0, s.log_text()
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from server_harness import API_KEY, REAL_ARGS, Server, real_server_binary
+from server_harness import openai_client, real_server_with_template
 
 QUESTION = "Question: What is the capital of France?\nAnswer:"
 WEATHER = {
@@ -28,16 +28,14 @@ WEATHER = {
 
 @pytest.fixture(scope="module")
 def server(build_dir, test_data):
-    template = test_data / "chat-templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
-    s = Server(real_server_binary(build_dir), REAL_ARGS + ["--chat-template", str(template)],
-               env={"MEMRA_API_KEYS": API_KEY})
+    s = real_server_with_template(build_dir, test_data, "Qwen-Qwen2.5-7B-Instruct.jinja")
     yield s
     assert s.stop() == 0, s.log_text()
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 @pytest.fixture(scope="module")

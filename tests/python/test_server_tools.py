@@ -10,7 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from server_harness import API_KEY, REAL_ARGS, Server, real_server_binary
+from server_harness import openai_client, real_server_with_template
 
 WEATHER = {
     "type": "function",
@@ -44,8 +44,7 @@ ASK = [{"role": "user", "content": "What is the weather in Paris right now?"}]
 
 
 def start(build_dir, test_data, template):
-    args = REAL_ARGS + ["--chat-template", str(test_data / "chat-templates" / template)]
-    return Server(real_server_binary(build_dir), args, env={"MEMRA_API_KEYS": API_KEY})
+    return real_server_with_template(build_dir, test_data, template)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def hermes(build_dir, test_data):
 
 
 def client_of(server):
-    return openai.OpenAI(base_url=server.url + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 def model_of(client):
