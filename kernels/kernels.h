@@ -28,7 +28,8 @@ namespace memra::kernels {
 // Q6_K at least).
 bool matmul_supports(DType wtype);
 
-// Bytes of device scratch matmul() needs for n_tokens rows of n_in (the bf16 copy of x).
+// Bytes of device scratch matmul() needs for n_tokens rows of n_in (the f16 copy of x, its group
+// sums and row scales).
 size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 
 // y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < n_out; y is [n_tokens x n_out] with row
@@ -37,6 +38,12 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 // scratch: matmul_scratch_bytes(n_tokens, n_in) bytes of device memory.
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream);
+
+// matmul computes BF16 weights in f16 (exact within f16's range): counts the elements of a BF16
+// tensor (n elements, device memory) whose magnitude exceeds f16's largest finite value 65504,
+// adding into *count (device memory, zeroed by the caller). The backend refuses such a tensor.
+void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
+                           cudaStream_t stream);
 
 // ---- elementwise (kernels/elementwise) ---------------------------------------------------------
 

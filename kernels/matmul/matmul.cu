@@ -1,27 +1,35 @@
 // matmul (kernels.h): y = W x for ggml weight types, batch-invariant by construction.
 //
-// Design. x is rounded to bf16 (RNE) into scratch; weights are decoded to bf16 by a pure function
-// of their block bytes (weight_frag.cuh, the CPU dequantizer's f32 value rounded to bf16); the
-// product runs on mma.sync m16n8k16 bf16 with f32 accumulation.
+// Design. Each token row of x is scaled by a power of two that brings its largest |x| into
+// [2^14, 2^15) and rounded to f16 (RNE) into scratch: 11 significant bits for every element down
+// to 2^-28 of the row's largest, with no overflow whatever the activations' range. Weights are
+// decoded by a pure function of their block bytes (weight_frag.cuh): quantized types as their
+// exact integer quants, with each group's f32 scale and bias applied after the group's mma
+// chain; F16/BF16 as f16 values. The products run on mma.sync m16n8k16 f16 with f32
+// accumulation.
 // - Swap AB: weights are the mma A operand (M = output rows), tokens the B operand (N = 8 per
 //   mma), so a 1-token decode still fills whole 16-row weight tiles and streams each weight byte
-//   once, while prefill tiles the same instruction over 128 x 128 blocks.
+//   once, while prefill tiles the same instruction over 128 x 64 blocks.
 // - The canonical order, the only one any configuration uses: K is cut into 256-element chunks
-//   (the last may be shorter); chunk c's partial p_c is an mma chain over its k16 steps in
-//   increasing order, starting from +0; y = (((p_0 + p_1) + p_2) + ...) in f32. The chunk size
-//   is a constant, so the split depends on K alone. A plain chain over all of K would make every
-//   output wait on K/16 dependent mmas (~12 us for K = 12288) and leave a 4096-row matrix with
-//   256 warps for 132 SMs; fixed chunks let the decode kernel spread one row tile's K over 8
-//   warps and add their partials in chunk order, while the prefill kernel keeps a running sum in
-//   registers and folds each chunk as it ends. No split depends on the batch, the tile shape or
-//   the device.
+//   (the last may be shorter). Chunk c's partial p_c: for F16/BF16, an mma chain over its k16
+//   steps in increasing order from +0; for quantized types, p starts at +0 and for each scale
+//   group g of the chunk in order, s_g = an mma chain over the group's k16 steps from +0, then
+//   p = fma(scale_g, s_g, p) and, for types with a bias, p = fma(bias_g, xsum_g, p). Then
+//   y = (((p_0 + p_1) + p_2) + ...) in f32, times the row's power of two. The chunk and group
+//   sizes are constants of the dtype, so the order depends on K alone. A plain chain over all of
+//   K would make every output wait on K/16 dependent mmas; fixed chunks let the decode kernel
+//   spread one row tile's K over 8 warps and add their partials in chunk order, while the
+//   prefill kernel keeps a running sum in registers and folds each chunk as it ends. No split
+//   depends on the batch, the tile shape or the device.
 // - Invariance: an mma output element depends only on its A row, its B column and its
-//   accumulator; A rows are the decoded weights of that output row, B columns the bf16 x of that
-//   token (zero columns for absent tokens, which touch no other column). Both kernels compute
-//   every p_c with the same instruction sequence on the same operands and fold in the same
-//   order, so y[t][o] is bit-identical for any n_tokens, chunking of prefill, or batch mates.
+//   accumulator; A rows are the decoded weights of that output row, B columns the f16 x of that
+//   token (zero columns for absent tokens, which touch no other column), and a token's scale and
+//   group sums are functions of its own row. Both kernels compute every p_c with the same
+//   instruction sequence on the same operands and fold in the same order, so y[t][o] is
+//   bit-identical for any n_tokens, chunking of prefill, or batch mates.
 // - F32 weights take a separate exact path (test fixtures): FFMA over a lane-strided partition
 //   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.h"
@@ -34,33 +42,80 @@ namespace {
 
 using matmul_detail::kDecodeTokens;
 using matmul_detail::MatmulArgs;
-using matmul_detail::pack_bf16;
+using matmul_detail::pack_f16;
 
-// One thread per 16-element group of x: rounds to bf16 and stores the group in B-fragment order
-// (positions 4t..4t+3 = elements 2t, 2t+1, 2t+8, 2t+9), so lane t reads its b[0], b[1] at once.
-__global__ void x_to_bf16_kernel(const float* __restrict__ x, int64_t n_groups,
-                                 uint16_t* __restrict__ xb) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n_groups) return;
-  const float4* src = reinterpret_cast<const float4*>(x) + 4 * i;
-  float e[16];
-#pragma unroll
-  for (int v = 0; v < 4; ++v) {
-    const float4 f = __ldg(src + v);
-    e[4 * v] = f.x;
-    e[4 * v + 1] = f.y;
-    e[4 * v + 2] = f.z;
-    e[4 * v + 3] = f.w;
+// Where the parts of the scratch live: the f16 x, then the group sums, then the row scales.
+struct ScratchLayout {
+  int64_t xsum_stride, xh_bytes, xsum_bytes;
+  ScratchLayout(int64_t n_tokens, int64_t n_in)
+      : xsum_stride((n_in + 31) / 32),
+        xh_bytes(round16(n_tokens * n_in * 2)),
+        xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
+  int64_t total(int64_t n_tokens) const { return xh_bytes + xsum_bytes + round16(n_tokens * 4); }
+  static int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
+};
+
+// One block per token row. The row's largest |x| (exact in any order) picks the power of two;
+// then thread i rounds 32-element group i (the last may hold 16) to f16 in B-fragment order
+// (positions 4t..4t+3 of each 16 = elements 2t, 2t+1, 2t+8, 2t+9) and sums the rounded values
+// in element order.
+constexpr int kXThreads = 256;
+__global__ void __launch_bounds__(kXThreads)
+    x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
+                    float* __restrict__ xsum, int xsum_stride, float* __restrict__ xinv) {
+  __shared__ float warp_max[kXThreads / 32];
+  const int64_t row = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
+    const float4 f = __ldg(src + i);
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
   }
-  uint32_t o[8];
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
-    o[2 * t] = pack_bf16(e[2 * t], e[2 * t + 1]);
-    o[2 * t + 1] = pack_bf16(e[2 * t + 8], e[2 * t + 9]);
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kXThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  // m = f * 2^e with f in [0.5, 1): m * 2^(15 - e) lies in [2^14, 2^15).
+  int e = 0;
+  if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
+  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
+  const float scale = ldexpf(1.0f, shift);
+  if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
+
+  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
+    const int n = min(32, n_in - 32 * g);
+    float sum = 0.0f;
+    for (int h = 0; h < n / 16; ++h) {
+      const int k0 = 32 * g + 16 * h;
+      float e16[16];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const float4 f = __ldg(src + k0 / 4 + v);
+        e16[4 * v] = f.x * scale;
+        e16[4 * v + 1] = f.y * scale;
+        e16[4 * v + 2] = f.z * scale;
+        e16[4 * v + 3] = f.w * scale;
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        e16[i] = __half2float(__float2half_rn(e16[i]));
+        sum = __fadd_rn(sum, e16[i]);
+      }
+      uint32_t o[8];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        o[2 * t] = pack_f16(e16[2 * t], e16[2 * t + 1]);
+        o[2 * t + 1] = pack_f16(e16[2 * t + 8], e16[2 * t + 9]);
+      }
+      uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
+      dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    }
+    xsum[row * xsum_stride + g] = sum;
   }
-  uint4* dst = reinterpret_cast<uint4*>(xb) + 2 * i;
-  dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-  dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
 // F32 weights: one warp per output row; lane l sums elements l, l + 32, ... in order with FFMA,
@@ -96,6 +151,18 @@ __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_o
   }
 }
 
+__global__ void bf16_beyond_f16_kernel(const uint16_t* __restrict__ w, int64_t n,
+                                       unsigned long long* count) {
+  unsigned long long mine = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    // |v| > 65504 (the largest finite f16): bf16 magnitudes from 0x4780 (65536) up, inf included.
+    mine += (w[i] & 0x7fffu) >= 0x4780u && (w[i] & 0x7fffu) <= 0x7f80u;
+  }
+  for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
+  if ((threadIdx.x & 31) == 0 && mine) atomicAdd(count, mine);
+}
+
 template <DType D>
 void run_mma(const MatmulArgs& args, cudaStream_t stream) {
   if (args.n_tokens <= kDecodeTokens) {
@@ -124,7 +191,8 @@ bool matmul_supports(DType wtype) {
 }
 
 size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
-  return static_cast<size_t>(n_tokens < 0 ? 0 : n_tokens) * static_cast<size_t>(n_in) * 2;
+  if (n_tokens <= 0 || n_in <= 0) return 0;
+  return static_cast<size_t>(ScratchLayout(n_tokens, n_in).total(n_tokens));
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
@@ -158,16 +226,23 @@ void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float
   if (!aligned16(w) || !aligned16(x) || !aligned16(scratch)) {
     fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
   }
-  const int64_t groups = n_tokens * n_in / 16;
-  auto* xb = static_cast<uint16_t*>(scratch);
-  x_to_bf16_kernel<<<static_cast<unsigned>((groups + 255) / 256), 256, 0, stream>>>(x, groups, xb);
+  const ScratchLayout layout(n_tokens, n_in);
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  auto* xh = reinterpret_cast<uint16_t*>(bytes);
+  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes);
+  auto* xinv = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xsum_bytes);
+  x_to_f16_kernel<<<static_cast<unsigned>(n_tokens), kXThreads, 0, stream>>>(
+      x, in, xh, xsum, static_cast<int>(layout.xsum_stride), xinv);
 
   MatmulArgs args;
   args.w = static_cast<const uint8_t*>(w);
   args.row_bytes = n_in / block * dtype_traits(wtype).type_size;
   args.n_in = in;
   args.n_out = out;
-  args.xb = xb;
+  args.xh = xh;
+  args.xsum = xsum;
+  args.xsum_stride = static_cast<int>(layout.xsum_stride);
+  args.xinv = xinv;
   args.n_tokens = tokens;
   args.y = y;
   args.ldy = ldy;
@@ -181,6 +256,14 @@ void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float
     default:
       fail(ErrorCode::internal, "matmul: dtype {} passed the support check", dtype_name(wtype));
   }
+}
+
+void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
+                           cudaStream_t stream) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  bf16_beyond_f16_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      static_cast<const uint16_t*>(w), n, count);
 }
 
 }  // namespace memra::kernels

@@ -56,9 +56,29 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, int row0, int c,
   }
 }
 
+// acc += one k16 step of an m16 tile: rows[0] / rows[1] are this lane's rows g and g + 8.
+template <DType D>
+__device__ __forceinline__ void mma_step(float (&acc)[4], const uint8_t* const (&rows)[2], int s,
+                                         int t, uint2 b) {
+  const uint2 lo = weight_frag<D>(rows[0], s, t);
+  const uint2 hi = weight_frag<D>(rows[1], s, t);
+  const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
+  mma_f16(acc, af, b.x, b.y);
+}
+
+// The sums of 32-element group `group` of x for this lane's C columns (tokens 2t and 2t + 1).
+__device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int t, int group) {
+  float2 v;
+  v.x = 2 * t < a.n_tokens ? __ldg(a.xsum + (2 * t) * a.xsum_stride + group) : 0.0f;
+  v.y = 2 * t + 1 < a.n_tokens ? __ldg(a.xsum + (2 * t + 1) * a.xsum_stride + group) : 0.0f;
+  return v;
+}
+
 template <DType D>
 __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs a) {
   using C = DecodeCfg<D>;
+  using W = Weight<D>;
+  static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");
   extern __shared__ __align__(16) uint8_t smem[];
   float* part = reinterpret_cast<float*>(smem + C::kRawBytes);  // [2][warp][token][row]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -79,7 +99,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
       const int steps = min(kChunk, a.n_in - k0) / 16;
       // B fragments of the whole chunk (token g), issued before waiting on the weights.
       uint2 b[kChunk / 16];
-      const uint16_t* xg = a.xb + static_cast<int64_t>(g) * a.n_in + k0 + 4 * t;
+      const uint16_t* xg = a.xh + static_cast<int64_t>(g) * a.n_in + k0 + 4 * t;
 #pragma unroll
       for (int s = 0; s < kChunk / 16; ++s) {
         b[s] = g < a.n_tokens && s < steps ? __ldg(reinterpret_cast<const uint2*>(xg + 16 * s))
@@ -97,16 +117,31 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
       }
       cp_async_wait<1>();  // this chunk's group; the prefetch just issued may still fly
       __syncwarp();
-      float acc[C::kTiles][4] = {};
+      float acc[C::kTiles][4] = {};  // the chunk partial p_c (matmul.cu)
+      if constexpr (!W::kScaled) {
 #pragma unroll
-      for (int s = 0; s < kChunk / 16; ++s) {
-        if (s < steps) {
+        for (int s = 0; s < kChunk / 16; ++s) {
+          if (s < steps) {
 #pragma unroll
-          for (int m = 0; m < C::kTiles; ++m) {
-            const uint2 lo = weight_frag<D>(rows[m][0], s, t);
-            const uint2 hi = weight_frag<D>(rows[m][1], s, t);
-            const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
-            mma_bf16(acc[m], af, b[s].x, b[s].y);
+            for (int m = 0; m < C::kTiles; ++m) mma_step<D>(acc[m], rows[m], s, t, b[s]);
+          }
+        }
+      } else {
+        constexpr int kGroupSteps = W::kGroup / 16;
+#pragma unroll
+        for (int j = 0; j < kChunk / W::kGroup; ++j) {
+          const int s0 = j * kGroupSteps;
+          if (s0 < steps) {  // groups never straddle K's end: K is a multiple of the block
+            float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 2t, 2t + 1
+            if constexpr (W::kBias) xs = group_sums(a, t, (k0 >> 5) + j);
+#pragma unroll
+            for (int m = 0; m < C::kTiles; ++m) {
+              float grp[4] = {};
+#pragma unroll
+              for (int u = 0; u < kGroupSteps; ++u) mma_step<D>(grp, rows[m], s0 + u, t, b[s0 + u]);
+              apply_group<W::kBias>(acc[m], grp, weight_scale<D>(rows[m][0], s0),
+                                    weight_scale<D>(rows[m][1], s0), xs);
+            }
           }
         }
       }
@@ -135,7 +170,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
   }
   if (threadIdx.x < C::kPartFloats) {
     const int n = threadIdx.x / C::kRows, row = row0 + threadIdx.x % C::kRows;
-    if (n < a.n_tokens && row < a.n_out) a.y[n * a.ldy + row] = total;
+    if (n < a.n_tokens && row < a.n_out) a.y[n * a.ldy + row] = total * a.xinv[n];
   }
 }
 
@@ -145,9 +180,8 @@ template <DType D>
 void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
   using C = DecodeCfg<D>;
   static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
-  // Errors here surface at the caller's next launch check, as for the launch itself.
-  (void)cudaFuncSetAttribute(decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             C::kSmem);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(decode_kernel<D>, C::kSmem, smem_set);
   const unsigned blocks = static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows);
   decode_kernel<D><<<blocks, kWarps * 32, C::kSmem, stream>>>(a);
 }

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -16,9 +17,15 @@ struct MatmulArgs {
   int64_t row_bytes = 0;
   int n_in = 0;
   int n_out = 0;
-  // x as bf16 [n_tokens][n_in], each 16-element group stored in B-fragment order (matmul.cu):
-  // positions 4t..4t+3 hold elements 2t, 2t+1, 2t+8, 2t+9.
-  const uint16_t* xb = nullptr;
+  // x as f16 [n_tokens][n_in], each row scaled by its own power of two (matmul.cu) and each
+  // 16-element group stored in B-fragment order: positions 4t..4t+3 hold elements 2t, 2t+1,
+  // 2t+8, 2t+9.
+  const uint16_t* xh = nullptr;
+  // Per token: the sum of each 32-element group of the scaled, f16-rounded x (xsum_stride groups
+  // per row, the last may hold 16), and the power of two that undoes the row's scaling.
+  const float* xsum = nullptr;
+  int xsum_stride = 0;
+  const float* xinv = nullptr;
   int n_tokens = 0;
   float* y = nullptr;
   int64_t ldy = 0;
@@ -29,6 +36,20 @@ constexpr int kMaxSmem = 163 * 1024;
 
 // Tokens the decode kernel covers (one mma n8 column each); more go to the prefill kernel.
 constexpr int kDecodeTokens = 8;
+
+// Raises a kernel's dynamic shared memory limit once per device: the attribute call costs as much
+// host time as a launch, and decode steps launch hundreds of matmuls. Errors surface at the
+// caller's next launch check, as for the launch itself.
+template <typename Kernel>
+void allow_smem_once(Kernel kernel, int bytes, std::atomic<uint64_t>& devices_done) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (devices_done.load(std::memory_order_acquire) & bit) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+      cudaSuccess)
+    devices_done.fetch_or(bit, std::memory_order_release);
+}
 
 template <DType D>
 void launch_decode(const MatmulArgs& args, cudaStream_t stream);

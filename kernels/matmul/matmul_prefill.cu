@@ -1,18 +1,19 @@
 // The prefill matmul (9+ tokens): a tensor-core tile kernel. A block computes 128 weight rows x
-// 128 tokens; 8 warps each own 64 rows x 32 tokens. K advances in 64-element sub-stages: raw
-// weight blocks and the bf16 x tile arrive by cp.async two sub-stages ahead, the block decodes the
-// next sub-stage's weights to a bf16 tile (the same decoder as the decode kernel) while the
-// tensor cores consume the current one through ldmatrix. Per element, the mma chain and the chunk
-// sum are the decode kernel's exactly (matmul.cu).
+// 64 tokens; 8 warps each own 32 rows x 32 tokens. K advances in 64-element sub-stages: raw
+// weight blocks and the f16 x tile arrive by cp.async two sub-stages ahead, the block decodes the
+// next sub-stage's weights to an f16 tile and its groups' scales to a small table (the same
+// decoders as the decode kernel) while the tensor cores consume the current one through
+// ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
+// kernel's exactly (matmul.cu).
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kSub = 64, kThreads = 256;
-constexpr int kAStride = kSub + 8;   // bf16 per decoded row: 144 B, ldmatrix rows hit 8 bank groups
-constexpr int kXStride = kSub + 16;  // bf16 per x row: 160 B, the 8-byte B loads are conflict-free
+constexpr int kBM = 128, kBN = 64, kSub = 64, kThreads = 256;
+constexpr int kAStride = kSub + 8;   // f16 per decoded row: 144 B, ldmatrix rows hit 8 bank groups
+constexpr int kXStride = kSub + 16;  // f16 per x row: 160 B, the 8-byte B loads are conflict-free
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 
 template <DType D>
@@ -25,8 +26,11 @@ struct PrefillCfg {
   static constexpr int kRawBytes = kBM * kSlot;
   static constexpr int kABytes = kBM * kAStride * 2;
   static constexpr int kXBytes = kBN * kXStride * 2;
-  // Two raw stages, two decoded tiles, three x tiles (one read, two in flight).
-  static constexpr int kSmem = 2 * kRawBytes + 2 * kABytes + 3 * kXBytes;
+  // Scale groups per sub-stage (none for F16/BF16, whose table is unused).
+  static constexpr int kGroups = W::kScaled ? kSub / W::kGroup : 1;
+  static constexpr int kScaleBytes = kBM * kGroups * 8;
+  // Two raw stages, two decoded tiles and scale tables, three x tiles (one read, two in flight).
+  static constexpr int kSmem = 2 * kRawBytes + 2 * kABytes + 2 * kScaleBytes + 3 * kXBytes;
 };
 
 template <DType D>
@@ -34,9 +38,10 @@ struct Prefill {
   using C = PrefillCfg<D>;
   using W = Weight<D>;
   const MatmulArgs& a;
-  uint8_t* raw;   // [2][kBM][kSlot]
-  uint16_t* abf;  // [2][kBM][kAStride]
-  uint16_t* xs;   // [3][kBN][kXStride]
+  uint8_t* raw;  // [2][kBM][kSlot]
+  uint16_t* ah;  // [2][kBM][kAStride]
+  float2* sc;    // [2][kBM][kGroups]
+  uint16_t* xs;  // [3][kBN][kXStride]
   int row0, tok0, tid, n_sub;
 
   __device__ int64_t raw_start(int rr, int rs) const {
@@ -75,7 +80,7 @@ struct Prefill {
         if (p * 8 < nk) {
           const bool ok = tok0 + n < a.n_tokens;  // columns past the batch are zero
           const uint16_t* src =
-              ok ? a.xb + static_cast<int64_t>(tok0 + n) * a.n_in + k0 + 8 * p : a.xb;
+              ok ? a.xh + static_cast<int64_t>(tok0 + n) * a.n_in + k0 + 8 * p : a.xh;
           cp_async16(xd + n * kXStride + 8 * p, src, ok ? 16 : 0);
         }
       }
@@ -83,13 +88,14 @@ struct Prefill {
     cp_async_commit();
   }
 
-  // Decodes sub-stage q's weights into decoded tile q % 2: thread -> (row, k16 step, t) items.
+  // Decodes sub-stage q's weights into tile q % 2 (thread -> (row, k16 step, t) items) and its
+  // groups' {scale, bias} into table q % 2.
   __device__ void decode(int q) {
     const int k0 = q * kSub, rs = k0 / C::kRawK;
     const int steps = min(kSub, a.n_in - k0) / 16;
     const int step0 = (k0 - rs * C::kRawK) / 16;
     const uint8_t* src = raw + (rs & 1) * C::kRawBytes;
-    uint16_t* dst = abf + (q & 1) * kBM * kAStride;
+    uint16_t* dst = ah + (q & 1) * kBM * kAStride;
     const int t = tid & 3;
 #pragma unroll 2
     for (int i = 0; i < kBM * (kSub / 16) * 4 / kThreads; ++i) {
@@ -102,25 +108,61 @@ struct Prefill {
         o[4] = v.y;  // columns 2t + 8, 2t + 9
       }
     }
+    if constexpr (W::kScaled) {
+      constexpr int kGroupSteps = W::kGroup / 16;
+      float2* table = sc + (q & 1) * kBM * C::kGroups;
+      for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
+        const int rr = i / C::kGroups, j = i % C::kGroups;
+        if (j * kGroupSteps < steps) {
+          const uint8_t* row = src + rr * C::kSlot + (raw_start(rr, rs) & 15);
+          table[i] = weight_scale<D>(row, step0 + j * kGroupSteps);
+        }
+      }
+    }
   }
 };
+
+// acc[m][n] += k16 step s of the current tiles: A rows from ldmatrix, B columns 8n.. of the warp.
+template <int kM>
+__device__ __forceinline__ void mma_tiles(float (&acc)[kM][4][4], const uint16_t* A,
+                                          const uint16_t* X, int s, int lane) {
+  uint32_t af[kM][4];
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    ldmatrix_x4(af[m], A + 16 * m * kAStride + 16 * s + 8 * (lane >> 4));
+  }
+  uint2 bf[4];
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+    bf[n] = *reinterpret_cast<const uint2*>(X + 8 * n * kXStride + 16 * s);
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) mma_f16(acc[m][n], af[m], bf[n].x, bf[n].y);
+  }
+}
 
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a) {
   using C = PrefillCfg<D>;
+  using W = Weight<D>;
+  constexpr int kM = 2;  // m16 tiles per warp: 32 rows
   extern __shared__ __align__(16) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wm = warp >> 2, wn = warp & 3;  // warp tile: rows 64 wm.., tokens 32 wn..
-  Prefill<D> p{a,
-               smem,
-               reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes),
-               reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes + 2 * C::kABytes),
-               static_cast<int>(blockIdx.y) * kBM,
-               static_cast<int>(blockIdx.x) * kBN,
-               tid,
-               (a.n_in + kSub - 1) / kSub};
+  const int wm = warp >> 1, wn = warp & 1;  // warp tile: rows 32 wm.., tokens 32 wn..
+  Prefill<D> p{
+      a,
+      smem,
+      reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes),
+      reinterpret_cast<float2*>(smem + 2 * C::kRawBytes + 2 * C::kABytes),
+      reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes + 2 * C::kABytes + 2 * C::kScaleBytes),
+      static_cast<int>(blockIdx.y) * kBM,
+      static_cast<int>(blockIdx.x) * kBN,
+      tid,
+      (a.n_in + kSub - 1) / kSub};
 
-  float acc[4][4][4] = {}, total[4][4][4] = {};
+  // acc: the chunk partial p_c; total: the running chunk sum (matmul.cu).
+  float acc[kM][4][4] = {}, total[kM][4][4] = {};
   p.issue(0);
   p.issue(1);
   cp_async_wait<1>();
@@ -131,32 +173,49 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
     __syncthreads();     // also: everyone is done with q - 1's tiles, which q + 2 reuses
     p.issue(q + 2);
     if (q + 1 < p.n_sub) p.decode(q + 1);
-    const uint16_t* A = p.abf + (q & 1) * kBM * kAStride + (wm * 64 + (lane & 15)) * kAStride;
+    const uint16_t* A = p.ah + (q & 1) * kBM * kAStride + (wm * 32 + (lane & 15)) * kAStride;
     const uint16_t* X = p.xs + (q % 3) * kBN * kXStride + (wn * 32 + g) * kXStride + 4 * t;
     const int steps = min(kSub, a.n_in - q * kSub) / 16;
+    if constexpr (!W::kScaled) {
 #pragma unroll
-    for (int s = 0; s < kSub / 16; ++s) {
-      if (s < steps) {
-        uint32_t af[4][4];
+      for (int s = 0; s < kSub / 16; ++s) {
+        if (s < steps) mma_tiles<kM>(acc, A, X, s, lane);
+      }
+    } else {
+      constexpr int kGroupSteps = W::kGroup / 16;
+      const float2* table = p.sc + (q & 1) * kBM * C::kGroups;
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          ldmatrix_x4(af[m], A + 16 * m * kAStride + 16 * s + 8 * (lane >> 4));
-        }
-        uint2 bf[4];
+      for (int j = 0; j < C::kGroups; ++j) {
+        if (j * kGroupSteps < steps) {  // groups never straddle K's end
+          float grp[kM][4][4] = {};
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
-          bf[n] = *reinterpret_cast<const uint2*>(X + 8 * n * kXStride + 16 * s);
-        }
+          for (int u = 0; u < kGroupSteps; ++u) mma_tiles<kM>(grp, A, X, j * kGroupSteps + u, lane);
+          float2 xs[4] = {};  // group sums of each n tile's tokens 2t, 2t + 1
+          if constexpr (W::kBias) {
+            const int group = (q * kSub) / 32 + j;
 #pragma unroll
-        for (int m = 0; m < 4; ++m) {
+            for (int n = 0; n < 4; ++n) {
+              const int tok = p.tok0 + wn * 32 + 8 * n + 2 * t;
+              xs[n].x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+              xs[n].y =
+                  tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
+            }
+          }
 #pragma unroll
-          for (int n = 0; n < 4; ++n) mma_bf16(acc[m][n], af[m], bf[n].x, bf[n].y);
+          for (int m = 0; m < kM; ++m) {
+            const int rr = wm * 32 + 16 * m + g;
+            const float2 sc_g = table[rr * C::kGroups + j];
+            const float2 sc_g8 = table[(rr + 8) * C::kGroups + j];
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+              apply_group<W::kBias>(acc[m][n], grp[m][n], sc_g, sc_g8, xs[n]);
+          }
         }
       }
     }
     if ((q & 3) == 3 || q == p.n_sub - 1) {  // a 256-element chunk ends: fold it in order
 #pragma unroll
-      for (int m = 0; m < 4; ++m) {
+      for (int m = 0; m < kM; ++m) {
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
 #pragma unroll
@@ -169,14 +228,15 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
     }
   }
 #pragma unroll
-  for (int m = 0; m < 4; ++m) {
+  for (int m = 0; m < kM; ++m) {
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = p.row0 + wm * 64 + 16 * m + g + 8 * (i >> 1);
+        const int row = p.row0 + wm * 32 + 16 * m + g + 8 * (i >> 1);
         const int tok = p.tok0 + wn * 32 + 8 * n + 2 * t + (i & 1);
-        if (row < a.n_out && tok < a.n_tokens) a.y[tok * a.ldy + row] = total[m][n][i];
+        if (row < a.n_out && tok < a.n_tokens)
+          a.y[tok * a.ldy + row] = total[m][n][i] * a.xinv[tok];
       }
     }
   }
@@ -188,9 +248,8 @@ template <DType D>
 void launch_prefill(const MatmulArgs& a, cudaStream_t stream) {
   using C = PrefillCfg<D>;
   static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
-  // Errors here surface at the caller's next launch check, as for the launch itself.
-  (void)cudaFuncSetAttribute(prefill_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             C::kSmem);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_kernel<D>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   prefill_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);

@@ -1,5 +1,5 @@
-// Private to kernels/matmul: PTX wrappers (cp.async, ldmatrix, mma.sync m16n8k16 bf16) and the
-// exact small-integer and bf16 conversions the weight decoders share. Fragment layouts are the
+// Private to kernels/matmul: PTX wrappers (cp.async, ldmatrix, mma.sync m16n8k16 f16) and the
+// exact small-integer to f16 conversions the weight decoders share. Fragment layouts are the
 // PTX ISA's for mma.m16n8k16 (g = lane / 4, t = lane % 4):
 //   A (16x16, row): a[0] = row g cols 2t,2t+1; a[1] = row g+8 same cols; a[2], a[3] = cols +8.
 //   B (16x8, col):  b[0] = k 2t,2t+1 of column g; b[1] = k 2t+8,2t+9 of column g.
@@ -43,20 +43,42 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
                : "r"(smem_addr(p)));
 }
 
-// acc = A * B + acc, one 16x8x16 bf16 step with f32 accumulation.
-__device__ __forceinline__ void mma_bf16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
+// acc = A * B + acc, one 16x8x16 f16 step with f32 accumulation.
+__device__ __forceinline__ void mma_f16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats to a bf16 pair, round-to-nearest-even; `lo` lands in the low half (the lower column).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+// Two floats to an f16 pair, round-to-nearest-even; `lo` lands in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 p = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&p);
+}
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) {
+  return *reinterpret_cast<const __half2*>(&u);
+}
+
+// Small unsigned integers to exact f16 pairs without the int->float converter: the f16 with bits
+// 0x6400 | u is 1024 + u for u < 1024, so one packed subtraction of 1024 + kOffset gives
+// u - kOffset exactly. `pair` holds the two integers in bits 0..9 and 16..25.
+template <int kOffset>
+__device__ __forceinline__ uint32_t exact_f16x2(uint32_t pair) {
+  const __half2 biased = bits_h2(pair | 0x64006400u);
+  return h2_bits(__hsub2(
+      biased, __half2half2(__ushort_as_half(static_cast<unsigned short>(0x6400u + kOffset)))));
+}
+
+// The two bytes of a little-endian 16-bit word moved to bits 0..7 and 16..23 (one per f16 lane).
+__device__ __forceinline__ uint32_t spread_bytes(uint32_t word16) {
+  return __byte_perm(word16, 0u, 0x4140);
 }
 
 // float(q - offset) for 0 <= q < 2^22, exactly, without the slow int->float converter: the bits

@@ -1,9 +1,17 @@
-// Private to kernels/matmul: weight decoders, one per dtype. Each turns raw ggml block bytes
-// (in shared memory) into the bf16 pairs of one mma A-fragment row, as a pure function of those
-// bytes, so the decode and prefill kernels see bit-identical weights. Values follow memra's CPU
-// dequantizers (src/formats/quant_k.cpp, quant_legacy.cpp) operation for operation in f32; every
-// product there is exact (an f16 scale has 11 significant bits, a 6-bit sub-scale 6, a quant <= 6),
-// so one fmaf equals the CPU's separate multiply and add. The f32 value is then rounded to bf16.
+// Private to kernels/matmul: weight decoders, one per dtype. Each is a pure function of raw ggml
+// block bytes (in shared memory), so the decode and prefill kernels see bit-identical operands.
+//
+// Quantized types never round a weight: a ggml weight is (group scale) * q + (group bias) with a
+// small integer q, and every such q is exact in f16. So the tensor cores multiply the integers q
+// (f16) by x (f16, matmul.cu), and the group's scale and bias are applied in f32 after each
+// group's mma chain: sum_e w_e x_e = scale * sum_e q_e x_e + bias * sum_e x_e, the second sum
+// precomputed per 32 elements of x. Scale and bias are the CPU dequantizer's f32 values
+// (src/formats/quant_k.cpp, quant_legacy.cpp): each is one exact product (an f16 by a 6- or
+// 8-bit integer).
+//
+// F16 weights are exact in f16; BF16 weights are converted to f16, exact within f16's normal range
+// (the backend refuses a BF16 tensor with a value beyond f16's range at load; values under 2^-14
+// keep an absolute error below 2^-25).
 #pragma once
 
 #include "core/dtype.h"
@@ -17,88 +25,107 @@ __device__ __forceinline__ uint32_t bits(uint32_t word, int byte, int shift) {
   return (word >> (8 * byte + shift)) & ((1u << kWidth) - 1u);
 }
 
-// Each Weight<D>::frag(blk, s, t) returns the bf16 pairs of elements {16s + 2t, +1} (.x) and
-// {16s + 2t + 8, +9} (.y) of the quant block at blk: one row's half of an A fragment for the k16
-// slice s. blk is at least 2-byte aligned (all block sizes are even); F16/BF16 rows are 16-aligned.
+// The low (kHigh false) or high nibbles of the two bytes of a 16-bit word, one per f16 lane.
+__device__ __forceinline__ uint32_t nibble_pair(uint32_t word16, int shift) {
+  return (spread_bytes(word16) >> shift) & 0x000f000fu;
+}
+
+// Each Weight<D> gives:
+//   frag(blk, s, t): the f16 pairs of elements {16s + 2t, +1} (.x) and {16s + 2t + 8, +9} (.y) of
+//     the block at blk, as integers q (quantized types) or values (F16/BF16): one row's half of
+//     an mma A fragment for the k16 slice s.
+//   kGroup: elements per scale group (a multiple of 16 dividing the 256-element chunk);
+//     kScaled: whether groups carry a scale; kBias: whether they carry a bias too.
+//   scale(blk, j): {scale, bias} of group j of the block.
+// blk is at least 2-byte aligned (all block sizes are even); F16/BF16 rows are 16-aligned.
 template <DType D>
 struct Weight;
 
 template <>
 struct Weight<DType::f16> {
-  static constexpr int kBlock = 16, kBytes = 32;
+  static constexpr int kBlock = 16, kBytes = 32, kGroup = 256;
+  static constexpr bool kScaled = false, kBias = false;
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int, int t) {
-    const uint32_t p0 = ld_u32(b + 4 * t), p1 = ld_u32(b + 16 + 4 * t);
-    const float2 f0 = __half22float2(*reinterpret_cast<const __half2*>(&p0));
-    const float2 f1 = __half22float2(*reinterpret_cast<const __half2*>(&p1));
-    return make_uint2(pack_bf16(f0.x, f0.y), pack_bf16(f1.x, f1.y));
+    return make_uint2(ld_u32(b + 4 * t), ld_u32(b + 16 + 4 * t));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t*, int) {
+    return make_float2(1.0f, 0.0f);
   }
 };
 
 template <>
 struct Weight<DType::bf16> {
-  static constexpr int kBlock = 16, kBytes = 32;
+  static constexpr int kBlock = 16, kBytes = 32, kGroup = 256;
+  static constexpr bool kScaled = false, kBias = false;
+  static __device__ __forceinline__ uint32_t to_f16(uint32_t p) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&p));
+    return h2_bits(__float22half2_rn(f));
+  }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int, int t) {
-    return make_uint2(ld_u32(b + 4 * t), ld_u32(b + 16 + 4 * t));
+    return make_uint2(to_f16(ld_u32(b + 4 * t)), to_f16(ld_u32(b + 16 + 4 * t)));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t*, int) {
+    return make_float2(1.0f, 0.0f);
   }
 };
 
-// Q8_0: f16 d, int8 qs[32]; value = q * d.
+// Q8_0: f16 d, int8 qs[32]; value = d * q.
 template <>
 struct Weight<DType::q8_0> {
-  static constexpr int kBlock = 32, kBytes = 34;
+  static constexpr int kBlock = 32, kBytes = 34, kGroup = 32;
+  static constexpr bool kScaled = true, kBias = false;
+  static __device__ __forceinline__ uint32_t pair(const uint8_t* q) {
+    return exact_f16x2<128>(spread_bytes(ld_u16(q) ^ 0x8080u));  // int8 + 128, minus 128
+  }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const float d = ld_f16(b);
     const uint8_t* q = b + 2 + 16 * s + 2 * t;
-    const uint32_t w0 = ld_u16(q) ^ 0x8080u, w1 = ld_u16(q + 8) ^ 0x8080u;  // int8 + 128
-    auto v = [&](uint32_t w, int i) { return __fmul_rn(exact_float<128>(bits<8>(w, i, 0)), d); };
-    return make_uint2(pack_bf16(v(w0, 0), v(w0, 1)), pack_bf16(v(w1, 0), v(w1, 1)));
+    return make_uint2(pair(q), pair(q + 8));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
+    return make_float2(ld_f16(b), 0.0f);
   }
 };
 
-// Q4_0: f16 d, qs[16]; element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of
-// qs[j - 16]; value = d * (q - 8).
-template <>
-struct Weight<DType::q4_0> {
-  static constexpr int kBlock = 32, kBytes = 18;
+// Q4_0 / Q4_1: f16 d, [f16 m], qs[16]; element j < 16 is the low nibble of qs[j], j >= 16 the
+// high nibble of qs[j - 16]. Q4_0: value = d * (q - 8); Q4_1: value = d * q + m.
+template <int kHeader, bool kMin>
+struct Q4Legacy {
+  static constexpr int kBlock = 32, kBytes = kHeader + 16, kGroup = 32;
+  static constexpr bool kScaled = true, kBias = kMin;
+  static constexpr int kOffset = kMin ? 0 : 8;
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const float d = ld_f16(b);
-    const uint8_t* q = b + 2 + 2 * t;
-    const uint32_t w0 = ld_u16(q), w1 = ld_u16(q + 8);
-    auto v = [&](uint32_t w, int i) { return __fmul_rn(d, exact_float<8>(bits<4>(w, i, 4 * s))); };
-    return make_uint2(pack_bf16(v(w0, 0), v(w0, 1)), pack_bf16(v(w1, 0), v(w1, 1)));
+    const uint8_t* q = b + kHeader + 2 * t;
+    return make_uint2(exact_f16x2<kOffset>(nibble_pair(ld_u16(q), 4 * s)),
+                      exact_f16x2<kOffset>(nibble_pair(ld_u16(q + 8), 4 * s)));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
+    return make_float2(ld_f16(b), kMin ? ld_f16(b + 2) : 0.0f);
   }
 };
-
-// Q4_1: f16 d, f16 m, qs[16]; value = d * q + m.
 template <>
-struct Weight<DType::q4_1> {
-  static constexpr int kBlock = 32, kBytes = 20;
-  static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const float d = ld_f16(b), m = ld_f16(b + 2);
-    const uint8_t* q = b + 4 + 2 * t;
-    const uint32_t w0 = ld_u16(q), w1 = ld_u16(q + 8);
-    auto v = [&](uint32_t w, int i) { return fmaf(d, exact_float<0>(bits<4>(w, i, 4 * s)), m); };
-    return make_uint2(pack_bf16(v(w0, 0), v(w0, 1)), pack_bf16(v(w1, 0), v(w1, 1)));
-  }
-};
+struct Weight<DType::q4_0> : Q4Legacy<2, false> {};
+template <>
+struct Weight<DType::q4_1> : Q4Legacy<4, true> {};
 
-// Q5_0 / Q5_1: as Q4_0 / Q4_1 with a 32-bit qh whose bit j is element j's 5th bit.
+// Q5_0 / Q5_1: as Q4_0 / Q4_1 with a 32-bit qh before qs whose bit j is element j's 5th bit;
+// Q5_0: value = d * (q - 16).
 template <int kHeader, bool kMin>
 struct Q5Legacy {
-  static constexpr int kBlock = 32, kBytes = kHeader + 16;
+  static constexpr int kBlock = 32, kBytes = kHeader + 16, kGroup = 32;
+  static constexpr bool kScaled = true, kBias = kMin;
+  static constexpr int kOffset = kMin ? 0 : 16;
+  static __device__ __forceinline__ uint32_t pair(const uint8_t* q, uint32_t qh, int s, int e) {
+    const uint32_t high = ((qh >> e) & 1u) | (((qh >> (e + 1)) & 1u) << 16);
+    return exact_f16x2<kOffset>(nibble_pair(ld_u16(q), 4 * s) | (high << 4));
+  }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const float d = ld_f16(b);
-    const float m = kMin ? ld_f16(b + 2) : 0.0f;
     const uint32_t qh = ld_u16(b + kHeader - 4) | (ld_u16(b + kHeader - 2) << 16);
     const uint8_t* q = b + kHeader + 2 * t;
-    const uint32_t w0 = ld_u16(q), w1 = ld_u16(q + 8);
-    auto v = [&](uint32_t w, int i, int e) {
-      const uint32_t x = bits<4>(w, i, 4 * s) | (((qh >> e) & 1u) << 4);
-      return kMin ? fmaf(d, exact_float<0>(x), m) : __fmul_rn(d, exact_float<16>(x));
-    };
     const int e = 16 * s + 2 * t;
-    return make_uint2(pack_bf16(v(w0, 0, e), v(w0, 1, e + 1)),
-                      pack_bf16(v(w1, 0, e + 8), v(w1, 1, e + 9)));
+    return make_uint2(pair(q, qh, s, e), pair(q + 8, qh, s, e + 8));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
+    return make_float2(ld_f16(b), kMin ? ld_f16(b + 2) : 0.0f);
   }
 };
 template <>
@@ -119,26 +146,25 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* s, uint32_t& 
 
 // Q4_K / Q5_K: f16 d, f16 dmin, scales[12], [qh[32]], qs[128] for 256 elements. Element e of
 // sub-block j = e / 32 is nibble j % 2 of qs[32 * (j / 2) + e % 32] (| bit j of qh[e % 32] << 4);
-// value = (d * sc) * q - dmin * m.
+// value = (d * sc_j) * q - dmin * m_j.
 template <bool kHigh>
 struct QK45 {
-  static constexpr int kBlock = 256, kBytes = kHigh ? 176 : 144;
+  static constexpr int kBlock = 256, kBytes = kHigh ? 176 : 144, kGroup = 32;
+  static constexpr bool kScaled = true, kBias = true;
+  static __device__ __forceinline__ uint32_t pair(const uint8_t* b, int j, int l) {
+    uint32_t q = nibble_pair(ld_u16(b + (kHigh ? 48 : 16) + 32 * (j >> 1) + l), 4 * (j & 1));
+    if (kHigh) q |= ((spread_bytes(ld_u16(b + 16 + l)) >> j) & 0x00010001u) << 4;
+    return exact_f16x2<0>(q);
+  }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const int j = s >> 1;
-    const int l = 16 * (s & 1) + 2 * t;
+    const int j = s >> 1, l = 16 * (s & 1) + 2 * t;
+    return make_uint2(pair(b, j, l), pair(b, j, l + 8));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t* b, int j) {
     uint32_t sc, mn;
     scale_min_k4(j, b + 4, sc, mn);
-    const float dl = __fmul_rn(ld_f16(b), exact_float<0>(sc));
-    const float ml = __fmul_rn(ld_f16(b + 2), exact_float<0>(mn));
-    const uint8_t* q = b + (kHigh ? 48 : 16) + 32 * (j >> 1) + l;
-    const uint32_t w0 = ld_u16(q), w1 = ld_u16(q + 8);
-    const uint32_t h0 = kHigh ? ld_u16(b + 16 + l) : 0u, h1 = kHigh ? ld_u16(b + 24 + l) : 0u;
-    auto v = [&](uint32_t w, uint32_t h, int i) {
-      uint32_t x = bits<4>(w, i, 4 * (j & 1));
-      if (kHigh) x |= bits<1>(h, i, j) << 4;
-      return fmaf(dl, exact_float<0>(x), -ml);
-    };
-    return make_uint2(pack_bf16(v(w0, h0, 0), v(w0, h0, 1)), pack_bf16(v(w1, h1, 0), v(w1, h1, 1)));
+    return make_float2(__fmul_rn(ld_f16(b), exact_float<0>(sc)),
+                       -__fmul_rn(ld_f16(b + 2), exact_float<0>(mn)));
   }
 };
 template <>
@@ -150,20 +176,22 @@ struct Weight<DType::q5_k> : QK45<true> {};
 // ql[64h + 32(s % 2) + l], bits 2s..2s+1 of qh[32h + l]; value = (d * scales[e / 16]) * (q - 32).
 template <>
 struct Weight<DType::q6_k> {
-  static constexpr int kBlock = 256, kBytes = 210;
+  static constexpr int kBlock = 256, kBytes = 210, kGroup = 16;
+  static constexpr bool kScaled = true, kBias = false;
+  static __device__ __forceinline__ uint32_t pair(const uint8_t* lo, const uint8_t* hi, int s) {
+    const uint32_t q = nibble_pair(ld_u16(lo), 4 * (s >> 1)) |
+                       (((spread_bytes(ld_u16(hi)) >> (2 * s)) & 0x00030003u) << 4);
+    return exact_f16x2<32>(q);
+  }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s16, int t) {
     const int h = s16 >> 3, s = (s16 >> 1) & 3;
     const int l = 16 * (s16 & 1) + 2 * t;
-    const float dl = __fmul_rn(ld_f16(b + 208), exact_float<128>(b[192 + s16] ^ 0x80u));
     const uint8_t* lo = b + 64 * h + 32 * (s & 1) + l;
     const uint8_t* hi = b + 128 + 32 * h + l;
-    const uint32_t w0 = ld_u16(lo), w1 = ld_u16(lo + 8);
-    const uint32_t h0 = ld_u16(hi), h1 = ld_u16(hi + 8);
-    auto v = [&](uint32_t w, uint32_t hb, int i) {
-      const uint32_t x = bits<4>(w, i, 4 * (s >> 1)) | (bits<2>(hb, i, 2 * s) << 4);
-      return __fmul_rn(dl, exact_float<32>(x));
-    };
-    return make_uint2(pack_bf16(v(w0, h0, 0), v(w0, h0, 1)), pack_bf16(v(w1, h1, 0), v(w1, h1, 1)));
+    return make_uint2(pair(lo, hi, s), pair(lo + 8, hi + 8, s));
+  }
+  static __device__ __forceinline__ float2 scale(const uint8_t* b, int j) {
+    return make_float2(__fmul_rn(ld_f16(b + 208), exact_float<128>(b[192 + j] ^ 0x80u)), 0.0f);
   }
 };
 
@@ -173,6 +201,32 @@ __device__ __forceinline__ uint2 weight_frag(const uint8_t* row, int step, int t
   using W = Weight<D>;
   constexpr int kSteps = W::kBlock / 16;
   return W::frag(row + (step / kSteps) * W::kBytes, step % kSteps, t);
+}
+
+// {scale, bias} of the scale group holding k16 step `step` of a run of whole blocks at `row`.
+template <DType D>
+__device__ __forceinline__ float2 weight_scale(const uint8_t* row, int step) {
+  using W = Weight<D>;
+  constexpr int kSteps = W::kBlock / 16, kGroupSteps = W::kGroup / 16;
+  return W::scale(row + (step / kSteps) * W::kBytes, (step % kSteps) / kGroupSteps);
+}
+
+// The canonical group step (matmul.cu) on an mma C fragment: p = fma(scale, s, p), then, for
+// types with a bias, p = fma(bias, xsum, p). c[0], c[1] are row g (tokens 2t, 2t + 1), c[2], c[3]
+// row g + 8; sc_g / sc_g8 are those rows' {scale, bias}, xs the two tokens' group sums.
+template <bool kBias>
+__device__ __forceinline__ void apply_group(float (&p)[4], const float (&s)[4], float2 sc_g,
+                                            float2 sc_g8, float2 xs) {
+  p[0] = fmaf(sc_g.x, s[0], p[0]);
+  p[1] = fmaf(sc_g.x, s[1], p[1]);
+  p[2] = fmaf(sc_g8.x, s[2], p[2]);
+  p[3] = fmaf(sc_g8.x, s[3], p[3]);
+  if constexpr (kBias) {
+    p[0] = fmaf(sc_g.y, xs.x, p[0]);
+    p[1] = fmaf(sc_g.y, xs.y, p[1]);
+    p[2] = fmaf(sc_g8.y, xs.x, p[2]);
+    p[3] = fmaf(sc_g8.y, xs.y, p[3]);
+  }
 }
 
 // Bytes of shared memory per row holding `elems` elements of raw blocks copied in 16-byte pieces

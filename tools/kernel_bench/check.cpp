@@ -1,7 +1,10 @@
 // memra-kernel-bench's self-check (also run before timing): each supported weight type on small
-// odd shapes against a CPU double reference over the same bf16-rounded operands, and bit-identity
-// of a token's row across batch sizes 1..300 (the decode and prefill kernels). The full gate is
-// memra-kernel-check; this keeps the benchmark from timing a kernel that computes garbage.
+// odd shapes against a CPU double reference over the operands the kernels multiply (exact weights,
+// x rounded to f16 after its row's power-of-two scaling: kernels/matmul/matmul.cu), and
+// bit-identity of a token's row across batch sizes 1..300 (the decode and prefill kernels). The
+// full gate is memra-kernel-check; this keeps the benchmark from timing a kernel that computes
+// garbage.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,8 +35,22 @@ std::vector<Case> cases_for(DType dtype) {
   return {{784, 200}, {48, 37}};
 }
 
-float round_bf16(float v) {
-  return bf16_to_f32(f32_to_bf16(v));
+// x as the matmul kernels see it: each row scaled by the power of two that brings its largest
+// |x| into [2^14, 2^15), rounded to f16, scaled back (exact).
+std::vector<float> as_kernels_see(const std::vector<float>& x, int n_in) {
+  std::vector<float> out(x.size());
+  for (size_t r = 0; r < x.size() / n_in; ++r) {
+    float m = 0.0f;
+    for (int i = 0; i < n_in; ++i) m = std::max(m, std::fabs(x[r * n_in + i]));
+    int e = 0;
+    if (m > 0.0f) (void)std::frexp(m, &e);
+    const int shift = m > 0.0f ? 15 - e : 0;
+    for (int i = 0; i < n_in; ++i) {
+      const float v = std::ldexp(x[r * n_in + i], shift);
+      out[r * n_in + i] = std::ldexp(f16_to_f32(f32_to_f16(v)), -shift);
+    }
+  }
+  return out;
 }
 
 // Largest |gpu - ref| relative to sum |w x| of that element, and whether a token's row matches the
@@ -55,15 +72,15 @@ bool check_case(DType dtype, const Case& c, cudaStream_t stream) {
   std::vector<float> x(static_cast<size_t>(max_tokens) * c.n_in);
   for (float& v : x) v = normal(rng);
   const bool exact = dtype == DType::f32;
+  const std::vector<float> xk = exact ? x : as_kernels_see(x, c.n_in);
   std::vector<double> ref(static_cast<size_t>(max_tokens) * c.n_out),
       mag(static_cast<size_t>(max_tokens) * c.n_out);
   for (int t = 0; t < max_tokens; ++t) {
     for (int o = 0; o < c.n_out; ++o) {
       double s = 0.0, m = 0.0;
       for (int i = 0; i < c.n_in; ++i) {
-        const float wv = wref[size_t{1} * o * c.n_in + i], xv = x[size_t{1} * t * c.n_in + i];
-        const double p = static_cast<double>(exact ? wv : round_bf16(wv)) *
-                         static_cast<double>(exact ? xv : round_bf16(xv));
+        const double p = static_cast<double>(wref[size_t{1} * o * c.n_in + i]) *
+                         static_cast<double>(xk[size_t{1} * t * c.n_in + i]);
         s += p;
         m += std::fabs(p);
       }

@@ -135,6 +135,7 @@ class CudaOps final : public Ops {
            dtype_name(host.dtype));
     Buffer& b = weights_.emplace_back(alloc(host.n_bytes));
     check(cudaMemcpy(b.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice), "weight upload");
+    if (host.dtype == DType::bf16 && !vector) refuse_beyond_f16(host, b.data());
     TensorView out = host;
     out.data = b.data();
     return out;
@@ -291,6 +292,23 @@ class CudaOps final : public Ops {
 
   kernels::PagedKv paged(const KvLayerView& kv) const {
     return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim};
+  }
+
+  // The matmul kernels compute BF16 weights in f16 (kernels.h): a tensor with a value beyond f16's
+  // range is refused by name rather than run with infinities.
+  void refuse_beyond_f16(const TensorView& host, const void* device_data) {
+    Buffer count = alloc(sizeof(unsigned long long));
+    unsigned long long beyond = 0;
+    check(cudaMemsetAsync(count.data(), 0, sizeof(beyond), stream()), "memset");
+    kernels::bf16_count_beyond_f16(device_data, static_cast<int64_t>(host.n_bytes / 2),
+                                   static_cast<unsigned long long*>(count.data()), stream());
+    launched("bf16 range check");
+    download(&beyond, count.data(), sizeof(beyond));
+    if (beyond > 0)
+      fail(ErrorCode::unsupported,
+           "tensor {} (BF16) has {} values beyond F16's range (|w| > 65504): the CUDA matmul "
+           "computes BF16 weights in F16",
+           host.name, beyond);
   }
 
   // Device copies of rope frequency tables, by content (a model's two tables stay for its life).
