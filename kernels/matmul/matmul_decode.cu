@@ -1,28 +1,32 @@
-// The decode matmul (1-8 tokens): a memory-streaming kernel. Each block owns kRows weight rows
-// and walks all of K; its 8 warps take the 256-element chunks of K in turn (chunk c goes to warp
-// c % 8), so even a 4096-row matrix keeps every SM busy. Each warp streams its rows' raw blocks
-// through a private two-deep cp.async ring, decodes A fragments straight from shared memory and
-// runs the chunk's mma chain; the block then adds the chunk partials in chunk order (matmul.cu).
+// The decode matmul (1-64 tokens): a memory-streaming kernel. Each block owns kRows weight rows
+// and walks all of K; its warps take the 256-element chunks of K in turn (chunk c goes to warp
+// c % kWarps), so even a 4096-row matrix keeps every SM busy. Each warp streams its rows' raw
+// blocks through a private two-deep cp.async ring, decodes A fragments straight from shared
+// memory and runs the chunk's mma chains for kNT token tiles of 8 (one for 1-8 tokens, eight for
+// batched decode of up to 64 sequences, each decoded fragment feeding every tile); the block then
+// adds the chunk partials in chunk order (matmul.cu).
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kWarps = 8;
-
-template <DType D>
+template <DType D, int kNT>
 struct DecodeCfg {
-  // 32 rows (two m16 tiles sharing each B fragment) halve the re-reads of x; the wide types
-  // take 16 so that two ring slots per warp still fit in shared memory.
+  // One token tile: 8 warps; 32 rows (two m16 tiles sharing each B fragment) halve the re-reads
+  // of x, and the wide types take 16 so that two ring slots per warp fit in shared memory. Eight
+  // token tiles: 16 rows and 4 warps, so the accumulators and the partials fit.
   static constexpr bool kWide = D == DType::f16 || D == DType::bf16 || D == DType::q8_0;
-  static constexpr int kRows = kWide ? 16 : 32;
+  static constexpr int kWarps = kNT == 1 ? 8 : 4;
+  static constexpr int kRows = kWide || kNT > 1 ? 16 : 32;
   static constexpr int kTiles = kRows / 16;
+  static constexpr int kTokens = 8 * kNT;
   static constexpr int kSlot = raw_slot_bytes<D>(kChunk);
   static constexpr int kPieces = kSlot / 16;
   static constexpr int kRawBytes = 2 * kWarps * kRows * kSlot;  // [ring 2][warp][row][slot]
-  static constexpr int kPartFloats = kDecodeTokens * kRows;     // one warp's chunk partial
+  static constexpr int kPartFloats = kTokens * kRows;           // one warp's chunk partial
   static constexpr int kSmem = kRawBytes + 2 * kWarps * kPartFloats * 4;
+  static constexpr int kThreads = kWarps * 32;
 };
 
 // Byte offset of chunk c's first block within a row, and where row `row` of the tile starts
@@ -35,10 +39,10 @@ __device__ __forceinline__ int64_t chunk_start(const MatmulArgs& a, int row, int
 }
 
 // Copies this warp's kRows rows of chunk c into dst ([row][slot]), 16-byte pieces over the lanes.
-template <DType D>
+template <DType D, int kNT>
 __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, int row0, int c, uint8_t* dst,
                                            int lane) {
-  using C = DecodeCfg<D>;
+  using C = DecodeCfg<D, kNT>;
   using W = Weight<D>;
   const int bytes = min(kChunk, a.n_in - c * kChunk) / W::kBlock * W::kBytes;
 #pragma unroll
@@ -56,29 +60,35 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, int row0, int c,
   }
 }
 
-// acc += one k16 step of an m16 tile: rows[0] / rows[1] are this lane's rows g and g + 8.
-template <DType D>
-__device__ __forceinline__ void mma_step(float (&acc)[4], const uint8_t* const (&rows)[2], int s,
-                                         int t, uint2 b) {
+// acc[n] += one k16 step of an m16 tile for each token tile n: rows[0] / rows[1] are this lane's
+// rows g and g + 8; the A fragment is decoded once for all tiles.
+template <DType D, int kNT>
+__device__ __forceinline__ void mma_step(float (&acc)[kNT][4], const uint8_t* const (&rows)[2],
+                                         int s, int t, const uint2 (&b)[kNT]) {
   const uint2 lo = weight_frag<D>(rows[0], s, t);
   const uint2 hi = weight_frag<D>(rows[1], s, t);
   const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
-  mma_f16(acc, af, b.x, b.y);
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) mma_f16(acc[n], af, b[n].x, b[n].y);
 }
 
-// The sums of 32-element group `group` of x for this lane's C columns (tokens 2t and 2t + 1).
-__device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int t, int group) {
+// The sums of 32-element group `group` of x for this lane's C columns in token tile n (tokens
+// 8n + 2t and 8n + 2t + 1).
+__device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int n, int t, int group) {
+  const int tok = 8 * n + 2 * t;
   float2 v;
-  v.x = 2 * t < a.n_tokens ? __ldg(a.xsum + (2 * t) * a.xsum_stride + group) : 0.0f;
-  v.y = 2 * t + 1 < a.n_tokens ? __ldg(a.xsum + (2 * t + 1) * a.xsum_stride + group) : 0.0f;
+  v.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+  v.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
   return v;
 }
 
-template <DType D>
-__global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs a) {
-  using C = DecodeCfg<D>;
+template <DType D, int kNT>
+__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
+    decode_kernel(const MatmulArgs a) {
+  using C = DecodeCfg<D, kNT>;
   using W = Weight<D>;
   static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");
+  constexpr int kWarps = C::kWarps;
   extern __shared__ __align__(16) uint8_t smem[];
   float* part = reinterpret_cast<float*>(smem + C::kRawBytes);  // [2][warp][token][row]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -86,25 +96,41 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
   const int n_chunks = (a.n_in + kChunk - 1) / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
   auto ring = [&](int slot) { return smem + (slot * kWarps + warp) * C::kRows * C::kSlot; };
+  // The B fragment (token 8n + g) of k16 step s of the chunk at k0.
+  auto x_frag = [&](int n, int k0, int s, int steps) {
+    const int tok = 8 * n + g;
+    return tok < a.n_tokens && s < steps
+               ? __ldg(reinterpret_cast<const uint2*>(a.xh + static_cast<int64_t>(tok) * a.n_in +
+                                                      k0 + 4 * t + 16 * s))
+               : make_uint2(0u, 0u);
+  };
 
-  if (warp < n_chunks) copy_chunk<D>(a, row0, warp, ring(0), lane);
+  if (warp < n_chunks) copy_chunk<D, kNT>(a, row0, warp, ring(0), lane);
   cp_async_commit();
-  float total = 0.0f;  // this thread's output element (token threadIdx / kRows)
+  // This thread's output elements (threadIdx + kThreads i: token / kRows, row % kRows).
+  constexpr int kOuts = (C::kPartFloats + C::kThreads - 1) / C::kThreads;
+  float total[kOuts] = {};
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
-    if (c + kWarps < n_chunks) copy_chunk<D>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
+    if (c + kWarps < n_chunks) copy_chunk<D, kNT>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
     cp_async_commit();
     if (c < n_chunks) {
       const int k0 = c * kChunk;
       const int steps = min(kChunk, a.n_in - k0) / 16;
-      // B fragments of the whole chunk (token g), issued before waiting on the weights.
-      uint2 b[kChunk / 16];
-      const uint16_t* xg = a.xh + static_cast<int64_t>(g) * a.n_in + k0 + 4 * t;
+      // One token tile: the whole chunk's B fragments, issued before waiting on the weights.
+      uint2 b1[kNT == 1 ? kChunk / 16 : 1];
+      if constexpr (kNT == 1) {
 #pragma unroll
-      for (int s = 0; s < kChunk / 16; ++s) {
-        b[s] = g < a.n_tokens && s < steps ? __ldg(reinterpret_cast<const uint2*>(xg + 16 * s))
-                                           : make_uint2(0u, 0u);
+        for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(0, k0, s, steps);
       }
+      auto b_step = [&](int s, uint2(&b)[kNT]) {
+        if constexpr (kNT == 1) {
+          b[0] = b1[s];
+        } else {
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) b[n] = x_frag(n, k0, s, steps);
+        }
+      };
       const uint8_t* rows[C::kTiles][2];  // this lane's rows g and g + 8 of each m16 tile
 #pragma unroll
       for (int m = 0; m < C::kTiles; ++m) {
@@ -117,13 +143,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
       }
       cp_async_wait<1>();  // this chunk's group; the prefetch just issued may still fly
       __syncwarp();
-      float acc[C::kTiles][4] = {};  // the chunk partial p_c (matmul.cu)
+      float acc[C::kTiles][kNT][4] = {};  // the chunk partial p_c (matmul.cu)
       if constexpr (!W::kScaled) {
 #pragma unroll
         for (int s = 0; s < kChunk / 16; ++s) {
           if (s < steps) {
+            uint2 b[kNT];
+            b_step(s, b);
 #pragma unroll
-            for (int m = 0; m < C::kTiles; ++m) mma_step<D>(acc[m], rows[m], s, t, b[s]);
+            for (int m = 0; m < C::kTiles; ++m) mma_step<D, kNT>(acc[m], rows[m], s, t, b);
           }
         }
       } else {
@@ -131,16 +159,26 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
 #pragma unroll
         for (int j = 0; j < kChunk / W::kGroup; ++j) {
           const int s0 = j * kGroupSteps;
-          if (s0 < steps) {  // groups never straddle K's end: K is a multiple of the block
-            float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 2t, 2t + 1
-            if constexpr (W::kBias) xs = group_sums(a, t, (k0 >> 5) + j);
+          if (s0 < steps) {       // groups never straddle K's end: K is a multiple of the block
+            float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
+            if constexpr (W::kBias) {
+#pragma unroll
+              for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
+            }
 #pragma unroll
             for (int m = 0; m < C::kTiles; ++m) {
-              float grp[4] = {};
+              float grp[kNT][4] = {};
 #pragma unroll
-              for (int u = 0; u < kGroupSteps; ++u) mma_step<D>(grp, rows[m], s0 + u, t, b[s0 + u]);
-              apply_group<W::kBias>(acc[m], grp, weight_scale<D>(rows[m][0], s0),
-                                    weight_scale<D>(rows[m][1], s0), xs);
+              for (int u = 0; u < kGroupSteps; ++u) {
+                uint2 b[kNT];
+                b_step(s0 + u, b);
+                mma_step<D, kNT>(grp, rows[m], s0 + u, t, b);
+              }
+              const float2 sc_g = weight_scale<D>(rows[m][0], s0);
+              const float2 sc_g8 = weight_scale<D>(rows[m][1], s0);
+#pragma unroll
+              for (int n = 0; n < kNT; ++n)
+                apply_group<W::kBias>(acc[m][n], grp[n], sc_g, sc_g8, xs[n]);
             }
           }
         }
@@ -148,42 +186,62 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(const MatmulArgs
       float* mine = part + ((r & 1) * kWarps + warp) * C::kPartFloats;
 #pragma unroll
       for (int m = 0; m < C::kTiles; ++m) {
-        mine[(2 * t) * C::kRows + 16 * m + g] = acc[m][0];
-        mine[(2 * t + 1) * C::kRows + 16 * m + g] = acc[m][1];
-        mine[(2 * t) * C::kRows + 16 * m + g + 8] = acc[m][2];
-        mine[(2 * t + 1) * C::kRows + 16 * m + g + 8] = acc[m][3];
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) {
+          const int tok = 8 * n + 2 * t;
+          mine[tok * C::kRows + 16 * m + g] = acc[m][n][0];
+          mine[(tok + 1) * C::kRows + 16 * m + g] = acc[m][n][1];
+          mine[tok * C::kRows + 16 * m + g + 8] = acc[m][n][2];
+          mine[(tok + 1) * C::kRows + 16 * m + g + 8] = acc[m][n][3];
+        }
       }
     }
     // One barrier per round: the partials alternate between two buffers, so round r + 1 writes
     // the other one while round r's sums are still being read.
     __syncthreads();
-    if (threadIdx.x < C::kPartFloats) {
-      const float* mine = part + (r & 1) * kWarps * C::kPartFloats + threadIdx.x;
-      for (int w = 0; w < kWarps; ++w) {
-        const int cw = r * kWarps + w;
-        if (cw < n_chunks) {
-          const float v = mine[w * C::kPartFloats];
-          total = cw == 0 ? v : __fadd_rn(total, v);
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      const int idx = threadIdx.x + C::kThreads * i;
+      if (idx < C::kPartFloats) {
+        const float* mine = part + (r & 1) * kWarps * C::kPartFloats + idx;
+        for (int w = 0; w < kWarps; ++w) {
+          const int cw = r * kWarps + w;
+          if (cw < n_chunks) {
+            const float v = mine[w * C::kPartFloats];
+            total[i] = cw == 0 ? v : __fadd_rn(total[i], v);
+          }
         }
       }
     }
   }
-  if (threadIdx.x < C::kPartFloats) {
-    const int n = threadIdx.x / C::kRows, row = row0 + threadIdx.x % C::kRows;
-    if (n < a.n_tokens && row < a.n_out) a.y[n * a.ldy + row] = total * a.xinv[n];
+#pragma unroll
+  for (int i = 0; i < kOuts; ++i) {
+    const int idx = threadIdx.x + C::kThreads * i;
+    const int n = idx / C::kRows, row = row0 + idx % C::kRows;
+    if (idx < C::kPartFloats && n < a.n_tokens && row < a.n_out)
+      a.y[n * a.ldy + row] = total[i] * a.xinv[n];
   }
 }
 
 }  // namespace
 
-template <DType D>
-void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
-  using C = DecodeCfg<D>;
+template <DType D, int kNT>
+void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
+  using C = DecodeCfg<D, kNT>;
   static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(decode_kernel<D>, C::kSmem, smem_set);
+  allow_smem_once(decode_kernel<D, kNT>, C::kSmem, smem_set);
   const unsigned blocks = static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows);
-  decode_kernel<D><<<blocks, kWarps * 32, C::kSmem, stream>>>(a);
+  decode_kernel<D, kNT><<<blocks, C::kThreads, C::kSmem, stream>>>(a);
+}
+
+template <DType D>
+void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= 8) {
+    launch_decode_tiles<D, 1>(a, stream);
+  } else {
+    launch_decode_tiles<D, 8>(a, stream);
+  }
 }
 
 #define MEMRA_INSTANTIATE(D) template void launch_decode<D>(const MatmulArgs&, cudaStream_t);

@@ -34,8 +34,8 @@ struct MatmulArgs {
 // The largest dynamic shared memory a block may opt into on sm_80 (A100); sm_90 allows 227 KB.
 constexpr int kMaxSmem = 163 * 1024;
 
-// Tokens the decode kernel covers (one mma n8 column each); more go to the prefill kernel.
-constexpr int kDecodeTokens = 8;
+// Tokens the decode kernel covers (up to eight mma n8 token tiles); more go to the prefill kernel.
+constexpr int kDecodeTokens = 64;
 
 // Raises a kernel's dynamic shared memory limit once per device: the attribute call costs as much
 // host time as a launch, and decode steps launch hundreds of matmuls. Errors surface at the

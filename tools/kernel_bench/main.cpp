@@ -200,7 +200,7 @@ struct Bench {
         scratch(kernels::matmul_scratch_bytes(max_tokens, s.n_in));
     check(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     const std::string name(dtype_name(dtype));
-    for (int tokens : {1, 8, 512}) {
+    for (int tokens : {1, 8, 64, 512}) {
       if (dtype == DType::f32 && tokens > 8) continue;  // the fixtures' exact path, not for speed
       const double ms = median_ms(stream, [&](int i) {
         kernels::matmul(dtype, base + (i % copies) * stride, s.n_in, s.n_out,

@@ -142,27 +142,36 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
            ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
 }
 
-// Row r of a 300-token call == the same row computed alone, bit for bit.
+// Row r of a 300-token call (the prefill kernel) == the same row in a 40-token call (the batched
+// decode kernel) == the row alone (the decode kernel), bit for bit.
 void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
-  const int64_t n_tokens = 300, r = 137;
+  const int64_t n_tokens = 300, n_mid = 40, r = 37;
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
   const std::vector<float> x = ctx.uniform(n_tokens * n_in);
   std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
   if (ctx.teeth()) x1[0] *= 1.01f;
   Dev<uint8_t> dw(ctx, w);
-  Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_tokens * n_out), dy1(n_out);
+  Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_tokens * n_out), dy_mid(n_mid * n_out), dy1(n_out);
   Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
   dy.poison(ctx);
+  dy_mid.poison(ctx);
   dy1.poison(ctx);
   kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
+                  ctx.stream());
+  kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_mid, dy_mid.get(), n_out, scratch.get(),
                   ctx.stream());
   kernels::matmul(dtype, dw.get(), n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
                   ctx.stream());
   ctx.sync();
-  const std::vector<float> all = dy.download(ctx);
+  const std::vector<float> all = dy.download(ctx), mid = dy_mid.download(ctx);
   const std::vector<float> row(all.begin() + r * n_out, all.begin() + (r + 1) * n_out);
+  const std::vector<float> row_mid(mid.begin() + r * n_out, mid.begin() + (r + 1) * n_out);
+  const std::vector<float> alone = dy1.download(ctx);
   ctx.add({"matmul invariance", "row alone vs " + shape_str({n_tokens, n_in, n_out}),
-           std::string(dtype_name(dtype)), "bits", bit_mismatches(row, dy1.download(ctx)), 0.0,
+           std::string(dtype_name(dtype)), "bits", bit_mismatches(row, alone), 0.0,
+           ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
+  ctx.add({"matmul invariance", "row alone vs " + shape_str({n_mid, n_in, n_out}),
+           std::string(dtype_name(dtype)), "bits", bit_mismatches(row_mid, alone), 0.0,
            ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
 }
 
@@ -181,7 +190,9 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 1024, 96, 37, 96 + 5);  // ldy > n_out: padding must stay poisoned
     check_one(ctx, dtype, 256, 333, 300, 333);
     check_one(ctx, dtype, 512, 96, 6, 96, true);   // decode kernel
-    check_one(ctx, dtype, 512, 96, 41, 96, true);  // prefill kernel
+    check_one(ctx, dtype, 512, 96, 41, 96, true);  // batched decode kernel
+    check_one(ctx, dtype, 512, 96, 70, 96, true);  // prefill kernel
+    check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);
   }
 }
