@@ -13,12 +13,12 @@ namespace {
 
 template <DType D, int kNT>
 struct DecodeCfg {
-  // One token tile: 8 warps; 32 rows (two m16 tiles sharing each B fragment) halve the re-reads
-  // of x, and the wide types take 16 so that two ring slots per warp fit in shared memory. Eight
-  // token tiles: 16 rows and 4 warps, so the accumulators and the partials fit.
-  static constexpr bool kWide = D == DType::f16 || D == DType::bf16 || D == DType::q8_0;
+  // 16 rows (one m16 tile) per block: a warp's chunk is short (the kernel is bound by each warp's
+  // serial decode latency, not by issue slots: 32-row blocks measured ~2x slower per byte on the
+  // H200), and small matrices still make ~3 blocks per SM. One token tile: 8 warps; eight token
+  // tiles: 4 warps, so the accumulators and the partials fit.
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
-  static constexpr int kRows = kWide || kNT > 1 ? 16 : 32;
+  static constexpr int kRows = 16;
   static constexpr int kTiles = kRows / 16;
   static constexpr int kTokens = 8 * kNT;
   static constexpr int kSlot = raw_slot_bytes<D>(kChunk);
@@ -83,7 +83,7 @@ __device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int n, int t, 
 }
 
 template <DType D, int kNT>
-__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
+__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
     decode_kernel(const MatmulArgs a) {
   using C = DecodeCfg<D, kNT>;
   using W = Weight<D>;
