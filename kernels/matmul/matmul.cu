@@ -56,9 +56,8 @@ struct ScratchLayout {
 };
 
 // One block per token row. The row's largest |x| (exact in any order) picks the power of two;
-// then thread i rounds 32-element group i (the last may hold 16) to f16 in B-fragment order
-// (positions 4t..4t+3 of each 16 = elements 2t, 2t+1, 2t+8, 2t+9) and sums the rounded values
-// in element order.
+// then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
+// values in element order.
 constexpr int kXThreads = 256;
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
@@ -106,10 +105,7 @@ __global__ void __launch_bounds__(kXThreads)
       }
       uint32_t o[8];
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        o[2 * t] = pack_f16(e16[2 * t], e16[2 * t + 1]);
-        o[2 * t + 1] = pack_f16(e16[2 * t + 8], e16[2 * t + 9]);
-      }
+      for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
       uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
       dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
       dst[1] = make_uint4(o[4], o[5], o[6], o[7]);

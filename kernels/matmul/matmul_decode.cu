@@ -156,9 +156,32 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
         }
       } else {
         constexpr int kGroupSteps = W::kGroup / 16;
+        constexpr int kGroups = kChunk / W::kGroup;  // 8 or 16 per chunk
+        // The four lanes of a row pair need the same group scales: lane t decodes groups
+        // t, t + 4, ... of its rows and the others read them by shuffle.
+        float2 own[C::kTiles][2][kGroups / 4];
 #pragma unroll
-        for (int j = 0; j < kChunk / W::kGroup; ++j) {
+        for (int m = 0; m < C::kTiles; ++m) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int i = 0; i < kGroups / 4; ++i)
+              own[m][h][i] = weight_scale<D>(rows[m][h], (4 * i + t) * kGroupSteps);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kGroups; ++j) {
           const int s0 = j * kGroupSteps;
+          const int src = (lane & ~3) | (j & 3);
+          float2 sc[C::kTiles][2];
+#pragma unroll
+          for (int m = 0; m < C::kTiles; ++m) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              sc[m][h].x = __shfl_sync(0xffffffffu, own[m][h][j >> 2].x, src);
+              sc[m][h].y = W::kBias ? __shfl_sync(0xffffffffu, own[m][h][j >> 2].y, src) : 0.0f;
+            }
+          }
           if (s0 < steps) {       // groups never straddle K's end: K is a multiple of the block
             float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
             if constexpr (W::kBias) {
@@ -174,11 +197,9 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
                 b_step(s0 + u, b);
                 mma_step<D, kNT>(grp, rows[m], s0 + u, t, b);
               }
-              const float2 sc_g = weight_scale<D>(rows[m][0], s0);
-              const float2 sc_g8 = weight_scale<D>(rows[m][1], s0);
 #pragma unroll
               for (int n = 0; n < kNT; ++n)
-                apply_group<W::kBias>(acc[m][n], grp[n], sc_g, sc_g8, xs[n]);
+                apply_group<W::kBias>(acc[m][n], grp[n], sc[m][0], sc[m][1], xs[n]);
             }
           }
         }

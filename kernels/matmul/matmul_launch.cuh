@@ -17,9 +17,8 @@ struct MatmulArgs {
   int64_t row_bytes = 0;
   int n_in = 0;
   int n_out = 0;
-  // x as f16 [n_tokens][n_in], each row scaled by its own power of two (matmul.cu) and each
-  // 16-element group stored in B-fragment order: positions 4t..4t+3 hold elements 2t, 2t+1,
-  // 2t+8, 2t+9.
+  // x as f16 [n_tokens][n_in], each row scaled by its own power of two (matmul.cu); lane t of an
+  // mma step reads elements 4t..4t+3 of the step's 16 (weight_frag.cuh's k permutation).
   const uint16_t* xh = nullptr;
   // Per token: the sum of each 32-element group of the scaled, f16-rounded x (xsum_stride groups
   // per row, the last may hold 16), and the power of two that undoes the row's scaling.

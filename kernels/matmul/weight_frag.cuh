@@ -9,6 +9,11 @@
 // (src/formats/quant_k.cpp, quant_legacy.cpp): each is one exact product (an f16 by a 6- or
 // 8-bit integer).
 //
+// The k order inside an mma step is a fixed permutation, the same for weights and x in every
+// kernel: the A/B fragment slots {2t, 2t + 1} and {2t + 8, 2t + 9} of lane t hold the step's
+// elements {4t, 4t + 1} and {4t + 2, 4t + 3}, so a lane reads four consecutive elements (one
+// 32-bit load of a K-quant's nibbles, one 64-bit load of F16/BF16) and x sits in plain order.
+//
 // F16 weights are exact in f16; BF16 weights are converted to f16, exact within f16's normal range
 // (the backend refuses a BF16 tensor with a value beyond f16's range at load; values under 2^-14
 // keep an absolute error below 2^-25).
@@ -25,13 +30,18 @@ __device__ __forceinline__ uint32_t bits(uint32_t word, int byte, int shift) {
   return (word >> (8 * byte + shift)) & ((1u << kWidth) - 1u);
 }
 
-// The low (kHigh false) or high nibbles of the two bytes of a 16-bit word, one per f16 lane.
+// The low (shift 0) or high (shift 4) nibbles of the two bytes of a 16-bit word, one per f16 lane.
 __device__ __forceinline__ uint32_t nibble_pair(uint32_t word16, int shift) {
   return (spread_bytes(word16) >> shift) & 0x000f000fu;
 }
+// Bytes 0, 1 (kHalf 0) or 2, 3 (kHalf 1) of a 32-bit word, one per f16 lane.
+template <int kHalf>
+__device__ __forceinline__ uint32_t spread_half(uint32_t word32) {
+  return __byte_perm(word32, 0u, kHalf ? 0x4342 : 0x4140);
+}
 
 // Each Weight<D> gives:
-//   frag(blk, s, t): the f16 pairs of elements {16s + 2t, +1} (.x) and {16s + 2t + 8, +9} (.y) of
+//   frag(blk, s, t): the f16 pairs of elements {16s + 4t, +1} (.x) and {16s + 4t + 2, +3} (.y) of
 //     the block at blk, as integers q (quantized types) or values (F16/BF16): one row's half of
 //     an mma A fragment for the k16 slice s.
 //   kGroup: elements per scale group (a multiple of 16 dividing the 256-element chunk);
@@ -46,7 +56,7 @@ struct Weight<DType::f16> {
   static constexpr int kBlock = 16, kBytes = 32, kGroup = 256;
   static constexpr bool kScaled = false, kBias = false;
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int, int t) {
-    return make_uint2(ld_u32(b + 4 * t), ld_u32(b + 16 + 4 * t));
+    return *reinterpret_cast<const uint2*>(b + 8 * t);  // rows are 16-byte aligned
   }
   static __device__ __forceinline__ float2 scale(const uint8_t*, int) {
     return make_float2(1.0f, 0.0f);
@@ -62,7 +72,8 @@ struct Weight<DType::bf16> {
     return h2_bits(__float22half2_rn(f));
   }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int, int t) {
-    return make_uint2(to_f16(ld_u32(b + 4 * t)), to_f16(ld_u32(b + 16 + 4 * t)));
+    const uint2 v = *reinterpret_cast<const uint2*>(b + 8 * t);  // rows are 16-byte aligned
+    return make_uint2(to_f16(v.x), to_f16(v.y));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t*, int) {
     return make_float2(1.0f, 0.0f);
@@ -78,8 +89,8 @@ struct Weight<DType::q8_0> {
     return exact_f16x2<128>(spread_bytes(ld_u16(q) ^ 0x8080u));  // int8 + 128, minus 128
   }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const uint8_t* q = b + 2 + 16 * s + 2 * t;
-    return make_uint2(pair(q), pair(q + 8));
+    const uint8_t* q = b + 2 + 16 * s + 4 * t;
+    return make_uint2(pair(q), pair(q + 2));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
     return make_float2(ld_f16(b), 0.0f);
@@ -94,9 +105,9 @@ struct Q4Legacy {
   static constexpr bool kScaled = true, kBias = kMin;
   static constexpr int kOffset = kMin ? 0 : 8;
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const uint8_t* q = b + kHeader + 2 * t;
+    const uint8_t* q = b + kHeader + 4 * t;
     return make_uint2(exact_f16x2<kOffset>(nibble_pair(ld_u16(q), 4 * s)),
-                      exact_f16x2<kOffset>(nibble_pair(ld_u16(q + 8), 4 * s)));
+                      exact_f16x2<kOffset>(nibble_pair(ld_u16(q + 2), 4 * s)));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
     return make_float2(ld_f16(b), kMin ? ld_f16(b + 2) : 0.0f);
@@ -120,9 +131,9 @@ struct Q5Legacy {
   }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
     const uint32_t qh = ld_u16(b + kHeader - 4) | (ld_u16(b + kHeader - 2) << 16);
-    const uint8_t* q = b + kHeader + 2 * t;
-    const int e = 16 * s + 2 * t;
-    return make_uint2(pair(q, qh, s, e), pair(q + 8, qh, s, e + 8));
+    const uint8_t* q = b + kHeader + 4 * t;
+    const int e = 16 * s + 4 * t;
+    return make_uint2(pair(q, qh, s, e), pair(q + 2, qh, s, e + 2));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t* b, int) {
     return make_float2(ld_f16(b), kMin ? ld_f16(b + 2) : 0.0f);
@@ -151,14 +162,19 @@ template <bool kHigh>
 struct QK45 {
   static constexpr int kBlock = 256, kBytes = kHigh ? 176 : 144, kGroup = 32;
   static constexpr bool kScaled = true, kBias = true;
-  static __device__ __forceinline__ uint32_t pair(const uint8_t* b, int j, int l) {
-    uint32_t q = nibble_pair(ld_u16(b + (kHigh ? 48 : 16) + 32 * (j >> 1) + l), 4 * (j & 1));
-    if (kHigh) q |= ((spread_bytes(ld_u16(b + 16 + l)) >> j) & 0x00010001u) << 4;
-    return exact_f16x2<0>(q);
-  }
+  // Blocks are 16-byte aligned in shared memory (144 and 176 are multiples of 16, rows start
+  // aligned), so a lane's four quant bytes are one 32-bit load.
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s, int t) {
-    const int j = s >> 1, l = 16 * (s & 1) + 2 * t;
-    return make_uint2(pair(b, j, l), pair(b, j, l + 8));
+    const int j = s >> 1, l = 16 * (s & 1) + 4 * t;
+    const uint32_t q =
+        (ld_u32(b + (kHigh ? 48 : 16) + 32 * (j >> 1) + l) >> (4 * (j & 1))) & 0x0f0f0f0fu;
+    uint32_t lo = spread_half<0>(q), hi = spread_half<1>(q);
+    if (kHigh) {
+      const uint32_t h = (ld_u32(b + 16 + l) >> j) & 0x01010101u;
+      lo |= spread_half<0>(h) << 4;
+      hi |= spread_half<1>(h) << 4;
+    }
+    return make_uint2(exact_f16x2<0>(lo), exact_f16x2<0>(hi));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t* b, int j) {
     uint32_t sc, mn;
@@ -185,10 +201,10 @@ struct Weight<DType::q6_k> {
   }
   static __device__ __forceinline__ uint2 frag(const uint8_t* b, int s16, int t) {
     const int h = s16 >> 3, s = (s16 >> 1) & 3;
-    const int l = 16 * (s16 & 1) + 2 * t;
+    const int l = 16 * (s16 & 1) + 4 * t;
     const uint8_t* lo = b + 64 * h + 32 * (s & 1) + l;
     const uint8_t* hi = b + 128 + 32 * h + l;
-    return make_uint2(pair(lo, hi, s), pair(lo + 8, hi + 8, s));
+    return make_uint2(pair(lo, hi, s), pair(lo + 2, hi + 2, s));
   }
   static __device__ __forceinline__ float2 scale(const uint8_t* b, int j) {
     return make_float2(__fmul_rn(ld_f16(b + 208), exact_float<128>(b[192 + j] ^ 0x80u)), 0.0f);
