@@ -39,6 +39,19 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream);
 
+// Several matmuls over the same x (the q, k and v projections of one input; gate and up): x is
+// prepared once, then each output runs as matmul() would, with identical results. outs[i].y is
+// [n_tokens x n_out] with row stride ldy. scratch: matmul_scratch_bytes(n_tokens, n_in).
+struct MatmulOut {
+  DType wtype;
+  const void* w;
+  int64_t n_out;
+  float* y;
+  int64_t ldy;
+};
+void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                     int64_t n_tokens, void* scratch, cudaStream_t stream);
+
 // matmul computes BF16 weights in f16 (exact within f16's range): counts the elements of a BF16
 // tensor (n elements, device memory) whose magnitude exceeds f16's largest finite value 65504,
 // adding into *count (device memory, zeroed by the caller). The backend refuses such a tensor.

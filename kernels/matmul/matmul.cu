@@ -191,8 +191,10 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
   return static_cast<size_t>(ScratchLayout(n_tokens, n_in).total(n_tokens));
 }
 
-void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
-            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream) {
+namespace {
+
+// Refuses what the kernels cannot run, by name.
+void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, int64_t ldy) {
   if (!matmul_supports(wtype)) {
     fail(ErrorCode::unsupported, "matmul: no CUDA kernel for weight type {}", dtype_name(wtype));
   }
@@ -208,50 +210,72 @@ void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float
          n_tokens);
   }
   if (ldy < n_out) fail(ErrorCode::invalid_argument, "matmul: ldy {} < n_out {}", ldy, n_out);
-  if (n_out == 0 || n_tokens == 0) return;
-  const int in = static_cast<int>(n_in), out = static_cast<int>(n_out);
-  const int tokens = static_cast<int>(n_tokens);
-  if (wtype == DType::f32) {
-    const unsigned blocks = static_cast<unsigned>((n_out + kF32Warps - 1) / kF32Warps);
-    matmul_f32_kernel<<<blocks, kF32Warps * 32, 0, stream>>>(static_cast<const float*>(w), in, out,
-                                                             x, tokens, y, ldy);
-    return;
-  }
+}
 
-  // 16-byte pieces: cp.async of weight blocks, float4 reads of x, uint4 writes of scratch.
-  if (!aligned16(w) || !aligned16(x) || !aligned16(scratch)) {
-    fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
+}  // namespace
+
+void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                     int64_t n_tokens, void* scratch, cudaStream_t stream) {
+  bool any_mma = false;
+  for (int i = 0; i < n_outs; ++i) {
+    const MatmulOut& o = outs[i];
+    check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy);
+    // 16-byte pieces: cp.async of weight blocks, float4 reads of x, uint4 writes of scratch.
+    if (o.wtype != DType::f32 && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
+      fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
+    }
+    any_mma = any_mma || (o.wtype != DType::f32 && o.n_out > 0);
   }
+  if (n_tokens == 0) return;
+  const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
   const ScratchLayout layout(n_tokens, n_in);
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* xh = reinterpret_cast<uint16_t*>(bytes);
   auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes);
   auto* xinv = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xsum_bytes);
-  x_to_f16_kernel<<<static_cast<unsigned>(n_tokens), kXThreads, 0, stream>>>(
-      x, in, xh, xsum, static_cast<int>(layout.xsum_stride), xinv);
-
-  MatmulArgs args;
-  args.w = static_cast<const uint8_t*>(w);
-  args.row_bytes = n_in / block * dtype_traits(wtype).type_size;
-  args.n_in = in;
-  args.n_out = out;
-  args.xh = xh;
-  args.xsum = xsum;
-  args.xsum_stride = static_cast<int>(layout.xsum_stride);
-  args.xinv = xinv;
-  args.n_tokens = tokens;
-  args.y = y;
-  args.ldy = ldy;
-  switch (wtype) {  // the one place a runtime dtype becomes a template parameter
+  if (any_mma) {  // x converted once for every output
+    x_to_f16_kernel<<<static_cast<unsigned>(n_tokens), kXThreads, 0, stream>>>(
+        x, in, xh, xsum, static_cast<int>(layout.xsum_stride), xinv);
+  }
+  for (int i = 0; i < n_outs; ++i) {
+    const MatmulOut& o = outs[i];
+    if (o.n_out == 0) continue;
+    const int out = static_cast<int>(o.n_out);
+    if (o.wtype == DType::f32) {
+      const unsigned blocks = static_cast<unsigned>((o.n_out + kF32Warps - 1) / kF32Warps);
+      matmul_f32_kernel<<<blocks, kF32Warps * 32, 0, stream>>>(static_cast<const float*>(o.w), in,
+                                                               out, x, tokens, o.y, o.ldy);
+      continue;
+    }
+    MatmulArgs args;
+    args.w = static_cast<const uint8_t*>(o.w);
+    args.row_bytes = n_in / dtype_traits(o.wtype).block_size * dtype_traits(o.wtype).type_size;
+    args.n_in = in;
+    args.n_out = out;
+    args.xh = xh;
+    args.xsum = xsum;
+    args.xsum_stride = static_cast<int>(layout.xsum_stride);
+    args.xinv = xinv;
+    args.n_tokens = tokens;
+    args.y = o.y;
+    args.ldy = o.ldy;
+    switch (o.wtype) {  // the one place a runtime dtype becomes a template parameter
 #define MEMRA_CASE(D)         \
   case D:                     \
     run_mma<D>(args, stream); \
     break;
-    MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
+      MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
 #undef MEMRA_CASE
-    default:
-      fail(ErrorCode::internal, "matmul: dtype {} passed the support check", dtype_name(wtype));
+      default:
+        fail(ErrorCode::internal, "matmul: dtype {} passed the support check", dtype_name(o.wtype));
+    }
   }
+}
+
+void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
+            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream) {
+  const MatmulOut out{wtype, w, n_out, y, ldy};
+  matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream);
 }
 
 void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,

@@ -175,6 +175,44 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
            ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
 }
 
+// matmul_shared_x over outputs of different dtypes (one x conversion) == one matmul() per
+// output, bit for bit, for a decode-sized and a prefill-sized batch.
+void check_shared_x(Context& ctx) {
+  const int64_t n_in = 512;
+  const DType types[] = {DType::q4_k, DType::q6_k, DType::f32, DType::bf16};
+  const int64_t outs_n[] = {96, 40, 24, 64};
+  for (int64_t n_tokens : {int64_t{3}, int64_t{77}}) {
+    const std::vector<float> x = ctx.uniform(n_tokens * n_in);
+    Dev<float> dx(ctx, x);
+    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+    std::vector<Dev<uint8_t>> ws;
+    std::vector<Dev<float>> shared, single;
+    std::vector<kernels::MatmulOut> outs;
+    for (int i = 0; i < 4; ++i) {
+      ws.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
+      shared.emplace_back(n_tokens * outs_n[i]);
+      single.emplace_back(n_tokens * outs_n[i]);
+      shared.back().poison(ctx);
+      single.back().poison(ctx);
+    }
+    for (int i = 0; i < 4; ++i)
+      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i]});
+    kernels::matmul_shared_x(outs.data(), 4, n_in, dx.get(), n_tokens, scratch.get(), ctx.stream());
+    for (int i = 0; i < 4; ++i)
+      kernels::matmul(types[i], ws[i].get(), n_in, outs_n[i], dx.get(), n_tokens, single[i].get(),
+                      outs_n[i], scratch.get(), ctx.stream());
+    ctx.sync();
+    double bad = 0;
+    for (int i = 0; i < 4; ++i) {
+      std::vector<float> a = shared[i].download(ctx);
+      if (ctx.teeth() && i == 0) a[0] = std::nextafter(a[0], INFINITY);
+      bad += bit_mismatches(a, single[i].download(ctx));
+    }
+    ctx.add({"matmul shared x", "Q4_K+Q6_K+F32+BF16 " + shape_str({n_tokens, n_in}), "mixed",
+             "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+  }
+}
+
 }  // namespace
 
 void check_matmul(Context& ctx) {
@@ -195,6 +233,7 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);
   }
+  check_shared_x(ctx);
 }
 
 }  // namespace memra::kernel_check
