@@ -118,13 +118,23 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
 // How attention() schedules the fixed-size key splits of a query. Both plans compute every
 // split's partial (max, sum of exp, weighted V) with the same code and merge the partials in
 // increasing split order with the same log-sum-exp steps, so they give bit-identical outputs:
-//   split:    one block per (token, kv head, split) writes partials to scratch, a second kernel
-//             merges them (parallel over the context: decode with long contexts);
-//   one_pass: one block per (token, kv head) walks its splits in order and merges as it goes (no
-//             scratch: prefill and large batches, where tokens alone fill the GPU).
-// automatic picks split when the step's partials fit attention_scratch_bytes' cap and the
-// context spans more than one split. Tests force a plan to prove the two agree.
+//   split:    one block per (query tile, kv head, split) writes partials to scratch, a second
+//             kernel merges them (parallel over the context: decode with long contexts);
+//   one_pass: one block per (query tile, kv head) walks its splits in order and merges as it
+//             goes (no scratch: prefill and large batches, where tokens alone fill the GPU).
+// automatic picks split when the step's partials fit attention_scratch_bytes' cap, the context
+// spans more than one split and (multi_query blocks) the tiles alone do not fill the GPU. Tests
+// force a plan to prove the two agree. Under the split plan, blocks of splits past a query's
+// last key (a grid sized for a larger max_context, e.g. a CUDA graph's capacity) read nothing
+// and write nothing for it.
 enum class AttentionPlan { automatic, split, one_pass };
+
+// How many query tokens a block serves. one_query: one token (decode); multi_query: a tile of
+// consecutive tokens, each K/V chunk staged once for all of them (prefill; tokens of different
+// sequences in one tile run one after another). Every query's arithmetic is the same in both, so
+// the outputs are bit-identical; automatic picks multi_query when the step has at least 4 tokens
+// per sequence. Tests force a shape to prove the two agree.
+enum class AttentionTile { automatic, one_query, multi_query };
 
 struct AttentionArgs {
   int n_heads = 0;       // query heads; n_heads % n_kv_heads == 0 (GQA)
@@ -132,6 +142,7 @@ struct AttentionArgs {
   float softcap = 0.0f;  // score = c * tanh(s / c) when > 0
   int32_t window = 0;    // keys j with p - window < j <= p; 0 = all j <= p
   AttentionPlan plan = AttentionPlan::automatic;
+  AttentionTile tile = AttentionTile::automatic;
 };
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
