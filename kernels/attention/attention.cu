@@ -113,7 +113,7 @@ template <int D, typename CT, bool MQ>
 void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   using C = detail::AttnConfig<D, CT, MQ>;
   const auto kernel = detail::attention_kernel<D, CT, MQ>;
-  p.qt = MQ ? C::kRows / std::min(p.group, detail::kMaxGroup) : 1;
+  p.qt = MQ ? C::kRows / p.hpb : 1;
   p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
   const int64_t blocks =
       int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
@@ -220,7 +220,8 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.ldq = ldq;
   p.n_heads = args.n_heads;
   p.group = group;
-  p.n_chunks = (group + detail::kMaxGroup - 1) / detail::kMaxGroup;
+  p.hpb = std::min(group, detail::kMaxGroup);
+  p.n_chunks = (group + p.hpb - 1) / p.hpb;
   p.scale = args.scale;
   p.softcap = args.softcap;
   p.window = args.window;
@@ -248,6 +249,18 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
     case AttentionPlan::one_pass:
       p.one_pass = true;
       break;
+  }
+  if (!multi) {
+    // One-query blocks of a small grid (short decode: a few sequences and splits) leave most SMs
+    // idle while each block's compute is the latency: give each block fewer of the group's
+    // heads (rows), up to one, while the grid stays within one block per SM. A row's arithmetic
+    // does not depend on which other rows share its block.
+    const int64_t blocks =
+        int64_t{step.n_tokens} * (p.one_pass ? 1 : p.n_splits) * kv.n_kv_heads * p.n_chunks;
+    int f = 1;
+    while (f * 2 <= p.hpb && blocks * f * 2 <= lim.sms) f *= 2;
+    p.hpb = (p.hpb + f - 1) / f;
+    p.n_chunks = (group + p.hpb - 1) / p.hpb;
   }
   if (!p.one_pass && (!fits || scratch == nullptr))
     fail(ErrorCode::invalid_argument,

@@ -1,8 +1,9 @@
 // The split-KV attention kernel (private to attention.cu). A block serves one kv head, up to
-// kMaxGroup of its query heads and a tile of query tokens (one token for decode; several tokens
-// of one sequence for prefill, so each K/V row staged in shared memory serves all of them). A
-// (query token, query head) pair is a "row". Per split of kAttentionSplit absolute key positions
-// every row computes, in an order that depends only on its own position and window:
+// kMaxGroup of its query heads (fewer for small decode grids) and a tile of query tokens (one token
+// for decode; several tokens of one sequence for prefill, so each K/V row staged in shared memory
+// serves all of them). A (query token, query head) pair is a "row". Per split of kAttentionSplit
+// absolute key positions every row computes, in an order that depends only on its own position and
+// window:
 //   scores  s_j = softcap((q . k_j) * scale)   q . k: four interleaved fma chains over the dims
 //   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (lane-strided sums + fixed xor tree)
 //   acc[d] = sum_j p_j v_j[d]                            one fma chain per dim, keys in order
@@ -48,7 +49,8 @@ struct AttnParams {
   int64_t ldq;
   int n_heads;
   int group;     // query heads per kv head
-  int n_chunks;  // blocks per kv head: ceil(group / kMaxGroup)
+  int hpb;       // query heads per block (<= kMaxGroup)
+  int n_chunks;  // blocks per kv head: ceil(group / hpb)
   float scale;
   float softcap;
   int32_t window;
@@ -117,7 +119,7 @@ struct AttnConfig {
   static constexpr int kRowGroupsS = kAttnThreads / kKeySlots;
   static constexpr int kRowsS = kRows / kRowGroupsS;
   // Weighted V: a thread owns kRowsV rows x kDimsV contiguous dims; a warp shares its rows.
-  static constexpr int kDimsV = MQ ? D / 32 : (D >= 64 ? D / 64 : 1);
+  static constexpr int kDimsV = MQ ? D / 32 : (D >= 128 ? D / 128 : 1);
   static constexpr int kDimGroups = D / kDimsV;
   static constexpr int kRowGroupsV = kAttnThreads / kDimGroups;
   static constexpr int kRowsV = kRows / kRowGroupsV;
@@ -647,8 +649,8 @@ __global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(con
   const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
   const int kv_head = blockIdx.z / p.n_chunks;
   const int chunk = blockIdx.z % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * kMaxGroup;  // first query head of this block
-  const int n_h = min(kMaxGroup, p.group - chunk * kMaxGroup);
+  const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const int t_end = min(p.n_tokens, (tile + 1) * p.qt);
   for (int tb = tile * p.qt; tb < t_end;) {
     const int seq = p.token_seq[tb];
