@@ -35,7 +35,7 @@ int64_t partial_rows(const StepDev& step, int n_heads) {
 template <int D>
 __global__ void attention_combine_kernel(const float* partials, const int32_t* positions,
                                          int32_t window, int n_heads, int n_splits, float* out) {
-  constexpr int kBatch = 32;
+  constexpr int kBatch = D <= 128 ? 64 : 32;  // <= 33 KiB of static shared memory
   __shared__ float staged[kBatch * (D + 2)];
   const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const detail::KeyRange range = detail::key_range(positions[t], window);
