@@ -105,7 +105,8 @@ struct StepDev {
   int32_t max_blocks = 0;                 // row stride of block_tables
   const int32_t* positions = nullptr;     // [n_tokens]
   const int32_t* slots = nullptr;         // [n_tokens] cache slot = block_id * block_size + offset
-  const int32_t* token_seq = nullptr;     // [n_tokens] index of the token's sequence
+  const int32_t* token_seq = nullptr;     // [n_tokens] index of the token's sequence; a
+                                          // sequence's tokens are contiguous
   const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
   int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
 };
@@ -133,7 +134,8 @@ enum class AttentionPlan { automatic, split, one_pass };
 // consecutive tokens, each K/V chunk staged once for all of them (prefill; tokens of different
 // sequences in one tile run one after another). Every query's arithmetic is the same in both, so
 // the outputs are bit-identical; automatic picks multi_query when the step has at least 4 tokens
-// per sequence. Tests force a shape to prove the two agree.
+// per sequence, and then, with several sequences, runs the single tokens of the step (decode
+// tokens) in one-query blocks of their own launch. Tests force a shape to prove they agree.
 enum class AttentionTile { automatic, one_query, multi_query };
 
 struct AttentionArgs {
@@ -150,8 +152,10 @@ constexpr int32_t kAttentionSplit = 256;
 
 // Device scratch bytes attention() needs for a step under the automatic plan: the split
 // partials [n_tokens x n_heads x n_splits x (head_dim + 2)] f32 (n_splits from max_context)
-// when they fit the cap below, else 0 (the step runs one_pass). Never more than
-// attention_scratch_bytes_max(head_dim), which a backend can allocate once for every step.
+// when they fit the cap below, else the same with n_seqs rows in place of n_tokens (the single
+// decode tokens of a step that mixes them with prefill chunks), else 0 (the step runs one_pass).
+// Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
+// every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
 size_t attention_scratch_bytes_max(int head_dim);
 

@@ -55,14 +55,26 @@ struct AttnParams {
   float softcap;
   int32_t window;
   float* out;
-  float* partials;  // split plan: [n_tokens][n_heads][n_splits][D + 2]
+  float* partials;  // split plan: [n_tokens (select 1: n_seqs)][n_heads][n_splits][D + 2]
   int32_t n_splits;
   int32_t n_tokens;
   int32_t qt;       // query tokens per tile
   int32_t n_tiles;  // ceil(n_tokens / qt) = gridDim.x
   int32_t stages;   // ring buffers, 1..kMaxStages
+  int32_t n_seqs;
+  // 0: every token. 1: only single tokens (the only token of their sequence's run, see
+  // is_single), block x = sequence (one-query blocks). 2: every token but single ones (query
+  // tiles). A mixed step (decodes + prefill chunks) runs 1 and 2 as two launches, so that decode
+  // tokens never wait in a tile behind other sequences' runs.
+  int32_t select;
   bool one_pass;
 };
+
+// Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
+__device__ __forceinline__ bool is_single(const int32_t* token_seq, int n_tokens, int t) {
+  const int32_t s = token_seq[t];
+  return (t == 0 || token_seq[t - 1] != s) && (t + 1 >= n_tokens || token_seq[t + 1] != s);
+}
 
 // The query's key range [lo, pos] and the splits it touches, [first, last].
 struct KeyRange {
@@ -229,7 +241,7 @@ struct Cursor {
 
 // One run: tokens [tb, te) of one sequence (te - tb <= the tile), its rows, its splits.
 struct Run {
-  int tb, nq, n_rows, n_h, h0, kv_head;
+  int tb, nq, n_rows, n_h, h0, kv_head, seq;
   int lo, hi;            // union of the rows' key ranges: [lo, hi)
   int chunk_shift;       // log2(keys per chunk)
   int s_begin, s_end;    // splits this block computes: [s_begin, s_end)
@@ -533,8 +545,9 @@ __device__ __forceinline__ void split_finish(
           for (int e = 0; e < DV; ++e)
             O[i][e] = first ? acc[i][e] : merge_value(O[i][e], acc[i][e], sm.w_old[r], sm.w_new[r]);
         } else {
-          const int t = run.tb + q, h = run.h0 + r % run.n_h;
-          float* part = p.partials + ((int64_t{t} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+          // Partial rows by token, or by sequence for the single-token launch (select 1).
+          const int prow = p.select == 1 ? run.seq : run.tb + q, h = run.h0 + r % run.n_h;
+          float* part = p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
 #pragma unroll
           for (int e = 0; e < DV; ++e) part[dg * DV + e] = acc[i][e];
           if (dg == 0) part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
@@ -559,6 +572,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   run.n_rows = run.nq * n_h;
   run.h0 = h0;
   run.kv_head = kv_head;
+  run.seq = seq;
   run.lo = INT32_MAX;
   run.hi = 0;
   run.chunk_shift = C::kChunkShift;
@@ -639,9 +653,9 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   __syncthreads();  // shared memory is reused by the block's next run
 }
 
-// grid: x = query tile (in reverse, so the tiles with the longest contexts start first),
-// y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile holding tokens
-// of several sequences runs them one after another (runs of equal token_seq).
+// grid: x = query tile (in reverse, so the tiles with the longest contexts start first; select 1:
+// the sequence), y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile
+// holding tokens of several sequences runs them one after another (runs of equal token_seq).
 template <int D, typename CT, bool MQ>
 __global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
   extern __shared__ __align__(16) unsigned char attn_smem_raw[];
@@ -651,12 +665,34 @@ __global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(con
   const int chunk = blockIdx.z % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  if (p.select == 1) {  // block x serves the single tokens of sequence x (normally 0 or 1)
+    __shared__ int found_first, found_count;
+    const int seq = static_cast<int>(blockIdx.x);
+    for (int after = -1;;) {
+      if (threadIdx.x == 0) found_first = INT32_MAX, found_count = 0;
+      __syncthreads();
+      for (int t = after + 1 + threadIdx.x; t < p.n_tokens; t += kAttnThreads) {
+        if (p.token_seq[t] == seq && is_single(p.token_seq, p.n_tokens, t)) {
+          atomicMin(&found_first, t);
+          atomicAdd(&found_count, 1);
+        }
+      }
+      __syncthreads();
+      const int t = found_first, n = found_count;
+      __syncthreads();  // found_* are rewritten by the next scan
+      if (n == 0) return;
+      attend_run<D, CT, MQ>(p, sm, t, t + 1, seq, kv_head, h0, n_h);
+      if (n == 1) return;
+      after = t;
+    }
+  }
   const int t_end = min(p.n_tokens, (tile + 1) * p.qt);
   for (int tb = tile * p.qt; tb < t_end;) {
     const int seq = p.token_seq[tb];
     int te = tb + 1;
     while (te < t_end && p.token_seq[te] == seq) ++te;
-    attend_run<D, CT, MQ>(p, sm, tb, te, seq, kv_head, h0, n_h);
+    if (p.select != 2 || te - tb > 1 || !is_single(p.token_seq, p.n_tokens, tb))
+      attend_run<D, CT, MQ>(p, sm, tb, te, seq, kv_head, h0, n_h);
     tb = te;
   }
 }

@@ -1,9 +1,10 @@
 // memra-kernel-bench's attention timings: kernels::attention on the Qwen3-8B shape (32 query / 8
 // kv heads, head_dim 128, block size 16) for decode (1 and 64 sequences, short and long
-// contexts, a grid sized for a 16k capacity as a CUDA graph would) and prefill (512 and 2048
-// tokens). The paged cache is rotated over enough copies that L2 cannot serve it; each figure is
-// the median of 20 event-timed calls after warm-up, with KV bytes / time against the copy
-// bandwidth measured in the same run, and FLOP/s for prefill.
+// contexts, a grid sized for a 16k capacity as a CUDA graph would), prefill (512 and 2048
+// tokens, a chunk after a long prefix) and a step mixing 63 decodes with a prefill chunk. The paged
+// cache is rotated over enough copies that L2 cannot serve it; each figure is the median of 20
+// event-timed calls after warm-up, with KV bytes / time against the copy bandwidth measured in the
+// same run, and FLOP/s for prefill.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,7 @@ struct AttnCase {
   AttentionPlan plan;
   int capacity;  // max_context the launch is sized for (0: the step's own)
   DType cache;
+  int chunk_past = 0, chunk_new = 0;  // one more sequence, a prefill chunk (mixed steps)
 };
 
 const AttnCase kCases[] = {
@@ -54,6 +56,7 @@ const AttnCase kCases[] = {
     {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
+    {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
 };
 
 template <typename F>
@@ -85,9 +88,10 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
 
 nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const AttnCase& c,
                         void* scratch) {
-  const int ctx = c.n_past + c.n_new;
-  const int bps = (ctx + kBlock - 1) / kBlock;  // cache blocks per sequence
-  const int n_blocks = c.n_seqs * bps;
+  const int ctx = c.n_past + c.n_new, chunk_ctx = c.chunk_past + c.chunk_new;
+  const int n_seqs = c.n_seqs + (c.chunk_new > 0 ? 1 : 0);
+  const int bps = (std::max(ctx, chunk_ctx) + kBlock - 1) / kBlock;  // blocks per sequence
+  const int n_blocks = n_seqs * bps;
   const size_t row = size_t{kKvHeads} * kHeadDim * 2;  // bytes per token of K (or V)
   const size_t bytes = static_cast<size_t>(n_blocks) * kBlock * row;
   const size_t copies = std::clamp<size_t>((kRotateBytes + 2 * bytes - 1) / (2 * bytes), 1, 256);
@@ -100,9 +104,10 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), rng);
   std::vector<int32_t> positions, token_seq, tables(ids);
-  for (int s = 0; s < c.n_seqs; ++s) {
-    for (int j = 0; j < c.n_new; ++j) {
-      positions.push_back(c.n_past + j);
+  for (int s = 0; s < n_seqs; ++s) {
+    const bool chunk = s == c.n_seqs;
+    for (int j = 0; j < (chunk ? c.chunk_new : c.n_new); ++j) {
+      positions.push_back((chunk ? c.chunk_past : c.n_past) + j);
       token_seq.push_back(s);
     }
   }
@@ -122,13 +127,13 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
 
   kernels::StepDev step;
   step.n_tokens = n_tokens;
-  step.n_seqs = c.n_seqs;
+  step.n_seqs = n_seqs;
   step.max_blocks = bps;
   step.positions = static_cast<const int32_t*>(dpos.data());
   step.slots = nullptr;
   step.token_seq = static_cast<const int32_t*>(dseq.data());
   step.block_tables = static_cast<const int32_t*>(dtab.data());
-  step.max_context = std::max(ctx, c.capacity);
+  step.max_context = std::max({ctx, chunk_ctx, c.capacity});
   kernels::AttentionArgs args;
   args.n_heads = kHeads;
   args.scale = 0.088388f;
@@ -146,7 +151,8 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   });
   check(cudaGetLastError(), "attention");
   // KV bytes: each sequence's keys once (K and V); FLOPs: q.k and p.v over every query's keys.
-  const double kv_bytes = 2.0 * c.n_seqs * ctx * static_cast<double>(row);
+  const double kv_bytes =
+      2.0 * (double{1} * c.n_seqs * ctx + (c.chunk_new > 0 ? chunk_ctx : 0)) * row;
   double pairs = 0;
   for (int32_t p : positions) pairs += p + 1.0;
   const double flops = pairs * kHeads * kHeadDim * 4.0;

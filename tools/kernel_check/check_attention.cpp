@@ -299,8 +299,8 @@ void check_case(Context& ctx, const Case& c) {
              row_rel_max_error(dev.run(scale, o), ref, c.head_dim), kAttnTol, broken});
   }
   // Every plan x block shape, and the split plan under a grid sized for 1000 more keys than the
-  // step holds, agree bit for bit with the split plan's one-query blocks (teeth: the last run
-  // sees one q element changed).
+  // step holds, agree bit for bit with the split plan's one-query blocks (teeth: one run sees one
+  // q element changed).
   std::vector<float> q_bent = s.q;
   q_bent[s.q.size() / 2] *= 1.01f;
   DevStep::Opts base;
@@ -310,12 +310,18 @@ void check_case(Context& ctx, const Case& c) {
   o.plan = AttentionPlan::split;
   o.tile = AttentionTile::one_query;
   const std::vector<float> split = dev.run(scale, o);
+  // automatic x automatic is what the backend runs: with several sequences and query tiles it
+  // splits the step into a launch for the single (decode) tokens and one for the tiles.
+  const AttentionPlan all_plans[3] = {AttentionPlan::split, AttentionPlan::one_pass,
+                                      AttentionPlan::automatic};
+  const AttentionTile all_tiles[3] = {AttentionTile::one_query, AttentionTile::multi_query,
+                                      AttentionTile::automatic};
   double mismatches = 0;
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 2; ++j) {
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
       if (i == 0 && j == 0) continue;
-      o.plan = plans[i];
-      o.tile = tiles[j];
+      o.plan = all_plans[i];
+      o.tile = all_tiles[j];
       o.q = teeth && i == 1 && j == 1 ? &q_bent : nullptr;
       mismatches += bit_mismatches(split, dev.run(scale, o));
     }
