@@ -118,7 +118,8 @@ struct StepDev {
   int32_t max_blocks = 0;                 // row stride of block_tables
   const int32_t* positions = nullptr;     // [n_tokens]
   const int32_t* slots = nullptr;         // [n_tokens] cache slot = block_id * block_size + offset
-  const int32_t* token_seq = nullptr;     // [n_tokens] index of the token's sequence
+  const int32_t* token_seq = nullptr;     // [n_tokens] index of the token's sequence; a
+                                          // sequence's tokens are contiguous
   const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
   int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
 };
@@ -131,13 +132,24 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
 // How attention() schedules the fixed-size key splits of a query. Both plans compute every
 // split's partial (max, sum of exp, weighted V) with the same code and merge the partials in
 // increasing split order with the same log-sum-exp steps, so they give bit-identical outputs:
-//   split:    one block per (token, kv head, split) writes partials to scratch, a second kernel
-//             merges them (parallel over the context: decode with long contexts);
-//   one_pass: one block per (token, kv head) walks its splits in order and merges as it goes (no
-//             scratch: prefill and large batches, where tokens alone fill the GPU).
-// automatic picks split when the step's partials fit attention_scratch_bytes' cap and the
-// context spans more than one split. Tests force a plan to prove the two agree.
+//   split:    one block per (query tile, kv head, split) writes partials to scratch, a second
+//             kernel merges them (parallel over the context: decode with long contexts);
+//   one_pass: one block per (query tile, kv head) walks its splits in order and merges as it
+//             goes (no scratch: prefill and large batches, where tokens alone fill the GPU).
+// automatic picks split when the step's partials fit attention_scratch_bytes' cap, the context
+// spans more than one split and (multi_query blocks) the tiles alone do not fill the GPU. Tests
+// force a plan to prove the two agree. Under the split plan, blocks of splits past a query's
+// last key (a grid sized for a larger max_context, e.g. a CUDA graph's capacity) read nothing
+// and write nothing for it.
 enum class AttentionPlan { automatic, split, one_pass };
+
+// How many query tokens a block serves. one_query: one token (decode); multi_query: a tile of
+// consecutive tokens, each K/V chunk staged once for all of them (prefill; tokens of different
+// sequences in one tile run one after another). Every query's arithmetic is the same in both, so
+// the outputs are bit-identical; automatic picks multi_query when the step has at least 4 tokens
+// per sequence, and then, with several sequences, runs the single tokens of the step (decode
+// tokens) in one-query blocks of their own launch. Tests force a shape to prove they agree.
+enum class AttentionTile { automatic, one_query, multi_query };
 
 struct AttentionArgs {
   int n_heads = 0;       // query heads; n_heads % n_kv_heads == 0 (GQA)
@@ -145,6 +157,7 @@ struct AttentionArgs {
   float softcap = 0.0f;  // score = c * tanh(s / c) when > 0
   int32_t window = 0;    // keys j with p - window < j <= p; 0 = all j <= p
   AttentionPlan plan = AttentionPlan::automatic;
+  AttentionTile tile = AttentionTile::automatic;
 };
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
@@ -152,8 +165,10 @@ constexpr int32_t kAttentionSplit = 256;
 
 // Device scratch bytes attention() needs for a step under the automatic plan: the split
 // partials [n_tokens x n_heads x n_splits x (head_dim + 2)] f32 (n_splits from max_context)
-// when they fit the cap below, else 0 (the step runs one_pass). Never more than
-// attention_scratch_bytes_max(head_dim), which a backend can allocate once for every step.
+// when they fit the cap below, else the same with n_seqs rows in place of n_tokens (the single
+// decode tokens of a step that mixes them with prefill chunks), else 0 (the step runs one_pass).
+// Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
+// every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
 size_t attention_scratch_bytes_max(int head_dim);
 

@@ -1,6 +1,9 @@
 // Paged causal GQA attention: the host launch (one dispatch point from runtime head_dim and
 // cache dtype to the template kernel in attention_split.cuh, plan choice, scratch sizing) and the
 // combine kernel that merges split partials in increasing split order.
+#include <algorithm>
+#include <atomic>
+
 #include "kernels/attention/attention_split.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -24,57 +27,168 @@ int64_t n_splits_of(const StepDev& step) {
 int64_t partial_rows(const StepDev& step, int n_heads) {
   return int64_t{step.n_tokens} * n_heads * n_splits_of(step);
 }
+// The partial rows of a step's single tokens (one launch for them: rows by sequence).
+int64_t partial_rows_seqs(const StepDev& step, int n_heads) {
+  return int64_t{step.n_seqs} * n_heads * n_splits_of(step);
+}
 
-// One thread per dim of one (token, head): M and L are recomputed by every thread in the same
-// order, so all threads agree. A position past the step's max_context (a caller bug) yields NaN
-// rather than an out-of-bounds read.
+// One thread per dim of one (token, head) (select 1: of the single token of sequence x, found by
+// a scan; select 2: every token but single ones): M and L are recomputed by every thread in the
+// same order, so all threads agree. The partials of up to kBatch splits are staged in shared memory
+// first (all their loads in flight at once), then merged in increasing split order. A position
+// past the step's max_context (a caller bug) yields NaN rather than an out-of-bounds read.
+template <int D>
 __global__ void attention_combine_kernel(const float* partials, const int32_t* positions,
-                                         int32_t window, int n_heads, int n_splits, int d_head,
-                                         float* out) {
-  const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+                                         const int32_t* token_seq, int n_tokens, int select,
+                                         int32_t window, int n_heads, int n_splits, float* out) {
+  constexpr int kBatch = D <= 128 ? 64 : 32;  // <= 33 KiB of static shared memory
+  __shared__ float staged[kBatch * (D + 2)];
+  __shared__ int found;
+  int t = blockIdx.x;
+  const int h = blockIdx.y, d = threadIdx.x;
+  if (select == 1) {  // block x = sequence x: its single token, if it has one
+    if (d == 0) found = INT32_MAX;
+    __syncthreads();
+    for (int i = d; i < n_tokens; i += D)
+      if (token_seq[i] == t && detail::is_single(token_seq, n_tokens, i)) atomicMin(&found, i);
+    __syncthreads();
+    if (found == INT32_MAX) return;
+    t = found;
+  } else if (select == 2 && detail::is_single(token_seq, n_tokens, t)) {
+    return;
+  }
   const detail::KeyRange range = detail::key_range(positions[t], window);
-  float* o = out + (int64_t{t} * n_heads + h) * d_head + d;
+  float* o = out + (int64_t{t} * n_heads + h) * D + d;
   if (range.last >= n_splits) {
     *o = __int_as_float(0x7fffffff);
     return;
   }
-  const int64_t stride = d_head + 2;
-  const float* part = partials + (int64_t{t} * n_heads + h) * n_splits * stride;
-  const float* first = part + range.first * stride;
-  float M = first[d_head], L = first[d_head + 1], O = first[d];
-  for (int s = range.first + 1; s <= range.last; ++s) {
-    const float* ps = part + s * stride;
-    float a, b;
-    detail::merge_weights(M, L, ps[d_head], ps[d_head + 1], a, b);
-    O = detail::merge_value(O, ps[d], a, b);
+  const int64_t prow = select == 1 ? blockIdx.x : t;  // the single launch's rows: sequences
+  const float* part = partials + (prow * n_heads + h) * n_splits * (D + 2);
+  float M = 0.0f, L = 1.0f, O = 0.0f;
+  for (int s0 = range.first; s0 <= range.last; s0 += kBatch) {
+    const int nb = min(kBatch, range.last + 1 - s0);
+    const float* src = part + int64_t{s0} * (D + 2);
+    __syncthreads();  // the previous batch is merged
+    for (int i = d; i < nb * (D + 2); i += D) staged[i] = src[i];
+    __syncthreads();
+    for (int k = 0; k < nb; ++k) {
+      const float* ps = staged + k * (D + 2);
+      if (s0 + k == range.first) {
+        M = ps[D], L = ps[D + 1], O = ps[d];
+      } else {
+        float a, b;
+        detail::merge_weights(M, L, ps[D], ps[D + 1], a, b);
+        O = detail::merge_value(O, ps[d], a, b);
+      }
+    }
   }
   *o = __fdiv_rn(O, L);
 }
 
-template <int D, typename CT>
-void launch(const AttnParams& p, int n_tokens, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(n_tokens),
+void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    fail(ErrorCode::internal, "attention: {}: {}", what, cudaGetErrorString(status));
+}
+
+// The device's shared-memory limits and SM count, read once per device.
+struct DeviceLimits {
+  int smem_optin = 0;   // per block, opted in
+  int smem_per_sm = 0;  // per SM
+  int sms = 0;
+};
+
+DeviceLimits device_limits() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices][3] = {};
+  int dev = 0;
+  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+  DeviceLimits lim;
+  if (dev < kMaxDevices && cache[dev][2].load(std::memory_order_relaxed) > 0) {
+    lim.smem_optin = cache[dev][0].load(std::memory_order_relaxed);
+    lim.smem_per_sm = cache[dev][1].load(std::memory_order_relaxed);
+    lim.sms = cache[dev][2].load(std::memory_order_relaxed);
+    return lim;
+  }
+  cuda_check(cudaDeviceGetAttribute(&lim.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+             "cudaDeviceGetAttribute");
+  cuda_check(
+      cudaDeviceGetAttribute(&lim.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev),
+      "cudaDeviceGetAttribute");
+  cuda_check(cudaDeviceGetAttribute(&lim.sms, cudaDevAttrMultiProcessorCount, dev),
+             "cudaDeviceGetAttribute");
+  if (dev < kMaxDevices) {
+    cache[dev][0].store(lim.smem_optin, std::memory_order_relaxed);
+    cache[dev][1].store(lim.smem_per_sm, std::memory_order_relaxed);
+    cache[dev][2].store(lim.sms, std::memory_order_relaxed);
+  }
+  return lim;
+}
+
+// Blocks per SM the ring is sized for: two for one-query blocks when the grid has enough of them
+// to fill the GPU twice (decode at long contexts or large batches: memory-bound, one block's
+// compute overlaps the other's loads), else one with the deepest ring (short decode: every
+// chunk of a split in flight at once; prefill: the register-tiled block needs the SM).
+template <int D, typename CT, bool MQ>
+void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
+  using C = detail::AttnConfig<D, CT, MQ>;
+  const auto kernel = detail::attention_kernel<D, CT, MQ>;
+  p.qt = MQ ? C::kRows / p.hpb : 1;
+  p.n_tiles = p.select == 1 ? p.n_seqs : (p.n_tokens + p.qt - 1) / p.qt;
+  const int64_t blocks =
+      int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
+  const auto stages_for = [&](int budget) {  // 256 bytes left for the kernel's static smem
+    return std::min(detail::kMaxStages, (budget - 256 - C::kFixedBytes) / C::kChunkBytes);
+  };
+  int stages = stages_for(lim.smem_optin);
+  // The runtime reserves 1 KiB of shared memory a block. (An f32 cache at head_dim 256 has no
+  // room for two blocks: it keeps one.)
+  if (!MQ && blocks >= 2 * int64_t{lim.sms} && stages_for(lim.smem_per_sm / 2 - 1024) >= 1)
+    stages = stages_for(lim.smem_per_sm / 2 - 1024);
+  if (stages < 1)
+    fail(ErrorCode::unsupported,
+         "attention: head_dim {} needs {} bytes of shared memory, the device allows {}", D,
+         C::kFixedBytes + C::kChunkBytes, lim.smem_optin);
+  p.stages = stages;
+  const int smem = C::kFixedBytes + stages * C::kChunkBytes;
+  // The attribute is always the deepest ring's size, so that it never shrinks under a launch
+  // (or a captured graph) that uses more.
+  const int smem_max = C::kFixedBytes + stages_for(lim.smem_optin) * C::kChunkBytes;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max),
+             "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(p.n_tiles),
                   p.one_pass ? 1u : static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
-  detail::attention_kernel<D, CT><<<grid, detail::kAttnThreads, 0, stream>>>(p);
+  kernel<<<grid, detail::kAttnThreads, smem, stream>>>(p);
   if (!p.one_pass) {
-    attention_combine_kernel<<<
-        dim3(static_cast<unsigned>(n_tokens), static_cast<unsigned>(p.n_heads)), D, 0, stream>>>(
-        p.partials, p.positions, p.window, p.n_heads, p.n_splits, D, p.out);
+    attention_combine_kernel<D><<<dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
+                                       static_cast<unsigned>(p.n_heads)),
+                                  D, 0, stream>>>(p.partials, p.positions, p.token_seq, p.n_tokens,
+                                                  p.select, p.window, p.n_heads, p.n_splits, p.out);
+  }
+}
+
+template <int D, typename CT>
+void launch(const AttnParams& p, bool multi, const DeviceLimits& lim, cudaStream_t stream) {
+  if (multi) {
+    launch_shape<D, CT, true>(p, lim, stream);
+  } else {
+    launch_shape<D, CT, false>(p, lim, stream);
   }
 }
 
 template <typename CT>
-void dispatch_head_dim(const AttnParams& p, int head_dim, int n_tokens, cudaStream_t stream) {
+void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const DeviceLimits& lim,
+                       cudaStream_t stream) {
   switch (head_dim) {
     case 32:  // tiny test models (the gate fixtures)
-      return launch<32, CT>(p, n_tokens, stream);
+      return launch<32, CT>(p, multi, lim, stream);
     case 64:
-      return launch<64, CT>(p, n_tokens, stream);
+      return launch<64, CT>(p, multi, lim, stream);
     case 128:
-      return launch<128, CT>(p, n_tokens, stream);
+      return launch<128, CT>(p, multi, lim, stream);
     case 256:
-      return launch<256, CT>(p, n_tokens, stream);
+      return launch<256, CT>(p, multi, lim, stream);
     default:
       fail(ErrorCode::unsupported,
            "attention: head_dim {} is not supported on CUDA (32, 64, 128, 256)", head_dim);
@@ -84,7 +198,8 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, int n_tokens, cudaStre
 }  // namespace
 
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
-  const int64_t rows = partial_rows(step, n_heads);
+  int64_t rows = partial_rows(step, n_heads);
+  if (rows > kMaxPartialRows) rows = partial_rows_seqs(step, n_heads);
   if (rows <= 0 || rows > kMaxPartialRows) return 0;
   return static_cast<size_t>(rows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
@@ -115,6 +230,9 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.k = kv.k;
   p.v = kv.v;
   p.block_size = kv.block_size;
+  p.bs_shift = -1;
+  for (int s = 0; s < 31; ++s)
+    if (kv.block_size == (1 << s)) p.bs_shift = s;
   p.n_kv_heads = kv.n_kv_heads;
   p.positions = step.positions;
   p.token_seq = step.token_seq;
@@ -124,42 +242,81 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.ldq = ldq;
   p.n_heads = args.n_heads;
   p.group = group;
-  p.n_chunks = (group + detail::kMaxGroup - 1) / detail::kMaxGroup;
+  p.hpb = std::min(group, detail::kMaxGroup);
+  p.n_chunks = (group + p.hpb - 1) / p.hpb;
   p.scale = args.scale;
   p.softcap = args.softcap;
   p.window = args.window;
   p.out = out;
   p.partials = static_cast<float*>(scratch);
   p.n_splits = static_cast<int32_t>(n_splits_of(step));
+  p.n_tokens = step.n_tokens;
+  p.n_seqs = step.n_seqs;
+  p.select = 0;
+  const bool multi = args.tile == AttentionTile::automatic
+                         ? int64_t{step.n_tokens} >= 4 * int64_t{std::max(step.n_seqs, 1)}
+                         : args.tile == AttentionTile::multi_query;
+  const DeviceLimits lim = device_limits();
   const bool fits = partial_rows(step, args.n_heads) <= kMaxPartialRows;
-  switch (args.plan) {
-    case AttentionPlan::automatic:
-      p.one_pass = !(fits && p.n_splits > 1);
-      break;
-    case AttentionPlan::split:
-      p.one_pass = false;
-      break;
-    case AttentionPlan::one_pass:
-      p.one_pass = true;
-      break;
-  }
-  if (!p.one_pass && (!fits || scratch == nullptr))
+  const bool fits_seqs = partial_rows_seqs(step, args.n_heads) <= kMaxPartialRows;
+  if (args.plan == AttentionPlan::split && (!fits || scratch == nullptr))
     fail(ErrorCode::invalid_argument,
          "attention: the split plan needs attention_scratch_bytes() of scratch ({} partial rows, "
          "cap {})",
          partial_rows(step, args.n_heads), kMaxPartialRows);
-  if (int64_t{kv.n_kv_heads} * p.n_chunks > 65535 || p.n_splits > 65535 || args.n_heads > 65535)
+  if (int64_t{kv.n_kv_heads} * group > 65535 || p.n_splits > 65535 || args.n_heads > 65535)
     fail(ErrorCode::invalid_argument, "attention: {} kv heads or {} splits exceed the grid",
          kv.n_kv_heads, p.n_splits);
-  if (kv.dtype == DType::f32) {
-    dispatch_head_dim<float>(p, kv.head_dim, step.n_tokens, stream);
-  } else if (kv.dtype == DType::bf16) {
-    dispatch_head_dim<__nv_bfloat16>(p, kv.head_dim, step.n_tokens, stream);
-  } else if (kv.dtype == DType::f16) {
-    dispatch_head_dim<__half>(p, kv.head_dim, step.n_tokens, stream);
+  // A step with query tiles and several sequences may mix decode tokens with prefill chunks:
+  // the single tokens get their own one-query launch (one block per sequence), the tiles skip
+  // them. Forced block shapes (tests) keep one launch.
+  const bool two = multi && args.tile == AttentionTile::automatic && step.n_seqs > 1;
+  const auto plan_for = [&](bool mq, bool singles, int64_t grid_x) {
+    if (args.plan == AttentionPlan::split) return false;
+    if (args.plan == AttentionPlan::one_pass || !(singles ? fits_seqs : fits) ||
+        scratch == nullptr || p.n_splits == 1)
+      return true;
+    // Query tiles that fill the GPU by themselves skip the partials' round trip.
+    return mq && grid_x * kv.n_kv_heads * p.n_chunks >= lim.sms;
+  };
+  const auto run = [&](AttnParams q_p, bool mq) {
+    int64_t grid_x = q_p.select == 1 ? q_p.n_seqs : q_p.n_tokens;
+    if (mq) {
+      const int qt = detail::multi_query_rows(kv.head_dim) / q_p.hpb;
+      grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
+    }
+    q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);
+    if (!mq) {
+      // One-query blocks of a small grid (short decode: a few sequences and splits) leave most
+      // SMs idle while each block's compute is the latency: give each block fewer of the
+      // group's heads (rows), down to one, while the grid stays within one block per SM. A
+      // row's arithmetic does not depend on which other rows share its block.
+      const int64_t blocks =
+          grid_x * (q_p.one_pass ? 1 : q_p.n_splits) * kv.n_kv_heads * q_p.n_chunks;
+      int f = 1;
+      while (f * 2 <= q_p.hpb && blocks * f * 2 <= lim.sms) f *= 2;
+      q_p.hpb = (q_p.hpb + f - 1) / f;
+      q_p.n_chunks = (group + q_p.hpb - 1) / q_p.hpb;
+    }
+    if (kv.dtype == DType::f32) {
+      dispatch_head_dim<float>(q_p, kv.head_dim, mq, lim, stream);
+    } else if (kv.dtype == DType::bf16) {
+      dispatch_head_dim<__nv_bfloat16>(q_p, kv.head_dim, mq, lim, stream);
+    } else if (kv.dtype == DType::f16) {
+      dispatch_head_dim<__half>(q_p, kv.head_dim, mq, lim, stream);
+    } else {
+      fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, F16, BF16)",
+           dtype_name(kv.dtype));
+    }
+  };
+  if (two) {
+    AttnParams singles = p, tiles = p;
+    singles.select = 1;
+    tiles.select = 2;
+    run(singles, false);
+    run(tiles, true);
   } else {
-    fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, F16, BF16)",
-         dtype_name(kv.dtype));
+    run(p, multi);
   }
 }
 

@@ -1,13 +1,21 @@
-// The split-KV attention kernel (private to attention.cu). A block serves one query token, one kv
-// head and up to kMaxGroup of that kv head's query heads, so each K/V row it stages is read from
-// memory once for the whole GQA group. Per split of kAttentionSplit absolute key positions it
-// computes, in a fixed order that depends only on the query's own position and window:
-//   scores  s_j = softcap((q . k_j) * scale)   lanes own keys; K tile staged in shared memory
+// The split-KV attention kernel (private to attention.cu). A block serves one kv head, up to
+// kMaxGroup of its query heads (fewer for small decode grids) and a tile of query tokens (one token
+// for decode; several tokens of one sequence for prefill, so each K/V row staged in shared memory
+// serves all of them). A (query token, query head) pair is a "row". Per split of kAttentionSplit
+// absolute key positions every row computes, in an order that depends only on its own position and
+// window:
+//   scores  s_j = softcap((q . k_j) * scale)   q . k: four interleaved fma chains over the dims
 //   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (lane-strided sums + fixed xor tree)
-//   acc[d] = sum_j p_j v_j[d]                            threads own (head, dim); keys in order
+//   acc[d] = sum_j p_j v_j[d]                            one fma chain per dim, keys in order
 // and then either writes (acc, m, l) to scratch (split plan) or merges it into a running state
 // with merge_weights / merge_value (one_pass plan). The combine kernel merges the same way in the
-// same split order, so both plans produce identical bits.
+// same split order, so both plans, and both block shapes, produce identical bits.
+//
+// K and V arrive in chunks of C::kChunk keys (aligned to absolute positions) through a ring of
+// `stages` shared-memory buffers filled with 16-byte cp.async copies in the cache dtype, several
+// chunks in flight; the sequence of chunks is K of split s, V of split s, K of split s + 1, ...
+// Which thread computes what (and how many chunks are in flight) never changes a row's
+// arithmetic: only the register tiling and the memory traffic differ between block shapes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,15 +29,17 @@
 
 namespace memra::kernels::detail {
 
-constexpr int kAttnThreads = 128;
+constexpr int kAttnThreads = 256;
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kMaxGroup = 8;  // query heads per block; larger GQA groups use several blocks
 constexpr int kSplit = kAttentionSplit;
+constexpr int kMaxStages = 8;  // ring buffers (cp.async.wait_group takes an immediate)
 
 struct AttnParams {
   const void* k;
   const void* v;
   int32_t block_size;
+  int32_t bs_shift;  // log2(block_size) when it is a power of two, else -1
   int32_t n_kv_heads;
   const int32_t* positions;
   const int32_t* token_seq;
@@ -39,15 +49,32 @@ struct AttnParams {
   int64_t ldq;
   int n_heads;
   int group;     // query heads per kv head
-  int n_chunks;  // blocks per kv head: ceil(group / kMaxGroup)
+  int hpb;       // query heads per block (<= kMaxGroup)
+  int n_chunks;  // blocks per kv head: ceil(group / hpb)
   float scale;
   float softcap;
   int32_t window;
   float* out;
-  float* partials;  // split plan: [n_tokens][n_heads][n_splits][D + 2]
+  float* partials;  // split plan: [n_tokens (select 1: n_seqs)][n_heads][n_splits][D + 2]
   int32_t n_splits;
+  int32_t n_tokens;
+  int32_t qt;       // query tokens per tile
+  int32_t n_tiles;  // ceil(n_tokens / qt) = gridDim.x
+  int32_t stages;   // ring buffers, 1..kMaxStages
+  int32_t n_seqs;
+  // 0: every token. 1: only single tokens (the only token of their sequence's run, see
+  // is_single), block x = sequence (one-query blocks). 2: every token but single ones (query
+  // tiles). A mixed step (decodes + prefill chunks) runs 1 and 2 as two launches, so that decode
+  // tokens never wait in a tile behind other sequences' runs.
+  int32_t select;
   bool one_pass;
 };
+
+// Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
+__device__ __forceinline__ bool is_single(const int32_t* token_seq, int n_tokens, int t) {
+  const int32_t s = token_seq[t];
+  return (t == 0 || token_seq[t - 1] != s) && (t + 1 >= n_tokens || token_seq[t + 1] != s);
+}
 
 // The query's key range [lo, pos] and the splits it touches, [first, last].
 struct KeyRange {
@@ -61,7 +88,7 @@ __device__ __forceinline__ KeyRange key_range(int32_t pos, int32_t window) {
 // Merging a partial (m, l, o[]) into the running state (M, L, O[]): both are rescaled to the
 // larger max. merge_weights updates (M, L) and returns the two rescale factors, merge_value
 // applies them to one output dim. Explicit rounding so the split kernel (which keeps M, L per
-// head in shared memory) and the combine kernel (per thread) compile the same arithmetic.
+// row in shared memory) and the combine kernel (per thread) compile the same arithmetic.
 __device__ __forceinline__ void merge_weights(float& M, float& L, float m, float l, float& a,
                                               float& b) {
   const float mx = fmaxf(M, m);
@@ -84,221 +111,589 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Keys per shared-memory tile: the tile is ~16 KiB of f32 for every head_dim.
-constexpr int tile_keys(int d) {
-  return d == 64 ? 64 : d == 128 ? 32 : 16;
+// Rows of a multi-query block: 64 up to head_dim 128, 32 at 256 (shared memory).
+constexpr int multi_query_rows(int d) {
+  return d <= 128 ? 64 : 32;
 }
 
-// Stages keys [k0, k0 + nt) of one kv head into tile[j][0..D) (row stride D + 4 floats, which
-// keeps the lanes' 16-byte reads of different rows on different banks), as f32. 16-byte loads.
-template <int D, typename CT>
-__device__ __forceinline__ void load_tile(const CT* cache, const int32_t* table,
-                                          const AttnParams& p, int kv_head, int k0, int nt,
-                                          float* tile) {
-  constexpr int kVec = 16 / sizeof(CT);  // elements per 16-byte load
-  constexpr int kChunks = D / kVec;
-  for (int i = threadIdx.x; i < nt * kChunks; i += kAttnThreads) {
-    const int j = i / kChunks, c = i % kChunks;
-    const int key = k0 + j;
-    const int64_t slot = int64_t{table[key / p.block_size]} * p.block_size + key % p.block_size;
-    const int64_t off = (slot * p.n_kv_heads + kv_head) * D + c * kVec;
-    const uint4 raw = *reinterpret_cast<const uint4*>(cache + off);
-    float* dst = tile + j * (D + 4) + c * kVec;
-    if constexpr (sizeof(CT) == 4) {
-      *reinterpret_cast<float4*>(dst) = make_float4(__uint_as_float(raw.x), __uint_as_float(raw.y),
-                                                    __uint_as_float(raw.z), __uint_as_float(raw.w));
-    } else if constexpr (std::is_same_v<CT, __half>) {  // f16 pairs, converted exactly
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+// Block shapes. MQ = false: one query token (decode), up to kMaxGroup rows; MQ = true: a tile of
+// query tokens of one sequence, up to kRows rows, register-tiled.
+template <int D, typename CT, bool MQ>
+struct AttnConfig {
+  static constexpr int kRows = MQ ? multi_query_rows(D) : kMaxGroup;
+  // Keys per staged chunk: one-query blocks take 128 so that a thread scores one key for half
+  // the rows (each converted K element serves several GQA heads); query tiles take 64.
+  static constexpr int kChunk = MQ ? 64 : 128;
+  static constexpr int kChunkShift = MQ ? 6 : 7;
+  // Scores: a thread computes kRowsS rows x kKeysS keys of a chunk; a warp shares its rows.
+  static constexpr int kKeysS = MQ ? 2 : 1;
+  static constexpr int kKeySlots = kChunk / kKeysS;
+  static constexpr int kRowGroupsS = kAttnThreads / kKeySlots;
+  static constexpr int kRowsS = kRows / kRowGroupsS;
+  // Weighted V: a thread owns kRowsV rows x kDimsV contiguous dims; a warp shares its rows.
+  static constexpr int kDimsV = MQ ? D / 32 : (D >= 128 ? D / 128 : 1);
+  static constexpr int kDimGroups = D / kDimsV;
+  static constexpr int kRowGroupsV = kAttnThreads / kDimGroups;
+  static constexpr int kRowsV = kRows / kRowGroupsV;
+  // Staging: 16-byte segments; a key row is padded by 16 bytes so that the lanes' 16-byte reads
+  // of different rows fall on different banks.
+  static constexpr int kSegElems = 16 / static_cast<int>(sizeof(CT));
+  static constexpr int kSegs = D / kSegElems;
+  static constexpr int kRowBytes = D * static_cast<int>(sizeof(CT)) + 16;
+  static constexpr int kChunkBytes = kChunk * kRowBytes;
+  // q rows, the split's scores, eight per-row arrays (statistics and query ranges).
+  static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + 8 * kRows * 4;
+  static_assert(kRowsS * kRowGroupsS == kRows && kRowsV * kRowGroupsV == kRows, "row split");
+  static_assert(kDimGroups % 32 == 0, "a warp shares its V rows");
+  static_assert(kKeySlots % 32 == 0, "a warp shares its score rows");
+  static_assert(kChunk == 1 << kChunkShift && kSplit % kChunk == 0, "chunks tile a split");
+};
+
+// Cache elements -> f32, exactly. w holds one f32, or two f16 / bf16 (low half first).
+template <typename CT>
+__device__ __forceinline__ void cvt_word(uint32_t w, float* out) {
+  if constexpr (sizeof(CT) == 4) {
+    out[0] = __uint_as_float(w);
+  } else if constexpr (std::is_same_v<CT, __half>) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    out[0] = f.x;
+    out[1] = f.y;
+  } else {
+    out[0] = __uint_as_float(w << 16);
+    out[1] = __uint_as_float(w & 0xffff0000u);
+  }
+}
+
+// N consecutive cache elements at p (shared memory, aligned to their byte size) -> f32.
+template <typename CT, int N>
+__device__ __forceinline__ void load_cvt(const unsigned char* p, float* out) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(CT));
+  constexpr int kPerWord = 4 / static_cast<int>(sizeof(CT));
+  if constexpr (kBytes % 16 == 0) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w[2 * h]));
-        const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&w[2 * h + 1]));
-        *reinterpret_cast<float4*>(dst + 4 * h) = make_float4(a.x, a.y, b.x, b.y);
-      }
-    } else {  // bf16 pairs: the low half of each word is the even element
-      const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t a = w[2 * h], b = w[2 * h + 1];
-        *reinterpret_cast<float4*>(dst + 4 * h) =
-            make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xffff0000u),
-                        __uint_as_float(b << 16), __uint_as_float(b & 0xffff0000u));
-      }
+    for (int i = 0; i < kBytes / 16; ++i) {
+      const uint4 w = reinterpret_cast<const uint4*>(p)[i];
+      cvt_word<CT>(w.x, out + (4 * i + 0) * kPerWord);
+      cvt_word<CT>(w.y, out + (4 * i + 1) * kPerWord);
+      cvt_word<CT>(w.z, out + (4 * i + 2) * kPerWord);
+      cvt_word<CT>(w.w, out + (4 * i + 3) * kPerWord);
     }
-  }
-}
-
-// q . k over D dims: four interleaved accumulators, combined in a fixed order.
-template <int D>
-__device__ __forceinline__ float dot(const float* q, const float* k) {
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll 8
-  for (int d = 0; d < D; d += 4) {
-    const float4 x = *reinterpret_cast<const float4*>(q + d);
-    const float4 y = *reinterpret_cast<const float4*>(k + d);
-    a0 = fmaf(x.x, y.x, a0);
-    a1 = fmaf(x.y, y.y, a1);
-    a2 = fmaf(x.z, y.z, a2);
-    a3 = fmaf(x.w, y.w, a3);
-  }
-  return __fadd_rn(__fadd_rn(a0, a1), __fadd_rn(a2, a3));
-}
-
-// Dims of V a thread owns in the weighted-V phase (contiguous): 1 up to head_dim 128, then 2.
-// With 128 threads a row of D dims takes D / DV threads; the rest of the block takes the next
-// heads, so a thread owns heads hb, hb + HS, ... (KH of them): 4 heads at D 64, else 8.
-constexpr int v_dims(int d) {
-  return d > kAttnThreads ? d / kAttnThreads : 1;
-}
-
-// acc[k][e] += p[head k][key j + i] * v[key j + i][dv0 + e] for i < N, keys in increasing order.
-// The probabilities of N consecutive keys of one head come in one read (sc is [head][kSplit]).
-template <int D, int KH, int DV, int N>
-__device__ __forceinline__ void accumulate(const float* p_tile, const float* tile, int j, int hb,
-                                           int n_h, int dv0, float (&acc)[KH][DV]) {
-  constexpr int LD = D + 4, HS = kMaxGroup / KH;
-  float v[N][DV];
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < DV; ++e) v[i][e] = tile[(j + i) * LD + dv0 + e];
-#pragma unroll
-  for (int k = 0; k < KH; ++k) {
-    const int hh = hb + k * HS;
-    if (hh >= n_h) continue;  // uniform per warp
-    float pr[N];
-    if constexpr (N == 4) {
-      const float4 p4 = *reinterpret_cast<const float4*>(p_tile + hh * kSplit + j);
-      pr[0] = p4.x, pr[1] = p4.y, pr[2] = p4.z, pr[3] = p4.w;
+  } else if constexpr (kBytes == 8) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    cvt_word<CT>(w.x, out);
+    cvt_word<CT>(w.y, out + kPerWord);
+  } else if constexpr (kBytes == 4) {
+    cvt_word<CT>(*reinterpret_cast<const uint32_t*>(p), out);
+  } else {
+    static_assert(kBytes == 2, "one 16-bit element");
+    const uint16_t h = *reinterpret_cast<const uint16_t*>(p);
+    if constexpr (std::is_same_v<CT, __half>) {
+      out[0] = __half2float(__ushort_as_half(h));
     } else {
-      pr[0] = p_tile[hh * kSplit + j];
+      out[0] = __uint_as_float(static_cast<uint32_t>(h) << 16);
     }
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-#pragma unroll
-      for (int e = 0; e < DV; ++e) acc[k][e] = fmaf(pr[i], v[i][e], acc[k][e]);
   }
 }
 
-// grid: x = token, y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk.
-template <int D, typename CT>
-__global__ void __launch_bounds__(kAttnThreads, 4) attention_kernel(const AttnParams p) {
-  constexpr int T = tile_keys(D);
-  constexpr int LD = D + 4;
-  constexpr int DV = v_dims(D), HS = kAttnThreads / (D / DV), KH = kMaxGroup / HS;
-  __shared__ __align__(16) float qs[kMaxGroup * D];
-  __shared__ __align__(16) float tile[T * LD];
-  __shared__ __align__(
-      16) float sc[kMaxGroup * kSplit];  // scores, then exp(s - m), of the current split
-  __shared__ float split_m[kMaxGroup], split_l[kMaxGroup];  // this split's statistics
-  __shared__ float run_m[kMaxGroup], run_l[kMaxGroup];      // one_pass running state
-  __shared__ float w_old[kMaxGroup], w_new[kMaxGroup];      // one_pass rescale factors
-
-  const int t = blockIdx.x;
-  const int kv_head = blockIdx.z / p.n_chunks;
-  const int chunk = blockIdx.z % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * kMaxGroup;  // first query head of this block
-  const int n_h = min(kMaxGroup, p.group - chunk * kMaxGroup);
-  const KeyRange range = key_range(p.positions[t], p.window);
-  int s_begin = range.first, s_end = range.last + 1;
-  if (!p.one_pass) {
-    s_begin = blockIdx.y;
-    s_end = s_begin + 1;
-    if (s_begin < range.first || s_begin > range.last) return;  // no key of this query here
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most n of this thread's cp.async groups are pending (n < kMaxStages).
+__device__ __forceinline__ void cp_async_wait(int n) {
+  switch (n) {
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+      break;
+    case 3:
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+      break;
+    case 4:
+      asm volatile("cp.async.wait_group 4;\n" ::: "memory");
+      break;
+    case 5:
+      asm volatile("cp.async.wait_group 5;\n" ::: "memory");
+      break;
+    case 6:
+      asm volatile("cp.async.wait_group 6;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 7;\n" ::: "memory");
+      break;
   }
-  const int32_t* table = p.block_tables + int64_t{p.token_seq[t]} * p.max_blocks;
-  const CT* k_cache = static_cast<const CT*>(p.k);
-  const CT* v_cache = static_cast<const CT*>(p.v);
-  const float* q_row = p.q + int64_t{t} * p.ldq + int64_t{h0} * D;
-  for (int i = threadIdx.x; i < n_h * D; i += kAttnThreads) qs[i] = q_row[i];
+}
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // V-phase ownership: thread owns DV contiguous dims (dv0..) of heads hb, hb + HS, ...
-  const int dv0 = (threadIdx.x % (D / DV)) * DV, hb = threadIdx.x / (D / DV);
-  float O[KH][DV];  // one_pass running weighted sums of the owned outputs
-  for (int split = s_begin; split < s_end; ++split) {
-    const int kb = max(split * kSplit, range.lo);
-    const int ke = min((split + 1) * kSplit, range.pos + 1);
-    for (int k0 = kb; k0 < ke; k0 += T) {  // scores
-      const int nt = min(T, ke - k0);
-      load_tile<D>(k_cache, table, p, kv_head, k0, nt, tile);
-      __syncthreads();
-      for (int pr = threadIdx.x; pr < n_h * T; pr += kAttnThreads) {
-        const int hh = pr / T, j = pr % T;
-        if (j >= nt) continue;
-        float s = dot<D>(qs + hh * D, tile + j * LD) * p.scale;
-        if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-        sc[hh * kSplit + (k0 - kb) + j] = s;
-      }
-      __syncthreads();
+// Position in the chunk sequence of a run: split s, phase 0 (K) or 1 (V), chunk ci of the split
+// (chunk ci holds keys [s * kSplit + (ci << chunk_shift), + chunk) clipped to the run's keys
+// [lo, hi)).
+struct Cursor {
+  int s, phase, ci;
+};
+
+// One run: tokens [tb, te) of one sequence (te - tb <= the tile), its rows, its splits.
+struct Run {
+  int tb, nq, n_rows, n_h, h0, kv_head, seq;
+  int lo, hi;            // union of the rows' key ranges: [lo, hi)
+  int chunk_shift;       // log2(keys per chunk)
+  int s_begin, s_end;    // splits this block computes: [s_begin, s_end)
+  const int32_t* table;  // the sequence's block table
+  __device__ int ci_first(int s) const { return (max(s * kSplit, lo) - s * kSplit) >> chunk_shift; }
+  __device__ int ci_last(int s) const {
+    return (min(s * kSplit + kSplit, hi) - 1 - s * kSplit) >> chunk_shift;
+  }
+  __device__ bool done(const Cursor& c) const { return c.s >= s_end; }
+  __device__ void advance(Cursor& c) const {
+    if (c.ci < ci_last(c.s)) {
+      ++c.ci;
+    } else if (c.phase == 0) {
+      c.phase = 1;
+      c.ci = ci_first(c.s);
+    } else {
+      ++c.s;
+      c.phase = 0;
+      if (c.s < s_end) c.ci = ci_first(c.s);
     }
-    const int n = ke - kb;
-    for (int hh = warp; hh < n_h; hh += kAttnWarps) {  // softmax statistics, one warp per head
-      float* s_row = sc + hh * kSplit;
-      float m = -INFINITY;
-      for (int j = lane; j < n; j += 32) m = fmaxf(m, s_row[j]);
-      m = warp_max(m);
-      float l = 0.0f;
-      for (int j = lane; j < n; j += 32) {
-        const float e = expf(s_row[j] - m);
-        s_row[j] = e;
-        l += e;
-      }
-      l = warp_sum(l);
-      if (lane == 0) split_m[hh] = m, split_l[hh] = l;
+  }
+};
+
+// Shared memory of a block (dynamic; layout from AttnConfig).
+struct AttnSmem {
+  float* qs;       // [kRows][D] the rows' q
+  float* sc;       // [kRows][kSplit] scores, then exp(s - m), of the current split
+  float* split_m;  // [kRows] this split's statistics
+  float* split_l;
+  float* run_m;  // [kRows] one_pass running state
+  float* run_l;
+  float* w_old;  // [kRows] one_pass rescale factors
+  float* w_new;
+  int32_t* qpos;  // [kRows] per query of the run: position and first key
+  int32_t* qlo;
+  unsigned char* ring;  // [stages][kChunk][kRowBytes]
+};
+
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ AttnSmem attn_smem(unsigned char* base) {
+  using C = AttnConfig<D, CT, MQ>;
+  AttnSmem m;
+  m.qs = reinterpret_cast<float*>(base);
+  m.sc = m.qs + C::kRows * D;
+  m.split_m = m.sc + C::kRows * kSplit;
+  m.split_l = m.split_m + C::kRows;
+  m.run_m = m.split_l + C::kRows;
+  m.run_l = m.run_m + C::kRows;
+  m.w_old = m.run_l + C::kRows;
+  m.w_new = m.w_old + C::kRows;
+  m.qpos = reinterpret_cast<int32_t*>(m.w_new + C::kRows);
+  m.qlo = m.qpos + C::kRows;
+  m.ring = reinterpret_cast<unsigned char*>(m.qlo + C::kRows);
+  return m;
+}
+
+// Starts the copies of chunk c of the run into ring buffer b (16 bytes per cp.async). A thread
+// copies one 16-byte segment of kPasses rows; the block-table reads of all its rows are issued
+// before the copies, so their latencies overlap.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void issue_chunk(const AttnParams& p, const Run& run, const Cursor& c,
+                                            unsigned char* buf) {
+  using C = AttnConfig<D, CT, MQ>;
+  constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
+  constexpr int kPasses = (C::kChunk + kRowsPerPass - 1) / kRowsPerPass;
+  const int base = c.s * kSplit + c.ci * C::kChunk;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+  const unsigned char* cache = static_cast<const unsigned char*>(c.phase == 0 ? p.k : p.v);
+  const int seg = threadIdx.x % C::kSegs, row0 = threadIdx.x / C::kSegs;
+  int32_t blk_id[kPasses];
+#pragma unroll
+  for (int k = 0; k < kPasses; ++k) {
+    const int key = base + row0 + k * kRowsPerPass;
+    blk_id[k] = 0;
+    if (key >= c0 && key < c1) {
+      const int blk = p.bs_shift >= 0 ? key >> p.bs_shift : key / p.block_size;
+      blk_id[k] = __ldg(run.table + blk);
     }
-    float acc[KH][DV];
+  }
 #pragma unroll
-    for (int k = 0; k < KH; ++k)
+  for (int k = 0; k < kPasses; ++k) {
+    const int key = base + row0 + k * kRowsPerPass;
+    if (key < c0 || key >= c1) continue;
+    const int off = p.bs_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
+    const int64_t slot = int64_t{blk_id[k]} * p.block_size + off;
+    const unsigned char* src =
+        cache + ((slot * p.n_kv_heads + run.kv_head) * D) * sizeof(CT) + seg * 16;
+    cp_async16(buf + (key - base) * C::kRowBytes + seg * 16, src);
+  }
+}
+
+// Scores of chunk c for every row: sc[r][key - split base].
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void chunk_scores(const AttnParams& p, const Run& run, const Cursor& c,
+                                             const AttnSmem& sm, const unsigned char* buf) {
+  using C = AttnConfig<D, CT, MQ>;
+  const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+  const int ks = threadIdx.x % C::kKeySlots, rg = threadIdx.x / C::kKeySlots;
+  if (rg >= run.n_rows) return;  // uniform per warp
+  float a[C::kRowsS][C::kKeysS][4];
 #pragma unroll
-      for (int e = 0; e < DV; ++e) acc[k][e] = 0.0f;
-    for (int k0 = kb; k0 < ke; k0 += T) {  // weighted V; the first barrier also publishes sc
-      const int nt = min(T, ke - k0);
-      load_tile<D>(v_cache, table, p, kv_head, k0, nt, tile);
-      __syncthreads();
-      const float* p_tile = sc + (k0 - kb);  // 16-byte aligned: k0 - kb is a multiple of T
-      int j = 0;
-      for (; j + 4 <= nt; j += 4) accumulate<D, KH, DV, 4>(p_tile, tile, j, hb, n_h, dv0, acc);
-      for (; j < nt; ++j) accumulate<D, KH, DV, 1>(p_tile, tile, j, hb, n_h, dv0, acc);
-      __syncthreads();
+  for (int i = 0; i < C::kRowsS; ++i)
+#pragma unroll
+    for (int k = 0; k < C::kKeysS; ++k) a[i][k][0] = a[i][k][1] = a[i][k][2] = a[i][k][3] = 0.0f;
+#pragma unroll 2
+  for (int d0 = 0; d0 < D; d0 += C::kSegElems) {
+    float kf[C::kKeysS][C::kSegElems];
+#pragma unroll
+    for (int k = 0; k < C::kKeysS; ++k) {
+      load_cvt<CT, C::kSegElems>(buf + (ks + k * C::kKeySlots) * C::kRowBytes + d0 * sizeof(CT),
+                                 kf[k]);
     }
-    if (p.one_pass && threadIdx.x < n_h) {  // one thread per head updates (M, L)
-      const int hh = threadIdx.x;
-      if (split == s_begin) {
-        run_m[hh] = split_m[hh], run_l[hh] = split_l[hh];
-      } else {
-        merge_weights(run_m[hh], run_l[hh], split_m[hh], split_l[hh], w_old[hh], w_new[hh]);
-      }
-    }
-    __syncthreads();
 #pragma unroll
-    for (int k = 0; k < KH; ++k) {
-      const int hh = hb + k * HS;
-      if (hh >= n_h) continue;
-      if (!p.one_pass) {
-        float* part =
-            p.partials + ((int64_t{t} * p.n_heads + h0 + hh) * p.n_splits + split) * (D + 2);
+    for (int i = 0; i < C::kRowsS; ++i) {
+      const int r = rg + i * C::kRowGroupsS;
+      if (r >= run.n_rows) continue;  // uniform per warp
+      const float* qr = sm.qs + r * D + d0;
 #pragma unroll
-        for (int e = 0; e < DV; ++e) part[dv0 + e] = acc[k][e];
-        if (dv0 == 0) part[D] = split_m[hh], part[D + 1] = split_l[hh];
-      } else {
+      for (int e = 0; e < C::kSegElems; e += 4) {
+        const float4 x = *reinterpret_cast<const float4*>(qr + e);
 #pragma unroll
-        for (int e = 0; e < DV; ++e) {
-          O[k][e] =
-              split == s_begin ? acc[k][e] : merge_value(O[k][e], acc[k][e], w_old[hh], w_new[hh]);
+        for (int k = 0; k < C::kKeysS; ++k) {
+          a[i][k][0] = fmaf(x.x, kf[k][e + 0], a[i][k][0]);
+          a[i][k][1] = fmaf(x.y, kf[k][e + 1], a[i][k][1]);
+          a[i][k][2] = fmaf(x.z, kf[k][e + 2], a[i][k][2]);
+          a[i][k][3] = fmaf(x.w, kf[k][e + 3], a[i][k][3]);
         }
       }
     }
-    __syncthreads();  // split_m / split_l / sc / w_* are rewritten by the next split
   }
-  if (!p.one_pass) return;
 #pragma unroll
-  for (int k = 0; k < KH; ++k) {
-    const int hh = hb + k * HS;
-    if (hh >= n_h) continue;
-    float* o = p.out + (int64_t{t} * p.n_heads + h0 + hh) * D + dv0;
+  for (int i = 0; i < C::kRowsS; ++i) {
+    const int r = rg + i * C::kRowGroupsS;
+    if (r >= run.n_rows) continue;
 #pragma unroll
-    for (int e = 0; e < DV; ++e) o[e] = __fdiv_rn(O[k][e], run_l[hh]);
+    for (int k = 0; k < C::kKeysS; ++k) {
+      const int key = base + ks + k * C::kKeySlots;
+      if (key < c0 || key >= c1) continue;
+      float s =
+          __fadd_rn(__fadd_rn(a[i][k][0], a[i][k][1]), __fadd_rn(a[i][k][2], a[i][k][3])) * p.scale;
+      if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+      sm.sc[r * kSplit + (key - sbase)] = s;
+    }
+  }
+}
+
+// Row r's keys in split s: [kb, ke) (empty when the split is outside its range).
+__device__ __forceinline__ void row_keys(const AttnSmem& sm, int q, int s, int& kb, int& ke) {
+  kb = max(s * kSplit, sm.qlo[q]);
+  ke = min(s * kSplit + kSplit, sm.qpos[q] + 1);
+}
+
+// acc[i][:] += p[row i][key] * v[key][dims] for the keys of chunk c, keys in increasing order.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void chunk_values(
+    const Run& run, const Cursor& c, const AttnSmem& sm, const unsigned char* buf,
+    float (&acc)[AttnConfig<D, CT, MQ>::kRowsV][AttnConfig<D, CT, MQ>::kDimsV]) {
+  using C = AttnConfig<D, CT, MQ>;
+  constexpr int DV = C::kDimsV;
+  const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+  const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
+  if (rg >= run.n_rows) return;  // uniform per warp
+  const unsigned char* vb = buf + dg * DV * sizeof(CT);
+  int jb[C::kRowsV], je[C::kRowsV];
+  bool full = true;
+#pragma unroll
+  for (int i = 0; i < C::kRowsV; ++i) {
+    const int r = rg + i * C::kRowGroupsV;
+    if (r < run.n_rows) {
+      int kb, ke;
+      row_keys(sm, r / run.n_h, c.s, kb, ke);
+      jb[i] = max(c0, kb);
+      je[i] = min(c1, ke);
+      full = full && jb[i] == c0 && je[i] == c1;
+    } else {
+      jb[i] = je[i] = c0;
+    }
+  }
+  if (full) {  // every owned row takes every key of the chunk
+    int j = c0;
+    for (; j < c1 && (j & 3) != 0; ++j) {
+      float v[DV];
+      load_cvt<CT, DV>(vb + (j - base) * C::kRowBytes, v);
+#pragma unroll
+      for (int i = 0; i < C::kRowsV; ++i) {
+        const int r = rg + i * C::kRowGroupsV;
+        if (r >= run.n_rows) continue;
+        const float pr = sm.sc[r * kSplit + (j - sbase)];
+#pragma unroll
+        for (int e = 0; e < DV; ++e) acc[i][e] = fmaf(pr, v[e], acc[i][e]);
+      }
+    }
+    for (; j + 4 <= c1; j += 4) {
+      float v[4][DV];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load_cvt<CT, DV>(vb + (j + u - base) * C::kRowBytes, v[u]);
+#pragma unroll
+      for (int i = 0; i < C::kRowsV; ++i) {
+        const int r = rg + i * C::kRowGroupsV;
+        if (r >= run.n_rows) continue;
+        const float4 p4 = *reinterpret_cast<const float4*>(sm.sc + r * kSplit + (j - sbase));
+        const float pr[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int e = 0; e < DV; ++e) acc[i][e] = fmaf(pr[u], v[u][e], acc[i][e]);
+      }
+    }
+    for (; j < c1; ++j) {
+      float v[DV];
+      load_cvt<CT, DV>(vb + (j - base) * C::kRowBytes, v);
+#pragma unroll
+      for (int i = 0; i < C::kRowsV; ++i) {
+        const int r = rg + i * C::kRowGroupsV;
+        if (r >= run.n_rows) continue;
+        const float pr = sm.sc[r * kSplit + (j - sbase)];
+#pragma unroll
+        for (int e = 0; e < DV; ++e) acc[i][e] = fmaf(pr, v[e], acc[i][e]);
+      }
+    }
+  } else {  // rows whose range starts or ends inside the chunk: each takes its own keys
+    for (int j = c0; j < c1; ++j) {
+      float v[DV];
+      load_cvt<CT, DV>(vb + (j - base) * C::kRowBytes, v);
+#pragma unroll
+      for (int i = 0; i < C::kRowsV; ++i) {
+        if (j < jb[i] || j >= je[i]) continue;
+        const int r = rg + i * C::kRowGroupsV;
+        const float pr = sm.sc[r * kSplit + (j - sbase)];
+#pragma unroll
+        for (int e = 0; e < DV; ++e) acc[i][e] = fmaf(pr, v[e], acc[i][e]);
+      }
+    }
+  }
+}
+
+// Softmax statistics of split s, one warp per row: m, then p_j = exp(s_j - m) in place and l.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void split_softmax(const Run& run, int s, const AttnSmem& sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < run.n_rows; r += kAttnWarps) {
+    int kb, ke;
+    row_keys(sm, r / run.n_h, s, kb, ke);
+    if (kb >= ke) continue;  // no key of this row in the split
+    float* s_row = sm.sc + r * kSplit + (kb - s * kSplit);
+    const int n = ke - kb;
+    float m = -INFINITY;
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, s_row[j]);
+    m = warp_max(m);
+    float l = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = expf(s_row[j] - m);
+      s_row[j] = e;
+      l += e;
+    }
+    l = warp_sum(l);
+    if (lane == 0) sm.split_m[r] = m, sm.split_l[r] = l;
+  }
+}
+
+// The end of split s: split plan, the partials go to scratch; one_pass, they merge into the
+// running state (M, L per row in shared memory, O in the owners' registers). acc is zeroed.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void split_finish(
+    const AttnParams& p, const Run& run, int s, const AttnSmem& sm,
+    float (&acc)[AttnConfig<D, CT, MQ>::kRowsV][AttnConfig<D, CT, MQ>::kDimsV],
+    float (&O)[AttnConfig<D, CT, MQ>::kRowsV][AttnConfig<D, CT, MQ>::kDimsV]) {
+  using C = AttnConfig<D, CT, MQ>;
+  constexpr int DV = C::kDimsV;
+  const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
+  if (p.one_pass) {
+    const int r = threadIdx.x;
+    if (r < run.n_rows) {  // one thread per row updates (M, L)
+      const int q = r / run.n_h;
+      int kb, ke;
+      row_keys(sm, q, s, kb, ke);
+      if (kb < ke) {
+        if (s == sm.qlo[q] / kSplit) {
+          sm.run_m[r] = sm.split_m[r], sm.run_l[r] = sm.split_l[r];
+        } else {
+          merge_weights(sm.run_m[r], sm.run_l[r], sm.split_m[r], sm.split_l[r], sm.w_old[r],
+                        sm.w_new[r]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < C::kRowsV; ++i) {
+    const int r = rg + i * C::kRowGroupsV;
+    if (r < run.n_rows) {
+      const int q = r / run.n_h;
+      int kb, ke;
+      row_keys(sm, q, s, kb, ke);
+      if (kb < ke) {
+        if (p.one_pass) {
+          const bool first = s == sm.qlo[q] / kSplit;
+#pragma unroll
+          for (int e = 0; e < DV; ++e)
+            O[i][e] = first ? acc[i][e] : merge_value(O[i][e], acc[i][e], sm.w_old[r], sm.w_new[r]);
+        } else {
+          // Partial rows by token, or by sequence for the single-token launch (select 1).
+          const int prow = p.select == 1 ? run.seq : run.tb + q, h = run.h0 + r % run.n_h;
+          float* part = p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+#pragma unroll
+          for (int e = 0; e < DV; ++e) part[dg * DV + e] = acc[i][e];
+          if (dg == 0) part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < DV; ++e) acc[i][e] = 0.0f;
+  }
+}
+
+// Attention of one run (tokens [tb, te) of one sequence) for this block's kv head and heads.
+template <int D, typename CT, bool MQ>
+__device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int te, int seq,
+                           int kv_head, int h0, int n_h) {
+  using C = AttnConfig<D, CT, MQ>;
+  constexpr int DV = C::kDimsV;
+  Run run;
+  run.tb = tb;
+  run.nq = te - tb;
+  run.n_h = n_h;
+  run.n_rows = run.nq * n_h;
+  run.h0 = h0;
+  run.kv_head = kv_head;
+  run.seq = seq;
+  run.lo = INT32_MAX;
+  run.hi = 0;
+  run.chunk_shift = C::kChunkShift;
+  for (int i = 0; i < run.nq; ++i) {
+    const KeyRange r = key_range(p.positions[tb + i], p.window);
+    run.lo = min(run.lo, r.lo);
+    run.hi = max(run.hi, r.pos + 1);
+  }
+  if (p.one_pass) {
+    run.s_begin = run.lo / kSplit;
+    run.s_end = (run.hi - 1) / kSplit + 1;
+  } else {
+    run.s_begin = blockIdx.y;
+    run.s_end = run.s_begin + 1;
+    // A split outside the run's keys (the grid is sized for the step's largest context, or a
+    // capacity): nothing to do, nothing read.
+    if (run.s_begin < run.lo / kSplit || run.s_begin > (run.hi - 1) / kSplit) return;
+  }
+  run.table = p.block_tables + int64_t{seq} * p.max_blocks;
+
+  Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
+  const Cursor first = prod;
+  for (int b = 0; b < p.stages; ++b) {
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, MQ>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+  }
+  if (threadIdx.x < run.nq) {
+    const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
+    sm.qpos[threadIdx.x] = r.pos;
+    sm.qlo[threadIdx.x] = r.lo;
+  }
+  for (int i = threadIdx.x; i < run.n_rows * D; i += kAttnThreads) {
+    const int r = i / D, d = i % D;
+    sm.qs[i] = p.q[int64_t{tb + r / n_h} * p.ldq + int64_t{h0 + r % n_h} * D + d];
+  }
+
+  float acc[C::kRowsV][DV], O[C::kRowsV][DV];
+#pragma unroll
+  for (int i = 0; i < C::kRowsV; ++i)
+#pragma unroll
+    for (int e = 0; e < DV; ++e) acc[i][e] = O[i][e] = 0.0f;
+  int b = 0;
+  for (Cursor c = first; !run.done(c); run.advance(c)) {
+    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
+    __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
+    const unsigned char* buf = sm.ring + b * C::kChunkBytes;
+    if (c.phase == 0) {
+      chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
+    } else {
+      chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
+    }
+    const bool last = c.ci == run.ci_last(c.s);
+    __syncthreads();  // buffer b is free; the split's scores are complete
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, MQ>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+    if (last && c.phase == 0) split_softmax<D, CT, MQ>(run, c.s, sm);
+    if (last && c.phase == 1) split_finish<D, CT, MQ>(p, run, c.s, sm, acc, O);
+    b = b + 1 == p.stages ? 0 : b + 1;
+  }
+  cp_async_wait(0);
+  if (p.one_pass) {
+    const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
+#pragma unroll
+    for (int i = 0; i < C::kRowsV; ++i) {
+      const int r = rg + i * C::kRowGroupsV;
+      if (r >= run.n_rows) continue;
+      float* o = p.out + (int64_t{tb + r / n_h} * p.n_heads + h0 + r % n_h) * D + dg * DV;
+#pragma unroll
+      for (int e = 0; e < DV; ++e) o[e] = __fdiv_rn(O[i][e], sm.run_l[r]);
+    }
+  }
+  __syncthreads();  // shared memory is reused by the block's next run
+}
+
+// grid: x = query tile (in reverse, so the tiles with the longest contexts start first; select 1:
+// the sequence), y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile
+// holding tokens of several sequences runs them one after another (runs of equal token_seq).
+template <int D, typename CT, bool MQ>
+__global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
+  extern __shared__ __align__(16) unsigned char attn_smem_raw[];
+  const AttnSmem sm = attn_smem<D, CT, MQ>(attn_smem_raw);
+  const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
+  const int kv_head = blockIdx.z / p.n_chunks;
+  const int chunk = blockIdx.z % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  if (p.select == 1) {  // block x serves the single tokens of sequence x (normally 0 or 1)
+    __shared__ int found_first, found_count;
+    const int seq = static_cast<int>(blockIdx.x);
+    for (int after = -1;;) {
+      if (threadIdx.x == 0) found_first = INT32_MAX, found_count = 0;
+      __syncthreads();
+      for (int t = after + 1 + threadIdx.x; t < p.n_tokens; t += kAttnThreads) {
+        if (p.token_seq[t] == seq && is_single(p.token_seq, p.n_tokens, t)) {
+          atomicMin(&found_first, t);
+          atomicAdd(&found_count, 1);
+        }
+      }
+      __syncthreads();
+      const int t = found_first, n = found_count;
+      __syncthreads();  // found_* are rewritten by the next scan
+      if (n == 0) return;
+      attend_run<D, CT, MQ>(p, sm, t, t + 1, seq, kv_head, h0, n_h);
+      if (n == 1) return;
+      after = t;
+    }
+  }
+  const int t_end = min(p.n_tokens, (tile + 1) * p.qt);
+  for (int tb = tile * p.qt; tb < t_end;) {
+    const int seq = p.token_seq[tb];
+    int te = tb + 1;
+    while (te < t_end && p.token_seq[te] == seq) ++te;
+    if (p.select != 2 || te - tb > 1 || !is_single(p.token_seq, p.n_tokens, tb))
+      attend_run<D, CT, MQ>(p, sm, tb, te, seq, kv_head, h0, n_h);
+    tb = te;
   }
 }
 

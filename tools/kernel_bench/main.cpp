@@ -1,6 +1,7 @@
 // memra-kernel-bench: times kernels::matmul on the Qwen3-8B matrix shapes against the ceilings
 // measured in the same run: device copy bandwidth (decode, 1 and 8 tokens: GB/s of weight bytes)
-// and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s). Weights are random valid blocks,
+// and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s); then kernels::attention on the same
+// model's shape (attention.cpp; --attention runs only that). Weights are random valid blocks,
 // rotated over enough copies that L2 (60 MB) cannot serve them; each figure is the median of 20
 // event-timed calls after warm-up. A self-check runs first (check.cpp); --json FILE saves it all.
 #include <cublasLt.h>
@@ -229,14 +230,17 @@ int main(int argc, char** argv) {
   using namespace memra;
   std::string json_path;
   bool check_only = false;
+  bool attention_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (arg == "--check") {
       check_only = true;
+    } else if (arg == "--attention") {
+      attention_only = true;
     } else {
-      std::fprintf(stderr, "usage: memra-kernel-bench [--check] [--json FILE]\n");
+      std::fprintf(stderr, "usage: memra-kernel-bench [--check | --attention] [--json FILE]\n");
       return 2;
     }
   }
@@ -251,6 +255,18 @@ int main(int argc, char** argv) {
     for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
                     DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k}) {
       if (kernels::matmul_supports(d)) dtypes.push_back(d);
+    }
+    if (attention_only) {  // attention timings only (its correctness is memra-kernel-check's)
+      const double copy = bench::copy_tb_per_s(stream);
+      std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
+                  info.sm_count, copy);
+      nlohmann::json out = {{"what", "kernel-bench"},
+                            {"device", info.name},
+                            {"sm_count", info.sm_count},
+                            {"copy_tb_per_s", copy}};
+      out["attention"] = bench::run_attention(stream, copy);
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+      return 0;
     }
     const bool checked = bench::run_check(dtypes, stream.get());
     nlohmann::json out = {{"what", "kernel-bench"},
@@ -284,6 +300,7 @@ int main(int argc, char** argv) {
     }
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
+    out["attention"] = bench::run_attention(stream, copy);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
   } catch (const Error& e) {

@@ -1,9 +1,11 @@
-// Paged attention against a double reference: head dims 64/128/256, GQA 1..16, window, softcap,
-// f32, f16 and bf16 caches, steps that mix fresh prefills, prefill chunks with n_past > 0 and
-// decode tokens at contexts crossing many splits, random non-contiguous block tables. The cache is
-// written from the host (independent of kv_store); unused slots hold NaN, so a read outside a
-// query's range shows. Bitwise invariances: split plan == one_pass plan, and a query alone in
-// its own step == the same query inside the mixed step.
+// Paged attention against a double reference: head dims 32/64/128/256, GQA 1..16, window,
+// softcap, f32, f16 and bf16 caches, block sizes 16/24/32/64, steps that mix fresh prefills,
+// prefill chunks with n_past > 0 and decode tokens at contexts crossing chunk (64), split (256)
+// and cache-block boundaries, random non-contiguous block tables. The cache is written from the
+// host (independent of kv_store); unused slots hold NaN, so a read outside a query's range
+// shows. Bitwise invariances: both plans x both block shapes (one query / a tile of queries per
+// block) agree; a grid sized for a larger max_context (a CUDA graph's capacity) changes nothing;
+// a query alone in its own step, and a prefill chunk alone, equal the same rows in the mixed step.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -148,9 +150,20 @@ class DevStep {
     upload_cache(vc_, s.v);
   }
 
-  // Overrides for --teeth: positions / window / softcap / q as the GPU sees them.
-  std::vector<float> run(kernels::AttentionPlan plan, float scale, const std::vector<int32_t>* pos,
-                         int32_t window, float softcap, const std::vector<float>* q) {
+  // One launch. The overrides serve --teeth (positions / window / softcap / q as the GPU sees
+  // them) and the capacity check (extra_context: the grid and scratch sized for a larger step).
+  struct Opts {
+    kernels::AttentionPlan plan = kernels::AttentionPlan::automatic;
+    kernels::AttentionTile tile = kernels::AttentionTile::automatic;
+    const std::vector<int32_t>* pos = nullptr;
+    int32_t window = 0;
+    float softcap = 0.0f;
+    const std::vector<float>* q = nullptr;
+    int32_t extra_context = 0;
+  };
+  std::vector<float> run(float scale, const Opts& o) {
+    const std::vector<int32_t>* pos = o.pos;
+    const std::vector<float>* q = o.q;
     if (pos) pos_.upload(ctx_, *pos);
     if (q) q_.upload(ctx_, *q);
     kernels::PagedKv kv;
@@ -167,13 +180,14 @@ class DevStep {
     step.positions = pos_.get();
     step.token_seq = seq_.get();
     step.block_tables = tables_.get();
-    step.max_context = s_.max_context;
+    step.max_context = s_.max_context + o.extra_context;
     kernels::AttentionArgs args;
     args.n_heads = c_.n_heads;
     args.scale = scale;
-    args.softcap = softcap;
-    args.window = window;
-    args.plan = plan;
+    args.softcap = o.softcap;
+    args.window = o.window;
+    args.plan = o.plan;
+    args.tile = o.tile;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
     out_.poison(ctx_);
     kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
@@ -216,18 +230,40 @@ std::string case_shape(const Case& c, const Step& s) {
   return shape;
 }
 
-// The only query of a step made of token t of s: same sequence, same block table.
-Step single_token_step(const Step& s, int32_t t) {
-  Step one = s;
-  const int32_t seq = s.token_seq[t];
-  one.n_tokens = 1;
-  one.positions = {s.positions[t]};
-  one.token_seq = {0};
-  one.block_tables.assign(s.block_tables.begin() + int64_t{seq} * s.max_blocks,
+// A step made of tokens [t0, t1) of s, all of one sequence (a decode token alone, or a prefill
+// chunk alone): same sequence, same block table.
+Step sub_step(const Step& s, int32_t t0, int32_t t1) {
+  Step sub = s;
+  const int32_t seq = s.token_seq[t0];
+  sub.n_tokens = t1 - t0;
+  sub.positions.assign(s.positions.begin() + t0, s.positions.begin() + t1);
+  sub.token_seq.assign(sub.n_tokens, 0);
+  sub.block_tables.assign(s.block_tables.begin() + int64_t{seq} * s.max_blocks,
                           s.block_tables.begin() + int64_t{seq + 1} * s.max_blocks);
-  one.max_context = s.positions[t] + 1;
-  one.q.assign(s.q.begin() + t * s.ldq, s.q.begin() + (t + 1) * s.ldq);
-  return one;
+  sub.max_context = *std::max_element(sub.positions.begin(), sub.positions.end()) + 1;
+  sub.q.assign(s.q.begin() + t0 * s.ldq, s.q.begin() + t1 * s.ldq);
+  return sub;
+}
+
+// Rows [t0, t1) of a step's output.
+std::vector<float> rows_of(const std::vector<float>& out, int64_t width, int32_t t0, int32_t t1) {
+  return std::vector<float>(out.begin() + t0 * width, out.begin() + t1 * width);
+}
+
+// Rows [t0, t1) of s alone in their own step (automatic plan and block shape) against the same
+// rows of the mixed step's output `full` (teeth: the lone step sees one q element 1% off).
+double alone_mismatches(Context& ctx, const Case& c, const Step& s, float scale, int32_t t0,
+                        int32_t t1, const std::vector<float>& full) {
+  const Step sub = sub_step(s, t0, t1);
+  DevStep dev(ctx, c, sub);
+  std::vector<float> bent = sub.q;
+  bent[0] *= 1.01f;
+  DevStep::Opts o;
+  o.window = c.window;
+  o.softcap = c.softcap;
+  if (ctx.teeth()) o.q = &bent;
+  const int64_t width = int64_t{c.n_heads} * c.head_dim;
+  return bit_mismatches(dev.run(scale, o), rows_of(full, width, t0, t1));
 }
 
 void check_case(Context& ctx, const Case& c) {
@@ -237,9 +273,10 @@ void check_case(Context& ctx, const Case& c) {
   DevStep dev(ctx, c, s);
   const std::vector<double> ref = attention_ref(c, s, scale);
   using kernels::AttentionPlan;
+  using kernels::AttentionTile;
   const bool teeth = ctx.teeth();
-  // Accuracy of each plan against the reference; teeth: window - 1, softcap dropped, or every
-  // query one position early (its last key missing).
+  // Accuracy against the reference: split plan with one-query blocks, one_pass with query tiles.
+  // Teeth: window - 1, softcap dropped, or every query one position early (its last key missing).
   std::vector<int32_t> early = s.positions;
   for (int32_t& p : early) p = std::max(0, p - 1);
   const bool teeth_window = teeth && c.window > 0,
@@ -249,38 +286,75 @@ void check_case(Context& ctx, const Case& c) {
                              : teeth_cap  ? "softcap dropped"
                              : teeth_pos  ? "position off by one"
                                           : "";
-  std::vector<float> by_plan[2];
   const AttentionPlan plans[2] = {AttentionPlan::split, AttentionPlan::one_pass};
+  const AttentionTile tiles[2] = {AttentionTile::one_query, AttentionTile::multi_query};
   for (int i = 0; i < 2; ++i) {
-    by_plan[i] =
-        dev.run(plans[i], scale, teeth_pos ? &early : nullptr,
-                teeth_window ? c.window - 1 : c.window, teeth_cap ? 0.0f : c.softcap, nullptr);
-    ctx.add({i == 0 ? "attention split" : "attention one_pass", shape, dtype, "row-rel",
-             row_rel_max_error(by_plan[i], ref, c.head_dim), kAttnTol, broken});
+    DevStep::Opts o;
+    o.plan = plans[i];
+    o.tile = tiles[i];
+    o.pos = teeth_pos ? &early : nullptr;
+    o.window = teeth_window ? c.window - 1 : c.window;
+    o.softcap = teeth_cap ? 0.0f : c.softcap;
+    ctx.add({i == 0 ? "attention split" : "attention one_pass tiled", shape, dtype, "row-rel",
+             row_rel_max_error(dev.run(scale, o), ref, c.head_dim), kAttnTol, broken});
   }
-  // The two plans agree bit for bit (teeth: one_pass sees one q element changed).
+  // Every plan x block shape, and the split plan under a grid sized for 1000 more keys than the
+  // step holds, agree bit for bit with the split plan's one-query blocks (teeth: one run sees one
+  // q element changed).
   std::vector<float> q_bent = s.q;
   q_bent[s.q.size() / 2] *= 1.01f;
-  const std::vector<float> one_pass = dev.run(AttentionPlan::one_pass, scale, nullptr, c.window,
-                                              c.softcap, teeth ? &q_bent : nullptr);
-  const std::vector<float> split =
-      dev.run(AttentionPlan::split, scale, nullptr, c.window, c.softcap, nullptr);
-  ctx.add({"attention split==1pass", shape, dtype, "bits", bit_mismatches(split, one_pass), 0.0,
+  DevStep::Opts base;
+  base.window = c.window;
+  base.softcap = c.softcap;
+  DevStep::Opts o = base;
+  o.plan = AttentionPlan::split;
+  o.tile = AttentionTile::one_query;
+  const std::vector<float> split = dev.run(scale, o);
+  // automatic x automatic is what the backend runs: with several sequences and query tiles it
+  // splits the step into a launch for the single (decode) tokens and one for the tiles.
+  const AttentionPlan all_plans[3] = {AttentionPlan::split, AttentionPlan::one_pass,
+                                      AttentionPlan::automatic};
+  const AttentionTile all_tiles[3] = {AttentionTile::one_query, AttentionTile::multi_query,
+                                      AttentionTile::automatic};
+  double mismatches = 0;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      if (i == 0 && j == 0) continue;
+      o.plan = all_plans[i];
+      o.tile = all_tiles[j];
+      o.q = teeth && i == 1 && j == 1 ? &q_bent : nullptr;
+      mismatches += bit_mismatches(split, dev.run(scale, o));
+    }
+  }
+  ctx.add({"attention plans x tiles", shape, dtype, "bits", mismatches, 0.0,
            teeth ? "one q element 1% off in one run" : ""});
-  // The token with the longest context alone (automatic plan: split when it spans several)
-  // equals its row in the mixed step.
+  mismatches = 0;
+  for (int j = 0; j < 2; ++j) {
+    o = base;
+    o.plan = AttentionPlan::split;
+    o.tile = tiles[j];
+    o.extra_context = 1000;
+    o.q = teeth && j == 1 ? &q_bent : nullptr;
+    mismatches += bit_mismatches(split, dev.run(scale, o));
+  }
+  ctx.add({"attention capacity grid", shape, dtype, "bits", mismatches, 0.0,
+           teeth ? "one q element 1% off in one run" : ""});
+  // The token with the longest context alone, and each sequence's new tokens alone (a prefill
+  // chunk of its own length) and their first half (a shorter chunk), equal their rows in the
+  // mixed step.
   const int32_t t = static_cast<int32_t>(std::max_element(s.positions.begin(), s.positions.end()) -
                                          s.positions.begin());
-  const Step one = single_token_step(s, t);
-  DevStep dev_one(ctx, c, one);
-  std::vector<float> one_q = one.q;
-  one_q[0] *= 1.01f;
-  const std::vector<float> alone = dev_one.run(AttentionPlan::automatic, scale, nullptr, c.window,
-                                               c.softcap, teeth ? &one_q : nullptr);
-  const int64_t width = int64_t{c.n_heads} * c.head_dim;
-  const std::vector<float> in_step(split.begin() + t * width, split.begin() + (t + 1) * width);
-  ctx.add({"attention alone==in step", shape, dtype, "bits", bit_mismatches(alone, in_step), 0.0,
-           teeth ? "the lone query 1% off in one element" : ""});
+  mismatches = alone_mismatches(ctx, c, s, scale, t, t + 1, split);
+  int32_t t0 = 0;
+  for (const Seq& q : c.seqs) {
+    if (q.n_new > 1) {
+      mismatches += alone_mismatches(ctx, c, s, scale, t0, t0 + q.n_new, split);
+      mismatches += alone_mismatches(ctx, c, s, scale, t0, t0 + (q.n_new + 1) / 2, split);
+    }
+    t0 += q.n_new;
+  }
+  ctx.add({"attention alone==in step", shape, dtype, "bits", mismatches, 0.0,
+           teeth ? "the lone queries 1% off in one element" : ""});
 }
 
 }  // namespace
@@ -299,6 +373,38 @@ void check_attention(Context& ctx) {
       {3, 1, 32, bf16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},     // the gate fixtures' shape
       {8, 2, 128, f16, 0, 0.0f, 16, {{0, 37}, {900, 100}, {4999, 1}}},  // the default cache
       {3, 1, 32, f16, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
+      // Qwen3-8B's shape: a prefill across two splits and a chunk across a split edge; decode
+      // tokens at 16k and at split / chunk edges.
+      {32, 8, 128, f16, 0, 0.0f, 16, {{0, 300}, {250, 80}, {63, 1}, {64, 1}}},
+      {32, 8, 128, f16, 0, 0.0f, 16, {{16000, 3}, {700, 1}, {0, 1}, {255, 1}, {256, 2}}},
+      // GQA 1 (64-query tiles), a GQA 5 tile of 12 queries, GQA 2 at head_dim 256 and f32.
+      {4, 4, 128, bf16, 0, 0.0f, 16, {{0, 130}, {70, 65}, {5, 1}}},
+      {10, 2, 64, f16, 0, 0.0f, 16, {{0, 40}, {300, 30}, {1000, 1}}},
+      {4, 1, 256, f32, 0, 0.0f, 16, {{0, 70}, {200, 100}}},
+      {4, 2, 256, f16, 0, 0.0f, 16, {{0, 90}, {511, 1}, {1500, 17}}},
+      // A window inside a prefill tile (rows whose first key differs), with softcap.
+      {8, 2, 64, bf16, 100, 20.0f, 16, {{0, 200}, {500, 70}}},
+      {4, 2, 32, f16, 77, 0.0f, 16, {{0, 130}, {300, 9}, {5, 1}}},
+      // Many sequences of different lengths in one launch (tiles cut across sequences), block
+      // size 32, and a block size that is not a power of two.
+      {8,
+       2,
+       128,
+       f16,
+       0,
+       0.0f,
+       32,
+       {{0, 1},
+        {1, 1},
+        {63, 1},
+        {64, 1},
+        {65, 1},
+        {255, 1},
+        {256, 1},
+        {257, 1},
+        {700, 1},
+        {33, 40}}},
+      {4, 2, 64, f16, 0, 0.0f, 24, {{0, 50}, {100, 1}, {300, 3}, {47, 2}}},
   };
   for (const Case& c : cases) check_case(ctx, c);
 }

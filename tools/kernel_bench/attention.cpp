@@ -1,0 +1,184 @@
+// memra-kernel-bench's attention timings: kernels::attention on the Qwen3-8B shape (32 query / 8
+// kv heads, head_dim 128, block size 16) for decode (1 and 64 sequences, short and long
+// contexts, a grid sized for a 16k capacity as a CUDA graph would), prefill (512 and 2048
+// tokens, a chunk after a long prefix) and a step mixing 63 decodes with a prefill chunk. The paged
+// cache is rotated over enough copies that L2 cannot serve it; each figure is the median of 20
+// event-timed calls after warm-up, with KV bytes / time against the copy bandwidth measured in the
+// same run, and FLOP/s for prefill.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_runtime.h"
+#include "core/half.h"
+#include "kernel_bench/bench.h"
+#include "kernels/kernels.h"
+
+namespace memra::bench {
+namespace {
+
+using cuda::check;
+using kernels::AttentionPlan;
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
+constexpr int kRuns = 20, kWarmup = 3;
+constexpr size_t kRotateBytes = size_t{256} << 20;
+
+struct AttnCase {
+  const char* name;
+  int n_seqs;
+  int n_past;  // cached keys before this step's tokens, per sequence
+  int n_new;   // tokens per sequence in the step
+  AttentionPlan plan;
+  int capacity;  // max_context the launch is sized for (0: the step's own)
+  DType cache;
+  int chunk_past = 0, chunk_new = 0;  // one more sequence, a prefill chunk (mixed steps)
+};
+
+const AttnCase kCases[] = {
+    {"decode 1x512", 1, 511, 1, AttentionPlan::automatic, 0, DType::bf16},
+    {"decode 1x512 f16", 1, 511, 1, AttentionPlan::automatic, 0, DType::f16},
+    {"decode 1x512 grid@16k", 1, 511, 1, AttentionPlan::split, 16384, DType::bf16},
+    {"decode 1x4096", 1, 4095, 1, AttentionPlan::automatic, 0, DType::bf16},
+    {"decode 1x16384", 1, 16383, 1, AttentionPlan::automatic, 0, DType::bf16},
+    {"decode 1x16384 f16", 1, 16383, 1, AttentionPlan::automatic, 0, DType::f16},
+    {"decode 1x16384 1pass", 1, 16383, 1, AttentionPlan::one_pass, 0, DType::bf16},
+    {"decode 64x640", 64, 639, 1, AttentionPlan::automatic, 0, DType::bf16},
+    {"decode 64x4096", 64, 4095, 1, AttentionPlan::automatic, 0, DType::bf16},
+    {"prefill 512", 1, 0, 512, AttentionPlan::automatic, 0, DType::bf16},
+    {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
+    {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
+    {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
+    {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
+};
+
+template <typename F>
+double median_ms(const cuda::Stream& stream, F&& launch) {
+  cuda::Event start, end;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kRuns; ++i) {
+    start.record(stream);
+    launch(i);
+    end.record(stream);
+    const double m = cuda::Event::elapsed_ms(start, end);
+    if (i >= kWarmup) ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Fills n bytes of device memory with random finite 16-bit values in about [-1, 1].
+void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint16_t> pattern(size_t{8} << 20);  // 16 MiB, repeated
+  for (uint16_t& h : pattern) h = dtype == DType::f16 ? f32_to_f16(u(rng)) : f32_to_bf16(u(rng));
+  const size_t pb = pattern.size() * 2;
+  for (size_t off = 0; off < n; off += pb) {
+    check(cudaMemcpy(dst + off, pattern.data(), std::min(pb, n - off), cudaMemcpyHostToDevice),
+          "fill kv");
+  }
+}
+
+nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const AttnCase& c,
+                        void* scratch) {
+  const int ctx = c.n_past + c.n_new, chunk_ctx = c.chunk_past + c.chunk_new;
+  const int n_seqs = c.n_seqs + (c.chunk_new > 0 ? 1 : 0);
+  const int bps = (std::max(ctx, chunk_ctx) + kBlock - 1) / kBlock;  // blocks per sequence
+  const int n_blocks = n_seqs * bps;
+  const size_t row = size_t{kKvHeads} * kHeadDim * 2;  // bytes per token of K (or V)
+  const size_t bytes = static_cast<size_t>(n_blocks) * kBlock * row;
+  const size_t copies = std::clamp<size_t>((kRotateBytes + 2 * bytes - 1) / (2 * bytes), 1, 256);
+  std::mt19937 rng(42);
+  cuda::DeviceBuffer kbuf(bytes * copies), vbuf(bytes * copies);
+  fill_random(c.cache, static_cast<uint8_t*>(kbuf.data()), bytes * copies, rng);
+  fill_random(c.cache, static_cast<uint8_t*>(vbuf.data()), bytes * copies, rng);
+
+  std::vector<int32_t> ids(n_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  std::vector<int32_t> positions, token_seq, tables(ids);
+  for (int s = 0; s < n_seqs; ++s) {
+    const bool chunk = s == c.n_seqs;
+    for (int j = 0; j < (chunk ? c.chunk_new : c.n_new); ++j) {
+      positions.push_back((chunk ? c.chunk_past : c.n_past) + j);
+      token_seq.push_back(s);
+    }
+  }
+  const int n_tokens = static_cast<int>(positions.size());
+  std::vector<float> q(size_t{1} * n_tokens * kHeads * kHeadDim);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (float& v : q) v = u(rng);
+  cuda::DeviceBuffer dpos(positions.size() * 4), dseq(token_seq.size() * 4),
+      dtab(tables.size() * 4), dq(q.size() * 4), dout(q.size() * 4);
+  check(cudaMemcpy(dpos.data(), positions.data(), positions.size() * 4, cudaMemcpyHostToDevice),
+        "upload");
+  check(cudaMemcpy(dseq.data(), token_seq.data(), token_seq.size() * 4, cudaMemcpyHostToDevice),
+        "upload");
+  check(cudaMemcpy(dtab.data(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice),
+        "upload");
+  check(cudaMemcpy(dq.data(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload");
+
+  kernels::StepDev step;
+  step.n_tokens = n_tokens;
+  step.n_seqs = n_seqs;
+  step.max_blocks = bps;
+  step.positions = static_cast<const int32_t*>(dpos.data());
+  step.slots = nullptr;
+  step.token_seq = static_cast<const int32_t*>(dseq.data());
+  step.block_tables = static_cast<const int32_t*>(dtab.data());
+  step.max_context = std::max({ctx, chunk_ctx, c.capacity});
+  kernels::AttentionArgs args;
+  args.n_heads = kHeads;
+  args.scale = 0.088388f;
+  args.plan = c.plan;
+  const double ms = median_ms(stream, [&](int i) {
+    kernels::PagedKv kv;
+    kv.k = static_cast<uint8_t*>(kbuf.data()) + (i % copies) * bytes;
+    kv.v = static_cast<uint8_t*>(vbuf.data()) + (i % copies) * bytes;
+    kv.dtype = c.cache;
+    kv.block_size = kBlock;
+    kv.n_kv_heads = kKvHeads;
+    kv.head_dim = kHeadDim;
+    kernels::attention(kv, step, static_cast<const float*>(dq.data()), int64_t{kHeads} * kHeadDim,
+                       args, static_cast<float*>(dout.data()), scratch, stream.get());
+  });
+  check(cudaGetLastError(), "attention");
+  // KV bytes: each sequence's keys once (K and V); FLOPs: q.k and p.v over every query's keys.
+  const double kv_bytes =
+      2.0 * (double{1} * c.n_seqs * ctx + (c.chunk_new > 0 ? chunk_ctx : 0)) * row;
+  double pairs = 0;
+  for (int32_t p : positions) pairs += p + 1.0;
+  const double flops = pairs * kHeads * kHeadDim * 4.0;
+  const double tbps = kv_bytes / (ms * 1e-3) / 1e12;
+  std::printf("%-24s %5d tok %9.1f us %7.2f TB/s KV %5.1f%% copy %7.2f TFLOP/s\n", c.name, n_tokens,
+              ms * 1e3, tbps, 100.0 * tbps / copy_tbps, flops / (ms * 1e-3) / 1e12);
+  return {{"kernel", "attention"},
+          {"case", c.name},
+          {"n_tokens", n_tokens},
+          {"context", ctx},
+          {"cache", std::string(dtype_name(c.cache))},
+          {"us", ms * 1e3},
+          {"kv_tb_per_s", tbps},
+          {"pct_of_copy", 100.0 * tbps / copy_tbps},
+          {"tflop_per_s", flops / (ms * 1e-3) / 1e12}};
+}
+
+}  // namespace
+
+nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps) {
+  std::printf("attention, %d q / %d kv heads, head_dim %d, block %d:\n", kHeads, kKvHeads, kHeadDim,
+              kBlock);
+  cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const AttnCase& c : kCases) rows.push_back(run_case(stream, copy_tbps, c, scratch.data()));
+  return rows;
+}
+
+}  // namespace memra::bench
