@@ -301,8 +301,14 @@ void check_case(Context& ctx, const Case& c) {
   // Every plan x block shape, and the split plan under a grid sized for 1000 more keys than the
   // step holds, agree bit for bit with the split plan's one-query blocks (teeth: one run sees one
   // q element changed).
+  // Bent: the first q element of the token with the longest context (a token at position 0
+  // attends to one key, whose V it returns whatever its q).
   std::vector<float> q_bent = s.q;
-  q_bent[s.q.size() / 2] *= 1.01f;
+  {
+    const auto longest = std::max_element(s.positions.begin(), s.positions.end());
+    const size_t at = static_cast<size_t>(longest - s.positions.begin()) * c.n_heads * c.head_dim;
+    q_bent[at] = q_bent[at] * 1.01f + 0.01f;
+  }
   DevStep::Opts base;
   base.window = c.window;
   base.softcap = c.softcap;
