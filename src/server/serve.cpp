@@ -26,10 +26,11 @@ bool wait_signal(const sigset_t& set, int ms) {
 }
 
 // An elapsed-time line on a terminal while a model loads (the engine API has no progress hook).
+// Not for hf: sources: a first-run download draws its own progress bar on the same line.
 class LoadProgress {
  public:
   explicit LoadProgress(const std::string& what) : what_(what) {
-    if (::isatty(2)) thread_ = std::thread([this] { tick(); });
+    if (::isatty(2) && !what.starts_with("hf:")) thread_ = std::thread([this] { tick(); });
   }
   ~LoadProgress() {
     done_ = true;
