@@ -1,4 +1,5 @@
 // hf: sources: the cache first, then the hub (hub.h).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -86,6 +87,13 @@ std::optional<HubResolved> from_cache(const HubSource& src, const HubCache& cach
     hub_fail(HubErrorKind::offline, "{} ({})", what, hint);
   }
   std::vector<std::string> want = sel.files;
+  // A checkpoint someone fetched file by file may lack its tokenizer: complete it from the hub
+  // (offline, the loader says what is missing).
+  const auto has = [&](const char* f) {
+    return std::find(files.begin(), files.end(), f) != files.end();
+  };
+  if (sel.checkpoint && !strict && !has("tokenizer.json") && !has("tokenizer.model"))
+    return std::nullopt;
   if (!sel.index.empty()) {
     for (const std::string& shard : hub_index_shards(read_index(snap / sel.index), sel.index))
       want.push_back(shard);

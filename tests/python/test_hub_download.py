@@ -273,3 +273,31 @@ def test_server_is_unready_while_its_model_downloads(build_dir, hub, cache):
         server.stop()
     log = server.log_path.read_text()
     assert "downloading org/tiny/model.safetensors" in log, log[-3000:]
+
+
+def test_server_stops_during_a_download_and_the_next_start_resumes(build_dir, hub, cache):
+    hub.add_repo("org/tiny", {p.name: p.read_bytes() for p in FIXTURE.iterdir()
+                              if p.name != "reference.json"})
+    weights = (FIXTURE / "model.safetensors").read_bytes()
+    hub.chunk_delay = 2.0  # the first 64 KiB chunk arrives, then the server is stopped
+    env = hub_env(hub, cache, MEMRA_MODELS="tiny=hf:org/tiny")
+    server = Server(real_server_binary(build_dir), ["--ctx-size", "256"], env=env,
+                    wait_ready=False)
+    partial = repo_dir(cache, "org/tiny") / "blobs" / f"{sha256(weights)}.incomplete"
+    deadline = time.time() + 30
+    while not (partial.exists() and partial.stat().st_size > 0) and time.time() < deadline:
+        time.sleep(0.05)
+    assert partial.exists(), server.log_text()
+    start = time.time()
+    assert server.stop(timeout=10) == 0
+    assert time.time() - start < 5  # SIGTERM is not held until the download ends
+    have = partial.stat().st_size
+    assert 0 < have < len(weights)
+
+    hub.chunk_delay = 0
+    server = Server(real_server_binary(build_dir), ["--ctx-size", "256"], env=env)
+    try:
+        assert httpx.get(server.url + "/readyz", timeout=5).status_code == 200
+    finally:
+        assert server.stop() == 0
+    assert [g.range for g in hub.blob_requests(weights)] == ["", f"bytes={have}-"]
