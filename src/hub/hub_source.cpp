@@ -66,7 +66,9 @@ bool hub_valid_repo_part(std::string_view s) {
 bool hub_valid_revision(std::string_view s) {
   if (s.empty() || s.size() > 200 || s.front() == '/' || s.front() == '-' || s.back() == '/')
     return false;
-  if (s.find("..") != s.npos || s.find("//") != s.npos) return false;
+  if (s.find("..") != s.npos || s.find("//") != s.npos || s == "." || s.starts_with("./") ||
+      s.ends_with("/.") || s.find("/./") != s.npos)
+    return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
     return is_alnum(c) || c == '-' || c == '_' || c == '.' || c == '/';
   });

@@ -43,8 +43,9 @@ HubSettings hub_settings_from_env();
 
 // org or name: 1-96 of [A-Za-z0-9._-], not "."/"..", no "--" (the cache folder separator).
 bool hub_valid_repo_part(std::string_view s);
-// A branch, tag or commit: 1-200 of [A-Za-z0-9._/-], no "..", "//", leading '/' or '-', no
-// trailing '/' (refs/pr/1 is fine: it becomes refs/refs/pr/1 in the cache, as huggingface_hub).
+// A branch, tag or commit: 1-200 of [A-Za-z0-9._/-], no "." or ".." segment, no "//", leading
+// '/' or '-', no trailing '/' (refs/pr/1 is fine: it becomes refs/refs/pr/1 in the cache, as
+// huggingface_hub).
 bool hub_valid_revision(std::string_view s);
 bool hub_is_commit(std::string_view s);  // 40 lowercase hex digits
 // A file path from the hub that becomes a path under snapshots/<commit>/: relative, '/'-separated

@@ -42,9 +42,11 @@ TEST(HubSource, Parses) {
   EXPECT_EQ(s.revision, "v1.0");
   EXPECT_EQ(s.display(), "org/m-GGUF:Q4_K_M@v1.0");
   EXPECT_EQ(hub_source_parse("hf:org/name@refs/pr/1").revision, "refs/pr/1");
-  for (const char* bad : {"hf:", "hf:org", "hf:org/", "hf:/n", "hf:../x/y", "hf:o/n/x", "hf:o/n:",
-                          "hf:o/n:../x", "hf:a--b/c", "hf:o/n@", "hf:o/n@../x", "hf:o/n@/abs",
-                          "hf:o/n@a//b", "hf:o/n@-x", "hf:o/n@a b", "hf:o/n:Q4@x\ny", "org/n"}) {
+  for (const char* bad :
+       {"hf:",          "hf:org",      "hf:org/",     "hf:/n",          "hf:../x/y",
+        "hf:o/n/x",     "hf:o/n:",     "hf:o/n:../x", "hf:a--b/c",      "hf:o/n@",
+        "hf:o/n@../x",  "hf:o/n@/abs", "hf:o/n@a//b", "hf:o/n@-x",      "hf:o/n@.",
+        "hf:o/n@a/./b", "hf:o/n@./a",  "hf:o/n@a b",  "hf:o/n:Q4@x\ny", "org/n"}) {
     SCOPED_TRACE(bad);
     EXPECT_EQ(error_of([&] { hub_source_parse(bad); }).rfind("hub_bad_source: ", 0), 0u);
   }

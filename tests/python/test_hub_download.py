@@ -39,7 +39,8 @@ def hub_env(hub, cache, **extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("HF_", "HUGGING")) and k != "TRANSFORMERS_OFFLINE"}
     env.update(HF_ENDPOINT=hub.url if hub else f"http://127.0.0.1:{free_port()}",
-               HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf-home"))
+               HF_HUB_CACHE=str(cache), HF_HOME=str(cache.parent / "hf-home"),
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     env.update(extra)
     return env
 
