@@ -302,3 +302,34 @@ def test_server_stops_during_a_download_and_the_next_start_resumes(build_dir, hu
     finally:
         assert server.stop() == 0
     assert [g.range for g in hub.blob_requests(weights)] == ["", f"bytes={have}-"]
+
+
+def test_progress_bar_on_a_terminal_and_lines_in_a_log(memra_bin, hub, cache):
+    import pty
+    big = os.urandom(17 << 20)  # from 16 MiB on, a log gets progress lines
+    hub.add_repo("org/big", {"big-Q4_0.gguf": big})
+    r = pull(memra_bin, "hf:org/big", hub_env(hub, cache))
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if "downloading org/big/big-Q4_0.gguf: " in l]
+    assert len(lines) == 10 and lines[-1].split(": ")[-1].startswith("100% (17.0/17.0 MiB"), lines
+    assert "\r" not in r.stderr
+
+    shutil.rmtree(cache)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([str(memra_bin), "pull", "hf:org/big"], env=hub_env(hub, cache),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.wait(timeout=60)
+    os.close(controller)
+    assert proc.returncode == 0, shown
+    assert b"\r\x1b[Korg/big/big-Q4_0.gguf [" in shown and b"] 100% 17.0/17.0 MiB" in shown, shown
+    assert b"downloading org/big/big-Q4_0.gguf: " not in shown
