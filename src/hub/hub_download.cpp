@@ -140,6 +140,13 @@ uint64_t download_blob(const HubClient& client, const HubCache& cache, const Fil
   }
   part.finish();
   const std::string got = hasher.hex_digest();
+  if (got != meta.etag && resumed_from > 0) {
+    // The bytes an earlier run left may be what is wrong: start over once.
+    MEMRA_LOG_WARN("{}: the resumed download does not match its {}; downloading it again", display,
+                   hasher.algorithm());
+    remove_quietly(part_path);
+    return download_blob(client, cache, meta, display, progress);
+  }
   if (got != meta.etag) {
     remove_quietly(part_path);
     hub_fail(HubErrorKind::hash_mismatch,

@@ -134,6 +134,18 @@ def test_resume_a_partial_from_an_earlier_run(memra_bin, hub, cache):
     assert pathlib.Path(r.stdout.strip()).read_bytes() == GGUF
 
 
+def test_a_bad_partial_from_an_earlier_run_is_downloaded_again(memra_bin, hub, cache):
+    blobs = repo_dir(cache) / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{sha256(GGUF)}.incomplete").write_bytes(b"\0" * 1000)
+    r = pull(memra_bin, f"hf:{REPO}:Q4_K_M", hub_env(hub, cache))
+    assert r.returncode == 0, r.stderr
+    assert "downloading it again" in r.stderr
+    assert [g.range for g in hub.blob_requests(GGUF)] == ["bytes=1000-", ""]
+    assert pathlib.Path(r.stdout.strip()).read_bytes() == GGUF
+    assert leftovers(cache) == []
+
+
 def test_hash_mismatch_removes_the_partial(memra_bin, hub, cache):
     hub.corrupt.add(sha256(GGUF))
     r = pull(memra_bin, f"hf:{REPO}:Q4_K_M", hub_env(hub, cache))
