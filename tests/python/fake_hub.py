@@ -10,7 +10,7 @@ huggingface_hub both pointed at it with HF_ENDPOINT). It speaks the endpoints th
 The CDN is the same server reached as "localhost" while the hub is "127.0.0.1", so clients see a
 different host (and must not send the token there). Faults for tests: access rules (private,
 gated), announcing a size other than the file's, cutting a transfer after N bytes, corrupting
-bytes, slowing transfers. Every request is recorded (method, path, Range, Authorization).
+bytes, slowing transfers, any canned answer for a path. Every request is recorded (method, path, Range, Authorization).
 """
 import hashlib
 import json
@@ -56,6 +56,7 @@ class FakeHub:
         self.corrupt = set()  # sha256 of blobs served with a flipped byte
         self.chunk_delay = 0.0  # seconds slept per 64 KiB chunk of a blob
         self.announced_size = {}  # file name -> the size the listing and headers claim
+        self.override = {}  # path prefix -> (status, headers, body): a broken or hostile hub
         self.lock = threading.Lock()
         hub = self
 
@@ -132,6 +133,9 @@ class FakeHub:
         with self.lock:
             self.requests.append(Record("HEAD" if head else "GET", path, h.headers.get("Range", ""),
                                         h.headers.get("Authorization", "")))
+        for prefix, (status, headers, body) in self.override.items():
+            if path.startswith(prefix):
+                return self._send(h, status, headers, body, head)
         if path.startswith("/cdn/"):
             return self._blob(h, path[len("/cdn/"):], head)
         if path.startswith("/api/models/"):

@@ -260,6 +260,37 @@ def test_not_found_names_what_exists(memra_bin, hub, cache):
     assert "hub_bad_source" in pull(memra_bin, "hf:../x:Q4", hub_env(hub, cache)).stderr
 
 
+def test_broken_hub_answers_are_named(memra_bin, hub, cache):
+    commit = hub.repos[REPO].commit
+    info = f"/api/models/{REPO}/"
+    resolve = f"/{REPO}/resolve/{commit}/m-Q4_K_M.gguf"
+    cases = [
+        ({info: (503, [("X-Error-Message", "maintenance")], b"")}, 1, "hub_http_error",
+         "HTTP 503"),
+        ({info: (200, [], b"<html>a captive portal</html>")}, 2, "hub_bad_response",
+         "is HF_ENDPOINT"),
+        ({info: (200, [], b'{"sha": "../../etc", "siblings": []}')}, 2, "hub_bad_response",
+         "40-hex"),
+        ({info: (302, [("Location", "/loop" + info)], b""), "/loop": (302, [("Location", info)],
+                                                                     b"")},
+         2, "hub_bad_response", "redirects"),
+        ({info: (302, [("Location", "file:///etc/passwd")], b"")}, 2, "hub_bad_response",
+         "not an http(s) URL"),
+        ({resolve: (200, [("X-Repo-Commit", commit)], b"")}, 2, "hub_bad_response", "no usable ETag"),
+        ({resolve: (200, [("X-Repo-Commit", commit), ("ETag", '"../../x"')], b"")}, 2,
+         "hub_bad_response", "no usable ETag"),
+        ({resolve: (200, [("X-Repo-Commit", "f" * 40), ("ETag", f'"{sha256(GGUF)}"')], b"")}, 2,
+         "hub_bad_response", "answered for"),
+        ({resolve: (200, [("X-Repo-Commit", commit), ("ETag", '"abc"')], b"")}, 2,
+         "hub_bad_response", "the listing says"),
+    ]
+    for override, code, name, text in cases:
+        hub.override = override
+        r = pull(memra_bin, f"hf:{REPO}:Q4_K_M", hub_env(hub, cache))
+        assert r.returncode == code and name in r.stderr and text in r.stderr, (override, r.stderr)
+    assert not (repo_dir(cache) / "snapshots").exists() and leftovers(cache) == []
+
+
 def test_hostile_file_names_never_leave_the_cache(memra_bin, hub, cache, tmp_path):
     hub.add_repo("org/evil", {"../../../escaped-Q4_0.gguf": b"evil", "/abs-Q4_0.gguf": b"evil",
                               "ok\nline-Q4_0.gguf": b"evil"})
