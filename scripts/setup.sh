@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format nlohmann-json3-dev
   libpcre2-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
-  clang libclang-rt-14-dev libicu-dev)
+  clang libclang-rt-14-dev libicu-dev libcurl4-openssl-dev libssl-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

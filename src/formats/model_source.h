@@ -1,10 +1,8 @@
-// Resolves what a user names as a model into a local path, offline:
+// Resolves what a user names as a model into a local path:
 //   - a local GGUF file or HF folder (as is);
-//   - hf:org/name[:QUANT] found in the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else
-//     ~/.cache/huggingface/hub): models--org--name/refs/main -> snapshots/<rev>/; with :QUANT the
-//     snapshot's GGUF whose name carries that quant (e.g. Q4_K_M), else the snapshot folder.
-// Nothing is ever downloaded: a model that is not there is Error(not_found) saying what is
-// missing and the path where it would be.
+//   - hf:org/name[:QUANT][@revision]: the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub,
+//     else ~/.cache/huggingface/hub), downloading the model from HF_ENDPOINT on first use unless
+//     HF_HUB_OFFLINE is set (src/hub/hub.h). Failures are named hub errors saying what to do.
 #pragma once
 
 #include <string>

@@ -65,7 +65,8 @@ const std::vector<Option>& options() {
        [](ServerConfig& c, const std::string& v) { c.host = v; }},
       {"--port", "MEMRA_PORT", "N", "port (default 8080; 0 picks a free one)",
        [](ServerConfig& c, const std::string& v) { c.port = int(to_int(v, "--port", 0, 65535)); }},
-      {"--model", "MEMRA_MODEL", "SOURCE", "one model: GGUF file, HF folder or hf:org/name[:QUANT]",
+      {"--model", "MEMRA_MODEL", "SOURCE",
+       "one model: GGUF file, HF folder or hf:org/name[:QUANT][@rev]",
        [](ServerConfig& c, const std::string& v) {
          c.models = {{"", v}};
        }},

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <thread>
 
 #include "core/log.h"
@@ -26,10 +28,11 @@ bool wait_signal(const sigset_t& set, int ms) {
 }
 
 // An elapsed-time line on a terminal while a model loads (the engine API has no progress hook).
+// Not for hf: sources: a first-run download draws its own progress bar on the same line.
 class LoadProgress {
  public:
   explicit LoadProgress(const std::string& what) : what_(what) {
-    if (::isatty(2)) thread_ = std::thread([this] { tick(); });
+    if (::isatty(2) && !what.starts_with("hf:")) thread_ = std::thread([this] { tick(); });
   }
   ~LoadProgress() {
     done_ = true;
@@ -86,6 +89,31 @@ std::vector<ServedModel> load_models(const ServerConfig& config, const ModelLoad
   return out;
 }
 
+// Loads on a worker thread so that SIGTERM / SIGINT still work while a model loads, which can
+// be a long first-run download: a signal then ends the process at once (nothing is served yet;
+// a partial download is resumed by the next start).
+std::vector<ServedModel> load_models_or_exit(const ServerConfig& config, const ModelLoader& loader,
+                                             const sigset_t& signals) {
+  std::promise<std::vector<ServedModel>> loaded;
+  std::future<std::vector<ServedModel>> result = loaded.get_future();
+  std::thread worker([&] {
+    try {
+      loaded.set_value(load_models(config, loader));
+    } catch (...) {
+      loaded.set_exception(std::current_exception());
+    }
+  });
+  while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (wait_signal(signals, 200)) {
+      MEMRA_LOG_INFO("stopped while loading the models");
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+  }
+  worker.join();
+  return result.get();
+}
+
 }  // namespace
 
 int run_server(const ServerConfig& config, const ModelLoader& loader) {
@@ -113,7 +141,7 @@ int run_server(const ServerConfig& config, const ModelLoader& loader) {
                  n_keys ? "" : ", auth off");
   int rc = 0;
   try {
-    app.set_models(load_models(config, loader));
+    app.set_models(load_models_or_exit(config, loader, set));
     MEMRA_LOG_INFO("ready: http://{}:{}/v1", config.host, http.port());
     while (!wait_signal(set, 1000)) {
     }

@@ -1,6 +1,7 @@
 // Runs the server: listen, load the models (503 "loading" meanwhile), serve, and on SIGTERM/SIGINT
 // stop accepting, drain in-flight requests up to the shutdown timeout, then return 0. A second
-// signal during the drain cancels what is left at once.
+// signal during the drain cancels what is left at once. A signal while the models load (or
+// download) exits with 0 at once.
 #pragma once
 
 #include <functional>

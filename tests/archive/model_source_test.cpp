@@ -1,6 +1,7 @@
 // Model sources on synthetic Hugging Face cache trees (refs/, snapshots/ symlinking blobs/),
-// built in a temp dir: resolution order of the cache variables, :QUANT picking, and the errors
-// for everything missing.
+// built in a temp dir, with HF_HUB_OFFLINE=1 (the cache only; downloads are tested against a
+// fake hub in tests/python/test_hub_download.py): resolution order of the cache variables,
+// :QUANT picking, and the errors for everything missing.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,9 +30,11 @@ class ModelSourceTest : public ::testing::Test {
                           "MEMRA_DEFAULT_MODEL", "MEMRA_MODEL_DIR"})
       unsetenv(v);
     setenv("HF_HUB_CACHE", (root_ / "hub").c_str(), 1);
+    setenv("HF_HUB_OFFLINE", "1", 1);
   }
   void TearDown() override {
     unsetenv("HF_HUB_CACHE");
+    unsetenv("HF_HUB_OFFLINE");
     fs::remove_all(root_);
   }
   // models--org--name with refs/main and the given snapshot files (symlinks into blobs/).
@@ -93,10 +96,12 @@ TEST_F(ModelSourceTest, QuantPicksTheGguf) {
   const std::string none = error_of("hf:org/m-GGUF:Q2_K");
   EXPECT_NE(none.find("not_found"), std::string::npos) << none;
   EXPECT_NE(none.find("m-Q4_K_M.gguf, m-Q8_0.gguf"), std::string::npos) << none;
-  const std::string several = error_of("hf:org/m-GGUF:m-");
+  // A quant matches as a whole token: "f16" is not in "bf16", "m" is in all three.
+  EXPECT_NE(error_of("hf:org/m-GGUF:f16").find("not_found"), std::string::npos);
+  const std::string several = error_of("hf:org/m-GGUF:m");
   EXPECT_NE(several.find("several"), std::string::npos) << several;
   const std::string no_quant = error_of("hf:org/m-GGUF");
-  EXPECT_NE(no_quant.find("pick one with hf:org/m-GGUF:QUANT"), std::string::npos) << no_quant;
+  EXPECT_NE(no_quant.find("pick a quant with hf:org/m-GGUF:QUANT"), std::string::npos) << no_quant;
 }
 
 TEST_F(ModelSourceTest, SingleGgufWithoutQuant) {
@@ -118,6 +123,7 @@ TEST_F(ModelSourceTest, MissingPiecesSayWhere) {
   fs::remove(snap.parent_path().parent_path() / "refs" / "main");
   e = error_of("hf:org/broken");
   EXPECT_NE(e.find("refs/main is missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("HF_HUB_OFFLINE is set"), std::string::npos) << e;
   std::ofstream(snap.parent_path().parent_path() / "refs" / "main") << "not-a-commit";
   e = error_of("hf:org/broken");
   EXPECT_NE(e.find("40-hex commit"), std::string::npos) << e;
@@ -134,11 +140,12 @@ TEST_F(ModelSourceTest, BadSpecs) {
 
 TEST_F(ModelSourceTest, CacheVariablesInOrder) {
   unsetenv("HF_HUB_CACHE");
-  make_repo(root_ / "home" / "hub", "org", "a", {"config.json"});
+  make_repo(root_ / "home" / "hub", "org", "a", {"config.json", "model.safetensors"});
   setenv("HF_HOME", (root_ / "home").c_str(), 1);
   EXPECT_NE(model_source_resolve("hf:org/a").path.find("/home/hub/"), std::string::npos);
   unsetenv("HF_HOME");
-  make_repo(root_ / "xdg" / "huggingface" / "hub", "org", "a", {"config.json"});
+  make_repo(root_ / "xdg" / "huggingface" / "hub", "org", "a",
+            {"config.json", "model.safetensors"});
   setenv("XDG_CACHE_HOME", (root_ / "xdg").c_str(), 1);
   EXPECT_NE(model_source_resolve("hf:org/a").path.find("/xdg/huggingface/hub/"), std::string::npos);
   setenv("HF_HUB_CACHE", (root_ / "hub").c_str(), 1);  // wins over the others
