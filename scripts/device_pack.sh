@@ -21,10 +21,14 @@ for t in "${TARGETS[@]}"; do
   [ -n "$f" ] || { echo "device_pack: $t was not built" >&2; exit 1; }
   strip -o ".device/bin/$t" "$f"
 done
-# Libraries that are not part of a stock Ubuntu 24.04 + CUDA 13 machine.
+# Every shared library beyond the C/C++ runtime and CUDA's own (a stock Ubuntu 24.04 + CUDA 13
+# machine lacks fmt, ICU, PCRE2 and may lack libcurl's chain; glibc there is newer, so Debian 12's
+# builds of these load fine).
 for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$lib")" in
-    libfmt.so*|libicu*.so*|libpcre2-8.so*) cp -L "$lib" .device/lib/ ;;
+    libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | ld-linux* | libpthread.so* | librt.so* | \
+      libdl.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
+    *) cp -L "$lib" .device/lib/ ;;
   esac
 done
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
