@@ -38,29 +38,25 @@ __device__ __forceinline__ int64_t chunk_start(const MatmulArgs& a, int row, int
          static_cast<int64_t>(c * kChunk / W::kBlock) * W::kBytes;
 }
 
-// Copies this warp's kRows rows of chunk c into dst ([row][slot]): lane l copies half the 16-byte
-// pieces of row l / 2, from a row pointer computed once per kernel, so a piece costs a few
-// instructions (the copy is most of a wide type's per-chunk work otherwise).
+// Copies this warp's kRows rows of chunk c into dst ([row][slot]), 16-byte pieces over the lanes.
 template <DType D, int kNT>
-__device__ __forceinline__ void copy_chunk(const uint8_t* row_ptr, int n_in, int c, uint8_t* dst,
+__device__ __forceinline__ void copy_chunk(const MatmulArgs& a, int row0, int c, uint8_t* dst,
                                            int lane) {
   using C = DecodeCfg<D, kNT>;
   using W = Weight<D>;
-  static_assert(C::kRows == 16, "two lanes per row");
-  constexpr int kChunkBytes = kChunk / W::kBlock * W::kBytes;
-  constexpr int kHalf = (C::kPieces + 1) / 2;
-  const int bytes = min(kChunk, n_in - c * kChunk) / W::kBlock * W::kBytes;
-  const uint8_t* start = row_ptr + static_cast<int64_t>(c) * kChunkBytes;
-  const int lead = static_cast<int>(reinterpret_cast<uintptr_t>(start) & 15);
-  const uint8_t* src = start - lead;
-  uint8_t* d = dst + (lane >> 1) * C::kSlot;
-  const int p0 = (lane & 1) * kHalf;
+  const int bytes = min(kChunk, a.n_in - c * kChunk) / W::kBlock * W::kBytes;
 #pragma unroll
-  for (int i = 0; i < kHalf; ++i) {
-    const int p = p0 + i;
-    // The last piece may read up to 15 bytes past the row's data; an aligned 16-byte piece that
-    // holds a weight byte never crosses a page, so this stays inside the allocation's pages.
-    if (p < C::kPieces && p * 16 < lead + bytes) cp_async16(d + p * 16, src + p * 16);
+  for (int i = 0; i < (C::kRows * C::kPieces + 31) / 32; ++i) {
+    const int idx = lane + 32 * i;
+    const int rr = idx / C::kPieces, p = idx % C::kPieces;
+    if (rr < C::kRows) {
+      const int64_t start = chunk_start<D>(a, min(row0 + rr, a.n_out - 1), c);
+      const int lead = static_cast<int>(start & 15);
+      // The last piece may read up to 15 bytes past the row's data; an aligned 16-byte piece that
+      // holds a weight byte never crosses a page, so this stays inside the allocation's pages.
+      if (p * 16 < lead + bytes)
+        cp_async16(dst + rr * C::kSlot + p * 16, a.w + start - lead + p * 16);
+    }
   }
 }
 
@@ -109,19 +105,14 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
                : make_uint2(0u, 0u);
   };
 
-  // This lane's copy row (lane / 2), clamped into the matrix (rows past the end are never
-  // written out).
-  const uint8_t* copy_row =
-      a.w + static_cast<int64_t>(min(row0 + (lane >> 1), a.n_out - 1)) * a.row_bytes;
-  if (warp < n_chunks) copy_chunk<D, kNT>(copy_row, a.n_in, warp, ring(0), lane);
+  if (warp < n_chunks) copy_chunk<D, kNT>(a, row0, warp, ring(0), lane);
   cp_async_commit();
   // This thread's output elements (threadIdx + kThreads i: token / kRows, row % kRows).
   constexpr int kOuts = (C::kPartFloats + C::kThreads - 1) / C::kThreads;
   float total[kOuts] = {};
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
-    if (c + kWarps < n_chunks)
-      copy_chunk<D, kNT>(copy_row, a.n_in, c + kWarps, ring((r + 1) & 1), lane);
+    if (c + kWarps < n_chunks) copy_chunk<D, kNT>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
     cp_async_commit();
     if (c < n_chunks) {
       const int k0 = c * kChunk;
