@@ -138,6 +138,12 @@ class Ops {
                          float* out) = 0;
   // out[r] = x[step.logit_rows[r]] over rows of dim: the rows whose logits are wanted.
   virtual void gather_logit_rows(const float* x, int64_t dim, float* out) = 0;
+  // ids[r] = the greedy token of row r of x (n_rows rows of stride ld): the first index of the
+  // largest of its first n_cols values, as std::max_element over operator< (the CPU sampler's
+  // argmax) picks it: NaN never wins, except that a NaN first value makes index 0 the answer.
+  // ids: n_rows int32 in backend memory.
+  virtual void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
+                           int32_t* ids) = 0;
 
   // Elementwise helpers over n values.
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x

@@ -192,6 +192,11 @@ class CudaOps final : public Ops {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
     launched("gather_logit_rows");
   }
+  void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
+                   int32_t* ids) override {
+    kernels::argmax_rows(x, n_rows, n_cols, ld, ids, stream());
+    launched("argmax_rows");
+  }
   void add(float* y, const float* x, int64_t n) override {
     kernels::add(y, x, n, stream());
     launched("add");
