@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -140,6 +141,22 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   if (bs <= 0 || bs > 1024)
     fail(ErrorCode::invalid_argument, "kv_block_size {} is outside [1, 1024]", bs);
   const int64_t ctx_blocks = (ctx + bs - 1) / bs;
+  // Before the KV cache is sized: the model's step buffers (and graph buckets) take their memory.
+  const std::vector<int32_t> buckets = parts_.model->prepare(
+      {options_.max_batch_tokens, options_.max_sequences, ctx, options_.cuda_graphs});
+  if (!buckets.empty()) {
+    std::string list;
+    for (int32_t b : buckets) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(b);
+    }
+    MEMRA_LOG_INFO(
+        "engine: CUDA graphs for decode steps of {} sequences (contexts in buckets "
+        "of 4096 x 2^k up to {}), recorded on first use",
+        list, ctx);
+  } else if (parts_.ops && !parts_.ops->host_memory()) {
+    MEMRA_LOG_INFO("engine: CUDA graphs off, every step runs eagerly");
+  }
   int64_t n_blocks = options_.kv_blocks;
   if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs);
   if (n_blocks < ctx_blocks || n_blocks > (1 << 24))
@@ -287,7 +304,11 @@ EngineStats EngineImpl::stats() const {
 
 void EngineImpl::publish_stats() {
   const KvBlockStats kv = blocks_->stats();
+  const GraphStats graphs = parts_.ops ? parts_.ops->graph_stats() : GraphStats{};
   std::lock_guard lock(mu_);
+  stats_.graphs_recorded_total = graphs.recorded;
+  stats_.graph_recordings_failed_total = graphs.failed;
+  stats_.graph_replays_total = graphs.replays;
   stats_.queued = scheduler_->n_waiting();
   stats_.running = scheduler_->n_running();
   stats_.kv_blocks_used = kv.used;
