@@ -87,6 +87,7 @@ class EngineImpl final : public Engine {
   void run();
   void iterate();
   void step();
+  bool plain_greedy_step(const StepPlan& plan) const;
   void sample_row(Active& a, std::span<const float> row);
   void on_token(Active& a, const GeneratedToken& token);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
@@ -105,7 +106,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
-  std::vector<Active*> finished_;  // removed after the step's events are out
+  std::vector<int32_t> greedy_ids_;  // a plain greedy step's tokens (Model::forward_greedy)
+  std::vector<Active*> finished_;    // removed after the step's events are out
   // The token trie for constrained decoding, built by the first request with a grammar.
   std::once_flag vocabulary_once_;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
@@ -423,9 +425,15 @@ void EngineImpl::step() {
     return;
   }
   const size_t rows = plan.batch.logit_tokens.size();
-  logits_.resize(rows * static_cast<size_t>(n_vocab_));
+  const bool greedy = plain_greedy_step(plan);
   try {
-    parts_.model->forward(plan.batch, *kv_, logits_);
+    if (greedy) {
+      greedy_ids_.resize(rows);
+      parts_.model->forward_greedy(plan.batch, *kv_, n_tokens_, greedy_ids_);
+    } else {
+      logits_.resize(rows * static_cast<size_t>(n_vocab_));
+      parts_.model->forward(plan.batch, *kv_, logits_);
+    }
   } catch (const std::exception& e) {
     MEMRA_LOG_ERROR("engine step failed: {}", e.what());
     // A sticky device error leaves the context unusable: stop serving rather than return wrong
@@ -460,10 +468,14 @@ void EngineImpl::step() {
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
     if (a.done) continue;
-    // Only the rows with a token: padded rows past the tokenizer are never candidates.
-    const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_tokens_));
     try {
-      sample_row(a, row);
+      if (greedy) {
+        on_token(a, GeneratedToken{greedy_ids_[j], 0.0f, {}});
+      } else {
+        // Only the rows with a token: padded rows past the tokenizer are never candidates.
+        sample_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
+                                             static_cast<size_t>(n_tokens_)));
+      }
     } catch (const std::exception& e) {
       // Sampling, the grammar, detokenizing or a stop check failed for this request only.
       MEMRA_LOG_ERROR("request {} failed: {}", a.id, e.what());
@@ -475,6 +487,16 @@ void EngineImpl::step() {
   stats_.steps_total += 1;
   stats_.prompt_tokens_total += prompt_tokens;
   stats_.generated_tokens_total += rows;
+}
+
+// Every row is the argmax of its raw logits (Sampler::plain_greedy, no grammar): the model picks
+// the tokens on its device and only their ids come back.
+bool EngineImpl::plain_greedy_step(const StepPlan& plan) const {
+  for (SeqState* seq : plan.logit_seqs) {
+    const Active& a = static_cast<const Active&>(*seq);
+    if (!a.done && (a.constraint || !a.sampler.plain_greedy())) return false;
+  }
+  return !plan.logit_seqs.empty();
 }
 
 void EngineImpl::sample_row(Active& a, std::span<const float> row) {
