@@ -109,8 +109,8 @@ GraphKey DecoderModel::begin_step(const Batch& batch, const BackendKvCache& kv,
     }
   }
   ops_->step_begin(step_);
-  reserve(step_.n_tokens(), std::max(1, step_.n_logits()), !ops_->host_memory() || argmax_cols > 0,
-          argmax_cols > 0);
+  const bool own_logits = !ops_->host_memory() || argmax_cols > 0 || key.n_tokens > 0;
+  reserve(step_.n_tokens(), std::max(1, step_.n_logits()), own_logits, argmax_cols > 0);
   return key;
 }
 
@@ -137,8 +137,10 @@ void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> lo
   if (argmax_cols > 0 && ids.size() != n_real)
     fail(ErrorCode::invalid_argument, "ids span holds {}, expected {} rows", ids.size(), n_real);
   const GraphKey key = begin_step(batch, kv, argmax_cols);
-  // Host-memory backends write the caller's logits span directly; others download the rows.
-  float* out = ops_->host_memory() && argmax_cols == 0 ? logits.data() : s_.logits.f32();
+  // Host-memory backends write the caller's logits span directly, unless the step is padded (its
+  // rows outnumber the span's); others download the real rows.
+  const bool direct = ops_->host_memory() && argmax_cols == 0 && key.n_tokens == 0;
+  float* out = direct ? logits.data() : s_.logits.f32();
   const auto step = [&] {
     forward_layers(step_.n_tokens(), kv);
     logits_block(s_.x.f32(), out, argmax_cols);
@@ -150,7 +152,7 @@ void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> lo
   if (n_real == 0) return;
   if (argmax_cols > 0)
     ops_->download(ids.data(), s_.ids.data(), n_real * sizeof(int32_t));
-  else if (!ops_->host_memory())
+  else if (!direct)
     ops_->download(logits.data(), out, logits.size() * sizeof(float));
 }
 
