@@ -87,6 +87,14 @@ enum class Act { silu, gelu_tanh };
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
              int64_t ld_in, float* out, cudaStream_t stream);
 
+// ---- sampling (kernels/sampling) ---------------------------------------------------------------
+
+// ids[r] = the first index of the largest of x[r][0..n_cols) (rows at stride ld floats), as
+// std::max_element picks it: NaN never wins, except that a NaN x[r][0] gives 0. One block per
+// row; deterministic. ids: [n_rows] device int32.
+void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, int32_t* ids,
+                 cudaStream_t stream);
+
 // ---- rope (kernels/rope) -----------------------------------------------------------------------
 
 // Rotates the first n_rot dims of each head of x: [n_tokens rows, row stride ld floats] of

@@ -85,7 +85,11 @@ if [ "$MODE" != bench8b ]; then
     --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, through Engine::create on the fixtures.
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test"
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*'
+  # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
+  step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*GraphReplay*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3)
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
@@ -96,6 +100,10 @@ if [ "$MODE" != bench8b ]; then
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
+  # The same figures with every step eager: CUDA graphs on vs off, side by side in one run.
+  step bench-qwen3-0.6b-q4_k_m-eager 300 "$BIN/memra" bench -m "$(synth qwen3-0.6b q4_k_m)" \
+    --device cuda -r 3 -p 512 -n 128 --cuda-graphs off \
+    --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json"
 fi
 if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid

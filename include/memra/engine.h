@@ -102,6 +102,9 @@ struct EngineOptions {
   // KV cache element type: "" = the backend's default (F32 on the CPU, F16 on CUDA), or a dtype
   // name (f16, bf16, f32) the backend supports.
   std::string kv_dtype;
+  // On a GPU, pure decode steps (one token per sequence) are recorded as CUDA graphs per batch
+  // bucket on first use and replayed (same tokens as eager; a failed recording runs eagerly).
+  bool cuda_graphs = true;
 };
 
 struct EngineStats {
@@ -114,6 +117,11 @@ struct EngineStats {
   uint64_t cached_tokens_total = 0;
   uint64_t steps_total = 0;
   uint64_t preemptions_total = 0;  // sequences preempted (KV freed, prefilled again later)
+  // CUDA graphs of decode steps: recordings made, recordings that failed (those step shapes run
+  // eagerly), steps replayed. All 0 on the CPU or with cuda_graphs off.
+  uint64_t graphs_recorded_total = 0;
+  uint64_t graph_recordings_failed_total = 0;
+  uint64_t graph_replays_total = 0;
   // Non-empty once the engine has stopped serving because its device is unusable (a sticky
   // CUDA error): the reason. Every request then fails; a server reports itself not ready.
   std::string fatal_error;

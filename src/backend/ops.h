@@ -5,6 +5,7 @@
 // backend/cpu/; the CUDA one (backend/cuda/) adapts the same calls to kernels/.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,25 @@ struct AttentionParams {
   float scale = 1.0f;    // multiplies q.k
   float softcap = 0.0f;  // tanh soft-capping of scores when > 0 (score = c * tanh(s / c))
   int32_t window = 0;    // sliding window in tokens (query sees keys p - window < j <= p); 0 = all
+};
+
+// What fixes the shape of a recorded step (Ops::graph_run): who records it (a model), the padded
+// token count (= sequences = logit rows), the block-table stride, the context capacity the
+// attention grid is sized for, and what the step ends with (logits, or the argmax of the first
+// argmax_cols logits of each row when > 0).
+struct GraphKey {
+  const void* owner = nullptr;
+  int32_t n_tokens = 0;
+  int32_t max_blocks = 0;
+  int32_t max_context = 0;
+  int32_t argmax_cols = 0;
+  auto operator<=>(const GraphKey&) const = default;
+};
+
+struct GraphStats {
+  uint64_t recorded = 0;  // recordings made (again after a drop)
+  uint64_t failed = 0;    // recordings that failed (those shapes run eagerly)
+  uint64_t replays = 0;   // steps replayed from a recording
 };
 
 // Backend memory (host RAM for the CPU, device memory for CUDA), freed by its owner's deleter.
@@ -113,6 +133,23 @@ class Ops {
   // ---- per step
   virtual void step_begin(const StepLayout& step) = 0;
 
+  // ---- graphs: a step replayed as one recorded launch (CUDA graphs on the GPU)
+  // True when graph_run() can record and replay (the CPU never does; CUDA unless turned off).
+  virtual bool graphs_supported() const { return false; }
+  // Runs `forward` (ops only: no host reads or waits) for the step just begun, whose layout is
+  // fixed by `key`: every kernel argument, buffer address and metadata offset that `forward`
+  // uses must be a function of the key. The first time a key is seen, forward runs eagerly and
+  // is then recorded; later steps with that key replay the recording. A recording that fails
+  // (any device error, out of memory) leaves that key eager, with one logged line.
+  virtual void graph_run(const GraphKey& key, const std::function<void()>& forward) {
+    (void)key;
+    forward();
+  }
+  // Forgets every recording: a buffer one of them reads is about to be freed or moved.
+  virtual void graphs_drop() {}
+  // Counters since the backend was created (all 0 where nothing is recorded).
+  virtual GraphStats graph_stats() const { return {}; }
+
   // ---- ops
   // y[t][o] = sum_i w[o][i] * x[t][i]; x: [n_tokens x w.ne[0]], y: [n_tokens x w.ne[1]].
   virtual void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) = 0;
@@ -138,6 +175,12 @@ class Ops {
                          float* out) = 0;
   // out[r] = x[step.logit_rows[r]] over rows of dim: the rows whose logits are wanted.
   virtual void gather_logit_rows(const float* x, int64_t dim, float* out) = 0;
+  // ids[r] = the greedy token of row r of x (n_rows rows of stride ld): the first index of the
+  // largest of its first n_cols values, as std::max_element over operator< (the CPU sampler's
+  // argmax) picks it: NaN never wins, except that a NaN first value makes index 0 the answer.
+  // ids: n_rows int32 in backend memory.
+  virtual void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
+                           int32_t* ids) = 0;
 
   // Elementwise helpers over n values.
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x

@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -86,6 +87,7 @@ class EngineImpl final : public Engine {
   void run();
   void iterate();
   void step();
+  bool plain_greedy_step(const StepPlan& plan) const;
   void sample_row(Active& a, std::span<const float> row);
   void on_token(Active& a, const GeneratedToken& token);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
@@ -104,7 +106,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
-  std::vector<Active*> finished_;  // removed after the step's events are out
+  std::vector<int32_t> greedy_ids_;  // a plain greedy step's tokens (Model::forward_greedy)
+  std::vector<Active*> finished_;    // removed after the step's events are out
   // The token trie for constrained decoding, built by the first request with a grammar.
   std::once_flag vocabulary_once_;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
@@ -140,6 +143,22 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   if (bs <= 0 || bs > 1024)
     fail(ErrorCode::invalid_argument, "kv_block_size {} is outside [1, 1024]", bs);
   const int64_t ctx_blocks = (ctx + bs - 1) / bs;
+  // Before the KV cache is sized: the model's step buffers (and graph buckets) take their memory.
+  const std::vector<int32_t> buckets = parts_.model->prepare(
+      {options_.max_batch_tokens, options_.max_sequences, ctx, options_.cuda_graphs});
+  if (!buckets.empty()) {
+    std::string list;
+    for (int32_t b : buckets) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(b);
+    }
+    MEMRA_LOG_INFO(
+        "engine: CUDA graphs for decode steps of {} sequences (contexts in buckets "
+        "of 4096 x 2^k up to {}), recorded on first use",
+        list, ctx);
+  } else if (parts_.ops && !parts_.ops->host_memory()) {
+    MEMRA_LOG_INFO("engine: CUDA graphs off, every step runs eagerly");
+  }
   int64_t n_blocks = options_.kv_blocks;
   if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs);
   if (n_blocks < ctx_blocks || n_blocks > (1 << 24))
@@ -287,7 +306,11 @@ EngineStats EngineImpl::stats() const {
 
 void EngineImpl::publish_stats() {
   const KvBlockStats kv = blocks_->stats();
+  const GraphStats graphs = parts_.ops ? parts_.ops->graph_stats() : GraphStats{};
   std::lock_guard lock(mu_);
+  stats_.graphs_recorded_total = graphs.recorded;
+  stats_.graph_recordings_failed_total = graphs.failed;
+  stats_.graph_replays_total = graphs.replays;
   stats_.queued = scheduler_->n_waiting();
   stats_.running = scheduler_->n_running();
   stats_.kv_blocks_used = kv.used;
@@ -402,9 +425,15 @@ void EngineImpl::step() {
     return;
   }
   const size_t rows = plan.batch.logit_tokens.size();
-  logits_.resize(rows * static_cast<size_t>(n_vocab_));
+  const bool greedy = plain_greedy_step(plan);
   try {
-    parts_.model->forward(plan.batch, *kv_, logits_);
+    if (greedy) {
+      greedy_ids_.resize(rows);
+      parts_.model->forward_greedy(plan.batch, *kv_, n_tokens_, greedy_ids_);
+    } else {
+      logits_.resize(rows * static_cast<size_t>(n_vocab_));
+      parts_.model->forward(plan.batch, *kv_, logits_);
+    }
   } catch (const std::exception& e) {
     MEMRA_LOG_ERROR("engine step failed: {}", e.what());
     // A sticky device error leaves the context unusable: stop serving rather than return wrong
@@ -439,10 +468,14 @@ void EngineImpl::step() {
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
     if (a.done) continue;
-    // Only the rows with a token: padded rows past the tokenizer are never candidates.
-    const std::span<const float> row(logits_.data() + j * n_vocab_, static_cast<size_t>(n_tokens_));
     try {
-      sample_row(a, row);
+      if (greedy) {
+        on_token(a, GeneratedToken{greedy_ids_[j], 0.0f, {}});
+      } else {
+        // Only the rows with a token: padded rows past the tokenizer are never candidates.
+        sample_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
+                                             static_cast<size_t>(n_tokens_)));
+      }
     } catch (const std::exception& e) {
       // Sampling, the grammar, detokenizing or a stop check failed for this request only.
       MEMRA_LOG_ERROR("request {} failed: {}", a.id, e.what());
@@ -454,6 +487,16 @@ void EngineImpl::step() {
   stats_.steps_total += 1;
   stats_.prompt_tokens_total += prompt_tokens;
   stats_.generated_tokens_total += rows;
+}
+
+// Every row is the argmax of its raw logits (Sampler::plain_greedy, no grammar): the model picks
+// the tokens on its device and only their ids come back.
+bool EngineImpl::plain_greedy_step(const StepPlan& plan) const {
+  for (SeqState* seq : plan.logit_seqs) {
+    const Active& a = static_cast<const Active&>(*seq);
+    if (!a.done && (a.constraint || !a.sampler.plain_greedy())) return false;
+  }
+  return !plan.logit_seqs.empty();
 }
 
 void EngineImpl::sample_row(Active& a, std::span<const float> row) {

@@ -50,6 +50,13 @@ class Sampler {
   bool greedy() const {
     return params_.temperature < kGreedyBelowTemperature || params_.top_k == 1;
   }
+  // The next token is the argmax of the raw logits (greedy, no penalty or bias in effect, no
+  // logprobs): sample() would return exactly the first maximum, so a device argmax may stand in
+  // for it (the engine's greedy fast path). A grammar mask is the caller's to rule out.
+  bool plain_greedy() const {
+    return greedy() && seen_.empty() && generated_.empty() && params_.logit_bias.empty() &&
+           params_.top_logprobs < 0;
+  }
 
  private:
   void apply_penalties(std::vector<float>& logits) const;

@@ -56,27 +56,104 @@ const BackendKvCache& DecoderModel::kv_cast(const KvCache& kv) const {
   return *cache;
 }
 
-int64_t DecoderModel::begin_step(const Batch& batch, const KvCache& kv, std::span<float> logits) {
-  step_layout_build(batch, kv.block_size(), kv.n_blocks(), step_);
-  const int64_t n = step_.n_tokens();
-  const int64_t n_logits = step_.n_logits();
-  if (logits.size() != static_cast<size_t>(n_logits) * static_cast<size_t>(cfg_.n_vocab))
-    fail(ErrorCode::invalid_argument, "logits span holds {} floats, expected {} rows of {}",
-         logits.size(), n_logits, cfg_.n_vocab);
-  ops_->step_begin(step_);
-  const auto grow = [this](Buffer& b, int64_t floats) {
-    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
-    if (b.bytes() < bytes) b = ops_->alloc(bytes);
-  };
+DecoderModel::~DecoderModel() {
+  ops_->graphs_drop();
+}
+
+std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
+  const int32_t max_seqs = std::min(limits.max_sequences, limits.max_batch_tokens);
+  graph_buckets_.clear();
+  if (max_seqs < 1) return {};  // the engine refuses these limits by name
+  // Traced steps download activations between ops, which a recording cannot hold.
+  if (limits.graphs && ops_->graphs_supported() && !trace_) {
+    graph_buckets_ = graph_batch_buckets(max_seqs);
+    graph_context_limit_ = limits.context_length;
+  }
+  // Device memory: the largest step's buffers now, before the KV cache takes the rest.
+  if (!ops_->host_memory()) reserve(limits.max_batch_tokens, max_seqs, true, true);
+  return graph_buckets_;
+}
+
+void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
+  const auto floats = [](int64_t count) { return static_cast<size_t>(count) * sizeof(float); };
   const int64_t q_dim = int64_t{cfg_.n_heads} * cfg_.head_dim;
   const int64_t kv_dim = int64_t{cfg_.n_kv_heads} * cfg_.head_dim;
-  for (Buffer* b : {&s_.x, &s_.h, &s_.out}) grow(*b, n * cfg_.n_embd);
-  for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, n * q_dim);
-  for (Buffer* b : {&s_.k, &s_.v}) grow(*b, n * kv_dim);
-  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, n * cfg_.n_ff);
-  grow(s_.sel, std::max<int64_t>(1, n_logits) * cfg_.n_embd);
-  if (!ops_->host_memory()) grow(s_.logits, std::max<int64_t>(1, n_logits) * cfg_.n_vocab);
-  return n;
+  for (Buffer* b : {&s_.x, &s_.h, &s_.out}) grow(*b, floats(n * cfg_.n_embd));
+  for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, floats(n * q_dim));
+  for (Buffer* b : {&s_.k, &s_.v}) grow(*b, floats(n * kv_dim));
+  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * cfg_.n_ff));
+  grow(s_.sel, floats(n_logits * cfg_.n_embd));
+  if (logits) grow(s_.logits, floats(n_logits * cfg_.n_vocab));
+  if (ids) grow(s_.ids, static_cast<size_t>(n_logits) * sizeof(int32_t));
+}
+
+void DecoderModel::grow(Buffer& b, size_t bytes) {
+  if (b.bytes() >= bytes) return;
+  if (b.data()) ops_->graphs_drop();
+  b.reset();
+  b = ops_->alloc(bytes);
+}
+
+GraphKey DecoderModel::begin_step(const Batch& batch, const BackendKvCache& kv,
+                                  int32_t argmax_cols) {
+  step_layout_build(batch, kv.block_size(), kv.n_blocks(),
+                    static_cast<int32_t>(w_.token_embd.n_rows()), step_);
+  GraphKey key;
+  if (!graph_buckets_.empty() && step_is_pure_decode(step_)) {
+    const int32_t n = graph_batch_bucket(graph_buckets_, step_.n_tokens());
+    const int32_t context = graph_context_bucket(step_.max_context, graph_context_limit_);
+    const int32_t max_blocks = (context + kv.block_size() - 1) / kv.block_size();
+    if (n > 0 && context > 0 && max_blocks >= step_.max_blocks) {
+      graph_pad(step_, n, max_blocks, context, kv.scratch_block());
+      key = GraphKey{this, n, max_blocks, context, argmax_cols};
+    }
+  }
+  ops_->step_begin(step_);
+  const bool own_logits = !ops_->host_memory() || argmax_cols > 0 || key.n_tokens > 0;
+  reserve(step_.n_tokens(), std::max(1, step_.n_logits()), own_logits, argmax_cols > 0);
+  return key;
+}
+
+void DecoderModel::forward(const Batch& batch, KvCache& kv, std::span<float> logits) {
+  run(batch, kv, logits, 0, {});
+}
+
+void DecoderModel::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
+                                  std::span<int32_t> ids) {
+  if (n_cols < 1 || n_cols > cfg_.n_vocab)
+    fail(ErrorCode::invalid_argument, "forward_greedy: {} columns of {} logits", n_cols,
+         cfg_.n_vocab);
+  run(batch, kv, {}, n_cols, ids);
+}
+
+// The step's outputs are its first n_real logit rows (padding rows come after them).
+void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> logits,
+                       int32_t argmax_cols, std::span<int32_t> ids) {
+  const BackendKvCache& kv = kv_cast(kv_base);
+  const size_t n_real = batch.logit_tokens.size(), n_vocab = static_cast<size_t>(cfg_.n_vocab);
+  if (argmax_cols == 0 && logits.size() != n_real * n_vocab)
+    fail(ErrorCode::invalid_argument, "logits span holds {} floats, expected {} rows of {}",
+         logits.size(), n_real, n_vocab);
+  if (argmax_cols > 0 && ids.size() != n_real)
+    fail(ErrorCode::invalid_argument, "ids span holds {}, expected {} rows", ids.size(), n_real);
+  const GraphKey key = begin_step(batch, kv, argmax_cols);
+  // Host-memory backends write the caller's logits span directly, unless the step is padded (its
+  // rows outnumber the span's); others download the real rows.
+  const bool direct = ops_->host_memory() && argmax_cols == 0 && key.n_tokens == 0;
+  float* out = direct ? logits.data() : s_.logits.f32();
+  const auto step = [&] {
+    forward_layers(step_.n_tokens(), kv);
+    logits_block(s_.x.f32(), out, argmax_cols);
+  };
+  if (key.n_tokens > 0)
+    ops_->graph_run(key, step);
+  else
+    step();
+  if (n_real == 0) return;
+  if (argmax_cols > 0)
+    ops_->download(ids.data(), s_.ids.data(), n_real * sizeof(int32_t));
+  else if (!direct)
+    ops_->download(logits.data(), out, logits.size() * sizeof(float));
 }
 
 void DecoderModel::trace(const char* name, int il, const float* data, int64_t n_rows,
@@ -164,19 +241,18 @@ void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   trace("ffn_out", il, out, n, cfg_.n_embd);
 }
 
-void DecoderModel::logits_block(const float* x, std::span<float> logits) {
+void DecoderModel::logits_block(const float* x, float* out, int32_t argmax_cols) {
   const int64_t n_rows = step_.n_logits();
   if (n_rows == 0) return;
   float* sel = s_.sel.f32();
   ops_->gather_logit_rows(x, cfg_.n_embd, sel);
   norm(sel, w_.output_norm, n_rows, sel, "output_norm", -1);
-  // Host-memory backends write the caller's span directly; others download the rows.
-  float* out = ops_->host_memory() ? logits.data() : s_.logits.f32();
   ops_->matmul(w_.output, sel, n_rows, out);
   if (cfg_.final_softcap > 0)
     ops_->softcap(out, cfg_.final_softcap, n_rows * int64_t{cfg_.n_vocab});
   trace("logits", -1, out, n_rows, cfg_.n_vocab);
-  if (!ops_->host_memory()) ops_->download(logits.data(), out, logits.size() * sizeof(float));
+  if (argmax_cols > 0)
+    ops_->argmax_rows(out, n_rows, argmax_cols, cfg_.n_vocab, static_cast<int32_t*>(s_.ids.data()));
 }
 
 }  // namespace memra

@@ -20,8 +20,13 @@ namespace memra {
 class DecoderModel : public Model {
  public:
   DecoderModel(std::shared_ptr<const ModelArchive> archive, const ModelLoadOptions& options);
+  ~DecoderModel() override;  // recorded graphs point into its buffers: the backend forgets them
 
   const ModelInfo& info() const override { return info_; }
+  void forward(const Batch& batch, KvCache& kv, std::span<float> logits) final;
+  void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
+                      std::span<int32_t> ids) final;
+  std::vector<int32_t> prepare(const StepLimits& limits) override;
   uint64_t kv_bytes_per_token() const override;
   std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override;
   const ModelConfig& config() const { return cfg_; }
@@ -39,13 +44,14 @@ class DecoderModel : public Model {
     Buffer gate;    // [n x n_ff]
     Buffer up;      // [n x n_ff]
     Buffer sel;     // residual rows that need logits [n_logits x n_embd]
-    Buffer logits;  // [n_logits x n_vocab] (backends whose memory is not the host's)
+    Buffer logits;  // [n_logits x n_vocab] (backends whose memory is not the host's; greedy)
+    Buffer ids;     // [n_logits] int32 greedy tokens
   };
 
-  // Checks the batch and the logits span, builds the step layout and hands it to the backend,
-  // sizes the scratch. Returns n_tokens.
-  int64_t begin_step(const Batch& batch, const KvCache& kv, std::span<float> logits);
-  const BackendKvCache& kv_cast(const KvCache& kv) const;
+  // The architecture's forward pass over the step's n tokens, from the embeddings to the last
+  // residual add, leaving the residual stream in s_.x. Ops only, no host reads: on a GPU a pure
+  // decode step is recorded once and replayed as a graph.
+  virtual void forward_layers(int64_t n, const BackendKvCache& kv) = 0;
 
   // x = embedding rows of the batch's tokens, times config().embed_scale.
   void embed(float* x);
@@ -60,8 +66,8 @@ class DecoderModel : public Model {
   void add_norm(float* x, const float* d, const TensorView& w, int64_t n, float* y,
                 const char* residual_name, int residual_il, const char* norm_name, int norm_il);
   // Final norm and output projection of the logit rows of x, soft-capped if configured, into
-  // the host logits span.
-  void logits_block(const float* x, std::span<float> logits);
+  // out (backend memory; the host logits span on the CPU), then the greedy ids when argmax_cols.
+  void logits_block(const float* x, float* out, int32_t argmax_cols);
   void trace(const char* name, int il, const float* data, int64_t n_rows, int64_t n_cols);
 
   std::shared_ptr<const ModelArchive> archive_;
@@ -74,6 +80,24 @@ class DecoderModel : public Model {
   Scratch s_;
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
   std::function<void(const TraceEvent&)> trace_;
+
+ private:
+  // One step: logits into the span, or (argmax_cols > 0) greedy ids.
+  void run(const Batch& batch, KvCache& kv, std::span<float> logits, int32_t argmax_cols,
+           std::span<int32_t> ids);
+  // Builds the step layout (padded to a graph shape when the step is a pure decode that fits
+  // one) and hands it to the backend, sizes the scratch. Returns the key to record the step
+  // under, or a key with n_tokens 0 for an eager step.
+  GraphKey begin_step(const Batch& batch, const BackendKvCache& kv, int32_t argmax_cols);
+  const BackendKvCache& kv_cast(const KvCache& kv) const;
+  // Grows the step buffers to n tokens and n_logits logit rows (the logits and ids buffers only
+  // when asked: the CPU writes logits into the caller's span).
+  void reserve(int64_t n, int64_t n_logits, bool logits, bool ids);
+  // Grows b to hold `bytes`; a move forgets the backend's graphs (they point into b).
+  void grow(Buffer& b, size_t bytes);
+
+  std::vector<int32_t> graph_buckets_;  // empty: every step eager
+  int32_t graph_context_limit_ = 0;
 };
 
 std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> archive,

@@ -11,9 +11,7 @@ class Gemma3Model final : public DecoderModel {
  public:
   using DecoderModel::DecoderModel;
 
-  void forward(const Batch& batch, KvCache& kv_cache, std::span<float> logits) override {
-    const BackendKvCache& kv = kv_cast(kv_cache);
-    const int64_t n = begin_step(batch, kv, logits);
+  void forward_layers(int64_t n, const BackendKvCache& kv) override {
     float *x = s_.x.f32(), *h = s_.h.f32(), *out = s_.out.f32();
     embed(x);
     norm(x, w_.layers[0].attn_norm, n, h, "attn_norm", 0);
@@ -33,7 +31,6 @@ class Gemma3Model final : public DecoderModel {
         trace("ffn_residual", il, x, n, cfg_.n_embd);
       }
     }
-    logits_block(x, logits);
   }
 };
 

@@ -39,12 +39,16 @@ BackendKvCache::BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_
   block_bytes_ = checked_mul(
       checked_mul(checked_mul(block_size, n_kv_heads, "KV block"), head_dim, "KV block"),
       element_bytes(dtype), "KV block");
-  const uint64_t layer_bytes = checked_mul(block_bytes_, n_blocks, "KV cache size");
+  const uint64_t layer_bytes = checked_mul(block_bytes_, int64_t{n_blocks} + 1, "KV cache size");
   checked_mul(checked_mul(layer_bytes, 2, "KV cache size"), n_layers, "KV cache size");
   for (int32_t il = 0; il < n_layers; ++il) {
     k_.push_back(ops_->alloc(layer_bytes));
     v_.push_back(ops_->alloc(layer_bytes));
   }
+}
+
+BackendKvCache::~BackendKvCache() {
+  ops_->graphs_drop();
 }
 
 uint64_t BackendKvCache::bytes() const {
@@ -64,7 +68,7 @@ void BackendKvCache::copy_block(int32_t src, int32_t dst) {
 }
 
 KvLayerView BackendKvCache::layer(int32_t il) const {
-  return {k_[il].data(), v_[il].data(), dtype_, n_blocks_, block_size_, n_kv_heads_, head_dim_};
+  return {k_[il].data(), v_[il].data(), dtype_, n_blocks_ + 1, block_size_, n_kv_heads_, head_dim_};
 }
 
 }  // namespace memra

@@ -1,6 +1,8 @@
 // The paged KV cache of a decoder model in backend memory: per layer, K and V of [n_blocks]
 // [block_size][n_kv_heads][head_dim] in the cache dtype (f32 on the CPU, the oracle's precision;
 // f16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
+// One block past the n_blocks the engine manages is the scratch block: the padding tokens of a
+// graph-replayed decode step write and read it, and no sequence ever owns it.
 #pragma once
 
 #include <memory>
@@ -17,13 +19,18 @@ class BackendKvCache final : public KvCache {
   // resource_exhausted (naming bytes) when it cannot allocate.
   BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers, int32_t n_kv_heads,
                  int32_t head_dim, int32_t n_blocks, int32_t block_size);
+  // Recorded graphs point into this cache: the backend forgets them.
+  ~BackendKvCache() override;
+  BackendKvCache(const BackendKvCache&) = delete;
+  BackendKvCache& operator=(const BackendKvCache&) = delete;
 
   int32_t block_size() const override { return block_size_; }
   int32_t n_blocks() const override { return n_blocks_; }
-  uint64_t bytes() const override;
+  uint64_t bytes() const override;  // of the n_blocks blocks (the scratch block not counted)
   void copy_block(int32_t src, int32_t dst) override;
 
-  KvLayerView layer(int32_t il) const;
+  KvLayerView layer(int32_t il) const;  // its n_blocks counts the scratch block
+  int32_t scratch_block() const { return n_blocks_; }
   const Ops* owner() const { return ops_.get(); }
 
   // Bytes one token slot takes across n_layers for K and V.

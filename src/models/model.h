@@ -45,6 +45,14 @@ class KvCache {
   virtual void copy_block(int32_t src, int32_t dst) = 0;
 };
 
+// The largest steps the engine will run (Model::prepare).
+struct StepLimits {
+  int32_t max_batch_tokens = 0;  // tokens in one step
+  int32_t max_sequences = 0;     // sequences in one step (and logit rows)
+  int32_t context_length = 0;    // positions per sequence
+  bool graphs = false;           // replay pure decode steps as graphs where the backend can
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -54,6 +62,21 @@ class Model {
   virtual std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const = 0;
   // Runs the batch. logits: [batch.logit_tokens.size() x n_vocab] row-major, written in full.
   virtual void forward(const Batch& batch, KvCache& kv, std::span<float> logits) = 0;
+  // Runs the batch as forward does, but writes only the greedy token of each logit row: the
+  // first index of the largest of its first n_cols logits, as the sampler's plain greedy argmax
+  // (std::max_element) picks it. ids: [batch.logit_tokens.size()]. A backend with device memory
+  // copies 4 bytes per row to the host instead of the row. This default runs forward and picks
+  // on the host.
+  virtual void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
+                              std::span<int32_t> ids);
+  // Called once before the KV cache is sized: lets the model allocate the buffers of the largest
+  // step it will be given (so they count before the cache takes the free memory) and, when
+  // limits.graphs and its backend can, replay pure decode steps as graphs. Returns the batch
+  // buckets that are replayed (empty: none).
+  virtual std::vector<int32_t> prepare(const StepLimits& limits) {
+    (void)limits;
+    return {};
+  }
 };
 
 // A named intermediate activation of one forward pass, for debug dumps diffed layer by layer

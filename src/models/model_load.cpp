@@ -1,9 +1,28 @@
 // model_load: picks the architecture file for archive.architecture(); the per-architecture
-// constructors refuse unsupported config values, missing tensors and wrong shapes by name.
+// constructors refuse unsupported config values, missing tensors and wrong shapes by name. And
+// Model's default greedy forward (host argmax over host logits).
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 #include "models/decoder.h"
 
 namespace memra {
+
+void Model::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
+                           std::span<int32_t> ids) {
+  const size_t n_vocab = static_cast<size_t>(info().n_vocab);
+  if (n_cols < 1 || static_cast<size_t>(n_cols) > n_vocab ||
+      ids.size() != batch.logit_tokens.size())
+    fail(ErrorCode::invalid_argument, "forward_greedy: {} ids for {} logit rows, {} of {} columns",
+         ids.size(), batch.logit_tokens.size(), n_cols, n_vocab);
+  std::vector<float> logits(ids.size() * n_vocab);
+  forward(batch, kv, logits);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const float* row = logits.data() + r * n_vocab;
+    ids[r] = static_cast<int32_t>(std::max_element(row, row + n_cols) - row);
+  }
+}
 
 std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
                                   const ModelLoadOptions& options) {

@@ -1,5 +1,5 @@
 // step_layout_build: one pass over the batch's sequences; `out` is reused across steps so its
-// vectors keep their capacity.
+// vectors keep their capacity. The graph bucket rules and padding of decode steps.
 #include "models/step_layout.h"
 
 #include <algorithm>
@@ -8,12 +8,17 @@
 
 namespace memra {
 
-void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks, StepLayout& out) {
+void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks, int32_t n_vocab,
+                       StepLayout& out) {
   const int32_t n = batch.n_tokens();
   if (batch.positions.size() != batch.tokens.size())
     fail(ErrorCode::invalid_argument, "batch has {} tokens but {} positions", n,
          batch.positions.size());
   if (block_size <= 0) fail(ErrorCode::invalid_argument, "KV block size {} <= 0", block_size);
+  for (int32_t id : batch.tokens)
+    if (id < 0 || id >= n_vocab)
+      fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary ({} rows)", id,
+           n_vocab);
   out.block_size = block_size;
   out.tokens = batch.tokens;
   out.positions = batch.positions;
@@ -56,6 +61,63 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
   for (int32_t t : batch.logit_tokens)
     if (t < 0 || t >= n) fail(ErrorCode::invalid_argument, "logit token {} outside the batch", t);
   out.logit_rows = batch.logit_tokens;
+}
+
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch) {
+  std::vector<int32_t> out;
+  for (int32_t b : {1, 2, 4, 8})
+    if (b < max_batch) out.push_back(b);
+  for (int64_t p = 16; p < max_batch; p *= 2) {
+    out.push_back(static_cast<int32_t>(p));
+    if (p + p / 2 < max_batch) out.push_back(static_cast<int32_t>(p + p / 2));
+  }
+  if (max_batch >= 1) out.push_back(max_batch);
+  return out;
+}
+
+int32_t graph_batch_bucket(const std::vector<int32_t>& buckets, int32_t n) {
+  for (int32_t b : buckets)
+    if (b >= n) return b;
+  return 0;
+}
+
+int32_t graph_context_bucket(int32_t max_context, int32_t context_limit) {
+  if (max_context > context_limit) return 0;
+  int64_t c = 4096;
+  while (c < max_context) c *= 2;
+  return static_cast<int32_t>(std::min<int64_t>(c, context_limit));
+}
+
+bool step_is_pure_decode(const StepLayout& step) {
+  const int32_t n = step.n_tokens();
+  if (n == 0 || step.n_seqs() != n || step.n_logits() != n) return false;
+  for (int32_t t = 0; t < n; ++t)
+    if (step.token_seq[t] != t) return false;
+  return true;
+}
+
+void graph_pad(StepLayout& step, int32_t n, int32_t max_blocks, int32_t context,
+               int32_t scratch_block) {
+  const int32_t real = step.n_tokens();
+  if (!step_is_pure_decode(step) || n < real || max_blocks < step.max_blocks ||
+      context < step.max_context || int64_t{max_blocks} * step.block_size < context)
+    fail(ErrorCode::internal,
+         "graph_pad: a step of {} tokens, {} blocks per table, context {} does not fit {} tokens, "
+         "{} blocks, context {}",
+         real, step.max_blocks, step.max_context, n, max_blocks, context);
+  std::vector<int32_t> tables(static_cast<size_t>(n) * max_blocks, -1);
+  for (int32_t s = 0; s < real; ++s)
+    std::copy_n(step.block_tables.begin() + int64_t{s} * step.max_blocks, step.max_blocks,
+                tables.begin() + int64_t{s} * max_blocks);
+  for (int32_t s = real; s < n; ++s) tables[static_cast<size_t>(s) * max_blocks] = scratch_block;
+  step.block_tables = std::move(tables);
+  step.max_blocks = max_blocks;
+  step.tokens.resize(n, 0);
+  step.positions.resize(n, 0);
+  step.slots.resize(n, scratch_block * step.block_size);
+  for (int32_t t = real; t < n; ++t) step.token_seq.push_back(t);
+  for (int32_t t = real; t < n; ++t) step.logit_rows.push_back(t);
+  step.max_context = context;
 }
 
 }  // namespace memra

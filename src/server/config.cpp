@@ -102,6 +102,11 @@ const std::vector<Option>& options() {
       {"--kv-dtype", "MEMRA_KV_DTYPE", "TYPE",
        "KV cache type: f16 (CUDA default), bf16, f32 (CPU: f32 only)",
        [](ServerConfig& c, const std::string& v) { c.engine.kv_dtype = v; }},
+      {"--cuda-graphs", "MEMRA_CUDA_GRAPHS", "on|off",
+       "replay GPU decode steps as CUDA graphs (default on)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.cuda_graphs = to_bool(v, "--cuda-graphs");
+       }},
       {"--gpu-memory-fraction", "MEMRA_GPU_MEMORY_FRACTION", "F",
        "share of free GPU memory the KV cache may take (default 0.9)",
        [](ServerConfig& c, const std::string& v) {

@@ -103,6 +103,13 @@ std::string Metrics::render(const std::vector<ModelView>& models) const {
       {"memra:num_preemptions_total", "counter",
        "Sequences preempted for KV blocks (their KV freed, prefilled again later)",
        [](const EngineStats& s) { return double(s.preemptions_total); }},
+      {"memra:cuda_graph_replays_total", "counter", "Decode steps replayed from a CUDA graph",
+       [](const EngineStats& s) { return double(s.graph_replays_total); }},
+      {"memra:cuda_graph_recordings_total", "counter", "CUDA graphs of decode steps recorded",
+       [](const EngineStats& s) { return double(s.graphs_recorded_total); }},
+      {"memra:cuda_graph_recordings_failed_total", "counter",
+       "CUDA graph recordings that failed (those step shapes run eagerly)",
+       [](const EngineStats& s) { return double(s.graph_recordings_failed_total); }},
   };
   for (const Series& series : kSeries) {
     gauge_header(out, series.name, series.type, series.help);

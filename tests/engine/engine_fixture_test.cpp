@@ -2,11 +2,14 @@
 // made by scripts/gen_model_fixtures.py with transformers' greedy reference): through
 // Engine::create the greedy tokens equal transformers' own, and they stay identical when the
 // request is batched with others, served from the prefix cache, prefilled in small chunks, or
-// preempted and recomputed. Fast enough for every CI run.
+// preempted and recomputed; and (the gate of CUDA graphs and of the device greedy argmax) when
+// decode steps are replayed as graphs or run eagerly, and when the greedy token is picked on the
+// device or by the host sampler. Fast enough for every CI run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -48,6 +51,27 @@ std::vector<std::vector<int32_t>> run_together(Engine& e,
                                                int32_t n) {
   std::vector<Collected> results(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) e.submit(greedy_request(prompts[i], n, results[i]));
+  std::vector<std::vector<int32_t>> out;
+  for (auto& r : results) {
+    wait(r);
+    out.push_back(r.ids);
+  }
+  return out;
+}
+
+// As run_together, but request i stops after n - 2i tokens (at least 1), so decode steps shrink
+// from every sequence to one. logprobs: each request also asks for its tokens' logprobs, which
+// takes the host sampler's path (full logit rows downloaded) instead of the device argmax.
+std::vector<std::vector<int32_t>> run_staggered(Engine& e,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                int32_t n, bool logprobs) {
+  std::vector<Collected> results(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const int32_t max_tokens = std::max<int32_t>(1, n - 2 * static_cast<int32_t>(i));
+    Request q = greedy_request(prompts[i], max_tokens, results[i]);
+    if (logprobs) q.sampling.top_logprobs = 0;
+    e.submit(std::move(q));
+  }
   std::vector<std::vector<int32_t>> out;
   for (auto& r : results) {
     wait(r);
@@ -112,6 +136,59 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
     auto e = Engine::create(p);
     EXPECT_EQ(run_together(*e, prompts, n), alone) << "preempted differs from uninterrupted";
     EXPECT_GT(e->stats().preemptions_total, 0u);
+  }
+}
+
+// Decode steps of 7 down to 1 sequences (graph buckets 8, 4, 2, 1: padded steps included)
+// replayed as CUDA graphs give the tokens eager steps give; so do device-picked greedy tokens and
+// the host sampler's. On the CPU (no graphs) the greedy comparison still runs.
+TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  const Reference ref = load_reference(dir);
+  const int32_t n = static_cast<int32_t>(ref.greedy.size());
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t cut : {48, 20, 33, 9, 41, 3, 27}) {
+    const size_t len = std::min(cut, ref.prompt.size());
+    prompts.emplace_back(ref.prompt.end() - static_cast<std::ptrdiff_t>(len), ref.prompt.end());
+  }
+  const char* device = std::getenv("MEMRA_TEST_DEVICE");
+  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
+  EngineOptions o;
+  o.model = dir;
+  o.n_threads = 2;
+  o.device = on_cpu ? "cpu" : device;
+  o.context_length = 96;
+  std::vector<std::vector<int32_t>> graphs;
+  {
+    auto e = Engine::create(o);
+    graphs = run_staggered(*e, prompts, n, false);
+    EXPECT_EQ(run_staggered(*e, prompts, n, /*logprobs=*/true), graphs)
+        << "host sampler differs from the device greedy argmax";
+    // The first run's steps are published by now (the second one ran after them).
+    const EngineStats st = e->stats();
+    if (!on_cpu) {
+      EXPECT_GT(st.graph_replays_total, 0u) << "no decode step was replayed from a graph";
+      EXPECT_EQ(st.graph_recordings_failed_total, 0u);
+    } else {
+      EXPECT_EQ(st.graph_replays_total + st.graphs_recorded_total, 0u);
+    }
+  }
+  {
+    EngineOptions eager = o;
+    eager.cuda_graphs = false;
+    auto e = Engine::create(eager);
+    EXPECT_EQ(run_staggered(*e, prompts, n, false), graphs) << "graph replay differs from eager";
+    EXPECT_EQ(e->stats().graph_replays_total, 0u);
+  }
+  if (!on_cpu) {
+    // The first recording fails (injected): that shape runs eagerly, the others replay.
+    ::setenv("MEMRA_CUDA_FAULT", "capture:1", 1);
+    auto e = Engine::create(o);
+    ::unsetenv("MEMRA_CUDA_FAULT");
+    EXPECT_EQ(run_staggered(*e, prompts, n, false), graphs)
+        << "a failed recording changed the tokens";
+    EXPECT_EQ(e->stats().graph_recordings_failed_total, 1u);
   }
 }
 

@@ -484,6 +484,7 @@ class UnusableDeviceOps final : public Ops {
     unused<void>();
   }
   void gather_logit_rows(const float*, int64_t, float*) override { unused<void>(); }
+  void argmax_rows(const float*, int64_t, int64_t, int64_t, int32_t*) override { unused<void>(); }
   void add(float*, const float*, int64_t) override { unused<void>(); }
   void add_row(float*, const float*, int64_t, int64_t) override { unused<void>(); }
   void scale(float*, float, int64_t) override { unused<void>(); }

@@ -3,7 +3,9 @@
 // SIMD dots against their scalar form; paged attention against contiguous attention in double.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -182,6 +184,30 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
       }
       EXPECT_LE(normalized_error(got, want), 1e-5) << "reference=" << reference << " win=" << win;
     }
+  }
+}
+
+// The greedy argmax op is std::max_element's pick (the sampler's): the first maximum, NaN never
+// winning unless it comes first, only the first n_cols of each row of stride ld.
+TEST(ArgmaxRows, FirstMaximumOfTheLeadingColumns) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const int64_t ld = 6, n_cols = 5;
+  const std::vector<float> x = {
+      1,     3,    2,    3,    0,    9,  // tie: the first 3; column 5 is past n_cols
+      nan,   1,    2,    3,    4,    0,  // a NaN first value wins, as max_element keeps it
+      0,     nan,  2,    nan,  1,    0,  // later NaNs are skipped
+      -inf,  -inf, -inf, -inf, -inf, 0,  // all -inf: index 0
+      -0.0f, 0.0f, -1,   -2,   -3,   0,  // -0 == +0: the first
+      nan,   nan,  nan,  nan,  nan,  0,  // all NaN: index 0
+  };
+  const int64_t n_rows = static_cast<int64_t>(x.size()) / ld;
+  std::vector<int32_t> ids(static_cast<size_t>(n_rows), -1);
+  auto ops = ops_cpu_create({1, false});
+  ops->argmax_rows(x.data(), n_rows, n_cols, ld, ids.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 0, 2, 0, 0, 0}));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* row = x.data() + r * ld;
+    EXPECT_EQ(ids[r], std::max_element(row, row + n_cols) - row) << "row " << r;
   }
 }
 

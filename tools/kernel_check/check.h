@@ -112,5 +112,6 @@ void check_rope(Context& ctx);
 void check_kv_store(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
+void check_sampling(Context& ctx);
 
 }  // namespace memra::kernel_check

@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
     kc::check_kv_store(ctx);
     kc::check_attention(ctx);
     kc::check_matmul(ctx);
+    kc::check_sampling(ctx);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto& results = ctx.results();

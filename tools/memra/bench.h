@@ -25,6 +25,7 @@ struct BenchOptions {
   int32_t runs = 3;                   // -r
   int threads = 0;
   std::string device = "auto";
+  bool cuda_graphs = true;
   std::string json_path;  // --json
   std::string command;    // the command line as typed, for the receipt
 };

@@ -37,4 +37,10 @@ double parse_double(const std::string& flag, const std::string& text, double lo,
        text);
 }
 
+bool parse_on_off(const std::string& flag, const std::string& text) {
+  if (text == "on" || text == "1" || text == "true") return true;
+  if (text == "off" || text == "0" || text == "false") return false;
+  fail(ErrorCode::invalid_argument, "{} expects on or off, got '{}'", flag, text);
+}
+
 }  // namespace memra::cli

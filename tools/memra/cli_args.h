@@ -17,5 +17,7 @@ const std::string& flag_value(const Args& args, size_t& i);
 // in [lo, hi].
 int32_t parse_int(const std::string& flag, const std::string& text, int32_t lo, int32_t hi);
 double parse_double(const std::string& flag, const std::string& text, double lo, double hi);
+// "on" or "off" (also 1/0, true/false); Error(invalid_argument) naming the flag otherwise.
+bool parse_on_off(const std::string& flag, const std::string& text);
 
 }  // namespace memra::cli

@@ -28,7 +28,8 @@ using bench::BenchOptions;
 
 constexpr const char* kUsage =
     "usage: memra bench [-m SOURCE] [-p 512[,2048]] [-n 128] [-d 0[,4096,...]] [-c 1[,8,...]]\n"
-    "                   [-r 3] [--threads N] [--device DEV] [--json FILE]\n"
+    "                   [-r 3] [--threads N] [--device DEV] [--cuda-graphs on|off]\n"
+    "                   [--json FILE]\n"
     "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
     "  -p LIST              prefill figures of these prompt sizes (default 512; none when only\n"
     "                       -d or -c is given); the first is each sequence's prompt under -c\n"
@@ -39,6 +40,8 @@ constexpr const char* kUsage =
     "  -r N                 timed runs per figure, at least 3 (default 3)\n"
     "  --threads N          CPU threads (default: all cores)\n"
     "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
+    "  --cuda-graphs on|off replay decode steps as CUDA graphs (default: $MEMRA_CUDA_GRAPHS or\n"
+    "                       on)\n"
     "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures)\n";
 
 constexpr int kCeilingRuns = 20;
@@ -87,6 +90,8 @@ BenchOptions parse_options(const Args& args) {
   bool prompts_given = false;
   o.command = command_line(args);
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.device = env;
+  if (const char* env = std::getenv("MEMRA_CUDA_GRAPHS"))
+    o.cuda_graphs = parse_on_off("MEMRA_CUDA_GRAPHS", env);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -107,6 +112,8 @@ BenchOptions parse_options(const Args& args) {
       o.threads = parse_int(a, value(), 0, 4096);
     } else if (a == "--device") {
       o.device = value();
+    } else if (a == "--cuda-graphs") {
+      o.cuda_graphs = parse_on_off(a, value());
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "-h" || a == "--help") {
@@ -146,6 +153,7 @@ EngineOptions engine_options(const BenchOptions& o) {
   eo.model = o.model;
   eo.n_threads = o.threads;
   eo.device = o.device;
+  eo.cuda_graphs = o.cuda_graphs;
   eo.prefix_cache = false;
   eo.kv_block_size = kKvBlockSize;
   // The longest single-sequence prompt or depth, and the prompt under -c (1 where unused).

@@ -39,7 +39,9 @@ constexpr const char* kUsage =
     "  --ignore-eos             keep generating past end-of-sequence tokens\n"
     "  --ctx N                  context length (default min(model's, 8192))\n"
     "  --threads N              CPU threads (default: all cores)\n"
-    "  --device DEV             auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n";
+    "  --device DEV             auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
+    "  --cuda-graphs on|off     replay GPU decode steps as CUDA graphs (default:\n"
+    "                           $MEMRA_CUDA_GRAPHS or on)\n";
 
 struct RunOptions {
   EngineOptions engine;
@@ -77,6 +79,8 @@ RunOptions parse_options(const Args& args) {
   o.sampling.temperature = 0.0f;
   o.engine.max_sequences = 1;
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.engine.device = env;
+  if (const char* env = std::getenv("MEMRA_CUDA_GRAPHS"))
+    o.engine.cuda_graphs = parse_on_off("MEMRA_CUDA_GRAPHS", env);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -117,6 +121,8 @@ RunOptions parse_options(const Args& args) {
       o.engine.n_threads = parse_number<int>(a, value());
     } else if (a == "--device") {
       o.engine.device = value();
+    } else if (a == "--cuda-graphs") {
+      o.engine.cuda_graphs = parse_on_off(a, value());
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);

@@ -122,6 +122,15 @@ class CpuOps final : public Ops {
       std::copy_n(x + int64_t{step_.logit_rows[r]} * dim, dim, out + r * dim);
   }
 
+  // The sampler's own rule (engine/sampler.cpp): std::max_element, first maximum wins.
+  void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
+                   int32_t* ids) override {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float* row = x + r * ld;
+      ids[r] = n_cols > 0 ? static_cast<int32_t>(std::max_element(row, row + n_cols) - row) : 0;
+    }
+  }
+
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                 float* y) override {
     for (int64_t r = 0; r < n_rows; ++r) {

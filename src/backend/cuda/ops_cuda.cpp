@@ -1,7 +1,8 @@
-// The CUDA backend's ops: each call checks what the host can check cheaply (dtypes, sizes, token
-// ids against the table) and launches kernels/ on the backend's stream. Launches are asynchronous;
-// the first host wait (download) reports a failed kernel, named, as memra::Error. Per-step
-// metadata goes up in one copy from a pinned staging buffer.
+// The CUDA backend's ops: each call checks what the host can check cheaply (dtypes, sizes) and
+// launches kernels/ on the backend's stream. Launches are asynchronous; the first host wait
+// (download) reports a failed kernel, named, as memra::Error. Per-step metadata goes up in one
+// copy from a pinned staging buffer. Pure decode steps are recorded as CUDA graphs (graph_run)
+// and replayed with one launch.
 #include "backend/cuda/ops_cuda.h"
 
 #include <cuda_runtime_api.h>
@@ -15,6 +16,7 @@
 
 #include "backend/cuda/cuda_runtime.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/kernels.h"
 
 namespace memra::cuda {
@@ -47,10 +49,13 @@ class PinnedBuffer {
 
 // Fault injection for tests of the error paths (never set in production): MEMRA_CUDA_FAULT=
 // alloc:N makes the N-th device allocation of the backend fail as out of memory; launch:N makes
-// the N-th kernel launch fail as a sticky error (the context is then treated as unusable).
+// the N-th kernel launch (a graph replay counts as one) fail as a sticky error (the context is
+// then treated as unusable); capture:N makes the N-th graph recording fail (that step shape then
+// runs eagerly).
 struct FaultPlan {
   int64_t alloc_at = 0;
   int64_t launch_at = 0;
+  int64_t capture_at = 0;
   static FaultPlan from_env() {
     FaultPlan p;
     const char* v = std::getenv("MEMRA_CUDA_FAULT");
@@ -63,8 +68,11 @@ struct FaultPlan {
       p.alloc_at = n;
     else if (kind == "launch")
       p.launch_at = n;
+    else if (kind == "capture")
+      p.capture_at = n;
     else
-      fail(ErrorCode::invalid_argument, "MEMRA_CUDA_FAULT={} is not alloc:N or launch:N", s);
+      fail(ErrorCode::invalid_argument, "MEMRA_CUDA_FAULT={} is not alloc:N, launch:N or capture:N",
+           s);
     return p;
   }
 };
@@ -81,6 +89,7 @@ class CudaOps final : public Ops {
     check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaOps() override {
+    graphs_drop();
     if (staged_) (void)cudaEventDestroy(staged_);
   }
 
@@ -143,6 +152,15 @@ class CudaOps final : public Ops {
 
   void step_begin(const StepLayout& step) override;
 
+  bool graphs_supported() const override { return true; }
+  void graph_run(const GraphKey& key, const std::function<void()>& forward) override;
+  GraphStats graph_stats() const override { return graph_stats_; }
+  void graphs_drop() override {
+    for (auto& [key, exec] : graphs_)
+      if (exec) (void)cudaGraphExecDestroy(exec);  // one in flight is freed when it completes
+    graphs_.clear();
+  }
+
   void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) override {
     if (n_tokens <= 0) return;
     const int64_t n_in = static_cast<int64_t>(w.ne[0]), n_out = static_cast<int64_t>(w.n_rows());
@@ -150,11 +168,9 @@ class CudaOps final : public Ops {
     kernels::matmul(w.dtype, w.data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream());
     launched("matmul");
   }
+  // Token ids were checked against the table when the step was built (step_layout_build): a
+  // replayed graph runs no host code here.
   void embed(const TensorView& table, float scale, float* out) override {
-    for (int32_t id : host_step_.tokens)
-      if (id < 0 || static_cast<uint64_t>(id) >= table.n_rows())
-        fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {} ({} rows)",
-             id, table.name, table.n_rows());
     kernels::get_rows(table.dtype, table.data, static_cast<int64_t>(table.ne[0]), dev_tokens_,
                       step_.n_tokens, scale, out, stream());
     launched("embed");
@@ -191,6 +207,11 @@ class CudaOps final : public Ops {
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
     launched("gather_logit_rows");
+  }
+  void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
+                   int32_t* ids) override {
+    kernels::argmax_rows(x, n_rows, n_cols, ld, ids, stream());
+    launched("argmax_rows");
   }
   void add(float* y, const float* x, int64_t n) override {
     kernels::add(y, x, n, stream());
@@ -238,8 +259,8 @@ class CudaOps final : public Ops {
 
   // Reports a launch that failed to start (bad configuration); faults inside a kernel surface at
   // the next synchronization. After a sticky error every call refuses with the first reason.
-  void launched(const char* what) {
-    cudaError_t status = cudaGetLastError();
+  void launched(const char* what, cudaError_t status = cudaSuccess) {
+    if (status == cudaSuccess) status = cudaGetLastError();
     if (++n_launches_ == faults_.launch_at) status = cudaErrorLaunchFailure;
     if (status == cudaSuccess) return;
     const std::string reason = fmt_error(what, status);
@@ -281,14 +302,21 @@ class CudaOps final : public Ops {
   }
 
   // Grows a device scratch buffer to at least `bytes` (rare: only when a step is larger than
-  // every step before it).
+  // every step before it). Recorded graphs may point into the old buffer: they are dropped (and
+  // recorded again on next use). Never during a recording: graph_run's eager first run grows.
   void* grow(Buffer& buffer, size_t bytes) {
     if (buffer.bytes() < bytes) {
+      if (capturing_)
+        fail(ErrorCode::internal, "a scratch buffer would grow to {} bytes during a recording",
+             bytes);
+      if (buffer.data()) graphs_drop();
       buffer.reset();
       buffer = alloc(bytes);
     }
     return buffer.data();
   }
+
+  cudaGraphExec_t record(const GraphKey& key, const std::function<void()>& forward);
 
   kernels::PagedKv paged(const KvLayerView& kv) const {
     return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim};
@@ -325,7 +353,7 @@ class CudaOps final : public Ops {
 
   int ordinal_;
   FaultPlan faults_;
-  int64_t n_allocs_ = 0, n_launches_ = 0;
+  int64_t n_allocs_ = 0, n_launches_ = 0, n_recordings_ = 0;
   std::string broken_;  // the sticky error that made the context unusable, if any
   DeviceInfo info_;
   std::unique_ptr<Stream> stream_;
@@ -340,7 +368,67 @@ class CudaOps final : public Ops {
   kernels::StepDev step_;
   const int32_t* dev_tokens_ = nullptr;
   const int32_t* dev_logit_rows_ = nullptr;
+  // Recorded decode steps by shape; a null exec marks a shape whose recording failed (eager).
+  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  bool capturing_ = false;
+  GraphStats graph_stats_;
 };
+
+void CudaOps::graph_run(const GraphKey& key, const std::function<void()>& forward) {
+  if (!broken_.empty()) fail(ErrorCode::internal, "the GPU is unusable after: {}", broken_);
+  bind();
+  const auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    forward();  // this step's result, eagerly; it also grows every buffer the recording reads
+    graphs_.emplace(key, record(key, forward));
+    return;
+  }
+  if (!it->second) return forward();
+  launched("graph replay", cudaGraphLaunch(it->second, stream()));
+  ++graph_stats_.replays;
+}
+
+// Records forward on the stream (nothing runs) and instantiates it. Any failure (a CUDA error,
+// out of memory, an op that is not recordable) is logged once and leaves the shape eager, with
+// no error left pending for the next launch check; a sticky error still stops the backend.
+cudaGraphExec_t CudaOps::record(const GraphKey& key, const std::function<void()>& forward) {
+  std::string why;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (++n_recordings_ == faults_.capture_at) {
+    why = "injected fault (MEMRA_CUDA_FAULT=capture)";
+  } else if (cudaError_t st = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+             st != cudaSuccess) {
+    why = fmt_error("cudaStreamBeginCapture", st);
+  } else {
+    capturing_ = true;
+    try {
+      forward();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    capturing_ = false;
+    st = cudaStreamEndCapture(stream(), &graph);
+    if (why.empty() && st != cudaSuccess) why = fmt_error("cudaStreamEndCapture", st);
+    if (why.empty() && (st = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) {
+      why = fmt_error("cudaGraphInstantiate", st);
+      exec = nullptr;
+    }
+    if (graph) (void)cudaGraphDestroy(graph);
+  }
+  (void)cudaGetLastError();
+  if (!broken_.empty()) fail(ErrorCode::internal, "{}", broken_);
+  ++(why.empty() ? graph_stats_.recorded : graph_stats_.failed);
+  if (!why.empty())
+    MEMRA_LOG_WARN(
+        "cuda graphs: recording the decode step of {} tokens (context {}) failed, it "
+        "runs eagerly: {}",
+        key.n_tokens, key.max_context, why);
+  else
+    MEMRA_LOG_DEBUG("cuda graphs: recorded the decode step of {} tokens (context {}{})",
+                    key.n_tokens, key.max_context, key.argmax_cols > 0 ? ", greedy" : "");
+  return exec;
+}
 
 // Packs the step's int arrays into one pinned buffer and uploads it with one copy; kernels read
 // the device copy in stream order, so the next step may refill staging once that copy is done.
