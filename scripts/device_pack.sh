@@ -27,7 +27,7 @@ done
 for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | ld-linux* | libpthread.so* | librt.so* | \
-      libdl.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
+      libdl.so* | libresolv.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
     *) cp -L "$lib" .device/lib/ ;;
   esac
 done
