@@ -306,7 +306,7 @@ void check_case(Context& ctx, const Case& c) {
   std::vector<float> q_bent = s.q;
   {
     const auto longest = std::max_element(s.positions.begin(), s.positions.end());
-    const size_t at = static_cast<size_t>(longest - s.positions.begin()) * c.n_heads * c.head_dim;
+    const size_t at = static_cast<size_t>(longest - s.positions.begin()) * s.ldq;
     q_bent[at] = q_bent[at] * 1.01f + 0.01f;
   }
   DevStep::Opts base;
