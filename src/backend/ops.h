@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +154,12 @@ class Ops {
   // ---- ops
   // y[t][o] = sum_i w[o][i] * x[t][i]; x: [n_tokens x w.ne[0]], y: [n_tokens x w.ne[1]].
   virtual void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) = 0;
+  // ys[i] = ws[i] x for several weights over the same x (q/k/v of one input; gate and up), each
+  // exactly as matmul() computes it: a backend may prepare x once for all of them.
+  virtual void matmul_shared(std::span<const TensorView* const> ws, const float* x,
+                             int64_t n_tokens, std::span<float* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, n_tokens, ys[i]);
+  }
   // out[t] = table row step.tokens[t] as f32, times scale (embedding lookup).
   virtual void embed(const TensorView& table, float scale, float* out) = 0;
   // y = x / rms(x) * w over each row of dim; w may be null (no weight). In place allowed.

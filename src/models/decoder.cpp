@@ -192,9 +192,9 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   const int hd = cfg_.head_dim;
   const int64_t q_dim = int64_t{cfg_.n_heads} * hd, kv_dim = int64_t{cfg_.n_kv_heads} * hd;
   float *q = s_.q.f32(), *k = s_.k.f32(), *v = s_.v.f32();
-  ops_->matmul(L.wq, h, n, q);
-  ops_->matmul(L.wk, h, n, k);
-  ops_->matmul(L.wv, h, n, v);
+  const TensorView* qkv_w[] = {&L.wq, &L.wk, &L.wv};
+  float* const qkv_y[] = {q, k, v};
+  ops_->matmul_shared(qkv_w, h, n, qkv_y);
   if (cfg_.qkv_bias) {
     ops_->add_row(q, f32(L.bq), n, q_dim);
     ops_->add_row(k, f32(L.bk), n, kv_dim);
@@ -228,8 +228,9 @@ void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   const LayerWeights& L = w_.layers[il];
   const int64_t n_ff = cfg_.n_ff;
   float *gate = s_.gate.f32(), *up = s_.up.f32();
-  ops_->matmul(L.w_gate, h, n, gate);
-  ops_->matmul(L.w_up, h, n, up);
+  const TensorView* gate_up_w[] = {&L.w_gate, &L.w_up};
+  float* const gate_up_y[] = {gate, up};
+  ops_->matmul_shared(gate_up_w, h, n, gate_up_y);
   trace("ffn_gate", il, gate, n, n_ff);
   trace("ffn_up", il, up, n, n_ff);
   if (cfg_.activation == Activation::gelu_tanh)

@@ -168,6 +168,24 @@ class CudaOps final : public Ops {
     kernels::matmul(w.dtype, w.data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream());
     launched("matmul");
   }
+  void matmul_shared(std::span<const TensorView* const> ws, const float* x, int64_t n_tokens,
+                     std::span<float* const> ys) override {
+    if (n_tokens <= 0 || ws.empty()) return;
+    const int64_t n_in = static_cast<int64_t>(ws[0]->ne[0]);
+    std::vector<kernels::MatmulOut> outs;
+    outs.reserve(ws.size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      if (static_cast<int64_t>(ws[i]->ne[0]) != n_in)
+        fail(ErrorCode::internal, "matmul_shared: {} has {} inputs, {} has {}", ws[0]->name, n_in,
+             ws[i]->name, ws[i]->ne[0]);
+      const auto n_out = static_cast<int64_t>(ws[i]->n_rows());
+      outs.push_back({ws[i]->dtype, ws[i]->data, n_out, ys[i], n_out});
+    }
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
+    kernels::matmul_shared_x(outs.data(), static_cast<int>(outs.size()), n_in, x, n_tokens, scratch,
+                             stream());
+    launched("matmul");
+  }
   // Token ids were checked against the table when the step was built (step_layout_build): a
   // replayed graph runs no host code here.
   void embed(const TensorView& table, float scale, float* out) override {
