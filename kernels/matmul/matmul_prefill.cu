@@ -1,7 +1,9 @@
-// The prefill matmul (9+ tokens): a tensor-core tile kernel. A block computes 128 weight rows x
-// 64 tokens; 8 warps each own 32 rows x 32 tokens. K advances in 64-element sub-stages: raw
-// weight blocks and the f16 x tile arrive by cp.async two sub-stages ahead, the block decodes the
-// next sub-stage's weights to an f16 tile and its groups' scales to a small table (the same
+// The prefill matmul (65+ tokens): a tensor-core tile kernel. A block computes 128 weight rows x
+// kBN tokens with 8 warps: 128 tokens (warps of 64 rows x 32 tokens) for F16/BF16, whose only
+// accumulators are the chunk partial and the running sum; 64 tokens (warps of 32 x 32) for
+// quantized types, which also hold a scale group's partial. K advances in 64-element sub-stages:
+// raw weight blocks and the f16 x tile arrive by cp.async two sub-stages ahead, the block decodes
+// the next sub-stage's weights to an f16 tile and its groups' scales to a small table (the same
 // decoders as the decode kernel) while the tensor cores consume the current one through
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
 // kernel's exactly (matmul.cu).
@@ -11,7 +13,7 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 64, kSub = 64, kThreads = 256;
+constexpr int kBM = 128, kSub = 64, kThreads = 256;
 constexpr int kAStride = kSub + 8;   // f16 per decoded row: 144 B, ldmatrix rows hit 8 bank groups
 constexpr int kXStride = kSub + 16;  // f16 per x row: 160 B, the 8-byte B loads are conflict-free
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
@@ -19,6 +21,9 @@ static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 template <DType D>
 struct PrefillCfg {
   using W = Weight<D>;
+  static constexpr int kBN = W::kScaled ? 64 : 128;  // tokens per block
+  static constexpr int kM = W::kScaled ? 2 : 4;      // m16 tiles per warp
+  static constexpr int kWarpsN = kBN / 32;           // warps across the tokens
   // Raw stages hold whole quant blocks: a K-quant super-block, else one sub-stage.
   static constexpr int kRawK = W::kBlock > kSub ? W::kBlock : kSub;
   static constexpr int kSlot = raw_slot_bytes<D>(kRawK);
@@ -72,6 +77,7 @@ struct Prefill {
         }
       }
       const int nk = min(kSub, a.n_in - k0);
+      constexpr int kBN = C::kBN;
       uint16_t* xd = xs + (q % 3) * kBN * kXStride;
 #pragma unroll
       for (int i = 0; i < kBN * (kSub / 8) / kThreads; ++i) {
@@ -146,10 +152,11 @@ template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a) {
   using C = PrefillCfg<D>;
   using W = Weight<D>;
-  constexpr int kM = 2;  // m16 tiles per warp: 32 rows
+  constexpr int kM = C::kM, kBN = C::kBN, kRowsW = 16 * kM;
   extern __shared__ __align__(16) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wm = warp >> 1, wn = warp & 1;  // warp tile: rows 32 wm.., tokens 32 wn..
+  // Warp tile: rows kRowsW wm.., tokens 32 wn...
+  const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;
   Prefill<D> p{
       a,
       smem,
@@ -173,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
     __syncthreads();     // also: everyone is done with q - 1's tiles, which q + 2 reuses
     p.issue(q + 2);
     if (q + 1 < p.n_sub) p.decode(q + 1);
-    const uint16_t* A = p.ah + (q & 1) * kBM * kAStride + (wm * 32 + (lane & 15)) * kAStride;
+    const uint16_t* A = p.ah + (q & 1) * kBM * kAStride + (wm * kRowsW + (lane & 15)) * kAStride;
     const uint16_t* X = p.xs + (q % 3) * kBN * kXStride + (wn * 32 + g) * kXStride + 4 * t;
     const int steps = min(kSub, a.n_in - q * kSub) / 16;
     if constexpr (!W::kScaled) {
@@ -203,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
           }
 #pragma unroll
           for (int m = 0; m < kM; ++m) {
-            const int rr = wm * 32 + 16 * m + g;
+            const int rr = wm * kRowsW + 16 * m + g;
             const float2 sc_g = table[rr * C::kGroups + j];
             const float2 sc_g8 = table[(rr + 8) * C::kGroups + j];
 #pragma unroll
@@ -233,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
     for (int n = 0; n < 4; ++n) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = p.row0 + wm * 32 + 16 * m + g + 8 * (i >> 1);
+        const int row = p.row0 + wm * kRowsW + 16 * m + g + 8 * (i >> 1);
         const int tok = p.tok0 + wn * 32 + 8 * n + 2 * t + (i & 1);
         if (row < a.n_out && tok < a.n_tokens)
           a.y[tok * a.ldy + row] = total[m][n][i] * a.xinv[tok];
@@ -250,7 +257,7 @@ void launch_prefill(const MatmulArgs& a, cudaStream_t stream) {
   static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(prefill_kernel<D>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   prefill_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
 }
