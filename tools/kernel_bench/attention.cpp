@@ -28,7 +28,6 @@ using cuda::check;
 using kernels::AttentionPlan;
 
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
-constexpr int kRuns = 20, kWarmup = 3;
 constexpr size_t kRotateBytes = size_t{256} << 20;
 
 struct AttnCase {
@@ -58,21 +57,6 @@ const AttnCase kCases[] = {
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
 };
-
-template <typename F>
-double median_ms(const cuda::Stream& stream, F&& launch) {
-  cuda::Event start, end;
-  std::vector<double> ms;
-  for (int i = 0; i < kWarmup + kRuns; ++i) {
-    start.record(stream);
-    launch(i);
-    end.record(stream);
-    const double m = cuda::Event::elapsed_ms(start, end);
-    if (i >= kWarmup) ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // Fills n bytes of device memory with random finite 16-bit values in about [-1, 1].
 void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,28 @@
 #include "core/dtype.h"
 
 namespace memra::bench {
+
+constexpr int kRuns = 9, kWarmup = 2, kBurst = 10;
+
+// Median milliseconds per call over kRuns event-timed runs of kBurst back-to-back calls of
+// launch(i), after kWarmup untimed runs. A burst keeps the GPU busy while the host enqueues the
+// next call, as the engine's steps (and CUDA graphs) do, so the figure is the kernels' device time,
+// not the host's launch latency (a lone call on an idle GPU would time both).
+template <typename F>
+double median_ms(const cuda::Stream& stream, F&& launch) {
+  cuda::Event start, end;
+  std::vector<double> ms;
+  int call = 0;
+  for (int i = 0; i < kWarmup + kRuns; ++i) {
+    start.record(stream);
+    for (int b = 0; b < kBurst; ++b) launch(call++);
+    end.record(stream);
+    const double m = cuda::Event::elapsed_ms(start, end) / kBurst;
+    if (i >= kWarmup) ms.push_back(m);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
 
 // Runs the small-shape correctness and batch-invariance check for each dtype; prints a line per
 // case and returns true when all pass.

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -27,7 +29,6 @@ namespace {
 
 using cuda::check;
 
-constexpr int kRuns = 9, kWarmup = 2, kBurst = 10;
 constexpr size_t kRotateBytes = size_t{256} << 20;  // >4x L2 of weights per rotation
 
 struct Shape {
@@ -77,26 +78,6 @@ void make_valid(DType dtype, uint8_t* p, size_t bytes) {
   for (size_t b = 0; b + block <= bytes; b += block) {
     for (size_t s : scales) u16(b + s, 0x83FF, 0x1400);
   }
-}
-
-// Median milliseconds per call over kRuns event-timed runs of kBurst back-to-back calls of
-// launch(i), after kWarmup untimed runs. A burst keeps the GPU busy while the host enqueues the
-// next call, as the engine's steps (and CUDA graphs) do, so the figure is the kernels' device time,
-// not the host's launch latency (a lone call on an idle GPU would time both).
-template <typename F>
-double median_ms(const cuda::Stream& stream, F&& launch) {
-  cuda::Event start, end;
-  std::vector<double> ms;
-  int call = 0;
-  for (int i = 0; i < kWarmup + kRuns; ++i) {
-    start.record(stream);
-    for (int b = 0; b < kBurst; ++b) launch(call++);
-    end.record(stream);
-    const double m = cuda::Event::elapsed_ms(start, end) / kBurst;
-    if (i >= kWarmup) ms.push_back(m);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 double copy_tb_per_s(const cuda::Stream& stream) {
@@ -223,6 +204,30 @@ struct Bench {
   }
 };
 
+// The receipt fields every GPU receipt carries (GATES.md): what, when, which commit ($MEMRA_COMMIT,
+// which the GPU recipe sets to the packed binaries' commit), the command, the GPU and versions.
+nlohmann::json receipt_header(int argc, char** argv, const cuda::DeviceInfo& info) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::string command;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) command += ' ';
+    command += argv[i];
+  }
+  const char* commit = std::getenv("MEMRA_COMMIT");
+  return {{"what", "kernel-bench"},
+          {"timestamp", stamp},
+          {"commit", commit ? commit : ""},
+          {"command", command},
+          {"device", info.name},
+          {"sm_count", info.sm_count},
+          {"driver_version", cuda::driver_version()},
+          {"runtime_version", cuda::runtime_version()}};
+}
+
 }  // namespace
 }  // namespace memra::bench
 
@@ -260,19 +265,15 @@ int main(int argc, char** argv) {
       const double copy = bench::copy_tb_per_s(stream);
       std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
                   info.sm_count, copy);
-      nlohmann::json out = {{"what", "kernel-bench"},
-                            {"device", info.name},
-                            {"sm_count", info.sm_count},
-                            {"copy_tb_per_s", copy}};
+      nlohmann::json out = bench::receipt_header(argc, argv, info);
+      out["copy_tb_per_s"] = copy;
       out["attention"] = bench::run_attention(stream, copy);
       if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
       return 0;
     }
     const bool checked = bench::run_check(dtypes, stream.get());
-    nlohmann::json out = {{"what", "kernel-bench"},
-                          {"device", info.name},
-                          {"sm_count", info.sm_count},
-                          {"check_pass", checked}};
+    nlohmann::json out = bench::receipt_header(argc, argv, info);
+    out["check_pass"] = checked;
     if (!checked || check_only) {
       if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
       std::printf("%s\n", checked ? "check ok" : "check FAILED: no timings");
