@@ -80,6 +80,19 @@ std::vector<std::vector<int32_t>> run_staggered(Engine& e,
   return out;
 }
 
+// A fixture model's engine options: MEMRA_TEST_DEVICE=cuda runs the determinism contract on the
+// GPU (scripts/gpu_check.sh); the CPU otherwise.
+EngineOptions fixture_options(const std::string& dir) {
+  const char* device = std::getenv("MEMRA_TEST_DEVICE");
+  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
+  EngineOptions o;
+  o.model = dir;
+  o.n_threads = 2;
+  o.device = on_cpu ? "cpu" : device;
+  o.context_length = 96;
+  return o;
+}
+
 class EngineFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
@@ -93,14 +106,8 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
   prompts.emplace_back(ref.prompt.begin() + 5, ref.prompt.end());
   prompts.emplace_back(ref.prompt.rbegin(), ref.prompt.rend());
 
-  // MEMRA_TEST_DEVICE=cuda runs the determinism contract on the GPU (scripts/gpu_check.sh).
-  const char* device = std::getenv("MEMRA_TEST_DEVICE");
-  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
-  EngineOptions o;
-  o.model = dir;
-  o.n_threads = 2;
-  o.device = on_cpu ? "cpu" : device;
-  o.context_length = 96;
+  EngineOptions o = fixture_options(dir);
+  const bool on_cpu = o.device == "cpu";
   std::vector<std::vector<int32_t>> alone;
   {
     auto e = Engine::create(o);
@@ -152,13 +159,8 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
     const size_t len = std::min(cut, ref.prompt.size());
     prompts.emplace_back(ref.prompt.end() - static_cast<std::ptrdiff_t>(len), ref.prompt.end());
   }
-  const char* device = std::getenv("MEMRA_TEST_DEVICE");
-  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
-  EngineOptions o;
-  o.model = dir;
-  o.n_threads = 2;
-  o.device = on_cpu ? "cpu" : device;
-  o.context_length = 96;
+  EngineOptions o = fixture_options(dir);
+  const bool on_cpu = o.device == "cpu";
   std::vector<std::vector<int32_t>> graphs;
   {
     auto e = Engine::create(o);
