@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -172,17 +173,20 @@ class CudaOps final : public Ops {
                      std::span<float* const> ys) override {
     if (n_tokens <= 0 || ws.empty()) return;
     const int64_t n_in = static_cast<int64_t>(ws[0]->ne[0]);
-    std::vector<kernels::MatmulOut> outs;
-    outs.reserve(ws.size());
+    constexpr size_t kMaxOuts = 4;  // q/k/v, gate/up: no allocation on the decode path
+    if (ws.size() > kMaxOuts || ys.size() != ws.size())
+      fail(ErrorCode::internal, "matmul_shared: {} weights, {} outputs (at most {})", ws.size(),
+           ys.size(), kMaxOuts);
+    std::array<kernels::MatmulOut, kMaxOuts> outs{};
     for (size_t i = 0; i < ws.size(); ++i) {
       if (static_cast<int64_t>(ws[i]->ne[0]) != n_in)
         fail(ErrorCode::internal, "matmul_shared: {} has {} inputs, {} has {}", ws[0]->name, n_in,
              ws[i]->name, ws[i]->ne[0]);
       const auto n_out = static_cast<int64_t>(ws[i]->n_rows());
-      outs.push_back({ws[i]->dtype, ws[i]->data, n_out, ys[i], n_out});
+      outs[i] = {ws[i]->dtype, ws[i]->data, n_out, ys[i], n_out};
     }
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    kernels::matmul_shared_x(outs.data(), static_cast<int>(outs.size()), n_in, x, n_tokens, scratch,
+    kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
                              stream());
     launched("matmul");
   }
