@@ -186,3 +186,32 @@ def test_a_reader_that_never_reads_is_cut_while_others_are_served(build_dir):
         c.close()
     finally:
         assert s.stop() == 0
+
+
+def test_a_large_answer_to_a_reader_that_never_reads_is_cut_by_the_write_timeout(build_dir):
+    # One non-streamed body of megabytes: the write timeout must hold inside a single write
+    # too (a blocking send of the whole body would wait for the reader forever).
+    s = Server(fake_server_binary(build_dir), ["--write-timeout", "1", "--ctx-size", "70000"],
+               env={"MEMRA_FAKE_STEP_MS": "0"})
+    try:
+        c = socket.socket()
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.connect(("127.0.0.1", s.port))
+        body = json.dumps({"prompt": "x", "max_tokens": 20000, "ignore_eos": True,
+                           "logprobs": 20}).encode()
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        finished = 'memra:request_success_total{finished_reason="length"}'
+        deadline = time.time() + 60
+        while s.metrics().get(finished, 0) != 1:  # the generation itself completes
+            assert time.time() < deadline, s.log_text()
+            time.sleep(0.2)
+        # Then the handler gives up on the body within the write timeout: only the metrics
+        # request itself stays in flight.
+        while s.metrics()["memra:http_requests_in_flight"] != 1:
+            assert time.time() < deadline, s.log_text()
+            time.sleep(0.2)
+        assert completion(s, timeout=10).status_code == 200
+        c.close()
+    finally:
+        assert s.stop() == 0
