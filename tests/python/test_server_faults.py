@@ -215,3 +215,37 @@ def test_a_large_answer_to_a_reader_that_never_reads_is_cut_by_the_write_timeout
         c.close()
     finally:
         assert s.stop() == 0
+
+
+def test_with_several_models_a_failed_one_is_reported_and_the_others_serve(build_dir, tmp_path):
+    missing = tmp_path / "missing.gguf"
+    s = Server(real_server_binary(build_dir),
+               ["--models", f"good={FIXTURE},broken={missing}", "--kv-blocks", "64"])
+    try:
+        ready = httpx.get(s.url + "/readyz", timeout=10)
+        assert ready.status_code == 200
+        failed = ready.json()["failed_models"]
+        assert [f["id"] for f in failed] == ["broken"] and str(missing) in failed[0]["error"]
+        models = {m["id"]: m for m in httpx.get(s.url + "/v1/models", timeout=10).json()["data"]}
+        assert models["good"]["status"] == "ready"
+        assert models["broken"]["status"] == "failed" and str(missing) in models["broken"]["error"]
+        ok = httpx.post(s.url + "/v1/completions", timeout=60,
+                        json={"model": "good", "prompt": "hello", "max_tokens": 3})
+        assert ok.status_code == 200 and ok.json()["model"] == "good"
+        refused = httpx.post(s.url + "/v1/completions", timeout=60,
+                             json={"model": "broken", "prompt": "hello", "max_tokens": 3})
+        assert refused.status_code == 404
+        assert "failed to load" in refused.json()["error"]["message"]
+        assert "failed to load, serving the others" in s.log_text()
+    finally:
+        assert s.stop() == 0
+
+
+def test_with_several_models_none_loading_exits_non_zero_naming_each(build_dir, tmp_path):
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    p = subprocess.run([str(real_server_binary(build_dir)), "--port", "0",
+                        "--models", f"one={a},two={b}"], capture_output=True, text=True,
+                       timeout=120)
+    out = p.stderr + p.stdout
+    assert p.returncode != 0, out
+    assert "none of the 2 models could be loaded" in out and str(a) in out and str(b) in out
