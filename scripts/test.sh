@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: setup, format check, CPU build + unit/gate tests,
-# sanitizer build of the untrusted-input tests, compile-only CUDA build, Python oracle tests,
-# a 2-minute server soak.
+# sanitizer build of the untrusted-input tests, a 45-second HTTP fuzz run, compile-only CUDA
+# build, Python oracle tests, a 2-minute server soak.
 # Usage: scripts/test.sh          (CI runs exactly this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,19 @@ echo "== asan build + untrusted-input tests"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$JOBS" --target memra_asan_tests
 ctest --preset asan -j "$JOBS" -L asan
+
+echo "== http fuzzer (45 s, libFuzzer + ASan + UBSan)"
+# The request reader and the SSE stream writer (fuzz/http_fuzz.cpp), seeded with requests real
+# clients sent (fuzz/corpus/http); new inputs go to a scratch corpus in the build folder, and a
+# crash leaves its input there too (build/fuzz/crash-*), for CI to keep.
+CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMEMRA_FUZZ=ON -DMEMRA_SANITIZE=ON -DMEMRA_TESTS=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  >/dev/null
+cmake --build build/fuzz -j "$JOBS" --target http_fuzz
+mkdir -p build/fuzz/http-corpus
+build/fuzz/fuzz/http_fuzz build/fuzz/http-corpus fuzz/corpus/http -max_total_time=45 \
+  -timeout=10 -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ -print_final_stats=1 2>&1 |
+  tail -n 40
 
 echo "== cuda build (compile only)"
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then

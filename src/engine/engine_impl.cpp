@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <random>
@@ -49,6 +50,20 @@ constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 1024;
 constexpr size_t kMaxStopTokenIds = 1024;
 constexpr uint64_t kDefaultKvMaxBytes = 1ull << 30;  // when kv_blocks = 0
+
+// Fault injection for tests of the error paths (never set in production): MEMRA_ENGINE_FAULT=
+// step:N makes the N-th engine step (1-based) throw before its forward pass, as a transient bug
+// would: only that step's requests fail and the engine serves on. 0 = off.
+int64_t step_fault_from_env() {
+  const char* v = std::getenv("MEMRA_ENGINE_FAULT");
+  if (!v || !*v) return 0;
+  const std::string s(v);
+  char* end = nullptr;
+  const long long n = s.starts_with("step:") ? std::strtoll(s.c_str() + 5, &end, 10) : 0;
+  if (n <= 0 || !end || *end)
+    fail(ErrorCode::invalid_argument, "MEMRA_ENGINE_FAULT={} is not step:N (N >= 1)", s);
+  return n;
+}
 
 // A request in flight: its scheduling state plus sampling, detokenization and stop state.
 struct Active : SeqState {
@@ -121,6 +136,8 @@ class EngineImpl final : public Engine {
   RequestId next_id_ = 1;
   uint64_t seed_base_ = 0;
   EngineStats stats_;
+  int64_t fault_step_ = step_fault_from_env();  // engine thread only, as steps_started_
+  int64_t steps_started_ = 0;
   std::thread thread_;
 };
 
@@ -427,6 +444,8 @@ void EngineImpl::step() {
   const size_t rows = plan.batch.logit_tokens.size();
   const bool greedy = plain_greedy_step(plan);
   try {
+    if (++steps_started_ == fault_step_)
+      fail(ErrorCode::internal, "injected step fault (MEMRA_ENGINE_FAULT=step:{})", fault_step_);
     if (greedy) {
       greedy_ids_.resize(rows);
       parts_.model->forward_greedy(plan.batch, *kv_, n_tokens_, greedy_ids_);

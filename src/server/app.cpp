@@ -21,8 +21,9 @@ void send_error(HttpExchange& ex, const ApiError& e, ErrorFormat format) {
             format == ErrorFormat::anthropic ? anthropic_error_json(e) : api_error_json(e), extra);
 }
 
-void App::set_models(std::vector<ServedModel> models) {
+void App::set_models(std::vector<ServedModel> models, std::vector<FailedModel> failed) {
   models_ = std::move(models);
+  failed_ = std::move(failed);
   ready_.store(true, std::memory_order_release);
 }
 
@@ -35,6 +36,10 @@ ServedModel& App::model(const std::string& name) {
   if (name.empty() && !models_.empty()) return models_.front();
   for (ServedModel& m : models_)
     if (m.id == name) return m;
+  for (const FailedModel& f : failed_)
+    if (f.id == name)
+      throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                     fmt::format("The model '{}' failed to load at start: {}", name, f.error));
   throw ApiError(404, "invalid_request_error", "model", "model_not_found",
                  fmt::format("The model '{}' does not exist", name));
 }
@@ -107,6 +112,12 @@ void App::route(const HttpRequest& req, HttpExchange& ex, std::string& route_nam
                                           : "ok";
     nlohmann::json body = {{"status", status}};
     if (path != "/livez" && !fatal.empty()) body["error"] = fatal;
+    // Models that failed to load at start (the others serve): ready, but visibly degraded.
+    if (path != "/livez" && ready() && !failed_models().empty()) {
+      body["failed_models"] = nlohmann::json::array();
+      for (const FailedModel& f : failed_models())
+        body["failed_models"].push_back({{"id", f.id}, {"error", f.error}});
+    }
     send_json(ex, up ? 200 : 503, body);
     return;
   }

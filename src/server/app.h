@@ -37,6 +37,12 @@ struct ServedModel {
   ReasoningFormat reasoning;
 };
 
+// A configured model that failed to load at start (several models: the others are served).
+struct FailedModel {
+  std::string id;     // its alias, else its source
+  std::string error;  // why, as logged
+};
+
 struct AppConfig {
   RequestLimits request_limits;
   ApiKeys keys;
@@ -49,8 +55,9 @@ class App {
  public:
   explicit App(AppConfig config) : config_(std::move(config)), responses_(config_.response_store) {}
 
-  // Attaches the loaded models and becomes ready. Call once.
-  void set_models(std::vector<ServedModel> models);
+  // Attaches the loaded models and becomes ready; `failed` are reported by /readyz, /health and
+  // /v1/models, and requests naming one get 404 with the reason. Call once.
+  void set_models(std::vector<ServedModel> models, std::vector<FailedModel> failed = {});
   void set_draining() { draining_.store(true); }
   // Makes every running generation stop as if its client had left (forced shutdown).
   void abort_generations() { abort_.store(true); }
@@ -63,6 +70,7 @@ class App {
   // For handlers.
   ServedModel& model(const std::string& name);  // ApiError 404 for an unknown name
   const std::vector<ServedModel>& models() const { return models_; }
+  const std::vector<FailedModel>& failed_models() const { return failed_; }
   const AppConfig& config() const { return config_; }
   Metrics& metrics() { return metrics_; }
   ResponseStore& responses() { return responses_; }
@@ -77,6 +85,7 @@ class App {
 
   AppConfig config_;
   std::vector<ServedModel> models_;
+  std::vector<FailedModel> failed_;  // set once, before ready_
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::atomic<bool> abort_{false};

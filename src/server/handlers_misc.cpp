@@ -17,7 +17,8 @@ nlohmann::json model_card(const ServedModel& m) {
           {"owned_by", "memra"},
           {"max_model_len", info.context_length},
           {"architecture", info.architecture},
-          {"device", info.device}};
+          {"device", info.device},
+          {"status", "ready"}};
 }
 
 bool valid_utf8(std::string_view s) {
@@ -50,6 +51,14 @@ void handle_models(App& app, const HttpRequest& req, HttpExchange& ex) {
   }
   nlohmann::json data = nlohmann::json::array();
   for (const ServedModel& m : app.models()) data.push_back(model_card(m));
+  // Listed so an operator sees them; "status" tells clients they cannot be used.
+  for (const FailedModel& f : app.failed_models())
+    data.push_back({{"id", f.id},
+                    {"object", "model"},
+                    {"created", 0},
+                    {"owned_by", "memra"},
+                    {"status", "failed"},
+                    {"error", f.error}});
   send_json(ex, 200, {{"object", "list"}, {"data", data}});
 }
 

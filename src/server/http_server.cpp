@@ -145,7 +145,8 @@ class RequestReader {
                        std::to_string(limits_.max_body_bytes)};
     if (const std::string* expect = req.header("expect");
         expect && lower(*expect) == "100-continue")
-      ::send(fd_, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL);
+      // Best effort and never blocking: a client that reads nothing cannot hold the reader here.
+      (void)::send(fd_, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (buffer_.size() < length) {
       int got = fill(deadline, 0);
       if (got == 0 || got == -1) return {-1, ""};
@@ -227,7 +228,9 @@ bool HttpExchange::write_all(std::string_view data) {
       broken_ = true;
       return false;
     }
-    ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+    // Non-blocking: POLLOUT means only some room, and a blocking send of more than that would
+    // wait for the client past the deadline (a reader that never reads would hold the thread).
+    ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       broken_ = true;
@@ -387,6 +390,20 @@ void HttpServer::connection_done(int fd) {
   std::lock_guard lock(mutex_);
   connections_.erase(fd);
   idle_cv_.notify_all();
+}
+
+int http_read_requests(int fd, const HttpLimits& limits,
+                       const std::function<void(const HttpRequest&)>& on_request) {
+  const std::atomic<bool> stopping{false};
+  RequestReader reader(fd, limits, stopping);
+  for (;;) {
+    HttpRequest req;
+    bool keep_alive = false;
+    const ReadResult r = reader.read(req, keep_alive);
+    if (r.status != 0) return std::max(r.status, 0);
+    on_request(req);
+    if (!keep_alive) return 0;
+  }
 }
 
 void HttpServer::serve_connection(int fd) {

@@ -108,6 +108,13 @@ class HttpServer {
   std::set<int> connections_;
 };
 
+// Reads the requests a peer sends on the connected socket `fd` the way a connection of HttpServer
+// does (pipelined, with the same limits and refusals), without answering them: `on_request` sees
+// each parsed request. Returns the status the server would refuse the next one with (400, 408,
+// 411, 413, 431, 505), or 0 once the peer closed or asked to close. For the parser's fuzz target.
+int http_read_requests(int fd, const HttpLimits& limits,
+                       const std::function<void(const HttpRequest&)>& on_request);
+
 // "Bad Request" etc. for a status code.
 const char* http_reason(int status);
 

@@ -58,33 +58,61 @@ class LoadProgress {
   std::thread thread_;
 };
 
-std::vector<ServedModel> load_models(const ServerConfig& config, const ModelLoader& loader) {
+ServedModel load_model(const ServerConfig& config, const ModelLoader& loader,
+                       const ModelSpec& spec) {
+  std::string what = spec.source.empty() ? "the default model" : spec.source;
+  MEMRA_LOG_INFO("loading {}", what);
+  auto start = Clock::now();
+  ServedModel m;
+  {
+    LoadProgress progress(what);
+    EngineOptions options = config.engine;
+    options.model = spec.source;
+    m = loader(spec, options);
+  }
+  if (!spec.alias.empty()) m.id = spec.alias;
+  const EngineModelInfo& info = m.engine->model_info();
+  MEMRA_LOG_INFO(
+      "loaded '{}' ({}) on {}: context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} "
+      "MiB, chat template {}, in {:.2f} s",
+      m.id, info.architecture, info.device, info.context_length, info.n_vocab,
+      info.weight_bytes / 1048576.0, info.kv_cache_bytes / 1048576.0,
+      m.render_chat ? "yes" : "none", std::chrono::duration<double>(Clock::now() - start).count());
+  return m;
+}
+
+struct LoadedModels {
+  std::vector<ServedModel> served;
+  std::vector<FailedModel> failed;
+};
+
+// One model: a failure ends the start (the caller exits non-zero with the reason). Several: a
+// model that fails is logged and reported (/readyz, /v1/models) and the others are served;
+// only when none loads does the start fail.
+LoadedModels load_models(const ServerConfig& config, const ModelLoader& loader) {
   std::vector<ModelSpec> specs = config.models;
   if (specs.empty()) specs.push_back({"", ""});  // the default model
-  std::vector<ServedModel> out;
+  LoadedModels out;
   for (const ModelSpec& spec : specs) {
-    std::string what = spec.source.empty() ? "the default model" : spec.source;
-    MEMRA_LOG_INFO("loading {}", what);
-    auto start = Clock::now();
     ServedModel m;
-    {
-      LoadProgress progress(what);
-      EngineOptions options = config.engine;
-      options.model = spec.source;
-      m = loader(spec, options);
+    try {
+      m = load_model(config, loader, spec);
+    } catch (const std::exception& e) {
+      if (specs.size() == 1) throw;
+      const std::string id = spec.alias.empty() ? spec.source : spec.alias;
+      MEMRA_LOG_ERROR("model '{}' failed to load, serving the others: {}", id, e.what());
+      out.failed.push_back({id, e.what()});
+      continue;
     }
-    if (!spec.alias.empty()) m.id = spec.alias;
-    for (const ServedModel& other : out)
+    for (const ServedModel& other : out.served)
       if (other.id == m.id) fail(ErrorCode::invalid_argument, "two models are named '{}'", m.id);
-    const EngineModelInfo& info = m.engine->model_info();
-    MEMRA_LOG_INFO(
-        "loaded '{}' ({}) on {}: context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} "
-        "MiB, chat template {}, in {:.2f} s",
-        m.id, info.architecture, info.device, info.context_length, info.n_vocab,
-        info.weight_bytes / 1048576.0, info.kv_cache_bytes / 1048576.0,
-        m.render_chat ? "yes" : "none",
-        std::chrono::duration<double>(Clock::now() - start).count());
-    out.push_back(std::move(m));
+    out.served.push_back(std::move(m));
+  }
+  if (out.served.empty()) {
+    std::string why;
+    for (const FailedModel& f : out.failed) why += fmt::format("\n  '{}': {}", f.id, f.error);
+    fail(ErrorCode::invalid_argument, "none of the {} models could be loaded:{}", specs.size(),
+         why);
   }
   return out;
 }
@@ -92,10 +120,10 @@ std::vector<ServedModel> load_models(const ServerConfig& config, const ModelLoad
 // Loads on a worker thread so that SIGTERM / SIGINT still work while a model loads, which can
 // be a long first-run download: a signal then ends the process at once (nothing is served yet;
 // a partial download is resumed by the next start).
-std::vector<ServedModel> load_models_or_exit(const ServerConfig& config, const ModelLoader& loader,
-                                             const sigset_t& signals) {
-  std::promise<std::vector<ServedModel>> loaded;
-  std::future<std::vector<ServedModel>> result = loaded.get_future();
+LoadedModels load_models_or_exit(const ServerConfig& config, const ModelLoader& loader,
+                                 const sigset_t& signals) {
+  std::promise<LoadedModels> loaded;
+  std::future<LoadedModels> result = loaded.get_future();
   std::thread worker([&] {
     try {
       loaded.set_value(load_models(config, loader));
@@ -141,7 +169,8 @@ int run_server(const ServerConfig& config, const ModelLoader& loader) {
                  n_keys ? "" : ", auth off");
   int rc = 0;
   try {
-    app.set_models(load_models_or_exit(config, loader, set));
+    LoadedModels loaded = load_models_or_exit(config, loader, set);
+    app.set_models(std::move(loaded.served), std::move(loaded.failed));
     MEMRA_LOG_INFO("ready: http://{}:{}/v1", config.host, http.port());
     while (!wait_signal(set, 1000)) {
     }
