@@ -25,7 +25,7 @@ TensorView expert_slice(const TensorView& stacked, int e) {
 
 // Softmax over each row's router logits (in double), the k largest probabilities (ties: lower
 // expert index), renormalized over the k when configured: transformers' Qwen3MoeTopKRouter.
-// Fills moe_.rows / moe_.weights per expert, tokens in increasing order.
+// Fills rows[e] / weights[e] per expert e with the tokens that chose it, in increasing order.
 void route_rows(const std::vector<float>& logits, int64_t n, int n_expert, int k, bool normalize,
                 std::vector<std::vector<int32_t>>& rows, std::vector<std::vector<float>>& weights) {
   rows.resize(n_expert);
@@ -41,7 +41,9 @@ void route_rows(const std::vector<float>& logits, int64_t n, int n_expert, int k
     const double max = *std::max_element(l, l + n_expert);
     double sum = 0;
     for (int e = 0; e < n_expert; ++e) sum += p[e] = std::exp(double{l[e]} - max);
-    for (int e = 0; e < n_expert; ++e) p[e] /= sum;
+    // A NaN probability (from NaN activations) ranks last, keeping the comparison a strict
+    // weak order; the token's output is NaN either way.
+    for (int e = 0; e < n_expert; ++e) p[e] = std::isnan(p[e] / sum) ? -1.0 : p[e] / sum;
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
