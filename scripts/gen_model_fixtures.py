@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Generates the model-gate fixtures: tiny random-weight Hugging Face checkpoints of llama (with
-llama3 rope scaling), qwen2, qwen3 and gemma3 (sliding + full layers, window shorter than the
-prompt), and transformers' float32 reference for them.
+llama3 rope scaling), qwen2, qwen3, gemma3 (sliding + full layers, window shorter than the
+prompt) and qwen3_moe (two fixtures: qwen3_moe renormalizes the top-k router weights and has a
+dense layer from mlp_only_layers; qwen3_moe_sparse_step does not renormalize and makes every
+second layer sparse by decoder_sparse_step), and transformers' float32 reference for them.
 
 Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
 
-Per architecture, tests/fixtures/models/<arch>/ holds config.json, generation_config.json,
+Per fixture, tests/fixtures/models/<fixture>/ holds config.json, generation_config.json,
 tokenizer.json (BPE, 128 tokens), model.safetensors (weights rounded to bf16 and stored as bf16, to keep the fixture small; the
 reference is computed in float32 from exactly those values), and reference.json:
   prompt   the prompt token ids (48)
@@ -32,6 +34,11 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden
               num_attention_heads=3, num_key_value_heads=1, head_dim=32,
               max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
               pad_token_id=0)
+
+
+# Fixture name -> seed (each fixture's seed is fixed, so adding one leaves the others' bytes).
+FIXTURES = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "qwen3_moe": 1238,
+            "qwen3_moe_sparse_step": 1239}
 
 
 def write_tokenizer(out_dir):
@@ -69,6 +76,17 @@ def make_config(arch):
             **COMMON, rope_parameters=rope, layer_types=["sliding_attention", "full_attention"],
             sliding_window=8, query_pre_attn_scalar=24, final_logit_softcapping=10.0,
             hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True)
+    if arch == "qwen3_moe":
+        return transformers.Qwen3MoeConfig(
+            **{**COMMON, "num_hidden_layers": 3}, rope_parameters={"rope_type": "default",
+                                                                  "rope_theta": 1000000.0},
+            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, norm_topk_prob=True,
+            mlp_only_layers=[1], decoder_sparse_step=1, tie_word_embeddings=False)
+    if arch == "qwen3_moe_sparse_step":
+        return transformers.Qwen3MoeConfig(
+            **COMMON, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+            num_experts=6, num_experts_per_tok=3, moe_intermediate_size=16, norm_topk_prob=False,
+            mlp_only_layers=[], decoder_sparse_step=2, tie_word_embeddings=True)
     raise ValueError(arch)
 
 
@@ -124,10 +142,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     root = pathlib.Path(__file__).resolve().parents[1]
     parser.add_argument("--out", type=pathlib.Path, default=root / "tests/fixtures/models")
-    parser.add_argument("--arch", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3"])
+    parser.add_argument("--arch", nargs="*", default=list(FIXTURES))
     args = parser.parse_args()
-    for i, arch in enumerate(args.arch):
-        generate(arch, args.out / arch, seed=1234 + i)
+    for arch in args.arch:
+        generate(arch, args.out / arch, seed=FIXTURES[arch])
 
 
 if __name__ == "__main__":

@@ -136,6 +136,9 @@ DType choose_type(const PolicyContext& ctx, const TensorView& tensor) {
   // Vectors (norms, biases, rope factors) stay F32 in every mix, as both llama.cpp tools do.
   const bool matrix = tensor.n_dims >= 2 && name.ends_with(".weight") && !contains(name, "norm");
   if (!matrix) return DType::f32;
+  // MoE routers stay F32 too (gguf-py keeps FFN_GATE_INP in float32, llama-quantize never
+  // quantizes ffn_gate_inp): a rounded router logit can flip a token's choice of experts.
+  if (contains(name, "ffn_gate_inp")) return DType::f32;
   const DType wanted = (ctx.mix == Mix::q4_k_m || ctx.mix == Mix::q5_k_m || ctx.mix == Mix::q6_k)
                            ? k_mix_type(ctx, name)
                            : info(ctx.mix).base;

@@ -91,6 +91,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"LlamaForCausalLM", "llama", "llama"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},
     {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
 };
 
@@ -120,7 +121,7 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
   }
   fail(ErrorCode::unsupported,
        "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
-       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM)",
+       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM)",
        r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
 }
 
@@ -252,6 +253,47 @@ void read_dense(HfModelConfig& out, const ConfigReader& r) {
   write_rope_scaling(out, rope, r.file);
 }
 
+// Qwen3 MoE: a top-k softmax router over num_experts SiLU-gated experts in the layers that
+// decoder_sparse_step selects ((i + 1) % step == 0) minus mlp_only_layers; the other layers keep
+// the dense MLP of intermediate_size.
+void read_qwen3moe(HfModelConfig& out, const ConfigReader& r) {
+  const std::string& a = out.arch;
+  gguf::Metadata& md = out.metadata;
+  // Hub checkpoints say num_experts; transformers 5 writes its alias num_local_experts.
+  const auto experts = r.opt_int("num_experts", 1, 1 << 16);
+  const auto local = r.opt_int("num_local_experts", 1, 1 << 16);
+  if (experts && local && *experts != *local)
+    fail(ErrorCode::malformed_file, "{}: num_experts {} differs from num_local_experts {}", r.file,
+         *experts, *local);
+  if (!experts && !local)
+    fail(ErrorCode::malformed_file,
+         "{}: required field num_experts (or num_local_experts) is "
+         "missing",
+         r.file);
+  const int64_t n_expert = experts ? *experts : *local;
+  const int64_t n_used = r.req_int("num_experts_per_tok", 1, n_expert);
+  const int64_t step = r.opt_int("decoder_sparse_step", 1, 1 << 12).value_or(1);
+  set_u32(md, a + ".expert_count", n_expert);
+  set_u32(md, a + ".expert_used_count", n_used);
+  set_u32(md, a + ".expert_feed_forward_length", r.req_int("moe_intermediate_size", 1, 1 << 22));
+  md.set(a + ".expert_weights_norm", Value::make_bool(r.opt_bool("norm_topk_prob", false)));
+  std::vector<bool> dense(static_cast<size_t>(out.n_layer), false);
+  if (const json* only = r.find("mlp_only_layers")) {
+    if (!only->is_array())
+      fail(ErrorCode::malformed_file, "{}: mlp_only_layers must be an array of layer indices",
+           r.file);
+    for (const json& i : *only) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= out.n_layer)
+        fail(ErrorCode::malformed_file, "{}: mlp_only_layers entry {} is not a layer below {}",
+             r.file, i.dump(), out.n_layer);
+      dense[i.get<size_t>()] = true;
+    }
+  }
+  out.moe_layers.resize(dense.size());
+  for (size_t i = 0; i < dense.size(); ++i)
+    out.moe_layers[i] = !dense[i] && (int64_t(i) + 1) % step == 0;
+}
+
 // Per-layer sliding flags: layer_types, else the legacy sliding_window_pattern, else 6.
 std::vector<bool> gemma3_sliding_layers(const ConfigReader& r, int64_t n_layer) {
   std::vector<bool> sliding(static_cast<size_t>(n_layer));
@@ -373,6 +415,7 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
   } else {
     read_dense(out, r);
   }
+  if (out.arch == "qwen3moe") read_qwen3moe(out, r);
   const json empty = json::object();
   const json& gen = generation_config.is_object() ? generation_config : empty;
   read_token_ids(out, r, ConfigReader{gen, "generation_config.json"});

@@ -1,7 +1,8 @@
 // Hugging Face config.json + generation_config.json -> GGUF-convention metadata, with the keys
 // and value types llama.cpp's converter writes, so an HF folder and a GGUF of the same model
 // give model code the same metadata. Supported: LlamaForCausalLM (llama), Qwen2ForCausalLM
-// (qwen2), Qwen3ForCausalLM (qwen3), Gemma3ForCausalLM (gemma3, model_type gemma3_text).
+// (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
+// Gemma3ForCausalLM (gemma3, model_type gemma3_text).
 // Unknown architectures, Gemma3ForConditionalGeneration (multimodal; refused, not reduced to
 // its text_config) and config values that change the math without a mapping are refused by name.
 //
@@ -24,6 +25,13 @@
 //   A.attention.sliding_window_pattern (array of bool per layer, true = sliding window),
 //   A.attention.scale (f32, 1/sqrt(query_pre_attn_scalar)), and when the config sets them
 //   A.final_logit_softcapping / A.attn_logit_softcapping (f32).
+//   qwen3moe: A.expert_count (num_experts), A.expert_used_count (num_experts_per_tok),
+//   A.expert_feed_forward_length (moe_intermediate_size), A.expert_weights_norm (bool,
+//   norm_topk_prob). Which layers are sparse (decoder_sparse_step, mlp_only_layers) has no GGUF
+//   key: a layer is sparse when it has blk.N.ffn_gate_inp.weight (llama.cpp's qwen3moe expects
+//   every layer sparse), and the archive checks the checkpoint's tensors against the config.
+//   A GGUF without A.expert_weights_norm renormalizes the top-k weights (llama.cpp hard-codes
+//   that for qwen3moe).
 //
 // What model code must assume when a GGUF from llama.cpp lacks a gemma3 key (llama.cpp
 // hard-codes these for gemma3):
@@ -63,6 +71,7 @@ struct HfModelConfig {
   bool tied_embeddings = false;
   gguf::Metadata metadata;        // GGUF-convention keys listed above
   std::vector<float> rope_freqs;  // llama3 rope scaling: contents of rope_freqs.weight, else empty
+  std::vector<bool> moe_layers;   // qwen3moe: [n_layer] true where the layer routes to experts
 };
 
 // Maps parsed config.json (and generation_config.json, null when absent) to metadata. `name` is

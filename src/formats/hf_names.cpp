@@ -46,11 +46,33 @@ constexpr Mapping kGemma3Layer[] = {
     {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
 
+// Qwen3 MoE: the router; the experts' matrices are slices of stacked tensors (expert_suffix).
+constexpr Mapping kMoeLayer[] = {
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+};
+
+constexpr Mapping kExpertSuffix[] = {
+    {"gate_proj.weight", "ffn_gate_exps.weight"},
+    {"up_proj.weight", "ffn_up_exps.weight"},
+    {"down_proj.weight", "ffn_down_exps.weight"},
+};
+
 constexpr Mapping kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
     {"lm_head.weight", "output.weight"},
 };
+
+// A plain decimal number without leading zeros (at most 5 digits), or -1.
+int parse_index(std::string_view digits) {
+  if (digits.empty() || digits.size() > 5 || (digits.size() > 1 && digits[0] == '0')) return -1;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+  }
+  int value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return ec == std::errc() && end == digits.data() + digits.size() ? value : -1;
+}
 
 template <size_t N>
 std::optional<std::string_view> look_up(const Mapping (&table)[N], std::string_view hf) {
@@ -67,15 +89,31 @@ std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_
     return look_up(kQkNormLayer, suffix);
   }
   if (auto g = look_up(kDenseLayer, suffix)) return g;
-  if (arch == "qwen3") return look_up(kQkNormLayer, suffix);
+  if (arch == "qwen3moe") {
+    if (auto g = look_up(kMoeLayer, suffix)) return g;
+  }
+  if (arch == "qwen3" || arch == "qwen3moe") return look_up(kQkNormLayer, suffix);
   return std::nullopt;
+}
+
+// "mlp.experts.E.<suffix>" -> the stacked tensor's suffix, with E in *expert.
+std::optional<std::string_view> expert_suffix(std::string_view suffix, int* expert) {
+  constexpr std::string_view kExperts = "mlp.experts.";
+  if (!suffix.starts_with(kExperts)) return std::nullopt;
+  const std::string_view rest = suffix.substr(kExperts.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  *expert = parse_index(rest.substr(0, dot));
+  if (*expert < 0) return std::nullopt;
+  return look_up(kExpertSuffix, rest.substr(dot + 1));
 }
 
 }  // namespace
 
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name) {
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma3")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
+      arch != "gemma3")
     return std::nullopt;
   if (auto g = look_up(kGlobal, hf_name)) return GgufTensorName{std::string(*g), -1};
 
@@ -83,18 +121,14 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
   if (!hf_name.starts_with(kPrefix)) return std::nullopt;
   const std::string_view rest = hf_name.substr(kPrefix.size());
   const size_t dot = rest.find('.');
-  if (dot == std::string_view::npos || dot == 0 || dot > 5) return std::nullopt;
-  const std::string_view digits = rest.substr(0, dot);
-  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-  }
-  int layer = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  const auto suffix = layer_suffix(arch, rest.substr(dot + 1));
+  if (dot == std::string_view::npos) return std::nullopt;
+  const int layer = parse_index(rest.substr(0, dot));
+  if (layer < 0) return std::nullopt;
+  int expert = -1;
+  auto suffix = layer_suffix(arch, rest.substr(dot + 1));
+  if (!suffix && arch == "qwen3moe") suffix = expert_suffix(rest.substr(dot + 1), &expert);
   if (!suffix) return std::nullopt;
-  return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer};
+  return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer, expert};
 }
 
 bool hf_tensor_is_buffer(std::string_view hf_name) {

@@ -47,6 +47,10 @@ ModelArchive archive_open_gguf(const std::string& path);
 //     converter stores it, so model code applies plain x_hat*w for every architecture;
 //   - llama3 rope scaling: an owned F32 tensor rope_freqs.weight (ne = {head_dim/2}) holds the
 //     per-frequency divisors llama.cpp's converter writes;
+//   - qwen3moe: the per-expert matrices mlp.experts.E.{gate,up,down}_proj.weight are stacked
+//     into blk.N.ffn_{gate,up,down}_exps.weight, ne = {n_in, n_out, n_expert} (owned copies),
+//     and each layer's tensors must match the config's sparse layers (decoder_sparse_step,
+//     mlp_only_layers);
 //   - a tensor whose data is not aligned to its element size in the file is copied (owned).
 ModelArchive archive_open_hf_folder(const std::string& folder);
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -111,6 +112,54 @@ void add_rope_freqs(ModelArchive& archive, const std::vector<float>& factors) {
   archive.keep_alive.push_back(std::move(buffer));
 }
 
+// One stacked expert tensor under assembly: its slices by expert index.
+using ExpertSlices = std::map<std::string, std::vector<TensorView>>;
+
+// Stacks each tensor's per-expert slices (HF [out, in] each) into one 3-D tensor with ggml dims
+// {in, out, n_expert}, expert e's rows at offset e * slice bytes, as llama.cpp's converter
+// stacks them. Every slice must be present, with one dtype and one shape.
+void stack_experts(ModelArchive& archive, ExpertSlices& slices, int64_t n_expert,
+                   const std::string& folder) {
+  for (auto& [name, parts] : slices) {
+    if (static_cast<int64_t>(parts.size()) != n_expert)
+      fail(ErrorCode::malformed_file, "{}: {} has {} expert slices, expected num_experts {}",
+           folder, name, parts.size(), n_expert);
+    const TensorView& first = parts[0];
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const TensorView& p = parts[e];
+      if (!p.data) fail(ErrorCode::malformed_file, "{}: {} lacks expert {}", folder, name, e);
+      if (p.n_dims != 2 || p.dtype != first.dtype || p.ne != first.ne)
+        fail(ErrorCode::malformed_file,
+             "{}: expert {} of {} differs in dtype or shape from expert 0", folder, e, name);
+    }
+    TensorView view = first;
+    view.name = name;
+    view.n_dims = 3;
+    view.ne[2] = static_cast<uint64_t>(n_expert);
+    own_copy(archive, view, first.n_bytes * n_expert, [&](uint8_t* dst) {
+      for (int64_t e = 0; e < n_expert; ++e)
+        std::memcpy(dst + e * first.n_bytes, parts[e].data, first.n_bytes);
+    });
+    archive.tensors.push_back(std::move(view));
+  }
+}
+
+// qwen3moe: the layers the config makes sparse have a router, the others a dense MLP.
+void check_moe_layers(const HfModelConfig& cfg, const std::set<std::string>& seen,
+                      const std::string& folder) {
+  for (size_t il = 0; il < cfg.moe_layers.size(); ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const bool router = seen.contains(p + "ffn_gate_inp.weight");
+    const bool dense = seen.contains(p + "ffn_down.weight");
+    if (router != cfg.moe_layers[il] || dense == cfg.moe_layers[il])
+      fail(ErrorCode::malformed_file,
+           "{}: layer {} should be {} (decoder_sparse_step, mlp_only_layers) but its tensors "
+           "say otherwise",
+           folder, il,
+           cfg.moe_layers[il] ? "sparse (mlp.gate, mlp.experts)" : "dense (mlp.*_proj)");
+  }
+}
+
 }  // namespace
 
 ModelArchive archive_open_hf_folder(const std::string& folder) {
@@ -125,6 +174,8 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     if (shard.mapping()) archive.keep_alive.push_back(shard.mapping());
   }
   std::set<std::string> seen;
+  ExpertSlices experts;
+  const int64_t n_expert = cfg.metadata.get_int(cfg.arch + ".expert_count").value_or(0);
   for (const auto& [hf_name, ref] : checkpoint->tensors) {
     if (hf_tensor_is_buffer(hf_name)) continue;
     const auto gguf_name = hf_tensor_name_to_gguf(cfg.arch, hf_name);
@@ -142,11 +193,26 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
       fail(ErrorCode::unsupported, "{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16",
            folder, hf_name, dtype_name(view.dtype));
     view.name = gguf_name->name;
+    if (gguf_name->expert >= 0) {
+      if (gguf_name->expert >= n_expert)
+        fail(ErrorCode::malformed_file, "{}: tensor '{}' is for expert {} but num_experts is {}",
+             folder, hf_name, gguf_name->expert, n_expert);
+      std::vector<TensorView>& parts = experts[view.name];
+      parts.resize(static_cast<size_t>(n_expert));
+      if (parts[gguf_name->expert].data)
+        fail(ErrorCode::malformed_file, "{}: two tensors map to expert {} of '{}'", folder,
+             gguf_name->expert, view.name);
+      parts[gguf_name->expert] = std::move(view);
+      seen.insert(gguf_name->name);
+      continue;
+    }
     if (!seen.insert(view.name).second)
       fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
     transform(archive, cfg, view, hf_name);
     archive.tensors.push_back(std::move(view));
   }
+  stack_experts(archive, experts, n_expert, folder);
+  check_moe_layers(cfg, seen, folder);
   if (!cfg.tied_embeddings && !seen.contains("output.weight"))
     fail(ErrorCode::malformed_file,
          "{}: tie_word_embeddings is false but the checkpoint has no lm_head.weight", folder);

@@ -64,8 +64,9 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   const int32_t max_seqs = std::min(limits.max_sequences, limits.max_batch_tokens);
   graph_buckets_.clear();
   if (max_seqs < 1) return {};  // the engine refuses these limits by name
-  // Traced steps download activations between ops, which a recording cannot hold.
-  if (limits.graphs && ops_->graphs_supported() && !trace_) {
+  // Traced steps download activations between ops, which a recording cannot hold; so does the
+  // MoE block (its routing is read on the host).
+  if (limits.graphs && ops_->graphs_supported() && !trace_ && cfg_.n_expert == 0) {
     graph_buckets_ = graph_batch_buckets(max_seqs);
     graph_context_limit_ = limits.context_length;
   }
@@ -82,6 +83,11 @@ void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
   for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, floats(n * q_dim));
   for (Buffer* b : {&s_.k, &s_.v}) grow(*b, floats(n * kv_dim));
   for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * cfg_.n_ff));
+  if (cfg_.n_expert > 0) {
+    grow(s_.moe_logits, floats(n * cfg_.n_expert));
+    for (Buffer* b : {&s_.moe_x, &s_.moe_y}) grow(*b, floats(n * cfg_.n_embd));
+    for (Buffer* b : {&s_.moe_gate, &s_.moe_up}) grow(*b, floats(n * cfg_.n_ff_exp));
+  }
   grow(s_.sel, floats(n_logits * cfg_.n_embd));
   if (logits) grow(s_.logits, floats(n_logits * cfg_.n_vocab));
   if (ids) grow(s_.ids, static_cast<size_t>(n_logits) * sizeof(int32_t));

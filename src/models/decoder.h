@@ -46,6 +46,18 @@ class DecoderModel : public Model {
     Buffer sel;     // residual rows that need logits [n_logits x n_embd]
     Buffer logits;  // [n_logits x n_vocab] (backends whose memory is not the host's; greedy)
     Buffer ids;     // [n_logits] int32 greedy tokens
+    // MoE layers (config n_expert > 0): router logits [n x n_expert]; one expert's gathered
+    // input rows [m x n_embd], its gate and up [m x n_ff_exp], its output rows [m x n_embd].
+    Buffer moe_logits, moe_x, moe_gate, moe_up, moe_y;
+  };
+
+  // Host side of the MoE routing, reused across steps: per expert, the step's token rows that
+  // chose it (in token order) and their routing weights.
+  struct MoeRouting {
+    std::vector<float> logits;  // [n x n_expert] downloaded router logits
+    std::vector<std::vector<int32_t>> rows;
+    std::vector<std::vector<float>> weights;
+    std::vector<uint8_t> written;  // [n] whether a token's output row holds its first expert
   };
 
   // The architecture's forward pass over the step's n tokens, from the embeddings to the last
@@ -59,6 +71,12 @@ class DecoderModel : public Model {
   void attention_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
   // out = down(act(gate(h)) * up(h)).
   void mlp_block(int il, const float* h, int64_t n, float* out);
+  // Mixture of experts (models/moe.cpp): out[t] = sum of w_j * expert_j(h[t]) over the token's
+  // top-k experts by softmax router probability (w renormalized over the k when configured),
+  // each expert a SiLU-gated MLP; the sum runs in increasing expert index, so a token's result
+  // is the same whatever else shares the step. Routing is read on the host: a step with an MoE
+  // layer is never recorded as a graph.
+  void moe_block(int il, const float* h, int64_t n, float* out);
   // y = rms_norm(x) * w over rows of n_embd.
   void norm(const float* x, const TensorView& w, int64_t n, float* y, const char* name, int il);
   // x += d; y = rms_norm(x) * w (a residual add and the next block's norm, fused where the
@@ -79,6 +97,7 @@ class DecoderModel : public Model {
   StepLayout step_;
   Scratch s_;
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
+  MoeRouting moe_;
   std::function<void(const TraceEvent&)> trace_;
 
  private:
@@ -102,6 +121,8 @@ class DecoderModel : public Model {
 
 std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> archive,
                                           const ModelLoadOptions& options);
+std::unique_ptr<Model> qwen3moe_model_create(std::shared_ptr<const ModelArchive> archive,
+                                             const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma3_model_create(std::shared_ptr<const ModelArchive> archive,
                                            const ModelLoadOptions& options);
 

@@ -21,7 +21,7 @@ struct ModelArchive;
 class Ops;
 
 struct ModelInfo {
-  std::string architecture;  // GGUF spelling: llama, qwen2, qwen3, gemma3
+  std::string architecture;  // GGUF spelling: llama, qwen2, qwen3, qwen3moe, gemma3
   std::string name;          // general.name when present
   int32_t n_vocab = 0;
   int32_t n_ctx_train = 0;  // the model's trained context length

@@ -101,15 +101,32 @@ void read_gemma3_window(const gguf::Metadata& md, const std::string& a, ModelCon
     c.window[il] = std::get<bool>(arr->items[il].data) ? window : 0;
 }
 
+// qwen3moe: expert counts and widths; a layer routes to experts when it has a router tensor
+// (hf_config.h: the sparse layers have no GGUF key of their own).
+void read_moe(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
+  const gguf::Metadata& md = archive.metadata;
+  c.n_expert = read_int(md, a + "expert_count", 1, 1 << 16);
+  c.n_expert_used = read_int(md, a + "expert_used_count", 1, c.n_expert);
+  c.n_ff_exp = read_int(md, a + "expert_feed_forward_length", 1, 1 << 20);
+  const gguf::Value* norm = md.find(a + "expert_weights_norm");
+  if (norm && !std::holds_alternative<bool>(norm->data))
+    fail(ErrorCode::malformed_file, "model metadata {}expert_weights_norm is not a bool", a);
+  c.expert_weights_norm = norm ? std::get<bool>(norm->data) : true;  // llama.cpp's qwen3moe
+  for (int il = 0; il < c.n_layers; ++il)
+    c.moe_layer[il] = archive.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight");
+}
+
 }  // namespace
 
 ModelConfig model_config_read(const ModelArchive& archive) {
   const gguf::Metadata& md = archive.metadata;
   ModelConfig c;
   c.arch = archive.architecture();
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3")
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
+      c.arch != "gemma3")
     fail(ErrorCode::unsupported,
-         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, gemma3)", c.arch);
+         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
+         c.arch);
   const std::string a = c.arch + ".";
   c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
   c.n_layers = read_int(md, a + "block_count", 1, 1024);
@@ -130,7 +147,9 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   c.window.assign(c.n_layers, 0);
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
+  c.moe_layer.assign(c.n_layers, false);
+  if (c.arch == "qwen3moe") read_moe(archive, a, c);
   if (c.arch == "gemma3") {
     read_gemma3_window(md, a, c);
     const double default_scale = c.n_layers == 62

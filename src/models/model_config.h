@@ -16,7 +16,7 @@ struct ModelArchive;
 enum class Activation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3, gemma3
+  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layers = 0;
@@ -39,6 +39,15 @@ struct ModelConfig {
   float attn_softcap = 0.0f;    // 0 = none
   float final_softcap = 0.0f;   // 0 = none
   Activation activation = Activation::silu;
+
+  // Mixture of experts (qwen3moe): the layers with moe_layer[il] route each token to the
+  // n_expert_used best of n_expert SiLU-gated experts of width n_ff_exp (softmax router, weights
+  // renormalized over the chosen ones when expert_weights_norm); the others use the dense MLP.
+  int32_t n_expert = 0;  // 0 = no MoE layers
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  bool expert_weights_norm = false;
+  std::vector<bool> moe_layer;  // [n_layers]
 };
 
 // Reads and validates the config for archive.architecture(); refuses unknown architectures and

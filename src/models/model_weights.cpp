@@ -30,6 +30,16 @@ class Binder {
     return t;
   }
 
+  // n_expert stacked matrices of [n_in, n_out] each: ggml dims [n_in, n_out, n_expert].
+  TensorView experts(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_expert) {
+    const TensorView& t = require(name);
+    if (t.n_dims != 3 || t.ne[0] != static_cast<uint64_t>(n_in) ||
+        t.ne[1] != static_cast<uint64_t>(n_out) || t.ne[2] != static_cast<uint64_t>(n_expert))
+      fail(ErrorCode::malformed_file, "tensor {} has shape [{}, {}, {}], expected [{}, {}, {}]",
+           name, t.ne[0], t.ne[1], t.ne[2], n_in, n_out, n_expert);
+    return t;
+  }
+
   // A vector of n, converted to f32 into storage owned by `w`.
   TensorView vector(const std::string& name, int64_t n, ModelWeights& w) {
     const TensorView& t = require(name);
@@ -92,9 +102,16 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
     L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim, w);
   }
   L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd, w);
-  L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-  L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-  L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+  if (c.moe_layer[il]) {
+    L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+    L.ffn_gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+    L.ffn_up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+    L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+  } else {
+    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+  }
   if (c.sandwich_norms) {
     L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd, w);
     L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);

@@ -33,6 +33,12 @@ struct LayerWeights {
   TensorView w_up;            // n_embd -> n_ff
   TensorView w_down;          // n_ff -> n_embd
   TensorView post_ffn_norm;   // sandwich_norms: [n_embd]
+  // MoE layers (config.moe_layer[il]) instead of w_gate/w_up/w_down. The expert tensors stack
+  // n_expert matrices: ne = {n_in, n_out, n_expert}, expert e's rows after expert e-1's.
+  TensorView ffn_gate_inp;   // router: n_embd -> n_expert
+  TensorView ffn_gate_exps;  // n_embd -> n_ff_exp, per expert
+  TensorView ffn_up_exps;    // n_embd -> n_ff_exp, per expert
+  TensorView ffn_down_exps;  // n_ff_exp -> n_embd, per expert
 };
 
 struct ModelWeights {
@@ -54,9 +60,26 @@ struct ModelWeights {
     visit(output);
     visit(output_norm);
     for (LayerWeights& L : layers)
-      for (TensorView* t :
-           {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm,
-            &L.post_attn_norm, &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down, &L.post_ffn_norm})
+      for (TensorView* t : {&L.attn_norm,
+                            &L.wq,
+                            &L.wk,
+                            &L.wv,
+                            &L.wo,
+                            &L.bq,
+                            &L.bk,
+                            &L.bv,
+                            &L.q_norm,
+                            &L.k_norm,
+                            &L.post_attn_norm,
+                            &L.ffn_norm,
+                            &L.w_gate,
+                            &L.w_up,
+                            &L.w_down,
+                            &L.post_ffn_norm,
+                            &L.ffn_gate_inp,
+                            &L.ffn_gate_exps,
+                            &L.ffn_up_exps,
+                            &L.ffn_down_exps})
         visit(*t);
   }
 };

@@ -175,6 +175,73 @@ TEST(HfConfig, RefusalsNameTheField) {
   EXPECT_NE(message_of(json::array()).find("must be a JSON object"), std::string::npos);
 }
 
+json qwen3moe_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "rms_norm_eps": 1e-6,
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+    "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [2]})");
+}
+
+TEST(HfConfig, Qwen3MoeKeysAndSparseLayers) {
+  const HfModelConfig c = hf_config_from_json(qwen3moe_config(), json::object(), "m");
+  const gguf::Metadata& md = c.metadata;
+  EXPECT_EQ(md.require_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(md.require_int("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(md.require_int("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(md.require_int("qwen3moe.expert_feed_forward_length"), 32);
+  EXPECT_EQ(md.require_int("qwen3moe.feed_forward_length"), 128);
+  EXPECT_EQ(md.find("qwen3moe.expert_count")->type, gguf::ValueType::u32);
+  EXPECT_EQ(md.find("qwen3moe.expert_weights_norm")->type, gguf::ValueType::boolean);
+  EXPECT_TRUE(std::get<bool>(md.find("qwen3moe.expert_weights_norm")->data));
+  EXPECT_EQ(c.moe_layers, (std::vector<bool>{true, true, false, true}));
+
+  // transformers 5 writes num_local_experts; decoder_sparse_step 2 makes layers 1 and 3 sparse.
+  json cfg = qwen3moe_config();
+  cfg.erase("num_experts");
+  cfg["num_local_experts"] = 8;
+  cfg["decoder_sparse_step"] = 2;
+  cfg["norm_topk_prob"] = false;
+  cfg.erase("mlp_only_layers");
+  const HfModelConfig d = hf_config_from_json(cfg, json::object(), "m");
+  EXPECT_EQ(d.metadata.require_int("qwen3moe.expert_count"), 8);
+  EXPECT_FALSE(std::get<bool>(d.metadata.find("qwen3moe.expert_weights_norm")->data));
+  EXPECT_EQ(d.moe_layers, (std::vector<bool>{false, true, false, true}));
+}
+
+TEST(HfConfig, Qwen3MoeRefusalsNameTheField) {
+  struct Case {
+    const char* key;
+    json value;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"num_experts", 0, "num_experts = 0"},
+      {"num_local_experts", 4, "num_experts 8 differs from num_local_experts 4"},
+      {"num_experts_per_tok", 9, "num_experts_per_tok = 9"},
+      {"decoder_sparse_step", 0, "decoder_sparse_step = 0"},
+      {"mlp_only_layers", json::array({4}), "mlp_only_layers entry 4"},
+      {"mlp_only_layers", 1, "mlp_only_layers must be an array"},
+      {"norm_topk_prob", "yes", "norm_topk_prob must be true or false"},
+      {"hidden_act", "gelu", "hidden_act 'gelu'"},
+      {"use_sliding_window", true, "use_sliding_window"},
+      {"model_type", "qwen3", "model_type 'qwen3' does not match"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect);
+    json cfg = qwen3moe_config();
+    cfg[c.key] = c.value;
+    EXPECT_NE(message_of(cfg).find(c.expect), std::string::npos) << message_of(cfg);
+  }
+  for (const char* key : {"num_experts", "num_experts_per_tok", "moe_intermediate_size"}) {
+    json cfg = qwen3moe_config();
+    cfg.erase(key);
+    EXPECT_NE(message_of(cfg).find("required field " + std::string(key)), std::string::npos)
+        << message_of(cfg);
+  }
+}
+
 TEST(HfNames, TablePerArchitecture) {
   auto name = [](const char* arch, const char* hf) {
     const auto g = hf_tensor_name_to_gguf(arch, hf);
@@ -201,6 +268,19 @@ TEST(HfNames, TablePerArchitecture) {
   EXPECT_EQ(name("llama", "model.layers.99999999.mlp.up_proj.weight"), "<none>");
   EXPECT_EQ(name("llama", "model.layers.1.mlp.up_proj.bias"), "<none>");
   EXPECT_EQ(name("mistral", "model.embed_tokens.weight"), "<none>");
+  EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.gate.weight"), "blk.2.ffn_gate_inp.weight");
+  EXPECT_EQ(name("qwen3moe", "model.layers.2.self_attn.q_norm.weight"), "blk.2.attn_q_norm.weight");
+  EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.down_proj.weight"), "blk.2.ffn_down.weight");
+  const auto expert =
+      hf_tensor_name_to_gguf("qwen3moe", "model.layers.2.mlp.experts.17.up_proj.weight");
+  ASSERT_TRUE(expert);
+  EXPECT_EQ(expert->name, "blk.2.ffn_up_exps.weight");
+  EXPECT_EQ(expert->layer, 2);
+  EXPECT_EQ(expert->expert, 17);
+  EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.experts.07.up_proj.weight"), "<none>");
+  EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.experts.gate_up_proj"), "<none>");
+  EXPECT_EQ(name("qwen3", "model.layers.2.mlp.experts.1.up_proj.weight"), "<none>");
+  EXPECT_EQ(name("qwen3", "model.layers.2.mlp.gate.weight"), "<none>");
   EXPECT_EQ(hf_tensor_name_to_gguf("llama", "model.layers.7.mlp.down_proj.weight")->layer, 7);
   EXPECT_TRUE(hf_tensor_is_buffer("model.layers.0.self_attn.rotary_emb.inv_freq"));
 }

@@ -161,6 +161,8 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
   }
   EngineOptions o = fixture_options(dir);
   const bool on_cpu = o.device == "cpu";
+  // MoE models read their routing on the host, so their steps are never recorded (decoder.h).
+  const bool recorded = !on_cpu && !std::string(GetParam()).starts_with("qwen3_moe");
   std::vector<std::vector<int32_t>> graphs;
   {
     auto e = Engine::create(o);
@@ -169,7 +171,7 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
         << "host sampler differs from the device greedy argmax";
     // The first run's steps are published by now (the second one ran after them).
     const EngineStats st = e->stats();
-    if (!on_cpu) {
+    if (recorded) {
       EXPECT_GT(st.graph_replays_total, 0u) << "no decode step was replayed from a graph";
       EXPECT_EQ(st.graph_recordings_failed_total, 0u);
     } else {
@@ -183,7 +185,7 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
     EXPECT_EQ(run_staggered(*e, prompts, n, false), graphs) << "graph replay differs from eager";
     EXPECT_EQ(e->stats().graph_replays_total, 0u);
   }
-  if (!on_cpu) {
+  if (recorded) {
     // The first recording fails (injected): that shape runs eagerly, the others replay.
     ::setenv("MEMRA_CUDA_FAULT", "capture:1", 1);
     auto e = Engine::create(o);
@@ -195,7 +197,8 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "qwen3_moe",
+                                           "qwen3_moe_sparse_step"));
 
 }  // namespace
 }  // namespace memra

@@ -1,9 +1,12 @@
 // Model loading refuses what it cannot run, by name: unknown architecture, unknown rope scaling,
 // missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed llama
-// and gemma3 fixtures (tests/fixtures/models) and breaks one thing at a time.
+// gemma3 and qwen3_moe fixtures (tests/fixtures/models) and breaks one thing at a time.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,63 @@ TEST(ModelLoad, FixturesLoad) {
     EXPECT_EQ(model->info().n_vocab, 128);
     EXPECT_EQ(model->info().n_layers, 2);
   }
+}
+
+TEST(ModelLoad, MoeFixturesLoad) {
+  for (const auto& [fixture_name, n_layers] :
+       {std::pair{"qwen3_moe", 3}, std::pair{"qwen3_moe_sparse_step", 2}}) {
+    auto model = model_load(
+        std::make_shared<const ModelArchive>(archive_open(fixture(fixture_name))), cpu_options());
+    EXPECT_EQ(model->info().architecture, "qwen3moe");
+    EXPECT_EQ(model->info().n_layers, n_layers);
+  }
+}
+
+TEST(ModelLoad, MoeRefusals) {
+  // The stacked expert tensors must hold expert_count matrices.
+  ModelArchive a = archive_open(fixture("qwen3_moe"));
+  a.metadata.set("qwen3moe.expert_count", gguf::Value::make_u32(4));
+  expect_refused(std::move(a), ErrorCode::malformed_file, "blk.0.ffn_gate_inp.weight");
+  ModelArchive b = archive_open(fixture("qwen3_moe"));
+  b.metadata.set("qwen3moe.expert_used_count", gguf::Value::make_u32(9));
+  expect_refused(std::move(b), ErrorCode::unsupported, "qwen3moe.expert_used_count");
+  ModelArchive c = archive_open(fixture("qwen3_moe"));
+  c.metadata.set("qwen3moe.expert_weights_norm", gguf::Value::make_u32(1));
+  expect_refused(std::move(c), ErrorCode::malformed_file, "expert_weights_norm");
+  // A sparse layer's expert tensor missing, or a dense layer's MLP beside a router.
+  ModelArchive d = archive_open(fixture("qwen3_moe"));
+  std::erase_if(d.tensors,
+                [](const TensorView& t) { return t.name == "blk.2.ffn_down_exps.weight"; });
+  expect_refused(std::move(d), ErrorCode::not_found, "blk.2.ffn_down_exps.weight");
+  ModelArchive e = archive_open(fixture("qwen3_moe"));
+  TensorView router = *e.find_tensor("blk.0.ffn_gate_inp.weight");
+  router.name = "blk.1.ffn_gate_inp.weight";  // layer 1 is dense (mlp_only_layers)
+  e.tensors.push_back(router);
+  expect_refused(std::move(e), ErrorCode::not_found, "blk.1.ffn_gate_exps.weight");
+}
+
+// The HF folder's tensors must match the config's sparse layers.
+TEST(ModelLoad, MoeConfigMustMatchCheckpoint) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "qwen3_moe_mismatch";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"model.safetensors", "generation_config.json"})
+    fs::copy_file(fs::path(fixture("qwen3_moe")) / f, dir / f);
+  std::ifstream in(fs::path(fixture("qwen3_moe")) / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "\"mlp_only_layers\": [\n    1\n  ]";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), "\"mlp_only_layers\": []");
+  std::ofstream(dir / "config.json") << config;
+  try {
+    archive_open(dir.string());
+    FAIL() << "opened a checkpoint whose layer 1 is dense while the config makes it sparse";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 1 should be sparse"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ModelLoad, RefusesUnknownArchitecture) {

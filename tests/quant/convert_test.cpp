@@ -69,6 +69,20 @@ TEST(ConvertPolicy, NamesAndFileTypes) {
   odd.n_dims = 2;
   odd.ne = {200, 64, 1, 1};  // 200 is no multiple of 32: F16
   EXPECT_EQ(convert::choose_type(ctx, odd), DType::f16);
+  // MoE routers stay F32 in every mix; the stacked expert matrices are quantized.
+  TensorView router = norm;
+  router.name = "blk.0.ffn_gate_inp.weight";
+  router.n_dims = 2;
+  router.ne = {256, 8, 1, 1};
+  TensorView experts = router;
+  experts.name = "blk.0.ffn_up_exps.weight";
+  experts.n_dims = 3;
+  experts.ne = {256, 64, 8, 1};
+  for (convert::Mix mix : {convert::Mix::q8_0, convert::Mix::q4_k_m, convert::Mix::bf16}) {
+    const auto c = convert::make_policy_context(mix, {router, experts});
+    EXPECT_EQ(convert::choose_type(c, router), DType::f32);
+    EXPECT_NE(convert::choose_type(c, experts), DType::f32);
+  }
 }
 
 // A two-tensor archive in memory, written and read back by memra's own reader.
