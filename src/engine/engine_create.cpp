@@ -65,6 +65,15 @@ std::unique_ptr<ChatTemplate> load_chat_template(const Tokenizer& tokenizer) {
   }
 }
 
+// GGUF <arch>.pooling_type (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank), named;
+// empty when absent or out of range.
+std::string pooling_type_name(const gguf::Metadata& metadata, const std::string& arch) {
+  static const char* const kNames[] = {"none", "mean", "cls", "last", "rank"};
+  const std::optional<int64_t> v = metadata.get_int(arch + ".pooling_type");
+  if (!v || *v < 0 || *v > 4) return {};
+  return kNames[*v];
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
@@ -99,6 +108,8 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   parts.info.n_vocab = mi.n_vocab;
   parts.info.weight_bytes = mi.weight_bytes;
   parts.info.device = mi.device;
+  parts.info.n_embd = mi.n_embd;
+  parts.info.pooling = pooling_type_name(archive->metadata, mi.architecture);
   return engine_start(std::move(parts), options);
 }
 
