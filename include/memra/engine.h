@@ -84,7 +84,9 @@ enum class RequestKind { generate, embed };
 // Which final-norm hidden states an embedding is made of: the last token's (Qwen3-Embedding and
 // other decoder embedders), the mean over every token, or the first token's (CLS).
 enum class Pooling { last, mean, cls };
-const char* pooling_name(Pooling pooling);  // "last", "mean", "cls"
+inline const char* pooling_name(Pooling pooling) {
+  return pooling == Pooling::mean ? "mean" : pooling == Pooling::cls ? "cls" : "last";
+}
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids (use tokenizer() to encode text)

@@ -45,18 +45,6 @@ const char* finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
-const char* pooling_name(Pooling pooling) {
-  switch (pooling) {
-    case Pooling::last:
-      return "last";
-    case Pooling::mean:
-      return "mean";
-    case Pooling::cls:
-      return "cls";
-  }
-  return "unknown";
-}
-
 namespace {
 
 constexpr size_t kMaxStopStrings = 16;

@@ -44,6 +44,22 @@ ServedModel& App::model(const std::string& name) {
                  fmt::format("The model '{}' does not exist", name));
 }
 
+ServedModel& App::model_for(const std::string& name, ModelTask task) {
+  if (name.empty())
+    for (ServedModel& m : models_)
+      if (m.task == task) return m;
+  ServedModel& m = model(name);
+  if (m.task == task) return m;
+  if (task == ModelTask::embed)
+    throw ApiError(400, "invalid_request_error", "model", "model_not_supported",
+                   fmt::format("The model '{}' is not served for embeddings (serve it with "
+                               "task=embed in its MEMRA_MODELS entry, or --task embed)",
+                               m.id));
+  throw ApiError(
+      400, "invalid_request_error", "model", "model_not_supported",
+      fmt::format("The model '{}' is served for embeddings only (/v1/embeddings)", m.id));
+}
+
 void App::require_auth(const HttpRequest& req) const {
   if (!config_.keys.enabled()) return;
   std::string_view key = presented_key(req.header("authorization"), req.header("x-api-key"));
@@ -78,6 +94,7 @@ constexpr ErrorFormat kAnthropic = ErrorFormat::anthropic;
 const Route kRoutes[] = {
     {"POST", "/v1/chat/completions", handle_chat_completions},
     {"POST", "/v1/completions", handle_completions},
+    {"POST", "/v1/embeddings", handle_embeddings},
     {"GET", "/v1/models", handle_models},
     {"GET", "/v1/models/{id}", handle_models},
     {"POST", "/v1/responses", handle_responses},

@@ -24,9 +24,14 @@ namespace memra::server {
 // The error body shape of a route's API.
 enum class ErrorFormat { openai, anthropic };
 
+// What an alias serves: the generating routes, or /v1/embeddings only (MEMRA_MODELS task=embed).
+enum class ModelTask { generate, embed };
+
 struct ServedModel {
   std::string id;  // the name clients send as "model"
   std::unique_ptr<Engine> engine;
+  ModelTask task = ModelTask::generate;
+  Pooling pooling = Pooling::last;  // task embed: how its embeddings are pooled
   // Renders a chat-template context (messages, tools, add_generation_prompt, bos/eos tokens) to
   // prompt text; empty when the model has no chat template.
   std::function<std::string(const ojson& context)> render_chat;
@@ -69,6 +74,9 @@ class App {
 
   // For handlers.
   ServedModel& model(const std::string& name);  // ApiError 404 for an unknown name
+  // As model(), for one task: an empty name picks the first model of that task; a model of the
+  // other task is a 400 naming it.
+  ServedModel& model_for(const std::string& name, ModelTask task);
   const std::vector<ServedModel>& models() const { return models_; }
   const std::vector<FailedModel>& failed_models() const { return failed_; }
   const AppConfig& config() const { return config_; }
@@ -106,6 +114,7 @@ void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  /
 void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex);     // OpenAI Responses
 void handle_response_get(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_response_delete(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_embeddings(App& app, const HttpRequest& req, HttpExchange& ex);  // OpenAI
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});

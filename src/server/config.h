@@ -17,12 +17,17 @@ namespace memra::server {
 struct ModelSpec {
   std::string alias;   // what clients send as "model"; empty = the source's display name
   std::string source;  // for model_source_resolve; empty = the default model
+  // Entry options (MEMRA_MODELS "alias=SOURCE;task=embed;pooling=mean"), else --task/--pooling.
+  std::string task;     // generate (also when empty) | embed (served by /v1/embeddings only)
+  std::string pooling;  // last | mean | cls; empty = the model file's pooling_type
 };
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<ModelSpec> models;  // empty: the default model
+  std::string task;               // --task: for entries that set none ("" = generate)
+  std::string pooling;            // --pooling: for entries that set none
   EngineOptions engine;           // applied to every model (model field set per model)
   HttpLimits http;
   RequestLimits request;
