@@ -625,10 +625,10 @@ void EngineImpl::finish_embedding(Active& a) {
     finish(a, event, FinishReason::error);
     return deliver(a, event);
   }
-  const double scale = a.request.pooling == Pooling::mean ? 1.0 / a.pooled_rows : 1.0;
+  const double rows = a.request.pooling == Pooling::mean ? a.pooled_rows : 1.0;
   double norm2 = 0.0;
   for (double& v : a.pool) {
-    v *= scale;
+    v /= rows;
     norm2 += v * v;
   }
   const double inv = a.request.normalize && norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 1.0;
