@@ -70,6 +70,8 @@ struct StreamEvent {
   Usage usage;                               // running totals
   // RequestKind::embed, on the final `stop` event: the pooled (and normalized) vector.
   std::vector<float> embedding;
+  // RequestKind::score, on the final `stop` event: one raw logit per score_token_ids entry.
+  std::vector<float> scores;
 };
 
 using RequestId = uint64_t;
@@ -78,8 +80,10 @@ using RequestId = uint64_t;
 // is prefilled once in steps of its own (batched with other embed requests), its final-norm
 // hidden states are pooled into the final event's `embedding`, and its KV blocks are freed
 // without entering the prefix cache (its rows of the prefix cache are never matched either:
-// mean pooling needs every token's row).
-enum class RequestKind { generate, embed };
+// mean pooling needs every token's row). score: no tokens; the prompt is prefilled as a
+// generation's would be (prefix cache included) and the final event's `scores` hold the raw
+// logits of `score_token_ids` at its last position (rerankers' yes/no probability).
+enum class RequestKind { generate, embed, score };
 
 // Which final-norm hidden states an embedding is made of: the last token's (Qwen3-Embedding and
 // other decoder embedders), the mean over every token, or the first token's (CLS).
@@ -97,8 +101,9 @@ struct Request {
   // generated, and generation finishes with `stop` once the grammar is complete. Null: free text.
   std::shared_ptr<const structured::Grammar> grammar;
   RequestKind kind = RequestKind::generate;
-  Pooling pooling = Pooling::last;  // embed only
-  bool normalize = true;            // embed only: L2-normalize the pooled vector
+  Pooling pooling = Pooling::last;       // embed only
+  bool normalize = true;                 // embed only: L2-normalize the pooled vector
+  std::vector<int32_t> score_token_ids;  // score only: 1 to 16 ids
 };
 
 struct EngineOptions {

@@ -109,6 +109,7 @@ class EngineImpl final : public Engine {
   bool plain_greedy_step(const StepPlan& plan) const;
   void sample_row(Active& a, std::span<const float> row);
   void on_token(Active& a, const GeneratedToken& token);
+  void score_row(Active& a, std::span<const float> row);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
   void finish_with_error(Active& a, std::string message);
   void fail_all_in_flight(const std::string& message);
@@ -263,6 +264,20 @@ void EngineImpl::validate(const Request& r) const {
       fail(ErrorCode::invalid_argument,
            "the input ({} tokens) exceeds the context length ({} tokens)", r.prompt.size(), ctx);
     if (r.grammar) fail(ErrorCode::invalid_argument, "an embedding request cannot have a grammar");
+    return;
+  }
+  if (r.kind == RequestKind::score) {
+    if (r.score_token_ids.empty() || r.score_token_ids.size() > 16)
+      fail(ErrorCode::invalid_argument, "a score request needs 1 to 16 score token ids, got {}",
+           r.score_token_ids.size());
+    for (int32_t id : r.score_token_ids)
+      if (id < 0 || id >= n_tokens_)
+        fail(ErrorCode::invalid_argument, "score token id {} is outside the vocabulary [0, {})", id,
+             n_tokens_);
+    if (static_cast<int64_t>(r.prompt.size()) > ctx)
+      fail(ErrorCode::invalid_argument,
+           "the prompt ({} tokens) exceeds the context length ({} tokens)", r.prompt.size(), ctx);
+    if (r.grammar) fail(ErrorCode::invalid_argument, "a score request cannot have a grammar");
     return;
   }
   if (r.stop.max_tokens < 1)
@@ -511,11 +526,16 @@ void EngineImpl::step() {
     const int32_t n_prompt = static_cast<int32_t>(a.request.prompt.size());
     prompt_tokens += static_cast<uint64_t>(std::max(0, std::min(end, n_prompt) - first));
   }
+  uint64_t scored = 0;
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
     if (a.done) continue;
     try {
-      if (greedy) {
+      if (a.request.kind == RequestKind::score) {
+        ++scored;
+        score_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
+                                            static_cast<size_t>(n_vocab_)));
+      } else if (greedy) {
         on_token(a, GeneratedToken{greedy_ids_[j], 0.0f, {}});
       } else {
         // Only the rows with a token: padded rows past the tokenizer are never candidates.
@@ -532,7 +552,7 @@ void EngineImpl::step() {
   std::lock_guard lock(mu_);
   stats_.steps_total += 1;
   stats_.prompt_tokens_total += prompt_tokens;
-  stats_.generated_tokens_total += rows;
+  stats_.generated_tokens_total += rows - scored;
 }
 
 Scheduler& EngineImpl::scheduler_of(const Active& a) {
@@ -643,7 +663,9 @@ void EngineImpl::finish_embedding(Active& a) {
 bool EngineImpl::plain_greedy_step(const StepPlan& plan) const {
   for (SeqState* seq : plan.logit_seqs) {
     const Active& a = static_cast<const Active&>(*seq);
-    if (!a.done && (a.constraint || !a.sampler.plain_greedy())) return false;
+    if (!a.done &&
+        (a.constraint || !a.sampler.plain_greedy() || a.request.kind == RequestKind::score))
+      return false;
   }
   return !plan.logit_seqs.empty();
 }
@@ -659,6 +681,14 @@ void EngineImpl::sample_row(Active& a, std::span<const float> row) {
     return finish_with_error(
         a, "the model gave no finite logit to any token the output grammar allows");
   on_token(a, token);
+}
+
+// A score request ends at its first logit row: the logits of its ids, no token.
+void EngineImpl::score_row(Active& a, std::span<const float> row) {
+  StreamEvent event;
+  for (int32_t id : a.request.score_token_ids) event.scores.push_back(row[id]);
+  finish(a, event, FinishReason::stop);
+  deliver(a, event);
 }
 
 void EngineImpl::on_token(Active& a, const GeneratedToken& token) {

@@ -42,8 +42,9 @@ bool to_bool(const std::string& text, const char* what) {
 }
 
 void check_task(const std::string& task, const std::string& where) {
-  if (task != "generate" && task != "embed")
-    fail(ErrorCode::invalid_argument, "{}: task must be generate or embed, got '{}'", where, task);
+  if (task != "generate" && task != "embed" && task != "rerank")
+    fail(ErrorCode::invalid_argument, "{}: task must be generate, embed or rerank, got '{}'", where,
+         task);
 }
 
 void check_pooling(const std::string& pooling, const std::string& where) {
@@ -69,8 +70,15 @@ ModelSpec parse_model_entry(std::string alias, const std::string& rest, const st
     } else if (key == "pooling") {
       check_pooling(value, where);
       spec.pooling = value;
+    } else if (key == "rerank_prompt" && !value.empty()) {
+      spec.rerank_prompt = value;
+    } else if (key == "rerank_tokens" && value.find('/') != std::string::npos) {
+      spec.rerank_tokens = value;
     } else {
-      fail(ErrorCode::invalid_argument, "{}: unknown option '{}' (task=, pooling=)", where, opt);
+      fail(ErrorCode::invalid_argument,
+           "{}: unknown or empty option '{}' (task=, pooling=, rerank_prompt=, "
+           "rerank_tokens=YES/NO)",
+           where, opt);
     }
   }
   if (spec.source.empty())
@@ -110,7 +118,7 @@ const std::vector<Option>& options() {
       {"--models", "MEMRA_MODELS", "LIST", "several models: alias=SOURCE,alias=SOURCE",
        [](ServerConfig& c, const std::string& v) { c.models = parse_models(v); }},
       {"--task", "MEMRA_TASK", "TASK",
-       "generate (default) or embed: what models without their own task= serve",
+       "generate (default), embed or rerank: what models without their own task= serve",
        [](ServerConfig& c, const std::string& v) {
          check_task(v, "--task");
          c.task = v;

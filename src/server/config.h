@@ -18,8 +18,10 @@ struct ModelSpec {
   std::string alias;   // what clients send as "model"; empty = the source's display name
   std::string source;  // for model_source_resolve; empty = the default model
   // Entry options (MEMRA_MODELS "alias=SOURCE;task=embed;pooling=mean"), else --task/--pooling.
-  std::string task;     // generate (also when empty) | embed (served by /v1/embeddings only)
-  std::string pooling;  // last | mean | cls; empty = the model file's pooling_type
+  std::string task;           // generate (also when empty) | embed | rerank (their route only)
+  std::string pooling;        // last | mean | cls; empty = the model file's pooling_type
+  std::string rerank_prompt;  // qwen3 (built in) or a file; empty = qwen3 for qwen3 models
+  std::string rerank_tokens;  // "YES/NO" answer token texts; empty = "yes/no"
 };
 
 struct ServerConfig {

@@ -19,7 +19,7 @@ nlohmann::json model_card(const ServedModel& m) {
           {"architecture", info.architecture},
           {"device", info.device},
           {"status", "ready"},
-          {"task", m.task == ModelTask::embed ? "embed" : "generate"}};
+          {"task", model_task_name(m.task)}};
 }
 
 bool valid_utf8(std::string_view s) {

@@ -62,6 +62,17 @@ class LoadProgress {
 // pooling_type; a file that names none (or rank/none) is refused by name.
 void set_task(ServedModel& m, const ModelSpec& spec) {
   if (spec.task.empty() || spec.task == "generate") return;
+  if (spec.task == "rerank") {
+    m.task = ModelTask::rerank;
+    try {
+      m.rerank = rerank_format_load(*m.engine, spec.rerank_prompt, spec.rerank_tokens);
+    } catch (const Error& e) {
+      fail(e.code(), "model '{}': {}", m.id, e.what());
+    }
+    MEMRA_LOG_INFO("'{}' serves rerank (yes/no token ids {}/{})", m.id, m.rerank.yes_id,
+                   m.rerank.no_id);
+    return;
+  }
   m.task = ModelTask::embed;
   std::string pooling = spec.pooling;
   if (pooling.empty()) pooling = m.engine->model_info().pooling;

@@ -316,6 +316,75 @@ TEST_P(EngineFixture, EmbeddingsMatchTransformersPooled) {
   EXPECT_EQ(r.usage.cached_tokens, 0) << "an embedding input entered the prefix cache";
 }
 
+// Score requests (the rerank path): the logits of the asked ids at the prompt's last position
+// equal transformers' (reference.json row 47) within 1e-4 of the row's largest logit, and are
+// bit-identical alone, batched with others and served from the prefix cache.
+TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  std::ifstream in(dir + "/reference.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const auto prompt = j.at("prompt").get<std::vector<int32_t>>();
+  const auto logits = j.at("logits").get<std::vector<double>>();
+  const size_t vocab = j.at("vocab").get<size_t>();
+  const double* last = logits.data() + (prompt.size() - 1) * vocab;
+  const char* device = std::getenv("MEMRA_TEST_DEVICE");
+  if (device != nullptr && std::string(device) != "cpu") GTEST_SKIP() << "CPU oracle only";
+  EngineOptions o;
+  o.model = dir;
+  o.n_threads = 2;
+  o.device = "cpu";
+  o.context_length = 96;
+  auto e = Engine::create(o);
+  const std::vector<int32_t> ids = {5, 40, 77};
+  struct Scored {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<float> scores;
+    bool done = false;
+    std::string error;
+  };
+  const auto run = [&](const std::vector<std::vector<int32_t>>& prompts) {
+    std::vector<Scored> out(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request q;
+      q.kind = RequestKind::score;
+      q.prompt = prompts[i];
+      q.score_token_ids = ids;
+      Scored* r = &out[i];
+      q.sink = [r](const StreamEvent& ev) {
+        std::lock_guard lock(r->mu);
+        EXPECT_TRUE(ev.tokens.empty());
+        if (ev.finish == FinishReason::none) return;
+        r->scores = ev.scores;
+        r->error = ev.error;
+        r->done = true;
+        r->cv.notify_all();
+      };
+      e->submit(std::move(q));
+    }
+    std::vector<std::vector<float>> scores;
+    for (Scored& r : out) {
+      std::unique_lock lock(r.mu);
+      EXPECT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(60), [&] { return r.done; }));
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      scores.push_back(r.scores);
+    }
+    return scores;
+  };
+  const std::vector<int32_t> other(prompt.begin() + 3, prompt.end());
+  const auto alone = run({prompt});
+  ASSERT_EQ(alone[0].size(), ids.size());
+  double max_abs = 0.0;
+  for (size_t v = 0; v < vocab; ++v) max_abs = std::max(max_abs, std::abs(last[v]));
+  for (size_t k = 0; k < ids.size(); ++k)
+    EXPECT_LE(std::abs(alone[0][k] - last[ids[k]]), 1e-4 * max_abs) << "id " << ids[k];
+  const auto other_alone = run({other});
+  const auto batched = run({other, prompt, std::vector<int32_t>(prompt.begin(), prompt.end() - 9)});
+  EXPECT_EQ(batched[1], alone[0]) << "batched (and prefix-cached) differs from alone";
+  EXPECT_EQ(batched[0], other_alone[0]) << "batched differs from alone";
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
 
