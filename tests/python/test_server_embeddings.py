@@ -5,7 +5,11 @@ relative; every input shape, both encodings, usage, the per-alias task, refusals
 OpenAI's error shape, and the per-route metrics."""
 import base64
 import json
+import os
 import pathlib
+import re
+import subprocess
+import sys
 import time
 
 import httpx
@@ -19,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
 TOL = 1e-4
 # alias -> (fixture, pooling); "chat" serves generation only.
-ALIASES = {"emb-last": ("qwen3", "last"), "emb-mean": ("llama", "mean"),
+ALIASES = {"embed": ("qwen3", "last"), "emb-mean": ("llama", "mean"),
            "emb-cls": ("gemma3", "cls")}
 
 
@@ -34,6 +38,27 @@ def unit(v):
 
 def rel_err(got, want):
     return float(np.linalg.norm(np.asarray(got, dtype=np.float64) - unit(want)))
+
+
+def doc_examples(section):
+    """The bash and python blocks of a docs/SERVING.md section."""
+    text = (ROOT / "docs" / "SERVING.md").read_text()
+    text = text[text.index(f"\n## {section}\n"):]
+    text = text[:text.index("\n## ", 1)]
+    return re.findall(r"```(bash|python)\n(.*?)```", text, re.S)
+
+
+def run_doc_examples(server, section):
+    examples = doc_examples(section)
+    assert examples, section
+    for kind, code in examples:
+        code = code.replace("http://127.0.0.1:8080", server.url)
+        cmd = (["bash", "-euo", "pipefail", "-c", code] if kind == "bash"
+               else [sys.executable, "-c", code])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "MEMRA_API_KEY": API_KEY})
+        assert r.returncode == 0, r.stderr + server.log_text()
+        assert r.stdout.strip(), code
 
 
 @pytest.fixture(scope="module")
@@ -75,28 +100,28 @@ def test_token_inputs_match_transformers(client, alias):
 
 def test_float_and_base64_agree_and_text_equals_its_tokens(server, client):
     text = "hello embeddings"
-    tokens = httpx.post(server.url + "/tokenize", json={"model": "emb-last", "prompt": text},
+    tokens = httpx.post(server.url + "/tokenize", json={"model": "embed", "prompt": text},
                         headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30).json()
-    floats = client.embeddings.create(model="emb-last", input=text, encoding_format="float")
-    by_ids = client.embeddings.create(model="emb-last", input=[tokens["tokens"]],
+    floats = client.embeddings.create(model="embed", input=text, encoding_format="float")
+    by_ids = client.embeddings.create(model="embed", input=[tokens["tokens"]],
                                       encoding_format="float")
     assert floats.data[0].embedding == by_ids.data[0].embedding
     raw = httpx.post(server.url + "/v1/embeddings",
-                     json={"model": "emb-last", "input": [text, "x"], "encoding_format": "base64"},
+                     json={"model": "embed", "input": [text, "x"], "encoding_format": "base64"},
                      headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30).json()
     decoded = np.frombuffer(base64.b64decode(raw["data"][0]["embedding"]), dtype="<f4")
     assert decoded.tolist() == floats.data[0].embedding
-    x_tokens = client.embeddings.create(model="emb-last", input="x").usage.prompt_tokens
+    x_tokens = client.embeddings.create(model="embed", input="x").usage.prompt_tokens
     assert raw["usage"]["prompt_tokens"] == tokens["count"] + x_tokens
     assert len(raw["data"]) == 2
 
 
 def test_dimensions_only_at_full_width(client):
-    full = client.embeddings.create(model="emb-last", input="abc", dimensions=96,
+    full = client.embeddings.create(model="embed", input="abc", dimensions=96,
                                     encoding_format="float")
     assert len(full.data[0].embedding) == 96
     with pytest.raises(openai.BadRequestError) as e:
-        client.embeddings.create(model="emb-last", input="abc", dimensions=32)
+        client.embeddings.create(model="embed", input="abc", dimensions=32)
     assert e.value.body["param"] == "dimensions"
     assert e.value.body["code"] == "unsupported_parameter"
     assert "truncated" in e.value.body["message"]
@@ -107,7 +132,7 @@ def test_refusals_name_the_field(server, client):
         client.embeddings.create(model="chat", input="abc")
     assert e.value.body["param"] == "model" and "not served for embeddings" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="emb-last", messages=[{"role": "user",
+        client.chat.completions.create(model="embed", messages=[{"role": "user",
                                                                     "content": "hi"}])
     assert "embeddings only" in e.value.message
     with pytest.raises(openai.NotFoundError):
@@ -117,12 +142,12 @@ def test_refusals_name_the_field(server, client):
                        ({"input": ""}, "input"), ({}, "input"),
                        ({"input": "a", "encoding_format": "int8"}, "encoding_format"),
                        ({"input": list(range(3, 103))}, "input")]:
-        r = httpx.post(server.url + "/v1/embeddings", json={"model": "emb-last", **bad},
+        r = httpx.post(server.url + "/v1/embeddings", json={"model": "embed", **bad},
                        headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
         assert r.status_code == 400, (bad, r.text)
         err = r.json()["error"]
         assert err["type"] == "invalid_request_error" and err["param"] == param, (bad, err)
-    r = httpx.post(server.url + "/v1/embeddings", json={"model": "emb-last", "input": "a"},
+    r = httpx.post(server.url + "/v1/embeddings", json={"model": "embed", "input": "a"},
                    timeout=30)
     assert r.status_code == 401
 
@@ -139,3 +164,7 @@ def test_no_kv_kept_and_metrics_count_the_route(server, client):
     assert used and all(v == 0 for v in used.values()), used
     assert m['memra:http_requests_total{route="/v1/embeddings",status="200"}'] >= 1
     assert m['memra:http_requests_total{route="/v1/embeddings",status="400"}'] >= 1
+
+
+def test_the_docs_examples_run(server):
+    run_doc_examples(server, "Embeddings")

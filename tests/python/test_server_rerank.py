@@ -2,8 +2,11 @@
 yes/no next-token probability with a per-model prompt (here a prompt file and the fixture's
 one-character answer tokens), scores identical alone and batched, top_n and return_documents,
 refusals by name (at load for a model without a prompt, per request for the wrong alias)."""
+import os
 import pathlib
+import re
 import subprocess
+import sys
 
 import httpx
 import pytest
@@ -16,11 +19,32 @@ HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 DOCS = ["dogs bark", "cats meow", "fish swim", "cats purr softly"]
 
 
+def doc_examples(section):
+    """The bash and python blocks of a docs/SERVING.md section."""
+    text = (ROOT / "docs" / "SERVING.md").read_text()
+    text = text[text.index(f"\n## {section}\n"):]
+    text = text[:text.index("\n## ", 1)]
+    return re.findall(r"```(bash|python)\n(.*?)```", text, re.S)
+
+
+def run_doc_examples(server, section):
+    examples = doc_examples(section)
+    assert examples, section
+    for kind, code in examples:
+        code = code.replace("http://127.0.0.1:8080", server.url)
+        cmd = (["bash", "-euo", "pipefail", "-c", code] if kind == "bash"
+               else [sys.executable, "-c", code])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "MEMRA_API_KEY": API_KEY})
+        assert r.returncode == 0, r.stderr + server.log_text()
+        assert r.stdout.strip(), code
+
+
 @pytest.fixture(scope="module")
 def server(build_dir, tmp_path_factory):
     prompt = tmp_path_factory.mktemp("rerank") / "prompt.txt"
     prompt.write_text("Query: {query} Document: {document} Relevant:")
-    entries = [f"rr={FIXTURES / 'qwen3'};task=rerank;rerank_prompt={prompt};rerank_tokens=y/n",
+    entries = [f"rerank={FIXTURES / 'qwen3'};task=rerank;rerank_prompt={prompt};rerank_tokens=y/n",
                f"chat={FIXTURES / 'qwen2'}"]
     s = Server(real_server_binary(build_dir),
                ["--models", ",".join(entries), "--ctx-size", "96", "--threads", "2",
@@ -30,7 +54,7 @@ def server(build_dir, tmp_path_factory):
 
 
 def rerank(server, **body):
-    r = httpx.post(server.url + "/v1/rerank", json={"model": "rr", **body}, headers=HEADERS,
+    r = httpx.post(server.url + "/v1/rerank", json={"model": "rerank", **body}, headers=HEADERS,
                    timeout=60)
     return r.status_code, r.json()
 
@@ -38,7 +62,7 @@ def rerank(server, **body):
 def test_scores_are_probabilities_sorted_and_equal_alone_and_batched(server):
     status, out = rerank(server, query="cats", documents=DOCS)
     assert status == 200, out
-    assert out["model"] == "rr" and out["id"].startswith("rerank-")
+    assert out["model"] == "rerank" and out["id"].startswith("rerank-")
     results = out["results"]
     assert sorted(r["index"] for r in results) == list(range(len(DOCS)))
     scores = [r["relevance_score"] for r in results]
@@ -77,7 +101,7 @@ def test_refusals_name_the_field(server):
                    timeout=30)
     assert r.status_code == 400 and "not served for rerank" in r.json()["error"]["message"]
     r = httpx.post(server.url + "/v1/chat/completions",
-                   json={"model": "rr", "messages": [{"role": "user", "content": "hi"}]},
+                   json={"model": "rerank", "messages": [{"role": "user", "content": "hi"}]},
                    headers=HEADERS, timeout=30)
     assert r.status_code == 400 and "rerank only" in r.json()["error"]["message"]
     m = server.metrics(headers=HEADERS)
@@ -87,7 +111,11 @@ def test_refusals_name_the_field(server):
 
 def test_a_model_without_a_rerank_prompt_is_refused_at_load(build_dir):
     proc = subprocess.run([str(real_server_binary(build_dir)), "--port", "0", "--models",
-                           f"rr={FIXTURES / 'llama'};task=rerank", "--log-level", "warn"],
+                           f"rerank={FIXTURES / 'llama'};task=rerank", "--log-level", "warn"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "no rerank prompt for a llama model" in proc.stderr, proc.stderr
+
+
+def test_the_docs_examples_run(server):
+    run_doc_examples(server, "Rerank")
