@@ -168,3 +168,13 @@ def test_no_kv_kept_and_metrics_count_the_route(server, client):
 
 def test_the_docs_examples_run(server):
     run_doc_examples(server, "Embeddings")
+
+
+def test_an_embed_alias_without_pooling_is_refused_at_load(build_dir):
+    # The HF fixture folder names no pooling (no GGUF pooling_type): the alias must say one.
+    proc = subprocess.run([str(real_server_binary(build_dir)), "--port", "0", "--models",
+                           f"vec={FIXTURES / 'qwen3'};task=embed", "--log-level", "warn"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "model 'vec' is served for embeddings but its file names no pooling" in proc.stderr, \
+        proc.stderr
