@@ -271,13 +271,8 @@ TEST_P(EngineFixture, EmbeddingsMatchTransformersPooled) {
   std::ifstream in(dir + "/embeddings.json");
   const nlohmann::json ref = nlohmann::json::parse(in);
   const auto inputs = ref.at("inputs").get<std::vector<std::vector<int32_t>>>();
-  const char* device = std::getenv("MEMRA_TEST_DEVICE");
-  const bool on_cpu = device == nullptr || std::string(device) == "cpu";
-  EngineOptions o;
-  o.model = dir;
-  o.n_threads = 2;
-  o.device = on_cpu ? "cpu" : device;
-  o.context_length = 96;
+  const EngineOptions o = fixture_options(dir);
+  const bool on_cpu = o.device == "cpu";
   EngineOptions chunked = o;
   chunked.max_batch_tokens = 7;
   EngineOptions tight = o;
@@ -328,13 +323,8 @@ TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
   const auto logits = j.at("logits").get<std::vector<double>>();
   const size_t vocab = j.at("vocab").get<size_t>();
   const double* last = logits.data() + (prompt.size() - 1) * vocab;
-  const char* device = std::getenv("MEMRA_TEST_DEVICE");
-  if (device != nullptr && std::string(device) != "cpu") GTEST_SKIP() << "CPU oracle only";
-  EngineOptions o;
-  o.model = dir;
-  o.n_threads = 2;
-  o.device = "cpu";
-  o.context_length = 96;
+  const EngineOptions o = fixture_options(dir);
+  if (o.device != "cpu") GTEST_SKIP() << "CPU oracle only";
   auto e = Engine::create(o);
   const std::vector<int32_t> ids = {5, 40, 77};
   struct Scored {
