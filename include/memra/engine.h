@@ -160,8 +160,9 @@ struct EngineModelInfo {
   uint64_t kv_cache_bytes = 0;
   std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"
   int32_t n_embd = 0;  // width of the hidden states (embedding length)
-  // The model file's own pooling (GGUF <arch>.pooling_type): "mean", "cls", "last", "rank",
-  // "none"; empty when the file does not say.
+  // The model's own pooling (GGUF <arch>.pooling_type: "mean", "cls", "last", "rank", "none";
+  // an HF folder's sentence-transformers 1_Pooling/config.json: "last", "mean", "cls"); empty
+  // when it does not say.
   std::string pooling;
 };
 

@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -178,3 +179,22 @@ def test_an_embed_alias_without_pooling_is_refused_at_load(build_dir):
     assert proc.returncode != 0
     assert "model 'vec' is served for embeddings but its file names no pooling" in proc.stderr, \
         proc.stderr
+
+
+def test_sentence_transformers_pooling_is_read_from_the_folder(build_dir, tmp_path, client):
+    folder = tmp_path / "qwen3-st"
+    shutil.copytree(FIXTURES / "qwen3", folder)
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 96, "pooling_mode_cls_token": False,
+         "pooling_mode_mean_tokens": False, "pooling_mode_lasttoken": True}))
+    s = Server(real_server_binary(build_dir),
+               ["--models", f"st={folder};task=embed", "--ctx-size", "96", "--threads", "2",
+                "--log-level", "warn"], env={"MEMRA_API_KEYS": API_KEY}, timeout=120)
+    try:
+        ref = reference("qwen3")
+        out = openai_client(s, timeout=60).embeddings.create(model="st", input=ref["inputs"])
+        for d, want in zip(out.data, ref["last"]):
+            assert rel_err(d.embedding, want) <= TOL
+    finally:
+        s.stop()
