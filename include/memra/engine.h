@@ -68,9 +68,29 @@ struct StreamEvent {
   std::string matched_stop;                  // the stop string that ended generation, if any
   std::string error;                         // when finish == error
   Usage usage;                               // running totals
+  // RequestKind::embed, on the final `stop` event: the pooled (and normalized) vector.
+  std::vector<float> embedding;
+  // RequestKind::score, on the final `stop` event: one raw logit per score_token_ids entry.
+  std::vector<float> scores;
 };
 
 using RequestId = uint64_t;
+
+// What a request asks of the model. generate: tokens (the default). embed: no tokens; the prompt
+// is prefilled once in steps of its own (batched with other embed requests), its final-norm
+// hidden states are pooled into the final event's `embedding`, and its KV blocks are freed
+// without entering the prefix cache (its rows of the prefix cache are never matched either:
+// mean pooling needs every token's row). score: no tokens; the prompt is prefilled as a
+// generation's would be (prefix cache included) and the final event's `scores` hold the raw
+// logits of `score_token_ids` at its last position (rerankers' yes/no probability).
+enum class RequestKind { generate, embed, score };
+
+// Which final-norm hidden states an embedding is made of: the last token's (Qwen3-Embedding and
+// other decoder embedders), the mean over every token, or the first token's (CLS).
+enum class Pooling { last, mean, cls };
+inline const char* pooling_name(Pooling pooling) {
+  return pooling == Pooling::mean ? "mean" : pooling == Pooling::cls ? "cls" : "last";
+}
 
 struct Request {
   std::vector<int32_t> prompt;  // token ids (use tokenizer() to encode text)
@@ -80,6 +100,10 @@ struct Request {
   // Constrained decoding (structured output, forced tool calls): only text the grammar accepts is
   // generated, and generation finishes with `stop` once the grammar is complete. Null: free text.
   std::shared_ptr<const structured::Grammar> grammar;
+  RequestKind kind = RequestKind::generate;
+  Pooling pooling = Pooling::last;       // embed only
+  bool normalize = true;                 // embed only: L2-normalize the pooled vector
+  std::vector<int32_t> score_token_ids;  // score only: 1 to 16 ids
 };
 
 struct EngineOptions {
@@ -135,6 +159,11 @@ struct EngineModelInfo {
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
   std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"
+  int32_t n_embd = 0;  // width of the hidden states (embedding length)
+  // The model's own pooling (GGUF <arch>.pooling_type: "mean", "cls", "last", "rank", "none";
+  // an HF folder's sentence-transformers 1_Pooling/config.json: "last", "mean", "cls"); empty
+  // when it does not say.
+  std::string pooling;
 };
 
 class Engine {

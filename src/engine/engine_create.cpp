@@ -24,11 +24,10 @@ namespace {
 
 constexpr uintmax_t kMaxGenerationConfigBytes = 1u << 20;
 
-// eos_token_id from an HF folder's generation_config.json (an int or a list of ints).
-std::vector<int32_t> generation_config_eos(const std::string& folder) {
-  const std::filesystem::path path = std::filesystem::path(folder) / "generation_config.json";
+// A small JSON file of an HF folder; null when the folder has none.
+nlohmann::json read_folder_json(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  if (!std::filesystem::is_regular_file(path, ec)) return nullptr;
   if (std::filesystem::file_size(path, ec) > kMaxGenerationConfigBytes)
     fail(ErrorCode::malformed_file, "{} is larger than {} bytes", path.string(),
          kMaxGenerationConfigBytes);
@@ -37,6 +36,13 @@ std::vector<int32_t> generation_config_eos(const std::string& folder) {
   text << in.rdbuf();
   const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail(ErrorCode::malformed_file, "{} is not valid JSON", path.string());
+  return j;
+}
+
+// eos_token_id from an HF folder's generation_config.json (an int or a list of ints).
+std::vector<int32_t> generation_config_eos(const std::string& folder) {
+  const std::filesystem::path path = std::filesystem::path(folder) / "generation_config.json";
+  const nlohmann::json j = read_folder_json(path);
   std::vector<int32_t> out;
   if (!j.is_object() || !j.contains("eos_token_id")) return out;
   const nlohmann::json& eos = j["eos_token_id"];
@@ -63,6 +69,35 @@ std::unique_ptr<ChatTemplate> load_chat_template(const Tokenizer& tokenizer) {
     MEMRA_LOG_WARN("the model's chat template does not parse, chat is disabled: {}", e.what());
     return nullptr;
   }
+}
+
+// GGUF <arch>.pooling_type (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank), named;
+// empty when absent or out of range.
+std::string pooling_type_name(const gguf::Metadata& metadata, const std::string& arch) {
+  static const char* const kNames[] = {"none", "mean", "cls", "last", "rank"};
+  const std::optional<int64_t> v = metadata.get_int(arch + ".pooling_type");
+  if (!v || *v < 0 || *v > 4) return {};
+  return kNames[*v];
+}
+
+// A sentence-transformers folder's pooling (1_Pooling/config.json): "last", "mean", "cls", or
+// empty when it has none or another mode.
+std::string sentence_transformers_pooling(const std::string& folder) {
+  const nlohmann::json j =
+      read_folder_json(std::filesystem::path(folder) / "1_Pooling" / "config.json");
+  if (!j.is_object()) return {};
+  const auto on = [&](const char* key) {
+    return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  const int modes = on("pooling_mode_lasttoken") + on("pooling_mode_mean_tokens") +
+                    on("pooling_mode_cls_token") + on("pooling_mode_max_tokens") +
+                    on("pooling_mode_mean_sqrt_len_tokens") +
+                    on("pooling_mode_weightedmean_tokens");
+  if (modes != 1) return {};
+  return on("pooling_mode_lasttoken")     ? "last"
+         : on("pooling_mode_mean_tokens") ? "mean"
+         : on("pooling_mode_cls_token")   ? "cls"
+                                          : "";
 }
 
 }  // namespace
@@ -99,6 +134,10 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   parts.info.n_vocab = mi.n_vocab;
   parts.info.weight_bytes = mi.weight_bytes;
   parts.info.device = mi.device;
+  parts.info.n_embd = mi.n_embd;
+  parts.info.pooling = archive->kind == ArchiveKind::hf_folder
+                           ? sentence_transformers_pooling(resolved.path)
+                           : pooling_type_name(archive->metadata, mi.architecture);
   return engine_start(std::move(parts), options);
 }
 

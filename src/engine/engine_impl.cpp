@@ -5,6 +5,7 @@
 #include "engine/engine_impl.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -80,6 +81,9 @@ struct Active : SeqState {
   StreamDecoder decoder;
   std::unique_ptr<structured::TokenConstraint> constraint;  // when request.grammar is set
   int32_t n_generated = 0;
+  // RequestKind::embed: the pooled hidden state so far (mean: a sum over pooled_rows rows).
+  std::vector<double> pool;
+  int32_t pooled_rows = 0;
   bool done = false;  // its final event is out (or its sink failed): nothing more is sent
 };
 
@@ -105,12 +109,19 @@ class EngineImpl final : public Engine {
   bool plain_greedy_step(const StepPlan& plan) const;
   void sample_row(Active& a, std::span<const float> row);
   void on_token(Active& a, const GeneratedToken& token);
+  void score_row(Active& a, std::span<const float> row);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
   void finish_with_error(Active& a, std::string message);
   void fail_all_in_flight(const std::string& message);
   void erase_finished();
   void deliver(Active& a, StreamEvent& event);
   void publish_stats();
+  // Prefill-only embedding steps (embed_scheduler_): KV blocks only while an input is prefilled.
+  Scheduler& scheduler_of(const Active& a);
+  bool embed_work() const;
+  void embed_step();
+  void pool_rows(Active& a, const float* rows, int32_t n_rows);
+  void finish_embedding(Active& a);
 
   EngineParts parts_;
   EngineOptions options_;
@@ -119,6 +130,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvBlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Scheduler> embed_scheduler_;  // RequestKind::embed: no prefix cache, no decode
+  std::vector<float> hidden_;                   // an embedding step's final-norm rows
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
   std::vector<int32_t> greedy_ids_;  // a plain greedy step's tokens (Model::forward_greedy)
@@ -195,6 +208,8 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
       std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs, options_.prefix_cache);
   scheduler_ = std::make_unique<Scheduler>(
       *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences});
+  embed_scheduler_ = std::make_unique<Scheduler>(
+      *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, false});
   if (options_.max_queued <= 0)
     fail(ErrorCode::invalid_argument, "max_queued {} must be > 0", options_.max_queued);
   seed_base_ = std::random_device{}();
@@ -241,6 +256,30 @@ void EngineImpl::validate(const Request& r) const {
     if (id < 0 || id >= n_tokens_)
       fail(ErrorCode::invalid_argument, "prompt token id {} is outside the vocabulary [0, {})", id,
            n_tokens_);
+  if (r.kind == RequestKind::embed) {
+    if (parts_.model->info().n_embd <= 0)
+      fail(ErrorCode::unsupported, "the {} model exposes no hidden states: no embeddings",
+           parts_.model->info().architecture);
+    if (static_cast<int64_t>(r.prompt.size()) > ctx)
+      fail(ErrorCode::invalid_argument,
+           "the input ({} tokens) exceeds the context length ({} tokens)", r.prompt.size(), ctx);
+    if (r.grammar) fail(ErrorCode::invalid_argument, "an embedding request cannot have a grammar");
+    return;
+  }
+  if (r.kind == RequestKind::score) {
+    if (r.score_token_ids.empty() || r.score_token_ids.size() > 16)
+      fail(ErrorCode::invalid_argument, "a score request needs 1 to 16 score token ids, got {}",
+           r.score_token_ids.size());
+    for (int32_t id : r.score_token_ids)
+      if (id < 0 || id >= n_tokens_)
+        fail(ErrorCode::invalid_argument, "score token id {} is outside the vocabulary [0, {})", id,
+             n_tokens_);
+    if (static_cast<int64_t>(r.prompt.size()) > ctx)
+      fail(ErrorCode::invalid_argument,
+           "the prompt ({} tokens) exceeds the context length ({} tokens)", r.prompt.size(), ctx);
+    if (r.grammar) fail(ErrorCode::invalid_argument, "a score request cannot have a grammar");
+    return;
+  }
   if (r.stop.max_tokens < 1)
     fail(ErrorCode::invalid_argument, "max_tokens {} must be at least 1", r.stop.max_tokens);
   const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens;
@@ -328,8 +367,8 @@ void EngineImpl::publish_stats() {
   stats_.graphs_recorded_total = graphs.recorded;
   stats_.graph_recordings_failed_total = graphs.failed;
   stats_.graph_replays_total = graphs.replays;
-  stats_.queued = scheduler_->n_waiting();
-  stats_.running = scheduler_->n_running();
+  stats_.queued = scheduler_->n_waiting() + embed_scheduler_->n_waiting();
+  stats_.running = scheduler_->n_running() + embed_scheduler_->n_running();
   stats_.kv_blocks_used = kv.used;
   stats_.preemptions_total = scheduler_->n_preemptions();
 }
@@ -382,7 +421,7 @@ void EngineImpl::iterate() {
   for (auto& a : incoming) {
     Active* raw = a.get();
     active_.emplace(a->id, std::move(a));
-    scheduler_->add(raw);
+    scheduler_of(*raw).add(raw);
   }
   for (RequestId id : cancels) {
     auto it = active_.find(id);
@@ -392,7 +431,8 @@ void EngineImpl::iterate() {
     deliver(*it->second, event);
   }
   erase_finished();
-  if (!active_.empty()) step();
+  if (scheduler_->n_waiting() + scheduler_->n_running() > 0) step();
+  if (embed_work()) embed_step();
   publish_stats();
 }
 
@@ -413,7 +453,7 @@ void EngineImpl::fail_all_in_flight(const std::string& message) {
   for (auto& [id, a] : active_) {
     if (a->done) continue;
     try {
-      scheduler_->remove(a.get());
+      scheduler_of(*a).remove(a.get());
     } catch (const std::exception& e) {
       MEMRA_LOG_ERROR("request {}: freeing its sequence failed: {}", id, e.what());
     }
@@ -430,10 +470,12 @@ void EngineImpl::fail_all_in_flight(const std::string& message) {
 void EngineImpl::step() {
   StepPlan plan = scheduler_->schedule();
   if (plan.seqs.empty()) {
+    // Embedding prefills hold the blocks for now: they free them within a few steps.
+    if (embed_scheduler_->n_running() > 0) return;
     // Only possible when a queued sequence cannot get a single KV slot with nothing running;
     // submit() and the cache sizing rule this out, so report it rather than spin.
     for (auto& [id, a] : active_) {
-      if (a->done) continue;
+      if (a->done || a->request.kind != RequestKind::generate) continue;
       StreamEvent event;
       event.error = "the KV cache cannot hold this request";
       finish(*a, event, FinishReason::error);
@@ -484,11 +526,16 @@ void EngineImpl::step() {
     const int32_t n_prompt = static_cast<int32_t>(a.request.prompt.size());
     prompt_tokens += static_cast<uint64_t>(std::max(0, std::min(end, n_prompt) - first));
   }
+  uint64_t scored = 0;
   for (size_t j = 0; j < rows; ++j) {
     Active& a = static_cast<Active&>(*plan.logit_seqs[j]);
     if (a.done) continue;
     try {
-      if (greedy) {
+      if (a.request.kind == RequestKind::score) {
+        ++scored;
+        score_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
+                                            static_cast<size_t>(n_vocab_)));
+      } else if (greedy) {
         on_token(a, GeneratedToken{greedy_ids_[j], 0.0f, {}});
       } else {
         // Only the rows with a token: padded rows past the tokenizer are never candidates.
@@ -505,7 +552,110 @@ void EngineImpl::step() {
   std::lock_guard lock(mu_);
   stats_.steps_total += 1;
   stats_.prompt_tokens_total += prompt_tokens;
-  stats_.generated_tokens_total += rows;
+  stats_.generated_tokens_total += rows - scored;
+}
+
+Scheduler& EngineImpl::scheduler_of(const Active& a) {
+  return a.request.kind == RequestKind::embed ? *embed_scheduler_ : *scheduler_;
+}
+
+bool EngineImpl::embed_work() const {
+  return embed_scheduler_->n_waiting() + embed_scheduler_->n_running() > 0;
+}
+
+// One prefill-only step of embedding inputs. The rows each sequence needs this step are chosen
+// by its pooling (mean: every token; cls: position 0; last: the final token), run through the
+// final norm (Model::forward_hidden) and folded into its pool; a sequence whose last token was
+// computed is finished, which frees its blocks (never published to the prefix cache). An empty
+// plan means generation holds the blocks: try again next turn.
+void EngineImpl::embed_step() {
+  StepPlan plan = embed_scheduler_->schedule();
+  if (plan.seqs.empty()) return;
+  Batch& batch = plan.batch;
+  batch.logit_tokens.clear();
+  std::vector<int32_t> rows_of(plan.seqs.size(), 0);
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const Active& a = static_cast<const Active&>(*plan.seqs[i]);
+    const BatchSeq& bs = batch.seqs[i];
+    const bool ends = bs.n_past + bs.n_tokens == static_cast<int32_t>(a.tokens.size());
+    int32_t first = bs.first_token, n = 0;
+    if (a.request.pooling == Pooling::mean) {
+      n = bs.n_tokens;
+    } else if (a.request.pooling == Pooling::cls) {
+      n = bs.n_past == 0 ? 1 : 0;
+    } else if (ends) {
+      first = bs.first_token + bs.n_tokens - 1;
+      n = 1;
+    }
+    for (int32_t t = 0; t < n; ++t) batch.logit_tokens.push_back(first + t);
+    rows_of[i] = n;
+  }
+  const int32_t n_embd = parts_.model->info().n_embd;
+  hidden_.resize(batch.logit_tokens.size() * static_cast<size_t>(n_embd));
+  try {
+    parts_.model->forward_hidden(batch, *kv_, hidden_);
+  } catch (const std::exception& e) {
+    MEMRA_LOG_ERROR("engine embedding step failed: {}", e.what());
+    const std::string why = parts_.ops ? parts_.ops->fatal_error() : std::string();
+    if (!why.empty()) {
+      std::lock_guard lock(mu_);
+      fatal_ = why;
+      stats_.fatal_error = why;
+    }
+    for (SeqState* seq : plan.seqs) finish_with_error(static_cast<Active&>(*seq), e.what());
+    erase_finished();
+    if (!why.empty())
+      fail_all_in_flight("the engine stopped serving: the device is unusable (" + why + ")");
+    return;
+  }
+  embed_scheduler_->complete(plan);
+  uint64_t prompt_tokens = 0;
+  const float* row = hidden_.data();
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    Active& a = static_cast<Active&>(*plan.seqs[i]);
+    prompt_tokens += static_cast<uint64_t>(batch.seqs[i].n_tokens);
+    if (batch.seqs[i].n_past == 0) {  // a first chunk, or the restart of a preempted input
+      a.pool.clear();
+      a.pooled_rows = 0;
+    }
+    pool_rows(a, row, rows_of[i]);
+    row += static_cast<size_t>(rows_of[i]) * n_embd;
+    if (!a.done && a.remaining() == 0) finish_embedding(a);
+  }
+  erase_finished();
+  std::lock_guard lock(mu_);
+  stats_.steps_total += 1;
+  stats_.prompt_tokens_total += prompt_tokens;
+}
+
+void EngineImpl::pool_rows(Active& a, const float* rows, int32_t n_rows) {
+  const size_t n_embd = static_cast<size_t>(parts_.model->info().n_embd);
+  if (a.pool.empty()) a.pool.assign(n_embd, 0.0);
+  for (int32_t r = 0; r < n_rows; ++r)
+    for (size_t c = 0; c < n_embd; ++c) a.pool[c] += rows[r * n_embd + c];
+  a.pooled_rows += n_rows;
+}
+
+// The final event: the pooled vector (the mean divides by the row count), L2-normalized when
+// asked (a zero vector stays zero).
+void EngineImpl::finish_embedding(Active& a) {
+  StreamEvent event;
+  if (a.pooled_rows == 0) {
+    event.error = "no hidden state was pooled for this input";
+    finish(a, event, FinishReason::error);
+    return deliver(a, event);
+  }
+  const double rows = a.request.pooling == Pooling::mean ? a.pooled_rows : 1.0;
+  double norm2 = 0.0;
+  for (double& v : a.pool) {
+    v /= rows;
+    norm2 += v * v;
+  }
+  const double inv = a.request.normalize && norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 1.0;
+  event.embedding.reserve(a.pool.size());
+  for (double v : a.pool) event.embedding.push_back(static_cast<float>(v * inv));
+  finish(a, event, FinishReason::stop);
+  deliver(a, event);
 }
 
 // Every row is the argmax of its raw logits (Sampler::plain_greedy, no grammar): the model picks
@@ -513,7 +663,9 @@ void EngineImpl::step() {
 bool EngineImpl::plain_greedy_step(const StepPlan& plan) const {
   for (SeqState* seq : plan.logit_seqs) {
     const Active& a = static_cast<const Active&>(*seq);
-    if (!a.done && (a.constraint || !a.sampler.plain_greedy())) return false;
+    if (!a.done &&
+        (a.constraint || !a.sampler.plain_greedy() || a.request.kind == RequestKind::score))
+      return false;
   }
   return !plan.logit_seqs.empty();
 }
@@ -529,6 +681,14 @@ void EngineImpl::sample_row(Active& a, std::span<const float> row) {
     return finish_with_error(
         a, "the model gave no finite logit to any token the output grammar allows");
   on_token(a, token);
+}
+
+// A score request ends at its first logit row: the logits of its ids, no token.
+void EngineImpl::score_row(Active& a, std::span<const float> row) {
+  StreamEvent event;
+  for (int32_t id : a.request.score_token_ids) event.scores.push_back(row[id]);
+  finish(a, event, FinishReason::stop);
+  deliver(a, event);
 }
 
 void EngineImpl::on_token(Active& a, const GeneratedToken& token) {
@@ -582,7 +742,7 @@ void EngineImpl::finish(Active& a, StreamEvent& event, FinishReason reason) {
   if (a.done) fail(ErrorCode::internal, "request {} finished twice", a.id);
   a.done = true;
   event.finish = reason;
-  scheduler_->remove(&a);
+  scheduler_of(a).remove(&a);
   finished_.push_back(&a);
 }
 
@@ -609,7 +769,7 @@ void EngineImpl::deliver(Active& a, StreamEvent& event) {
     MEMRA_LOG_WARN("request {} sink threw ({}); cancelling it", a.id, e.what());
     if (event.finish == FinishReason::none) {
       a.done = true;
-      scheduler_->remove(&a);
+      scheduler_of(a).remove(&a);
       finished_.push_back(&a);
     }
   }

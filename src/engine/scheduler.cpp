@@ -125,7 +125,9 @@ bool Scheduler::admit_one(StepPlan& plan, int32_t& budget) {
   const int32_t bs = kv_.block_size();
   const int32_t max_blocks = (static_cast<int32_t>(seq->tokens.size()) - 1) / bs;
   const int32_t matched =
-      kv_.match_prefix(seq->tokens, max_blocks, seq->block_table, seq->block_hashes);
+      options_.prefix_cache
+          ? kv_.match_prefix(seq->tokens, max_blocks, seq->block_table, seq->block_hashes)
+          : 0;
   seq->n_computed = matched * bs;
   const int32_t n = tokens_that_fit(*seq, std::min(seq->remaining(), budget));
   if (n <= 0) {
@@ -166,7 +168,8 @@ void Scheduler::complete(const StepPlan& plan) {
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     SeqState* seq = plan.seqs[i];
     seq->n_computed += plan.batch.seqs[i].n_tokens;
-    while (static_cast<int32_t>(seq->block_hashes.size()) < seq->n_computed / bs) {
+    while (options_.prefix_cache &&
+           static_cast<int32_t>(seq->block_hashes.size()) < seq->n_computed / bs) {
       const size_t idx = seq->block_hashes.size();
       const uint64_t parent = idx == 0 ? kKvRootHash : seq->block_hashes[idx - 1];
       const std::span<const int32_t> content(seq->tokens.data() + idx * bs,

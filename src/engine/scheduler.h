@@ -32,6 +32,9 @@ struct SeqState {
 struct SchedulerOptions {
   int32_t max_batch_tokens = 512;
   int32_t max_sequences = 64;
+  // false: its sequences neither reuse cached blocks nor publish theirs (the prefill-only
+  // embedding queue; the block manager's cache still serves other schedulers).
+  bool prefix_cache = true;
 };
 
 // One step's plan. seqs[i] is the sequence of batch.seqs[i]; logit_seqs[j] the sequence whose

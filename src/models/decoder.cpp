@@ -132,6 +132,26 @@ void DecoderModel::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_col
   run(batch, kv, {}, n_cols, ids);
 }
 
+// Always eager (never a recorded graph): the final norm of the selected rows, then a download.
+// Unlike logits_block, no output projection: a mean-pooled step selects every token.
+void DecoderModel::forward_hidden(const Batch& batch, KvCache& kv_base, std::span<float> hidden) {
+  const BackendKvCache& kv = kv_cast(kv_base);
+  const size_t n_rows = batch.logit_tokens.size();
+  if (hidden.size() != n_rows * static_cast<size_t>(cfg_.n_embd))
+    fail(ErrorCode::invalid_argument, "hidden span holds {} floats, expected {} rows of {}",
+         hidden.size(), n_rows, cfg_.n_embd);
+  step_layout_build(batch, kv.block_size(), kv.n_blocks(),
+                    static_cast<int32_t>(w_.token_embd.n_rows()), step_);
+  ops_->step_begin(step_);
+  reserve(step_.n_tokens(), std::max(1, step_.n_logits()), false, false);
+  forward_layers(step_.n_tokens(), kv);
+  if (n_rows == 0) return;
+  float* sel = s_.sel.f32();
+  ops_->gather_logit_rows(s_.x.f32(), cfg_.n_embd, sel);
+  norm(sel, w_.output_norm, static_cast<int64_t>(n_rows), sel, "output_norm", -1);
+  ops_->download(hidden.data(), sel, hidden.size() * sizeof(float));
+}
+
 // The step's outputs are its first n_real logit rows (padding rows come after them).
 void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> logits,
                        int32_t argmax_cols, std::span<int32_t> ids) {

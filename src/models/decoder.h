@@ -26,6 +26,7 @@ class DecoderModel : public Model {
   void forward(const Batch& batch, KvCache& kv, std::span<float> logits) final;
   void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
                       std::span<int32_t> ids) final;
+  void forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden) final;
   std::vector<int32_t> prepare(const StepLimits& limits) override;
   uint64_t kv_bytes_per_token() const override;
   std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override;

@@ -69,6 +69,10 @@ class Model {
   // on the host.
   virtual void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
                               std::span<int32_t> ids);
+  // Runs the batch as forward does (KV written the same way), but writes the final-norm hidden
+  // state of each logit row instead of its logits: what embeddings are pooled from.
+  // hidden: [batch.logit_tokens.size() x info().n_embd] row-major. This default refuses.
+  virtual void forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden);
   // Called once before the KV cache is sized: lets the model allocate the buffers of the largest
   // step it will be given (so they count before the cache takes the free memory) and, when
   // limits.graphs and its backend can, replay pure decode steps as graphs. Returns the batch

@@ -1,6 +1,6 @@
 // model_load: picks the architecture file for archive.architecture(); the per-architecture
 // constructors refuse unsupported config values, missing tensors and wrong shapes by name. And
-// Model's default greedy forward (host argmax over host logits).
+// Model's default greedy forward (host argmax over host logits) and hidden-state refusal.
 #include <algorithm>
 #include <vector>
 
@@ -22,6 +22,11 @@ void Model::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
     const float* row = logits.data() + r * n_vocab;
     ids[r] = static_cast<int32_t>(std::max_element(row, row + n_cols) - row);
   }
+}
+
+void Model::forward_hidden(const Batch&, KvCache&, std::span<float>) {
+  fail(ErrorCode::unsupported, "the {} model does not expose its hidden states (no embeddings)",
+       info().architecture);
 }
 
 std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,

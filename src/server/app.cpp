@@ -44,6 +44,27 @@ ServedModel& App::model(const std::string& name) {
                  fmt::format("The model '{}' does not exist", name));
 }
 
+ServedModel& App::model_for(const std::string& name, ModelTask task) {
+  if (name.empty())
+    for (ServedModel& m : models_)
+      if (m.task == task) return m;
+  ServedModel& m = model(name);
+  if (m.task == task) return m;
+  if (task != ModelTask::generate)
+    throw ApiError(400, "invalid_request_error", "model", "model_not_supported",
+                   fmt::format("The model '{}' is not served for {} (serve it with task={} in its "
+                               "MEMRA_MODELS entry, or --task {})",
+                               m.id, task == ModelTask::embed ? "embeddings" : "rerank",
+                               model_task_name(task), model_task_name(task)));
+  const char* route = m.task == ModelTask::embed ? "embeddings" : "rerank";
+  throw ApiError(400, "invalid_request_error", "model", "model_not_supported",
+                 fmt::format("The model '{}' is served for {} only (/v1/{})", m.id, route, route));
+}
+
+const char* model_task_name(ModelTask task) {
+  return task == ModelTask::embed ? "embed" : task == ModelTask::rerank ? "rerank" : "generate";
+}
+
 void App::require_auth(const HttpRequest& req) const {
   if (!config_.keys.enabled()) return;
   std::string_view key = presented_key(req.header("authorization"), req.header("x-api-key"));
@@ -78,6 +99,8 @@ constexpr ErrorFormat kAnthropic = ErrorFormat::anthropic;
 const Route kRoutes[] = {
     {"POST", "/v1/chat/completions", handle_chat_completions},
     {"POST", "/v1/completions", handle_completions},
+    {"POST", "/v1/embeddings", handle_embeddings},
+    {"POST", "/v1/rerank", handle_rerank},
     {"GET", "/v1/models", handle_models},
     {"GET", "/v1/models/{id}", handle_models},
     {"POST", "/v1/responses", handle_responses},

@@ -24,9 +24,32 @@ namespace memra::server {
 // The error body shape of a route's API.
 enum class ErrorFormat { openai, anthropic };
 
+// What an alias serves: the generating routes, or /v1/embeddings only (MEMRA_MODELS task=embed),
+// or /v1/rerank only (task=rerank).
+enum class ModelTask { generate, embed, rerank };
+const char* model_task_name(ModelTask task);  // "generate", "embed", "rerank"
+
+// How a rerank model scores a document: its prompt (literal text with {query}, {document} and
+// {instruction} slots; the literal parts may hold special tokens, the slots never do) and the
+// answer tokens whose next-token logits give p(yes) = sigmoid(logit(yes) - logit(no)).
+struct RerankFormat {
+  std::string prompt;
+  std::string default_instruction;
+  int32_t yes_id = -1;
+  int32_t no_id = -1;
+};
+// The rerank format of a model: `prompt` is "qwen3" (the built-in Qwen3-Reranker prompt), a file
+// holding one, or empty (qwen3 for qwen3 models, else refused by name); `tokens` is "YES/NO",
+// the answer tokens' exact texts (empty: "yes/no"), each one token of the vocabulary.
+RerankFormat rerank_format_load(const Engine& engine, const std::string& prompt,
+                                const std::string& tokens);
+
 struct ServedModel {
   std::string id;  // the name clients send as "model"
   std::unique_ptr<Engine> engine;
+  ModelTask task = ModelTask::generate;
+  Pooling pooling = Pooling::last;  // task embed: how its embeddings are pooled
+  RerankFormat rerank;              // task rerank
   // Renders a chat-template context (messages, tools, add_generation_prompt, bos/eos tokens) to
   // prompt text; empty when the model has no chat template.
   std::function<std::string(const ojson& context)> render_chat;
@@ -69,6 +92,9 @@ class App {
 
   // For handlers.
   ServedModel& model(const std::string& name);  // ApiError 404 for an unknown name
+  // As model(), for one task: an empty name picks the first model of that task; a model of the
+  // other task is a 400 naming it.
+  ServedModel& model_for(const std::string& name, ModelTask task);
   const std::vector<ServedModel>& models() const { return models_; }
   const std::vector<FailedModel>& failed_models() const { return failed_; }
   const AppConfig& config() const { return config_; }
@@ -106,6 +132,8 @@ void handle_count_tokens(App& app, const HttpRequest& req, HttpExchange& ex);  /
 void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex);     // OpenAI Responses
 void handle_response_get(App& app, const HttpRequest& req, HttpExchange& ex);
 void handle_response_delete(App& app, const HttpRequest& req, HttpExchange& ex);
+void handle_embeddings(App& app, const HttpRequest& req, HttpExchange& ex);  // OpenAI
+void handle_rerank(App& app, const HttpRequest& req, HttpExchange& ex);      // Cohere / Jina
 
 void send_json(HttpExchange& ex, int status, const nlohmann::json& body,
                const HeaderList& extra = {});

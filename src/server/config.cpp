@@ -41,6 +41,51 @@ bool to_bool(const std::string& text, const char* what) {
   fail(ErrorCode::invalid_argument, "{} must be true/false, got '{}'", what, text);
 }
 
+void check_task(const std::string& task, const std::string& where) {
+  if (task != "generate" && task != "embed" && task != "rerank")
+    fail(ErrorCode::invalid_argument, "{}: task must be generate, embed or rerank, got '{}'", where,
+         task);
+}
+
+void check_pooling(const std::string& pooling, const std::string& where) {
+  if (pooling != "last" && pooling != "mean" && pooling != "cls")
+    fail(ErrorCode::invalid_argument, "{}: pooling must be last, mean or cls, got '{}'", where,
+         pooling);
+}
+
+// "SOURCE;task=embed;pooling=mean": the source, then the entry's options.
+ModelSpec parse_model_entry(std::string alias, const std::string& rest, const std::string& item) {
+  ModelSpec spec{std::move(alias), rest.substr(0, rest.find(';'))};
+  for (size_t at = rest.find(';'); at != std::string::npos;) {
+    const size_t next = rest.find(';', at + 1);
+    const std::string opt = rest.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+    at = next;
+    const size_t eq = opt.find('=');
+    const std::string key = opt.substr(0, eq),
+                      value = eq == std::string::npos ? "" : opt.substr(eq + 1);
+    const std::string where = "MEMRA_MODELS entry '" + item + "'";
+    if (key == "task") {
+      check_task(value, where);
+      spec.task = value;
+    } else if (key == "pooling") {
+      check_pooling(value, where);
+      spec.pooling = value;
+    } else if (key == "rerank_prompt" && !value.empty()) {
+      spec.rerank_prompt = value;
+    } else if (key == "rerank_tokens" && value.find('/') != std::string::npos) {
+      spec.rerank_tokens = value;
+    } else {
+      fail(ErrorCode::invalid_argument,
+           "{}: unknown or empty option '{}' (task=, pooling=, rerank_prompt=, "
+           "rerank_tokens=YES/NO)",
+           where, opt);
+    }
+  }
+  if (spec.source.empty())
+    fail(ErrorCode::invalid_argument, "MEMRA_MODELS entry '{}' must be alias=SOURCE", item);
+  return spec;
+}
+
 std::vector<ModelSpec> parse_models(const std::string& list) {
   std::vector<ModelSpec> out;
   size_t start = 0;
@@ -53,7 +98,7 @@ std::vector<ModelSpec> parse_models(const std::string& list) {
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       fail(ErrorCode::invalid_argument, "MEMRA_MODELS entry '{}' must be alias=SOURCE", item);
-    out.push_back({item.substr(0, eq), item.substr(eq + 1)});
+    out.push_back(parse_model_entry(item.substr(0, eq), item.substr(eq + 1), item));
   }
   if (out.empty()) fail(ErrorCode::invalid_argument, "MEMRA_MODELS names no model");
   return out;
@@ -72,6 +117,19 @@ const std::vector<Option>& options() {
        }},
       {"--models", "MEMRA_MODELS", "LIST", "several models: alias=SOURCE,alias=SOURCE",
        [](ServerConfig& c, const std::string& v) { c.models = parse_models(v); }},
+      {"--task", "MEMRA_TASK", "TASK",
+       "generate (default), embed or rerank: what models without their own task= serve",
+       [](ServerConfig& c, const std::string& v) {
+         check_task(v, "--task");
+         c.task = v;
+       }},
+      {"--pooling", "MEMRA_POOLING", "MODE",
+       "embedding pooling last | mean | cls for models without their own pooling= (default: the "
+       "file's)",
+       [](ServerConfig& c, const std::string& v) {
+         check_pooling(v, "--pooling");
+         c.pooling = v;
+       }},
       {"--ctx-size", "MEMRA_CTX_SIZE", "N", "context length per sequence (0 = model's, max 8192)",
        [](ServerConfig& c, const std::string& v) {
          c.engine.context_length = int32_t(to_int(v, "--ctx-size", 0, 1 << 24));
@@ -216,6 +274,13 @@ ServerConfig parse_server_config(const std::vector<std::string>& args, const Env
       value = args[++i];
     }
     found->set(config, value);
+  }
+  // --task / --pooling fill the entries that did not set their own (or the single model).
+  if ((!config.task.empty() || !config.pooling.empty()) && config.models.empty())
+    config.models.push_back({"", ""});
+  for (ModelSpec& spec : config.models) {
+    if (spec.task.empty()) spec.task = config.task;
+    if (spec.pooling.empty()) spec.pooling = config.pooling;
   }
   if (!config.chat_template_file.empty() && config.models.size() > 1)
     fail(ErrorCode::invalid_argument,

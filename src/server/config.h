@@ -17,12 +17,19 @@ namespace memra::server {
 struct ModelSpec {
   std::string alias;   // what clients send as "model"; empty = the source's display name
   std::string source;  // for model_source_resolve; empty = the default model
+  // Entry options (MEMRA_MODELS "alias=SOURCE;task=embed;pooling=mean"), else --task/--pooling.
+  std::string task;           // generate (also when empty) | embed | rerank (their route only)
+  std::string pooling;        // last | mean | cls; empty = the model file's pooling_type
+  std::string rerank_prompt;  // qwen3 (built in) or a file; empty = qwen3 for qwen3 models
+  std::string rerank_tokens;  // "YES/NO" answer token texts; empty = "yes/no"
 };
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<ModelSpec> models;  // empty: the default model
+  std::string task;               // --task: for entries that set none ("" = generate)
+  std::string pooling;            // --pooling: for entries that set none
   EngineOptions engine;           // applied to every model (model field set per model)
   HttpLimits http;
   RequestLimits request;

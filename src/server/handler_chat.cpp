@@ -8,7 +8,7 @@ namespace memra::server {
 void handle_chat_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   ojson body = parse_json_body(req.body, app.config().request_limits);
   ChatRequest chat = parse_chat_request(body, app.config().request_limits);
-  ServedModel& model = app.model(chat.gen.model);
+  ServedModel& model = app.model_for(chat.gen.model, ModelTask::generate);
   GenerationJob job;
   job.chat = true;
   job.id = make_completion_id("chatcmpl-");

@@ -9,7 +9,7 @@ namespace memra::server {
 void handle_completions(App& app, const HttpRequest& req, HttpExchange& ex) {
   ojson body = parse_json_body(req.body, app.config().request_limits);
   CompletionRequest completion = parse_completion_request(body, app.config().request_limits);
-  ServedModel& model = app.model(completion.gen.model);
+  ServedModel& model = app.model_for(completion.gen.model, ModelTask::generate);
   const Tokenizer& tok = model.engine->tokenizer();
   GenerationJob job;
   job.id = make_completion_id("cmpl-");

@@ -154,7 +154,7 @@ class MessagesWriter : public ResponseWriter {
 GenerationJob prepare(App& app, const HttpRequest& req, bool count_only, ServedModel*& model) {
   ojson body = parse_json_body(req.body, app.config().request_limits);
   ChatRequest chat = parse_messages_request(body, app.config().request_limits, count_only);
-  model = &app.model(chat.gen.model);
+  model = &app.model_for(chat.gen.model, ModelTask::generate);
   GenerationJob job;
   job.chat = true;
   job.id = make_completion_id("msg_");

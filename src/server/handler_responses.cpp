@@ -350,7 +350,7 @@ json input_items_page(const StoredResponse& r, const std::string& query) {
 void handle_responses(App& app, const HttpRequest& req, HttpExchange& ex) {
   ojson body = parse_json_body(req.body, app.config().request_limits);
   ResponsesRequest r = parse_responses_request(body, app.config().request_limits);
-  ServedModel& model = app.model(r.chat.gen.model);
+  ServedModel& model = app.model_for(r.chat.gen.model, ModelTask::generate);
   ResponseEcho echo{&r, ojson::array()};
   if (!r.previous_response_id.empty()) {
     auto previous = app.responses().get(r.previous_response_id);

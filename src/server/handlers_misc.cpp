@@ -18,7 +18,8 @@ nlohmann::json model_card(const ServedModel& m) {
           {"max_model_len", info.context_length},
           {"architecture", info.architecture},
           {"device", info.device},
-          {"status", "ready"}};
+          {"status", "ready"},
+          {"task", model_task_name(m.task)}};
 }
 
 bool valid_utf8(std::string_view s) {

@@ -23,7 +23,9 @@ struct RequestLimits {
   size_t max_stop_bytes = 256;
   int32_t max_logit_bias = 1024;
   int32_t max_messages = 4096;
-  int32_t max_prompts = 64;  // /v1/completions prompt arrays
+  int32_t max_prompts = 64;             // /v1/completions prompt arrays
+  int32_t max_embedding_inputs = 2048;  // /v1/embeddings input arrays (OpenAI's limit)
+  int32_t max_rerank_documents = 1024;  // /v1/rerank documents
   int32_t max_json_depth = 64;
 };
 

@@ -58,6 +58,40 @@ class LoadProgress {
   std::thread thread_;
 };
 
+// The alias's task and, for embeddings, its pooling: the entry's pooling=, else the model file's
+// pooling_type; a file that names none (or rank/none) is refused by name.
+void set_task(ServedModel& m, const ModelSpec& spec) {
+  if (spec.task.empty() || spec.task == "generate") return;
+  if (spec.task == "rerank") {
+    m.task = ModelTask::rerank;
+    try {
+      m.rerank = rerank_format_load(*m.engine, spec.rerank_prompt, spec.rerank_tokens);
+    } catch (const Error& e) {
+      fail(e.code(), "model '{}': {}", m.id, e.what());
+    }
+    MEMRA_LOG_INFO("'{}' serves rerank (yes/no token ids {}/{})", m.id, m.rerank.yes_id,
+                   m.rerank.no_id);
+    return;
+  }
+  m.task = ModelTask::embed;
+  std::string pooling = spec.pooling;
+  if (pooling.empty()) pooling = m.engine->model_info().pooling;
+  if (pooling == "last") {
+    m.pooling = Pooling::last;
+  } else if (pooling == "mean") {
+    m.pooling = Pooling::mean;
+  } else if (pooling == "cls") {
+    m.pooling = Pooling::cls;
+  } else {
+    fail(ErrorCode::invalid_argument,
+         "model '{}' is served for embeddings but its file names {} pooling: set pooling=last|"
+         "mean|cls in its MEMRA_MODELS entry or --pooling",
+         m.id, pooling.empty() ? std::string("no") : "'" + pooling + "'");
+  }
+  MEMRA_LOG_INFO("'{}' serves embeddings ({} pooling, {} dimensions)", m.id,
+                 pooling_name(m.pooling), m.engine->model_info().n_embd);
+}
+
 ServedModel load_model(const ServerConfig& config, const ModelLoader& loader,
                        const ModelSpec& spec) {
   std::string what = spec.source.empty() ? "the default model" : spec.source;
@@ -71,6 +105,7 @@ ServedModel load_model(const ServerConfig& config, const ModelLoader& loader,
     m = loader(spec, options);
   }
   if (!spec.alias.empty()) m.id = spec.alias;
+  set_task(m, spec);
   const EngineModelInfo& info = m.engine->model_info();
   MEMRA_LOG_INFO(
       "loaded '{}' ({}) on {}: context {} tokens, vocab {}, weights {:.1f} MiB, KV cache {:.1f} "

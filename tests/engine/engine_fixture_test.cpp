@@ -10,8 +10,12 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -194,6 +198,183 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
         << "a failed recording changed the tokens";
     EXPECT_EQ(e->stats().graph_recordings_failed_total, 1u);
   }
+}
+
+// The embeddings gate: transformers' final-norm hidden states (tests/fixtures/models/<arch>/
+// embeddings.json, scripts/gen_embedding_fixtures.py) pooled by the last token, the mean and the
+// first token, L2-normalized, equal the engine's embeddings within 1e-4 relative (the L2 norm of
+// the difference over the reference's); batched, chunked and preempted inputs give the same
+// vectors; no KV block stays in use and nothing enters the prefix cache.
+struct Embedded {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<float> embedding;
+  FinishReason finish = FinishReason::none;
+  std::string error;
+  Usage usage;
+};
+
+Request embed_request(const std::vector<int32_t>& input, Pooling pooling, Embedded& out) {
+  Request q;
+  q.kind = RequestKind::embed;
+  q.prompt = input;
+  q.pooling = pooling;
+  q.sink = [&out](const StreamEvent& ev) {
+    std::lock_guard lock(out.mu);
+    if (ev.finish == FinishReason::none) return;
+    out.embedding = ev.embedding;
+    out.finish = ev.finish;
+    out.error = ev.error;
+    out.usage = ev.usage;
+    out.cv.notify_all();
+  };
+  return q;
+}
+
+std::vector<std::vector<float>> embed_all(Engine& e, const std::vector<std::vector<int32_t>>& in,
+                                          Pooling pooling, bool together) {
+  std::vector<Embedded> results(in.size());
+  std::vector<std::vector<float>> out;
+  const auto wait_one = [&](Embedded& r) {
+    std::unique_lock lock(r.mu);
+    EXPECT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      return r.finish != FinishReason::none;
+    })) << "embedding did not finish";
+    EXPECT_EQ(r.finish, FinishReason::stop) << r.error;
+    out.push_back(r.embedding);
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    e.submit(embed_request(in[i], pooling, results[i]));
+    if (!together) wait_one(results[i]);
+  }
+  if (together)
+    for (auto& r : results) wait_one(r);
+  return out;
+}
+
+double relative_l2(const std::vector<float>& got, std::vector<double> want) {
+  double n2 = 0.0;
+  for (double v : want) n2 += v * v;
+  for (double& v : want) v /= std::sqrt(n2);
+  if (got.size() != want.size()) return 1e9;
+  double d2 = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) d2 += (got[i] - want[i]) * (got[i] - want[i]);
+  return std::sqrt(d2);  // the reference is unit length
+}
+
+void wait_blocks_free(const Engine& e) {
+  for (int i = 0; i < 400 && e.stats().kv_blocks_used > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+TEST_P(EngineFixture, EmbeddingsMatchTransformersPooled) {
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/embeddings.json")) << dir;
+  std::ifstream in(dir + "/embeddings.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const auto inputs = ref.at("inputs").get<std::vector<std::vector<int32_t>>>();
+  const EngineOptions o = fixture_options(dir);
+  const bool on_cpu = o.device == "cpu";
+  EngineOptions chunked = o;
+  chunked.max_batch_tokens = 7;
+  EngineOptions tight = o;
+  tight.kv_block_size = 4;
+  tight.kv_blocks = 24;  // one context: the four inputs cannot all hold their blocks at once
+  auto e = Engine::create(o);
+  auto e_chunked = Engine::create(chunked);
+  auto e_tight = Engine::create(tight);
+  const double tol = on_cpu ? 1e-4 : 2e-2;  // a GPU runs bf16 activations
+  for (Pooling pooling : {Pooling::last, Pooling::mean, Pooling::cls}) {
+    SCOPED_TRACE(pooling_name(pooling));
+    const auto want = ref.at(pooling_name(pooling)).get<std::vector<std::vector<double>>>();
+    const auto alone = embed_all(*e, inputs, pooling, false);
+    ASSERT_EQ(alone.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(relative_l2(alone[i], want[i]), tol) << "input " << i;
+    const auto batched = embed_all(*e, inputs, pooling, true);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(relative_l2(batched[i], want[i]), tol) << "batched input " << i;
+    const auto pieces = embed_all(*e_chunked, inputs, pooling, true);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(relative_l2(pieces[i], want[i]), tol) << "chunked input " << i;
+    const auto squeezed = embed_all(*e_tight, inputs, pooling, true);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_LE(relative_l2(squeezed[i], want[i]), tol) << "tight-cache input " << i;
+    if (on_cpu) {
+      EXPECT_EQ(batched, alone) << "batched differs from alone";
+    }
+  }
+  // No KV kept, nothing published: a generation of the first input finds no cached block.
+  wait_blocks_free(*e);
+  EXPECT_EQ(e->stats().kv_blocks_used, 0);
+  test::Collected r;
+  e->submit(greedy_request(inputs[0], 2, r));
+  wait(r);
+  EXPECT_EQ(r.usage.cached_tokens, 0) << "an embedding input entered the prefix cache";
+}
+
+// Score requests (the rerank path): the logits of the asked ids at the prompt's last position
+// equal transformers' (reference.json row 47) within 1e-4 of the row's largest logit, and are
+// bit-identical alone, batched with others and served from the prefix cache.
+TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  std::ifstream in(dir + "/reference.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const auto prompt = j.at("prompt").get<std::vector<int32_t>>();
+  const auto logits = j.at("logits").get<std::vector<double>>();
+  const size_t vocab = j.at("vocab").get<size_t>();
+  const double* last = logits.data() + (prompt.size() - 1) * vocab;
+  const EngineOptions o = fixture_options(dir);
+  if (o.device != "cpu") GTEST_SKIP() << "CPU oracle only";
+  auto e = Engine::create(o);
+  const std::vector<int32_t> ids = {5, 40, 77};
+  struct Scored {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<float> scores;
+    bool done = false;
+    std::string error;
+  };
+  const auto run = [&](const std::vector<std::vector<int32_t>>& prompts) {
+    std::vector<Scored> out(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request q;
+      q.kind = RequestKind::score;
+      q.prompt = prompts[i];
+      q.score_token_ids = ids;
+      Scored* r = &out[i];
+      q.sink = [r](const StreamEvent& ev) {
+        std::lock_guard lock(r->mu);
+        EXPECT_TRUE(ev.tokens.empty());
+        if (ev.finish == FinishReason::none) return;
+        r->scores = ev.scores;
+        r->error = ev.error;
+        r->done = true;
+        r->cv.notify_all();
+      };
+      e->submit(std::move(q));
+    }
+    std::vector<std::vector<float>> scores;
+    for (Scored& r : out) {
+      std::unique_lock lock(r.mu);
+      EXPECT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(60), [&] { return r.done; }));
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      scores.push_back(r.scores);
+    }
+    return scores;
+  };
+  const std::vector<int32_t> other(prompt.begin() + 3, prompt.end());
+  const auto alone = run({prompt});
+  ASSERT_EQ(alone[0].size(), ids.size());
+  double max_abs = 0.0;
+  for (size_t v = 0; v < vocab; ++v) max_abs = std::max(max_abs, std::abs(last[v]));
+  for (size_t k = 0; k < ids.size(); ++k)
+    EXPECT_LE(std::abs(alone[0][k] - last[ids[k]]), 1e-4 * max_abs) << "id " << ids[k];
+  const auto other_alone = run({other});
+  const auto batched = run({other, prompt, std::vector<int32_t>(prompt.begin(), prompt.end() - 9)});
+  EXPECT_EQ(batched[1], alone[0]) << "batched (and prefix-cached) differs from alone";
+  EXPECT_EQ(batched[0], other_alone[0]) << "batched differs from alone";
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,

@@ -595,5 +595,128 @@ TEST(Engine, RefusesContextBeyondTheModel) {
   EXPECT_THROW(start(o, 256), Error);
 }
 
+// ---- embedding requests (prefill-only, pooled final-norm rows)
+
+struct EmbedResult {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<float> embedding;
+  FinishReason finish = FinishReason::none;
+  std::string error;
+  int finals = 0;
+  Usage usage;
+};
+
+Request embed_request(std::vector<int32_t> input, Pooling pooling, EmbedResult& r,
+                      bool normalize = false) {
+  Request q;
+  q.kind = RequestKind::embed;
+  q.prompt = std::move(input);
+  q.pooling = pooling;
+  q.normalize = normalize;
+  q.sink = [&r](const StreamEvent& e) {
+    std::lock_guard lock(r.mu);
+    EXPECT_TRUE(e.tokens.empty()) << "an embedding request generated a token";
+    if (e.finish == FinishReason::none) return;
+    r.embedding = e.embedding;
+    r.finish = e.finish;
+    r.error = e.error;
+    r.usage = e.usage;
+    ++r.finals;
+    r.cv.notify_all();
+  };
+  return q;
+}
+
+void wait_embed(EmbedResult& r) {
+  std::unique_lock lock(r.mu);
+  ASSERT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(20),
+                            [&] { return r.finish != FinishReason::none; }));
+}
+
+// The pooled fake hidden rows, computed without the engine (not normalized).
+std::vector<float> expected_pool(const std::vector<int32_t>& input, Pooling pooling) {
+  std::vector<double> sum(testing::kFakeEmbd, 0.0);
+  const size_t first = pooling == Pooling::last ? input.size() - 1 : 0;
+  const size_t end = pooling == Pooling::cls ? 1 : input.size();
+  for (size_t p = first; p < end; ++p) {
+    const auto h = testing::fake_hidden(std::span<const int32_t>(input.data(), p + 1));
+    for (size_t c = 0; c < sum.size(); ++c) sum[c] += h[c];
+  }
+  std::vector<float> out;
+  for (double v : sum) out.push_back(static_cast<float>(v / static_cast<double>(end - first)));
+  return out;
+}
+
+TEST(Engine, EmbeddingsPoolEveryChunkAndKeepNoKv) {
+  EngineOptions o;
+  o.max_batch_tokens = 5;  // inputs of up to 23 tokens take several chunks
+  o.kv_block_size = 4;
+  o.kv_blocks = 16;  // 64 slots: the inputs and the generation below cannot all fit at once
+  Harness h = start(o, 64);
+  const std::vector<std::vector<int32_t>> inputs = {prompt_of(23, 1), prompt_of(1, 2),
+                                                    prompt_of(9, 3), prompt_of(17, 4)};
+  const std::vector<int32_t> chat = prompt_of(12, 5);
+  for (Pooling pooling : {Pooling::last, Pooling::mean, Pooling::cls}) {
+    SCOPED_TRACE(pooling_name(pooling));
+    std::vector<EmbedResult> results(inputs.size());
+    Collected gen;
+    h.engine->submit(greedy_request(chat, 10, gen));  // generation interleaved with embeddings
+    for (size_t i = 0; i < inputs.size(); ++i)
+      h.engine->submit(embed_request(inputs[i], pooling, results[i]));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      wait_embed(results[i]);
+      EXPECT_EQ(results[i].finish, FinishReason::stop) << results[i].error;
+      EXPECT_EQ(results[i].finals, 1);
+      EXPECT_EQ(results[i].embedding, expected_pool(inputs[i], pooling)) << "input " << i;
+      EXPECT_EQ(results[i].usage.prompt_tokens, static_cast<int32_t>(inputs[i].size()));
+      EXPECT_EQ(results[i].usage.completion_tokens, 0);
+    }
+    gen.wait();
+    EXPECT_EQ(gen.ids, expected_greedy(chat, 10)) << "embeddings changed a generation";
+  }
+  wait_idle(*h.engine);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  // Embedded inputs never enter the prefix cache: the same tokens generate from cold.
+  Collected again;
+  h.engine->submit(greedy_request(inputs[0], 2, again));
+  again.wait();
+  EXPECT_EQ(again.usage.cached_tokens, 0);
+}
+
+TEST(Engine, EmbeddingsAreNormalizedAndRefuseWhatCannotFit) {
+  Harness h = start({}, 64);
+  EmbedResult r;
+  h.engine->submit(embed_request(prompt_of(10), Pooling::mean, r, /*normalize=*/true));
+  wait_embed(r);
+  std::vector<float> want = expected_pool(prompt_of(10), Pooling::mean);
+  double n2 = 0.0;
+  for (float v : want) n2 += double(v) * v;
+  ASSERT_EQ(r.embedding.size(), want.size());
+  for (size_t c = 0; c < want.size(); ++c)
+    EXPECT_NEAR(r.embedding[c], want[c] / std::sqrt(n2), 1e-6);
+  EmbedResult unused;
+  EXPECT_THROW(h.engine->submit(embed_request(prompt_of(65), Pooling::last, unused)), Error);
+  EXPECT_THROW(h.engine->submit(embed_request({}, Pooling::last, unused)), Error);
+  EXPECT_THROW(h.engine->submit(embed_request({testing::kFakeVocab}, Pooling::last, unused)),
+               Error);
+}
+
+TEST(Engine, CancelledEmbeddingFreesItsBlocks) {
+  EngineOptions o;
+  o.max_batch_tokens = 2;
+  Harness h = start(o, 256);
+  h.model->delay_ms = 5;
+  EmbedResult r;
+  const RequestId id = h.engine->submit(embed_request(prompt_of(200), Pooling::mean, r));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  h.engine->cancel(id);
+  wait_embed(r);
+  EXPECT_EQ(r.finish, FinishReason::cancelled);
+  EXPECT_TRUE(r.embedding.empty());
+  wait_idle(*h.engine);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+}
+
 }  // namespace
 }  // namespace memra

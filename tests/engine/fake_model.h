@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -100,6 +101,14 @@ inline int32_t fake_next_token(std::span<const int32_t> history, int32_t eos_aft
   return 2 + static_cast<int32_t>((h >> 17) % (kFakeVocab - 2));
 }
 
+inline constexpr int32_t kFakeEmbd = 4;
+
+// The fake "final-norm hidden state" after history h: its length, last token, a hash, and 1.
+inline std::array<float, kFakeEmbd> fake_hidden(std::span<const int32_t> history) {
+  return {static_cast<float>(history.size()), static_cast<float>(history.back()),
+          static_cast<float>(fake_next_token(history)), 1.0f};
+}
+
 class FakeModel final : public Model {
  public:
   // padded_rows: logit rows past the tokenizer's vocabulary, as padded HF checkpoints have
@@ -110,6 +119,7 @@ class FakeModel final : public Model {
     info_.architecture = "fake";
     info_.n_vocab = n_rows_;
     info_.n_ctx_train = n_ctx;
+    info_.n_embd = kFakeEmbd;
   }
   const ModelInfo& info() const override { return info_; }
   uint64_t kv_bytes_per_token() const override { return sizeof(int32_t); }
@@ -140,6 +150,27 @@ class FakeModel final : public Model {
       for (int32_t v = 0; v < kFakeVocab; ++v)
         out[v] = 10.0f - 0.5f * static_cast<float>((v - next + kFakeVocab) % kFakeVocab);
       for (int32_t v = kFakeVocab; v < n_rows_; ++v) out[v] = 20.0f;
+    }
+  }
+
+  // Hidden row of a token: fake_hidden of its history read back from the KV slots.
+  void forward_hidden(const Batch& batch, KvCache& kv_base, std::span<float> hidden) override {
+    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    auto& kv = static_cast<FakeKvCache&>(kv_base);
+    ++forwards;
+    for (const BatchSeq& s : batch.seqs)
+      for (int32_t i = 0; i < s.n_tokens; ++i)
+        kv.slot(s.block_table, s.n_past + i) = batch.tokens[static_cast<size_t>(s.first_token + i)];
+    for (size_t row = 0; row < batch.logit_tokens.size(); ++row) {
+      const int32_t t = batch.logit_tokens[row];
+      const BatchSeq* seq = nullptr;
+      for (const BatchSeq& s : batch.seqs)
+        if (t >= s.first_token && t < s.first_token + s.n_tokens) seq = &s;
+      const int32_t pos = batch.positions[static_cast<size_t>(t)];
+      std::vector<int32_t> history;
+      for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq->block_table, p));
+      const std::array<float, kFakeEmbd> h = fake_hidden(history);
+      std::copy(h.begin(), h.end(), hidden.begin() + static_cast<std::ptrdiff_t>(row * kFakeEmbd));
     }
   }
 

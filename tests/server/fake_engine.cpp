@@ -120,6 +120,8 @@ class FakeEngine : public Engine {
   }
 
   RequestId submit(Request r) override {
+    if (r.kind != RequestKind::generate)
+      fail(ErrorCode::unsupported, "the fake engine only generates (no embeddings or scores)");
     int64_t total = static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens;
     if (total > options_.context_length)
       fail(ErrorCode::invalid_argument,

@@ -122,6 +122,45 @@ TEST(Config, FlagsWinOverEnvironment) {
   EXPECT_THROW(parse_server_config({"--bogus"}, env), Error);
 }
 
+TEST(Config, ModelEntryOptionsAndTaskDefaults) {
+  auto env = [](const char* n) -> const char* {
+    std::string name = n;
+    if (name == "MEMRA_MODELS")
+      return "chat=/c.gguf,e=hf:org/e:Q8_0;task=embed;pooling=mean,r=/r.gguf;task=rerank;"
+             "rerank_prompt=/p.txt;rerank_tokens=Yes/No,other=/o.gguf";
+    return nullptr;
+  };
+  ServerConfig c = parse_server_config({"--pooling", "cls"}, env);
+  ASSERT_EQ(c.models.size(), 4u);
+  EXPECT_EQ(c.models[0].task, "");
+  EXPECT_EQ(c.models[1].source, "hf:org/e:Q8_0");
+  EXPECT_EQ(c.models[1].task, "embed");
+  EXPECT_EQ(c.models[1].pooling, "mean");  // the entry's own wins over --pooling
+  EXPECT_EQ(c.models[2].task, "rerank");
+  EXPECT_EQ(c.models[2].rerank_prompt, "/p.txt");
+  EXPECT_EQ(c.models[2].rerank_tokens, "Yes/No");
+  EXPECT_EQ(c.models[3].pooling, "cls");
+  ServerConfig single = parse_server_config(
+      {"--task", "embed"}, [](const char*) { return static_cast<const char*>(nullptr); });
+  ASSERT_EQ(single.models.size(), 1u);  // the default model, for embeddings
+  EXPECT_EQ(single.models[0].task, "embed");
+  const auto refused = [](const char* models) {
+    try {
+      parse_server_config({"--models", models},
+                          [](const char*) { return static_cast<const char*>(nullptr); });
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refused("e=/e.gguf;task=embedding").find("task must be"), std::string::npos);
+  EXPECT_NE(refused("e=/e.gguf;pooling=max").find("pooling must be"), std::string::npos);
+  EXPECT_NE(refused("e=/e.gguf;colour=blue").find("unknown or empty option 'colour=blue'"),
+            std::string::npos);
+  EXPECT_NE(refused("e=;task=embed").find("alias=SOURCE"), std::string::npos);
+  EXPECT_THROW(parse_server_config({"--task", "classify"}, env), Error);
+}
+
 TEST(Requests, RefusalsNameTheField) {
   RequestLimits limits;
   auto param_of = [&](const char* body) {
