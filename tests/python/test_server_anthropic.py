@@ -103,7 +103,9 @@ def test_forced_tool_use_and_round_trip(client, model):
 
 
 def test_streamed_any_tool_choice(client, model):
-    with client.messages.stream(model=model, max_tokens=64, tools=[WEATHER], messages=ASK,
+    # Greedy: a sampled call could run its arguments past max_tokens (it did, once in CI).
+    with client.messages.stream(model=model, max_tokens=128, tools=[WEATHER], messages=ASK,
+                                extra_body=GREEDY,
                                 tool_choice={"type": "any", "disable_parallel_tool_use": True}) as s:
         final = s.get_final_message()
     assert final.stop_reason == "tool_use"
