@@ -250,6 +250,13 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   trace("attn_out", il, out, n, cfg_.n_embd);
 }
 
+void DecoderModel::ffn_block(int il, const float* h, int64_t n, float* out) {
+  if (!cfg_.moe_layer.empty() && cfg_.moe_layer[il])
+    moe_block(il, h, n, out);
+  else
+    mlp_block(il, h, n, out);
+}
+
 void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   const LayerWeights& L = w_.layers[il];
   const int64_t n_ff = cfg_.n_ff;

@@ -78,6 +78,8 @@ class DecoderModel : public Model {
   // is the same whatever else shares the step. Routing is read on the host: a step with an MoE
   // layer is never recorded as a graph.
   void moe_block(int il, const float* h, int64_t n, float* out);
+  // The layer's feed-forward: moe_block in the MoE layers (config.moe_layer), mlp_block elsewhere.
+  void ffn_block(int il, const float* h, int64_t n, float* out);
   // y = rms_norm(x) * w over rows of n_embd.
   void norm(const float* x, const TensorView& w, int64_t n, float* y, const char* name, int il);
   // x += d; y = rms_norm(x) * w (a residual add and the next block's norm, fused where the
@@ -122,8 +124,6 @@ class DecoderModel : public Model {
 
 std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> archive,
                                           const ModelLoadOptions& options);
-std::unique_ptr<Model> qwen3moe_model_create(std::shared_ptr<const ModelArchive> archive,
-                                             const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma3_model_create(std::shared_ptr<const ModelArchive> archive,
                                            const ModelLoadOptions& options);
 

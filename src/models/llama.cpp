@@ -1,5 +1,7 @@
-// The Llama family of dense decoders: Llama 3 (GGUF "normal" rope layout, llama3 rope scaling via
-// rope_freqs), Qwen2 (qkv bias) and Qwen3 (qk-norm), as config variants of one forward pass.
+// The Llama family of decoders: Llama 3 (GGUF "normal" rope layout, llama3 rope scaling via
+// rope_freqs), Qwen2 (qkv bias), Qwen3 (qk-norm) and Qwen3 MoE (Qwen3 whose feed-forward is a
+// top-k softmax mixture of experts in the sparse layers: config.moe_layer, from
+// decoder_sparse_step minus mlp_only_layers), as config variants of one forward pass.
 #include "models/decoder.h"
 
 namespace memra {
@@ -18,7 +20,7 @@ class LlamaModel final : public DecoderModel {
       const LayerWeights& L = w_.layers[il];
       attention_block(il, n, kv, h, out);
       add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
-      mlp_block(il, h, n, out);
+      ffn_block(il, h, n, out);
       // The residual add fuses with the next layer's attention norm.
       if (il + 1 < cfg_.n_layers) {
         add_norm(x, out, w_.layers[il + 1].attn_norm, n, h, "ffn_residual", il, "attn_norm",

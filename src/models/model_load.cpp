@@ -33,9 +33,8 @@ std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
                                   const ModelLoadOptions& options) {
   if (!archive) fail(ErrorCode::invalid_argument, "model_load: no archive");
   const std::string arch = archive->architecture();
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3")
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe")
     return llama_model_create(std::move(archive), options);
-  if (arch == "qwen3moe") return qwen3moe_model_create(std::move(archive), options);
   if (arch == "gemma3") return gemma3_model_create(std::move(archive), options);
   fail(ErrorCode::unsupported,
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
