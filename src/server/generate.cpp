@@ -312,4 +312,26 @@ void run_generation(App& app, ServedModel& model, const GenerationJob& job, Http
   Loop(app, model, job, ex, writer).run();
 }
 
+bool run_to_results(App& app, ServedModel& model, std::vector<Request> requests, HttpExchange& ex,
+                    const char* code, const char* what,
+                    const std::function<bool(int, StreamEvent&)>& take) {
+  Generation gen(*model.engine);
+  gen.submit(std::move(requests));
+  std::string error;
+  while (std::optional<ChoiceEvent> e =
+             gen.next([&] { return app.aborting() || ex.client_gone(); })) {
+    if (e->event.finish == FinishReason::none) continue;
+    const bool taken = e->event.finish == FinishReason::stop && take(e->choice, e->event);
+    if (!taken && error.empty()) {
+      error = !e->event.error.empty()                 ? e->event.error
+              : e->event.finish == FinishReason::stop ? "malformed result"
+                                                      : "cancelled";
+      gen.cancel_all();
+    }
+  }
+  if (!error.empty())
+    throw ApiError(500, "server_error", "", code, fmt::format("{} failed: {}", what, error));
+  return !gen.cancelled();
+}
+
 }  // namespace memra::server

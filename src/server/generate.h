@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,6 +118,14 @@ void run_generation(App& app, ServedModel& model, const GenerationJob& job, Http
 // grammar; with a seed, choice c samples with seed + c (distinct, reproducible). Sinks are set by
 // Generation::submit.
 std::vector<Request> engine_requests(const GenerationJob& job);
+
+// Runs engine requests that each end with one result (an embedding, a score pair) on `model`:
+// take(choice, event) for each that stops, returning false when the result is malformed; the
+// first that ends otherwise (or is malformed) cancels the rest and is thrown as a 500 with `code`
+// ("<what> failed: <reason>"). False when the client went away or the server is stopping.
+bool run_to_results(App& app, ServedModel& model, std::vector<Request> requests, HttpExchange& ex,
+                    const char* code, const char* what,
+                    const std::function<bool(int, StreamEvent&)>& take);
 
 // OpenAI's finish_reason for a choice ("tool_calls" when calls were parsed); /metrics counts
 // every API's requests by these names.

@@ -142,22 +142,11 @@ bool run_wave(App& app, ServedModel& model, const std::vector<std::vector<int32_
     q.normalize = true;
     requests.push_back(std::move(q));
   }
-  Generation gen(*model.engine);
-  gen.submit(std::move(requests));
-  std::string error;
-  while (std::optional<ChoiceEvent> e =
-             gen.next([&] { return app.aborting() || ex.client_gone(); })) {
-    if (e->event.finish == FinishReason::stop) {
-      out[first + static_cast<size_t>(e->choice)] = std::move(e->event.embedding);
-    } else if (e->event.finish != FinishReason::none && error.empty()) {
-      error = e->event.error.empty() ? "cancelled" : e->event.error;
-      gen.cancel_all();
-    }
-  }
-  if (!error.empty())
-    throw ApiError(500, "server_error", "", "embedding_failed",
-                   fmt::format("embedding failed: {}", error));
-  return !gen.cancelled();
+  return run_to_results(app, model, std::move(requests), ex, "embedding_failed", "embedding",
+                        [&](int choice, StreamEvent& event) {
+                          out[first + static_cast<size_t>(choice)] = std::move(event.embedding);
+                          return true;
+                        });
 }
 
 }  // namespace

@@ -118,23 +118,14 @@ bool run_wave(App& app, ServedModel& model, const std::vector<std::vector<int32_
     q.score_token_ids = {model.rerank.yes_id, model.rerank.no_id};
     requests.push_back(std::move(q));
   }
-  Generation gen(*model.engine);
-  gen.submit(std::move(requests));
-  std::string error;
-  while (std::optional<ChoiceEvent> e =
-             gen.next([&] { return app.aborting() || ex.client_gone(); })) {
-    if (e->event.finish == FinishReason::stop && e->event.scores.size() == 2) {
-      const double yes = e->event.scores[0], no = e->event.scores[1];
-      scores[first + static_cast<size_t>(e->choice)] = 1.0 / (1.0 + std::exp(no - yes));
-    } else if (e->event.finish != FinishReason::none && error.empty()) {
-      error = e->event.error.empty() ? "cancelled" : e->event.error;
-      gen.cancel_all();
-    }
-  }
-  if (!error.empty())
-    throw ApiError(500, "server_error", "", "rerank_failed",
-                   fmt::format("rerank failed: {}", error));
-  return !gen.cancelled();
+  return run_to_results(app, model, std::move(requests), ex, "rerank_failed", "rerank",
+                        [&](int choice, StreamEvent& event) {
+                          if (event.scores.size() != 2) return false;
+                          const double yes = event.scores[0], no = event.scores[1];
+                          scores[first + static_cast<size_t>(choice)] =
+                              1.0 / (1.0 + std::exp(no - yes));
+                          return true;
+                        });
 }
 
 }  // namespace
