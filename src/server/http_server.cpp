@@ -103,7 +103,9 @@ class RequestReader {
     std::string_view line = head.substr(0, eol);
     size_t sp1 = line.find(' ');
     size_t sp2 = line.rfind(' ');
-    if (sp1 == std::string_view::npos || sp2 == sp1) return {400, "malformed request line"};
+    // sp1 == 0: an empty method (the line starts with a space; found by fuzz/http_fuzz.cpp).
+    if (sp1 == std::string_view::npos || sp1 == 0 || sp2 == sp1)
+      return {400, "malformed request line"};
     req.method = std::string(line.substr(0, sp1));
     std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
     std::string_view version = line.substr(sp2 + 1);
