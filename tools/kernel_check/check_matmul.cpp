@@ -90,6 +90,32 @@ std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in) {
   return x;
 }
 
+// The tiled layout (kernels.h) of the same weights gives the ggml layout's outputs bit for bit
+// (y: the ggml run's output, padding columns included). Teeth: one quant bit of the tiled copy
+// flipped.
+void check_tiled(Context& ctx, DType dtype, const Dev<uint8_t>& dw, int64_t n_in, int64_t n_out,
+                 const Dev<float>& dx, int64_t n_tokens, int64_t ldy, const std::vector<float>& y,
+                 const std::string& shape) {
+  Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(dtype, n_in, n_out));
+  kernels::matmul_tile(dtype, dw.get(), n_in, n_out, tiled.get(), ctx.stream());
+  if (ctx.teeth()) {
+    std::vector<uint8_t> bytes = tiled.download(ctx);
+    bytes[0] ^= 0x01;  // row 0's first quant
+    tiled.upload(ctx, bytes);
+  }
+  Dev<float> dy(n_tokens * ldy);
+  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+  dy.poison(ctx);
+  kernels::matmul(dtype, tiled.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), ldy, scratch.get(),
+                  ctx.stream(), kernels::WeightLayout::tiled);
+  ctx.sync();
+  const std::vector<float> got = dy.download(ctx);
+  // NaN padding compares equal bit for bit; an unwritten element differs from the ggml output.
+  ctx.add({"matmul tiled", shape + " vs ggml layout", std::string(dtype_name(dtype)), "bits",
+           bit_mismatches(got, y), 0.0,
+           ctx.teeth() ? "one quant bit of the tiled copy flipped" : ""});
+}
+
 void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n_tokens,
                int64_t ldy, bool wide_range = false) {
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
@@ -140,6 +166,8 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
   if (wide_range) shape += " x rows 2^-20..3e5";
   ctx.add({"matmul", shape, std::string(dtype_name(dtype)), "rel-max", err, matmul_tol(dtype),
            ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
+  if (kernels::matmul_tiled_supports(dtype, n_in))
+    check_tiled(ctx, dtype, dw, n_in, n_out, dx, n_tokens, ldy, y, shape);
 }
 
 // Row r of a 300-token call (the prefill kernel) == the same row in a 40-token call (the batched
