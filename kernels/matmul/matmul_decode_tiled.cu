@@ -5,6 +5,8 @@
 // decoded) instead of staging raw blocks in shared memory and picking quants out of them. The
 // mma chains, group steps and chunk sums are the ggml kernels' exactly, on the same operands, so
 // the outputs are bit-identical to them (matmul.cu's canonical order).
+#include <cstdlib>
+
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -12,14 +14,14 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-template <DType D, int kNT>
+template <DType D, int kNT, bool kPrefetchOn = kNT == 1>
 struct TiledDecodeCfg {
   // One token tile: 8 warps, each with its next chunk's loads in flight while it decodes this one
   // (2 blocks a SM at up to 128 registers: 16 warps x 2 chunks ~ 74 KB in flight per SM for
   // Q4_K). Eight token tiles: 4 warps and no prefetch (their accumulators need the registers).
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
-  static constexpr bool kPrefetch = kNT == 1;
-  static constexpr int kMinBlocks = 2;
+  static constexpr bool kPrefetch = kPrefetchOn;
+  static constexpr int kMinBlocks = kNT == 1 && !kPrefetchOn ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -39,11 +41,11 @@ struct LaneChunk {
   }
 };
 
-template <DType D, int kNT>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+template <DType D, int kNT, bool kPrefetch>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kPrefetch>::kThreads,
+                                  TiledDecodeCfg<D, kNT, kPrefetch>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs a) {
-  using C = TiledDecodeCfg<D, kNT>;
+  using C = TiledDecodeCfg<D, kNT, kPrefetch>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
@@ -119,18 +121,30 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
 }
 
-template <DType D, int kNT>
+template <DType D, int kNT, bool kPrefetch = kNT == 1>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = TiledDecodeCfg<D, kNT>;
+  using C = TiledDecodeCfg<D, kNT, kPrefetch>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
+  tiled_decode_kernel<D, kNT, kPrefetch><<<blocks, C::kThreads, 0, stream>>>(a);
+}
+
+// EXPERIMENT (removed before landing): MEMRA_TILED_PREFETCH=0 runs the one-tile kernel without
+// the register prefetch, at 3 blocks a SM.
+bool prefetch_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("MEMRA_TILED_PREFETCH");
+    return !v || v[0] != '0';
+  }();
+  return on;
 }
 
 }  // namespace
 
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= 8) {
+  if (a.n_tokens <= 8 && !prefetch_on()) {
+    launch<D, 1, false>(a, stream);
+  } else if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
   } else {
     launch<D, 8>(a, stream);

@@ -203,6 +203,33 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
            ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
 }
 
+// Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
+// checked against the reference above), for decode, batched decode and prefill token counts.
+void check_tiled_model_shapes(Context& ctx) {
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024},
+                          {1024, 40004}, {4096, 6144}, {12288, 4096}};
+  for (DType dtype : {DType::q4_k, DType::q6_k}) {
+    for (const Shape& s : shapes) {
+      const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
+      Dev<uint8_t> dw(ctx, w);
+      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{256}}) {
+        const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
+        Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
+        Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
+        dy.poison(ctx);
+        kernels::matmul(dtype, dw.get(), s.n_in, s.n_out, dx.get(), n_tokens, dy.get(), s.n_out,
+                        scratch.get(), ctx.stream());
+        ctx.sync();
+        check_tiled(ctx, dtype, dw, s.n_in, s.n_out, dx, n_tokens, s.n_out, dy.download(ctx),
+                    shape_str({n_tokens, s.n_in, s.n_out}));
+      }
+    }
+  }
+}
+
 // matmul_shared_x over outputs of different dtypes (one x conversion) == one matmul() per
 // output, bit for bit, for a decode-sized and a prefill-sized batch.
 void check_shared_x(Context& ctx) {
@@ -262,6 +289,7 @@ void check_matmul(Context& ctx) {
     check_invariance(ctx, dtype, 1024, 160);
   }
   check_shared_x(ctx);
+  check_tiled_model_shapes(ctx);
 }
 
 }  // namespace memra::kernel_check

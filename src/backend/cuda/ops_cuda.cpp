@@ -150,8 +150,11 @@ class CudaOps final : public Ops {
     const bool tile = tiled_weights_ && host.n_dims == 2 && reads(use, WeightUse::matmul) &&
                       kernels::matmul_tiled_supports(host.dtype, n_in);
     // A matrix only matmul reads keeps just its tiled form: the file's rows go to a temporary.
+    // On the backend's stream: a plain cudaMemcpy from pageable memory may return before its DMA
+    // lands, and the non-blocking stream would not wait for it before tiling (found by the GPU
+    // model gate: kernel-check's uploads are stream-ordered and never saw it).
     Buffer ggml = alloc(host.n_bytes);
-    check(cudaMemcpy(ggml.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice),
+    check(cudaMemcpyAsync(ggml.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice, stream()),
           "weight upload");
     if (host.dtype == DType::bf16 && !vector) refuse_beyond_f16(host, ggml.data());
     TensorView out = host;
@@ -160,10 +163,10 @@ class CudaOps final : public Ops {
       Buffer& t =
           weights_.emplace_back(alloc(kernels::matmul_tiled_bytes(host.dtype, n_in, n_out)));
       kernels::matmul_tile(host.dtype, ggml.data(), n_in, n_out, t.data(), stream());
-      sync_checked("tiling a weight");
       if (!reads(use, WeightUse::rows)) out.data = t.data();
       tiled_[out.data] = t.data();
     }
+    sync_checked("uploading a weight");  // the temporary is freed on return
     if (!tile || reads(use, WeightUse::rows)) weights_.push_back(std::move(ggml));
     return out;
   }
