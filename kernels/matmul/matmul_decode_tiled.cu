@@ -1,12 +1,10 @@
 // The decode matmul (1-64 tokens) over tiled weights (tiled.cuh): a block owns one 16-row tile
 // and its warps take the tile's 256-element chunks in turn, as the ggml-layout decode kernel
 // (matmul_decode.cu) does, but a warp loads a chunk's quants straight from global memory into
-// registers (four coalesced 16-byte loads a lane, the next chunk's issued before this one is
-// decoded) instead of staging raw blocks in shared memory and picking quants out of them. The
-// mma chains, group steps and chunk sums are the ggml kernels' exactly, on the same operands, so
-// the outputs are bit-identical to them (matmul.cu's canonical order).
-#include <cstdlib>
-
+// registers (four coalesced 16-byte loads a lane, its rows' headers with them) instead of staging
+// raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
+// sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
+// them (matmul.cu's canonical order).
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -14,14 +12,15 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-template <DType D, int kNT, bool kPrefetchOn = kNT == 1>
+template <DType D, int kNT>
 struct TiledDecodeCfg {
-  // One token tile: 8 warps, each with its next chunk's loads in flight while it decodes this one
-  // (2 blocks a SM at up to 128 registers: 16 warps x 2 chunks ~ 74 KB in flight per SM for
-  // Q4_K). Eight token tiles: 4 warps and no prefetch (their accumulators need the registers).
+  // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
+  // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
+  // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
+  // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
+  // Eight token tiles: 4 warps (their accumulators need the registers).
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
-  static constexpr bool kPrefetch = kPrefetchOn;
-  static constexpr int kMinBlocks = kNT == 1 && !kPrefetchOn ? 3 : 2;
+  static constexpr int kMinBlocks = kNT == 1 ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -41,11 +40,11 @@ struct LaneChunk {
   }
 };
 
-template <DType D, int kNT, bool kPrefetch>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kPrefetch>::kThreads,
-                                  TiledDecodeCfg<D, kNT, kPrefetch>::kMinBlocks)
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs a) {
-  using C = TiledDecodeCfg<D, kNT, kPrefetch>;
+  using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
@@ -58,18 +57,13 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kPrefetch>::kThreads,
   typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
-  LaneChunk<D> cur;
-  if (C::kPrefetch && warp < n_chunks) cur.load(record(warp), lane);
+
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
     if (c < n_chunks) {
       const int k0 = c * kChunk;
-      LaneChunk<D> next;
-      if constexpr (C::kPrefetch) {
-        if (c + kWarps < n_chunks) next.load(record(c + kWarps), lane);
-      } else {
-        cur.load(record(c), lane);
-      }
+      LaneChunk<D> cur;
+      cur.load(record(c), lane);
       uint2 b1[kNT == 1 ? kChunk / 16 : 1];
       if constexpr (kNT == 1) {
 #pragma unroll
@@ -113,7 +107,6 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kPrefetch>::kThreads,
         for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[0][n], grp[n], sc[0], sc[1], xs[n]);
       }
       sum.store(acc, r, warp, g, t);
-      if constexpr (C::kPrefetch) cur = next;
     }
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
@@ -121,30 +114,18 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kPrefetch>::kThreads,
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
 }
 
-template <DType D, int kNT, bool kPrefetch = kNT == 1>
+template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = TiledDecodeCfg<D, kNT, kPrefetch>;
+  using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT, kPrefetch><<<blocks, C::kThreads, 0, stream>>>(a);
-}
-
-// EXPERIMENT (removed before landing): MEMRA_TILED_PREFETCH=0 runs the one-tile kernel without
-// the register prefetch, at 3 blocks a SM.
-bool prefetch_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("MEMRA_TILED_PREFETCH");
-    return !v || v[0] != '0';
-  }();
-  return on;
+  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
 }
 
 }  // namespace
 
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= 8 && !prefetch_on()) {
-    launch<D, 1, false>(a, stream);
-  } else if (a.n_tokens <= 8) {
+  if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
   } else {
     launch<D, 8>(a, stream);
