@@ -18,17 +18,11 @@ struct TiledDecodeCfg {
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
   // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
   // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
-  // Eight token tiles: 4 warps (their accumulators need the registers, 2 blocks a SM), so each
-  // warp streams its records through a 3-deep cp.async ring in shared memory: with direct loads
-  // the 8 warps of a SM could not hide the load latency (measured ~40% slower than the ggml
-  // kernel at 64 tokens).
+  // Eight token tiles: 4 warps (their accumulators need the registers).
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kStages = kNT == 1 ? 0 : 3;
-  static constexpr int kRingBytes = kStages * kWarps * Tiled<D>::kBytes;
-  using Sum = ChunkSum<kWarps, 16, 8 * kNT>;
-  static constexpr int kSmem = kRingBytes + Sum::kSmemFloats * 4;
+  using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
 // A lane's part of one tile record: its quants for the chunk's 16 steps and its rows' heads.
@@ -54,47 +48,22 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
-  constexpr int kGroups = kChunk / T::kGroup;      // 8 or 16 per chunk
-  extern __shared__ __align__(16) uint8_t smem[];  // [ring: stage][warp][record], partials
+  constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
+  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
   const uint8_t* tile = a.w + static_cast<int64_t>(blockIdx.x) * n_chunks * T::kBytes;
-  typename C::Sum sum{reinterpret_cast<float*>(smem + C::kRingBytes)};
+  typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
-  // Ring: this warp's copy of round r's record (chunk r * kWarps + warp), issued kStages - 1
-  // rounds ahead in 16-byte pieces over the lanes.
-  auto slot = [&](int r) { return smem + ((r % max(C::kStages, 1)) * kWarps + warp) * T::kBytes; };
-  auto issue = [&](int r) {
-    const int c = r * kWarps + warp;
-    if (c < n_chunks) {
-      constexpr int kPieces = T::kBytes / 16;
-#pragma unroll
-      for (int i = 0; i < (kPieces + 31) / 32; ++i) {
-        const int p = lane + 32 * i;
-        if (p < kPieces) cp_async16(slot(r) + 16 * p, record(c) + 16 * p);
-      }
-    }
-    cp_async_commit();  // always, so group i is round i
-  };
-  if constexpr (C::kStages > 0) {
-#pragma unroll
-    for (int r = 0; r < C::kStages - 1; ++r) issue(r);
-  }
 
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
-    if constexpr (C::kStages > 0) {
-      __syncwarp();  // every lane is done reading the slot this copy overwrites (round r - 1's)
-      issue(r + C::kStages - 1);
-      cp_async_wait<C::kStages - 1>();  // round r's group
-      __syncwarp();
-    }
     if (c < n_chunks) {
       const int k0 = c * kChunk;
       LaneChunk<D> cur;
-      cur.load(C::kStages > 0 ? slot(r) : record(c), lane);
+      cur.load(record(c), lane);
       uint2 b1[kNT == 1 ? kChunk / 16 : 1];
       if constexpr (kNT == 1) {
 #pragma unroll
@@ -148,11 +117,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
-  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(tiled_decode_kernel<D, kNT>, C::kSmem, smem_set);
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, C::kSmem, stream>>>(a);
+  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
 }
 
 }  // namespace
