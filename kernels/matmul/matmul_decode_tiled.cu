@@ -134,5 +134,6 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
 
 template void launch_decode_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

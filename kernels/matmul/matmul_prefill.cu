@@ -332,5 +332,6 @@ MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 #undef MEMRA_INSTANTIATE
 template void launch_prefill_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_prefill_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

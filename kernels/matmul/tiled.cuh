@@ -5,7 +5,8 @@
 // tile (one m16 row tile x one canonical chunk) is one contiguous record, and inside it lane l's
 // A-fragment quants for four k16 steps are 16 consecutive bytes. A warp loads a tile's quants with
 // four coalesced 16-byte loads per lane, straight into registers, and turns each 32-bit word into
-// an mma A fragment with a shift, a mask and an exact f16 subtraction per register.
+// an mma A fragment with a shift (or byte permute), a mask and an exact f16 subtraction per
+// register.
 //
 // The operands are the ggml decoders' exactly (weight_frag.cuh: the same integer quants, the same
 // {scale, bias} products), so a tiled matrix gives bit-identical outputs to its ggml form
@@ -21,6 +22,9 @@
 //     [lane 32][step pair 4][u32] (1024 B), a step's 16 bits (low half of the word: the even step)
 //     holding register i's two high-bit pairs at bits 2i and 8 + 2i; the rows' int8 scales[16]
 //     (256 B); the rows' f16 d (32 B).
+//   Q8_0 (4352 B = 16 x 8 x 34): quants [quad 4][lane 32][step 4][8 B] (4096 B), a step's two
+//     words holding registers 0, 1 and 2, 3 as int8 pairs (register i's pair in bytes 2i, 2i + 1
+//     of the step's 8); then each row's eight f16 block scales d (16 B) for rows 0..15.
 // Rows past the matrix are zero (scale 0). K must be a multiple of the 256-element chunk.
 #pragma once
 
@@ -130,9 +134,44 @@ struct Tiled<DType::q6_k> {
   }
 };
 
+template <>
+struct Tiled<DType::q8_0> {
+  static constexpr int kBytes = 4352, kGroup = 32;
+  static constexpr bool kBias = false;
+  struct Quad {
+    uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
+  };
+  static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
+    return {ld_u128(rec + 1024 * u + 32 * lane), ld_u128(rec + 1024 * u + 32 * lane + 16)};
+  }
+  // Weight<q8_0>::pair on a register's two int8: biased to unsigned, spread, exact f16 - 128.
+  template <int kHalf>
+  static __device__ __forceinline__ uint32_t pair(uint32_t biased) {
+    return exact_f16x2<128>(__byte_perm(biased, 0u, kHalf ? 0x4342 : 0x4140));
+  }
+  static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
+    const uint4& h = (v >> 1) ? q.hi : q.lo;
+    const uint32_t w0 = ((v & 1) ? h.z : h.x) ^ 0x80808080u;
+    const uint32_t w1 = ((v & 1) ? h.w : h.y) ^ 0x80808080u;
+    af[0] = pair<0>(w0);
+    af[1] = pair<1>(w0);
+    af[2] = pair<0>(w1);
+    af[3] = pair<1>(w1);
+  }
+  using Head = uint4;  // the row's eight f16 d
+  static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
+    return ld_u128(rec + 4096 + 16 * row);
+  }
+  static __device__ __forceinline__ float2 scale(const Head& h, int j) {
+    const uint32_t w = word_of(h, j >> 1);
+    const auto bits = static_cast<unsigned short>((j & 1) ? w >> 16 : w & 0xffffu);
+    return make_float2(__half2float(__ushort_as_half(bits)), 0.0f);
+  }
+};
+
 // Whether dtype D has a tiled layout (the host side: matmul_tiled.cu), and its record bytes.
 template <DType D>
-constexpr bool kHasTiled = D == DType::q4_k || D == DType::q6_k;
+constexpr bool kHasTiled = D == DType::q4_k || D == DType::q6_k || D == DType::q8_0;
 template <DType D>
 constexpr int tiled_record_bytes() {
   if constexpr (kHasTiled<D>) {

@@ -211,7 +211,7 @@ void check_tiled_model_shapes(Context& ctx) {
   };
   const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024},
                           {1024, 40004}, {4096, 6144}, {12288, 4096}};
-  for (DType dtype : {DType::q4_k, DType::q6_k}) {
+  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0}) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
