@@ -67,9 +67,11 @@ synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file,
     >>"$LOGS/synth.log" 2>&1
   echo "$f"
 }
+BENCH_RECEIPTS=()  # this run's memra bench receipts, for the comparison at the end
 bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the model
   local name
   name=$(basename "$1" .gguf)
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-$name.json")
   step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
@@ -104,6 +106,7 @@ if [ "$MODE" != bench8b ]; then
   step bench-qwen3-0.6b-q4_k_m-eager 300 "$BIN/memra" bench -m "$(synth qwen3-0.6b q4_k_m)" \
     --device cuda -r 3 -p 512 -n 128 --cuda-graphs off \
     --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json")
 fi
 if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
@@ -114,6 +117,7 @@ if [ "$MODE" != quick ]; then
   step bench-qwen3-8b-q4_k_m-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
     -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 -c 1,8 \
     --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json")
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
   step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
     -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \
@@ -123,6 +127,15 @@ fi
 if [ "$MODE" != bench8b ]; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
   step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
+fi
+if [ "$MODE" != quick ]; then
+  # This run's figures beside llama.cpp's and the issue 10 targets, from its receipts (nothing is
+  # run again; docs/PERFORMANCE.md "Against a peer and the targets").
+  written=()
+  for r in "${BENCH_RECEIPTS[@]}"; do [ -f "$r" ] && written+=("$r"); done
+  [ ${#written[@]} -gt 0 ] && step bench-compare 60 "$BIN/memra" bench \
+    --compare bench/baselines/llama.cpp-h200-2026-11-29.json --receipts "${written[@]}" \
+    --json "$RECEIPTS/$DAY-compare-llama.cpp.json"
 fi
 
 echo

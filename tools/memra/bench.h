@@ -26,8 +26,10 @@ struct BenchOptions {
   int threads = 0;
   std::string device = "auto";
   bool cuda_graphs = true;
-  std::string json_path;  // --json
-  std::string command;    // the command line as typed, for the receipt
+  std::string json_path;              // --json
+  std::string command;                // the command line as typed, for the receipt
+  std::string compare_path;           // --compare BASELINES.json
+  std::vector<std::string> receipts;  // --receipts: compare these instead of running
 };
 
 // What the model costs per token, from its file (weights are read in their file dtype).
@@ -98,6 +100,8 @@ struct ReceiptInputs {
   const std::optional<Ceilings>& ceilings;
   uint64_t kv_bytes_per_token;
   const std::vector<Figure>& figures;
+  // {"compare_baselines": {...}, "compare": [...]} under --compare, merged into the receipt.
+  const nlohmann::ordered_json* compare = nullptr;
 };
 void write_receipt(const std::string& path, const ReceiptInputs& in);
 

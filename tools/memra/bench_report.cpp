@@ -253,6 +253,7 @@ void write_receipt(const std::string& path, const ReceiptInputs& in) {
   r["ceilings"] = ceilings_json(in.ceilings);
   r["figures"] = ordered_json::array();
   for (const Figure& f : in.figures) r["figures"].push_back(figure_json(f));
+  if (in.compare != nullptr) r.update(*in.compare);
   std::ofstream out(path);
   out << r.dump(2) << "\n";
   if (!out) fail(ErrorCode::io, "cannot write the receipt {}", path);

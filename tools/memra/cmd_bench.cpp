@@ -5,6 +5,8 @@
 // each is also a percentage of the ceilings (copy bandwidth, bf16 matrix rate) measured in the
 // same run (docs/PERFORMANCE.md says how). On the CPU it also reports tokens per CPU-second of the
 // process times the thread count: the speed the same work would reach with its cores to itself.
+// --compare BASELINES.json adds a peer engine's figures and the speed targets beside ours, after a
+// run or, with --receipts, from receipts already written (bench_compare.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "bench_compare.h"
 #include "cli_args.h"
 #include "commands.h"
 #include "core/error.h"
@@ -29,7 +32,8 @@ using bench::BenchOptions;
 constexpr const char* kUsage =
     "usage: memra bench [-m SOURCE] [-p 512[,2048]] [-n 128] [-d 0[,4096,...]] [-c 1[,8,...]]\n"
     "                   [-r 3] [--threads N] [--device DEV] [--cuda-graphs on|off]\n"
-    "                   [--json FILE]\n"
+    "                   [--json FILE] [--compare BASELINES.json]\n"
+    "       memra bench --compare BASELINES.json --receipts R.json [R.json ...] [--json FILE]\n"
     "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
     "  -p LIST              prefill figures of these prompt sizes (default 512; none when only\n"
     "                       -d or -c is given); the first is each sequence's prompt under -c\n"
@@ -42,7 +46,11 @@ constexpr const char* kUsage =
     "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
     "  --cuda-graphs on|off replay decode steps as CUDA graphs (default: $MEMRA_CUDA_GRAPHS or\n"
     "                       on)\n"
-    "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures)\n";
+    "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures);\n"
+    "                       with --receipts, the comparison\n"
+    "  --compare FILE       after the table, each figure beside the peer's baseline and the\n"
+    "                       target from FILE (bench/baselines/*.json), also in the receipt\n"
+    "  --receipts R...      with --compare: the comparison of these bench receipts, nothing run\n";
 
 constexpr int kCeilingRuns = 20;
 constexpr int32_t kKvBlockSize = 16;
@@ -85,9 +93,38 @@ std::string command_line(const Args& args) {
   return out;
 }
 
+// Flags that shape a run: refused with --receipts, which runs nothing.
+bool is_run_flag(const std::string& a) {
+  for (const char* f :
+       {"-m", "--model", "-p", "-n", "-d", "-c", "-r", "--threads", "--device", "--cuda-graphs"})
+    if (a == f) return true;
+  return false;
+}
+
+// --receipts R1 [R2 ...]: the arguments after args[i] up to the next flag; advances i.
+std::vector<std::string> receipt_list(const Args& args, size_t& i) {
+  std::vector<std::string> out;
+  while (i + 1 < args.size() && !args[i + 1].starts_with("-")) out.push_back(args[++i]);
+  if (out.empty()) fail(ErrorCode::invalid_argument, "--receipts needs at least one receipt file");
+  return out;
+}
+
+// --compare / --receipts: what goes with what, refused by flag.
+void check_compare_flags(const BenchOptions& o, const std::string& run_flag) {
+  if (o.receipts.empty()) return;
+  if (o.compare_path.empty())
+    fail(ErrorCode::invalid_argument,
+         "--receipts needs --compare BASELINES.json (it compares receipts with baselines)");
+  if (!run_flag.empty())
+    fail(ErrorCode::invalid_argument,
+         "{} cannot be given with --receipts: the comparison reads receipts and runs nothing",
+         run_flag);
+}
+
 BenchOptions parse_options(const Args& args) {
   BenchOptions o;
   bool prompts_given = false;
+  std::string run_flag;  // the first flag given that shapes a run
   o.command = command_line(args);
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.device = env;
   if (const char* env = std::getenv("MEMRA_CUDA_GRAPHS"))
@@ -95,6 +132,7 @@ BenchOptions parse_options(const Args& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
+    if (run_flag.empty() && is_run_flag(a)) run_flag = a;
     if (a == "-m" || a == "--model") {
       o.model = value();
     } else if (a == "-p") {
@@ -116,6 +154,11 @@ BenchOptions parse_options(const Args& args) {
       o.cuda_graphs = parse_on_off(a, value());
     } else if (a == "--json") {
       o.json_path = value();
+    } else if (a == "--compare") {
+      o.compare_path = value();
+    } else if (a == "--receipts") {
+      const std::vector<std::string> more = receipt_list(args, i);
+      o.receipts.insert(o.receipts.end(), more.begin(), more.end());
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -124,6 +167,7 @@ BenchOptions parse_options(const Args& args) {
     }
   }
   o.prefill = prompts_given || (o.depths.empty() && o.concurrency.empty());
+  check_compare_flags(o, run_flag);
   return o;
 }
 
@@ -202,11 +246,49 @@ void print_basis(const bench::ModelCost& cost, const std::optional<bench::Ceilin
       copy.min, copy.max, mm.median, mm.min, mm.max);
 }
 
+// {"compare_baselines": ..., "compare": rows}: what a receipt carries of a comparison.
+nlohmann::ordered_json compare_receipt_part(const bench::Baselines& b,
+                                            const std::vector<bench::CompareRow>& rows) {
+  return {{"compare_baselines", bench::baselines_json(b)}, {"compare", bench::compare_json(rows)}};
+}
+
+// --compare with --receipts: the table of every receipt's figures, then the entries none of them
+// measured; --json writes it as a receipt of its own.
+int compare_receipts(const BenchOptions& o) {
+  if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
+    fail(ErrorCode::invalid_argument, "--json {}: cannot be written", o.json_path);
+  const bench::Baselines b = bench::baselines_load(o.compare_path);
+  std::vector<bench::CompareRow> rows;
+  for (const std::string& path : o.receipts) {
+    const bench::BenchReceipt r = bench::bench_receipt_load(path);
+    const auto more = bench::compare_figures(b, r.model, r.figures, path);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  const auto unmeasured = bench::compare_unmeasured(b, rows);
+  rows.insert(rows.end(), unmeasured.begin(), unmeasured.end());
+  std::fputs(bench::compare_table(b, rows).c_str(), stdout);
+  if (o.json_path.empty()) return 0;
+  nlohmann::ordered_json out = {{"what", "bench-compare"}};
+  out.update(bench::commit_json());
+  out["timestamp"] = bench::utc_now();
+  out["command"] = o.command;
+  out["receipts"] = o.receipts;
+  out.update(compare_receipt_part(b, rows));
+  std::ofstream file(o.json_path);
+  file << out.dump(2) << "\n";
+  if (!file) fail(ErrorCode::io, "--json {}: cannot be written", o.json_path);
+  std::fprintf(stderr, "memra bench: comparison written to %s\n", o.json_path.c_str());
+  return 0;
+}
+
 int run_bench(const Args& args) {
   const BenchOptions o = parse_options(args);
+  if (!o.receipts.empty()) return compare_receipts(o);
   // Found out before minutes of GPU time, not after.
   if (!o.json_path.empty() && !std::ofstream(o.json_path, std::ios::app))
     fail(ErrorCode::invalid_argument, "--json {}: cannot be written", o.json_path);
+  std::optional<bench::Baselines> baselines;
+  if (!o.compare_path.empty()) baselines = bench::baselines_load(o.compare_path);
   const int ordinal = backend_gpu_ordinal(o.device);
   const bench::ModelCost cost = bench::model_cost(o.model);
   check_fits(o, cost.trained_context);
@@ -230,8 +312,19 @@ int run_bench(const Args& args) {
   print_basis(cost, ceilings, kv_bytes_per_token);
   if (threads > 0) bench::print_cpu_table(figures, threads);
   bench::print_table(figures);
+  nlohmann::ordered_json compare;
+  if (baselines) {
+    const bench::ComparedModel model{info.id, info.architecture, cost.parameters, cost.file_type};
+    std::vector<bench::ComparedFigure> measured;
+    for (const bench::Figure& f : figures)
+      measured.push_back({f.name, "tok/s", bench::spread(f.tok_s).median});
+    const auto rows = bench::compare_figures(*baselines, model, measured);
+    std::fputs(bench::compare_table(*baselines, rows).c_str(), stdout);
+    compare = compare_receipt_part(*baselines, rows);
+  }
   if (!o.json_path.empty()) {
-    bench::write_receipt(o.json_path, {o, info, cost, ceilings, kv_bytes_per_token, figures});
+    bench::write_receipt(o.json_path, {o, info, cost, ceilings, kv_bytes_per_token, figures,
+                                       baselines ? &compare : nullptr});
     std::fprintf(stderr, "memra bench: receipt written to %s\n", o.json_path.c_str());
   }
   return 0;
