@@ -122,7 +122,13 @@ if [ "$MODE" != quick ]; then
   step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
     -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \
     --json "$RECEIPTS/$DAY-bench-qwen3-8b-q8_0-ggml-layout.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q8_0-ggml-layout.json")
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
+  # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
+  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
+    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
 fi
 if [ "$MODE" != bench8b ]; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
