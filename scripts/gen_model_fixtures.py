@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Generates the model-gate fixtures: tiny random-weight Hugging Face checkpoints of llama (with
 llama3 rope scaling), qwen2, qwen3, gemma3 (sliding + full layers, window shorter than the
-prompt) and qwen3_moe (two fixtures: qwen3_moe renormalizes the top-k router weights and has a
-dense layer from mlp_only_layers; qwen3_moe_sparse_step does not renormalize and makes every
-second layer sparse by decoder_sparse_step), and transformers' float32 reference for them.
+prompt), gemma4 (dense text model: per-layer head dims, proportional partial rotary, per-layer
+input embeddings, k = v, KV sharing, double-wide MLP, layer scalars) and qwen3_moe (two
+fixtures: qwen3_moe renormalizes the top-k router weights and has a dense layer from
+mlp_only_layers; qwen3_moe_sparse_step does not renormalize and makes every second layer sparse
+by decoder_sparse_step), and transformers' float32 reference for them.
 
 Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
@@ -30,6 +32,9 @@ VOCAB = 128
 PROMPT_LEN = 48
 N_GREEDY = 32
 MATRIX_STD = 0.3  # large enough for clear top-2 gaps (0.15 gave gaps of 6e-4)
+# gemma4's attention is unscaled (q and k are RMS-normed, scaling 1): at 0.3 its greedy run
+# repeats one token 32 times (no teeth); 0.1 gives varied tokens with a 0.0155 top-2 gap.
+MATRIX_STD_OF = {"gemma4": 0.1}
 COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
               num_attention_heads=3, num_key_value_heads=1, head_dim=32,
               max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
@@ -38,7 +43,7 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden
 
 # Fixture name -> seed (each fixture's seed is fixed, so adding one leaves the others' bytes).
 FIXTURES = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "qwen3_moe": 1238,
-            "qwen3_moe_sparse_step": 1239}
+            "qwen3_moe_sparse_step": 1239, "gemma4": 1241}
 
 
 def write_tokenizer(out_dir):
@@ -87,21 +92,42 @@ def make_config(arch):
             **COMMON, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
             num_experts=6, num_experts_per_tok=3, moe_intermediate_size=16, norm_topk_prob=False,
             mlp_only_layers=[], decoder_sparse_step=2, tie_word_embeddings=True)
+    if arch == "gemma4":
+        # Dense Gemma 4 text: sliding + full layers with their own head dims (global_head_dim),
+        # proportional partial rotary on full layers, per-layer input embeddings, k = v on full
+        # layers (one global kv head), the last two layers sharing the KV of the first two with a
+        # double-wide MLP, and a layer_scalar per layer (randomized below).
+        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 1000000.0}}
+        return transformers.Gemma4TextConfig(
+            **{**COMMON, "num_hidden_layers": 4, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 16},
+            rope_parameters=rope, global_head_dim=32, num_global_key_value_heads=1,
+            layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=8,
+            final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
+            hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
+            attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
+            enable_moe_block=False, tie_word_embeddings=True)
     raise ValueError(arch)
 
 
-def randomize(model, gen):
+def randomize(model, gen, std=MATRIX_STD):
     """Every parameter random (norm weights and biases too), rounded to bf16 values."""
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
+                # Gemma 3's RMSNorm scales by (1 + w); Gemma 4's by w, as llama's.
                 base = 0.0 if isinstance(model, transformers.Gemma3ForCausalLM) else 1.0
                 p.copy_(base + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
             else:
-                p.copy_(MATRIX_STD * torch.randn(p.shape, generator=gen))
+                p.copy_(std * torch.randn(p.shape, generator=gen))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        for name, b in model.named_buffers():
+            if name.endswith("layer_scalar"):  # gemma4: a per-layer output scale, saved
+                b.copy_((0.5 + torch.rand(b.shape, generator=gen)).to(torch.bfloat16))
 
 
 def greedy(model, prompt):
@@ -120,12 +146,12 @@ def greedy(model, prompt):
 def generate(arch, out_dir, seed):
     gen = torch.Generator().manual_seed(seed)
     config = make_config(arch)
-    model_cls = (transformers.Gemma3ForCausalLM if arch == "gemma3"
-                 else transformers.AutoModelForCausalLM)
-    model = (model_cls(config) if arch == "gemma3" else model_cls.from_config(config))
+    direct = {"gemma3": transformers.Gemma3ForCausalLM, "gemma4": transformers.Gemma4ForCausalLM}
+    model = (direct[arch](config) if arch in direct
+             else transformers.AutoModelForCausalLM.from_config(config))
     model = model.to(torch.float32).eval()
     model.config._attn_implementation = "eager"
-    randomize(model, gen)
+    randomize(model, gen, MATRIX_STD_OF.get(arch, MATRIX_STD))
     prompt = torch.randint(3, VOCAB, (PROMPT_LEN,), generator=gen).tolist()
     tokens, logits, gap = greedy(model, prompt)
     out_dir.mkdir(parents=True, exist_ok=True)

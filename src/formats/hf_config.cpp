@@ -93,6 +93,9 @@ constexpr ArchEntry kArchitectures[] = {
     {"Qwen3ForCausalLM", "qwen3", "qwen3"},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+    {"Gemma4ForCausalLM", "gemma4_text", "gemma4"},
+    // The multimodal wrapper: its text_config is read; the towers are not loaded (text only).
+    {"Gemma4ForConditionalGeneration", "gemma4", "gemma4"},
 };
 
 const ArchEntry& pick_architecture(const ConfigReader& r) {
@@ -121,7 +124,8 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
   }
   fail(ErrorCode::unsupported,
        "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
-       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM)",
+       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
+       "Gemma4ForCausalLM, Gemma4ForConditionalGeneration (text only))",
        r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
 }
 
@@ -364,6 +368,163 @@ void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
     set_f32(md, a + ".attn_logit_softcapping", *cap);
 }
 
+// Gemma 4 (text): per-layer head dims and kv heads (per_layer_config, or the older
+// global_head_dim / num_global_key_value_heads), proportional partial rotary on full layers,
+// KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings. Keys beyond
+// gemma3's: A.attention.key_length_swa / value_length_swa (sliding head dim; key_length is the
+// full layers'), A.attention.head_count_kv and A.feed_forward_length as per-layer u32 arrays,
+// A.rope.dimension_count (rotated dims of full layers) and dimension_count_swa,
+// A.attention.shared_kv_layers, A.embedding_length_per_layer_input. attention_k_eq_v has no
+// key: a full layer without attn_v.weight takes V from K (the archive checks the config).
+void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
+  const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    fail(ErrorCode::unsupported, "{}: hidden_activation '{}' is not supported (gelu_pytorch_tanh)",
+         r.file, act);
+  if (const auto bidi = r.opt_string("use_bidirectional_attention"))
+    fail(ErrorCode::unsupported, "{}: use_bidirectional_attention = '{}' is not supported", r.file,
+         *bidi);
+  if (r.opt_bool("attention_bias", false))
+    fail(ErrorCode::unsupported, "{}: attention_bias = true is not supported for gemma4", r.file);
+  if (r.opt_bool("enable_moe_block", false))
+    fail(ErrorCode::unsupported,
+         "{}: enable_moe_block = true (the Gemma 4 mixture-of-experts block) is not supported yet",
+         r.file);
+  const std::string& a = out.arch;
+  gguf::Metadata& md = out.metadata;
+  const int64_t L = out.n_layer;
+  const std::vector<bool> sliding = gemma3_sliding_layers(r, L);
+  const bool k_eq_v = r.opt_bool("attention_k_eq_v", false);
+  out.gemma4_k_eq_v = k_eq_v;
+  std::vector<int64_t> head_dim(L), kv_heads(L, out.n_head_kv);
+  for (int64_t il = 0; il < L; ++il) head_dim[il] = out.head_dim;
+  if (const json* plc = r.find("per_layer_config")) {
+    if (!plc->is_object())
+      fail(ErrorCode::malformed_file, "{}: per_layer_config must be an object", r.file);
+    for (const auto& [key, over] : plc->items()) {
+      std::vector<int64_t> layers;
+      if (key == "full_attention" || key == "sliding_attention") {
+        for (int64_t il = 0; il < L; ++il)
+          if (sliding[il] == (key == "sliding_attention")) layers.push_back(il);
+      } else {
+        size_t used = 0;
+        int64_t il = -1;
+        try {
+          il = std::stoll(key, &used);
+        } catch (...) {
+        }
+        if (used != key.size() || il < 0 || il >= L)
+          fail(ErrorCode::unsupported, "{}: per_layer_config key '{}' is not a layer index", r.file,
+               key);
+        layers.push_back(il);
+      }
+      if (!over.is_object())
+        fail(ErrorCode::malformed_file, "{}: per_layer_config[{}] must be an object", r.file, key);
+      const ConfigReader o{over, r.file};
+      for (const auto& [field, value] : over.items())
+        if (field != "head_dim" && field != "num_key_value_heads")
+          fail(ErrorCode::unsupported, "{}: per_layer_config[{}].{} is not supported", r.file, key,
+               field);
+      for (int64_t il : layers) {
+        head_dim[il] = o.opt_int("head_dim", 2, 1 << 14).value_or(head_dim[il]);
+        kv_heads[il] = o.opt_int("num_key_value_heads", 1, out.n_head).value_or(kv_heads[il]);
+      }
+    }
+  } else {
+    const int64_t global = r.opt_int("global_head_dim", 2, 1 << 14).value_or(512);
+    const auto global_kv = r.opt_int("num_global_key_value_heads", 1, out.n_head);
+    for (int64_t il = 0; il < L; ++il) {
+      if (sliding[il]) continue;
+      head_dim[il] = global;
+      if (k_eq_v && global_kv) kv_heads[il] = *global_kv;
+    }
+  }
+  int64_t hd_full = 0, hd_swa = 0;
+  for (int64_t il = 0; il < L; ++il) {
+    int64_t& hd = sliding[il] ? hd_swa : hd_full;
+    if (hd != 0 && hd != head_dim[il])
+      fail(ErrorCode::unsupported,
+           "{}: per_layer_config gives {} layers different head dims ({} and {})", r.file,
+           sliding[il] ? "sliding" : "full", hd, head_dim[il]);
+    hd = head_dim[il];
+    if (hd % 2 || out.n_head % kv_heads[il])
+      fail(ErrorCode::malformed_file, "{}: layer {} has head_dim {} and {} kv heads", r.file, il,
+           hd, kv_heads[il]);
+  }
+  if (hd_full == 0) hd_full = hd_swa;
+  if (hd_swa == 0) hd_swa = hd_full;
+  set_u32(md, a + ".attention.key_length", hd_full);
+  set_u32(md, a + ".attention.value_length", hd_full);
+  set_u32(md, a + ".attention.key_length_swa", hd_swa);
+  set_u32(md, a + ".attention.value_length_swa", hd_swa);
+  const int64_t shared = r.opt_int("num_kv_shared_layers", 0, L - 1).value_or(0);
+  set_u32(md, a + ".attention.shared_kv_layers", shared);
+  const int64_t ff = r.req_int("intermediate_size", 1, 1 << 22);
+  const bool double_wide = r.opt_bool("use_double_wide_mlp", false);
+  std::vector<Value> kv_list, ff_list;
+  for (int64_t il = 0; il < L; ++il) {
+    kv_list.push_back(Value::make_u32(static_cast<uint32_t>(kv_heads[il])));
+    const bool wide = double_wide && il >= L - shared && L - shared > 0;
+    ff_list.push_back(Value::make_u32(static_cast<uint32_t>(ff * (wide ? 2 : 1))));
+  }
+  md.set(a + ".attention.head_count_kv", Value::make_array(gguf::ValueType::u32, kv_list));
+  md.set(a + ".feed_forward_length", Value::make_array(gguf::ValueType::u32, ff_list));
+  const int64_t ple = r.opt_int("hidden_size_per_layer_input", 0, 1 << 16).value_or(256);
+  if (ple > 0) {
+    const int64_t ple_vocab =
+        r.opt_int("vocab_size_per_layer_input", 1, 1 << 24).value_or(out.vocab_size);
+    if (ple_vocab != out.vocab_size)
+      fail(ErrorCode::unsupported,
+           "{}: vocab_size_per_layer_input {} differs from vocab_size {}; not supported", r.file,
+           ple_vocab, out.vocab_size);
+    set_u32(md, a + ".embedding_length_per_layer_input", ple);
+  }
+  // Rope per layer type; transformers' defaults when rope_parameters is absent.
+  const json* params = r.find("rope_parameters");
+  if (params != nullptr && !params->is_object())
+    fail(ErrorCode::malformed_file, "{}: rope_parameters must be an object", r.file);
+  const json empty = json::object();
+  auto rope_of = [&](const char* type) -> const json& {
+    if (params == nullptr || !params->contains(type)) return empty;
+    return (*params)[type];
+  };
+  const ConfigReader full{rope_of("full_attention"), r.file};
+  const ConfigReader swa{rope_of("sliding_attention"), r.file};
+  const std::string full_type =
+      full.opt_string("rope_type").value_or(params ? "default" : "proportional");
+  const std::string swa_type = swa.opt_string("rope_type").value_or("default");
+  if (swa_type != "default")
+    fail(ErrorCode::unsupported,
+         "{}: rope_parameters.sliding_attention rope_type '{}' is not "
+         "supported (default)",
+         r.file, swa_type);
+  if (full_type != "default" && full_type != "proportional")
+    fail(ErrorCode::unsupported,
+         "{}: rope_parameters.full_attention rope_type '{}' is not "
+         "supported (default, proportional)",
+         r.file, full_type);
+  if (full.positive_float("factor", 1.0) != 1.0)
+    fail(ErrorCode::unsupported, "{}: rope_parameters.full_attention.factor != 1 is not supported",
+         r.file);
+  int64_t n_rot = hd_full;
+  if (full_type == "proportional") {
+    const double prf = full.positive_float("partial_rotary_factor", params ? 1.0 : 0.25);
+    n_rot = 2 * static_cast<int64_t>(std::floor(prf * static_cast<double>(hd_full) / 2));
+  }
+  set_f32(md, a + ".rope.freq_base", full.positive_float("rope_theta", 1e6));
+  set_f32(md, a + ".rope.freq_base_swa", swa.positive_float("rope_theta", 10000.0));
+  set_u32(md, a + ".rope.dimension_count", n_rot);
+  set_u32(md, a + ".rope.dimension_count_swa", hd_swa);
+  set_u32(md, a + ".attention.sliding_window",
+          r.opt_int("sliding_window", 1, kU32Max).value_or(512));
+  std::vector<Value> flags;
+  for (bool s : sliding) flags.push_back(Value::make_bool(s));
+  md.set(a + ".attention.sliding_window_pattern",
+         Value::make_array(gguf::ValueType::boolean, std::move(flags)));
+  if (const auto cap = r.opt_float("final_logit_softcapping"))
+    set_f32(md, a + ".final_logit_softcapping", *cap);
+}
+
 // bos/eos/pad ids: generation_config.json wins over config.json; eos may be a list.
 void read_token_ids(HfModelConfig& out, const ConfigReader& cfg, const ConfigReader& gen) {
   for (const auto& [hf_key, gguf_key] :
@@ -409,8 +570,23 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
   out.hf_architecture = entry.hf_architecture;
   out.metadata.set("general.architecture", Value::make_string(out.arch));
   out.metadata.set("general.name", Value::make_string(std::string(name)));
-  read_shapes(out, r, out.arch == "gemma3");
-  if (out.arch == "gemma3") {
+  if (entry.hf_architecture == "Gemma4ForConditionalGeneration") {
+    const json* text = r.find("text_config");
+    if (text == nullptr || !text->is_object())
+      fail(ErrorCode::malformed_file,
+           "config.json: Gemma4ForConditionalGeneration lacks an "
+           "object text_config");
+    const ConfigReader t{*text, "config.json text_config"};
+    read_shapes(out, t, true);
+    read_gemma4(out, t);
+    if (r.find("tie_word_embeddings"))
+      out.tied_embeddings = r.opt_bool("tie_word_embeddings", true);
+  } else {
+    read_shapes(out, r, out.arch == "gemma3" || out.arch == "gemma4");
+  }
+  if (out.arch == "gemma4") {
+    if (entry.hf_architecture != "Gemma4ForConditionalGeneration") read_gemma4(out, r);
+  } else if (out.arch == "gemma3") {
     read_gemma3(out, r);
   } else {
     read_dense(out, r);

@@ -2,7 +2,9 @@
 // and value types llama.cpp's converter writes, so an HF folder and a GGUF of the same model
 // give model code the same metadata. Supported: LlamaForCausalLM (llama), Qwen2ForCausalLM
 // (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
-// Gemma3ForCausalLM (gemma3, model_type gemma3_text).
+// Gemma3ForCausalLM (gemma3, model_type gemma3_text), Gemma4ForCausalLM (gemma4, model_type
+// gemma4_text) and Gemma4ForConditionalGeneration's text_config (gemma4; its vision and audio
+// towers are not loaded: text only). gemma4's keys: read_gemma4 in hf_config.cpp.
 // Unknown architectures, Gemma3ForConditionalGeneration (multimodal; refused, not reduced to
 // its text_config) and config values that change the math without a mapping are refused by name.
 //
@@ -72,6 +74,7 @@ struct HfModelConfig {
   gguf::Metadata metadata;        // GGUF-convention keys listed above
   std::vector<float> rope_freqs;  // llama3 rope scaling: contents of rope_freqs.weight, else empty
   std::vector<bool> moe_layers;   // qwen3moe: [n_layer] true where the layer routes to experts
+  bool gemma4_k_eq_v = false;     // gemma4 attention_k_eq_v: full layers have no v_proj
 };
 
 // Maps parsed config.json (and generation_config.json, null when absent) to metadata. `name` is

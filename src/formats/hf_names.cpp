@@ -57,6 +57,20 @@ constexpr Mapping kExpertSuffix[] = {
     {"down_proj.weight", "ffn_down_exps.weight"},
 };
 
+// Gemma 4: per-layer input embeddings (llama.cpp's gemma3n names) and the layer output scale.
+constexpr Mapping kGemma4Layer[] = {
+    {"per_layer_input_gate.weight", "inp_gate.weight"},
+    {"per_layer_projection.weight", "proj.weight"},
+    {"post_per_layer_input_norm.weight", "post_norm.weight"},
+    {"layer_scalar", "layer_output_scale.weight"},
+};
+
+constexpr Mapping kGemma4Global[] = {
+    {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+    {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+    {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+};
+
 constexpr Mapping kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -84,8 +98,10 @@ std::optional<std::string_view> look_up(const Mapping (&table)[N], std::string_v
 
 std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_view suffix) {
   if (auto g = look_up(kCommonLayer, suffix)) return g;
-  if (arch == "gemma3") {
+  if (arch == "gemma3" || arch == "gemma4") {
     if (auto g = look_up(kGemma3Layer, suffix)) return g;
+    if (arch == "gemma4")
+      if (auto g = look_up(kGemma4Layer, suffix)) return g;
     return look_up(kQkNormLayer, suffix);
   }
   if (auto g = look_up(kDenseLayer, suffix)) return g;
@@ -113,9 +129,17 @@ std::optional<std::string_view> expert_suffix(std::string_view suffix, int* expe
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name) {
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
-      arch != "gemma3")
+      arch != "gemma3" && arch != "gemma4")
     return std::nullopt;
+  // Gemma4ForConditionalGeneration keeps the text model under model.language_model.
+  std::string unwrapped;
+  if (arch == "gemma4" && hf_name.starts_with("model.language_model.")) {
+    unwrapped = "model." + std::string(hf_name.substr(21));
+    hf_name = unwrapped;
+  }
   if (auto g = look_up(kGlobal, hf_name)) return GgufTensorName{std::string(*g), -1};
+  if (arch == "gemma4")
+    if (auto g = look_up(kGemma4Global, hf_name)) return GgufTensorName{std::string(*g), -1};
 
   constexpr std::string_view kPrefix = "model.layers.";
   if (!hf_name.starts_with(kPrefix)) return std::nullopt;

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/log.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
 #include "formats/model_archive.h"
@@ -160,6 +161,34 @@ void check_moe_layers(const HfModelConfig& cfg, const std::set<std::string>& see
   }
 }
 
+// Gemma4ForConditionalGeneration: the vision and audio towers and their embedders, which memra
+// does not run (text only).
+bool gemma4_tower_tensor(const HfModelConfig& cfg, const std::string& hf_name) {
+  if (cfg.hf_architecture != "Gemma4ForConditionalGeneration") return false;
+  for (const char* prefix :
+       {"model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio."})
+    if (hf_name.starts_with(prefix)) return true;
+  return false;
+}
+
+// gemma4 attention_k_eq_v: a full, non-sharing layer has v_proj exactly when the config says
+// K and V are separate (model code takes V from K when attn_v is absent).
+void check_gemma4_v(const HfModelConfig& cfg, const std::set<std::string>& seen,
+                    const std::string& folder) {
+  if (cfg.arch != "gemma4") return;
+  const gguf::Value* pattern = cfg.metadata.find("gemma4.attention.sliding_window_pattern");
+  const auto& flags = std::get<gguf::Array>(pattern->data).items;
+  for (size_t il = 0; il < flags.size(); ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    if (!seen.contains(p + "attn_k.weight")) continue;  // a KV-sharing layer
+    const bool full = !std::get<bool>(flags[il].data);
+    const bool expect_v = !(full && cfg.gemma4_k_eq_v);
+    if (seen.contains(p + "attn_v.weight") != expect_v)
+      fail(ErrorCode::malformed_file, "{}: layer {} {} v_proj, but attention_k_eq_v is {}", folder,
+           il, expect_v ? "lacks" : "has", cfg.gemma4_k_eq_v);
+  }
+}
+
 }  // namespace
 
 ModelArchive archive_open_hf_folder(const std::string& folder) {
@@ -176,8 +205,13 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   std::set<std::string> seen;
   ExpertSlices experts;
   const int64_t n_expert = cfg.metadata.get_int(cfg.arch + ".expert_count").value_or(0);
+  size_t towers = 0;
   for (const auto& [hf_name, ref] : checkpoint->tensors) {
     if (hf_tensor_is_buffer(hf_name)) continue;
+    if (gemma4_tower_tensor(cfg, hf_name)) {
+      ++towers;
+      continue;
+    }
     const auto gguf_name = hf_tensor_name_to_gguf(cfg.arch, hf_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
@@ -213,6 +247,12 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   }
   stack_experts(archive, experts, n_expert, folder);
   check_moe_layers(cfg, seen, folder);
+  check_gemma4_v(cfg, seen, folder);
+  if (towers > 0)
+    log_at(LogLevel::warn,
+           "{}: Gemma4ForConditionalGeneration's vision/audio towers ({} tensors) are not "
+           "supported and not loaded; serving the text model only",
+           folder, towers);
   if (!cfg.tied_embeddings && !seen.contains("output.weight"))
     fail(ErrorCode::malformed_file,
          "{}: tie_word_embeddings is false but the checkpoint has no lm_head.weight", folder);

@@ -126,5 +126,7 @@ std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> ar
                                           const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma3_model_create(std::shared_ptr<const ModelArchive> archive,
                                            const ModelLoadOptions& options);
+std::unique_ptr<Model> gemma4_model_create(std::shared_ptr<const ModelArchive> archive,
+                                           const ModelLoadOptions& options);
 
 }  // namespace memra

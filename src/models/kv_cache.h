@@ -13,12 +13,22 @@
 
 namespace memra {
 
+// One layer's KV shape; a layer with n_kv_heads 0 keeps no KV (gemma4's KV-sharing layers read
+// another layer's).
+struct KvLayerShape {
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
 class BackendKvCache final : public KvCache {
  public:
   // Throws invalid_argument for non-positive sizes or an overflowing total, and the backend's
   // resource_exhausted (naming bytes) when it cannot allocate.
   BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers, int32_t n_kv_heads,
                  int32_t head_dim, int32_t n_blocks, int32_t block_size);
+  // Layers of different shapes (gemma4: per-layer head dims and kv heads, shared layers empty).
+  BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, std::vector<KvLayerShape> shapes,
+                 int32_t n_blocks, int32_t block_size);
   // Recorded graphs point into this cache: the backend forgets them.
   ~BackendKvCache() override;
   BackendKvCache(const BackendKvCache&) = delete;
@@ -36,12 +46,14 @@ class BackendKvCache final : public KvCache {
   // Bytes one token slot takes across n_layers for K and V.
   static uint64_t bytes_per_token(DType dtype, int32_t n_layers, int32_t n_kv_heads,
                                   int32_t head_dim);
+  static uint64_t bytes_per_token(DType dtype, const std::vector<KvLayerShape>& shapes);
 
  private:
   std::shared_ptr<Ops> ops_;
   DType dtype_;
-  int32_t n_kv_heads_, head_dim_, n_blocks_, block_size_;
-  uint64_t block_bytes_;  // bytes per block per layer for K (same for V)
+  std::vector<KvLayerShape> shapes_;
+  int32_t n_blocks_, block_size_;
+  std::vector<uint64_t> block_bytes_;  // per layer: bytes per block for K (same for V)
   std::vector<Buffer> k_, v_;
 };
 

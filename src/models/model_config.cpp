@@ -3,6 +3,7 @@
 // on that we do not implement is refused by name.
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -116,6 +117,118 @@ void read_moe(const ModelArchive& archive, const std::string& a, ModelConfig& c)
     c.moe_layer[il] = archive.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight");
 }
 
+// One u32 per layer: an array of n_layers, or a scalar for every layer (llama.cpp's per-layer
+// keys may be either).
+std::vector<int32_t> read_per_layer(const gguf::Metadata& md, const std::string& key, int n_layers,
+                                    int64_t lo, int64_t hi, std::optional<int64_t> fallback) {
+  const gguf::Value* v = md.find(key);
+  if (!v || !std::holds_alternative<gguf::Array>(v->data))
+    return std::vector<int32_t>(n_layers, read_int(md, key, lo, hi, fallback));
+  const std::vector<int64_t> values = *md.get_int_array(key);
+  if (values.size() != static_cast<size_t>(n_layers))
+    fail(ErrorCode::malformed_file, "model metadata {} has {} entries, expected {} (block_count)",
+         key, values.size(), n_layers);
+  std::vector<int32_t> out;
+  for (const int64_t x : values) {
+    if (x < lo || x > hi)
+      fail(ErrorCode::unsupported, "model metadata {} holds {}, outside [{}, {}]", key, x, lo, hi);
+    out.push_back(static_cast<int32_t>(x));
+  }
+  return out;
+}
+
+// Gemma 4 (text): gemma3's layer structure with per-layer shapes. Full layers: head dim
+// key_length, "proportional" rope (the first rope.dimension_count / 2 of head_dim / 2
+// frequencies rotate, the rest are identity, as transformers' proportional rope); sliding layers:
+// key_length_swa and default rope over their whole head. Attention is unscaled (q and k are
+// RMS-normed), V is RMS-normed without a weight.
+ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
+  const gguf::Metadata& md = archive.metadata;
+  const std::string a = c.arch + ".";
+  if (md.find(a + "expert_count"))
+    fail(ErrorCode::unsupported,
+         "gemma4 mixture-of-experts block ({}expert_count; HF enable_moe_block = true) is not "
+         "supported yet",
+         a);
+  c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
+  c.n_layers = read_int(md, a + "block_count", 1, 1024);
+  c.n_heads = read_int(md, a + "attention.head_count", 1, 1024);
+  c.n_ctx_train = read_int(md, a + "context_length", 1, 1 << 30);
+  c.norm_eps = read_float(md, a + "attention.layer_norm_rms_epsilon", 1e-6);
+  if (!(c.norm_eps > 0)) fail(ErrorCode::malformed_file, "rms epsilon {} <= 0", c.norm_eps);
+  const int32_t hd_full = read_int(md, a + "attention.key_length", 2, 1024);
+  const int32_t hd_swa = read_int(md, a + "attention.key_length_swa", 2, 1024, hd_full);
+  if (read_int(md, a + "attention.value_length", 1, 1024, hd_full) != hd_full ||
+      read_int(md, a + "attention.value_length_swa", 1, 1024, hd_swa) != hd_swa)
+    fail(ErrorCode::unsupported, "gemma4 value_length differs from key_length");
+  if (hd_full % 2 || hd_swa % 2)
+    fail(ErrorCode::unsupported, "gemma4 head dims {} / {} must be even", hd_full, hd_swa);
+  read_gemma3_window(md, a, c);
+  const std::vector<int32_t> kv_heads =
+      read_per_layer(md, a + "attention.head_count_kv", c.n_layers, 1, c.n_heads, c.n_heads);
+  c.layer_n_ff = read_per_layer(md, a + "feed_forward_length", c.n_layers, 1, 1 << 20, {});
+  const int32_t shared = read_int(md, a + "attention.shared_kv_layers", 0, c.n_layers - 1, 0);
+  const int32_t first_shared = c.n_layers - shared;
+  c.n_embd_per_layer = read_int(md, a + "embedding_length_per_layer_input", 0, 1 << 16, 0);
+  for (int il = 0; il < c.n_layers; ++il) {
+    const bool sliding = c.window[il] > 0;
+    c.layer_head_dim.push_back(sliding ? hd_swa : hd_full);
+    if (c.n_heads % kv_heads[il] != 0)
+      fail(ErrorCode::unsupported, "layer {}: {} heads are not a multiple of {} kv heads", il,
+           c.n_heads, kv_heads[il]);
+    int32_t source = il;
+    if (il >= first_shared) {
+      source = -1;
+      for (int j = first_shared - 1; j >= 0 && source < 0; --j)
+        if ((c.window[j] > 0) == sliding) source = j;
+      if (source < 0)
+        fail(ErrorCode::unsupported,
+             "layer {} shares KV ({}attention.shared_kv_layers = {}) but no earlier layer has its "
+             "attention kind",
+             il, a, shared);
+      if (kv_heads[source] != kv_heads[il])
+        fail(ErrorCode::malformed_file, "layer {} shares layer {}'s KV but not its kv heads", il,
+             source);
+    }
+    c.kv_source.push_back(source);
+    c.layer_n_kv_heads.push_back(source == il ? kv_heads[il] : 0);
+    const std::string blk = "blk." + std::to_string(il) + ".";
+    c.v_from_k.push_back(source == il && !archive.find_tensor(blk + "attn_v.weight"));
+    c.head_dim = std::max(c.head_dim, c.layer_head_dim[il]);
+    c.n_kv_heads = std::max(c.n_kv_heads, kv_heads[il]);
+    c.n_ff = std::max(c.n_ff, c.layer_n_ff[il]);
+  }
+  const std::string type = md.get_string(a + "rope.scaling.type").value_or("none");
+  if (type != "none")
+    fail(ErrorCode::unsupported,
+         "gemma4 rope scaling type '{}' ({}rope.scaling.type) is not "
+         "supported",
+         type, a);
+  const double base = read_float(md, a + "rope.freq_base", 1e6);
+  const double base_swa = read_float(md, a + "rope.freq_base_swa", 10000.0);
+  if (!(base > 1.0) || !(base_swa > 1.0))
+    fail(ErrorCode::unsupported, "gemma4 rope bases {} / {} must exceed 1", base, base_swa);
+  const int n_rot = read_int(md, a + "rope.dimension_count", 0, hd_full, hd_full);
+  if (n_rot % 2) fail(ErrorCode::unsupported, "{}rope.dimension_count {} is odd", a, n_rot);
+  if (read_int(md, a + "rope.dimension_count_swa", 2, hd_swa, hd_swa) != hd_swa)
+    fail(ErrorCode::unsupported,
+         "gemma4 partial rotary on sliding layers "
+         "({}rope.dimension_count_swa < key_length_swa) is not supported",
+         a);
+  std::vector<double> inv(hd_full / 2, 0.0);  // proportional: unrotated pairs have frequency 0
+  for (int i = 0; i < n_rot / 2; ++i) inv[i] = std::pow(base, -2.0 * i / hd_full);
+  c.rope_global = {RopeLayout::neox, hd_full, std::move(inv)};
+  c.rope_local = {RopeLayout::neox, hd_swa, rope_inv_freq(base_swa, hd_swa, 1.0, {})};
+  c.attn_scale = read_float(md, a + "attention.scale", 1.0);
+  c.final_softcap = read_float(md, a + "final_logit_softcapping", 0.0);
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
+  c.activation = Activation::gelu_tanh;
+  c.moe_layer.assign(c.n_layers, false);
+  return c;
+}
+
 }  // namespace
 
 ModelConfig model_config_read(const ModelArchive& archive) {
@@ -123,10 +236,12 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   ModelConfig c;
   c.arch = archive.architecture();
   if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
-      c.arch != "gemma3")
+      c.arch != "gemma3" && c.arch != "gemma4")
     fail(ErrorCode::unsupported,
-         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3)",
+         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
+         "gemma4)",
          c.arch);
+  if (c.arch == "gemma4") return read_gemma4(archive, std::move(c));
   const std::string a = c.arch + ".";
   c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
   c.n_layers = read_int(md, a + "block_count", 1, 1024);

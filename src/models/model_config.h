@@ -16,7 +16,7 @@ struct ModelArchive;
 enum class Activation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3
+  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3, gemma4
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layers = 0;
@@ -48,6 +48,15 @@ struct ModelConfig {
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = false;
   std::vector<bool> moe_layer;  // [n_layers]
+
+  // gemma4 (empty elsewhere, where the uniform fields apply): per-layer head dims, kv heads and
+  // feed-forward widths (head_dim, n_kv_heads and n_ff above then hold the maxima, which size
+  // the scratch), the layer whose KV a layer attends over (itself, or for the last
+  // shared_kv_layers layers the last earlier layer of the same kind, whose KV it reuses), and
+  // whether a layer's V is its K projection (attention_k_eq_v: no attn_v tensor).
+  std::vector<int32_t> layer_head_dim, layer_n_kv_heads, layer_n_ff, kv_source;
+  std::vector<bool> v_from_k;
+  int32_t n_embd_per_layer = 0;  // gemma4 per-layer input embedding width; 0 = none
 };
 
 // Reads and validates the config for archive.architecture(); refuses unknown architectures and

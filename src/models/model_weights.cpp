@@ -119,6 +119,47 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
   return L;
 }
 
+// Gemma 4: per-layer shapes (model_config.h), no K/V tensors in KV-sharing layers, no V where
+// V is K, the per-layer input block when n_embd_per_layer > 0.
+LayerWeights bind_gemma4_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const int64_t hd = c.layer_head_dim[il], q_dim = int64_t{c.n_heads} * hd,
+                kv_dim = int64_t{c.layer_n_kv_heads[il]} * hd, n_ff = c.layer_n_ff[il];
+  LayerWeights L;
+  L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd, w);
+  L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
+  L.q_norm = b.vector(p + "attn_q_norm.weight", hd, w);
+  if (c.kv_source[il] == il) {
+    L.wk = b.matrix(p + "attn_k.weight", c.n_embd, kv_dim);
+    if (!c.v_from_k[il]) L.wv = b.matrix(p + "attn_v.weight", c.n_embd, kv_dim);
+    L.k_norm = b.vector(p + "attn_k_norm.weight", hd, w);
+    std::vector<float>& ones = w.host_vectors.emplace_back(hd, 1.0f);
+    L.v_norm.name = p + "v_norm (ones)";
+    L.v_norm.dtype = DType::f32;
+    L.v_norm.n_dims = 1;
+    L.v_norm.ne = {static_cast<uint64_t>(hd), 1, 1, 1};
+    L.v_norm.data = ones.data();
+    L.v_norm.n_bytes = static_cast<uint64_t>(hd) * sizeof(float);
+  }
+  L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
+  L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd, w);
+  L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd, w);
+  L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, n_ff);
+  L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, n_ff);
+  L.w_down = b.matrix(p + "ffn_down.weight", n_ff, c.n_embd);
+  L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);
+  if (c.n_embd_per_layer > 0) {
+    L.inp_gate = b.matrix(p + "inp_gate.weight", c.n_embd, c.n_embd_per_layer);
+    L.inp_proj = b.matrix(p + "proj.weight", c.n_embd_per_layer, c.n_embd);
+    L.inp_post_norm = b.vector(p + "post_norm.weight", c.n_embd, w);
+  }
+  if (b.find(p + "layer_output_scale.weight")) {
+    b.vector(p + "layer_output_scale.weight", 1, w);
+    L.output_scale = w.host_vectors.back()[0];
+  }
+  return L;
+}
+
 }  // namespace
 
 ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config) {
@@ -133,7 +174,15 @@ ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config
   w.output = b.find("output.weight") ? b.matrix("output.weight", config.n_embd, config.n_vocab)
                                      : w.token_embd;
   w.output_norm = b.vector("output_norm.weight", config.n_embd, w);
-  for (int il = 0; il < config.n_layers; ++il) w.layers.push_back(bind_layer(b, config, il, w));
+  if (config.n_embd_per_layer > 0) {
+    const int64_t width = int64_t{config.n_layers} * config.n_embd_per_layer;
+    w.per_layer_token_embd = b.matrix("per_layer_token_embd.weight", width, config.n_vocab);
+    w.per_layer_model_proj = b.matrix("per_layer_model_proj.weight", config.n_embd, width);
+    w.per_layer_proj_norm = b.vector("per_layer_proj_norm.weight", config.n_embd_per_layer, w);
+  }
+  for (int il = 0; il < config.n_layers; ++il)
+    w.layers.push_back(config.arch == "gemma4" ? bind_gemma4_layer(b, config, il, w)
+                                               : bind_layer(b, config, il, w));
   if (archive.find_tensor("rope_freqs.weight")) b.mark_used("rope_freqs.weight");
   b.refuse_unused();
   return w;

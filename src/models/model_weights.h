@@ -39,12 +39,20 @@ struct LayerWeights {
   TensorView ffn_gate_exps;  // n_embd -> n_ff_exp, per expert
   TensorView ffn_up_exps;    // n_embd -> n_ff_exp, per expert
   TensorView ffn_down_exps;  // n_ff_exp -> n_embd, per expert
+  // gemma4: per-layer input (n_embd -> n_embd_per_layer gate, n_embd_per_layer -> n_embd
+  // projection, its post norm), V's weightless RMSNorm (ones of head_dim), and the scale of
+  // the layer's output (blk.N.layer_output_scale.weight, read at bind time).
+  TensorView inp_gate, inp_proj, inp_post_norm, v_norm;
+  float output_scale = 1.0f;
 };
 
 struct ModelWeights {
   TensorView token_embd;   // [n_embd x n_vocab]
   TensorView output;       // [n_embd x n_vocab]; the same tensor as token_embd when tied
   TensorView output_norm;  // [n_embd]
+  // gemma4 per-layer input embeddings: token table [n_layers * n_embd_per_layer x n_vocab],
+  // projection of the embeddings n_embd -> n_layers * n_embd_per_layer, its norm.
+  TensorView per_layer_token_embd, per_layer_model_proj, per_layer_proj_norm;
   std::vector<LayerWeights> layers;
   // Host storage of the vectors converted to f32 at bind time (the views above point into it
   // until they are uploaded).
@@ -59,6 +67,9 @@ struct ModelWeights {
     visit(token_embd);
     visit(output);
     visit(output_norm);
+    visit(per_layer_token_embd);
+    visit(per_layer_model_proj);
+    visit(per_layer_proj_norm);
     for (LayerWeights& L : layers)
       for (TensorView* t : {&L.attn_norm,
                             &L.wq,
@@ -79,7 +90,11 @@ struct ModelWeights {
                             &L.ffn_gate_inp,
                             &L.ffn_gate_exps,
                             &L.ffn_up_exps,
-                            &L.ffn_down_exps})
+                            &L.ffn_down_exps,
+                            &L.inp_gate,
+                            &L.inp_proj,
+                            &L.inp_post_norm,
+                            &L.v_norm})
         visit(*t);
   }
 };

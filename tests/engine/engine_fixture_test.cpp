@@ -379,7 +379,7 @@ TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "qwen3_moe",
-                                           "qwen3_moe_sparse_step"));
+                                           "qwen3_moe_sparse_step", "gemma4"));
 
 }  // namespace
 }  // namespace memra

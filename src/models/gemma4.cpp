@@ -1,0 +1,185 @@
+// Gemma 4 (text): Gemma 3's sandwich-normed layers (embeddings scaled by sqrt(n_embd), GeGLU
+// with gelu-tanh, sliding and full layers) with per-layer head dims and kv heads, unscaled
+// attention over RMS-normed q and k, V RMS-normed without a weight (and taken from K's projection
+// where attention_k_eq_v), the last shared_kv_layers layers attending over an earlier layer's KV,
+// per-layer widths of the MLP (double-wide in the sharing layers), per-layer input embeddings
+// added after each layer, and a per-layer output scale. Norm weights are plain w (not 1 + w).
+// transformers' Gemma4TextModel is the reference; model_config.cpp reads the config.
+#include <cmath>
+
+#include "models/decoder.h"
+
+namespace memra {
+
+namespace {
+
+const float* f32(const TensorView& t) {
+  return static_cast<const float*>(t.data);
+}
+
+class Gemma4Model final : public DecoderModel {
+ public:
+  using DecoderModel::DecoderModel;
+
+  uint64_t kv_bytes_per_token() const override {
+    return BackendKvCache::bytes_per_token(kv_dtype_, kv_shapes());
+  }
+
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override {
+    return std::make_unique<BackendKvCache>(ops_, kv_dtype_, kv_shapes(), n_blocks, block_size);
+  }
+
+  // No graph replay yet (the per-layer input buffers are grown outside the base's scratch), and
+  // the per-layer input buffers sized for the largest step up front.
+  std::vector<int32_t> prepare(const StepLimits& limits) override {
+    StepLimits eager = limits;
+    eager.graphs = false;
+    std::vector<int32_t> buckets = DecoderModel::prepare(eager);
+    reserve_ple(limits.max_batch_tokens);
+    return buckets;
+  }
+
+  void forward_layers(int64_t n, const BackendKvCache& kv) override {
+    float *x = s_.x.f32(), *h = s_.h.f32(), *out = s_.out.f32();
+    embed(x);
+    if (cfg_.n_embd_per_layer > 0) per_layer_inputs(x, n);
+    for (int il = 0; il < cfg_.n_layers; ++il) {
+      const LayerWeights& L = w_.layers[il];
+      norm(x, L.attn_norm, n, h, "attn_norm", il);
+      attention(il, n, kv, h, out);
+      norm(out, L.post_attn_norm, n, out, "post_attn_norm", il);
+      add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
+      mlp(il, h, n, out);
+      norm(out, L.post_ffn_norm, n, out, "post_ffn_norm", il);
+      ops_->add(x, out, n * cfg_.n_embd);
+      trace("ffn_residual", il, x, n, cfg_.n_embd);
+      if (cfg_.n_embd_per_layer > 0) per_layer_input_block(il, x, n, out);
+      if (L.output_scale != 1.0f) {
+        ops_->scale(x, L.output_scale, n * cfg_.n_embd);
+        trace("layer_out", il, x, n, cfg_.n_embd);
+      }
+    }
+  }
+
+ private:
+  std::vector<KvLayerShape> kv_shapes() const {
+    std::vector<KvLayerShape> shapes;
+    for (int il = 0; il < cfg_.n_layers; ++il)
+      shapes.push_back(
+          {cfg_.layer_n_kv_heads[il], cfg_.layer_n_kv_heads[il] > 0 ? cfg_.layer_head_dim[il] : 0});
+    return shapes;
+  }
+
+  void reserve_ple(int64_t n) {
+    if (cfg_.n_embd_per_layer == 0) return;
+    const size_t width = static_cast<size_t>(cfg_.n_layers) * cfg_.n_embd_per_layer;
+    const size_t bytes = static_cast<size_t>(n) * width * sizeof(float);
+    for (Buffer* b : {&ple_tok_, &ple_, &ple_layers_}) {
+      if (b->bytes() >= bytes) continue;
+      b->reset();
+      *b = ops_->alloc(bytes);
+    }
+  }
+
+  // The per-layer inputs of the step: (rms_norm(proj(x) / sqrt(n_embd)) + embed_pl(tokens) *
+  // sqrt(P)) / sqrt(2) as [n x n_layers x P], stored layer-major [n_layers][n][P] so that each
+  // layer's slice is contiguous.
+  void per_layer_inputs(const float* x, int64_t n) {
+    reserve_ple(n);
+    const int64_t P = cfg_.n_embd_per_layer, LP = int64_t{cfg_.n_layers} * P;
+    float *tok = ple_tok_.f32(), *proj = ple_.f32(), *layers = ple_layers_.f32();
+    ops_->embed(w_.per_layer_token_embd, std::sqrt(static_cast<float>(P)), tok);
+    trace("per_layer_embed", -1, tok, n, LP);
+    ops_->matmul(w_.per_layer_model_proj, x, n, proj);
+    ops_->scale(proj, static_cast<float>(1.0 / std::sqrt(double(cfg_.n_embd))), n * LP);
+    ops_->rms_norm(proj, f32(w_.per_layer_proj_norm), n * cfg_.n_layers, P, cfg_.norm_eps, proj);
+    ops_->add(proj, tok, n * LP);
+    ops_->scale(proj, static_cast<float>(1.0 / std::sqrt(2.0)), n * LP);
+    trace("per_layer_inputs", -1, proj, n, LP);
+    const size_t row_bytes = static_cast<size_t>(P) * sizeof(float);
+    for (int64_t t = 0; t < n; ++t)
+      for (int il = 0; il < cfg_.n_layers; ++il)
+        ops_->copy(layers + (il * n + t) * P, proj + t * LP + il * P, row_bytes);
+  }
+
+  // x += rms_norm(proj(gelu(gate(x)) * per_layer_input[il])).
+  void per_layer_input_block(int il, float* x, int64_t n, float* out) {
+    const LayerWeights& L = w_.layers[il];
+    const int64_t P = cfg_.n_embd_per_layer;
+    float* gate = ple_tok_.f32();  // [n x P]: free once per_layer_inputs has run
+
+    ops_->matmul(L.inp_gate, x, n, gate);
+    ops_->gelu_tanh_mul(gate, ple_layers_.f32() + il * n * P, n * P, gate);
+    trace("per_layer_gate", il, gate, n, P);
+    ops_->matmul(L.inp_proj, gate, n, out);
+    norm(out, L.inp_post_norm, n, out, "per_layer_out", il);
+    ops_->add(x, out, n * cfg_.n_embd);
+    trace("per_layer_residual", il, x, n, cfg_.n_embd);
+  }
+
+  void attention(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out) {
+    const LayerWeights& L = w_.layers[il];
+    const int hd = cfg_.layer_head_dim[il], n_heads = cfg_.n_heads;
+    const int n_kv = cfg_.layer_n_kv_heads[il];
+    const int64_t q_dim = int64_t{n_heads} * hd, kv_dim = int64_t{n_kv} * hd;
+    float *q = s_.q.f32(), *k = s_.k.f32(), *v = s_.v.f32();
+    const RopeParams& rope = cfg_.window[il] > 0 ? cfg_.rope_local : cfg_.rope_global;
+    ops_->matmul(L.wq, h, n, q);
+    trace("q", il, q, n, q_dim);
+    ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
+    trace("q_norm", il, q, n, q_dim);
+    ops_->rope(q, n_heads, hd, rope);
+    trace("q_rope", il, q, n, q_dim);
+    if (cfg_.kv_source[il] == il) {
+      if (cfg_.v_from_k[il]) {
+        ops_->matmul(L.wk, h, n, k);
+        ops_->copy(v, k, static_cast<size_t>(n * kv_dim) * sizeof(float));
+      } else {
+        const TensorView* kv_w[] = {&L.wk, &L.wv};
+        float* const kv_y[] = {k, v};
+        ops_->matmul_shared(kv_w, h, n, kv_y);
+      }
+      trace("k", il, k, n, kv_dim);
+      trace("v", il, v, n, kv_dim);
+      ops_->rms_norm(k, f32(L.k_norm), n * n_kv, hd, cfg_.norm_eps, k);
+      trace("k_norm", il, k, n, kv_dim);
+      ops_->rope(k, n_kv, hd, rope);
+      trace("k_rope", il, k, n, kv_dim);
+      ops_->rms_norm(v, f32(L.v_norm), n * n_kv, hd, cfg_.norm_eps, v);
+      trace("v_norm", il, v, n, kv_dim);
+      ops_->kv_store(kv.layer(il), k, v);
+    }
+    const AttentionParams params{n_heads, cfg_.attn_scale, 0.0f, cfg_.window[il]};
+    ops_->attention(kv.layer(cfg_.kv_source[il]), q, params, s_.attn.f32());
+    trace("attn", il, s_.attn.f32(), n, q_dim);
+    ops_->matmul(L.wo, s_.attn.f32(), n, out);
+    trace("attn_out", il, out, n, cfg_.n_embd);
+  }
+
+  // out = down(gelu_tanh(gate(h)) * up(h)) at the layer's own width.
+  void mlp(int il, const float* h, int64_t n, float* out) {
+    const LayerWeights& L = w_.layers[il];
+    const int64_t n_ff = cfg_.layer_n_ff[il];
+    float *gate = s_.gate.f32(), *up = s_.up.f32();
+    const TensorView* gate_up_w[] = {&L.w_gate, &L.w_up};
+    float* const gate_up_y[] = {gate, up};
+    ops_->matmul_shared(gate_up_w, h, n, gate_up_y);
+    trace("ffn_gate", il, gate, n, n_ff);
+    trace("ffn_up", il, up, n, n_ff);
+    ops_->gelu_tanh_mul(gate, up, n * n_ff, gate);
+    trace("ffn_act", il, gate, n, n_ff);
+    ops_->matmul(L.w_down, gate, n, out);
+    trace("ffn_out", il, out, n, cfg_.n_embd);
+  }
+
+  Buffer ple_tok_, ple_, ple_layers_;  // [n x n_layers * P] each (per_layer_inputs)
+};
+
+}  // namespace
+
+std::unique_ptr<Model> gemma4_model_create(std::shared_ptr<const ModelArchive> archive,
+                                           const ModelLoadOptions& options) {
+  return std::make_unique<Gemma4Model>(std::move(archive), options);
+}
+
+}  // namespace memra
