@@ -44,7 +44,10 @@ uint64_t DecoderModel::kv_bytes_per_token() const {
   return BackendKvCache::bytes_per_token(kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim);
 }
 
-std::unique_ptr<KvCache> DecoderModel::kv_cache_create(int32_t n_blocks, int32_t block_size) const {
+// No decoder keeps recurrent state yet: its cache has no state slots.
+std::unique_ptr<KvCache> DecoderModel::kv_cache_create(int32_t n_blocks, int32_t block_size,
+                                                       int32_t n_state_slots) const {
+  (void)n_state_slots;
   return std::make_unique<BackendKvCache>(ops_, kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads,
                                           cfg_.head_dim, n_blocks, block_size);
 }

@@ -29,7 +29,9 @@ class DecoderModel : public Model {
   void forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden) final;
   std::vector<int32_t> prepare(const StepLimits& limits) override;
   uint64_t kv_bytes_per_token() const override;
-  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override;
+  using Model::kv_cache_create;
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size,
+                                           int32_t n_state_slots) const override;
   const ModelConfig& config() const { return cfg_; }
 
  protected:
