@@ -57,6 +57,21 @@ constexpr Mapping kExpertSuffix[] = {
     {"down_proj.weight", "ffn_down_exps.weight"},
 };
 
+// Qwen3.5: the norm before the MLP, and the gated delta-net layers' tensors (llama.cpp's qwen35
+// names; the archive converts A_log, the conv taps, the norms and the v head order).
+constexpr Mapping kQwen35Layer[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+    {"linear_attn.dt_bias", "ssm_dt.bias"},
+    {"linear_attn.A_log", "ssm_a"},
+    {"linear_attn.norm.weight", "ssm_norm.weight"},
+    {"linear_attn.out_proj.weight", "ssm_out.weight"},
+};
+
 constexpr Mapping kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -88,6 +103,10 @@ std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_
     if (auto g = look_up(kGemma3Layer, suffix)) return g;
     return look_up(kQkNormLayer, suffix);
   }
+  if (arch == "qwen35") {
+    if (auto g = look_up(kQwen35Layer, suffix)) return g;
+    return look_up(kQkNormLayer, suffix);
+  }
   if (auto g = look_up(kDenseLayer, suffix)) return g;
   if (arch == "qwen3moe") {
     if (auto g = look_up(kMoeLayer, suffix)) return g;
@@ -113,7 +132,7 @@ std::optional<std::string_view> expert_suffix(std::string_view suffix, int* expe
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name) {
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
-      arch != "gemma3")
+      arch != "gemma3" && arch != "qwen35")
     return std::nullopt;
   if (auto g = look_up(kGlobal, hf_name)) return GgufTensorName{std::string(*g), -1};
 

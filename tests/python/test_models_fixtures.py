@@ -15,7 +15,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
-ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step"]
+ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step", "qwen3_5"]
 # The teeth tensor per fixture: layer 0's MLP, or for the MoE fixtures a router (one perturbed
 # router weight moves every routing weight of that layer).
 PERTURBED = {"qwen3_moe": "blk.0.ffn_gate_inp.weight",
