@@ -94,6 +94,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
     {"Qwen3_5ForCausalLM", "qwen3_5_text", "qwen35"},
+    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", "qwen35moe"},
 };
 
 const ArchEntry& pick_architecture(const ConfigReader& r) {
@@ -123,7 +124,7 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
   fail(ErrorCode::unsupported,
        "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-       "Qwen3_5ForCausalLM)",
+       "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)",
        r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
 }
 
@@ -219,7 +220,9 @@ void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) 
           r.opt_int("max_position_embeddings", 1, kU32Max).value_or(default_ctx));
   set_u32(md, a + ".embedding_length", out.n_embd);
   set_u32(md, a + ".block_count", out.n_layer);
-  set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
+  // qwen35moe has no dense MLP (every layer routes to experts), hence no intermediate_size.
+  if (out.arch != "qwen35moe")
+    set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
   set_u32(md, a + ".attention.head_count", out.n_head);
   set_u32(md, a + ".attention.head_count_kv", out.n_head_kv);
   set_u32(md, a + ".attention.key_length", out.head_dim);
@@ -371,6 +374,16 @@ void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
   set_u32(md, a + ".ssm.group_count", nk);
   set_u32(md, a + ".ssm.time_step_rank", nv);
   set_u32(md, a + ".ssm.inner_size", nv * dv);
+  if (out.arch != "qwen35moe") return;
+  // Every layer: softmax top-k over num_experts (always renormalized) plus a shared expert
+  // whose output is gated by sigmoid(shared_expert_gate(h)).
+  const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
+  set_u32(md, a + ".expert_count", n_expert);
+  set_u32(md, a + ".expert_used_count", r.req_int("num_experts_per_tok", 1, n_expert));
+  set_u32(md, a + ".expert_feed_forward_length", r.req_int("moe_intermediate_size", 1, 1 << 22));
+  set_u32(md, a + ".expert_shared_feed_forward_length",
+          r.req_int("shared_expert_intermediate_size", 1, 1 << 22));
+  md.set(a + ".expert_weights_norm", Value::make_bool(true));
 }
 
 // Per-layer sliding flags: layer_types, else the legacy sliding_window_pattern, else 6.
@@ -491,7 +504,7 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
   read_shapes(out, r, out.arch == "gemma3");
   if (out.arch == "gemma3") {
     read_gemma3(out, r);
-  } else if (out.arch == "qwen35") {
+  } else if (out.arch == "qwen35" || out.arch == "qwen35moe") {
     read_qwen35(out, r);
   } else {
     read_dense(out, r);

@@ -3,7 +3,7 @@
 // give model code the same metadata. Supported: LlamaForCausalLM (llama), Qwen2ForCausalLM
 // (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
 // Gemma3ForCausalLM (gemma3, model_type gemma3_text), Qwen3_5ForCausalLM (qwen35, model_type
-// qwen3_5_text).
+// qwen3_5_text), Qwen3_5MoeForCausalLM (qwen35moe, model_type qwen3_5_moe_text).
 // Unknown architectures, Gemma3ForConditionalGeneration (multimodal; refused, not reduced to
 // its text_config) and config values that change the math without a mapping are refused by name.
 //
@@ -41,7 +41,11 @@
 //   (linear_conv_kernel_dim), A.ssm.state_size (linear_key_head_dim), A.ssm.group_count
 //   (linear_num_key_heads), A.ssm.time_step_rank (linear_num_value_heads), A.ssm.inner_size
 //   (linear_value_head_dim * linear_num_value_heads). hidden_act other than silu,
-//   attention_bias and rope types other than default are refused.
+//   attention_bias and rope types other than default are refused. qwen35moe: the same, no
+//   A.feed_forward_length, and A.expert_count (num_experts), A.expert_used_count,
+//   A.expert_feed_forward_length (moe_intermediate_size),
+//   A.expert_shared_feed_forward_length (shared_expert_intermediate_size),
+//   A.expert_weights_norm = true.
 //
 // What model code must assume when a GGUF from llama.cpp lacks a gemma3 key (llama.cpp
 // hard-codes these for gemma3):

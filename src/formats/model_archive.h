@@ -59,7 +59,9 @@ ModelArchive archive_open_gguf(const std::string& path);
 //     columns of ssm_out) go from HF's grouped order to ggml's tiled order (GGUF position p holds
 //     HF head (p % n_k) * (n_v / n_k) + p / n_k). The multi-token-prediction head (mtp.*) becomes
 //     block n_layer (blk.N.nextn.* and its decoder layer's names), block_count counts it and
-//     nextn_predict_layers = 1;
+//     nextn_predict_layers = 1. qwen35moe: the same, and its experts as qwen3moe's (or
+//     transformers 5's fused mlp.experts.gate_up_proj split into ffn_gate_exps and
+//     ffn_up_exps, mlp.experts.down_proj taken as ffn_down_exps);
 //   - a tensor whose data is not aligned to its element size in the file is copied (owned).
 ModelArchive archive_open_hf_folder(const std::string& folder);
 

@@ -128,7 +128,8 @@ void tile_v_heads(ModelArchive& archive, TensorView& view, int64_t n_k, int64_t 
 // qwen35's multi-token-prediction head (mtp.*) as llama.cpp's converter names it: one block
 // after the n_layer layers, blk.{n_layer}.nextn.* for its own tensors and the ordinary layer
 // names for its decoder layer (mtp.layers.0). nullopt for anything else (refused by name).
-std::optional<GgufTensorName> qwen35_mtp_name(std::string_view hf_name, int64_t n_layer) {
+std::optional<GgufTensorName> qwen35_mtp_name(std::string_view arch, std::string_view hf_name,
+                                              int64_t n_layer) {
   static constexpr std::pair<std::string_view, std::string_view> kOwn[] = {
       {"mtp.fc.weight", "nextn.eh_proj.weight"},
       {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
@@ -143,7 +144,29 @@ std::optional<GgufTensorName> qwen35_mtp_name(std::string_view hf_name, int64_t 
   if (!hf_name.starts_with(kLayer)) return std::nullopt;
   const std::string as_layer =
       "model.layers." + std::to_string(layer) + "." + std::string(hf_name.substr(kLayer.size()));
-  return hf_tensor_name_to_gguf("qwen35", as_layer);
+  return hf_tensor_name_to_gguf(arch, as_layer);
+}
+
+// qwen35moe: transformers 5 saves each layer's experts' gate and up projections as one tensor
+// [n_expert, 2 n_ff, n_embd] (gate rows first); llama.cpp stores ffn_gate_exps and
+// ffn_up_exps, ggml dims {n_embd, n_ff, n_expert} each (owned copies).
+void split_gate_up(ModelArchive& archive, const TensorView& fused, const std::string& hf_name) {
+  if (fused.n_dims != 3 || fused.ne[1] % 2 != 0)
+    fail(ErrorCode::malformed_file, "tensor '{}' should be [experts, 2 x width, hidden]", hf_name);
+  const uint64_t n_expert = fused.ne[2], half_rows = fused.ne[1] / 2;
+  const uint64_t half_bytes = fused.n_bytes / n_expert / 2;  // one expert's gate (or up) rows
+  const auto* src = static_cast<const uint8_t*>(fused.data);
+  const std::string base = fused.name.substr(0, fused.name.size() - strlen("gate_up_exps.weight"));
+  for (int part = 0; part < 2; ++part) {
+    TensorView view = fused;
+    view.name = base + (part == 0 ? "gate_exps.weight" : "up_exps.weight");
+    view.ne[1] = half_rows;
+    own_copy(archive, view, fused.n_bytes / 2, [&](uint8_t* dst) {
+      for (uint64_t e = 0; e < n_expert; ++e)
+        std::memcpy(dst + e * half_bytes, src + (2 * e + part) * half_bytes, half_bytes);
+    });
+    archive.tensors.push_back(std::move(view));
+  }
 }
 
 // qwen35: the GGUF forms of the gated delta-net tensors (llama.cpp's converter): 1 + w for every
@@ -153,10 +176,11 @@ void transform_qwen35(ModelArchive& archive, const HfModelConfig& cfg, TensorVie
                       const std::string& hf_name) {
   const std::string& name = view.name;
   const gguf::Metadata& md = cfg.metadata;
-  const int64_t n_k = md.get_int("qwen35.ssm.group_count").value_or(1);
-  const int64_t n_v = md.get_int("qwen35.ssm.time_step_rank").value_or(1);
-  const int64_t d_k = md.get_int("qwen35.ssm.state_size").value_or(0);
-  const int64_t d_v = md.get_int("qwen35.ssm.inner_size").value_or(0) / n_v;
+  const std::string a = cfg.arch + ".";
+  const int64_t n_k = md.get_int(a + "ssm.group_count").value_or(1);
+  const int64_t n_v = md.get_int(a + "ssm.time_step_rank").value_or(1);
+  const int64_t d_k = md.get_int(a + "ssm.state_size").value_or(0);
+  const int64_t d_v = md.get_int(a + "ssm.inner_size").value_or(0) / n_v;
   const int64_t qk = 2 * n_k * d_k;  // q and k channels before v in qkv and the conv
   if (name.ends_with("norm.weight") && !name.ends_with("ssm_norm.weight")) {
     add_one_f32(archive, view);
@@ -193,7 +217,7 @@ void ensure_aligned(ModelArchive& archive, TensorView& view) {
 void transform(ModelArchive& archive, const HfModelConfig& cfg, TensorView& view,
                const std::string& hf_name) {
   const std::string& name = view.name;
-  if (cfg.arch == "qwen35") {
+  if (cfg.arch == "qwen35" || cfg.arch == "qwen35moe") {
     transform_qwen35(archive, cfg, view, hf_name);
   } else if (cfg.arch == "llama" && name.find(".attn_q.") != std::string::npos) {
     permute_heads(archive, view, cfg.n_head, cfg.head_dim, hf_name);
@@ -286,8 +310,9 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   bool has_mtp = false;
   for (const auto& [hf_name, ref] : checkpoint->tensors) {
     if (hf_tensor_is_buffer(hf_name)) continue;
-    const auto gguf_name = cfg.arch == "qwen35" && hf_name.starts_with("mtp.")
-                               ? qwen35_mtp_name(hf_name, cfg.n_layer)
+    const bool qwen35 = cfg.arch == "qwen35" || cfg.arch == "qwen35moe";
+    const auto gguf_name = qwen35 && hf_name.starts_with("mtp.")
+                               ? qwen35_mtp_name(cfg.arch, hf_name, cfg.n_layer)
                                : hf_tensor_name_to_gguf(cfg.arch, hf_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
@@ -319,6 +344,15 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     }
     if (!seen.insert(view.name).second)
       fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
+    if (view.name.ends_with(".ffn_gate_up_exps.weight")) {  // qwen35moe: two tensors
+      const std::string base =
+          view.name.substr(0, view.name.size() - strlen("gate_up_exps.weight"));
+      for (const char* part : {"gate_exps.weight", "up_exps.weight"})
+        if (!seen.insert(base + part).second)
+          fail(ErrorCode::malformed_file, "{}: two tensors map to '{}{}'", folder, base, part);
+      split_gate_up(archive, view, hf_name);
+      continue;
+    }
     transform(archive, cfg, view, hf_name);
     archive.tensors.push_back(std::move(view));
   }

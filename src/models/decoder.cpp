@@ -112,7 +112,8 @@ void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
   for (Buffer* b : {&s_.x, &s_.h, &s_.out}) grow(*b, floats(n * cfg_.n_embd));
   for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, floats(n * q_dim));
   for (Buffer* b : {&s_.k, &s_.v}) grow(*b, floats(n * kv_dim));
-  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * cfg_.n_ff));
+  // The dense MLP's width, or a shared expert's (qwen35moe has no dense MLP).
+  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * std::max(cfg_.n_ff, cfg_.n_ff_shexp)));
   if (cfg_.n_expert > 0) {
     grow(s_.moe_logits, floats(n * cfg_.n_expert));
     for (Buffer* b : {&s_.moe_x, &s_.moe_y}) grow(*b, floats(n * cfg_.n_embd));

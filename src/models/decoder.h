@@ -86,6 +86,7 @@ class DecoderModel : public Model {
   // is the same whatever else shares the step. Routing is read on the host: a step with an MoE
   // layer is never recorded as a graph.
   void moe_block(int il, const float* h, int64_t n, float* out);
+  void shared_expert(int il, const float* h, int64_t n, float* out);  // part of moe_block
   // Gated delta-net linear attention (models/qwen35.cpp): out = out_proj(gated_norm(
   // delta_rule(conv(qkv(h)), gates a, b), z(h))), through the layer's recurrent state slots.
   void delta_net_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);

@@ -16,7 +16,7 @@ struct ModelArchive;
 enum class Activation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3, qwen35
+  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layers = 0;
@@ -48,6 +48,9 @@ struct ModelConfig {
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = false;
   std::vector<bool> moe_layer;  // [n_layers]
+  // qwen35moe: a shared expert (SiLU-gated MLP of this width) beside the routed ones, its output
+  // times sigmoid(ffn_gate_inp_shexp . h); 0 = none.
+  int32_t n_ff_shexp = 0;
 
   // Hybrid stacks (qwen35): the layers with recurrent_layer[il] are gated delta-net linear
   // attention (no KV; a fixed-size state per sequence), the others gated full attention.

@@ -141,6 +141,26 @@ class Binder {
   std::set<std::string> used_;
 };
 
+// The feed-forward: the routed experts (and a shared expert when configured) in MoE layers,
+// the dense MLP elsewhere.
+void bind_ffn(Binder& b, const ModelConfig& c, int il, const std::string& p, LayerWeights& L) {
+  if (!c.moe_layer[il]) {
+    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    return;
+  }
+  L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+  L.ffn_gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+  L.ffn_up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+  L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+  if (c.n_ff_shexp == 0) return;
+  L.ffn_gate_inp_shexp = b.matrix(p + "ffn_gate_inp_shexp.weight", c.n_embd, 1);
+  L.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shexp);
+  L.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shexp);
+  L.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, c.n_embd);
+}
+
 // A gated delta-net layer's mixer (llama.cpp's qwen35 names).
 void bind_delta_net(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& L,
                     ModelWeights& w) {
@@ -167,9 +187,7 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
   if (c.hybrid() && c.recurrent_layer[il]) {
     bind_delta_net(b, c, p, L, w);
     L.ffn_norm = b.vector(p + ffn_norm, c.n_embd, w);
-    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    bind_ffn(b, c, il, p, L);
     return L;
   }
   if (c.attn_output_gate)
@@ -190,16 +208,7 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
     L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim, w);
   }
   L.ffn_norm = b.vector(p + ffn_norm, c.n_embd, w);
-  if (c.moe_layer[il]) {
-    L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
-    L.ffn_gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
-    L.ffn_up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
-    L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
-  } else {
-    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-  }
+  bind_ffn(b, c, il, p, L);
   if (c.sandwich_norms) {
     L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd, w);
     L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);

@@ -39,6 +39,11 @@ struct LayerWeights {
   TensorView ffn_gate_exps;  // n_embd -> n_ff_exp, per expert
   TensorView ffn_up_exps;    // n_embd -> n_ff_exp, per expert
   TensorView ffn_down_exps;  // n_ff_exp -> n_embd, per expert
+  // The shared expert (config.n_ff_shexp > 0) of an MoE layer and its gate.
+  TensorView ffn_gate_inp_shexp;  // n_embd -> 1
+  TensorView ffn_gate_shexp;      // n_embd -> n_ff_shexp
+  TensorView ffn_up_shexp;        // n_embd -> n_ff_shexp
+  TensorView ffn_down_shexp;      // n_ff_shexp -> n_embd
   // Gated attention (attn_output_gate): GGUF's attn_q holds per head the head_dim query rows
   // then head_dim gate rows; bound as two matrices (owned row copies) so one shared matmul
   // gives both.
@@ -96,6 +101,10 @@ struct ModelWeights {
                             &L.ffn_gate_exps,
                             &L.ffn_up_exps,
                             &L.ffn_down_exps,
+                            &L.ffn_gate_inp_shexp,
+                            &L.ffn_gate_shexp,
+                            &L.ffn_up_shexp,
+                            &L.ffn_down_shexp,
                             &L.wq_gate,
                             &L.ssm_in_qkv,
                             &L.ssm_in_z,

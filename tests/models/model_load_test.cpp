@@ -137,6 +137,23 @@ TEST(ModelLoad, Qwen35FixtureLoadsAsAHybridStack) {
   model->forward(b, *kv, logits);
 }
 
+TEST(ModelLoad, Qwen35MoeFixtureLoads) {
+  auto model = model_load(
+      std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5_moe"))), cpu_options());
+  EXPECT_EQ(model->info().architecture, "qwen35moe");
+  EXPECT_EQ(model->info().n_layers, 4);
+  EXPECT_FALSE(model->info().prefix_cache_unsupported.empty());
+  // Every layer routes to experts: a missing router is refused by name.
+  ModelArchive a = archive_open(fixture("qwen3_5_moe"));
+  std::erase_if(a.tensors,
+                [](const TensorView& t) { return t.name == "blk.1.ffn_gate_inp.weight"; });
+  expect_refused(std::move(a), ErrorCode::not_found, "blk.1.ffn_gate_inp.weight");
+  ModelArchive b = archive_open(fixture("qwen3_5_moe"));
+  std::erase_if(b.tensors,
+                [](const TensorView& t) { return t.name == "blk.2.ffn_up_shexp.weight"; });
+  expect_refused(std::move(b), ErrorCode::not_found, "blk.2.ffn_up_shexp.weight");
+}
+
 TEST(ModelLoad, Qwen35Refusals) {
   ModelArchive a = archive_open(fixture("qwen3_5"));
   a.metadata.set("qwen35.ssm.time_step_rank", gguf::Value::make_u32(3));  // 3 v heads, 2 k heads
