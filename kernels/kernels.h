@@ -32,12 +32,25 @@ bool matmul_supports(DType wtype);
 // sums and row scales).
 size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 
+// Where a weight matrix's bytes sit. ggml: the file's rows of blocks (above). tiled: the same
+// quants and scales regrouped at load into 16-row x 256-element records in the order the decode
+// kernel's lanes read them (kernels/matmul/tiled.cuh), so decode streams weights with wide loads
+// straight into registers. Both give bit-identical outputs; tiled exists for Q4_K, Q6_K and
+// Q8_0 matrices whose n_in is a multiple of 256.
+enum class WeightLayout : uint8_t { ggml, tiled };
+bool matmul_tiled_supports(DType wtype, int64_t n_in);
+size_t matmul_tiled_bytes(DType wtype, int64_t n_in, int64_t n_out);  // 0 when unsupported
+// Writes the tiled form of a ggml matrix (device memory) to `tiled` (matmul_tiled_bytes bytes).
+void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, void* tiled,
+                 cudaStream_t stream);
+
 // y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < n_out; y is [n_tokens x n_out] with row
 // stride ldy floats (>= n_out; lets a fused QKV write into one wider row). Quantized weights are
 // dequantized in registers/shared memory inside the kernel, never to a whole-matrix copy.
 // scratch: matmul_scratch_bytes(n_tokens, n_in) bytes of device memory.
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
-            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream);
+            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream,
+            WeightLayout layout = WeightLayout::ggml);
 
 // Several matmuls over the same x (the q, k and v projections of one input; gate and up): x is
 // prepared once, then each output runs as matmul() would, with identical results. outs[i].y is
@@ -48,6 +61,7 @@ struct MatmulOut {
   int64_t n_out;
   float* y;
   int64_t ldy;
+  WeightLayout layout = WeightLayout::ggml;
 };
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream);

@@ -109,7 +109,15 @@ if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
   # blocks (--fast-quant, seconds instead of minutes); the gate models above are encoded.
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
+  # The same file with its K-quant matrices in the file's (ggml) layout instead of tiled ones:
+  # the weight layouts side by side in one run (their outputs are bit-identical).
+  step bench-qwen3-8b-q4_k_m-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
+    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 -c 1,8 \
+    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json"
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
+  step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
+    -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \
+    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q8_0-ggml-layout.json"
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
 fi
 if [ "$MODE" != bench8b ]; then

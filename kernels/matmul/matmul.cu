@@ -36,6 +36,7 @@
 #include "kernels/kernels.h"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
+#include "kernels/matmul/tiled.cuh"
 
 namespace memra::kernels {
 namespace {
@@ -160,7 +161,17 @@ __global__ void bf16_beyond_f16_kernel(const uint16_t* __restrict__ w, int64_t n
 }
 
 template <DType D>
-void run_mma(const MatmulArgs& args, cudaStream_t stream) {
+void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
+  if constexpr (matmul_detail::kHasTiled<D>) {
+    if (layout == WeightLayout::tiled) {
+      if (args.n_tokens <= kDecodeTokens) {
+        matmul_detail::launch_decode_tiled<D>(args, stream);
+      } else {
+        matmul_detail::launch_prefill_tiled<D>(args, stream);
+      }
+      return;
+    }
+  }
   if (args.n_tokens <= kDecodeTokens) {
     matmul_detail::launch_decode<D>(args, stream);
   } else {
@@ -194,9 +205,14 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
 namespace {
 
 // Refuses what the kernels cannot run, by name.
-void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, int64_t ldy) {
+void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, int64_t ldy,
+                  WeightLayout layout) {
   if (!matmul_supports(wtype)) {
     fail(ErrorCode::unsupported, "matmul: no CUDA kernel for weight type {}", dtype_name(wtype));
+  }
+  if (layout == WeightLayout::tiled && !matmul_tiled_supports(wtype, n_in)) {
+    fail(ErrorCode::invalid_argument, "matmul: no tiled layout for {} with n_in {}",
+         dtype_name(wtype), n_in);
   }
   const int64_t block = dtype_traits(wtype).block_size;
   if (n_in <= 0 || n_in % 16 != 0 || n_in % block != 0 || n_in > (int64_t{1} << 30)) {
@@ -219,7 +235,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   bool any_mma = false;
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
-    check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy);
+    check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy, o.layout);
     // 16-byte pieces: cp.async of weight blocks, float4 reads of x, uint4 writes of scratch.
     if (o.wtype != DType::f32 && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
       fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
@@ -260,9 +276,9 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     args.y = o.y;
     args.ldy = o.ldy;
     switch (o.wtype) {  // the one place a runtime dtype becomes a template parameter
-#define MEMRA_CASE(D)         \
-  case D:                     \
-    run_mma<D>(args, stream); \
+#define MEMRA_CASE(D)                   \
+  case D:                               \
+    run_mma<D>(args, o.layout, stream); \
     break;
       MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
 #undef MEMRA_CASE
@@ -273,8 +289,9 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
-            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream) {
-  const MatmulOut out{wtype, w, n_out, y, ldy};
+            int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream,
+            WeightLayout layout) {
+  const MatmulOut out{wtype, w, n_out, y, ldy, layout};
   matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream);
 }
 

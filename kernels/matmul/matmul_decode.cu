@@ -5,7 +5,7 @@
 // memory and runs the chunk's mma chains for kNT token tiles of 8 (one for 1-8 tokens, eight for
 // batched decode of up to 64 sequences, each decoded fragment feeding every tile); the block then
 // adds the chunk partials in chunk order (matmul.cu).
-#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -24,8 +24,8 @@ struct DecodeCfg {
   static constexpr int kSlot = raw_slot_bytes<D>(kChunk);
   static constexpr int kPieces = kSlot / 16;
   static constexpr int kRawBytes = 2 * kWarps * kRows * kSlot;  // [ring 2][warp][row][slot]
-  static constexpr int kPartFloats = kTokens * kRows;           // one warp's chunk partial
-  static constexpr int kSmem = kRawBytes + 2 * kWarps * kPartFloats * 4;
+  using Sum = ChunkSum<kWarps, kRows, kTokens>;
+  static constexpr int kSmem = kRawBytes + Sum::kSmemFloats * 4;
   static constexpr int kThreads = kWarps * 32;
 };
 
@@ -72,16 +72,6 @@ __device__ __forceinline__ void mma_step(float (&acc)[kNT][4], const uint8_t* co
   for (int n = 0; n < kNT; ++n) mma_f16(acc[n], af, b[n].x, b[n].y);
 }
 
-// The sums of 32-element group `group` of x for this lane's C columns in token tile n (tokens
-// 8n + 2t and 8n + 2t + 1).
-__device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int n, int t, int group) {
-  const int tok = 8 * n + 2 * t;
-  float2 v;
-  v.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
-  v.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
-  return v;
-}
-
 template <DType D, int kNT>
 __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
     decode_kernel(const MatmulArgs a) {
@@ -90,26 +80,18 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
   static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");
   constexpr int kWarps = C::kWarps;
   extern __shared__ __align__(16) uint8_t smem[];
-  float* part = reinterpret_cast<float*>(smem + C::kRawBytes);  // [2][warp][token][row]
+  typename C::Sum sum{reinterpret_cast<float*>(smem + C::kRawBytes)};
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * C::kRows;
   const int n_chunks = (a.n_in + kChunk - 1) / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
   auto ring = [&](int slot) { return smem + (slot * kWarps + warp) * C::kRows * C::kSlot; };
-  // The B fragment (token 8n + g) of k16 step s of the chunk at k0.
   auto x_frag = [&](int n, int k0, int s, int steps) {
-    const int tok = 8 * n + g;
-    return tok < a.n_tokens && s < steps
-               ? __ldg(reinterpret_cast<const uint2*>(a.xh + static_cast<int64_t>(tok) * a.n_in +
-                                                      k0 + 4 * t + 16 * s))
-               : make_uint2(0u, 0u);
+    return matmul_detail::x_frag(a, n, g, t, k0, s, steps);
   };
 
   if (warp < n_chunks) copy_chunk<D, kNT>(a, row0, warp, ring(0), lane);
   cp_async_commit();
-  // This thread's output elements (threadIdx + kThreads i: token / kRows, row % kRows).
-  constexpr int kOuts = (C::kPartFloats + C::kThreads - 1) / C::kThreads;
-  float total[kOuts] = {};
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
     if (c + kWarps < n_chunks) copy_chunk<D, kNT>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
@@ -204,44 +186,12 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
           }
         }
       }
-      float* mine = part + ((r & 1) * kWarps + warp) * C::kPartFloats;
-#pragma unroll
-      for (int m = 0; m < C::kTiles; ++m) {
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) {
-          const int tok = 8 * n + 2 * t;
-          mine[tok * C::kRows + 16 * m + g] = acc[m][n][0];
-          mine[(tok + 1) * C::kRows + 16 * m + g] = acc[m][n][1];
-          mine[tok * C::kRows + 16 * m + g + 8] = acc[m][n][2];
-          mine[(tok + 1) * C::kRows + 16 * m + g + 8] = acc[m][n][3];
-        }
-      }
+      sum.store(acc, r, warp, g, t);
     }
-    // One barrier per round: the partials alternate between two buffers, so round r + 1 writes
-    // the other one while round r's sums are still being read.
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kOuts; ++i) {
-      const int idx = threadIdx.x + C::kThreads * i;
-      if (idx < C::kPartFloats) {
-        const float* mine = part + (r & 1) * kWarps * C::kPartFloats + idx;
-        for (int w = 0; w < kWarps; ++w) {
-          const int cw = r * kWarps + w;
-          if (cw < n_chunks) {
-            const float v = mine[w * C::kPartFloats];
-            total[i] = cw == 0 ? v : __fadd_rn(total[i], v);
-          }
-        }
-      }
-    }
+    __syncthreads();  // round r's partials are all written
+    sum.fold(r, n_chunks);
   }
-#pragma unroll
-  for (int i = 0; i < kOuts; ++i) {
-    const int idx = threadIdx.x + C::kThreads * i;
-    const int n = idx / C::kRows, row = row0 + idx % C::kRows;
-    if (idx < C::kPartFloats && n < a.n_tokens && row < a.n_out)
-      a.y[n * a.ldy + row] = total[i] * a.xinv[n];
-  }
+  sum.write(a, row0);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 namespace memra::kernels::matmul_detail {
 
 struct MatmulArgs {
-  const uint8_t* w = nullptr;  // n_out rows of row_bytes, 16-byte aligned base
+  const uint8_t* w = nullptr;  // n_out rows of row_bytes (or tiled records), 16-byte aligned
   int64_t row_bytes = 0;
   int n_in = 0;
   int n_out = 0;
@@ -54,6 +54,11 @@ template <DType D>
 void launch_decode(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill(const MatmulArgs& args, cudaStream_t stream);
+// The same over tiled weights (args.w: tiled.cuh records), for the dtypes kHasTiled names.
+template <DType D>
+void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
+template <DType D>
+void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -6,8 +6,10 @@
 // the next sub-stage's weights to an f16 tile and its groups' scales to a small table (the same
 // decoders as the decode kernel) while the tensor cores consume the current one through
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
-// kernel's exactly (matmul.cu).
+// kernel's exactly (matmul.cu). Tiled weights (tiled.cuh) arrive a chunk at a time as the block's
+// eight tile records and decode through the tiled decoders, to the same f16 tile.
 #include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -18,17 +20,19 @@ constexpr int kAStride = kSub + 8;   // f16 per decoded row: 144 B, ldmatrix row
 constexpr int kXStride = kSub + 16;  // f16 per x row: 160 B, the 8-byte B loads are conflict-free
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 
-template <DType D>
+template <DType D, bool kTiled>
 struct PrefillCfg {
   using W = Weight<D>;
   static constexpr int kBN = W::kScaled ? 64 : 128;  // tokens per block
   static constexpr int kM = W::kScaled ? 2 : 4;      // m16 tiles per warp
   static constexpr int kWarpsN = kBN / 32;           // warps across the tokens
-  // Raw stages hold whole quant blocks: a K-quant super-block, else one sub-stage.
-  static constexpr int kRawK = W::kBlock > kSub ? W::kBlock : kSub;
+  // Raw stages hold whole quant blocks: a K-quant super-block, else one sub-stage; tiled
+  // weights: a chunk of each of the block's kBM / 16 tiles.
+  static constexpr int kRawK = kTiled ? kChunk : W::kBlock > kSub ? W::kBlock : kSub;
   static constexpr int kSlot = raw_slot_bytes<D>(kRawK);
   static constexpr int kPieces = kSlot / 16;
-  static constexpr int kRawBytes = kBM * kSlot;
+  static constexpr int kRecord = tiled_record_bytes<D>();
+  static constexpr int kRawBytes = kTiled ? kBM / 16 * kRecord : kBM * kSlot;
   static constexpr int kABytes = kBM * kAStride * 2;
   static constexpr int kXBytes = kBN * kXStride * 2;
   // Scale groups per sub-stage (none for F16/BF16, whose table is unused).
@@ -38,9 +42,9 @@ struct PrefillCfg {
   static constexpr int kSmem = 2 * kRawBytes + 2 * kABytes + 2 * kScaleBytes + 3 * kXBytes;
 };
 
-template <DType D>
+template <DType D, bool kTiled>
 struct Prefill {
-  using C = PrefillCfg<D>;
+  using C = PrefillCfg<D, kTiled>;
   using W = Weight<D>;
   const MatmulArgs& a;
   uint8_t* raw;  // [2][kBM][kSlot]
@@ -59,7 +63,9 @@ struct Prefill {
   __device__ void issue(int q) {
     if (q < n_sub) {
       const int k0 = q * kSub;
-      if (k0 % C::kRawK == 0) {
+      if constexpr (kTiled) {
+        if (k0 % kChunk == 0) issue_records(k0 / kChunk);
+      } else if (k0 % C::kRawK == 0) {
         const int rs = k0 / C::kRawK;
         const int bytes = min(C::kRawK, a.n_in - k0) / W::kBlock * W::kBytes;
         uint8_t* dst = raw + (rs & 1) * C::kRawBytes;
@@ -94,9 +100,30 @@ struct Prefill {
     cp_async_commit();
   }
 
+  // The block's kBM / 16 tile records of chunk c (the last tile repeated past the matrix).
+  __device__ void issue_records(int c) {
+    constexpr int kPieces = C::kRecord / 16 > 0 ? C::kRecord / 16 : 1, kTiles = kBM / 16;
+    const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
+    uint8_t* dst = raw + (c & 1) * C::kRawBytes;
+#pragma unroll
+    for (int i = 0; i < (kTiles * kPieces + kThreads - 1) / kThreads; ++i) {
+      const int idx = tid + kThreads * i;
+      const int m = idx / kPieces, p = idx % kPieces;
+      if (m < kTiles) {
+        const int64_t tile = min(row0 / 16 + m, last_tile);
+        cp_async16(dst + m * C::kRecord + 16 * p,
+                   a.w + (tile * n_chunks + c) * C::kRecord + 16 * p);
+      }
+    }
+  }
+
   // Decodes sub-stage q's weights into tile q % 2 (thread -> (row, k16 step, t) items) and its
   // groups' {scale, bias} into table q % 2.
   __device__ void decode(int q) {
+    if constexpr (kTiled) {
+      decode_records(q);
+      return;
+    }
     const int k0 = q * kSub, rs = k0 / C::kRawK;
     const int steps = min(kSub, a.n_in - k0) / 16;
     const int step0 = (k0 - rs * C::kRawK) / 16;
@@ -126,6 +153,35 @@ struct Prefill {
       }
     }
   }
+
+  // Tiled: warp m decodes tile m's quad q % 4 (four k16 steps) into rows 16m + g, 16m + g + 8.
+  __device__ void decode_records(int q) {
+    if constexpr (kTiled) {
+      using T = Tiled<D>;
+      constexpr int kGroupSteps = T::kGroup / 16;
+      const int u = q & 3, m = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+      const uint8_t* src = raw + ((q >> 2) & 1) * C::kRawBytes;
+      const typename T::Quad quad = T::load(src + m * C::kRecord, u, lane);
+      uint16_t* dst = ah + (q & 1) * kBM * kAStride;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        uint32_t af[4];
+        T::frag(quad, v, af);
+        uint32_t* o0 = reinterpret_cast<uint32_t*>(dst + (16 * m + g) * kAStride + 16 * v + 2 * t);
+        uint32_t* o1 = o0 + 8 * kAStride / 2;  // row + 8
+        o0[0] = af[0];
+        o0[4] = af[2];
+        o1[0] = af[1];
+        o1[4] = af[3];
+      }
+      float2* table = sc + (q & 1) * kBM * C::kGroups;
+      for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
+        const int rr = i / C::kGroups, j = i % C::kGroups;
+        table[i] =
+            T::scale(T::head(src + (rr >> 4) * C::kRecord, rr & 15), 4 * u / kGroupSteps + j);
+      }
+    }
+  }
 };
 
 // acc[m][n] += k16 step s of the current tiles: A rows from ldmatrix, B columns 8n.. of the warp.
@@ -148,16 +204,16 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[kM][4][4], const uint16_t
   }
 }
 
-template <DType D>
+template <DType D, bool kTiled>
 __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a) {
-  using C = PrefillCfg<D>;
+  using C = PrefillCfg<D, kTiled>;
   using W = Weight<D>;
   constexpr int kM = C::kM, kBN = C::kBN, kRowsW = 16 * kM;
   extern __shared__ __align__(16) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // Warp tile: rows kRowsW wm.., tokens 32 wn...
   const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;
-  Prefill<D> p{
+  Prefill<D, kTiled> p{
       a,
       smem,
       reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes),
@@ -249,21 +305,33 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
   }
 }
 
+template <DType D, bool kTiled>
+void launch(const MatmulArgs& a, cudaStream_t stream) {
+  using C = PrefillCfg<D, kTiled>;
+  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_kernel<D, kTiled>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  prefill_kernel<D, kTiled><<<grid, kThreads, C::kSmem, stream>>>(a);
+}
+
 }  // namespace
 
 template <DType D>
 void launch_prefill(const MatmulArgs& a, cudaStream_t stream) {
-  using C = PrefillCfg<D>;
-  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_kernel<D>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
+  launch<D, false>(a, stream);
+}
+template <DType D>
+void launch_prefill_tiled(const MatmulArgs& a, cudaStream_t stream) {
+  launch<D, true>(a, stream);
 }
 
 #define MEMRA_INSTANTIATE(D) template void launch_prefill<D>(const MatmulArgs&, cudaStream_t);
 MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 #undef MEMRA_INSTANTIATE
+template void launch_prefill_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

@@ -126,6 +126,12 @@ class Buffer {
   std::function<void(void*)> release_;
 };
 
+// Which ops read a weight (flags).
+enum class WeightUse : uint8_t { matmul = 1, rows = 2, matmul_and_rows = 3 };
+inline bool reads(WeightUse use, WeightUse op) {
+  return (static_cast<uint8_t>(use) & static_cast<uint8_t>(op)) != 0;
+}
+
 // A backend: one device (the CPU, or one GPU by ordinal), its memory and the ops model code is
 // written against. Pointers passed to ops are backend memory (from alloc() or weight_upload()).
 // Ops that need the step's positions, KV slots, block tables, token ids or logit rows read them
@@ -146,8 +152,10 @@ class Ops {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;      // backend -> backend
   // The backend-resident form of a weight in its file dtype (same name, dtype and dims). The CPU
   // reads the archive in place; CUDA uploads a copy it owns for its lifetime, and refuses a dtype
-  // it has no kernel for, by name.
-  virtual TensorView weight_upload(const TensorView& host) = 0;
+  // it has no kernel for, by name. `use` says which ops will read it: a weight only matmul reads
+  // may be stored in a layout of the backend's own (CUDA: tiled K-quant matrices), one that
+  // embed reads keeps the file's rows.
+  virtual TensorView weight_upload(const TensorView& host, WeightUse use) = 0;
 
   // Non-empty once the device is unusable (a sticky CUDA error): the reason. Every later step
   // fails; the engine stops serving rather than return wrong tokens.

@@ -245,10 +245,15 @@ void model_weights_upload(ModelWeights& weights, Ops& ops,
     if (uploaded.emplace(t.data, TensorView{}).second) total += t.n_bytes;
   });
   uploaded.clear();
+  // The embedding table is read by rows (embed), and by matmul too when the output is tied to it.
+  auto use_of = [&](const TensorView& t) {
+    if (t.data != weights.token_embd.data) return WeightUse::matmul;
+    return t.data == weights.output.data ? WeightUse::matmul_and_rows : WeightUse::rows;
+  };
   weights.for_each([&](TensorView& t) {
     auto it = uploaded.find(t.data);
     if (it == uploaded.end()) {
-      it = uploaded.emplace(t.data, ops.weight_upload(t)).first;
+      it = uploaded.emplace(t.data, ops.weight_upload(t, use_of(t))).first;
       done += t.n_bytes;
       if (progress) progress(done, total);
     }

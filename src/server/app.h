@@ -18,6 +18,7 @@
 #include "server/reasoning.h"
 #include "server/response_store.h"
 #include "server/tool_calls.h"
+#include "tokenizer/chat_template.h"
 
 namespace memra::server {
 
@@ -51,8 +52,11 @@ struct ServedModel {
   Pooling pooling = Pooling::last;  // task embed: how its embeddings are pooled
   RerankFormat rerank;              // task rerank
   // Renders a chat-template context (messages, tools, add_generation_prompt, bos/eos tokens) to
-  // prompt text; empty when the model has no chat template.
-  std::function<std::string(const ojson& context)> render_chat;
+  // prompt text, marking the bytes that are the client's: every string of the context but the
+  // top-level variables named in `own` (see ChatTemplate::render_marked); empty when the model
+  // has no chat template.
+  std::function<RenderedPrompt(const ojson& context, const std::vector<std::string>& own)>
+      render_chat;
   // How the template's model writes tool calls: decides how tool_choice "required" / a named
   // function is forced (none: refused).
   ToolCallFormat tool_format = ToolCallFormat::none;

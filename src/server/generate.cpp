@@ -239,17 +239,25 @@ std::vector<int32_t> render_chat_prompt(const ServedModel& model, const ChatRequ
   context["bos_token"] = tok.bos_id() >= 0 ? tok.token_text(tok.bos_id()) : "";
   std::vector<int32_t> eos = tok.eos_ids();
   context["eos_token"] = eos.empty() ? "" : tok.token_text(eos.front());
+  // The server's own strings; a chat_template_kwargs entry that replaces one is the client's.
+  std::vector<std::string> own;
+  for (const char* key : {"bos_token", "eos_token"})
+    if (!chat.template_kwargs.contains(key)) own.emplace_back(key);
   for (const auto& [key, value] : chat.template_kwargs.items()) context[key] = value;
-  std::string text;
+  RenderedPrompt rendered;
   try {
-    text = model.render_chat(context);
+    rendered = model.render_chat(context, own);
   } catch (const Error& e) {
     // The template refused the conversation (raise_exception, e.g. roles must alternate).
     throw ApiError(400, "invalid_request_error", "messages", "chat_template_error", e.what());
   }
-  // Control tokens in the rendered template are real; the template text already holds BOS.
-  std::vector<int32_t> ids = tok.encode(text, {.add_special = false, .parse_special = true});
-  if (text_out) *text_out = std::move(text);
+  // Control tokens come only from the template's own text: the client's bytes (message content,
+  // tool calls and results, names, tools) are plain text, whatever they spell (SERVING.md,
+  // "Special tokens"). The template text already holds BOS.
+  std::vector<int32_t> ids =
+      tok.encode(rendered.text,
+                 {.add_special = false, .parse_special = true, .plain_ranges = rendered.client});
+  if (text_out) *text_out = std::move(rendered.text);
   return ids;
 }
 

@@ -116,11 +116,18 @@ void BpeTokenizer::check_id(int32_t id) const {
     fail(ErrorCode::invalid_argument, "token id {} is outside the vocabulary of {}", id, n_vocab());
 }
 
-std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view text,
-                                                             bool parse_special) const {
+std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(
+    std::string_view text, bool parse_special, std::span<const TextRange> plain) const {
   std::vector<Segment> segments;
   size_t plain_start = 0;
   size_t i = 0;
+  size_t next_plain = 0;  // the first plain range that ends after i
+  // A special token may be matched at [i, i + n) when no plain range overlaps it.
+  auto special_allowed = [&](size_t n) {
+    if (!parse_special) return false;
+    while (next_plain < plain.size() && plain[next_plain].end <= i) ++next_plain;
+    return next_plain == plain.size() || plain[next_plain].begin >= i + n;
+  };
   while (i < text.size()) {
     const AddedToken* found = nullptr;
     const AddedGroup& group = added_by_byte_[static_cast<uint8_t>(text[i])];
@@ -131,7 +138,7 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view te
       continue;
     }
     for (const AddedToken* t : group.tokens) {
-      if (t->special && !parse_special) continue;
+      if (t->special && !special_allowed(t->content.size())) continue;
       if (text.compare(i, t->content.size(), t->content) == 0) {
         found = t;
         break;  // longest first
@@ -213,15 +220,34 @@ void BpeTokenizer::encode_segment(std::string_view text, bool first,
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text,
                                           const EncodeOptions& options) const {
+  std::span<const TextRange> plain = options.plain_ranges;
+  for (size_t r = 0; r < plain.size(); ++r)
+    if (plain[r].begin > plain[r].end || plain[r].end > text.size() ||
+        (r > 0 && plain[r].begin < plain[r - 1].end))
+      fail(ErrorCode::invalid_argument,
+           "plain range {} [{}, {}) is not sorted, disjoint and inside the text of {} bytes", r,
+           plain[r].begin, plain[r].end, text.size());
   std::string repaired;
+  std::vector<TextRange> moved;
   if (!text::utf8_is_valid(text)) {
-    repaired = text::utf8_sanitize(text);
+    // Each piece between range boundaries is repaired alone, so the ranges can follow the bytes
+    // that U+FFFD replacements add.
+    size_t at = 0;
+    for (const TextRange& r : plain) {
+      repaired += text::utf8_sanitize(text.substr(at, r.begin - at));
+      const size_t begin = repaired.size();
+      repaired += text::utf8_sanitize(text.substr(r.begin, r.end - r.begin));
+      moved.push_back({begin, repaired.size()});
+      at = r.end;
+    }
+    repaired += text::utf8_sanitize(text.substr(at));
     text = repaired;
+    plain = moved;
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (options.add_special && config_.add_bos && config_.bos_id >= 0) out.push_back(config_.bos_id);
-  const auto segments = split_added(text, options.parse_special);
+  const auto segments = split_added(text, options.parse_special, plain);
   for (size_t s = 0; s < segments.size(); ++s) {
     if (segments[s].token >= 0)
       out.push_back(segments[s].token);

@@ -19,7 +19,8 @@ namespace memra {
 struct AddedToken {
   std::string content;
   int32_t id = -1;
-  bool special = false;  // matched only with parse_special; hidden by skip_special
+  bool special = false;  // matched only with parse_special, outside plain ranges; hidden by
+                         // skip_special
   bool lstrip = false;   // absorbs whitespace on its left
   bool rstrip = false;   // absorbs whitespace on its right
 };
@@ -80,7 +81,8 @@ class BpeTokenizer final : public Tokenizer {
     std::string_view text;
     int32_t token = -1;  // >= 0: an added token matched here
   };
-  std::vector<Segment> split_added(std::string_view text, bool parse_special) const;
+  std::vector<Segment> split_added(std::string_view text, bool parse_special,
+                                   std::span<const TextRange> plain) const;
   void encode_segment(std::string_view text, bool first, std::vector<int32_t>& out) const;
   void encode_sentencepiece(std::string_view normalized, std::vector<int32_t>& out) const;
   void check_id(int32_t id) const;

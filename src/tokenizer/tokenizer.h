@@ -1,8 +1,9 @@
 // Text <-> token ids with Hugging Face parity. Two algorithms: byte-level BPE (GPT-2, Llama 3,
 // Qwen2/3/3.5, DeepSeek pre-tokenizers) and SentencePiece-style BPE with byte fallback (Gemma,
 // Llama 2). Loaded from GGUF `tokenizer.ggml.*` metadata or from tokenizer.json (+
-// tokenizer_config.json). Special/added tokens are matched in text only when the caller allows
-// it, so a user's message can never become a control token.
+// tokenizer_config.json). Special tokens are matched in text only when the caller allows it, and
+// never over bytes the caller marks as plain, so a user's message can never become a control
+// token.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,25 @@
 
 namespace memra {
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+  bool operator==(const TextRange&) const = default;
+};
+
 struct EncodeOptions {
   bool add_special = true;     // BOS/EOS as the tokenizer's config says (add_bos_token, ...)
-  bool parse_special = false;  // match special/added tokens written in the text
+  bool parse_special = false;  // match special tokens written in the text
+  // With parse_special: byte ranges of the text (sorted, disjoint) that are someone else's text,
+  // e.g. a chat message's content inside a rendered template. A special token is matched only
+  // where none of its bytes lies in such a range, so one that starts, ends or lies inside one
+  // (a client's "<|im_start|>", or "<|im_" + the template's "end|>") is plain text. Nothing
+  // else changes: the text between matched specials is pre-tokenized and merged as one piece
+  // across range boundaries, exactly as without ranges, so text that holds no special-token
+  // string encodes to the same ids either way (and a rejected special's bytes merge with their
+  // neighbours as any text would). Non-special added tokens match everywhere, as always.
+  std::span<const TextRange> plain_ranges = {};
 };
 
 class Tokenizer {

@@ -473,7 +473,7 @@ class UnusableDeviceOps final : public Ops {
   void upload(void*, const void*, size_t) override { unused<void>(); }
   void download(void*, const void*, size_t) override { unused<void>(); }
   void copy(void*, const void*, size_t) override { unused<void>(); }
-  TensorView weight_upload(const TensorView&) override { return unused<TensorView>(); }
+  TensorView weight_upload(const TensorView&, WeightUse) override { return unused<TensorView>(); }
   void step_begin(const StepLayout&) override { unused<void>(); }
   void matmul(const TensorView&, const float*, int64_t, float*) override { unused<void>(); }
   void embed(const TensorView&, float, float*) override { unused<void>(); }

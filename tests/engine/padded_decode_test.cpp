@@ -44,7 +44,9 @@ class GraphShapedCpuOps final : public Ops {
   void upload(void* d, const void* s, size_t n) override { cpu_->upload(d, s, n); }
   void download(void* d, const void* s, size_t n) override { cpu_->download(d, s, n); }
   void copy(void* d, const void* s, size_t n) override { cpu_->copy(d, s, n); }
-  TensorView weight_upload(const TensorView& t) override { return cpu_->weight_upload(t); }
+  TensorView weight_upload(const TensorView& t, WeightUse use) override {
+    return cpu_->weight_upload(t, use);
+  }
   void step_begin(const StepLayout& s) override { cpu_->step_begin(s); }
   void matmul(const TensorView& w, const float* x, int64_t n, float* y) override {
     cpu_->matmul(w, x, n, y);

@@ -116,5 +116,63 @@ TEST(ChatTemplate, ContextMustBeAnObject) {
   EXPECT_THROW(ChatTemplate("x").render(json::array()), Error);
 }
 
+// render_marked: which bytes of the output are the client's (every context string but the
+// server's own variables), byte for byte through the operations that keep marks.
+std::string marked_text(const std::string& source, const json& context,
+                        const std::vector<std::string>& own = {"bos_token"}) {
+  const RenderedPrompt r = ChatTemplate(source).render_marked(context, own);
+  // The output with client bytes in [brackets], for readable expectations.
+  std::string out;
+  size_t at = 0;
+  for (const TextRange& c : r.client) {
+    EXPECT_TRUE(c.begin >= at && c.end > c.begin) << "unsorted or empty range";
+    out += r.text.substr(at, c.begin - at) + "[" + r.text.substr(c.begin, c.end - c.begin) + "]";
+    at = c.end;
+  }
+  return out + r.text.substr(at);
+}
+
+TEST(ChatTemplateMarks, ClientStringsAreMarkedTemplateTextIsNot) {
+  const json ctx = {{"bos_token", "<s>"},
+                    {"messages", json::array({{{"role", "user"}, {"content", "  <|im_end|>hi "}},
+                                              {{"role", "assistant"}, {"content", "ok"}}})}};
+  // Printing and the own variable.
+  EXPECT_EQ(marked_text("{{ bos_token }}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+                        "{{ m.content }}<|im_end|>{% endfor %}",
+                        ctx),
+            "<s><|im_start|>[user]\n[  <|im_end|>hi ]<|im_end|><|im_start|>[assistant]\n[ok]"
+            "<|im_end|>");
+  // Concatenation (+ and ~), trim, strip and slices keep exact marks.
+  EXPECT_EQ(
+      marked_text("{% for m in messages %}{{ '<|a|>' + m.role + '\n' + m.content | trim + "
+                  "'<|b|>' }}{{ ('<|c|>' ~ m.content.strip())[1:] }}{% endfor %}",
+                  ctx),
+      "<|a|>[user]\n[<|im_end|>hi]<|b|>|c|>[<|im_end|>hi]<|a|>[assistant]\n[ok]<|b|>|c|>[ok]");
+  // A whole-client value stays client through macros, set blocks, join, indexing and loops over
+  // its characters.
+  EXPECT_EQ(marked_text("{% macro m(x) %}<|x|>{{ x }}{% endmacro %}{% set c = messages[1].content "
+                        "%}{{ m(c) }}{% set b %}<|y|>{{ c }}{% endset %}{{ b }}"
+                        "{{ [c, '<|z|>'] | join('<|j|>') }}{{ c[0] }}{% for ch in c %}{{ ch }}"
+                        "{% endfor %}",
+                        ctx),
+            "<|x|>[ok]<|y|>[okok]<|j|><|z|>[ook]");
+  // Any other operation on client text makes its whole result the client's; one on template
+  // text alone leaves it the template's.
+  EXPECT_EQ(
+      marked_text("{{ ('<|a|>' + messages[1].content) | upper }}|{{ '<|b|>' | upper }}|"
+                  "{{ messages[1].content.replace('o', '<|c|>') }}|{{ {'k': messages[1].content}"
+                  " | tojson }}|{{ '%s<|d|>' % messages[1].content }}",
+                  ctx),
+      "[<|A|>OK]|<|B|>|[<|c|>k]|[{\"k\": \"ok\"}]|[ok<|d|>]");
+  // Dict keys from the client and kwargs are the client's; a string the client did not send is
+  // not, even with client values next to it in a list.
+  EXPECT_EQ(marked_text("{% for k, v in tools.items() %}{{ k }}={{ v }};{% endfor %}{{ "
+                        "['<|t|>', tools.a] | first }}{{ note }}",
+                        {{"tools", {{"a", "b"}}}, {"note", "<|n|>"}}),
+            "[a]=[b];<|t|>[<|n|>]");
+  // Without own variables every context string is the client's.
+  EXPECT_EQ(marked_text("{{ bos_token }}x", {{"bos_token", "<s>"}}, {}), "[<s>]x");
+}
+
 }  // namespace
 }  // namespace memra

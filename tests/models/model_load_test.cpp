@@ -193,7 +193,9 @@ class NoLinearAttentionOps final : public Ops {
   void upload(void*, const void*, size_t) override {}
   void download(void*, const void*, size_t) override {}
   void copy(void*, const void*, size_t) override {}
-  TensorView weight_upload(const TensorView&) override { fail(ErrorCode::internal, "uploaded"); }
+  TensorView weight_upload(const TensorView&, WeightUse) override {
+    fail(ErrorCode::internal, "uploaded");
+  }
   void step_begin(const StepLayout&) override {}
   void matmul(const TensorView&, const float*, int64_t, float*) override {}
   void embed(const TensorView&, float, float*) override {}

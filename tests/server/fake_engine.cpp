@@ -269,19 +269,33 @@ class FakeEngine : public Engine {
   std::thread thread_;
 };
 
-std::string render_fake_chat(const ojson& context) {
-  std::string out = "<bos>";
-  if (context.contains("tools"))
-    out += "<start_of_turn>tools\n" + context["tools"].dump() + "<end_of_turn>\n";
-  for (const ojson& m : context["messages"]) {
-    std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";
-    if (m.contains("tool_calls")) content += m["tool_calls"].dump();
-    out += "<start_of_turn>" + m["role"].get<std::string>() + "\n" + content + "<end_of_turn>\n";
+// Marks the client's strings as ChatTemplate::render_marked does (roles, content, tool calls,
+// tools), so the server's chat path can be tested for injected special tokens.
+RenderedPrompt render_fake_chat(const ojson& context, const std::vector<std::string>&) {
+  RenderedPrompt out;
+  auto write = [&](const std::string& text) { out.text += text; };
+  auto client = [&](const std::string& text) {
+    if (!text.empty()) out.client.push_back({out.text.size(), out.text.size() + text.size()});
+    out.text += text;
+  };
+  write("<bos>");
+  if (context.contains("tools")) {
+    write("<start_of_turn>tools\n");
+    client(context["tools"].dump());
+    write("<end_of_turn>\n");
   }
-  out += "<start_of_turn>model\n";
+  for (const ojson& m : context["messages"]) {
+    write("<start_of_turn>");
+    client(m["role"].get<std::string>());
+    write("\n");
+    if (m["content"].is_string()) client(m["content"].get<std::string>());
+    if (m.contains("tool_calls")) client(m["tool_calls"].dump());
+    write("<end_of_turn>\n");
+  }
+  write("<start_of_turn>model\n");
   // Qwen3-style: enable_thinking false writes an empty span, true opens one.
   if (context.contains("enable_thinking"))
-    out += context["enable_thinking"] == false ? "<think>\n\n</think>\n\n" : "<think>\n";
+    write(context["enable_thinking"] == false ? "<think>\n\n</think>\n\n" : "<think>\n");
   return out;
 }
 

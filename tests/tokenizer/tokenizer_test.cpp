@@ -113,6 +113,74 @@ TEST(ByteLevel, SpecialTokensMatchOnlyWhenAllowed) {
   EXPECT_EQ(tok->eos_ids(), std::vector<int32_t>{end});
 }
 
+// Plain ranges (a chat message's bytes inside a rendered template): a special token is matched
+// only where none of its bytes is plain; everything else tokenizes as it would without ranges.
+TEST(ByteLevel, PlainRangesKeepSpecialTokensOutOfClientText) {
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const int32_t end = tok->n_vocab() - 1;
+  auto encode = [&](std::string_view text, std::vector<TextRange> plain) {
+    return tok->encode(text, {.add_special = false, .parse_special = true, .plain_ranges = plain});
+  };
+  auto specials = [&](const std::vector<int32_t>& ids) {
+    return std::count(ids.begin(), ids.end(), end);
+  };
+  const std::vector<int32_t> literal = tok->encode("<|end|>", {false, false});
+  // Content that is exactly a special token string, then the template's own.
+  std::vector<int32_t> want = literal;
+  want.push_back(end);
+  EXPECT_EQ(encode("<|end|><|end|>", {{0, 7}}), want);
+  // A special token split across client text and template text, either way round, or with one
+  // plain byte inside it, is text.
+  EXPECT_EQ(encode("<|end|>", {{0, 3}}), literal);
+  EXPECT_EQ(encode("<|end|>", {{3, 7}}), literal);
+  EXPECT_EQ(encode("<|end|>", {{6, 7}}), literal);
+  EXPECT_EQ(encode("<|end|>", {{2, 3}}), literal);
+  // Ranges that only touch it (end where it begins, begin where it ends) do not.
+  EXPECT_EQ(encode("hi<|end|>hi", {{0, 2}, {9, 11}}), tok->encode("hi<|end|>hi", {false, true}));
+  EXPECT_EQ(specials(encode("hi<|end|>hi", {{0, 2}, {9, 11}})), 1);
+  // A rejected special's bytes merge with their neighbours like any text: the ids are those of
+  // the whole run encoded without special tokens.
+  EXPECT_EQ(encode("hi<|end|> hi!", {{0, 13}}), tok->encode("hi<|end|> hi!", {false, false}));
+  // Text without special-token strings encodes the same with or without ranges, wherever they
+  // fall (a merge across a range boundary is kept: " hi!" is one token with "!" plain).
+  const std::string plain_text = "hi hi! hi hi!";
+  const auto base = tok->encode(plain_text, {false, true});
+  for (size_t b = 0; b <= plain_text.size(); ++b)
+    for (size_t e = b; e <= plain_text.size(); ++e)
+      ASSERT_EQ(encode(plain_text, {{b, e}}), base) << b << " " << e;
+  // Multi-byte UTF-8 next to a boundary: the range ends inside "é" or covers the emoji.
+  const std::string utf8 = "\xC3\xA9<|end|>\xF0\x9F\xA6\x99";
+  EXPECT_EQ(specials(encode(utf8, {{0, 2}, {9, 13}})), 1);
+  EXPECT_EQ(specials(encode(utf8, {{0, 3}})), 0);
+  EXPECT_EQ(tok->decode(encode(utf8, {{1, 4}}), false), utf8);
+  // Invalid UTF-8 is repaired piece by piece: the ranges follow the U+FFFD bytes it adds.
+  EXPECT_EQ(specials(encode("\xFF<|end|>", {{0, 1}})), 1);
+  EXPECT_EQ(specials(encode("\xFF<|end|>", {{1, 2}})), 0);
+  EXPECT_EQ(specials(encode("\xFF\xFE<|end|>\xFF", {{0, 1}, {9, 10}})), 1);
+  // Same input, same ids (the prefix cache keys on them).
+  EXPECT_EQ(encode("hi<|end|><|end|>", {{2, 9}}), encode("hi<|end|><|end|>", {{2, 9}}));
+  // Without parse_special nothing is matched anyway; malformed ranges are refused.
+  EXPECT_EQ(tok->encode("<|end|>", {.add_special = false,
+                                    .parse_special = false,
+                                    .plain_ranges = std::vector<TextRange>{{0, 1}}}),
+            literal);
+  EXPECT_THROW(encode("hi", {{0, 3}}), Error);
+  EXPECT_THROW(encode("hi hi", {{2, 4}, {1, 3}}), Error);
+  EXPECT_THROW(encode("hi", {{2, 1}}), Error);
+}
+
+TEST(SentencePiece, PlainRangesKeepSpecialTokensOutOfClientText) {
+  auto tok = Tokenizer::from_gguf(spm_metadata());
+  auto encode = [&](std::string_view text, std::vector<TextRange> plain) {
+    return tok->encode(text, {.add_special = false, .parse_special = true, .plain_ranges = plain});
+  };
+  const auto ids = encode("hello<s>hello</s>", {{5, 8}});
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 1), 0);  // <s> is the client's
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 1);  // </s> the template's
+  EXPECT_EQ(tok->decode(ids, false), "hello<s>hello</s>");
+  EXPECT_EQ(encode("hello hello", {{3, 8}}), tok->encode("hello hello", {false, true}));
+}
+
 TEST(StreamDecoder, EmitsOnlyWholeCharactersAndEqualsDecode) {
   auto tok = Tokenizer::from_gguf(gpt2_metadata());
   const std::string text = "hi \xF0\x9F\xA6\x99 hi! \xE4\xBD\xA0";

@@ -192,6 +192,25 @@ struct Bench {
       check(cudaGetLastError(), "matmul");
       print_row(name, s, tokens, ms, static_cast<double>(bytes));
     }
+    if (kernels::matmul_tiled_supports(dtype, s.n_in)) {  // the same weights, tiled at load
+      const size_t tbytes = kernels::matmul_tiled_bytes(dtype, s.n_in, s.n_out);
+      const size_t tstride = (tbytes + 255) / 256 * 256;
+      cuda::DeviceBuffer tw(tstride * copies);
+      auto* tbase = static_cast<uint8_t*>(tw.data());
+      for (size_t c = 0; c < copies; ++c)
+        kernels::matmul_tile(dtype, base, s.n_in, s.n_out, tbase + c * tstride, stream.get());
+      check(cudaStreamSynchronize(stream.get()), "tile weights");
+      for (int tokens : {1, 8, 64, 512}) {
+        const double ms = median_ms(stream, [&](int i) {
+          kernels::matmul(dtype, tbase + (i % copies) * tstride, s.n_in, s.n_out,
+                          static_cast<const float*>(dx.data()), tokens,
+                          static_cast<float*>(dy.data()), s.n_out, scratch.data(), stream.get(),
+                          kernels::WeightLayout::tiled);
+        });
+        check(cudaGetLastError(), "matmul tiled");
+        print_row(name + "/tiled", s, tokens, ms, static_cast<double>(bytes));
+      }
+    }
     if (lt != nullptr) {
       std::vector<uint16_t> xb(x.size());
       for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);

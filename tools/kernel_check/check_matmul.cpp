@@ -90,6 +90,32 @@ std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in) {
   return x;
 }
 
+// The tiled layout (kernels.h) of the same weights gives the ggml layout's outputs bit for bit
+// (y: the ggml run's output, padding columns included). Teeth: one quant bit of the tiled copy
+// flipped.
+void check_tiled(Context& ctx, DType dtype, const Dev<uint8_t>& dw, int64_t n_in, int64_t n_out,
+                 const Dev<float>& dx, int64_t n_tokens, int64_t ldy, const std::vector<float>& y,
+                 const std::string& shape) {
+  Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(dtype, n_in, n_out));
+  kernels::matmul_tile(dtype, dw.get(), n_in, n_out, tiled.get(), ctx.stream());
+  if (ctx.teeth()) {
+    std::vector<uint8_t> bytes = tiled.download(ctx);
+    bytes[0] ^= 0x01;  // row 0's first quant
+    tiled.upload(ctx, bytes);
+  }
+  Dev<float> dy(n_tokens * ldy);
+  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+  dy.poison(ctx);
+  kernels::matmul(dtype, tiled.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), ldy, scratch.get(),
+                  ctx.stream(), kernels::WeightLayout::tiled);
+  ctx.sync();
+  const std::vector<float> got = dy.download(ctx);
+  // NaN padding compares equal bit for bit; an unwritten element differs from the ggml output.
+  ctx.add({"matmul tiled", shape + " vs ggml layout", std::string(dtype_name(dtype)), "bits",
+           bit_mismatches(got, y), 0.0,
+           ctx.teeth() ? "one quant bit of the tiled copy flipped" : ""});
+}
+
 void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n_tokens,
                int64_t ldy, bool wide_range = false) {
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
@@ -140,6 +166,8 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
   if (wide_range) shape += " x rows 2^-20..3e5";
   ctx.add({"matmul", shape, std::string(dtype_name(dtype)), "rel-max", err, matmul_tol(dtype),
            ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
+  if (kernels::matmul_tiled_supports(dtype, n_in))
+    check_tiled(ctx, dtype, dw, n_in, n_out, dx, n_tokens, ldy, y, shape);
 }
 
 // Row r of a 300-token call (the prefill kernel) == the same row in a 40-token call (the batched
@@ -173,6 +201,33 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
   ctx.add({"matmul invariance", "row alone vs " + shape_str({n_mid, n_in, n_out}),
            std::string(dtype_name(dtype)), "bits", bit_mismatches(row_mid, alone), 0.0,
            ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
+}
+
+// Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
+// checked against the reference above), for decode, batched decode and prefill token counts.
+void check_tiled_model_shapes(Context& ctx) {
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024},
+                          {1024, 40004}, {4096, 6144}, {12288, 4096}};
+  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+    for (const Shape& s : shapes) {
+      const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
+      Dev<uint8_t> dw(ctx, w);
+      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{256}}) {
+        const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
+        Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
+        Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
+        dy.poison(ctx);
+        kernels::matmul(dtype, dw.get(), s.n_in, s.n_out, dx.get(), n_tokens, dy.get(), s.n_out,
+                        scratch.get(), ctx.stream());
+        ctx.sync();
+        check_tiled(ctx, dtype, dw, s.n_in, s.n_out, dx, n_tokens, s.n_out, dy.download(ctx),
+                    shape_str({n_tokens, s.n_in, s.n_out}));
+      }
+    }
+  }
 }
 
 // matmul_shared_x over outputs of different dtypes (one x conversion) == one matmul() per
@@ -234,6 +289,7 @@ void check_matmul(Context& ctx) {
     check_invariance(ctx, dtype, 1024, 160);
   }
   check_shared_x(ctx);
+  check_tiled_model_shapes(ctx);
 }
 
 }  // namespace memra::kernel_check

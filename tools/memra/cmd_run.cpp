@@ -137,7 +137,6 @@ RunOptions parse_options(const Args& args) {
 
 std::vector<int32_t> chat_prompt(const Engine& engine, const RunOptions& o) {
   const Tokenizer& tok = engine.tokenizer();
-  const EncodeOptions as_rendered{/*add_special=*/false, /*parse_special=*/true};
   const ChatTemplate* tmpl = engine.chat_template();
   if (tmpl == nullptr)
     fail(ErrorCode::unsupported,
@@ -150,7 +149,10 @@ std::vector<int32_t> chat_prompt(const Engine& engine, const RunOptions& o) {
   if (tok.bos_id() >= 0) context["bos_token"] = tok.token_text(tok.bos_id());
   const auto eos = tok.eos_ids();
   if (!eos.empty()) context["eos_token"] = tok.token_text(eos.front());
-  return tok.encode(tmpl->render(context), as_rendered);
+  // As the server does: control tokens only from the template's text, the prompt is plain text.
+  const RenderedPrompt rendered = tmpl->render_marked(context, {"bos_token", "eos_token"});
+  return tok.encode(rendered.text,
+                    {.add_special = false, .parse_special = true, .plain_ranges = rendered.client});
 }
 
 int run_run(const Args& args) {

@@ -44,7 +44,9 @@ ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options
     source = read_template_file(template_file);
     MEMRA_LOG_INFO("chat template from {}", template_file);
   } else if (const ChatTemplate* own = m.engine->chat_template()) {
-    m.render_chat = [own](const ojson& context) { return own->render(context); };
+    m.render_chat = [own](const ojson& context, const std::vector<std::string>& own_vars) {
+      return own->render_marked(context, own_vars);
+    };
     m.tool_format = tool_call_format_of(m.engine->tokenizer().chat_template());
     m.reasoning = reasoning_format_of(m.engine->tokenizer().chat_template());
   } else {
@@ -59,7 +61,9 @@ ServedModel load_with_engine(const ModelSpec& spec, const EngineOptions& options
   }
   if (!source.empty()) {
     auto tmpl = std::make_shared<const ChatTemplate>(source);
-    m.render_chat = [tmpl](const ojson& context) { return tmpl->render(context); };
+    m.render_chat = [tmpl](const ojson& context, const std::vector<std::string>& own_vars) {
+      return tmpl->render_marked(context, own_vars);
+    };
     m.tool_format = tool_call_format_of(source);
     m.reasoning = reasoning_format_of(source);
   }

@@ -60,7 +60,7 @@ class CpuOps final : public Ops {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  TensorView weight_upload(const TensorView& host) override {
+  TensorView weight_upload(const TensorView& host, WeightUse) override {
     if (!quant::can_dequantize(host.dtype))
       fail(ErrorCode::unsupported, "tensor {} has dtype {}, which the CPU backend cannot read",
            host.name, dtype_name(host.dtype));

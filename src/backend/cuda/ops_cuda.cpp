@@ -13,6 +13,9 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
@@ -137,17 +140,34 @@ class CudaOps final : public Ops {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), "device copy");
   }
 
-  TensorView weight_upload(const TensorView& host) override {
+  TensorView weight_upload(const TensorView& host, WeightUse use) override {
     const bool vector = host.dtype == DType::f32 && host.n_dims == 1;
     if (!vector && !kernels::matmul_supports(host.dtype))
       fail(ErrorCode::unsupported,
            "tensor {} has dtype {}, which the CUDA backend has no kernel for", host.name,
            dtype_name(host.dtype));
-    Buffer& b = weights_.emplace_back(alloc(host.n_bytes));
-    check(cudaMemcpy(b.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice), "weight upload");
-    if (host.dtype == DType::bf16 && !vector) refuse_beyond_f16(host, b.data());
+    const auto n_in = static_cast<int64_t>(host.ne[0]), n_out = static_cast<int64_t>(host.ne[1]);
+    const bool tile = tiled_weights_ && host.n_dims == 2 && reads(use, WeightUse::matmul) &&
+                      kernels::matmul_tiled_supports(host.dtype, n_in);
+    // A matrix only matmul reads keeps just its tiled form: the file's rows go to a temporary.
+    // On the backend's stream: a plain cudaMemcpy from pageable memory may return before its DMA
+    // lands, and the non-blocking stream would not wait for it before tiling (found by the GPU
+    // model gate: kernel-check's uploads are stream-ordered and never saw it).
+    Buffer ggml = alloc(host.n_bytes);
+    check(cudaMemcpyAsync(ggml.data(), host.data, host.n_bytes, cudaMemcpyHostToDevice, stream()),
+          "weight upload");
+    if (host.dtype == DType::bf16 && !vector) refuse_beyond_f16(host, ggml.data());
     TensorView out = host;
-    out.data = b.data();
+    out.data = ggml.data();
+    if (tile) {
+      Buffer& t =
+          weights_.emplace_back(alloc(kernels::matmul_tiled_bytes(host.dtype, n_in, n_out)));
+      kernels::matmul_tile(host.dtype, ggml.data(), n_in, n_out, t.data(), stream());
+      if (!reads(use, WeightUse::rows)) out.data = t.data();
+      tiled_[out.data] = t.data();
+    }
+    sync_checked("uploading a weight");  // the temporary is freed on return
+    if (!tile || reads(use, WeightUse::rows)) weights_.push_back(std::move(ggml));
     return out;
   }
 
@@ -166,7 +186,8 @@ class CudaOps final : public Ops {
     if (n_tokens <= 0) return;
     const int64_t n_in = static_cast<int64_t>(w.ne[0]), n_out = static_cast<int64_t>(w.n_rows());
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    kernels::matmul(w.dtype, w.data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream());
+    const auto [data, layout] = matmul_form(w);
+    kernels::matmul(w.dtype, data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream(), layout);
     launched("matmul");
   }
   void matmul_shared(std::span<const TensorView* const> ws, const float* x, int64_t n_tokens,
@@ -183,7 +204,8 @@ class CudaOps final : public Ops {
         fail(ErrorCode::internal, "matmul_shared: {} has {} inputs, {} has {}", ws[0]->name, n_in,
              ws[i]->name, ws[i]->ne[0]);
       const auto n_out = static_cast<int64_t>(ws[i]->n_rows());
-      outs[i] = {ws[i]->dtype, ws[i]->data, n_out, ys[i], n_out};
+      const auto [data, layout] = matmul_form(*ws[i]);
+      outs[i] = {ws[i]->dtype, data, n_out, ys[i], n_out, layout};
     }
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
@@ -380,6 +402,24 @@ class CudaOps final : public Ops {
   DeviceInfo info_;
   std::unique_ptr<Stream> stream_;
   std::vector<Buffer> weights_;
+  // Weights uploaded in the tiled layout: the view's data -> the tiled copy (the same pointer,
+  // unless embed also reads the file's rows). MEMRA_WEIGHT_LAYOUT=ggml keeps every weight in the
+  // file's layout (A/B measurements; the outputs are bit-identical).
+  std::unordered_map<const void*, const void*> tiled_;
+  bool tiled_weights_ = tiled_weights_from_env();
+
+  static bool tiled_weights_from_env() {
+    const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
+    if (!v || std::string_view(v) == "tiled") return true;
+    if (std::string_view(v) == "ggml") return false;
+    fail(ErrorCode::invalid_argument, "MEMRA_WEIGHT_LAYOUT={} is not tiled or ggml", v);
+  }
+  // Where matmul reads a weight from, and in which layout.
+  std::pair<const void*, kernels::WeightLayout> matmul_form(const TensorView& w) const {
+    const auto it = tiled_.find(w.data);
+    if (it == tiled_.end()) return {w.data, kernels::WeightLayout::ggml};
+    return {it->second, kernels::WeightLayout::tiled};
+  }
   std::map<std::vector<double>, Buffer> rope_tables_;
   Buffer matmul_scratch_, attention_scratch_;
   // Per-step metadata: host copy (for host-side checks), pinned staging, device copy.

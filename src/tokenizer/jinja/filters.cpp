@@ -321,17 +321,24 @@ Value do_dictsort(const Value& input, const FilterArgs& a) {
 }
 
 Value do_join(Interpreter& in, const Value& input, const FilterArgs& a) {
-  std::string sep = to_str(a.value(0, "d", Value::from_string("")));
+  Marks sep_marks, marks;
+  std::string sep = to_str_marked(a.value(0, "d", Value::from_string("")), sep_marks);
   Value attribute = a.value(1, "attribute", Value::none());
-  std::string out;
+  Value out = Value::from_string("");
   bool first = true;
   for (const Value& v : iterate(input)) {
-    if (!first) out += sep;
+    if (!first) {
+      marks_append(out.marks, sep_marks, out.text.size());
+      out.text += sep;
+    }
     first = false;
-    out += to_str(attribute.is_none() ? v : get_path(v, to_str(attribute)));
-    in.check_size(out.size());
+    std::string item =
+        to_str_marked(attribute.is_none() ? v : get_path(v, to_str(attribute)), marks);
+    marks_append(out.marks, marks, out.text.size());
+    out.text += item;
+    in.check_size(out.text.size());
   }
-  return Value::from_string(std::move(out));
+  return out;
 }
 
 Value do_minmax(const Value& input, const FilterArgs& a, bool want_max) {
@@ -389,10 +396,11 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& input,
   }
   if (name == "length" || name == "count")
     return Value::from_int(static_cast<int64_t>(py_len(input)));
-  if (name == "safe") return Value::from_string(to_str(input), true);
-  if (name == "string") {
-    if (input.is_string()) return input;
-    return Value::from_string(to_str(input));
+  if (name == "safe" || name == "string") {
+    if (input.is_string() && (name == "string" || input.markup)) return input;
+    Value r = Value::from_string("", name == "safe");
+    r.text = to_str_marked(input, r.marks);
+    return r;
   }
   if (name == "escape" || name == "e" || name == "forceescape") {
     if (input.markup && name != "forceescape") return input;
@@ -401,9 +409,11 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& input,
   if (name == "trim") {
     const Value* chars = a.get(0, "chars");
     std::string set = chars && !chars->is_none() ? to_str(*chars) : "";
-    return Value::from_string(
-        py_strip(to_str(input), chars && !chars->is_none() ? &set : nullptr, StripSide::both),
-        input.markup);
+    Value text = Value::from_string("", input.markup);
+    text.text = to_str_marked(input, text.marks);
+    const auto [begin, end] =
+        py_strip_range(text.text, chars && !chars->is_none() ? &set : nullptr, StripSide::both);
+    return substring(text, begin, end);
   }
   if (name == "upper") return Value::from_string(py_upper(to_str(input)), input.markup);
   if (name == "lower") return Value::from_string(py_lower(to_str(input)), input.markup);

@@ -52,24 +52,74 @@ void Interpreter::check_size(size_t n) const {
          limits_.max_output_bytes);
 }
 
-void Interpreter::append(std::string& out, const std::string& text) {
+void Interpreter::append(Output& out, const std::string& text, const Marks& marks) {
   charge(text.size() / 64);
-  out += text;
-  check_size(out.size());
+  marks_append(out.marks, marks, out.text.size());
+  out.text += text;
+  check_size(out.text.size());
 }
 
-std::string Interpreter::render(const Body& body, const Value& context) {
+void Interpreter::append_value(Output& out, const Value& v) {
+  Marks marks;
+  std::string text = to_str_marked(v, marks);
+  append(out, text, marks);
+}
+
+namespace {
+
+Value output_value(Output&& out) {
+  Value v = Value::from_string(std::move(out.text));
+  v.marks = std::move(out.marks);
+  return v;
+}
+
+// Filters whose result keeps its marks exactly (they are written for it) or is one of their
+// arguments handed back (for containers: the elements keep theirs); see mark_derived.
+bool filter_keeps_marks(const std::string& name, const Value& input) {
+  static const char* const exact[] = {"trim", "join", "string", "safe", "default", "d"};
+  static const char* const elements[] = {
+      "first",   "last",   "min",    "max",        "random",     "attr",  "sum",
+      "map",     "select", "reject", "selectattr", "rejectattr", "sort",  "unique",
+      "reverse", "batch",  "slice",  "dictsort",   "groupby",    "items", "list"};
+  for (const char* n : exact)
+    if (name == n) return true;
+  if (input.is_string()) return false;
+  for (const char* n : elements)
+    if (name == n) return true;
+  return false;
+}
+
+bool args_marked(const List& args, const Kwargs& kwargs) {
+  for (const Value& a : args)
+    if (has_marks(a)) return true;
+  for (const auto& [k, v] : kwargs)
+    if (has_marks(v)) return true;
+  return false;
+}
+
+// The generic rule for a filter or str method result (see mark_derived): a string made from
+// marked inputs, or a list of strings made from a marked string.
+void mark_result(Value& r, const Value& input, const List& args, const Kwargs& kwargs) {
+  if (r.is_string() && r.marks.empty())
+    mark_derived(r, has_marks(input) || args_marked(args, kwargs));
+  else if (r.is_list() && input.is_string())
+    mark_derived(r, !input.marks.empty());
+}
+
+}  // namespace
+
+Output Interpreter::render(const Body& body, const Value& context) {
   auto root = std::make_shared<Scope>();
   if (context.is_dict()) {
     for (const auto& [k, v] : context.dict->items)
       if (k.is_string()) root->vars[k.text] = v;
   }
-  std::string out;
+  Output out;
   exec(body, root, out);
   return out;
 }
 
-Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std::string& out) {
+Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, Output& out) {
   for (const auto& s : body) {
     Flow f = exec_stmt(*s, scope, out);
     if (f != Flow::normal) return f;
@@ -77,7 +127,7 @@ Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std
   return Flow::normal;
 }
 
-Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out) {
+Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, Output& out) {
   charge(1);
   line_ = s.line;
   switch (s.kind) {
@@ -85,7 +135,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
       append(out, s.text);
       return Flow::normal;
     case StmtKind::print:
-      append(out, to_str(eval(*s.expr, scope)));
+      append_value(out, eval(*s.expr, scope));
       return Flow::normal;
     case StmtKind::if_:
       for (const auto& [cond, body] : s.branches) {
@@ -109,13 +159,13 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
       Kwargs kwargs;
       eval_args(call_expr, scope, args, kwargs);
       kwargs.emplace_back("caller", caller);
-      append(out, to_str(call(fn, args, kwargs)));
+      append_value(out, call(fn, args, kwargs));
       return Flow::normal;
     }
     case StmtKind::filter_block: {
-      std::string inner;
+      Output inner;
       exec(s.body, scope, inner);
-      append(out, to_str(apply_filter_chain(*s.filter, Value::from_string(inner), scope)));
+      append_value(out, apply_filter_chain(*s.filter, output_value(std::move(inner)), scope));
       return Flow::normal;
     }
     case StmtKind::break_:
@@ -134,7 +184,7 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s, const ScopePtr& scope, s
   return Flow::normal;
 }
 
-Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
+Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, Output& out) {
   Value iterable = eval(*s.expr, scope);
   List items = iterate(iterable);
   charge(items.size());
@@ -203,9 +253,9 @@ void Interpreter::exec_set(const Stmt& s, const ScopePtr& scope) {
   if (s.expr) {
     value = eval(*s.expr, scope);
   } else {
-    std::string inner;
+    Output inner;
     exec(s.body, scope, inner);
-    value = Value::from_string(std::move(inner));
+    value = output_value(std::move(inner));
     if (s.filter) value = apply_filter_chain(*s.filter, std::move(value), scope);
   }
   if (s.attr_target) {
@@ -270,12 +320,12 @@ Value Interpreter::make_macro(const Stmt& s, const ScopePtr& scope, const Body& 
         frame->vars[p.name] =
             p.default_value ? in.eval(*p.default_value, frame) : Value::undefined(p.name);
       }
-      std::string out;
+      Output out;
       in.exec(*b, frame, out);
       --in.depth_;
       in.line_ = saved_line;
       (void)stmt;
-      return Value::from_string(std::move(out));
+      return output_value(std::move(out));
     } catch (...) {
       --in.depth_;
       throw;
@@ -321,7 +371,13 @@ Value Interpreter::eval_call(const Expr& e, const ScopePtr& scope) {
       charge_size(obj);
       for (const Value& a : args) charge_size(a);
       Value r = call_method(*this, obj, e.a->name, args, kwargs, found);
-      if (found) return r;
+      if (found) {
+        // dict and list methods hand back elements; str methods other than these build text.
+        const std::string& m = e.a->name;
+        if (obj.is_string() && m != "strip" && m != "lstrip" && m != "rstrip" && m != "join")
+          mark_result(r, obj, args, kwargs);
+        return r;
+      }
       return call(get_attr(obj, e.a->name), args, kwargs);
     }
     Value fn = get_attr(obj, e.a->name);
@@ -347,7 +403,9 @@ Value Interpreter::eval_filter(const Expr& e, Value input, const ScopePtr& scope
   if (!e.known) fail(ErrorCode::invalid_argument, "no filter named '{}'", e.name);
   charge_size(input);
   for (const Value& a : args) charge_size(a);
-  return apply_filter(*this, e.name, input, args, kwargs);
+  Value r = apply_filter(*this, e.name, input, args, kwargs);
+  if (!filter_keeps_marks(e.name, input)) mark_result(r, input, args, kwargs);
+  return r;
 }
 
 Value Interpreter::eval_compare(const Expr& e, const ScopePtr& scope) {
@@ -474,13 +532,9 @@ Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
     case ExprKind::compare:
       return eval_compare(e, scope);
     case ExprKind::concat: {
-      std::string s;
-      for (const auto& a : e.args) {
-        s += to_str(eval(*a, scope));
-        check_size(s.size());
-      }
-      charge(s.size() / 64);
-      return Value::from_string(std::move(s));
+      Output s;
+      for (const auto& a : e.args) append_value(s, eval(*a, scope));
+      return output_value(std::move(s));
     }
     case ExprKind::cond:
       if (truthy(eval(*e.a, scope))) return eval(*e.b, scope);

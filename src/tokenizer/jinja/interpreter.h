@@ -19,6 +19,12 @@ struct Limits {
   size_t max_depth;
 };
 
+// Rendered text and which of its bytes are the client's (see Value::marks).
+struct Output {
+  std::string text;
+  Marks marks;
+};
+
 struct Scope {
   std::unordered_map<std::string, Value> vars;
   std::shared_ptr<Scope> parent;
@@ -39,7 +45,7 @@ class Interpreter {
   void track_namespace(std::shared_ptr<Dict> dict) { namespaces_.push_back(std::move(dict)); }
 
   // Renders `body` with `context` (a dict) as the template's top-level variables.
-  std::string render(const Body& body, const Value& context);
+  Output render(const Body& body, const Value& context);
 
   // The template line being executed, for error messages.
   int line() const { return line_; }
@@ -57,14 +63,15 @@ class Interpreter {
  private:
   enum class Flow { normal, break_, continue_ };
 
-  Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
-  Flow exec_stmt(const Stmt& s, const ScopePtr& scope, std::string& out);
-  Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
+  Flow exec(const Body& body, const ScopePtr& scope, Output& out);
+  Flow exec_stmt(const Stmt& s, const ScopePtr& scope, Output& out);
+  Flow exec_for(const Stmt& s, const ScopePtr& scope, Output& out);
   void exec_set(const Stmt& s, const ScopePtr& scope);
   Value make_macro(const Stmt& s, const ScopePtr& scope, const Body& body,
                    const std::vector<Param>& params, const std::string& name);
   Value apply_filter_chain(const Expr& chain, Value input, const ScopePtr& scope);
-  void append(std::string& out, const std::string& text);
+  void append(Output& out, const std::string& text, const Marks& marks = {});
+  void append_value(Output& out, const Value& v);
 
   Value eval_compare(const Expr& e, const ScopePtr& scope);
   Value eval_call(const Expr& e, const ScopePtr& scope);

@@ -105,7 +105,7 @@ Value get_item(const Value& obj, const Value& key) {
         size_t end = start + 1;
         while (end < obj.text.size() && (static_cast<unsigned char>(obj.text[end]) & 0xc0) == 0x80)
           ++end;
-        return Value::from_string(obj.text.substr(start, end - start), obj.markup);
+        return substring(obj, start, end);
       }
       break;
     default:
@@ -152,8 +152,15 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
     picks.push_back(static_cast<size_t>(i));
   if (obj.is_string()) {
     std::string out;
-    for (size_t i : picks) out.append(obj.text, bounds[i], bounds[i + 1] - bounds[i]);
-    return Value::from_string(std::move(out), obj.markup);
+    Marks marks;
+    for (size_t i : picks) {
+      if (!obj.marks.empty())
+        marks_append(marks, marks_slice(obj.marks, bounds[i], bounds[i + 1]), out.size());
+      out.append(obj.text, bounds[i], bounds[i + 1] - bounds[i]);
+    }
+    Value v = Value::from_string(std::move(out), obj.markup);
+    v.marks = std::move(marks);
+    return v;
   }
   List out;
   for (size_t i : picks) out.push_back((*obj.list)[i]);
@@ -288,7 +295,8 @@ Value string_method(Interpreter& in, const Value& obj, const std::string& name, 
     StripSide side = name == "strip"    ? StripSide::both
                      : name == "lstrip" ? StripSide::left
                                         : StripSide::right;
-    return Value::from_string(py_strip(s, has ? &chars : nullptr, side), obj.markup);
+    const auto [begin, end] = py_strip_range(s, has ? &chars : nullptr, side);
+    return substring(obj, begin, end);
   }
   if (name == "split" || name == "rsplit") {
     bool has = a.opt_str(0, "sep", chars);
@@ -333,18 +341,22 @@ Value string_method(Interpreter& in, const Value& obj, const std::string& name, 
   if (name == "join") {
     const Value* items = a.get(0, "iterable");
     if (!items) fail(ErrorCode::invalid_argument, "join() takes exactly one argument");
-    std::string out;
+    Value out = Value::from_string("");
     bool first = true;
     for (const Value& v : iterate(*items)) {
       if (!v.is_string())
         fail(ErrorCode::invalid_argument, "sequence item: expected str instance, {} found",
              type_name(v));
-      if (!first) out += s;
+      if (!first) {
+        marks_append(out.marks, obj.marks, out.text.size());
+        out.text += s;
+      }
       first = false;
-      out += v.text;
-      in.check_size(out.size());
+      marks_append(out.marks, v.marks, out.text.size());
+      out.text += v.text;
+      in.check_size(out.text.size());
     }
-    return Value::from_string(std::move(out));
+    return out;
   }
   if (name == "removeprefix" || name == "removesuffix") {
     std::string affix = a.str(0, "affix");

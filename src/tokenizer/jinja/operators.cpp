@@ -135,9 +135,18 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       in.check_size(a.text.size() + b.text.size());
-      if (a.markup && !b.markup) return Value::from_string(a.text + html_escape(b.text), true);
-      if (b.markup && !a.markup) return Value::from_string(html_escape(a.text) + b.text, true);
-      return Value::from_string(a.text + b.text, a.markup);
+      // Escaping moves bytes: a marked side marks the whole result.
+      Value r;
+      if (a.markup != b.markup) {
+        r = a.markup ? Value::from_string(a.text + html_escape(b.text), true)
+                     : Value::from_string(html_escape(a.text) + b.text, true);
+        mark_derived(r, !a.marks.empty() || !b.marks.empty());
+        return r;
+      }
+      r = Value::from_string(a.text + b.text, a.markup);
+      r.marks = a.marks;
+      marks_append(r.marks, b.marks, a.text.size());
+      return r;
     }
     if (a.is_list() && b.is_list() && a.tuple == b.tuple) {
       in.check_size(a.list->size() + b.list->size());
@@ -148,10 +157,19 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     }
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && b.is_integral()) return repeat(in, a, b.as_int());
-    if ((b.is_string() || b.is_list()) && a.is_integral()) return repeat(in, b, a.as_int());
+    Value r;
+    if ((a.is_string() || a.is_list()) && b.is_integral())
+      r = repeat(in, a, b.as_int());
+    else if ((b.is_string() || b.is_list()) && a.is_integral())
+      r = repeat(in, b, a.as_int());
+    if (r.is_string()) mark_derived(r, !a.marks.empty() || !b.marks.empty());
+    if (!r.is_undefined()) return r;
   }
-  if (op == "%" && a.is_string()) return printf_format(in, a, b);
+  if (op == "%" && a.is_string()) {
+    Value r = printf_format(in, a, b);
+    mark_derived(r, !a.marks.empty() || has_marks(b));
+    return r;
+  }
   unsupported_operands(op, a, b);
 }
 
@@ -187,7 +205,13 @@ List iterate(const Value& v) {
       return *v.list;
     case Kind::string: {
       List out;
-      for (auto& c : utf8_chars(v.text)) out.push_back(Value::from_string(std::move(c), v.markup));
+      size_t at = 0;
+      for (auto& c : utf8_chars(v.text)) {
+        const size_t n = c.size();
+        out.push_back(Value::from_string(std::move(c), v.markup));
+        if (!v.marks.empty()) out.back().marks = marks_slice(v.marks, at, at + n);
+        at += n;
+      }
       return out;
     }
     case Kind::dict: {

@@ -612,7 +612,7 @@ class Parser {
     auto f = make(ExprKind::filter, line);
     f->a = std::move(input);
     f->name = expect_name();
-    while (accept_op(".")) f->name += "." + expect_name();
+    while (accept_op(".")) f->name.append(".").append(expect_name());
     f->known = filter_exists(f->name);
     if (!f->known && !soft_) error("no filter named '" + f->name + "'");
     if (is_op("(")) parse_call_args(*f);
@@ -628,7 +628,7 @@ class Parser {
         auto t = make(ExprKind::test, line);
         t->negated = accept_name("not");
         t->name = expect_name();
-        while (accept_op(".")) t->name += "." + expect_name();
+        while (accept_op(".")) t->name.append(".").append(expect_name());
         t->known = test_exists(t->name);
         if (!t->known && !soft_) error("no test named '" + t->name + "'");
         t->a = std::move(node);

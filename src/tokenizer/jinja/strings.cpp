@@ -32,7 +32,8 @@ bool is_line_break(unsigned int cp) {
 
 }  // namespace
 
-std::string py_strip(const std::string& s, const std::string* chars, StripSide side) {
+std::pair<size_t, size_t> py_strip_range(const std::string& s, const std::string* chars,
+                                         StripSide side) {
   std::vector<std::string> cs = utf8_chars(s);
   std::vector<std::string> set;
   if (chars) set = utf8_chars(*chars);
@@ -41,13 +42,17 @@ std::string py_strip(const std::string& s, const std::string* chars, StripSide s
     return std::find(set.begin(), set.end(), c) != set.end();
   };
   size_t b = 0, e = cs.size();
+  size_t begin = 0, end = s.size();  // byte offsets of cs[b] and of the end of cs[e - 1]
   if (side != StripSide::right)
-    while (b < e && strip_it(cs[b])) ++b;
+    while (b < e && strip_it(cs[b])) begin += cs[b++].size();
   if (side != StripSide::left)
-    while (e > b && strip_it(cs[e - 1])) --e;
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += cs[i];
-  return out;
+    while (e > b && strip_it(cs[e - 1])) end -= cs[--e].size();
+  return {begin, end};
+}
+
+std::string py_strip(const std::string& s, const std::string* chars, StripSide side) {
+  const auto [begin, end] = py_strip_range(s, chars, side);
+  return s.substr(begin, end - begin);
 }
 
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, long maxsplit,

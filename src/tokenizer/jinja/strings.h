@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memra::jinja {
@@ -12,6 +13,9 @@ enum class StripSide { both, left, right };
 
 // str.strip/lstrip/rstrip; `chars` null means Unicode whitespace.
 std::string py_strip(const std::string& s, const std::string* chars, StripSide side);
+// The byte range [first, second) of `s` that py_strip keeps.
+std::pair<size_t, size_t> py_strip_range(const std::string& s, const std::string* chars,
+                                         StripSide side);
 // str.split(sep, maxsplit) and str.rsplit; `sep` null splits on whitespace runs.
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, long maxsplit,
                                   bool from_right);

@@ -98,16 +98,22 @@ Value Value::from_callable(std::string name,
 }
 
 namespace {
-Value json_value(const nlohmann::ordered_json& j, int depth);
+Value json_value(const nlohmann::ordered_json& j, int depth, bool client);
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
-  return json_value(j, 0);
+Value Value::from_json(const nlohmann::ordered_json& j, bool client) {
+  return json_value(j, 0, client);
 }
 
 namespace {
 
-Value json_value(const nlohmann::ordered_json& j, int depth) {
+Value client_string(std::string s, bool client) {
+  Value v = Value::from_string(std::move(s));
+  if (client && !v.text.empty()) v.marks.push_back({0, v.text.size()});
+  return v;
+}
+
+Value json_value(const nlohmann::ordered_json& j, int depth, bool client) {
   if (depth > kMaxNest) too_deep();
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
@@ -125,20 +131,20 @@ Value json_value(const nlohmann::ordered_json& j, int depth) {
     case nlohmann::ordered_json::value_t::number_float:
       return Value::from_float(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return Value::from_string(j.get<std::string>());
+      return client_string(j.get<std::string>(), client);
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(json_value(e, depth + 1));
+      for (const auto& e : j) items.push_back(json_value(e, depth + 1, client));
       return Value::from_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       auto d = std::make_shared<Dict>();
       for (const auto& [k, e] : j.items()) {
-        Value v = json_value(e, depth + 1);
+        Value v = json_value(e, depth + 1, client);
         d->nest = std::max(d->nest, nest_of(v) + 1);
         if (d->nest > kMaxNest) too_deep();
-        d->items.emplace_back(Value::from_string(k), std::move(v));
+        d->items.emplace_back(client_string(k, client), std::move(v));
       }
       return Value::from_dict(std::move(d));
     }
@@ -449,6 +455,78 @@ std::string to_str(const Value& v) {
       return "<function " + v.callable->name + ">";
     default:
       return repr(v);
+  }
+}
+
+bool has_marks(const Value& v) {
+  if (v.is_string()) return !v.marks.empty();
+  if (v.is_list()) {
+    WalkGuard guard;
+    return std::any_of(v.list->begin(), v.list->end(), [](const Value& e) { return has_marks(e); });
+  }
+  if (v.is_dict()) {
+    WalkGuard guard;
+    for (const auto& [k, e] : v.dict->items)
+      if (has_marks(k) || has_marks(e)) return true;
+  }
+  return false;
+}
+
+Marks marks_slice(const Marks& marks, size_t begin, size_t end) {
+  Marks out;
+  for (const Span& s : marks) {
+    const size_t b = std::max(s.begin, begin), e = std::min(s.end, end);
+    if (b < e) out.push_back({b - begin, e - begin});
+  }
+  return out;
+}
+
+void marks_append(Marks& marks, const Marks& add, size_t offset) {
+  for (const Span& s : add) {
+    if (s.begin == s.end) continue;
+    if (!marks.empty() && marks.back().end == s.begin + offset)
+      marks.back().end = s.end + offset;
+    else
+      marks.push_back({s.begin + offset, s.end + offset});
+  }
+}
+
+std::string to_str_marked(const Value& v, Marks& marks) {
+  marks.clear();
+  if (v.is_string()) {
+    marks = v.marks;
+    return v.text;
+  }
+  std::string text = to_str(v);
+  if (!text.empty() && (v.is_list() || v.is_dict()) && has_marks(v))
+    marks.push_back({0, text.size()});
+  return text;
+}
+
+Value substring(const Value& source, size_t begin, size_t end) {
+  Value v = Value::from_string(source.text.substr(begin, end - begin), source.markup);
+  v.marks = marks_slice(source.marks, begin, end);
+  return v;
+}
+
+void mark_derived(Value& result, bool inputs_marked) {
+  if (!inputs_marked) return;
+  if (result.is_string()) {
+    if (result.marks.empty() && !result.text.empty())
+      result.marks.push_back({0, result.text.size()});
+    return;
+  }
+  if (result.is_list()) {
+    // A fresh list of fresh strings (split, list): copy on write, the list may be shared.
+    List items = *result.list;
+    bool changed = false;
+    for (Value& e : items) {
+      if (e.is_string() && e.marks.empty() && !e.text.empty()) {
+        e.marks.push_back({0, e.text.size()});
+        changed = true;
+      }
+    }
+    if (changed) result.list = std::make_shared<List>(std::move(items));
   }
 }
 

@@ -26,6 +26,17 @@ struct Dict;
 // Keyword arguments keep call order, as Python passes them.
 using Kwargs = std::vector<std::pair<std::string, Value>>;
 
+// A byte range [begin, end) of a string.
+struct Span {
+  size_t begin = 0;
+  size_t end = 0;
+  bool operator==(const Span&) const = default;
+};
+// The bytes of a string that came from the client (strings of the render context other than the
+// server's own variables), sorted, disjoint and not adjacent. The chat path tokenizes them with
+// special-token matching off; see ChatTemplate::render_marked.
+using Marks = std::vector<Span>;
+
 struct Callable {
   std::string name;
   std::function<Value(Interpreter&, List& args, Kwargs& kwargs)> call;
@@ -45,6 +56,7 @@ struct Value {
   double number = 0;
   std::string text;  // str contents; for Undefined, the name that was missing
   std::string hint;  // for Undefined: an error to raise when it is used (sandbox refusals)
+  Marks marks;       // str: which bytes of `text` are the client's
   std::shared_ptr<List> list;
   std::shared_ptr<Dict> dict;
   std::shared_ptr<Callable> callable;
@@ -59,7 +71,8 @@ struct Value {
   static Value from_dict(std::shared_ptr<Dict> dict);
   static Value from_callable(std::string name,
                              std::function<Value(Interpreter&, List&, Kwargs&)> call);
-  static Value from_json(const nlohmann::ordered_json& json);
+  // `client`: every string in it (dict keys too) is marked as the client's.
+  static Value from_json(const nlohmann::ordered_json& json, bool client = false);
 
   bool is_undefined() const { return kind == Kind::undefined; }
   bool is_none() const { return kind == Kind::none; }
@@ -107,6 +120,27 @@ std::string html_escape(const std::string& s);
 // Converts to JSON for tojson; refuses (like json.dumps) what is not serializable.
 std::string json_dumps(const Value& v, int indent, bool has_indent, const std::string& item_sep,
                        const std::string& key_sep, bool sort_keys, bool ensure_ascii);
+
+// Client-text marks (Value::marks). Operations that build a string from parts keep the parts'
+// marks byte for byte (concatenation, printing, slicing, strip, join); any other operation whose
+// inputs held client text marks its whole result (mark_derived), so client bytes never lose their
+// mark, at worst some template bytes gain one.
+//
+// Whether any string in `v` (list items, dict keys and values, nested) holds client text.
+bool has_marks(const Value& v);
+// Marks of bytes [begin, end) of `marks`, shifted to start at 0.
+Marks marks_slice(const Marks& marks, size_t begin, size_t end);
+// Appends `add` (marks of a string appended at byte offset `offset`), merging adjacent spans.
+void marks_append(Marks& marks, const Marks& add, size_t offset);
+// str(v) with its marks: a string's own; any other value's text is wholly the client's when it
+// holds client text (repr of a list of messages, a number needs none).
+std::string to_str_marked(const Value& v, Marks& marks);
+// `v` made from a substring [begin, end) of `source` (same markup flag), keeping its marks.
+Value substring(const Value& source, size_t begin, size_t end);
+// A string result built from inputs that held client text becomes the client's as a whole; so do
+// the unmarked strings of a list result made from a marked string (split, list). Results that
+// carry marks already (an element handed back) are left as they are.
+void mark_derived(Value& result, bool inputs_marked);
 
 // UTF-8 helpers: Python str indexes code points.
 std::vector<std::string> utf8_chars(const std::string& s);

@@ -1,0 +1,91 @@
+// Private to kernels/matmul: what the two decode kernels (ggml layout: matmul_decode.cu, tiled
+// layout: matmul_decode_tiled.cu) share: the B fragments and group sums of x, and the cross-warp
+// sum of the chunk partials in chunk order (the canonical order of matmul.cu).
+#pragma once
+
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/mma_util.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+// The B fragment (token 8n + g) of k16 step s of the chunk at k0; zero past the batch or K.
+__device__ __forceinline__ uint2 x_frag(const MatmulArgs& a, int n, int g, int t, int k0, int s,
+                                        int steps) {
+  const int tok = 8 * n + g;
+  return tok < a.n_tokens && s < steps
+             ? __ldg(reinterpret_cast<const uint2*>(a.xh + static_cast<int64_t>(tok) * a.n_in + k0 +
+                                                    4 * t + 16 * s))
+             : make_uint2(0u, 0u);
+}
+
+// The sums of 32-element group `group` of x for this lane's C columns in token tile n (tokens
+// 8n + 2t and 8n + 2t + 1).
+__device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int n, int t, int group) {
+  const int tok = 8 * n + 2 * t;
+  float2 v;
+  v.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+  v.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
+  return v;
+}
+
+// The chunk partials of a block of kRows rows (kRows / 16 m16 tiles) x kTokens tokens, computed
+// by kWarps warps that take chunks c = r * kWarps + warp in rounds r, summed in chunk order.
+// Shared memory: kSmemFloats floats ([2][warp][token][row]: two rounds' buffers).
+template <int kWarps, int kRows, int kTokens>
+struct ChunkSum {
+  static constexpr int kPartFloats = kTokens * kRows;  // one warp's chunk partial
+  static constexpr int kSmemFloats = 2 * kWarps * kPartFloats;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kOuts = (kPartFloats + kThreads - 1) / kThreads;
+  float* part;
+  float total[kOuts] = {};
+
+  // This warp's partial of round r: acc[m][n] is m16 tile m x token tile n.
+  template <int kTiles, int kNT>
+  __device__ __forceinline__ void store(const float (&acc)[kTiles][kNT][4], int r, int warp, int g,
+                                        int t) {
+    float* mine = part + ((r & 1) * kWarps + warp) * kPartFloats;
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        const int tok = 8 * n + 2 * t;
+        mine[tok * kRows + 16 * m + g] = acc[m][n][0];
+        mine[(tok + 1) * kRows + 16 * m + g] = acc[m][n][1];
+        mine[tok * kRows + 16 * m + g + 8] = acc[m][n][2];
+        mine[(tok + 1) * kRows + 16 * m + g + 8] = acc[m][n][3];
+      }
+    }
+  }
+
+  // After a barrier: adds round r's partials to the running totals in chunk order. The two
+  // buffers alternate, so round r + 1 writes the other one while these are still read.
+  __device__ __forceinline__ void fold(int r, int n_chunks) {
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      const int idx = threadIdx.x + kThreads * i;
+      if (idx < kPartFloats) {
+        const float* mine = part + (r & 1) * kWarps * kPartFloats + idx;
+        for (int w = 0; w < kWarps; ++w) {
+          const int cw = r * kWarps + w;
+          if (cw < n_chunks) {
+            const float v = mine[w * kPartFloats];
+            total[i] = cw == 0 ? v : __fadd_rn(total[i], v);
+          }
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void write(const MatmulArgs& a, int row0) const {
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      const int idx = threadIdx.x + kThreads * i;
+      const int n = idx / kRows, row = row0 + idx % kRows;
+      if (idx < kPartFloats && n < a.n_tokens && row < a.n_out)
+        a.y[n * a.ldy + row] = total[i] * a.xinv[n];
+    }
+  }
+};
+
+}  // namespace memra::kernels::matmul_detail

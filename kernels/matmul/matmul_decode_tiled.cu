@@ -1,0 +1,139 @@
+// The decode matmul (1-64 tokens) over tiled weights (tiled.cuh): a block owns one 16-row tile
+// and its warps take the tile's 256-element chunks in turn, as the ggml-layout decode kernel
+// (matmul_decode.cu) does, but a warp loads a chunk's quants straight from global memory into
+// registers (four coalesced 16-byte loads a lane, its rows' headers with them) instead of staging
+// raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
+// sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
+// them (matmul.cu's canonical order).
+#include "kernels/matmul/decode_common.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/weight_frag.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+template <DType D, int kNT>
+struct TiledDecodeCfg {
+  // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
+  // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
+  // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
+  // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
+  // Eight token tiles: 4 warps (their accumulators need the registers).
+  static constexpr int kWarps = kNT == 1 ? 8 : 4;
+  static constexpr int kMinBlocks = kNT == 1 ? 3 : 2;
+  static constexpr int kThreads = kWarps * 32;
+  using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
+};
+
+// A lane's part of one tile record: its quants for the chunk's 16 steps and its rows' heads.
+template <DType D>
+struct LaneChunk {
+  using T = Tiled<D>;
+  typename T::Quad quad[4];
+  typename T::Head head[2];  // rows g and g + 8
+
+  __device__ __forceinline__ void load(const uint8_t* rec, int lane) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) quad[u] = T::load(rec, u, lane);
+    head[0] = T::head(rec, lane >> 2);
+    head[1] = T::head(rec, (lane >> 2) + 8);
+  }
+};
+
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+    tiled_decode_kernel(const MatmulArgs a) {
+  using C = TiledDecodeCfg<D, kNT>;
+  using T = Tiled<D>;
+  constexpr int kWarps = C::kWarps;
+  constexpr int kGroupSteps = T::kGroup / 16;
+  constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
+  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int n_chunks = a.n_in / kChunk;
+  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
+  const uint8_t* tile = a.w + static_cast<int64_t>(blockIdx.x) * n_chunks * T::kBytes;
+  typename C::Sum sum{part};
+
+  auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
+
+  for (int r = 0; r < n_rounds; ++r) {
+    const int c = r * kWarps + warp;
+    if (c < n_chunks) {
+      const int k0 = c * kChunk;
+      LaneChunk<D> cur;
+      cur.load(record(c), lane);
+      uint2 b1[kNT == 1 ? kChunk / 16 : 1];
+      if constexpr (kNT == 1) {
+#pragma unroll
+        for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
+      }
+      // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
+      float2 own[2][kGroups / 4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int i = 0; i < kGroups / 4; ++i) own[h][i] = T::scale(cur.head[h], 4 * i + t);
+      }
+      float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
+#pragma unroll
+      for (int j = 0; j < kGroups; ++j) {
+        const int src = (lane & ~3) | (j & 3);
+        float2 sc[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          sc[h].x = __shfl_sync(0xffffffffu, own[h][j >> 2].x, src);
+          sc[h].y = T::kBias ? __shfl_sync(0xffffffffu, own[h][j >> 2].y, src) : 0.0f;
+        }
+        float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
+        if constexpr (T::kBias) {
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
+        }
+        float grp[kNT][4] = {};
+#pragma unroll
+        for (int u = 0; u < kGroupSteps; ++u) {
+          const int s = j * kGroupSteps + u;
+          uint32_t af[4];
+          T::frag(cur.quad[s >> 2], s & 3, af);
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+            const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
+            mma_f16(grp[n], af, b.x, b.y);
+          }
+        }
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[0][n], grp[n], sc[0], sc[1], xs[n]);
+      }
+      sum.store(acc, r, warp, g, t);
+    }
+    __syncthreads();  // round r's partials are all written
+    sum.fold(r, n_chunks);
+  }
+  sum.write(a, static_cast<int>(blockIdx.x) * 16);
+}
+
+template <DType D, int kNT>
+void launch(const MatmulArgs& a, cudaStream_t stream) {
+  using C = TiledDecodeCfg<D, kNT>;
+  const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
+  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
+}
+
+}  // namespace
+
+template <DType D>
+void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= 8) {
+    launch<D, 1>(a, stream);
+  } else {
+    launch<D, 8>(a, stream);
+  }
+}
+
+template void launch_decode_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+
+}  // namespace memra::kernels::matmul_detail

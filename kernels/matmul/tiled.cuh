@@ -1,0 +1,184 @@
+// Private to kernels/matmul: the tiled weight layout (kernels.h, WeightLayout::tiled). The ggml
+// layout makes the decode kernel stage raw blocks in shared memory and pick each lane's quants
+// out of them (~12 instructions a weight, measured: instruction-bound at 0.8 TB/s). The tiled
+// layout stores the same quants and headers regrouped by who reads them: a 16-row x 256-element
+// tile (one m16 row tile x one canonical chunk) is one contiguous record, and inside it lane l's
+// A-fragment quants for four k16 steps are 16 consecutive bytes. A warp loads a tile's quants with
+// four coalesced 16-byte loads per lane, straight into registers, and turns each 32-bit word into
+// an mma A fragment with a shift (or byte permute), a mask and an exact f16 subtraction per
+// register.
+//
+// The operands are the ggml decoders' exactly (weight_frag.cuh: the same integer quants, the same
+// {scale, bias} products), so a tiled matrix gives bit-identical outputs to its ggml form
+// (kernel-check proves it); only where bytes sit changes, never the arithmetic or its order.
+//
+// Record of tile T, chunk c: at (T * n_chunks + c) * kBytes (a tile's chunks are contiguous). In
+// a lane's 32-bit word for step s, register i (the A fragment's a[i]: rows g, g + 8, g, g + 8 and
+// element pairs {4t, 4t + 1}, {4t, 4t + 1}, {4t + 2, 4t + 3}, {4t + 2, 4t + 3} of the step, the k
+// permutation of weight_frag.cuh) holds its two 4-bit quants at bits 4i and 16 + 4i.
+//   Q4_K (2304 B = 16 x 144): quants [quad 4][lane 32][step 4][u32] (2048 B), then each row's
+//     block header (d, dmin, scales[12]: 16 B) for rows 0..15.
+//   Q6_K (3360 B = 16 x 210): low nibbles as Q4_K's quants (2048 B); the 2 high bits [half 2]
+//     [lane 32][step pair 4][u32] (1024 B), a step's 16 bits (low half of the word: the even step)
+//     holding register i's two high-bit pairs at bits 2i and 8 + 2i; the rows' int8 scales[16]
+//     (256 B); the rows' f16 d (32 B).
+//   Q8_0 (4352 B = 16 x 8 x 34): quants [quad 4][lane 32][step 4][8 B] (4096 B), a step's two
+//     words holding registers 0, 1 and 2, 3 as int8 pairs (register i's pair in bytes 2i, 2i + 1
+//     of the step's 8); then each row's eight f16 block scales d (16 B) for rows 0..15.
+// Rows past the matrix are zero (scale 0). K must be a multiple of the 256-element chunk.
+#pragma once
+
+#include "core/dtype.h"
+#include "kernels/matmul/mma_util.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+__device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
+  return (word >> (8 * i)) & 0xffu;
+}
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// A 16-byte load from global or shared memory (generic address).
+__device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+
+// Register i of a step from its word of nibbles (bits 4i, 16 + 4i) with optional extra high bits
+// already in place (bits 4..5 and 20..21), as the exact f16 pair q - kOffset.
+template <int kOffset, int kI>
+__device__ __forceinline__ uint32_t nibble_reg(uint32_t word, uint32_t high) {
+  return exact_f16x2<kOffset>(((word >> (4 * kI)) & 0x000f000fu) | high);
+}
+
+template <DType D>
+struct Tiled;
+
+// Each Tiled<D> gives:
+//   kBytes: bytes of one tile record; kGroup, kBias: as Weight<D>.
+//   Quad: what a lane needs for four k16 steps (4u .. 4u + 3) of a record; load(rec, u, lane).
+//   frag(quad, v, af): the A fragment of step 4u + v.
+//   Head: a row's scale data; head(rec, row); scale(head, j): {scale, bias} of group j of the
+//     chunk, the same f32 values as Weight<D>::scale.
+template <>
+struct Tiled<DType::q4_k> {
+  static constexpr int kBytes = 2304, kGroup = 32;
+  static constexpr bool kBias = true;
+  using Quad = uint4;
+  static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
+    return ld_u128(rec + 512 * u + 16 * lane);
+  }
+  static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
+    const uint32_t w = word_of(q, v);
+    af[0] = nibble_reg<0, 0>(w, 0u);
+    af[1] = nibble_reg<0, 1>(w, 0u);
+    af[2] = nibble_reg<0, 2>(w, 0u);
+    af[3] = nibble_reg<0, 3>(w, 0u);
+  }
+  using Head = uint4;  // d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
+  static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
+    return ld_u128(rec + 2048 + 16 * row);
+  }
+  // scale_min_k4 (weight_frag.cuh) on the header's words.
+  static __device__ __forceinline__ float2 scale(const Head& h, int j) {
+    const int k = j & 3;
+    uint32_t sc, mn;
+    if (j < 4) {
+      sc = byte_of(h.y, k) & 63u;
+      mn = byte_of(h.z, k) & 63u;
+    } else {
+      sc = (byte_of(h.w, k) & 0x0fu) | ((byte_of(h.y, k) >> 6) << 4);
+      mn = (byte_of(h.w, k) >> 4) | ((byte_of(h.z, k) >> 6) << 4);
+    }
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(h.x & 0xffffu)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(h.x >> 16)));
+    return make_float2(__fmul_rn(d, exact_float<0>(sc)), -__fmul_rn(dmin, exact_float<0>(mn)));
+  }
+};
+
+template <>
+struct Tiled<DType::q6_k> {
+  static constexpr int kBytes = 3360, kGroup = 16;
+  static constexpr bool kBias = false;
+  struct Quad {
+    uint4 lo;
+    uint2 hi;  // the high-bit words of steps 4u, 4u + 1 and 4u + 2, 4u + 3
+  };
+  static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
+    Quad q;
+    q.lo = ld_u128(rec + 512 * u + 16 * lane);
+    q.hi = *reinterpret_cast<const uint2*>(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
+    return q;
+  }
+  static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
+    const uint32_t w = word_of(q.lo, v);
+    const uint32_t hw = (v >> 1) ? q.hi.y : q.hi.x;
+    // The step's two high-bit bytes to bits 0..7 and 16..23, then up by 4: register i's pairs
+    // sit at 4 + 2i and 20 + 2i.
+    const uint32_t h = __byte_perm(hw, 0u, (v & 1) ? 0x4342 : 0x4140) << 4;
+    af[0] = nibble_reg<32, 0>(w, h & 0x00300030u);
+    af[1] = nibble_reg<32, 1>(w, (h >> 2) & 0x00300030u);
+    af[2] = nibble_reg<32, 2>(w, (h >> 4) & 0x00300030u);
+    af[3] = nibble_reg<32, 3>(w, (h >> 6) & 0x00300030u);
+  }
+  struct Head {
+    uint4 scales;  // int8 scales[16]
+    float d;
+  };
+  static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
+    return {ld_u128(rec + 3072 + 16 * row), ld_f16(rec + 3328 + 2 * row)};
+  }
+  static __device__ __forceinline__ float2 scale(const Head& h, int j) {
+    const uint32_t q = byte_of(word_of(h.scales, j >> 2), j & 3);
+    return make_float2(__fmul_rn(h.d, exact_float<128>(q ^ 0x80u)), 0.0f);
+  }
+};
+
+template <>
+struct Tiled<DType::q8_0> {
+  static constexpr int kBytes = 4352, kGroup = 32;
+  static constexpr bool kBias = false;
+  struct Quad {
+    uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
+  };
+  static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
+    return {ld_u128(rec + 1024 * u + 32 * lane), ld_u128(rec + 1024 * u + 32 * lane + 16)};
+  }
+  // Weight<q8_0>::pair on a register's two int8: biased to unsigned, spread, exact f16 - 128.
+  template <int kHalf>
+  static __device__ __forceinline__ uint32_t pair(uint32_t biased) {
+    return exact_f16x2<128>(__byte_perm(biased, 0u, kHalf ? 0x4342 : 0x4140));
+  }
+  static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
+    const uint4& h = (v >> 1) ? q.hi : q.lo;
+    const uint32_t w0 = ((v & 1) ? h.z : h.x) ^ 0x80808080u;
+    const uint32_t w1 = ((v & 1) ? h.w : h.y) ^ 0x80808080u;
+    af[0] = pair<0>(w0);
+    af[1] = pair<1>(w0);
+    af[2] = pair<0>(w1);
+    af[3] = pair<1>(w1);
+  }
+  using Head = uint4;  // the row's eight f16 d
+  static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
+    return ld_u128(rec + 4096 + 16 * row);
+  }
+  static __device__ __forceinline__ float2 scale(const Head& h, int j) {
+    const uint32_t w = word_of(h, j >> 1);
+    const auto bits = static_cast<unsigned short>((j & 1) ? w >> 16 : w & 0xffffu);
+    return make_float2(__half2float(__ushort_as_half(bits)), 0.0f);
+  }
+};
+
+// Whether dtype D has a tiled layout (the host side: matmul_tiled.cu), and its record bytes.
+template <DType D>
+constexpr bool kHasTiled = D == DType::q4_k || D == DType::q6_k || D == DType::q8_0;
+template <DType D>
+constexpr int tiled_record_bytes() {
+  if constexpr (kHasTiled<D>) {
+    return Tiled<D>::kBytes;
+  } else {
+    return 0;
+  }
+}
+
+}  // namespace memra::kernels::matmul_detail
