@@ -2,6 +2,8 @@
 // engine and, through it, from user flags).
 #include "models/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/checked_math.h"
 #include "core/error.h"
 
@@ -23,15 +25,21 @@ uint64_t BackendKvCache::bytes_per_token(DType dtype, int32_t n_layers, int32_t 
   return uint64_t{2} * element_bytes(dtype) * n_layers * n_kv_heads * head_dim;
 }
 
+uint64_t RecurrentStateShape::bytes_per_slot() const {
+  const uint64_t layers_with_state = std::count(layers.begin(), layers.end(), true);
+  return layers_with_state * uint64_t(conv_floats + ssm_floats) * sizeof(float);
+}
+
 BackendKvCache::BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers,
                                int32_t n_kv_heads, int32_t head_dim, int32_t n_blocks,
-                               int32_t block_size)
+                               int32_t block_size, const RecurrentStateShape& state)
     : ops_(std::move(ops)),
       dtype_(dtype),
       n_kv_heads_(n_kv_heads),
       head_dim_(head_dim),
       n_blocks_(n_blocks),
-      block_size_(block_size) {
+      block_size_(block_size),
+      state_(state) {
   if (n_blocks <= 0 || block_size <= 0)
     fail(ErrorCode::invalid_argument, "KV cache needs positive n_blocks and block_size, got {}, {}",
          n_blocks, block_size);
@@ -41,10 +49,30 @@ BackendKvCache::BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_
       element_bytes(dtype), "KV block");
   const uint64_t layer_bytes = checked_mul(block_bytes_, int64_t{n_blocks} + 1, "KV cache size");
   checked_mul(checked_mul(layer_bytes, 2, "KV cache size"), n_layers, "KV cache size");
+  if (!state_.layers.empty() && state_.layers.size() != static_cast<size_t>(n_layers))
+    fail(ErrorCode::internal, "recurrent state shape names {} layers of {}", state_.layers.size(),
+         n_layers);
+  const bool any_state = std::count(state_.layers.begin(), state_.layers.end(), true) > 0;
+  if (any_state && state_.n_slots <= 0)
+    fail(ErrorCode::invalid_argument, "a model with linear-attention layers needs state slots");
+  const uint64_t conv_bytes = checked_mul(checked_mul(state_.conv_floats, sizeof(float), "state"),
+                                          std::max(state_.n_slots, 1), "state size");
+  const uint64_t ssm_bytes = checked_mul(checked_mul(state_.ssm_floats, sizeof(float), "state"),
+                                         std::max(state_.n_slots, 1), "state size");
   for (int32_t il = 0; il < n_layers; ++il) {
+    if (!state_.layers.empty() && state_.layers[il]) {
+      kv_index_.push_back(-1);
+      state_index_.push_back(static_cast<int32_t>(conv_.size()));
+      conv_.push_back(ops_->alloc(conv_bytes));
+      ssm_.push_back(ops_->alloc(ssm_bytes));
+      continue;
+    }
+    state_index_.push_back(-1);
+    kv_index_.push_back(static_cast<int32_t>(k_.size()));
     k_.push_back(ops_->alloc(layer_bytes));
     v_.push_back(ops_->alloc(layer_bytes));
   }
+  if (!any_state) state_.n_slots = 0;
 }
 
 BackendKvCache::~BackendKvCache() {
@@ -68,7 +96,15 @@ void BackendKvCache::copy_block(int32_t src, int32_t dst) {
 }
 
 KvLayerView BackendKvCache::layer(int32_t il) const {
-  return {k_[il].data(), v_[il].data(), dtype_, n_blocks_ + 1, block_size_, n_kv_heads_, head_dim_};
+  const int32_t i = kv_index_.at(static_cast<size_t>(il));
+  if (i < 0) fail(ErrorCode::internal, "layer {} is a linear-attention layer: it has no KV", il);
+  return {k_[i].data(), v_[i].data(), dtype_, n_blocks_ + 1, block_size_, n_kv_heads_, head_dim_};
+}
+
+StateLayerView BackendKvCache::state(int32_t il) const {
+  const int32_t i = state_index_.at(static_cast<size_t>(il));
+  if (i < 0) fail(ErrorCode::internal, "layer {} is an attention layer: it keeps no state", il);
+  return {conv_[i].f32(), ssm_[i].f32(), state_.n_slots, state_.conv_floats, state_.ssm_floats};
 }
 
 }  // namespace memra

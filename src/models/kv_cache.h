@@ -3,6 +3,9 @@
 // f16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
 // One block past the n_blocks the engine manages is the scratch block: the padding tokens of a
 // graph-replayed decode step write and read it, and no sequence ever owns it.
+// Hybrid models (linear-attention layers) have KV only in their attention layers; their
+// linear-attention layers hold a fixed-size f32 state per state slot instead (ops.h
+// StateLayerView), one slot per running sequence.
 #pragma once
 
 #include <memory>
@@ -13,12 +16,25 @@
 
 namespace memra {
 
+// The recurrent state of a hybrid model's linear-attention layers: which layers, the floats of
+// one slot's conv and delta-rule state per layer, and the slot count.
+struct RecurrentStateShape {
+  std::vector<bool> layers;  // [n_layers] true where the layer keeps state (and has no KV)
+  int64_t conv_floats = 0;
+  int64_t ssm_floats = 0;
+  int32_t n_slots = 0;
+
+  // Bytes of one slot over every state layer.
+  uint64_t bytes_per_slot() const;
+};
+
 class BackendKvCache final : public KvCache {
  public:
   // Throws invalid_argument for non-positive sizes or an overflowing total, and the backend's
   // resource_exhausted (naming bytes) when it cannot allocate.
   BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers, int32_t n_kv_heads,
-                 int32_t head_dim, int32_t n_blocks, int32_t block_size);
+                 int32_t head_dim, int32_t n_blocks, int32_t block_size,
+                 const RecurrentStateShape& state = {});
   // Recorded graphs point into this cache: the backend forgets them.
   ~BackendKvCache() override;
   BackendKvCache(const BackendKvCache&) = delete;
@@ -29,7 +45,11 @@ class BackendKvCache final : public KvCache {
   uint64_t bytes() const override;  // of the n_blocks blocks (the scratch block not counted)
   void copy_block(int32_t src, int32_t dst) override;
 
-  KvLayerView layer(int32_t il) const;  // its n_blocks counts the scratch block
+  int32_t n_state_slots() const override { return state_.n_slots; }
+  uint64_t state_bytes() const override { return state_.bytes_per_slot() * state_.n_slots; }
+
+  KvLayerView layer(int32_t il) const;     // its n_blocks counts the scratch block
+  StateLayerView state(int32_t il) const;  // a linear-attention layer's slots
   int32_t scratch_block() const { return n_blocks_; }
   const Ops* owner() const { return ops_.get(); }
 
@@ -41,8 +61,12 @@ class BackendKvCache final : public KvCache {
   std::shared_ptr<Ops> ops_;
   DType dtype_;
   int32_t n_kv_heads_, head_dim_, n_blocks_, block_size_;
-  uint64_t block_bytes_;  // bytes per block per layer for K (same for V)
-  std::vector<Buffer> k_, v_;
+  uint64_t block_bytes_;           // bytes per block per layer for K (same for V)
+  std::vector<Buffer> k_, v_;      // per layer with KV
+  std::vector<int32_t> kv_index_;  // [n_layers] index into k_/v_, -1 for state layers
+  RecurrentStateShape state_;
+  std::vector<Buffer> conv_, ssm_;    // per state layer
+  std::vector<int32_t> state_index_;  // [n_layers] index into conv_/ssm_, -1 for KV layers
 };
 
 }  // namespace memra
