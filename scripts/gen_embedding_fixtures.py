@@ -18,7 +18,8 @@ import pathlib
 import torch
 import transformers
 
-ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step", "gemma4"]
+ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step", "gemma4",
+         "qwen3_5", "qwen3_5_moe"]
 
 
 def inputs_of(prompt):

@@ -2,10 +2,13 @@
 """Generates the model-gate fixtures: tiny random-weight Hugging Face checkpoints of llama (with
 llama3 rope scaling), qwen2, qwen3, gemma3 (sliding + full layers, window shorter than the
 prompt), gemma4 (dense text model: per-layer head dims, proportional partial rotary, per-layer
-input embeddings, k = v, KV sharing, double-wide MLP, layer scalars) and qwen3_moe (two
-fixtures: qwen3_moe renormalizes the top-k router weights and has a dense layer from
-mlp_only_layers; qwen3_moe_sparse_step does not renormalize and makes every second layer sparse
-by decoder_sparse_step), and transformers' float32 reference for them.
+input embeddings, k = v, KV sharing, double-wide MLP, layer scalars), qwen3_moe (two fixtures:
+qwen3_moe renormalizes the top-k router weights and has a dense layer from mlp_only_layers;
+qwen3_moe_sparse_step does not renormalize and makes every second layer sparse by
+decoder_sparse_step), qwen3_5 (the hybrid stack: gated delta-net linear attention layers around
+a gated full-attention layer with partial rotary, more value heads than key heads so the head
+order matters), qwen3_5_moe (the same stack, every MLP a routed mixture of experts plus a
+sigmoid-gated shared expert), and transformers' float32 reference for them.
 
 Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
@@ -43,7 +46,9 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden
 
 # Fixture name -> seed (each fixture's seed is fixed, so adding one leaves the others' bytes).
 FIXTURES = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "qwen3_moe": 1238,
-            "qwen3_moe_sparse_step": 1239, "gemma4": 1241}
+            "qwen3_moe_sparse_step": 1239, "qwen3_5": 1240, "qwen3_5_moe": 1241, "gemma4": 1241}
+# (gemma4 and qwen3_5_moe were added on separate branches with the same seed; both keep it, so
+# neither fixture's bytes change.)
 
 
 def write_tokenizer(out_dir):
@@ -109,6 +114,29 @@ def make_config(arch):
             hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
             attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
             enable_moe_block=False, tie_word_embeddings=True)
+    if arch == "qwen3_5":
+        # Layers: linear, linear, full, linear (full_attention_interval 3); 4 value heads over
+        # 2 key heads of different widths; rotary on 8 of the 32 dims of each attention head.
+        return transformers.Qwen3_5TextConfig(
+            **{**COMMON, "num_hidden_layers": 4},
+            rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                             "partial_rotary_factor": 0.25},
+            layer_types=["linear_attention", "linear_attention", "full_attention",
+                         "linear_attention"],
+            linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=24,
+            linear_num_key_heads=2, linear_num_value_heads=4, tie_word_embeddings=False)
+    if arch == "qwen3_5_moe":
+        # qwen3_5's hybrid stack with every MLP a mixture of 8 experts (top 2, renormalized)
+        # plus a sigmoid-gated shared expert; full attention at layers 1 and 3 (interval 2).
+        return transformers.Qwen3_5MoeTextConfig(
+            **{**COMMON, "num_hidden_layers": 4},
+            rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                             "partial_rotary_factor": 0.25},
+            layer_types=["linear_attention", "full_attention"] * 2,
+            linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=24,
+            linear_num_key_heads=2, linear_num_value_heads=4, num_experts=8,
+            num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=24,
+            tie_word_embeddings=False)
     raise ValueError(arch)
 
 
@@ -117,8 +145,12 @@ def randomize(model, gen, std=MATRIX_STD):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                # Gemma 3's RMSNorm scales by (1 + w); Gemma 4's by w, as llama's.
-                base = 0.0 if isinstance(model, transformers.Gemma3ForCausalLM) else 1.0
+                # Gemma 3's and Qwen3.5's RMSNorms scale by (1 + w); Qwen3.5's gated norm and
+                # Gemma 4's RMSNorms by w, as llama's.
+                centered = isinstance(model, (transformers.Gemma3ForCausalLM,
+                                              transformers.Qwen3_5ForCausalLM,
+                                              transformers.Qwen3_5MoeForCausalLM))
+                base = 0.0 if centered and "linear_attn.norm" not in name else 1.0
                 p.copy_(base + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))

@@ -141,6 +141,10 @@ struct EngineStats {
   uint64_t cached_tokens_total = 0;
   uint64_t steps_total = 0;
   uint64_t preemptions_total = 0;  // sequences preempted (KV freed, prefilled again later)
+  // Recurrent-state slots (models with linear-attention layers: one fixed-size state per running
+  // sequence, beside the paged KV); both 0 for models without such layers.
+  int32_t state_slots_total = 0;
+  int32_t state_slots_used = 0;
   // CUDA graphs of decode steps: recordings made, recordings that failed (those step shapes run
   // eagerly), steps replayed. All 0 on the CPU or with cuda_graphs off.
   uint64_t graphs_recorded_total = 0;
@@ -158,6 +162,11 @@ struct EngineModelInfo {
   int32_t n_vocab = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
+  uint64_t state_bytes = 0;  // recurrent-state slots of linear-attention layers (0: none)
+  // Whether requests reuse cached KV blocks. Off when EngineOptions::prefix_cache is, or when the
+  // model cannot resume from a cached block (prefix_cache_off_reason says why).
+  bool prefix_cache = false;
+  std::string prefix_cache_off_reason;
   std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"
   int32_t n_embd = 0;  // width of the hidden states (embedding length)
   // The model's own pooling (GGUF <arch>.pooling_type: "mean", "cls", "last", "rank", "none";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/step.h"
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace memra {
@@ -47,6 +48,27 @@ struct AttentionParams {
   float scale = 1.0f;    // multiplies q.k
   float softcap = 0.0f;  // tanh soft-capping of scores when > 0 (score = c * tanh(s / c))
   int32_t window = 0;    // sliding window in tokens (query sees keys p - window < j <= p); 0 = all
+};
+
+// One linear-attention (gated delta-net) layer's recurrent state in backend memory, f32, per
+// state slot (one per running sequence, StepLayout::state_slots): the causal conv's last
+// (kernel - 1) inputs [n_slots][kernel - 1][conv_dim] (oldest first) and the delta-rule matrix
+// [n_slots][n_v_heads][k_dim][v_dim]. A sequence's first token at position 0 resets its slot.
+struct StateLayerView {
+  float* conv = nullptr;
+  float* ssm = nullptr;
+  int32_t n_slots = 0;
+  int64_t conv_floats = 0;  // per slot
+  int64_t ssm_floats = 0;   // per slot
+};
+
+// The gated delta rule's shapes. V head h reads K head h % n_k_heads (llama.cpp's tiled order;
+// HF's grouped order is permuted into it at load).
+struct DeltaNetParams {
+  int n_k_heads = 0;
+  int n_v_heads = 0;
+  int k_dim = 0;
+  int v_dim = 0;
 };
 
 // What fixes the shape of a recorded step (Ops::graph_run): who records it (a model), the padded
@@ -206,6 +228,48 @@ class Ops {
   // out = act(gate) * up over n values; act = silu, or gelu with the tanh approximation.
   virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
   virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+
+  // ---- linear attention (Qwen3.5's gated delta-net layers) and gated attention output
+  // True when the four ops below are implemented (the CPU); a model that needs them refuses a
+  // backend without them at load, naming them. Their defaults refuse by name.
+  virtual bool linear_attention_supported() const { return false; }
+  // Causal depthwise conv over each sequence's tokens, then SiLU: y[t][c] = silu(sum_j
+  // w[c][j] * x[t - (kernel - 1) + j][c]), earlier inputs from the slot's conv state (zeros
+  // before position 0), which then holds the last kernel - 1 inputs. x, y: [step tokens x dim];
+  // w: [dim x kernel] f32 (ggml ne {kernel, dim}).
+  virtual void ssm_conv(const StateLayerView& state, const float* x, int64_t dim, int kernel,
+                        const float* w, float* y) {
+    (void)state, (void)x, (void)dim, (void)kernel, (void)w, (void)y;
+    refuse_op("ssm_conv");
+  }
+  // The gated delta rule over each sequence's tokens in order, from and into the slot's state.
+  // qkv: [step tokens x (2 n_k k_dim + n_v v_dim)] (q, k, v after ssm_conv); a, b: [step tokens x
+  // n_v] raw projections; A: [n_v] (= -exp(A_log)), dt_bias: [n_v]. Per token and v head:
+  // q, k l2-normalized (eps 1e-6), q scaled by k_dim^-0.5, decay = exp(A softplus(a + dt_bias)),
+  // beta = sigmoid(b); S = decay S; S += k (beta (v - S^T k))^T; out = S^T q.
+  // out: [step tokens x n_v v_dim].
+  virtual void gated_delta_rule(const StateLayerView& state, const float* qkv, const float* a,
+                                const float* b, const float* A, const float* dt_bias,
+                                const DeltaNetParams& params, float* out) {
+    (void)state, (void)qkv, (void)a, (void)b, (void)A, (void)dt_bias, (void)params, (void)out;
+    refuse_op("gated_delta_rule");
+  }
+  // y = rms_norm(x) * w * silu(z) over rows of dim (the delta-net's gated output norm).
+  virtual void rms_norm_gated(const float* x, const float* w, const float* z, int64_t n_rows,
+                              int64_t dim, float eps, float* y) {
+    (void)x, (void)w, (void)z, (void)n_rows, (void)dim, (void)eps, (void)y;
+    refuse_op("rms_norm_gated");
+  }
+  // y *= sigmoid(gate) over n values (the gated attention output).
+  virtual void sigmoid_mul(float* y, const float* gate, int64_t n) {
+    (void)y, (void)gate, (void)n;
+    refuse_op("sigmoid_mul");
+  }
+
+ private:
+  [[noreturn]] void refuse_op(const char* op) const {
+    fail(ErrorCode::unsupported, "the {} backend has no {} op (linear attention)", name(), op);
+  }
 };
 
 struct CpuOpsOptions {

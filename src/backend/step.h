@@ -17,6 +17,7 @@ struct StepLayout {
   std::vector<int32_t> token_seq;     // [n_tokens] index of each token's sequence
   int32_t max_blocks = 0;             // row stride of block_tables
   std::vector<int32_t> block_tables;  // [n_seqs x max_blocks] block ids, -1 past the end
+  std::vector<int32_t> state_slots;   // [n_seqs] recurrent-state slot per sequence, -1 for none
   std::vector<int32_t> logit_rows;    // token indices whose logits are wanted, in output order
   int32_t max_context = 0;            // largest position + 1 in the step
 

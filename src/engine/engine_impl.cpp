@@ -21,6 +21,7 @@
 #include "engine/kv_block_manager.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/state_pool.h"
 #include "engine/stop_matcher.h"
 #include "models/model.h"
 #include "structured/token_constraint.h"
@@ -100,7 +101,9 @@ class EngineImpl final : public Engine {
   EngineStats stats() const override;
 
  private:
-  int64_t default_kv_blocks(int64_t ctx_blocks, int32_t block_size) const;
+  uint64_t cache_budget(uint64_t& free_bytes, uint64_t& total_bytes) const;
+  int32_t state_slots() const;
+  int64_t default_kv_blocks(int64_t ctx_blocks, int32_t block_size, uint64_t reserved) const;
   void validate(const Request& r) const;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary();
   void run();
@@ -129,6 +132,7 @@ class EngineImpl final : public Engine {
   int32_t n_tokens_ = 0;  // ids with a token: a padded checkpoint has more rows than tokens
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvBlockManager> blocks_;
+  std::unique_ptr<StatePool> states_;  // recurrent-state slots (0 slots: the model has none)
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Scheduler> embed_scheduler_;  // RequestKind::embed: no prefix cache, no decode
   std::vector<float> hidden_;                   // an embedding step's final-norm rows
@@ -189,8 +193,10 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   } else if (parts_.ops && !parts_.ops->host_memory()) {
     MEMRA_LOG_INFO("engine: CUDA graphs off, every step runs eagerly");
   }
+  const int32_t n_slots = state_slots();
+  const uint64_t state_reserved = uint64_t(n_slots) * parts_.model->state_bytes_per_seq();
   int64_t n_blocks = options_.kv_blocks;
-  if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs);
+  if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs, state_reserved);
   if (n_blocks < ctx_blocks || n_blocks > (1 << 24))
     fail(ErrorCode::invalid_argument,
          "kv_blocks {} cannot hold one full context of {} tokens "
@@ -198,37 +204,76 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
          n_blocks, ctx, ctx_blocks, bs);
   parts_.info.context_length = ctx;
   parts_.info.n_vocab = n_vocab_;
-  kv_ = parts_.model->kv_cache_create(static_cast<int32_t>(n_blocks), bs);
+  kv_ = parts_.model->kv_cache_create(static_cast<int32_t>(n_blocks), bs, n_slots);
   parts_.info.kv_cache_bytes = kv_->bytes();
-  MEMRA_LOG_INFO("engine: {} on {}, weights {} bytes, KV cache {} blocks of {} tokens = {} bytes",
+  parts_.info.state_bytes = kv_->state_bytes();
+  MEMRA_LOG_INFO("engine: {} on {}, weights {} bytes, KV cache {} blocks of {} tokens = {} bytes{}",
                  parts_.info.id.empty() ? parts_.info.architecture : parts_.info.id,
                  parts_.info.device.empty() ? "host" : parts_.info.device, parts_.info.weight_bytes,
-                 n_blocks, bs, parts_.info.kv_cache_bytes);
-  blocks_ =
-      std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs, options_.prefix_cache);
+                 n_blocks, bs, parts_.info.kv_cache_bytes,
+                 n_slots > 0 ? fmt::format(", recurrent state {} slots = {} bytes", n_slots,
+                                           parts_.info.state_bytes)
+                             : std::string());
+  // A model whose sequences cannot resume from cached blocks alone (recurrent state) must not
+  // reuse them: every new request would silently skip the state of its cached prefix.
+  const std::string& no_cache = mi.prefix_cache_unsupported;
+  parts_.info.prefix_cache = options_.prefix_cache && no_cache.empty();
+  if (options_.prefix_cache && !no_cache.empty()) {
+    parts_.info.prefix_cache_off_reason = no_cache;
+    MEMRA_LOG_INFO("engine: prefix cache off for {}: {}", mi.architecture, no_cache);
+  }
+  blocks_ = std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs,
+                                             parts_.info.prefix_cache);
+  states_ = std::make_unique<StatePool>(n_slots);
   scheduler_ = std::make_unique<Scheduler>(
-      *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences});
+      *blocks_,
+      SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, parts_.info.prefix_cache},
+      states_.get());
   embed_scheduler_ = std::make_unique<Scheduler>(
-      *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, false});
+      *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, false},
+      states_.get());
   if (options_.max_queued <= 0)
     fail(ErrorCode::invalid_argument, "max_queued {} must be > 0", options_.max_queued);
   seed_base_ = std::random_device{}();
   stats_.kv_blocks_total = static_cast<int32_t>(n_blocks);
+  stats_.state_slots_total = n_slots;
   thread_ = std::thread([this] { run(); });
 }
 
-// Enough blocks for max_sequences full contexts, capped by memory: 1 GiB on the host, or
-// gpu_memory_fraction of the device memory free after the weights; never less than one context.
-int64_t EngineImpl::default_kv_blocks(int64_t ctx_blocks, int32_t block_size) const {
+// The bytes the KV cache and the recurrent state may take: 1 GiB on the host, or
+// gpu_memory_fraction of the device memory free after the weights (free and total set then).
+uint64_t EngineImpl::cache_budget(uint64_t& free_bytes, uint64_t& total_bytes) const {
+  free_bytes = total_bytes = 0;
+  if (!parts_.ops || !backend_memory(*parts_.ops, free_bytes, total_bytes))
+    return kDefaultKvMaxBytes;
+  const double f = options_.gpu_memory_fraction;
+  if (!(f > 0.0 && f <= 1.0))
+    fail(ErrorCode::invalid_argument, "gpu_memory_fraction {} is outside (0, 1]", f);
+  return static_cast<uint64_t>(static_cast<double>(free_bytes) * f);
+}
+
+// Recurrent-state slots (models with linear-attention layers): one per sequence that may run,
+// max_sequences, but at most half the cache budget and never fewer than one.
+int32_t EngineImpl::state_slots() const {
+  const uint64_t per_seq = parts_.model->state_bytes_per_seq();
+  if (per_seq == 0) return 0;
+  uint64_t free_bytes = 0, total_bytes = 0;
+  const uint64_t half = cache_budget(free_bytes, total_bytes) / 2;
+  const uint64_t fit = std::max<uint64_t>(1, half / per_seq);
+  return static_cast<int32_t>(std::min<uint64_t>(fit, uint64_t(options_.max_sequences)));
+}
+
+// Enough blocks for max_sequences full contexts, capped by the cache budget less the recurrent
+// state's `reserved` bytes; never less than one context.
+int64_t EngineImpl::default_kv_blocks(int64_t ctx_blocks, int32_t block_size,
+                                      uint64_t reserved) const {
   const uint64_t per_block =
       std::max<uint64_t>(1, parts_.model->kv_bytes_per_token() * uint64_t(block_size));
-  uint64_t budget = kDefaultKvMaxBytes;
   uint64_t free_bytes = 0, total_bytes = 0;
-  if (parts_.ops && backend_memory(*parts_.ops, free_bytes, total_bytes)) {
+  uint64_t budget = cache_budget(free_bytes, total_bytes);
+  budget = budget > reserved ? budget - reserved : 0;
+  if (total_bytes > 0) {
     const double f = options_.gpu_memory_fraction;
-    if (!(f > 0.0 && f <= 1.0))
-      fail(ErrorCode::invalid_argument, "gpu_memory_fraction {} is outside (0, 1]", f);
-    budget = static_cast<uint64_t>(static_cast<double>(free_bytes) * f);
     if (budget / per_block < static_cast<uint64_t>(ctx_blocks))
       fail(ErrorCode::resource_exhausted,
            "the KV cache for one context of {} blocks needs {} bytes; {} of {} bytes of GPU memory "
@@ -370,6 +415,7 @@ void EngineImpl::publish_stats() {
   stats_.queued = scheduler_->n_waiting() + embed_scheduler_->n_waiting();
   stats_.running = scheduler_->n_running() + embed_scheduler_->n_running();
   stats_.kv_blocks_used = kv.used;
+  stats_.state_slots_used = states_->n_used();
   stats_.preemptions_total = scheduler_->n_preemptions();
 }
 

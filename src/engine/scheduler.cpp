@@ -8,8 +8,8 @@
 
 namespace memra {
 
-Scheduler::Scheduler(KvBlockManager& kv, const SchedulerOptions& options)
-    : kv_(kv), options_(options) {
+Scheduler::Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states)
+    : kv_(kv), options_(options), states_(states && states->enabled() ? states : nullptr) {
   if (options_.max_batch_tokens <= 0 || options_.max_sequences <= 0)
     fail(ErrorCode::invalid_argument, "max_batch_tokens ({}) and max_sequences ({}) must be > 0",
          options_.max_batch_tokens, options_.max_sequences);
@@ -22,9 +22,18 @@ void Scheduler::add(SeqState* seq) {
 void Scheduler::remove(SeqState* seq) {
   std::erase(waiting_, seq);
   std::erase(running_, seq);
+  release(seq);
+}
+
+void Scheduler::release(SeqState* seq) {
   kv_.release(seq->block_table);
   seq->block_table.clear();
   seq->block_hashes.clear();
+  if (seq->state_slot >= 0) {
+    if (!states_) fail(ErrorCode::internal, "a sequence holds a state slot without a state pool");
+    states_->release(seq->state_slot);
+    seq->state_slot = -1;
+  }
   seq->n_computed = 0;
   seq->running = false;
 }
@@ -43,11 +52,7 @@ int32_t Scheduler::tokens_that_fit(const SeqState& seq, int32_t want) const {
 
 void Scheduler::preempt(SeqState* seq) {
   std::erase(running_, seq);
-  kv_.release(seq->block_table);
-  seq->block_table.clear();
-  seq->block_hashes.clear();
-  seq->n_computed = 0;
-  seq->running = false;
+  release(seq);
   ++seq->n_preemptions;
   ++preemptions_;
   waiting_.push_front(seq);  // resumes before anything newer
@@ -68,6 +73,7 @@ void Scheduler::add_to_plan(StepPlan& plan, SeqState* seq, int32_t n_tokens) {
   bs.n_tokens = n_tokens;
   bs.n_past = seq->n_computed;
   bs.block_table = seq->block_table;
+  bs.state_slot = seq->state_slot;
   for (int32_t i = 0; i < n_tokens; ++i) {
     b.tokens.push_back(seq->tokens[static_cast<size_t>(seq->n_computed + i)]);
     b.positions.push_back(seq->n_computed + i);
@@ -118,10 +124,15 @@ void Scheduler::schedule_prefills(StepPlan& plan, int32_t& budget, bool admit) {
   }
 }
 
-// Admits the queue head: reuses its cached prefix (always leaving at least one token to compute,
-// since the last token's logits are needed) and schedules its first chunk.
+// Admits the queue head: takes a state slot (models with recurrent state), reuses its cached
+// prefix (always leaving at least one token to compute, since the last token's logits are
+// needed) and schedules its first chunk.
 bool Scheduler::admit_one(StepPlan& plan, int32_t& budget) {
   SeqState* seq = waiting_.front();
+  if (states_) {
+    seq->state_slot = states_->allocate();
+    if (seq->state_slot < 0) return false;  // every slot is running: wait for one to finish
+  }
   const int32_t bs = kv_.block_size();
   const int32_t max_blocks = (static_cast<int32_t>(seq->tokens.size()) - 1) / bs;
   const int32_t matched =
@@ -131,10 +142,7 @@ bool Scheduler::admit_one(StepPlan& plan, int32_t& budget) {
   seq->n_computed = matched * bs;
   const int32_t n = tokens_that_fit(*seq, std::min(seq->remaining(), budget));
   if (n <= 0) {
-    kv_.release(seq->block_table);
-    seq->block_table.clear();
-    seq->block_hashes.clear();
-    seq->n_computed = 0;
+    release(seq);
     return false;
   }
   if (seq->n_cached_first < 0) seq->n_cached_first = seq->n_computed;

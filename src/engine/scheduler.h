@@ -4,6 +4,8 @@
 // cannot get a KV block, the newest running sequence is preempted by recompute: its blocks are
 // released and it goes back to the front of the queue with all its tokens, to be prefilled again.
 // A step that preempted admits nothing, so a preempted sequence does not bounce straight back.
+// Models with recurrent state (linear attention) also need a free state slot to admit a
+// sequence; the slot is held until the sequence is released, like its blocks.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "engine/kv_block_manager.h"
+#include "engine/state_pool.h"
 #include "models/batch.h"
 
 namespace memra {
@@ -21,6 +24,7 @@ struct SeqState {
   std::vector<int32_t> tokens;  // prompt + generated
   int32_t n_computed = 0;       // leading tokens whose KV is in the cache
   std::vector<int32_t> block_table;
+  int32_t state_slot = -1;  // recurrent-state slot while running (models with state), else -1
   std::vector<uint64_t> block_hashes;  // prefix-cache hashes of the leading full blocks
   int32_t n_cached_first = -1;         // tokens reused from the prefix cache at first admission
   int32_t n_preemptions = 0;
@@ -47,7 +51,9 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(KvBlockManager& kv, const SchedulerOptions& options);
+  // states: the recurrent-state pool when the model keeps state per sequence (may be shared by
+  // several schedulers, as kv is), else null.
+  Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states = nullptr);
 
   void add(SeqState* seq);     // queues a new sequence (FIFO)
   void remove(SeqState* seq);  // finished or cancelled: drops it and frees its blocks
@@ -63,6 +69,9 @@ class Scheduler {
   int32_t blocks_needed(const SeqState& seq, int32_t n_tokens) const;
   // Tokens of seq that fit in the available blocks, at most `want`.
   int32_t tokens_that_fit(const SeqState& seq, int32_t want) const;
+  // The one place a sequence gives its resources back (finish, cancel, preemption, a failed
+  // admission): its blocks (full ones stay in the prefix cache), its state slot, its progress.
+  void release(SeqState* seq);
   void preempt(SeqState* seq);
   SeqState* newest_unscheduled(const std::vector<SeqState*>& scheduled) const;
   void add_to_plan(StepPlan& plan, SeqState* seq, int32_t n_tokens);
@@ -72,6 +81,7 @@ class Scheduler {
 
   KvBlockManager& kv_;
   SchedulerOptions options_;
+  StatePool* states_;
   std::deque<SeqState*> waiting_;
   std::vector<SeqState*> running_;  // kept in submission order
   uint64_t preemptions_ = 0;

@@ -139,6 +139,8 @@ DType choose_type(const PolicyContext& ctx, const TensorView& tensor) {
   // MoE routers stay F32 too (gguf-py keeps FFN_GATE_INP in float32, llama-quantize never
   // quantizes ffn_gate_inp): a rounded router logit can flip a token's choice of experts.
   if (contains(name, "ffn_gate_inp")) return DType::f32;
+  // The delta-net conv taps (qwen35) stay F32 as well (gguf-py keeps SSM_CONV1D in float32).
+  if (contains(name, "ssm_conv1d")) return DType::f32;
   const DType wanted = (ctx.mix == Mix::q4_k_m || ctx.mix == Mix::q5_k_m || ctx.mix == Mix::q6_k)
                            ? k_mix_type(ctx, name)
                            : info(ctx.mix).base;

@@ -96,6 +96,8 @@ constexpr ArchEntry kArchitectures[] = {
     {"Gemma4ForCausalLM", "gemma4_text", "gemma4"},
     // The multimodal wrapper: its text_config is read; the towers are not loaded (text only).
     {"Gemma4ForConditionalGeneration", "gemma4", "gemma4"},
+    {"Qwen3_5ForCausalLM", "qwen3_5_text", "qwen35"},
+    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", "qwen35moe"},
 };
 
 const ArchEntry& pick_architecture(const ConfigReader& r) {
@@ -125,7 +127,8 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
   fail(ErrorCode::unsupported,
        "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-       "Gemma4ForCausalLM, Gemma4ForConditionalGeneration (text only))",
+       "Gemma4ForCausalLM, Gemma4ForConditionalGeneration (text only), Qwen3_5ForCausalLM, "
+       "Qwen3_5MoeForCausalLM)",
        r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
 }
 
@@ -221,7 +224,9 @@ void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) 
           r.opt_int("max_position_embeddings", 1, kU32Max).value_or(default_ctx));
   set_u32(md, a + ".embedding_length", out.n_embd);
   set_u32(md, a + ".block_count", out.n_layer);
-  set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
+  // qwen35moe has no dense MLP (every layer routes to experts), hence no intermediate_size.
+  if (out.arch != "qwen35moe")
+    set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
   set_u32(md, a + ".attention.head_count", out.n_head);
   set_u32(md, a + ".attention.head_count_kv", out.n_head_kv);
   set_u32(md, a + ".attention.key_length", out.head_dim);
@@ -296,6 +301,93 @@ void read_qwen3moe(HfModelConfig& out, const ConfigReader& r) {
   out.moe_layers.resize(dense.size());
   for (size_t i = 0; i < dense.size(); ++i)
     out.moe_layers[i] = !dense[i] && (int64_t(i) + 1) % step == 0;
+}
+
+// Qwen3.5 (qwen35): gated delta-net linear-attention layers and gated full-attention layers
+// (layer_types), partial rotary on the attention layers. GGUF (llama.cpp) says which layers
+// are full attention by one interval, so layer_types must follow that pattern.
+void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
+  const std::string& a = out.arch;
+  gguf::Metadata& md = out.metadata;
+  const std::string act = r.opt_string("hidden_act").value_or("silu");
+  if (act != "silu")
+    fail(ErrorCode::unsupported, "{}: hidden_act '{}' is not supported for {} (only silu)", r.file,
+         act, out.hf_architecture);
+  if (r.opt_bool("attention_bias", false))
+    fail(ErrorCode::unsupported, "{}: attention_bias = true is not supported for {}", r.file,
+         out.hf_architecture);
+  const json* params = r.find("rope_parameters");
+  const Rope rope = read_rope(r, params, 10000.0);
+  if (rope.type != "default")
+    fail(ErrorCode::unsupported, "{}: rope type '{}' is not supported for {} (only default)",
+         r.file, rope.type, out.hf_architecture);
+  // transformers 5 keeps partial_rotary_factor in rope_parameters; older configs at the top.
+  std::optional<double> factor;
+  if (params != nullptr && params->is_object())
+    factor = ConfigReader{*params, r.file}.opt_float("partial_rotary_factor");
+  if (!factor) factor = r.opt_float("partial_rotary_factor");
+  const double rot = out.head_dim * factor.value_or(0.25);
+  const auto n_rot = static_cast<int64_t>(rot);
+  if (rot != static_cast<double>(n_rot) || n_rot < 2 || n_rot % 2 != 0 || n_rot > out.head_dim)
+    fail(ErrorCode::unsupported,
+         "{}: partial_rotary_factor {} gives {} rotary dims of head_dim {}; an even whole number "
+         "is needed",
+         r.file, factor.value_or(0.25), rot, out.head_dim);
+  set_f32(md, a + ".rope.freq_base", rope.theta);
+  set_u32(md, a + ".rope.dimension_count", n_rot);
+  // Multimodal rope sections (llama.cpp writes them; text positions make them irrelevant).
+  std::vector<Value> sections;
+  for (int64_t v : {11, 11, 10, 0}) sections.push_back(Value::make_i32(static_cast<int32_t>(v)));
+  md.set(a + ".rope.dimension_sections",
+         Value::make_array(gguf::ValueType::i32, std::move(sections)));
+
+  const json* types = r.find("layer_types");
+  int64_t interval = r.opt_int("full_attention_interval", 1, out.n_layer).value_or(4);
+  if (types != nullptr) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != out.n_layer)
+      fail(ErrorCode::malformed_file, "{}: layer_types must list {} entries (num_hidden_layers)",
+           r.file, out.n_layer);
+    interval = 0;
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      if (s != "linear_attention" && s != "full_attention")
+        fail(ErrorCode::unsupported, "{}: layer_types[{}] = '{}' is not supported", r.file, i, s);
+      if (s == "full_attention" && interval == 0) interval = static_cast<int64_t>(i) + 1;
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const bool full = (*types)[i].get<std::string>() == "full_attention";
+      if (interval == 0 || full != ((static_cast<int64_t>(i) + 1) % interval == 0))
+        fail(ErrorCode::unsupported,
+             "{}: layer_types is not a repeating pattern of linear_attention layers closed by "
+             "one full_attention layer (GGUF's full_attention_interval cannot express it)",
+             r.file);
+    }
+  }
+  set_u32(md, a + ".full_attention_interval", interval);
+  const int64_t nk = r.req_int("linear_num_key_heads", 1, 1024);
+  const int64_t nv = r.req_int("linear_num_value_heads", 1, 1024);
+  const int64_t dk = r.req_int("linear_key_head_dim", 1, 1024);
+  const int64_t dv = r.req_int("linear_value_head_dim", 1, 1024);
+  if (nv % nk != 0)
+    fail(ErrorCode::unsupported,
+         "{}: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", r.file, nv,
+         nk);
+  set_u32(md, a + ".ssm.conv_kernel", r.opt_int("linear_conv_kernel_dim", 1, 64).value_or(4));
+  set_u32(md, a + ".ssm.state_size", dk);
+  set_u32(md, a + ".ssm.group_count", nk);
+  set_u32(md, a + ".ssm.time_step_rank", nv);
+  set_u32(md, a + ".ssm.inner_size", nv * dv);
+  if (out.arch != "qwen35moe") return;
+  // Every layer: softmax top-k over num_experts (always renormalized) plus a shared expert
+  // whose output is gated by sigmoid(shared_expert_gate(h)).
+  const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
+  set_u32(md, a + ".expert_count", n_expert);
+  set_u32(md, a + ".expert_used_count", r.req_int("num_experts_per_tok", 1, n_expert));
+  set_u32(md, a + ".expert_feed_forward_length", r.req_int("moe_intermediate_size", 1, 1 << 22));
+  set_u32(md, a + ".expert_shared_feed_forward_length",
+          r.req_int("shared_expert_intermediate_size", 1, 1 << 22));
+  md.set(a + ".expert_weights_norm", Value::make_bool(true));
 }
 
 // Per-layer sliding flags: layer_types, else the legacy sliding_window_pattern, else 6.
@@ -588,6 +680,8 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
     if (entry.hf_architecture != "Gemma4ForConditionalGeneration") read_gemma4(out, r);
   } else if (out.arch == "gemma3") {
     read_gemma3(out, r);
+  } else if (out.arch == "qwen35" || out.arch == "qwen35moe") {
+    read_qwen35(out, r);
   } else {
     read_dense(out, r);
   }

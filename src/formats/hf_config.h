@@ -3,8 +3,10 @@
 // give model code the same metadata. Supported: LlamaForCausalLM (llama), Qwen2ForCausalLM
 // (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
 // Gemma3ForCausalLM (gemma3, model_type gemma3_text), Gemma4ForCausalLM (gemma4, model_type
-// gemma4_text) and Gemma4ForConditionalGeneration's text_config (gemma4; its vision and audio
-// towers are not loaded: text only). gemma4's keys: read_gemma4 in hf_config.cpp.
+// gemma4_text), Gemma4ForConditionalGeneration's text_config (gemma4; its vision and audio
+// towers are not loaded: text only), Qwen3_5ForCausalLM (qwen35, model_type qwen3_5_text) and
+// Qwen3_5MoeForCausalLM (qwen35moe, model_type qwen3_5_moe_text). gemma4's keys: read_gemma4 in
+// hf_config.cpp.
 // Unknown architectures, Gemma3ForConditionalGeneration (multimodal; refused, not reduced to
 // its text_config) and config values that change the math without a mapping are refused by name.
 //
@@ -34,6 +36,19 @@
 //   every layer sparse), and the archive checks the checkpoint's tensors against the config.
 //   A GGUF without A.expert_weights_norm renormalizes the top-k weights (llama.cpp hard-codes
 //   that for qwen3moe).
+//   qwen35 (llama.cpp's keys): A.rope.dimension_count = head_dim * partial_rotary_factor (from
+//   rope_parameters, else the top level, default 0.25), A.rope.dimension_sections (i32 array,
+//   [11, 11, 10, 0]: multimodal rope sections, irrelevant to text positions),
+//   A.full_attention_interval (layer i is full attention when (i + 1) % interval == 0;
+//   layer_types must follow that pattern or are refused), A.ssm.conv_kernel
+//   (linear_conv_kernel_dim), A.ssm.state_size (linear_key_head_dim), A.ssm.group_count
+//   (linear_num_key_heads), A.ssm.time_step_rank (linear_num_value_heads), A.ssm.inner_size
+//   (linear_value_head_dim * linear_num_value_heads). hidden_act other than silu,
+//   attention_bias and rope types other than default are refused. qwen35moe: the same, no
+//   A.feed_forward_length, and A.expert_count (num_experts), A.expert_used_count,
+//   A.expert_feed_forward_length (moe_intermediate_size),
+//   A.expert_shared_feed_forward_length (shared_expert_intermediate_size),
+//   A.expert_weights_norm = true.
 //
 // What model code must assume when a GGUF from llama.cpp lacks a gemma3 key (llama.cpp
 // hard-codes these for gemma3):
@@ -62,7 +77,7 @@ namespace memra {
 inline constexpr uint64_t kMaxHfConfigBytes = 4u << 20;
 
 struct HfModelConfig {
-  std::string arch;             // GGUF architecture name: llama, qwen2, qwen3, gemma3
+  std::string arch;             // GGUF architecture name: llama, qwen2, qwen3, gemma3, qwen35
   std::string hf_architecture;  // e.g. "LlamaForCausalLM"
   int64_t n_embd = 0;
   int64_t n_layer = 0;

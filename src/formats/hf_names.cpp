@@ -71,6 +71,33 @@ constexpr Mapping kGemma4Global[] = {
     {"model.per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
 };
 
+// Qwen3.5: the norm before the MLP, and the gated delta-net layers' tensors (llama.cpp's qwen35
+// names; the archive converts A_log, the conv taps, the norms and the v head order).
+constexpr Mapping kQwen35Layer[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+    {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+    {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+    {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+    {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+    {"linear_attn.dt_bias", "ssm_dt.bias"},
+    {"linear_attn.A_log", "ssm_a"},
+    {"linear_attn.norm.weight", "ssm_norm.weight"},
+    {"linear_attn.out_proj.weight", "ssm_out.weight"},
+};
+
+// Qwen3.5 MoE: the router, the experts as transformers 5 saves them (one 3-D tensor each;
+// gate_up_proj is split by the archive), and the sigmoid-gated shared expert.
+constexpr Mapping kQwen35MoeLayer[] = {
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"mlp.experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+    {"mlp.experts.down_proj", "ffn_down_exps.weight"},
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+};
+
 constexpr Mapping kGlobal[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
     {"model.norm.weight", "output_norm.weight"},
@@ -104,6 +131,13 @@ std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_
       if (auto g = look_up(kGemma4Layer, suffix)) return g;
     return look_up(kQkNormLayer, suffix);
   }
+  if (arch == "qwen35" || arch == "qwen35moe") {
+    if (auto g = look_up(kQwen35Layer, suffix)) return g;
+    if (arch == "qwen35moe") {
+      if (auto g = look_up(kQwen35MoeLayer, suffix)) return g;
+    }
+    return look_up(kQkNormLayer, suffix);
+  }
   if (auto g = look_up(kDenseLayer, suffix)) return g;
   if (arch == "qwen3moe") {
     if (auto g = look_up(kMoeLayer, suffix)) return g;
@@ -129,7 +163,7 @@ std::optional<std::string_view> expert_suffix(std::string_view suffix, int* expe
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name) {
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
-      arch != "gemma3" && arch != "gemma4")
+      arch != "gemma3" && arch != "gemma4" && arch != "qwen35" && arch != "qwen35moe")
     return std::nullopt;
   // Gemma4ForConditionalGeneration keeps the text model under model.language_model.
   std::string unwrapped;
@@ -150,7 +184,8 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
   if (layer < 0) return std::nullopt;
   int expert = -1;
   auto suffix = layer_suffix(arch, rest.substr(dot + 1));
-  if (!suffix && arch == "qwen3moe") suffix = expert_suffix(rest.substr(dot + 1), &expert);
+  if (!suffix && (arch == "qwen3moe" || arch == "qwen35moe"))
+    suffix = expert_suffix(rest.substr(dot + 1), &expert);
   if (!suffix) return std::nullopt;
   return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer, expert};
 }

@@ -51,6 +51,17 @@ ModelArchive archive_open_gguf(const std::string& path);
 //     into blk.N.ffn_{gate,up,down}_exps.weight, ne = {n_in, n_out, n_expert} (owned copies),
 //     and each layer's tensors must match the config's sparse layers (decoder_sparse_step,
 //     mlp_only_layers);
+//   - qwen35: as llama.cpp's converter: every *norm.weight but the delta-net's gated ssm_norm
+//     becomes F32 1 + w (HF's Qwen3_5RMSNorm is zero-centered); linear_attn.A_log becomes F32
+//     ssm_a = -exp(A_log); the conv taps [channels, 1, kernel] lose the unit dim (ne = {kernel,
+//     channels}); and when there are more value heads than key heads, the v heads (rows of the
+//     v part of attn_qkv and ssm_conv1d, of attn_gate, ssm_beta, ssm_alpha, ssm_dt, ssm_a, and
+//     columns of ssm_out) go from HF's grouped order to ggml's tiled order (GGUF position p holds
+//     HF head (p % n_k) * (n_v / n_k) + p / n_k). The multi-token-prediction head (mtp.*) becomes
+//     block n_layer (blk.N.nextn.* and its decoder layer's names), block_count counts it and
+//     nextn_predict_layers = 1. qwen35moe: the same, and its experts as qwen3moe's (or
+//     transformers 5's fused mlp.experts.gate_up_proj split into ffn_gate_exps and
+//     ffn_up_exps, mlp.experts.down_proj taken as ffn_down_exps);
 //   - a tensor whose data is not aligned to its element size in the file is copied (owned).
 ModelArchive archive_open_hf_folder(const std::string& folder);
 

@@ -1,11 +1,14 @@
 // archive_open_hf_folder: config.json -> metadata, safetensors tensors -> GGUF names, plus the
 // llama.cpp converter's data conventions (llama q/k row permutation, gemma3 norm + 1, llama3
 // rope_freqs), done into owned buffers the archive keeps alive. Conventions: model_archive.h.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -78,6 +81,132 @@ void add_one_f32(ModelArchive& archive, TensorView& view) {
   view.dtype = DType::f32;
 }
 
+void ensure_aligned(ModelArchive& archive, TensorView& view);
+
+// qwen35's A_log becomes A = -exp(A_log) in F32, as llama.cpp's converter stores ssm_a.
+void neg_exp_f32(ModelArchive& archive, TensorView& view) {
+  const uint64_t n = view.n_elements();
+  const uint32_t size = dtype_traits(view.dtype).type_size;
+  const auto* src = static_cast<const uint8_t*>(view.data);
+  own_copy(archive, view, n * 4, [&](uint8_t* dst) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const float v = -std::exp(load_float(view.dtype, src + i * size));
+      std::memcpy(dst + i * 4, &v, 4);
+    }
+  });
+  view.dtype = DType::f32;
+}
+
+// qwen35's v heads: HF groups them by k head (v head h reads k head h / (n_v / n_k));
+// llama.cpp's GGUF tiles them (v head p reads k head p % n_k), so position p takes HF head
+// (p % n_k) * (n_v / n_k) + p / n_k. Permutes the n_v blocks of `block` units after `skip`
+// units, where a unit is a row (along ne[1], or ne[0] for a vector) or, with by_column, an
+// element of every row (along ne[0]).
+void tile_v_heads(ModelArchive& archive, TensorView& view, int64_t n_k, int64_t n_v, int64_t skip,
+                  int64_t block, bool by_column, const std::string& hf_name) {
+  if (n_k == n_v) return;
+  const uint64_t units = by_column || view.n_dims == 1 ? view.ne[0] : view.ne[1];
+  const uint64_t n_rows = by_column ? view.n_elements() / view.ne[0] : 1;
+  if (units != uint64_t(skip + n_v * block))
+    fail(ErrorCode::malformed_file, "tensor '{}': {} {} for {} v heads of {} after {}", hf_name,
+         units, by_column ? "columns" : "rows", n_v, block, skip);
+  const uint64_t unit_bytes = by_column ? dtype_traits(view.dtype).type_size : view.n_bytes / units;
+  const uint64_t row_bytes = by_column ? view.n_bytes / n_rows : view.n_bytes;
+  const auto* src = static_cast<const uint8_t*>(view.data);
+  const int64_t r = n_v / n_k;
+  own_copy(archive, view, view.n_bytes, [&](uint8_t* dst) {
+    std::memcpy(dst, src, view.n_bytes);
+    for (uint64_t row = 0; row < n_rows; ++row) {
+      for (int64_t p = 0; p < n_v; ++p) {
+        const int64_t from = (p % n_k) * r + p / n_k;
+        std::memcpy(dst + row * row_bytes + (skip + p * block) * unit_bytes,
+                    src + row * row_bytes + (skip + from * block) * unit_bytes, block * unit_bytes);
+      }
+    }
+  });
+}
+
+// qwen35's multi-token-prediction head (mtp.*) as llama.cpp's converter names it: one block
+// after the n_layer layers, blk.{n_layer}.nextn.* for its own tensors and the ordinary layer
+// names for its decoder layer (mtp.layers.0). nullopt for anything else (refused by name).
+std::optional<GgufTensorName> qwen35_mtp_name(std::string_view arch, std::string_view hf_name,
+                                              int64_t n_layer) {
+  static constexpr std::pair<std::string_view, std::string_view> kOwn[] = {
+      {"mtp.fc.weight", "nextn.eh_proj.weight"},
+      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+      {"mtp.norm.weight", "nextn.shared_head_norm.weight"},
+  };
+  const int layer = static_cast<int>(n_layer);
+  const std::string block = "blk." + std::to_string(layer) + ".";
+  for (const auto& [hf, gguf] : kOwn)
+    if (hf_name == hf) return GgufTensorName{block + std::string(gguf), layer};
+  constexpr std::string_view kLayer = "mtp.layers.0.";
+  if (!hf_name.starts_with(kLayer)) return std::nullopt;
+  const std::string as_layer =
+      "model.layers." + std::to_string(layer) + "." + std::string(hf_name.substr(kLayer.size()));
+  return hf_tensor_name_to_gguf(arch, as_layer);
+}
+
+// qwen35moe: transformers 5 saves each layer's experts' gate and up projections as one tensor
+// [n_expert, 2 n_ff, n_embd] (gate rows first); llama.cpp stores ffn_gate_exps and
+// ffn_up_exps, ggml dims {n_embd, n_ff, n_expert} each (owned copies).
+void split_gate_up(ModelArchive& archive, const TensorView& fused, const std::string& hf_name) {
+  if (fused.n_dims != 3 || fused.ne[1] % 2 != 0)
+    fail(ErrorCode::malformed_file, "tensor '{}' should be [experts, 2 x width, hidden]", hf_name);
+  const uint64_t n_expert = fused.ne[2], half_rows = fused.ne[1] / 2;
+  const uint64_t half_bytes = fused.n_bytes / n_expert / 2;  // one expert's gate (or up) rows
+  const auto* src = static_cast<const uint8_t*>(fused.data);
+  const std::string base = fused.name.substr(0, fused.name.size() - strlen("gate_up_exps.weight"));
+  for (int part = 0; part < 2; ++part) {
+    TensorView view = fused;
+    view.name = base + (part == 0 ? "gate_exps.weight" : "up_exps.weight");
+    view.ne[1] = half_rows;
+    own_copy(archive, view, fused.n_bytes / 2, [&](uint8_t* dst) {
+      for (uint64_t e = 0; e < n_expert; ++e)
+        std::memcpy(dst + e * half_bytes, src + (2 * e + part) * half_bytes, half_bytes);
+    });
+    archive.tensors.push_back(std::move(view));
+  }
+}
+
+// qwen35: the GGUF forms of the gated delta-net tensors (llama.cpp's converter): 1 + w for every
+// RMSNorm but the gated one, A = -exp(A_log), the conv taps as [conv_dim, kernel] without the
+// unit dim, and v heads tiled.
+void transform_qwen35(ModelArchive& archive, const HfModelConfig& cfg, TensorView& view,
+                      const std::string& hf_name) {
+  const std::string& name = view.name;
+  const gguf::Metadata& md = cfg.metadata;
+  const std::string a = cfg.arch + ".";
+  const int64_t n_k = md.get_int(a + "ssm.group_count").value_or(1);
+  const int64_t n_v = md.get_int(a + "ssm.time_step_rank").value_or(1);
+  const int64_t d_k = md.get_int(a + "ssm.state_size").value_or(0);
+  const int64_t d_v = md.get_int(a + "ssm.inner_size").value_or(0) / n_v;
+  const int64_t qk = 2 * n_k * d_k;  // q and k channels before v in qkv and the conv
+  if (name.ends_with("norm.weight") && !name.ends_with("ssm_norm.weight")) {
+    add_one_f32(archive, view);
+  } else if (name.ends_with(".ssm_a")) {
+    neg_exp_f32(archive, view);
+    tile_v_heads(archive, view, n_k, n_v, 0, 1, false, hf_name);
+  } else if (name.ends_with(".ssm_dt.bias") || name.ends_with(".ssm_beta.weight") ||
+             name.ends_with(".ssm_alpha.weight")) {
+    tile_v_heads(archive, view, n_k, n_v, 0, 1, false, hf_name);
+  } else if (name.ends_with(".ssm_conv1d.weight")) {
+    if (view.n_dims != 3 || view.ne[1] != 1)
+      fail(ErrorCode::malformed_file, "tensor '{}' should be [channels, 1, kernel]", hf_name);
+    view.n_dims = 2;
+    view.ne = {view.ne[0], view.ne[2], 1, 1};
+    tile_v_heads(archive, view, n_k, n_v, qk, d_v, false, hf_name);
+  } else if (name.ends_with(".attn_qkv.weight")) {
+    tile_v_heads(archive, view, n_k, n_v, qk, d_v, false, hf_name);
+  } else if (name.ends_with(".attn_gate.weight")) {
+    tile_v_heads(archive, view, n_k, n_v, 0, d_v, false, hf_name);
+  } else if (name.ends_with(".ssm_out.weight")) {
+    tile_v_heads(archive, view, n_k, n_v, 0, d_v, true, hf_name);
+  }
+  ensure_aligned(archive, view);
+}
+
 // safetensors only pads the header to 8 bytes by convention; copy data the file misaligns.
 void ensure_aligned(ModelArchive& archive, TensorView& view) {
   const uint32_t size = dtype_traits(view.dtype).type_size;
@@ -89,7 +218,9 @@ void ensure_aligned(ModelArchive& archive, TensorView& view) {
 void transform(ModelArchive& archive, const HfModelConfig& cfg, TensorView& view,
                const std::string& hf_name) {
   const std::string& name = view.name;
-  if (cfg.arch == "llama" && name.find(".attn_q.") != std::string::npos) {
+  if (cfg.arch == "qwen35" || cfg.arch == "qwen35moe") {
+    transform_qwen35(archive, cfg, view, hf_name);
+  } else if (cfg.arch == "llama" && name.find(".attn_q.") != std::string::npos) {
     permute_heads(archive, view, cfg.n_head, cfg.head_dim, hf_name);
   } else if (cfg.arch == "llama" && name.find(".attn_k.") != std::string::npos) {
     permute_heads(archive, view, cfg.n_head_kv, cfg.head_dim, hf_name);
@@ -206,19 +337,24 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   ExpertSlices experts;
   const int64_t n_expert = cfg.metadata.get_int(cfg.arch + ".expert_count").value_or(0);
   size_t towers = 0;
+  bool has_mtp = false;
   for (const auto& [hf_name, ref] : checkpoint->tensors) {
     if (hf_tensor_is_buffer(hf_name)) continue;
     if (gemma4_tower_tensor(cfg, hf_name)) {
       ++towers;
       continue;
     }
-    const auto gguf_name = hf_tensor_name_to_gguf(cfg.arch, hf_name);
+    const bool qwen35 = cfg.arch == "qwen35" || cfg.arch == "qwen35moe";
+    const auto gguf_name = qwen35 && hf_name.starts_with("mtp.")
+                               ? qwen35_mtp_name(cfg.arch, hf_name, cfg.n_layer)
+                               : hf_tensor_name_to_gguf(cfg.arch, hf_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
            "{}: tensor '{}' is not in the {} name table (HF -> GGUF); refusing a checkpoint "
            "with weights memra would not use",
            folder, hf_name, cfg.arch);
-    if (gguf_name->layer >= cfg.n_layer)
+    has_mtp = has_mtp || gguf_name->layer == cfg.n_layer;
+    if (gguf_name->layer >= cfg.n_layer + (hf_name.starts_with("mtp.") ? 1 : 0))
       fail(ErrorCode::malformed_file, "{}: tensor '{}' is for layer {} but num_hidden_layers is {}",
            folder, hf_name, gguf_name->layer, cfg.n_layer);
     const safetensors::File& shard = checkpoint->shards[ref.shard];
@@ -242,10 +378,24 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     }
     if (!seen.insert(view.name).second)
       fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
+    if (view.name.ends_with(".ffn_gate_up_exps.weight")) {  // qwen35moe: two tensors
+      const std::string base =
+          view.name.substr(0, view.name.size() - strlen("gate_up_exps.weight"));
+      for (const char* part : {"gate_exps.weight", "up_exps.weight"})
+        if (!seen.insert(base + part).second)
+          fail(ErrorCode::malformed_file, "{}: two tensors map to '{}{}'", folder, base, part);
+      split_gate_up(archive, view, hf_name);
+      continue;
+    }
     transform(archive, cfg, view, hf_name);
     archive.tensors.push_back(std::move(view));
   }
   stack_experts(archive, experts, n_expert, folder);
+  if (has_mtp) {  // as llama.cpp's converter: the block counts, and says it is a predictor
+    archive.metadata.set(cfg.arch + ".block_count",
+                         gguf::Value::make_u32(static_cast<uint32_t>(cfg.n_layer + 1)));
+    archive.metadata.set(cfg.arch + ".nextn_predict_layers", gguf::Value::make_u32(1));
+  }
   check_moe_layers(cfg, seen, folder);
   check_gemma4_v(cfg, seen, folder);
   if (towers > 0)

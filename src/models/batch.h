@@ -13,6 +13,9 @@ struct BatchSeq {
   int32_t n_tokens = 0;     // new tokens this step (prefill chunk length, or 1 for decode)
   int32_t n_past = 0;       // tokens already in this sequence's KV cache (= position of the first)
   std::vector<int32_t> block_table;  // KV block ids covering positions [0, n_past + n_tokens)
+  // The sequence's recurrent-state slot (models with linear-attention layers), -1 for none. It
+  // holds the state after n_past tokens; n_past == 0 resets it.
+  int32_t state_slot = -1;
 };
 
 struct Batch {

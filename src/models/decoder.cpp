@@ -37,16 +37,55 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
   }
   info_.device = ops_->name();
   info_.kv_dtype = kv_dtype_;
+  if (cfg_.hybrid()) {
+    // Before any weight moves to the device: a backend without the ops is refused by name.
+    if (!ops_->linear_attention_supported())
+      fail(ErrorCode::unsupported,
+           "the {} backend cannot run {} (its linear-attention layers need the ops ssm_conv, "
+           "gated_delta_rule, rms_norm_gated and sigmoid_mul); run it on the CPU (--device cpu)",
+           ops_->name(), cfg_.arch);
+    info_.prefix_cache_unsupported =
+        "its linear-attention layers keep a recurrent state per sequence, which cached KV blocks "
+        "do not hold (state snapshots at block boundaries are not implemented)";
+  }
   model_weights_upload(w_, *ops_, options.progress);
 }
 
-uint64_t DecoderModel::kv_bytes_per_token() const {
-  return BackendKvCache::bytes_per_token(kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads, cfg_.head_dim);
+std::vector<KvLayerShape> DecoderModel::kv_shapes() const {
+  std::vector<KvLayerShape> shapes(static_cast<size_t>(cfg_.n_layers));
+  for (int il = 0; il < cfg_.n_layers; ++il) {
+    if (!cfg_.layer_n_kv_heads.empty()) {  // gemma4: per-layer shapes, 0 kv heads when shared
+      const int32_t heads = cfg_.layer_n_kv_heads[il];
+      shapes[il] = {heads, heads > 0 ? cfg_.layer_head_dim[il] : 0};
+    } else if (!(cfg_.hybrid() && cfg_.recurrent_layer[il])) {  // linear attention: no KV
+      shapes[il] = {cfg_.n_kv_heads, cfg_.head_dim};
+    }
+  }
+  return shapes;
 }
 
-std::unique_ptr<KvCache> DecoderModel::kv_cache_create(int32_t n_blocks, int32_t block_size) const {
-  return std::make_unique<BackendKvCache>(ops_, kv_dtype_, cfg_.n_layers, cfg_.n_kv_heads,
-                                          cfg_.head_dim, n_blocks, block_size);
+uint64_t DecoderModel::kv_bytes_per_token() const {
+  return BackendKvCache::bytes_per_token(kv_dtype_, kv_shapes());
+}
+
+RecurrentStateShape DecoderModel::state_shape(int32_t n_slots) const {
+  RecurrentStateShape shape;
+  if (!cfg_.hybrid()) return shape;
+  shape.layers = cfg_.recurrent_layer;
+  shape.conv_floats = int64_t{cfg_.ssm_conv_kernel - 1} * cfg_.ssm_conv_dim();
+  shape.ssm_floats = int64_t{cfg_.ssm_v_heads} * cfg_.ssm_k_dim * cfg_.ssm_v_dim;
+  shape.n_slots = n_slots;
+  return shape;
+}
+
+uint64_t DecoderModel::state_bytes_per_seq() const {
+  return state_shape(1).bytes_per_slot();
+}
+
+std::unique_ptr<KvCache> DecoderModel::kv_cache_create(int32_t n_blocks, int32_t block_size,
+                                                       int32_t n_state_slots) const {
+  return std::make_unique<BackendKvCache>(ops_, kv_dtype_, kv_shapes(), n_blocks, block_size,
+                                          state_shape(n_state_slots));
 }
 
 const BackendKvCache& DecoderModel::kv_cast(const KvCache& kv) const {
@@ -66,7 +105,9 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   if (max_seqs < 1) return {};  // the engine refuses these limits by name
   // Traced steps download activations between ops, which a recording cannot hold; so does the
   // MoE block (its routing is read on the host).
-  if (limits.graphs && ops_->graphs_supported() && !trace_ && cfg_.n_expert == 0) {
+  // Hybrid models run on backends without graphs only (the CPU).
+  if (limits.graphs && ops_->graphs_supported() && !trace_ && cfg_.n_expert == 0 &&
+      !cfg_.hybrid()) {
     graph_buckets_ = graph_batch_buckets(max_seqs);
     graph_context_limit_ = limits.context_length;
   }
@@ -82,11 +123,20 @@ void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
   for (Buffer* b : {&s_.x, &s_.h, &s_.out}) grow(*b, floats(n * cfg_.n_embd));
   for (Buffer* b : {&s_.q, &s_.attn}) grow(*b, floats(n * q_dim));
   for (Buffer* b : {&s_.k, &s_.v}) grow(*b, floats(n * kv_dim));
-  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * cfg_.n_ff));
+  // The dense MLP's width, or a shared expert's (qwen35moe has no dense MLP).
+  for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * std::max(cfg_.n_ff, cfg_.n_ff_shexp)));
   if (cfg_.n_expert > 0) {
     grow(s_.moe_logits, floats(n * cfg_.n_expert));
     for (Buffer* b : {&s_.moe_x, &s_.moe_y}) grow(*b, floats(n * cfg_.n_embd));
     for (Buffer* b : {&s_.moe_gate, &s_.moe_up}) grow(*b, floats(n * cfg_.n_ff_exp));
+  }
+  if (cfg_.attn_output_gate) grow(s_.attn_gate, floats(n * q_dim));
+  if (cfg_.hybrid()) {
+    const int64_t conv_dim = cfg_.ssm_conv_dim(),
+                  v_total = int64_t{cfg_.ssm_v_heads} * cfg_.ssm_v_dim;
+    for (Buffer* b : {&s_.ssm_qkv, &s_.ssm_conv}) grow(*b, floats(n * conv_dim));
+    for (Buffer* b : {&s_.ssm_z, &s_.ssm_core}) grow(*b, floats(n * v_total));
+    for (Buffer* b : {&s_.ssm_a, &s_.ssm_b}) grow(*b, floats(n * cfg_.ssm_v_heads));
   }
   grow(s_.sel, floats(n_logits * cfg_.n_embd));
   if (logits) grow(s_.logits, floats(n_logits * cfg_.n_vocab));
@@ -218,9 +268,16 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   const int hd = cfg_.head_dim;
   const int64_t q_dim = int64_t{cfg_.n_heads} * hd, kv_dim = int64_t{cfg_.n_kv_heads} * hd;
   float *q = s_.q.f32(), *k = s_.k.f32(), *v = s_.v.f32();
-  const TensorView* qkv_w[] = {&L.wq, &L.wk, &L.wv};
-  float* const qkv_y[] = {q, k, v};
-  ops_->matmul_shared(qkv_w, h, n, qkv_y);
+  if (cfg_.attn_output_gate) {
+    const TensorView* qkv_w[] = {&L.wq, &L.wq_gate, &L.wk, &L.wv};
+    float* const qkv_y[] = {q, s_.attn_gate.f32(), k, v};
+    ops_->matmul_shared(qkv_w, h, n, qkv_y);
+    trace("q_gate", il, s_.attn_gate.f32(), n, q_dim);
+  } else {
+    const TensorView* qkv_w[] = {&L.wq, &L.wk, &L.wv};
+    float* const qkv_y[] = {q, k, v};
+    ops_->matmul_shared(qkv_w, h, n, qkv_y);
+  }
   if (cfg_.qkv_bias) {
     ops_->add_row(q, f32(L.bq), n, q_dim);
     ops_->add_row(k, f32(L.bk), n, kv_dim);
@@ -246,6 +303,10 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
   ops_->attention(kv_layer, q, params, s_.attn.f32());
   trace("attn", il, s_.attn.f32(), n, q_dim);
+  if (cfg_.attn_output_gate) {
+    ops_->sigmoid_mul(s_.attn.f32(), s_.attn_gate.f32(), n * q_dim);
+    trace("attn_gated", il, s_.attn.f32(), n, q_dim);
+  }
   ops_->matmul(L.wo, s_.attn.f32(), n, out);
   trace("attn_out", il, out, n, cfg_.n_embd);
 }

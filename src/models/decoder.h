@@ -29,7 +29,10 @@ class DecoderModel : public Model {
   void forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden) final;
   std::vector<int32_t> prepare(const StepLimits& limits) override;
   uint64_t kv_bytes_per_token() const override;
-  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override;
+  uint64_t state_bytes_per_seq() const override;
+  using Model::kv_cache_create;
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size,
+                                           int32_t n_state_slots) const override;
   const ModelConfig& config() const { return cfg_; }
 
  protected:
@@ -50,6 +53,11 @@ class DecoderModel : public Model {
     // MoE layers (config n_expert > 0): router logits [n x n_expert]; one expert's gathered
     // input rows [m x n_embd], its gate and up [m x n_ff_exp], its output rows [m x n_embd].
     Buffer moe_logits, moe_x, moe_gate, moe_up, moe_y;
+    // Gated attention (attn_output_gate): the output gate [n x n_heads x head_dim].
+    Buffer attn_gate;
+    // Gated delta-net layers (hybrid): projections [n x conv_dim] before and after the conv,
+    // z and the recurrence's output [n x n_v x v_dim], a and b [n x n_v].
+    Buffer ssm_qkv, ssm_conv, ssm_z, ssm_core, ssm_a, ssm_b;
   };
 
   // Host side of the MoE routing, reused across steps: per expert, the step's token rows that
@@ -78,6 +86,10 @@ class DecoderModel : public Model {
   // is the same whatever else shares the step. Routing is read on the host: a step with an MoE
   // layer is never recorded as a graph.
   void moe_block(int il, const float* h, int64_t n, float* out);
+  void shared_expert(int il, const float* h, int64_t n, float* out);  // part of moe_block
+  // Gated delta-net linear attention (models/qwen35.cpp): out = out_proj(gated_norm(
+  // delta_rule(conv(qkv(h)), gates a, b), z(h))), through the layer's recurrent state slots.
+  void delta_net_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
   // The layer's feed-forward: moe_block in the MoE layers (config.moe_layer), mlp_block elsewhere.
   void ffn_block(int il, const float* h, int64_t n, float* out);
   // y = rms_norm(x) * w over rows of n_embd.
@@ -112,6 +124,10 @@ class DecoderModel : public Model {
   // under, or a key with n_tokens 0 for an eager step.
   GraphKey begin_step(const Batch& batch, const BackendKvCache& kv, int32_t argmax_cols);
   const BackendKvCache& kv_cast(const KvCache& kv) const;
+  // One KV shape per layer, empty where the layer keeps no KV (a linear-attention layer; a
+  // gemma4 layer that reads an earlier layer's KV).
+  std::vector<KvLayerShape> kv_shapes() const;
+  RecurrentStateShape state_shape(int32_t n_slots) const;
   // Grows the step buffers to n tokens and n_logits logit rows (the logits and ids buffers only
   // when asked: the CPU writes logits into the caller's span).
   void reserve(int64_t n, int64_t n_logits, bool logits, bool ids);
@@ -124,6 +140,8 @@ class DecoderModel : public Model {
 
 std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> archive,
                                           const ModelLoadOptions& options);
+std::unique_ptr<Model> qwen35_model_create(std::shared_ptr<const ModelArchive> archive,
+                                           const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma3_model_create(std::shared_ptr<const ModelArchive> archive,
                                            const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma4_model_create(std::shared_ptr<const ModelArchive> archive,

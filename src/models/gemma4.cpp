@@ -21,14 +21,6 @@ class Gemma4Model final : public DecoderModel {
  public:
   using DecoderModel::DecoderModel;
 
-  uint64_t kv_bytes_per_token() const override {
-    return BackendKvCache::bytes_per_token(kv_dtype_, kv_shapes());
-  }
-
-  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const override {
-    return std::make_unique<BackendKvCache>(ops_, kv_dtype_, kv_shapes(), n_blocks, block_size);
-  }
-
   // No graph replay yet (the per-layer input buffers are grown outside the base's scratch), and
   // the per-layer input buffers sized for the largest step up front.
   std::vector<int32_t> prepare(const StepLimits& limits) override {
@@ -62,14 +54,6 @@ class Gemma4Model final : public DecoderModel {
   }
 
  private:
-  std::vector<KvLayerShape> kv_shapes() const {
-    std::vector<KvLayerShape> shapes;
-    for (int il = 0; il < cfg_.n_layers; ++il)
-      shapes.push_back(
-          {cfg_.layer_n_kv_heads[il], cfg_.layer_n_kv_heads[il] > 0 ? cfg_.layer_head_dim[il] : 0});
-    return shapes;
-  }
-
   void reserve_ple(int64_t n) {
     if (cfg_.n_embd_per_layer == 0) return;
     const size_t width = static_cast<size_t>(cfg_.n_layers) * cfg_.n_embd_per_layer;

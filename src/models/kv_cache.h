@@ -3,6 +3,10 @@
 // f16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
 // One block past the n_blocks the engine manages is the scratch block: the padding tokens of a
 // graph-replayed decode step write and read it, and no sequence ever owns it.
+// Each layer has its own KV shape (KvLayerShape); an empty shape means the layer keeps no KV:
+// a hybrid model's linear-attention layers (qwen35), which hold a fixed-size f32 state per state
+// slot instead (ops.h StateLayerView, one slot per running sequence), and gemma4's KV-sharing
+// layers, which attend over an earlier layer's KV.
 #pragma once
 
 #include <memory>
@@ -13,22 +17,33 @@
 
 namespace memra {
 
-// One layer's KV shape; a layer with n_kv_heads 0 keeps no KV (gemma4's KV-sharing layers read
-// another layer's).
+// One layer's KV shape; empty (n_kv_heads 0) where the layer keeps no KV.
 struct KvLayerShape {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+
+  bool empty() const { return n_kv_heads == 0 || head_dim == 0; }
+};
+
+// The recurrent state of a hybrid model's linear-attention layers: which layers, the floats of
+// one slot's conv and delta-rule state per layer, and the slot count.
+struct RecurrentStateShape {
+  std::vector<bool> layers;  // [n_layers] true where the layer keeps state (its KV shape empty)
+  int64_t conv_floats = 0;
+  int64_t ssm_floats = 0;
+  int32_t n_slots = 0;
+
+  // Bytes of one slot over every state layer.
+  uint64_t bytes_per_slot() const;
 };
 
 class BackendKvCache final : public KvCache {
  public:
-  // Throws invalid_argument for non-positive sizes or an overflowing total, and the backend's
-  // resource_exhausted (naming bytes) when it cannot allocate.
-  BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, int32_t n_layers, int32_t n_kv_heads,
-                 int32_t head_dim, int32_t n_blocks, int32_t block_size);
-  // Layers of different shapes (gemma4: per-layer head dims and kv heads, shared layers empty).
+  // shapes: one per layer (its size is the layer count). Throws invalid_argument for non-positive
+  // sizes or an overflowing total, internal where a state layer has a KV shape, and the
+  // backend's resource_exhausted (naming bytes) when it cannot allocate.
   BackendKvCache(std::shared_ptr<Ops> ops, DType dtype, std::vector<KvLayerShape> shapes,
-                 int32_t n_blocks, int32_t block_size);
+                 int32_t n_blocks, int32_t block_size, const RecurrentStateShape& state = {});
   // Recorded graphs point into this cache: the backend forgets them.
   ~BackendKvCache() override;
   BackendKvCache(const BackendKvCache&) = delete;
@@ -39,22 +54,26 @@ class BackendKvCache final : public KvCache {
   uint64_t bytes() const override;  // of the n_blocks blocks (the scratch block not counted)
   void copy_block(int32_t src, int32_t dst) override;
 
-  KvLayerView layer(int32_t il) const;  // its n_blocks counts the scratch block
+  int32_t n_state_slots() const override { return state_.n_slots; }
+  uint64_t state_bytes() const override { return state_.bytes_per_slot() * state_.n_slots; }
+
+  KvLayerView layer(int32_t il) const;     // its n_blocks counts the scratch block
+  StateLayerView state(int32_t il) const;  // a linear-attention layer's slots
   int32_t scratch_block() const { return n_blocks_; }
   const Ops* owner() const { return ops_.get(); }
 
-  // Bytes one token slot takes across n_layers for K and V.
-  static uint64_t bytes_per_token(DType dtype, int32_t n_layers, int32_t n_kv_heads,
-                                  int32_t head_dim);
+  // Bytes one token slot takes for K and V across the layers (empty shapes take none).
   static uint64_t bytes_per_token(DType dtype, const std::vector<KvLayerShape>& shapes);
 
  private:
   std::shared_ptr<Ops> ops_;
   DType dtype_;
-  std::vector<KvLayerShape> shapes_;
+  std::vector<KvLayerShape> shapes_;  // [n_layers]
   int32_t n_blocks_, block_size_;
-  std::vector<uint64_t> block_bytes_;  // per layer: bytes per block for K (same for V)
-  std::vector<Buffer> k_, v_;
+  std::vector<uint64_t> block_bytes_;  // [n_layers] bytes per block for K (same for V); 0 = no KV
+  std::vector<Buffer> k_, v_;          // [n_layers]; empty where the layer keeps no KV
+  RecurrentStateShape state_;
+  std::vector<Buffer> conv_, ssm_;  // [n_layers] when any layer keeps state; empty elsewhere
 };
 
 }  // namespace memra

@@ -31,6 +31,10 @@ struct ModelInfo {
   uint64_t weight_bytes = 0;
   std::string device;  // the backend's name, e.g. "cpu (2 threads)", "cuda:0 NVIDIA H200"
   DType kv_dtype = DType::f32;
+  // Non-empty when a sequence cannot resume from cached KV blocks alone: the reason (hybrid
+  // models keep per-sequence recurrent state that a cached block does not hold), and the engine
+  // turns the prefix cache off for this model.
+  std::string prefix_cache_unsupported;
 };
 
 // Paged KV storage for all layers: n_blocks blocks of block_size token slots each. Block ids come
@@ -43,6 +47,10 @@ class KvCache {
   virtual uint64_t bytes() const = 0;
   // Copies block src into block dst for every layer (copy-on-write of a shared prefix block).
   virtual void copy_block(int32_t src, int32_t dst) = 0;
+  // Recurrent-state slots (Model::state_bytes_per_seq > 0): a running sequence owns one, named by
+  // BatchSeq::state_slot; a step whose sequence starts at position 0 resets its slot.
+  virtual int32_t n_state_slots() const { return 0; }
+  virtual uint64_t state_bytes() const { return 0; }  // of all slots
 };
 
 // The largest steps the engine will run (Model::prepare).
@@ -59,7 +67,16 @@ class Model {
   virtual const ModelInfo& info() const = 0;
   // KV bytes one token slot takes across all layers (for sizing the cache).
   virtual uint64_t kv_bytes_per_token() const = 0;
-  virtual std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const = 0;
+  // Bytes of the fixed-size recurrent state one sequence needs across its linear-attention
+  // layers (sized and admitted beside the KV); 0 for models without such layers.
+  virtual uint64_t state_bytes_per_seq() const { return 0; }
+  // The KV cache of n_blocks blocks of block_size token slots, plus n_state_slots recurrent-state
+  // slots when the model has linear-attention layers (a model with some needs at least one).
+  virtual std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size,
+                                                   int32_t n_state_slots) const = 0;
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t block_size) const {
+    return kv_cache_create(n_blocks, block_size, state_bytes_per_seq() > 0 ? 1 : 0);
+  }
   // Runs the batch. logits: [batch.logit_tokens.size() x n_vocab] row-major, written in full.
   virtual void forward(const Batch& batch, KvCache& kv, std::span<float> logits) = 0;
   // Runs the batch as forward does, but writes only the greedy token of each logit row: the

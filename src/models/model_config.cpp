@@ -229,6 +229,30 @@ ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
   return c;
 }
 
+// qwen35: the gated delta-net shapes, which layers are linear attention (llama.cpp's
+// full_attention_interval: layer i is full attention when (i + 1) % interval == 0) and the
+// multi-token-prediction blocks (nextn_predict_layers) counted in block_count after the layers.
+void read_hybrid(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
+  const gguf::Metadata& md = archive.metadata;
+  c.ssm_conv_kernel = read_int(md, a + "ssm.conv_kernel", 1, 64);
+  c.ssm_k_dim = read_int(md, a + "ssm.state_size", 1, 1024);
+  c.ssm_k_heads = read_int(md, a + "ssm.group_count", 1, 1024);
+  c.ssm_v_heads = read_int(md, a + "ssm.time_step_rank", 1, 1024);
+  const int32_t inner = read_int(md, a + "ssm.inner_size", 1, 1 << 20);
+  if (c.ssm_v_heads % c.ssm_k_heads != 0 || inner % c.ssm_v_heads != 0)
+    fail(ErrorCode::unsupported,
+         "{}ssm.time_step_rank {} (v heads) must be a multiple of ssm.group_count {} (k heads) "
+         "and divide ssm.inner_size {}",
+         a, c.ssm_v_heads, c.ssm_k_heads, inner);
+  c.ssm_v_dim = inner / c.ssm_v_heads;
+  c.n_nextn_layers = read_int(md, a + "nextn_predict_layers", 0, c.n_layers - 1, 0);
+  c.n_layers -= c.n_nextn_layers;
+  const int32_t interval = read_int(md, a + "full_attention_interval", 1, c.n_layers);
+  c.recurrent_layer.assign(c.n_layers, false);
+  for (int il = 0; il < c.n_layers; ++il) c.recurrent_layer[il] = (il + 1) % interval != 0;
+  c.attn_output_gate = true;
+}
+
 }  // namespace
 
 ModelConfig model_config_read(const ModelArchive& archive) {
@@ -236,10 +260,10 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   ModelConfig c;
   c.arch = archive.architecture();
   if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
-      c.arch != "gemma3" && c.arch != "gemma4")
+      c.arch != "gemma3" && c.arch != "gemma4" && c.arch != "qwen35" && c.arch != "qwen35moe")
     fail(ErrorCode::unsupported,
          "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
-         "gemma4)",
+         "gemma4, qwen35, qwen35moe)",
          c.arch);
   if (c.arch == "gemma4") return read_gemma4(archive, std::move(c));
   const std::string a = c.arch + ".";
@@ -254,17 +278,27 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   const int32_t v_dim = read_int(md, a + "attention.value_length", 1, 1024, c.head_dim);
   if (v_dim != c.head_dim)
     fail(ErrorCode::unsupported, "value_length {} differs from key_length {}", v_dim, c.head_dim);
-  c.n_ff = read_int(md, a + "feed_forward_length", 1, 1 << 20);
+  // qwen35moe routes every layer to experts: no dense MLP width.
+  c.n_ff = read_int(md, a + "feed_forward_length", c.arch == "qwen35moe" ? 0 : 1, 1 << 20,
+                    c.arch == "qwen35moe" ? std::optional<int64_t>(0) : std::nullopt);
   c.n_ctx_train = read_int(md, a + "context_length", 1, 1 << 30);
   c.norm_eps = read_float(md, a + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!(c.norm_eps > 0)) fail(ErrorCode::malformed_file, "rms epsilon {} <= 0", c.norm_eps);
   read_rope(archive, a, c);
-  c.window.assign(c.n_layers, 0);
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   c.qkv_bias = c.arch == "qwen2";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3";
+  const bool qwen35 = c.arch == "qwen35" || c.arch == "qwen35moe";
+  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3" || qwen35;
+  if (qwen35) read_hybrid(archive, a, c);
+  c.window.assign(c.n_layers, 0);
   c.moe_layer.assign(c.n_layers, false);
-  if (c.arch == "qwen3moe") read_moe(archive, a, c);
+  if (c.arch == "qwen3moe" || c.arch == "qwen35moe") read_moe(archive, a, c);
+  if (c.arch == "qwen35moe") {
+    c.n_ff_shexp = read_int(md, a + "expert_shared_feed_forward_length", 0, 1 << 20, 0);
+    for (int il = 0; il < c.n_layers; ++il)
+      if (!c.moe_layer[il])
+        fail(ErrorCode::not_found, "model lacks tensor blk.{}.ffn_gate_inp.weight", il);
+  }
   if (c.arch == "gemma3") {
     read_gemma3_window(md, a, c);
     const double default_scale = c.n_layers == 62

@@ -16,7 +16,7 @@ struct ModelArchive;
 enum class Activation { silu, gelu_tanh };
 
 struct ModelConfig {
-  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3, gemma4
+  std::string arch;  // llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, qwen35, qwen35moe
   int32_t n_vocab = 0;
   int32_t n_embd = 0;
   int32_t n_layers = 0;
@@ -57,6 +57,26 @@ struct ModelConfig {
   std::vector<int32_t> layer_head_dim, layer_n_kv_heads, layer_n_ff, kv_source;
   std::vector<bool> v_from_k;
   int32_t n_embd_per_layer = 0;  // gemma4 per-layer input embedding width; 0 = none
+  // qwen35moe: a shared expert (SiLU-gated MLP of this width) beside the routed ones, its output
+  // times sigmoid(ffn_gate_inp_shexp . h); 0 = none.
+  int32_t n_ff_shexp = 0;
+
+  // Hybrid stacks (qwen35): the layers with recurrent_layer[il] are gated delta-net linear
+  // attention (no KV; a fixed-size state per sequence), the others gated full attention.
+  std::vector<bool> recurrent_layer;  // [n_layers]; empty for plain decoders
+  bool attn_output_gate = false;      // q_proj doubles as an output gate (sigmoid) per head
+  int32_t ssm_conv_kernel = 0;        // causal depthwise conv width
+  int32_t ssm_k_heads = 0;            // linear_num_key_heads (ssm.group_count)
+  int32_t ssm_v_heads = 0;            // linear_num_value_heads (ssm.time_step_rank)
+  int32_t ssm_k_dim = 0;              // linear_key_head_dim (ssm.state_size)
+  int32_t ssm_v_dim = 0;              // linear_value_head_dim (ssm.inner_size / v heads)
+  int32_t n_nextn_layers = 0;         // multi-token-prediction blocks after the n_layers (unused)
+
+  bool hybrid() const { return !recurrent_layer.empty(); }
+  // Channels of the causal conv: q, k (n_k heads of k_dim each) and v (n_v of v_dim).
+  int64_t ssm_conv_dim() const {
+    return 2 * int64_t{ssm_k_heads} * ssm_k_dim + int64_t{ssm_v_heads} * ssm_v_dim;
+  }
 };
 
 // Reads and validates the config for archive.architecture(); refuses unknown architectures and

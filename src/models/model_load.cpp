@@ -37,9 +37,11 @@ std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
     return llama_model_create(std::move(archive), options);
   if (arch == "gemma3") return gemma3_model_create(std::move(archive), options);
   if (arch == "gemma4") return gemma4_model_create(std::move(archive), options);
+  if (arch == "qwen35" || arch == "qwen35moe")
+    return qwen35_model_create(std::move(archive), options);
   fail(ErrorCode::unsupported,
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
-       "gemma4)",
+       "gemma4, qwen35, qwen35moe)",
        arch);
 }
 

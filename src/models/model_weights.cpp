@@ -2,9 +2,13 @@
 // tensors were used so that an unexpected tensor (a feature we would silently ignore) is refused.
 #include "models/model_weights.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "formats/model_archive.h"
@@ -58,7 +62,62 @@ class Binder {
     return v;
   }
 
+  // A small f32 matrix of ggml dims [n0, n1] (the delta-net conv taps), converted like vector().
+  TensorView small_matrix(const std::string& name, int64_t n0, int64_t n1, ModelWeights& w) {
+    const TensorView& t = require(name);
+    if (t.n_dims != 2 || t.ne[0] != static_cast<uint64_t>(n0) ||
+        t.ne[1] != static_cast<uint64_t>(n1))
+      fail(ErrorCode::malformed_file, "tensor {} has shape [{}, {}], expected [{}, {}]", name,
+           t.ne[0], t.ne[1], n0, n1);
+    std::vector<float>& out = w.host_vectors.emplace_back(n0 * n1);
+    const uint64_t row_bytes = dtype_row_bytes(t.dtype, t.ne[0], name);
+    for (int64_t r = 0; r < n1; ++r)
+      quant::dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + r * row_bytes,
+                            out.data() + r * n0, n0);
+    TensorView v = t;
+    v.dtype = DType::f32;
+    v.data = out.data();
+    v.n_bytes = static_cast<uint64_t>(n0 * n1) * sizeof(float);
+    return v;
+  }
+
+  // Gated attention's attn_q [n_in, n_heads * 2 * head_dim]: per head, head_dim query rows then
+  // head_dim gate rows. Returns the query rows and the gate rows as two matrices of owned row
+  // copies (rows are whole quant blocks, so any dtype splits this way).
+  std::pair<TensorView, TensorView> split_gated_q(const std::string& name, int64_t n_in,
+                                                  int64_t n_heads, int64_t head_dim,
+                                                  ModelWeights& w) {
+    const TensorView t = matrix(name, n_in, n_heads * 2 * head_dim);
+    const uint64_t row_bytes = dtype_row_bytes(t.dtype, t.ne[0], name);
+    const auto* src = static_cast<const uint8_t*>(t.data);
+    TensorView halves[2];
+    for (int part = 0; part < 2; ++part) {
+      std::vector<uint8_t>& out = w.host_bytes.emplace_back(n_heads * head_dim * row_bytes);
+      for (int64_t h = 0; h < n_heads; ++h)
+        std::memcpy(out.data() + h * head_dim * row_bytes,
+                    src + (h * 2 + part) * head_dim * row_bytes, head_dim * row_bytes);
+      TensorView& v = halves[part];
+      v = t;
+      v.name = name + (part == 0 ? " (query rows)" : " (gate rows)");
+      v.ne[1] = static_cast<uint64_t>(n_heads * head_dim);
+      v.data = out.data();
+      v.n_bytes = out.size();
+    }
+    return {halves[0], halves[1]};
+  }
+
   void mark_used(const std::string& name) { used_.insert(name); }
+
+  // Marks every tensor of blocks [first, ...) used: the multi-token-prediction blocks a GGUF
+  // counts after the model's layers (kept for speculative decoding later, never run now).
+  void mark_blocks_from(int first) {
+    for (const TensorView& t : archive_.tensors) {
+      if (!t.name.starts_with("blk.")) continue;
+      const size_t dot = t.name.find('.', 4);
+      if (dot != std::string::npos && std::atoi(t.name.substr(4, dot - 4).c_str()) >= first)
+        used_.insert(t.name);
+    }
+  }
 
   void refuse_unused() const {
     for (const TensorView& t : archive_.tensors)
@@ -82,13 +141,60 @@ class Binder {
   std::set<std::string> used_;
 };
 
+// The feed-forward: the routed experts (and a shared expert when configured) in MoE layers,
+// the dense MLP elsewhere.
+void bind_ffn(Binder& b, const ModelConfig& c, int il, const std::string& p, LayerWeights& L) {
+  if (!c.moe_layer[il]) {
+    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
+    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
+    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
+    return;
+  }
+  L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+  L.ffn_gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+  L.ffn_up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
+  L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+  if (c.n_ff_shexp == 0) return;
+  L.ffn_gate_inp_shexp = b.matrix(p + "ffn_gate_inp_shexp.weight", c.n_embd, 1);
+  L.ffn_gate_shexp = b.matrix(p + "ffn_gate_shexp.weight", c.n_embd, c.n_ff_shexp);
+  L.ffn_up_shexp = b.matrix(p + "ffn_up_shexp.weight", c.n_embd, c.n_ff_shexp);
+  L.ffn_down_shexp = b.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, c.n_embd);
+}
+
+// A gated delta-net layer's mixer (llama.cpp's qwen35 names).
+void bind_delta_net(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& L,
+                    ModelWeights& w) {
+  const int64_t conv_dim = c.ssm_conv_dim(), v_total = int64_t{c.ssm_v_heads} * c.ssm_v_dim;
+  L.ssm_in_qkv = b.matrix(p + "attn_qkv.weight", c.n_embd, conv_dim);
+  L.ssm_in_z = b.matrix(p + "attn_gate.weight", c.n_embd, v_total);
+  L.ssm_in_b = b.matrix(p + "ssm_beta.weight", c.n_embd, c.ssm_v_heads);
+  L.ssm_in_a = b.matrix(p + "ssm_alpha.weight", c.n_embd, c.ssm_v_heads);
+  L.ssm_conv = b.small_matrix(p + "ssm_conv1d.weight", c.ssm_conv_kernel, conv_dim, w);
+  L.ssm_a = b.vector(p + "ssm_a", c.ssm_v_heads, w);
+  L.ssm_dt = b.vector(p + "ssm_dt.bias", c.ssm_v_heads, w);
+  L.ssm_norm = b.vector(p + "ssm_norm.weight", c.ssm_v_dim, w);
+  L.ssm_out = b.matrix(p + "ssm_out.weight", v_total, c.n_embd);
+}
+
 LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w) {
   const std::string p = "blk." + std::to_string(il) + ".";
   const int64_t q_dim = int64_t{c.n_heads} * c.head_dim,
                 kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   LayerWeights L;
   L.attn_norm = b.vector(p + "attn_norm.weight", c.n_embd, w);
-  L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
+  // qwen35 names the norm before the MLP post_attention_norm (llama.cpp).
+  const std::string ffn_norm = c.hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight";
+  if (c.hybrid() && c.recurrent_layer[il]) {
+    bind_delta_net(b, c, p, L, w);
+    L.ffn_norm = b.vector(p + ffn_norm, c.n_embd, w);
+    bind_ffn(b, c, il, p, L);
+    return L;
+  }
+  if (c.attn_output_gate)
+    std::tie(L.wq, L.wq_gate) =
+        b.split_gated_q(p + "attn_q.weight", c.n_embd, c.n_heads, c.head_dim, w);
+  else
+    L.wq = b.matrix(p + "attn_q.weight", c.n_embd, q_dim);
   L.wk = b.matrix(p + "attn_k.weight", c.n_embd, kv_dim);
   L.wv = b.matrix(p + "attn_v.weight", c.n_embd, kv_dim);
   L.wo = b.matrix(p + "attn_output.weight", q_dim, c.n_embd);
@@ -101,17 +207,8 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
     L.q_norm = b.vector(p + "attn_q_norm.weight", c.head_dim, w);
     L.k_norm = b.vector(p + "attn_k_norm.weight", c.head_dim, w);
   }
-  L.ffn_norm = b.vector(p + "ffn_norm.weight", c.n_embd, w);
-  if (c.moe_layer[il]) {
-    L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
-    L.ffn_gate_exps = b.experts(p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
-    L.ffn_up_exps = b.experts(p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert);
-    L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
-  } else {
-    L.w_gate = b.matrix(p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, c.n_ff);
-    L.w_down = b.matrix(p + "ffn_down.weight", c.n_ff, c.n_embd);
-  }
+  L.ffn_norm = b.vector(p + ffn_norm, c.n_embd, w);
+  bind_ffn(b, c, il, p, L);
   if (c.sandwich_norms) {
     L.post_attn_norm = b.vector(p + "post_attention_norm.weight", c.n_embd, w);
     L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);
@@ -184,6 +281,7 @@ ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config
     w.layers.push_back(config.arch == "gemma4" ? bind_gemma4_layer(b, config, il, w)
                                                : bind_layer(b, config, il, w));
   if (archive.find_tensor("rope_freqs.weight")) b.mark_used("rope_freqs.weight");
+  if (config.n_nextn_layers > 0) b.mark_blocks_from(config.n_layers);
   b.refuse_unused();
   return w;
 }
@@ -210,7 +308,10 @@ void model_weights_upload(ModelWeights& weights, Ops& ops,
     }
     t = it->second;
   });
-  if (!ops.host_memory()) weights.host_vectors.clear();
+  if (!ops.host_memory()) {
+    weights.host_vectors.clear();
+    weights.host_bytes.clear();
+  }
 }
 
 }  // namespace memra

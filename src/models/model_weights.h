@@ -44,6 +44,26 @@ struct LayerWeights {
   // the layer's output (blk.N.layer_output_scale.weight, read at bind time).
   TensorView inp_gate, inp_proj, inp_post_norm, v_norm;
   float output_scale = 1.0f;
+  // The shared expert (config.n_ff_shexp > 0) of an MoE layer and its gate.
+  TensorView ffn_gate_inp_shexp;  // n_embd -> 1
+  TensorView ffn_gate_shexp;      // n_embd -> n_ff_shexp
+  TensorView ffn_up_shexp;        // n_embd -> n_ff_shexp
+  TensorView ffn_down_shexp;      // n_ff_shexp -> n_embd
+  // Gated attention (attn_output_gate): GGUF's attn_q holds per head the head_dim query rows
+  // then head_dim gate rows; bound as two matrices (owned row copies) so one shared matmul
+  // gives both.
+  TensorView wq_gate;  // n_embd -> n_heads * head_dim
+  // Gated delta-net layers (config.recurrent_layer[il]) instead of wq..wo; v heads in llama.cpp's
+  // tiled order (ops.h DeltaNetParams).
+  TensorView ssm_in_qkv;  // attn_qkv: n_embd -> conv_dim (q, k, v)
+  TensorView ssm_in_z;    // attn_gate: n_embd -> n_v * v_dim (the output norm's gate)
+  TensorView ssm_in_b;    // ssm_beta: n_embd -> n_v
+  TensorView ssm_in_a;    // ssm_alpha: n_embd -> n_v
+  TensorView ssm_conv;    // ssm_conv1d: f32 [conv_dim x kernel] (ggml ne {kernel, conv_dim})
+  TensorView ssm_a;       // f32 [n_v] = -exp(A_log)
+  TensorView ssm_dt;      // f32 [n_v] dt_bias
+  TensorView ssm_norm;    // f32 [v_dim]
+  TensorView ssm_out;     // n_v * v_dim -> n_embd
 };
 
 struct ModelWeights {
@@ -57,6 +77,7 @@ struct ModelWeights {
   // Host storage of the vectors converted to f32 at bind time (the views above point into it
   // until they are uploaded).
   std::vector<std::vector<float>> host_vectors;
+  std::vector<std::vector<uint8_t>> host_bytes;  // matrices split at bind time (wq / wq_gate)
 
   // Calls fn on every present tensor view (matrices and vectors).
   template <typename Fn>
@@ -94,7 +115,21 @@ struct ModelWeights {
                             &L.inp_gate,
                             &L.inp_proj,
                             &L.inp_post_norm,
-                            &L.v_norm})
+                            &L.v_norm,
+                            &L.ffn_gate_inp_shexp,
+                            &L.ffn_gate_shexp,
+                            &L.ffn_up_shexp,
+                            &L.ffn_down_shexp,
+                            &L.wq_gate,
+                            &L.ssm_in_qkv,
+                            &L.ssm_in_z,
+                            &L.ssm_in_b,
+                            &L.ssm_in_a,
+                            &L.ssm_conv,
+                            &L.ssm_a,
+                            &L.ssm_dt,
+                            &L.ssm_norm,
+                            &L.ssm_out})
         visit(*t);
   }
 };

@@ -98,7 +98,29 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out) {
       moe_.written[rows[i]] = 1;
     }
   }
+  if (cfg_.n_ff_shexp > 0) shared_expert(il, h, n, out);
   trace("ffn_out", il, out, n, d);
+}
+
+// qwen35moe's shared expert: out[t] += sigmoid(gate_shexp . h[t]) * mlp_shexp(h[t]), after the
+// routed experts' sum (transformers' order). The gate is read on the host like the routing.
+void DecoderModel::shared_expert(int il, const float* h, int64_t n, float* out) {
+  const LayerWeights& L = w_.layers[il];
+  const int64_t d = cfg_.n_embd, ff = cfg_.n_ff_shexp;
+  float *gate = s_.gate.f32(), *up = s_.up.f32(), *y = s_.moe_y.f32(), *g = s_.moe_logits.f32();
+  const TensorView* w[] = {&L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_gate_inp_shexp};
+  float* const ys[] = {gate, up, g};
+  ops_->matmul_shared(w, h, n, ys);
+  ops_->silu_mul(gate, up, n * ff, gate);
+  ops_->matmul(L.ffn_down_shexp, gate, n, y);
+  trace("ffn_shexp", il, y, n, d);
+  moe_.logits.resize(static_cast<size_t>(n));
+  ops_->download(moe_.logits.data(), g, moe_.logits.size() * sizeof(float));
+  for (int64_t t = 0; t < n; ++t) {
+    const double s = 1.0 / (1.0 + std::exp(-double{moe_.logits[t]}));
+    ops_->scale(y + t * d, static_cast<float>(s), d);
+  }
+  ops_->add(out, y, n * d);
 }
 
 }  // namespace memra

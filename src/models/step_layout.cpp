@@ -28,6 +28,7 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
   for (const BatchSeq& seq : batch.seqs)
     out.max_blocks = std::max(out.max_blocks, static_cast<int32_t>(seq.block_table.size()));
   out.block_tables.assign(batch.seqs.size() * static_cast<size_t>(out.max_blocks), -1);
+  out.state_slots.resize(batch.seqs.size());
   out.max_context = 0;
   int32_t next = 0;
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
@@ -45,6 +46,7 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
              n_blocks);
       out.block_tables[s * out.max_blocks + b] = id;
     }
+    out.state_slots[s] = seq.state_slot;
     for (int32_t i = 0; i < seq.n_tokens; ++i) {
       const int32_t t = next + i, pos = seq.n_past + i;
       if (batch.positions[t] != pos)
@@ -111,6 +113,7 @@ void graph_pad(StepLayout& step, int32_t n, int32_t max_blocks, int32_t context,
                 tables.begin() + int64_t{s} * max_blocks);
   for (int32_t s = real; s < n; ++s) tables[static_cast<size_t>(s) * max_blocks] = scratch_block;
   step.block_tables = std::move(tables);
+  step.state_slots.resize(n, -1);
   step.max_blocks = max_blocks;
   step.tokens.resize(n, 0);
   step.positions.resize(n, 0);

@@ -242,6 +242,57 @@ TEST(HfConfig, Qwen3MoeRefusalsNameTheField) {
   }
 }
 
+json qwen35_config() {
+  return json::parse(R"({
+    "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 8, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 100,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                        "mrope_section": [11, 11, 10], "mrope_interleaved": true},
+    "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention",
+                    "linear_attention", "linear_attention", "linear_attention", "full_attention"],
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 32,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 6})");
+}
+
+TEST(HfConfig, Qwen35KeysAndLayerPattern) {
+  const HfModelConfig c = hf_config_from_json(qwen35_config(), json::object(), "m");
+  const gguf::Metadata& md = c.metadata;
+  EXPECT_EQ(md.require_string("general.architecture"), "qwen35");
+  EXPECT_EQ(md.require_int("qwen35.full_attention_interval"), 4);
+  EXPECT_EQ(md.require_int("qwen35.rope.dimension_count"), 16);  // 0.25 of head_dim 64
+  EXPECT_EQ(md.require_int("qwen35.ssm.conv_kernel"), 4);
+  EXPECT_EQ(md.require_int("qwen35.ssm.state_size"), 16);
+  EXPECT_EQ(md.require_int("qwen35.ssm.group_count"), 2);
+  EXPECT_EQ(md.require_int("qwen35.ssm.time_step_rank"), 6);
+  EXPECT_EQ(md.require_int("qwen35.ssm.inner_size"), 6 * 32);
+  EXPECT_EQ(md.require_int("qwen35.feed_forward_length"), 128);
+}
+
+TEST(HfConfig, Qwen35RefusalsNameTheField) {
+  json irregular = qwen35_config();
+  irregular["layer_types"][5] = "full_attention";  // not one interval
+  EXPECT_NE(message_of(irregular).find("full_attention_interval"), std::string::npos);
+  json unknown = qwen35_config();
+  unknown["layer_types"][0] = "sliding_attention";
+  EXPECT_NE(message_of(unknown).find("layer_types[0]"), std::string::npos);
+  json heads = qwen35_config();
+  heads["linear_num_value_heads"] = 5;
+  EXPECT_NE(message_of(heads).find("linear_num_value_heads"), std::string::npos);
+  json rot = qwen35_config();
+  rot["rope_parameters"]["partial_rotary_factor"] = 0.3;
+  EXPECT_NE(message_of(rot).find("partial_rotary_factor"), std::string::npos);
+  json act = qwen35_config();
+  act["hidden_act"] = "gelu";
+  EXPECT_NE(message_of(act).find("hidden_act"), std::string::npos);
+  json bias = qwen35_config();
+  bias["attention_bias"] = true;
+  EXPECT_NE(message_of(bias).find("attention_bias"), std::string::npos);
+  json yarn = qwen35_config();
+  yarn["rope_parameters"]["rope_type"] = "yarn";
+  EXPECT_NE(message_of(yarn).find("yarn"), std::string::npos);
+}
+
 TEST(HfNames, TablePerArchitecture) {
   auto name = [](const char* arch, const char* hf) {
     const auto g = hf_tensor_name_to_gguf(arch, hf);

@@ -1,6 +1,9 @@
 // Test doubles for the engine: a tokenizer whose tokens are single characters, and a model whose
 // next-token logits depend on every token in its KV cache read back through the block table, so
-// a wrong block table, a bad prefix-cache hit or a lost preemption changes the output.
+// a wrong block table, a bad prefix-cache hit or a lost preemption changes the output. In its
+// recurrent mode (a hybrid model's stand-in) the history comes from the sequence's state slot
+// instead, which must hold exactly the sequence's n_past tokens: a slot shared, not reset or lost
+// fails the step.
 #pragma once
 
 #include <algorithm>
@@ -72,13 +75,22 @@ class FakeTokenizer final : public Tokenizer {
 
 class FakeKvCache final : public KvCache {
  public:
-  FakeKvCache(int32_t n_blocks, int32_t block_size)
+  FakeKvCache(int32_t n_blocks, int32_t block_size, int32_t n_state_slots = 0)
       : n_blocks_(n_blocks),
         block_size_(block_size),
-        slots_(static_cast<size_t>(n_blocks) * block_size, -1) {}
+        slots_(static_cast<size_t>(n_blocks) * block_size, -1),
+        states_(static_cast<size_t>(n_state_slots)) {}
   int32_t block_size() const override { return block_size_; }
   int32_t n_blocks() const override { return n_blocks_; }
   uint64_t bytes() const override { return slots_.size() * sizeof(int32_t); }
+  int32_t n_state_slots() const override { return static_cast<int32_t>(states_.size()); }
+  uint64_t state_bytes() const override { return states_.size() * 64; }
+  // The "recurrent state" of a slot: the tokens the sequence has run through it so far.
+  std::vector<int32_t>& state(int32_t slot) {
+    if (slot < 0 || slot >= n_state_slots())
+      fail(ErrorCode::invalid_argument, "fake: state slot {} outside {}", slot, n_state_slots());
+    return states_[static_cast<size_t>(slot)];
+  }
   void copy_block(int32_t src, int32_t dst) override {
     std::copy_n(slots_.begin() + src * block_size_, block_size_,
                 slots_.begin() + dst * block_size_);
@@ -91,6 +103,7 @@ class FakeKvCache final : public KvCache {
  private:
   int32_t n_blocks_, block_size_;
   std::vector<int32_t> slots_;  // one "KV entry" per slot: the token id written there
+  std::vector<std::vector<int32_t>> states_;
 };
 
 // The next token after history h: a hash of h, avoiding EOS unless eos_after says so.
@@ -114,17 +127,49 @@ class FakeModel final : public Model {
   // padded_rows: logit rows past the tokenizer's vocabulary, as padded HF checkpoints have
   // (Qwen2.5: 151,936 rows for ~151,665 tokens); they get the highest logit, so only masking keeps
   // them out.
-  explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1, int32_t padded_rows = 0)
-      : eos_after_(eos_after), n_rows_(kFakeVocab + padded_rows) {
+  // recurrent: keeps a state per sequence (a hybrid model's stand-in), which turns the prefix
+  // cache off.
+  explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1, int32_t padded_rows = 0,
+                     bool recurrent = false)
+      : eos_after_(eos_after), n_rows_(kFakeVocab + padded_rows), recurrent_(recurrent) {
     info_.architecture = "fake";
     info_.n_vocab = n_rows_;
     info_.n_ctx_train = n_ctx;
     info_.n_embd = kFakeEmbd;
+    if (recurrent) info_.prefix_cache_unsupported = "fake recurrent state";
   }
   const ModelInfo& info() const override { return info_; }
   uint64_t kv_bytes_per_token() const override { return sizeof(int32_t); }
-  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t bs) const override {
-    return std::make_unique<FakeKvCache>(n_blocks, bs);
+  uint64_t state_bytes_per_seq() const override { return recurrent_ ? 64 : 0; }
+  using Model::kv_cache_create;
+  std::unique_ptr<KvCache> kv_cache_create(int32_t n_blocks, int32_t bs,
+                                           int32_t n_state_slots) const override {
+    if (recurrent_ && n_state_slots < 1) fail(ErrorCode::invalid_argument, "fake: no state slots");
+    return std::make_unique<FakeKvCache>(n_blocks, bs, recurrent_ ? n_state_slots : 0);
+  }
+  // Recurrent mode: runs each sequence's new tokens through its state slot (reset at n_past 0)
+  // after checking that the slot holds exactly its n_past earlier tokens.
+  void run_states(const Batch& batch, FakeKvCache& kv) {
+    if (!recurrent_) return;
+    for (const BatchSeq& s : batch.seqs) {
+      std::vector<int32_t>& st = kv.state(s.state_slot);
+      if (s.n_past == 0) st.clear();
+      if (static_cast<int32_t>(st.size()) != s.n_past)
+        fail(ErrorCode::internal, "fake: state slot {} holds {} tokens, the sequence {}",
+             s.state_slot, st.size(), s.n_past);
+      for (int32_t i = 0; i < s.n_tokens; ++i)
+        st.push_back(batch.tokens[static_cast<size_t>(s.first_token + i)]);
+    }
+  }
+  // The history a logit row sees: from the KV slots, or (recurrent) from the state slot.
+  std::vector<int32_t> history_of(FakeKvCache& kv, const BatchSeq& seq, int32_t pos) const {
+    if (recurrent_) {
+      const std::vector<int32_t>& st = kv.state(seq.state_slot);
+      return {st.begin(), st.begin() + pos + 1};
+    }
+    std::vector<int32_t> history;
+    for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq.block_table, p));
+    return history;
   }
   // Writes each token into its slot, then for each logit row rebuilds the history from the KV
   // slots (through the block table) and puts a peak of 10 on the next token, sloping off.
@@ -137,14 +182,14 @@ class FakeModel final : public Model {
     for (const BatchSeq& s : batch.seqs)
       for (int32_t i = 0; i < s.n_tokens; ++i)
         kv.slot(s.block_table, s.n_past + i) = batch.tokens[static_cast<size_t>(s.first_token + i)];
+    run_states(batch, kv);
     for (size_t row = 0; row < batch.logit_tokens.size(); ++row) {
       const int32_t t = batch.logit_tokens[row];
       const BatchSeq* seq = nullptr;
       for (const BatchSeq& s : batch.seqs)
         if (t >= s.first_token && t < s.first_token + s.n_tokens) seq = &s;
       const int32_t pos = batch.positions[static_cast<size_t>(t)];
-      std::vector<int32_t> history;
-      for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq->block_table, p));
+      const std::vector<int32_t> history = history_of(kv, *seq, pos);
       const int32_t next = fake_next_token(history, eos_after_);
       float* out = logits.data() + row * n_rows_;
       for (int32_t v = 0; v < kFakeVocab; ++v)
@@ -161,14 +206,14 @@ class FakeModel final : public Model {
     for (const BatchSeq& s : batch.seqs)
       for (int32_t i = 0; i < s.n_tokens; ++i)
         kv.slot(s.block_table, s.n_past + i) = batch.tokens[static_cast<size_t>(s.first_token + i)];
+    run_states(batch, kv);
     for (size_t row = 0; row < batch.logit_tokens.size(); ++row) {
       const int32_t t = batch.logit_tokens[row];
       const BatchSeq* seq = nullptr;
       for (const BatchSeq& s : batch.seqs)
         if (t >= s.first_token && t < s.first_token + s.n_tokens) seq = &s;
       const int32_t pos = batch.positions[static_cast<size_t>(t)];
-      std::vector<int32_t> history;
-      for (int32_t p = 0; p <= pos; ++p) history.push_back(kv.slot(seq->block_table, p));
+      const std::vector<int32_t> history = history_of(kv, *seq, pos);
       const std::array<float, kFakeEmbd> h = fake_hidden(history);
       std::copy(h.begin(), h.end(), hidden.begin() + static_cast<std::ptrdiff_t>(row * kFakeEmbd));
     }
@@ -183,6 +228,7 @@ class FakeModel final : public Model {
   ModelInfo info_;
   int32_t eos_after_;
   int32_t n_rows_;
+  bool recurrent_;
 };
 
 }  // namespace memra::testing

@@ -2,6 +2,8 @@
 // admission, and preemption by recompute when KV blocks run out.
 #include "engine/scheduler.h"
 
+#include "core/error.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -130,6 +132,51 @@ TEST(Scheduler, RemoveFreesBlocks) {
   sched.remove(&a);
   EXPECT_EQ(kv.stats().used, 0);
   EXPECT_EQ(sched.n_running(), 0);
+}
+
+TEST(StatePool, HandsOutLowestFreeSlotsAndRefusesForeignReleases) {
+  StatePool pool(3);
+  EXPECT_TRUE(pool.enabled());
+  EXPECT_EQ(pool.allocate(), 0);
+  EXPECT_EQ(pool.allocate(), 1);
+  EXPECT_EQ(pool.allocate(), 2);
+  EXPECT_EQ(pool.allocate(), -1);
+  pool.release(1);
+  EXPECT_EQ(pool.n_used(), 2);
+  EXPECT_THROW(pool.release(1), Error);  // twice
+  EXPECT_THROW(pool.release(7), Error);  // not a slot
+  EXPECT_EQ(pool.allocate(), 1);
+  EXPECT_FALSE(StatePool(0).enabled());
+}
+
+// A model with recurrent state: admission needs a free slot; every way a sequence leaves
+// (finish, preemption) gives its slot back, and its batch entries name it.
+TEST(Scheduler, RecurrentStateSlotsGateAdmissionAndComeBack) {
+  KvBlockManager kv(64, 4, false);
+  StatePool states(2);
+  Scheduler sched(kv, {64, 8, false}, &states);
+  SeqState a = make_seq(1, 5), b = make_seq(2, 6, 50), c = make_seq(3, 7, 90);
+  sched.add(&a);
+  sched.add(&b);
+  sched.add(&c);
+  StepPlan p1 = sched.schedule();
+  ASSERT_EQ(p1.seqs.size(), 2u);  // c waits for a slot
+  EXPECT_EQ(p1.batch.seqs[0].state_slot, 0);
+  EXPECT_EQ(p1.batch.seqs[1].state_slot, 1);
+  EXPECT_EQ(c.state_slot, -1);
+  EXPECT_EQ(sched.n_waiting(), 1);
+  finish_step(sched, p1);
+  sched.remove(&a);
+  EXPECT_EQ(a.state_slot, -1);
+  StepPlan p2 = sched.schedule();  // b decodes, c takes a's slot
+  ASSERT_EQ(p2.seqs.size(), 2u);
+  EXPECT_EQ(p2.seqs[1], &c);
+  EXPECT_EQ(p2.batch.seqs[1].state_slot, 0);
+  EXPECT_EQ(states.n_used(), 2);
+  sched.remove(&b);
+  sched.remove(&c);
+  EXPECT_EQ(states.n_used(), 0);
+  EXPECT_EQ(kv.stats().used, 0);
 }
 
 }  // namespace

@@ -107,6 +107,127 @@ TEST(ModelLoad, MoeConfigMustMatchCheckpoint) {
   fs::remove_all(dir);
 }
 
+// Qwen3.5's hybrid stack: state only in the linear-attention layers, KV only in the others,
+// the prefix cache refused with a reason.
+TEST(ModelLoad, Qwen35FixtureLoadsAsAHybridStack) {
+  auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5"))),
+                          cpu_options());
+  EXPECT_EQ(model->info().architecture, "qwen35");
+  EXPECT_EQ(model->info().n_layers, 4);
+  EXPECT_NE(model->info().prefix_cache_unsupported.find("recurrent state"), std::string::npos);
+  // One attention layer of 1 kv head x 32 dims, K and V in f32.
+  EXPECT_EQ(model->kv_bytes_per_token(), 2u * 4 * 1 * 32);
+  // Three linear layers: conv (4 - 1) x (2 x 2 x 16 + 4 x 24) and 4 heads x 16 x 24, f32.
+  EXPECT_EQ(model->state_bytes_per_seq(), 3u * 4 * (3 * 160 + 4 * 16 * 24));
+  auto kv = model->kv_cache_create(4, 4, 2);
+  EXPECT_EQ(kv->n_state_slots(), 2);
+  EXPECT_EQ(kv->state_bytes(), 2 * model->state_bytes_per_seq());
+  EXPECT_EQ(kv->bytes(), 4u * 4 * model->kv_bytes_per_token());
+  // A step whose sequence names no state slot (or one outside the cache) is refused.
+  std::vector<float> logits(128);
+  Batch b;
+  b.tokens = {5};
+  b.positions = {0};
+  b.seqs.push_back(BatchSeq{0, 1, 0, {0}});
+  b.logit_tokens = {0};
+  EXPECT_THROW(model->forward(b, *kv, logits), Error);
+  b.seqs[0].state_slot = 2;
+  EXPECT_THROW(model->forward(b, *kv, logits), Error);
+  b.seqs[0].state_slot = 1;
+  model->forward(b, *kv, logits);
+}
+
+TEST(ModelLoad, Qwen35MoeFixtureLoads) {
+  auto model = model_load(
+      std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5_moe"))), cpu_options());
+  EXPECT_EQ(model->info().architecture, "qwen35moe");
+  EXPECT_EQ(model->info().n_layers, 4);
+  EXPECT_FALSE(model->info().prefix_cache_unsupported.empty());
+  // Every layer routes to experts: a missing router is refused by name.
+  ModelArchive a = archive_open(fixture("qwen3_5_moe"));
+  std::erase_if(a.tensors,
+                [](const TensorView& t) { return t.name == "blk.1.ffn_gate_inp.weight"; });
+  expect_refused(std::move(a), ErrorCode::not_found, "blk.1.ffn_gate_inp.weight");
+  ModelArchive b = archive_open(fixture("qwen3_5_moe"));
+  std::erase_if(b.tensors,
+                [](const TensorView& t) { return t.name == "blk.2.ffn_up_shexp.weight"; });
+  expect_refused(std::move(b), ErrorCode::not_found, "blk.2.ffn_up_shexp.weight");
+}
+
+TEST(ModelLoad, Qwen35Refusals) {
+  ModelArchive a = archive_open(fixture("qwen3_5"));
+  a.metadata.set("qwen35.ssm.time_step_rank", gguf::Value::make_u32(3));  // 3 v heads, 2 k heads
+  expect_refused(std::move(a), ErrorCode::unsupported, "ssm.time_step_rank");
+  ModelArchive b = archive_open(fixture("qwen3_5"));
+  b.metadata.set("qwen35.full_attention_interval", gguf::Value::make_u32(2));  // layer 1 full
+  expect_refused(std::move(b), ErrorCode::not_found, "blk.1.attn_q.weight");
+  ModelArchive c = archive_open(fixture("qwen3_5"));
+  std::erase_if(c.tensors, [](const TensorView& t) { return t.name == "blk.3.ssm_a"; });
+  expect_refused(std::move(c), ErrorCode::not_found, "blk.3.ssm_a");
+}
+
+// A multi-token-prediction block after the layers (llama.cpp: block_count counts it,
+// nextn_predict_layers says how many) loads and is not run.
+TEST(ModelLoad, Qwen35MtpBlockDoesNotBreakLoading) {
+  ModelArchive a = archive_open(fixture("qwen3_5"));
+  a.metadata.set("qwen35.block_count", gguf::Value::make_u32(5));
+  a.metadata.set("qwen35.nextn_predict_layers", gguf::Value::make_u32(1));
+  for (const char* name : {"blk.4.nextn.eh_proj.weight", "blk.4.attn_q.weight"}) {
+    TensorView t = *a.find_tensor("blk.2.attn_q.weight");
+    t.name = name;
+    a.tensors.push_back(t);
+  }
+  auto model = model_load(std::make_shared<const ModelArchive>(std::move(a)), cpu_options());
+  EXPECT_EQ(model->info().n_layers, 4);
+}
+
+// A backend without the linear-attention ops (the CUDA backend today) is refused at load, by
+// the ops' names, before any weight is uploaded.
+class NoLinearAttentionOps final : public Ops {
+ public:
+  std::string name() const override { return "test-gpu"; }
+  bool host_memory() const override { return false; }
+  DType kv_dtype_default() const override { return DType::f16; }
+  void kv_dtype_check(DType) const override {}
+  Buffer alloc(size_t) override { fail(ErrorCode::internal, "no memory here"); }
+  void upload(void*, const void*, size_t) override {}
+  void download(void*, const void*, size_t) override {}
+  void copy(void*, const void*, size_t) override {}
+  TensorView weight_upload(const TensorView&, WeightUse) override {
+    fail(ErrorCode::internal, "uploaded");
+  }
+  void step_begin(const StepLayout&) override {}
+  void matmul(const TensorView&, const float*, int64_t, float*) override {}
+  void embed(const TensorView&, float, float*) override {}
+  void rms_norm(const float*, const float*, int64_t, int64_t, float, float*) override {}
+  void rope(float*, int, int, const RopeParams&) override {}
+  void kv_store(const KvLayerView&, const float*, const float*) override {}
+  void attention(const KvLayerView&, const float*, const AttentionParams&, float*) override {}
+  void gather_logit_rows(const float*, int64_t, float*) override {}
+  void argmax_rows(const float*, int64_t, int64_t, int64_t, int32_t*) override {}
+  void add(float*, const float*, int64_t) override {}
+  void add_row(float*, const float*, int64_t, int64_t) override {}
+  void scale(float*, float, int64_t) override {}
+  void softcap(float*, float, int64_t) override {}
+  void silu_mul(const float*, const float*, int64_t, float*) override {}
+  void gelu_tanh_mul(const float*, const float*, int64_t, float*) override {}
+};
+
+TEST(ModelLoad, Qwen35RefusesABackendWithoutLinearAttentionOps) {
+  ModelLoadOptions o;
+  o.ops = std::make_shared<NoLinearAttentionOps>();
+  try {
+    model_load(std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5"))), o);
+    FAIL() << "loaded on a backend without linear-attention ops";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+    for (const char* needle : {"test-gpu", "gated_delta_rule", "ssm_conv", "--device cpu"})
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(
+      o.ops->gated_delta_rule({}, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr), Error);
+}
+
 TEST(ModelLoad, RefusesUnknownArchitecture) {
   ModelArchive a = archive_open(fixture("llama"));
   a.metadata.set("general.architecture", gguf::Value::make_string("mamba"));

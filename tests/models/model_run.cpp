@@ -146,6 +146,7 @@ void step(Model& model, KvCache& kv, const std::vector<int32_t>& seq_tokens, int
   seq.first_token = 0;
   seq.n_tokens = end - begin;
   seq.n_past = begin;
+  seq.state_slot = kv.n_state_slots() > 0 ? 0 : -1;  // hybrid models: the one sequence's state
   const int32_t bs = kv.block_size();
   for (int32_t b = 0; b * bs < end; ++b) seq.block_table.push_back(b);
   for (int32_t p = begin; p < end; ++p) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/attention_cpu.h"
+#include "backend/cpu/linear_attention_cpu.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/ops.h"
@@ -199,6 +200,25 @@ class CpuOps final : public Ops {
       const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
       out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
     }
+  }
+
+  bool linear_attention_supported() const override { return true; }
+  void ssm_conv(const StateLayerView& state, const float* x, int64_t dim, int kernel,
+                const float* w, float* y) override {
+    cpu::ssm_conv(pool_, step_, state, x, dim, kernel, w, y);
+  }
+  void gated_delta_rule(const StateLayerView& state, const float* qkv, const float* a,
+                        const float* b, const float* A, const float* dt_bias,
+                        const DeltaNetParams& params, float* out) override {
+    cpu::gated_delta_rule(pool_, step_, state, qkv, a, b, A, dt_bias, params, out);
+  }
+  void rms_norm_gated(const float* x, const float* w, const float* z, int64_t n_rows, int64_t dim,
+                      float eps, float* y) override {
+    cpu::rms_norm_gated(x, w, z, n_rows, dim, eps, y);
+  }
+  void sigmoid_mul(float* y, const float* gate, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>(y[i] / (1.0 + std::exp(-double{gate[i]})));
   }
 
  private:
