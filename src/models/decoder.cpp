@@ -311,6 +311,14 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   trace("attn_out", il, out, n, cfg_.n_embd);
 }
 
+void DecoderModel::mixer_block(int il, int64_t n, const BackendKvCache& kv, const float* h,
+                               float* out) {
+  if (!cfg_.recurrent_layer.empty() && cfg_.recurrent_layer[il])
+    delta_net_block(il, n, kv, h, out);
+  else
+    attention_block(il, n, kv, h, out);
+}
+
 void DecoderModel::ffn_block(int il, const float* h, int64_t n, float* out) {
   if (!cfg_.moe_layer.empty() && cfg_.moe_layer[il])
     moe_block(il, h, n, out);

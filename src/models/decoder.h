@@ -92,6 +92,9 @@ class DecoderModel : public Model {
   void delta_net_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
   // The layer's feed-forward: moe_block in the MoE layers (config.moe_layer), mlp_block elsewhere.
   void ffn_block(int il, const float* h, int64_t n, float* out);
+  // The layer's token mixer: delta_net_block in the linear-attention layers
+  // (config.recurrent_layer), attention_block elsewhere.
+  void mixer_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
   // y = rms_norm(x) * w over rows of n_embd.
   void norm(const float* x, const TensorView& w, int64_t n, float* y, const char* name, int il);
   // x += d; y = rms_norm(x) * w (a residual add and the next block's norm, fused where the
@@ -140,8 +143,6 @@ class DecoderModel : public Model {
 
 std::unique_ptr<Model> llama_model_create(std::shared_ptr<const ModelArchive> archive,
                                           const ModelLoadOptions& options);
-std::unique_ptr<Model> qwen35_model_create(std::shared_ptr<const ModelArchive> archive,
-                                           const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma3_model_create(std::shared_ptr<const ModelArchive> archive,
                                            const ModelLoadOptions& options);
 std::unique_ptr<Model> gemma4_model_create(std::shared_ptr<const ModelArchive> archive,

@@ -1,7 +1,8 @@
 // The Llama family of decoders: Llama 3 (GGUF "normal" rope layout, llama3 rope scaling via
 // rope_freqs), Qwen2 (qkv bias), Qwen3 (qk-norm) and Qwen3 MoE (Qwen3 whose feed-forward is a
 // top-k softmax mixture of experts in the sparse layers: config.moe_layer, from
-// decoder_sparse_step minus mlp_only_layers), as config variants of one forward pass.
+// decoder_sparse_step minus mlp_only_layers), and Qwen3.5 dense / MoE (gated delta-net layers in
+// config.recurrent_layer, models/qwen35.cpp), as config variants of one forward pass.
 #include "models/decoder.h"
 
 namespace memra {
@@ -18,7 +19,7 @@ class LlamaModel final : public DecoderModel {
     norm(x, w_.layers[0].attn_norm, n, h, "attn_norm", 0);
     for (int il = 0; il < cfg_.n_layers; ++il) {
       const LayerWeights& L = w_.layers[il];
-      attention_block(il, n, kv, h, out);
+      mixer_block(il, n, kv, h, out);
       add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
       ffn_block(il, h, n, out);
       // The residual add fuses with the next layer's attention norm.

@@ -33,12 +33,12 @@ std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
                                   const ModelLoadOptions& options) {
   if (!archive) fail(ErrorCode::invalid_argument, "model_load: no archive");
   const std::string arch = archive->architecture();
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe")
+  // One pre-norm decoder loop; the config picks each layer's mixer and feed-forward.
+  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
+      arch == "qwen35" || arch == "qwen35moe")
     return llama_model_create(std::move(archive), options);
   if (arch == "gemma3") return gemma3_model_create(std::move(archive), options);
   if (arch == "gemma4") return gemma4_model_create(std::move(archive), options);
-  if (arch == "qwen35" || arch == "qwen35moe")
-    return qwen35_model_create(std::move(archive), options);
   fail(ErrorCode::unsupported,
        "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
        "gemma4, qwen35, qwen35moe)",

@@ -3,7 +3,8 @@
 // gated RMSNorm) or gated full attention (qk-norm, partial rotary, a sigmoid output gate), each
 // followed by the SiLU-gated MLP. transformers' Qwen3_5DecoderLayer / Qwen3_5GatedDeltaNet are
 // the reference; the weights follow llama.cpp's qwen35 GGUF (norms stored as 1 + w, A as
-// -exp(A_log), v heads in tiled order), which the HF archive produces from a checkpoint.
+// -exp(A_log), v heads in tiled order), which the HF archive produces from a checkpoint. The layer
+// loop is llama's (models/llama.cpp): DecoderModel::mixer_block picks this block per layer.
 #include "models/decoder.h"
 
 namespace memra {
@@ -36,42 +37,6 @@ void DecoderModel::delta_net_block(int il, int64_t n, const BackendKvCache& kv, 
   trace("ssm_norm", il, core, n, v_total);
   ops_->matmul(L.ssm_out, core, n, out);
   trace("ssm_out", il, out, n, cfg_.n_embd);
-}
-
-namespace {
-
-class Qwen35Model final : public DecoderModel {
- public:
-  using DecoderModel::DecoderModel;
-
-  void forward_layers(int64_t n, const BackendKvCache& kv) override {
-    float *x = s_.x.f32(), *h = s_.h.f32(), *out = s_.out.f32();
-    embed(x);
-    norm(x, w_.layers[0].attn_norm, n, h, "attn_norm", 0);
-    for (int il = 0; il < cfg_.n_layers; ++il) {
-      const LayerWeights& L = w_.layers[il];
-      if (cfg_.recurrent_layer[il])
-        delta_net_block(il, n, kv, h, out);
-      else
-        attention_block(il, n, kv, h, out);
-      add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
-      ffn_block(il, h, n, out);
-      if (il + 1 < cfg_.n_layers) {
-        add_norm(x, out, w_.layers[il + 1].attn_norm, n, h, "ffn_residual", il, "attn_norm",
-                 il + 1);
-      } else {
-        ops_->add(x, out, n * cfg_.n_embd);
-        trace("ffn_residual", il, x, n, cfg_.n_embd);
-      }
-    }
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<Model> qwen35_model_create(std::shared_ptr<const ModelArchive> archive,
-                                           const ModelLoadOptions& options) {
-  return std::make_unique<Qwen35Model>(std::move(archive), options);
 }
 
 }  // namespace memra
