@@ -3,6 +3,7 @@
 // this thread touches sequences, the scheduler and the KV cache; submit/cancel/stats share a
 // mutex-guarded inbox with it.
 #include "engine/engine_impl.h"
+#include "engine/engine_thread.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +47,7 @@ const char* finish_reason_name(FinishReason reason) {
   return "unknown";
 }
 
-namespace {
+namespace detail {
 
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 1024;
@@ -66,97 +67,6 @@ int64_t step_fault_from_env() {
     fail(ErrorCode::invalid_argument, "MEMRA_ENGINE_FAULT={} is not step:N (N >= 1)", s);
   return n;
 }
-
-// A request in flight: its scheduling state plus sampling, detokenization and stop state.
-struct Active : SeqState {
-  Active(RequestId rid, Request req, const Tokenizer& tok, uint64_t seed)
-      : id(rid),
-        request(std::move(req)),
-        sampler(request.sampling, request.prompt, seed),
-        stops(request.stop.stop_strings),
-        decoder(tok, /*skip_special=*/true) {}
-  RequestId id;
-  Request request;
-  Sampler sampler;
-  StopMatcher stops;
-  StreamDecoder decoder;
-  std::unique_ptr<structured::TokenConstraint> constraint;  // when request.grammar is set
-  int32_t n_generated = 0;
-  // RequestKind::embed: the pooled hidden state so far (mean: a sum over pooled_rows rows).
-  std::vector<double> pool;
-  int32_t pooled_rows = 0;
-  bool done = false;  // its final event is out (or its sink failed): nothing more is sent
-};
-
-class EngineImpl final : public Engine {
- public:
-  EngineImpl(EngineParts parts, const EngineOptions& options);
-  ~EngineImpl() override;
-
-  RequestId submit(Request request) override;
-  void cancel(RequestId id) override;
-  const Tokenizer& tokenizer() const override { return *parts_.tokenizer; }
-  const ChatTemplate* chat_template() const override { return parts_.chat_template.get(); }
-  const EngineModelInfo& model_info() const override { return parts_.info; }
-  EngineStats stats() const override;
-
- private:
-  uint64_t cache_budget(uint64_t& free_bytes, uint64_t& total_bytes) const;
-  int32_t state_slots() const;
-  int64_t default_kv_blocks(int64_t ctx_blocks, int32_t block_size, uint64_t reserved) const;
-  void validate(const Request& r) const;
-  std::shared_ptr<const structured::TokenVocabulary> vocabulary();
-  void run();
-  void iterate();
-  void step();
-  bool plain_greedy_step(const StepPlan& plan) const;
-  void sample_row(Active& a, std::span<const float> row);
-  void on_token(Active& a, const GeneratedToken& token);
-  void score_row(Active& a, std::span<const float> row);
-  void finish(Active& a, StreamEvent& event, FinishReason reason);
-  void finish_with_error(Active& a, std::string message);
-  void fail_all_in_flight(const std::string& message);
-  void erase_finished();
-  void deliver(Active& a, StreamEvent& event);
-  void publish_stats();
-  // Prefill-only embedding steps (embed_scheduler_): KV blocks only while an input is prefilled.
-  Scheduler& scheduler_of(const Active& a);
-  bool embed_work() const;
-  void embed_step();
-  void pool_rows(Active& a, const float* rows, int32_t n_rows);
-  void finish_embedding(Active& a);
-
-  EngineParts parts_;
-  EngineOptions options_;
-  int32_t n_vocab_ = 0;   // logit rows the model writes
-  int32_t n_tokens_ = 0;  // ids with a token: a padded checkpoint has more rows than tokens
-  std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<KvBlockManager> blocks_;
-  std::unique_ptr<StatePool> states_;  // recurrent-state slots (0 slots: the model has none)
-  std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<Scheduler> embed_scheduler_;  // RequestKind::embed: no prefix cache, no decode
-  std::vector<float> hidden_;                   // an embedding step's final-norm rows
-  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
-  std::vector<float> logits_;
-  std::vector<int32_t> greedy_ids_;  // a plain greedy step's tokens (Model::forward_greedy)
-  std::vector<Active*> finished_;    // removed after the step's events are out
-  // The token trie for constrained decoding, built by the first request with a grammar.
-  std::once_flag vocabulary_once_;
-  std::shared_ptr<const structured::TokenVocabulary> vocabulary_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Active>> inbox_;
-  std::vector<RequestId> cancels_;
-  bool stopping_ = false;
-  std::string fatal_;  // why the engine stopped serving (stats_.fatal_error too), under mu_
-  RequestId next_id_ = 1;
-  uint64_t seed_base_ = 0;
-  EngineStats stats_;
-  int64_t fault_step_ = step_fault_from_env();  // engine thread only, as steps_started_
-  int64_t steps_started_ = 0;
-  std::thread thread_;
-};
 
 EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
     : parts_(std::move(parts)), options_(options) {
@@ -605,107 +515,6 @@ Scheduler& EngineImpl::scheduler_of(const Active& a) {
   return a.request.kind == RequestKind::embed ? *embed_scheduler_ : *scheduler_;
 }
 
-bool EngineImpl::embed_work() const {
-  return embed_scheduler_->n_waiting() + embed_scheduler_->n_running() > 0;
-}
-
-// One prefill-only step of embedding inputs. The rows each sequence needs this step are chosen
-// by its pooling (mean: every token; cls: position 0; last: the final token), run through the
-// final norm (Model::forward_hidden) and folded into its pool; a sequence whose last token was
-// computed is finished, which frees its blocks (never published to the prefix cache). An empty
-// plan means generation holds the blocks: try again next turn.
-void EngineImpl::embed_step() {
-  StepPlan plan = embed_scheduler_->schedule();
-  if (plan.seqs.empty()) return;
-  Batch& batch = plan.batch;
-  batch.logit_tokens.clear();
-  std::vector<int32_t> rows_of(plan.seqs.size(), 0);
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    const Active& a = static_cast<const Active&>(*plan.seqs[i]);
-    const BatchSeq& bs = batch.seqs[i];
-    const bool ends = bs.n_past + bs.n_tokens == static_cast<int32_t>(a.tokens.size());
-    int32_t first = bs.first_token, n = 0;
-    if (a.request.pooling == Pooling::mean) {
-      n = bs.n_tokens;
-    } else if (a.request.pooling == Pooling::cls) {
-      n = bs.n_past == 0 ? 1 : 0;
-    } else if (ends) {
-      first = bs.first_token + bs.n_tokens - 1;
-      n = 1;
-    }
-    for (int32_t t = 0; t < n; ++t) batch.logit_tokens.push_back(first + t);
-    rows_of[i] = n;
-  }
-  const int32_t n_embd = parts_.model->info().n_embd;
-  hidden_.resize(batch.logit_tokens.size() * static_cast<size_t>(n_embd));
-  try {
-    parts_.model->forward_hidden(batch, *kv_, hidden_);
-  } catch (const std::exception& e) {
-    MEMRA_LOG_ERROR("engine embedding step failed: {}", e.what());
-    const std::string why = parts_.ops ? parts_.ops->fatal_error() : std::string();
-    if (!why.empty()) {
-      std::lock_guard lock(mu_);
-      fatal_ = why;
-      stats_.fatal_error = why;
-    }
-    for (SeqState* seq : plan.seqs) finish_with_error(static_cast<Active&>(*seq), e.what());
-    erase_finished();
-    if (!why.empty())
-      fail_all_in_flight("the engine stopped serving: the device is unusable (" + why + ")");
-    return;
-  }
-  embed_scheduler_->complete(plan);
-  uint64_t prompt_tokens = 0;
-  const float* row = hidden_.data();
-  for (size_t i = 0; i < plan.seqs.size(); ++i) {
-    Active& a = static_cast<Active&>(*plan.seqs[i]);
-    prompt_tokens += static_cast<uint64_t>(batch.seqs[i].n_tokens);
-    if (batch.seqs[i].n_past == 0) {  // a first chunk, or the restart of a preempted input
-      a.pool.clear();
-      a.pooled_rows = 0;
-    }
-    pool_rows(a, row, rows_of[i]);
-    row += static_cast<size_t>(rows_of[i]) * n_embd;
-    if (!a.done && a.remaining() == 0) finish_embedding(a);
-  }
-  erase_finished();
-  std::lock_guard lock(mu_);
-  stats_.steps_total += 1;
-  stats_.prompt_tokens_total += prompt_tokens;
-}
-
-void EngineImpl::pool_rows(Active& a, const float* rows, int32_t n_rows) {
-  const size_t n_embd = static_cast<size_t>(parts_.model->info().n_embd);
-  if (a.pool.empty()) a.pool.assign(n_embd, 0.0);
-  for (int32_t r = 0; r < n_rows; ++r)
-    for (size_t c = 0; c < n_embd; ++c) a.pool[c] += rows[r * n_embd + c];
-  a.pooled_rows += n_rows;
-}
-
-// The final event: the pooled vector (the mean divides by the row count), L2-normalized when
-// asked (a zero vector stays zero).
-void EngineImpl::finish_embedding(Active& a) {
-  StreamEvent event;
-  if (a.pooled_rows == 0) {
-    event.error = "no hidden state was pooled for this input";
-    finish(a, event, FinishReason::error);
-    return deliver(a, event);
-  }
-  const double rows = a.request.pooling == Pooling::mean ? a.pooled_rows : 1.0;
-  double norm2 = 0.0;
-  for (double& v : a.pool) {
-    v /= rows;
-    norm2 += v * v;
-  }
-  const double inv = a.request.normalize && norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 1.0;
-  event.embedding.reserve(a.pool.size());
-  for (double v : a.pool) event.embedding.push_back(static_cast<float>(v * inv));
-  finish(a, event, FinishReason::stop);
-  deliver(a, event);
-}
-
-// Every row is the argmax of its raw logits (Sampler::plain_greedy, no grammar): the model picks
-// the tokens on its device and only their ids come back.
 bool EngineImpl::plain_greedy_step(const StepPlan& plan) const {
   for (SeqState* seq : plan.logit_seqs) {
     const Active& a = static_cast<const Active&>(*seq);
@@ -821,12 +630,12 @@ void EngineImpl::deliver(Active& a, StreamEvent& event) {
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 std::unique_ptr<Engine> engine_start(EngineParts parts, const EngineOptions& options) {
   if (!parts.model || !parts.tokenizer)
     fail(ErrorCode::internal, "engine_start needs a model and a tokenizer");
-  return std::make_unique<EngineImpl>(std::move(parts), options);
+  return std::make_unique<detail::EngineImpl>(std::move(parts), options);
 }
 
 }  // namespace memra
