@@ -11,106 +11,14 @@
 #include <set>
 
 #include "engine/engine_impl.h"
+#include "engine_harness.h"
 #include "fake_model.h"
 #include "structured/grammar.h"
 
 namespace memra {
 namespace {
 
-using testing::FakeModel;
-using testing::FakeTokenizer;
-
-struct Collected {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> ids;
-  std::string text;
-  FinishReason finish = FinishReason::none;
-  std::string matched;
-  Usage usage;
-  std::string error;
-  int events = 0;
-  int finals = 0;           // events with a finish reason: exactly one per request
-  int32_t max_top_id = -1;  // largest id among the top_logprobs alternatives
-
-  std::function<void(const StreamEvent&)> sink() {
-    return [this](const StreamEvent& e) {
-      std::lock_guard lock(mu);
-      for (const auto& t : e.tokens) {
-        ids.push_back(t.id);
-        for (const auto& alt : t.top) max_top_id = std::max(max_top_id, alt.id);
-      }
-      text += e.text;
-      usage = e.usage;
-      ++events;
-      cv.notify_all();
-      if (e.finish != FinishReason::none) {
-        finish = e.finish;
-        matched = e.matched_stop;
-        error = e.error;
-        ++finals;
-        cv.notify_all();
-      }
-    };
-  }
-  void wait() {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(
-        cv.wait_for(lock, std::chrono::seconds(20), [&] { return finish != FinishReason::none; }));
-  }
-};
-
-struct Harness {
-  FakeModel* model = nullptr;
-  std::unique_ptr<Engine> engine;
-};
-
-Harness start(EngineOptions o = {}, int32_t n_ctx = 256, int32_t eos_after = -1,
-              int32_t padded_rows = 0, int32_t poison = -1, bool recurrent = false) {
-  EngineParts parts;
-  auto model = std::make_unique<FakeModel>(n_ctx, eos_after, padded_rows, recurrent);
-  Harness h;
-  h.model = model.get();
-  parts.model = std::move(model);
-  parts.tokenizer = std::make_unique<FakeTokenizer>(poison);
-  parts.eos_ids = {testing::kFakeEos};
-  parts.info.id = "fake";
-  h.engine = engine_start(std::move(parts), o);
-  return h;
-}
-
-std::vector<int32_t> prompt_of(int32_t n, int32_t salt = 0) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(2 + (i * 7 + salt) % 38);
-  return p;
-}
-
-// What the fake model generates greedily after `prompt`, computed without the engine.
-std::vector<int32_t> expected_greedy(std::vector<int32_t> history, int32_t n) {
-  std::vector<int32_t> out;
-  for (int32_t i = 0; i < n; ++i) {
-    out.push_back(testing::fake_next_token(history));
-    history.push_back(out.back());
-  }
-  return out;
-}
-
-// Stats are published after each step's events: wait until the engine has caught up.
-void wait_idle(const Engine& e) {
-  for (int i = 0; i < 400 && (e.stats().running > 0 || e.stats().kv_blocks_used > 0 ||
-                              e.stats().state_slots_used > 0);
-       ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-}
-
-Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens, Collected& c) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.sink = c.sink();
-  return r;
-}
+using namespace engine_testing;  // NOLINT: the harness is this file's vocabulary
 
 TEST(Engine, GreedyMatchesTheModelsSequentialAnswer) {
   Harness h = start();
@@ -717,102 +625,6 @@ TEST(Engine, CancelledEmbeddingFreesItsBlocks) {
   EXPECT_EQ(r.finish, FinishReason::cancelled);
   EXPECT_TRUE(r.embedding.empty());
   wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
-}
-
-// ---- a model with recurrent state (the hybrid linear-attention models' engine contract)
-
-Harness start_recurrent(EngineOptions o = {}, int32_t n_ctx = 256) {
-  return start(o, n_ctx, -1, 0, -1, /*recurrent=*/true);
-}
-
-TEST(EngineRecurrent, PrefixCacheIsOffWithAReasonAndRepeatsRecompute) {
-  Harness h = start_recurrent();
-  EXPECT_FALSE(h.engine->model_info().prefix_cache);
-  EXPECT_EQ(h.engine->model_info().prefix_cache_off_reason, "fake recurrent state");
-  Collected cold, again;
-  h.engine->submit(greedy_request(prompt_of(50), 8, cold));
-  cold.wait();
-  h.engine->submit(greedy_request(prompt_of(50), 8, again));
-  again.wait();
-  EXPECT_EQ(again.usage.cached_tokens, 0);  // a cached block would skip the prefix's state
-  EXPECT_EQ(again.ids, expected_greedy(prompt_of(50), 8));
-  EXPECT_EQ(cold.ids, again.ids);
-  EXPECT_EQ(h.engine->stats().cached_tokens_total, 0u);
-  // Without state the same engine options reuse the cache (the flag is the model's).
-  Harness plain = start();
-  EXPECT_TRUE(plain.engine->model_info().prefix_cache);
-  EXPECT_EQ(plain.engine->stats().state_slots_total, 0);
-}
-
-TEST(EngineRecurrent, SlotsAreSizedByMaxSequencesAndBatchedEqualsAlone) {
-  EngineOptions o;
-  o.max_sequences = 4;
-  Harness h = start_recurrent(o);
-  EXPECT_EQ(h.engine->stats().state_slots_total, 4);
-  EXPECT_GT(h.engine->model_info().state_bytes, 0u);
-  const int n = 12;  // three times the slots: admission waits for a free slot
-  std::vector<Collected> c(n);
-  for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(5 + i * 3, i), 16, c[i]));
-  for (int i = 0; i < n; ++i) {
-    c[i].wait();
-    EXPECT_EQ(c[i].finish, FinishReason::length) << "request " << i;
-    EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(5 + i * 3, i), 16)) << "request " << i;
-  }
-  EXPECT_GT(h.model->max_batch_tokens_seen.load(), 16);
-  wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
-}
-
-TEST(EngineRecurrent, ChunkedPrefillCarriesTheState) {
-  EngineOptions o;
-  o.max_batch_tokens = 7;
-  Harness h = start_recurrent(o);
-  std::vector<Collected> c(3);
-  for (int i = 0; i < 3; ++i) h.engine->submit(greedy_request(prompt_of(60, i), 10, c[i]));
-  for (int i = 0; i < 3; ++i) {
-    c[i].wait();
-    EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(60, i), 10)) << "request " << i;
-  }
-  EXPECT_LE(h.model->max_batch_tokens_seen.load(), 7);
-}
-
-TEST(EngineRecurrent, PreemptedSequencesRecomputeTheirState) {
-  EngineOptions o;
-  o.kv_block_size = 4;
-  o.kv_blocks = 40;
-  o.context_length = 128;
-  Harness h = start_recurrent(o, 128);
-  const int n = 8;
-  std::vector<Collected> c(n);
-  for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(10, i), 60, c[i]));
-  for (int i = 0; i < n; ++i) {
-    c[i].wait();
-    EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(10, i), 60)) << "request " << i;
-  }
-  wait_idle(*h.engine);
-  EXPECT_GT(h.engine->stats().preemptions_total, 0u);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
-}
-
-TEST(EngineRecurrent, CancelReleasesTheSlot) {
-  EngineOptions o;
-  o.max_sequences = 1;
-  Harness h = start_recurrent(o);
-  h.model->delay_ms = 2;
-  Collected first, second;
-  const RequestId id = h.engine->submit(greedy_request(prompt_of(8), 200, first));
-  h.engine->submit(greedy_request(prompt_of(9, 3), 5, second));  // waits for the one slot
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_EQ(h.engine->stats().state_slots_used, 1);
-  h.engine->cancel(id);
-  first.wait();
-  second.wait();
-  EXPECT_EQ(first.finish, FinishReason::cancelled);
-  EXPECT_EQ(second.ids, expected_greedy(prompt_of(9, 3), 5));
-  wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
