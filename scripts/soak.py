@@ -192,14 +192,20 @@ def wait_idle(server, timeout):
 
 
 def settle(server, baseline, timeout):
-    """Waits (up to timeout) for fds and threads to come back to the baseline; the last sample."""
+    """Waits (up to timeout) for fds and threads to come back to the baseline, then 2 s more (the
+    server hands free heap back to the system after a second without connections); the sample."""
     deadline = time.time() + timeout
-    while True:
+    while time.time() < deadline:
         s = server.proc_sample()
-        if (s["fds"] <= baseline["fds"] and s["threads"] <= baseline["threads"]) or \
-                time.time() > deadline:
-            return s
+        if s["fds"] <= baseline["fds"] and s["threads"] <= baseline["threads"]:
+            break
         time.sleep(0.25)
+    time.sleep(2)
+    return server.proc_sample()
+
+
+def rss_tolerance_kib(args, baseline):
+    return max(args.rss_tolerance_mib * 1024, 0.05 * baseline["rss_anon_kib"])
 
 
 def verdict(args, report):
@@ -223,7 +229,7 @@ def verdict(args, report):
         reasons.append(f"open fds {end['fds']} > baseline {base['fds']}")
     if end["threads"] > base["threads"]:
         reasons.append(f"threads {end['threads']} > baseline {base['threads']}")
-    rss_tol_kib = max(args.rss_tolerance_mib * 1024, 0.05 * base["rss_anon_kib"])
+    rss_tol_kib = rss_tolerance_kib(args, base)
     report["rss_anon_tolerance_kib"] = rss_tol_kib
     if end["rss_anon_kib"] > base["rss_anon_kib"] + rss_tol_kib:
         reasons.append(f"anonymous RSS {end['rss_anon_kib']} KiB > baseline "
@@ -241,7 +247,9 @@ def print_summary(report):
           f"{report['model']}: {t['sent']} requests, {t['failures']} failed checks")
     for kind, c in sorted(t["by_kind"].items()):
         statuses = " ".join(f"{k}:{v}" for k, v in sorted(c.items()) if k not in ("sent", "failed"))
-        print(f"  {kind:18s} sent {c['sent']:7d}  failed {c.get('failed', 0):5d}  {statuses}")
+        lat = t.get("latency_s", {}).get(kind)
+        where = f"  s p50 {lat['p50']:.1f} p99 {lat['p99']:.1f} max {lat['max']:.1f}" if lat else ""
+        print(f"  {kind:18s} sent {c['sent']:7d}  failed {c.get('failed', 0):5d}  {statuses}{where}")
     b, e = report["baseline"], report["end"]
     print(f"  anonymous rss {b['rss_anon_kib'] / 1024:.1f} -> {e['rss_anon_kib'] / 1024:.1f} MiB "
           f"(peak {report['peak']['rss_anon_kib'] / 1024:.1f}; all rss {b['rss_kib'] / 1024:.1f} "

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/heap_trim.h"
 #include "core/log.h"
 
 namespace memra::server {
@@ -341,8 +342,18 @@ void HttpServer::listen(const std::string& host, int port) {
 void HttpServer::run() {
   while (!stopping_.load()) {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) continue;
-    if (stopping_.load() || (p[1].revents & POLLIN)) break;
+    const int ready = ::poll(p, 2, trim_pending_.load() ? kIdleTrimDelayMs : -1);
+    if (ready < 0) continue;
+    if (ready == 0) {
+      trim_if_idle();
+      continue;
+    }
+    if (stopping_.load()) break;
+    if (p[1].revents & POLLIN) {  // the last connection closed (stop_accepting sets stopping_)
+      char drain[16];
+      if (::read(wake_pipe_[0], drain, sizeof drain) < 0) MEMRA_LOG_WARN("http: wake pipe read");
+      continue;
+    }
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     int one = 1;
@@ -391,7 +402,20 @@ void HttpServer::connection_done(int fd) {
   ::close(fd);
   std::lock_guard lock(mutex_);
   connections_.erase(fd);
+  if (connections_.empty() && !trim_pending_.exchange(true)) {
+    char c = 0;  // wakes the accept loop so that its poll starts the idle countdown
+    if (::write(wake_pipe_[1], &c, 1) < 0) MEMRA_LOG_WARN("http: wake pipe write failed");
+  }
   idle_cv_.notify_all();
+}
+
+void HttpServer::trim_if_idle() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!connections_.empty()) return;  // busy again: the next idle period trims
+  }
+  trim_pending_ = false;
+  trim_free_heap();
 }
 
 int http_read_requests(int fd, const HttpLimits& limits,

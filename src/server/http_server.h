@@ -95,6 +95,8 @@ class HttpServer {
  private:
   void serve_connection(int fd);
   void connection_done(int fd);
+  void trim_if_idle();
+  static constexpr int kIdleTrimDelayMs = 1000;
 
   HttpLimits limits_;
   HttpHandler handler_;
@@ -106,6 +108,9 @@ class HttpServer {
   std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::set<int> connections_;
+  // Set when the last connection closes; the accept loop trims the heap after a second of no new
+  // connection (once per idle period, never under load).
+  std::atomic<bool> trim_pending_{false};
 };
 
 // Reads the requests a peer sends on the connected socket `fd` the way a connection of HttpServer
