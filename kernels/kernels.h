@@ -35,8 +35,9 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 // Where a weight matrix's bytes sit. ggml: the file's rows of blocks (above). tiled: the same
 // quants and scales regrouped at load into 16-row x 256-element records in the order the decode
 // kernel's lanes read them (kernels/matmul/tiled.cuh), so decode streams weights with wide loads
-// straight into registers. Both give bit-identical outputs; tiled exists for Q4_K, Q6_K and
-// Q8_0 matrices whose n_in is a multiple of 256.
+// straight into registers. Both give bit-identical outputs; tiled exists for Q4_K, Q6_K, Q8_0,
+// F16 and BF16 matrices whose n_in is a multiple of 256 (BF16 stored as the f16 operands the
+// kernels make of it, so the same bytes).
 enum class WeightLayout : uint8_t { ggml, tiled };
 bool matmul_tiled_supports(DType wtype, int64_t n_in);
 size_t matmul_tiled_bytes(DType wtype, int64_t n_in, int64_t n_out);  // 0 when unsupported

@@ -18,9 +18,10 @@ struct TiledDecodeCfg {
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
   // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
   // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
-  // Eight token tiles: 4 warps (their accumulators need the registers).
+  // Eight token tiles: 4 warps (their accumulators need the registers). F16/BF16 records are
+  // 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB of loads in flight per SM.
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
-  static constexpr int kMinBlocks = kNT == 1 ? 3 : 2;
+  static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -39,6 +40,24 @@ struct LaneChunk {
     head[1] = T::head(rec, (lane >> 2) + 8);
   }
 };
+
+// F16/BF16: one chain of the chunk's 16 steps into acc (matmul_decode.cu's unscaled order).
+template <DType D, int kNT>
+__device__ __forceinline__ void unscaled_chunk(const MatmulArgs& a, const LaneChunk<D>& cur,
+                                               const uint2* b1, int g, int t, int k0,
+                                               float (&acc)[kNT][4]) {
+  using T = Tiled<D>;
+#pragma unroll
+  for (int s = 0; s < kChunk / 16; ++s) {
+    uint32_t af[4];
+    T::frag(cur.quad[s >> 2], s & 3, af);
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
+      mma_f16(acc[n], af, b.x, b.y);
+    }
+  }
+}
 
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
@@ -69,42 +88,47 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 #pragma unroll
         for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
       }
-      // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
-      float2 own[2][kGroups / 4];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int i = 0; i < kGroups / 4; ++i) own[h][i] = T::scale(cur.head[h], 4 * i + t);
-      }
       float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
-#pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
-        const int src = (lane & ~3) | (j & 3);
-        float2 sc[2];
+      if constexpr (!T::kScaled) {
+        unscaled_chunk<D, kNT>(a, cur, b1, g, t, k0, acc[0]);
+      } else {
+        // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
+        float2 own[2][kGroups / 4];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          sc[h].x = __shfl_sync(0xffffffffu, own[h][j >> 2].x, src);
-          sc[h].y = T::kBias ? __shfl_sync(0xffffffffu, own[h][j >> 2].y, src) : 0.0f;
+#pragma unroll
+          for (int i = 0; i < kGroups / 4; ++i) own[h][i] = T::scale(cur.head[h], 4 * i + t);
         }
-        float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
-        if constexpr (T::kBias) {
 #pragma unroll
-          for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
-        }
-        float grp[kNT][4] = {};
+        for (int j = 0; j < kGroups; ++j) {
+          const int src = (lane & ~3) | (j & 3);
+          float2 sc[2];
 #pragma unroll
-        for (int u = 0; u < kGroupSteps; ++u) {
-          const int s = j * kGroupSteps + u;
-          uint32_t af[4];
-          T::frag(cur.quad[s >> 2], s & 3, af);
-#pragma unroll
-          for (int n = 0; n < kNT; ++n) {
-            const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
-            mma_f16(grp[n], af, b.x, b.y);
+          for (int h = 0; h < 2; ++h) {
+            sc[h].x = __shfl_sync(0xffffffffu, own[h][j >> 2].x, src);
+            sc[h].y = T::kBias ? __shfl_sync(0xffffffffu, own[h][j >> 2].y, src) : 0.0f;
           }
-        }
+          float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
+          if constexpr (T::kBias) {
 #pragma unroll
-        for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[0][n], grp[n], sc[0], sc[1], xs[n]);
+            for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
+          }
+          float grp[kNT][4] = {};
+#pragma unroll
+          for (int u = 0; u < kGroupSteps; ++u) {
+            const int s = j * kGroupSteps + u;
+            uint32_t af[4];
+            T::frag(cur.quad[s >> 2], s & 3, af);
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) {
+              const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
+              mma_f16(grp[n], af, b.x, b.y);
+            }
+          }
+#pragma unroll
+          for (int n = 0; n < kNT; ++n)
+            apply_group<T::kBias>(acc[0][n], grp[n], sc[0], sc[1], xs[n]);
+        }
       }
       sum.store(acc, r, warp, g, t);
     }
@@ -135,5 +159,7 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
 template void launch_decode_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_tiled<DType::f16>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_tiled<DType::bf16>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

@@ -7,7 +7,8 @@
 // decoders as the decode kernel) while the tensor cores consume the current one through
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
 // kernel's exactly (matmul.cu). Tiled weights (tiled.cuh) arrive a chunk at a time as the block's
-// eight tile records and decode through the tiled decoders, to the same f16 tile.
+// eight tile records (F16/BF16: a sub-stage's quarter of each record) and decode through the
+// tiled decoders, to the same f16 tile.
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -32,7 +33,9 @@ struct PrefillCfg {
   static constexpr int kSlot = raw_slot_bytes<D>(kRawK);
   static constexpr int kPieces = kSlot / 16;
   static constexpr int kRecord = tiled_record_bytes<D>();
-  static constexpr int kRawBytes = kTiled ? kBM / 16 * kRecord : kBM * kSlot;
+  static constexpr bool kSubStaged = kTiled && tiled_sub_staged<D>();
+  static constexpr int kStageRecord = kSubStaged ? kRecord / 4 : kRecord;  // per tile per stage
+  static constexpr int kRawBytes = kTiled ? kBM / 16 * kStageRecord : kBM * kSlot;
   static constexpr int kABytes = kBM * kAStride * 2;
   static constexpr int kXBytes = kBN * kXStride * 2;
   // Scale groups per sub-stage (none for F16/BF16, whose table is unused).
@@ -63,8 +66,10 @@ struct Prefill {
   __device__ void issue(int q) {
     if (q < n_sub) {
       const int k0 = q * kSub;
-      if constexpr (kTiled) {
-        if (k0 % kChunk == 0) issue_records(k0 / kChunk);
+      if constexpr (C::kSubStaged) {
+        issue_records(q);
+      } else if constexpr (kTiled) {
+        if (k0 % kChunk == 0) issue_records(q);
       } else if (k0 % C::kRawK == 0) {
         const int rs = k0 / C::kRawK;
         const int bytes = min(C::kRawK, a.n_in - k0) / W::kBlock * W::kBytes;
@@ -100,19 +105,22 @@ struct Prefill {
     cp_async_commit();
   }
 
-  // The block's kBM / 16 tile records of chunk c (the last tile repeated past the matrix).
-  __device__ void issue_records(int c) {
-    constexpr int kPieces = C::kRecord / 16 > 0 ? C::kRecord / 16 : 1, kTiles = kBM / 16;
-    const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
-    uint8_t* dst = raw + (c & 1) * C::kRawBytes;
+  // The block's kBM / 16 tile records of sub-stage q's chunk (sub-staged types: the records'
+  // quarters for sub-stage q), the last tile repeated past the matrix.
+  __device__ void issue_records(int q) {
+    constexpr int kPieces = C::kStageRecord / 16 > 0 ? C::kStageRecord / 16 : 1, kTiles = kBM / 16;
+    const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16, c = q / 4;
+    const int unit = C::kSubStaged ? q : c;
+    const int64_t part = C::kSubStaged ? (q & 3) * C::kStageRecord : 0;
+    uint8_t* dst = raw + (unit & 1) * C::kRawBytes;
 #pragma unroll
     for (int i = 0; i < (kTiles * kPieces + kThreads - 1) / kThreads; ++i) {
       const int idx = tid + kThreads * i;
       const int m = idx / kPieces, p = idx % kPieces;
       if (m < kTiles) {
         const int64_t tile = min(row0 / 16 + m, last_tile);
-        cp_async16(dst + m * C::kRecord + 16 * p,
-                   a.w + (tile * n_chunks + c) * C::kRecord + 16 * p);
+        cp_async16(dst + m * C::kStageRecord + 16 * p,
+                   a.w + (tile * n_chunks + c) * C::kRecord + part + 16 * p);
       }
     }
   }
@@ -158,10 +166,9 @@ struct Prefill {
   __device__ void decode_records(int q) {
     if constexpr (kTiled) {
       using T = Tiled<D>;
-      constexpr int kGroupSteps = T::kGroup / 16;
       const int u = q & 3, m = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-      const uint8_t* src = raw + ((q >> 2) & 1) * C::kRawBytes;
-      const typename T::Quad quad = T::load(src + m * C::kRecord, u, lane);
+      const uint8_t* src = raw + (C::kSubStaged ? q & 1 : (q >> 2) & 1) * C::kRawBytes;
+      const typename T::Quad quad = T::load(src + m * C::kStageRecord, C::kSubStaged ? 0 : u, lane);
       uint16_t* dst = ah + (q & 1) * kBM * kAStride;
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
@@ -174,11 +181,14 @@ struct Prefill {
         o1[0] = af[1];
         o1[4] = af[3];
       }
-      float2* table = sc + (q & 1) * kBM * C::kGroups;
-      for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
-        const int rr = i / C::kGroups, j = i % C::kGroups;
-        table[i] =
-            T::scale(T::head(src + (rr >> 4) * C::kRecord, rr & 15), 4 * u / kGroupSteps + j);
+      if constexpr (T::kScaled) {
+        constexpr int kGroupSteps = T::kGroup / 16;
+        float2* table = sc + (q & 1) * kBM * C::kGroups;
+        for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
+          const int rr = i / C::kGroups, j = i % C::kGroups;
+          table[i] =
+              T::scale(T::head(src + (rr >> 4) * C::kRecord, rr & 15), 4 * u / kGroupSteps + j);
+        }
       }
     }
   }
@@ -333,5 +343,7 @@ MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 template void launch_prefill_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_prefill_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
 template void launch_prefill_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_tiled<DType::f16>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_tiled<DType::bf16>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels {
 namespace {
@@ -37,6 +38,35 @@ struct Slot {
 __device__ Slot slot(int lane, int s, int i, int m) {
   const int g = lane >> 2, t = lane & 3;
   return {g + 8 * (i & 1), 16 * s + 4 * t + 2 * (i >> 1) + m};
+}
+
+// F16 / BF16: one warp per record; lane l writes its A fragment of each of the chunk's 16 steps
+// (BF16 as the f16 pairs Weight<bf16>::to_f16 makes of it, the ggml kernels' operands).
+template <DType D>
+__global__ void tile_half_kernel(const uint8_t* __restrict__ src, int64_t row_bytes, int n_out,
+                                 int n_chunks, uint8_t* __restrict__ dst) {
+  using W = matmul_detail::Weight<D>;
+  const int64_t rec_index = blockIdx.x;
+  const int tile = static_cast<int>(rec_index / n_chunks),
+            c = static_cast<int>(rec_index % n_chunks);
+  const int lane = threadIdx.x;
+  uint8_t* rec = dst + rec_index * matmul_detail::Tiled<D>::kBytes;
+  for (int s = 0; s < kChunk / 16; ++s) {
+    uint32_t words[4];
+    for (int i = 0; i < 4; ++i) {
+      const Slot sl = slot(lane, s, i, 0);  // the pair's first element: even, 4-byte aligned
+      const int r = tile * 16 + sl.row;
+      uint32_t pair = 0;
+      if (r < n_out) {
+        pair = *reinterpret_cast<const uint32_t*>(src + static_cast<int64_t>(r) * row_bytes +
+                                                  2 * (static_cast<int64_t>(c) * kChunk + sl.e));
+        if constexpr (D == DType::bf16) pair = W::to_f16(pair);
+      }
+      words[i] = pair;
+    }
+    *reinterpret_cast<uint4*>(rec + 512 * s + 16 * lane) =
+        make_uint4(words[0], words[1], words[2], words[3]);
+  }
 }
 
 // One warp per record (tile, chunk); lane l writes its own fragments and, for l < 16, row l's
@@ -142,6 +172,9 @@ int64_t tiled_record_bytes(DType wtype) {
       return matmul_detail::Tiled<DType::q6_k>::kBytes;
     case DType::q8_0:
       return matmul_detail::Tiled<DType::q8_0>::kBytes;
+    case DType::f16:
+    case DType::bf16:
+      return matmul_detail::TiledHalf::kBytes;
     default:
       return 0;
   }
@@ -174,6 +207,12 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
   if (wtype == DType::q4_k) {
     tile_kernel<DType::q4_k><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
                                                       static_cast<int>(n_chunks), dst);
+  } else if (wtype == DType::f16) {
+    tile_half_kernel<DType::f16><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
+                                                          static_cast<int>(n_chunks), dst);
+  } else if (wtype == DType::bf16) {
+    tile_half_kernel<DType::bf16><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
+                                                           static_cast<int>(n_chunks), dst);
   } else if (wtype == DType::q8_0) {
     tile_kernel<DType::q8_0><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
                                                       static_cast<int>(n_chunks), dst);

@@ -25,6 +25,11 @@
 //   Q8_0 (4352 B = 16 x 8 x 34): quants [quad 4][lane 32][step 4][8 B] (4096 B), a step's two
 //     words holding registers 0, 1 and 2, 3 as int8 pairs (register i's pair in bytes 2i, 2i + 1
 //     of the step's 8); then each row's eight f16 block scales d (16 B) for rows 0..15.
+//   F16 and BF16 (8192 B = 16 x 256 x 2): [step 16][lane 32][u32 4], the step's A fragment as
+//     f16 pairs (BF16 converted to f16 by Weight<bf16>::to_f16 when tiled: the operand the ggml
+//     kernels make of it, once at load instead of at every read). No scales. The four steps of a
+//     64-element prefill sub-stage are 2048 contiguous bytes, so prefill stages sub-stages of
+//     records (kSubStaged) instead of whole 8 KB records.
 // Rows past the matrix are zero (scale 0). K must be a multiple of the 256-element chunk.
 #pragma once
 
@@ -55,7 +60,8 @@ template <DType D>
 struct Tiled;
 
 // Each Tiled<D> gives:
-//   kBytes: bytes of one tile record; kGroup, kBias: as Weight<D>.
+//   kBytes: bytes of one tile record; kGroup, kScaled, kBias: as Weight<D>; kSubStaged: whether
+//     a prefill sub-stage's quads are a quarter of the record (kBytes / 4 from 2048 * u).
 //   Quad: what a lane needs for four k16 steps (4u .. 4u + 3) of a record; load(rec, u, lane).
 //   frag(quad, v, af): the A fragment of step 4u + v.
 //   Head: a row's scale data; head(rec, row); scale(head, j): {scale, bias} of group j of the
@@ -63,7 +69,7 @@ struct Tiled;
 template <>
 struct Tiled<DType::q4_k> {
   static constexpr int kBytes = 2304, kGroup = 32;
-  static constexpr bool kBias = true;
+  static constexpr bool kScaled = true, kBias = true, kSubStaged = false;
   using Quad = uint4;
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     return ld_u128(rec + 512 * u + 16 * lane);
@@ -99,7 +105,7 @@ struct Tiled<DType::q4_k> {
 template <>
 struct Tiled<DType::q6_k> {
   static constexpr int kBytes = 3360, kGroup = 16;
-  static constexpr bool kBias = false;
+  static constexpr bool kScaled = true, kBias = false, kSubStaged = false;
   struct Quad {
     uint4 lo;
     uint2 hi;  // the high-bit words of steps 4u, 4u + 1 and 4u + 2, 4u + 3
@@ -137,7 +143,7 @@ struct Tiled<DType::q6_k> {
 template <>
 struct Tiled<DType::q8_0> {
   static constexpr int kBytes = 4352, kGroup = 32;
-  static constexpr bool kBias = false;
+  static constexpr bool kScaled = true, kBias = false, kSubStaged = false;
   struct Quad {
     uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
   };
@@ -169,15 +175,58 @@ struct Tiled<DType::q8_0> {
   }
 };
 
+// F16 / BF16: the A fragments themselves, one 16-byte load per lane and step.
+struct TiledHalf {
+  static constexpr int kBytes = 8192, kGroup = 256;
+  static constexpr bool kScaled = false, kBias = false, kSubStaged = true;
+  struct Quad {
+    uint4 step[4];
+  };
+  static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
+    Quad q;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) q.step[v] = ld_u128(rec + 2048 * u + 512 * v + 16 * lane);
+    return q;
+  }
+  static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
+    af[0] = q.step[v].x;
+    af[1] = q.step[v].y;
+    af[2] = q.step[v].z;
+    af[3] = q.step[v].w;
+  }
+  using Head = uint32_t;  // unused: no scales
+  static __device__ __forceinline__ Head head(const uint8_t*, int) {
+    return 0u;
+  }
+  static __device__ __forceinline__ float2 scale(const Head&, int) {
+    return make_float2(1.0f, 0.0f);
+  }
+};
+template <>
+struct Tiled<DType::f16> : TiledHalf {};
+template <>
+struct Tiled<DType::bf16> : TiledHalf {};
+
 // Whether dtype D has a tiled layout (the host side: matmul_tiled.cu), and its record bytes.
 template <DType D>
-constexpr bool kHasTiled = D == DType::q4_k || D == DType::q6_k || D == DType::q8_0;
+constexpr bool kHasTiled =
+    D == DType::q4_k || D == DType::q6_k || D == DType::q8_0 || D == DType::f16 || D == DType::bf16;
 template <DType D>
 constexpr int tiled_record_bytes() {
   if constexpr (kHasTiled<D>) {
     return Tiled<D>::kBytes;
   } else {
     return 0;
+  }
+}
+
+// Whether prefill stages a tiled type's records a sub-stage (a quarter record) at a time.
+template <DType D>
+constexpr bool tiled_sub_staged() {
+  if constexpr (kHasTiled<D>) {
+    return Tiled<D>::kSubStaged;
+  } else {
+    return false;
   }
 }
 
