@@ -193,6 +193,8 @@ constexpr int32_t kAttentionSplit = 256;
 // Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
 // every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
+// The head sizes attention() has kernels for: 32, 64, 128, 256.
+bool attention_supports_head_dim(int head_dim);
 size_t attention_scratch_bytes_max(int head_dim);
 
 // Causal attention of each query token t (q: [n_tokens rows, stride ldq] x n_heads x head_dim)

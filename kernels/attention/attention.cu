@@ -197,6 +197,10 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const Devi
 
 }  // namespace
 
+bool attention_supports_head_dim(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
   int64_t rows = partial_rows(step, n_heads);
   if (rows > kMaxPartialRows) rows = partial_rows_seqs(step, n_heads);

@@ -5,6 +5,9 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -12,7 +15,7 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-template <DType D, int kNT>
+template <DType D, int kNT, int kHalfWarps = 8>
 struct TiledDecodeCfg {
   // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
@@ -20,8 +23,10 @@ struct TiledDecodeCfg {
   // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
   // Eight token tiles: 4 warps (their accumulators need the registers). F16/BF16 records are
   // 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB of loads in flight per SM.
-  static constexpr int kWarps = kNT == 1 ? 8 : 4;
-  static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
+  static constexpr int kWarps = kNT == 1 ? (Tiled<D>::kScaled ? 8 : kHalfWarps) : 4;
+  static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3
+                                    : kNT == 1                    ? 16 / kHalfWarps
+                                                                  : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -59,11 +64,11 @@ __device__ __forceinline__ void unscaled_chunk(const MatmulArgs& a, const LaneCh
   }
 }
 
-template <DType D, int kNT>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+template <DType D, int kNT, int kHalfWarps>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kHalfWarps>::kThreads,
+                                  TiledDecodeCfg<D, kNT, kHalfWarps>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs a) {
-  using C = TiledDecodeCfg<D, kNT>;
+  using C = TiledDecodeCfg<D, kNT, kHalfWarps>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
@@ -138,11 +143,21 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
 }
 
-template <DType D, int kNT>
+template <DType D, int kNT, int kHalfWarps = 8>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = TiledDecodeCfg<D, kNT>;
+  using C = TiledDecodeCfg<D, kNT, kHalfWarps>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
+  tiled_decode_kernel<D, kNT, kHalfWarps><<<blocks, C::kThreads, 0, stream>>>(a);
+}
+
+// Diagnostic A/B (docs/PERFORMANCE.md): MEMRA_TILED_HALF_WARPS=4 runs the F16/BF16 one-tile
+// kernel with 4 warps a block (4 blocks a SM: an 8B model's QKV in one wave) instead of 8.
+bool half_four_warps() {
+  static const bool four = [] {
+    const char* v = std::getenv("MEMRA_TILED_HALF_WARPS");
+    return v != nullptr && std::string_view(v) == "4";
+  }();
+  return four;
 }
 
 }  // namespace
@@ -150,6 +165,9 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
+    if constexpr (!Tiled<D>::kScaled) {
+      if (half_four_warps()) return launch<D, 1, 4>(a, stream);
+    }
     launch<D, 1>(a, stream);
   } else {
     launch<D, 8>(a, stream);

@@ -210,6 +210,12 @@ class Ops {
   // tables; GQA when n_heads > n_kv_heads. out: [step tokens x n_heads x head_dim].
   virtual void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                          float* out) = 0;
+  // Whether attention() has a kernel for this head size (the CPU: any). A model with a layer it
+  // cannot run is refused at load, naming the size, before any weight moves.
+  virtual bool attention_head_dim_supported(int head_dim) const {
+    (void)head_dim;
+    return true;
+  }
   // out[r] = x[step.logit_rows[r]] over rows of dim: the rows whose logits are wanted.
   virtual void gather_logit_rows(const float* x, int64_t dim, float* out) = 0;
   // ids[r] = the greedy token of row r of x (n_rows rows of stride ld): the first index of the

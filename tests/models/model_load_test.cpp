@@ -182,10 +182,11 @@ TEST(ModelLoad, Qwen35MtpBlockDoesNotBreakLoading) {
 }
 
 // A backend without the linear-attention ops (the CUDA backend today) is refused at load, by
-// the ops' names, before any weight is uploaded.
+// the ops' names, before any weight is uploaded; so is one whose attention lacks a head size.
 class NoLinearAttentionOps final : public Ops {
  public:
   std::string name() const override { return "test-gpu"; }
+  bool attention_head_dim_supported(int head_dim) const override { return head_dim >= 32; }
   bool host_memory() const override { return false; }
   DType kv_dtype_default() const override { return DType::f16; }
   void kv_dtype_check(DType) const override {}
@@ -226,6 +227,19 @@ TEST(ModelLoad, Qwen35RefusesABackendWithoutLinearAttentionOps) {
   }
   EXPECT_THROW(
       o.ops->gated_delta_rule({}, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr), Error);
+}
+
+TEST(ModelLoad, RefusesABackendWithoutAttentionForAHeadDim) {
+  ModelLoadOptions o;
+  o.ops = std::make_shared<NoLinearAttentionOps>();
+  try {  // the gemma4 fixture: 16-wide heads on its sliding layers, 32 on its full ones
+    model_load(std::make_shared<const ModelArchive>(archive_open(fixture("gemma4"))), o);
+    FAIL() << "loaded on a backend without 16-wide attention";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+    for (const char* needle : {"test-gpu", "head_dim 16", "layer 0", "--device cpu"})
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelLoad, RefusesUnknownArchitecture) {

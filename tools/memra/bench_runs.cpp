@@ -51,6 +51,12 @@ struct BatchTiming {
   double decode_s = 0;       // the first sequence's first token -> the last sequence's end
   double prefill_cpu_s = 0;  // process CPU seconds (user + system) of the same spans
   double decode_cpu_s = 0;
+  // Pure decode of a batch: from the moment every sequence has its first token (no prompt left
+  // to compute) to the end, and the tokens generated in that span. decode_s instead also covers
+  // the steps that prefilled the later sequences' prompts beside the earlier ones' decodes.
+  double all_decode_s = 0;
+  double all_decode_cpu_s = 0;
+  int64_t all_decode_tokens = 0;
 };
 
 // What the sinks record, on the engine thread; read by the caller once `done` is set.
@@ -60,16 +66,18 @@ struct BatchState {
   std::vector<char> got_first;
   Clock::time_point first_min{}, first_max{}, end{};
   double cpu_first_min = 0, cpu_first_max = 0, cpu_end = 0;
+  int64_t tokens = 0, tokens_at_first_max = 0;  // generated so far, and when the last first came
   std::string error;
   std::promise<void> done;
 
   void on_event(size_t seq, const StreamEvent& e) {
+    tokens += static_cast<int64_t>(e.tokens.size());
     if (!got_first[seq] && !e.tokens.empty()) {
       got_first[seq] = 1;
       const auto now = Clock::now();
       const double cpu = process_cpu_seconds();
       if (waiting_first == got_first.size()) first_min = now, cpu_first_min = cpu;
-      if (--waiting_first == 0) first_max = now, cpu_first_max = cpu;
+      if (--waiting_first == 0) first_max = now, cpu_first_max = cpu, tokens_at_first_max = tokens;
     }
     if (e.finish == FinishReason::none) return;
     if (e.finish != FinishReason::length && error.empty())
@@ -103,8 +111,15 @@ BatchTiming run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& p
   }
   done.get();
   if (!st.error.empty()) fail(ErrorCode::internal, "bench run ended with '{}'", st.error);
-  return {seconds(start, st.first_max), seconds(st.first_min, st.end), st.cpu_first_max - start_cpu,
-          st.cpu_end - st.cpu_first_min};
+  BatchTiming t;
+  t.prefill_s = seconds(start, st.first_max);
+  t.decode_s = seconds(st.first_min, st.end);
+  t.prefill_cpu_s = st.cpu_first_max - start_cpu;
+  t.decode_cpu_s = st.cpu_end - st.cpu_first_min;
+  t.all_decode_s = seconds(st.first_max, st.end);
+  t.all_decode_cpu_s = st.cpu_end - st.cpu_first_max;
+  t.all_decode_tokens = st.tokens - st.tokens_at_first_max;
+  return t;
 }
 
 // Runs one figure's shape: an untimed warm-up (graph capture, scratch growth), then `runs` timed
@@ -172,8 +187,9 @@ void depth_figures(Engine& engine, const BenchOptions& o, int threads, uint32_t&
 }
 
 // -c sequences of the first -p prompt at once: prefill tok/s = all prompt tokens / the time until
-// every sequence has its first token; decode tok/s = the tokens generated after each sequence's
-// first / the time from the first first token to the last sequence's end.
+// every sequence has its first token; decode tok/s = the tokens generated after that moment / the
+// time from it to the last sequence's end (all c sequences decoding, no prompt work in the steps:
+// what llama.cpp's batched-bench calls S_TG).
 void concurrent_figures(Engine& engine, const BenchOptions& o, int threads, uint32_t& seed,
                         std::vector<Figure>& out) {
   const int32_t p = o.prompts[0], n = o.n_gen;
@@ -183,12 +199,13 @@ void concurrent_figures(Engine& engine, const BenchOptions& o, int threads, uint
     Figure dec =
         make_figure(fmt::format("c{} decode tg{}", c, n), FigureKind::aggregate_decode, p, n, p, c);
     run_shape(engine, o, p, c, n, seed, [&](const BatchTiming& t) {
-      const double prompt_tokens = double(c) * p, gen_tokens = double(c) * (n - 1);
+      const double prompt_tokens = double(c) * p;
+      const auto gen_tokens = static_cast<double>(t.all_decode_tokens);
       pre.tok_s.push_back(prompt_tokens / t.prefill_s);
-      dec.tok_s.push_back(gen_tokens / t.decode_s);
+      dec.tok_s.push_back(gen_tokens / t.all_decode_s);
       if (threads == 0) return;
       pre.cpu_tok_s.push_back(prompt_tokens / (t.prefill_cpu_s / threads));
-      dec.cpu_tok_s.push_back(gen_tokens / (t.decode_cpu_s / threads));
+      dec.cpu_tok_s.push_back(gen_tokens / (t.all_decode_cpu_s / threads));
     });
     out.push_back(std::move(pre));
     out.push_back(std::move(dec));

@@ -239,6 +239,9 @@ class CudaOps final : public Ops {
     kernels::kv_store(paged(kv), step_, k, v, int64_t{kv.n_kv_heads} * kv.head_dim, stream());
     launched("kv_store");
   }
+  bool attention_head_dim_supported(int head_dim) const override {
+    return kernels::attention_supports_head_dim(head_dim);
+  }
   void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                  float* out) override {
     const kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
