@@ -204,10 +204,6 @@ def settle(server, baseline, timeout):
     return server.proc_sample()
 
 
-def rss_tolerance_kib(args, baseline):
-    return max(args.rss_tolerance_mib * 1024, 0.05 * baseline["rss_anon_kib"])
-
-
 def verdict(args, report):
     """The list of reasons the soak failed (empty: it passed)."""
     reasons = []
@@ -229,7 +225,7 @@ def verdict(args, report):
         reasons.append(f"open fds {end['fds']} > baseline {base['fds']}")
     if end["threads"] > base["threads"]:
         reasons.append(f"threads {end['threads']} > baseline {base['threads']}")
-    rss_tol_kib = rss_tolerance_kib(args, base)
+    rss_tol_kib = max(args.rss_tolerance_mib * 1024, 0.05 * base["rss_anon_kib"])
     report["rss_anon_tolerance_kib"] = rss_tol_kib
     if end["rss_anon_kib"] > base["rss_anon_kib"] + rss_tol_kib:
         reasons.append(f"anonymous RSS {end['rss_anon_kib']} KiB > baseline "

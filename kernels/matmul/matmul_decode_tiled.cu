@@ -5,9 +5,6 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
-#include <cstdlib>
-#include <string_view>
-
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -15,18 +12,18 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-template <DType D, int kNT, int kHalfWarps = 8>
+template <DType D, int kNT>
 struct TiledDecodeCfg {
   // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
   // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
   // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
   // Eight token tiles: 4 warps (their accumulators need the registers). F16/BF16 records are
-  // 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB of loads in flight per SM.
-  static constexpr int kWarps = kNT == 1 ? (Tiled<D>::kScaled ? 8 : kHalfWarps) : 4;
-  static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3
-                                    : kNT == 1                    ? 16 / kHalfWarps
-                                                                  : 2;
+  // 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB of loads in flight per SM
+  // (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45, measured no faster: 19.6 vs
+  // 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159 tok/s).
+  static constexpr int kWarps = kNT == 1 ? 8 : 4;
+  static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -46,16 +43,17 @@ struct LaneChunk {
   }
 };
 
-// F16/BF16: one chain of the chunk's 16 steps into acc (matmul_decode.cu's unscaled order).
-template <DType D, int kNT>
-__device__ __forceinline__ void unscaled_chunk(const MatmulArgs& a, const LaneChunk<D>& cur,
-                                               const uint2* b1, int g, int t, int k0,
-                                               float (&acc)[kNT][4]) {
-  using T = Tiled<D>;
+// acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
+// tile in step order (the whole chunk for F16/BF16, one scale group for quantized types).
+template <DType D, int kNT, int kSteps>
+__device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D>& cur,
+                                          const uint2* b1, int g, int t, int k0, int s0,
+                                          float (&acc)[kNT][4]) {
 #pragma unroll
-  for (int s = 0; s < kChunk / 16; ++s) {
+  for (int u = 0; u < kSteps; ++u) {
+    const int s = s0 + u;
     uint32_t af[4];
-    T::frag(cur.quad[s >> 2], s & 3, af);
+    Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
       const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
@@ -64,11 +62,11 @@ __device__ __forceinline__ void unscaled_chunk(const MatmulArgs& a, const LaneCh
   }
 }
 
-template <DType D, int kNT, int kHalfWarps>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kHalfWarps>::kThreads,
-                                  TiledDecodeCfg<D, kNT, kHalfWarps>::kMinBlocks)
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs a) {
-  using C = TiledDecodeCfg<D, kNT, kHalfWarps>;
+  using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
@@ -95,7 +93,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kHalfWarps>::kThreads,
       }
       float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
       if constexpr (!T::kScaled) {
-        unscaled_chunk<D, kNT>(a, cur, b1, g, t, k0, acc[0]);
+        mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc[0]);
       } else {
         // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
         float2 own[2][kGroups / 4];
@@ -119,17 +117,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kHalfWarps>::kThreads,
             for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
           }
           float grp[kNT][4] = {};
-#pragma unroll
-          for (int u = 0; u < kGroupSteps; ++u) {
-            const int s = j * kGroupSteps + u;
-            uint32_t af[4];
-            T::frag(cur.quad[s >> 2], s & 3, af);
-#pragma unroll
-            for (int n = 0; n < kNT; ++n) {
-              const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
-              mma_f16(grp[n], af, b.x, b.y);
-            }
-          }
+          mma_steps<D, kNT, kGroupSteps>(a, cur, b1, g, t, k0, j * kGroupSteps, grp);
 #pragma unroll
           for (int n = 0; n < kNT; ++n)
             apply_group<T::kBias>(acc[0][n], grp[n], sc[0], sc[1], xs[n]);
@@ -143,21 +131,11 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT, kHalfWarps>::kThreads,
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
 }
 
-template <DType D, int kNT, int kHalfWarps = 8>
+template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = TiledDecodeCfg<D, kNT, kHalfWarps>;
+  using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT, kHalfWarps><<<blocks, C::kThreads, 0, stream>>>(a);
-}
-
-// Diagnostic A/B (docs/PERFORMANCE.md): MEMRA_TILED_HALF_WARPS=4 runs the F16/BF16 one-tile
-// kernel with 4 warps a block (4 blocks a SM: an 8B model's QKV in one wave) instead of 8.
-bool half_four_warps() {
-  static const bool four = [] {
-    const char* v = std::getenv("MEMRA_TILED_HALF_WARPS");
-    return v != nullptr && std::string_view(v) == "4";
-  }();
-  return four;
+  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
 }
 
 }  // namespace
@@ -165,9 +143,6 @@ bool half_four_warps() {
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
-    if constexpr (!Tiled<D>::kScaled) {
-      if (half_four_warps()) return launch<D, 1, 4>(a, stream);
-    }
     launch<D, 1>(a, stream);
   } else {
     launch<D, 8>(a, stream);

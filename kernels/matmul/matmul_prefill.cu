@@ -66,10 +66,8 @@ struct Prefill {
   __device__ void issue(int q) {
     if (q < n_sub) {
       const int k0 = q * kSub;
-      if constexpr (C::kSubStaged) {
-        issue_records(q);
-      } else if constexpr (kTiled) {
-        if (k0 % kChunk == 0) issue_records(q);
+      if constexpr (kTiled) {
+        if (C::kSubStaged || k0 % kChunk == 0) issue_records(q);
       } else if (k0 % C::kRawK == 0) {
         const int rs = k0 / C::kRawK;
         const int bytes = min(C::kRawK, a.n_in - k0) / W::kBlock * W::kBytes;

@@ -48,10 +48,12 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
         "its linear-attention layers keep a recurrent state per sequence, which cached KV blocks "
         "do not hold (state snapshots at block boundaries are not implemented)";
   }
-  for (int il = 0; il < cfg_.n_layers; ++il) {
-    const int32_t head_dim = cfg_.layer_head_dim.empty() ? cfg_.head_dim : cfg_.layer_head_dim[il];
-    const bool attends = !(cfg_.hybrid() && cfg_.recurrent_layer[il]);
-    if (attends && !ops_->attention_head_dim_supported(head_dim))
+  // Every head size attention reads from the cache (a layer that shares another's KV or keeps
+  // recurrent state has none of its own).
+  const std::vector<KvLayerShape> shapes = kv_shapes();
+  for (size_t il = 0; il < shapes.size(); ++il) {
+    const int32_t head_dim = shapes[il].head_dim;
+    if (head_dim > 0 && !ops_->attention_head_dim_supported(head_dim))
       fail(ErrorCode::unsupported,
            "the {} backend has no attention kernel for head_dim {} (layer {} of this {} model); "
            "run it on the CPU (--device cpu)",

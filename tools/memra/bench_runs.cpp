@@ -48,15 +48,13 @@ std::vector<int32_t> make_prompt(int32_t n, uint32_t seed, int32_t n_vocab) {
 
 struct BatchTiming {
   double prefill_s = 0;      // submit -> the last sequence's first token
-  double decode_s = 0;       // the first sequence's first token -> the last sequence's end
+  double decode_s = 0;       // the last sequence's first token -> the last sequence's end
   double prefill_cpu_s = 0;  // process CPU seconds (user + system) of the same spans
   double decode_cpu_s = 0;
-  // Pure decode of a batch: from the moment every sequence has its first token (no prompt left
-  // to compute) to the end, and the tokens generated in that span. decode_s instead also covers
-  // the steps that prefilled the later sequences' prompts beside the earlier ones' decodes.
-  double all_decode_s = 0;
-  double all_decode_cpu_s = 0;
-  int64_t all_decode_tokens = 0;
+  // Tokens generated in the decode span: every sequence has its first token, so no prompt work
+  // is left in its steps (pure decode, what llama.cpp's batched-bench calls S_TG). One sequence:
+  // its tokens after the first.
+  int64_t decode_tokens = 0;
 };
 
 // What the sinks record, on the engine thread; read by the caller once `done` is set.
@@ -64,8 +62,8 @@ struct BatchState {
   size_t waiting_first = 0;
   size_t running = 0;
   std::vector<char> got_first;
-  Clock::time_point first_min{}, first_max{}, end{};
-  double cpu_first_min = 0, cpu_first_max = 0, cpu_end = 0;
+  Clock::time_point first_max{}, end{};
+  double cpu_first_max = 0, cpu_end = 0;
   int64_t tokens = 0, tokens_at_first_max = 0;  // generated so far, and when the last first came
   std::string error;
   std::promise<void> done;
@@ -74,10 +72,11 @@ struct BatchState {
     tokens += static_cast<int64_t>(e.tokens.size());
     if (!got_first[seq] && !e.tokens.empty()) {
       got_first[seq] = 1;
-      const auto now = Clock::now();
-      const double cpu = process_cpu_seconds();
-      if (waiting_first == got_first.size()) first_min = now, cpu_first_min = cpu;
-      if (--waiting_first == 0) first_max = now, cpu_first_max = cpu, tokens_at_first_max = tokens;
+      if (--waiting_first == 0) {
+        first_max = Clock::now();
+        cpu_first_max = process_cpu_seconds();
+        tokens_at_first_max = tokens;
+      }
     }
     if (e.finish == FinishReason::none) return;
     if (e.finish != FinishReason::length && error.empty())
@@ -111,15 +110,8 @@ BatchTiming run_batch(Engine& engine, const std::vector<std::vector<int32_t>>& p
   }
   done.get();
   if (!st.error.empty()) fail(ErrorCode::internal, "bench run ended with '{}'", st.error);
-  BatchTiming t;
-  t.prefill_s = seconds(start, st.first_max);
-  t.decode_s = seconds(st.first_min, st.end);
-  t.prefill_cpu_s = st.cpu_first_max - start_cpu;
-  t.decode_cpu_s = st.cpu_end - st.cpu_first_min;
-  t.all_decode_s = seconds(st.first_max, st.end);
-  t.all_decode_cpu_s = st.cpu_end - st.cpu_first_max;
-  t.all_decode_tokens = st.tokens - st.tokens_at_first_max;
-  return t;
+  return {seconds(start, st.first_max), seconds(st.first_max, st.end), st.cpu_first_max - start_cpu,
+          st.cpu_end - st.cpu_first_max, st.tokens - st.tokens_at_first_max};
 }
 
 // Runs one figure's shape: an untimed warm-up (graph capture, scratch growth), then `runs` timed
@@ -163,8 +155,9 @@ void prefill_figures(Engine& engine, const BenchOptions& o, int threads, uint32_
       pre.tok_s.push_back(p / t.prefill_s);
       if (threads > 0) pre.cpu_tok_s.push_back(p / (t.prefill_cpu_s / threads));
       if (!with_decode) return;
-      dec.tok_s.push_back((n - 1) / t.decode_s);
-      if (threads > 0) dec.cpu_tok_s.push_back((n - 1) / (t.decode_cpu_s / threads));
+      const auto gen_tokens = static_cast<double>(t.decode_tokens);  // n - 1
+      dec.tok_s.push_back(gen_tokens / t.decode_s);
+      if (threads > 0) dec.cpu_tok_s.push_back(gen_tokens / (t.decode_cpu_s / threads));
     });
     out.push_back(std::move(pre));
     if (with_decode) out.push_back(std::move(dec));
@@ -179,8 +172,9 @@ void depth_figures(Engine& engine, const BenchOptions& o, int threads, uint32_t&
     Figure dec = make_figure(fmt::format("decode tg{} @ d{}", n, d), FigureKind::decode,
                              std::max(d, 1), n, d, 1);
     run_shape(engine, o, std::max(d, 1), 1, n, seed, [&](const BatchTiming& t) {
-      dec.tok_s.push_back((n - 1) / t.decode_s);
-      if (threads > 0) dec.cpu_tok_s.push_back((n - 1) / (t.decode_cpu_s / threads));
+      const auto gen_tokens = static_cast<double>(t.decode_tokens);  // n - 1
+      dec.tok_s.push_back(gen_tokens / t.decode_s);
+      if (threads > 0) dec.cpu_tok_s.push_back(gen_tokens / (t.decode_cpu_s / threads));
     });
     out.push_back(std::move(dec));
   }
@@ -200,12 +194,12 @@ void concurrent_figures(Engine& engine, const BenchOptions& o, int threads, uint
         make_figure(fmt::format("c{} decode tg{}", c, n), FigureKind::aggregate_decode, p, n, p, c);
     run_shape(engine, o, p, c, n, seed, [&](const BatchTiming& t) {
       const double prompt_tokens = double(c) * p;
-      const auto gen_tokens = static_cast<double>(t.all_decode_tokens);
+      const auto gen_tokens = static_cast<double>(t.decode_tokens);
       pre.tok_s.push_back(prompt_tokens / t.prefill_s);
-      dec.tok_s.push_back(gen_tokens / t.all_decode_s);
+      dec.tok_s.push_back(gen_tokens / t.decode_s);
       if (threads == 0) return;
       pre.cpu_tok_s.push_back(prompt_tokens / (t.prefill_cpu_s / threads));
-      dec.cpu_tok_s.push_back(gen_tokens / (t.all_decode_cpu_s / threads));
+      dec.cpu_tok_s.push_back(gen_tokens / (t.decode_cpu_s / threads));
     });
     out.push_back(std::move(pre));
     out.push_back(std::move(dec));
