@@ -6,11 +6,8 @@
 // the next sub-stage's weights to an f16 tile and its groups' scales to a small table (the same
 // decoders as the decode kernel) while the tensor cores consume the current one through
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
-// kernel's exactly (matmul.cu). Tiled weights (tiled.cuh) arrive a chunk at a time as the block's
-// eight tile records (F16/BF16: a sub-stage's quarter of each record) and decode through the
-// tiled decoders, to the same f16 tile.
+// kernel's exactly (matmul.cu). Tiled weights have their own kernel (matmul_prefill_tiled.cu).
 #include "kernels/matmul/matmul_launch.cuh"
-#include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -21,21 +18,17 @@ constexpr int kAStride = kSub + 8;   // f16 per decoded row: 144 B, ldmatrix row
 constexpr int kXStride = kSub + 16;  // f16 per x row: 160 B, the 8-byte B loads are conflict-free
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 
-template <DType D, bool kTiled>
+template <DType D>
 struct PrefillCfg {
   using W = Weight<D>;
   static constexpr int kBN = W::kScaled ? 64 : 128;  // tokens per block
   static constexpr int kM = W::kScaled ? 2 : 4;      // m16 tiles per warp
   static constexpr int kWarpsN = kBN / 32;           // warps across the tokens
-  // Raw stages hold whole quant blocks: a K-quant super-block, else one sub-stage; tiled
-  // weights: a chunk of each of the block's kBM / 16 tiles.
-  static constexpr int kRawK = kTiled ? kChunk : W::kBlock > kSub ? W::kBlock : kSub;
+  // Raw stages hold whole quant blocks: a K-quant super-block, else one sub-stage.
+  static constexpr int kRawK = W::kBlock > kSub ? W::kBlock : kSub;
   static constexpr int kSlot = raw_slot_bytes<D>(kRawK);
   static constexpr int kPieces = kSlot / 16;
-  static constexpr int kRecord = tiled_record_bytes<D>();
-  static constexpr bool kSubStaged = kTiled && tiled_sub_staged<D>();
-  static constexpr int kStageRecord = kSubStaged ? kRecord / 4 : kRecord;  // per tile per stage
-  static constexpr int kRawBytes = kTiled ? kBM / 16 * kStageRecord : kBM * kSlot;
+  static constexpr int kRawBytes = kBM * kSlot;
   static constexpr int kABytes = kBM * kAStride * 2;
   static constexpr int kXBytes = kBN * kXStride * 2;
   // Scale groups per sub-stage (none for F16/BF16, whose table is unused).
@@ -45,9 +38,9 @@ struct PrefillCfg {
   static constexpr int kSmem = 2 * kRawBytes + 2 * kABytes + 2 * kScaleBytes + 3 * kXBytes;
 };
 
-template <DType D, bool kTiled>
+template <DType D>
 struct Prefill {
-  using C = PrefillCfg<D, kTiled>;
+  using C = PrefillCfg<D>;
   using W = Weight<D>;
   const MatmulArgs& a;
   uint8_t* raw;  // [2][kBM][kSlot]
@@ -66,9 +59,7 @@ struct Prefill {
   __device__ void issue(int q) {
     if (q < n_sub) {
       const int k0 = q * kSub;
-      if constexpr (kTiled) {
-        if (C::kSubStaged || k0 % kChunk == 0) issue_records(q);
-      } else if (k0 % C::kRawK == 0) {
+      if (k0 % C::kRawK == 0) {
         const int rs = k0 / C::kRawK;
         const int bytes = min(C::kRawK, a.n_in - k0) / W::kBlock * W::kBytes;
         uint8_t* dst = raw + (rs & 1) * C::kRawBytes;
@@ -103,33 +94,9 @@ struct Prefill {
     cp_async_commit();
   }
 
-  // The block's kBM / 16 tile records of sub-stage q's chunk (sub-staged types: the records'
-  // quarters for sub-stage q), the last tile repeated past the matrix.
-  __device__ void issue_records(int q) {
-    constexpr int kPieces = C::kStageRecord / 16 > 0 ? C::kStageRecord / 16 : 1, kTiles = kBM / 16;
-    const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16, c = q / 4;
-    const int unit = C::kSubStaged ? q : c;
-    const int64_t part = C::kSubStaged ? (q & 3) * C::kStageRecord : 0;
-    uint8_t* dst = raw + (unit & 1) * C::kRawBytes;
-#pragma unroll
-    for (int i = 0; i < (kTiles * kPieces + kThreads - 1) / kThreads; ++i) {
-      const int idx = tid + kThreads * i;
-      const int m = idx / kPieces, p = idx % kPieces;
-      if (m < kTiles) {
-        const int64_t tile = min(row0 / 16 + m, last_tile);
-        cp_async16(dst + m * C::kStageRecord + 16 * p,
-                   a.w + (tile * n_chunks + c) * C::kRecord + part + 16 * p);
-      }
-    }
-  }
-
   // Decodes sub-stage q's weights into tile q % 2 (thread -> (row, k16 step, t) items) and its
   // groups' {scale, bias} into table q % 2.
   __device__ void decode(int q) {
-    if constexpr (kTiled) {
-      decode_records(q);
-      return;
-    }
     const int k0 = q * kSub, rs = k0 / C::kRawK;
     const int steps = min(kSub, a.n_in - k0) / 16;
     const int step0 = (k0 - rs * C::kRawK) / 16;
@@ -159,37 +126,6 @@ struct Prefill {
       }
     }
   }
-
-  // Tiled: warp m decodes tile m's quad q % 4 (four k16 steps) into rows 16m + g, 16m + g + 8.
-  __device__ void decode_records(int q) {
-    if constexpr (kTiled) {
-      using T = Tiled<D>;
-      const int u = q & 3, m = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-      const uint8_t* src = raw + (C::kSubStaged ? q & 1 : (q >> 2) & 1) * C::kRawBytes;
-      const typename T::Quad quad = T::load(src + m * C::kStageRecord, C::kSubStaged ? 0 : u, lane);
-      uint16_t* dst = ah + (q & 1) * kBM * kAStride;
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        uint32_t af[4];
-        T::frag(quad, v, af);
-        uint32_t* o0 = reinterpret_cast<uint32_t*>(dst + (16 * m + g) * kAStride + 16 * v + 2 * t);
-        uint32_t* o1 = o0 + 8 * kAStride / 2;  // row + 8
-        o0[0] = af[0];
-        o0[4] = af[2];
-        o1[0] = af[1];
-        o1[4] = af[3];
-      }
-      if constexpr (T::kScaled) {
-        constexpr int kGroupSteps = T::kGroup / 16;
-        float2* table = sc + (q & 1) * kBM * C::kGroups;
-        for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
-          const int rr = i / C::kGroups, j = i % C::kGroups;
-          table[i] =
-              T::scale(T::head(src + (rr >> 4) * C::kRecord, rr & 15), 4 * u / kGroupSteps + j);
-        }
-      }
-    }
-  }
 };
 
 // acc[m][n] += k16 step s of the current tiles: A rows from ldmatrix, B columns 8n.. of the warp.
@@ -212,16 +148,16 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[kM][4][4], const uint16_t
   }
 }
 
-template <DType D, bool kTiled>
+template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a) {
-  using C = PrefillCfg<D, kTiled>;
+  using C = PrefillCfg<D>;
   using W = Weight<D>;
   constexpr int kM = C::kM, kBN = C::kBN, kRowsW = 16 * kM;
   extern __shared__ __align__(16) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   // Warp tile: rows kRowsW wm.., tokens 32 wn...
   const int wm = warp / C::kWarpsN, wn = warp % C::kWarpsN;
-  Prefill<D, kTiled> p{
+  Prefill<D> p{
       a,
       smem,
       reinterpret_cast<uint16_t*>(smem + 2 * C::kRawBytes),
@@ -313,35 +249,21 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
   }
 }
 
-template <DType D, bool kTiled>
-void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = PrefillCfg<D, kTiled>;
-  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_kernel<D, kTiled>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_kernel<D, kTiled><<<grid, kThreads, C::kSmem, stream>>>(a);
-}
-
 }  // namespace
 
 template <DType D>
 void launch_prefill(const MatmulArgs& a, cudaStream_t stream) {
-  launch<D, false>(a, stream);
-}
-template <DType D>
-void launch_prefill_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  launch<D, true>(a, stream);
+  using C = PrefillCfg<D>;
+  static_assert(C::kSmem <= kMaxSmem, "shared memory over the sm_80 limit");
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_kernel<D>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  prefill_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
 }
 
 #define MEMRA_INSTANTIATE(D) template void launch_prefill<D>(const MatmulArgs&, cudaStream_t);
 MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 #undef MEMRA_INSTANTIATE
-template void launch_prefill_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
-template void launch_prefill_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
-template void launch_prefill_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
-template void launch_prefill_tiled<DType::f16>(const MatmulArgs&, cudaStream_t);
-template void launch_prefill_tiled<DType::bf16>(const MatmulArgs&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

@@ -28,8 +28,8 @@
 //   F16 and BF16 (8192 B = 16 x 256 x 2): [step 16][lane 32][u32 4], the step's A fragment as
 //     f16 pairs (BF16 converted to f16 by Weight<bf16>::to_f16 when tiled: the operand the ggml
 //     kernels make of it, once at load instead of at every read). No scales. The four steps of a
-//     64-element prefill sub-stage are 2048 contiguous bytes, so prefill stages sub-stages of
-//     records (kSubStaged) instead of whole 8 KB records.
+//     64-element prefill sub-stage are 2048 contiguous bytes, so prefill stages a quarter record
+//     per sub-stage instead of whole 8 KB records.
 // Rows past the matrix are zero (scale 0). K must be a multiple of the 256-element chunk.
 #pragma once
 
@@ -60,8 +60,7 @@ template <DType D>
 struct Tiled;
 
 // Each Tiled<D> gives:
-//   kBytes: bytes of one tile record; kGroup, kScaled, kBias: as Weight<D>; kSubStaged: whether
-//     a prefill sub-stage's quads are a quarter of the record (kBytes / 4 from 2048 * u).
+//   kBytes: bytes of one tile record; kGroup, kScaled, kBias: as Weight<D>.
 //   Quad: what a lane needs for four k16 steps (4u .. 4u + 3) of a record; load(rec, u, lane).
 //   frag(quad, v, af): the A fragment of step 4u + v.
 //   Head: a row's scale data; head(rec, row); scale(head, j): {scale, bias} of group j of the
@@ -69,7 +68,7 @@ struct Tiled;
 template <>
 struct Tiled<DType::q4_k> {
   static constexpr int kBytes = 2304, kGroup = 32;
-  static constexpr bool kScaled = true, kBias = true, kSubStaged = false;
+  static constexpr bool kScaled = true, kBias = true;
   using Quad = uint4;
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     return ld_u128(rec + 512 * u + 16 * lane);
@@ -105,7 +104,7 @@ struct Tiled<DType::q4_k> {
 template <>
 struct Tiled<DType::q6_k> {
   static constexpr int kBytes = 3360, kGroup = 16;
-  static constexpr bool kScaled = true, kBias = false, kSubStaged = false;
+  static constexpr bool kScaled = true, kBias = false;
   struct Quad {
     uint4 lo;
     uint2 hi;  // the high-bit words of steps 4u, 4u + 1 and 4u + 2, 4u + 3
@@ -143,7 +142,7 @@ struct Tiled<DType::q6_k> {
 template <>
 struct Tiled<DType::q8_0> {
   static constexpr int kBytes = 4352, kGroup = 32;
-  static constexpr bool kScaled = true, kBias = false, kSubStaged = false;
+  static constexpr bool kScaled = true, kBias = false;
   struct Quad {
     uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
   };
@@ -178,7 +177,7 @@ struct Tiled<DType::q8_0> {
 // F16 / BF16: the A fragments themselves, one 16-byte load per lane and step.
 struct TiledHalf {
   static constexpr int kBytes = 8192, kGroup = 256;
-  static constexpr bool kScaled = false, kBias = false, kSubStaged = true;
+  static constexpr bool kScaled = false, kBias = false;
   struct Quad {
     uint4 step[4];
   };
@@ -207,27 +206,9 @@ struct Tiled<DType::f16> : TiledHalf {};
 template <>
 struct Tiled<DType::bf16> : TiledHalf {};
 
-// Whether dtype D has a tiled layout (the host side: matmul_tiled.cu), and its record bytes.
+// Whether dtype D has a tiled layout (the host side: matmul_tiled.cu).
 template <DType D>
 constexpr bool kHasTiled =
     D == DType::q4_k || D == DType::q6_k || D == DType::q8_0 || D == DType::f16 || D == DType::bf16;
-template <DType D>
-constexpr int tiled_record_bytes() {
-  if constexpr (kHasTiled<D>) {
-    return Tiled<D>::kBytes;
-  } else {
-    return 0;
-  }
-}
-
-// Whether prefill stages a tiled type's records a sub-stage (a quarter record) at a time.
-template <DType D>
-constexpr bool tiled_sub_staged() {
-  if constexpr (kHasTiled<D>) {
-    return Tiled<D>::kSubStaged;
-  } else {
-    return false;
-  }
-}
 
 }  // namespace memra::kernels::matmul_detail

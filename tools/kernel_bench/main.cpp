@@ -4,6 +4,8 @@
 // model's shape (attention.cpp; --attention runs only that). Weights are random valid blocks,
 // rotated over enough copies that L2 (60 MB) cannot serve them; each figure is the median of 20
 // event-timed calls after warm-up. A self-check runs first (check.cpp); --json FILE saves it all.
+// --tokens N times only N tokens per matrix (1, 8, 64 or 512) and skips attention: a quick look
+// at one regime while a kernel is being changed.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -144,6 +146,7 @@ struct Bench {
   const cuda::Stream& stream;
   double copy_tbps;
   std::vector<uint8_t>& host;  // random bytes, made valid per dtype in place
+  std::vector<int> token_counts;
   nlohmann::json rows = nlohmann::json::array();
 
   void print_row(const std::string& what, const Shape& s, int tokens, double ms, double bytes) {
@@ -182,7 +185,7 @@ struct Bench {
         scratch(kernels::matmul_scratch_bytes(max_tokens, s.n_in));
     check(cudaMemcpy(dx.data(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     const std::string name(dtype_name(dtype));
-    for (int tokens : {1, 8, 64, 512}) {
+    for (int tokens : token_counts) {
       if (dtype == DType::f32 && tokens > 8) continue;  // the fixtures' exact path, not for speed
       const double ms = median_ms(stream, [&](int i) {
         kernels::matmul(dtype, base + (i % copies) * stride, s.n_in, s.n_out,
@@ -200,7 +203,7 @@ struct Bench {
       for (size_t c = 0; c < copies; ++c)
         kernels::matmul_tile(dtype, base, s.n_in, s.n_out, tbase + c * tstride, stream.get());
       check(cudaStreamSynchronize(stream.get()), "tile weights");
-      for (int tokens : {1, 8, 64, 512}) {
+      for (int tokens : token_counts) {
         const double ms = median_ms(stream, [&](int i) {
           kernels::matmul(dtype, tbase + (i % copies) * tstride, s.n_in, s.n_out,
                           static_cast<const float*>(dx.data()), tokens,
@@ -211,7 +214,8 @@ struct Bench {
         print_row(name + "/tiled", s, tokens, ms, static_cast<double>(bytes));
       }
     }
-    if (lt != nullptr) {
+    if (lt != nullptr &&
+        std::find(token_counts.begin(), token_counts.end(), max_tokens) != token_counts.end()) {
       std::vector<uint16_t> xb(x.size());
       for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
       cuda::DeviceBuffer dxb(xb.size() * 2);
@@ -255,6 +259,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool check_only = false;
   bool attention_only = false;
+  std::vector<int> token_counts = {1, 8, 64, 512};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -263,8 +268,16 @@ int main(int argc, char** argv) {
       check_only = true;
     } else if (arg == "--attention") {
       attention_only = true;
+    } else if (arg == "--tokens" && i + 1 < argc) {
+      const int n = std::atoi(argv[++i]);
+      if (n != 1 && n != 8 && n != 64 && n != 512) {
+        std::fprintf(stderr, "memra-kernel-bench: --tokens takes 1, 8, 64 or 512\n");
+        return 2;
+      }
+      token_counts = {n};
     } else {
-      std::fprintf(stderr, "usage: memra-kernel-bench [--check | --attention] [--json FILE]\n");
+      std::fprintf(
+          stderr, "usage: memra-kernel-bench [--check | --attention | --tokens N] [--json FILE]\n");
       return 2;
     }
   }
@@ -314,13 +327,13 @@ int main(int argc, char** argv) {
       std::memcpy(host.data() + i, &v, 8);
     }
     bench::LtGemm lt;
-    bench::Bench b{stream, copy, host};
+    bench::Bench b{stream, copy, host, token_counts};
     for (DType d : dtypes) {
       for (const auto& s : bench::kShapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
     }
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
-    out["attention"] = bench::run_attention(stream, copy);
+    if (token_counts.size() > 1) out["attention"] = bench::run_attention(stream, copy);
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
   } catch (const Error& e) {
