@@ -45,24 +45,31 @@ using matmul_detail::kDecodeTokens;
 using matmul_detail::MatmulArgs;
 using matmul_detail::pack_f16;
 
-// Where the parts of the scratch live: the f16 x, then the group sums, then the row scales.
+// Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
+// the wgmma kernel), then the group sums, then the row scales.
 struct ScratchLayout {
-  int64_t xsum_stride, xh_bytes, xsum_bytes;
+  int64_t xsum_stride, xh_bytes, xp_bytes, xsum_bytes;
   ScratchLayout(int64_t n_tokens, int64_t n_in)
       : xsum_stride((n_in + 31) / 32),
         xh_bytes(round16(n_tokens * n_in * 2)),
+        xp_bytes(n_tokens > kDecodeTokens ? xh_bytes : 0),
         xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
-  int64_t total(int64_t n_tokens) const { return xh_bytes + xsum_bytes + round16(n_tokens * 4); }
+  int64_t total(int64_t n_tokens) const {
+    return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
+  }
   static int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
 };
 
 // One block per token row. The row's largest |x| (exact in any order) picks the power of two;
 // then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
-// values in element order.
+// values in element order. The f16 row goes to xh in element order and/or to xp in physical k
+// order (matmul_prefill_wgmma.cu): within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then
+// 2, 3, 6, 7, 10, 11, 14, 15.
 constexpr int kXThreads = 256;
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
-                    float* __restrict__ xsum, int xsum_stride, float* __restrict__ xinv) {
+                    uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
+                    float* __restrict__ xinv) {
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
@@ -104,12 +111,25 @@ __global__ void __launch_bounds__(kXThreads)
         e16[i] = __half2float(__float2half_rn(e16[i]));
         sum = __fadd_rn(sum, e16[i]);
       }
-      uint32_t o[8];
+      if (xh != nullptr) {
+        uint32_t o[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
-      uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
-      dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-      dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
+        uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      }
+      if (xp != nullptr) {
+        uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int e = 4 * (i & 3) + 2 * (i >> 2);
+          o[i] = pack_f16(e16[e], e16[e + 1]);
+        }
+        uint4* dst = reinterpret_cast<uint4*>(xp + row * n_in + k0);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      }
     }
     xsum[row * xsum_stride + g] = sum;
   }
@@ -166,6 +186,8 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
     if (layout == WeightLayout::tiled) {
       if (args.n_tokens <= kDecodeTokens) {
         matmul_detail::launch_decode_tiled<D>(args, stream);
+      } else if (args.xp != nullptr) {  // uses_wgmma said so
+        matmul_detail::launch_prefill_wgmma(args, stream);
       } else {
         matmul_detail::launch_prefill_tiled<D>(args, stream);
       }
@@ -177,6 +199,13 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
   } else {
     matmul_detail::launch_prefill<D>(args, stream);
   }
+}
+
+// Whether this output's prefill runs on the wgmma kernel (tiled F16/BF16 on an sm_90a build and
+// device), which reads x in physical k order.
+bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
+  return (o.wtype == DType::f16 || o.wtype == DType::bf16) && o.layout == WeightLayout::tiled &&
+         n_tokens > kDecodeTokens && o.n_out > 0 && matmul_detail::prefill_wgmma_available();
 }
 
 bool aligned16(const void* p) {
@@ -232,7 +261,7 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream) {
-  bool any_mma = false;
+  bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy, o.layout);
@@ -240,18 +269,22 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     if (o.wtype != DType::f32 && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
       fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
     }
-    any_mma = any_mma || (o.wtype != DType::f32 && o.n_out > 0);
+    if (o.wtype != DType::f32 && o.n_out > 0)
+      (uses_wgmma(o, n_tokens) ? any_wgmma : any_mma) = true;
   }
   if (n_tokens == 0) return;
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
   const ScratchLayout layout(n_tokens, n_in);
   auto* bytes = static_cast<uint8_t*>(scratch);
   auto* xh = reinterpret_cast<uint16_t*>(bytes);
-  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes);
-  auto* xinv = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xsum_bytes);
-  if (any_mma) {  // x converted once for every output
+  auto* xp = reinterpret_cast<uint16_t*>(bytes + layout.xh_bytes);
+  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
+  auto* xinv =
+      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
+  if (any_mma || any_wgmma) {  // x converted once for every output
     x_to_f16_kernel<<<static_cast<unsigned>(n_tokens), kXThreads, 0, stream>>>(
-        x, in, xh, xsum, static_cast<int>(layout.xsum_stride), xinv);
+        x, in, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
+        static_cast<int>(layout.xsum_stride), xinv);
   }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
@@ -269,6 +302,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     args.n_in = in;
     args.n_out = out;
     args.xh = xh;
+    args.xp = uses_wgmma(o, n_tokens) ? xp : nullptr;
     args.xsum = xsum;
     args.xsum_stride = static_cast<int>(layout.xsum_stride);
     args.xinv = xinv;

@@ -20,6 +20,8 @@ struct MatmulArgs {
   // x as f16 [n_tokens][n_in], each row scaled by its own power of two (matmul.cu); lane t of an
   // mma step reads elements 4t..4t+3 of the step's 16 (weight_frag.cuh's k permutation).
   const uint16_t* xh = nullptr;
+  // The same x in physical k order (matmul_prefill_wgmma.cu), set only for the wgmma kernel.
+  const uint16_t* xp = nullptr;
   // Per token: the sum of each 32-element group of the scaled, f16-rounded x (xsum_stride groups
   // per row, the last may hold 16), and the power of two that undoes the row's scaling.
   const float* xsum = nullptr;
@@ -59,6 +61,10 @@ template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
+// Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
+// build has sm_90a code and the current device runs it.
+bool prefill_wgmma_available();
+void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -232,12 +232,17 @@ void check_tiled_model_shapes(Context& ctx) {
   }
 }
 
-// matmul_shared_x over outputs of different dtypes (one x conversion) == one matmul() per
-// output, bit for bit, for a decode-sized and a prefill-sized batch.
+// matmul_shared_x over outputs of different dtypes and layouts (one x conversion; on sm_90a the
+// prefill batch needs x in both orders: the tiled BF16 output runs on the wgmma kernel) == one
+// matmul() per output, bit for bit, for a decode-sized and a prefill-sized batch.
 void check_shared_x(Context& ctx) {
   const int64_t n_in = 512;
-  const DType types[] = {DType::q4_k, DType::q6_k, DType::f32, DType::bf16};
-  const int64_t outs_n[] = {96, 40, 24, 64};
+  constexpr int kOuts = 5;
+  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::f32, DType::bf16, DType::bf16};
+  const int64_t outs_n[kOuts] = {96, 40, 24, 64, 136};
+  const kernels::WeightLayout layouts[kOuts] = {
+      kernels::WeightLayout::ggml, kernels::WeightLayout::ggml, kernels::WeightLayout::ggml,
+      kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
   for (int64_t n_tokens : {int64_t{3}, int64_t{77}}) {
     const std::vector<float> x = ctx.uniform(n_tokens * n_in);
     Dev<float> dx(ctx, x);
@@ -245,28 +250,35 @@ void check_shared_x(Context& ctx) {
     std::vector<Dev<uint8_t>> ws;
     std::vector<Dev<float>> shared, single;
     std::vector<kernels::MatmulOut> outs;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kOuts; ++i) {
       ws.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
+      if (layouts[i] == kernels::WeightLayout::tiled) {
+        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(types[i], n_in, outs_n[i]));
+        kernels::matmul_tile(types[i], ws.back().get(), n_in, outs_n[i], tiled.get(), ctx.stream());
+        ctx.sync();
+        ws.back() = std::move(tiled);
+      }
       shared.emplace_back(n_tokens * outs_n[i]);
       single.emplace_back(n_tokens * outs_n[i]);
       shared.back().poison(ctx);
       single.back().poison(ctx);
     }
-    for (int i = 0; i < 4; ++i)
-      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i]});
-    kernels::matmul_shared_x(outs.data(), 4, n_in, dx.get(), n_tokens, scratch.get(), ctx.stream());
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kOuts; ++i)
+      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i], layouts[i]});
+    kernels::matmul_shared_x(outs.data(), kOuts, n_in, dx.get(), n_tokens, scratch.get(),
+                             ctx.stream());
+    for (int i = 0; i < kOuts; ++i)
       kernels::matmul(types[i], ws[i].get(), n_in, outs_n[i], dx.get(), n_tokens, single[i].get(),
-                      outs_n[i], scratch.get(), ctx.stream());
+                      outs_n[i], scratch.get(), ctx.stream(), layouts[i]);
     ctx.sync();
     double bad = 0;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kOuts; ++i) {
       std::vector<float> a = shared[i].download(ctx);
       if (ctx.teeth() && i == 0) a[0] = std::nextafter(a[0], INFINITY);
       bad += bit_mismatches(a, single[i].download(ctx));
     }
-    ctx.add({"matmul shared x", "Q4_K+Q6_K+F32+BF16 " + shape_str({n_tokens, n_in}), "mixed",
-             "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+    ctx.add({"matmul shared x", "Q4_K+Q6_K+F32+BF16+BF16 tiled " + shape_str({n_tokens, n_in}),
+             "mixed", "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
   }
 }
 
