@@ -52,7 +52,7 @@ struct ScratchLayout {
   ScratchLayout(int64_t n_tokens, int64_t n_in)
       : xsum_stride((n_in + 31) / 32),
         xh_bytes(round16(n_tokens * n_in * 2)),
-        xp_bytes(n_tokens > kDecodeTokens ? xh_bytes : 0),
+        xp_bytes(n_tokens > kDecodeTokens ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
         xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
   int64_t total(int64_t n_tokens) const {
     return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
@@ -63,8 +63,8 @@ struct ScratchLayout {
 // One block per token row. The row's largest |x| (exact in any order) picks the power of two;
 // then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
 // values in element order. The f16 row goes to xh in element order and/or to xp in physical k
-// order (matmul_prefill_wgmma.cu): within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then
-// 2, 3, 6, 7, 10, 11, 14, 15.
+// order (within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then 2, 3, 6, 7, 10, 11, 14, 15) at
+// xp_offset's places, the wgmma prefill kernel's tiles.
 constexpr int kXThreads = 256;
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
@@ -126,9 +126,11 @@ __global__ void __launch_bounds__(kXThreads)
           const int e = 4 * (i & 3) + 2 * (i >> 2);
           o[i] = pack_f16(e16[e], e16[e + 1]);
         }
-        uint4* dst = reinterpret_cast<uint4*>(xp + row * n_in + k0);
-        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+        using matmul_detail::xp_offset;
+        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) =
+            make_uint4(o[0], o[1], o[2], o[3]);
+        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
+            make_uint4(o[4], o[5], o[6], o[7]);
       }
     }
     xsum[row * xsum_stride + g] = sum;

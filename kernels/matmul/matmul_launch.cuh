@@ -20,7 +20,8 @@ struct MatmulArgs {
   // x as f16 [n_tokens][n_in], each row scaled by its own power of two (matmul.cu); lane t of an
   // mma step reads elements 4t..4t+3 of the step's 16 (weight_frag.cuh's k permutation).
   const uint16_t* xh = nullptr;
-  // The same x in physical k order (matmul_prefill_wgmma.cu), set only for the wgmma kernel.
+  // The same x in physical k order and the wgmma kernel's tile layout (xp_offset), set only for
+  // that kernel.
   const uint16_t* xp = nullptr;
   // Per token: the sum of each 32-element group of the scaled, f16-rounded x (xsum_stride groups
   // per row, the last may hold 16), and the power of two that undoes the row's scaling.
@@ -31,6 +32,22 @@ struct MatmulArgs {
   float* y = nullptr;
   int64_t ldy = 0;
 };
+
+// Where element (token n, physical k position k) of x sits in the wgmma prefill kernel's copy
+// (matmul_prefill_wgmma.cu): tiles of kXpTokens tokens x kXpK k, contiguous in k-tile order per
+// token block, each [k16 step][8-token group][k half][token][8 k] (8 x 8 core matrices). Token
+// rows are padded to whole blocks (rows past the batch are never written: only their own output
+// columns would read them, and those are not stored).
+constexpr int kXpTokens = 128, kXpK = 64;
+__host__ __device__ inline int64_t xp_offset(int64_t n, int64_t k, int64_t n_in) {
+  const int64_t tile = (n / kXpTokens) * (n_in / kXpK) + k / kXpK;
+  const int64_t nn = n % kXpTokens, kk = k % kXpK;
+  return tile * (kXpTokens * kXpK) + kk / 16 * (kXpTokens * 16) +
+         ((nn / 8) * 2 + kk % 16 / 8) * 64 + nn % 8 * 8 + kk % 8;
+}
+inline int64_t xp_tokens(int64_t n_tokens) {
+  return (n_tokens + kXpTokens - 1) / kXpTokens * kXpTokens;
+}
 
 // The largest dynamic shared memory a block may opt into on sm_80 (A100); sm_90 allows 227 KB.
 constexpr int kMaxSmem = 163 * 1024;

@@ -2,14 +2,15 @@
 // A warpgroup computes 64 weight rows x 128 tokens per k16 step with one wgmma.m64n128k16: its
 // four warps hand in their m16 tiles' A fragments from registers (one 16-byte shared load per
 // step from the staged tiled record, as in matmul_prefill_tiled.cu) and the tensor cores read the
-// x tile straight from shared memory. The block (two warpgroups, 128 rows x 128 tokens) keeps the
-// tiled kernel's pipeline shape: a sub-stage's quarter records and x tile per cp.async group,
-// three sub-stages ahead, one barrier per sub-stage; the tensor cores keep running across the
-// barrier (a sub-stage's wgmma group is waited for only two sub-stages later, or at a chunk's end
-// where its partial is folded). Each thread's copy addresses are worked out once (Copier): the
-// first version recomputed them per copy and spent most of its issue slots there (Nsight Compute:
-// ~400 instructions a warp per sub-stage, 0.37 issued per scheduler cycle, tensor pipes mostly
-// idle).
+// x tile straight from shared memory. The block (two warpgroups, 128 rows x 128 tokens) walks K in
+// 64-element sub-stages through kStages buffers: one thread issues each sub-stage's bulk copies
+// (cp.async.bulk, the copy engine: eight 2 KB record quarters and one 16 KB x tile) kAhead
+// sub-stages ahead, completing on the stage's mbarrier; one block barrier per sub-stage frees a
+// buffer for refill. The tensor cores keep running across that barrier: a sub-stage's wgmma group
+// is waited for two sub-stages later, or at a chunk's end where its partial is folded.
+// Measured on the way (Nsight Compute, 8B qkv at 512 tokens): per-thread 16-byte cp.async copies
+// left the SMs pulling ~17 B/clock from L2 and the warps stalled on them (0.16 instructions
+// issued per scheduler cycle, tensor pipes ~20% busy); bulk copies take that off the warps.
 //
 // Bit-identity with mma.sync. wgmma's k16 step takes the same physical operands per output
 // element as mma.sync m16n8k16 (A rows from the same registers, B columns by physical k), and on
@@ -22,10 +23,11 @@
 // x layout. The mma kernels' A fragments hold logical k 4t..4t+3 where the PTX layout puts
 // physical k 2t, 2t + 1 and 2t + 8, 2t + 9 (weight_frag.cuh's permutation); mma.sync kernels
 // feed B the same way from natural-order x with one 8-byte load. wgmma reads B by physical k, so
-// this kernel reads x written in physical order (x_to_f16_kernel's permuted copy, args.xp): in
-// each 16-element step, physical 0..7 hold logical 0, 1, 4, 5, 8, 9, 12, 13 and 8..15 the rest.
-// In shared memory x is K-major without swizzle, in 8-token x 8-k core matrices of 128 bytes:
-// [step 4][token group 16][k half 2][token 8][k 8].
+// this kernel reads x_to_f16_kernel's second copy (args.xp), written in physical k order (in each
+// 16-element step, physical 0..7 hold logical 0, 1, 4, 5, 8, 9, 12, 13 and 8..15 the rest) and
+// already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
+// swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
+// [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 
@@ -41,10 +43,12 @@ constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
 constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
-constexpr int kSmem = kStages * (kRecStage + kXStage);
-constexpr int kCore = 128;                       // bytes of an 8 x 8 core matrix
-constexpr int kStepBytes = kBN / 8 * 2 * kCore;  // one k16 step of the x tile: 4 KB
+constexpr int kStageBytes = kRecStage + kXStage;
+constexpr int kSmem = kStages * kStageBytes + kStages * 8;  // + one mbarrier a stage
+constexpr int kCore = 128;                                  // bytes of an 8 x 8 core matrix
+constexpr int kStepBytes = kBN / 8 * 2 * kCore;             // one k16 step of the x tile: 4 KB
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
+static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
 // Shared-memory matrix descriptor (PTX ISA, wgmma): start address, leading-dimension byte offset
 // (between the two k halves of a step: adjacent core matrices), stride byte offset (between token
@@ -92,92 +96,85 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes this thread's completed cp.async writes visible to the tensor cores' (async proxy) reads.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
 }
-
-// A thread's share of every sub-stage's copies, with the addresses worked out once: sub-stage q
-// of tile record r starts q * 2048 bytes into the tile's chunk records (a tile's chunks are
-// contiguous), and of x row n, q * 64 elements in.
-struct Copier {
-  static constexpr int kRecPieces = kTiles * kQuarter / 16 / kThreads;  // 4
-  static constexpr int kXPieces = kBN * (kSub / 8) / kThreads;          // 4
-  const uint8_t* rec_src;                                               // piece 0's tile
-  int rec_delta[kRecPieces];  // piece i's tile record start - piece 0's (a clamped tile repeats)
-  const uint16_t* x_src;
-  int rec_dst, x_dst;  // byte offsets inside a stage for piece 0 (piece i: + i * 4096)
-  int x_bytes;         // 16, or 0 for a token past the batch (zero fill)
-
-  __device__ Copier(const MatmulArgs& a, int row0, int tok0, int tid) {
-    // Records: thread tid copies 16 bytes p = tid % 128 of quarter tile (tid / 128) + 2i.
-    const int p = tid & 127, last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
-    const int tile0 = min(row0 / 16 + (tid >> 7), last_tile);
-    rec_src = a.w + static_cast<int64_t>(tile0) * n_chunks * TiledHalf::kBytes + 16 * p;
-#pragma unroll
-    for (int i = 0; i < kRecPieces; ++i) {  // at most 6 tiles of n_in * 32 bytes: fits an int
-      const int tile = min(row0 / 16 + (tid >> 7) + 2 * i, last_tile);
-      rec_delta[i] = (tile - tile0) * n_chunks * TiledHalf::kBytes;
-    }
-    rec_dst = (tid >> 7) * kQuarter + 16 * p;
-    // x: thread pairs copy a token's two k halves of step i: 32 contiguous bytes of its row, and a
-    // warp fills four whole core-matrix pairs (512 contiguous bytes of shared memory).
-    const int h = tid & 1, n = (tid >> 1) & (kBN - 1);
-    const bool ok = tok0 + n < a.n_tokens;
-    x_src = ok ? a.xp + static_cast<int64_t>(tok0 + n) * a.n_in + 8 * h : a.xp;
-    x_bytes = ok ? 16 : 0;
-    x_dst = ((n >> 3) * 2 + h) * kCore + (n & 7) * 16;
-  }
-
-  // Sub-stage q's cp.async group into stage buffers (recs, xs). Always commits, so group i is
-  // sub-stage i.
-  __device__ void issue(int q, int n_sub, uint8_t* recs, uint8_t* xs) const {
-    if (q < n_sub) {
-#pragma unroll
-      for (int i = 0; i < kRecPieces; ++i)
-        cp_async16(recs + rec_dst + i * 2 * kQuarter,
-                   rec_src + rec_delta[i] + int64_t{q} * kQuarter);
-      const uint16_t* src = x_bytes ? x_src + q * kSub : x_src;
-#pragma unroll
-      for (int i = 0; i < kXPieces; ++i)
-        cp_async16(xs + x_dst + i * kStepBytes, x_bytes ? src + 16 * i : src, x_bytes);
-    }
-    cp_async_commit();
-  }
-};
+// One arrival that also tells the barrier how many bytes the phase's bulk copies bring.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Global -> shared bulk copy (bytes a multiple of 16, both ends 16-byte aligned) that completes
+// `bytes` of the mbarrier's transaction count.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
 
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
-  const int n_sub = a.n_in / kSub;
-  uint8_t* const recs = smem;                      // [kStages][kRecStage]
-  uint8_t* const xs = smem + kStages * kRecStage;  // [kStages][kXStage]
-  const Copier copier(a, row0, tok0, tid);
+  const int n_sub = a.n_in / kSub, n_chunks = a.n_in / kChunk;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  // Thread 0 fills stage q % kStages with sub-stage q: tile m's quarter q % 4 of chunk q / 4 is
+  // q * 2048 bytes into the tile's records (a tile's chunks are contiguous); rows past the matrix
+  // repeat the last tile.
   auto issue = [&](int q) {
-    copier.issue(q, n_sub, recs + (q % kStages) * kRecStage, xs + (q % kStages) * kXStage);
+    if (q >= n_sub) return;
+    uint8_t* stage = smem + (q % kStages) * kStageBytes;
+    uint64_t* bar = full + q % kStages;
+    mbar_arrive_expect_tx(bar, kStageBytes);
+    const int last_tile = (a.n_out - 1) / 16;
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) {
+      const int64_t tile = min(row0 / 16 + m, last_tile);
+      bulk_copy(stage + m * kQuarter,
+                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+    }
+    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
   };
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) mbar_init(full + i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0) {
+    for (int q = 0; q < kAhead; ++q) issue(q);
+  }
 
   // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
   // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
   float acc[64], total[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
-#pragma unroll
-  for (int q = 0; q < kAhead; ++q) issue(q);
   // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
   // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
   for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
-      cp_async_wait<kAhead - 1>();  // sub-stage q has landed (this thread's copies)
-      fence_proxy_async();
+      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
       wgmma_wait<1>();  // this warpgroup's sub-stage q - 2 is done reading (q - 1 may still run)
-      __syncthreads();  // copies visible; every warpgroup is done with the stage issue() refills
-      issue(q + kAhead);
-      const uint8_t* R = recs + (q % kStages) * kRecStage + warp * kQuarter + 16 * lane;
+      __syncthreads();  // every warpgroup is done with the stage issue() refills
+      if (tid == 0) issue(q + kAhead);
+      const uint8_t* R = stage + warp * kQuarter + 16 * lane;
       uint32_t af[4][4];
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -187,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
         af[s][2] = v.z;
         af[s][3] = v.w;
       }
-      const uint8_t* X = xs + (q % kStages) * kXStage;
+      const uint8_t* X = stage + kRecStage;
       wgmma_fence();
 #pragma unroll
       for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
