@@ -189,7 +189,11 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
       if (args.n_tokens <= kDecodeTokens) {
         matmul_detail::launch_decode_tiled<D>(args, stream);
       } else if (args.xp != nullptr) {  // uses_wgmma said so
-        matmul_detail::launch_prefill_wgmma(args, stream);
+        if constexpr (D == DType::f16 || D == DType::bf16) {
+          matmul_detail::launch_prefill_wgmma(args, stream);
+        } else {
+          matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
+        }
       } else {
         matmul_detail::launch_prefill_tiled<D>(args, stream);
       }
@@ -203,11 +207,11 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
   }
 }
 
-// Whether this output's prefill runs on the wgmma kernel (tiled F16/BF16 on an sm_90a build and
+// Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order.
 bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
-  return (o.wtype == DType::f16 || o.wtype == DType::bf16) && o.layout == WeightLayout::tiled &&
-         n_tokens > kDecodeTokens && o.n_out > 0 && matmul_detail::prefill_wgmma_available();
+  return o.layout == WeightLayout::tiled && n_tokens > kDecodeTokens && o.n_out > 0 &&
+         matmul_detail::prefill_wgmma_available();
 }
 
 bool aligned16(const void* p) {

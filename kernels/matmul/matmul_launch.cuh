@@ -82,6 +82,9 @@ void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
+// The same for tiled Q4_K, Q6_K and Q8_0 (matmul_prefill_wgmma_quant.cu).
+template <DType D>
+void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -1,0 +1,173 @@
+// The prefill matmul for tiled Q4_K / Q6_K / Q8_0 weights on Hopper (sm_90a): wgmma with A from
+// registers, where each warp decodes its own m16 tile's A fragments from the staged record (the
+// decode kernel's decoders, tiled.cuh) once for the block's 64 tokens, and the tensor cores read x
+// from shared memory. The mma.sync kernel (matmul_prefill_tiled.cu) decodes each fragment for 32
+// tokens and issues eight mma per step and warp; here a warpgroup's one wgmma.m64n64k16 covers a
+// step of 64 rows x 64 tokens.
+//
+// Per element the order is matmul.cu's canonical one, as in every matmul kernel: each scale group's
+// mma chain from +0 (a register pair zeroed beforehand), p = fma(scale, s_g, p) then, for Q4_K,
+// p = fma(bias, xsum_g, p) in group order, chunks summed left to right. wgmma's k16 step gives
+// mma.sync's bits (matmul_prefill_wgmma.cu); kernel-check compares this kernel with the
+// ggml-layout mma.sync kernel bit for bit.
+//
+// Block: 128 weight rows (two warpgroups, warp w owns tile w) x 64 tokens, K a 256-element chunk
+// per stage: the eight tile records and the x tile (16 steps x 2 KB: its 64 tokens' half of
+// xp_offset's tiles) arrive by bulk copies from one thread, kAhead chunks ahead, on the stage's
+// mbarrier. Group partials alternate between two register sets, so group j's wgmmas run while
+// group j - 1's partial is scaled into p.
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/weight_frag.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 3, kAhead = kStages - 1;
+constexpr int kTiles = kBM / 16;
+constexpr int kStepBytes = kBN * 16 * 2;    // one k16 step of the block's x: 2 KB
+constexpr int kXStage = 16 * kStepBytes;    // a chunk: 32 KB
+constexpr int kMaxSmemHopper = 227 * 1024;  // sm_90's opt-in limit
+static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
+
+template <DType D>
+struct QuantCfg {
+  using T = Tiled<D>;
+  static constexpr int kRecStage = kTiles * T::kBytes;
+  static constexpr int kStage = kRecStage + kXStage;
+  static constexpr int kSmem = kStages * kStage + kStages * 8;  // + one mbarrier a stage
+  static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+  static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
+};
+
+template <DType D>
+__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const MatmulArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Tiled<D>;
+  using C = QuantCfg<D>;
+  constexpr int kGroupSteps = T::kGroup / 16, kGroups = kChunk / T::kGroup;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_chunks = a.n_in / kChunk;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
+  // Thread 0 fills stage c % kStages with chunk c: each tile's record (rows past the matrix repeat
+  // the last tile) and, per k16 step, the 2 KB of the xp tile that hold this block's tokens.
+  auto issue = [&](int c) {
+    if (c >= n_chunks) return;
+    uint8_t* stage = smem + (c % kStages) * C::kStage;
+    uint64_t* bar = full + c % kStages;
+    mbar_arrive_expect_tx(bar, C::kStage);
+    const int last_tile = (a.n_out - 1) / 16;
+#pragma unroll 1
+    for (int m = 0; m < kTiles; ++m) {
+      const int64_t tile = min(row0 / 16 + m, last_tile);
+      bulk_copy(stage + m * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
+    }
+#pragma unroll 1
+    for (int s = 0; s < kChunk / 16; ++s) {
+      bulk_copy(stage + C::kRecStage + s * kStepBytes,
+                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
+    }
+  };
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) mbar_init(full + i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (tid == 0) {
+    for (int c = 0; c < kAhead; ++c) issue(c);
+  }
+
+  // grp: two sets of group partials; p: the chunk partial; total: the running chunk sum. Index
+  // [n8 tile][mma.sync C register] of this warp's rows 16 warp + g, + 8.
+  float grp[2][8][4] = {}, p[8][4] = {}, total[8][4] = {};
+  for (int c = 0; c < n_chunks; ++c) {
+    const uint8_t* stage = smem + (c % kStages) * C::kStage;
+    mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    __syncthreads();  // every warp is done with chunk c - 1, whose stage issue() refills
+    if (tid == 0) issue(c + kAhead);
+    const uint8_t* rec = stage + warp * T::kBytes;
+    const uint8_t* X = stage + C::kRecStage;
+    const typename T::Head head_g = T::head(rec, g), head_g8 = T::head(rec, g + 8);
+    // p += group j's partial (set j % 2), scaled; the set is zeroed for group j + 2.
+    auto apply = [&](int j, float(&s)[8][4]) {
+      const float2 sc_g = T::scale(head_g, j), sc_g8 = T::scale(head_g8, j);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 8n + 2t, + 1
+        if constexpr (T::kBias) {
+          static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
+          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
+          xs.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+          xs.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
+        }
+        apply_group<T::kBias>(p[n], s[n], sc_g, sc_g8, xs);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+      }
+    };
+    typename T::Quad quad;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      uint32_t af[kGroupSteps][4];
+#pragma unroll
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const int step = j * kGroupSteps + v;
+        if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
+        T::frag(quad, step % 4, af[v]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int v = 0; v < kGroupSteps; ++v)
+        wgmma_m64n64k16(grp[j & 1], af[v], b_desc(X + (j * kGroupSteps + v) * kStepBytes));
+      wgmma_commit();
+      if (j > 0) {
+        wgmma_wait<1>();  // group j - 1 is done
+        apply(j - 1, grp[(j - 1) & 1]);
+      }
+    }
+    wgmma_wait<0>();
+    apply(kGroups - 1, grp[(kGroups - 1) & 1]);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {  // the chunk ends: fold it in order
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        total[n][i] = c == 0 ? p[n][i] : __fadd_rn(total[n][i], p[n][i]);
+        p[n][i] = 0.0f;
+      }
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * n + 2 * t + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][i] * a.xinv[tok];
+    }
+  }
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+}  // namespace
+
+template <DType D>
+void launch_prefill_wgmma_quant(const MatmulArgs& a, cudaStream_t stream) {
+  using C = QuantCfg<D>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_quant_kernel<D>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  prefill_wgmma_quant_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
+}
+
+template void launch_prefill_wgmma_quant<DType::q4_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_wgmma_quant<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_wgmma_quant<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+
+}  // namespace memra::kernels::matmul_detail
