@@ -129,6 +129,10 @@ if [ "$MODE" != quick ]; then
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
+  step server-ttft-qwen3-8b-bf16 300 python3 scripts/server_ttft.py --bin "$BIN" \
+    --model "$(synth qwen3-8b bf16)" --device cuda \
+    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-bf16.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-bf16.json")
 fi
 if [ "$MODE" != bench8b ]; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
