@@ -31,6 +31,7 @@
 //   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
@@ -45,6 +46,21 @@ using matmul_detail::kDecodeTokens;
 using matmul_detail::MatmulArgs;
 using matmul_detail::pack_f16;
 
+// Tiled weights go to the wgmma kernels (sm_90a) above this many tokens, the decode kernels up to
+// it: at 9-64 tokens the decode kernel decodes each weight fragment once per 8-token tile and is
+// instruction-bound, while wgmma decodes it once for 64 tokens (docs/PERFORMANCE.md, fifth
+// round). Every kernel gives the same bits, so the switch point is free to tune:
+// MEMRA_WGMMA_MIN_TOKENS (1..64) overrides it for A/B measurements.
+constexpr int kWgmmaMinTokensDefault = 16;
+int wgmma_min_tokens() {
+  static const int value = [] {
+    const char* env = std::getenv("MEMRA_WGMMA_MIN_TOKENS");
+    const int v = env ? std::atoi(env) : kWgmmaMinTokensDefault;
+    return v >= 1 && v <= kDecodeTokens ? v : kWgmmaMinTokensDefault;
+  }();
+  return value;
+}
+
 // Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
 // the wgmma kernel), then the group sums, then the row scales.
 struct ScratchLayout {
@@ -52,7 +68,7 @@ struct ScratchLayout {
   ScratchLayout(int64_t n_tokens, int64_t n_in)
       : xsum_stride((n_in + 31) / 32),
         xh_bytes(round16(n_tokens * n_in * 2)),
-        xp_bytes(n_tokens > kDecodeTokens ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
+        xp_bytes(n_tokens > wgmma_min_tokens() ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
         xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
   int64_t total(int64_t n_tokens) const {
     return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
@@ -186,14 +202,14 @@ template <DType D>
 void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
   if constexpr (matmul_detail::kHasTiled<D>) {
     if (layout == WeightLayout::tiled) {
-      if (args.n_tokens <= kDecodeTokens) {
-        matmul_detail::launch_decode_tiled<D>(args, stream);
-      } else if (args.xp != nullptr) {  // uses_wgmma said so
+      if (args.xp != nullptr) {  // uses_wgmma said so
         if constexpr (D == DType::f16 || D == DType::bf16) {
           matmul_detail::launch_prefill_wgmma(args, stream);
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         }
+      } else if (args.n_tokens <= kDecodeTokens) {
+        matmul_detail::launch_decode_tiled<D>(args, stream);
       } else {
         matmul_detail::launch_prefill_tiled<D>(args, stream);
       }
@@ -210,7 +226,7 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 // Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order.
 bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
-  return o.layout == WeightLayout::tiled && n_tokens > kDecodeTokens && o.n_out > 0 &&
+  return o.layout == WeightLayout::tiled && n_tokens > wgmma_min_tokens() && o.n_out > 0 &&
          matmul_detail::prefill_wgmma_available();
 }
 

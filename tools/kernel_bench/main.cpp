@@ -4,8 +4,8 @@
 // model's shape (attention.cpp; --attention runs only that). Weights are random valid blocks,
 // rotated over enough copies that L2 (60 MB) cannot serve them; each figure is the median of 20
 // event-timed calls after warm-up. A self-check runs first (check.cpp); --json FILE saves it all.
-// --tokens N times only N tokens per matrix (1, 8, 64 or 512) and skips attention: a quick look
-// at one regime while a kernel is being changed.
+// --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and skips attention: a quick
+// look at one regime while a kernel is being changed.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool check_only = false;
   bool attention_only = false;
-  std::vector<int> token_counts = {1, 8, 64, 512};
+  std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -270,8 +270,8 @@ int main(int argc, char** argv) {
       attention_only = true;
     } else if (arg == "--tokens" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
-      if (n != 1 && n != 8 && n != 64 && n != 512) {
-        std::fprintf(stderr, "memra-kernel-bench: --tokens takes 1, 8, 64 or 512\n");
+      if (n != 1 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
+        std::fprintf(stderr, "memra-kernel-bench: --tokens takes 1, 8, 16, 32, 64 or 512\n");
         return 2;
       }
       token_counts = {n};
