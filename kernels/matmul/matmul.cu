@@ -31,7 +31,6 @@
 //   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
@@ -46,19 +45,18 @@ using matmul_detail::kDecodeTokens;
 using matmul_detail::MatmulArgs;
 using matmul_detail::pack_f16;
 
-// Tiled weights go to the wgmma kernels (sm_90a) above this many tokens, the decode kernels up to
-// it: at 9-64 tokens the decode kernel decodes each weight fragment once per 8-token tile and is
-// instruction-bound, while wgmma decodes it once for 64 tokens (docs/PERFORMANCE.md, fifth
-// round). Every kernel gives the same bits, so the switch point is free to tune:
-// MEMRA_WGMMA_MIN_TOKENS (1..64) overrides it for A/B measurements.
-constexpr int kWgmmaMinTokensDefault = 16;
-int wgmma_min_tokens() {
-  static const int value = [] {
-    const char* env = std::getenv("MEMRA_WGMMA_MIN_TOKENS");
-    const int v = env ? std::atoi(env) : kWgmmaMinTokensDefault;
-    return v >= 1 && v <= kDecodeTokens ? v : kWgmmaMinTokensDefault;
-  }();
-  return value;
+// Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
+// decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
+// its 128 rows (~75-80 us at K = 4096, whatever the token count), so it pays only with enough row
+// blocks to fill the GPU, while the decode kernel's time grows with the tokens (it decodes each
+// weight fragment per 8-token tile). Measured per matrix on the H200 (docs/PERFORMANCE.md, fifth
+// round): at 64 tokens wgmma wins from 48 row blocks (8B gate Q4_K 198 -> 82 us; down, 32 blocks,
+// 198 -> 224 loses), at 32 tokens from 96. Every kernel gives the same bits, so this is speed only.
+constexpr int kWgmmaMinTokens = 16;
+bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
+  const int64_t row_blocks = (n_out + 127) / 128;
+  return n_tokens > kDecodeTokens || (n_tokens > 32 && row_blocks >= 48) ||
+         (n_tokens > kWgmmaMinTokens && row_blocks >= 96);
 }
 
 // Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
@@ -68,7 +66,7 @@ struct ScratchLayout {
   ScratchLayout(int64_t n_tokens, int64_t n_in)
       : xsum_stride((n_in + 31) / 32),
         xh_bytes(round16(n_tokens * n_in * 2)),
-        xp_bytes(n_tokens > wgmma_min_tokens() ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
+        xp_bytes(n_tokens > kWgmmaMinTokens ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
         xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
   int64_t total(int64_t n_tokens) const {
     return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
@@ -226,7 +224,7 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 // Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order.
 bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
-  return o.layout == WeightLayout::tiled && n_tokens > wgmma_min_tokens() && o.n_out > 0 &&
+  return o.layout == WeightLayout::tiled && o.n_out > 0 && wgmma_pays(o.n_out, n_tokens) &&
          matmul_detail::prefill_wgmma_available();
 }
 

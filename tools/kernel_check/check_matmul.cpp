@@ -217,7 +217,7 @@ void check_tiled_model_shapes(Context& ctx) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
-      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{256}}) {
+      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{40}, int64_t{256}}) {
         const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
         Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
         Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
