@@ -270,6 +270,7 @@ __device__ uint64_t top_p_cut(const float* v, int n, int k, double max, double t
       cum = cum + sh.q[j];
       if (cum >= p.top_p || j + 1 == k) {
         sh.thresh = sh.head[j];
+        sh.res.top_p_ranks = j + 1;
         break;
       }
     }

@@ -78,6 +78,7 @@ struct RowResult {
   int32_t n_top = 0;
   int32_t top_id[kMaxTopLogprobs] = {};
   float top_raw[kMaxTopLogprobs] = {};
+  int32_t top_p_ranks = 0;  // top-p: how many ranked tokens its cut kept (0: top-p off)
   int32_t err_id = 0;
   float err_value = 0.0f;
   double err_total = 0.0;

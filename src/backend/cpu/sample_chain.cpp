@@ -184,6 +184,7 @@ bool draw(const RowParams& p, SampleScratch& s, RowResult& out) {
       if (cum >= p.top_p || j + 1 == k) {
         m = j + 1;
         last = order[j];
+        out.top_p_ranks = m;
         break;
       }
     }
