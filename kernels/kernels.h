@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/sampling_math.h"
 
 namespace memra::kernels {
 
@@ -109,6 +110,22 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
 // row; deterministic. ids: [n_rows] device int32.
 void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, int32_t* ids,
                  cudaStream_t stream);
+
+// The sampling chain of backend/cpu/sample_chain.h on n_rows rows of logits (stride ld, the
+// first n_cols of each), bit for bit: one block per row, each with its own RowParams, whose
+// ranges index penalties, bias (stable-sorted by token) and mask_words (uint64 grammar bitmask
+// words, structured::TokenMask's layout). results[r]: the token and, when logprobs are asked,
+// the raw logits' max, canonical exp-sum and top entries (the host finishes the logprobs).
+// A row is left to the host (status kRowDeferred) when: a logit is NaN, or a scaled one +inf
+// (the host chain names it in its error); no logit is finite; logprobs are asked of a row with
+// a NaN or no finite logit; top-p needs more than the kSampleHead best tokens.
+// scratch: n_rows * n_cols floats of device memory. All pointers are device memory.
+constexpr int64_t kSampleMaxCols = 524288;
+constexpr int kSampleHead = 1024;
+void sample_rows(const float* logits, int64_t n_rows, int64_t n_cols, int64_t ld,
+                 const sampling::RowParams* params, const sampling::Penalty* penalties,
+                 const sampling::Bias* bias, const uint64_t* mask_words, float* scratch,
+                 sampling::RowResult* results, cudaStream_t stream);
 
 // ---- rope (kernels/rope) -----------------------------------------------------------------------
 

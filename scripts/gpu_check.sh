@@ -92,6 +92,10 @@ if [ "$MODE" != bench8b ]; then
   # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
   step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*GraphReplay*'
+  # Sampling on the device vs the host sampler on the same logits (tokens, logprob bits), and
+  # seeded requests on the GPU vs the CPU.
+  step device-sampling 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3)
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do

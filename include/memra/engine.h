@@ -129,6 +129,11 @@ struct EngineOptions {
   // On a GPU, pure decode steps (one token per sequence) are recorded as CUDA graphs per batch
   // bucket on first use and replayed (same tokens as eager; a failed recording runs eagerly).
   bool cuda_graphs = true;
+  // On a GPU, the sampling chain (penalties, bias, grammar mask, temperature, top-k/p, min-p,
+  // the seeded draw, logprobs) runs on the device and a step copies only each row's token and
+  // asked logprobs to the host; false downloads the logit rows and samples on the host. Both
+  // give the same tokens and logprobs, bit for bit.
+  bool device_sampling = true;
 };
 
 struct EngineStats {

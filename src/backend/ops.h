@@ -16,6 +16,7 @@
 
 #include "backend/step.h"
 #include "core/error.h"
+#include "core/sampling_math.h"
 #include "core/tensor.h"
 
 namespace memra {
@@ -88,6 +89,15 @@ struct GraphStats {
   uint64_t recorded = 0;  // recordings made (again after a drop)
   uint64_t failed = 0;    // recordings that failed (those shapes run eagerly)
   uint64_t replays = 0;   // steps replayed from a recording
+};
+
+// One step's sampling parameters (Ops::sample_rows), host memory: a RowParams per row, whose
+// ranges index the shared penalty, bias and grammar-mask lists.
+struct SampleRows {
+  std::span<const sampling::RowParams> params;
+  std::span<const sampling::Penalty> penalties;
+  std::span<const sampling::Bias> bias;
+  std::span<const uint64_t> mask_words;
 };
 
 // Backend memory (host RAM for the CPU, device memory for CUDA), freed by its owner's deleter.
@@ -224,6 +234,21 @@ class Ops {
   // ids: n_rows int32 in backend memory.
   virtual void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld,
                            int32_t* ids) = 0;
+
+  // The sampling chain for n_rows logit rows (stride ld floats, the first n_cols of each):
+  // penalties, bias, grammar mask, temperature, top-k, top-p, min-p and the draw with each row's
+  // own uniform, as backend/cpu/sample_chain.h defines it bit for bit. out[r]: the token and the
+  // raw statistics for logprobs, in host memory; a backend may set kRowDeferred for a row it
+  // leaves to the host chain (the CPU never does). logits: backend memory; rows: host memory.
+  virtual bool sample_rows_supported(int64_t n_cols) const {
+    (void)n_cols;
+    return host_memory();
+  }
+  virtual void sample_rows(const float* logits, int64_t n_rows, int64_t n_cols, int64_t ld,
+                           const SampleRows& rows, std::span<sampling::RowResult> out) {
+    (void)logits, (void)n_rows, (void)n_cols, (void)ld, (void)rows, (void)out;
+    fail(ErrorCode::unsupported, "the {} backend has no sample_rows op", name());
+  }
 
   // Elementwise helpers over n values.
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x

@@ -441,12 +441,18 @@ void EngineImpl::step() {
   }
   const size_t rows = plan.batch.logit_tokens.size();
   const bool greedy = plain_greedy_step(plan);
+  const bool on_backend = !greedy && backend_sampling_step();
   try {
     if (++steps_started_ == fault_step_)
       fail(ErrorCode::internal, "injected step fault (MEMRA_ENGINE_FAULT=step:{})", fault_step_);
     if (greedy) {
       greedy_ids_.resize(rows);
       parts_.model->forward_greedy(plan.batch, *kv_, n_tokens_, greedy_ids_);
+    } else if (on_backend) {
+      backend_rows_build(plan);
+      const SampleRows sample_rows{backend_.params, backend_.penalties, backend_.bias,
+                                   backend_.mask_words};
+      parts_.model->forward_sample(plan.batch, *kv_, n_tokens_, sample_rows, backend_.results);
     } else {
       logits_.resize(rows * static_cast<size_t>(n_vocab_));
       parts_.model->forward(plan.batch, *kv_, logits_);
@@ -489,10 +495,15 @@ void EngineImpl::step() {
     try {
       if (a.request.kind == RequestKind::score) {
         ++scored;
-        score_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
-                                            static_cast<size_t>(n_vocab_)));
+        if (on_backend)
+          backend_score_row(a, j);
+        else
+          score_row(a, std::span<const float>(logits_.data() + j * n_vocab_,
+                                              static_cast<size_t>(n_vocab_)));
       } else if (greedy) {
         on_token(a, GeneratedToken{greedy_ids_[j], 0.0f, {}});
+      } else if (on_backend) {
+        backend_row(a, j);
       } else {
         // Only the rows with a token: padded rows past the tokenizer are never candidates.
         sample_row(a, std::span<const float>(logits_.data() + j * n_vocab_,

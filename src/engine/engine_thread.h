@@ -71,6 +71,12 @@ class EngineImpl final : public Engine {
   void step();
   bool plain_greedy_step(const StepPlan& plan) const;
   void sample_row(Active& a, std::span<const float> row);
+  // Steps sampled on the backend (engine_sample.cpp): the rows' parameters before the forward
+  // pass, then each row's token from its RowResult.
+  bool backend_sampling_step() const;
+  void backend_rows_build(const StepPlan& plan);
+  void backend_row(Active& a, size_t row);
+  void backend_score_row(Active& a, size_t row);
   void on_token(Active& a, const GeneratedToken& token);
   void score_row(Active& a, std::span<const float> row);
   void finish(Active& a, StreamEvent& event, FinishReason reason);
@@ -99,7 +105,20 @@ class EngineImpl final : public Engine {
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;  // engine thread only
   std::vector<float> logits_;
   std::vector<int32_t> greedy_ids_;  // a plain greedy step's tokens (Model::forward_greedy)
-  std::vector<Active*> finished_;    // removed after the step's events are out
+  // A step sampled on the backend: each row's spec (its own parameter lists), the flattened
+  // lists handed to Ops::sample_rows, the results, and a host row for deferred rows.
+  struct BackendRows {
+    std::vector<SampleSpec> specs;
+    std::vector<uint8_t> blocked;  // 1: the grammar allows no token (an error, no draw)
+    std::vector<sampling::RowParams> params;
+    std::vector<sampling::Penalty> penalties;
+    std::vector<sampling::Bias> bias;
+    std::vector<uint64_t> mask_words;
+    std::vector<sampling::RowResult> results;
+    std::vector<float> row;
+  };
+  BackendRows backend_;
+  std::vector<Active*> finished_;  // removed after the step's events are out
   // The token trie for constrained decoding, built by the first request with a grammar.
   std::once_flag vocabulary_once_;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary_;

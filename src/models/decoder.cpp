@@ -193,6 +193,28 @@ void DecoderModel::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_col
   run(batch, kv, {}, n_cols, ids);
 }
 
+// The step as forward (recorded graphs included: they end with the logits in s_.logits), then
+// the chain eagerly on the logits in place.
+void DecoderModel::forward_sample(const Batch& batch, KvCache& kv, int32_t n_cols,
+                                  const SampleRows& rows, std::span<sampling::RowResult> out) {
+  const size_t n_rows = batch.logit_tokens.size();
+  if (!samples_on_backend(n_cols) || rows.params.size() != n_rows || out.size() != n_rows)
+    fail(ErrorCode::invalid_argument,
+         "forward_sample: {} parameter rows and {} results for {} logit rows of {} columns",
+         rows.params.size(), out.size(), n_rows, n_cols);
+  run(batch, kv, {}, 0, {}, true);
+  kept_rows_ = n_rows;
+  ops_->sample_rows(s_.logits.f32(), static_cast<int64_t>(n_rows), n_cols, cfg_.n_vocab, rows, out);
+}
+
+void DecoderModel::logits_row(size_t row, std::span<float> out) {
+  if (row >= kept_rows_ || out.size() > static_cast<size_t>(cfg_.n_vocab))
+    fail(ErrorCode::invalid_argument, "logits_row: row {} of {} kept, {} of {} logits", row,
+         kept_rows_, out.size(), cfg_.n_vocab);
+  ops_->download(out.data(), s_.logits.f32() + row * static_cast<size_t>(cfg_.n_vocab),
+                 out.size_bytes());
+}
+
 // Always eager (never a recorded graph): the final norm of the selected rows, then a download.
 // Unlike logits_block, no output projection: a mean-pooled step selects every token.
 void DecoderModel::forward_hidden(const Batch& batch, KvCache& kv_base, std::span<float> hidden) {
@@ -215,10 +237,11 @@ void DecoderModel::forward_hidden(const Batch& batch, KvCache& kv_base, std::spa
 
 // The step's outputs are its first n_real logit rows (padding rows come after them).
 void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> logits,
-                       int32_t argmax_cols, std::span<int32_t> ids) {
+                       int32_t argmax_cols, std::span<int32_t> ids, bool keep) {
   const BackendKvCache& kv = kv_cast(kv_base);
   const size_t n_real = batch.logit_tokens.size(), n_vocab = static_cast<size_t>(cfg_.n_vocab);
-  if (argmax_cols == 0 && logits.size() != n_real * n_vocab)
+  kept_rows_ = 0;
+  if (argmax_cols == 0 && !keep && logits.size() != n_real * n_vocab)
     fail(ErrorCode::invalid_argument, "logits span holds {} floats, expected {} rows of {}",
          logits.size(), n_real, n_vocab);
   if (argmax_cols > 0 && ids.size() != n_real)
@@ -226,7 +249,7 @@ void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> lo
   const GraphKey key = begin_step(batch, kv, argmax_cols);
   // Host-memory backends write the caller's logits span directly, unless the step is padded (its
   // rows outnumber the span's); others download the real rows.
-  const bool direct = ops_->host_memory() && argmax_cols == 0 && key.n_tokens == 0;
+  const bool direct = ops_->host_memory() && argmax_cols == 0 && !keep && key.n_tokens == 0;
   float* out = direct ? logits.data() : s_.logits.f32();
   const auto step = [&] {
     forward_layers(step_.n_tokens(), kv);
@@ -236,7 +259,7 @@ void DecoderModel::run(const Batch& batch, KvCache& kv_base, std::span<float> lo
     ops_->graph_run(key, step);
   else
     step();
-  if (n_real == 0) return;
+  if (n_real == 0 || keep) return;
   if (argmax_cols > 0)
     ops_->download(ids.data(), s_.ids.data(), n_real * sizeof(int32_t));
   else if (!direct)

@@ -27,6 +27,13 @@ class DecoderModel : public Model {
   void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
                       std::span<int32_t> ids) final;
   void forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden) final;
+  bool samples_on_backend(int32_t n_cols) const final {
+    return !ops_->host_memory() && n_cols >= 1 && n_cols <= cfg_.n_vocab &&
+           ops_->sample_rows_supported(n_cols);
+  }
+  void forward_sample(const Batch& batch, KvCache& kv, int32_t n_cols, const SampleRows& rows,
+                      std::span<sampling::RowResult> out) final;
+  void logits_row(size_t row, std::span<float> out) final;
   std::vector<int32_t> prepare(const StepLimits& limits) override;
   uint64_t kv_bytes_per_token() const override;
   uint64_t state_bytes_per_seq() const override;
@@ -114,14 +121,16 @@ class DecoderModel : public Model {
   ModelInfo info_;
   StepLayout step_;
   Scratch s_;
+  size_t kept_rows_ = 0;           // logit rows forward_sample left in s_.logits
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
   MoeRouting moe_;
   std::function<void(const TraceEvent&)> trace_;
 
  private:
-  // One step: logits into the span, or (argmax_cols > 0) greedy ids.
+  // One step: logits into the span, or (argmax_cols > 0) greedy ids, or (keep) logits left in
+  // s_.logits for forward_sample.
   void run(const Batch& batch, KvCache& kv, std::span<float> logits, int32_t argmax_cols,
-           std::span<int32_t> ids);
+           std::span<int32_t> ids, bool keep = false);
   // Builds the step layout (padded to a graph shape when the step is a pure decode that fits
   // one) and hands it to the backend, sizes the scratch. Returns the key to record the step
   // under, or a key with n_tokens 0 for an eager step.

@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/dtype.h"
+#include "core/sampling_math.h"
 #include "models/batch.h"
 
 namespace memra {
@@ -86,6 +88,19 @@ class Model {
   // on the host.
   virtual void forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
                               std::span<int32_t> ids);
+  // True when forward_sample runs the sampling chain where the logits are (a device backend,
+  // Ops::sample_rows), so a step copies a RowResult per row to the host instead of its logits.
+  virtual bool samples_on_backend(int32_t n_cols) const {
+    (void)n_cols;
+    return false;
+  }
+  // Runs the batch as forward does, then the sampling chain on the first n_cols logits of each
+  // logit row (rows.params[r] for row r) into out. The logits stay in backend memory until the
+  // next step; logits_row copies one row's first out.size() logits to the host (a row the
+  // backend deferred). Both refuse unless samples_on_backend.
+  virtual void forward_sample(const Batch& batch, KvCache& kv, int32_t n_cols,
+                              const SampleRows& rows, std::span<sampling::RowResult> out);
+  virtual void logits_row(size_t row, std::span<float> out);
   // Runs the batch as forward does (KV written the same way), but writes the final-norm hidden
   // state of each logit row instead of its logits: what embeddings are pooled from.
   // hidden: [batch.logit_tokens.size() x info().n_embd] row-major. This default refuses.

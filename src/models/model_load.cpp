@@ -1,6 +1,7 @@
 // model_load: picks the architecture file for archive.architecture(); the per-architecture
 // constructors refuse unsupported config values, missing tensors and wrong shapes by name. And
-// Model's default greedy forward (host argmax over host logits) and hidden-state refusal.
+// Model's default greedy forward (host argmax over host logits) and the refusals of hidden
+// states and backend sampling.
 #include <algorithm>
 #include <vector>
 
@@ -22,6 +23,15 @@ void Model::forward_greedy(const Batch& batch, KvCache& kv, int32_t n_cols,
     const float* row = logits.data() + r * n_vocab;
     ids[r] = static_cast<int32_t>(std::max_element(row, row + n_cols) - row);
   }
+}
+
+void Model::forward_sample(const Batch&, KvCache&, int32_t, const SampleRows&,
+                           std::span<sampling::RowResult>) {
+  fail(ErrorCode::unsupported, "the {} model does not sample on its backend", info().architecture);
+}
+
+void Model::logits_row(size_t, std::span<float>) {
+  fail(ErrorCode::unsupported, "the {} model keeps no logits on its backend", info().architecture);
 }
 
 void Model::forward_hidden(const Batch&, KvCache&, std::span<float>) {

@@ -4,10 +4,12 @@
 // request is batched with others, served from the prefix cache, prefilled in small chunks, or
 // preempted and recomputed; and (the gate of CUDA graphs and of the device greedy argmax) when
 // decode steps are replayed as graphs or run eagerly, and when the greedy token is picked on the
-// device or by the host sampler. Fast enough for every CI run.
+// device or by the host sampler; and seeded sampling gives the same tokens and logprobs with the
+// chain on the device as on the host. Fast enough for every CI run.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "../common/missing_data.h"
 #include "greedy_collector.h"
 #include "memra/engine.h"
+#include "structured/grammar.h"
 
 namespace memra {
 namespace {
@@ -65,7 +68,7 @@ std::vector<std::vector<int32_t>> run_together(Engine& e,
 
 // As run_together, but request i stops after n - 2i tokens (at least 1), so decode steps shrink
 // from every sequence to one. logprobs: each request also asks for its tokens' logprobs, which
-// takes the host sampler's path (full logit rows downloaded) instead of the device argmax.
+// takes the sampling chain (on a GPU, Ops::sample_rows) instead of the device argmax.
 std::vector<std::vector<int32_t>> run_staggered(Engine& e,
                                                 const std::vector<std::vector<int32_t>>& prompts,
                                                 int32_t n, bool logprobs) {
@@ -188,7 +191,7 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
     auto e = Engine::create(o);
     graphs = run_staggered(*e, prompts, n, false);
     EXPECT_EQ(run_staggered(*e, prompts, n, /*logprobs=*/true), graphs)
-        << "host sampler differs from the device greedy argmax";
+        << "the sampling chain differs from the device greedy argmax";
     // The first run's steps are published by now (the second one ran after them).
     const EngineStats st = e->stats();
     if (recorded) {
@@ -393,6 +396,147 @@ TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
   const auto batched = run({other, prompt, std::vector<int32_t>(prompt.begin(), prompt.end() - 9)});
   EXPECT_EQ(batched[1], alone[0]) << "batched (and prefix-cached) differs from alone";
   EXPECT_EQ(batched[0], other_alone[0]) << "batched differs from alone";
+}
+
+// Seeded sampling through every part of the chain: temperatures, top-k/p, min-p, penalties,
+// logit bias (a duplicate id included), logprobs, a grammar, and greedy rows with penalties.
+std::vector<Request> sampled_requests(const std::vector<std::vector<int32_t>>& prompts, int32_t n) {
+  std::vector<Request> out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request q;
+    q.prompt = prompts[i];
+    q.stop.max_tokens = n;
+    SamplingParams& s = q.sampling;
+    s.seed = 1000 + i;
+    switch (i % 6) {
+      case 0:
+        s.temperature = 0.8f;
+        break;
+      case 1:
+        s.temperature = 1.2f, s.top_k = 20, s.top_p = 0.9f, s.top_logprobs = 3;
+        break;
+      case 2:
+        s.temperature = 0.7f, s.min_p = 0.05f, s.repetition_penalty = 1.2f;
+        s.presence_penalty = 0.3f, s.frequency_penalty = 0.4f, s.top_logprobs = 0;
+        break;
+      case 3:
+        s.temperature = 1.0f, s.top_p = 0.5f, s.logit_bias = {{5, 2.0f}, {9, -100.0f}, {5, 1.0f}};
+        break;
+      case 4:
+        s.temperature = 0.0f, s.repetition_penalty = 1.3f, s.top_logprobs = 5;
+        break;
+      default: {
+        structured::GrammarBuilder b;
+        q.grammar = b.build(b.any_json_object());
+        s.temperature = 1.0f, s.top_k = 50;
+      }
+    }
+    if (!q.grammar) q.stop.ignore_eos = true;
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+struct Sampled {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<GeneratedToken> tokens;
+  std::string error;
+  bool done = false;
+};
+
+std::vector<std::vector<GeneratedToken>> run_sampled(Engine& e, std::vector<Request> requests) {
+  std::vector<Sampled> results(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Sampled& r = results[i];
+    requests[i].sink = [&r](const StreamEvent& ev) {
+      std::lock_guard lock(r.mu);
+      r.tokens.insert(r.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      if (ev.finish == FinishReason::none) return;
+      r.error = ev.error;
+      r.done = true;
+      r.cv.notify_all();
+    };
+    e.submit(std::move(requests[i]));
+  }
+  std::vector<std::vector<GeneratedToken>> out;
+  for (Sampled& r : results) {
+    std::unique_lock lock(r.mu);
+    EXPECT_TRUE(r.cv.wait_for(lock, std::chrono::seconds(120), [&] { return r.done; }));
+    EXPECT_EQ(r.error, "");
+    out.push_back(r.tokens);
+  }
+  return out;
+}
+
+// tol < 0: logprobs bit-identical; else within tol.
+void expect_same_tokens(const std::vector<std::vector<GeneratedToken>>& got,
+                        const std::vector<std::vector<GeneratedToken>>& want, float tol,
+                        const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want[r].size()) << what << ": request " << r;
+    for (size_t t = 0; t < got[r].size(); ++t) {
+      const GeneratedToken &a = got[r][t], &b = want[r][t];
+      ASSERT_EQ(a.id, b.id) << what << ": request " << r << " token " << t;
+      ASSERT_EQ(a.top.size(), b.top.size());
+      std::vector<std::pair<float, float>> lp = {{a.logprob, b.logprob}};
+      for (size_t k = 0; k < a.top.size(); ++k) {
+        if (tol < 0) {
+          EXPECT_EQ(a.top[k].id, b.top[k].id) << what << ": request " << r;
+        }
+        lp.emplace_back(a.top[k].logprob, b.top[k].logprob);
+      }
+      for (const auto& [x, y] : lp) {
+        if (tol < 0) {
+          EXPECT_EQ(std::memcmp(&x, &y, sizeof(float)), 0) << what << ": " << x << " vs " << y;
+        } else {
+          EXPECT_NEAR(x, y, tol) << what << ": request " << r << " token " << t;
+        }
+      }
+    }
+  }
+}
+
+std::vector<std::vector<int32_t>> sampling_prompts(const Reference& ref) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t cut : {48, 20, 33, 9, 41, 3, 27, 14, 36, 5, 22, 30}) {
+    const size_t len = std::min(cut, ref.prompt.size());
+    prompts.emplace_back(ref.prompt.end() - static_cast<std::ptrdiff_t>(len), ref.prompt.end());
+  }
+  return prompts;
+}
+
+// The exactness contract of device sampling: the same logits sampled on the device and by the
+// host sampler give the same tokens and bit-identical logprobs (on the CPU both are the host's).
+TEST_P(EngineFixture, SeededSamplingOnDeviceMatchesHostSampler) {
+  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  const auto prompts = sampling_prompts(load_reference(dir));
+  EngineOptions o = fixture_options(dir);
+  auto device = Engine::create(o);
+  const auto on_device = run_sampled(*device, sampled_requests(prompts, 24));
+  o.device_sampling = false;
+  auto host = Engine::create(o);
+  expect_same_tokens(on_device, run_sampled(*host, sampled_requests(prompts, 24)), -1.0f,
+                     "device sampling vs host sampler");
+}
+
+// Seeded requests give the CPU's tokens on the GPU (the logits differ by rounding only; the seed
+// and the chain are the same), logprobs within 1e-2.
+TEST_P(EngineFixture, SeededSamplingOnGpuMatchesCpu) {
+  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  EngineOptions o = fixture_options(dir);
+  if (o.device == "cpu") GTEST_SKIP() << "compares a GPU with the CPU (MEMRA_TEST_DEVICE=cuda)";
+  const auto prompts = sampling_prompts(load_reference(dir));
+  auto gpu = Engine::create(o);
+  const auto on_gpu = run_sampled(*gpu, sampled_requests(prompts, 16));
+  o.device = "cpu";
+  auto cpu = Engine::create(o);
+  expect_same_tokens(on_gpu, run_sampled(*cpu, sampled_requests(prompts, 16)), 1e-2f, "GPU vs CPU");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,

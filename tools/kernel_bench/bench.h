@@ -43,4 +43,8 @@ bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
 // returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
 nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps);
 
+// Times kernels::sample_rows beside argmax_rows and the rows' device-to-host copy
+// (sampling.cpp); prints a line per case and returns the rows for the JSON receipt.
+nlohmann::json run_sampling(const cuda::Stream& stream);
+
 }  // namespace memra::bench

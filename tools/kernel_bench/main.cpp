@@ -1,11 +1,12 @@
 // memra-kernel-bench: times kernels::matmul on the Qwen3-8B matrix shapes against the ceilings
 // measured in the same run: device copy bandwidth (decode, 1 and 8 tokens: GB/s of weight bytes)
 // and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s); then kernels::attention on the same
-// model's shape (attention.cpp; --attention runs only that). Weights are random valid blocks,
-// rotated over enough copies that L2 (60 MB) cannot serve them; each figure is the median of 20
-// event-timed calls after warm-up. A self-check runs first (check.cpp); --json FILE saves it all.
-// --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and skips attention: a quick
-// look at one regime while a kernel is being changed.
+// model's shape (attention.cpp; --attention runs only that), then kernels::sample_rows
+// (sampling.cpp). Weights are random valid blocks, rotated over enough copies that L2 (60 MB)
+// cannot serve them; each figure is the median of 20 event-timed calls after warm-up. A
+// self-check runs first (check.cpp); --json FILE saves it all. --tokens N times only N tokens
+// per matrix (1, 8, 16, 32, 64 or 512) and skips attention and sampling: a quick look at one
+// regime while a kernel is being changed.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -333,7 +334,10 @@ int main(int argc, char** argv) {
     }
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
-    if (token_counts.size() > 1) out["attention"] = bench::run_attention(stream, copy);
+    if (token_counts.size() > 1) {
+      out["attention"] = bench::run_attention(stream, copy);
+      out["sampling"] = bench::run_sampling(stream);
+    }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
   } catch (const Error& e) {

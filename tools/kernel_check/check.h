@@ -113,5 +113,6 @@ void check_kv_store(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
 void check_sampling(Context& ctx);
+void check_sample_rows(Context& ctx);
 
 }  // namespace memra::kernel_check

@@ -25,10 +25,11 @@ using memra::kernel_check::Options;
 constexpr const char* kUsage = R"(usage: memra-kernel-check [--seed N] [--filter SUBSTR] [--teeth]
                           [--json FILE] [--commit SHA]
 
-Checks every CUDA kernel (elementwise, rms_norm, get_rows, rope, kv_store, attention, matmul)
-against a double-precision CPU reference on fresh random inputs, with outputs poisoned (NaN)
-first, plus bitwise invariances (a row / query alone == the same row inside a batch; attention's
-split and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
+Checks every CUDA kernel (elementwise, rms_norm, get_rows, rope, kv_store, attention, matmul,
+argmax_rows, sample_rows) against a CPU reference (double precision; for sample_rows the CPU
+sampler's own chain, bit for bit) on fresh random inputs, with outputs poisoned (NaN) first,
+plus bitwise invariances (a row / query alone == the same row inside a batch; attention's split
+and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
 error, tolerance, verdict.
 
   --seed N        seed of the random inputs (default: random; always printed, to reproduce)
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
     kc::check_attention(ctx);
     kc::check_matmul(ctx);
     kc::check_sampling(ctx);
+    kc::check_sample_rows(ctx);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto& results = ctx.results();

@@ -13,6 +13,7 @@
 #include "backend/cpu/attention_cpu.h"
 #include "backend/cpu/linear_attention_cpu.h"
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/sample_chain.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/ops.h"
 #include "core/error.h"
@@ -129,6 +130,22 @@ class CpuOps final : public Ops {
     for (int64_t r = 0; r < n_rows; ++r) {
       const float* row = x + r * ld;
       ids[r] = n_cols > 0 ? static_cast<int32_t>(std::max_element(row, row + n_cols) - row) : 0;
+    }
+  }
+
+  // The reference chain itself, row by row (the engine's CPU path calls it directly).
+  void sample_rows(const float* logits, int64_t n_rows, int64_t n_cols, int64_t ld,
+                   const SampleRows& rows, std::span<sampling::RowResult> out) override {
+    if (rows.params.size() != static_cast<size_t>(n_rows) || out.size() != rows.params.size())
+      fail(ErrorCode::invalid_argument, "sample_rows: {} rows, {} parameter rows, {} results",
+           n_rows, rows.params.size(), out.size());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const sampling::RowParams& p = rows.params[r];
+      sample_chain_run(std::span<const float>(logits + r * ld, static_cast<size_t>(n_cols)), p,
+                       rows.penalties.subspan(p.penalty_begin, p.penalty_count),
+                       rows.bias.subspan(p.bias_begin, p.bias_count),
+                       p.mask_begin >= 0 ? rows.mask_words.data() + p.mask_begin : nullptr,
+                       sample_scratch_, out[r]);
     }
   }
 
@@ -252,6 +269,7 @@ class CpuOps final : public Ops {
   ThreadPool pool_;
   bool reference_;
   std::vector<std::vector<float>> scratch_;  // per thread: one dequantized weight row
+  SampleScratch sample_scratch_;             // sample_rows
   StepLayout step_;                          // the current step's metadata (step_begin)
 };
 

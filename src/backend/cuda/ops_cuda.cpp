@@ -260,6 +260,50 @@ class CudaOps final : public Ops {
     kernels::argmax_rows(x, n_rows, n_cols, ld, ids, stream());
     launched("argmax_rows");
   }
+  bool sample_rows_supported(int64_t n_cols) const override {
+    return n_cols >= 1 && n_cols <= kernels::kSampleMaxCols;
+  }
+  // One upload of the step's parameter lists, one launch, one download of the results (which
+  // waits: the staging buffer is free again when this returns).
+  void sample_rows(const float* logits, int64_t n_rows, int64_t n_cols, int64_t ld,
+                   const SampleRows& rows, std::span<sampling::RowResult> out) override {
+    if (rows.params.size() != static_cast<size_t>(n_rows) || out.size() != rows.params.size())
+      fail(ErrorCode::invalid_argument, "sample_rows: {} rows, {} parameter rows, {} results",
+           n_rows, rows.params.size(), out.size());
+    if (n_rows == 0) return;
+    bind();
+    const auto part = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const size_t o_pen = part(rows.params.size_bytes());
+    const size_t o_bias = o_pen + part(rows.penalties.size_bytes());
+    const size_t o_mask = o_bias + part(rows.bias.size_bytes());
+    const size_t total = o_mask + part(rows.mask_words.size_bytes());
+    sample_staging_.reserve(total);
+    auto* host = static_cast<char*>(sample_staging_.data());
+    std::memcpy(host, rows.params.data(), rows.params.size_bytes());
+    std::memcpy(host + o_pen, rows.penalties.data(), rows.penalties.size_bytes());
+    std::memcpy(host + o_bias, rows.bias.data(), rows.bias.size_bytes());
+    std::memcpy(host + o_mask, rows.mask_words.data(), rows.mask_words.size_bytes());
+    // Never read by a recorded graph, so growing them drops no recording.
+    const auto fit = [&](Buffer& b, size_t bytes) {
+      if (b.bytes() < bytes) {
+        b.reset();
+        b = alloc(bytes);
+      }
+      return static_cast<char*>(b.data());
+    };
+    char* dev = fit(sample_in_, total);
+    check(cudaMemcpyAsync(dev, host, total, cudaMemcpyHostToDevice, stream()), "sampling upload");
+    auto* scratch = reinterpret_cast<float*>(
+        fit(sample_scratch_, static_cast<size_t>(n_rows * n_cols) * sizeof(float)));
+    auto* results = reinterpret_cast<sampling::RowResult*>(fit(sample_out_, out.size_bytes()));
+    kernels::sample_rows(
+        logits, n_rows, n_cols, ld, reinterpret_cast<const sampling::RowParams*>(dev),
+        reinterpret_cast<const sampling::Penalty*>(dev + o_pen),
+        reinterpret_cast<const sampling::Bias*>(dev + o_bias),
+        reinterpret_cast<const uint64_t*>(dev + o_mask), scratch, results, stream());
+    launched("sample_rows");
+    download(out.data(), results, out.size_bytes());
+  }
   void add(float* y, const float* x, int64_t n) override {
     kernels::add(y, x, n, stream());
     launched("add");
@@ -429,6 +473,9 @@ class CudaOps final : public Ops {
   StepLayout host_step_;
   PinnedBuffer staging_;
   Buffer step_buffer_;
+  // sample_rows: pinned staging and device copy of the parameter lists, work rows, results.
+  PinnedBuffer sample_staging_;
+  Buffer sample_in_, sample_scratch_, sample_out_;
   cudaEvent_t staged_ = nullptr;  // the last staging copy has been read
   kernels::StepDev step_;
   const int32_t* dev_tokens_ = nullptr;
