@@ -18,12 +18,15 @@ error body; the bursts produced 429s; KV blocks in use, running and waiting requ
 Prints a summary, writes --json.
 
     scripts/soak.sh 2m          # the same, through the wrapper CI uses
+
+--wrapper runs the server under another command (a heap profiler: docs/TESTING.md "Soak").
 """
 import argparse
 import json
 import os
 import pathlib
 import random
+import shlex
 import signal
 import socket
 import subprocess
@@ -74,8 +77,9 @@ class ServerProcess:
         if args.ctx_size:
             self.flags += ["--ctx-size", str(args.ctx_size)]
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([str(binary), *self.flags], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([*shlex.split(args.wrapper), str(binary), *self.flags],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid  # under --wrapper: the memra-server process below it, once up
         self.client = checks.Client("127.0.0.1", self.port)
         deadline = time.time() + args.start_timeout
         while time.time() < deadline:
@@ -84,6 +88,8 @@ class ServerProcess:
                                  f"{self.log_tail()}")
             try:
                 if self.client.request("GET", "/health", timeout=5)[0] == 200:
+                    if args.wrapper:
+                        self.pid = server_below(self.proc.pid, binary.resolve())
                     return
             except OSError:
                 pass
@@ -102,12 +108,12 @@ class ServerProcess:
         """RSS and its anonymous part (KiB), open fds and threads from /proc/PID. Leaks show in
         RssAnon: the file-backed part grows as pages of the mapped weights are first touched
         (Gemma's 262k-row embedding table, one row per distinct token seen)."""
-        status = pathlib.Path(f"/proc/{self.proc.pid}/status").read_text()
+        status = pathlib.Path(f"/proc/{self.pid}/status").read_text()
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         return {"rss_kib": int(fields["VmRSS"].split()[0]),
                 "rss_anon_kib": int(fields["RssAnon"].split()[0]),
                 "threads": int(fields["Threads"]),
-                "fds": len(os.listdir(f"/proc/{self.proc.pid}/fd"))}
+                "fds": len(os.listdir(f"/proc/{self.pid}/fd"))}
 
     def metrics(self):
         status, _, body = self.client.request("GET", "/metrics", timeout=30)
@@ -124,7 +130,8 @@ class ServerProcess:
 
     def stop(self):
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            # A wrapper (heaptrack, env) waits for the server and passes its exit code on.
+            os.kill(self.pid, signal.SIGTERM)
             try:
                 self.proc.wait(60)
             except subprocess.TimeoutExpired:
@@ -132,6 +139,31 @@ class ServerProcess:
                 self.proc.wait()
         self.log.close()
         return self.proc.returncode
+
+
+def server_below(root_pid, binary):
+    """The pid of the process running `binary` among root_pid and its descendants (a wrapper such
+    as heaptrack starts the server as its child rather than exec'ing it)."""
+    children = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    todo = [root_pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            if pathlib.Path(f"/proc/{pid}/exe").resolve() == binary:
+                return pid
+        except OSError:
+            pass
+        todo += children.get(pid, [])
+    raise SystemExit(f"--wrapper: no process below pid {root_pid} runs {binary}")
 
 
 class Sampler(threading.Thread):
@@ -278,6 +310,9 @@ def parse_args(argv):
     ap.add_argument("--rss-tolerance-mib", type=float, default=24)
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--wrapper", default=os.environ.get("MEMRA_SOAK_WRAPPER", ""),
+                    help="command the server runs under, e.g. 'heaptrack --raw -o "
+                         "/tmp/heap/soak' (its memra-server child is sampled and signalled)")
     ap.add_argument("--log", default="", help="server log file (default /tmp/memra-soak-PORT.log)")
     ap.add_argument("--json", default="", help="write the report here")
     args = ap.parse_args(argv)
@@ -320,7 +355,7 @@ def main(argv):
         wait_idle(server, 120)
         traffic.reset()
         time.sleep(3)  # the warm-up's connection threads exit once their clients hang up
-        report["baseline"] = server.proc_sample()
+        report["baseline"] = dict(server.proc_sample(), t=round(time.time() - t0, 2))
         sampler = Sampler(server, t0)
         sampler.start()
         bursts = [args.duration_s * f for f in (0.3, 0.7)]
@@ -334,7 +369,7 @@ def main(argv):
         report["preemptions"] = after.get("memra:num_preemptions_total", 0)
         report["cancelled"] = after.get(
             'memra:request_success_total{finished_reason="cancelled"}', 0)
-        report["end"] = settle(server, report["baseline"], 15)
+        report["end"] = dict(settle(server, report["baseline"], 15), t=round(time.time() - t0, 2))
     except Exception as e:
         report.setdefault("stuck_clients", 0)
         report["error"] = repr(e)

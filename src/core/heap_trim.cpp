@@ -8,6 +8,13 @@
 
 namespace memra {
 
+void configure_heap_for_server() {
+#if defined(__GLIBC__)
+  ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kServerMmapThreshold));
+  ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(kServerTrimThreshold));
+#endif
+}
+
 void trim_free_heap() {
 #if defined(__GLIBC__)
   ::malloc_trim(0);

@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "core/heap_trim.h"
 #include "core/log.h"
 
 namespace memra::server {
@@ -186,6 +187,7 @@ int run_server(const ServerConfig& config, const ModelLoader& loader) {
   sigaddset(&set, SIGINT);
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: they inherit it
   ::signal(SIGPIPE, SIG_IGN);
+  configure_heap_for_server();  // before any thread starts, so before any arena but the main one
 
   AppConfig app_config;
   app_config.request_limits = config.request;

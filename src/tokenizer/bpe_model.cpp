@@ -2,7 +2,8 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
-#include <atomic>
+#include <cstring>
+#include <mutex>
 #include <queue>
 
 #include <fmt/format.h>
@@ -14,40 +15,66 @@ namespace memra {
 
 namespace {
 
-constexpr size_t kCacheSlots = 1 << 14;    // per thread and model; a collision just recomputes
-constexpr size_t kCacheMaxWordBytes = 64;  // longer words are rare and would bloat the cache
-constexpr size_t kCachesPerThread = 4;     // models a thread keeps caches for
-
-struct CacheSlot {
-  size_t hash = 0;
-  std::string word;
-  std::vector<int32_t> ids;
-};
-
-struct WordCache {
-  uint64_t serial = 0;
-  std::vector<CacheSlot> slots;
-};
-
-std::atomic<uint64_t> next_serial{1};
-
-WordCache& thread_cache(uint64_t serial) {
-  thread_local std::vector<std::unique_ptr<WordCache>> caches;
-  for (auto& c : caches)
-    if (c->serial == serial) return *c;
-  if (caches.size() >= kCachesPerThread) caches.erase(caches.begin());
-  caches.push_back(std::make_unique<WordCache>());
-  caches.back()->serial = serial;
-  caches.back()->slots.resize(kCacheSlots);
-  return *caches.back();
-}
+// The word cache: one per model, shared by every thread, allocated with the model and never grown.
+// A server that encodes on a thread per connection gets hits across connections and no per-thread
+// table (a table per short-lived thread cost a megabyte each, spread over glibc's arenas).
+constexpr size_t kCacheSlots = 1 << 14;    // a collision just recomputes
+constexpr size_t kCacheMaxWordBytes = 64;  // longer words are rare and would bloat every slot
+constexpr size_t kCacheMaxIds = 16;        // words of more tokens are not cached
+constexpr size_t kCacheLocks = 64;         // slot i is guarded by lock i % kCacheLocks
 
 }  // namespace
+
+struct BpeModel::WordCache {
+  struct Slot {
+    uint64_t hash = 0;
+    uint8_t word_bytes = 0;  // 0: empty (empty words are never looked up)
+    uint8_t n_ids = 0;
+    std::array<char, kCacheMaxWordBytes> word;
+    std::array<int32_t, kCacheMaxIds> ids;
+  };
+  std::unique_ptr<Slot[]> slots = std::make_unique<Slot[]>(kCacheSlots);
+  std::array<std::mutex, kCacheLocks> locks;
+
+  // Appends the cached ids of `word` to `out`; false when the slot holds another word.
+  bool lookup(size_t hash, std::string_view word, std::vector<int32_t>& out) {
+    const size_t i = hash & (kCacheSlots - 1);
+    std::array<int32_t, kCacheMaxIds> ids;
+    size_t n = 0;
+    {
+      std::lock_guard lock(locks[i % kCacheLocks]);
+      const Slot& s = slots[i];
+      if (s.hash != hash || s.word_bytes != word.size() ||
+          std::memcmp(s.word.data(), word.data(), word.size()) != 0)
+        return false;
+      n = s.n_ids;
+      std::copy_n(s.ids.begin(), n, ids.begin());
+    }
+    out.insert(out.end(), ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n));
+    return true;
+  }
+
+  void store(size_t hash, std::string_view word, const std::vector<int32_t>& ids) {
+    if (word.empty() || word.size() > kCacheMaxWordBytes || ids.size() > kCacheMaxIds) return;
+    const size_t i = hash & (kCacheSlots - 1);
+    std::lock_guard lock(locks[i % kCacheLocks]);
+    Slot& s = slots[i];
+    s.hash = hash;
+    s.word_bytes = static_cast<uint8_t>(word.size());
+    s.n_ids = static_cast<uint8_t>(ids.size());
+    std::copy(word.begin(), word.end(), s.word.begin());
+    std::copy(ids.begin(), ids.end(), s.ids.begin());
+  }
+};
+
+size_t BpeModel::word_cache_bytes() {
+  return kCacheSlots * sizeof(WordCache::Slot);
+}
 
 BpeModel::BpeModel(std::vector<std::string> tokens,
                    const std::vector<std::pair<std::string, std::string>>& merges,
                    const Options& options, const std::vector<std::array<int32_t, 3>>& merge_ids)
-    : tokens_(std::move(tokens)), options_(options), serial_(next_serial.fetch_add(1)) {
+    : tokens_(std::move(tokens)), options_(options), cache_(std::make_unique<WordCache>()) {
   ids_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) ids_.emplace(tokens_[i], static_cast<int32_t>(i));
   merges_.reserve(merges.size() + merge_ids.size());
@@ -83,6 +110,8 @@ BpeModel::BpeModel(std::vector<std::string> tokens,
       if (byte_fallback_ids_[b] < 0)
         fail(ErrorCode::malformed_file, "byte_fallback is set but token <0x{:02X}> is missing", b);
 }
+
+BpeModel::~BpeModel() = default;
 
 int32_t BpeModel::find(std::string_view token) const {
   auto it = ids_.find(token);
@@ -163,16 +192,8 @@ void BpeModel::merge_symbols(std::vector<int32_t>& symbols) const {
 void BpeModel::encode_word(std::string_view word, bool mapped, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   const bool cacheable = word.size() <= kCacheMaxWordBytes;
-  CacheSlot* slot = nullptr;
-  size_t hash = 0;
-  if (cacheable) {
-    hash = std::hash<std::string_view>{}(word);
-    slot = &thread_cache(serial_).slots[hash & (kCacheSlots - 1)];
-    if (slot->hash == hash && slot->word == word) {
-      out.insert(out.end(), slot->ids.begin(), slot->ids.end());
-      return;
-    }
-  }
+  const size_t hash = cacheable ? std::hash<std::string_view>{}(word) : 0;
+  if (cacheable && cache_->lookup(hash, word, out)) return;
   std::vector<int32_t> symbols;
   bool done = false;
   if (options_.ignore_merges) {
@@ -191,11 +212,7 @@ void BpeModel::encode_word(std::string_view word, bool mapped, std::vector<int32
     merge_symbols(symbols);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
-  if (slot) {
-    slot->hash = hash;
-    slot->word.assign(word);
-    slot->ids = std::move(symbols);
-  }
+  if (cacheable) cache_->store(hash, word, symbols);
 }
 
 std::vector<std::pair<int32_t, int32_t>> BpeModel::merges_in_rank_order() const {

@@ -1,7 +1,8 @@
 // The BPE model shared by byte-level (GPT-2 style) and SentencePiece-style tokenizers: a
 // vocabulary, ranked merges over token-id pairs, and the merge loop of Hugging Face `tokenizers`
 // (lowest rank first, leftmost on ties), with byte fallback and unknown-token fusing. Results per
-// word are cached because natural text repeats words.
+// word are cached because natural text repeats words: one fixed-size cache per model, shared by
+// every thread (word_cache_bytes()), so encoding on a new thread allocates no cache of its own.
 #pragma once
 
 #include <array>
@@ -37,6 +38,9 @@ class BpeModel {
   BpeModel(std::vector<std::string> tokens,
            const std::vector<std::pair<std::string, std::string>>& merges, const Options& options,
            const std::vector<std::array<int32_t, 3>>& merge_ids = {});
+  ~BpeModel();
+  BpeModel(const BpeModel&) = delete;
+  BpeModel& operator=(const BpeModel&) = delete;
 
   // Appends the ids of one pre-tokenized word. For byte-level models `word` holds raw bytes (or,
   // when `mapped`, text already in the byte-map alphabet); otherwise it is normalized text.
@@ -48,6 +52,8 @@ class BpeModel {
   // Merges in rank order as (left, right) ids, for writing GGUF.
   std::vector<std::pair<int32_t, int32_t>> merges_in_rank_order() const;
   int32_t byte_fallback_id(uint8_t byte) const { return byte_fallback_ids_[byte]; }
+  // The word cache's size: allocated with the model, the same however many words or threads.
+  static size_t word_cache_bytes();
 
  private:
   struct Merge {
@@ -67,9 +73,9 @@ class BpeModel {
   std::array<int32_t, 256> byte_level_ids_{};     // id of each byte's mapped character
   std::array<int32_t, 256> byte_fallback_ids_{};  // id of <0xXX>, -1 when absent
 
-  // Word -> ids results are cached per thread (no locks on the hot path), keyed by this serial
-  // number so a cache never outlives or confuses models.
-  uint64_t serial_ = 0;
+  // Word -> ids results of words up to 64 bytes and 16 ids; slots are guarded by sharded locks.
+  struct WordCache;
+  std::unique_ptr<WordCache> cache_;
 };
 
 }  // namespace memra

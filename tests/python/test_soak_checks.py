@@ -1,8 +1,14 @@
 """The soak's response checks (scripts/soak_checks.py) have teeth: each accepts a well-formed
-answer and refuses the same answer broken in one way (no server needed)."""
+answer and refuses the same answer broken in one way (no server needed); soak.py finds the server
+below a --wrapper."""
 import json
+import os
 import pathlib
+import shutil
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -93,3 +99,30 @@ def test_body_check():
         sc.check_body(json.dumps(body), True, 1, 1)  # more tokens than max_tokens
     with pytest.raises(sc.CheckFailed):
         sc.check_body(json.dumps(body), True, 1, 2, finishes=("tool_calls",))
+
+
+
+def test_wrapper_server_is_found_below_the_wrapper():
+    """soak.py --wrapper samples and signals the server process, not the wrapper above it."""
+    import soak
+    sleep = pathlib.Path(shutil.which("sleep")).resolve()
+    wrapper = subprocess.Popen(["sh", "-c", f"{sleep} 30; true"])  # forks: `true` comes after
+    pid = None
+    try:
+        deadline = time.time() + 10
+        while True:
+            try:
+                pid = soak.server_below(wrapper.pid, sleep)
+                break
+            except SystemExit:
+                assert time.time() < deadline, "sh never started sleep"
+                time.sleep(0.05)
+        assert pid != wrapper.pid
+        assert pathlib.Path(f"/proc/{pid}/exe").resolve() == sleep
+        with pytest.raises(SystemExit):
+            soak.server_below(wrapper.pid, pathlib.Path("/nonexistent/memra-server"))
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        wrapper.kill()
+        wrapper.wait()

@@ -1,14 +1,23 @@
 // Tokenizer unit tests: UTF-8 repair, a tiny byte-level BPE and SentencePiece vocabulary built in
 // memory (GGUF metadata and tokenizer.json), special-token gating, streaming, GGUF round trip and
-// refusal of malformed or unsupported tokenizers. HF parity lives in tests/python.
+// refusal of malformed or unsupported tokenizers, and the word cache's bound and thread safety. HF
+// parity lives in tests/python.
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <thread>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_normalize.h"
 #include "tokenizer/unicode_text.h"
@@ -74,6 +83,84 @@ gguf::Metadata spm_metadata() {
   md.set("tokenizer.ggml.eos_token_id", Value::make_u32(2));
   md.set("tokenizer.ggml.unknown_token_id", Value::make_u32(0));
   return md;
+}
+
+// Bytes the heap has handed out and not taken back (glibc; nullopt elsewhere or under ASan, whose
+// allocator glibc's figures do not describe).
+std::optional<size_t> heap_in_use() {
+#if defined(__SANITIZE_ADDRESS__)
+  return std::nullopt;
+#elif defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+  const struct mallinfo2 m = ::mallinfo2();
+  return m.uordblks + m.hblkhd;
+#else
+  return std::nullopt;
+#endif
+}
+
+// "w0 w1 ... w{n-1}" in texts of 500 words: more distinct words than the cache has slots.
+std::vector<std::string> distinct_word_texts(int n) {
+  std::vector<std::string> texts;
+  for (int i = 0; i < n; ++i) {
+    if (i % 500 == 0) texts.emplace_back();
+    texts.back() += (i % 500 ? " w" : "w") + std::to_string(i);
+  }
+  return texts;
+}
+
+TEST(WordCache, ThreadsShareOneCacheAndAllocateNoneOfTheirOwn) {
+  // A server encodes on a thread per connection: a table per thread cost each connection a
+  // megabyte, spread over glibc's arenas, and RSS stayed above its baseline after load.
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  EXPECT_LE(BpeModel::word_cache_bytes(), size_t{4} << 20);
+  std::optional<size_t> grew;
+  std::thread([&] {
+    std::vector<int32_t> ids;
+    ids.reserve(64);  // the thread's first allocation: it gets its arena and tcache here
+    const auto before = heap_in_use();
+    ids = tok->encode("hi hi! hello there", {false, false});
+    const auto after = heap_in_use();
+    if (before && after) grew = *after > *before ? *after - *before : 0;
+  }).join();
+  if (!grew) GTEST_SKIP() << "no glibc heap figures";
+  EXPECT_LT(*grew, size_t{128} << 10);  // the thread's pre-tokenizer scratch, no word table
+}
+
+TEST(WordCache, BoundedHoweverManyDistinctWords) {
+  auto tok = Tokenizer::from_gguf(gpt2_metadata());
+  const std::vector<std::string> texts = distinct_word_texts(40000);
+  std::vector<int32_t> ids = tok->encode(texts[0], {false, false});
+  ids.reserve(ids.size() * 4);
+  const auto before = heap_in_use();
+  for (const std::string& text : texts) ids = tok->encode(text, {false, false});
+  const auto after = heap_in_use();
+  if (!before || !after) GTEST_SKIP() << "no glibc heap figures";
+  EXPECT_LT(*after > *before ? *after - *before : 0, size_t{64} << 10);
+}
+
+TEST(WordCache, ConcurrentEncodesMatchOneThread) {
+  for (auto md : {gpt2_metadata(), spm_metadata()}) {
+    auto tok = Tokenizer::from_gguf(md);
+    const std::vector<std::string> texts = distinct_word_texts(20000);
+    std::vector<std::vector<int32_t>> want;
+    {
+      auto fresh = Tokenizer::from_gguf(md);  // its own cold cache
+      for (const std::string& text : texts) want.push_back(fresh->encode(text, {false, false}));
+    }
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 3; ++round)
+          for (size_t i = 0; i < texts.size(); ++i) {
+            const size_t k = (i + static_cast<size_t>(t) * 7) % texts.size();
+            if (tok->encode(texts[k], {false, false}) != want[k]) ++mismatches;
+          }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0);
+  }
 }
 
 TEST(Utf8, SanitizeMatchesPythonReplace) {
