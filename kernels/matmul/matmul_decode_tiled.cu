@@ -17,11 +17,12 @@ struct TiledDecodeCfg {
   // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
   // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
-  // down and output projections (receipts/2026-11-30-kernel-bench.json, docs/PERFORMANCE.md).
-  // Eight token tiles: 4 warps (their accumulators need the registers). F16/BF16 records are
-  // 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB of loads in flight per SM
-  // (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45, measured no faster: 19.6 vs
-  // 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159 tok/s).
+  // down and output projections (receipts/2026-11-30-kernel-bench.json,
+  // docs/PERFORMANCE-HISTORY.md). Eight token tiles: 4 warps (their accumulators need the
+  // registers). F16/BF16 records are 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB
+  // of loads in flight per SM (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45,
+  // measured no faster: 19.6 vs 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159
+  // tok/s).
   static constexpr int kWarps = kNT == 1 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
