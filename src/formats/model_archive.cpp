@@ -17,11 +17,12 @@ const TensorView* ModelArchive::find_tensor(std::string_view name) const {
 }
 
 ModelArchive archive_open_gguf(const std::string& path) {
-  auto file = std::make_shared<const gguf::File>(gguf::File::open(path));
+  gguf::File opened = gguf::File::open(path);
   ModelArchive archive;
   archive.kind = ArchiveKind::gguf;
   archive.path = path;
-  archive.metadata = file->metadata();
+  archive.metadata = opened.release_metadata();  // one copy, not two, for the process's life
+  auto file = std::make_shared<const gguf::File>(std::move(opened));
   archive.tensors.reserve(file->tensors().size());
   for (const gguf::TensorInfo& info : file->tensors()) archive.tensors.push_back(file->view(info));
   archive.keep_alive.push_back(std::move(file));

@@ -82,6 +82,22 @@ TEST(GgufWriter, RoundTripsEveryValueTypeAndTensor) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 
+// release_metadata hands the whole metadata over and keeps none (a model archive holds the only
+// copy); the tensor table and views stay usable.
+TEST(GgufWriter, ReleaseMetadataMovesItOut) {
+  const std::string path = temp_path("memra_gguf_release.gguf");
+  sample_writer().write(path);
+  File f = File::open(path);
+  const size_t entries = f.metadata().entries().size();
+  ASSERT_GT(entries, 0u);
+  const Metadata taken = f.release_metadata();
+  EXPECT_EQ(taken.entries().size(), entries);
+  EXPECT_TRUE(f.metadata().entries().empty());
+  ASSERT_EQ(f.tensors().size(), 4u);
+  const TensorView v = f.view(f.tensors()[0]);
+  EXPECT_EQ(static_cast<const uint8_t*>(v.data)[0], sample_byte(0, 0));
+}
+
 // Every prefix of the writer's sample (all value types, nested arrays) parses or fails cleanly.
 TEST(GgufWriter, SampleTruncationSweep) {
   const std::string path = temp_path("memra_gguf_sweep.gguf");
