@@ -74,10 +74,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     }
     bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
   };
-  if (tid == 0) {
-    for (int i = 0; i < kStages; ++i) mbar_init(full + i, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
   if (tid == 0) {
     for (int q = 0; q < kAhead; ++q) issue(q);

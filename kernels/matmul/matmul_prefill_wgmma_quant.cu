@@ -71,10 +71,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
                 a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
     }
   };
-  if (tid == 0) {
-    for (int i = 0; i < kStages; ++i) mbar_init(full + i, 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
   if (tid == 0) {
     for (int c = 0; c < kAhead; ++c) issue(c);

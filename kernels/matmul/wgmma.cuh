@@ -79,6 +79,12 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
                : "memory");
 }
+// Thread 0 of the block: n stage barriers of one arrival each, made visible to the copy engine.
+// The caller then syncs the block before anyone waits on them.
+__device__ __forceinline__ void mbar_init_stages(uint64_t* bars, int n) {
+  for (int i = 0; i < n; ++i) mbar_init(bars + i, 1);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 // One arrival that also tells the barrier how many bytes the phase's bulk copies bring.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),

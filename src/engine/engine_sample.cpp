@@ -36,7 +36,8 @@ void EngineImpl::backend_rows_build(const StepPlan& plan) {
                                 [](uint64_t w) { return w != 0; }))
       b.blocked[j] = 1;
     if (a.done || a.request.kind == RequestKind::score || b.blocked[j]) {
-      // Nothing to draw: a greedy placeholder whose result is never read.
+      // Nothing to draw: the row still takes its slot in the batch, as a greedy row whose result
+      // is never read.
       spec = SampleSpec{};
       spec.params.greedy = 1;
       b.params.push_back(spec.params);
