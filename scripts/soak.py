@@ -154,15 +154,15 @@ def server_below(root_pid, binary):
             continue
         ppid = int(stat.rpartition(")")[2].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
-    todo = [root_pid]
-    while todo:
-        pid = todo.pop()
+    pending = [root_pid]
+    while pending:
+        pid = pending.pop()
         try:
             if pathlib.Path(f"/proc/{pid}/exe").resolve() == binary:
                 return pid
         except OSError:
             pass
-        todo += children.get(pid, [])
+        pending += children.get(pid, [])
     raise SystemExit(f"--wrapper: no process below pid {root_pid} runs {binary}")
 
 
