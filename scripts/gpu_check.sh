@@ -111,6 +111,11 @@ if [ "$MODE" != bench8b ]; then
     --device cuda -r 3 -p 512 -n 128 --cuda-graphs off \
     --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json")
+  # And with programmatic dependent launch off (kernels/launch.cuh): plain stream ordering.
+  step bench-qwen3-0.6b-q4_k_m-no-pdl 300 env MEMRA_PDL=0 "$BIN/memra" bench \
+    -m "$(synth qwen3-0.6b q4_k_m)" --device cuda -r 3 -p 512 -n 128 \
+    --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-no-pdl.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-no-pdl.json")
 fi
 if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
@@ -122,6 +127,10 @@ if [ "$MODE" != quick ]; then
     -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 -c 1,8 \
     --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json")
+  step bench-qwen3-8b-q4_k_m-no-pdl 300 env MEMRA_PDL=0 "$BIN/memra" bench \
+    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 \
+    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-no-pdl.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-no-pdl.json")
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
   step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
     -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \

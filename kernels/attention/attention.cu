@@ -7,6 +7,7 @@
 #include "kernels/attention/attention_split.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -41,6 +42,7 @@ template <int D>
 __global__ void attention_combine_kernel(const float* partials, const int32_t* positions,
                                          const int32_t* token_seq, int n_tokens, int select,
                                          int32_t window, int n_heads, int n_splits, float* out) {
+  detail::wait_for_inputs();
   constexpr int kBatch = D <= 128 ? 64 : 32;  // <= 33 KiB of static shared memory
   __shared__ float staged[kBatch * (D + 2)];
   __shared__ int found;
@@ -159,12 +161,13 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_tiles),
                   p.one_pass ? 1u : static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
-  kernel<<<grid, detail::kAttnThreads, smem, stream>>>(p);
+  detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
   if (!p.one_pass) {
-    attention_combine_kernel<D><<<dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
-                                       static_cast<unsigned>(p.n_heads)),
-                                  D, 0, stream>>>(p.partials, p.positions, p.token_seq, p.n_tokens,
-                                                  p.select, p.window, p.n_heads, p.n_splits, p.out);
+    detail::launch(attention_combine_kernel<D>,
+                   dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
+                        static_cast<unsigned>(p.n_heads)),
+                   D, 0, stream, p.partials, p.positions, p.token_seq, p.n_tokens, p.select,
+                   p.window, p.n_heads, p.n_splits, p.out);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -29,6 +30,7 @@ __device__ __forceinline__ __half convert<__half>(float v) {
 template <typename T>
 __global__ void kv_store_kernel(T* k_cache, T* v_cache, const int32_t* slots, int32_t n_tokens,
                                 int64_t row, const float* k, const float* v, int64_t ld) {
+  detail::wait_for_inputs();
   const int64_t n = int64_t{n_tokens} * row;
   for (int64_t i = detail::global_thread(); i < n; i += detail::grid_threads()) {
     const int64_t t = i / row, c = i % row;
@@ -55,17 +57,17 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
   if (step.n_tokens == 0) return;
   const unsigned blocks = detail::grid_for(int64_t{step.n_tokens} * row);
   if (kv.dtype == DType::f32) {
-    kv_store_kernel<float><<<blocks, detail::kThreads, 0, stream>>>(
-        static_cast<float*>(kv.k), static_cast<float*>(kv.v), step.slots, step.n_tokens, row, k, v,
-        ld);
+    detail::launch(kv_store_kernel<float>, blocks, detail::kThreads, 0, stream,
+                   static_cast<float*>(kv.k), static_cast<float*>(kv.v), step.slots, step.n_tokens,
+                   row, k, v, ld);
   } else if (kv.dtype == DType::bf16) {
-    kv_store_kernel<__nv_bfloat16><<<blocks, detail::kThreads, 0, stream>>>(
-        static_cast<__nv_bfloat16*>(kv.k), static_cast<__nv_bfloat16*>(kv.v), step.slots,
-        step.n_tokens, row, k, v, ld);
+    detail::launch(kv_store_kernel<__nv_bfloat16>, blocks, detail::kThreads, 0, stream,
+                   static_cast<__nv_bfloat16*>(kv.k), static_cast<__nv_bfloat16*>(kv.v), step.slots,
+                   step.n_tokens, row, k, v, ld);
   } else if (kv.dtype == DType::f16) {
-    kv_store_kernel<__half><<<blocks, detail::kThreads, 0, stream>>>(
-        static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), step.slots, step.n_tokens, row, k,
-        v, ld);
+    detail::launch(kv_store_kernel<__half>, blocks, detail::kThreads, 0, stream,
+                   static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), step.slots,
+                   step.n_tokens, row, k, v, ld);
   } else {
     fail(ErrorCode::unsupported, "kv_store: KV cache type {} is not supported (F32, F16, BF16)",
          dtype_name(kv.dtype));

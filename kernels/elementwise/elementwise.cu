@@ -3,6 +3,7 @@
 // on the launch shape; grid-stride loops with 64-bit indices handle any size.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -14,10 +15,12 @@ using detail::grid_threads;
 using detail::kThreads;
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
+  detail::wait_for_inputs();
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] += x[i];
 }
 
 __global__ void add_row_kernel(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld) {
+  detail::wait_for_inputs();
   const int64_t n = n_rows * dim;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t r = i / dim, c = i % dim;
@@ -26,10 +29,12 @@ __global__ void add_row_kernel(float* y, const float* b, int64_t n_rows, int64_t
 }
 
 __global__ void scale_kernel(float* y, float s, int64_t n) {
+  detail::wait_for_inputs();
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] *= s;
 }
 
 __global__ void softcap_kernel(float* y, float cap, int64_t n) {
+  detail::wait_for_inputs();
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = cap * tanhf(y[i] / cap);
 }
 
@@ -38,6 +43,7 @@ __global__ void softcap_kernel(float* y, float cap, int64_t n) {
 template <Act kAct>
 __global__ void act_mul_kernel(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                                int64_t ld_in, float* out) {
+  detail::wait_for_inputs();
   const int64_t n = n_rows * n_cols;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t r = i / n_cols, c = i % n_cols;
@@ -56,6 +62,7 @@ __global__ void act_mul_kernel(const float* gate, const float* up, int64_t n_row
 
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
                                    float* out) {
+  detail::wait_for_inputs();
   const int64_t n = n_rows * dim;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t r = i / dim, c = i % dim;
@@ -73,7 +80,7 @@ void check_sizes(const char* kernel, int64_t n_rows, int64_t n_cols) {
 void add(float* y, const float* x, int64_t n, cudaStream_t stream) {
   detail::require_non_negative("add", n, "n");
   if (n == 0) return;
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, n);
+  detail::launch(add_kernel, grid_for(n), kThreads, 0, stream, y, x, n);
 }
 
 void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
@@ -81,20 +88,21 @@ void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
   check_sizes("add_row", n_rows, dim);
   if (ld < dim) fail(ErrorCode::invalid_argument, "add_row: row stride {} < dim {}", ld, dim);
   if (n_rows == 0 || dim == 0) return;
-  add_row_kernel<<<grid_for(n_rows * dim), kThreads, 0, stream>>>(y, b, n_rows, dim, ld);
+  detail::launch(add_row_kernel, grid_for(n_rows * dim), kThreads, 0, stream, y, b, n_rows, dim,
+                 ld);
 }
 
 void scale(float* y, float s, int64_t n, cudaStream_t stream) {
   detail::require_non_negative("scale", n, "n");
   if (n == 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, s, n);
+  detail::launch(scale_kernel, grid_for(n), kThreads, 0, stream, y, s, n);
 }
 
 void softcap(float* y, float cap, int64_t n, cudaStream_t stream) {
   detail::require_non_negative("softcap", n, "n");
   if (!(cap > 0.0f)) fail(ErrorCode::invalid_argument, "softcap: cap {} is not positive", cap);
   if (n == 0) return;
-  softcap_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, cap, n);
+  detail::launch(softcap_kernel, grid_for(n), kThreads, 0, stream, y, cap, n);
 }
 
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
@@ -105,11 +113,11 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
   if (n_rows == 0 || n_cols == 0) return;
   const unsigned blocks = grid_for(n_rows * n_cols);
   if (act == Act::silu) {
-    act_mul_kernel<Act::silu>
-        <<<blocks, kThreads, 0, stream>>>(gate, up, n_rows, n_cols, ld_in, out);
+    detail::launch(act_mul_kernel<Act::silu>, blocks, kThreads, 0, stream, gate, up, n_rows, n_cols,
+                   ld_in, out);
   } else {
-    act_mul_kernel<Act::gelu_tanh>
-        <<<blocks, kThreads, 0, stream>>>(gate, up, n_rows, n_cols, ld_in, out);
+    detail::launch(act_mul_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, gate, up, n_rows,
+                   n_cols, ld_in, out);
   }
 }
 
@@ -117,7 +125,8 @@ void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_row
                  cudaStream_t stream) {
   check_sizes("gather_rows", n_rows, dim);
   if (n_rows == 0 || dim == 0) return;
-  gather_rows_kernel<<<grid_for(n_rows * dim), kThreads, 0, stream>>>(x, dim, rows, n_rows, out);
+  detail::launch(gather_rows_kernel, grid_for(n_rows * dim), kThreads, 0, stream, x, dim, rows,
+                 n_rows, out);
 }
 
 }  // namespace memra::kernels

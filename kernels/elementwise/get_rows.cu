@@ -4,6 +4,7 @@
 // multiply and add separately rounded (__fmul_rn etc., never fused), so results are bit-identical.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -84,6 +85,7 @@ __device__ __forceinline__ float dequant(const uint8_t* b, int e) {
 template <DType kType, int kBlock, int kBytes>
 __global__ void get_rows_kernel(const uint8_t* table, int64_t n_cols, int64_t row_bytes,
                                 const int32_t* ids, int64_t n_ids, float scale, float* out) {
+  detail::wait_for_inputs();
   const int64_t n = n_ids * n_cols;
   for (int64_t i = detail::global_thread(); i < n; i += detail::grid_threads()) {
     const int64_t r = i / n_cols, c = i % n_cols;
@@ -100,9 +102,9 @@ void launch(const void* table, int64_t n_cols, const int32_t* ids, int64_t n_ids
     fail(ErrorCode::invalid_argument, "get_rows: {} columns are not a multiple of {}'s block of {}",
          n_cols, dtype_name(kType), kBlock);
   const int64_t row_bytes = n_cols / kBlock * kBytes;
-  get_rows_kernel<kType, kBlock, kBytes>
-      <<<detail::grid_for(n_ids * n_cols), detail::kThreads, 0, stream>>>(
-          static_cast<const uint8_t*>(table), n_cols, row_bytes, ids, n_ids, scale, out);
+  detail::launch(get_rows_kernel<kType, kBlock, kBytes>, detail::grid_for(n_ids * n_cols),
+                 detail::kThreads, 0, stream, static_cast<const uint8_t*>(table), n_cols, row_bytes,
+                 ids, n_ids, scale, out);
 }
 
 }  // namespace

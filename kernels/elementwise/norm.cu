@@ -3,6 +3,7 @@
 // xor tree, then the 8 warp sums in index order), so a row's result is the same in any batch.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -65,6 +66,7 @@ __device__ __forceinline__ bool aligned16(const void* p) {
 // thread rereads only the elements it wrote itself, so no extra barrier is needed.
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, const float* d, const float* w, int64_t dim, float eps, float* y) {
+  detail::wait_for_inputs();
   __shared__ float warp_sums[kNormWarps];
   const int64_t row = blockIdx.x;
   float* xr = x + row * dim;
@@ -105,8 +107,8 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float
   check_norm_args("rms_norm", n_rows, dim);
   if (n_rows == 0) return;
   // x is only read when d is null; the kernel takes float* to share the fused variant's code.
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kNormThreads, 0, stream>>>(
-      const_cast<float*>(x), nullptr, w, dim, eps, y);
+  detail::launch(rms_norm_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream,
+                 const_cast<float*>(x), nullptr, w, dim, eps, y);
 }
 
 void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
@@ -114,7 +116,8 @@ void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int6
   check_norm_args("add_rms_norm", n_rows, dim);
   if (n_rows == 0) return;
   if (d == nullptr) fail(ErrorCode::invalid_argument, "add_rms_norm: residual d is null");
-  rms_norm_kernel<<<static_cast<unsigned>(n_rows), kNormThreads, 0, stream>>>(x, d, w, dim, eps, y);
+  detail::launch(rms_norm_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, x, d, w,
+                 dim, eps, y);
 }
 
 }  // namespace memra::kernels

@@ -34,6 +34,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
                     uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
                     float* __restrict__ xinv) {
+  detail::wait_for_inputs();
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
@@ -158,6 +160,7 @@ constexpr int kF32Warps = 8;
 __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_out,
                                   const float* __restrict__ x, int n_tokens, float* __restrict__ y,
                                   int64_t ldy) {
+  detail::wait_for_inputs();
   const int lane = threadIdx.x & 31;
   const int o = blockIdx.x * kF32Warps + (threadIdx.x >> 5);
   if (o >= n_out) return;
@@ -186,6 +189,7 @@ __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_o
 
 __global__ void bf16_beyond_f16_kernel(const uint16_t* __restrict__ w, int64_t n,
                                        unsigned long long* count) {
+  detail::wait_for_inputs();
   unsigned long long mine = 0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -302,9 +306,9 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   auto* xinv =
       reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
   if (any_mma || any_wgmma) {  // x converted once for every output
-    x_to_f16_kernel<<<static_cast<unsigned>(n_tokens), kXThreads, 0, stream>>>(
-        x, in, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
-        static_cast<int>(layout.xsum_stride), xinv);
+    detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x, in,
+                   any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
+                   static_cast<int>(layout.xsum_stride), xinv);
   }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
@@ -312,8 +316,8 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     const int out = static_cast<int>(o.n_out);
     if (o.wtype == DType::f32) {
       const unsigned blocks = static_cast<unsigned>((o.n_out + kF32Warps - 1) / kF32Warps);
-      matmul_f32_kernel<<<blocks, kF32Warps * 32, 0, stream>>>(static_cast<const float*>(o.w), in,
-                                                               out, x, tokens, o.y, o.ldy);
+      detail::launch(matmul_f32_kernel, blocks, kF32Warps * 32, 0, stream,
+                     static_cast<const float*>(o.w), in, out, x, tokens, o.y, o.ldy);
       continue;
     }
     MatmulArgs args;
@@ -353,8 +357,8 @@ void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
                            cudaStream_t stream) {
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
-  bf16_beyond_f16_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      static_cast<const uint16_t*>(w), n, count);
+  detail::launch(bf16_beyond_f16_kernel, static_cast<unsigned>(blocks), 256, 0, stream,
+                 static_cast<const uint16_t*>(w), n, count);
 }
 
 }  // namespace memra::kernels

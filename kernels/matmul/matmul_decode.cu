@@ -5,6 +5,7 @@
 // memory and runs the chunk's mma chains for kNT token tiles of 8 (one for 1-8 tokens, eight for
 // batched decode of up to 64 sequences, each decoded fragment feeding every tile); the block then
 // adds the chunk partials in chunk order (matmul.cu).
+#include "kernels/launch.cuh"
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
@@ -76,6 +77,8 @@ template <DType D, int kNT>
 __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
     decode_kernel(const MatmulArgs a) {
   using C = DecodeCfg<D, kNT>;
+  prefetch_rows_l2(a, static_cast<int64_t>(blockIdx.x) * C::kRows, C::kRows);
+  detail::wait_for_inputs();
   using W = Weight<D>;
   static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");
   constexpr int kWarps = C::kWarps;
@@ -203,7 +206,7 @@ void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(decode_kernel<D, kNT>, C::kSmem, smem_set);
   const unsigned blocks = static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows);
-  decode_kernel<D, kNT><<<blocks, C::kThreads, C::kSmem, stream>>>(a);
+  detail::launch(decode_kernel<D, kNT>, blocks, C::kThreads, C::kSmem, stream, a);
 }
 
 template <DType D>

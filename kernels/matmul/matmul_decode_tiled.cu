@@ -5,6 +5,7 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
+#include "kernels/launch.cuh"
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -69,6 +70,10 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     tiled_decode_kernel(const MatmulArgs a) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
+  // The tile's records are one contiguous span: start it into L2 before waiting for x.
+  prefetch_span_l2(a.w + static_cast<int64_t>(blockIdx.x) * (a.n_in / kChunk) * T::kBytes,
+                   static_cast<int64_t>(a.n_in / kChunk) * T::kBytes);
+  detail::wait_for_inputs();
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
   constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
@@ -136,7 +141,7 @@ template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  tiled_decode_kernel<D, kNT><<<blocks, C::kThreads, 0, stream>>>(a);
+  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // decoders as the decode kernel) while the tensor cores consume the current one through
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
 // kernel's exactly (matmul.cu). Tiled weights have their own kernel (matmul_prefill_tiled.cu).
+#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
@@ -150,6 +151,7 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[kM][4][4], const uint16_t
 
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
   using C = PrefillCfg<D>;
   using W = Weight<D>;
   constexpr int kM = C::kM, kBN = C::kBN, kRowsW = 16 * kM;
@@ -259,7 +261,7 @@ void launch_prefill(const MatmulArgs& a, cudaStream_t stream) {
   allow_smem_once(prefill_kernel<D>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
+  detail::launch(prefill_kernel<D>, grid, kThreads, C::kSmem, stream, a);
 }
 
 #define MEMRA_INSTANTIATE(D) template void launch_prefill<D>(const MatmulArgs&, cudaStream_t);

@@ -14,6 +14,7 @@
 //   after that group lands, while chunk c's last sub-stage computes.
 // Per element the order is matmul.cu's canonical one: mma chains over a group's (F16/BF16: the
 // chunk's) k16 steps from +0, groups folded with fma in order, chunks summed left to right.
+#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -155,6 +156,7 @@ __device__ __forceinline__ void mma_block(float (&acc)[kM][kN][4], const uint32_
 
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_tiled_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
   using C = TiledPrefillCfg<D>;
   using T = Tiled<D>;
   constexpr int kM = C::kM, kN = C::kN, kBN = C::kBN;
@@ -285,7 +287,7 @@ void launch_prefill_tiled(const MatmulArgs& a, cudaStream_t stream) {
   allow_smem_once(prefill_tiled_kernel<D>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + C::kBN - 1) / C::kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_tiled_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
+  detail::launch(prefill_tiled_kernel<D>, grid, kThreads, C::kSmem, stream, a);
 }
 
 template void launch_prefill_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);

@@ -28,6 +28,7 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
+#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/wgmma.cuh"
@@ -51,6 +52,7 @@ static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -159,7 +161,7 @@ void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
   allow_smem_once(prefill_wgmma_kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_wgmma_kernel<<<grid, kThreads, kSmem, stream>>>(a);
+  detail::launch(prefill_wgmma_kernel, grid, kThreads, kSmem, stream, a);
 }
 
 }  // namespace memra::kernels::matmul_detail

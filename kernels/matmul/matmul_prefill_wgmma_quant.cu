@@ -16,6 +16,7 @@
 // xp_offset's tiles) arrive by bulk copies from one thread, kAhead chunks ahead, on the stage's
 // mbarrier. Group partials alternate between two register sets, so group j's wgmmas run while
 // group j - 1's partial is scaled into p.
+#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -43,6 +44,7 @@ struct QuantCfg {
 
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using T = Tiled<D>;
   using C = QuantCfg<D>;
@@ -160,7 +162,7 @@ void launch_prefill_wgmma_quant(const MatmulArgs& a, cudaStream_t stream) {
   allow_smem_once(prefill_wgmma_quant_kernel<D>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  prefill_wgmma_quant_kernel<D><<<grid, kThreads, C::kSmem, stream>>>(a);
+  detail::launch(prefill_wgmma_quant_kernel<D>, grid, kThreads, C::kSmem, stream, a);
 }
 
 template void launch_prefill_wgmma_quant<DType::q4_k>(const MatmulArgs&, cudaStream_t);

@@ -3,6 +3,7 @@
 // weight at load; the ggml copy can be freed afterwards.
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
@@ -45,6 +46,7 @@ __device__ Slot slot(int lane, int s, int i, int m) {
 template <DType D>
 __global__ void tile_half_kernel(const uint8_t* __restrict__ src, int64_t row_bytes, int n_out,
                                  int n_chunks, uint8_t* __restrict__ dst) {
+  detail::wait_for_inputs();
   using W = matmul_detail::Weight<D>;
   const int64_t rec_index = blockIdx.x;
   const int tile = static_cast<int>(rec_index / n_chunks),
@@ -74,6 +76,7 @@ __global__ void tile_half_kernel(const uint8_t* __restrict__ src, int64_t row_by
 template <DType D>
 __global__ void tile_kernel(const uint8_t* __restrict__ src, int64_t row_bytes, int n_out,
                             int n_chunks, uint8_t* __restrict__ dst) {
+  detail::wait_for_inputs();
   // Bytes of one row's chunk in the file: one K-quant super-block, or eight Q8_0 blocks.
   constexpr int kRaw = D == DType::q4_k ? 144 : D == DType::q6_k ? 210 : 8 * 34;
   const int64_t rec_index = blockIdx.x;
@@ -205,20 +208,20 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
   auto* dst = static_cast<uint8_t*>(tiled);
   const auto grid = static_cast<unsigned>(records);
   if (wtype == DType::q4_k) {
-    tile_kernel<DType::q4_k><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
-                                                      static_cast<int>(n_chunks), dst);
+    detail::launch(tile_kernel<DType::q4_k>, grid, 32, 0, stream, src, row_bytes,
+                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   } else if (wtype == DType::f16) {
-    tile_half_kernel<DType::f16><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
-                                                          static_cast<int>(n_chunks), dst);
+    detail::launch(tile_half_kernel<DType::f16>, grid, 32, 0, stream, src, row_bytes,
+                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   } else if (wtype == DType::bf16) {
-    tile_half_kernel<DType::bf16><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
-                                                           static_cast<int>(n_chunks), dst);
+    detail::launch(tile_half_kernel<DType::bf16>, grid, 32, 0, stream, src, row_bytes,
+                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   } else if (wtype == DType::q8_0) {
-    tile_kernel<DType::q8_0><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
-                                                      static_cast<int>(n_chunks), dst);
+    detail::launch(tile_kernel<DType::q8_0>, grid, 32, 0, stream, src, row_bytes,
+                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   } else {
-    tile_kernel<DType::q6_k><<<grid, 32, 0, stream>>>(src, row_bytes, static_cast<int>(n_out),
-                                                      static_cast<int>(n_chunks), dst);
+    detail::launch(tile_kernel<DType::q6_k>, grid, 32, 0, stream, src, row_bytes,
+                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   }
 }
 

@@ -3,6 +3,7 @@
 // as the CPU reference does, then rounded to float) and shared by all heads of the token.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -14,6 +15,7 @@ constexpr int kRopeThreads = 128;
 __global__ void __launch_bounds__(kRopeThreads)
     rope_kernel(float* x, int64_t ld, int n_heads, int head_dim, int n_rot, bool neox,
                 const int32_t* positions, const double* inv_freq) {
+  detail::wait_for_inputs();
   extern __shared__ float table[];
   const int half = n_rot / 2;
   float* cos_t = table;
@@ -58,8 +60,8 @@ void rope(float* x, int64_t n_tokens, int64_t ld, int n_heads, int head_dim, int
     fail(ErrorCode::invalid_argument, "rope: {} tokens exceed one launch", n_tokens);
   if (n_tokens == 0) return;
   const size_t smem = sizeof(float) * static_cast<size_t>(n_rot);
-  rope_kernel<<<static_cast<unsigned>(n_tokens), kRopeThreads, smem, stream>>>(
-      x, ld, n_heads, head_dim, n_rot, neox, positions, inv_freq);
+  detail::launch(rope_kernel, static_cast<unsigned>(n_tokens), kRopeThreads, smem, stream, x, ld,
+                 n_heads, head_dim, n_rot, neox, positions, inv_freq);
 }
 
 }  // namespace memra::kernels

@@ -7,6 +7,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -23,6 +24,7 @@ __device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
 }
 
 __global__ void argmax_rows_kernel(const float* x, int64_t n_cols, int64_t ld, int32_t* ids) {
+  detail::wait_for_inputs();
   __shared__ float warp_v[kArgmaxThreads / 32];
   __shared__ int warp_i[kArgmaxThreads / 32];
   const float* row = x + static_cast<int64_t>(blockIdx.x) * ld;
@@ -70,8 +72,8 @@ void argmax_rows(const float* x, int64_t n_rows, int64_t n_cols, int64_t ld, int
     fail(ErrorCode::invalid_argument, "argmax_rows: {} rows of {} columns at stride {}", n_rows,
          n_cols, ld);
   if (n_rows == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned>(n_rows), kArgmaxThreads, 0, stream>>>(x, n_cols, ld,
-                                                                                   ids);
+  detail::launch(argmax_rows_kernel, static_cast<unsigned>(n_rows), kArgmaxThreads, 0, stream, x,
+                 n_cols, ld, ids);
 }
 
 }  // namespace memra::kernels

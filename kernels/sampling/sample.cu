@@ -11,6 +11,7 @@
 #include "core/sampling_math.h"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels {
 
@@ -363,6 +364,7 @@ __global__ void __launch_bounds__(kThreads)
     sample_rows_kernel(const float* logits, int n, int64_t ld, const RowParams* params,
                        const sampling::Penalty* penalties, const sampling::Bias* bias,
                        const uint64_t* mask_words, float* scratch, RowResult* results) {
+  detail::wait_for_inputs();
   __shared__ Shared sh;
   const int64_t row = blockIdx.x;
   const RowParams p = params[row];
@@ -403,8 +405,9 @@ void sample_rows(const float* logits, int64_t n_rows, int64_t n_cols, int64_t ld
          "sample_rows: {} rows of {} columns at stride {} (at most {} columns)", n_rows, n_cols, ld,
          kSampleMaxCols);
   if (n_rows == 0) return;
-  sample_rows_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(
-      logits, static_cast<int>(n_cols), ld, params, penalties, bias, mask_words, scratch, results);
+  detail::launch(sample_rows_kernel, static_cast<unsigned>(n_rows), kThreads, 0, stream, logits,
+                 static_cast<int>(n_cols), ld, params, penalties, bias, mask_words, scratch,
+                 results);
 }
 
 }  // namespace memra::kernels

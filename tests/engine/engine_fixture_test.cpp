@@ -523,9 +523,36 @@ TEST_P(EngineFixture, SeededSamplingOnDeviceMatchesHostSampler) {
                      "device sampling vs host sampler");
 }
 
-// Seeded requests give the CPU's tokens on the GPU (the logits differ by rounding only; the seed
-// and the chain are the same), logprobs within 1e-2.
-TEST_P(EngineFixture, SeededSamplingOnGpuMatchesCpu) {
+// Seeded sampling keeps the determinism contract: each request's tokens and logprobs are
+// bit-identical whether it runs alone or batched with eleven others (its own seed, its own RNG
+// stream; the logits are batch-invariant), on whichever device the test runs.
+TEST_P(EngineFixture, SeededSamplingAloneMatchesBatched) {
+  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  const auto prompts = sampling_prompts(load_reference(dir));
+  auto engine = Engine::create(fixture_options(dir));
+  const auto batched = run_sampled(*engine, sampled_requests(prompts, 16));
+  std::vector<std::vector<GeneratedToken>> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    // sampled_requests sets request i's parameters from i, so build all and keep the i-th.
+    std::vector<Request> all = sampled_requests(prompts, 16);
+    std::vector<Request> one;
+    one.push_back(std::move(all[i]));
+    alone.push_back(run_sampled(*engine, std::move(one))[0]);
+  }
+  expect_same_tokens(alone, batched, -1.0f, "alone vs batched");
+}
+
+// Seeded requests on the GPU follow the CPU's tokens while the two engines' logits lead to the
+// same draw: both run the same chain with the same seed, but the logits differ by the GPU's f16
+// activations (the model gate accepts 5e-2 of the largest), and the fixtures' random weights give
+// nearly flat distributions, so a draw near a cumulative boundary may pick a neighbour (measured:
+// 4 of 6 fixtures diverge somewhere in 12 x 16 tokens, first at token 3). So each request is
+// compared up to its first differing token (from it on the contexts differ), with logprobs within
+// 0.1 there, and at least half the tokens must be compared; exactness of the chain itself is
+// SeededSamplingOnDeviceMatchesHostSampler's.
+TEST_P(EngineFixture, SeededSamplingOnGpuFollowsCpu) {
   if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
@@ -533,12 +560,28 @@ TEST_P(EngineFixture, SeededSamplingOnGpuMatchesCpu) {
   if (o.device == "cpu") GTEST_SKIP() << "compares a GPU with the CPU (MEMRA_TEST_DEVICE=cuda)";
   const auto prompts = sampling_prompts(load_reference(dir));
   auto gpu = Engine::create(o);
-  const auto on_gpu = run_sampled(*gpu, sampled_requests(prompts, 16));
+  auto on_gpu = run_sampled(*gpu, sampled_requests(prompts, 16));
   o.device = "cpu";
   auto cpu = Engine::create(o);
-  // Token ids must match exactly; logprobs differ by the GPU's f16 activations (the model
-  // gate accepts logits within 5e-2 of the largest; measured here up to 0.05 on logprobs near -2).
-  expect_same_tokens(on_gpu, run_sampled(*cpu, sampled_requests(prompts, 16)), 1e-1f, "GPU vs CPU");
+  auto on_cpu = run_sampled(*cpu, sampled_requests(prompts, 16));
+  ASSERT_EQ(on_gpu.size(), on_cpu.size());
+  size_t compared = 0, total = 0;
+  for (size_t r = 0; r < on_gpu.size(); ++r) {
+    total += on_cpu[r].size();
+    size_t same = 0;
+    while (same < on_gpu[r].size() && same < on_cpu[r].size() &&
+           on_gpu[r][same].id == on_cpu[r][same].id)
+      ++same;
+    on_gpu[r].resize(same);
+    on_cpu[r].resize(same);
+    compared += same;
+  }
+  std::printf("GPU vs CPU: %zu of %zu sampled tokens equal before the first divergence\n", compared,
+              total);
+  // A broken draw (a wrong uniform, a wrong chain step) diverges at the first token of nearly
+  // every request; rounding moves a few draws late in a few requests.
+  EXPECT_GE(2 * compared, total) << "GPU and CPU seeded tokens diverge early";
+  expect_same_tokens(on_gpu, on_cpu, 1e-1f, "GPU vs CPU");
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,

@@ -1,0 +1,66 @@
+// Private to kernels/: how every kernel is launched. On Hopper a launch may be programmatic
+// (programmatic dependent launch, PDL): the runtime starts the next kernel's blocks while the one
+// before it is still finishing, as soon as that one's blocks have all started, so a decode step's
+// hundreds of small dependent launches stop paying a launch gap and a ramp each, and a matmul's
+// weights (never written during a forward pass) stream in while the kernels that produce its input
+// still run.
+//
+// The contract that keeps this exact: every kernel calls wait_for_inputs() before its first read
+// of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
+// every earlier grid has completed and its memory is visible: the same ordering as a plain stream,
+// only the launch overlaps). Only constant inputs (weights, kernel parameters) may be touched
+// before it. Kernels call it unconditionally, so a kernel launched without PDL (sm_80, or
+// MEMRA_PDL=0) behaves exactly as before: the instruction returns at once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace memra::kernels::detail {
+
+// Whether launches on the current device are programmatic: compute capability 9.0 or newer and
+// MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way). Cached per
+// device.
+bool programmatic_launch();
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
+// programmatic_launch() says so. Errors surface at the caller's next launch check, as for <<<>>>.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+// Lets the next kernel in the stream be scheduled once every block of this one has started (it
+// still waits in wait_for_inputs() for this one to finish), then waits for the kernels before
+// this one. The first statement of every kernel, after any prefetch of constant inputs.
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Starts moving bytes [p, p + n) of constant global memory (weights) into L2 without waiting for
+// them; n a multiple of 16, p 16-byte aligned. One thread issues it. A no-op before sm_90.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+}  // namespace memra::kernels::detail
