@@ -14,6 +14,8 @@ scripts/setup.sh
 
 echo "== clang-format check"
 scripts/check_format.sh
+echo "== kernel launch check (every kernel waits for its inputs: kernels/launch.cuh)"
+python3 scripts/check_kernels.py
 
 echo "== cpu build"
 cmake --preset cpu >/dev/null

@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels::detail {
 
@@ -658,6 +659,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
 // holding tokens of several sequences runs them one after another (runs of equal token_seq).
 template <int D, typename CT, bool MQ>
 __global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
+  detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char attn_smem_raw[];
   const AttnSmem sm = attn_smem<D, CT, MQ>(attn_smem_raw);
   const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
