@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   // The tile's records are one contiguous span: start it into L2 before waiting for x.
-  prefetch_span_l2(a.w + static_cast<int64_t>(blockIdx.x) * (a.n_in / kChunk) * T::kBytes,
+  prefetch_span_l2(a, a.w + static_cast<int64_t>(blockIdx.x) * (a.n_in / kChunk) * T::kBytes,
                    static_cast<int64_t>(a.n_in / kChunk) * T::kBytes);
   detail::wait_for_inputs();
   constexpr int kWarps = C::kWarps;
