@@ -32,7 +32,7 @@ def body_start(text, at):
 
 def statements_before_wait(body):
     """The statements before the wait (None when there is no wait)."""
-    idx = body.find("detail::wait_for_inputs();")
+    idx = body.find("detail::wait_for_inputs(")
     if idx < 0:
         return None
     return [" ".join(s.split()) + ";" for s in body[:idx].split(";") if s.strip()]

@@ -260,7 +260,7 @@ namespace {
 
 // How many bytes of its weights a decode block starts into L2 before it waits for x:
 // MEMRA_L2_PREFETCH_KIB (KiB per block; 0 turns the prefetch off; unset: kDefaultPrefetchKib).
-constexpr int64_t kDefaultPrefetchKib = int64_t{1} << 30;
+constexpr int64_t kDefaultPrefetchKib = 0;
 int64_t decode_prefetch_bytes() {
   static const int64_t bytes = [] {
     const char* v = std::getenv("MEMRA_L2_PREFETCH_KIB");

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   // The tile's records are one contiguous span: start it into L2 before waiting for x.
   prefetch_span_l2(a, a.w + static_cast<int64_t>(blockIdx.x) * (a.n_in / kChunk) * T::kBytes,
                    static_cast<int64_t>(a.n_in / kChunk) * T::kBytes);
-  detail::wait_for_inputs();
+  detail::wait_for_inputs(detail::Trigger::late);
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;
   constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
@@ -134,6 +134,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
+  detail::let_dependents_start();  // Trigger::late: only the writes are left
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
 }
 
