@@ -1,9 +1,8 @@
 // Private to kernels/: how every kernel is launched. On Hopper a launch may be programmatic
 // (programmatic dependent launch, PDL): the runtime starts the next kernel's blocks while the one
 // before it is still finishing, as soon as that one's blocks have all started, so a decode step's
-// hundreds of small dependent launches stop paying a launch gap and a ramp each, and a matmul's
-// weights (never written during a forward pass) stream in while the kernels that produce its input
-// still run.
+// hundreds of small dependent launches stop paying a launch gap and a ramp each (a decode matmul
+// may also start its weights into L2 before waiting, MEMRA_L2_PREFETCH_KIB; off by default).
 //
 // The contract that keeps this exact: every kernel calls wait_for_inputs() before its first read
 // of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
