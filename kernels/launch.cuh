@@ -1,15 +1,16 @@
 // Private to kernels/: how every kernel is launched. On Hopper a launch may be programmatic
 // (programmatic dependent launch, PDL): the runtime starts the next kernel's blocks while the one
 // before it is still finishing, as soon as that one's blocks have all started, so a decode step's
-// hundreds of small dependent launches stop paying a launch gap and a ramp each (a decode matmul
-// may also start its weights into L2 before waiting, MEMRA_L2_PREFETCH_KIB; off by default).
+// hundreds of small dependent launches stop paying a launch gap and a ramp each.
 //
 // The contract that keeps this exact: every kernel calls wait_for_inputs() before its first read
 // of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
 // every earlier grid has completed and its memory is visible: the same ordering as a plain stream,
 // only the launch overlaps). Only constant inputs (weights, kernel parameters) may be touched
-// before it. Kernels call it unconditionally, so a kernel launched without PDL (sm_80, or
-// MEMRA_PDL=0) behaves exactly as before: the instruction returns at once.
+// before it (no kernel does today: an L2 prefetch of the decode matmuls' weights there measured no
+// faster on Qwen3-8B, docs/PERFORMANCE.md sixth round). Kernels call it unconditionally, so a
+// kernel launched without PDL (sm_80, or MEMRA_PDL=0) behaves exactly as before: the instruction
+// returns at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,8 +20,7 @@
 namespace memra::kernels::detail {
 
 // Whether launches on the current device are programmatic: compute capability 9.0 or newer and
-// MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way). Cached per
-// device.
+// MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way).
 bool programmatic_launch();
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
@@ -43,10 +43,10 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
 
 // When a kernel lets the next one in the stream be scheduled (its blocks then wait in
 // wait_for_inputs() for this one to finish). early: at the start, the default for small kernels,
-// so the next kernel's blocks are resident, and its weight prefetch in flight, before this one
-// ends. late: the kernel calls let_dependents_start() itself near its end (or implicitly at exit):
-// the decode matmuls, whose one wave of blocks must find every SM slot free (measured: early
-// triggers there cost 6% on Qwen3-8B Q8_0 decode and 14% at 8 sequences).
+// so the next kernel's blocks are resident before this one ends. late: the kernel calls
+// let_dependents_start() itself near its end (or implicitly at exit): the decode matmuls, whose one
+// wave of blocks must find every SM slot free (measured: early triggers there cost 6% on Qwen3-8B
+// Q8_0 decode and 14% at 8 sequences).
 enum class Trigger { early, late };
 
 __device__ __forceinline__ void let_dependents_start() {
@@ -56,22 +56,11 @@ __device__ __forceinline__ void let_dependents_start() {
 }
 
 // Waits for the kernels before this one (griddepcontrol.wait). The first statement of every
-// kernel, after any prefetch of constant inputs.
+// kernel.
 __device__ __forceinline__ void wait_for_inputs(Trigger trigger = Trigger::early) {
   if (trigger == Trigger::early) let_dependents_start();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Starts moving bytes [p, p + n) of constant global memory (weights) into L2 without waiting for
-// them; n a multiple of 16, p 16-byte aligned. One thread issues it. A no-op before sm_90.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n) : "memory");
-#else
-  (void)p;
-  (void)n;
 #endif
 }
 

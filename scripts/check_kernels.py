@@ -5,15 +5,14 @@ Every kernel in kernels/ is launched through detail::launch, which on Hopper let
 the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_inputs) makes that
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
-statement of every __global__ body is detail::wait_for_inputs(), after at most the prefetches of
-constant weights (prefetch_*_l2) and the type aliases before them.
+statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases.
 """
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ALLOWED_BEFORE_WAIT = re.compile(r"^(using \w+ = [^;]+;|prefetch_\w+\([^;]*\);|)$")
+ALLOWED_BEFORE_WAIT = re.compile(r"^(using \w+ = [^;]+;|)$")
 
 
 def body_start(text, at):

@@ -3,35 +3,10 @@
 // sum of the chunk partials in chunk order (the canonical order of matmul.cu).
 #pragma once
 
-#include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
 namespace memra::kernels::matmul_detail {
-
-// Starts the first min(n, a.prefetch_bytes) bytes of [p, p + n) of a weight matrix into L2
-// (launch.cuh's prefetch_l2), in 16 KiB pieces spread over the block's threads. The weights are
-// constant during a forward pass, so the decode kernels issue this before wait_for_inputs(): under
-// programmatic launch it overlaps the kernels that produce x. The span is widened down to a
-// 16-byte boundary (the matrix starts on one) and its ragged end of under 16 bytes left to the
-// kernel's own loads, so nothing outside the matrix is touched.
-__device__ __forceinline__ void prefetch_span_l2(const MatmulArgs& a, const uint8_t* p, int64_t n) {
-  constexpr int64_t kPiece = 16 * 1024;
-  n = min(n, a.prefetch_bytes);
-  const int64_t skew = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) & 15u);
-  p -= skew;
-  n += skew;
-  for (int64_t off = threadIdx.x * kPiece; off < n; off += blockDim.x * kPiece) {
-    const int64_t len = min(kPiece, n - off) & ~int64_t{15};
-    if (len > 0) detail::prefetch_l2(p + off, static_cast<uint32_t>(len));
-  }
-}
-
-// The same for the block's rows [row0, row0 + rows) of a ggml-layout matrix (contiguous rows).
-__device__ __forceinline__ void prefetch_rows_l2(const MatmulArgs& a, int64_t row0, int rows) {
-  const int64_t end = min(row0 + rows, static_cast<int64_t>(a.n_out));
-  if (end > row0) prefetch_span_l2(a, a.w + row0 * a.row_bytes, (end - row0) * a.row_bytes);
-}
 
 // The B fragment (token 8n + g) of k16 step s of the chunk at k0; zero past the batch or K.
 __device__ __forceinline__ uint2 x_frag(const MatmulArgs& a, int n, int g, int t, int k0, int s,

@@ -31,7 +31,6 @@
 //   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
@@ -258,19 +257,6 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
 
 namespace {
 
-// How many bytes of its weights a decode block starts into L2 before it waits for x:
-// MEMRA_L2_PREFETCH_KIB (KiB per block; 0 turns the prefetch off; unset: kDefaultPrefetchKib).
-constexpr int64_t kDefaultPrefetchKib = 0;
-int64_t decode_prefetch_bytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("MEMRA_L2_PREFETCH_KIB");
-    char* end = nullptr;
-    const long long kib = v ? std::strtoll(v, &end, 10) : -1;
-    return (v && end != v && kib >= 0 ? kib : kDefaultPrefetchKib) * 1024;
-  }();
-  return bytes;
-}
-
 // Refuses what the kernels cannot run, by name.
 void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, int64_t ldy,
                   WeightLayout layout) {
@@ -347,7 +333,6 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     args.n_tokens = tokens;
     args.y = o.y;
     args.ldy = o.ldy;
-    args.prefetch_bytes = decode_prefetch_bytes();
     switch (o.wtype) {  // the one place a runtime dtype becomes a template parameter
 #define MEMRA_CASE(D)                   \
   case D:                               \

@@ -77,7 +77,6 @@ template <DType D, int kNT>
 __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
     decode_kernel(const MatmulArgs a) {
   using C = DecodeCfg<D, kNT>;
-  prefetch_rows_l2(a, static_cast<int64_t>(blockIdx.x) * C::kRows, C::kRows);
   detail::wait_for_inputs(detail::Trigger::late);
   using W = Weight<D>;
   static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");

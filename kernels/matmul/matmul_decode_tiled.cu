@@ -70,9 +70,6 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     tiled_decode_kernel(const MatmulArgs a) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
-  // The tile's records are one contiguous span: start it into L2 before waiting for x.
-  prefetch_span_l2(a, a.w + static_cast<int64_t>(blockIdx.x) * (a.n_in / kChunk) * T::kBytes,
-                   static_cast<int64_t>(a.n_in / kChunk) * T::kBytes);
   detail::wait_for_inputs(detail::Trigger::late);
   constexpr int kWarps = C::kWarps;
   constexpr int kGroupSteps = T::kGroup / 16;

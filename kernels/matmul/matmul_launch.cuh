@@ -31,9 +31,6 @@ struct MatmulArgs {
   int n_tokens = 0;
   float* y = nullptr;
   int64_t ldy = 0;
-  // Bytes of its weights a decode block starts into L2 before waiting for x (decode_common.cuh);
-  // 0: none. matmul.cu sets it (MEMRA_L2_PREFETCH_KIB).
-  int64_t prefetch_bytes = 0;
 };
 
 // Where element (token n, physical k position k) of x sits in the wgmma prefill kernel's copy
