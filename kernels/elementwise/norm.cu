@@ -2,6 +2,7 @@
 // sum of squares is reduced in an order that depends on dim alone (per-thread chunks of 4, warp
 // xor tree, then the 8 warp sums in index order), so a row's result is the same in any batch.
 #include "kernels/common.cuh"
+#include "kernels/elementwise/norm_math.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 
@@ -16,26 +17,13 @@ constexpr int kNormWarps = kNormThreads / 32;
 // dim) and adds their squares in that order. The chunking is the same whether or not rows are
 // 16-byte aligned, so alignment never changes the reduction order.
 __device__ __forceinline__ float block_sum(float v, float* warp_sums) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  v = detail::warp_butterfly_sum(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) warp_sums[warp] = v;
   __syncthreads();
   float total = 0.0f;
   for (int w = 0; w < kNormWarps; ++w) total += warp_sums[w];  // every thread, same order
   return total;
-}
-
-// Returns 1 / sqrt(mean + eps) computed as the CPU reference does (sum / dim, + eps, sqrt,
-// reciprocal), with IEEE-rounded division and sqrt.
-__device__ __forceinline__ float inv_rms(float sum_sq, int64_t dim, float eps) {
-  const float mean = __fdiv_rn(sum_sq, static_cast<float>(dim));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-}
-
-// y = x * inv * w as two rounded products in the reference's order.
-__device__ __forceinline__ float norm_out(float x, float inv, const float* w, int64_t i) {
-  const float v = __fmul_rn(x, inv);
-  return w ? __fmul_rn(v, w[i]) : v;
 }
 
 // Up to 4 elements of chunk c of a row: one 16-byte access when the row allows it, else scalar.
@@ -83,12 +71,12 @@ __global__ void __launch_bounds__(kNormThreads)
       for (int k = 0; k < n; ++k) v[k] = __fadd_rn(v[k], dv[k]);
       store4(xr, c, vec, v, n);
     }
-    for (int k = 0; k < n; ++k) sum = __fadd_rn(sum, __fmul_rn(v[k], v[k]));
+    sum = detail::add_squares(sum, v, n);
   }
-  const float inv = inv_rms(block_sum(sum, warp_sums), dim, eps);
+  const float inv = detail::inv_rms(block_sum(sum, warp_sums), dim, eps);
   for (int64_t c = threadIdx.x; c < n_chunks; c += kNormThreads) {
     const int n = load4(xr, c, dim, vec, v);
-    for (int k = 0; k < n; ++k) v[k] = norm_out(v[k], inv, w, 4 * c + k);
+    for (int k = 0; k < n; ++k) v[k] = detail::norm_out(v[k], inv, w, 4 * c + k);
     store4(yr, c, vec, v, n);
   }
 }

@@ -4,6 +4,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/rope/rope_table.cuh"
 
 namespace memra::kernels {
 
@@ -21,25 +22,17 @@ __global__ void __launch_bounds__(kRopeThreads)
   float* cos_t = table;
   float* sin_t = table + half;
   const int64_t t = blockIdx.x;
-  const double pos = static_cast<double>(positions[t]);
-  for (int i = threadIdx.x; i < half; i += kRopeThreads) {
-    double s, c;
-    sincos(pos * inv_freq[i], &s, &c);
-    cos_t[i] = static_cast<float>(c);
-    sin_t[i] = static_cast<float>(s);
-  }
+  detail::rope_table(cos_t, sin_t, half, positions[t], inv_freq, threadIdx.x, kRopeThreads);
   __syncthreads();
   float* row = x + t * ld;
   const int n = n_heads * half;
   for (int k = threadIdx.x; k < n; k += kRopeThreads) {
     const int h = k / half, i = k % half;
     float* v = row + static_cast<int64_t>(h) * head_dim;
-    const int i0 = neox ? i : 2 * i;
-    const int i1 = neox ? i + half : 2 * i + 1;
-    const float a = v[i0], b = v[i1];
-    // Separately rounded products and sum, as the reference's float expression.
-    v[i0] = __fsub_rn(__fmul_rn(a, cos_t[i]), __fmul_rn(b, sin_t[i]));
-    v[i1] = __fadd_rn(__fmul_rn(a, sin_t[i]), __fmul_rn(b, cos_t[i]));
+    const int2 d = detail::rope_pair(i, half, neox);
+    const float2 r = detail::rope_rotate(v[d.x], v[d.y], cos_t[i], sin_t[i]);
+    v[d.x] = r.x;
+    v[d.y] = r.y;
   }
 }
 

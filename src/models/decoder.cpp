@@ -320,20 +320,27 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   trace("q", il, q, n, q_dim);
   trace("k", il, k, n, kv_dim);
   trace("v", il, v, n, kv_dim);
-  if (cfg_.qk_norm) {
-    ops_->rms_norm(q, f32(L.q_norm), n * cfg_.n_heads, hd, cfg_.norm_eps, q);
-    ops_->rms_norm(k, f32(L.k_norm), n * cfg_.n_kv_heads, hd, cfg_.norm_eps, k);
-    trace("q_norm", il, q, n, q_dim);
-    trace("k_norm", il, k, n, kv_dim);
-  }
   const int32_t window = cfg_.window[il];
   const RopeParams& rope = window > 0 ? cfg_.rope_local : cfg_.rope_global;
-  ops_->rope(q, cfg_.n_heads, hd, rope);
-  ops_->rope(k, cfg_.n_kv_heads, hd, rope);
-  trace("q_rope", il, q, n, q_dim);
-  trace("k_rope", il, k, n, kv_dim);
   const KvLayerView kv_layer = kv.layer(il);
-  ops_->kv_store(kv_layer, k, v);
+  const float* q_norm = cfg_.qk_norm ? f32(L.q_norm) : nullptr;
+  const float* k_norm = cfg_.qk_norm ? f32(L.k_norm) : nullptr;
+  if (trace_) {  // the plain ops, each result traced
+    if (q_norm) {
+      ops_->rms_norm(q, q_norm, n * cfg_.n_heads, hd, cfg_.norm_eps, q);
+      ops_->rms_norm(k, k_norm, n * cfg_.n_kv_heads, hd, cfg_.norm_eps, k);
+      trace("q_norm", il, q, n, q_dim);
+      trace("k_norm", il, k, n, kv_dim);
+    }
+    ops_->rope(q, cfg_.n_heads, hd, rope);
+    ops_->rope(k, cfg_.n_kv_heads, hd, rope);
+    trace("q_rope", il, q, n, q_dim);
+    trace("k_rope", il, k, n, kv_dim);
+    ops_->kv_store(kv_layer, k, v);
+  } else {
+    ops_->qk_norm_rope_store(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, cfg_.norm_eps,
+                             rope);
+  }
   const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
   ops_->attention(kv_layer, q, params, s_.attn.f32());
   trace("attn", il, s_.attn.f32(), n, q_dim);

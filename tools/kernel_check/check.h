@@ -110,6 +110,7 @@ void check_norm(Context& ctx);
 void check_get_rows(Context& ctx);
 void check_rope(Context& ctx);
 void check_kv_store(Context& ctx);
+void check_qk_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
 void check_sampling(Context& ctx);

@@ -27,7 +27,7 @@ constexpr const char* kUsage = R"(usage: memra-kernel-check [--seed N] [--filter
 
 Checks every CUDA kernel (elementwise, rms_norm, get_rows, rope, kv_store, attention, matmul,
 argmax_rows, sample_rows) against a CPU reference (double precision; for sample_rows the CPU
-sampler's own chain, bit for bit) on fresh random inputs, with outputs poisoned (NaN) first,
+sampler's own chain, bit for bit; qk_prologue against the five kernels it fuses, bit for bit) on fresh random inputs, with outputs poisoned (NaN) first,
 plus bitwise invariances (a row / query alone == the same row inside a batch; attention's split
 and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
 error, tolerance, verdict.
@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
     kc::check_get_rows(ctx);
     kc::check_rope(ctx);
     kc::check_kv_store(ctx);
+    kc::check_qk_prologue(ctx);
     kc::check_attention(ctx);
     kc::check_matmul(ctx);
     kc::check_sampling(ctx);

@@ -239,6 +239,20 @@ class CudaOps final : public Ops {
     kernels::kv_store(paged(kv), step_, k, v, int64_t{kv.n_kv_heads} * kv.head_dim, stream());
     launched("kv_store");
   }
+  void qk_norm_rope_store(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q, float* k,
+                          const float* v, const float* q_norm, const float* k_norm, float eps,
+                          const RopeParams& params) override {
+    if (!fused_prologue_) {
+      Ops::qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, eps, params);
+      return;
+    }
+    if (n_tokens != step_.n_tokens)
+      fail(ErrorCode::invalid_argument, "qk_norm_rope_store: {} tokens in a step of {}", n_tokens,
+           step_.n_tokens);
+    kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, eps, params.n_rot,
+                         params.layout == RopeLayout::neox, inv_freq(params), stream());
+    launched("qk_prologue");
+  }
   bool attention_head_dim_supported(int head_dim) const override {
     return kernels::attention_supports_head_dim(head_dim);
   }
@@ -454,7 +468,16 @@ class CudaOps final : public Ops {
   // file's layout (A/B measurements; the outputs are bit-identical).
   std::unordered_map<const void*, const void*> tiled_;
   bool tiled_weights_ = tiled_weights_from_env();
+  // MEMRA_FUSED_PROLOGUE=0 runs the attention prologue as its five plain kernels (A/B
+  // measurements; the outputs are bit-identical).
+  bool fused_prologue_ = switch_from_env("MEMRA_FUSED_PROLOGUE");
 
+  static bool switch_from_env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || std::string_view(v) == "1") return true;
+    if (std::string_view(v) == "0") return false;
+    fail(ErrorCode::invalid_argument, "{}={} is not 0 or 1", name, v);
+  }
   static bool tiled_weights_from_env() {
     const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
     if (!v || std::string_view(v) == "tiled") return true;

@@ -1,0 +1,163 @@
+// The attention block's prologue in one launch: per-head RMS norm of q and k, rope of both, and
+// k and v into their cache slots. A decode step ran these as five launches a layer (two norms, two
+// ropes, the store), each a few microseconds of launch and ramp for a few kilobytes of work.
+//
+// Bits: every value is computed by the same rounding steps as the separate kernels (the shared
+// norm_math.cuh and rope_table.cuh), and a head's sum of squares is reduced in the norm kernel's
+// order: its 256 threads own the head's 4-element chunks c = tid (one each, head_dim <= 1024), a
+// warp adds its lanes' sums with the xor butterfly, and the warp sums are added in warp order from
+// +0. One warp here walks the same chunks as those warps, 32 at a time, with the same butterfly
+// and the same additions (warps of the norm kernel past the head's chunks only add +0). So the
+// output is bit-identical to rms_norm, rms_norm, rope, rope, kv_store (kernel-check compares them),
+// and, per token, independent of the step around it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/common.cuh"
+#include "kernels/elementwise/norm_math.cuh"
+#include "kernels/kernels.h"
+#include "kernels/launch.cuh"
+#include "kernels/rope/rope_table.cuh"
+
+namespace memra::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxHeadDim = 1024;  // one 4-element chunk per thread of the norm kernel
+
+template <typename T>
+__device__ __forceinline__ T to_cache(float v);
+template <>
+__device__ __forceinline__ float to_cache<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_cache<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half to_cache<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+struct PrologueArgs {
+  float* q;
+  float* k;
+  const float* v;
+  const float* q_norm;  // [head_dim] or null (no q norm)
+  const float* k_norm;
+  float eps;
+  int n_heads, n_kv_heads, head_dim, n_rot;
+  bool neox;
+  const int32_t* positions;
+  const int32_t* slots;
+  const double* inv_freq;
+  void* k_cache;
+  void* v_cache;
+};
+
+// buf = row normed with w (the rms_norm kernel's arithmetic on one head), or row as is (w null).
+__device__ __forceinline__ void head_norm(const float* row, const float* w, int head_dim, float eps,
+                                          float* buf, int lane) {
+  if (!w) {
+    for (int i = lane; i < head_dim; i += 32) buf[i] = row[i];
+    return;
+  }
+  const int n_chunks = (head_dim + 3) / 4;
+  float total = 0.0f;
+  for (int c0 = 0; c0 < n_chunks; c0 += 32) {  // one warp of the norm kernel
+    const int c = c0 + lane;
+    float v[4];
+    int n = 0;
+    if (c < n_chunks) {
+      n = min(4, head_dim - 4 * c);
+      for (int j = 0; j < n; ++j) v[j] = row[4 * c + j];
+    }
+    total += detail::warp_butterfly_sum(detail::add_squares(0.0f, v, n));
+  }
+  const float inv = detail::inv_rms(total, head_dim, eps);
+  for (int i = lane; i < head_dim; i += 32) buf[i] = detail::norm_out(row[i], inv, w, i);
+}
+
+// One block per token; warp w takes heads w, w + 8, ... of q then k. Dynamic shared memory: the
+// token's cos and sin table (n_rot floats), then a head_dim row per warp.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
+  detail::wait_for_inputs();
+  extern __shared__ float smem[];
+  const int half = a.n_rot / 2, hd = a.head_dim;
+  float* cos_t = smem;
+  float* sin_t = smem + half;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* buf = smem + a.n_rot + warp * hd;
+  const int64_t t = blockIdx.x;
+  detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
+  __syncthreads();
+  const int32_t slot = a.slots[t];
+  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
+  for (int h = warp; h < a.n_heads + a.n_kv_heads; h += kWarps) {
+    const bool is_q = h < a.n_heads;
+    const int kh = h - a.n_heads;
+    float* row = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
+    T* cache = !is_q && slot >= 0
+                   ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
+                   : nullptr;
+    head_norm(row, is_q ? a.q_norm : a.k_norm, hd, a.eps, buf, lane);
+    __syncwarp();
+    for (int i = lane; i < half; i += 32) {
+      const int2 d = detail::rope_pair(i, half, a.neox);
+      const float2 r = detail::rope_rotate(buf[d.x], buf[d.y], cos_t[i], sin_t[i]);
+      row[d.x] = r.x;
+      row[d.y] = r.y;
+      if (cache) {
+        cache[d.x] = to_cache<T>(r.x);
+        cache[d.y] = to_cache<T>(r.y);
+      }
+    }
+    for (int i = a.n_rot + lane; i < hd; i += 32) {  // past the rotated dims: the norm alone
+      row[i] = buf[i];
+      if (cache) cache[i] = to_cache<T>(buf[i]);
+    }
+    __syncwarp();  // buf is rewritten by the warp's next head
+  }
+  if (slot < 0) return;  // a padding token: nothing to store
+  T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row;
+  for (int64_t c = threadIdx.x; c < kv_row; c += kThreads)
+    v_cache[c] = to_cache<T>(a.v[t * kv_row + c]);
+}
+
+}  // namespace
+
+void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, const float* v,
+                 int n_heads, const float* q_norm, const float* k_norm, float eps, int n_rot,
+                 bool neox, const double* inv_freq, cudaStream_t stream) {
+  detail::require_non_negative("qk_prologue", step.n_tokens, "token count");
+  const int hd = kv.head_dim;
+  if (n_heads <= 0 || kv.n_kv_heads <= 0 || hd <= 0 || hd > kMaxHeadDim)
+    fail(ErrorCode::invalid_argument,
+         "qk_prologue: {} query / {} kv heads of {} dims (at most {} dims)", n_heads, kv.n_kv_heads,
+         hd, kMaxHeadDim);
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > hd)
+    fail(ErrorCode::invalid_argument, "qk_prologue: n_rot {} must be even and in 2..head_dim ({})",
+         n_rot, hd);
+  if (step.n_tokens == 0) return;
+  const PrologueArgs a{
+      q,  k,     v,    q_norm,         k_norm,     eps,      n_heads, kv.n_kv_heads,
+      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k,    kv.v};
+  const size_t smem = sizeof(float) * (static_cast<size_t>(n_rot) + size_t{kWarps} * hd);
+  const auto blocks = static_cast<unsigned>(step.n_tokens);
+  if (kv.dtype == DType::f32) {
+    detail::launch(qk_prologue_kernel<float>, blocks, kThreads, smem, stream, a);
+  } else if (kv.dtype == DType::bf16) {
+    detail::launch(qk_prologue_kernel<__nv_bfloat16>, blocks, kThreads, smem, stream, a);
+  } else if (kv.dtype == DType::f16) {
+    detail::launch(qk_prologue_kernel<__half>, blocks, kThreads, smem, stream, a);
+  } else {
+    fail(ErrorCode::unsupported, "qk_prologue: KV cache type {} is not supported (F32, F16, BF16)",
+         dtype_name(kv.dtype));
+  }
+}
+
+}  // namespace memra::kernels

@@ -1,0 +1,120 @@
+// The fused attention prologue (qk_prologue) against the five kernels it replaces, run on copies
+// of the same inputs: rms_norm(q), rms_norm(k), rope(q), rope(k), kv_store(k, v). q, k and both
+// cache images must match bit for bit (the fused kernel claims the plain kernels' arithmetic; the
+// plain kernels are checked against double references in their own families). Slots are distinct
+// and random, the last token is padding (slot -1, nothing stored). --teeth swaps the q and k norm
+// weights (cases with norms) or the pair layout (cases without).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "check.h"
+#include "kernels/kernels.h"
+
+namespace memra::kernel_check {
+
+namespace {
+
+template <typename T>
+double cache_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  double n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return n;
+}
+
+template <typename T>
+void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
+               int n_rot, bool neox, bool norms) {
+  const int32_t block_size = 16, n_blocks = (n_tokens + block_size - 1) / block_size + 2;
+  const int64_t q_row = int64_t{n_heads} * head_dim, kv_row = int64_t{n_kv_heads} * head_dim;
+  const int64_t n_slots = int64_t{n_blocks} * block_size;
+  std::vector<int32_t> all(n_slots);
+  for (int64_t i = 0; i < n_slots; ++i) all[i] = static_cast<int32_t>(i);
+  std::shuffle(all.begin(), all.end(), ctx.rng());
+  std::vector<int32_t> slots(all.begin(), all.begin() + n_tokens), pos(n_tokens);
+  slots.back() = -1;
+  for (int32_t& p : pos) p = ctx.randint(0, 40000);
+  std::vector<double> inv_freq(n_rot / 2);
+  for (int i = 0; i < n_rot / 2; ++i) inv_freq[i] = std::pow(1000000.0, -2.0 * i / n_rot);
+  // Activations of a few units, as q/k projections are; norm weights around 1.
+  const std::vector<float> q = ctx.uniform(n_tokens * q_row, -4.0f, 4.0f);
+  const std::vector<float> k = ctx.uniform(n_tokens * kv_row, -4.0f, 4.0f);
+  const std::vector<float> v = ctx.uniform(n_tokens * kv_row, -4.0f, 4.0f);
+  const std::vector<float> qw = ctx.uniform(head_dim, 0.5f, 1.5f);
+  const std::vector<float> kw = ctx.uniform(head_dim, 0.5f, 1.5f);
+  Dev<int32_t> dslots(ctx, slots), dpos(ctx, pos);
+  Dev<double> dfreq(ctx, inv_freq);
+  Dev<float> dqw(ctx, qw), dkw(ctx, kw), dv(ctx, v);
+  constexpr float kEps = 1e-6f;
+
+  kernels::StepDev step;
+  step.n_tokens = n_tokens;
+  step.positions = dpos.get();
+  step.slots = dslots.get();
+  auto paged = [&](Dev<T>& kc, Dev<T>& vc) {
+    kernels::PagedKv kv;
+    kv.k = kc.get();
+    kv.v = vc.get();
+    kv.dtype = dtype;
+    kv.block_size = block_size;
+    kv.n_kv_heads = n_kv_heads;
+    kv.head_dim = head_dim;
+    return kv;
+  };
+
+  // The plain kernels.
+  Dev<float> pq(ctx, q), pk(ctx, k);
+  Dev<T> pkc(n_slots * kv_row), pvc(n_slots * kv_row);
+  pkc.poison(ctx);
+  pvc.poison(ctx);
+  if (norms) {
+    kernels::rms_norm(pq.get(), dqw.get(), n_tokens * int64_t{n_heads}, head_dim, kEps, pq.get(),
+                      ctx.stream());
+    kernels::rms_norm(pk.get(), dkw.get(), n_tokens * int64_t{n_kv_heads}, head_dim, kEps, pk.get(),
+                      ctx.stream());
+  }
+  kernels::rope(pq.get(), n_tokens, q_row, n_heads, head_dim, n_rot, neox, dpos.get(), dfreq.get(),
+                ctx.stream());
+  kernels::rope(pk.get(), n_tokens, kv_row, n_kv_heads, head_dim, n_rot, neox, dpos.get(),
+                dfreq.get(), ctx.stream());
+  kernels::kv_store(paged(pkc, pvc), step, pk.get(), dv.get(), kv_row, ctx.stream());
+
+  // The fused kernel.
+  Dev<float> fq(ctx, q), fk(ctx, k);
+  Dev<T> fkc(n_slots * kv_row), fvc(n_slots * kv_row);
+  fkc.poison(ctx);
+  fvc.poison(ctx);
+  const bool swap = ctx.teeth() && norms;
+  const float* q_norm = norms ? (swap ? dkw.get() : dqw.get()) : nullptr;
+  const float* k_norm = norms ? (swap ? dqw.get() : dkw.get()) : nullptr;
+  const bool fused_neox = ctx.teeth() && !norms ? !neox : neox;
+  kernels::qk_prologue(paged(fkc, fvc), step, fq.get(), fk.get(), dv.get(), n_heads, q_norm, k_norm,
+                       kEps, n_rot, fused_neox, dfreq.get(), ctx.stream());
+  ctx.sync();
+
+  const double mismatches = bit_mismatches(fq.download(ctx), pq.download(ctx)) +
+                            bit_mismatches(fk.download(ctx), pk.download(ctx)) +
+                            cache_mismatches(fkc.download(ctx), pkc.download(ctx)) +
+                            cache_mismatches(fvc.download(ctx), pvc.download(ctx));
+  ctx.add({"qk_prologue",
+           shape_str({n_tokens, n_heads, n_kv_heads, head_dim}) + " rot " + std::to_string(n_rot) +
+               (neox ? " neox" : " normal") + (norms ? " norms" : ""),
+           std::string(dtype_name(dtype)), "bits", mismatches, 0.0,
+           !ctx.teeth() ? ""
+           : norms      ? "q and k norm weights swapped"
+                        : "pair layout swapped"});
+}
+
+}  // namespace
+
+void check_qk_prologue(Context& ctx) {
+  if (!ctx.wants("qk_prologue")) return;
+  check_one<uint16_t>(ctx, DType::f16, 2, 32, 8, 128, 128, true, true);  // 8B decode
+  check_one<uint16_t>(ctx, DType::f16, 77, 16, 8, 128, 128, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 5, 8, 1, 256, 256, true, true);  // gemma3
+  check_one<uint16_t>(ctx, DType::bf16, 9, 16, 4, 256, 64, true, true);  // partial rotary
+  check_one<float>(ctx, DType::f32, 33, 14, 2, 64, 64, false, false);    // llama: no norms
+  check_one<float>(ctx, DType::f32, 3, 6, 2, 100, 100, true, true);      // dims not a 4-multiple
+}
+
+}  // namespace memra::kernel_check
