@@ -86,6 +86,33 @@ void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
 
+// The streaming decode kernel (matmul_decode_stream.cu, 1..kStreamTokens tokens, tiled Q4_K,
+// Q6_K and Q8_0): up to kStreamMaxOuts matrices of one dtype over the same x, whose records form
+// one stream (output o's records are [out[o].rec_begin, out[o + 1].rec_begin)). counters and
+// partials live in matmul.cu's scratch, sized for kStreamMaxBlocksPerSm blocks of
+// kStreamWarpsPerBlock warps on every SM (stream_slots).
+constexpr int kStreamTokens = 8;
+constexpr int kStreamMaxOuts = 4;
+constexpr int kStreamMaxBlocksPerSm = 3;
+constexpr int kStreamWarpsPerBlock = 8;
+struct StreamOut {
+  const uint8_t* w = nullptr;  // tiled records
+  int n_out = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t rec_begin = 0;
+};
+struct StreamArgs {
+  MatmulArgs x;  // x's fields (xh, xsum, xinv, n_in, n_tokens); w and y unused
+  StreamOut out[kStreamMaxOuts];
+  int n_outs = 0;
+  int64_t n_records = 0;
+  int* counters = nullptr;    // [slot], zero on entry and on exit
+  float* partials = nullptr;  // [slot][chunk][token][16 rows]
+};
+template <DType D>
+void launch_decode_stream(const StreamArgs& args, int sms, cudaStream_t stream);
+
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \
   X(DType::f16) X(DType::bf16) X(DType::q8_0) X(DType::q4_0) X(DType::q4_1) X(DType::q5_0) \

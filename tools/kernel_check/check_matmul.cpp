@@ -282,6 +282,55 @@ void check_shared_x(Context& ctx) {
   }
 }
 
+// Several tiled K-quant outputs of one x in one matmul_shared_x call (the streaming decode kernel:
+// one launch per dtype over all of its outputs' records, tiles cut between warps, a partial last
+// tile) == each weight alone in the ggml layout (the tile-per-row-block kernels), bit for bit.
+void check_streamed(Context& ctx) {
+  const int64_t n_in = 1024;
+  constexpr int kOuts = 6;
+  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::q4_k,
+                              DType::q8_0, DType::q4_k, DType::q6_k};
+  const int64_t outs_n[kOuts] = {304, 80, 48, 33, 16, 1000};
+  for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{8}}) {
+    const std::vector<float> x = ctx.uniform(n_tokens * n_in);
+    Dev<float> dx(ctx, x);
+    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+    std::vector<Dev<uint8_t>> ggml, tiled;
+    std::vector<Dev<float>> got, want;
+    std::vector<kernels::MatmulOut> outs;
+    for (int i = 0; i < kOuts; ++i) {
+      ggml.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
+      tiled.emplace_back(kernels::matmul_tiled_bytes(types[i], n_in, outs_n[i]));
+      kernels::matmul_tile(types[i], ggml.back().get(), n_in, outs_n[i], tiled.back().get(),
+                           ctx.stream());
+      if (ctx.teeth() && i == 2) {  // quant bits of the third output's first record
+        std::vector<uint8_t> bytes = tiled.back().download(ctx);
+        for (size_t b = 0; b < 512; ++b) bytes[b] ^= 0x01;
+        tiled.back().upload(ctx, bytes);
+      }
+      got.emplace_back(n_tokens * outs_n[i]);
+      want.emplace_back(n_tokens * outs_n[i]);
+      got.back().poison(ctx);
+      want.back().poison(ctx);
+    }
+    for (int i = 0; i < kOuts; ++i)
+      outs.push_back({types[i], tiled[i].get(), outs_n[i], got[i].get(), outs_n[i],
+                      kernels::WeightLayout::tiled});
+    kernels::matmul_shared_x(outs.data(), kOuts, n_in, dx.get(), n_tokens, scratch.get(),
+                             ctx.stream());
+    for (int i = 0; i < kOuts; ++i)
+      kernels::matmul(types[i], ggml[i].get(), n_in, outs_n[i], dx.get(), n_tokens, want[i].get(),
+                      outs_n[i], scratch.get(), ctx.stream());
+    ctx.sync();
+    double bad = 0;
+    for (int i = 0; i < kOuts; ++i)
+      bad += bit_mismatches(got[i].download(ctx), want[i].download(ctx));
+    ctx.add({"matmul streamed",
+             "Q4_K+Q6_K+Q4_K+Q8_0+Q4_K+Q6_K tiled " + shape_str({n_tokens, n_in}), "mixed", "bits",
+             bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+  }
+}
+
 }  // namespace
 
 void check_matmul(Context& ctx) {
@@ -303,6 +352,7 @@ void check_matmul(Context& ctx) {
     check_invariance(ctx, dtype, 1024, 160);
   }
   check_shared_x(ctx);
+  check_streamed(ctx);
   check_tiled_model_shapes(ctx);
 }
 

@@ -1,0 +1,90 @@
+// Private to kernels/matmul: one warp's chunk partial p_c (matmul.cu's canonical order) of one
+// 16-row tile over tiled weights (tiled.cuh), shared by the decode kernels that read records from
+// global memory (matmul_decode_tiled.cu) and from a shared-memory ring (matmul_decode_stream.cu),
+// so both compute every partial with the same instructions on the same operands.
+#pragma once
+
+#include "kernels/matmul/decode_common.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/weight_frag.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+// A lane's part of one tile record: its quants for the chunk's 16 steps and its rows' heads.
+// `rec` may point to global or shared memory.
+template <DType D>
+struct LaneChunk {
+  using T = Tiled<D>;
+  typename T::Quad quad[4];
+  typename T::Head head[2];  // rows g and g + 8
+
+  __device__ __forceinline__ void load(const uint8_t* rec, int lane) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) quad[u] = T::load(rec, u, lane);
+    head[0] = T::head(rec, lane >> 2);
+    head[1] = T::head(rec, (lane >> 2) + 8);
+  }
+};
+
+// acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
+// tile in step order (the whole chunk for F16/BF16, one scale group for quantized types).
+template <DType D, int kNT, int kSteps>
+__device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D>& cur,
+                                          const uint2* b1, int g, int t, int k0, int s0,
+                                          float (&acc)[kNT][4]) {
+#pragma unroll
+  for (int u = 0; u < kSteps; ++u) {
+    const int s = s0 + u;
+    uint32_t af[4];
+    Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
+      mma_f16(acc[n], af, b.x, b.y);
+    }
+  }
+}
+
+// The chunk at k0 of the lane's tile: acc[n] = p_c for token tile n (from +0). b1: the x
+// fragments of the chunk's 16 steps when kNT == 1 (one token tile), else unused.
+template <DType D, int kNT>
+__device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChunk<D>& cur,
+                                              const uint2* b1, int lane, int k0,
+                                              float (&acc)[kNT][4]) {
+  using T = Tiled<D>;
+  constexpr int kGroupSteps = T::kGroup / 16;
+  constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
+  const int g = lane >> 2, t = lane & 3;
+  if constexpr (!T::kScaled) {
+    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc);
+  } else {
+    // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
+    float2 own[2][kGroups / 4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int i = 0; i < kGroups / 4; ++i) own[h][i] = T::scale(cur.head[h], 4 * i + t);
+    }
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      const int src = (lane & ~3) | (j & 3);
+      float2 sc[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        sc[h].x = __shfl_sync(0xffffffffu, own[h][j >> 2].x, src);
+        sc[h].y = T::kBias ? __shfl_sync(0xffffffffu, own[h][j >> 2].y, src) : 0.0f;
+      }
+      float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
+      if constexpr (T::kBias) {
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
+      }
+      float grp[kNT][4] = {};
+      mma_steps<D, kNT, kGroupSteps>(a, cur, b1, g, t, k0, j * kGroupSteps, grp);
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[n], grp[n], sc[0], sc[1], xs[n]);
+    }
+  }
+}
+
+}  // namespace memra::kernels::matmul_detail

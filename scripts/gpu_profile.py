@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Where a decode step's GPU time goes: runs `memra bench` under Nsight Compute (ncu, clocks left
+alone: --clock-control none) over a window of kernel launches in the middle of the decode phase,
+and prints one row per kernel: launches, total and per-step microseconds, share of the window.
+ncu runs kernels one at a time (no overlap from programmatic dependent launch, no graph replay
+timing), so the sum is the serialized kernel time of a step, not its wall time: use it to rank
+kernels, and `memra bench` for the step time itself.
+
+    scripts/gpu_profile.py --bin .device/bin --model /tmp/memra-synth/qwen3-8b-q4_k_m.gguf
+
+A decode step is counted by its last kernel (argmax_rows by default: greedy bench steps end
+with it).
+"""
+import argparse
+import collections
+import csv
+import glob
+import io
+import os
+import shutil
+import subprocess
+import sys
+
+
+def find_ncu():
+    path = shutil.which("ncu")
+    if path:
+        return path
+    found = sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu") +
+                   glob.glob("/usr/local/cuda*/bin/ncu"))
+    if not found:
+        sys.exit("gpu_profile: ncu (Nsight Compute) not found")
+    return found[-1]
+
+
+def short_name(name):
+    # "void memra::kernels::(anonymous namespace)::foo<...>(args)" -> "foo<...>"
+    name = name.split("(")[0] if not name.startswith("void ") else name[5:].split("(")[0]
+    for prefix in ("memra::kernels::", "(anonymous namespace)::", "matmul_detail::", "detail::"):
+        name = name.replace(prefix, "")
+    return name[:90]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="folder with the memra executable")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--skip", type=int, default=4000, help="launches skipped (load, prefill)")
+    ap.add_argument("--count", type=int, default=1500, help="launches profiled")
+    ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
+    ap.add_argument("--bench-args", default="-p 16 -n 64 -r 1 -c 1")
+    args = ap.parse_args()
+    cmd = [find_ncu(), "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
+           "--launch-skip", str(args.skip), "--launch-count", str(args.count),
+           os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
+           *args.bench_args.split()]
+    print("$", " ".join(cmd), flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None:
+        print(out.stdout[-3000:], out.stderr[-3000:], sep="\n")
+        sys.exit("gpu_profile: no ncu results")
+    total = collections.Counter()
+    count = collections.Counter()
+    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(row["Metric Value"].replace(",", ""))
+        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(row["Metric Unit"], 1.0)
+        name = short_name(row["Kernel Name"])
+        total[name] += value * scale
+        count[name] += 1
+    steps = sum(c for n, c in count.items() if args.step_kernel in n) or 1
+    window = sum(total.values())
+    print(f"{sum(count.values())} launches, {steps} steps (by '{args.step_kernel}'), "
+          f"{window:.1f} us serialized kernel time, {window / steps:.1f} us per step")
+    print(f"{'kernel':90s} {'launches':>8s} {'us/step':>9s} {'us/launch':>9s} {'share':>6s}")
+    for name, us in total.most_common():
+        print(f"{name:90s} {count[name]:8d} {us / steps:9.1f} {us / count[name]:9.2f} "
+              f"{100 * us / window:5.1f}%")
+
+
+if __name__ == "__main__":
+    main()
