@@ -30,10 +30,7 @@
 // - F32 weights take a separate exact path (test fixtures): FFMA over a lane-strided partition
 //   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
@@ -45,7 +42,6 @@
 namespace memra::kernels {
 namespace {
 
-using matmul_detail::kChunk;
 using matmul_detail::kDecodeTokens;
 using matmul_detail::MatmulArgs;
 using matmul_detail::pack_f16;
@@ -64,44 +60,17 @@ bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
          (n_tokens > kWgmmaMinTokens && row_blocks >= 96);
 }
 
-// SMs of the current device, read once per device.
-int device_sms() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-  if (dev < kMaxDevices && cache[dev].load(std::memory_order_relaxed) > 0)
-    return cache[dev].load(std::memory_order_relaxed);
-  int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-    fail(ErrorCode::internal, "matmul: cannot read the SM count of device {}", dev);
-  if (dev < kMaxDevices) cache[dev].store(sms, std::memory_order_relaxed);
-  return sms;
-}
-
-// The streaming decode kernel's slots (one per warp it may launch).
-int64_t stream_slots() {
-  return int64_t{matmul_detail::kStreamMaxBlocksPerSm} * matmul_detail::kStreamWarpsPerBlock *
-         device_sms();
-}
-
 // Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
-// the wgmma kernel), the group sums, the row scales, then (decode batches, for the streaming
-// kernel) the cut tiles' counters and chunk partials.
+// the wgmma kernel), then the group sums, then the row scales.
 struct ScratchLayout {
-  int64_t xsum_stride, xh_bytes, xp_bytes, xsum_bytes, xinv_bytes, slots, counter_bytes;
-  int64_t partial_bytes;
+  int64_t xsum_stride, xh_bytes, xp_bytes, xsum_bytes;
   ScratchLayout(int64_t n_tokens, int64_t n_in)
       : xsum_stride((n_in + 31) / 32),
         xh_bytes(round16(n_tokens * n_in * 2)),
         xp_bytes(n_tokens > kWgmmaMinTokens ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
-        xsum_bytes(round16(n_tokens * xsum_stride * 4)),
-        xinv_bytes(round16(n_tokens * 4)),
-        slots(n_tokens <= matmul_detail::kStreamTokens ? stream_slots() : 0),
-        counter_bytes(round16(slots * 4)),
-        partial_bytes(slots * ((n_in + kChunk - 1) / kChunk) * n_tokens * 16 * 4) {}
-  int64_t total() const {
-    return xh_bytes + xp_bytes + xsum_bytes + xinv_bytes + counter_bytes + partial_bytes;
+        xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
+  int64_t total(int64_t n_tokens) const {
+    return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
   }
   static int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
 };
@@ -115,11 +84,8 @@ constexpr int kXThreads = 256;
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
                     uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
-                    float* __restrict__ xinv, int* __restrict__ counters, int n_counters) {
+                    float* __restrict__ xinv) {
   detail::wait_for_inputs();
-  if (blockIdx.x == 0) {  // the streaming decode kernel's counters start every call at zero
-    for (int i = threadIdx.x; i < n_counters; i += kXThreads) counters[i] = 0;
-  }
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
@@ -270,60 +236,6 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// MEMRA_STREAM_DECODE=0 sends 1-8 token batches of tiled K-quant matrices to the tile-per-block
-// decode kernel instead of the streaming one (A/B measurements; the outputs are bit-identical).
-bool stream_decode_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MEMRA_STREAM_DECODE");
-    if (!v || std::string_view(v) == "1") return true;
-    if (std::string_view(v) == "0") return false;
-    fail(ErrorCode::invalid_argument, "MEMRA_STREAM_DECODE={} is not 0 or 1", v);
-  }();
-  return enabled;
-}
-
-constexpr int kMaxSharedOuts = 16;  // matmul_shared_x calls that stream (q, gate, k, v: 4)
-
-bool streams(const MatmulOut& o) {
-  return o.layout == WeightLayout::tiled && o.n_out > 0 &&
-         (o.wtype == DType::q4_k || o.wtype == DType::q6_k || o.wtype == DType::q8_0);
-}
-
-// One streaming launch per dtype (and per kStreamMaxOuts outputs) for the tiled K-quant outputs;
-// streamed[i] marks the outputs it took.
-void launch_streamed(const MatmulOut* outs, int n_outs, const MatmulArgs& x, int* counters,
-                     float* partials, bool* streamed, cudaStream_t stream) {
-  const int sms = device_sms();
-  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
-    matmul_detail::StreamArgs args;
-    args.x = x;
-    args.counters = counters;
-    args.partials = partials;
-    auto flush = [&] {
-      if (args.n_outs == 0) return;
-      if (d == DType::q4_k) matmul_detail::launch_decode_stream<DType::q4_k>(args, sms, stream);
-      if (d == DType::q6_k) matmul_detail::launch_decode_stream<DType::q6_k>(args, sms, stream);
-      if (d == DType::q8_0) matmul_detail::launch_decode_stream<DType::q8_0>(args, sms, stream);
-      args.n_outs = 0;
-      args.n_records = 0;
-    };
-    const int64_t n_chunks = x.n_in / kChunk;
-    for (int i = 0; i < n_outs; ++i) {
-      if (outs[i].wtype != d || !streams(outs[i])) continue;
-      matmul_detail::StreamOut& so = args.out[args.n_outs++];
-      so.w = static_cast<const uint8_t*>(outs[i].w);
-      so.n_out = static_cast<int>(outs[i].n_out);
-      so.y = outs[i].y;
-      so.ldy = outs[i].ldy;
-      so.rec_begin = args.n_records;
-      args.n_records += (outs[i].n_out + 15) / 16 * n_chunks;
-      streamed[i] = true;
-      if (args.n_outs == matmul_detail::kStreamMaxOuts) flush();
-    }
-    flush();
-  }
-}
-
 }  // namespace
 
 bool matmul_supports(DType wtype) {
@@ -340,7 +252,7 @@ bool matmul_supports(DType wtype) {
 
 size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
   if (n_tokens <= 0 || n_in <= 0) return 0;
-  return static_cast<size_t>(ScratchLayout(n_tokens, n_in).total());
+  return static_cast<size_t>(ScratchLayout(n_tokens, n_in).total(n_tokens));
 }
 
 namespace {
@@ -393,31 +305,14 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
   auto* xinv =
       reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
-  auto* counters = reinterpret_cast<int*>(reinterpret_cast<uint8_t*>(xinv) + layout.xinv_bytes);
-  auto* partials =
-      reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(counters) + layout.counter_bytes);
-  bool streamed[kMaxSharedOuts] = {};
-  const bool stream_any = n_tokens <= matmul_detail::kStreamTokens && stream_decode_enabled() &&
-                          n_outs <= kMaxSharedOuts;
   if (any_mma || any_wgmma) {  // x converted once for every output
     detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x, in,
                    any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
-                   static_cast<int>(layout.xsum_stride), xinv, counters,
-                   stream_any ? static_cast<int>(layout.slots) : 0);
-  }
-  if (stream_any) {
-    MatmulArgs x_args;
-    x_args.xh = xh;
-    x_args.xsum = xsum;
-    x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
-    x_args.xinv = xinv;
-    x_args.n_in = in;
-    x_args.n_tokens = static_cast<int>(n_tokens);
-    launch_streamed(outs, n_outs, x_args, counters, partials, streamed, stream);
+                   static_cast<int>(layout.xsum_stride), xinv);
   }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
-    if (o.n_out == 0 || (stream_any && streamed[i])) continue;
+    if (o.n_out == 0) continue;
     const int out = static_cast<int>(o.n_out);
     if (o.wtype == DType::f32) {
       const unsigned blocks = static_cast<unsigned>((o.n_out + kF32Warps - 1) / kF32Warps);

@@ -78,6 +78,10 @@ template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
+// One token over tiled Q4_K, Q6_K or Q8_0, scale groups in the mma's columns
+// (matmul_decode_single.cu); the same outputs as launch_decode_tiled, bit for bit.
+template <DType D>
+void launch_decode_single(const MatmulArgs& args, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
@@ -85,33 +89,6 @@ void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // The same for tiled Q4_K, Q6_K and Q8_0 (matmul_prefill_wgmma_quant.cu).
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
-
-// The streaming decode kernel (matmul_decode_stream.cu, 1..kStreamTokens tokens, tiled Q4_K,
-// Q6_K and Q8_0): up to kStreamMaxOuts matrices of one dtype over the same x, whose records form
-// one stream (output o's records are [out[o].rec_begin, out[o + 1].rec_begin)). counters and
-// partials live in matmul.cu's scratch, sized for kStreamMaxBlocksPerSm blocks of
-// kStreamWarpsPerBlock warps on every SM (stream_slots).
-constexpr int kStreamTokens = 8;
-constexpr int kStreamMaxOuts = 4;
-constexpr int kStreamMaxBlocksPerSm = 3;
-constexpr int kStreamWarpsPerBlock = 8;
-struct StreamOut {
-  const uint8_t* w = nullptr;  // tiled records
-  int n_out = 0;
-  float* y = nullptr;
-  int64_t ldy = 0;
-  int64_t rec_begin = 0;
-};
-struct StreamArgs {
-  MatmulArgs x;  // x's fields (xh, xsum, xinv, n_in, n_tokens); w and y unused
-  StreamOut out[kStreamMaxOuts];
-  int n_outs = 0;
-  int64_t n_records = 0;
-  int* counters = nullptr;    // [slot], zero on entry and on exit
-  float* partials = nullptr;  // [slot][chunk][token][16 rows]
-};
-template <DType D>
-void launch_decode_stream(const StreamArgs& args, int sms, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

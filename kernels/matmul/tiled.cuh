@@ -73,12 +73,17 @@ struct Tiled<DType::q4_k> {
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     return ld_u128(rec + 512 * u + 16 * lane);
   }
+  // Registers 0 and 2 take their nibbles from bits 0..3 (of w, and of w >> 8) as exact_f16x2
+  // does; registers 1 and 3 read bits 4..7 in place: 0x6400 | 16q is the f16 1024 + 16q, and
+  // (1024 + 16q) / 16 - 64 = q exactly in one fma. The same f16 values as nibble_reg, with one
+  // shift a step instead of three.
   static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
-    const uint32_t w = word_of(q, v);
-    af[0] = nibble_reg<0, 0>(w, 0u);
-    af[1] = nibble_reg<0, 1>(w, 0u);
-    af[2] = nibble_reg<0, 2>(w, 0u);
-    af[3] = nibble_reg<0, 3>(w, 0u);
+    const uint32_t w = word_of(q, v), w8 = w >> 8;
+    const __half2 sixteenth = __float2half2_rn(0.0625f), minus64 = __float2half2_rn(-64.0f);
+    af[0] = exact_f16x2<0>(w & 0x000f000fu);
+    af[1] = h2_bits(__hfma2(bits_h2((w & 0x00f000f0u) | 0x64006400u), sixteenth, minus64));
+    af[2] = exact_f16x2<0>(w8 & 0x000f000fu);
+    af[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00f000f0u) | 0x64006400u), sixteenth, minus64));
   }
   using Head = uint4;  // d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
   static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {

@@ -282,10 +282,10 @@ void check_shared_x(Context& ctx) {
   }
 }
 
-// Several tiled K-quant outputs of one x in one matmul_shared_x call (the streaming decode kernel:
-// one launch per dtype over all of its outputs' records, tiles cut between warps, a partial last
-// tile) == each weight alone in the ggml layout (the tile-per-row-block kernels), bit for bit.
-void check_streamed(Context& ctx) {
+// Several tiled K-quant outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the tiled
+// decode kernels, a partial last tile) == each weight alone in the ggml layout (the ggml decode
+// kernels), bit for bit.
+void check_tiled_shared_x(Context& ctx) {
   const int64_t n_in = 1024;
   constexpr int kOuts = 6;
   const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::q4_k,
@@ -325,7 +325,7 @@ void check_streamed(Context& ctx) {
     double bad = 0;
     for (int i = 0; i < kOuts; ++i)
       bad += bit_mismatches(got[i].download(ctx), want[i].download(ctx));
-    ctx.add({"matmul streamed",
+    ctx.add({"matmul tiled shared x",
              "Q4_K+Q6_K+Q4_K+Q8_0+Q4_K+Q6_K tiled " + shape_str({n_tokens, n_in}), "mixed", "bits",
              bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
   }
@@ -352,7 +352,7 @@ void check_matmul(Context& ctx) {
     check_invariance(ctx, dtype, 1024, 160);
   }
   check_shared_x(ctx);
-  check_streamed(ctx);
+  check_tiled_shared_x(ctx);
   check_tiled_model_shapes(ctx);
 }
 

@@ -1,0 +1,133 @@
+// The one-token decode matmul over tiled K-quant weights (Q4_K, Q6_K, Q8_0): the group sums of a
+// chunk land in the mma's N columns instead of tokens.
+//
+// Why. With tokens in N (matmul_decode_tiled.cu), a one-token decode uses one column of eight:
+// every lane still runs each scale group's scaling (8 FMA on four accumulators, of which one lane
+// in four holds the real token), its two scale shuffles and its x group-sum loads, eight or
+// sixteen times a chunk, and loads 16 x fragments of which it uses the token's. Measured on the
+// H200 that is ~750 instructions a warp per 4 KB of Q4_K weights: the kernel is bound by
+// instruction issue at a third of copy bandwidth.
+//
+// Here column j of the step's B fragment holds the token's x where step s belongs to group
+// 8 * set + j (zeros elsewhere), so after the chunk's 16 steps, accumulator set `set` holds
+// s_(8 set + j) of every row in column j: each group's chain of its own steps from +0, on the same
+// operands as before (the zero columns of other steps add exact zeros). Lane t of a quad then
+// holds groups 2t and 2t + 1 of its rows g and g + 8, decodes their scales itself, and the chunk
+// partial p = fma(scale_j, s_j, p) (then fma(bias_j, xsum_j, p)) walks the groups in order from
+// lane 0 to lane 3 of the quad with one shuffle per lane: matmul.cu's canonical order, so the
+// outputs are bit-identical to every other kernel's (kernel-check compares them).
+#include <cstdlib>
+#include <string_view>
+
+#include "kernels/launch.cuh"
+#include "kernels/matmul/tiled_chunk.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+using Sum = ChunkSum<kWarps, 16, 1>;
+
+template <DType D, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) single_decode_kernel(const MatmulArgs a) {
+  using T = Tiled<D>;
+  detail::wait_for_inputs(detail::Trigger::late);
+  static_assert(T::kScaled, "groups as columns needs scale groups");
+  constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
+  constexpr int kSets = kChunk / T::kGroup / 8;  // accumulator tiles of 8 groups: 1 or 2
+  __shared__ __align__(16) float part[Sum::kSmemFloats];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int n_chunks = a.n_in / kChunk;
+  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
+  const uint8_t* tile = a.w + static_cast<int64_t>(blockIdx.x) * n_chunks * T::kBytes;
+  Sum sum{part};
+
+  for (int r = 0; r < n_rounds; ++r) {
+    const int c = r * kWarps + warp;
+    if (c < n_chunks) {
+      const int k0 = c * kChunk;
+      LaneChunk<D> cur;
+      cur.load(tile + static_cast<int64_t>(c) * T::kBytes, lane);
+      // This lane's x fragments: the steps of the groups in column g (one per set).
+      uint2 xf[kSets][kGroupSteps];
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+        for (int u = 0; u < kGroupSteps; ++u)
+          xf[set][u] = x_frag(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
+      }
+      float s[kSets][4] = {};
+#pragma unroll
+      for (int st = 0; st < kChunk / 16; ++st) {
+        const int grp = st / kGroupSteps, set = grp / 8, col = grp % 8, u = st % kGroupSteps;
+        uint32_t af[4];
+        T::frag(cur.quad[st >> 2], st & 3, af);
+        const bool mine = g == col;
+        mma_f16(s[set], af, mine ? xf[set][u].x : 0u, mine ? xf[set][u].y : 0u);
+      }
+      // The chunk partial of rows g, g + 8: groups in order, lane t applying 2t and 2t + 1.
+      float2 xs[kSets] = {};
+      if constexpr (T::kBias) {
+#pragma unroll
+        for (int set = 0; set < kSets; ++set)
+          xs[set] = *reinterpret_cast<const float2*>(a.xsum + (k0 >> 5) + 8 * set + 2 * t);
+      }
+      float p[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        float2 sc[2][2];  // [row g / g + 8][group 2t / 2t + 1]: {scale, bias}
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) sc[h][i] = T::scale(cur.head[h], 8 * set + 2 * t + i);
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (t == q) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const float x_sum = i == 0 ? xs[set].x : xs[set].y;
+              p[0] = fmaf(sc[0][i].x, s[set][i], p[0]);
+              if constexpr (T::kBias) p[0] = fmaf(sc[0][i].y, x_sum, p[0]);
+              p[1] = fmaf(sc[1][i].x, s[set][2 + i], p[1]);
+              if constexpr (T::kBias) p[1] = fmaf(sc[1][i].y, x_sum, p[1]);
+            }
+          }
+          const int src = (lane & ~3) | q;
+          p[0] = __shfl_sync(0xffffffffu, p[0], src);
+          p[1] = __shfl_sync(0xffffffffu, p[1], src);
+        }
+      }
+      if (t == 0) {  // every lane of the quad holds the partial now
+        float* mine = part + ((r & 1) * kWarps + warp) * Sum::kPartFloats;
+        mine[g] = p[0];
+        mine[g + 8] = p[1];
+      }
+    }
+    __syncthreads();  // round r's partials are all written
+    sum.fold(r, n_chunks);
+  }
+  detail::let_dependents_start();  // Trigger::late: only the writes are left
+  sum.write(a, static_cast<int>(blockIdx.x) * 16);
+}
+
+}  // namespace
+
+template <DType D>
+void launch_decode_single(const MatmulArgs& a, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
+  static const bool four = [] {
+    const char* v = std::getenv("MEMRA_SINGLE_DECODE");
+    return v && std::string_view(v) == "4";
+  }();
+  if (four)
+    detail::launch(single_decode_kernel<D, 4>, blocks, kThreads, 0, stream, a);
+  else
+    detail::launch(single_decode_kernel<D, 3>, blocks, kThreads, 0, stream, a);
+}
+
+template void launch_decode_single<DType::q4_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_single<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_single<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+
+}  // namespace memra::kernels::matmul_detail
