@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--skip", type=int, default=4000, help="launches skipped (load, prefill)")
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
-    ap.add_argument("--bench-args", default="-p 16 -n 64 -r 1 -c 1")
+    ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
     args = ap.parse_args()
     cmd = [find_ncu(), "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
            "--launch-skip", str(args.skip), "--launch-count", str(args.count),
