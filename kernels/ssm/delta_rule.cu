@@ -65,6 +65,26 @@ __device__ __forceinline__ float l2_inv(const float (&x)[kRows], double scale) {
   return static_cast<float>(scale / sqrt(static_cast<double>(ss) + 1e-6));
 }
 
+// This lane's entries of the warp's columns of S (rows past k_dim, columns past v_dim read as 0
+// and are never written): loads them, or with kStore stores them.
+template <int kRows, bool kStore>
+__device__ __forceinline__ void state_io(float (&S)[kRows][kCols], float* Sg, int k_dim, int v_dim,
+                                         int col0) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const int i = r * 32 + lane, j = col0 + c;
+      const bool inside = i < k_dim && j < v_dim;
+      if constexpr (kStore) {
+        if (inside) Sg[int64_t{i} * v_dim + j] = S[r][c];
+      } else {
+        S[r][c] = inside ? Sg[int64_t{i} * v_dim + j] : 0.0f;
+      }
+    }
+}
+
 template <int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     gated_delta_rule_kernel(const int32_t* positions, const int32_t* seq_begin,
@@ -84,13 +104,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t v_off = 2 * int64_t{nk} * k_dim + int64_t{hv} * v_dim;
   float* Sg = state + (static_cast<int64_t>(state_slots[s]) * nv + hv) * k_dim * v_dim;
   float S[kRows][kCols];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      const int i = r * 32 + lane, j = col0 + c;
-      S[r][c] = i < k_dim && j < v_dim ? Sg[int64_t{i} * v_dim + j] : 0.0f;
-    }
+  state_io<kRows, false>(S, Sg, k_dim, v_dim, col0);
   const double q_scale = 1.0 / sqrt(static_cast<double>(k_dim));
   const double A_h = A[hv], dt_h = dt_bias[hv];
   TokenIn<kRows> next;
@@ -143,13 +157,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int c = 0; c < kCols; ++c)
       if (lane == c && col0 + c < v_dim) ot[col0 + c] = o[c];
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      const int i = r * 32 + lane, j = col0 + c;
-      if (i < k_dim && j < v_dim) Sg[int64_t{i} * v_dim + j] = S[r][c];
-    }
+  state_io<kRows, true>(S, Sg, k_dim, v_dim, col0);
 }
 
 template <int kRows>
