@@ -162,6 +162,9 @@ struct StepDev {
                                           // sequence's tokens are contiguous
   const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
   int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
+  // Read by the linear-attention kernels only (kernels/ssm):
+  const int32_t* seq_begin = nullptr;    // [n_seqs + 1] first token of each sequence, n_tokens last
+  const int32_t* state_slots = nullptr;  // [n_seqs] recurrent-state slot of each sequence
 };
 
 // Writes k, v: [n_tokens rows (stride ld floats) x n_kv_heads x head_dim] into their slots,
@@ -233,5 +236,52 @@ size_t attention_scratch_bytes_max(int head_dim);
 // kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
+
+// ---- linear attention: gated delta-net layers (kernels/ssm) ----------------------------------
+
+// A linear-attention layer's recurrent state is f32 device memory per state slot (step.state_slots
+// names each sequence's slot; the backend checks them on the host): the conv's last kernel - 1
+// inputs [n_slots][kernel - 1][dim] (oldest first) and the delta-rule matrices [n_slots]
+// [n_v_heads][k_dim][v_dim]. A sequence whose first token in the step is at position 0 starts
+// from zeros (its slot's old contents are ignored). These kernels read step.n_tokens, n_seqs,
+// positions, token_seq, seq_begin and state_slots. Every value's arithmetic depends only on its
+// own sequence's tokens and state, in a fixed order, so a sequence's results are bit-identical
+// alone or batched, in any prefill chunking.
+
+// Causal depthwise conv then SiLU: y[t][c] = silu(w[c][k-1] * in[t][c] + sum_{j<k-1} w[c][j] *
+// in[t - (k - 1) + j][c]) (the taps added in that order), where in[] is x within the sequence's
+// tokens of this step and the slot's conv state before them; the state then holds the sequence's
+// last k - 1 inputs. x, y: [n_tokens x dim], not aliased; w: [dim x kernel] f32.
+void ssm_conv(const StepDev& step, float* conv_state, const float* x, int64_t dim, int kernel,
+              const float* w, float* y, cudaStream_t stream);
+
+struct DeltaRuleShape {
+  int n_k_heads = 0;
+  int n_v_heads = 0;  // a multiple of n_k_heads; v head h reads k head h % n_k_heads
+  int k_dim = 0;
+  int v_dim = 0;
+};
+// The key head sizes gated_delta_rule() has kernels for: 1 to 256 (a state column's rows are
+// spread over one warp's lanes, at most 8 each).
+bool gated_delta_rule_supports(int k_dim);
+
+// The gated delta rule, the recurrent form, each sequence's tokens in order from and into its
+// slot's state. qkv: [n_tokens x (2 n_k k_dim + n_v v_dim)] (q heads, k heads, v heads); a, b:
+// [n_tokens x n_v] raw projections; A: [n_v] (= -exp(A_log)); dt_bias: [n_v]. Per token and v
+// head: q, k l2-normalized (eps 1e-6, q then scaled by k_dim^-0.5), decay = exp(A softplus(a +
+// dt_bias)) and beta = sigmoid(b) (scalars in double, rounded to f32); S = decay S; S += k (beta
+// (v - S^T k))^T; out = S^T q, in f32. out: [n_tokens x n_v v_dim]. Each state column (one v
+// head's value dim) is one warp's, its k_dim rows spread over the lanes: column sums add each
+// lane's rows in order then a fixed xor tree, so their order depends on k_dim alone.
+void gated_delta_rule(const StepDev& step, float* ssm_state, const float* qkv, const float* a,
+                      const float* b, const float* A, const float* dt_bias,
+                      const DeltaRuleShape& shape, float* out, cudaStream_t stream);
+
+// y = x * rsqrt(mean(x^2) + eps) * w * silu(z) over each row of dim (w: [dim]); y may alias x.
+// One warp per row; the sum's order depends on dim only.
+void rms_norm_gated(const float* x, const float* w, const float* z, int64_t n_rows, int64_t dim,
+                    float eps, float* y, cudaStream_t stream);
+// y[i] = y[i] / (1 + exp(-gate[i])) (y times sigmoid(gate)) over n values.
+void sigmoid_mul(float* y, const float* gate, int64_t n, cudaStream_t stream);
 
 }  // namespace memra::kernels

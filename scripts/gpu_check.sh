@@ -97,7 +97,7 @@ if [ "$MODE" != bench8b ]; then
   step device-sampling 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
-    tests/fixtures/models/gemma3)
+    tests/fixtures/models/gemma3 tests/fixtures/models/qwen3_5 tests/fixtures/models/qwen3_5_moe)
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
     GATE+=("$(synth $spec)")
   done

@@ -275,9 +275,15 @@ class Ops {
   virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
 
   // ---- linear attention (Qwen3.5's gated delta-net layers) and gated attention output
-  // True when the four ops below are implemented (the CPU); a model that needs them refuses a
-  // backend without them at load, naming them. Their defaults refuse by name.
+  // True when the four ops below are implemented (the CPU and CUDA backends); a model that needs
+  // them refuses a backend without them at load, naming them. Their defaults refuse by name.
   virtual bool linear_attention_supported() const { return false; }
+  // Whether gated_delta_rule() has a kernel for key heads of k_dim (the CPU: any); checked at load
+  // with the above.
+  virtual bool delta_rule_k_dim_supported(int k_dim) const {
+    (void)k_dim;
+    return true;
+  }
   // Causal depthwise conv over each sequence's tokens, then SiLU: y[t][c] = silu(sum_j
   // w[c][j] * x[t - (kernel - 1) + j][c]), earlier inputs from the slot's conv state (zeros
   // before position 0), which then holds the last kernel - 1 inputs. x, y: [step tokens x dim];

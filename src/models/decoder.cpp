@@ -44,6 +44,11 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
            "the {} backend cannot run {} (its linear-attention layers need the ops ssm_conv, "
            "gated_delta_rule, rms_norm_gated and sigmoid_mul); run it on the CPU (--device cpu)",
            ops_->name(), cfg_.arch);
+    if (!ops_->delta_rule_k_dim_supported(cfg_.ssm_k_dim))
+      fail(ErrorCode::unsupported,
+           "the {} backend has no gated_delta_rule kernel for key heads of {} (this {} model); run "
+           "it on the CPU (--device cpu)",
+           ops_->name(), cfg_.ssm_k_dim, cfg_.arch);
     info_.prefix_cache_unsupported =
         "its linear-attention layers keep a recurrent state per sequence, which cached KV blocks "
         "do not hold (state snapshots at block boundaries are not implemented)";
@@ -115,8 +120,9 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   graph_buckets_.clear();
   if (max_seqs < 1) return {};  // the engine refuses these limits by name
   // Traced steps download activations between ops, which a recording cannot hold; so does the
-  // MoE block (its routing is read on the host).
-  // Hybrid models run on backends without graphs only (the CPU).
+  // MoE block (its routing is read on the host). Hybrid models are never recorded either: a padded
+  // decode step's padding sequences have no state slot, and the linear-attention ops check the
+  // step's slots on the host.
   if (limits.graphs && ops_->graphs_supported() && !trace_ && cfg_.n_expert == 0 &&
       !cfg_.hybrid()) {
     graph_buckets_ = graph_batch_buckets(max_seqs);

@@ -189,12 +189,16 @@ TEST(ModelLoad, Qwen35MtpBlockDoesNotBreakLoading) {
   EXPECT_EQ(model->info().n_layers, 4);
 }
 
-// A backend without the linear-attention ops (the CUDA backend today) is refused at load, by
-// the ops' names, before any weight is uploaded; so is one whose attention lacks a head size.
-class NoLinearAttentionOps final : public Ops {
+// A backend without the linear-attention ops is refused at load, by the ops' names, before any
+// weight is uploaded; so is one whose attention lacks a head size, and one whose delta rule lacks
+// a key head size (both: 32 and wider only).
+class LimitedOps final : public Ops {
  public:
+  explicit LimitedOps(bool linear_attention = false) : linear_attention_(linear_attention) {}
   std::string name() const override { return "test-gpu"; }
   bool attention_head_dim_supported(int head_dim) const override { return head_dim >= 32; }
+  bool linear_attention_supported() const override { return linear_attention_; }
+  bool delta_rule_k_dim_supported(int k_dim) const override { return k_dim >= 32; }
   bool host_memory() const override { return false; }
   DType kv_dtype_default() const override { return DType::f16; }
   void kv_dtype_check(DType) const override {}
@@ -220,20 +224,31 @@ class NoLinearAttentionOps final : public Ops {
   void softcap(float*, float, int64_t) override {}
   void silu_mul(const float*, const float*, int64_t, float*) override {}
   void gelu_tanh_mul(const float*, const float*, int64_t, float*) override {}
+
+ private:
+  bool linear_attention_;
 };
 
 TEST(ModelLoad, Qwen35RefusesABackendWithoutLinearAttentionOps) {
   ModelLoadOptions o;
-  o.ops = std::make_shared<NoLinearAttentionOps>();
+  o.ops = std::make_shared<LimitedOps>();
   expect_refused_by(archive_open(fixture("qwen3_5")), o, ErrorCode::unsupported,
                     {"test-gpu", "gated_delta_rule", "ssm_conv", "--device cpu"});
   EXPECT_THROW(
       o.ops->gated_delta_rule({}, nullptr, nullptr, nullptr, nullptr, nullptr, {}, nullptr), Error);
 }
 
+TEST(ModelLoad, Qwen35RefusesABackendWithoutItsDeltaRuleKeySize) {
+  ModelLoadOptions o;
+  o.ops = std::make_shared<LimitedOps>(/*linear_attention=*/true);
+  // The qwen3_5 fixture's key heads are 16 wide.
+  expect_refused_by(archive_open(fixture("qwen3_5")), o, ErrorCode::unsupported,
+                    {"test-gpu", "gated_delta_rule", "key heads of 16", "--device cpu"});
+}
+
 TEST(ModelLoad, RefusesABackendWithoutAttentionForAHeadDim) {
   ModelLoadOptions o;
-  o.ops = std::make_shared<NoLinearAttentionOps>();
+  o.ops = std::make_shared<LimitedOps>();
   // The gemma4 fixture: 16-wide heads on its sliding layers, 32 on its full ones.
   expect_refused_by(archive_open(fixture("gemma4")), o, ErrorCode::unsupported,
                     {"test-gpu", "head_dim 16", "layer 0", "--device cpu"});

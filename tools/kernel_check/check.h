@@ -115,5 +115,6 @@ void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);
+void check_ssm(Context& ctx);  // ssm_conv, gated_delta_rule, rms_norm_gated, sigmoid_mul
 
 }  // namespace memra::kernel_check

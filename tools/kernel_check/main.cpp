@@ -26,9 +26,12 @@ constexpr const char* kUsage = R"(usage: memra-kernel-check [--seed N] [--filter
                           [--json FILE] [--commit SHA]
 
 Checks every CUDA kernel (elementwise, rms_norm, get_rows, rope, kv_store, attention, matmul,
-argmax_rows, sample_rows) against a CPU reference (double precision; for sample_rows the CPU
-sampler's own chain, bit for bit; qk_prologue against the five kernels it fuses, bit for bit) on fresh random inputs, with outputs poisoned (NaN) first,
-plus bitwise invariances (a row / query alone == the same row inside a batch; attention's split
+argmax_rows, sample_rows, and the linear-attention ssm_conv, gated_delta_rule, rms_norm_gated,
+sigmoid_mul) against a CPU reference (double precision; for sample_rows the CPU sampler's own
+chain, bit for bit; for the linear-attention kernels the CPU backend's ops; qk_prologue against
+the five kernels it fuses, bit for bit) on fresh random inputs, with outputs poisoned (NaN)
+first, plus bitwise invariances (a row / query / sequence alone == the same inside a batch; a
+sequence split over two steps == whole; attention's split
 and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
 error, tolerance, verdict.
 
@@ -36,8 +39,9 @@ error, tolerance, verdict.
   --filter SUBSTR run only the cases whose kernel name contains SUBSTR (e.g. attention, get_rows)
   --teeth         run each case with a deliberately broken variant (wrong eps, rope layout
                   swapped, position off by one, a quant byte flipped on the GPU only, window one
-                  key short, softcap dropped, kv_store into the wrong slot, ...). Every case must
-                  then be RED; exit 0 only when every broken variant was caught.
+                  key short, softcap dropped, kv_store into the wrong slot, a perturbed recurrent
+                  state, ...). Every case must then be RED; exit 0 only when every broken
+                  variant was caught.
   --json FILE     write a receipt: commit, GPU, driver/runtime, command line, seed, results
   --commit SHA    commit recorded in the receipt (default: git rev-parse HEAD, if available)
 
@@ -149,6 +153,7 @@ int main(int argc, char** argv) {
     kc::check_matmul(ctx);
     kc::check_sampling(ctx);
     kc::check_sample_rows(ctx);
+    kc::check_ssm(ctx);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto& results = ctx.results();

@@ -343,6 +343,44 @@ class CudaOps final : public Ops {
     launched("gelu_tanh_mul");
   }
 
+  // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
+  // through alloc(): device memory. The slots are checked on the host from the step's copy (models
+  // with these layers never record graphs, decoder.cpp, so the checks run every step).
+  bool linear_attention_supported() const override { return true; }
+  bool delta_rule_k_dim_supported(int k_dim) const override {
+    return kernels::gated_delta_rule_supports(k_dim);
+  }
+  void ssm_conv(const StateLayerView& state, const float* x, int64_t dim, int kernel,
+                const float* w, float* y) override {
+    if (state.conv_floats != int64_t{kernel - 1} * dim)
+      fail(ErrorCode::internal, "ssm_conv: state of {} floats for kernel {} x {} channels",
+           state.conv_floats, kernel, dim);
+    check_state_slots(state);
+    kernels::ssm_conv(step_, state.conv, x, dim, kernel, w, y, stream());
+    launched("ssm_conv");
+  }
+  void gated_delta_rule(const StateLayerView& state, const float* qkv, const float* a,
+                        const float* b, const float* A, const float* dt_bias,
+                        const DeltaNetParams& params, float* out) override {
+    const kernels::DeltaRuleShape shape{params.n_k_heads, params.n_v_heads, params.k_dim,
+                                        params.v_dim};
+    if (state.ssm_floats != int64_t{shape.n_v_heads} * shape.k_dim * shape.v_dim)
+      fail(ErrorCode::internal, "gated_delta_rule: state of {} floats for {} v heads of {} x {}",
+           state.ssm_floats, shape.n_v_heads, shape.k_dim, shape.v_dim);
+    check_state_slots(state);
+    kernels::gated_delta_rule(step_, state.ssm, qkv, a, b, A, dt_bias, shape, out, stream());
+    launched("gated_delta_rule");
+  }
+  void rms_norm_gated(const float* x, const float* w, const float* z, int64_t n_rows, int64_t dim,
+                      float eps, float* y) override {
+    kernels::rms_norm_gated(x, w, z, n_rows, dim, eps, y, stream());
+    launched("rms_norm_gated");
+  }
+  void sigmoid_mul(float* y, const float* gate, int64_t n) override {
+    kernels::sigmoid_mul(y, gate, n, stream());
+    launched("sigmoid_mul");
+  }
+
   std::string fatal_error() const override { return broken_; }
 
   void memory(uint64_t& free_bytes, uint64_t& total_bytes) const {
@@ -423,6 +461,21 @@ class CudaOps final : public Ops {
 
   cudaGraphExec_t record(const GraphKey& key, const std::function<void()>& forward);
 
+  // Every sequence of the step names a state slot of the layer's cache (the CPU backend's check).
+  void check_state_slots(const StateLayerView& state) const {
+    const int32_t n_seqs = host_step_.n_seqs();
+    if (static_cast<int32_t>(host_step_.state_slots.size()) != n_seqs)
+      fail(ErrorCode::invalid_argument, "the step has {} state slots for {} sequences",
+           host_step_.state_slots.size(), n_seqs);
+    for (int32_t s = 0; s < n_seqs; ++s) {
+      const int32_t slot = host_step_.state_slots[s];
+      if (slot < 0 || slot >= state.n_slots)
+        fail(ErrorCode::invalid_argument,
+             "batch sequence {} has state slot {}, outside the cache's {} state slots", s, slot,
+             state.n_slots);
+    }
+  }
+
   kernels::PagedKv paged(const KvLayerView& kv) const {
     return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim};
   }
@@ -492,8 +545,10 @@ class CudaOps final : public Ops {
   }
   std::map<std::vector<double>, Buffer> rope_tables_;
   Buffer matmul_scratch_, attention_scratch_;
-  // Per-step metadata: host copy (for host-side checks), pinned staging, device copy.
+  // Per-step metadata: host copy (for host-side checks), each sequence's first token (computed
+  // here for the linear-attention kernels), pinned staging, device copy.
   StepLayout host_step_;
+  std::vector<int32_t> seq_begin_;
   PinnedBuffer staging_;
   Buffer step_buffer_;
   // sample_rows: pinned staging and device copy of the parameter lists, work rows, results.
@@ -571,8 +626,20 @@ void CudaOps::step_begin(const StepLayout& step) {
   if (!broken_.empty()) fail(ErrorCode::internal, "the GPU is unusable after: {}", broken_);
   bind();
   host_step_ = step;
-  const std::vector<int32_t>* arrays[] = {&step.tokens,    &step.positions,    &step.slots,
-                                          &step.token_seq, &step.block_tables, &step.logit_rows};
+  // Tokens are grouped by sequence in order (step_layout_build): sequence s spans
+  // [seq_begin_[s], seq_begin_[s + 1]).
+  const int32_t n_seqs = step.n_seqs();
+  seq_begin_.assign(n_seqs + 1, step.n_tokens());
+  for (int32_t t = step.n_tokens() - 1; t >= 0; --t) {
+    const int32_t s = step.token_seq[t];
+    if (s >= 0 && s < n_seqs) seq_begin_[s] = t;
+  }
+  for (int32_t s = n_seqs - 1; s >= 0; --s)
+    seq_begin_[s] = std::min(seq_begin_[s], seq_begin_[s + 1]);
+  const std::vector<int32_t>* arrays[] = {&step.tokens,      &step.positions,    &step.slots,
+                                          &step.token_seq,   &step.block_tables, &step.logit_rows,
+                                          &step.state_slots, &seq_begin_};
+  constexpr int kArrays = sizeof(arrays) / sizeof(arrays[0]);
   size_t total = 0;
   for (const auto* a : arrays) total += (a->size() + 31) / 32 * 32;  // 128-byte aligned parts
   total = std::max<size_t>(total, 32);
@@ -581,9 +648,9 @@ void CudaOps::step_begin(const StepLayout& step) {
   grow(step_buffer_, total * sizeof(int32_t));
   auto* host = static_cast<int32_t*>(staging_.data());
   auto* dev = static_cast<int32_t*>(step_buffer_.data());
-  const int32_t* parts[6];
+  const int32_t* parts[kArrays];
   size_t offset = 0;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < kArrays; ++i) {
     std::memcpy(host + offset, arrays[i]->data(), arrays[i]->size() * sizeof(int32_t));
     parts[i] = dev + offset;
     offset += (arrays[i]->size() + 31) / 32 * 32;
@@ -601,6 +668,8 @@ void CudaOps::step_begin(const StepLayout& step) {
   step_.block_tables = parts[4];
   dev_logit_rows_ = parts[5];
   step_.max_context = step.max_context;
+  step_.state_slots = parts[6];
+  step_.seq_begin = parts[7];
 }
 
 }  // namespace
