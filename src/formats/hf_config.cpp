@@ -460,14 +460,28 @@ void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
     set_f32(md, a + ".attn_logit_softcapping", *cap);
 }
 
+// Gemma 4's mixture-of-experts block (enable_moe_block): every layer routes to top_k_experts of
+// num_experts GeGLU experts of moe_intermediate_size beside its dense MLP. The keys are
+// llama.cpp's (A.expert_count, A.expert_used_count, A.expert_feed_forward_length); like its
+// converter we write no A.expert_weights_norm: Gemma 4 always renormalizes the top-k weights.
+void read_gemma4_moe(HfModelConfig& out, const ConfigReader& r) {
+  const std::string& a = out.arch;
+  const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
+  set_u32(out.metadata, a + ".expert_count", n_expert);
+  set_u32(out.metadata, a + ".expert_used_count", r.req_int("top_k_experts", 1, n_expert));
+  set_u32(out.metadata, a + ".expert_feed_forward_length",
+          r.req_int("moe_intermediate_size", 1, 1 << 22));
+}
+
 // Gemma 4 (text): per-layer head dims and kv heads (per_layer_config, or the older
 // global_head_dim / num_global_key_value_heads), proportional partial rotary on full layers,
-// KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings. Keys beyond
-// gemma3's: A.attention.key_length_swa / value_length_swa (sliding head dim; key_length is the
-// full layers'), A.attention.head_count_kv and A.feed_forward_length as per-layer u32 arrays,
-// A.rope.dimension_count (rotated dims of full layers) and dimension_count_swa,
-// A.attention.shared_kv_layers, A.embedding_length_per_layer_input. attention_k_eq_v has no
-// key: a full layer without attn_v.weight takes V from K (the archive checks the config).
+// KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings, the MoE block
+// beside the MLP (enable_moe_block). Keys beyond gemma3's: A.attention.key_length_swa /
+// value_length_swa (sliding head dim; key_length is the full layers'), A.attention.head_count_kv
+// and A.feed_forward_length as per-layer u32 arrays, A.rope.dimension_count (rotated dims of full
+// layers) and dimension_count_swa, A.attention.shared_kv_layers,
+// A.embedding_length_per_layer_input, and read_gemma4_moe's. attention_k_eq_v has no key: a full
+// layer without attn_v.weight takes V from K (the archive checks the config).
 void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
   const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh")
@@ -478,13 +492,10 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
          *bidi);
   if (r.opt_bool("attention_bias", false))
     fail(ErrorCode::unsupported, "{}: attention_bias = true is not supported for gemma4", r.file);
-  if (r.opt_bool("enable_moe_block", false))
-    fail(ErrorCode::unsupported,
-         "{}: enable_moe_block = true (the Gemma 4 mixture-of-experts block) is not supported yet",
-         r.file);
   const std::string& a = out.arch;
   gguf::Metadata& md = out.metadata;
   const int64_t L = out.n_layer;
+  if (r.opt_bool("enable_moe_block", false)) read_gemma4_moe(out, r);
   const std::vector<bool> sliding = gemma3_sliding_layers(r, L);
   const bool k_eq_v = r.opt_bool("attention_k_eq_v", false);
   out.gemma4_k_eq_v = k_eq_v;
