@@ -1,6 +1,6 @@
 // Model loading refuses what it cannot run, by name: unknown architecture, unknown rope scaling,
-// missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed llama
-// gemma3 and qwen3_moe fixtures (tests/fixtures/models) and breaks one thing at a time.
+// missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed
+// fixtures (tests/fixtures/models) and breaks one thing at a time.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -160,6 +160,35 @@ TEST(ModelLoad, Qwen35MoeFixtureLoads) {
   std::erase_if(b.tensors,
                 [](const TensorView& t) { return t.name == "blk.2.ffn_up_shexp.weight"; });
   expect_refused(std::move(b), ErrorCode::not_found, "blk.2.ffn_up_shexp.weight");
+}
+
+// Gemma 4's MoE block: every layer routes beside its MLP; the block's tensors and its renormalized
+// softmax routing are required by name.
+TEST(ModelLoad, Gemma4MoeFixtureLoadsAndRefusals) {
+  auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("gemma4_moe"))),
+                          cpu_options());
+  EXPECT_EQ(model->info().architecture, "gemma4");
+  EXPECT_EQ(model->info().n_layers, 4);
+  for (const char* name : {"blk.3.ffn_down_exps.scale", "blk.0.ffn_gate_inp.scale",
+                           "blk.2.pre_ffw_norm_2.weight", "blk.1.ffn_gate_up_exps.weight"}) {
+    ModelArchive a = archive_open(fixture("gemma4_moe"));
+    std::erase_if(a.tensors, [&](const TensorView& t) { return t.name == name; });
+    expect_refused(std::move(a), ErrorCode::not_found, name);
+  }
+  ModelArchive b = archive_open(fixture("gemma4_moe"));
+  b.metadata.set("gemma4.expert_weights_norm", gguf::Value::make_bool(false));
+  expect_refused(std::move(b), ErrorCode::unsupported, "gemma4.expert_weights_norm");
+  ModelArchive c = archive_open(fixture("gemma4_moe"));
+  c.metadata.set("gemma4.expert_gating_func", gguf::Value::make_u32(2));  // sigmoid
+  expect_refused(std::move(c), ErrorCode::unsupported, "gemma4.expert_gating_func");
+  ModelArchive d = archive_open(fixture("gemma4_moe"));
+  d.metadata.set("gemma4.expert_feed_forward_length", gguf::Value::make_u32(8));
+  expect_refused(std::move(d), ErrorCode::malformed_file, "blk.0.ffn_gate_up_exps.weight");
+  // The dense fixture said to have experts lacks them, by name.
+  ModelArchive e = archive_open(fixture("gemma4"));
+  for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length"})
+    e.metadata.set(std::string("gemma4.") + key, gguf::Value::make_u32(2));
+  expect_refused(std::move(e), ErrorCode::not_found, "blk.0.ffn_gate_inp.weight");
 }
 
 TEST(ModelLoad, Qwen35Refusals) {
