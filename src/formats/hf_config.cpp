@@ -4,6 +4,7 @@
 // type for gemma3) and layer_types.
 #include "formats/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -478,8 +479,9 @@ void read_gemma4_moe(HfModelConfig& out, const ConfigReader& r) {
 // KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings, the MoE block
 // beside the MLP (enable_moe_block). Keys beyond gemma3's: A.attention.key_length_swa /
 // value_length_swa (sliding head dim; key_length is the full layers'), A.attention.head_count_kv
-// and A.feed_forward_length as per-layer u32 arrays, A.rope.dimension_count (rotated dims of full
-// layers) and dimension_count_swa, A.attention.shared_kv_layers,
+// and A.feed_forward_length as per-layer u32 arrays, A.rope.dimension_count (= key_length; the
+// proportional rope's unrotated pairs are in rope_freqs.weight) and dimension_count_swa,
+// A.attention.shared_kv_layers,
 // A.embedding_length_per_layer_input, and read_gemma4_moe's. attention_k_eq_v has no key: a full
 // layer without attn_v.weight takes V from K (the archive checks the config).
 void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
@@ -616,7 +618,15 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
   }
   set_f32(md, a + ".rope.freq_base", full.positive_float("rope_theta", 1e6));
   set_f32(md, a + ".rope.freq_base_swa", swa.positive_float("rope_theta", 10000.0));
-  set_u32(md, a + ".rope.dimension_count", n_rot);
+  // As llama.cpp's converter: ggml's neox rope can leave only the tail of a head unrotated, while
+  // proportional rope leaves the tail of each half, so the full layers rotate their whole head
+  // (A.rope.dimension_count = key_length) with a per-frequency divisor of 1e30 (frequency ~0) on
+  // the pairs past n_rot / 2, in rope_freqs.weight.
+  set_u32(md, a + ".rope.dimension_count", hd_full);
+  if (n_rot < hd_full) {
+    out.rope_freqs.assign(static_cast<size_t>(hd_full / 2), 1e30f);
+    std::fill_n(out.rope_freqs.begin(), n_rot / 2, 1.0f);
+  }
   set_u32(md, a + ".rope.dimension_count_swa", hd_swa);
   set_u32(md, a + ".attention.sliding_window",
           r.opt_int("sliding_window", 1, kU32Max).value_or(512));

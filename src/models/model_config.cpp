@@ -166,7 +166,8 @@ void read_gemma4_moe(const gguf::Metadata& md, const std::string& a, ModelConfig
 
 // Gemma 4 (text): gemma3's layer structure with per-layer shapes. Full layers: head dim
 // key_length, "proportional" rope (the first rope.dimension_count / 2 of head_dim / 2
-// frequencies rotate, the rest are identity, as transformers' proportional rope); sliding layers:
+// frequencies rotate, the rest are identity, as transformers' proportional rope; or all of them
+// over rope_freqs.weight's divisors, llama.cpp's form of it); sliding layers:
 // key_length_swa and default rope over their whole head. Attention is unscaled (q and k are
 // RMS-normed), V is RMS-normed without a weight. With expert_count, the MoE block in every layer.
 ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
@@ -237,8 +238,13 @@ ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
          "gemma4 partial rotary on sliding layers "
          "({}rope.dimension_count_swa < key_length_swa) is not supported",
          a);
-  std::vector<double> inv(hd_full / 2, 0.0);  // proportional: unrotated pairs have frequency 0
-  for (int i = 0; i < n_rot / 2; ++i) inv[i] = std::pow(base, -2.0 * i / hd_full);
+  // Proportional rope, in either form: rope.dimension_count < key_length (the pairs past it have
+  // frequency 0), or llama.cpp's rope.dimension_count = key_length with rope_freqs.weight
+  // dividing the unrotated pairs' frequencies by 1e30 (hf_config.cpp read_gemma4).
+  const std::vector<float> divisors = rope_divisors(archive, hd_full);
+  std::vector<double> inv(hd_full / 2, 0.0);
+  for (int i = 0; i < n_rot / 2; ++i)
+    inv[i] = std::pow(base, -2.0 * i / hd_full) / (divisors.empty() ? 1.0 : divisors[i]);
   c.rope_global = {RopeLayout::neox, hd_full, std::move(inv)};
   c.rope_local = {RopeLayout::neox, hd_swa, rope_inv_freq(base_swa, hd_swa, 1.0, {})};
   c.attn_scale = read_float(md, a + "attention.scale", 1.0);

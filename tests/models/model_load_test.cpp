@@ -3,6 +3,8 @@
 // fixtures (tests/fixtures/models) and breaks one thing at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -310,6 +312,49 @@ TEST(ModelLoad, RefusesBadMetadataValues) {
   b.metadata.set("gemma3.attention.sliding_window_pattern",
                  gguf::Value::make_array(gguf::ValueType::boolean, {gguf::Value::make_bool(true)}));
   expect_refused(std::move(b), ErrorCode::malformed_file, "sliding_window_pattern");
+}
+
+// The last-position logits of 12 tokens (full layers' rope matters past position 0).
+std::vector<float> gemma4_logits(ModelArchive archive) {
+  auto model = model_load(std::make_shared<const ModelArchive>(std::move(archive)), cpu_options());
+  auto kv = model->kv_cache_create(4, 4);
+  Batch b;
+  for (int32_t i = 0; i < 12; ++i) {
+    b.tokens.push_back(7 + 9 * i);
+    b.positions.push_back(i);
+  }
+  b.seqs = {BatchSeq{0, 12, 0, {0, 1, 2}}};
+  b.logit_tokens = {11};
+  std::vector<float> logits(128);
+  model->forward(b, *kv, logits);
+  return logits;
+}
+
+// Gemma 4's proportional rope reads in both forms: llama.cpp's (rope.dimension_count = the full
+// head, rope_freqs.weight dividing the unrotated pairs' frequencies by 1e30; what the HF archive
+// and our GGUFs now carry) and the older one (dimension_count = the rotated dims, no rope_freqs).
+TEST(ModelForward, Gemma4ProportionalRopeInBothForms) {
+  const ModelArchive hf = archive_open(fixture("gemma4"));
+  ASSERT_NE(hf.find_tensor("rope_freqs.weight"), nullptr);
+  EXPECT_EQ(hf.metadata.get_int("gemma4.rope.dimension_count"), 32);
+  const std::vector<float> want = gemma4_logits(hf);
+  ModelArchive older = hf;
+  std::erase_if(older.tensors, [](const TensorView& t) { return t.name == "rope_freqs.weight"; });
+  older.metadata.set("gemma4.rope.dimension_count", gguf::Value::make_u32(8));  // 0.25 of 32
+  const std::vector<float> got = gemma4_logits(older);
+  float err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  EXPECT_LE(err, 1e-6f * scale);
+  // Teeth: without its divisors every pair of the full layers rotates, and the logits move.
+  ModelArchive whole = hf;
+  std::erase_if(whole.tensors, [](const TensorView& t) { return t.name == "rope_freqs.weight"; });
+  const std::vector<float> rotated = gemma4_logits(whole);
+  float moved = 0;
+  for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(rotated[i] - want[i]));
+  EXPECT_GT(moved, 1e-3f * scale);
 }
 
 TEST(ModelForward, RefusesInconsistentBatches) {
