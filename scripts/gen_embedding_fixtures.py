@@ -19,7 +19,7 @@ import torch
 import transformers
 
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step", "gemma4",
-         "qwen3_5", "qwen3_5_moe"]
+         "qwen3_5", "qwen3_5_moe", "gemma4_moe"]
 
 
 def inputs_of(prompt):

@@ -8,7 +8,9 @@ qwen3_moe_sparse_step does not renormalize and makes every second layer sparse b
 decoder_sparse_step), qwen3_5 (the hybrid stack: gated delta-net linear attention layers around
 a gated full-attention layer with partial rotary, more value heads than key heads so the head
 order matters), qwen3_5_moe (the same stack, every MLP a routed mixture of experts plus a
-sigmoid-gated shared expert), and transformers' float32 reference for them.
+sigmoid-gated shared expert), gemma4_moe (Gemma 4's mixture-of-experts block, as the 26B-A4B
+model: routed GeGLU experts beside every layer's dense MLP, k = v on full layers, no per-layer
+input embeddings, no KV sharing), and transformers' float32 reference for them.
 
 Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
@@ -37,7 +39,13 @@ N_GREEDY = 32
 MATRIX_STD = 0.3  # large enough for clear top-2 gaps (0.15 gave gaps of 6e-4)
 # gemma4's attention is unscaled (q and k are RMS-normed, scaling 1): at 0.3 its greedy run
 # repeats one token 32 times (no teeth); 0.1 gives varied tokens with a 0.0155 top-2 gap.
-MATRIX_STD_OF = {"gemma4": 0.1}
+# gemma4_moe (the routed branch added to every layer) repeated tokens at 0.1 too; 0.07 gives 20
+# distinct greedy tokens with a 0.0092 top-2 gap.
+MATRIX_STD_OF = {"gemma4": 0.1, "gemma4_moe": 0.07}
+# Gemma 4's router input is rms_norm(x) * scale / sqrt(hidden), elements ~0.1: at the matrix std
+# its logits would spread by ~0.07 and the softmax be nearly flat; at 2.0 they spread by ~2, so
+# each token prefers some experts clearly (routing with teeth, no near-ties).
+ROUTER_STD = 2.0
 COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
               num_attention_heads=3, num_key_value_heads=1, head_dim=32,
               max_position_embeddings=256, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2,
@@ -46,7 +54,8 @@ COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=64, num_hidden
 
 # Fixture name -> seed (each fixture's seed is fixed, so adding one leaves the others' bytes).
 FIXTURES = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "qwen3_moe": 1238,
-            "qwen3_moe_sparse_step": 1239, "qwen3_5": 1240, "qwen3_5_moe": 1241, "gemma4": 1241}
+            "qwen3_moe_sparse_step": 1239, "qwen3_5": 1240, "qwen3_5_moe": 1241, "gemma4": 1241,
+            "gemma4_moe": 1242}
 # (gemma4 and qwen3_5_moe were added on separate branches with the same seed; both keep it, so
 # neither fixture's bytes change.)
 
@@ -114,6 +123,22 @@ def make_config(arch):
             hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
             attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
             enable_moe_block=False, tie_word_embeddings=True)
+    if arch == "gemma4_moe":
+        # The 26B-A4B layout in small: sliding + full layers (full ones with global_head_dim, one
+        # kv head, k = v), no per-layer inputs, no KV sharing, and in every layer 8 GeGLU experts
+        # of width 16 (top 2) beside the dense MLP of width 64.
+        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                   "rope_theta": 1000000.0}}
+        return transformers.Gemma4TextConfig(
+            **{**COMMON, "num_hidden_layers": 4, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "head_dim": 16},
+            rope_parameters=rope, global_head_dim=32, num_global_key_value_heads=1,
+            layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=8,
+            final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
+            hidden_size_per_layer_input=0, attention_k_eq_v=True, num_kv_shared_layers=0,
+            use_double_wide_mlp=False, enable_moe_block=True, num_experts=8, top_k_experts=2,
+            moe_intermediate_size=16, tie_word_embeddings=True)
     if arch == "qwen3_5":
         # Layers: linear, linear, full, linear (full_attention_interval 3); 4 value heads over
         # 2 key heads of different widths; rotary on 8 of the 32 dims of each attention head.
@@ -154,6 +179,12 @@ def randomize(model, gen, std=MATRIX_STD):
                 p.copy_(base + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("router.scale"):  # gemma4: scales the router input, as a norm's w
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith("router.per_expert_scale"):  # gemma4: positive routing weights
+                p.copy_(0.5 + torch.rand(p.shape, generator=gen))
+            elif name.endswith("router.proj.weight"):
+                p.copy_(ROUTER_STD * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(std * torch.randn(p.shape, generator=gen))
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
@@ -178,7 +209,8 @@ def greedy(model, prompt):
 def generate(arch, out_dir, seed):
     gen = torch.Generator().manual_seed(seed)
     config = make_config(arch)
-    direct = {"gemma3": transformers.Gemma3ForCausalLM, "gemma4": transformers.Gemma4ForCausalLM}
+    direct = {"gemma3": transformers.Gemma3ForCausalLM, "gemma4": transformers.Gemma4ForCausalLM,
+              "gemma4_moe": transformers.Gemma4ForCausalLM}
     model = (direct[arch](config) if arch in direct
              else transformers.AutoModelForCausalLM.from_config(config))
     model = model.to(torch.float32).eval()

@@ -4,6 +4,7 @@
 // type for gemma3) and layer_types.
 #include "formats/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -460,14 +461,29 @@ void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
     set_f32(md, a + ".attn_logit_softcapping", *cap);
 }
 
+// Gemma 4's mixture-of-experts block (enable_moe_block): every layer routes to top_k_experts of
+// num_experts GeGLU experts of moe_intermediate_size beside its dense MLP. The keys are
+// llama.cpp's (A.expert_count, A.expert_used_count, A.expert_feed_forward_length); like its
+// converter we write no A.expert_weights_norm: Gemma 4 always renormalizes the top-k weights.
+void read_gemma4_moe(HfModelConfig& out, const ConfigReader& r) {
+  const std::string& a = out.arch;
+  const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
+  set_u32(out.metadata, a + ".expert_count", n_expert);
+  set_u32(out.metadata, a + ".expert_used_count", r.req_int("top_k_experts", 1, n_expert));
+  set_u32(out.metadata, a + ".expert_feed_forward_length",
+          r.req_int("moe_intermediate_size", 1, 1 << 22));
+}
+
 // Gemma 4 (text): per-layer head dims and kv heads (per_layer_config, or the older
 // global_head_dim / num_global_key_value_heads), proportional partial rotary on full layers,
-// KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings. Keys beyond
-// gemma3's: A.attention.key_length_swa / value_length_swa (sliding head dim; key_length is the
-// full layers'), A.attention.head_count_kv and A.feed_forward_length as per-layer u32 arrays,
-// A.rope.dimension_count (rotated dims of full layers) and dimension_count_swa,
-// A.attention.shared_kv_layers, A.embedding_length_per_layer_input. attention_k_eq_v has no
-// key: a full layer without attn_v.weight takes V from K (the archive checks the config).
+// KV sharing, double-wide MLP in the sharing layers, per-layer input embeddings, the MoE block
+// beside the MLP (enable_moe_block). Keys beyond gemma3's: A.attention.key_length_swa /
+// value_length_swa (sliding head dim; key_length is the full layers'), A.attention.head_count_kv
+// and A.feed_forward_length as per-layer u32 arrays, A.rope.dimension_count (= key_length; the
+// proportional rope's unrotated pairs are in rope_freqs.weight) and dimension_count_swa,
+// A.attention.shared_kv_layers,
+// A.embedding_length_per_layer_input, and read_gemma4_moe's. attention_k_eq_v has no key: a full
+// layer without attn_v.weight takes V from K (the archive checks the config).
 void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
   const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh")
@@ -478,13 +494,10 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
          *bidi);
   if (r.opt_bool("attention_bias", false))
     fail(ErrorCode::unsupported, "{}: attention_bias = true is not supported for gemma4", r.file);
-  if (r.opt_bool("enable_moe_block", false))
-    fail(ErrorCode::unsupported,
-         "{}: enable_moe_block = true (the Gemma 4 mixture-of-experts block) is not supported yet",
-         r.file);
   const std::string& a = out.arch;
   gguf::Metadata& md = out.metadata;
   const int64_t L = out.n_layer;
+  if (r.opt_bool("enable_moe_block", false)) read_gemma4_moe(out, r);
   const std::vector<bool> sliding = gemma3_sliding_layers(r, L);
   const bool k_eq_v = r.opt_bool("attention_k_eq_v", false);
   out.gemma4_k_eq_v = k_eq_v;
@@ -605,7 +618,15 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
   }
   set_f32(md, a + ".rope.freq_base", full.positive_float("rope_theta", 1e6));
   set_f32(md, a + ".rope.freq_base_swa", swa.positive_float("rope_theta", 10000.0));
-  set_u32(md, a + ".rope.dimension_count", n_rot);
+  // As llama.cpp's converter: ggml's neox rope can leave only the tail of a head unrotated, while
+  // proportional rope leaves the tail of each half, so the full layers rotate their whole head
+  // (A.rope.dimension_count = key_length) with a per-frequency divisor of 1e30 (frequency ~0) on
+  // the pairs past n_rot / 2, in rope_freqs.weight.
+  set_u32(md, a + ".rope.dimension_count", hd_full);
+  if (n_rot < hd_full) {
+    out.rope_freqs.assign(static_cast<size_t>(hd_full / 2), 1e30f);
+    std::fill_n(out.rope_freqs.begin(), n_rot / 2, 1.0f);
+  }
   set_u32(md, a + ".rope.dimension_count_swa", hd_swa);
   set_u32(md, a + ".attention.sliding_window",
           r.opt_int("sliding_window", 1, kU32Max).value_or(512));

@@ -86,10 +86,11 @@ struct HfModelConfig {
   int64_t head_dim = 0;
   int64_t vocab_size = 0;
   bool tied_embeddings = false;
-  gguf::Metadata metadata;        // GGUF-convention keys listed above
-  std::vector<float> rope_freqs;  // llama3 rope scaling: contents of rope_freqs.weight, else empty
-  std::vector<bool> moe_layers;   // qwen3moe: [n_layer] true where the layer routes to experts
-  bool gemma4_k_eq_v = false;     // gemma4 attention_k_eq_v: full layers have no v_proj
+  gguf::Metadata metadata;  // GGUF-convention keys listed above
+  // Contents of rope_freqs.weight (llama3 rope scaling; gemma4's proportional rope), else empty.
+  std::vector<float> rope_freqs;
+  std::vector<bool> moe_layers;  // qwen3moe: [n_layer] true where the layer routes to experts
+  bool gemma4_k_eq_v = false;    // gemma4 attention_k_eq_v: full layers have no v_proj
 };
 
 // Maps parsed config.json (and generation_config.json, null when absent) to metadata. `name` is

@@ -65,6 +65,20 @@ constexpr Mapping kGemma4Layer[] = {
     {"layer_scalar", "layer_output_scale.weight"},
 };
 
+// Gemma 4's MoE block (enable_moe_block; llama.cpp's gemma4 names): the router's projection,
+// its input scale and per-expert output scale, the experts as transformers saves them (one 3-D
+// tensor each, gate_up_proj kept fused as llama.cpp keeps it), and the block's extra norms.
+constexpr Mapping kGemma4MoeLayer[] = {
+    {"router.proj.weight", "ffn_gate_inp.weight"},
+    {"router.scale", "ffn_gate_inp.scale"},
+    {"router.per_expert_scale", "ffn_down_exps.scale"},
+    {"experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+    {"experts.down_proj", "ffn_down_exps.weight"},
+    {"pre_feedforward_layernorm_2.weight", "pre_ffw_norm_2.weight"},
+    {"post_feedforward_layernorm_1.weight", "post_ffw_norm_1.weight"},
+    {"post_feedforward_layernorm_2.weight", "post_ffw_norm_2.weight"},
+};
+
 constexpr Mapping kGemma4Global[] = {
     {"model.embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
     {"model.per_layer_model_projection.weight", "per_layer_model_proj.weight"},
@@ -127,8 +141,10 @@ std::optional<std::string_view> layer_suffix(std::string_view arch, std::string_
   if (auto g = look_up(kCommonLayer, suffix)) return g;
   if (arch == "gemma3" || arch == "gemma4") {
     if (auto g = look_up(kGemma3Layer, suffix)) return g;
-    if (arch == "gemma4")
+    if (arch == "gemma4") {
       if (auto g = look_up(kGemma4Layer, suffix)) return g;
+      if (auto g = look_up(kGemma4MoeLayer, suffix)) return g;
+    }
     return look_up(kQkNormLayer, suffix);
   }
   if (arch == "qwen35" || arch == "qwen35moe") {

@@ -18,9 +18,9 @@ struct GgufTensorName {
   int expert = -1;
 };
 
-// The GGUF name for hf_name under arch (llama, qwen2, qwen3, qwen3moe, gemma3, qwen35), or
-// nullopt when the table has no entry. Layer numbers are plain decimal ("model.layers.07" is not
-// a layer name).
+// The GGUF name for hf_name under arch (llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, qwen35,
+// qwen35moe), or nullopt when the table has no entry. Layer numbers are plain decimal
+// ("model.layers.07" is not a layer name).
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name);
 

@@ -378,7 +378,8 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     }
     if (!seen.insert(view.name).second)
       fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
-    if (view.name.ends_with(".ffn_gate_up_exps.weight")) {  // qwen35moe: two tensors
+    // qwen35moe: two tensors, as llama.cpp's qwen35moe names them (gemma4 keeps the fused one).
+    if (cfg.arch == "qwen35moe" && view.name.ends_with(".ffn_gate_up_exps.weight")) {
       const std::string base =
           view.name.substr(0, view.name.size() - strlen("gate_up_exps.weight"));
       for (const char* part : {"gate_exps.weight", "up_exps.weight"})

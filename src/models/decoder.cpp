@@ -147,6 +147,8 @@ void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
     for (Buffer* b : {&s_.moe_x, &s_.moe_y}) grow(*b, floats(n * cfg_.n_embd));
     for (Buffer* b : {&s_.moe_gate, &s_.moe_up}) grow(*b, floats(n * cfg_.n_ff_exp));
   }
+  if (cfg_.moe_beside_mlp)
+    for (Buffer* b : {&s_.moe_router_in, &s_.moe_out}) grow(*b, floats(n * cfg_.n_embd));
   if (cfg_.attn_output_gate) grow(s_.attn_gate, floats(n * q_dim));
   if (cfg_.hybrid()) {
     const int64_t conv_dim = cfg_.ssm_conv_dim(),

@@ -60,6 +60,9 @@ class DecoderModel : public Model {
     // MoE layers (config n_expert > 0): router logits [n x n_expert]; one expert's gathered
     // input rows [m x n_embd], its gate and up [m x n_ff_exp], its output rows [m x n_embd].
     Buffer moe_logits, moe_x, moe_gate, moe_up, moe_y;
+    // MoE beside the MLP (config moe_beside_mlp): the router's input and the routed branch's
+    // output [n x n_embd] each, while h and out hold the experts' input and the MLP's output.
+    Buffer moe_router_in, moe_out;
     // Gated attention (attn_output_gate): the output gate [n x n_heads x head_dim].
     Buffer attn_gate;
     // Gated delta-net layers (hybrid): projections [n x conv_dim] before and after the conv,
@@ -88,11 +91,14 @@ class DecoderModel : public Model {
   // out = down(act(gate(h)) * up(h)).
   void mlp_block(int il, const float* h, int64_t n, float* out);
   // Mixture of experts (models/moe.cpp): out[t] = sum of w_j * expert_j(h[t]) over the token's
-  // top-k experts by softmax router probability (w renormalized over the k when configured),
-  // each expert a SiLU-gated MLP; the sum runs in increasing expert index, so a token's result
-  // is the same whatever else shares the step. Routing is read on the host: a step with an MoE
-  // layer is never recorded as a graph.
-  void moe_block(int il, const float* h, int64_t n, float* out);
+  // top-k experts by softmax router probability (w renormalized over the k when configured, then
+  // times the layer's expert_scale where it has one), each expert an MLP gated by
+  // config.activation; the sum runs in increasing expert index, so a token's result is the same
+  // whatever else shares the step. The router reads router_in when given (gemma4), else h.
+  // Routing is read on the host: a step with an MoE layer is never recorded as a graph. Traces
+  // the result as out_name.
+  void moe_block(int il, const float* h, int64_t n, float* out, const float* router_in = nullptr,
+                 const char* out_name = "ffn_out");
   void shared_expert(int il, const float* h, int64_t n, float* out);  // part of moe_block
   // Gated delta-net linear attention (models/qwen35.cpp): out = out_proj(gated_norm(
   // delta_rule(conv(qkv(h)), gates a, b), z(h))), through the layer's recurrent state slots.

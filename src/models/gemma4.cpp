@@ -3,7 +3,8 @@
 // attention over RMS-normed q and k, V RMS-normed without a weight (and taken from K's projection
 // where attention_k_eq_v), the last shared_kv_layers layers attending over an earlier layer's KV,
 // per-layer widths of the MLP (double-wide in the sharing layers), per-layer input embeddings
-// added after each layer, and a per-layer output scale. Norm weights are plain w (not 1 + w).
+// added after each layer, a per-layer output scale, and optionally (enable_moe_block) routed
+// experts beside every layer's MLP. Norm weights are plain w (not 1 + w).
 // transformers' Gemma4TextModel is the reference; model_config.cpp reads the config.
 #include <cmath>
 
@@ -42,6 +43,7 @@ class Gemma4Model final : public DecoderModel {
       norm(out, L.post_attn_norm, n, out, "post_attn_norm", il);
       add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
       mlp(il, h, n, out);
+      if (cfg_.moe_layer[il]) moe_beside_mlp(il, x, n, out);
       norm(out, L.post_ffn_norm, n, out, "post_ffn_norm", il);
       ops_->add(x, out, n * cfg_.n_embd);
       trace("ffn_residual", il, x, n, cfg_.n_embd);
@@ -154,6 +156,25 @@ class Gemma4Model final : public DecoderModel {
     trace("ffn_act", il, gate, n, n_ff);
     ops_->matmul(L.w_down, gate, n, out);
     trace("ffn_out", il, out, n, cfg_.n_embd);
+  }
+
+  // The MoE block beside the MLP (transformers' enable_moe_block), out holding the MLP's output:
+  // out = post_norm_1(out) + post_norm_2(moe(pre_norm_2(x))), where the router reads
+  // rms_norm(x) * ffn_gate_inp.scale / sqrt(n_embd). Both read the residual x after attention,
+  // not the MLP's normed input.
+  void moe_beside_mlp(int il, const float* x, int64_t n, float* out) {
+    const LayerWeights& L = w_.layers[il];
+    const int64_t d = cfg_.n_embd;
+    float *h = s_.h.f32(), *router_in = s_.moe_router_in.f32(), *moe = s_.moe_out.f32();
+    norm(out, L.ffn_post_norm_1, n, out, "ffn_mlp", il);
+    ops_->rms_norm(x, f32(L.ffn_gate_inp_scale), n, d, cfg_.norm_eps, router_in);
+    ops_->scale(router_in, static_cast<float>(1.0 / std::sqrt(double(d))), n * d);
+    trace("ffn_router_in", il, router_in, n, d);
+    norm(x, L.ffn_pre_norm_2, n, h, "ffn_norm_2", il);
+    moe_block(il, h, n, moe, router_in, "ffn_moe_out");
+    norm(moe, L.ffn_post_norm_2, n, moe, "ffn_moe", il);
+    ops_->add(out, moe, n * d);
+    trace("ffn_moe_combined", il, out, n, d);
   }
 
   Buffer ple_tok_, ple_, ple_layers_;  // [n x n_layers * P] each (per_layer_inputs)

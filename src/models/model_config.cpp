@@ -137,19 +137,42 @@ std::vector<int32_t> read_per_layer(const gguf::Metadata& md, const std::string&
   return out;
 }
 
+// Gemma 4's MoE block (model_config.h moe_beside_mlp) in every layer, as transformers'
+// enable_moe_block: softmax over all experts, the top expert_used_count renormalized (transformers
+// and llama.cpp always renormalize, so a file that says otherwise is refused).
+void read_gemma4_moe(const gguf::Metadata& md, const std::string& a, ModelConfig& c) {
+  c.n_expert = read_int(md, a + "expert_count", 1, 1 << 16);
+  c.n_expert_used = read_int(md, a + "expert_used_count", 1, c.n_expert);
+  c.n_ff_exp = read_int(md, a + "expert_feed_forward_length", 1, 1 << 20);
+  const gguf::Value* norm = md.find(a + "expert_weights_norm");
+  if (norm && !std::holds_alternative<bool>(norm->data))
+    fail(ErrorCode::malformed_file, "model metadata {}expert_weights_norm is not a bool", a);
+  if (norm && !std::get<bool>(norm->data))
+    fail(ErrorCode::unsupported,
+         "gemma4 without renormalized expert weights ({}expert_weights_norm = false) is not "
+         "supported",
+         a);
+  // llama.cpp's llama_expert_gating_func_type: 1 is softmax, Gemma 4's router.
+  const int32_t gating = read_int(md, a + "expert_gating_func", 0, 1 << 10, 1);
+  if (gating != 1)
+    fail(ErrorCode::unsupported,
+         "gemma4 expert gating function {} ({}expert_gating_func; only 1, softmax) is not "
+         "supported",
+         gating, a);
+  c.expert_weights_norm = true;
+  c.moe_beside_mlp = true;
+  c.moe_layer.assign(c.n_layers, true);  // binding then requires every layer's MoE tensors
+}
+
 // Gemma 4 (text): gemma3's layer structure with per-layer shapes. Full layers: head dim
 // key_length, "proportional" rope (the first rope.dimension_count / 2 of head_dim / 2
-// frequencies rotate, the rest are identity, as transformers' proportional rope); sliding layers:
+// frequencies rotate, the rest are identity, as transformers' proportional rope; or all of them
+// over rope_freqs.weight's divisors, llama.cpp's form of it); sliding layers:
 // key_length_swa and default rope over their whole head. Attention is unscaled (q and k are
-// RMS-normed), V is RMS-normed without a weight.
+// RMS-normed), V is RMS-normed without a weight. With expert_count, the MoE block in every layer.
 ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
   const gguf::Metadata& md = archive.metadata;
   const std::string a = c.arch + ".";
-  if (md.find(a + "expert_count"))
-    fail(ErrorCode::unsupported,
-         "gemma4 mixture-of-experts block ({}expert_count; HF enable_moe_block = true) is not "
-         "supported yet",
-         a);
   c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
   c.n_layers = read_int(md, a + "block_count", 1, 1024);
   c.n_heads = read_int(md, a + "attention.head_count", 1, 1024);
@@ -215,8 +238,13 @@ ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
          "gemma4 partial rotary on sliding layers "
          "({}rope.dimension_count_swa < key_length_swa) is not supported",
          a);
-  std::vector<double> inv(hd_full / 2, 0.0);  // proportional: unrotated pairs have frequency 0
-  for (int i = 0; i < n_rot / 2; ++i) inv[i] = std::pow(base, -2.0 * i / hd_full);
+  // Proportional rope, in either form: rope.dimension_count < key_length (the pairs past it have
+  // frequency 0), or llama.cpp's rope.dimension_count = key_length with rope_freqs.weight
+  // dividing the unrotated pairs' frequencies by 1e30 (hf_config.cpp read_gemma4).
+  const std::vector<float> divisors = rope_divisors(archive, hd_full);
+  std::vector<double> inv(hd_full / 2, 0.0);
+  for (int i = 0; i < n_rot / 2; ++i)
+    inv[i] = std::pow(base, -2.0 * i / hd_full) / (divisors.empty() ? 1.0 : divisors[i]);
   c.rope_global = {RopeLayout::neox, hd_full, std::move(inv)};
   c.rope_local = {RopeLayout::neox, hd_swa, rope_inv_freq(base_swa, hd_swa, 1.0, {})};
   c.attn_scale = read_float(md, a + "attention.scale", 1.0);
@@ -226,6 +254,7 @@ ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
   c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
   c.activation = Activation::gelu_tanh;
   c.moe_layer.assign(c.n_layers, false);
+  if (md.find(a + "expert_count")) read_gemma4_moe(md, a, c);
   return c;
 }
 

@@ -48,6 +48,12 @@ struct ModelConfig {
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = false;
   std::vector<bool> moe_layer;  // [n_layers]
+  // gemma4 (HF enable_moe_block): the routed experts run beside the layer's dense MLP instead of
+  // replacing it. The router reads rms_norm(x) * ffn_gate_inp.scale / sqrt(n_embd) of the
+  // residual x, the experts pre_ffw_norm_2(x); each expert's gate and up are one stacked tensor
+  // (ffn_gate_up_exps), its activation is `activation`, and its routing weight is times its
+  // ffn_down_exps.scale; the two branches are normed (post_ffw_norm_1 / _2) and summed.
+  bool moe_beside_mlp = false;
 
   // gemma4 (empty elsewhere, where the uniform fields apply): per-layer head dims, kv heads and
   // feed-forward widths (head_dim, n_kv_heads and n_ff above then hold the maxima, which size

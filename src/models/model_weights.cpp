@@ -216,8 +216,23 @@ LayerWeights bind_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w
   return L;
 }
 
+// Gemma 4's MoE block beside the MLP (llama.cpp's gemma4 names).
+void bind_gemma4_moe(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& L,
+                     ModelWeights& w) {
+  L.ffn_gate_inp = b.matrix(p + "ffn_gate_inp.weight", c.n_embd, c.n_expert);
+  L.ffn_gate_inp_scale = b.vector(p + "ffn_gate_inp.scale", c.n_embd, w);
+  L.ffn_gate_up_exps =
+      b.experts(p + "ffn_gate_up_exps.weight", c.n_embd, 2 * int64_t{c.n_ff_exp}, c.n_expert);
+  L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
+  b.vector(p + "ffn_down_exps.scale", c.n_expert, w);
+  L.expert_scale = w.host_vectors.back();
+  L.ffn_pre_norm_2 = b.vector(p + "pre_ffw_norm_2.weight", c.n_embd, w);
+  L.ffn_post_norm_1 = b.vector(p + "post_ffw_norm_1.weight", c.n_embd, w);
+  L.ffn_post_norm_2 = b.vector(p + "post_ffw_norm_2.weight", c.n_embd, w);
+}
+
 // Gemma 4: per-layer shapes (model_config.h), no K/V tensors in KV-sharing layers, no V where
-// V is K, the per-layer input block when n_embd_per_layer > 0.
+// V is K, the per-layer input block when n_embd_per_layer > 0, the MoE block in MoE layers.
 LayerWeights bind_gemma4_layer(Binder& b, const ModelConfig& c, int il, ModelWeights& w) {
   const std::string p = "blk." + std::to_string(il) + ".";
   const int64_t hd = c.layer_head_dim[il], q_dim = int64_t{c.n_heads} * hd,
@@ -245,6 +260,7 @@ LayerWeights bind_gemma4_layer(Binder& b, const ModelConfig& c, int il, ModelWei
   L.w_up = b.matrix(p + "ffn_up.weight", c.n_embd, n_ff);
   L.w_down = b.matrix(p + "ffn_down.weight", n_ff, c.n_embd);
   L.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", c.n_embd, w);
+  if (c.moe_layer[il]) bind_gemma4_moe(b, c, p, L, w);
   if (c.n_embd_per_layer > 0) {
     L.inp_gate = b.matrix(p + "inp_gate.weight", c.n_embd, c.n_embd_per_layer);
     L.inp_proj = b.matrix(p + "proj.weight", c.n_embd_per_layer, c.n_embd);

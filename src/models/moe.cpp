@@ -1,8 +1,9 @@
 // The mixture-of-experts block over the existing ops: the router is a matmul, the top-k softmax
 // routing runs on the host over the downloaded router logits, and each chosen expert runs as
-// ordinary matmuls over the gathered rows of the tokens that picked it. Per token the arithmetic
-// is fixed by its own routing (rows are independent in matmul; its experts are summed in
-// increasing index), which keeps the batch invariance of DESIGN.md's determinism contract.
+// ordinary matmuls over the gathered rows of the tokens that picked it (qwen3moe, qwen35moe, and
+// gemma4's block beside its MLP). Per token the arithmetic is fixed by its own routing (rows are
+// independent in matmul; its experts are summed in increasing index), which keeps the batch
+// invariance of DESIGN.md's determinism contract.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -23,11 +24,24 @@ TensorView expert_slice(const TensorView& stacked, int e) {
   return v;
 }
 
+// Rows [first, first + count) of a 2-D [n_in, n_out] view: one expert's gate or up half of a
+// stacked gate_up matrix (rows are whole quant blocks, so any dtype splits this way).
+TensorView row_range(const TensorView& m, uint64_t first, uint64_t count) {
+  TensorView v = m;
+  const uint64_t row_bytes = m.n_bytes / m.ne[1];
+  v.ne[1] = count;
+  v.n_bytes = count * row_bytes;
+  v.data = static_cast<const uint8_t*>(m.data) + first * row_bytes;
+  return v;
+}
+
 // Softmax over each row's router logits (in double), the k largest probabilities (ties: lower
-// expert index), renormalized over the k when configured: transformers' Qwen3MoeTopKRouter.
+// expert index), renormalized over the k when configured (transformers' Qwen3MoeTopKRouter),
+// then times scale[e] where scale is given (Gemma4TextRouter's per_expert_scale).
 // Fills rows[e] / weights[e] per expert e with the tokens that chose it, in increasing order.
 void route_rows(const std::vector<float>& logits, int64_t n, int n_expert, int k, bool normalize,
-                std::vector<std::vector<int32_t>>& rows, std::vector<std::vector<float>>& weights) {
+                const std::vector<float>& scale, std::vector<std::vector<int32_t>>& rows,
+                std::vector<std::vector<float>>& weights) {
   rows.resize(n_expert);
   weights.resize(n_expert);
   for (int e = 0; e < n_expert; ++e) {
@@ -52,24 +66,26 @@ void route_rows(const std::vector<float>& logits, int64_t n, int n_expert, int k
     for (int j = 0; j < k; ++j) {
       const int e = order[j];
       rows[e].push_back(static_cast<int32_t>(t));
-      weights[e].push_back(static_cast<float>(normalize ? p[e] / top_sum : p[e]));
+      const double w = normalize ? p[e] / top_sum : p[e];
+      weights[e].push_back(static_cast<float>(scale.empty() ? w : w * scale[e]));
     }
   }
 }
 
 }  // namespace
 
-void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out) {
+void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out, const float* router_in,
+                             const char* out_name) {
   const LayerWeights& L = w_.layers[il];
   const int n_expert = cfg_.n_expert;
   const int64_t d = cfg_.n_embd, ff = cfg_.n_ff_exp;
   float* logits = s_.moe_logits.f32();
-  ops_->matmul(L.ffn_gate_inp, h, n, logits);
+  ops_->matmul(L.ffn_gate_inp, router_in ? router_in : h, n, logits);
   trace("ffn_moe_logits", il, logits, n, n_expert);
   moe_.logits.resize(static_cast<size_t>(n * n_expert));
   ops_->download(moe_.logits.data(), logits, moe_.logits.size() * sizeof(float));
-  route_rows(moe_.logits, n, n_expert, cfg_.n_expert_used, cfg_.expert_weights_norm, moe_.rows,
-             moe_.weights);
+  route_rows(moe_.logits, n, n_expert, cfg_.n_expert_used, cfg_.expert_weights_norm, L.expert_scale,
+             moe_.rows, moe_.weights);
   moe_.written.assign(static_cast<size_t>(n), 0);
   float *xg = s_.moe_x.f32(), *gate = s_.moe_gate.f32(), *up = s_.moe_up.f32(), *y = s_.moe_y.f32();
   const size_t row_bytes = static_cast<size_t>(d) * sizeof(float);
@@ -78,13 +94,23 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out) {
     const int64_t m = static_cast<int64_t>(rows.size());
     if (m == 0) continue;
     for (int64_t i = 0; i < m; ++i) ops_->copy(xg + i * d, h + rows[i] * d, row_bytes);
-    const TensorView w_gate = expert_slice(L.ffn_gate_exps, e),
-                     w_up = expert_slice(L.ffn_up_exps, e),
-                     w_down = expert_slice(L.ffn_down_exps, e);
+    TensorView w_gate, w_up;
+    if (L.ffn_gate_up_exps.data) {  // gemma4: one [n_embd, 2 ff] matrix per expert, gate first
+      const TensorView gate_up = expert_slice(L.ffn_gate_up_exps, e);
+      w_gate = row_range(gate_up, 0, ff);
+      w_up = row_range(gate_up, ff, ff);
+    } else {
+      w_gate = expert_slice(L.ffn_gate_exps, e);
+      w_up = expert_slice(L.ffn_up_exps, e);
+    }
+    const TensorView w_down = expert_slice(L.ffn_down_exps, e);
     const TensorView* gate_up_w[] = {&w_gate, &w_up};
     float* const gate_up_y[] = {gate, up};
     ops_->matmul_shared(gate_up_w, xg, m, gate_up_y);
-    ops_->silu_mul(gate, up, m * ff, gate);
+    if (cfg_.activation == Activation::gelu_tanh)
+      ops_->gelu_tanh_mul(gate, up, m * ff, gate);
+    else
+      ops_->silu_mul(gate, up, m * ff, gate);
     ops_->matmul(w_down, gate, m, y);
     for (int64_t i = 0; i < m; ++i) {
       float* yi = y + i * d;
@@ -99,7 +125,7 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out) {
     }
   }
   if (cfg_.n_ff_shexp > 0) shared_expert(il, h, n, out);
-  trace("ffn_out", il, out, n, d);
+  trace(out_name, il, out, n, d);
 }
 
 // qwen35moe's shared expert: out[t] += sigmoid(gate_shexp . h[t]) * mlp_shexp(h[t]), after the

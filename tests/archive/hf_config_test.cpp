@@ -293,6 +293,46 @@ TEST(HfConfig, Qwen35RefusalsNameTheField) {
   EXPECT_NE(message_of(yarn).find("yarn"), std::string::npos);
 }
 
+json gemma4_moe_config() {
+  return json::parse(R"({
+    "architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "global_head_dim": 32,
+    "layer_types": ["sliding_attention", "full_attention"], "hidden_size_per_layer_input": 0,
+    "enable_moe_block": true, "num_experts": 8, "top_k_experts": 2,
+    "moe_intermediate_size": 32})");
+}
+
+TEST(HfConfig, Gemma4MoeKeys) {
+  const HfModelConfig c = hf_config_from_json(gemma4_moe_config(), json::object(), "m");
+  const gguf::Metadata& md = c.metadata;
+  EXPECT_EQ(md.require_int("gemma4.expert_count"), 8);
+  EXPECT_EQ(md.require_int("gemma4.expert_used_count"), 2);
+  EXPECT_EQ(md.require_int("gemma4.expert_feed_forward_length"), 32);
+  EXPECT_EQ(md.find("gemma4.expert_count")->type, gguf::ValueType::u32);
+  // As llama.cpp's converter: no expert_weights_norm key (Gemma 4 always renormalizes).
+  EXPECT_EQ(md.find("gemma4.expert_weights_norm"), nullptr);
+  json dense = gemma4_moe_config();
+  dense["enable_moe_block"] = false;
+  EXPECT_EQ(hf_config_from_json(dense, json::object(), "m").metadata.find("gemma4.expert_count"),
+            nullptr);
+}
+
+TEST(HfConfig, Gemma4MoeRefusalsNameTheField) {
+  for (const char* key : {"num_experts", "top_k_experts", "moe_intermediate_size"}) {
+    json cfg = gemma4_moe_config();
+    cfg.erase(key);
+    EXPECT_NE(message_of(cfg).find("required field " + std::string(key)), std::string::npos)
+        << message_of(cfg);
+  }
+  json top_k = gemma4_moe_config();
+  top_k["top_k_experts"] = 9;
+  EXPECT_NE(message_of(top_k).find("top_k_experts = 9"), std::string::npos);
+  json flag = gemma4_moe_config();
+  flag["enable_moe_block"] = "yes";
+  EXPECT_NE(message_of(flag).find("enable_moe_block must be true or false"), std::string::npos);
+}
+
 TEST(HfNames, TablePerArchitecture) {
   auto name = [](const char* arch, const char* hf) {
     const auto g = hf_tensor_name_to_gguf(arch, hf);
@@ -332,6 +372,21 @@ TEST(HfNames, TablePerArchitecture) {
   EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.experts.gate_up_proj"), "<none>");
   EXPECT_EQ(name("qwen3", "model.layers.2.mlp.experts.1.up_proj.weight"), "<none>");
   EXPECT_EQ(name("qwen3", "model.layers.2.mlp.gate.weight"), "<none>");
+  // Gemma 4's MoE block as llama.cpp names it; only under gemma4, and under its wrapper.
+  EXPECT_EQ(name("gemma4", "model.layers.1.router.proj.weight"), "blk.1.ffn_gate_inp.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.router.scale"), "blk.1.ffn_gate_inp.scale");
+  EXPECT_EQ(name("gemma4", "model.layers.1.router.per_expert_scale"), "blk.1.ffn_down_exps.scale");
+  EXPECT_EQ(name("gemma4", "model.language_model.layers.1.experts.gate_up_proj"),
+            "blk.1.ffn_gate_up_exps.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.experts.down_proj"), "blk.1.ffn_down_exps.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.pre_feedforward_layernorm_2.weight"),
+            "blk.1.pre_ffw_norm_2.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.post_feedforward_layernorm_1.weight"),
+            "blk.1.post_ffw_norm_1.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.post_feedforward_layernorm_2.weight"),
+            "blk.1.post_ffw_norm_2.weight");
+  EXPECT_EQ(name("gemma3", "model.layers.1.router.proj.weight"), "<none>");
+  EXPECT_EQ(name("gemma4", "model.layers.1.experts.0.gate_up_proj"), "<none>");
   EXPECT_EQ(hf_tensor_name_to_gguf("llama", "model.layers.7.mlp.down_proj.weight")->layer, 7);
   EXPECT_TRUE(hf_tensor_is_buffer("model.layers.0.self_attn.rotary_emb.inv_freq"));
 }

@@ -1,8 +1,10 @@
 // Model loading refuses what it cannot run, by name: unknown architecture, unknown rope scaling,
-// missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed llama
-// gemma3 and qwen3_moe fixtures (tests/fixtures/models) and breaks one thing at a time.
+// missing tensor, wrong shape, unexpected tensor, bad batches. Starts from the committed
+// fixtures (tests/fixtures/models) and breaks one thing at a time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,6 +164,35 @@ TEST(ModelLoad, Qwen35MoeFixtureLoads) {
   expect_refused(std::move(b), ErrorCode::not_found, "blk.2.ffn_up_shexp.weight");
 }
 
+// Gemma 4's MoE block: every layer routes beside its MLP; the block's tensors and its renormalized
+// softmax routing are required by name.
+TEST(ModelLoad, Gemma4MoeFixtureLoadsAndRefusals) {
+  auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("gemma4_moe"))),
+                          cpu_options());
+  EXPECT_EQ(model->info().architecture, "gemma4");
+  EXPECT_EQ(model->info().n_layers, 4);
+  for (const char* name : {"blk.3.ffn_down_exps.scale", "blk.0.ffn_gate_inp.scale",
+                           "blk.2.pre_ffw_norm_2.weight", "blk.1.ffn_gate_up_exps.weight"}) {
+    ModelArchive a = archive_open(fixture("gemma4_moe"));
+    std::erase_if(a.tensors, [&](const TensorView& t) { return t.name == name; });
+    expect_refused(std::move(a), ErrorCode::not_found, name);
+  }
+  ModelArchive b = archive_open(fixture("gemma4_moe"));
+  b.metadata.set("gemma4.expert_weights_norm", gguf::Value::make_bool(false));
+  expect_refused(std::move(b), ErrorCode::unsupported, "gemma4.expert_weights_norm");
+  ModelArchive c = archive_open(fixture("gemma4_moe"));
+  c.metadata.set("gemma4.expert_gating_func", gguf::Value::make_u32(2));  // sigmoid
+  expect_refused(std::move(c), ErrorCode::unsupported, "gemma4.expert_gating_func");
+  ModelArchive d = archive_open(fixture("gemma4_moe"));
+  d.metadata.set("gemma4.expert_feed_forward_length", gguf::Value::make_u32(8));
+  expect_refused(std::move(d), ErrorCode::malformed_file, "blk.0.ffn_gate_up_exps.weight");
+  // The dense fixture said to have experts lacks them, by name.
+  ModelArchive e = archive_open(fixture("gemma4"));
+  for (const char* key : {"expert_count", "expert_used_count", "expert_feed_forward_length"})
+    e.metadata.set(std::string("gemma4.") + key, gguf::Value::make_u32(2));
+  expect_refused(std::move(e), ErrorCode::not_found, "blk.0.ffn_gate_inp.weight");
+}
+
 TEST(ModelLoad, Qwen35Refusals) {
   ModelArchive a = archive_open(fixture("qwen3_5"));
   a.metadata.set("qwen35.ssm.time_step_rank", gguf::Value::make_u32(3));  // 3 v heads, 2 k heads
@@ -296,6 +327,49 @@ TEST(ModelLoad, RefusesBadMetadataValues) {
   b.metadata.set("gemma3.attention.sliding_window_pattern",
                  gguf::Value::make_array(gguf::ValueType::boolean, {gguf::Value::make_bool(true)}));
   expect_refused(std::move(b), ErrorCode::malformed_file, "sliding_window_pattern");
+}
+
+// The last-position logits of 12 tokens (full layers' rope matters past position 0).
+std::vector<float> gemma4_logits(ModelArchive archive) {
+  auto model = model_load(std::make_shared<const ModelArchive>(std::move(archive)), cpu_options());
+  auto kv = model->kv_cache_create(4, 4);
+  Batch b;
+  for (int32_t i = 0; i < 12; ++i) {
+    b.tokens.push_back(7 + 9 * i);
+    b.positions.push_back(i);
+  }
+  b.seqs = {BatchSeq{0, 12, 0, {0, 1, 2}}};
+  b.logit_tokens = {11};
+  std::vector<float> logits(128);
+  model->forward(b, *kv, logits);
+  return logits;
+}
+
+// Gemma 4's proportional rope reads in both forms: llama.cpp's (rope.dimension_count = the full
+// head, rope_freqs.weight dividing the unrotated pairs' frequencies by 1e30; what the HF archive
+// and our GGUFs now carry) and the older one (dimension_count = the rotated dims, no rope_freqs).
+TEST(ModelForward, Gemma4ProportionalRopeInBothForms) {
+  const ModelArchive hf = archive_open(fixture("gemma4"));
+  ASSERT_NE(hf.find_tensor("rope_freqs.weight"), nullptr);
+  EXPECT_EQ(hf.metadata.get_int("gemma4.rope.dimension_count"), 32);
+  const std::vector<float> want = gemma4_logits(hf);
+  ModelArchive older = hf;
+  std::erase_if(older.tensors, [](const TensorView& t) { return t.name == "rope_freqs.weight"; });
+  older.metadata.set("gemma4.rope.dimension_count", gguf::Value::make_u32(8));  // 0.25 of 32
+  const std::vector<float> got = gemma4_logits(older);
+  float err = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  EXPECT_LE(err, 1e-6f * scale);
+  // Teeth: without its divisors every pair of the full layers rotates, and the logits move.
+  ModelArchive whole = hf;
+  std::erase_if(whole.tensors, [](const TensorView& t) { return t.name == "rope_freqs.weight"; });
+  const std::vector<float> rotated = gemma4_logits(whole);
+  float moved = 0;
+  for (size_t i = 0; i < want.size(); ++i) moved = std::max(moved, std::abs(rotated[i] - want[i]));
+  EXPECT_GT(moved, 1e-3f * scale);
 }
 
 TEST(ModelForward, RefusesInconsistentBatches) {

@@ -18,12 +18,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
 ARCHS = ["llama", "qwen2", "qwen3", "gemma3", "qwen3_moe", "qwen3_moe_sparse_step", "gemma4",
-         "qwen3_5", "qwen3_5_moe"]
+         "qwen3_5", "qwen3_5_moe", "gemma4_moe"]
 # The teeth tensor per fixture: layer 0's MLP, or for the MoE fixtures a router (one perturbed
 # router weight moves every routing weight of that layer).
 PERTURBED = {"qwen3_moe": "blk.0.ffn_gate_inp.weight",
              "qwen3_moe_sparse_step": "blk.1.ffn_gate_inp.weight",
-             "qwen3_5_moe": "blk.0.ffn_gate_inp.weight"}
+             "qwen3_5_moe": "blk.0.ffn_gate_inp.weight",
+             "gemma4_moe": "blk.0.ffn_gate_inp.weight"}
 EXACT_TOL = 1e-4
 # Q8_0 rounds every weight to 8 bits. The fixtures' large random weights saturate attention,
 # which amplifies that rounding: over the prompt positions the relative logit error measured
@@ -38,7 +39,11 @@ Q8_AGREEMENT = 0.9
 # experts flip under 8-bit weights moves every later position through the delta-rule state.
 # Its f32/bf16 files pass the exact bound and its fast ops match the reference ops on the q8_0
 # file, so this bounds the quantization only.
-Q8_BOUNDS = {"qwen3_5_moe": (0.9, 0.75)}
+# gemma4_moe measured 0.885 and 0.6875: top-2 of 8 sharply preferred experts (its router weights
+# are drawn wide, scripts/gen_model_fixtures.py) in every layer, so 8-bit weights flip many
+# tokens' experts. transformers run on the same dequantized q8_0 weights gave our logits within
+# 6.2e-6 (checked once by hand; torch is not in the test venv): the error is the quantization.
+Q8_BOUNDS = {"qwen3_5_moe": (0.9, 0.75), "gemma4_moe": (0.95, 0.65)}
 # The bounds above measure the quantization, so they cannot see the kernels: on the same Q8_0
 # file the fast ops must match the reference ops (same dequantized weights, f32 vs double sums).
 # Measured 2e-7 (gemma3) to 2.8e-6 (llama) of the largest logit.
