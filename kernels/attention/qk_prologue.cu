@@ -58,13 +58,11 @@ struct PrologueArgs {
   void* v_cache;
 };
 
-// buf = row normed with w (the rms_norm kernel's arithmetic on one head), or row as is (w null).
-__device__ __forceinline__ void head_norm(const float* row, const float* w, int head_dim, float eps,
-                                          float* buf, int lane) {
-  if (!w) {
-    for (int i = lane; i < head_dim; i += 32) buf[i] = row[i];
-    return;
-  }
+// buf holds one head's row; normed in place with w (the rms_norm kernel's arithmetic on one
+// head), or left as is (w null).
+__device__ __forceinline__ void head_norm(float* buf, const float* w, int head_dim, float eps,
+                                          int lane) {
+  if (!w) return;
   const int n_chunks = (head_dim + 3) / 4;
   float total = 0.0f;
   for (int c0 = 0; c0 < n_chunks; c0 += 32) {  // one warp of the norm kernel
@@ -73,16 +71,20 @@ __device__ __forceinline__ void head_norm(const float* row, const float* w, int 
     int n = 0;
     if (c < n_chunks) {
       n = min(4, head_dim - 4 * c);
-      for (int j = 0; j < n; ++j) v[j] = row[4 * c + j];
+      for (int j = 0; j < n; ++j) v[j] = buf[4 * c + j];
     }
     total += detail::warp_butterfly_sum(detail::add_squares(0.0f, v, n));
   }
   const float inv = detail::inv_rms(total, head_dim, eps);
-  for (int i = lane; i < head_dim; i += 32) buf[i] = detail::norm_out(row[i], inv, w, i);
+  __syncwarp();  // every lane has read its chunk before any is overwritten
+  for (int i = lane; i < head_dim; i += 32) buf[i] = detail::norm_out(buf[i], inv, w, i);
+  __syncwarp();
 }
 
-// One block per token; warp w takes heads w, w + 8, ... of q then k. Dynamic shared memory: the
-// token's cos and sin table (n_rot floats), then a head_dim row per warp.
+// Block (t, y): token t, heads 8y .. 8y + 7 of q then k, one per warp (a k head's warp also stores
+// that head's v). Dynamic shared memory: the token's cos and sin table (n_rot floats), then a
+// head_dim row per warp. Each warp starts loading its row before the table is computed, so the
+// two latencies overlap.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
   detail::wait_for_inputs();
@@ -93,39 +95,41 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* buf = smem + a.n_rot + warp * hd;
   const int64_t t = blockIdx.x;
+  const int h = static_cast<int>(blockIdx.y) * kWarps + warp;
+  const bool active = h < a.n_heads + a.n_kv_heads;
+  const bool is_q = h < a.n_heads;
+  const int kh = h - a.n_heads;
+  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
+  float* row = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
+  if (active) {
+    for (int i = lane; i < hd; i += 32) buf[i] = row[i];
+  }
   detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
   __syncthreads();
+  if (!active) return;
   const int32_t slot = a.slots[t];
-  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
-  for (int h = warp; h < a.n_heads + a.n_kv_heads; h += kWarps) {
-    const bool is_q = h < a.n_heads;
-    const int kh = h - a.n_heads;
-    float* row = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
-    T* cache = !is_q && slot >= 0
-                   ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
-                   : nullptr;
-    head_norm(row, is_q ? a.q_norm : a.k_norm, hd, a.eps, buf, lane);
-    __syncwarp();
-    for (int i = lane; i < half; i += 32) {
-      const int2 d = detail::rope_pair(i, half, a.neox);
-      const float2 r = detail::rope_rotate(buf[d.x], buf[d.y], cos_t[i], sin_t[i]);
-      row[d.x] = r.x;
-      row[d.y] = r.y;
-      if (cache) {
-        cache[d.x] = to_cache<T>(r.x);
-        cache[d.y] = to_cache<T>(r.y);
-      }
+  T* cache = !is_q && slot >= 0
+                 ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
+                 : nullptr;
+  head_norm(buf, is_q ? a.q_norm : a.k_norm, hd, a.eps, lane);
+  for (int i = lane; i < half; i += 32) {
+    const int2 d = detail::rope_pair(i, half, a.neox);
+    const float2 r = detail::rope_rotate(buf[d.x], buf[d.y], cos_t[i], sin_t[i]);
+    row[d.x] = r.x;
+    row[d.y] = r.y;
+    if (cache) {
+      cache[d.x] = to_cache<T>(r.x);
+      cache[d.y] = to_cache<T>(r.y);
     }
-    for (int i = a.n_rot + lane; i < hd; i += 32) {  // past the rotated dims: the norm alone
-      row[i] = buf[i];
-      if (cache) cache[i] = to_cache<T>(buf[i]);
-    }
-    __syncwarp();  // buf is rewritten by the warp's next head
   }
-  if (slot < 0) return;  // a padding token: nothing to store
-  T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row;
-  for (int64_t c = threadIdx.x; c < kv_row; c += kThreads)
-    v_cache[c] = to_cache<T>(a.v[t * kv_row + c]);
+  for (int i = a.n_rot + lane; i < hd; i += 32) {  // past the rotated dims: the norm alone
+    row[i] = buf[i];
+    if (cache) cache[i] = to_cache<T>(buf[i]);
+  }
+  if (!cache) return;  // a q head, or a padding token: nothing to store
+  T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd;
+  const float* v = a.v + t * kv_row + int64_t{kh} * hd;
+  for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v[i]);
 }
 
 }  // namespace
@@ -147,7 +151,8 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, con
       q,  k,     v,    q_norm,         k_norm,     eps,      n_heads, kv.n_kv_heads,
       hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k,    kv.v};
   const size_t smem = sizeof(float) * (static_cast<size_t>(n_rot) + size_t{kWarps} * hd);
-  const auto blocks = static_cast<unsigned>(step.n_tokens);
+  const dim3 blocks(static_cast<unsigned>(step.n_tokens),
+                    static_cast<unsigned>((n_heads + kv.n_kv_heads + kWarps - 1) / kWarps));
   if (kv.dtype == DType::f32) {
     detail::launch(qk_prologue_kernel<float>, blocks, kThreads, smem, stream, a);
   } else if (kv.dtype == DType::bf16) {

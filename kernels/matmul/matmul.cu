@@ -236,6 +236,35 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// One-token outputs over tiled Q4_K, Q6_K and Q8_0: one launch per dtype (and per kMultiOuts
+// outputs) of the groups-in-columns kernel; grouped[i] marks the outputs it took.
+void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x, bool* grouped,
+                          cudaStream_t stream) {
+  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+    matmul_detail::MultiOut m;
+    auto flush = [&] {
+      if (m.n == 0) return;
+      if (d == DType::q4_k) matmul_detail::launch_decode_single<DType::q4_k>(x, m, stream);
+      if (d == DType::q6_k) matmul_detail::launch_decode_single<DType::q6_k>(x, m, stream);
+      if (d == DType::q8_0) matmul_detail::launch_decode_single<DType::q8_0>(x, m, stream);
+      m = {};
+    };
+    for (int i = 0; i < n_outs; ++i) {
+      const MatmulOut& o = outs[i];
+      if (o.wtype != d || o.layout != WeightLayout::tiled || o.n_out == 0) continue;
+      m.w[m.n] = static_cast<const uint8_t*>(o.w);
+      m.y[m.n] = o.y;
+      m.n_out[m.n] = static_cast<int>(o.n_out);
+      m.ldy[m.n] = o.ldy;
+      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>((o.n_out + 15) / 16);
+      ++m.n;
+      grouped[i] = true;
+      if (m.n == matmul_detail::kMultiOuts) flush();
+    }
+    flush();
+  }
+}
+
 }  // namespace
 
 bool matmul_supports(DType wtype) {
@@ -310,9 +339,21 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
                    any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                    static_cast<int>(layout.xsum_stride), xinv);
   }
+  constexpr int kMaxGrouped = 16;  // outputs of a call that one-token launches may share
+  bool grouped[kMaxGrouped] = {};
+  if (n_tokens == 1 && n_outs <= kMaxGrouped && matmul_detail::single_decode_enabled()) {
+    MatmulArgs x_args;
+    x_args.xh = xh;
+    x_args.xsum = xsum;
+    x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
+    x_args.xinv = xinv;
+    x_args.n_in = in;
+    x_args.n_tokens = 1;
+    launch_single_groups(outs, n_outs, x_args, grouped, stream);
+  }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
-    if (o.n_out == 0) continue;
+    if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;
     const int out = static_cast<int>(o.n_out);
     if (o.wtype == DType::f32) {
       const unsigned blocks = static_cast<unsigned>((o.n_out + kF32Warps - 1) / kF32Warps);

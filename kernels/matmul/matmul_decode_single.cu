@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -28,10 +29,19 @@ namespace {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
 
-template <DType D, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) single_decode_kernel(const MatmulArgs a) {
+template <DType D>
+__global__ void __launch_bounds__(kThreads, 3)
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs) {
   using T = Tiled<D>;
   detail::wait_for_inputs(detail::Trigger::late);
+  int o = 0;
+  while (o + 1 < outs.n && static_cast<int>(blockIdx.x) >= outs.tile_begin[o + 1]) ++o;
+  MatmulArgs a = x;
+  a.w = outs.w[o];
+  a.y = outs.y[o];
+  a.n_out = outs.n_out[o];
+  a.ldy = outs.ldy[o];
+  const int tile_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
   static_assert(T::kScaled, "groups as columns needs scale groups");
   constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
   constexpr int kSets = kChunk / T::kGroup / 8;  // accumulator tiles of 8 groups: 1 or 2
@@ -39,15 +49,28 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) single_decode_kernel(con
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
-  const uint8_t* tile = a.w + static_cast<int64_t>(blockIdx.x) * n_chunks * T::kBytes;
+  const uint8_t* tile = a.w + static_cast<int64_t>(tile_index) * n_chunks * T::kBytes;
   Sum sum{part};
 
+  // A warp's next chunk's quants are loaded before it computes the current one (its rows'
+  // headers, 16 bytes, just before use), so every warp keeps a chunk of loads in flight.
+  auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
+  LaneChunk<D> cur;
+  if (warp < n_chunks) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) cur.quad[u] = T::load(record(warp), u, lane);
+  }
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
+    typename T::Quad next[4] = {};
+    if (c + kWarps < n_chunks) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) next[u] = T::load(record(c + kWarps), u, lane);
+    }
     if (c < n_chunks) {
       const int k0 = c * kChunk;
-      LaneChunk<D> cur;
-      cur.load(tile + static_cast<int64_t>(c) * T::kBytes, lane);
+      cur.head[0] = T::head(record(c), g);
+      cur.head[1] = T::head(record(c), g + 8);
       // This lane's x fragments: the steps of the groups in column g (one per set).
       uint2 xf[kSets][kGroupSteps];
 #pragma unroll
@@ -104,30 +127,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) single_decode_kernel(con
         mine[g + 8] = p[1];
       }
     }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) cur.quad[u] = next[u];
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
   detail::let_dependents_start();  // Trigger::late: only the writes are left
-  sum.write(a, static_cast<int>(blockIdx.x) * 16);
+  sum.write(a, tile_index * 16);
 }
 
 }  // namespace
 
-template <DType D>
-void launch_decode_single(const MatmulArgs& a, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  static const bool four = [] {
+bool single_decode_enabled() {
+  static const bool enabled = [] {
     const char* v = std::getenv("MEMRA_SINGLE_DECODE");
-    return v && std::string_view(v) == "4";
+    if (!v || std::string_view(v) == "1") return true;
+    if (std::string_view(v) == "0") return false;
+    fail(ErrorCode::invalid_argument, "MEMRA_SINGLE_DECODE={} is not 0 or 1", v);
   }();
-  if (four)
-    detail::launch(single_decode_kernel<D, 4>, blocks, kThreads, 0, stream, a);
-  else
-    detail::launch(single_decode_kernel<D, 3>, blocks, kThreads, 0, stream, a);
+  return enabled;
 }
 
-template void launch_decode_single<DType::q4_k>(const MatmulArgs&, cudaStream_t);
-template void launch_decode_single<DType::q6_k>(const MatmulArgs&, cudaStream_t);
-template void launch_decode_single<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+template <DType D>
+void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
+  if (blocks > 0) detail::launch(single_decode_kernel<D>, blocks, kThreads, 0, stream, x, outs);
+}
+
+template void launch_decode_single<DType::q4_k>(const MatmulArgs&, const MultiOut&, cudaStream_t);
+template void launch_decode_single<DType::q6_k>(const MatmulArgs&, const MultiOut&, cudaStream_t);
+template void launch_decode_single<DType::q8_0>(const MatmulArgs&, const MultiOut&, cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

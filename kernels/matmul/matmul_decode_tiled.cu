@@ -5,10 +5,6 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
-#include <cstdlib>
-#include <string_view>
-
-#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -78,28 +74,10 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a);
 }
 
-// MEMRA_SINGLE_DECODE=0 sends one-token batches to the tokens-in-columns kernel instead of the
-// groups-in-columns one (A/B measurements; the outputs are bit-identical).
-bool single_decode_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MEMRA_SINGLE_DECODE");
-    if (!v || std::string_view(v) == "1" || std::string_view(v) == "4") return true;
-    if (std::string_view(v) == "0") return false;
-    fail(ErrorCode::invalid_argument, "MEMRA_SINGLE_DECODE={} is not 0, 1 or 4", v);
-  }();
-  return enabled;
-}
-
 }  // namespace
 
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  if constexpr (Tiled<D>::kScaled) {
-    if (a.n_tokens == 1 && single_decode_enabled()) {
-      launch_decode_single<D>(a, stream);
-      return;
-    }
-  }
   if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
   } else {

@@ -79,9 +79,23 @@ void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
 // One token over tiled Q4_K, Q6_K or Q8_0, scale groups in the mma's columns
-// (matmul_decode_single.cu); the same outputs as launch_decode_tiled, bit for bit.
+// (matmul_decode_single.cu); the same outputs as launch_decode_tiled, bit for bit. Up to
+// kMultiOuts matrices of one dtype over the same x share one launch: blocks [tile_begin[o],
+// tile_begin[o + 1]) compute output o (q, k and v of a layer, or gate and up, fill the GPU
+// together where each alone would not).
+constexpr int kMultiOuts = 4;
+struct MultiOut {
+  const uint8_t* w[kMultiOuts] = {};
+  float* y[kMultiOuts] = {};
+  int n_out[kMultiOuts] = {};
+  int64_t ldy[kMultiOuts] = {};
+  int tile_begin[kMultiOuts + 1] = {};
+  int n = 0;
+};
+// MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
+bool single_decode_enabled();
 template <DType D>
-void launch_decode_single(const MatmulArgs& args, cudaStream_t stream);
+void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
