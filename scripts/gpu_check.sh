@@ -127,10 +127,16 @@ if [ "$MODE" != quick ]; then
     -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 -c 1,8 \
     --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json")
-  step bench-qwen3-8b-q4_k_m-no-pdl 300 env MEMRA_PDL=0 "$BIN/memra" bench \
+  # One-token decode with tokens in the mma's columns (the batched kernel) instead of scale
+  # groups (matmul_decode_single.cu), and the attention prologue as five kernels: A/B in one run.
+  step bench-qwen3-8b-q4_k_m-tokens-in-columns 300 env MEMRA_SINGLE_DECODE=0 "$BIN/memra" bench \
     -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-no-pdl.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-no-pdl.json")
+    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-tokens-in-columns.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-tokens-in-columns.json")
+  step bench-qwen3-8b-q4_k_m-unfused-prologue 300 env MEMRA_FUSED_PROLOGUE=0 "$BIN/memra" bench \
+    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 \
+    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-unfused-prologue.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-unfused-prologue.json")
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
   step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
     -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \

@@ -51,7 +51,8 @@ def main():
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
     ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
     args = ap.parse_args()
-    cmd = [find_ncu(), "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum",
+    cmd = [find_ncu(), "--csv", "--clock-control", "none", "--cache-control", "none",
+           "--metrics", "gpu__time_duration.sum",
            "--launch-skip", str(args.skip), "--launch-count", str(args.count),
            os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
            *args.bench_args.split()]
