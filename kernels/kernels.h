@@ -65,8 +65,18 @@ struct MatmulOut {
   int64_t ldy;
   WeightLayout layout = WeightLayout::ggml;
 };
+// x_prepared: rms_norm_for_matmul wrote x's prepared form to scratch (n_tokens <= kPreparedRows,
+// and nothing else used the scratch since), so it is not made again.
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                     int64_t n_tokens, void* scratch, cudaStream_t stream);
+                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false);
+
+// rms_norm (d null) or add_rms_norm (kernels in norm.cu) of n_rows <= kPreparedRows rows that
+// also writes y's matmul input to `scratch` (matmul_scratch_bytes(n_rows, dim) bytes) exactly as
+// matmul_shared_x would prepare it for x = y: a decode step's norm feeds the q/k/v and gate/up
+// products without a launch in between. dim: a positive multiple of 16; x, d, y 16-byte aligned.
+constexpr int64_t kPreparedRows = 16;
+void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                         float eps, float* y, void* scratch, cudaStream_t stream);
 
 // matmul computes BF16 weights in f16 (exact within f16's range): counts the elements of a BF16
 // tensor (n elements, device memory) whose magnitude exceeds f16's largest finite value 65504,

@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
@@ -54,6 +55,7 @@ using matmul_detail::pack_f16;
 // round): at 64 tokens wgmma wins from 48 row blocks (8B gate Q4_K 198 -> 82 us; down, 32 blocks,
 // 198 -> 224 loses), at 32 tokens from 96. Every kernel gives the same bits, so this is speed only.
 constexpr int kWgmmaMinTokens = 16;
+static_assert(kPreparedRows <= kWgmmaMinTokens, "prepared rows never need x's wgmma form");
 bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
   const int64_t row_blocks = (n_out + 127) / 128;
   return n_tokens > kDecodeTokens || (n_tokens > 32 && row_blocks >= 48) ||
@@ -81,19 +83,9 @@ struct ScratchLayout {
 // order (within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then 2, 3, 6, 7, 10, 11, 14, 15) at
 // xp_offset's places, the wgmma prefill kernel's tiles.
 constexpr int kXThreads = 256;
-__global__ void __launch_bounds__(kXThreads)
-    x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
-                    uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
-                    float* __restrict__ xinv) {
-  detail::wait_for_inputs();
-  __shared__ float warp_max[kXThreads / 32];
-  const int64_t row = blockIdx.x;
-  const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
-    const float4 f = __ldg(src + i);
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-  }
+
+// The block's largest of its threads' m (warp_max: kXThreads / 32 floats of shared memory).
+__device__ __forceinline__ float block_max(float m, float* warp_max) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
@@ -101,6 +93,16 @@ __global__ void __launch_bounds__(kXThreads)
   m = warp_max[0];
 #pragma unroll
   for (int w = 1; w < kXThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  return m;
+}
+
+// The f16 form of row `row` (src: its n_in floats, 16-byte aligned) from its largest |x| m;
+// kLdg reads src through the read-only cache (rows no kernel of this launch writes).
+template <bool kLdg>
+__device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t row, int n_in,
+                                           uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
+                                           float* xinv) {
+  const float4* src = reinterpret_cast<const float4*>(x_row);
   // m = f * 2^e with f in [0.5, 1): m * 2^(15 - e) lies in [2^14, 2^15).
   int e = 0;
   if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
@@ -116,7 +118,7 @@ __global__ void __launch_bounds__(kXThreads)
       float e16[16];
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
-        const float4 f = __ldg(src + k0 / 4 + v);
+        const float4 f = kLdg ? __ldg(src + k0 / 4 + v) : src[k0 / 4 + v];
         e16[4 * v] = f.x * scale;
         e16[4 * v + 1] = f.y * scale;
         e16[4 * v + 2] = f.z * scale;
@@ -139,8 +141,8 @@ __global__ void __launch_bounds__(kXThreads)
         uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          const int e = 4 * (i & 3) + 2 * (i >> 2);
-          o[i] = pack_f16(e16[e], e16[e + 1]);
+          const int el = 4 * (i & 3) + 2 * (i >> 2);
+          o[i] = pack_f16(e16[el], e16[el + 1]);
         }
         using matmul_detail::xp_offset;
         *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) =
@@ -151,6 +153,39 @@ __global__ void __launch_bounds__(kXThreads)
     }
     xsum[row * xsum_stride + g] = sum;
   }
+}
+
+__global__ void __launch_bounds__(kXThreads)
+    x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
+                    uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
+                    float* __restrict__ xinv) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kXThreads / 32];
+  const int64_t row = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
+    const float4 f = __ldg(src + i);
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
+  }
+  m = block_max(m, warp_max);
+  row_to_f16<true>(x + row * n_in, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
+}
+
+// rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
+// form of y as x_to_f16 makes it: the largest |y| is gathered as y is written, and after a
+// barrier the block reads its own y back (plain loads: it wrote them in this launch).
+static_assert(kXThreads == detail::kNormThreads, "one block shape for both halves");
+__global__ void __launch_bounds__(kXThreads)
+    norm_to_f16_kernel(float* x, const float* d, const float* w, int dim, float eps, float* y,
+                       uint16_t* __restrict__ xh, float* __restrict__ xsum, int xsum_stride,
+                       float* __restrict__ xinv) {
+  detail::wait_for_inputs();
+  __shared__ float warp_sums[detail::kNormWarps];
+  __shared__ float warp_max[kXThreads / 32];
+  const int64_t row = blockIdx.x;
+  const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
+  row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
 }
 
 // F32 weights: one warp per output row; lane l sums elements l, l + 32, ... in order with FFMA,
@@ -313,7 +348,7 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 }  // namespace
 
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                     int64_t n_tokens, void* scratch, cudaStream_t stream) {
+                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared) {
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
@@ -334,7 +369,10 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
   auto* xinv =
       reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
-  if (any_mma || any_wgmma) {  // x converted once for every output
+  if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
+    fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
+         n_tokens);
+  if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x, in,
                    any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                    static_cast<int>(layout.xsum_stride), xinv);
@@ -385,6 +423,28 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
         fail(ErrorCode::internal, "matmul: dtype {} passed the support check", dtype_name(o.wtype));
     }
   }
+}
+
+void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                         float eps, float* y, void* scratch, cudaStream_t stream) {
+  if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))
+    fail(ErrorCode::invalid_argument,
+         "rms_norm_for_matmul: {} rows of {} (at most {} rows, dim a "
+         "multiple of 16)",
+         n_rows, dim, kPreparedRows);
+  if (!aligned16(x) || !aligned16(y) || (d && !aligned16(d)) || !aligned16(scratch))
+    fail(ErrorCode::invalid_argument,
+         "rms_norm_for_matmul: x, d, y and scratch must be 16-byte "
+         "aligned");
+  if (n_rows == 0) return;
+  const ScratchLayout layout(n_rows, dim);
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  detail::launch(
+      norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
+      static_cast<int>(dim), eps, y, reinterpret_cast<uint16_t*>(bytes),
+      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes),
+      static_cast<int>(layout.xsum_stride),
+      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes));
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,

@@ -187,7 +187,9 @@ class CudaOps final : public Ops {
     const int64_t n_in = static_cast<int64_t>(w.ne[0]), n_out = static_cast<int64_t>(w.n_rows());
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     const auto [data, layout] = matmul_form(w);
-    kernels::matmul(w.dtype, data, n_in, n_out, x, n_tokens, y, n_out, scratch, stream(), layout);
+    const kernels::MatmulOut out{w.dtype, data, n_out, y, n_out, layout};
+    kernels::matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream(),
+                             prepared(x, n_tokens, n_in));
     launched("matmul");
   }
   void matmul_shared(std::span<const TensorView* const> ws, const float* x, int64_t n_tokens,
@@ -209,7 +211,7 @@ class CudaOps final : public Ops {
     }
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
-                             stream());
+                             stream(), prepared(x, n_tokens, n_in));
     launched("matmul");
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
@@ -221,11 +223,13 @@ class CudaOps final : public Ops {
   }
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                 float* y) override {
+    if (norm_for_matmul(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
     kernels::rms_norm(x, w, n_rows, dim, eps, y, stream());
     launched("rms_norm");
   }
   void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                     float eps, float* y) override {
+    if (norm_for_matmul(x, d, w, n_rows, dim, eps, y)) return;
     kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
     launched("add_rms_norm");
   }
@@ -524,6 +528,35 @@ class CudaOps final : public Ops {
   // MEMRA_FUSED_PROLOGUE=0 runs the attention prologue as its five plain kernels (A/B
   // measurements; the outputs are bit-identical).
   bool fused_prologue_ = switch_from_env("MEMRA_FUSED_PROLOGUE");
+
+  // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul),
+  // so the q/k/v, gate/up and output products that follow skip preparing it. prepared_ says for
+  // which y, and the launch count after the norm: any op in between (even one that does not touch
+  // y) uses the next launch number, and the matmul prepares x itself again. MEMRA_NORM_PREPARES=0
+  // turns it off (A/B; the same bits either way).
+  struct Prepared {
+    const float* y = nullptr;
+    int64_t n_rows = 0, dim = 0, at = -1;
+  };
+  Prepared prepared_;
+  bool norm_prepares_ = switch_from_env("MEMRA_NORM_PREPARES");
+
+  bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                       float eps, float* y) {
+    if (!norm_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 ||
+        dim < 256 || !aligned16(x) || !aligned16(y) || (d && !aligned16(d)))
+      return false;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+    kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    launched(d ? "add_rms_norm" : "rms_norm");
+    prepared_ = {y, n_rows, dim, n_launches_};
+    return true;
+  }
+  bool prepared(const float* x, int64_t n_tokens, int64_t n_in) const {
+    return prepared_.y == x && prepared_.n_rows == n_tokens && prepared_.dim == n_in &&
+           prepared_.at == n_launches_;
+  }
+  static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
   static bool switch_from_env(const char* name) {
     const char* v = std::getenv(name);
