@@ -87,22 +87,30 @@ if [ "$MODE" != bench8b ]; then
     --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, through Engine::create on the fixtures.
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
+    "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*'
   # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
-  step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+  step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
+    "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*GraphReplay*'
   # Sampling on the device vs the host sampler on the same logits (tokens, logprob bits), and
   # seeded requests on the GPU vs the CPU.
-  step device-sampling 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+  step device-sampling 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
+    "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
-    tests/fixtures/models/gemma3 tests/fixtures/models/qwen3_5 tests/fixtures/models/qwen3_5_moe)
+    tests/fixtures/models/gemma3)
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
     GATE+=("$(synth $spec)")
   done
   step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE[@]}"
+  # Linear attention on CUDA is experimental (refused unless MEMRA_CUDA_LINEAR_ATTENTION=1) until
+  # this gate passes; measured apart so the main gate says what the default serves.
+  step model-gate-linear-attention 120 env MEMRA_CUDA_LINEAR_ATTENTION=1 python3 \
+    scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
