@@ -69,7 +69,12 @@ def main():
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         value = float(row["Metric Value"].replace(",", ""))
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(row["Metric Unit"], 1.0)
+        unit = row["Metric Unit"]
+        scales = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
+                  "ms": 1e3}
+        if unit not in scales:
+            sys.exit(f"gpu_profile: unknown time unit '{unit}'")
+        scale = scales[unit]
         name = short_name(row["Kernel Name"])
         total[name] += value * scale
         count[name] += 1
