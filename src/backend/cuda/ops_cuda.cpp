@@ -147,12 +147,6 @@ class CudaOps final : public Ops {
            "tensor {} has dtype {}, which the CUDA backend has no kernel for", host.name,
            dtype_name(host.dtype));
     const auto n_in = static_cast<int64_t>(host.ne[0]), n_out = static_cast<int64_t>(host.ne[1]);
-    const int64_t block = dtype_traits(host.dtype).block_size;
-    if (!vector && reads(use, WeightUse::matmul) && (n_in % 16 != 0 || n_in % block != 0))
-      fail(ErrorCode::unsupported,
-           "tensor {} has {} inputs per row; the CUDA matmul kernels need a multiple of 16 (and "
-           "of the {} block size {})",
-           host.name, n_in, dtype_name(host.dtype), block);
     const bool tile = tiled_weights_ && host.n_dims == 2 && reads(use, WeightUse::matmul) &&
                       kernels::matmul_tiled_supports(host.dtype, n_in);
     // A matrix only matmul reads keeps just its tiled form: the file's rows go to a temporary.
