@@ -1,22 +1,12 @@
 // Whether launches are programmatic (launch.cuh).
-#include <cstdlib>
-#include <cstring>
-
+#include "core/env.h"
 #include "kernels/launch.cuh"
 
 namespace memra::kernels::detail {
-namespace {
-
-bool pdl_allowed_by_env() {
-  const char* v = std::getenv("MEMRA_PDL");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
-}  // namespace
 
 bool programmatic_launch() {
   // The attribute query is a lookup in the runtime's device table, cheap beside a launch.
-  static const bool env = pdl_allowed_by_env();
+  static const bool env = env_switch("MEMRA_PDL", true);
   int device = 0, major = 0;
   return env && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&

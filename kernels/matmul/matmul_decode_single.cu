@@ -16,10 +16,7 @@
 // partial p = fma(scale_j, s_j, p) (then fma(bias_j, xsum_j, p)) walks the groups in order from
 // lane 0 to lane 3 of the quad with one shuffle per lane: matmul.cu's canonical order, so the
 // outputs are bit-identical to every other kernel's (kernel-check compares them).
-#include <cstdlib>
-#include <string_view>
-
-#include "core/error.h"
+#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -139,12 +136,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 }  // namespace
 
 bool single_decode_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("MEMRA_SINGLE_DECODE");
-    if (!v || std::string_view(v) == "1") return true;
-    if (std::string_view(v) == "0") return false;
-    fail(ErrorCode::invalid_argument, "MEMRA_SINGLE_DECODE={} is not 0 or 1", v);
-  }();
+  static const bool enabled = env_switch("MEMRA_SINGLE_DECODE", true);
   return enabled;
 }
 

@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "core/checked_math.h"
 #include "core/dtype.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/mapped_file.h"
@@ -70,6 +73,26 @@ TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);               // rounds up into Inf
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80u);
   EXPECT_EQ(bf16_to_f32(0x3f80u), 1.0f);
+}
+
+TEST(EnvSwitch, ReadsZeroOrOneAndRefusesAnythingElseByName) {
+  const char* name = "MEMRA_TEST_ENV_SWITCH";
+  unsetenv(name);
+  EXPECT_TRUE(env_switch(name, true));
+  EXPECT_FALSE(env_switch(name, false));
+  setenv(name, "1", 1);
+  EXPECT_TRUE(env_switch(name, false));
+  setenv(name, "0", 1);
+  EXPECT_FALSE(env_switch(name, true));
+  setenv(name, "yes", 1);
+  try {
+    (void)env_switch(name, true);
+    ADD_FAILURE() << "a value other than 0 or 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MEMRA_TEST_ENV_SWITCH=yes"), std::string::npos)
+        << e.what();
+  }
+  unsetenv(name);
 }
 
 }  // namespace

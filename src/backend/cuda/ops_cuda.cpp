@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
@@ -538,7 +539,7 @@ class CudaOps final : public Ops {
   bool tiled_weights_ = tiled_weights_from_env();
   // MEMRA_FUSED_PROLOGUE=0 runs the attention prologue as its five plain kernels (A/B
   // measurements; the outputs are bit-identical).
-  bool fused_prologue_ = switch_from_env("MEMRA_FUSED_PROLOGUE");
+  bool fused_prologue_ = env_switch("MEMRA_FUSED_PROLOGUE", true);
 
   // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul),
   // so the q/k/v, gate/up and output products that follow skip preparing it. prepared_ says for
@@ -550,8 +551,8 @@ class CudaOps final : public Ops {
     int64_t n_rows = 0, dim = 0, at = -1;
   };
   Prepared prepared_;
-  bool norm_prepares_ = switch_from_env("MEMRA_NORM_PREPARES");
-  bool linear_attention_opt_in_ = switch_from_env("MEMRA_CUDA_LINEAR_ATTENTION", false);
+  bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
+  bool linear_attention_opt_in_ = env_switch("MEMRA_CUDA_LINEAR_ATTENTION", false);
 
   bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                        float eps, float* y) {
@@ -570,13 +571,6 @@ class CudaOps final : public Ops {
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-  static bool switch_from_env(const char* name, bool unset = true) {
-    const char* v = std::getenv(name);
-    if (!v) return unset;
-    if (std::string_view(v) == "1") return true;
-    if (std::string_view(v) == "0") return false;
-    fail(ErrorCode::invalid_argument, "{}={} is not 0 or 1", name, v);
-  }
   static bool tiled_weights_from_env() {
     const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
     if (!v || std::string_view(v) == "tiled") return true;
