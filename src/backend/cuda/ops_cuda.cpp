@@ -556,6 +556,7 @@ class CudaOps final : public Ops {
 
   bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                        float eps, float* y) {
+    // dim < 256: a per-head norm (q/k norms of a traced step, Gemma 4's), which no matmul reads.
     if (!norm_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 ||
         dim < 256 || !aligned16(x) || !aligned16(y) || (d && !aligned16(d)))
       return false;
