@@ -12,8 +12,19 @@ sigmoid-gated shared expert), gemma4_moe (Gemma 4's mixture-of-experts block, as
 model: routed GeGLU experts beside every layer's dense MLP, k = v on full layers, no per-layer
 input embeddings, no KV sharing), and transformers' float32 reference for them.
 
+It also writes the multimodal wrapper fixtures gemma3_mm (Gemma3ForConditionalGeneration) and
+qwen3_5_mm (Qwen3_5ForConditionalGeneration): the gemma3 / qwen3_5 fixture's text weights, read
+back from its folder, inside the wrapper with a tiny random vision tower (a few KB), saved in the
+layout transformers writes (gemma3: language_model.model.*, vision_tower.*,
+multi_modal_projector.*; qwen3_5: model.language_model.*, model.visual.*). They have no
+reference.json of their own: wrapper.json names the text fixture whose reference applies, and
+the largest difference measured between transformers' float32 run of the wrapper's text path
+and that reference (the generator refuses to write a fixture where it exceeds 1e-5; for
+gemma3_mm after capping the wrapper's logits as Gemma3ForCausalLM does: generate_wrapper says why).
+
 Run in the fixture venv (transformers 5.17 + torch; not the project venv):
     .venv-fixtures/bin/python scripts/gen_model_fixtures.py [--out tests/fixtures/models]
+(the wrapper fixtures read their text fixture's folder, so generate those first or together)
 
 Per fixture, tests/fixtures/models/<fixture>/ holds config.json, generation_config.json,
 tokenizer.json (BPE, 128 tokens), model.safetensors (weights rounded to bf16 and stored as bf16, to keep the fixture small; the
@@ -58,6 +69,10 @@ FIXTURES = {"llama": 1234, "qwen2": 1235, "qwen3": 1236, "gemma3": 1237, "qwen3_
             "gemma4_moe": 1242}
 # (gemma4 and qwen3_5_moe were added on separate branches with the same seed; both keep it, so
 # neither fixture's bytes change.)
+# Wrapper fixture -> (its text fixture, the vision tower's seed).
+WRAPPERS = {"gemma3_mm": ("gemma3", 1250), "qwen3_5_mm": ("qwen3_5", 1251)}
+# A largest-possible difference from the text reference: the wrapper runs the same text model.
+WRAPPER_TOL = 1e-5
 
 
 def write_tokenizer(out_dir):
@@ -228,14 +243,86 @@ def generate(arch, out_dir, seed):
     print(f"{arch}: greedy {tokens[:8]}... min top-2 gap {gap:.4f}")
 
 
+def make_wrapper(text_arch, text_config):
+    """The multimodal wrapper config around text_config, with a vision tower of a few KB. Image
+    token ids stay transformers' defaults (past the 128-token vocab): the fixture has no image."""
+    tied = text_config.tie_word_embeddings
+    if text_arch == "gemma3":
+        vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, image_size=8, patch_size=4)
+        return (transformers.Gemma3Config(text_config=text_config.to_dict(), vision_config=vision,
+                                          mm_tokens_per_image=4, tie_word_embeddings=tied),
+                transformers.Gemma3ForConditionalGeneration)
+    if text_arch == "qwen3_5":
+        vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=4,
+                      spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                      out_hidden_size=text_config.hidden_size)
+        return (transformers.Qwen3_5Config(text_config=text_config.to_dict(), vision_config=vision,
+                                           tie_word_embeddings=tied),
+                transformers.Qwen3_5ForConditionalGeneration)
+    raise ValueError(text_arch)
+
+
+def generate_wrapper(name, out_root, seed):
+    text_arch, _ = WRAPPERS[name]
+    text_dir = out_root / text_arch
+    text = transformers.AutoModelForCausalLM.from_pretrained(text_dir, dtype=torch.float32)
+    config, cls = make_wrapper(text_arch, text.config)
+    model = cls(config).to(torch.float32).eval()
+    # The text fixture's weights (bf16 values) under the wrapper's names; the rest is the tower.
+    text_state = {("lm_head." + k[len("lm_head."):]) if k.startswith("lm_head.")
+                  else "model.language_model." + k[len("model."):]: v
+                  for k, v in text.state_dict().items()}
+    missing, unexpected = model.load_state_dict(text_state, strict=False)
+    assert not unexpected, unexpected
+    tower = [k for k in missing if not k.startswith("model.language_model.")]
+    assert set(missing) == set(tower), missing
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        params = dict(model.named_parameters())
+        for key in sorted(tower):
+            if key in params:
+                p = params[key]
+                p.copy_((0.02 * torch.randn(p.shape, generator=gen)).to(torch.bfloat16))
+    model.config._attn_implementation = "eager"
+    ref = json.loads((text_dir / "reference.json").read_text())
+    ids = ref["prompt"] + ref["greedy"][:-1]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0]
+    # transformers 5.17's Gemma3ForConditionalGeneration.forward leaves out the text config's
+    # final_logit_softcapping, which Gemma3ForCausalLM applies (released Gemma 3 checkpoints set
+    # it null, so both agree there). memra reads the text model as the text class (as llama.cpp's
+    # converter, one class for both): the check caps here as Gemma3ForCausalLM would.
+    cap = getattr(config.get_text_config(), "final_logit_softcapping", None)
+    capped_here = text_arch == "gemma3" and cap is not None
+    if capped_here:
+        logits = cap * torch.tanh(logits / cap)
+    want = torch.tensor(ref["logits"], dtype=torch.float32).reshape(-1, ref["vocab"])
+    diff = float((logits - want[:len(ids)]).abs().max())
+    assert diff <= WRAPPER_TOL, f"{name}: the wrapper's text path differs by {diff}"
+    out_dir = out_root / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
+    write_tokenizer(out_dir)
+    info = {"text_fixture": text_arch, "architecture": cls.__name__,
+            "transformers": transformers.__version__, "torch": torch.__version__, "seed": seed,
+            "tower_tensors": len(tower), "max_abs_logit_diff_vs_text_reference": diff,
+            "final_logit_softcapping_applied_by_the_check": capped_here}
+    (out_dir / "wrapper.json").write_text(json.dumps(info, indent=1) + "\n")
+    print(f"{name}: {cls.__name__}, {len(tower)} tower tensors, text logits within {diff:.2e}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     root = pathlib.Path(__file__).resolve().parents[1]
     parser.add_argument("--out", type=pathlib.Path, default=root / "tests/fixtures/models")
-    parser.add_argument("--arch", nargs="*", default=list(FIXTURES))
+    parser.add_argument("--arch", nargs="*", default=list(FIXTURES) + list(WRAPPERS))
     args = parser.parse_args()
     for arch in args.arch:
-        generate(arch, args.out / arch, seed=FIXTURES[arch])
+        if arch in WRAPPERS:
+            generate_wrapper(arch, args.out, WRAPPERS[arch][1])
+        else:
+            generate(arch, args.out / arch, seed=FIXTURES[arch])
 
 
 if __name__ == "__main__":

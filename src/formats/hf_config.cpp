@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <numbers>
 #include <optional>
@@ -87,6 +88,9 @@ struct ArchEntry {
   std::string_view hf_architecture;
   std::string_view model_type;
   std::string_view arch;
+  // Multimodal wrappers (*ForConditionalGeneration): their text_config's model_type. The text
+  // model is read from text_config; its towers are not loaded (hf_wrapper_tower names them).
+  std::string_view text_model_type = {};
 };
 constexpr ArchEntry kArchitectures[] = {
     {"LlamaForCausalLM", "llama", "llama"},
@@ -95,10 +99,12 @@ constexpr ArchEntry kArchitectures[] = {
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
     {"Gemma4ForCausalLM", "gemma4_text", "gemma4"},
-    // The multimodal wrapper: its text_config is read; the towers are not loaded (text only).
-    {"Gemma4ForConditionalGeneration", "gemma4", "gemma4"},
     {"Qwen3_5ForCausalLM", "qwen3_5_text", "qwen35"},
     {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", "qwen35moe"},
+    {"Gemma3ForConditionalGeneration", "gemma3", "gemma3", "gemma3_text"},
+    {"Gemma4ForConditionalGeneration", "gemma4", "gemma4", "gemma4_text"},
+    {"Qwen3_5ForConditionalGeneration", "qwen3_5", "qwen35", "qwen3_5_text"},
+    {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", "qwen35moe", "qwen3_5_moe_text"},
 };
 
 const ArchEntry& pick_architecture(const ConfigReader& r) {
@@ -111,11 +117,6 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
     name = (*list)[0].get<std::string>();
   }
   const auto model_type = r.opt_string("model_type");
-  if (name == "Gemma3ForConditionalGeneration")
-    fail(ErrorCode::unsupported,
-         "{}: Gemma3ForConditionalGeneration (the multimodal Gemma 3 checkpoint) is not "
-         "supported; use a text-only Gemma3ForCausalLM checkpoint or a GGUF",
-         r.file);
   for (const ArchEntry& e : kArchitectures) {
     const bool by_name = !name.empty() && name == e.hf_architecture;
     const bool by_type = name.empty() && model_type && *model_type == e.model_type;
@@ -128,9 +129,25 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
   fail(ErrorCode::unsupported,
        "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
        "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-       "Gemma4ForCausalLM, Gemma4ForConditionalGeneration (text only), Qwen3_5ForCausalLM, "
-       "Qwen3_5MoeForCausalLM)",
+       "Gemma4ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, and the text model of "
+       "Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration, "
+       "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration)",
        r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
+}
+
+// A wrapper's text_config, checked to be the text model the wrapper names.
+ConfigReader wrapper_text_config(const ConfigReader& r, const ArchEntry& entry) {
+  const json* text = r.find("text_config");
+  if (text == nullptr || !text->is_object())
+    fail(ErrorCode::malformed_file, "{}: {} lacks an object text_config", r.file,
+         entry.hf_architecture);
+  const ConfigReader t{*text, "config.json text_config"};
+  const auto type = t.opt_string("model_type");
+  if (type && *type != entry.text_model_type)
+    fail(ErrorCode::unsupported,
+         "{}: model_type '{}' is not supported in {} (only its text model, {})", t.file, *type,
+         entry.hf_architecture, entry.text_model_type);
+  return t;
 }
 
 // One rope setting: base frequency plus the scaling type and its parameters.
@@ -638,15 +655,18 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
     set_f32(md, a + ".final_logit_softcapping", *cap);
 }
 
-// bos/eos/pad ids: generation_config.json wins over config.json; eos may be a list.
-void read_token_ids(HfModelConfig& out, const ConfigReader& cfg, const ConfigReader& gen) {
+// bos/eos/pad ids from the first of `sources` that has each (generation_config.json, then
+// config.json, then a wrapper's text_config); eos may be a list.
+void read_token_ids(HfModelConfig& out, std::initializer_list<ConfigReader> sources) {
   for (const auto& [hf_key, gguf_key] :
        {std::pair{"bos_token_id", "tokenizer.ggml.bos_token_id"},
         std::pair{"eos_token_id", "tokenizer.ggml.eos_token_id"},
         std::pair{"pad_token_id", "tokenizer.ggml.padding_token_id"}}) {
-    const ConfigReader& r = gen.find(hf_key) != nullptr ? gen : cfg;
+    const auto it = std::find_if(sources.begin(), sources.end(),
+                                 [&](const ConfigReader& c) { return c.find(hf_key) != nullptr; });
+    if (it == sources.end()) continue;
+    const ConfigReader& r = *it;
     const json* v = r.find(hf_key);
-    if (v == nullptr) continue;
     std::vector<Value> ids;
     for (const json& id : v->is_array() ? *v : json::array({*v})) {
       const bool non_negative = id.is_number_unsigned() || (id.is_number_integer() && id >= 0);
@@ -683,33 +703,26 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
   out.hf_architecture = entry.hf_architecture;
   out.metadata.set("general.architecture", Value::make_string(out.arch));
   out.metadata.set("general.name", Value::make_string(std::string(name)));
-  if (entry.hf_architecture == "Gemma4ForConditionalGeneration") {
-    const json* text = r.find("text_config");
-    if (text == nullptr || !text->is_object())
-      fail(ErrorCode::malformed_file,
-           "config.json: Gemma4ForConditionalGeneration lacks an "
-           "object text_config");
-    const ConfigReader t{*text, "config.json text_config"};
-    read_shapes(out, t, true);
-    read_gemma4(out, t);
-    if (r.find("tie_word_embeddings"))
-      out.tied_embeddings = r.opt_bool("tie_word_embeddings", true);
-  } else {
-    read_shapes(out, r, out.arch == "gemma3" || out.arch == "gemma4");
-  }
+  // A wrapper's text model keys live in text_config; transformers ties the wrapper's lm_head by
+  // its top-level tie_word_embeddings (class default when absent), not text_config's.
+  const bool defaults_tied = out.arch == "gemma3" || out.arch == "gemma4";
+  out.multimodal = !entry.text_model_type.empty();
+  const ConfigReader t = out.multimodal ? wrapper_text_config(r, entry) : r;
+  read_shapes(out, t, defaults_tied);
+  if (out.multimodal) out.tied_embeddings = r.opt_bool("tie_word_embeddings", defaults_tied);
   if (out.arch == "gemma4") {
-    if (entry.hf_architecture != "Gemma4ForConditionalGeneration") read_gemma4(out, r);
+    read_gemma4(out, t);
   } else if (out.arch == "gemma3") {
-    read_gemma3(out, r);
+    read_gemma3(out, t);
   } else if (out.arch == "qwen35" || out.arch == "qwen35moe") {
-    read_qwen35(out, r);
+    read_qwen35(out, t);
   } else {
-    read_dense(out, r);
+    read_dense(out, t);
   }
-  if (out.arch == "qwen3moe") read_qwen3moe(out, r);
+  if (out.arch == "qwen3moe") read_qwen3moe(out, t);
   const json empty = json::object();
   const json& gen = generation_config.is_object() ? generation_config : empty;
-  read_token_ids(out, r, ConfigReader{gen, "generation_config.json"});
+  read_token_ids(out, {ConfigReader{gen, "generation_config.json"}, r, t});
   return out;
 }
 

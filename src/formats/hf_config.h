@@ -3,12 +3,16 @@
 // give model code the same metadata. Supported: LlamaForCausalLM (llama), Qwen2ForCausalLM
 // (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
 // Gemma3ForCausalLM (gemma3, model_type gemma3_text), Gemma4ForCausalLM (gemma4, model_type
-// gemma4_text), Gemma4ForConditionalGeneration's text_config (gemma4; its vision and audio
-// towers are not loaded: text only), Qwen3_5ForCausalLM (qwen35, model_type qwen3_5_text) and
-// Qwen3_5MoeForCausalLM (qwen35moe, model_type qwen3_5_moe_text). gemma4's keys: read_gemma4 in
-// hf_config.cpp.
-// Unknown architectures, Gemma3ForConditionalGeneration (multimodal; refused, not reduced to
-// its text_config) and config values that change the math without a mapping are refused by name.
+// gemma4_text), Qwen3_5ForCausalLM (qwen35, model_type qwen3_5_text) and Qwen3_5MoeForCausalLM
+// (qwen35moe, model_type qwen3_5_moe_text); gemma4's keys: read_gemma4 in hf_config.cpp.
+// The multimodal wrappers Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration,
+// Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration give their text model:
+// text_config is read as the text class's config (its model_type must be that class's), the
+// top-level tie_word_embeddings ties the lm_head (as transformers does), bos/eos/pad come from
+// generation_config.json, then the top level, then text_config; vision/audio configs and image
+// token ids are not read (the archive skips the towers: model_archive_hf.cpp).
+// Unknown architectures and config values that change the math without a mapping are refused
+// by name.
 //
 // Keys written (A = architecture; u32 unless noted):
 //   general.architecture, general.name (strings); A.vocab_size, A.context_length
@@ -91,6 +95,9 @@ struct HfModelConfig {
   std::vector<float> rope_freqs;
   std::vector<bool> moe_layers;  // qwen3moe: [n_layer] true where the layer routes to experts
   bool gemma4_k_eq_v = false;    // gemma4 attention_k_eq_v: full layers have no v_proj
+  // A *ForConditionalGeneration wrapper: tensors are in its layout (hf_wrapper_text_name) and
+  // its vision/audio towers are skipped (hf_wrapper_tower).
+  bool multimodal = false;
 };
 
 // Maps parsed config.json (and generation_config.json, null when absent) to metadata. `name` is

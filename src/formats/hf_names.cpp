@@ -181,12 +181,6 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "qwen3moe" &&
       arch != "gemma3" && arch != "gemma4" && arch != "qwen35" && arch != "qwen35moe")
     return std::nullopt;
-  // Gemma4ForConditionalGeneration keeps the text model under model.language_model.
-  std::string unwrapped;
-  if (arch == "gemma4" && hf_name.starts_with("model.language_model.")) {
-    unwrapped = "model." + std::string(hf_name.substr(21));
-    hf_name = unwrapped;
-  }
   if (auto g = look_up(kGlobal, hf_name)) return GgufTensorName{std::string(*g), -1};
   if (arch == "gemma4")
     if (auto g = look_up(kGemma4Global, hf_name)) return GgufTensorName{std::string(*g), -1};
@@ -204,6 +198,46 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
     suffix = expert_suffix(rest.substr(dot + 1), &expert);
   if (!suffix) return std::nullopt;
   return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer, expert};
+}
+
+std::optional<std::string> hf_wrapper_text_name(std::string_view hf_name) {
+  static constexpr Mapping kPrefixes[] = {
+      {"model.language_model.", "model."},
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+      {"lm_head.", "lm_head."},
+      {"mtp.", "mtp."},
+  };
+  for (const Mapping& m : kPrefixes) {
+    if (hf_name.starts_with(m.hf))
+      return std::string(m.gguf) + std::string(hf_name.substr(m.hf.size()));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> hf_wrapper_tower(std::string_view hf_architecture,
+                                                 std::string_view hf_name) {
+  // Prefix -> part, per wrapper, as transformers 5.17 saves them (Gemma 3 also in its hub
+  // checkpoints' top-level layout). Qwen3.5's model.visual holds its merger (the projector).
+  struct Tower {
+    std::string_view hf_architecture, prefix, part;
+  };
+  static constexpr Tower kTowers[] = {
+      {"Gemma3ForConditionalGeneration", "vision_tower.", "vision tower"},
+      {"Gemma3ForConditionalGeneration", "model.vision_tower.", "vision tower"},
+      {"Gemma3ForConditionalGeneration", "multi_modal_projector.", "multimodal projector"},
+      {"Gemma3ForConditionalGeneration", "model.multi_modal_projector.", "multimodal projector"},
+      {"Gemma4ForConditionalGeneration", "model.vision_tower.", "vision tower"},
+      {"Gemma4ForConditionalGeneration", "model.embed_vision.", "vision embedder"},
+      {"Gemma4ForConditionalGeneration", "model.audio_tower.", "audio tower"},
+      {"Gemma4ForConditionalGeneration", "model.embed_audio.", "audio embedder"},
+      {"Qwen3_5ForConditionalGeneration", "model.visual.", "vision tower"},
+      {"Qwen3_5MoeForConditionalGeneration", "model.visual.", "vision tower"},
+  };
+  for (const Tower& t : kTowers) {
+    if (t.hf_architecture == hf_architecture && hf_name.starts_with(t.prefix)) return t.part;
+  }
+  return std::nullopt;
 }
 
 bool hf_tensor_is_buffer(std::string_view hf_name) {

@@ -24,6 +24,18 @@ struct GgufTensorName {
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name);
 
+// A *ForConditionalGeneration checkpoint's text-model tensor under the name the text-only class
+// saves it as: model.language_model.X (transformers 5) and language_model.model.X (the layout
+// of Gemma 3's hub checkpoints, which transformers still writes) -> model.X,
+// language_model.lm_head.X -> lm_head.X; lm_head.X and mtp.X (Qwen3.5's multi-token predictor)
+// keep their names. nullopt for any other name (a tower's, or one no wrapper uses).
+std::optional<std::string> hf_wrapper_text_name(std::string_view hf_name);
+
+// The non-text part of the wrapper hf_architecture that hf_name belongs to, by prefix ("vision
+// tower", "audio tower", "multimodal projector", ...), or nullopt when it is none of them.
+std::optional<std::string_view> hf_wrapper_tower(std::string_view hf_architecture,
+                                                 std::string_view hf_name);
+
 // Checkpoint entries that are computed buffers rather than weights (rotary_emb.inv_freq in old
 // transformers checkpoints); llama.cpp's converter skips them and so does the archive.
 bool hf_tensor_is_buffer(std::string_view hf_name);

@@ -1,6 +1,9 @@
 // archive_open_hf_folder: config.json -> metadata, safetensors tensors -> GGUF names, plus the
 // llama.cpp converter's data conventions (llama q/k row permutation, gemma3 norm + 1, llama3
 // rope_freqs), done into owned buffers the archive keeps alive. Conventions: model_archive.h.
+// A multimodal wrapper opens as its text model: the same tensors and metadata as the text-only
+// checkpoint, the vision/audio towers skipped with one logged line.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -292,15 +295,41 @@ void check_moe_layers(const HfModelConfig& cfg, const std::set<std::string>& see
   }
 }
 
-// Gemma4ForConditionalGeneration: the vision and audio towers and their embedders, which memra
-// does not run (text only).
-bool gemma4_tower_tensor(const HfModelConfig& cfg, const std::string& hf_name) {
-  if (cfg.hf_architecture != "Gemma4ForConditionalGeneration") return false;
-  for (const char* prefix :
-       {"model.vision_tower.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio."})
-    if (hf_name.starts_with(prefix)) return true;
-  return false;
-}
+// What a multimodal wrapper's checkpoint held beyond its text model, for the one log line.
+struct SkippedTowers {
+  std::vector<std::string_view> parts;  // in first-seen order
+  size_t n_tensors = 0;
+  uint64_t n_bytes = 0;
+
+  void add(std::string_view part, uint64_t bytes) {
+    if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
+    ++n_tensors;
+    n_bytes += bytes;
+  }
+  // "the vision tower and multimodal projector (N tensors, X MB) are not loaded: ...", the
+  // towers named before their projectors/embedders.
+  void log(const std::string& folder, const HfModelConfig& cfg) const {
+    if (n_tensors == 0) return;
+    std::vector<std::string_view> sorted = parts;
+    std::stable_partition(sorted.begin(), sorted.end(),
+                          [](std::string_view p) { return p.ends_with("tower"); });
+    std::string what = "the ";
+    bool audio = false;
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      what += i == 0 ? "" : i + 1 == sorted.size() ? " and " : ", ";
+      what += sorted[i];
+      audio = audio || sorted[i].starts_with("audio");
+    }
+    const bool mb = n_bytes >= 100'000;
+    const double size = static_cast<double>(n_bytes) / (mb ? 1e6 : 1e3);
+    log_at(LogLevel::warn,
+           "{}: {}: {} ({} tensor{}, {:.1f} {}) {} not loaded: memra serves this checkpoint's "
+           "text model; {} inputs are refused",
+           folder, cfg.hf_architecture, what, n_tensors, n_tensors == 1 ? "" : "s", size,
+           mb ? "MB" : "KB", sorted.size() == 1 ? "is" : "are",
+           audio ? "image and audio" : "image");
+  }
+};
 
 // gemma4 attention_k_eq_v: a full, non-sharing layer has v_proj exactly when the config says
 // K and V are separate (model code takes V from K when attn_v is absent).
@@ -336,28 +365,40 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   std::set<std::string> seen;
   ExpertSlices experts;
   const int64_t n_expert = cfg.metadata.get_int(cfg.arch + ".expert_count").value_or(0);
-  size_t towers = 0;
+  SkippedTowers towers;
   bool has_mtp = false;
   for (const auto& [hf_name, ref] : checkpoint->tensors) {
     if (hf_tensor_is_buffer(hf_name)) continue;
-    if (gemma4_tower_tensor(cfg, hf_name)) {
-      ++towers;
-      continue;
+    const safetensors::File& shard = checkpoint->shards[ref.shard];
+    // A wrapper's text tensors map as the text-only class's; its towers are skipped.
+    std::string text_name = hf_name;
+    if (cfg.multimodal) {
+      if (const auto part = hf_wrapper_tower(cfg.hf_architecture, hf_name)) {
+        const safetensors::Entry& e = shard.entries()[ref.entry];
+        towers.add(*part, e.end - e.begin);
+        continue;
+      }
+      auto unwrapped = hf_wrapper_text_name(hf_name);
+      if (!unwrapped)
+        fail(ErrorCode::unsupported,
+             "{}: tensor '{}' is neither {}'s text model (model.language_model.*, lm_head.*) nor "
+             "a tower memra knows to skip; refusing a checkpoint with weights memra would not use",
+             folder, hf_name, cfg.hf_architecture);
+      text_name = std::move(*unwrapped);
     }
     const bool qwen35 = cfg.arch == "qwen35" || cfg.arch == "qwen35moe";
-    const auto gguf_name = qwen35 && hf_name.starts_with("mtp.")
-                               ? qwen35_mtp_name(cfg.arch, hf_name, cfg.n_layer)
-                               : hf_tensor_name_to_gguf(cfg.arch, hf_name);
+    const bool mtp = text_name.starts_with("mtp.");
+    const auto gguf_name = qwen35 && mtp ? qwen35_mtp_name(cfg.arch, text_name, cfg.n_layer)
+                                         : hf_tensor_name_to_gguf(cfg.arch, text_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
            "{}: tensor '{}' is not in the {} name table (HF -> GGUF); refusing a checkpoint "
            "with weights memra would not use",
            folder, hf_name, cfg.arch);
     has_mtp = has_mtp || gguf_name->layer == cfg.n_layer;
-    if (gguf_name->layer >= cfg.n_layer + (hf_name.starts_with("mtp.") ? 1 : 0))
+    if (gguf_name->layer >= cfg.n_layer + (mtp ? 1 : 0))
       fail(ErrorCode::malformed_file, "{}: tensor '{}' is for layer {} but num_hidden_layers is {}",
            folder, hf_name, gguf_name->layer, cfg.n_layer);
-    const safetensors::File& shard = checkpoint->shards[ref.shard];
     TensorView view = shard.view(shard.entries()[ref.entry]);
     if (view.dtype != DType::f32 && view.dtype != DType::f16 && view.dtype != DType::bf16)
       fail(ErrorCode::unsupported, "{}: tensor '{}' has dtype {}; weights must be F32, F16 or BF16",
@@ -399,11 +440,7 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
   }
   check_moe_layers(cfg, seen, folder);
   check_gemma4_v(cfg, seen, folder);
-  if (towers > 0)
-    log_at(LogLevel::warn,
-           "{}: Gemma4ForConditionalGeneration's vision/audio towers ({} tensors) are not "
-           "supported and not loaded; serving the text model only",
-           folder, towers);
+  towers.log(folder, cfg);
   if (!cfg.tied_embeddings && !seen.contains("output.weight"))
     fail(ErrorCode::malformed_file,
          "{}: tie_word_embeddings is false but the checkpoint has no lm_head.weight", folder);

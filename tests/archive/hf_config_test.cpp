@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -140,8 +143,8 @@ TEST(HfConfig, RefusalsNameTheField) {
   };
   const Case cases[] = {
       {"architectures", json::array({"MistralForCausalLM"}), "'MistralForCausalLM'"},
-      {"architectures", json::array({"Gemma3ForConditionalGeneration"}),
-       "Gemma3ForConditionalGeneration"},
+      {"architectures", json::array({"PaliGemmaForConditionalGeneration"}),
+       "'PaliGemmaForConditionalGeneration'"},
       {"architectures", "LlamaForCausalLM", "architectures must list exactly one name"},
       {"model_type", "qwen2", "model_type 'qwen2' does not match"},
       {"hidden_act", "gelu", "hidden_act 'gelu'"},
@@ -333,6 +336,135 @@ TEST(HfConfig, Gemma4MoeRefusalsNameTheField) {
   EXPECT_NE(message_of(flag).find("enable_moe_block must be true or false"), std::string::npos);
 }
 
+// A *ForConditionalGeneration config as transformers writes it: the text model's config under
+// text_config, a vision config and image token ids beside it.
+json wrapped(const char* architecture, const char* model_type, json text) {
+  text.erase("architectures");
+  return json{{"architectures", json::array({architecture})},
+              {"model_type", model_type},
+              {"text_config", std::move(text)},
+              {"vision_config", {{"hidden_size", 16}, {"model_type", "siglip_vision_model"}}},
+              {"image_token_id", 248056}};
+}
+
+bool same_value(const gguf::Value& a, const gguf::Value& b) {
+  if (a.type != b.type || a.data.index() != b.data.index()) return false;
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        const T& y = std::get<T>(b.data);
+        if constexpr (std::is_same_v<T, gguf::Array>) {
+          if (x.element_type != y.element_type || x.items.size() != y.items.size()) return false;
+          for (size_t i = 0; i < x.items.size(); ++i)
+            if (!same_value(x.items[i], y.items[i])) return false;
+          return true;
+        } else {
+          return x == y;
+        }
+      },
+      a.data);
+}
+
+void expect_same_metadata(const gguf::Metadata& a, const gguf::Metadata& b) {
+  EXPECT_EQ(a.entries().size(), b.entries().size());
+  for (const auto& [key, value] : a.entries()) {
+    const gguf::Value* other = b.find(key);
+    ASSERT_NE(other, nullptr) << key;
+    EXPECT_TRUE(same_value(value, *other)) << key;
+  }
+}
+
+TEST(HfConfig, MultimodalWrappersGiveTheirTextModel) {
+  json gemma3 = llama_config();
+  gemma3["architectures"] = json::array({"Gemma3ForCausalLM"});
+  gemma3["model_type"] = "gemma3_text";
+  gemma3.erase("rope_theta");
+  gemma3["head_dim"] = 16;
+  const struct {
+    const char* architecture;
+    const char* model_type;
+    json text;
+  } cases[] = {
+      {"Gemma3ForConditionalGeneration", "gemma3", gemma3},
+      {"Gemma4ForConditionalGeneration", "gemma4", gemma4_moe_config()},
+      {"Qwen3_5ForConditionalGeneration", "qwen3_5", qwen35_config()},
+  };
+  for (const auto& c : cases) {
+    const HfModelConfig plain = hf_config_from_json(c.text, json::object(), "m");
+    json cfg = wrapped(c.architecture, c.model_type, c.text);
+    cfg["tie_word_embeddings"] = plain.tied_embeddings;
+    const HfModelConfig w = hf_config_from_json(cfg, json::object(), "m");
+    EXPECT_TRUE(w.multimodal && !plain.multimodal) << c.architecture;
+    EXPECT_EQ(w.hf_architecture, c.architecture);
+    EXPECT_EQ(w.arch, plain.arch);
+    EXPECT_EQ(w.tied_embeddings, plain.tied_embeddings);
+    EXPECT_EQ(w.rope_freqs, plain.rope_freqs);
+    expect_same_metadata(w.metadata, plain.metadata);
+    // By model_type alone, as for the text classes.
+    cfg.erase("architectures");
+    EXPECT_EQ(hf_config_from_json(cfg, json::object(), "m").hf_architecture, c.architecture);
+  }
+  // transformers ties the lm_head by the wrapper's top-level flag (class default when absent).
+  json qwen = wrapped("Qwen3_5ForConditionalGeneration", "qwen3_5", qwen35_config());
+  qwen["text_config"]["tie_word_embeddings"] = true;
+  EXPECT_FALSE(hf_config_from_json(qwen, json::object(), "m").tied_embeddings);
+  qwen["tie_word_embeddings"] = true;
+  EXPECT_TRUE(hf_config_from_json(qwen, json::object(), "m").tied_embeddings);
+  json gemma = wrapped("Gemma3ForConditionalGeneration", "gemma3", gemma3);
+  gemma["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_TRUE(hf_config_from_json(gemma, json::object(), "m").tied_embeddings);
+  // eos: generation_config, then the top level, then text_config.
+  gemma["eos_token_id"] = json::array({1, 7});
+  const HfModelConfig eos = hf_config_from_json(gemma, json::object(), "m");
+  EXPECT_EQ(eos.metadata.get_int_array("tokenizer.ggml.eos_token_ids"),
+            (std::vector<int64_t>{1, 7}));
+  EXPECT_EQ(eos.metadata.require_int("tokenizer.ggml.bos_token_id"), 1);  // from text_config
+}
+
+TEST(HfConfig, MultimodalWrapperRefusalsNameTheField) {
+  json moe = wrapped("Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", qwen35_config());
+  EXPECT_NE(message_of(moe).find("model_type 'qwen3_5_text' is not supported in "
+                                 "Qwen3_5MoeForConditionalGeneration"),
+            std::string::npos)
+      << message_of(moe);
+  json none = wrapped("Gemma3ForConditionalGeneration", "gemma3", llama_config());
+  none.erase("text_config");
+  EXPECT_NE(message_of(none).find("Gemma3ForConditionalGeneration lacks an object text_config"),
+            std::string::npos);
+  json bad = wrapped("Qwen3_5ForConditionalGeneration", "qwen3_5", qwen35_config());
+  bad["text_config"]["hidden_act"] = "gelu";
+  EXPECT_NE(message_of(bad).find("config.json text_config: hidden_act 'gelu'"), std::string::npos)
+      << message_of(bad);
+  json type = wrapped("Qwen3_5ForConditionalGeneration", "qwen3_5_text", qwen35_config());
+  EXPECT_NE(message_of(type).find("model_type 'qwen3_5_text' does not match"), std::string::npos);
+}
+
+TEST(HfNames, MultimodalWrapperLayouts) {
+  auto text = [](std::string_view n) { return hf_wrapper_text_name(n).value_or("<none>"); };
+  EXPECT_EQ(text("model.language_model.layers.3.mlp.up_proj.weight"),
+            "model.layers.3.mlp.up_proj.weight");
+  EXPECT_EQ(text("language_model.model.embed_tokens.weight"), "model.embed_tokens.weight");
+  EXPECT_EQ(text("language_model.lm_head.weight"), "lm_head.weight");
+  EXPECT_EQ(text("lm_head.weight"), "lm_head.weight");
+  EXPECT_EQ(text("mtp.fc.weight"), "mtp.fc.weight");
+  EXPECT_EQ(text("model.layers.0.mlp.up_proj.weight"), "<none>");
+  EXPECT_EQ(text("model.visual.blocks.0.attn.qkv.weight"), "<none>");
+  auto tower = [](std::string_view arch, std::string_view n) {
+    return std::string(hf_wrapper_tower(arch, n).value_or("<none>"));
+  };
+  EXPECT_EQ(tower("Gemma3ForConditionalGeneration", "vision_tower.vision_model.head.probe"),
+            "vision tower");
+  EXPECT_EQ(tower("Gemma3ForConditionalGeneration", "model.multi_modal_projector.mm_w"),
+            "multimodal projector");
+  EXPECT_EQ(tower("Gemma4ForConditionalGeneration", "model.audio_tower.x"), "audio tower");
+  EXPECT_EQ(tower("Gemma4ForConditionalGeneration", "model.embed_vision.x"), "vision embedder");
+  EXPECT_EQ(tower("Qwen3_5MoeForConditionalGeneration", "model.visual.merger.norm.weight"),
+            "vision tower");
+  // Only the wrapper's own towers: Qwen3.5 has no audio tower, the text classes none at all.
+  EXPECT_EQ(tower("Qwen3_5ForConditionalGeneration", "model.audio_tower.x"), "<none>");
+  EXPECT_EQ(tower("Gemma3ForCausalLM", "vision_tower.x"), "<none>");
+}
+
 TEST(HfNames, TablePerArchitecture) {
   auto name = [](const char* arch, const char* hf) {
     const auto g = hf_tensor_name_to_gguf(arch, hf);
@@ -372,12 +504,12 @@ TEST(HfNames, TablePerArchitecture) {
   EXPECT_EQ(name("qwen3moe", "model.layers.2.mlp.experts.gate_up_proj"), "<none>");
   EXPECT_EQ(name("qwen3", "model.layers.2.mlp.experts.1.up_proj.weight"), "<none>");
   EXPECT_EQ(name("qwen3", "model.layers.2.mlp.gate.weight"), "<none>");
-  // Gemma 4's MoE block as llama.cpp names it; only under gemma4, and under its wrapper.
+  // Gemma 4's MoE block as llama.cpp names it; only under gemma4 (its wrapper's names are
+  // unwrapped first: hf_wrapper_text_name).
   EXPECT_EQ(name("gemma4", "model.layers.1.router.proj.weight"), "blk.1.ffn_gate_inp.weight");
   EXPECT_EQ(name("gemma4", "model.layers.1.router.scale"), "blk.1.ffn_gate_inp.scale");
   EXPECT_EQ(name("gemma4", "model.layers.1.router.per_expert_scale"), "blk.1.ffn_down_exps.scale");
-  EXPECT_EQ(name("gemma4", "model.language_model.layers.1.experts.gate_up_proj"),
-            "blk.1.ffn_gate_up_exps.weight");
+  EXPECT_EQ(name("gemma4", "model.layers.1.experts.gate_up_proj"), "blk.1.ffn_gate_up_exps.weight");
   EXPECT_EQ(name("gemma4", "model.layers.1.experts.down_proj"), "blk.1.ffn_down_exps.weight");
   EXPECT_EQ(name("gemma4", "model.layers.1.pre_feedforward_layernorm_2.weight"),
             "blk.1.pre_ffw_norm_2.weight");
