@@ -67,11 +67,13 @@ const ShapeDef kShapes[] = {
          "final_logit_softcapping": null, "attn_logit_softcapping": null,
          "tie_word_embeddings": true})"},
     // Qwen3.5 / 3.6 (qwen35, qwen35moe): the text decoders of the published image-text
-    // checkpoints, from their model cards (hidden, layers, layout, heads, head dims, widths,
-    // vocab, context) and config.json text_config (rope_theta 1e7, partial_rotary_factor 0.25,
-    // conv kernel 4, rms_norm_eps 1e-6, tie_word_embeddings). Not written: the vision tower
-    // (memra runs text only) and the multi-token-prediction block (mtp_num_hidden_layers 1; the
-    // loader would skip it), so parameter counts are the text decoder's.
+    // checkpoints. Hidden, layers, layout, heads, head dims, widths, vocab and context are the
+    // model cards' (as quoted by public pages; the official config.json files were not read
+    // directly); rope_theta 1e7, partial_rotary_factor 0.25, conv kernel 4 and rms_norm_eps 1e-6
+    // are from copies of their text_config. tie_word_embeddings false: 27B's card says untied;
+    // for 9B it is inferred from the checkpoint's 19.3 GB (tied would be ~1B short), for 35B-A3B
+    // assumed as 9B (34.66B vs 34.15B tied; both round to 35B). Not written: the vision tower
+    // (memra runs text only) and the multi-token-prediction block (the loader would skip it).
     {{"qwen3.5-9b", "Qwen3.5-9B: hidden 4096, 32 layers (3 delta-net : 1 attention), ffn 12288"},
      VocabKind::qwen,
      R"({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 4096,
@@ -107,10 +109,12 @@ const ShapeDef kShapes[] = {
          "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
          "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
          "shared_expert_intermediate_size": 512, "tie_word_embeddings": false})"},
-    // Gemma 4 (gemma4): the text decoders of the published checkpoints' text_config: five
-    // sliding layers (head dim 256, window 1024, rope 1e4) then one full layer (head dim 512,
-    // fewer kv heads, V = K, proportional rope 1e6 over a quarter of the pairs), final softcap 30,
-    // tied embeddings, no per-layer inputs or KV sharing. Vision tower not written.
+    // Gemma 4 (gemma4): the text decoders, from copies of the checkpoints' text_config (in
+    // public test code) and the model cards: five sliding layers (head dim 256, window 1024, rope
+    // 1e4) then one full layer (head dim 512, fewer kv heads, V = K, proportional rope 1e6 over a
+    // quarter of the pairs), final softcap 30, tied embeddings, no per-layer inputs or KV
+    // sharing. max_position_embeddings: copies disagree (131072 / 262144); the cards' 256K wins.
+    // Vision tower not written.
     {{"gemma-4-31b", "Gemma-4-31B: hidden 5376, 60 layers, 32/16 heads (full: 512-wide, 4 kv)"},
      VocabKind::gemma,
      R"({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "hidden_size": 5376,
