@@ -104,7 +104,7 @@ void draw_row(const TensorPlan& t, uint64_t seed, uint64_t row, std::span<float>
   }
   fill_normal(seed, t.stream, row * out.size(), out);
   const float scale = t.init == Init::norm ? kNormStd : t.std;
-  const float offset = t.init == Init::norm ? 1.0f : 0.0f;
+  const float offset = t.init == Init::norm ? 1.0f : t.init == Init::shifted ? t.mean : 0.0f;
   for (float& v : out) v = offset + scale * v;
 }
 

@@ -32,20 +32,26 @@ struct Options {
   int threads = 1;          // workers generating and quantizing the rows of one tensor
   bool fast_quant = false;  // Q4_K/Q5_K/Q6_K tensors as random valid blocks (no encoder)
   std::string output_path;
+  // A JSON object merged over the shape's config.json (RFC 7386 merge patch) before anything is
+  // derived from it: scaled-down variants of a shape (tests load a 64-wide qwen3.5-9b on the CPU)
+  // keep every tensor and key of the architecture. Empty: the shape as published.
+  std::string config_patch;
 };
 
 // How a tensor's values are drawn.
 enum class Init {
-  matrix,  // ~N(0, std^2): sum of four uniforms (Irwin-Hall), bounded at +-3.46 std
-  norm,    // 1 + 0.1 * N(0, 1): RMSNorm weights as GGUF stores them (gemma3's 1 + w too)
-  values,  // fixed contents (llama3's rope_freqs)
+  matrix,   // ~N(0, std^2): sum of four uniforms (Irwin-Hall), bounded at +-3.46 std
+  norm,     // 1 + 0.1 * N(0, 1): RMSNorm weights as GGUF stores them (gemma3's 1 + w too)
+  shifted,  // mean + std * N(0, 1): parameters that must keep a sign (qwen35's ssm_a < 0)
+  values,   // fixed contents (llama3's rope_freqs)
 };
 
 struct TensorPlan {
   TensorView view;  // name, n_dims, ne (no data)
   DType type = DType::f32;
   Init init = Init::matrix;
-  float std = 0.0f;           // Init::matrix
+  float std = 0.0f;           // Init::matrix, Init::shifted
+  float mean = 0.0f;          // Init::shifted
   std::vector<float> values;  // Init::values
   uint64_t stream = 0;        // RNG stream: a hash of the name, so --layers keeps layer 0's bytes
 };

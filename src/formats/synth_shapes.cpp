@@ -1,9 +1,8 @@
 // The shapes `memra synth` knows, each as the fields of its public config.json that memra reads,
-// and the plan built from one: metadata through hf_config (so keys, types and llama3 rope_freqs
-// are exactly what `memra convert` writes for the real checkpoint), the tensor list in llama.cpp's
-// names, and each tensor's type from convert's mix policy.
+// and the plan built from one: metadata through hf_config (so keys, types and rope_freqs are
+// exactly what `memra convert` writes for the real checkpoint), the tensor list in llama.cpp's
+// names (synth_tensors.cpp), and each tensor's type from convert's mix policy.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "formats/hf_config.h"
 #include "formats/synth.h"
+#include "formats/synth_tensors.h"
 #include "formats/synth_vocab.h"
 
 namespace memra::synth {
@@ -66,88 +66,93 @@ const ShapeDef kShapes[] = {
          "sliding_window": 1024, "sliding_window_pattern": 6, "query_pre_attn_scalar": 256,
          "final_logit_softcapping": null, "attn_logit_softcapping": null,
          "tie_word_embeddings": true})"},
+    // Qwen3.5 / 3.6 (qwen35, qwen35moe): the text decoders of the published image-text
+    // checkpoints. Hidden, layers, layout, heads, head dims, widths, vocab and context are the
+    // model cards' (as quoted by public pages; the official config.json files were not read
+    // directly); rope_theta 1e7, partial_rotary_factor 0.25, conv kernel 4 and rms_norm_eps 1e-6
+    // are from copies of their text_config. tie_word_embeddings false: 27B's card says untied;
+    // for 9B it is inferred from the checkpoint's 19.3 GB (tied would be ~1B short), for 35B-A3B
+    // assumed as 9B (34.66B vs 34.15B tied; both round to 35B). Not written: the vision tower
+    // (memra runs text only) and the multi-token-prediction block (the loader would skip it).
+    {{"qwen3.5-9b", "Qwen3.5-9B: hidden 4096, 32 layers (3 delta-net : 1 attention), ffn 12288"},
+     VocabKind::qwen,
+     R"({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 4096,
+         "intermediate_size": 12288, "num_hidden_layers": 32, "num_attention_heads": 16,
+         "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 248320,
+         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                             "partial_rotary_factor": 0.25},
+         "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+         "tie_word_embeddings": false})"},
+    {{"qwen3.6-27b", "Qwen3.6-27B: hidden 5120, 64 layers (3 delta-net : 1 attention), ffn 17408"},
+     VocabKind::qwen,
+     R"({"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 5120,
+         "intermediate_size": 17408, "num_hidden_layers": 64, "num_attention_heads": 24,
+         "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 248320,
+         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                             "partial_rotary_factor": 0.25},
+         "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 48,
+         "tie_word_embeddings": false})"},
+    {{"qwen3.6-35b-a3b",
+      "Qwen3.6-35B-A3B: hidden 2048, 40 layers, 256 experts of 512 (top 8) + shared expert"},
+     VocabKind::qwen,
+     R"({"architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text",
+         "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16,
+         "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 248320,
+         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000,
+                             "partial_rotary_factor": 0.25},
+         "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+         "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+         "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+         "shared_expert_intermediate_size": 512, "tie_word_embeddings": false})"},
+    // Gemma 4 (gemma4): the text decoders, from copies of the checkpoints' text_config (in
+    // public test code) and the model cards: five sliding layers (head dim 256, window 1024, rope
+    // 1e4) then one full layer (head dim 512, fewer kv heads, V = K, proportional rope 1e6 over a
+    // quarter of the pairs), final softcap 30, tied embeddings, no per-layer inputs or KV
+    // sharing. max_position_embeddings: copies disagree (131072 / 262144); the cards' 256K wins.
+    // Vision tower not written.
+    {{"gemma-4-31b", "Gemma-4-31B: hidden 5376, 60 layers, 32/16 heads (full: 512-wide, 4 kv)"},
+     VocabKind::gemma,
+     R"({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "hidden_size": 5376,
+         "intermediate_size": 21504, "num_hidden_layers": 60, "num_attention_heads": 32,
+         "num_key_value_heads": 16, "head_dim": 256, "global_head_dim": 512,
+         "num_global_key_value_heads": 4, "attention_k_eq_v": true, "vocab_size": 262144,
+         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "sliding_window": 1024,
+         "sliding_window_pattern": 6, "final_logit_softcapping": 30.0,
+         "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
+         "use_double_wide_mlp": false, "enable_moe_block": false,
+         "rope_parameters": {"full_attention": {"rope_type": "proportional",
+                                                "partial_rotary_factor": 0.25,
+                                                "rope_theta": 1000000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+         "tie_word_embeddings": true})"},
+    {{"gemma-4-26b-a4b",
+      "Gemma-4-26B-A4B: hidden 2816, 30 layers, MLP 2112 + 128 experts of 704 (top 8)"},
+     VocabKind::gemma,
+     R"({"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text", "hidden_size": 2816,
+         "intermediate_size": 2112, "num_hidden_layers": 30, "num_attention_heads": 16,
+         "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+         "num_global_key_value_heads": 2, "attention_k_eq_v": true, "vocab_size": 262144,
+         "max_position_embeddings": 262144, "rms_norm_eps": 1e-6, "sliding_window": 1024,
+         "sliding_window_pattern": 6, "final_logit_softcapping": 30.0,
+         "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0,
+         "use_double_wide_mlp": false, "enable_moe_block": true, "num_experts": 128,
+         "top_k_experts": 8, "moe_intermediate_size": 704,
+         "rope_parameters": {"full_attention": {"rope_type": "proportional",
+                                                "partial_rotary_factor": 0.25,
+                                                "rope_theta": 1000000.0},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+         "tie_word_embeddings": true})"},
 };
 
 const ShapeDef& find_shape(const std::string& name) {
   for (const ShapeDef& s : kShapes)
     if (s.info.name == name) return s;
   fail(ErrorCode::invalid_argument, "unknown shape '{}' (known: {})", name, shape_names());
-}
-
-// FNV-1a: the tensor's RNG stream follows its name, not its position in the file.
-uint64_t name_hash(std::string_view name) {
-  uint64_t h = 0xCBF29CE484222325ULL;
-  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ULL;
-  return h;
-}
-
-// Scales. A matrix of fan-in n draws N(0, 1/n): a unit-RMS input gives a unit-RMS output, so
-// activations neither grow nor vanish with depth (pre-norm blocks renormalize each input anyway).
-// token_embd / output draw N(0, s^2/n_embd) with s = sqrt(2 ln V) + 2: after the final norm the
-// logits are ~N(0, s^2), and once s exceeds sqrt(2 ln V) (the expected maximum of V standard
-// normals) the largest logit stands clear of the rest, giving peaked next-token distributions
-// like the fixtures' (scripts/gen_model_fixtures.py, MATRIX_STD) rather than a flat softmax.
-float logit_std(int64_t n_vocab) {
-  return static_cast<float>(std::sqrt(2.0 * std::log(static_cast<double>(n_vocab))) + 2.0);
-}
-
-struct TensorListBuilder {
-  std::vector<TensorPlan>& out;
-
-  void add(std::string name, std::initializer_list<uint64_t> ne, Init init, float std) {
-    TensorPlan t;
-    t.view.name = std::move(name);
-    t.view.n_dims = static_cast<int>(ne.size());
-    std::copy(ne.begin(), ne.end(), t.view.ne.begin());
-    t.init = init;
-    t.std = std;
-    t.stream = name_hash(t.view.name);
-    out.push_back(std::move(t));
-  }
-  // A weight applied as y = W x with x of `in` features: ne = {in, out}.
-  void matrix(std::string name, uint64_t in, uint64_t rows) {
-    add(std::move(name), {in, rows}, Init::matrix, 1.0f / std::sqrt(static_cast<float>(in)));
-  }
-  void norm(std::string name, uint64_t n) { add(std::move(name), {n}, Init::norm, 0.0f); }
-};
-
-std::vector<TensorPlan> tensor_list(const HfModelConfig& c, uint64_t n_ff) {
-  std::vector<TensorPlan> out;
-  TensorListBuilder b{out};
-  const uint64_t e = c.n_embd;
-  const uint64_t q = c.n_head * c.head_dim;
-  const uint64_t kv = c.n_head_kv * c.head_dim;
-  const float embd_std = logit_std(c.vocab_size) / std::sqrt(static_cast<float>(e));
-  b.add("token_embd.weight", {e, uint64_t(c.vocab_size)}, Init::matrix, embd_std);
-  const bool qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    b.norm(p + "attn_norm.weight", e);
-    b.matrix(p + "attn_q.weight", e, q);
-    b.matrix(p + "attn_k.weight", e, kv);
-    b.matrix(p + "attn_v.weight", e, kv);
-    b.matrix(p + "attn_output.weight", q, e);
-    if (qk_norm) {
-      b.norm(p + "attn_q_norm.weight", c.head_dim);
-      b.norm(p + "attn_k_norm.weight", c.head_dim);
-    }
-    b.norm(p + "ffn_norm.weight", e);
-    b.matrix(p + "ffn_gate.weight", e, n_ff);
-    b.matrix(p + "ffn_up.weight", e, n_ff);
-    b.matrix(p + "ffn_down.weight", n_ff, e);
-    if (c.arch == "gemma3") {
-      b.norm(p + "post_attention_norm.weight", e);
-      b.norm(p + "post_ffw_norm.weight", e);
-    }
-  }
-  b.norm("output_norm.weight", e);
-  if (!c.tied_embeddings)
-    b.add("output.weight", {e, uint64_t(c.vocab_size)}, Init::matrix, embd_std);
-  if (!c.rope_freqs.empty()) {
-    b.add("rope_freqs.weight", {c.rope_freqs.size()}, Init::values, 0.0f);
-    out.back().values = c.rope_freqs;
-  }
-  return out;
 }
 
 }  // namespace
@@ -170,15 +175,30 @@ std::string shape_names() {
 Plan make_plan(const Options& options) {
   const ShapeDef& shape = find_shape(options.shape);
   nlohmann::json config = nlohmann::json::parse(shape.config);
+  if (!options.config_patch.empty()) {
+    const nlohmann::json patch = nlohmann::json::parse(options.config_patch, nullptr, false);
+    if (!patch.is_object())
+      fail(ErrorCode::invalid_argument, "config patch for {} is not a JSON object: {}",
+           shape.info.name, options.config_patch);
+    config.merge_patch(patch);
+  }
   const int64_t own_layers = config["num_hidden_layers"].get<int64_t>();
   if (options.layers < 0 || options.layers > own_layers)
     fail(ErrorCode::invalid_argument, "--layers {} is not in 1..{} (the {} block count)",
          options.layers, own_layers, shape.info.name);
+  // GGUF says which qwen35 layers are full attention by one interval, which must not exceed the
+  // block count: fewer layers would leave no attention layer (and no file the loader accepts).
+  const int64_t interval = config.value("full_attention_interval", int64_t{0});
+  if (options.layers > 0 && options.layers < interval)
+    fail(ErrorCode::invalid_argument,
+         "--layers {} keeps no full-attention layer of {} (every {}th is one); use at least {}",
+         options.layers, shape.info.name, interval, interval);
   std::string name = fmt::format("memra synth {} seed {}", shape.info.name, options.seed);
   if (options.layers > 0) {
     config["num_hidden_layers"] = options.layers;
     name += fmt::format(" layers {}", options.layers);
   }
+  if (!options.config_patch.empty()) name += " (scaled-down)";
   const HfModelConfig hf = hf_config_from_json(config, nlohmann::json(), name);
 
   Plan plan;
@@ -190,7 +210,7 @@ Plan make_plan(const Options& options) {
   plan.metadata.set("general.quantization_version", gguf::Value::make_u32(2));
   vocab_write(shape.vocab, hf.vocab_size, plan.metadata);
 
-  plan.tensors = tensor_list(hf, config["intermediate_size"].get<uint64_t>());
+  plan.tensors = tensor_list(hf);
   std::stable_sort(plan.tensors.begin(), plan.tensors.end(),
                    [](const TensorPlan& a, const TensorPlan& b) {
                      return convert::tensor_order_less(a.view, b.view);

@@ -150,6 +150,8 @@ def test_cpu_run_generates(memra_bin, files, which):
     (["--shape", "qwen3-8b", "--type", "bf16", "--layers", "0", "-o", "x.gguf"], "--layers"),
     (["--shape", "gemma3-270m", "--type", "bf16", "--layers", "19", "-o", "x.gguf"],
      "--layers 19"),
+    (["--shape", "qwen3.5-9b", "--type", "bf16", "--layers", "2", "-o", "x.gguf"],
+     "--layers 2 keeps no full-attention layer"),
     (["--shape", "qwen3-8b", "--type", "bf16"], "missing -o"),
     (["--shape", "qwen3-8b", "--type", "bf16", "--seed", "-1", "-o", "x.gguf"], "--seed"),
 ])
@@ -159,3 +161,11 @@ def test_bad_arguments_are_named(memra_bin, tmp_path, args, needle):
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert not (tmp_path / "x.gguf").exists()
+
+
+def test_help_lists_every_shape(memra_bin):
+    proc = subprocess.run([memra_bin, "synth", "--help"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    for shape in ["qwen3-0.6b", "qwen3-8b", "llama3-8b", "gemma3-270m", "gemma3-12b", "qwen3.5-9b",
+                  "qwen3.6-27b", "qwen3.6-35b-a3b", "gemma-4-31b", "gemma-4-26b-a4b"]:
+        assert f"  {shape} " in proc.stdout, shape

@@ -26,7 +26,8 @@ constexpr const char* kUsage =
     "  --type MIX      f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q6_k (memra convert's mixes and\n"
     "                  per-tensor rules)\n"
     "  --seed N        weight seed (default 0)\n"
-    "  --layers L      keep only the first L blocks (small test files)\n"
+    "  --layers L      keep only the first L blocks (small test files; the qwen3.5/3.6\n"
+    "                  shapes need at least 4, one attention layer)\n"
     "  --threads T     workers drawing and quantizing rows (default: all cores)\n"
     "  --fast-quant    write Q4_K/Q5_K/Q6_K tensors as random valid blocks instead of running\n"
     "                  the reference encoder on drawn floats (many times faster; the benchmark\n"
@@ -87,7 +88,7 @@ int run_synth(const Args& args) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     std::fputs(kUsage, stdout);
     for (const synth::ShapeInfo& s : synth::shapes())
-      std::printf("  %-14s %s\n", std::string(s.name).c_str(), std::string(s.description).c_str());
+      std::printf("  %-16s %s\n", std::string(s.name).c_str(), std::string(s.description).c_str());
     return 0;
   }
   const synth::Options options = parse_args(args);
