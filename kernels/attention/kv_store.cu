@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -11,21 +12,6 @@
 namespace memra::kernels {
 
 namespace {
-
-template <typename T>
-__device__ __forceinline__ T convert(float v);
-template <>
-__device__ __forceinline__ float convert<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 convert<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half convert<__half>(float v) {
-  return __float2half_rn(v);
-}
 
 template <typename T>
 __global__ void kv_store_kernel(T* k_cache, T* v_cache, const int32_t* slots, int32_t n_tokens,
@@ -37,8 +23,8 @@ __global__ void kv_store_kernel(T* k_cache, T* v_cache, const int32_t* slots, in
     const int32_t slot = slots[t];
     if (slot < 0) continue;
     const int64_t dst = int64_t{slot} * row + c;
-    k_cache[dst] = convert<T>(k[t * ld + c]);
-    v_cache[dst] = convert<T>(v[t * ld + c]);
+    k_cache[dst] = detail::to_cache<T>(k[t * ld + c]);
+    v_cache[dst] = detail::to_cache<T>(v[t * ld + c]);
   }
 }
 

@@ -10,9 +10,7 @@
 // and the same additions (warps of the norm kernel past the head's chunks only add +0). So the
 // output is bit-identical to rms_norm, rms_norm, rope, rope, kv_store (kernel-check compares them),
 // and, per token, independent of the step around it.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_math.cuh"
 #include "kernels/kernels.h"
@@ -27,20 +25,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHeadDim = 1024;  // one 4-element chunk per thread of the norm kernel
 
-template <typename T>
-__device__ __forceinline__ T to_cache(float v);
-template <>
-__device__ __forceinline__ float to_cache<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_cache<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-template <>
-__device__ __forceinline__ __half to_cache<__half>(float v) {
-  return __float2half_rn(v);
-}
+using detail::to_cache;
 
 struct PrologueArgs {
   float* q;
