@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
 #include "formats/hf_json.h"
 
 namespace memra {
@@ -84,30 +85,25 @@ struct ConfigReader {
   }
 };
 
+// The architecture config.json names and the class it names, from the descriptors' class lists.
 struct ArchEntry {
-  std::string_view hf_architecture;
-  std::string_view model_type;
-  std::string_view arch;
-  // Multimodal wrappers (*ForConditionalGeneration): their text_config's model_type. The text
-  // model is read from text_config; its towers are not loaded (hf_wrapper_tower names them).
-  std::string_view text_model_type = {};
-};
-constexpr ArchEntry kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", "llama"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
-    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
-    {"Gemma4ForCausalLM", "gemma4_text", "gemma4"},
-    {"Qwen3_5ForCausalLM", "qwen3_5_text", "qwen35"},
-    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", "qwen35moe"},
-    {"Gemma3ForConditionalGeneration", "gemma3", "gemma3", "gemma3_text"},
-    {"Gemma4ForConditionalGeneration", "gemma4", "gemma4", "gemma4_text"},
-    {"Qwen3_5ForConditionalGeneration", "qwen3_5", "qwen35", "qwen3_5_text"},
-    {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", "qwen35moe", "qwen3_5_moe_text"},
+  const ArchDescriptor* arch = nullptr;
+  const HfClass* hf = nullptr;
 };
 
-const ArchEntry& pick_architecture(const ConfigReader& r) {
+// "(supported: <text classes>, and the text model of <wrappers>)", in the registry's order.
+std::string supported_classes() {
+  std::string text, wrappers;
+  for (const ArchDescriptor* d : arch_all()) {
+    for (const HfClass& c : d->hf_classes) {
+      std::string& list = c.text_model_type.empty() ? text : wrappers;
+      list += (list.empty() ? "" : ", ") + std::string(c.hf_architecture);
+    }
+  }
+  return text + ", and the text model of " + wrappers;
+}
+
+ArchEntry pick_architecture(const ConfigReader& r) {
   const json* list = r.find("architectures");
   std::string name;
   if (list != nullptr) {
@@ -117,26 +113,24 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
     name = (*list)[0].get<std::string>();
   }
   const auto model_type = r.opt_string("model_type");
-  for (const ArchEntry& e : kArchitectures) {
-    const bool by_name = !name.empty() && name == e.hf_architecture;
-    const bool by_type = name.empty() && model_type && *model_type == e.model_type;
-    if (!by_name && !by_type) continue;
-    if (model_type && *model_type != e.model_type)
-      fail(ErrorCode::malformed_file, "{}: model_type '{}' does not match architecture {}", r.file,
-           *model_type, e.hf_architecture);
-    return e;
+  for (const ArchDescriptor* d : arch_all()) {
+    for (const HfClass& e : d->hf_classes) {
+      const bool by_name = !name.empty() && name == e.hf_architecture;
+      const bool by_type = name.empty() && model_type && *model_type == e.model_type;
+      if (!by_name && !by_type) continue;
+      if (model_type && *model_type != e.model_type)
+        fail(ErrorCode::malformed_file, "{}: model_type '{}' does not match architecture {}",
+             r.file, *model_type, e.hf_architecture);
+      return {d, &e};
+    }
   }
   fail(ErrorCode::unsupported,
-       "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
-       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-       "Gemma4ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, and the text model of "
-       "Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration, "
-       "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration)",
-       r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
+       "{}: architecture '{}' (model_type '{}') is not supported (supported: {})", r.file,
+       name.empty() ? "<none>" : name, model_type.value_or("<none>"), supported_classes());
 }
 
 // A wrapper's text_config, checked to be the text model the wrapper names.
-ConfigReader wrapper_text_config(const ConfigReader& r, const ArchEntry& entry) {
+ConfigReader wrapper_text_config(const ConfigReader& r, const HfClass& entry) {
   const json* text = r.find("text_config");
   if (text == nullptr || !text->is_object())
     fail(ErrorCode::malformed_file, "{}: {} lacks an object text_config", r.file,
@@ -697,9 +691,10 @@ HfModelConfig hf_config_from_json(const json& config, const json& generation_con
          "supported; use a float checkpoint or a GGUF",
          method != nullptr ? method->dump() : "unknown");
   }
-  const ArchEntry& entry = pick_architecture(r);
+  const ArchEntry picked = pick_architecture(r);
+  const HfClass& entry = *picked.hf;
   HfModelConfig out;
-  out.arch = entry.arch;
+  out.arch = picked.arch->name;
   out.hf_architecture = entry.hf_architecture;
   out.metadata.set("general.architecture", Value::make_string(out.arch));
   out.metadata.set("general.name", Value::make_string(std::string(name)));

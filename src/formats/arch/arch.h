@@ -1,0 +1,118 @@
+// One descriptor per supported architecture: its GGUF name, the Hugging Face classes that open
+// as it, and the HF -> GGUF tensor-name tables (llama.cpp's converter names, gguf-py
+// constants.py MODEL_TENSORS). The loaders look an architecture up here instead of branching on
+// its name; a family is added by writing one file under arch/ and listing it in registry.cpp.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace memra {
+
+struct HfNameMapping {
+  std::string_view hf;
+  std::string_view gguf;
+};
+using HfNameTable = std::span<const HfNameMapping>;
+
+// A part of a multimodal wrapper's checkpoint that is not its text model, by name prefix.
+struct HfTower {
+  std::string_view prefix;  // e.g. "model.vision_tower."
+  std::string_view part;    // e.g. "vision tower", as the skip log line names it
+};
+
+// One Hugging Face class that opens as the architecture.
+struct HfClass {
+  std::string_view hf_architecture;  // config.json architectures[0], e.g. "LlamaForCausalLM"
+  std::string_view model_type;       // config.json model_type that goes with it
+  // Multimodal wrappers (*ForConditionalGeneration): their text_config's model_type, and the
+  // parts of the checkpoint that are not the text model (skipped, one log line). Empty for a
+  // text-only class.
+  std::string_view text_model_type = {};
+  std::span<const HfTower> towers = {};
+};
+
+struct ArchDescriptor {
+  std::string_view name;  // GGUF general.architecture, e.g. "qwen3moe"
+  std::span<const HfClass> hf_classes;
+  // Global tensors beyond kHfGlobalNames (token_embd, output_norm, output), e.g. gemma4's
+  // per-layer embeddings.
+  std::span<const HfNameTable> global_names;
+  // "model.layers.N.<hf suffix>" -> "blk.N.<gguf suffix>", searched in order.
+  std::span<const HfNameTable> layer_names;
+  // Per-expert matrices "model.layers.N.mlp.experts.E.<hf suffix>" that the archive stacks into
+  // one 3-D "blk.N.<gguf suffix>" (qwen3moe's layout); empty where experts come pre-stacked.
+  HfNameTable expert_slice_names = {};
+};
+
+// Every supported architecture, in the order refusals list them.
+std::span<const ArchDescriptor* const> arch_all();
+
+// The descriptor for GGUF architecture `name`, or nullptr.
+const ArchDescriptor* arch_find(std::string_view name);
+
+// "llama, qwen2, ..." : the GGUF names, for refusals.
+const std::string& arch_supported_names();
+
+// Shared by every architecture.
+inline constexpr HfNameMapping kHfGlobalNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+// Attention projections (with the biases Qwen2 has), the SiLU-gated MLP and the attention
+// input norm, shared by every supported architecture.
+inline constexpr HfNameMapping kHfCommonLayerNames[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"input_layernorm.weight", "attn_norm.weight"},
+};
+
+// RMSNorm over each head's q and k (Qwen3, Gemma, Qwen3.5).
+inline constexpr HfNameMapping kHfQkNormNames[] = {
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+};
+
+// Llama, Qwen2, Qwen3: one norm before the MLP.
+inline constexpr HfNameMapping kHfDenseNormNames[] = {
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+// Gemma 3 (and 4) normalize after attention and around the MLP; HF's post_attention_layernorm
+// is the norm applied to the attention output, not the one before the MLP.
+inline constexpr HfNameMapping kHfGemmaNormNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+// The per-expert matrices of a checkpoint that stores one per expert (qwen3moe; qwen35moe
+// checkpoints saved that way too), as slices of llama.cpp's stacked tensors.
+inline constexpr HfNameMapping kHfExpertSliceNames[] = {
+    {"gate_proj.weight", "ffn_gate_exps.weight"},
+    {"up_proj.weight", "ffn_up_exps.weight"},
+    {"down_proj.weight", "ffn_down_exps.weight"},
+};
+
+// The descriptors, one per family file.
+extern const ArchDescriptor kArchLlama;
+extern const ArchDescriptor kArchQwen2;
+extern const ArchDescriptor kArchQwen3;
+extern const ArchDescriptor kArchQwen3Moe;
+extern const ArchDescriptor kArchGemma3;
+extern const ArchDescriptor kArchGemma4;
+extern const ArchDescriptor kArchQwen35;
+extern const ArchDescriptor kArchQwen35Moe;
+
+}  // namespace memra
