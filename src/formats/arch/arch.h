@@ -1,13 +1,18 @@
 // One descriptor per supported architecture: its GGUF name, the Hugging Face classes that open
-// as it, and the HF -> GGUF tensor-name tables (llama.cpp's converter names, gguf-py
-// constants.py MODEL_TENSORS). The loaders look an architecture up here instead of branching on
-// its name; a family is added by writing one file under arch/ and listing it in registry.cpp.
+// as it, the HF -> GGUF tensor-name tables (llama.cpp's converter names, gguf-py constants.py
+// MODEL_TENSORS), the config.json -> GGUF metadata reader and the class defaults it applies.
+// The loaders look an architecture up here instead of branching on its name; a family is added
+// by writing one file under arch/ and listing it in registry.cpp.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
 namespace memra {
+
+struct HfModelConfig;
+struct HfConfigReader;
 
 struct HfNameMapping {
   std::string_view hf;
@@ -43,6 +48,16 @@ struct ArchDescriptor {
   // Per-expert matrices "model.layers.N.mlp.experts.E.<hf suffix>" that the archive stacks into
   // one 3-D "blk.N.<gguf suffix>" (qwen3moe's layout); empty where experts come pre-stacked.
   HfNameTable expert_slice_names = {};
+
+  // config.json keys -> GGUF metadata beyond the shapes every architecture shares
+  // (hf_config_reader.h).
+  void (*read_hf_config)(HfModelConfig&, const HfConfigReader&) = nullptr;
+  // Class defaults transformers applies when config.json leaves a key out.
+  int64_t default_context_length = 32768;  // max_position_embeddings
+  bool tied_by_default = false;            // tie_word_embeddings
+  // Has a dense MLP width (intermediate_size -> A.feed_forward_length); false where every layer
+  // routes to experts (qwen35moe).
+  bool dense_ffn = true;
 };
 
 // Every supported architecture, in the order refusals list them.

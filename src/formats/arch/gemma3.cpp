@@ -1,6 +1,7 @@
 // Gemma 3 (Gemma3ForCausalLM, and the text model of Gemma3ForConditionalGeneration): q/k norms
 // and the sandwich norms around attention and the MLP.
 #include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 
 namespace memra {
 namespace {
@@ -27,6 +28,9 @@ extern constexpr ArchDescriptor kArchGemma3{
     .hf_classes = kClasses,
     .global_names = {},
     .layer_names = kLayer,
+    .read_hf_config = hf_config_read_gemma3,
+    .default_context_length = 131072,
+    .tied_by_default = true,
 };
 
 }  // namespace memra

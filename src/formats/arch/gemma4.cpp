@@ -2,6 +2,7 @@
 // layer plus per-layer input embeddings, the layer output scale and the MoE block beside the
 // MLP (llama.cpp's gemma3n / gemma4 names).
 #include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 
 namespace memra {
 namespace {
@@ -58,6 +59,8 @@ extern constexpr ArchDescriptor kArchGemma4{
     .hf_classes = kClasses,
     .global_names = kGlobal,
     .layer_names = kLayer,
+    .read_hf_config = hf_config_read_gemma4,
+    .tied_by_default = true,
 };
 
 }  // namespace memra

@@ -1,5 +1,6 @@
 // Llama (LlamaForCausalLM): attention, SiLU-gated MLP, one norm before each.
 #include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 
 namespace memra {
 namespace {
@@ -14,6 +15,8 @@ extern constexpr ArchDescriptor kArchLlama{
     .hf_classes = kClasses,
     .global_names = {},
     .layer_names = kLayer,
+    .read_hf_config = hf_config_read_dense,
+    .default_context_length = 2048,
 };
 
 }  // namespace memra

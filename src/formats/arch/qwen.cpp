@@ -1,6 +1,7 @@
 // Qwen2 (q/k/v biases), Qwen3 (q/k norms) and Qwen3 MoE (Qwen3 with a router and per-expert
 // matrices in the sparse layers): Llama's layer names plus each one's extras.
 #include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 
 namespace memra {
 namespace {
@@ -26,6 +27,7 @@ extern constexpr ArchDescriptor kArchQwen2{
     .hf_classes = kQwen2Classes,
     .global_names = {},
     .layer_names = kQwen2Layer,
+    .read_hf_config = hf_config_read_dense,
 };
 
 extern constexpr ArchDescriptor kArchQwen3{
@@ -33,6 +35,7 @@ extern constexpr ArchDescriptor kArchQwen3{
     .hf_classes = kQwen3Classes,
     .global_names = {},
     .layer_names = kQwen3Layer,
+    .read_hf_config = hf_config_read_dense,
 };
 
 extern constexpr ArchDescriptor kArchQwen3Moe{
@@ -41,6 +44,7 @@ extern constexpr ArchDescriptor kArchQwen3Moe{
     .global_names = {},
     .layer_names = kQwen3MoeLayer,
     .expert_slice_names = kHfExpertSliceNames,
+    .read_hf_config = hf_config_read_qwen3moe,
 };
 
 }  // namespace memra

@@ -3,6 +3,7 @@
 // (llama.cpp's qwen35 names; the archive converts A_log, the conv taps, the norms and the v head
 // order), and for the MoE the routed experts plus a sigmoid-gated shared expert.
 #include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 
 namespace memra {
 namespace {
@@ -55,6 +56,7 @@ extern constexpr ArchDescriptor kArchQwen35{
     .hf_classes = kQwen35Classes,
     .global_names = {},
     .layer_names = kQwen35Layer,
+    .read_hf_config = hf_config_read_qwen35,
 };
 
 extern constexpr ArchDescriptor kArchQwen35Moe{
@@ -63,6 +65,8 @@ extern constexpr ArchDescriptor kArchQwen35Moe{
     .global_names = {},
     .layer_names = kQwen35MoeLayer,
     .expert_slice_names = kHfExpertSliceNames,
+    .read_hf_config = hf_config_read_qwen35,
+    .dense_ffn = false,
 };
 
 }  // namespace memra
