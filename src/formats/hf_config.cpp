@@ -329,7 +329,7 @@ void read_qwen35(HfModelConfig& out, const HfConfigReader& r) {
   set_u32(md, a + ".ssm.group_count", nk);
   set_u32(md, a + ".ssm.time_step_rank", nv);
   set_u32(md, a + ".ssm.inner_size", nv * dv);
-  if (out.arch != "qwen35moe") return;
+  if (!arch_find(out.arch)->routed_experts) return;
   // Every layer: softmax top-k over num_experts (always renormalized) plus a shared expert
   // whose output is gated by sigmoid(shared_expert_gate(h)).
   const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);

@@ -1,8 +1,8 @@
 // One descriptor per supported architecture: its GGUF name, the Hugging Face classes that open
 // as it, the HF -> GGUF tensor-name tables (llama.cpp's converter names, gguf-py constants.py
-// MODEL_TENSORS), the config.json -> GGUF metadata reader and the class defaults it applies.
-// The loaders look an architecture up here instead of branching on its name; a family is added
-// by writing one file under arch/ and listing it in registry.cpp.
+// MODEL_TENSORS), the config.json -> GGUF metadata reader, and the per-architecture facts the
+// loaders act on. The loaders look an architecture up here instead of branching on its name;
+// a family is added by writing one file under arch/ and listing it in registry.cpp.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,11 @@ namespace memra {
 
 struct HfModelConfig;
 struct HfConfigReader;
+
+// Which forward pass (src/models/<file>.cpp) runs the architecture, and with it which metadata
+// reader fills its ModelConfig (model_config.cpp): the plain pre-norm decoder (its layers'
+// mixer and feed-forward chosen by config), or Gemma 3's / Gemma 4's.
+enum class ArchModel { decoder, gemma3, gemma4 };
 
 struct HfNameMapping {
   std::string_view hf;
@@ -58,6 +63,26 @@ struct ArchDescriptor {
   // Has a dense MLP width (intermediate_size -> A.feed_forward_length); false where every layer
   // routes to experts (qwen35moe).
   bool dense_ffn = true;
+
+  ArchModel model = ArchModel::decoder;
+  // Facts the GGUF metadata does not carry (llama.cpp hard-codes them per architecture too):
+  // rope rotates adjacent pairs (GGUF's "normal" layout; HF's checkpoints rotate halves, so the
+  // archive permutes q/k rows as llama.cpp's converter does) rather than halves (neox).
+  bool rope_adjacent_pairs = false;
+  bool qkv_bias = false;  // q/k/v projections have biases
+  bool qk_norm = false;   // RMSNorm over each head's q and k (gemma4's reader sets its own)
+  // Routed experts in the layers with a router tensor (expert_* keys, moe.cpp); gemma4's MoE
+  // block beside the MLP is its reader's.
+  bool routed_experts = false;
+  // Gated delta-net layers between gated attention layers (qwen35): the archive converts their
+  // tensors and names the multi-token-prediction block, the config reader the ssm.* keys.
+  bool delta_net = false;
+  // Every *norm.weight is stored as 1 + w (Gemma 3 RMSNorm multiplies by 1 + w), as llama.cpp's
+  // converter does, so model code applies plain x_hat * w.
+  bool norms_plus_one = false;
+  // The experts' gate_up_proj is split into ffn_gate_exps / ffn_up_exps (llama.cpp's qwen35moe
+  // names); gemma4 keeps it fused.
+  bool split_gate_up_experts = false;
 };
 
 // Every supported architecture, in the order refusals list them.

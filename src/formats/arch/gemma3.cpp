@@ -31,6 +31,9 @@ extern constexpr ArchDescriptor kArchGemma3{
     .read_hf_config = hf_config_read_gemma3,
     .default_context_length = 131072,
     .tied_by_default = true,
+    .model = ArchModel::gemma3,
+    .qk_norm = true,
+    .norms_plus_one = true,
 };
 
 }  // namespace memra

@@ -61,6 +61,7 @@ extern constexpr ArchDescriptor kArchGemma4{
     .layer_names = kLayer,
     .read_hf_config = hf_config_read_gemma4,
     .tied_by_default = true,
+    .model = ArchModel::gemma4,
 };
 
 }  // namespace memra

@@ -17,6 +17,7 @@ extern constexpr ArchDescriptor kArchLlama{
     .layer_names = kLayer,
     .read_hf_config = hf_config_read_dense,
     .default_context_length = 2048,
+    .rope_adjacent_pairs = true,
 };
 
 }  // namespace memra

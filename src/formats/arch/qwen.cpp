@@ -28,6 +28,7 @@ extern constexpr ArchDescriptor kArchQwen2{
     .global_names = {},
     .layer_names = kQwen2Layer,
     .read_hf_config = hf_config_read_dense,
+    .qkv_bias = true,
 };
 
 extern constexpr ArchDescriptor kArchQwen3{
@@ -36,6 +37,7 @@ extern constexpr ArchDescriptor kArchQwen3{
     .global_names = {},
     .layer_names = kQwen3Layer,
     .read_hf_config = hf_config_read_dense,
+    .qk_norm = true,
 };
 
 extern constexpr ArchDescriptor kArchQwen3Moe{
@@ -45,6 +47,8 @@ extern constexpr ArchDescriptor kArchQwen3Moe{
     .layer_names = kQwen3MoeLayer,
     .expert_slice_names = kHfExpertSliceNames,
     .read_hf_config = hf_config_read_qwen3moe,
+    .qk_norm = true,
+    .routed_experts = true,
 };
 
 }  // namespace memra

@@ -57,6 +57,8 @@ extern constexpr ArchDescriptor kArchQwen35{
     .global_names = {},
     .layer_names = kQwen35Layer,
     .read_hf_config = hf_config_read_qwen35,
+    .qk_norm = true,
+    .delta_net = true,
 };
 
 extern constexpr ArchDescriptor kArchQwen35Moe{
@@ -67,6 +69,10 @@ extern constexpr ArchDescriptor kArchQwen35Moe{
     .expert_slice_names = kHfExpertSliceNames,
     .read_hf_config = hf_config_read_qwen35,
     .dense_ffn = false,
+    .qk_norm = true,
+    .routed_experts = true,
+    .delta_net = true,
+    .split_gate_up_experts = true,
 };
 
 }  // namespace memra
