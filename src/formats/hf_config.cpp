@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
+#include "formats/hf_config_reader.h"
 #include "formats/hf_json.h"
 
 namespace memra {
@@ -24,90 +26,25 @@ using nlohmann::json;
 constexpr int kMaxConfigDepth = 16;
 constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
 
-// Typed, range-checked access to one config object; errors name file and field.
-struct ConfigReader {
-  const json& c;
-  std::string_view file;
-
-  const json* find(std::string_view key) const {
-    const auto it = c.find(key);
-    return it == c.end() || it->is_null() ? nullptr : &*it;
-  }
-  std::optional<int64_t> opt_int(std::string_view key, int64_t lo, int64_t hi) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer())
-      fail(ErrorCode::malformed_file, "{}: {} must be an integer, got {}", file, key, v->dump());
-    constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
-    const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(kI64Max)
-                          ? kI64Max
-                          : v->get<int64_t>();
-    if (x < lo || x > hi)
-      fail(ErrorCode::malformed_file, "{}: {} = {} is outside [{}, {}]", file, key, v->dump(), lo,
-           hi);
-    return x;
-  }
-  int64_t req_int(std::string_view key, int64_t lo, int64_t hi) const {
-    const auto v = opt_int(key, lo, hi);
-    if (!v) fail(ErrorCode::malformed_file, "{}: required field {} is missing", file, key);
-    return *v;
-  }
-  std::optional<double> opt_float(std::string_view key) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number() || !std::isfinite(v->get<double>()))
-      fail(ErrorCode::malformed_file, "{}: {} must be a finite number, got {}", file, key,
-           v->dump());
-    return v->get<double>();
-  }
-  double positive_float(std::string_view key, std::optional<double> fallback) const {
-    const auto v = opt_float(key);
-    if (!v && !fallback)
-      fail(ErrorCode::malformed_file, "{}: required field {} is missing", file, key);
-    const double x = v ? *v : *fallback;
-    if (!(x > 0)) fail(ErrorCode::malformed_file, "{}: {} = {} must be > 0", file, key, x);
-    return x;
-  }
-  std::optional<std::string> opt_string(std::string_view key) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_string())
-      fail(ErrorCode::malformed_file, "{}: {} must be a string, got {}", file, key, v->dump());
-    return v->get<std::string>();
-  }
-  bool opt_bool(std::string_view key, bool fallback) const {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean())
-      fail(ErrorCode::malformed_file, "{}: {} must be true or false, got {}", file, key, v->dump());
-    return v->get<bool>();
-  }
-};
-
+// The architecture config.json names and the class it names, from the descriptors' class lists.
 struct ArchEntry {
-  std::string_view hf_architecture;
-  std::string_view model_type;
-  std::string_view arch;
-  // Multimodal wrappers (*ForConditionalGeneration): their text_config's model_type. The text
-  // model is read from text_config; its towers are not loaded (hf_wrapper_tower names them).
-  std::string_view text_model_type = {};
-};
-constexpr ArchEntry kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", "llama"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
-    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
-    {"Gemma4ForCausalLM", "gemma4_text", "gemma4"},
-    {"Qwen3_5ForCausalLM", "qwen3_5_text", "qwen35"},
-    {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", "qwen35moe"},
-    {"Gemma3ForConditionalGeneration", "gemma3", "gemma3", "gemma3_text"},
-    {"Gemma4ForConditionalGeneration", "gemma4", "gemma4", "gemma4_text"},
-    {"Qwen3_5ForConditionalGeneration", "qwen3_5", "qwen35", "qwen3_5_text"},
-    {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", "qwen35moe", "qwen3_5_moe_text"},
+  const ArchDescriptor* arch = nullptr;
+  const HfClass* hf = nullptr;
 };
 
-const ArchEntry& pick_architecture(const ConfigReader& r) {
+// "(supported: <text classes>, and the text model of <wrappers>)", in the registry's order.
+std::string supported_classes() {
+  std::string text, wrappers;
+  for (const ArchDescriptor* d : arch_all()) {
+    for (const HfClass& c : d->hf_classes) {
+      std::string& list = c.text_model_type.empty() ? text : wrappers;
+      list += (list.empty() ? "" : ", ") + std::string(c.hf_architecture);
+    }
+  }
+  return text + ", and the text model of " + wrappers;
+}
+
+ArchEntry pick_architecture(const HfConfigReader& r) {
   const json* list = r.find("architectures");
   std::string name;
   if (list != nullptr) {
@@ -117,31 +54,29 @@ const ArchEntry& pick_architecture(const ConfigReader& r) {
     name = (*list)[0].get<std::string>();
   }
   const auto model_type = r.opt_string("model_type");
-  for (const ArchEntry& e : kArchitectures) {
-    const bool by_name = !name.empty() && name == e.hf_architecture;
-    const bool by_type = name.empty() && model_type && *model_type == e.model_type;
-    if (!by_name && !by_type) continue;
-    if (model_type && *model_type != e.model_type)
-      fail(ErrorCode::malformed_file, "{}: model_type '{}' does not match architecture {}", r.file,
-           *model_type, e.hf_architecture);
-    return e;
+  for (const ArchDescriptor* d : arch_all()) {
+    for (const HfClass& e : d->hf_classes) {
+      const bool by_name = !name.empty() && name == e.hf_architecture;
+      const bool by_type = name.empty() && model_type && *model_type == e.model_type;
+      if (!by_name && !by_type) continue;
+      if (model_type && *model_type != e.model_type)
+        fail(ErrorCode::malformed_file, "{}: model_type '{}' does not match architecture {}",
+             r.file, *model_type, e.hf_architecture);
+      return {d, &e};
+    }
   }
   fail(ErrorCode::unsupported,
-       "{}: architecture '{}' (model_type '{}') is not supported (supported: LlamaForCausalLM, "
-       "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-       "Gemma4ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, and the text model of "
-       "Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration, "
-       "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration)",
-       r.file, name.empty() ? "<none>" : name, model_type.value_or("<none>"));
+       "{}: architecture '{}' (model_type '{}') is not supported (supported: {})", r.file,
+       name.empty() ? "<none>" : name, model_type.value_or("<none>"), supported_classes());
 }
 
 // A wrapper's text_config, checked to be the text model the wrapper names.
-ConfigReader wrapper_text_config(const ConfigReader& r, const ArchEntry& entry) {
+HfConfigReader wrapper_text_config(const HfConfigReader& r, const HfClass& entry) {
   const json* text = r.find("text_config");
   if (text == nullptr || !text->is_object())
     fail(ErrorCode::malformed_file, "{}: {} lacks an object text_config", r.file,
          entry.hf_architecture);
-  const ConfigReader t{*text, "config.json text_config"};
+  const HfConfigReader t{*text, "config.json text_config"};
   const auto type = t.opt_string("model_type");
   if (type && *type != entry.text_model_type)
     fail(ErrorCode::unsupported,
@@ -164,7 +99,7 @@ Rope rope_from(const json* params, double theta, std::string_view where, std::st
   if (!params->is_object())
     fail(ErrorCode::malformed_file, "{}: {} must be an object, got {}", file, where,
          params->dump());
-  const ConfigReader p{*params, file};
+  const HfConfigReader p{*params, file};
   rope.theta = p.positive_float("rope_theta", theta);
   auto type = p.opt_string("rope_type");
   if (!type) type = p.opt_string("type");
@@ -178,7 +113,7 @@ Rope rope_from(const json* params, double theta, std::string_view where, std::st
 }
 
 // Legacy configs: rope_theta + rope_scaling; transformers 5: rope_parameters.
-Rope read_rope(const ConfigReader& r, const json* params, double default_theta) {
+Rope read_rope(const HfConfigReader& r, const json* params, double default_theta) {
   if (params != nullptr) return rope_from(params, default_theta, "rope_parameters", r.file);
   return rope_from(r.find("rope_scaling"), r.positive_float("rope_theta", default_theta),
                    "rope_scaling", r.file);
@@ -193,7 +128,7 @@ void set_f32(gguf::Metadata& md, const std::string& key, double v) {
 
 void write_rope_scaling(HfModelConfig& out, const Rope& rope, std::string_view file) {
   if (rope.type == "default") return;
-  const ConfigReader p{*rope.params, file};
+  const HfConfigReader p{*rope.params, file};
   const std::string& a = out.arch;
   const double factor = p.positive_float("factor", std::nullopt);
   if (rope.type == "linear") {
@@ -215,9 +150,8 @@ void write_rope_scaling(HfModelConfig& out, const Rope& rope, std::string_view f
                                           static_cast<double>(original));
 }
 
-// Shapes shared by every supported architecture. `defaults_tied` is the class default of
-// tie_word_embeddings (true for gemma3).
-void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) {
+// Shapes shared by every supported architecture, with the class defaults of arch.
+void read_shapes(HfModelConfig& out, const HfConfigReader& r, const ArchDescriptor& arch) {
   out.n_embd = r.req_int("hidden_size", 1, 1 << 20);
   out.n_layer = r.req_int("num_hidden_layers", 1, 1 << 12);
   out.n_head = r.req_int("num_attention_heads", 1, 1 << 12);
@@ -232,18 +166,17 @@ void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) 
     fail(ErrorCode::malformed_file, "{}: head_dim {} must be even (rope rotates pairs)", r.file,
          out.head_dim);
   out.vocab_size = r.req_int("vocab_size", 1, 1 << 24);
-  out.tied_embeddings = r.opt_bool("tie_word_embeddings", defaults_tied);
+  out.tied_embeddings = r.opt_bool("tie_word_embeddings", arch.tied_by_default);
 
   gguf::Metadata& md = out.metadata;
   const std::string& a = out.arch;
-  const int64_t default_ctx = out.arch == "gemma3" ? 131072 : out.arch == "llama" ? 2048 : 32768;
   set_u32(md, a + ".vocab_size", out.vocab_size);
   set_u32(md, a + ".context_length",
-          r.opt_int("max_position_embeddings", 1, kU32Max).value_or(default_ctx));
+          r.opt_int("max_position_embeddings", 1, kU32Max).value_or(arch.default_context_length));
   set_u32(md, a + ".embedding_length", out.n_embd);
   set_u32(md, a + ".block_count", out.n_layer);
-  // qwen35moe has no dense MLP (every layer routes to experts), hence no intermediate_size.
-  if (out.arch != "qwen35moe")
+  // Where every layer routes to experts (qwen35moe) there is no intermediate_size.
+  if (arch.dense_ffn)
     set_u32(md, a + ".feed_forward_length", r.req_int("intermediate_size", 1, 1 << 22));
   set_u32(md, a + ".attention.head_count", out.n_head);
   set_u32(md, a + ".attention.head_count_kv", out.n_head_kv);
@@ -255,7 +188,7 @@ void read_shapes(HfModelConfig& out, const ConfigReader& r, bool defaults_tied) 
 }
 
 // Llama / Qwen2 / Qwen3: SiLU-gated MLP, full attention everywhere, one rope setting.
-void read_dense(HfModelConfig& out, const ConfigReader& r) {
+void read_dense(HfModelConfig& out, const HfConfigReader& r) {
   const std::string act = r.opt_string("hidden_act").value_or("silu");
   if (act != "silu")
     fail(ErrorCode::unsupported, "{}: hidden_act '{}' is not supported for {} (only silu)", r.file,
@@ -283,7 +216,7 @@ void read_dense(HfModelConfig& out, const ConfigReader& r) {
 // Qwen3 MoE: a top-k softmax router over num_experts SiLU-gated experts in the layers that
 // decoder_sparse_step selects ((i + 1) % step == 0) minus mlp_only_layers; the other layers keep
 // the dense MLP of intermediate_size.
-void read_qwen3moe(HfModelConfig& out, const ConfigReader& r) {
+void read_qwen3moe(HfModelConfig& out, const HfConfigReader& r) {
   const std::string& a = out.arch;
   gguf::Metadata& md = out.metadata;
   // Hub checkpoints say num_experts; transformers 5 writes its alias num_local_experts.
@@ -324,7 +257,7 @@ void read_qwen3moe(HfModelConfig& out, const ConfigReader& r) {
 // Qwen3.5 (qwen35): gated delta-net linear-attention layers and gated full-attention layers
 // (layer_types), partial rotary on the attention layers. GGUF (llama.cpp) says which layers
 // are full attention by one interval, so layer_types must follow that pattern.
-void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
+void read_qwen35(HfModelConfig& out, const HfConfigReader& r) {
   const std::string& a = out.arch;
   gguf::Metadata& md = out.metadata;
   const std::string act = r.opt_string("hidden_act").value_or("silu");
@@ -342,7 +275,7 @@ void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
   // transformers 5 keeps partial_rotary_factor in rope_parameters; older configs at the top.
   std::optional<double> factor;
   if (params != nullptr && params->is_object())
-    factor = ConfigReader{*params, r.file}.opt_float("partial_rotary_factor");
+    factor = HfConfigReader{*params, r.file}.opt_float("partial_rotary_factor");
   if (!factor) factor = r.opt_float("partial_rotary_factor");
   const double rot = out.head_dim * factor.value_or(0.25);
   const auto n_rot = static_cast<int64_t>(rot);
@@ -396,7 +329,7 @@ void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
   set_u32(md, a + ".ssm.group_count", nk);
   set_u32(md, a + ".ssm.time_step_rank", nv);
   set_u32(md, a + ".ssm.inner_size", nv * dv);
-  if (out.arch != "qwen35moe") return;
+  if (!arch_find(out.arch)->routed_experts) return;
   // Every layer: softmax top-k over num_experts (always renormalized) plus a shared expert
   // whose output is gated by sigmoid(shared_expert_gate(h)).
   const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
@@ -409,7 +342,7 @@ void read_qwen35(HfModelConfig& out, const ConfigReader& r) {
 }
 
 // Per-layer sliding flags: layer_types, else the legacy sliding_window_pattern, else 6.
-std::vector<bool> gemma3_sliding_layers(const ConfigReader& r, int64_t n_layer) {
+std::vector<bool> gemma3_sliding_layers(const HfConfigReader& r, int64_t n_layer) {
   std::vector<bool> sliding(static_cast<size_t>(n_layer));
   if (const json* types = r.find("layer_types")) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layer)
@@ -430,7 +363,7 @@ std::vector<bool> gemma3_sliding_layers(const ConfigReader& r, int64_t n_layer) 
 }
 
 // Gemma 3: GeGLU, sliding-window + global layers with their own rope bases, extra norms.
-void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
+void read_gemma3(HfModelConfig& out, const HfConfigReader& r) {
   const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh")
     fail(ErrorCode::unsupported,
@@ -482,7 +415,7 @@ void read_gemma3(HfModelConfig& out, const ConfigReader& r) {
 // num_experts GeGLU experts of moe_intermediate_size beside its dense MLP. The keys are
 // llama.cpp's (A.expert_count, A.expert_used_count, A.expert_feed_forward_length); like its
 // converter we write no A.expert_weights_norm: Gemma 4 always renormalizes the top-k weights.
-void read_gemma4_moe(HfModelConfig& out, const ConfigReader& r) {
+void read_gemma4_moe(HfModelConfig& out, const HfConfigReader& r) {
   const std::string& a = out.arch;
   const int64_t n_expert = r.req_int("num_experts", 1, 1 << 16);
   set_u32(out.metadata, a + ".expert_count", n_expert);
@@ -501,7 +434,7 @@ void read_gemma4_moe(HfModelConfig& out, const ConfigReader& r) {
 // A.attention.shared_kv_layers,
 // A.embedding_length_per_layer_input, and read_gemma4_moe's. attention_k_eq_v has no key: a full
 // layer without attn_v.weight takes V from K (the archive checks the config).
-void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
+void read_gemma4(HfModelConfig& out, const HfConfigReader& r) {
   const std::string act = r.opt_string("hidden_activation").value_or("gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh")
     fail(ErrorCode::unsupported, "{}: hidden_activation '{}' is not supported (gelu_pytorch_tanh)",
@@ -542,7 +475,7 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
       }
       if (!over.is_object())
         fail(ErrorCode::malformed_file, "{}: per_layer_config[{}] must be an object", r.file, key);
-      const ConfigReader o{over, r.file};
+      const HfConfigReader o{over, r.file};
       for (const auto& [field, value] : over.items())
         if (field != "head_dim" && field != "num_key_value_heads")
           fail(ErrorCode::unsupported, "{}: per_layer_config[{}].{} is not supported", r.file, key,
@@ -610,8 +543,8 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
     if (params == nullptr || !params->contains(type)) return empty;
     return (*params)[type];
   };
-  const ConfigReader full{rope_of("full_attention"), r.file};
-  const ConfigReader swa{rope_of("sliding_attention"), r.file};
+  const HfConfigReader full{rope_of("full_attention"), r.file};
+  const HfConfigReader swa{rope_of("sliding_attention"), r.file};
   const std::string full_type =
       full.opt_string("rope_type").value_or(params ? "default" : "proportional");
   const std::string swa_type = swa.opt_string("rope_type").value_or("default");
@@ -657,15 +590,16 @@ void read_gemma4(HfModelConfig& out, const ConfigReader& r) {
 
 // bos/eos/pad ids from the first of `sources` that has each (generation_config.json, then
 // config.json, then a wrapper's text_config); eos may be a list.
-void read_token_ids(HfModelConfig& out, std::initializer_list<ConfigReader> sources) {
+void read_token_ids(HfModelConfig& out, std::initializer_list<HfConfigReader> sources) {
   for (const auto& [hf_key, gguf_key] :
        {std::pair{"bos_token_id", "tokenizer.ggml.bos_token_id"},
         std::pair{"eos_token_id", "tokenizer.ggml.eos_token_id"},
         std::pair{"pad_token_id", "tokenizer.ggml.padding_token_id"}}) {
-    const auto it = std::find_if(sources.begin(), sources.end(),
-                                 [&](const ConfigReader& c) { return c.find(hf_key) != nullptr; });
+    const auto it = std::find_if(sources.begin(), sources.end(), [&](const HfConfigReader& c) {
+      return c.find(hf_key) != nullptr;
+    });
     if (it == sources.end()) continue;
-    const ConfigReader& r = *it;
+    const HfConfigReader& r = *it;
     const json* v = r.find(hf_key);
     std::vector<Value> ids;
     for (const json& id : v->is_array() ? *v : json::array({*v})) {
@@ -685,44 +619,53 @@ void read_token_ids(HfModelConfig& out, std::initializer_list<ConfigReader> sour
 
 }  // namespace
 
+void hf_config_read_dense(HfModelConfig& out, const HfConfigReader& r) {
+  read_dense(out, r);
+}
+void hf_config_read_qwen3moe(HfModelConfig& out, const HfConfigReader& r) {
+  read_dense(out, r);
+  read_qwen3moe(out, r);
+}
+void hf_config_read_gemma3(HfModelConfig& out, const HfConfigReader& r) {
+  read_gemma3(out, r);
+}
+void hf_config_read_gemma4(HfModelConfig& out, const HfConfigReader& r) {
+  read_gemma4(out, r);
+}
+void hf_config_read_qwen35(HfModelConfig& out, const HfConfigReader& r) {
+  read_qwen35(out, r);
+}
+
 HfModelConfig hf_config_from_json(const json& config, const json& generation_config,
                                   std::string_view name) {
   if (!config.is_object()) fail(ErrorCode::malformed_file, "config.json must be a JSON object");
-  const ConfigReader r{config, "config.json"};
+  const HfConfigReader r{config, "config.json"};
   if (const json* q = r.find("quantization_config")) {
     const json* method =
-        q->is_object() ? ConfigReader{*q, "config.json"}.find("quant_method") : nullptr;
+        q->is_object() ? HfConfigReader{*q, "config.json"}.find("quant_method") : nullptr;
     fail(ErrorCode::unsupported,
          "config.json: pre-quantized checkpoints (quantization_config, quant_method {}) are not "
          "supported; use a float checkpoint or a GGUF",
          method != nullptr ? method->dump() : "unknown");
   }
-  const ArchEntry& entry = pick_architecture(r);
+  const ArchEntry picked = pick_architecture(r);
+  const HfClass& entry = *picked.hf;
   HfModelConfig out;
-  out.arch = entry.arch;
+  out.arch = picked.arch->name;
   out.hf_architecture = entry.hf_architecture;
   out.metadata.set("general.architecture", Value::make_string(out.arch));
   out.metadata.set("general.name", Value::make_string(std::string(name)));
   // A wrapper's text model keys live in text_config; transformers ties the wrapper's lm_head by
   // its top-level tie_word_embeddings (class default when absent), not text_config's.
-  const bool defaults_tied = out.arch == "gemma3" || out.arch == "gemma4";
+  const ArchDescriptor& arch = *picked.arch;
   out.multimodal = !entry.text_model_type.empty();
-  const ConfigReader t = out.multimodal ? wrapper_text_config(r, entry) : r;
-  read_shapes(out, t, defaults_tied);
-  if (out.multimodal) out.tied_embeddings = r.opt_bool("tie_word_embeddings", defaults_tied);
-  if (out.arch == "gemma4") {
-    read_gemma4(out, t);
-  } else if (out.arch == "gemma3") {
-    read_gemma3(out, t);
-  } else if (out.arch == "qwen35" || out.arch == "qwen35moe") {
-    read_qwen35(out, t);
-  } else {
-    read_dense(out, t);
-  }
-  if (out.arch == "qwen3moe") read_qwen3moe(out, t);
+  const HfConfigReader t = out.multimodal ? wrapper_text_config(r, entry) : r;
+  read_shapes(out, t, arch);
+  if (out.multimodal) out.tied_embeddings = r.opt_bool("tie_word_embeddings", arch.tied_by_default);
+  arch.read_hf_config(out, t);
   const json empty = json::object();
   const json& gen = generation_config.is_object() ? generation_config : empty;
-  read_token_ids(out, {ConfigReader{gen, "generation_config.json"}, r, t});
+  read_token_ids(out, {HfConfigReader{gen, "generation_config.json"}, r, t});
   return out;
 }
 

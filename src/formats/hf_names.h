@@ -1,5 +1,6 @@
 // Hugging Face tensor names -> GGUF tensor names, per architecture, as llama.cpp's converter
-// names them (gguf-py constants.py, MODEL_TENSORS). A name outside the table has no GGUF
+// names them (gguf-py constants.py, MODEL_TENSORS); the tables are the architecture
+// descriptors' (formats/arch/arch.h). A name outside the table has no GGUF
 // meaning for that architecture and is refused by the caller, never dropped silently.
 #pragma once
 
@@ -18,8 +19,8 @@ struct GgufTensorName {
   int expert = -1;
 };
 
-// The GGUF name for hf_name under arch (llama, qwen2, qwen3, qwen3moe, gemma3, gemma4, qwen35,
-// qwen35moe), or nullopt when the table has no entry. Layer numbers are plain decimal
+// The GGUF name for hf_name under arch (a GGUF architecture name with a descriptor in
+// formats/arch/), or nullopt when its tables have no entry. Layer numbers are plain decimal
 // ("model.layers.07" is not a layer name).
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name);

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/log.h"
+#include "formats/arch/arch.h"
 #include "formats/hf_config.h"
 #include "formats/hf_names.h"
 #include "formats/model_archive.h"
@@ -218,16 +219,16 @@ void ensure_aligned(ModelArchive& archive, TensorView& view) {
   own_copy(archive, view, view.n_bytes, [&](uint8_t* dst) { std::memcpy(dst, src, view.n_bytes); });
 }
 
-void transform(ModelArchive& archive, const HfModelConfig& cfg, TensorView& view,
-               const std::string& hf_name) {
+void transform(ModelArchive& archive, const ArchDescriptor& arch, const HfModelConfig& cfg,
+               TensorView& view, const std::string& hf_name) {
   const std::string& name = view.name;
-  if (cfg.arch == "qwen35" || cfg.arch == "qwen35moe") {
+  if (arch.delta_net) {
     transform_qwen35(archive, cfg, view, hf_name);
-  } else if (cfg.arch == "llama" && name.find(".attn_q.") != std::string::npos) {
+  } else if (arch.rope_adjacent_pairs && name.find(".attn_q.") != std::string::npos) {
     permute_heads(archive, view, cfg.n_head, cfg.head_dim, hf_name);
-  } else if (cfg.arch == "llama" && name.find(".attn_k.") != std::string::npos) {
+  } else if (arch.rope_adjacent_pairs && name.find(".attn_k.") != std::string::npos) {
     permute_heads(archive, view, cfg.n_head_kv, cfg.head_dim, hf_name);
-  } else if (cfg.arch == "gemma3" && name.ends_with("norm.weight")) {
+  } else if (arch.norms_plus_one && name.ends_with("norm.weight")) {
     add_one_f32(archive, view);
   } else {
     ensure_aligned(archive, view);
@@ -333,9 +334,9 @@ struct SkippedTowers {
 
 // gemma4 attention_k_eq_v: a full, non-sharing layer has v_proj exactly when the config says
 // K and V are separate (model code takes V from K when attn_v is absent).
-void check_gemma4_v(const HfModelConfig& cfg, const std::set<std::string>& seen,
-                    const std::string& folder) {
-  if (cfg.arch != "gemma4") return;
+void check_gemma4_v(const ArchDescriptor& arch, const HfModelConfig& cfg,
+                    const std::set<std::string>& seen, const std::string& folder) {
+  if (arch.model != ArchModel::gemma4) return;
   const gguf::Value* pattern = cfg.metadata.find("gemma4.attention.sliding_window_pattern");
   const auto& flags = std::get<gguf::Array>(pattern->data).items;
   for (size_t il = 0; il < flags.size(); ++il) {
@@ -353,6 +354,7 @@ void check_gemma4_v(const HfModelConfig& cfg, const std::set<std::string>& seen,
 
 ModelArchive archive_open_hf_folder(const std::string& folder) {
   const HfModelConfig cfg = hf_config_load(folder);
+  const ArchDescriptor& arch = *arch_find(cfg.arch);  // hf_config_load refuses any other
   const auto checkpoint = std::make_unique<const safetensors::Checkpoint>(
       safetensors::open_folder(folder));  // views stay valid through the shards' mappings
   ModelArchive archive;
@@ -386,10 +388,9 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
              folder, hf_name, cfg.hf_architecture);
       text_name = std::move(*unwrapped);
     }
-    const bool qwen35 = cfg.arch == "qwen35" || cfg.arch == "qwen35moe";
     const bool mtp = text_name.starts_with("mtp.");
-    const auto gguf_name = qwen35 && mtp ? qwen35_mtp_name(cfg.arch, text_name, cfg.n_layer)
-                                         : hf_tensor_name_to_gguf(cfg.arch, text_name);
+    const auto gguf_name = arch.delta_net && mtp ? qwen35_mtp_name(cfg.arch, text_name, cfg.n_layer)
+                                                 : hf_tensor_name_to_gguf(cfg.arch, text_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
            "{}: tensor '{}' is not in the {} name table (HF -> GGUF); refusing a checkpoint "
@@ -420,7 +421,7 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     if (!seen.insert(view.name).second)
       fail(ErrorCode::malformed_file, "{}: two tensors map to '{}'", folder, view.name);
     // qwen35moe: two tensors, as llama.cpp's qwen35moe names them (gemma4 keeps the fused one).
-    if (cfg.arch == "qwen35moe" && view.name.ends_with(".ffn_gate_up_exps.weight")) {
+    if (arch.split_gate_up_experts && view.name.ends_with(".ffn_gate_up_exps.weight")) {
       const std::string base =
           view.name.substr(0, view.name.size() - strlen("gate_up_exps.weight"));
       for (const char* part : {"gate_exps.weight", "up_exps.weight"})
@@ -429,7 +430,7 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
       split_gate_up(archive, view, hf_name);
       continue;
     }
-    transform(archive, cfg, view, hf_name);
+    transform(archive, arch, cfg, view, hf_name);
     archive.tensors.push_back(std::move(view));
   }
   stack_experts(archive, experts, n_expert, folder);
@@ -439,7 +440,7 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
     archive.metadata.set(cfg.arch + ".nextn_predict_layers", gguf::Value::make_u32(1));
   }
   check_moe_layers(cfg, seen, folder);
-  check_gemma4_v(cfg, seen, folder);
+  check_gemma4_v(arch, cfg, seen, folder);
   towers.log(folder, cfg);
   if (!cfg.tied_embeddings && !seen.contains("output.weight"))
     fail(ErrorCode::malformed_file,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
 
 namespace memra::synth {
 namespace {
@@ -91,7 +92,7 @@ void dense_ffn(TensorListBuilder& b, const std::string& p, uint64_t e, uint64_t 
 void dense_layers(TensorListBuilder& b, const HfModelConfig& c) {
   const uint64_t e = c.n_embd, q = c.n_head * c.head_dim, kv = c.n_head_kv * c.head_dim;
   const uint64_t n_ff = md_int(c, "feed_forward_length");
-  const bool qk_norm = c.arch == "qwen3" || c.arch == "gemma3";
+  const ArchDescriptor& arch = *arch_find(c.arch);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = blk(l);
     b.norm(p + "attn_norm.weight", e);
@@ -99,13 +100,13 @@ void dense_layers(TensorListBuilder& b, const HfModelConfig& c) {
     b.matrix(p + "attn_k.weight", e, kv);
     b.matrix(p + "attn_v.weight", e, kv);
     b.matrix(p + "attn_output.weight", q, e);
-    if (qk_norm) {
+    if (arch.qk_norm) {
       b.norm(p + "attn_q_norm.weight", c.head_dim);
       b.norm(p + "attn_k_norm.weight", c.head_dim);
     }
     b.norm(p + "ffn_norm.weight", e);
     dense_ffn(b, p, e, n_ff);
-    if (c.arch == "gemma3") {
+    if (arch.model == ArchModel::gemma3) {
       b.norm(p + "post_attention_norm.weight", e);
       b.norm(p + "post_ffw_norm.weight", e);
     }
@@ -168,7 +169,7 @@ void qwen35_layers(TensorListBuilder& b, const HfModelConfig& c) {
       b.norm(p + "attn_k_norm.weight", hd);
     }
     b.norm(p + "post_attention_norm.weight", e);
-    if (c.arch == "qwen35moe")
+    if (arch_find(c.arch)->routed_experts)
       qwen35_moe_ffn(b, c, p);
     else
       dense_ffn(b, p, e, md_int(c, "feed_forward_length"));
@@ -248,9 +249,10 @@ std::vector<TensorPlan> tensor_list(const HfModelConfig& c) {
   const uint64_t e = c.n_embd;
   const float embd_std = logit_std(c.vocab_size) / std::sqrt(static_cast<float>(e));
   b.add("token_embd.weight", {e, uint64_t(c.vocab_size)}, Init::matrix, embd_std);
-  if (c.arch == "qwen35" || c.arch == "qwen35moe")
+  const ArchDescriptor& arch = *arch_find(c.arch);  // hf_config_from_json refuses any other
+  if (arch.delta_net)
     qwen35_layers(b, c);
-  else if (c.arch == "gemma4")
+  else if (arch.model == ArchModel::gemma4)
     gemma4_layers(b, c);
   else
     dense_layers(b, c);

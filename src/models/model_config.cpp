@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
 #include "formats/model_archive.h"
 #include "formats/quant.h"
 
@@ -57,7 +58,8 @@ std::vector<float> rope_divisors(const ModelArchive& archive, int n_rot) {
   return out;
 }
 
-void read_rope(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
+void read_rope(const ModelArchive& archive, const ArchDescriptor& arch, const std::string& a,
+               ModelConfig& c) {
   const gguf::Metadata& md = archive.metadata;
   const int n_rot = read_int(md, a + "rope.dimension_count", 2, c.head_dim, c.head_dim);
   if (n_rot % 2 != 0) fail(ErrorCode::unsupported, "{}rope.dimension_count {} is odd", a, n_rot);
@@ -72,11 +74,11 @@ void read_rope(const ModelArchive& archive, const std::string& a, ModelConfig& c
     fail(ErrorCode::unsupported, "rope scaling type '{}' ({}rope.scaling.type) is not supported",
          type, a);
   }
-  const RopeLayout layout = c.arch == "llama" ? RopeLayout::normal : RopeLayout::neox;
+  const RopeLayout layout = arch.rope_adjacent_pairs ? RopeLayout::normal : RopeLayout::neox;
   c.rope_global = {layout, n_rot,
                    rope_inv_freq(base, n_rot, factor, rope_divisors(archive, n_rot))};
   c.rope_local = c.rope_global;
-  if (c.arch == "gemma3") {  // sliding layers: their own base, never scaled
+  if (arch.model == ArchModel::gemma3) {  // sliding layers: their own base, never scaled
     const double base_swa = read_float(md, a + "rope.freq_base_swa", 10000.0);
     if (!(base_swa > 1.0))
       fail(ErrorCode::unsupported, "{}rope.freq_base_swa {} must exceed 1", a, base_swa);
@@ -288,13 +290,11 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   const gguf::Metadata& md = archive.metadata;
   ModelConfig c;
   c.arch = archive.architecture();
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "qwen3moe" &&
-      c.arch != "gemma3" && c.arch != "gemma4" && c.arch != "qwen35" && c.arch != "qwen35moe")
-    fail(ErrorCode::unsupported,
-         "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
-         "gemma4, qwen35, qwen35moe)",
-         c.arch);
-  if (c.arch == "gemma4") return read_gemma4(archive, std::move(c));
+  const ArchDescriptor* arch = arch_find(c.arch);
+  if (arch == nullptr)
+    fail(ErrorCode::unsupported, "architecture '{}' is not supported (supported: {})", c.arch,
+         arch_supported_names());
+  if (arch->model == ArchModel::gemma4) return read_gemma4(archive, std::move(c));
   const std::string a = c.arch + ".";
   c.n_embd = read_int(md, a + "embedding_length", 1, 1 << 16);
   c.n_layers = read_int(md, a + "block_count", 1, 1024);
@@ -308,27 +308,28 @@ ModelConfig model_config_read(const ModelArchive& archive) {
   if (v_dim != c.head_dim)
     fail(ErrorCode::unsupported, "value_length {} differs from key_length {}", v_dim, c.head_dim);
   // qwen35moe routes every layer to experts: no dense MLP width.
-  c.n_ff = read_int(md, a + "feed_forward_length", c.arch == "qwen35moe" ? 0 : 1, 1 << 20,
-                    c.arch == "qwen35moe" ? std::optional<int64_t>(0) : std::nullopt);
+  c.n_ff = read_int(md, a + "feed_forward_length", arch->dense_ffn ? 1 : 0, 1 << 20,
+                    arch->dense_ffn ? std::nullopt : std::optional<int64_t>(0));
   c.n_ctx_train = read_int(md, a + "context_length", 1, 1 << 30);
   c.norm_eps = read_float(md, a + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!(c.norm_eps > 0)) fail(ErrorCode::malformed_file, "rms epsilon {} <= 0", c.norm_eps);
-  read_rope(archive, a, c);
+  read_rope(archive, *arch, a, c);
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  c.qkv_bias = c.arch == "qwen2";
-  const bool qwen35 = c.arch == "qwen35" || c.arch == "qwen35moe";
-  c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3" || qwen35;
-  if (qwen35) read_hybrid(archive, a, c);
+  c.qkv_bias = arch->qkv_bias;
+  c.qk_norm = arch->qk_norm;
+  if (arch->delta_net) read_hybrid(archive, a, c);
   c.window.assign(c.n_layers, 0);
   c.moe_layer.assign(c.n_layers, false);
-  if (c.arch == "qwen3moe" || c.arch == "qwen35moe") read_moe(archive, a, c);
-  if (c.arch == "qwen35moe") {
+  if (arch->routed_experts) read_moe(archive, a, c);
+  // qwen35moe: no dense MLP to fall back on, so every layer needs its router; the shared
+  // expert's width.
+  if (!arch->dense_ffn) {
     c.n_ff_shexp = read_int(md, a + "expert_shared_feed_forward_length", 0, 1 << 20, 0);
     for (int il = 0; il < c.n_layers; ++il)
       if (!c.moe_layer[il])
         fail(ErrorCode::not_found, "model lacks tensor blk.{}.ffn_gate_inp.weight", il);
   }
-  if (c.arch == "gemma3") {
+  if (arch->model == ArchModel::gemma3) {
     read_gemma3_window(md, a, c);
     const double default_scale = c.n_layers == 62
                                      ? 1.0 / std::sqrt(static_cast<double>(c.n_embd) / c.n_heads)

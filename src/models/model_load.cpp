@@ -1,11 +1,12 @@
-// model_load: picks the architecture file for archive.architecture(); the per-architecture
-// constructors refuse unsupported config values, missing tensors and wrong shapes by name. And
-// Model's default greedy forward (host argmax over host logits) and the refusals of hidden
-// states and backend sampling.
+// model_load: picks the architecture file for archive.architecture() by its descriptor
+// (formats/arch/); the per-architecture constructors refuse unsupported config values, missing
+// tensors and wrong shapes by name. And Model's default greedy forward (host argmax over host
+// logits) and the refusals of hidden states and backend sampling.
 #include <algorithm>
 #include <vector>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
 #include "models/decoder.h"
 
 namespace memra {
@@ -44,15 +45,19 @@ std::unique_ptr<Model> model_load(std::shared_ptr<const ModelArchive> archive,
   if (!archive) fail(ErrorCode::invalid_argument, "model_load: no archive");
   const std::string arch = archive->architecture();
   // One pre-norm decoder loop; the config picks each layer's mixer and feed-forward.
-  if (arch == "llama" || arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" ||
-      arch == "qwen35" || arch == "qwen35moe")
-    return llama_model_create(std::move(archive), options);
-  if (arch == "gemma3") return gemma3_model_create(std::move(archive), options);
-  if (arch == "gemma4") return gemma4_model_create(std::move(archive), options);
-  fail(ErrorCode::unsupported,
-       "architecture '{}' is not supported (supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
-       "gemma4, qwen35, qwen35moe)",
-       arch);
+  const ArchDescriptor* d = arch_find(arch);
+  if (d == nullptr)
+    fail(ErrorCode::unsupported, "architecture '{}' is not supported (supported: {})", arch,
+         arch_supported_names());
+  switch (d->model) {
+    case ArchModel::decoder:
+      return llama_model_create(std::move(archive), options);
+    case ArchModel::gemma3:
+      return gemma3_model_create(std::move(archive), options);
+    case ArchModel::gemma4:
+      return gemma4_model_create(std::move(archive), options);
+  }
+  fail(ErrorCode::internal, "architecture '{}' has no forward pass", arch);
 }
 
 }  // namespace memra

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "formats/arch/arch.h"
 #include "formats/model_archive.h"
 #include "formats/quant.h"
 
@@ -293,9 +294,10 @@ ModelWeights model_weights_bind(const ModelArchive& archive, ModelConfig& config
     w.per_layer_model_proj = b.matrix("per_layer_model_proj.weight", config.n_embd, width);
     w.per_layer_proj_norm = b.vector("per_layer_proj_norm.weight", config.n_embd_per_layer, w);
   }
+  const ArchDescriptor* arch = arch_find(config.arch);
+  const bool gemma4 = arch != nullptr && arch->model == ArchModel::gemma4;
   for (int il = 0; il < config.n_layers; ++il)
-    w.layers.push_back(config.arch == "gemma4" ? bind_gemma4_layer(b, config, il, w)
-                                               : bind_layer(b, config, il, w));
+    w.layers.push_back(gemma4 ? bind_gemma4_layer(b, config, il, w) : bind_layer(b, config, il, w));
   if (archive.find_tensor("rope_freqs.weight")) b.mark_used("rope_freqs.weight");
   if (config.n_nextn_layers > 0) b.mark_blocks_from(config.n_layers);
   b.refuse_unused();
