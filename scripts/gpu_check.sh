@@ -75,6 +75,15 @@ bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the mod
   step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
+# bench_with MODEL SUFFIX VAR=VALUE ARGS...: the same benchmark with one switch set (an A/B in one
+# run), its receipt named after the model and the suffix.
+bench_with() {
+  local name
+  name=$(basename "$1" .gguf)-$2
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-$name.json")
+  step "bench-$name" 300 env "$3" "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:4}" \
+    --json "$RECEIPTS/$DAY-bench-$name.json"
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
 
@@ -115,15 +124,9 @@ if [ "$MODE" != bench8b ]; then
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
   # The same figures with every step eager: CUDA graphs on vs off, side by side in one run.
-  step bench-qwen3-0.6b-q4_k_m-eager 300 "$BIN/memra" bench -m "$(synth qwen3-0.6b q4_k_m)" \
-    --device cuda -r 3 -p 512 -n 128 --cuda-graphs off \
-    --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-eager.json")
+  bench_with "$(synth qwen3-0.6b q4_k_m)" eager MEMRA_CUDA_GRAPHS=0 -p 512 -n 128
   # And with programmatic dependent launch off (kernels/launch.cuh): plain stream ordering.
-  step bench-qwen3-0.6b-q4_k_m-no-pdl 300 env MEMRA_PDL=0 "$BIN/memra" bench \
-    -m "$(synth qwen3-0.6b q4_k_m)" --device cuda -r 3 -p 512 -n 128 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-no-pdl.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-0.6b-q4_k_m-no-pdl.json")
+  bench_with "$(synth qwen3-0.6b q4_k_m)" no-pdl MEMRA_PDL=0 -p 512 -n 128
 fi
 if [ "$MODE" != quick ]; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
@@ -131,25 +134,16 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   # The same file with its K-quant matrices in the file's (ggml) layout instead of tiled ones:
   # the weight layouts side by side in one run (their outputs are bit-identical).
-  step bench-qwen3-8b-q4_k_m-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
-    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 -c 1,8 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-ggml-layout.json")
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml \
+    -p 512 -n 128 -c 1,8
   # One-token decode with tokens in the mma's columns (the batched kernel) instead of scale
   # groups (matmul_decode_single.cu), and the attention prologue as five kernels: A/B in one run.
-  step bench-qwen3-8b-q4_k_m-tokens-in-columns 300 env MEMRA_SINGLE_DECODE=0 "$BIN/memra" bench \
-    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-tokens-in-columns.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-tokens-in-columns.json")
-  step bench-qwen3-8b-q4_k_m-unfused-prologue 300 env MEMRA_FUSED_PROLOGUE=0 "$BIN/memra" bench \
-    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -p 512 -n 128 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-unfused-prologue.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q4_k_m-unfused-prologue.json")
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" tokens-in-columns MEMRA_SINGLE_DECODE=0 \
+    -p 512 -n 128
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unfused-prologue MEMRA_FUSED_PROLOGUE=0 \
+    -p 512 -n 128
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
-  step bench-qwen3-8b-q8_0-ggml-layout 300 env MEMRA_WEIGHT_LAYOUT=ggml "$BIN/memra" bench \
-    -m "$(synth qwen3-8b q8_0)" --device cuda -r 3 -p 512 -n 128 \
-    --json "$RECEIPTS/$DAY-bench-qwen3-8b-q8_0-ggml-layout.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-qwen3-8b-q8_0-ggml-layout.json")
+  bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
