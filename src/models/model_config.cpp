@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "formats/arch/arch.h"
@@ -104,17 +106,24 @@ void read_gemma3_window(const gguf::Metadata& md, const std::string& a, ModelCon
     c.window[il] = std::get<bool>(arr->items[il].data) ? window : 0;
 }
 
-// qwen3moe: expert counts and widths; a layer routes to experts when it has a router tensor
-// (hf_config.h: the sparse layers have no GGUF key of their own).
-void read_moe(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
-  const gguf::Metadata& md = archive.metadata;
+// Both MoE layouts: expert count, experts used, expert width; returns expert_weights_norm when
+// the file has it.
+std::optional<bool> read_experts(const gguf::Metadata& md, const std::string& a, ModelConfig& c) {
   c.n_expert = read_int(md, a + "expert_count", 1, 1 << 16);
   c.n_expert_used = read_int(md, a + "expert_used_count", 1, c.n_expert);
   c.n_ff_exp = read_int(md, a + "expert_feed_forward_length", 1, 1 << 20);
   const gguf::Value* norm = md.find(a + "expert_weights_norm");
-  if (norm && !std::holds_alternative<bool>(norm->data))
+  if (!norm) return std::nullopt;
+  if (!std::holds_alternative<bool>(norm->data))
     fail(ErrorCode::malformed_file, "model metadata {}expert_weights_norm is not a bool", a);
-  c.expert_weights_norm = norm ? std::get<bool>(norm->data) : true;  // llama.cpp's qwen3moe
+  return std::get<bool>(norm->data);
+}
+
+// qwen3moe: the experts (renormalized unless the file says not, as llama.cpp's qwen3moe); a layer
+// routes to experts when it has a router tensor (hf_config.h: the sparse layers have no GGUF key
+// of their own).
+void read_moe(const ModelArchive& archive, const std::string& a, ModelConfig& c) {
+  c.expert_weights_norm = read_experts(archive.metadata, a, c).value_or(true);
   for (int il = 0; il < c.n_layers; ++il)
     c.moe_layer[il] = archive.find_tensor("blk." + std::to_string(il) + ".ffn_gate_inp.weight");
 }
@@ -143,13 +152,7 @@ std::vector<int32_t> read_per_layer(const gguf::Metadata& md, const std::string&
 // enable_moe_block: softmax over all experts, the top expert_used_count renormalized (transformers
 // and llama.cpp always renormalize, so a file that says otherwise is refused).
 void read_gemma4_moe(const gguf::Metadata& md, const std::string& a, ModelConfig& c) {
-  c.n_expert = read_int(md, a + "expert_count", 1, 1 << 16);
-  c.n_expert_used = read_int(md, a + "expert_used_count", 1, c.n_expert);
-  c.n_ff_exp = read_int(md, a + "expert_feed_forward_length", 1, 1 << 20);
-  const gguf::Value* norm = md.find(a + "expert_weights_norm");
-  if (norm && !std::holds_alternative<bool>(norm->data))
-    fail(ErrorCode::malformed_file, "model metadata {}expert_weights_norm is not a bool", a);
-  if (norm && !std::get<bool>(norm->data))
+  if (!read_experts(md, a, c).value_or(true))
     fail(ErrorCode::unsupported,
          "gemma4 without renormalized expert weights ({}expert_weights_norm = false) is not "
          "supported",
