@@ -121,39 +121,31 @@ def make_config(arch):
             **COMMON, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
             num_experts=6, num_experts_per_tok=3, moe_intermediate_size=16, norm_topk_prob=False,
             mlp_only_layers=[], decoder_sparse_step=2, tie_word_embeddings=True)
-    if arch == "gemma4":
-        # Dense Gemma 4 text: sliding + full layers with their own head dims (global_head_dim),
-        # proportional partial rotary on full layers, per-layer input embeddings, k = v on full
-        # layers (one global kv head), the last two layers sharing the KV of the first two with a
-        # double-wide MLP, and a layer_scalar per layer (randomized below).
+    if arch in ("gemma4", "gemma4_moe"):
+        # Both: sliding + full layers with their own head dims (global_head_dim), proportional
+        # partial rotary on full layers, k = v on full layers (one global kv head).
+        # gemma4 (dense text): per-layer input embeddings, the last two layers sharing the KV of
+        # the first two with a double-wide MLP, and a layer_scalar per layer (randomized below).
+        # gemma4_moe (the 26B-A4B layout in small): no per-layer inputs, no KV sharing, and in
+        # every layer 8 GeGLU experts of width 16 (top 2) beside the dense MLP of width 64.
         rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                 "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                    "rope_theta": 1000000.0}}
+        if arch == "gemma4":
+            variant = dict(hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
+                           num_kv_shared_layers=2, use_double_wide_mlp=True,
+                           enable_moe_block=False)
+        else:
+            variant = dict(hidden_size_per_layer_input=0, num_kv_shared_layers=0,
+                           use_double_wide_mlp=False, enable_moe_block=True, num_experts=8,
+                           top_k_experts=2, moe_intermediate_size=16)
         return transformers.Gemma4TextConfig(
             **{**COMMON, "num_hidden_layers": 4, "num_attention_heads": 4,
                "num_key_value_heads": 2, "head_dim": 16},
             rope_parameters=rope, global_head_dim=32, num_global_key_value_heads=1,
             layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=8,
             final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
-            hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB,
-            attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
-            enable_moe_block=False, tie_word_embeddings=True)
-    if arch == "gemma4_moe":
-        # The 26B-A4B layout in small: sliding + full layers (full ones with global_head_dim, one
-        # kv head, k = v), no per-layer inputs, no KV sharing, and in every layer 8 GeGLU experts
-        # of width 16 (top 2) beside the dense MLP of width 64.
-        rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
-                                   "rope_theta": 1000000.0}}
-        return transformers.Gemma4TextConfig(
-            **{**COMMON, "num_hidden_layers": 4, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 16},
-            rope_parameters=rope, global_head_dim=32, num_global_key_value_heads=1,
-            layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=8,
-            final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh",
-            hidden_size_per_layer_input=0, attention_k_eq_v=True, num_kv_shared_layers=0,
-            use_double_wide_mlp=False, enable_moe_block=True, num_experts=8, top_k_experts=2,
-            moe_intermediate_size=16, tie_word_embeddings=True)
+            attention_k_eq_v=True, tie_word_embeddings=True, **variant)
     if arch == "qwen3_5":
         # Layers: linear, linear, full, linear (full_attention_interval 3); 4 value heads over
         # 2 key heads of different widths; rotary on 8 of the 32 dims of each attention head.
