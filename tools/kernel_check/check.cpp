@@ -1,6 +1,7 @@
 // memra-kernel-check's run context (RNG, stream, filter, the printed table) and error measures.
 #include "check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +46,15 @@ std::vector<float> Context::uniform(size_t n, float lo, float hi) {
 
 int32_t Context::randint(int32_t lo, int32_t hi) {
   return std::uniform_int_distribution<int32_t>(lo, hi)(rng_);
+}
+
+std::vector<int32_t> Context::padded_slots(int64_t n_slots, int n_tokens) {
+  std::vector<int32_t> all(static_cast<size_t>(n_slots));
+  for (int64_t i = 0; i < n_slots; ++i) all[i] = static_cast<int32_t>(i);
+  std::shuffle(all.begin(), all.end(), rng_);
+  std::vector<int32_t> slots(all.begin(), all.begin() + n_tokens);
+  slots.back() = -1;
+  return slots;
 }
 
 double rel_error(const std::vector<float>& gpu, const std::vector<double>& ref, double floor_frac) {

@@ -46,6 +46,9 @@ class Context {
   // Random floats uniform in [lo, hi], never exactly zero.
   std::vector<float> uniform(size_t n, float lo = -1.0f, float hi = 1.0f);
   int32_t randint(int32_t lo, int32_t hi);  // inclusive
+  // Cache slots for n_tokens tokens: distinct, random in [0, n_slots), the last -1 (a padding
+  // token, which writes nothing).
+  std::vector<int32_t> padded_slots(int64_t n_slots, int n_tokens);
 
  private:
   Options options_;

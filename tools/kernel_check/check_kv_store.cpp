@@ -17,12 +17,7 @@ void check_one(Context& ctx, DType dtype, int n_kv_heads, int head_dim, int n_to
   const int32_t block_size = 16, n_blocks = (n_tokens + block_size - 1) / block_size + 3;
   const int64_t row = int64_t{n_kv_heads} * head_dim, ld = row + 12;
   const int64_t n_slots = int64_t{n_blocks} * block_size;
-  // Distinct random slots; the last token is padding (slot -1).
-  std::vector<int32_t> all(n_slots);
-  for (int64_t i = 0; i < n_slots; ++i) all[i] = static_cast<int32_t>(i);
-  std::shuffle(all.begin(), all.end(), ctx.rng());
-  std::vector<int32_t> slots(all.begin(), all.begin() + n_tokens);
-  slots.back() = -1;
+  const std::vector<int32_t> slots = ctx.padded_slots(n_slots, n_tokens);
   std::vector<int32_t> gpu_slots = slots;
   if (ctx.teeth()) gpu_slots[0] = static_cast<int32_t>((gpu_slots[0] + 1) % n_slots);
   std::vector<float> k = ctx.uniform(n_tokens * ld), v = ctx.uniform(n_tokens * ld);
@@ -31,13 +26,7 @@ void check_one(Context& ctx, DType dtype, int n_kv_heads, int head_dim, int n_to
   Dev<T> kc(n_slots * row), vc(n_slots * row);
   kc.poison(ctx);
   vc.poison(ctx);
-  kernels::PagedKv kv;
-  kv.k = kc.get();
-  kv.v = vc.get();
-  kv.dtype = dtype;
-  kv.block_size = block_size;
-  kv.n_kv_heads = n_kv_heads;
-  kv.head_dim = head_dim;
+  const kernels::PagedKv kv{kc.get(), vc.get(), dtype, block_size, n_kv_heads, head_dim};
   kernels::StepDev step;
   step.n_tokens = n_tokens;
   step.slots = dslots.get();

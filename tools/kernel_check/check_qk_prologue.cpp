@@ -28,11 +28,8 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
   const int32_t block_size = 16, n_blocks = (n_tokens + block_size - 1) / block_size + 2;
   const int64_t q_row = int64_t{n_heads} * head_dim, kv_row = int64_t{n_kv_heads} * head_dim;
   const int64_t n_slots = int64_t{n_blocks} * block_size;
-  std::vector<int32_t> all(n_slots);
-  for (int64_t i = 0; i < n_slots; ++i) all[i] = static_cast<int32_t>(i);
-  std::shuffle(all.begin(), all.end(), ctx.rng());
-  std::vector<int32_t> slots(all.begin(), all.begin() + n_tokens), pos(n_tokens);
-  slots.back() = -1;
+  const std::vector<int32_t> slots = ctx.padded_slots(n_slots, n_tokens);
+  std::vector<int32_t> pos(n_tokens);
   for (int32_t& p : pos) p = ctx.randint(0, 40000);
   std::vector<double> inv_freq(n_rot / 2);
   for (int i = 0; i < n_rot / 2; ++i) inv_freq[i] = std::pow(1000000.0, -2.0 * i / n_rot);
@@ -52,14 +49,7 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
   step.positions = dpos.get();
   step.slots = dslots.get();
   auto paged = [&](Dev<T>& kc, Dev<T>& vc) {
-    kernels::PagedKv kv;
-    kv.k = kc.get();
-    kv.v = vc.get();
-    kv.dtype = dtype;
-    kv.block_size = block_size;
-    kv.n_kv_heads = n_kv_heads;
-    kv.head_dim = head_dim;
-    return kv;
+    return kernels::PagedKv{kc.get(), vc.get(), dtype, block_size, n_kv_heads, head_dim};
   };
 
   // The plain kernels.
