@@ -84,6 +84,30 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
 void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
                            cudaStream_t stream);
 
+// ---- matmul, fast mode (matmul_dequant.cu): not batch-invariant ------------------------------
+// `--deterministic off` lets a step of more than 64 tokens multiply by cuBLASLt (the backend's
+// part) on a plain f16 copy of each tiled weight matrix instead of the canonical kernels: faster
+// prefill, but a token's output bits then depend on which path its step took.
+
+// Which weights have such a copy: tiled Q4_K, Q6_K, Q8_0, F16 and BF16.
+bool matmul_dequant_supported(DType wtype, WeightLayout layout);
+// out: f16 [n_out][n_in] (row-major, 16-byte aligned) with each weight fma(scale, q, bias)
+// rounded once to f16 (F16 and tiled BF16 weights are copied exactly).
+void matmul_dequant_f16(DType wtype, const void* tiled, int64_t n_in, int64_t n_out, void* out,
+                        cudaStream_t stream);
+// x's f16 rows as matmul prepares them (each row times its own power of two), in scratch
+// (matmul_scratch_bytes(n_tokens, n_in) bytes): xh [n_tokens][n_in] and xinv [n_tokens], the
+// factor that undoes each row's scaling.
+struct PreparedX {
+  const uint16_t* xh;
+  const float* xinv;
+};
+PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
+                           cudaStream_t stream);
+// y[r][0..n) *= s[r] for r < n_rows (rows at stride ld floats).
+void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
+                cudaStream_t stream);
+
 // ---- elementwise (kernels/elementwise) ---------------------------------------------------------
 
 // out[r][:] = table row ids[r] dequantized to f32, times scale. ids must be valid rows (the

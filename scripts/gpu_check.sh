@@ -120,6 +120,10 @@ if [ "$MODE" != bench8b ]; then
   step model-gate-linear-attention 120 env MEMRA_CUDA_LINEAR_ATTENTION=1 python3 \
     scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
+  # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
+  # greedy-identical promise across batch shapes, but the same gate against the CPU.
+  step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:4}"
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
@@ -142,14 +146,22 @@ if [ "$MODE" != quick ]; then
     -p 512 -n 128
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unfused-prologue MEMRA_FUSED_PROLOGUE=0 \
     -p 512 -n 128
+  # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
+  # each default figure.
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
+  bench_with "$(synth qwen3-8b q8_0)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
+  bench_with "$(synth qwen3-8b bf16)" fast MEMRA_DETERMINISTIC=0 -p 512,2048 -n 128
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
+  step server-ttft-qwen3-8b-q4_k_m-fast 300 env MEMRA_DETERMINISTIC=0 python3 \
+    scripts/server_ttft.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    --device cuda --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m-fast.json"
   step server-ttft-qwen3-8b-bf16 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b bf16)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-bf16.json"

@@ -71,6 +71,25 @@ def passes(m):
             m["rel_err_max"] <= REL_ERR_MAX)
 
 
+def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp):
+    """Where greedy decoding first differs, both backends' logits on the same tokens (the prompt
+    and the tokens both chose before that step): the CPU's margin between its pick and the
+    CUDA pick, against that row's largest |cuda - cpu|. A margin under the row's error is a
+    near-tie that the backends' rounding decides; a margin far above it points at a defect.
+    Reported only: the gate's verdict stays greedy-identical."""
+    step = next(i for i, (a, b) in enumerate(zip(greedy_cpu, greedy_cuda)) if a != b)
+    tokens = prompt + greedy_cpu[:step]
+    _, cpu, _ = run(args.bin, model, tokens, 0, "cpu", tmp, ["--threads", str(args.threads)])
+    _, cuda, _ = run(args.bin, model, tokens, 0, args.device, tmp)
+    a, b = cpu[len(tokens) - 1].astype(np.float64), cuda[len(tokens) - 1].astype(np.float64)
+    pick_cpu, pick_cuda = greedy_cpu[step], greedy_cuda[step]
+    return {"step": step, "cpu_token": pick_cpu, "cuda_token": pick_cuda,
+            "cpu_margin": float(a[pick_cpu] - a[pick_cuda]),
+            "cuda_margin": float(b[pick_cuda] - b[pick_cpu]),
+            "row_abs_err_max": float(np.abs(a - b).max()),
+            "row_abs_logit_max": float(np.abs(a).max())}
+
+
 def gate_model(args, model):
     with tempfile.TemporaryDirectory() as tmp:
         probe, _, _ = run(args.bin, model, [3, 4], 1, "cpu", tmp, ["--threads", str(args.threads)])
@@ -83,6 +102,10 @@ def gate_model(args, model):
     m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
     m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
     m["pass"] = passes(m) and m["greedy_identical"]
+    if not m["greedy_identical"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            m["divergence"] = explain_divergence(args, model, tokens, cpu_out["greedy"],
+                                                 cuda_out["greedy"], tmp)
     # Teeth: rows off by one position (what a wrong position or KV slot would look like).
     shifted = compare(cpu[1:], cuda[:-1], args.positions - 1)
     m["teeth_shifted_rows_fail"] = not passes(shifted)
@@ -112,6 +135,12 @@ def main():
         if "error" in r:
             print(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
             continue
+        if "divergence" in r:
+            d = r["divergence"]
+            print(f"  {r['model'][-46:]}: greedy differs at step {d['step']} (cpu {d['cpu_token']}, "
+                  f"cuda {d['cuda_token']}): cpu margin {d['cpu_margin']:.3g}, cuda margin "
+                  f"{d['cuda_margin']:.3g}, row max |cuda - cpu| {d['row_abs_err_max']:.3g} "
+                  f"of max |logit| {d['row_abs_logit_max']:.3g}")
         print(f"{r['model'][-48:]:48} {r['top1']:7.4f} {r['kl_mean']:9.2e} {r['rel_err_max']:9.2e} "
               f"{'same' if r['greedy_identical'] else 'DIFF':>7} "
               f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "

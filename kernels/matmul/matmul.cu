@@ -425,6 +425,25 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   }
 }
 
+PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
+                           cudaStream_t stream) {
+  if (n_tokens <= 0 || n_tokens > (int64_t{1} << 30) || n_in <= 0 || n_in % 16 != 0 ||
+      n_in > (1 << 30))
+    fail(ErrorCode::invalid_argument, "matmul_prepare_x: {} rows of {}", n_tokens, n_in);
+  if (!aligned16(x) || !aligned16(scratch))
+    fail(ErrorCode::invalid_argument, "matmul_prepare_x: x and scratch must be 16-byte aligned");
+  const ScratchLayout layout(n_tokens, n_in);
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  auto* xh = reinterpret_cast<uint16_t*>(bytes);
+  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
+  auto* xinv =
+      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
+  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x,
+                 static_cast<int>(n_in), xh, nullptr, xsum, static_cast<int>(layout.xsum_stride),
+                 xinv);
+  return {xh, xinv};
+}
+
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                          float eps, float* y, void* scratch, cudaStream_t stream) {
   if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))

@@ -40,13 +40,13 @@ std::shared_ptr<Ops> backend_select(const BackendChoice& choice) {
   if (d == "auto") {
     if (choice.reference || cuda::ops_cuda_device_count() == 0)
       return ops_cpu_create({choice.n_threads, choice.reference});
-    return cuda::ops_cuda_create({0});
+    return cuda::ops_cuda_create({0, choice.deterministic});
   }
   const int ordinal = cuda_ordinal(d);
   const int n = cuda::ops_cuda_device_count();
   if (n == 0) fail(ErrorCode::unsupported, "device '{}': no CUDA GPU is visible", d);
   if (ordinal >= n) fail(ErrorCode::invalid_argument, "device '{}': only {} GPU(s)", d, n);
-  return cuda::ops_cuda_create({ordinal < 0 ? 0 : ordinal});
+  return cuda::ops_cuda_create({ordinal < 0 ? 0 : ordinal, choice.deterministic});
 #else
   if (d == "auto") return ops_cpu_create({choice.n_threads, choice.reference});
   cuda_ordinal(d);  // a malformed name is still reported as such

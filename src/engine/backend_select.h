@@ -14,6 +14,7 @@ struct BackendChoice {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int n_threads = 0;            // CPU backend threads; 0 = all cores
   bool reference = false;       // CPU reference ops (the oracle)
+  bool deterministic = true;    // false: CUDA may take non-batch-invariant paths (EngineOptions)
 };
 
 // Throws Error(invalid_argument) for an unknown device name and Error(unsupported) for "cuda"

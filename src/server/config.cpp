@@ -160,6 +160,11 @@ const std::vector<Option>& options() {
       {"--kv-dtype", "MEMRA_KV_DTYPE", "TYPE",
        "KV cache type: f16 (CUDA default), bf16, f32 (CPU: f32 only)",
        [](ServerConfig& c, const std::string& v) { c.engine.kv_dtype = v; }},
+      {"--deterministic", "MEMRA_DETERMINISTIC", "on|off",
+       "off: faster GPU prefill that breaks the determinism contract (default on)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.deterministic = to_bool(v, "--deterministic");
+       }},
       {"--cuda-graphs", "MEMRA_CUDA_GRAPHS", "on|off",
        "replay GPU decode steps as CUDA graphs (default on)",
        [](ServerConfig& c, const std::string& v) {

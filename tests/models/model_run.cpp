@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "engine/backend_select.h"
@@ -166,7 +167,9 @@ int run(const Options& o) {
   const auto t_load = clock::now();
   nlohmann::json trace = nlohmann::json::array();
   ModelLoadOptions load_options;
-  load_options.ops = backend_select({o.device, o.threads, o.reference});
+  // MEMRA_DETERMINISTIC=0: the fast, non-batch-invariant GPU prefill (the fast-mode model gate).
+  load_options.ops =
+      backend_select({o.device, o.threads, o.reference, env_switch("MEMRA_DETERMINISTIC", true)});
   if (!o.kv_dtype.empty()) {
     const auto kv = dtype_from_name(o.kv_dtype);
     if (!kv) fail(ErrorCode::invalid_argument, "--kv-dtype {} is not a dtype name", o.kv_dtype);

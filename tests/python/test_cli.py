@@ -21,6 +21,8 @@ def test_version(memra_bin):
     (["bench-tokenizer", "--mb"], "--mb needs a value"),
     (["bench", "-r", "2"], "-r expects an integer in [3, 1000]"),
     (["run", "--max-tokens"], "--max-tokens needs a value"),
+    (["bench", "--deterministic", "maybe"], "--deterministic expects on or off, got 'maybe'"),
+    (["run", "--deterministic", "sometimes"], "--deterministic expects on or off"),
 ])
 def test_bad_option_values_exit_2_naming_the_flag(memra_bin, args, named):
     r = subprocess.run([str(memra_bin), *args], capture_output=True, text=True)

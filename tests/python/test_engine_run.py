@@ -54,3 +54,13 @@ def test_bad_flag_is_refused(memra_bin):
                        text=True)
     assert r.returncode == 2
     assert "--top-p" in r.stderr
+
+
+def test_deterministic_off_is_said_to_change_nothing_on_the_cpu(memra_bin, default_model):
+    # The CPU has only the batch-invariant path: --deterministic off runs it and says so.
+    question, answer = FACTS[0]
+    r = run(memra_bin, "-m", str(default_model), "--device", "cpu", "--deterministic", "off",
+            "-p", f"Question: {question}\nAnswer:", "-n", "12", "--stop", "\n")
+    assert r.returncode == 0, r.stderr
+    assert answer in r.stdout, r.stdout
+    assert "deterministic off: no effect on the CPU" in r.stderr, r.stderr

@@ -16,12 +16,14 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "backend/cuda/fast_gemm.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "kernel_bench/bench.h"
@@ -167,6 +169,33 @@ struct Bench {
                     {"tflop_per_s", flops / (ms * 1e-3) / 1e12}});
   }
 
+  // `--deterministic off`'s path on the same tiled weights (the f16 copy, cuBLASLt, the rows'
+  // scaling: everything a step pays), for the token counts it takes.
+  void run_fast(DType dtype, const Shape& s, const uint8_t* tbase, size_t tstride, size_t copies,
+                const cuda::DeviceBuffer& dx, cuda::DeviceBuffer& dy, cuda::DeviceBuffer& scratch,
+                size_t bytes) {
+    if (!kernels::matmul_dequant_supported(dtype, kernels::WeightLayout::tiled)) return;
+    cuda::FastGemm fast;
+    std::unique_ptr<cuda::DeviceBuffer> w16;
+    for (int tokens : token_counts) {
+      const kernels::MatmulOut probe{dtype,   tbase,
+                                     s.n_out, static_cast<float*>(dy.data()),
+                                     s.n_out, kernels::WeightLayout::tiled};
+      if (!cuda::FastGemm::takes(&probe, 1, s.n_in, tokens)) continue;
+      if (!w16)
+        w16 = std::make_unique<cuda::DeviceBuffer>(cuda::FastGemm::copy_bytes(&probe, 1, s.n_in));
+      const double ms = median_ms(stream, [&](int i) {
+        kernels::MatmulOut out = probe;
+        out.w = tbase + (i % copies) * tstride;
+        fast.matmul(&out, 1, s.n_in, static_cast<const float*>(dx.data()), tokens, scratch.data(),
+                    w16->data(), stream.get());
+      });
+      check(cudaGetLastError(), "matmul fast");
+      print_row(std::string(dtype_name(dtype)) + "/fast", s, tokens, ms,
+                static_cast<double>(bytes));
+    }
+  }
+
   void run(DType dtype, const Shape& s, LtGemm* lt) {
     const size_t bytes = dtype_row_bytes(dtype, static_cast<uint64_t>(s.n_in), "bench") * s.n_out;
     const size_t stride = (bytes + 255) / 256 * 256;
@@ -214,6 +243,7 @@ struct Bench {
         check(cudaGetLastError(), "matmul tiled");
         print_row(name + "/tiled", s, tokens, ms, static_cast<double>(bytes));
       }
+      run_fast(dtype, s, tbase, tstride, copies, dx, dy, scratch, bytes);
     }
     if (lt != nullptr &&
         std::find(token_counts.begin(), token_counts.end(), max_tokens) != token_counts.end()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "core/dtype.h"
 
 namespace memra::kernel_check {
 
@@ -104,6 +105,16 @@ double row_rel_max_error(const std::vector<float>& gpu, const std::vector<double
 // Number of elements whose bit patterns differ.
 double bit_mismatches(const std::vector<float>& a, const std::vector<float>& b);
 
+// matmul weights of dtype (check_matmul.cpp): random floats quantized with quant::quantize_row,
+// or random valid blocks for types without a quantizer; n_out rows in the ggml layout.
+std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int64_t n_out);
+// Byte of each block (element, for plain types) whose bit 6 is the top exponent bit of its
+// scale (or value): flipping it in every block of row 0 wrecks output column 0 (--teeth).
+int scale_high_byte(DType dtype);
+// x rows of very different magnitudes (each row scaled by 2^k, k in [-20, 20], one row past
+// f16's range): the per-row scaling must keep every row's relative precision.
+std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in);
+
 // "kernel shape dtype" filter text of a case.
 std::string shape_str(std::initializer_list<int64_t> dims);
 
@@ -116,6 +127,7 @@ void check_kv_store(Context& ctx);
 void check_qk_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
+void check_matmul_fast(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);
 void check_ssm(Context& ctx);  // ssm_conv, gated_delta_rule, rms_norm_gated, sigmoid_mul

@@ -41,8 +41,8 @@ std::vector<int> scale_offsets(DType dtype) {
   }
 }
 
-// Byte of each block (element, for plain types) whose bit 6 is the top exponent bit of its
-// scale (or value): flipping it in every block of row 0 wrecks output column 0 (--teeth).
+}  // namespace
+
 int scale_high_byte(DType dtype) {
   switch (dtype) {
     case DType::f32:
@@ -79,8 +79,6 @@ std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int
   return w;
 }
 
-// x rows of very different magnitudes (each row scaled by 2^k, k in [-20, 20], one row past
-// f16's range): the per-row scaling must keep every row's relative precision.
 std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in) {
   std::vector<float> x = ctx.uniform(n_tokens * n_in);
   for (int64_t t = 0; t < n_tokens; ++t) {
@@ -89,6 +87,8 @@ std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in) {
   }
   return x;
 }
+
+namespace {
 
 // The tiled layout (kernels.h) of the same weights gives the ggml layout's outputs bit for bit
 // (y: the ggml run's output, padding columns included). Teeth: one quant bit of the tiled copy

@@ -26,6 +26,7 @@ struct BenchOptions {
   int threads = 0;
   std::string device = "auto";
   bool cuda_graphs = true;
+  bool deterministic = true;
   std::string json_path;              // --json
   std::string command;                // the command line as typed, for the receipt
   std::string compare_path;           // --compare BASELINES.json

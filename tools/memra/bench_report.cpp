@@ -248,7 +248,7 @@ void write_receipt(const std::string& path, const ReceiptInputs& in) {
   r["options"] = {{"prompts", o.prompts}, {"gen", o.n_gen},
                   {"depths", o.depths},   {"concurrency", o.concurrency},
                   {"runs", o.runs},       {"threads", o.threads},
-                  {"device", o.device}};
+                  {"device", o.device},   {"deterministic", o.deterministic}};
   r["model"] = model_json(in);
   r["ceilings"] = ceilings_json(in.ceilings);
   r["figures"] = ordered_json::array();

@@ -32,6 +32,7 @@ using bench::BenchOptions;
 constexpr const char* kUsage =
     "usage: memra bench [-m SOURCE] [-p 512[,2048]] [-n 128] [-d 0[,4096,...]] [-c 1[,8,...]]\n"
     "                   [-r 3] [--threads N] [--device DEV] [--cuda-graphs on|off]\n"
+    "                   [--deterministic on|off]\n"
     "                   [--json FILE] [--compare BASELINES.json]\n"
     "       memra bench --compare BASELINES.json --receipts R.json [R.json ...] [--json FILE]\n"
     "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
@@ -46,6 +47,8 @@ constexpr const char* kUsage =
     "  --device DEV         auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
     "  --cuda-graphs on|off replay decode steps as CUDA graphs (default: $MEMRA_CUDA_GRAPHS or\n"
     "                       on)\n"
+    "  --deterministic on|off  off: faster GPU prefill that breaks the determinism contract\n"
+    "                       (default: $MEMRA_DETERMINISTIC or on)\n"
     "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures);\n"
     "                       with --receipts, the comparison\n"
     "  --compare FILE       after the table, each figure beside the peer's baseline and the\n"
@@ -95,8 +98,8 @@ std::string command_line(const Args& args) {
 
 // Flags that shape a run: refused with --receipts, which runs nothing.
 bool is_run_flag(const std::string& a) {
-  for (const char* f :
-       {"-m", "--model", "-p", "-n", "-d", "-c", "-r", "--threads", "--device", "--cuda-graphs"})
+  for (const char* f : {"-m", "--model", "-p", "-n", "-d", "-c", "-r", "--threads", "--device",
+                        "--cuda-graphs", "--deterministic"})
     if (a == f) return true;
   return false;
 }
@@ -129,6 +132,8 @@ BenchOptions parse_options(const Args& args) {
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.device = env;
   if (const char* env = std::getenv("MEMRA_CUDA_GRAPHS"))
     o.cuda_graphs = parse_on_off("MEMRA_CUDA_GRAPHS", env);
+  if (const char* env = std::getenv("MEMRA_DETERMINISTIC"))
+    o.deterministic = parse_on_off("MEMRA_DETERMINISTIC", env);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -152,6 +157,8 @@ BenchOptions parse_options(const Args& args) {
       o.device = value();
     } else if (a == "--cuda-graphs") {
       o.cuda_graphs = parse_on_off(a, value());
+    } else if (a == "--deterministic") {
+      o.deterministic = parse_on_off(a, value());
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--compare") {
@@ -198,6 +205,7 @@ EngineOptions engine_options(const BenchOptions& o) {
   eo.n_threads = o.threads;
   eo.device = o.device;
   eo.cuda_graphs = o.cuda_graphs;
+  eo.deterministic = o.deterministic;
   eo.prefix_cache = false;
   eo.kv_block_size = kKvBlockSize;
   // The longest single-sequence prompt or depth, and the prompt under -c (1 where unused).

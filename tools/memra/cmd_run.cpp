@@ -41,7 +41,9 @@ constexpr const char* kUsage =
     "  --threads N              CPU threads (default: all cores)\n"
     "  --device DEV             auto | cpu | cuda | cuda:N (default: $MEMRA_DEVICE or auto)\n"
     "  --cuda-graphs on|off     replay GPU decode steps as CUDA graphs (default:\n"
-    "                           $MEMRA_CUDA_GRAPHS or on)\n";
+    "                           $MEMRA_CUDA_GRAPHS or on)\n"
+    "  --deterministic on|off   off: faster GPU prefill that breaks the determinism contract\n"
+    "                           (default: $MEMRA_DETERMINISTIC or on)\n";
 
 struct RunOptions {
   EngineOptions engine;
@@ -81,6 +83,8 @@ RunOptions parse_options(const Args& args) {
   if (const char* env = std::getenv("MEMRA_DEVICE")) o.engine.device = env;
   if (const char* env = std::getenv("MEMRA_CUDA_GRAPHS"))
     o.engine.cuda_graphs = parse_on_off("MEMRA_CUDA_GRAPHS", env);
+  if (const char* env = std::getenv("MEMRA_DETERMINISTIC"))
+    o.engine.deterministic = parse_on_off("MEMRA_DETERMINISTIC", env);
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -123,6 +127,8 @@ RunOptions parse_options(const Args& args) {
       o.engine.device = value();
     } else if (a == "--cuda-graphs") {
       o.engine.cuda_graphs = parse_on_off(a, value());
+    } else if (a == "--deterministic") {
+      o.engine.deterministic = parse_on_off(a, value());
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "backend/cuda/fast_gemm.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -92,6 +93,7 @@ class CudaOps final : public Ops {
     info_ = device_info(ordinal_);  // sets the device on this thread
     stream_ = std::make_unique<Stream>();
     check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
+    if (!options.batch_invariant) fast_ = std::make_unique<FastGemm>();
   }
   ~CudaOps() override {
     graphs_drop();
@@ -186,9 +188,10 @@ class CudaOps final : public Ops {
   void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y) override {
     if (n_tokens <= 0) return;
     const int64_t n_in = static_cast<int64_t>(w.ne[0]), n_out = static_cast<int64_t>(w.n_rows());
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     const auto [data, layout] = matmul_form(w);
     const kernels::MatmulOut out{w.dtype, data, n_out, y, n_out, layout};
+    if (fast_matmul(&out, 1, n_in, x, n_tokens)) return;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     kernels::matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream(),
                              prepared(x, n_tokens, n_in));
     launched("matmul");
@@ -210,6 +213,7 @@ class CudaOps final : public Ops {
       const auto [data, layout] = matmul_form(*ws[i]);
       outs[i] = {ws[i]->dtype, data, n_out, ys[i], n_out, layout};
     }
+    if (fast_matmul(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens)) return;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
                              stream(), prepared(x, n_tokens, n_in));
@@ -564,6 +568,19 @@ class CudaOps final : public Ops {
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
     prepared_ = {y, n_rows, dim, n_launches_};
+    return true;
+  }
+  // `--deterministic off`: a step over FastGemm::kMinTokens tokens multiplies by cuBLASLt on an
+  // f16 copy of each matrix (made in w16_scratch_ per matmul) where every output has one.
+  std::unique_ptr<FastGemm> fast_;
+  Buffer w16_scratch_;
+  bool fast_matmul(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                   int64_t n_tokens) {
+    if (!fast_ || !FastGemm::takes(outs, n_outs, n_in, n_tokens)) return false;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
+    void* w16 = grow(w16_scratch_, FastGemm::copy_bytes(outs, n_outs, n_in));
+    fast_->matmul(outs, n_outs, n_in, x, n_tokens, scratch, w16, stream());
+    launched("matmul");
     return true;
   }
   bool prepared(const float* x, int64_t n_tokens, int64_t n_in) const {

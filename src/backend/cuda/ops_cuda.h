@@ -12,6 +12,9 @@ namespace memra::cuda {
 
 struct CudaOpsOptions {
   int ordinal = 0;
+  // false (`--deterministic off`): steps over 64 tokens may multiply by cuBLASLt on f16 copies of
+  // the weights (fast_gemm.h), so a token's outputs depend on its step's size.
+  bool batch_invariant = true;
 };
 
 int ops_cuda_device_count();  // 0 when no driver or no GPU; never throws
