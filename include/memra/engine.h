@@ -136,8 +136,8 @@ struct EngineOptions {
   bool device_sampling = true;
   // The determinism contract (greedy tokens identical alone vs batched, cached vs cold, chunked
   // vs whole). false allows faster paths that break it: on a GPU, steps over 64 tokens (prefill)
-  // multiply by cuBLASLt on f16 copies of the weights, so a sequence's tokens may then depend
-  // on what else ran in its steps. No effect on the CPU, which has only the invariant path.
+  // multiply by cuBLASLt on f16 copies of the quantized weights, so a sequence's tokens may then
+  // depend on what else ran in its steps. No effect on the CPU, which has only the invariant path.
   bool deterministic = true;
 };
 

@@ -4,7 +4,8 @@
 // double reference. Tolerances: the copy rounds each weight once to f16 (2^-11 relative, plus
 // f16's subnormal step under 2^-14), measured against max |w|; the product adds x's f16 rounding
 // and cuBLASLt's f32 accumulation: 2e-3 of the largest output (per row for wide-range x), twice
-// the canonical kernels' bound. Teeth: the scale exponent flipped in row 0 on the GPU.
+// the canonical kernels' bound. Teeth: the scale exponent flipped in row 0 on the GPU. F16 and
+// BF16 copies are checked too, though the backend keeps them on the canonical kernels.
 #include <cmath>
 
 #include "backend/cuda/fast_gemm.h"
@@ -71,11 +72,6 @@ void check_product(Context& ctx, cuda::FastGemm& fast, DType dtype, int64_t n_in
   dy.poison(ctx);
   const kernels::MatmulOut out{dtype,    tiled.get(), n_out,
                                dy.get(), ldy,         kernels::WeightLayout::tiled};
-  if (!cuda::FastGemm::takes(&out, 1, n_in, n_tokens)) {
-    ctx.add({"matmul fast", shape_str({n_tokens, n_in, n_out}), std::string(dtype_name(dtype)),
-             "taken", 1.0, 0.0, "not taken by the fast path"});
-    return;
-  }
   fast.matmul(&out, 1, n_in, dx.get(), n_tokens, scratch.get(), w16.get(), ctx.stream());
   ctx.sync();
   const std::vector<float> y = dy.download(ctx);
@@ -102,6 +98,35 @@ void check_product(Context& ctx, cuda::FastGemm& fast, DType dtype, int64_t n_in
            err, kProductTol, ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
 }
 
+// Which steps the backend sends to the fast path: quantized tiled matrices over more than
+// kMinTokens tokens, never F16/BF16 (the canonical wgmma kernel is faster there) nor the ggml
+// layout. Error: the number of wrong decisions. Teeth: a 64-token step expected to be taken.
+void check_policy(Context& ctx) {
+  struct Case {
+    DType dtype;
+    kernels::WeightLayout layout;
+    int64_t n_tokens;
+    bool taken;
+  };
+  using kernels::WeightLayout;
+  const int64_t edge = cuda::FastGemm::kMinTokens;
+  const Case cases[] = {{DType::q4_k, WeightLayout::tiled, edge + 1, true},
+                        {DType::q6_k, WeightLayout::tiled, 512, true},
+                        {DType::q8_0, WeightLayout::tiled, 300, true},
+                        {DType::q4_k, WeightLayout::tiled, edge, ctx.teeth()},
+                        {DType::q4_k, WeightLayout::ggml, 512, false},
+                        {DType::bf16, WeightLayout::tiled, 512, false},
+                        {DType::f16, WeightLayout::tiled, 512, false},
+                        {DType::f32, WeightLayout::ggml, 512, false}};
+  double wrong = 0;
+  for (const Case& c : cases) {
+    const kernels::MatmulOut out{c.dtype, nullptr, 4096, nullptr, 4096, c.layout};
+    wrong += cuda::FastGemm::takes(&out, 1, 4096, c.n_tokens) != c.taken;
+  }
+  ctx.add({"matmul fast policy", "8 cases", "mixed", "wrong", wrong, 0.0,
+           ctx.teeth() ? "a 64-token step expected on the fast path" : ""});
+}
+
 }  // namespace
 
 void check_matmul_fast(Context& ctx) {
@@ -114,6 +139,7 @@ void check_matmul_fast(Context& ctx) {
     check_product(ctx, fast, dtype, 4096 + 256, 96, 300, false);
     check_product(ctx, fast, dtype, 512, 130, 77, true);
   }
+  check_policy(ctx);
 }
 
 }  // namespace memra::kernel_check

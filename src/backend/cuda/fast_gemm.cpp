@@ -98,7 +98,9 @@ FastGemm::~FastGemm() = default;
 bool FastGemm::takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens) {
   if (n_tokens <= kMinTokens || n_outs <= 0) return false;
   for (int i = 0; i < n_outs; ++i) {
-    if (!kernels::matmul_dequant_supported(outs[i].wtype, outs[i].layout)) return false;
+    if (!kernels::matmul_dequant_supported(outs[i].wtype, outs[i].layout) ||
+        !kernels::matmul_fast_pays(outs[i].wtype))
+      return false;
   }
   return copy_bytes(outs, n_outs, n_in) <= kMaxCopyBytes;
 }

@@ -27,8 +27,9 @@ class FastGemm {
   // The largest f16 copy of one matrix it makes (larger matrices stay on the canonical kernels).
   static constexpr size_t kMaxCopyBytes = size_t{1} << 30;
 
-  // Whether matmul() takes these outputs (every one with an f16 copy, n_tokens > kMinTokens), and
-  // the bytes of the largest copy (its `w16` buffer).
+  // Whether matmul() takes these outputs (every one quantized with an f16 copy, where the path
+  // pays: kernels::matmul_fast_pays; n_tokens > kMinTokens), and the bytes of the largest copy
+  // (its `w16` buffer).
   static bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens);
   static size_t copy_bytes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in);
 
