@@ -54,6 +54,16 @@ constexpr HfNameMapping kMoeLayer[] = {
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 
+// The multi-token-prediction head's own tensors (llama.cpp's nextn names); its decoder layer,
+// mtp.layers.0, takes the ordinary layer names.
+constexpr HfNameMapping kMtpNames[] = {
+    {"mtp.fc.weight", "nextn.eh_proj.weight"},
+    {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+    {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+    {"mtp.norm.weight", "nextn.shared_head_norm.weight"},
+};
+constexpr HfMtpHead kMtp{.prefix = "mtp.", .names = kMtpNames, .layer_prefix = "mtp.layers.0."};
+
 constexpr HfNameTable kQwen35Layer[] = {kHfCommonLayerNames, kLayer, kHfQkNormNames};
 constexpr HfNameTable kQwen35MoeLayer[] = {kHfCommonLayerNames, kLayer, kMoeLayer, kHfQkNormNames};
 
@@ -151,6 +161,7 @@ extern constexpr ArchDescriptor kArchQwen35{
     .hf_classes = kQwen35Classes,
     .global_names = {},
     .layer_names = kQwen35Layer,
+    .mtp = kMtp,
     .read_hf_config = read_qwen35,
     .qk_norm = true,
     .delta_net = true,
@@ -162,6 +173,7 @@ extern constexpr ArchDescriptor kArchQwen35Moe{
     .global_names = {},
     .layer_names = kQwen35MoeLayer,
     .expert_slice_names = kHfExpertSliceNames,
+    .mtp = kMtp,
     .read_hf_config = read_qwen35,
     .dense_ffn = false,
     .qk_norm = true,
