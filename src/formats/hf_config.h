@@ -4,7 +4,7 @@
 // (qwen2), Qwen3ForCausalLM (qwen3), Qwen3MoeForCausalLM (qwen3moe, model_type qwen3_moe),
 // Gemma3ForCausalLM (gemma3, model_type gemma3_text), Gemma4ForCausalLM (gemma4, model_type
 // gemma4_text), Qwen3_5ForCausalLM (qwen35, model_type qwen3_5_text) and Qwen3_5MoeForCausalLM
-// (qwen35moe, model_type qwen3_5_moe_text); gemma4's keys: read_gemma4 in hf_config.cpp.
+// (qwen35moe, model_type qwen3_5_moe_text); gemma4's keys: read_gemma4 in arch/gemma4.cpp.
 // The multimodal wrappers Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration,
 // Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration give their text model:
 // text_config is read as the text class's config (its model_type must be that class's), the

@@ -1,5 +1,6 @@
-// Typed access to one config.json object, shared by hf_config.cpp and the key readers the
-// architecture descriptors (formats/arch/) point at; errors name the file and the field.
+// Typed access to one config.json object and the helpers shared by hf_config.cpp and the key
+// readers the architecture descriptors (formats/arch/) point at; errors name the file and the
+// field.
 #pragma once
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -76,12 +78,41 @@ struct HfConfigReader {
   }
 };
 
-// The per-architecture config.json -> GGUF metadata readers (hf_config.h lists their keys). Each
-// runs after the shapes every architecture shares (hidden_size, layers, heads, vocab, eps...).
-void hf_config_read_dense(HfModelConfig& out, const HfConfigReader& r);     // llama, qwen2, qwen3
-void hf_config_read_qwen3moe(HfModelConfig& out, const HfConfigReader& r);  // dense + experts
-void hf_config_read_gemma3(HfModelConfig& out, const HfConfigReader& r);
-void hf_config_read_gemma4(HfModelConfig& out, const HfConfigReader& r);
-void hf_config_read_qwen35(HfModelConfig& out, const HfConfigReader& r);  // and qwen35moe
+// GGUF metadata values; callers range-check against kHfU32Max (the u32 keys' bound) first.
+inline constexpr int64_t kHfU32Max = std::numeric_limits<uint32_t>::max();
+
+inline void hf_set_u32(gguf::Metadata& md, const std::string& key, int64_t v) {
+  md.set(key, gguf::Value::make_u32(static_cast<uint32_t>(v)));
+}
+inline void hf_set_f32(gguf::Metadata& md, const std::string& key, double v) {
+  md.set(key, gguf::Value::make_f32(static_cast<float>(v)));
+}
+
+// One rope setting: base frequency plus the scaling type and its parameters.
+struct HfRope {
+  double theta = 10000.0;
+  std::string type = "default";
+  const nlohmann::json* params = nullptr;  // object holding factor etc. when type != default
+};
+
+// The rope setting in params (an object, or null for theta without scaling) named `where` in
+// errors; refuses a type other than default, linear and llama3.
+HfRope hf_rope_from(const nlohmann::json* params, double theta, std::string_view where,
+                    std::string_view file);
+// Legacy configs: rope_theta + rope_scaling; transformers 5: rope_parameters (params).
+HfRope hf_read_rope(const HfConfigReader& r, const nlohmann::json* params, double default_theta);
+// A.rope.scaling.* for linear, the llama3 keys and out.rope_freqs for llama3 (hf_config.h).
+void hf_write_rope_scaling(HfModelConfig& out, const HfRope& rope, std::string_view file);
+
+// Per-layer sliding flags (gemma3, gemma4): layer_types, else the legacy sliding_window_pattern,
+// else 6.
+std::vector<bool> hf_gemma3_sliding_layers(const HfConfigReader& r, int64_t n_layer);
+
+// The config.json -> GGUF metadata readers the descriptors point at (ArchDescriptor::
+// read_hf_config; hf_config.h lists their keys) run after the shapes every architecture shares
+// (hidden_size, layers, heads, vocab, eps...). Each family's own reader is in its
+// formats/arch/<family>.cpp; this one, Llama's keys, is shared by llama, qwen2 and qwen3, and
+// qwen3moe reads it before its experts.
+void hf_config_read_dense(HfModelConfig& out, const HfConfigReader& r);
 
 }  // namespace memra

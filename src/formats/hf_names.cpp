@@ -1,5 +1,6 @@
 // Name lookups over the architecture descriptors' tables (formats/arch/). Global tensors map one
-// to one; per-layer tensors are "model.layers.N.<suffix>" -> "blk.N.<gguf suffix>".
+// to one; per-layer tensors are "model.layers.N.<suffix>" -> "blk.N.<gguf suffix>"; a
+// multi-token-prediction head's are block n_layer's.
 #include "formats/hf_names.h"
 
 #include <charconv>
@@ -72,18 +73,34 @@ std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
   return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*suffix), layer, expert};
 }
 
+std::optional<GgufTensorName> hf_mtp_tensor_name_to_gguf(std::string_view arch,
+                                                         std::string_view hf_name,
+                                                         int64_t n_layer) {
+  const ArchDescriptor* d = arch_find(arch);
+  if (d == nullptr || d->mtp.prefix.empty()) return std::nullopt;
+  const int layer = static_cast<int>(n_layer);
+  if (auto g = look_up(d->mtp.names, hf_name))
+    return GgufTensorName{"blk." + std::to_string(layer) + "." + std::string(*g), layer};
+  if (!hf_name.starts_with(d->mtp.layer_prefix)) return std::nullopt;
+  const std::string as_layer = "model.layers." + std::to_string(layer) + "." +
+                               std::string(hf_name.substr(d->mtp.layer_prefix.size()));
+  return hf_tensor_name_to_gguf(arch, as_layer);
+}
+
 std::optional<std::string> hf_wrapper_text_name(std::string_view hf_name) {
   static constexpr Mapping kPrefixes[] = {
       {"model.language_model.", "model."},
       {"language_model.model.", "model."},
       {"language_model.lm_head.", "lm_head."},
       {"lm_head.", "lm_head."},
-      {"mtp.", "mtp."},
   };
   for (const Mapping& m : kPrefixes) {
     if (hf_name.starts_with(m.hf))
       return std::string(m.gguf) + std::string(hf_name.substr(m.hf.size()));
   }
+  // A multi-token-prediction head sits beside the wrapper's text model, under its own name.
+  for (const ArchDescriptor* d : arch_all())
+    if (!d->mtp.prefix.empty() && hf_name.starts_with(d->mtp.prefix)) return std::string(hf_name);
   return std::nullopt;
 }
 

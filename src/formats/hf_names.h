@@ -4,6 +4,7 @@
 // meaning for that architecture and is refused by the caller, never dropped silently.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,11 +26,18 @@ struct GgufTensorName {
 std::optional<GgufTensorName> hf_tensor_name_to_gguf(std::string_view arch,
                                                      std::string_view hf_name);
 
+// The GGUF name for hf_name in arch's multi-token-prediction head (ArchDescriptor::mtp) in a
+// model of n_layer layers: blk.{n_layer}.<name> for the head's own tensors, layer n_layer's
+// names for its decoder layer's; nullopt when arch has no such head or no entry for hf_name.
+std::optional<GgufTensorName> hf_mtp_tensor_name_to_gguf(std::string_view arch,
+                                                         std::string_view hf_name, int64_t n_layer);
+
 // A *ForConditionalGeneration checkpoint's text-model tensor under the name the text-only class
 // saves it as: model.language_model.X (transformers 5) and language_model.model.X (the layout
 // of Gemma 3's hub checkpoints, which transformers still writes) -> model.X,
-// language_model.lm_head.X -> lm_head.X; lm_head.X and mtp.X (Qwen3.5's multi-token predictor)
-// keep their names. nullopt for any other name (a tower's, or one no wrapper uses).
+// language_model.lm_head.X -> lm_head.X; lm_head.X and a multi-token-prediction head's tensors
+// (ArchDescriptor::mtp, Qwen3.5's mtp.X) keep their names. nullopt for any other name (a tower's,
+// or one no wrapper uses).
 std::optional<std::string> hf_wrapper_text_name(std::string_view hf_name);
 
 // The non-text part of the wrapper hf_architecture that hf_name belongs to, by prefix ("vision

@@ -130,28 +130,6 @@ void tile_v_heads(ModelArchive& archive, TensorView& view, int64_t n_k, int64_t 
   });
 }
 
-// qwen35's multi-token-prediction head (mtp.*) as llama.cpp's converter names it: one block
-// after the n_layer layers, blk.{n_layer}.nextn.* for its own tensors and the ordinary layer
-// names for its decoder layer (mtp.layers.0). nullopt for anything else (refused by name).
-std::optional<GgufTensorName> qwen35_mtp_name(std::string_view arch, std::string_view hf_name,
-                                              int64_t n_layer) {
-  static constexpr std::pair<std::string_view, std::string_view> kOwn[] = {
-      {"mtp.fc.weight", "nextn.eh_proj.weight"},
-      {"mtp.pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
-      {"mtp.pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
-      {"mtp.norm.weight", "nextn.shared_head_norm.weight"},
-  };
-  const int layer = static_cast<int>(n_layer);
-  const std::string block = "blk." + std::to_string(layer) + ".";
-  for (const auto& [hf, gguf] : kOwn)
-    if (hf_name == hf) return GgufTensorName{block + std::string(gguf), layer};
-  constexpr std::string_view kLayer = "mtp.layers.0.";
-  if (!hf_name.starts_with(kLayer)) return std::nullopt;
-  const std::string as_layer =
-      "model.layers." + std::to_string(layer) + "." + std::string(hf_name.substr(kLayer.size()));
-  return hf_tensor_name_to_gguf(arch, as_layer);
-}
-
 // qwen35moe: transformers 5 saves each layer's experts' gate and up projections as one tensor
 // [n_expert, 2 n_ff, n_embd] (gate rows first); llama.cpp stores ffn_gate_exps and
 // ffn_up_exps, ggml dims {n_embd, n_ff, n_expert} each (owned copies).
@@ -388,9 +366,10 @@ ModelArchive archive_open_hf_folder(const std::string& folder) {
              folder, hf_name, cfg.hf_architecture);
       text_name = std::move(*unwrapped);
     }
-    const bool mtp = text_name.starts_with("mtp.");
-    const auto gguf_name = arch.delta_net && mtp ? qwen35_mtp_name(cfg.arch, text_name, cfg.n_layer)
-                                                 : hf_tensor_name_to_gguf(cfg.arch, text_name);
+    // qwen35's multi-token-prediction head: one block after the n_layer layers.
+    const bool mtp = !arch.mtp.prefix.empty() && text_name.starts_with(arch.mtp.prefix);
+    const auto gguf_name = mtp ? hf_mtp_tensor_name_to_gguf(cfg.arch, text_name, cfg.n_layer)
+                               : hf_tensor_name_to_gguf(cfg.arch, text_name);
     if (!gguf_name)
       fail(ErrorCode::unsupported,
            "{}: tensor '{}' is not in the {} name table (HF -> GGUF); refusing a checkpoint "

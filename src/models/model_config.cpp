@@ -245,7 +245,7 @@ ModelConfig read_gemma4(const ModelArchive& archive, ModelConfig c) {
          a);
   // Proportional rope, in either form: rope.dimension_count < key_length (the pairs past it have
   // frequency 0), or llama.cpp's rope.dimension_count = key_length with rope_freqs.weight
-  // dividing the unrotated pairs' frequencies by 1e30 (hf_config.cpp read_gemma4).
+  // dividing the unrotated pairs' frequencies by 1e30 (formats/arch/gemma4.cpp read_gemma4).
   const std::vector<float> divisors = rope_divisors(archive, hd_full);
   std::vector<double> inv(hd_full / 2, 0.0);
   for (int i = 0; i < n_rot / 2; ++i)

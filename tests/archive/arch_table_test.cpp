@@ -50,5 +50,33 @@ TEST(ArchTable, EveryArchitectureMapsTheSharedNames) {
   }
 }
 
+// A multi-token-prediction head's names all sit under its prefix (the archive routes a tensor
+// to the head by that prefix) and map to the block after the last layer.
+TEST(ArchTable, MtpHeadsMapToTheBlockAfterTheLayers) {
+  for (const ArchDescriptor* d : arch_all()) {
+    if (d->mtp.prefix.empty()) {
+      EXPECT_TRUE(d->mtp.names.empty() && d->mtp.layer_prefix.empty()) << d->name;
+      EXPECT_FALSE(hf_mtp_tensor_name_to_gguf(d->name, "mtp.fc.weight", 4)) << d->name;
+      continue;
+    }
+    EXPECT_TRUE(d->mtp.layer_prefix.starts_with(d->mtp.prefix)) << d->name;
+    for (const HfNameMapping& m : d->mtp.names) {
+      EXPECT_TRUE(m.hf.starts_with(d->mtp.prefix)) << d->name << " " << m.hf;
+      const auto g = hf_mtp_tensor_name_to_gguf(d->name, m.hf, 4);
+      ASSERT_TRUE(g) << d->name << " " << m.hf;
+      EXPECT_EQ(g->name, "blk.4." + std::string(m.gguf));
+      EXPECT_EQ(g->layer, 4);
+    }
+    const std::string q = std::string(d->mtp.layer_prefix) + "self_attn.q_proj.weight";
+    const auto g = hf_mtp_tensor_name_to_gguf(d->name, q, 4);
+    ASSERT_TRUE(g) << d->name;
+    EXPECT_EQ(g->name, "blk.4.attn_q.weight");
+    EXPECT_EQ(g->layer, 4);
+  }
+  EXPECT_EQ(hf_mtp_tensor_name_to_gguf("qwen35", "mtp.fc.weight", 24)->name,
+            "blk.24.nextn.eh_proj.weight");
+  EXPECT_FALSE(hf_mtp_tensor_name_to_gguf("qwen35", "mtp.layers.1.self_attn.q_proj.weight", 24));
+}
+
 }  // namespace
 }  // namespace memra

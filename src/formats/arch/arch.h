@@ -31,6 +31,16 @@ struct HfTower {
   std::string_view part;    // e.g. "vision tower", as the skip log line names it
 };
 
+// A multi-token-prediction head stored beside the layers (qwen35's mtp.*), which llama.cpp's
+// converter writes as one block after the n_layer layers: the head's own tensors by `names`
+// (-> blk.{n_layer}.<gguf name>), and those of its decoder layer, under `layer_prefix`, by the
+// architecture's layer tables as layer n_layer's.
+struct HfMtpHead {
+  std::string_view prefix = {};        // e.g. "mtp."; empty where the architecture has no such head
+  HfNameTable names = {};              // e.g. "mtp.fc.weight" -> "nextn.eh_proj.weight"
+  std::string_view layer_prefix = {};  // e.g. "mtp.layers.0."
+};
+
 // One Hugging Face class that opens as the architecture.
 struct HfClass {
   std::string_view hf_architecture;  // config.json architectures[0], e.g. "LlamaForCausalLM"
@@ -53,6 +63,7 @@ struct ArchDescriptor {
   // Per-expert matrices "model.layers.N.mlp.experts.E.<hf suffix>" that the archive stacks into
   // one 3-D "blk.N.<gguf suffix>" (qwen3moe's layout); empty where experts come pre-stacked.
   HfNameTable expert_slice_names = {};
+  HfMtpHead mtp = {};
 
   // config.json keys -> GGUF metadata beyond the shapes every architecture shares
   // (hf_config_reader.h).
@@ -75,7 +86,7 @@ struct ArchDescriptor {
   // block beside the MLP is its reader's.
   bool routed_experts = false;
   // Gated delta-net layers between gated attention layers (qwen35): the archive converts their
-  // tensors and names the multi-token-prediction block, the config reader the ssm.* keys.
+  // tensors, the config reader the ssm.* keys.
   bool delta_net = false;
   // Every *norm.weight is stored as 1 + w (Gemma 3 RMSNorm multiplies by 1 + w), as llama.cpp's
   // converter does, so model code applies plain x_hat * w.
