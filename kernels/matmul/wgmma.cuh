@@ -47,6 +47,10 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
 }
 
 // The same with 64 tokens (B: 64 tokens x 16 k); d[j] is n8 tile j's mma.sync C fragment.
+// kAccumulate false sets the scale-d predicate false: d = A * B, a chain's first step without
+// zeroing d first (the same bits as accumulating onto +0: kernel-check compares them with the
+// mma.sync kernels).
+template <bool kAccumulate = true>
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t (&a)[4],
                                                 uint64_t b) {
   asm volatile(
@@ -61,7 +65,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t
         "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
         "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
         "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kAccumulate ? 1 : 0));
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -99,6 +103,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
       "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
+}
+// Orders this thread's earlier shared-memory accesses (generic proxy) before its later bulk
+// copies into the same bytes (async proxy).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 // Global -> shared bulk copy (bytes a multiple of 16, both ends 16-byte aligned) that completes
 // `bytes` of the mbarrier's transaction count.
