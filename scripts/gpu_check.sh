@@ -154,6 +154,13 @@ if [ "$MODE" != quick ]; then
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   bench_with "$(synth qwen3-8b bf16)" fast MEMRA_DETERMINISTIC=0 -p 512,2048 -n 128
+  # Issue 11's families on the GPU: the Qwen3.5 hybrid (delta-net layers, opt-in on CUDA until
+  # their gate passes) dense and MoE (routing on the host). Gemma 4's 512-wide full-attention
+  # heads have no CUDA kernel yet (refused at load).
+  bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" linear-attention \
+    MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,64
+  bench_with "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" linear-attention \
+    MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,8
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

@@ -21,6 +21,8 @@
 // between two register sets, so group j's wgmmas run while group j - 1's partial is scaled into
 // p; a group's first wgmma starts its chain with the scale-d predicate off instead of on zeroed
 // registers.
+#include <cstdlib>
+
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -29,6 +31,13 @@
 
 namespace memra::kernels::matmul_detail {
 namespace {
+
+// A read-only global load the compiler may not move across other volatile asm (the wgmmas).
+__device__ __forceinline__ float ld_nc(const float* p) {
+  float v;
+  asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+  return v;
+}
 
 constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 3, kWarps = kThreads / 32;
 constexpr int kTiles = kBM / 16;
@@ -47,7 +56,9 @@ struct QuantCfg {
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
 };
 
-template <DType D>
+// TEMPORARY A/B (session 10): kVariant bit 0 = release stages per warp (else a block barrier per
+// chunk), bit 1 = scale-d off for a group's first step (else zeroed registers).
+template <DType D, int kVariant>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -94,27 +105,47 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
   for (int c = 0; c < n_chunks; ++c) {
     const uint8_t* stage = smem + (c % kStages) * C::kStage;
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    if constexpr (!(kVariant & 1)) {
+      __syncthreads();
+      if (tid == 0 && c > 0) issue(c - 1 + kStages);
+    }
     const uint8_t* rec = stage + warp * T::kBytes;
     const uint8_t* X = stage + C::kRecStage;
     const typename T::Head head_g = T::head(rec, g), head_g8 = T::head(rec, g + 8);
+    // Group j's x sums (tokens 8n + 2t, + 1 of n8 tile n), for types with a bias: loaded when
+    // group j's wgmmas are issued, used when its partial is scaled a group later. The loads are
+    // volatile asm so that the compiler keeps them there: free to move, it hoisted every group's
+    // loads to the chunk's start (255 registers and spills).
+    float2 xsums[2][8];
+    auto load_xsums = [&](int j) {
+      if constexpr (T::kBias) {
+        static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
+          xsums[j & 1][n].x = tok < a.n_tokens ? ld_nc(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+          xsums[j & 1][n].y =
+              tok + 1 < a.n_tokens ? ld_nc(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
+        }
+      }
+    };
     // p += group j's partial (set j % 2), scaled.
     auto apply = [&](int j, float(&s)[8][4]) {
       const float2 sc_g = T::scale(head_g, j), sc_g8 = T::scale(head_g8, j);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 8n + 2t, + 1
-        if constexpr (T::kBias) {
-          static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
-          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
-          xs.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
-          xs.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
-        }
+        const float2 xs = T::kBias ? xsums[j & 1][n] : make_float2(0.0f, 0.0f);
         apply_group<T::kBias>(p[n], s[n], sc_g, sc_g8, xs);
+        if constexpr (!(kVariant & 2)) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
+        }
       }
     };
     typename T::Quad quad;
 #pragma unroll
     for (int j = 0; j < kGroups; ++j) {
+      load_xsums(j);
       uint32_t af[kGroupSteps][4];
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
@@ -126,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
         const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-        if (v == 0)
+        if (v == 0 && (kVariant & 2))
           wgmma_m64n64k16<false>(grp[j & 1], af[v], b);
         else
           wgmma_m64n64k16<true>(grp[j & 1], af[v], b);
@@ -141,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
     // Release the stage: every lane's reads of it are done (the fragments and headers are in
     // registers, the wgmmas complete). The last warp out refills it with chunk c + kStages.
     __syncwarp();
-    if (lane == 0) {
+    if ((kVariant & 1) && lane == 0) {
       __threadfence_block();
       if (atomicAdd(&released[c % kStages], 1) == kWarps - 1) {
         released[c % kStages] = 0;
@@ -175,16 +206,34 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 #endif
 }
 
+template <DType D, int kVariant>
+void launch_variant(const MatmulArgs& a, cudaStream_t stream) {
+  using C = QuantCfg<D>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_quant_kernel<D, kVariant>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(prefill_wgmma_quant_kernel<D, kVariant>, grid, kThreads, C::kSmem, stream, a);
+}
+
 }  // namespace
 
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& a, cudaStream_t stream) {
-  using C = QuantCfg<D>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_quant_kernel<D>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(prefill_wgmma_quant_kernel<D>, grid, kThreads, C::kSmem, stream, a);
+  static const int variant = [] {
+    const char* v = std::getenv("MEMRA_QPREFILL_VARIANT");
+    return v ? std::atoi(v) & 3 : 3;
+  }();
+  switch (variant) {
+    case 0:
+      return launch_variant<D, 0>(a, stream);
+    case 1:
+      return launch_variant<D, 1>(a, stream);
+    case 2:
+      return launch_variant<D, 2>(a, stream);
+    default:
+      return launch_variant<D, 3>(a, stream);
+  }
 }
 
 template void launch_prefill_wgmma_quant<DType::q4_k>(const MatmulArgs&, cudaStream_t);
