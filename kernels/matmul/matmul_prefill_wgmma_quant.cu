@@ -13,16 +13,14 @@
 //
 // Block: 128 weight rows (two warpgroups, warp w owns tile w) x 64 tokens, K a 256-element chunk
 // per stage: the eight tile records and the x tile (16 steps x 2 KB: its 64 tokens' half of
-// xp_offset's tiles) arrive by bulk copies from one thread on the stage's mbarrier. No block-wide
-// barrier per chunk: each warp releases a stage when it is done with it, and the last warp to
-// release it refills it with the chunk kStages ahead, so the two warpgroups drift apart and one's
-// wgmmas run while the other scales (a __syncthreads per chunk was the kernel's largest stall
-// under Nsight Compute, 1.65 of 5.5 cycles per issued instruction). Group partials alternate
-// between two register sets, so group j's wgmmas run while group j - 1's partial is scaled into
-// p; a group's first wgmma starts its chain with the scale-d predicate off instead of on zeroed
-// registers.
-#include <cstdlib>
-
+// xp_offset's tiles) arrive by bulk copies from one thread, kAhead chunks ahead, on the stage's
+// mbarrier. Group partials alternate between two register sets, so group j's wgmmas run while
+// group j - 1's partial is scaled into p. For Q6_K and Q8_0 a group's first wgmma starts its chain
+// with the scale-d predicate off instead of on registers zeroed after the previous use: writing
+// registers that an in-flight wgmma owns made ptxas inject waits for it (warning C7517), and
+// without the zeroing Q6_K/Q8_0 drop from 220/255 registers to 166/161 (8B gate at 512 tokens:
+// Q6_K 427 -> 372 us, Q8_0 341 -> 321). Q4_K keeps the zeroing: with its bias terms it stays at
+// the 255-register cap either way, and scale-d off measured 3% slower there.
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -32,14 +30,7 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-// A read-only global load the compiler may not move across other volatile asm (the wgmmas).
-__device__ __forceinline__ float ld_nc(const float* p) {
-  float v;
-  asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
-  return v;
-}
-
-constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 3, kWarps = kThreads / 32;
+constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 3, kAhead = kStages - 1;
 constexpr int kTiles = kBM / 16;
 constexpr int kStepBytes = kBN * 16 * 2;    // one k16 step of the block's x: 2 KB
 constexpr int kXStage = 16 * kStepBytes;    // a chunk: 32 KB
@@ -56,9 +47,7 @@ struct QuantCfg {
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
 };
 
-// TEMPORARY A/B (session 10): kVariant bit 0 = release stages per warp (else a block barrier per
-// chunk), bit 1 = scale-d off for a group's first step (else zeroed registers).
-template <DType D, int kVariant>
+template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -70,9 +59,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_chunks = a.n_in / kChunk;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
-  __shared__ int released[kStages];  // warps done with the stage's current chunk
-  // One thread fills stage c % kStages with chunk c: each tile's record (rows past the matrix
-  // repeat the last tile) and, per k16 step, the 2 KB of the xp tile that hold this block's tokens.
+  // Thread 0 fills stage c % kStages with chunk c: each tile's record (rows past the matrix repeat
+  // the last tile) and, per k16 step, the 2 KB of the xp tile that hold this block's tokens.
   auto issue = [&](int c) {
     if (c >= n_chunks) return;
     uint8_t* stage = smem + (c % kStages) * C::kStage;
@@ -90,13 +78,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
                 a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
     }
   };
-  if (tid == 0) {
-    mbar_init_stages(full, kStages);
-    for (int i = 0; i < kStages; ++i) released[i] = 0;
-  }
+  if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
   if (tid == 0) {
-    for (int c = 0; c < kStages; ++c) issue(c);
+    for (int c = 0; c < kAhead; ++c) issue(c);
   }
 
   // grp: two sets of group partials; p: the chunk partial; total: the running chunk sum. Index
@@ -105,38 +90,25 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
   for (int c = 0; c < n_chunks; ++c) {
     const uint8_t* stage = smem + (c % kStages) * C::kStage;
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
-    if constexpr (!(kVariant & 1)) {
-      __syncthreads();
-      if (tid == 0 && c > 0) issue(c - 1 + kStages);
-    }
+    __syncthreads();  // every warp is done with chunk c - 1, whose stage issue() refills
+    if (tid == 0) issue(c + kAhead);
     const uint8_t* rec = stage + warp * T::kBytes;
     const uint8_t* X = stage + C::kRecStage;
     const typename T::Head head_g = T::head(rec, g), head_g8 = T::head(rec, g + 8);
-    // Group j's x sums (tokens 8n + 2t, + 1 of n8 tile n), for types with a bias: loaded when
-    // group j's wgmmas are issued, used when its partial is scaled a group later. The loads are
-    // volatile asm so that the compiler keeps them there: free to move, it hoisted every group's
-    // loads to the chunk's start (255 registers and spills).
-    float2 xsums[2][8];
-    auto load_xsums = [&](int j) {
-      if constexpr (T::kBias) {
-        static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
-          xsums[j & 1][n].x = tok < a.n_tokens ? ld_nc(a.xsum + tok * a.xsum_stride + group) : 0.0f;
-          xsums[j & 1][n].y =
-              tok + 1 < a.n_tokens ? ld_nc(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
-        }
-      }
-    };
-    // p += group j's partial (set j % 2), scaled.
+    // p += group j's partial (set j % 2), scaled; for Q4_K the set is zeroed for group j + 2.
     auto apply = [&](int j, float(&s)[8][4]) {
       const float2 sc_g = T::scale(head_g, j), sc_g8 = T::scale(head_g8, j);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float2 xs = T::kBias ? xsums[j & 1][n] : make_float2(0.0f, 0.0f);
+        float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 8n + 2t, + 1
+        if constexpr (T::kBias) {
+          static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
+          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
+          xs.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
+          xs.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
+        }
         apply_group<T::kBias>(p[n], s[n], sc_g, sc_g8, xs);
-        if constexpr (!(kVariant & 2)) {
+        if constexpr (T::kBias) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
         }
@@ -145,7 +117,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
     typename T::Quad quad;
 #pragma unroll
     for (int j = 0; j < kGroups; ++j) {
-      load_xsums(j);
       uint32_t af[kGroupSteps][4];
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
@@ -157,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
         const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-        if (v == 0 && (kVariant & 2))
+        if (v == 0 && !T::kBias)
           wgmma_m64n64k16<false>(grp[j & 1], af[v], b);
         else
           wgmma_m64n64k16<true>(grp[j & 1], af[v], b);
@@ -168,19 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
         apply(j - 1, grp[(j - 1) & 1]);
       }
     }
-    wgmma_wait<0>();  // this warp's wgmmas have read their last x of the stage
-    // Release the stage: every lane's reads of it are done (the fragments and headers are in
-    // registers, the wgmmas complete). The last warp out refills it with chunk c + kStages.
-    __syncwarp();
-    if ((kVariant & 1) && lane == 0) {
-      __threadfence_block();
-      if (atomicAdd(&released[c % kStages], 1) == kWarps - 1) {
-        released[c % kStages] = 0;
-        __threadfence_block();
-        fence_proxy_async_smem();
-        issue(c + kStages);
-      }
-    }
+    wgmma_wait<0>();
     apply(kGroups - 1, grp[(kGroups - 1) & 1]);
 #pragma unroll
     for (int n = 0; n < 8; ++n) {  // the chunk ends: fold it in order
@@ -206,34 +165,16 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 #endif
 }
 
-template <DType D, int kVariant>
-void launch_variant(const MatmulArgs& a, cudaStream_t stream) {
-  using C = QuantCfg<D>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_quant_kernel<D, kVariant>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(prefill_wgmma_quant_kernel<D, kVariant>, grid, kThreads, C::kSmem, stream, a);
-}
-
 }  // namespace
 
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& a, cudaStream_t stream) {
-  static const int variant = [] {
-    const char* v = std::getenv("MEMRA_QPREFILL_VARIANT");
-    return v ? std::atoi(v) & 3 : 3;
-  }();
-  switch (variant) {
-    case 0:
-      return launch_variant<D, 0>(a, stream);
-    case 1:
-      return launch_variant<D, 1>(a, stream);
-    case 2:
-      return launch_variant<D, 2>(a, stream);
-    default:
-      return launch_variant<D, 3>(a, stream);
-  }
+  using C = QuantCfg<D>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_quant_kernel<D>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(prefill_wgmma_quant_kernel<D>, grid, kThreads, C::kSmem, stream, a);
 }
 
 template void launch_prefill_wgmma_quant<DType::q4_k>(const MatmulArgs&, cudaStream_t);

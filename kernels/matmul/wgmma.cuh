@@ -104,11 +104,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
-// Orders this thread's earlier shared-memory accesses (generic proxy) before its later bulk
-// copies into the same bytes (async proxy).
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Global -> shared bulk copy (bytes a multiple of 16, both ends 16-byte aligned) that completes
 // `bytes` of the mbarrier's transaction count.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {
