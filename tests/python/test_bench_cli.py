@@ -88,3 +88,22 @@ def test_concurrent_sequences_and_receipt(memra_bin, tmp_path):
         assert f["runs"] == 3 == len(f["values"])
         assert 0 < f["min"] <= f["median"] <= f["max"]
         assert f["ceiling_tok_s"] is None and f["tok_per_cpu_second_x_threads"]["median"] > 0
+
+
+def test_moe_cost_counts_the_experts_a_token_uses(memra_bin, tmp_path):
+    # qwen3_moe fixture: 2 of 8 experts per token. A token reads the non-expert weights and a
+    # quarter of the expert weights; the receipt says how much of each.
+    receipt = tmp_path / "moe.json"
+    moe = FIXTURE.parent / "qwen3_moe"
+    r = subprocess.run([str(memra_bin), "bench", "-m", str(moe), "--threads", "1", "--device",
+                        "cpu", "-p", "16", "-n", "4", "--json", str(receipt)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "experts: 2 of 8 per token" in r.stdout, r.stdout
+    m = json.loads(receipt.read_text())["model"]
+    assert m["experts"] == 8 and m["experts_used"] == 2
+    assert 0 < m["expert_bytes"] < m["weight_bytes"]
+    # Not the idle 6/8 of the experts (nor the embedding table beyond one row), but at least
+    # the quarter of the experts a token uses.
+    idle = m["expert_bytes"] * 6 // 8
+    assert m["expert_bytes"] // 4 < m["bytes_read_per_token"] <= m["weight_bytes"] - idle + 1

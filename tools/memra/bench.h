@@ -38,12 +38,20 @@ struct ModelCost {
   std::string file_type;  // llama.cpp's mix name ("q4_k_m"), else the dominant tensor dtype
   uint64_t parameters = 0;
   uint64_t weight_bytes = 0;  // every tensor in the file
-  // Bytes a decode step reads per token: every weight except the embedding table, plus one row
-  // of it; with tied embeddings the table is read once as the output matrix.
+  // Bytes a one-token decode step reads: every weight except the embedding table, plus one row
+  // of it (with tied embeddings the table is read once as the output matrix); of a mixture of
+  // experts' expert tensors (`*_exps`), only the share of the experts a token uses.
   uint64_t bytes_per_token = 0;
   // Parameters in matrix products per token: all but the embedding table (a lookup), which
-  // counts once when tied (it is the output matrix).
+  // counts once when tied (it is the output matrix); of the experts, the active share.
   uint64_t matmul_parameters = 0;
+  // Mixtures of experts: the expert tensors' bytes, and experts used per token of n_expert
+  // (0 and 0 for dense models).
+  uint64_t expert_bytes = 0;
+  int32_t n_expert = 0, n_expert_used = 0;
+  // The share of the expert bytes a decode step of `tokens` tokens reads, assuming each token
+  // picks its experts independently and uniformly: 1 - (1 - used / n)^tokens (1 for dense).
+  double expert_share(double tokens) const;
   bool tied_embeddings = false;
   int32_t trained_context = 0;
   std::map<std::string, uint64_t> bytes_by_type;

@@ -1,6 +1,7 @@
 // `memra bench` reporting: what the model costs per token (from its file), each figure's ceiling
 // on this GPU, the tables and the JSON receipt (receipts/, see ../shared/GATES.md).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -121,6 +122,9 @@ ordered_json model_json(const ReceiptInputs& in) {
           {"weight_bytes", c.weight_bytes},
           {"engine_weight_bytes", in.info.weight_bytes},
           {"bytes_read_per_token", c.bytes_per_token},
+          {"expert_bytes", c.expert_bytes},
+          {"experts", c.n_expert},
+          {"experts_used", c.n_expert_used},
           {"kv_bytes_per_token", in.kv_bytes_per_token},
           {"tied_embeddings", c.tied_embeddings},
           {"context_length", c.trained_context},
@@ -167,26 +171,52 @@ ModelCost model_cost(const std::string& source) {
   const TensorView* embd = a.find_tensor("token_embd.weight");
   if (embd == nullptr) fail(ErrorCode::unsupported, "{} has no token_embd.weight", resolved.path);
   c.tied_embeddings = a.find_tensor("output.weight") == nullptr;
+  const std::string arch = a.architecture();
+  uint64_t expert_parameters = 0;
   for (const TensorView& t : a.tensors) {
     c.parameters += t.n_elements();
     c.weight_bytes += t.n_bytes;
     c.bytes_by_type[std::string(dtype_name(t.dtype))] += t.n_bytes;
+    if (t.name.find("_exps.") != std::string::npos) {
+      c.expert_bytes += t.n_bytes;
+      expert_parameters += t.n_elements();
+    }
   }
+  if (c.expert_bytes > 0) {
+    c.n_expert = static_cast<int32_t>(a.metadata.get_int(arch + ".expert_count").value_or(0));
+    c.n_expert_used =
+        static_cast<int32_t>(a.metadata.get_int(arch + ".expert_used_count").value_or(0));
+    if (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert)
+      fail(ErrorCode::malformed_file,
+           "{} has expert tensors but expert_count {} and "
+           "expert_used_count {}",
+           resolved.path, c.n_expert, c.n_expert_used);
+  }
+  // The experts a token does not use are neither read nor multiplied.
+  const double active = c.expert_share(1.0);
+  const auto idle_bytes = static_cast<uint64_t>(double(c.expert_bytes) * (1.0 - active));
+  const auto idle_parameters = static_cast<uint64_t>(double(expert_parameters) * (1.0 - active));
   const uint64_t row_bytes = embd->n_bytes / std::max<uint64_t>(1, embd->n_rows());
   c.bytes_per_token =
-      c.tied_embeddings ? c.weight_bytes : c.weight_bytes - embd->n_bytes + row_bytes;
-  c.matmul_parameters = c.tied_embeddings ? c.parameters : c.parameters - embd->n_elements();
+      (c.tied_embeddings ? c.weight_bytes : c.weight_bytes - embd->n_bytes + row_bytes) -
+      idle_bytes;
+  c.matmul_parameters =
+      (c.tied_embeddings ? c.parameters : c.parameters - embd->n_elements()) - idle_parameters;
   c.file_type = file_type_name(a, c.bytes_by_type);
-  const std::string arch = a.architecture();
   c.trained_context =
       static_cast<int32_t>(a.metadata.get_int(arch + ".context_length").value_or(8192));
   return c;
 }
 
+double ModelCost::expert_share(double tokens) const {
+  if (n_expert <= 0) return 1.0;
+  return 1.0 - std::pow(1.0 - double(n_expert_used) / n_expert, tokens);
+}
+
 // Prefill: the bf16 matrix rate over 2 FLOPs per matrix parameter per token (attention's own
-// FLOPs left out). Decode: copy bandwidth over the bytes a step reads (weights once, plus the KV
-// of each sequence's context at the middle of the decode) per token it makes, capped for many
-// sequences by the prefill bound.
+// FLOPs left out). Decode: copy bandwidth over the bytes a step reads (weights once, of a
+// mixture's experts the share its tokens touch, plus the KV of each sequence's context at the
+// middle of the decode) per token it makes, capped for many sequences by the prefill bound.
 void apply_ceilings(std::vector<Figure>& figures, const ModelCost& cost, const Ceilings& c,
                     uint64_t kv_bytes_per_token) {
   const double bandwidth = spread(c.copy_tb_s).median * 1e12;
@@ -198,8 +228,10 @@ void apply_ceilings(std::vector<Figure>& figures, const ModelCost& cost, const C
       continue;
     }
     const double context = f.depth + 0.5 * f.gen;
-    const double step_bytes =
-        double(cost.bytes_per_token) + f.concurrency * context * double(kv_bytes_per_token);
+    const double experts =
+        double(cost.expert_bytes) * (cost.expert_share(f.concurrency) - cost.expert_share(1.0));
+    const double step_bytes = double(cost.bytes_per_token) + experts +
+                              f.concurrency * context * double(kv_bytes_per_token);
     f.ceiling_tok_s = std::min(compute_bound, f.concurrency * bandwidth / step_bytes);
   }
 }

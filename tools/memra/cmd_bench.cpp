@@ -242,6 +242,12 @@ void print_basis(const bench::ModelCost& cost, const std::optional<bench::Ceilin
       cost.file_type.c_str(), double(cost.parameters), double(cost.matmul_parameters),
       cost.weight_bytes * 1e-9, cost.bytes_per_token * 1e-9,
       static_cast<unsigned long long>(kv_bytes_per_token));
+  if (cost.n_expert > 0)
+    std::printf(
+        "experts: %d of %d per token; %.4g GB of expert weights, of which a token reads "
+        "%.4g GB\n",
+        cost.n_expert_used, cost.n_expert, cost.expert_bytes * 1e-9,
+        cost.expert_bytes * cost.expert_share(1.0) * 1e-9);
   if (!c) {
     std::printf("ceilings: n/a on the CPU\n");
     return;
