@@ -33,7 +33,6 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "kernels/elementwise/act_math.cuh"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -186,29 +185,6 @@ __global__ void __launch_bounds__(kXThreads)
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
-  row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
-}
-
-// act_mul of a row (act_math.cuh: the elementwise kernel's own expression) and then the f16 form
-// of y as x_to_f16 makes it, as norm_to_f16 does for a norm: the largest |y| is gathered as y is
-// written, and after block_max's barrier the block reads its own y back. y may be gate (in place:
-// each element is read and written by the same thread).
-template <Act kAct>
-__global__ void __launch_bounds__(kXThreads)
-    act_to_f16_kernel(const float* gate, const float* up, int dim, float* y,
-                      uint16_t* __restrict__ xh, float* __restrict__ xsum, int xsum_stride,
-                      float* __restrict__ xinv) {
-  detail::wait_for_inputs();
-  __shared__ float warp_max[kXThreads / 32];
-  const int64_t row = blockIdx.x;
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kXThreads) {
-    const int64_t at = row * dim + i;
-    const float v = detail::act_times<kAct>(gate[at], up[at]);
-    y[at] = v;
-    m = fmaxf(m, fabsf(v));
-  }
-  m = block_max(m, warp_max);
   row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
 }
 
@@ -488,31 +464,6 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
       reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes),
       static_cast<int>(layout.xsum_stride),
       reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes));
-}
-
-void act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t dim,
-                        float* y, void* scratch, cudaStream_t stream) {
-  if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))
-    fail(ErrorCode::invalid_argument,
-         "act_mul_for_matmul: {} rows of {} (at most {} rows, dim a multiple of 16)", n_rows, dim,
-         kPreparedRows);
-  if (!aligned16(y) || !aligned16(scratch))
-    fail(ErrorCode::invalid_argument, "act_mul_for_matmul: y and scratch must be 16-byte aligned");
-  if (n_rows == 0) return;
-  const ScratchLayout layout(n_rows, dim);
-  auto* bytes = static_cast<uint8_t*>(scratch);
-  auto* xh = reinterpret_cast<uint16_t*>(bytes);
-  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
-  auto* xinv =
-      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
-  const auto blocks = static_cast<unsigned>(n_rows);
-  const int d = static_cast<int>(dim), stride = static_cast<int>(layout.xsum_stride);
-  if (act == Act::silu)
-    detail::launch(act_to_f16_kernel<Act::silu>, blocks, kXThreads, 0, stream, gate, up, d, y, xh,
-                   xsum, stride, xinv);
-  else
-    detail::launch(act_to_f16_kernel<Act::gelu_tanh>, blocks, kXThreads, 0, stream, gate, up, d, y,
-                   xh, xsum, stride, xinv);
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,

@@ -391,66 +391,6 @@ void check_norm_for_matmul(Context& ctx) {
   }
 }
 
-// act_mul_for_matmul (a decode step's gated activation that also prepares the down projection's
-// input) == act_mul then matmul_shared_x preparing y itself: y and every output bit for bit, for
-// silu and gelu_tanh, in place (y = gate, as the models call it) and not.
-void check_act_for_matmul(Context& ctx) {
-  const int64_t dim = 768;
-  constexpr int kOuts = 2;
-  const DType types[kOuts] = {DType::q4_k, DType::q6_k};
-  const int64_t outs_n[kOuts] = {96, 160};
-  std::vector<Dev<uint8_t>> ws;
-  for (int i = 0; i < kOuts; ++i) {
-    Dev<uint8_t> ggml(ctx, random_weights(ctx, types[i], dim, outs_n[i]));
-    ws.emplace_back(kernels::matmul_tiled_bytes(types[i], dim, outs_n[i]));
-    kernels::matmul_tile(types[i], ggml.get(), dim, outs_n[i], ws.back().get(), ctx.stream());
-    ctx.sync();
-  }
-  for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh}) {
-    for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
-      for (bool in_place : {true, false}) {
-        const std::vector<float> gate = ctx.uniform(rows * dim, -6.0f, 6.0f),
-                                 up = ctx.uniform(rows * dim);
-        Dev<float> g1(ctx, gate), g2(ctx, gate), u(ctx, up), y1(rows * dim), y2(rows * dim);
-        float* out1 = in_place ? g1.get() : y1.get();
-        float* out2 = in_place ? g2.get() : y2.get();
-        Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
-            s2(kernels::matmul_scratch_bytes(rows, dim));
-        std::vector<Dev<float>> o1, o2;
-        std::vector<kernels::MatmulOut> m1, m2;
-        for (int i = 0; i < kOuts; ++i) {
-          o1.emplace_back(rows * outs_n[i]);
-          o2.emplace_back(rows * outs_n[i]);
-          o1.back().poison(ctx);
-          o2.back().poison(ctx);
-          m1.push_back({types[i], ws[i].get(), outs_n[i], o1[i].get(), outs_n[i],
-                        kernels::WeightLayout::tiled});
-          m2.push_back({types[i], ws[i].get(), outs_n[i], o2[i].get(), outs_n[i],
-                        kernels::WeightLayout::tiled});
-        }
-        const kernels::Act other =
-            act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
-        kernels::act_mul(act, g1.get(), u.get(), rows, dim, dim, out1, ctx.stream());
-        kernels::matmul_shared_x(m1.data(), kOuts, dim, out1, rows, s1.get(), ctx.stream());
-        kernels::act_mul_for_matmul(ctx.teeth() ? other : act, g2.get(), u.get(), rows, dim, out2,
-                                    s2.get(), ctx.stream());
-        kernels::matmul_shared_x(m2.data(), kOuts, dim, out2, rows, s2.get(), ctx.stream(), true);
-        ctx.sync();
-        const Dev<float>& r1 = in_place ? g1 : y1;
-        const Dev<float>& r2 = in_place ? g2 : y2;
-        double bad = bit_mismatches(r2.download(ctx), r1.download(ctx));
-        for (int i = 0; i < kOuts; ++i)
-          bad += bit_mismatches(o2[i].download(ctx), o1[i].download(ctx));
-        ctx.add({"matmul act-prepared x",
-                 std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
-                     shape_str({rows, dim}) + (in_place ? " in place" : "") + " Q4_K+Q6_K tiled",
-                 "f32", "bits", bad, 0.0,
-                 ctx.teeth() ? "the other activation in the fused kernel" : ""});
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void check_matmul(Context& ctx) {
@@ -474,7 +414,6 @@ void check_matmul(Context& ctx) {
   check_shared_x(ctx);
   check_tiled_shared_x(ctx);
   check_norm_for_matmul(ctx);
-  check_act_for_matmul(ctx);
   check_tiled_model_shapes(ctx);
 }
 

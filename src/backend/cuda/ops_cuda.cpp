@@ -344,12 +344,10 @@ class CudaOps final : public Ops {
     launched("softcap");
   }
   void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
-    if (act_for_matmul(kernels::Act::silu, gate, up, n, out)) return;
     kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
     launched("silu_mul");
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
-    if (act_for_matmul(kernels::Act::gelu_tanh, gate, up, n, out)) return;
     kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
     launched("gelu_tanh_mul");
   }
@@ -547,12 +545,11 @@ class CudaOps final : public Ops {
   // measurements; the outputs are bit-identical).
   bool fused_prologue_ = env_switch("MEMRA_FUSED_PROLOGUE", true);
 
-  // A decode step's norms and gated activations write their output's matmul input too
-  // (kernels::rms_norm_for_matmul, act_mul_for_matmul), so the q/k/v, gate/up, down and output
-  // products that follow skip preparing it. prepared_ says for which y, and the launch count after
-  // the op: any op in between (even one that does not touch y) uses the next launch number, and
-  // the matmul prepares x itself again. MEMRA_NORM_PREPARES=0 turns both off (A/B; the same bits
-  // either way).
+  // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul),
+  // so the q/k/v, gate/up and output products that follow skip preparing it. prepared_ says for
+  // which y, and the launch count after the norm: any op in between (even one that does not touch
+  // y) uses the next launch number, and the matmul prepares x itself again. MEMRA_NORM_PREPARES=0
+  // turns it off (A/B; the same bits either way).
   struct Prepared {
     const float* y = nullptr;
     int64_t n_rows = 0, dim = 0, at = -1;
@@ -584,21 +581,6 @@ class CudaOps final : public Ops {
     void* w16 = grow(w16_scratch_, FastGemm::copy_bytes(outs, n_outs, n_in));
     fast_->matmul(outs, n_outs, n_in, x, n_tokens, scratch, w16, stream());
     launched("matmul");
-    return true;
-  }
-  // The activation's rows are taken as the step's tokens (the dense MLP's n_tokens x n_ff); where
-  // that split is not the next matmul's (a MoE expert's rows), its prepared form simply goes
-  // unused: prepared() compares rows and width, and the activation's values are the same.
-  bool act_for_matmul(kernels::Act act, const float* gate, const float* up, int64_t n, float* out) {
-    const int64_t rows = step_.n_tokens;
-    if (!norm_prepares_ || rows <= 0 || rows > kernels::kPreparedRows || n % rows != 0)
-      return false;
-    const int64_t dim = n / rows;
-    if (dim % 16 != 0 || dim < 256 || !aligned16(out)) return false;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(rows, dim));
-    kernels::act_mul_for_matmul(act, gate, up, rows, dim, out, scratch, stream());
-    launched(act == kernels::Act::silu ? "silu_mul" : "gelu_tanh_mul");
-    prepared_ = {out, rows, dim, n_launches_};
     return true;
   }
   bool prepared(const float* x, int64_t n_tokens, int64_t n_in) const {
