@@ -34,12 +34,13 @@ struct FastGemm::Lt {
   void* workspace = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Plan> plans;
 
+  static void destroy(Plan& p) {
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.d) cublasLtMatrixLayoutDestroy(p.d);
+  }
   ~Lt() {
-    for (auto& [shape, p] : plans) {
-      if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-      if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-      if (p.d) cublasLtMatrixLayoutDestroy(p.d);
-    }
+    for (auto& [shape, p] : plans) destroy(p);
     if (workspace) (void)cudaFree(workspace);
     if (op) cublasLtMatmulDescDestroy(op);
     if (handle) cublasLtDestroy(handle);
@@ -51,25 +52,26 @@ struct FastGemm::Lt {
     const auto key = std::make_tuple(n_out, n_tokens, n_in, ldy);
     if (auto it = plans.find(key); it != plans.end()) return it->second;
     Plan p;
-    lt_check(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, n_in, n_out, n_in), "weight layout");
-    lt_check(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, n_in, n_tokens, n_in), "x layout");
-    lt_check(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n_out, n_tokens, ldy), "y layout");
+    cublasStatus_t status = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16F, n_in, n_out, n_in);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16F, n_in, n_tokens, n_in);
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n_out, n_tokens, ldy);
     cublasLtMatmulPreference_t pref = nullptr;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceCreate(&pref);
     const uint64_t ws = kWorkspaceBytes;
-    cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof(ws));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     if (status == CUBLAS_STATUS_SUCCESS)
       status =
           cublasLtMatmulAlgoGetHeuristic(handle, op, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (status == CUBLAS_STATUS_SUCCESS && found == 0) status = CUBLAS_STATUS_NOT_SUPPORTED;
     if (status != CUBLAS_STATUS_SUCCESS) {
-      cublasLtMatrixLayoutDestroy(p.a);
-      cublasLtMatrixLayoutDestroy(p.b);
-      cublasLtMatrixLayoutDestroy(p.d);
+      destroy(p);
       fail(ErrorCode::internal, "cuBLASLt has no f16 GEMM for {} x {} x {}: {}", n_out, n_tokens,
            n_in, cublasLtGetStatusString(status));
     }

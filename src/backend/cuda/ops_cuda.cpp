@@ -570,8 +570,9 @@ class CudaOps final : public Ops {
     prepared_ = {y, n_rows, dim, n_launches_};
     return true;
   }
-  // `--deterministic off`: a step over FastGemm::kMinTokens tokens multiplies by cuBLASLt on an
-  // f16 copy of each matrix (made in w16_scratch_ per matmul) where every output has one.
+  // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
+  // tiled matrices (FastGemm::takes) multiplies by cuBLASLt on an f16 copy of each, made in
+  // w16_scratch_ per matmul.
   std::unique_ptr<FastGemm> fast_;
   Buffer w16_scratch_;
   bool fast_matmul(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
