@@ -75,6 +75,18 @@ struct ScratchLayout {
     return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
   }
   static int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
+
+  // The parts' places in a scratch buffer laid out so.
+  struct Parts {
+    uint16_t *xh, *xp;
+    float *xsum, *xinv;
+  };
+  Parts parts(void* scratch) const {
+    auto* bytes = static_cast<uint8_t*>(scratch);
+    return {reinterpret_cast<uint16_t*>(bytes), reinterpret_cast<uint16_t*>(bytes + xh_bytes),
+            reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes),
+            reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes + xsum_bytes)};
+  }
 };
 
 // One block per token row. The row's largest |x| (exact in any order) picks the power of two;
@@ -363,12 +375,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   if (n_tokens == 0) return;
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
   const ScratchLayout layout(n_tokens, n_in);
-  auto* bytes = static_cast<uint8_t*>(scratch);
-  auto* xh = reinterpret_cast<uint16_t*>(bytes);
-  auto* xp = reinterpret_cast<uint16_t*>(bytes + layout.xh_bytes);
-  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
-  auto* xinv =
-      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
+  const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
@@ -433,15 +440,11 @@ PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void*
   if (!aligned16(x) || !aligned16(scratch))
     fail(ErrorCode::invalid_argument, "matmul_prepare_x: x and scratch must be 16-byte aligned");
   const ScratchLayout layout(n_tokens, n_in);
-  auto* bytes = static_cast<uint8_t*>(scratch);
-  auto* xh = reinterpret_cast<uint16_t*>(bytes);
-  auto* xsum = reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes);
-  auto* xinv =
-      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes);
+  const ScratchLayout::Parts p = layout.parts(scratch);
   detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x,
-                 static_cast<int>(n_in), xh, nullptr, xsum, static_cast<int>(layout.xsum_stride),
-                 xinv);
-  return {xh, xinv};
+                 static_cast<int>(n_in), p.xh, nullptr, p.xsum,
+                 static_cast<int>(layout.xsum_stride), p.xinv);
+  return {p.xh, p.xinv};
 }
 
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
@@ -457,13 +460,10 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
          "aligned");
   if (n_rows == 0) return;
   const ScratchLayout layout(n_rows, dim);
-  auto* bytes = static_cast<uint8_t*>(scratch);
-  detail::launch(
-      norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
-      static_cast<int>(dim), eps, y, reinterpret_cast<uint16_t*>(bytes),
-      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes),
-      static_cast<int>(layout.xsum_stride),
-      reinterpret_cast<float*>(bytes + layout.xh_bytes + layout.xp_bytes + layout.xsum_bytes));
+  const ScratchLayout::Parts p = layout.parts(scratch);
+  detail::launch(norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
+                 static_cast<int>(dim), eps, y, p.xh, p.xsum, static_cast<int>(layout.xsum_stride),
+                 p.xinv);
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
