@@ -117,13 +117,15 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
         parts.eos_ids.push_back(id);
   ModelLoadOptions load;
   load.ops = backend_select({options.device, options.n_threads, false, options.deterministic});
-  if (!options.deterministic)
+  if (!options.deterministic) {
+    constexpr const char* kGpu =
+        "steps over 64 tokens multiply by cuBLASLt on f16 copies of the quantized weights; a "
+        "sequence's tokens may depend on what else runs in its steps";
     MEMRA_LOG_WARN("engine: deterministic off: {}",
                    load.ops->host_memory()
                        ? "no effect on the CPU (it has only the batch-invariant path)"
-                       : "prefill steps over 64 tokens use cuBLASLt on f16 copies of quantized "
-                         "weights; a sequence's "
-                         "tokens may depend on what else runs in its steps");
+                       : kGpu);
+  }
   if (!options.kv_dtype.empty()) {
     const std::optional<DType> kv = dtype_from_name(options.kv_dtype);
     if (!kv)
