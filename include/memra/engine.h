@@ -178,6 +178,9 @@ struct EngineModelInfo {
   bool prefix_cache = false;
   std::string prefix_cache_off_reason;
   std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"
+  // Whether the engine keeps the determinism contract: false only for EngineOptions::deterministic
+  // off on a GPU (the CPU has only the batch-invariant path).
+  bool deterministic = true;
   int32_t n_embd = 0;  // width of the hidden states (embedding length)
   // The model's own pooling (GGUF <arch>.pooling_type: "mean", "cls", "last", "rank", "none";
   // an HF folder's sentence-transformers 1_Pooling/config.json: "last", "mean", "cls"); empty

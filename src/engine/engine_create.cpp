@@ -143,6 +143,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   parts.info.n_vocab = mi.n_vocab;
   parts.info.weight_bytes = mi.weight_bytes;
   parts.info.device = mi.device;
+  parts.info.deterministic = options.deterministic || load.ops->host_memory();
   parts.info.n_embd = mi.n_embd;
   parts.info.pooling = archive->kind == ArchiveKind::hf_folder
                            ? sentence_transformers_pooling(resolved.path)

@@ -159,6 +159,15 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
     EXPECT_EQ(cache, e->model_info().prefix_cache_off_reason.empty());
     EXPECT_EQ(again.usage.cached_tokens, cache ? 32 : 0);
     EXPECT_EQ(again.ids, alone[0]) << "prefix-cache hit differs from cold";
+    EXPECT_TRUE(e->model_info().deterministic);
+  }
+  {
+    // deterministic = false permits paths that break the contract; only a GPU has any, so the
+    // engine reports the contract kept on the CPU.
+    EngineOptions f = o;
+    f.deterministic = false;
+    auto e = Engine::create(f);
+    EXPECT_EQ(e->model_info().deterministic, on_cpu);
   }
   {
     EngineOptions c = o;

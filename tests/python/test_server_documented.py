@@ -47,7 +47,7 @@ def test_tokenize_detokenize_and_model_card(fake):
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "tokens"
     card = httpx.get(fake.url + "/v1/models/fake-model").json()
     want = {"id": "fake-model", "object": "model", "owned_by": "memra", "max_model_len": 512,
-            "architecture": "fake"}
+            "architecture": "fake", "deterministic": True}
     assert {k: card.get(k) for k in want} == want, card
     missing = httpx.get(fake.url + "/v1/models/other")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
