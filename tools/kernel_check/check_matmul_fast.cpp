@@ -35,6 +35,16 @@ std::vector<uint8_t> tiled_copy(Context& ctx, DType dtype, const std::vector<uin
   return gpu_w;
 }
 
+// The CPU dequantizer's rows of a ggml matrix: [n_out][n_in].
+std::vector<float> dequantized(DType dtype, const std::vector<uint8_t>& w, int64_t n_in,
+                               int64_t n_out) {
+  std::vector<float> rows(n_out * n_in);
+  const uint64_t row_bytes = w.size() / n_out;
+  for (int64_t o = 0; o < n_out; ++o)
+    quant::dequantize_row(dtype, w.data() + o * row_bytes, rows.data() + o * n_in, n_in);
+  return rows;
+}
+
 void check_copy(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
   Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(dtype, n_in, n_out));
@@ -43,16 +53,10 @@ void check_copy(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
   kernels::matmul_dequant_f16(dtype, tiled.get(), n_in, n_out, out.get(), ctx.stream());
   ctx.sync();
   const std::vector<uint16_t> got16 = out.download(ctx);
-  const uint64_t row_bytes = w.size() / n_out;
-  std::vector<float> row(n_in), got(n_out * n_in);
-  std::vector<double> ref(n_out * n_in);
-  for (int64_t o = 0; o < n_out; ++o) {
-    quant::dequantize_row(dtype, w.data() + o * row_bytes, row.data(), n_in);
-    for (int64_t i = 0; i < n_in; ++i) {
-      ref[o * n_in + i] = row[i];
-      got[o * n_in + i] = f16_to_f32(got16[o * n_in + i]);
-    }
-  }
+  const std::vector<float> want = dequantized(dtype, w, n_in, n_out);
+  const std::vector<double> ref(want.begin(), want.end());
+  std::vector<float> got(got16.size());
+  for (size_t i = 0; i < got16.size(); ++i) got[i] = f16_to_f32(got16[i]);
   ctx.add({"matmul fast f16 copy", shape_str({n_out, n_in}), std::string(dtype_name(dtype)),
            "rel-max", rel_max_error(got, ref), kCopyTol,
            ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
@@ -75,11 +79,11 @@ void check_product(Context& ctx, cuda::FastGemm& fast, DType dtype, int64_t n_in
   fast.matmul(&out, 1, n_in, dx.get(), n_tokens, scratch.get(), w16.get(), ctx.stream());
   ctx.sync();
   const std::vector<float> y = dy.download(ctx);
-  const uint64_t row_bytes = w.size() / n_out;
-  std::vector<float> row(n_in), got(n_tokens * n_out);
+  const std::vector<float> rows = dequantized(dtype, w, n_in, n_out);
+  std::vector<float> got(n_tokens * n_out);
   std::vector<double> ref(n_tokens * n_out);
   for (int64_t o = 0; o < n_out; ++o) {
-    quant::dequantize_row(dtype, w.data() + o * row_bytes, row.data(), n_in);
+    const float* row = rows.data() + o * n_in;
     for (int64_t t = 0; t < n_tokens; ++t) {
       double acc = 0;
       for (int64_t i = 0; i < n_in; ++i) acc += double{row[i]} * x[t * n_in + i];
