@@ -121,3 +121,23 @@ def test_alongside_a_run(memra_bin, tmp_path):
     assert [x["figure"] for x in j["compare"]] == ["prefill pp16", "decode tg4"]
     assert j["compare"][0]["memra"] == pytest.approx(j["figures"][0]["median"])
     assert j["compare"][0]["baseline"] is None
+
+
+def test_a_deterministic_off_receipt_is_labelled(memra_bin, tmp_path):
+    # The fast mode's figures sit beside the default's; the table and the JSON say which is which.
+    fast = json.loads(RECEIPT_8B.read_text())
+    fast["options"]["deterministic"] = False
+    path = tmp_path / "fast.json"
+    path.write_text(json.dumps(fast))
+    out = tmp_path / "compare.json"
+    r = bench(memra_bin, "--compare", BASELINES, "--receipts", RECEIPT_8B, path, "--json", out)
+    assert r.returncode == 0, r.stderr
+    assert f"{path} (--deterministic off: not batch-invariant):" in r.stdout
+    assert f"{RECEIPT_8B}:" in r.stdout
+    rows = json.loads(out.read_text())["compare"]
+    modes = {(row["receipt"], row["deterministic"]) for row in rows if row["memra"] is not None}
+    assert modes == {(str(RECEIPT_8B), True), (str(path), False)}
+    fast["options"]["deterministic"] = "no"
+    path.write_text(json.dumps(fast))
+    bad = bench(memra_bin, "--compare", BASELINES, "--receipts", path)
+    assert bad.returncode == 2 and "options.deterministic is not a boolean" in bad.stderr

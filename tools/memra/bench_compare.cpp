@@ -196,6 +196,7 @@ std::vector<CompareRow> compare_figures(const Baselines& b, const ComparedModel&
     r.figure = f.name;
     r.unit = f.unit;
     r.source = source;
+    r.deterministic = m.deterministic;
     r.memra = f.median;
     if (shape) {
       const BaselineEntry* exact = nullptr;
@@ -259,7 +260,12 @@ std::string compare_table(const Baselines& b, const std::vector<CompareRow>& row
     std::vector<const CompareRow*> group;
     for (const CompareRow& r : rows)
       if (r.memra && r.source == source) group.push_back(&r);
-    if (!source.empty()) out += fmt::format("\n{}:\n", source);
+    const char* mode =
+        group.front()->deterministic ? "" : " (--deterministic off: not batch-invariant)";
+    if (!source.empty())
+      out += fmt::format("\n{}{}:\n", source, mode);
+    else if (*mode)
+      out += fmt::format("\nthis run{}:\n", mode);
     out += markdown_table(b.peer, group);
   }
   std::vector<const CompareRow*> unmeasured;
@@ -290,6 +296,7 @@ ordered_json compare_json(const std::vector<CompareRow>& rows) {
                       {"figure", r.figure},
                       {"unit", r.unit},
                       {"memra", opt(r.memra)}};
+    if (r.memra) j["deterministic"] = r.deterministic;
     j["baseline_figure"] = e ? ordered_json(e->figure) : ordered_json();
     j["baseline"] = e ? opt(e->baseline) : ordered_json();
     j["ratio"] = opt(compare_ratio(r));
@@ -321,6 +328,13 @@ BenchReceipt bench_receipt_parse(const json& j, const std::string& path) {
       field(model, "parameters", where + " model", "an integer", [](const json& v) {
         return v.is_number_unsigned();
       }).get<uint64_t>();
+  // Receipts before the flag have no options.deterministic: they ran the default.
+  if (j.contains("options") && j["options"].is_object() && j["options"].contains("deterministic")) {
+    const json& d = j["options"]["deterministic"];
+    if (!d.is_boolean())
+      fail(ErrorCode::invalid_argument, "{} options.deterministic is not a boolean", where);
+    r.model.deterministic = d.get<bool>();
+  }
   const json& figures =
       field(j, "figures", where, "an array", [](const json& v) { return v.is_array(); });
   for (size_t i = 0; i < figures.size(); ++i) {

@@ -55,6 +55,9 @@ struct ComparedModel {
   std::string architecture;
   uint64_t parameters = 0;
   std::string file_type;
+  // How it was measured: false for `--deterministic off` runs (their figures are not the
+  // default's; the table says so beside them).
+  bool deterministic = true;
 };
 
 struct ComparedFigure {
@@ -70,7 +73,8 @@ struct CompareRow {
   std::string file_type;
   std::string figure;  // memra's name for it
   std::string unit = "tok/s";
-  std::string source;  // the receipt it came from ("" for the run just made)
+  std::string source;         // the receipt it came from ("" for the run just made)
+  bool deterministic = true;  // ComparedModel::deterministic of the measurement
   std::optional<double> memra;
   std::optional<BaselineEntry> entry;
 };
