@@ -147,6 +147,10 @@ def main(argv):
         "commit": os.environ.get("MEMRA_COMMIT", ""),
         "command": " ".join([sys.argv[0], *argv]),
         "device": args.device,
+        # The server reads MEMRA_DETERMINISTIC from this environment (memra bench --compare
+        # labels a --deterministic off run).
+        "options": {"deterministic": os.environ.get("MEMRA_DETERMINISTIC", "1") not in
+                    ("0", "off", "false", "no")},
         "model": model,
         "figures": [
             figure("server start to ready", "s", starts),
