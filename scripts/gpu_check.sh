@@ -7,9 +7,10 @@
 # bundled into gpu_check.log and receipts.tar, as few files may return). A short table is last.
 #
 #   scripts/gpu_check.sh [quick|bench8b|full]
-#     quick    checks, gates, invariants, Qwen3-0.6B-shape benchmarks (~3 min on an H200)
-#     bench8b  memra bench on Qwen3-8B-shape files: Q4_K_M, Q8_0, BF16 (~4 min)
-#     full     both
+#     quick    checks, gates, invariants, Qwen3-0.6B-shape benchmarks (~4 min on an H200)
+#     bench8b  memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B), the Qwen3.5
+#              family files and the server TTFT (~6.5 min; the 35B MoE file alone ~2.5)
+#     full     both (~11 min: where one command may run 10 minutes at most, run the two apart)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
