@@ -48,8 +48,10 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   # Only the CUDA targets: the CPU code in this preset is the same code the cpu build just built.
   cmake --build --preset cuda -j "$JOBS" --target memra_cuda_targets
-  # Host-side tests of the CUDA build that need no GPU: device selection and its refusals.
+  # Host-side tests of the CUDA build that need no GPU: device selection and its refusals, and
+  # which steps the fast (--deterministic off) matmul takes.
   build/cuda/tests/engine/memra_backend_select_test
+  build/cuda/tests/engine/memra_fast_gemm_policy_test
 else
   echo "nvcc not found: skipping the cuda preset" >&2
   exit 1

@@ -102,35 +102,6 @@ void check_product(Context& ctx, cuda::FastGemm& fast, DType dtype, int64_t n_in
            err, kProductTol, ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
 }
 
-// Which steps the backend sends to the fast path: quantized tiled matrices over more than
-// kMinTokens tokens, never F16/BF16 (the canonical wgmma kernel is faster there) nor the ggml
-// layout. Error: the number of wrong decisions. Teeth: a 64-token step expected to be taken.
-void check_policy(Context& ctx) {
-  struct Case {
-    DType dtype;
-    kernels::WeightLayout layout;
-    int64_t n_tokens;
-    bool taken;
-  };
-  using kernels::WeightLayout;
-  const int64_t edge = cuda::FastGemm::kMinTokens;
-  const Case cases[] = {{DType::q4_k, WeightLayout::tiled, edge + 1, true},
-                        {DType::q6_k, WeightLayout::tiled, 512, true},
-                        {DType::q8_0, WeightLayout::tiled, 300, true},
-                        {DType::q4_k, WeightLayout::tiled, edge, ctx.teeth()},
-                        {DType::q4_k, WeightLayout::ggml, 512, false},
-                        {DType::bf16, WeightLayout::tiled, 512, false},
-                        {DType::f16, WeightLayout::tiled, 512, false},
-                        {DType::f32, WeightLayout::ggml, 512, false}};
-  double wrong = 0;
-  for (const Case& c : cases) {
-    const kernels::MatmulOut out{c.dtype, nullptr, 4096, nullptr, 4096, c.layout};
-    wrong += cuda::FastGemm::takes(&out, 1, 4096, c.n_tokens) != c.taken;
-  }
-  ctx.add({"matmul fast policy", "8 cases", "mixed", "wrong", wrong, 0.0,
-           ctx.teeth() ? "a 64-token step expected on the fast path" : ""});
-}
-
 }  // namespace
 
 void check_matmul_fast(Context& ctx) {
@@ -143,7 +114,6 @@ void check_matmul_fast(Context& ctx) {
     check_product(ctx, fast, dtype, 4096 + 256, 96, 300, false);
     check_product(ctx, fast, dtype, 512, 130, 77, true);
   }
-  check_policy(ctx);
 }
 
 }  // namespace memra::kernel_check
