@@ -91,10 +91,6 @@ void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
 
 // Which weights have such a copy: tiled Q4_K, Q6_K, Q8_0, F16 and BF16.
 bool matmul_dequant_supported(DType wtype, WeightLayout layout);
-// Where the fast path is faster: the quantized types (8B shapes at 512 tokens on the H200, Q4_K
-// gate 444 -> 159 us). F16/BF16 stay on the canonical wgmma kernel, which the copy's write costs
-// more than cuBLASLt gains (gate 143 -> 176 us).
-bool matmul_fast_pays(DType wtype);
 // out: f16 [n_out][n_in] (row-major, 16-byte aligned) with each weight fma(scale, q, bias)
 // rounded once to f16 (F16 and tiled BF16 weights are copied exactly).
 void matmul_dequant_f16(DType wtype, const void* tiled, int64_t n_in, int64_t n_out, void* out,

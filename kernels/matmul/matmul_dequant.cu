@@ -86,10 +86,6 @@ bool matmul_dequant_supported(DType wtype, WeightLayout layout) {
           wtype == DType::f16 || wtype == DType::bf16);
 }
 
-bool matmul_fast_pays(DType wtype) {
-  return wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0;
-}
-
 void matmul_dequant_f16(DType wtype, const void* tiled, int64_t n_in, int64_t n_out, void* out,
                         cudaStream_t stream) {
   if (n_in <= 0 || n_in % kChunk != 0 || n_in > (int64_t{1} << 30) || n_out < 0 ||

@@ -108,9 +108,10 @@ double bit_mismatches(const std::vector<float>& a, const std::vector<float>& b);
 // matmul weights of dtype (check_matmul.cpp): random floats quantized with quant::quantize_row,
 // or random valid blocks for types without a quantizer; n_out rows in the ggml layout.
 std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int64_t n_out);
-// Byte of each block (element, for plain types) whose bit 6 is the top exponent bit of its
-// scale (or value): flipping it in every block of row 0 wrecks output column 0 (--teeth).
-int scale_high_byte(DType dtype);
+// w (n_out rows of dtype) as the GPU gets it: under --teeth with the top exponent bit of every
+// block's scale (or value) of row 0 flipped, which wrecks output column 0.
+std::vector<uint8_t> gpu_weights(Context& ctx, DType dtype, const std::vector<uint8_t>& w,
+                                 int64_t n_out);
 // x rows of very different magnitudes (each row scaled by 2^k, k in [-20, 20], one row past
 // f16's range): the per-row scaling must keep every row's relative precision.
 std::vector<float> wide_range_x(Context& ctx, int64_t n_tokens, int64_t n_in);

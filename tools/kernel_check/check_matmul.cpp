@@ -41,8 +41,8 @@ std::vector<int> scale_offsets(DType dtype) {
   }
 }
 
-}  // namespace
-
+// Byte of each block (element, for plain types) whose bit 6 is the top exponent bit of its
+// scale (or value): flipping it in every block of row 0 wrecks output column 0 (--teeth).
 int scale_high_byte(DType dtype) {
   switch (dtype) {
     case DType::f32:
@@ -56,6 +56,20 @@ int scale_high_byte(DType dtype) {
     default:
       return 1;  // f16/bf16 values and every other type's leading f16 d
   }
+}
+
+}  // namespace
+
+std::vector<uint8_t> gpu_weights(Context& ctx, DType dtype, const std::vector<uint8_t>& w,
+                                 int64_t n_out) {
+  std::vector<uint8_t> gpu_w = w;
+  if (ctx.teeth()) {
+    const int64_t type_size = dtype_traits(dtype).type_size;
+    const uint64_t row_bytes = w.size() / n_out;
+    for (uint64_t off = 0; off < row_bytes; off += type_size)
+      gpu_w[off + scale_high_byte(dtype)] ^= 0x40;
+  }
+  return gpu_w;
 }
 
 std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
@@ -122,12 +136,7 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
                int64_t ldy, bool wide_range = false) {
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
   const uint64_t row_bytes = w.size() / n_out;
-  std::vector<uint8_t> gpu_w = w;
-  if (ctx.teeth()) {
-    const int64_t type_size = dtype_traits(dtype).type_size;
-    for (uint64_t off = 0; off < row_bytes; off += type_size)
-      gpu_w[off + scale_high_byte(dtype)] ^= 0x40;
-  }
+  const std::vector<uint8_t> gpu_w = gpu_weights(ctx, dtype, w, n_out);
   const std::vector<float> x =
       wide_range ? wide_range_x(ctx, n_tokens, n_in) : ctx.uniform(n_tokens * n_in);
   Dev<uint8_t> dw(ctx, gpu_w);

@@ -20,19 +20,12 @@ namespace {
 
 constexpr double kCopyTol = 1e-3, kProductTol = 2e-3;
 
-std::vector<uint8_t> tiled_copy(Context& ctx, DType dtype, const std::vector<uint8_t>& w,
-                                int64_t n_in, int64_t n_out, Dev<uint8_t>& tiled) {
-  std::vector<uint8_t> gpu_w = w;
-  if (ctx.teeth()) {
-    const int64_t type_size = dtype_traits(dtype).type_size;
-    const uint64_t row_bytes = w.size() / n_out;
-    for (uint64_t off = 0; off < row_bytes; off += type_size)
-      gpu_w[off + scale_high_byte(dtype)] ^= 0x40;
-  }
-  Dev<uint8_t> ggml(ctx, gpu_w);
+// The tiled form of w in `tiled` (row 0's scales broken under --teeth, as gpu_weights does).
+void tiled_copy(Context& ctx, DType dtype, const std::vector<uint8_t>& w, int64_t n_in,
+                int64_t n_out, Dev<uint8_t>& tiled) {
+  Dev<uint8_t> ggml(ctx, gpu_weights(ctx, dtype, w, n_out));
   kernels::matmul_tile(dtype, ggml.get(), n_in, n_out, tiled.get(), ctx.stream());
   ctx.sync();
-  return gpu_w;
 }
 
 // The CPU dequantizer's rows of a ggml matrix: [n_out][n_in].

@@ -27,9 +27,8 @@ class FastGemm {
   // The largest f16 copy of one matrix it makes (larger matrices stay on the canonical kernels).
   static constexpr size_t kMaxCopyBytes = size_t{1} << 30;
 
-  // Whether matmul() takes these outputs (every one quantized with an f16 copy, where the path
-  // pays: kernels::matmul_fast_pays; n_tokens > kMinTokens), and the bytes of the largest copy
-  // (its `w16` buffer).
+  // Whether matmul() takes these outputs (every one a tiled Q4_K, Q6_K or Q8_0 matrix, where the
+  // path pays; n_tokens > kMinTokens), and the bytes of the largest copy (its `w16` buffer).
   static bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens);
   static size_t copy_bytes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in);
 
@@ -38,12 +37,12 @@ class FastGemm {
   void matmul(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
               int64_t n_tokens, void* scratch, void* w16, cudaStream_t stream);
 
+ private:
   // y[t][o] = sum_i w[o][i] * x[t][i] for t < n_tokens, o < n_out; y rows at stride ldy floats.
   // Every pointer is device memory, 16-byte aligned; n_in a multiple of 8.
   void run(const void* w, const void* x, float* y, int64_t n_out, int64_t n_tokens, int64_t n_in,
            int64_t ldy, cudaStream_t stream);
 
- private:
   struct Lt;
   std::unique_ptr<Lt> lt_;
 };
