@@ -108,6 +108,38 @@ PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void*
 void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
                 cudaStream_t stream);
 
+// ---- mixture of experts (kernels/moe, kernels/matmul/matmul_experts.cu) ------------------------
+// The ops of ops.h's MoE section. Per token: the router's softmax top-k (ids, weights [n x k] in
+// increasing expert index), at most kMoeMaxExperts experts; logits [n x n_expert]; scale: null
+// or [n_expert] factors.
+constexpr int kMoeMaxExperts = 512;
+void moe_route(const float* logits, int64_t n_tokens, int n_expert, int k, bool normalize,
+               const float* scale, int32_t* ids, float* weights, cudaStream_t stream);
+// out[t] = sum over j < k of weights[t k + j] * y[t k + j] (rows of dim), each product and sum
+// rounded alone, from the first product.
+void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, int64_t dim,
+                 float* out, cudaStream_t stream);
+// y[r] *= sigmoid(g[r]) (in double, rounded to f32) over n_rows rows of dim.
+void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim, cudaStream_t stream);
+
+// Expert matmuls with the routing on the device: y row p = expert ids[p]'s matrix times x row
+// p / x_div, for every (token, expert) pair p in one launch per dtype, each row computed by the
+// one-token decode kernel and so bit-identical to matmul() of that row over that expert's matrix.
+// For tiled Q4_K, Q6_K and Q8_0 stacks; a step with more than kExpertPairsOnDevice pairs (where
+// reading an expert once per pair costs more than grouping) is the caller's to group.
+constexpr int64_t kExpertPairsOnDevice = 512;
+bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs);
+struct ExpertsOut {
+  DType wtype;
+  const void* w;         // expert 0's tiled matrix (its first row tile)
+  int64_t expert_bytes;  // from one expert's matrix to the next
+  int64_t n_out;
+  float* y;  // [n_pairs x n_out]
+};
+// scratch: matmul_scratch_bytes(rows of x, n_in) bytes, rows of x = ceil(n_pairs / x_div).
+void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
+                    const int32_t* ids, int64_t n_pairs, void* scratch, cudaStream_t stream);
+
 // ---- elementwise (kernels/elementwise) ---------------------------------------------------------
 
 // out[r][:] = table row ids[r] dequantized to f32, times scale. ids must be valid rows (the

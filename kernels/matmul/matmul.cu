@@ -473,6 +473,68 @@ void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float
   matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream);
 }
 
+bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs) {
+  return (wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0) &&
+         layout == WeightLayout::tiled && matmul_tiled_supports(wtype, n_in) && n_pairs >= 0 &&
+         n_pairs <= kExpertPairsOnDevice && matmul_detail::single_decode_enabled();
+}
+
+// x's rows prepared once (as matmul_shared_x does), then one expert-mode launch of the one-token
+// decode kernel per dtype and kMultiOuts outputs.
+void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
+                    const int32_t* ids, int64_t n_pairs, void* scratch, cudaStream_t stream) {
+  if (x_div < 1) fail(ErrorCode::invalid_argument, "matmul_experts: x_div {}", x_div);
+  for (int i = 0; i < n_outs; ++i) {
+    const ExpertsOut& o = outs[i];
+    if (!matmul_experts_supports(o.wtype, WeightLayout::tiled, n_in, n_pairs))
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over tiled {} with n_in {}",
+           n_pairs, dtype_name(o.wtype), n_in);
+    check_matmul(o.wtype, n_in, o.n_out, 1, o.n_out, WeightLayout::tiled);
+    if (!aligned16(o.w) || o.expert_bytes % 16 != 0 || !aligned16(x) || !aligned16(scratch))
+      fail(ErrorCode::invalid_argument, "matmul_experts: w, x and scratch must be 16-byte aligned");
+    if (n_pairs * ((o.n_out + 15) / 16) > (int64_t{1} << 29))
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs of {} rows", n_pairs, o.n_out);
+  }
+  if (n_pairs == 0) return;
+  const int64_t n_x = (n_pairs + x_div - 1) / x_div;
+  const ScratchLayout layout(n_x, n_in);
+  const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
+  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_x), kXThreads, 0, stream, x,
+                 static_cast<int>(n_in), xh, nullptr, xsum, static_cast<int>(layout.xsum_stride),
+                 xinv);
+  MatmulArgs x_args;
+  x_args.xh = xh;
+  x_args.xsum = xsum;
+  x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
+  x_args.xinv = xinv;
+  x_args.n_in = static_cast<int>(n_in);
+  x_args.n_tokens = 1;
+  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+    matmul_detail::MultiOut m;
+    auto flush = [&] {
+      if (m.n == 0) return;
+      m.ids = ids;
+      m.x_div = x_div;
+      if (d == DType::q4_k) matmul_detail::launch_decode_experts<DType::q4_k>(x_args, m, stream);
+      if (d == DType::q6_k) matmul_detail::launch_decode_experts<DType::q6_k>(x_args, m, stream);
+      if (d == DType::q8_0) matmul_detail::launch_decode_experts<DType::q8_0>(x_args, m, stream);
+      m = {};
+    };
+    for (int i = 0; i < n_outs; ++i) {
+      const ExpertsOut& o = outs[i];
+      if (o.wtype != d || o.n_out == 0) continue;
+      m.w[m.n] = static_cast<const uint8_t*>(o.w);
+      m.y[m.n] = o.y;
+      m.n_out[m.n] = static_cast<int>(o.n_out);
+      m.ldy[m.n] = o.n_out;
+      m.expert_bytes[m.n] = o.expert_bytes;
+      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>(n_pairs * ((o.n_out + 15) / 16));
+      if (++m.n == matmul_detail::kMultiOuts) flush();
+    }
+    flush();
+  }
+}
+
 void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,
                            cudaStream_t stream) {
   if (n <= 0) return;

@@ -26,7 +26,9 @@ namespace {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
 
-template <DType D>
+// kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
+// y row; the arithmetic after that is the same code.
+template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs) {
   using T = Tiled<D>;
@@ -38,7 +40,18 @@ __global__ void __launch_bounds__(kThreads, 3)
   a.y = outs.y[o];
   a.n_out = outs.n_out[o];
   a.ldy = outs.ldy[o];
-  const int tile_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
+  int tile_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
+  if constexpr (kExperts) {
+    const int tiles = (a.n_out + 15) / 16;
+    const int pair = tile_index / tiles;
+    tile_index -= pair * tiles;
+    a.w += static_cast<int64_t>(__ldg(outs.ids + pair)) * outs.expert_bytes[o];
+    a.y += static_cast<int64_t>(pair) * a.ldy;
+    const int64_t row = pair / outs.x_div;
+    a.xh += row * a.n_in;
+    a.xsum += row * a.xsum_stride;
+    a.xinv += row;
+  }
   static_assert(T::kScaled, "groups as columns needs scale groups");
   constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
   constexpr int kSets = kChunk / T::kGroup / 8;  // accumulator tiles of 8 groups: 1 or 2
@@ -131,11 +144,23 @@ bool single_decode_enabled() {
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
-  if (blocks > 0) detail::launch(single_decode_kernel<D>, blocks, kThreads, 0, stream, x, outs);
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, false>, blocks, kThreads, 0, stream, x, outs);
 }
 
-template void launch_decode_single<DType::q4_k>(const MatmulArgs&, const MultiOut&, cudaStream_t);
-template void launch_decode_single<DType::q6_k>(const MatmulArgs&, const MultiOut&, cudaStream_t);
-template void launch_decode_single<DType::q8_0>(const MatmulArgs&, const MultiOut&, cudaStream_t);
+template <DType D>
+void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, true>, blocks, kThreads, 0, stream, x, outs);
+}
+
+#define MEMRA_INSTANTIATE(D)                                                               \
+  template void launch_decode_single<D>(const MatmulArgs&, const MultiOut&, cudaStream_t); \
+  template void launch_decode_experts<D>(const MatmulArgs&, const MultiOut&, cudaStream_t);
+MEMRA_INSTANTIATE(DType::q4_k)
+MEMRA_INSTANTIATE(DType::q6_k)
+MEMRA_INSTANTIATE(DType::q8_0)
+#undef MEMRA_INSTANTIATE
 
 }  // namespace memra::kernels::matmul_detail

@@ -91,11 +91,20 @@ struct MultiOut {
   int64_t ldy[kMultiOuts] = {};
   int tile_begin[kMultiOuts + 1] = {};
   int n = 0;
+  // Expert mode (launch_decode_experts): output o's blocks cover every (token, expert) pair p,
+  // each with all of o's row tiles: pair p multiplies expert ids[p]'s matrix (w[o] + ids[p] *
+  // expert_bytes[o]) by x row p / x_div into y[o] row p.
+  const int32_t* ids = nullptr;
+  int64_t expert_bytes[kMultiOuts] = {};
+  int x_div = 1;
 };
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
+// The same kernel in expert mode (MultiOut::ids set; x holds the rows the pairs read).
+template <DType D>
+void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();

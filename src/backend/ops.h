@@ -72,6 +72,39 @@ struct DeltaNetParams {
   int v_dim = 0;
 };
 
+// How moe_route picks and weighs each token's experts (the softmax top-k routers of qwen3moe,
+// qwen35moe and gemma4).
+struct MoeRouteParams {
+  int32_t n_expert = 0;
+  int32_t k = 0;                 // experts per token, 1..n_expert
+  bool normalize = true;         // divide the k probabilities by their sum
+  const float* scale = nullptr;  // backend memory [n_expert]: a factor per expert, or null
+};
+
+// One matrix of every expert of a stacked weight (ggml dims [n_in, rows, n_expert], expert e's
+// rows after expert e - 1's): rows [row_begin, row_begin + n_out) of each expert, so a stacked
+// gate-and-up tensor (gemma4) gives its gate and its up half.
+struct ExpertMatrix {
+  const TensorView* stacked = nullptr;
+  int64_t row_begin = 0;
+  int64_t n_out = 0;
+};
+
+// Expert e's matrix of m as a plain 2-D view of ggml rows (backends whose weights keep the
+// file's layout).
+inline TensorView expert_view(const ExpertMatrix& m, int64_t e) {
+  const TensorView& s = *m.stacked;
+  TensorView v = s;
+  const uint64_t row_bytes = s.n_bytes / (s.ne[1] * s.ne[2]);
+  v.n_dims = 2;
+  v.ne[1] = static_cast<uint64_t>(m.n_out);
+  v.ne[2] = 1;
+  v.n_bytes = static_cast<uint64_t>(m.n_out) * row_bytes;
+  v.data = static_cast<const uint8_t*>(s.data) +
+           (static_cast<uint64_t>(e) * s.ne[1] + static_cast<uint64_t>(m.row_begin)) * row_bytes;
+  return v;
+}
+
 // What fixes the shape of a recorded step (Ops::graph_run): who records it (a model), the padded
 // token count (= sequences = logit rows), the block-table stride, the context capacity the
 // attention grid is sized for, and what the step ends with (logits, or the argmax of the first
@@ -317,9 +350,48 @@ class Ops {
     refuse_op("sigmoid_mul");
   }
 
+  // ---- mixture of experts. Each of a step's n tokens picks k experts; the (token, expert)
+  // pairs, token-major (pair t k + j), are the rows the experts run on.
+  // Per token t: the softmax of logits[t][0, n_expert) in double, its k largest probabilities
+  // (ties: the lower expert), each divided by the k's sum when p.normalize, times p.scale[e]:
+  // ids[t k + j] and weights[t k + j] for j < k, in increasing expert index (the order
+  // moe_combine adds them in). A NaN probability ranks last.
+  virtual void moe_route(const float* logits, int64_t n_tokens, const MoeRouteParams& p,
+                         int32_t* ids, float* weights) {
+    (void)logits, (void)n_tokens, (void)p, (void)ids, (void)weights;
+    refuse_op("moe_route", "mixture of experts");
+  }
+  // ys[i] row p = expert ids[p]'s matrix of ws[i] times x row p / x_div, for p < n_pairs (x_div:
+  // k when a token's pairs all read its row, 1 when each pair has its own row); each row exactly
+  // as matmul() computes it over that expert's matrix, whatever else shares the step.
+  virtual void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
+                              const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) {
+    (void)ws, (void)x, (void)x_div, (void)ids, (void)n_pairs, (void)ys;
+    refuse_op("matmul_experts", "mixture of experts");
+  }
+  // Whether matmul_experts over w for up to n_pairs pairs keeps ids on the device (no host read):
+  // only then may a step with MoE layers be recorded as a graph.
+  virtual bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const {
+    (void)w, (void)n_pairs;
+    return false;
+  }
+  // out[t] = the sum over j < k of weights[t k + j] * y row t k + j (rows of dim): each product
+  // rounded to f32, added in j order starting from the first product (not from +0).
+  virtual void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k,
+                           int64_t dim, float* out) {
+    (void)y, (void)weights, (void)n_tokens, (void)k, (void)dim, (void)out;
+    refuse_op("moe_combine", "mixture of experts");
+  }
+  // y row r *= sigmoid(g[r]) (computed in double, rounded to f32) for n_rows rows of dim: the
+  // shared expert's gate.
+  virtual void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim) {
+    (void)y, (void)g, (void)n_rows, (void)dim;
+    refuse_op("sigmoid_scale_rows", "mixture of experts");
+  }
+
  private:
-  [[noreturn]] void refuse_op(const char* op) const {
-    fail(ErrorCode::unsupported, "the {} backend has no {} op (linear attention)", name(), op);
+  [[noreturn]] void refuse_op(const char* op, const char* feature = "linear attention") const {
+    fail(ErrorCode::unsupported, "the {} backend has no {} op ({})", name(), op, feature);
   }
 };
 

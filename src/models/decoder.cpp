@@ -119,18 +119,30 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   const int32_t max_seqs = std::min(limits.max_sequences, limits.max_batch_tokens);
   graph_buckets_.clear();
   if (max_seqs < 1) return {};  // the engine refuses these limits by name
-  // Traced steps download activations between ops, which a recording cannot hold; so does the
-  // MoE block (its routing is read on the host). Hybrid models are never recorded either: a padded
-  // decode step's padding sequences have no state slot, and the linear-attention ops check the
-  // step's slots on the host.
-  if (limits.graphs && ops_->graphs_supported() && !trace_ && cfg_.n_expert == 0 &&
-      !cfg_.hybrid()) {
+  // Traced steps download activations between ops, which a recording cannot hold; so would an
+  // MoE layer whose backend reads the routing on the host (buckets above what it keeps on the
+  // device run eagerly). Hybrid models are never recorded either: a padded decode step's padding
+  // sequences have no state slot, and the linear-attention ops check the step's slots on the host.
+  if (limits.graphs && ops_->graphs_supported() && !trace_ && !cfg_.hybrid()) {
     graph_buckets_ = graph_batch_buckets(max_seqs);
+    std::erase_if(graph_buckets_, [&](int32_t n) { return !moe_on_device(n); });
     graph_context_limit_ = limits.context_length;
   }
   // Device memory: the largest step's buffers now, before the KV cache takes the rest.
   if (!ops_->host_memory()) reserve(limits.max_batch_tokens, max_seqs, true, true);
   return graph_buckets_;
+}
+
+bool DecoderModel::moe_on_device(int64_t n_tokens) const {
+  const int64_t pairs = n_tokens * cfg_.n_expert_used;
+  for (const LayerWeights& L : w_.layers) {
+    if (!L.ffn_down_exps.data) continue;
+    const TensorView& gate_up = L.ffn_gate_up_exps.data ? L.ffn_gate_up_exps : L.ffn_gate_exps;
+    for (const ExpertMatrix& m :
+         {ExpertMatrix{&gate_up, 0, cfg_.n_ff_exp}, ExpertMatrix{&L.ffn_down_exps, 0, cfg_.n_embd}})
+      if (!ops_->matmul_experts_on_device(m, pairs)) return false;
+  }
+  return true;
 }
 
 void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
@@ -143,9 +155,11 @@ void DecoderModel::reserve(int64_t n, int64_t n_logits, bool logits, bool ids) {
   // The dense MLP's width, or a shared expert's (qwen35moe has no dense MLP).
   for (Buffer* b : {&s_.gate, &s_.up}) grow(*b, floats(n * std::max(cfg_.n_ff, cfg_.n_ff_shexp)));
   if (cfg_.n_expert > 0) {
+    const int64_t pairs = n * cfg_.n_expert_used;
     grow(s_.moe_logits, floats(n * cfg_.n_expert));
-    for (Buffer* b : {&s_.moe_x, &s_.moe_y}) grow(*b, floats(n * cfg_.n_embd));
-    for (Buffer* b : {&s_.moe_gate, &s_.moe_up}) grow(*b, floats(n * cfg_.n_ff_exp));
+    for (Buffer* b : {&s_.moe_ids, &s_.moe_weights}) grow(*b, floats(pairs));  // 4-byte items
+    grow(s_.moe_y, floats(pairs * cfg_.n_embd));
+    for (Buffer* b : {&s_.moe_gate, &s_.moe_up}) grow(*b, floats(pairs * cfg_.n_ff_exp));
   }
   if (cfg_.moe_beside_mlp)
     for (Buffer* b : {&s_.moe_router_in, &s_.moe_out}) grow(*b, floats(n * cfg_.n_embd));

@@ -57,9 +57,10 @@ class DecoderModel : public Model {
     Buffer sel;     // residual rows that need logits [n_logits x n_embd]
     Buffer logits;  // [n_logits x n_vocab] (backends whose memory is not the host's; greedy)
     Buffer ids;     // [n_logits] int32 greedy tokens
-    // MoE layers (config n_expert > 0): router logits [n x n_expert]; one expert's gathered
-    // input rows [m x n_embd], its gate and up [m x n_ff_exp], its output rows [m x n_embd].
-    Buffer moe_logits, moe_x, moe_gate, moe_up, moe_y;
+    // MoE layers (config n_expert > 0): router logits [n x n_expert]; the routing's expert ids
+    // and weights [n x k] (int32, f32); the experts' gate and up [n k x n_ff_exp] and output
+    // rows [n k x n_embd], one row per (token, expert) pair.
+    Buffer moe_logits, moe_ids, moe_weights, moe_gate, moe_up, moe_y;
     // MoE beside the MLP (config moe_beside_mlp): the router's input and the routed branch's
     // output [n x n_embd] each, while h and out hold the experts' input and the MLP's output.
     Buffer moe_router_in, moe_out;
@@ -68,15 +69,6 @@ class DecoderModel : public Model {
     // Gated delta-net layers (hybrid): projections [n x conv_dim] before and after the conv,
     // z and the recurrence's output [n x n_v x v_dim], a and b [n x n_v].
     Buffer ssm_qkv, ssm_conv, ssm_z, ssm_core, ssm_a, ssm_b;
-  };
-
-  // Host side of the MoE routing, reused across steps: per expert, the step's token rows that
-  // chose it (in token order) and their routing weights.
-  struct MoeRouting {
-    std::vector<float> logits;  // [n x n_expert] downloaded router logits
-    std::vector<std::vector<int32_t>> rows;
-    std::vector<std::vector<float>> weights;
-    std::vector<uint8_t> written;  // [n] whether a token's output row holds its first expert
   };
 
   // The architecture's forward pass over the step's n tokens, from the embeddings to the last
@@ -95,11 +87,15 @@ class DecoderModel : public Model {
   // times the layer's expert_scale where it has one), each expert an MLP gated by
   // config.activation; the sum runs in increasing expert index, so a token's result is the same
   // whatever else shares the step. The router reads router_in when given (gemma4), else h.
-  // Routing is read on the host: a step with an MoE layer is never recorded as a graph. Traces
-  // the result as out_name.
+  // Routing, expert matmuls and the weighted sum are backend ops (ops.h): a step with MoE layers
+  // is recorded as a graph where the backend keeps the routing on the device
+  // (matmul_experts_on_device). Traces the result as out_name.
   void moe_block(int il, const float* h, int64_t n, float* out, const float* router_in = nullptr,
                  const char* out_name = "ffn_out");
   void shared_expert(int il, const float* h, int64_t n, float* out);  // part of moe_block
+  // Whether the backend keeps every MoE layer's routing on the device for a step of n_tokens
+  // (true without MoE layers): the graph buckets it allows.
+  bool moe_on_device(int64_t n_tokens) const;
   // Gated delta-net linear attention (models/qwen35.cpp): out = out_proj(gated_norm(
   // delta_rule(conv(qkv(h)), gates a, b), z(h))), through the layer's recurrent state slots.
   void delta_net_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
@@ -129,7 +125,6 @@ class DecoderModel : public Model {
   Scratch s_;
   size_t kept_rows_ = 0;           // logit rows forward_sample left in s_.logits
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
-  MoeRouting moe_;
   std::function<void(const TraceEvent&)> trace_;
 
  private:

@@ -225,8 +225,7 @@ void bind_gemma4_moe(Binder& b, const ModelConfig& c, const std::string& p, Laye
   L.ffn_gate_up_exps =
       b.experts(p + "ffn_gate_up_exps.weight", c.n_embd, 2 * int64_t{c.n_ff_exp}, c.n_expert);
   L.ffn_down_exps = b.experts(p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert);
-  b.vector(p + "ffn_down_exps.scale", c.n_expert, w);
-  L.expert_scale = w.host_vectors.back();
+  L.ffn_exp_scale = b.vector(p + "ffn_down_exps.scale", c.n_expert, w);
   L.ffn_pre_norm_2 = b.vector(p + "pre_ffw_norm_2.weight", c.n_embd, w);
   L.ffn_post_norm_1 = b.vector(p + "post_ffw_norm_1.weight", c.n_embd, w);
   L.ffn_post_norm_2 = b.vector(p + "post_ffw_norm_2.weight", c.n_embd, w);

@@ -42,11 +42,11 @@ struct LayerWeights {
   // gemma4 (config.moe_beside_mlp): gate and up stacked per expert (n_embd -> 2 n_ff_exp, the
   // gate's rows first) instead of ffn_gate_exps / ffn_up_exps; the router input's scale; the
   // norms of the experts' input and of each branch's output; and the per-expert scale of the
-  // routing weights (ffn_down_exps.scale), kept on the host where the routing is computed.
+  // routing weights (ffn_down_exps.scale).
   TensorView ffn_gate_up_exps;
   TensorView ffn_gate_inp_scale;                                // [n_embd]
   TensorView ffn_pre_norm_2, ffn_post_norm_1, ffn_post_norm_2;  // [n_embd]
-  std::vector<float> expert_scale;                              // [n_expert]; empty = 1
+  TensorView ffn_exp_scale;                                     // [n_expert]; absent = 1
   // gemma4: per-layer input (n_embd -> n_embd_per_layer gate, n_embd_per_layer -> n_embd
   // projection, its post norm), V's weightless RMSNorm (ones of head_dim), and the scale of
   // the layer's output (blk.N.layer_output_scale.weight, read at bind time).
@@ -122,6 +122,7 @@ struct ModelWeights {
                             &L.ffn_down_exps,
                             &L.ffn_gate_up_exps,
                             &L.ffn_gate_inp_scale,
+                            &L.ffn_exp_scale,
                             &L.ffn_pre_norm_2,
                             &L.ffn_post_norm_1,
                             &L.ffn_post_norm_2,

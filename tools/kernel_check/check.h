@@ -132,5 +132,6 @@ void check_matmul_fast(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);
 void check_ssm(Context& ctx);  // ssm_conv, gated_delta_rule, rms_norm_gated, sigmoid_mul
+void check_moe(Context& ctx);  // moe_route, matmul_experts, moe_combine, sigmoid_scale_rows
 
 }  // namespace memra::kernel_check

@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     kc::check_sampling(ctx);
     kc::check_sample_rows(ctx);
     kc::check_ssm(ctx);
+    kc::check_moe(ctx);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto& results = ctx.results();

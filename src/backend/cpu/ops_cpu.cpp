@@ -12,9 +12,11 @@
 
 #include "backend/cpu/attention_cpu.h"
 #include "backend/cpu/linear_attention_cpu.h"
+#include "backend/cpu/moe_cpu.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/sample_chain.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/expert_groups.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "formats/quant.h"
@@ -238,6 +240,43 @@ class CpuOps final : public Ops {
       y[i] = static_cast<float>(y[i] / (1.0 + std::exp(-double{gate[i]})));
   }
 
+  void moe_route(const float* logits, int64_t n_tokens, const MoeRouteParams& p, int32_t* ids,
+                 float* weights) override {
+    cpu::moe_route(logits, n_tokens, p, ids, weights);
+  }
+  // Each expert's matrices over the gathered rows of its pairs (matmul rows are independent, so
+  // a row's result is the same as over any other set of rows), scattered back to pair order.
+  void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
+                      const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) override {
+    if (ws.empty() || ws.size() != ys.size() || x_div < 1)
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} matrices, {} outputs, x_div {}",
+           ws.size(), ys.size(), x_div);
+    const int64_t n_in = static_cast<int64_t>(ws[0].stacked->ne[0]);
+    expert_groups_build(ids, n_pairs, static_cast<int64_t>(ws[0].stacked->ne[2]), groups_);
+    for (size_t e = 0; e + 1 < groups_.begin.size(); ++e) {
+      const int64_t b = groups_.begin[e], m = groups_.begin[e + 1] - b;
+      if (m == 0) continue;
+      moe_x_.resize(static_cast<size_t>(m * n_in));
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(x + groups_.pairs[b + i] / x_div * n_in, n_in, moe_x_.data() + i * n_in);
+      for (size_t o = 0; o < ws.size(); ++o) {
+        const int64_t n_out = ws[o].n_out;
+        moe_y_.resize(static_cast<size_t>(m * n_out));
+        matmul(expert_view(ws[o], static_cast<int64_t>(e)), moe_x_.data(), m, moe_y_.data());
+        for (int64_t i = 0; i < m; ++i)
+          std::copy_n(moe_y_.data() + i * n_out, n_out, ys[o] + groups_.pairs[b + i] * n_out);
+      }
+    }
+  }
+  bool matmul_experts_on_device(const ExpertMatrix&, int64_t) const override { return true; }
+  void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, int64_t dim,
+                   float* out) override {
+    cpu::moe_combine(y, weights, n_tokens, k, dim, out);
+  }
+  void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim) override {
+    cpu::sigmoid_scale_rows(y, g, n_rows, dim);
+  }
+
  private:
   // Rows dequantized to f32 one at a time (reference mode, or a dtype with no fast dot).
   void matmul_dequant(const TensorView& w, uint64_t row_bytes, const float* x, int64_t n_tokens,
@@ -271,6 +310,8 @@ class CpuOps final : public Ops {
   std::vector<std::vector<float>> scratch_;  // per thread: one dequantized weight row
   SampleScratch sample_scratch_;             // sample_rows
   StepLayout step_;                          // the current step's metadata (step_begin)
+  ExpertGroups groups_;                      // matmul_experts: the step's pairs by expert
+  std::vector<float> moe_x_, moe_y_;         // matmul_experts: one expert's rows in and out
 };
 
 }  // namespace

@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "backend/cuda/experts_grouped.h"
 #include "backend/cuda/fast_gemm.h"
+#include "backend/cuda/ops_cuda_support.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -28,60 +30,6 @@
 namespace memra::cuda {
 
 namespace {
-
-// Pinned host memory, for copies that overlap with the host's next work.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() {
-    if (data_) (void)cudaFreeHost(data_);
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  void reserve(size_t bytes) {
-    if (bytes <= size_) return;
-    if (data_) check(cudaFreeHost(data_), "cudaFreeHost");
-    data_ = nullptr;
-    size_ = 0;
-    check(cudaMallocHost(&data_, bytes), "cudaMallocHost");
-    size_ = bytes;
-  }
-  void* data() const { return data_; }
-
- private:
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
-// Fault injection for tests of the error paths (never set in production): MEMRA_CUDA_FAULT=
-// alloc:N makes the N-th device allocation of the backend fail as out of memory; launch:N makes
-// the N-th kernel launch (a graph replay counts as one) fail as a sticky error (the context is
-// then treated as unusable); capture:N makes the N-th graph recording fail (that step shape then
-// runs eagerly).
-struct FaultPlan {
-  int64_t alloc_at = 0;
-  int64_t launch_at = 0;
-  int64_t capture_at = 0;
-  static FaultPlan from_env() {
-    FaultPlan p;
-    const char* v = std::getenv("MEMRA_CUDA_FAULT");
-    if (!v) return p;
-    const std::string s(v);
-    const size_t colon = s.find(':');
-    const std::string kind = s.substr(0, colon);
-    const int64_t n = colon == std::string::npos ? 1 : std::atoll(s.c_str() + colon + 1);
-    if (kind == "alloc")
-      p.alloc_at = n;
-    else if (kind == "launch")
-      p.launch_at = n;
-    else if (kind == "capture")
-      p.capture_at = n;
-    else
-      fail(ErrorCode::invalid_argument, "MEMRA_CUDA_FAULT={} is not alloc:N, launch:N or capture:N",
-           s);
-    return p;
-  }
-};
 
 class CudaOps final : public Ops {
  public:
@@ -150,7 +98,10 @@ class CudaOps final : public Ops {
            "tensor {} has dtype {}, which the CUDA backend has no kernel for", host.name,
            dtype_name(host.dtype));
     const auto n_in = static_cast<int64_t>(host.ne[0]), n_out = static_cast<int64_t>(host.ne[1]);
-    const bool tile = tiled_weights_ && host.n_dims == 2 && reads(use, WeightUse::matmul) &&
+    // A stack of experts' matrices (3-D) tiles expert by expert, one after another.
+    const auto n_expert = static_cast<int64_t>(host.n_dims == 3 ? host.ne[2] : 1);
+    const bool tile = tiled_weights_ && (host.n_dims == 2 || host.n_dims == 3) &&
+                      reads(use, WeightUse::matmul) &&
                       kernels::matmul_tiled_supports(host.dtype, n_in);
     // A matrix only matmul reads keeps just its tiled form: the file's rows go to a temporary.
     // On the backend's stream: a plain cudaMemcpy from pageable memory may return before its DMA
@@ -163,9 +114,12 @@ class CudaOps final : public Ops {
     TensorView out = host;
     out.data = ggml.data();
     if (tile) {
-      Buffer& t =
-          weights_.emplace_back(alloc(kernels::matmul_tiled_bytes(host.dtype, n_in, n_out)));
-      kernels::matmul_tile(host.dtype, ggml.data(), n_in, n_out, t.data(), stream());
+      const size_t tiled = kernels::matmul_tiled_bytes(host.dtype, n_in, n_out);
+      Buffer& t = weights_.emplace_back(alloc(tiled * n_expert));
+      for (int64_t e = 0; e < n_expert; ++e)
+        kernels::matmul_tile(host.dtype,
+                             static_cast<uint8_t*>(ggml.data()) + e * host.n_bytes / n_expert, n_in,
+                             n_out, static_cast<uint8_t*>(t.data()) + e * tiled, stream());
       if (!reads(use, WeightUse::rows)) out.data = t.data();
       tiled_[out.data] = t.data();
     }
@@ -327,6 +281,64 @@ class CudaOps final : public Ops {
     launched("sample_rows");
     download(out.data(), results, out.size_bytes());
   }
+  // ---- mixture of experts
+  void moe_route(const float* logits, int64_t n_tokens, const MoeRouteParams& p, int32_t* ids,
+                 float* weights) override {
+    kernels::moe_route(logits, n_tokens, p.n_expert, p.k, p.normalize, p.scale, ids, weights,
+                       stream());
+    launched("moe_route");
+  }
+  // MEMRA_MOE_DEVICE=0 sends every step to the grouped path (routing read on the host): an A/B.
+  bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const override {
+    static const bool enabled = env_switch("MEMRA_MOE_DEVICE", true);
+    const auto [data, layout] = matmul_form(*w.stacked);
+    return enabled && w.row_begin % 16 == 0 &&
+           kernels::matmul_experts_supports(w.stacked->dtype, layout,
+                                            static_cast<int64_t>(w.stacked->ne[0]), n_pairs);
+  }
+  void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
+                      const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) override {
+    constexpr size_t kMaxOuts = 4;
+    if (ws.empty() || ws.size() > kMaxOuts || ys.size() != ws.size() || x_div < 1)
+      fail(ErrorCode::internal, "matmul_experts: {} matrices, {} outputs, x_div {}", ws.size(),
+           ys.size(), x_div);
+    if (n_pairs <= 0) return;
+    const auto n_in = static_cast<int64_t>(ws[0].stacked->ne[0]);
+    bool on_device = true;
+    for (const ExpertMatrix& w : ws) on_device = on_device && matmul_experts_on_device(w, n_pairs);
+    if (!on_device) {
+      const auto grow_fn = [this](Buffer& b, size_t bytes) { return grow(b, bytes); };
+      const auto form_fn = [this](const TensorView& w) { return matmul_form(w); };
+      experts_grouped_.run(*this, stream(), grow_fn, form_fn, matmul_scratch_, ws, x, x_div, ids,
+                           n_pairs, ys);
+      launched("matmul_experts");
+      return;
+    }
+    std::array<kernels::ExpertsOut, kMaxOuts> outs{};
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const TensorView& s = *ws[i].stacked;
+      const auto [data, layout] = matmul_form(s);
+      const auto bytes = static_cast<int64_t>(
+          kernels::matmul_tiled_bytes(s.dtype, n_in, static_cast<int64_t>(s.ne[1])));
+      const size_t skip = kernels::matmul_tiled_bytes(s.dtype, n_in, ws[i].row_begin);
+      outs[i] = {s.dtype, static_cast<const uint8_t*>(data) + skip, bytes, ws[i].n_out, ys[i]};
+    }
+    void* scratch =
+        grow(matmul_scratch_, kernels::matmul_scratch_bytes((n_pairs + x_div - 1) / x_div, n_in));
+    kernels::matmul_experts(outs.data(), static_cast<int>(ws.size()), n_in, x, x_div, ids, n_pairs,
+                            scratch, stream());
+    launched("matmul_experts");
+  }
+  void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, int64_t dim,
+                   float* out) override {
+    kernels::moe_combine(y, weights, n_tokens, k, dim, out, stream());
+    launched("moe_combine");
+  }
+  void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim) override {
+    kernels::sigmoid_scale_rows(y, g, n_rows, dim, stream());
+    launched("sigmoid_scale_rows");
+  }
+
   void add(float* y, const float* x, int64_t n) override {
     kernels::add(y, x, n, stream());
     launched("add");
@@ -590,6 +602,7 @@ class CudaOps final : public Ops {
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+  ExpertsGrouped experts_grouped_;  // matmul_experts steps the device path does not take
   static bool tiled_weights_from_env() {
     const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
     if (!v || std::string_view(v) == "tiled") return true;
