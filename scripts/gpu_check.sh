@@ -63,7 +63,9 @@ step() {  # step NAME SECONDS COMMAND...: runs it under a time limit, logs, reco
 MODELS_DIR=${MEMRA_GPU_MODELS:-/tmp/memra-synth}
 mkdir -p "$MODELS_DIR"
 synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file, made once
-  local f="$MODELS_DIR/$1-$2.gguf"
+  local tag=""  # a file of the first L layers (--layers L) is named apart
+  [[ " ${*:3} " =~ " --layers "([0-9]+) ]] && tag="-${BASH_REMATCH[1]}layers"
+  local f="$MODELS_DIR/$1-$2$tag.gguf"
   [ -f "$f" ] || "$BIN/memra" synth --shape "$1" --type "$2" --seed 0 -o "$f" "${@:3}" \
     >>"$LOGS/synth.log" 2>&1
   echo "$f"
@@ -111,7 +113,11 @@ if [ "$MODE" != bench8b ]; then
     --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3)
-  for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m"; do
+  # The MoE fixtures (F32 experts: routing read on the host) and the first 4 layers of the
+  # Qwen3-30B-A3B shape in Q4_K_M (tiled experts: routing and expert matmuls on the device).
+  GATE+=(tests/fixtures/models/qwen3_moe)
+  for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m" \
+    "qwen3-30b-a3b q4_k_m --layers 4"; do
     GATE+=("$(synth $spec)")
   done
   step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
@@ -124,7 +130,7 @@ if [ "$MODE" != bench8b ]; then
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
   step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
-    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:4}"
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:5}"
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
@@ -155,9 +161,14 @@ if [ "$MODE" != quick ]; then
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   # (No fast run for BF16: the fast path leaves F16/BF16 weights on the canonical kernels.)
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
-  # Issue 11's families on the GPU: the Qwen3.5 hybrid (delta-net layers, opt-in on CUDA until
-  # their gate passes) dense and MoE (routing on the host). Gemma 4's 512-wide full-attention
-  # heads have no CUDA kernel yet (refused at load).
+  # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
+  # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
+  # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers, opt-in
+  # on CUDA until their gate passes) dense and MoE. Gemma 4's 512-wide full-attention heads have
+  # no CUDA kernel yet (refused at load).
+  bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
+  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
+    -p 512 -n 64 -c 1,8
   bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" linear-attention \
     MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,64
   bench_with "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" linear-attention \

@@ -88,7 +88,19 @@ void dense_ffn(TensorListBuilder& b, const std::string& p, uint64_t e, uint64_t 
   b.matrix(p + "ffn_down.weight", n_ff, e);
 }
 
-// llama / qwen3 / gemma3: attention and MLP in every layer.
+// qwen3moe's sparse layers (HfModelConfig::moe_layers): a router (logits ~N(0, 1) on the normed
+// input, as qwen35moe's) and the experts as stacked 3-D tensors, no shared expert.
+void routed_ffn(TensorListBuilder& b, const HfModelConfig& c, const std::string& p) {
+  const uint64_t e = c.n_embd, n_expert = md_int(c, "expert_count");
+  const uint64_t n_ff = md_int(c, "expert_feed_forward_length");
+  b.matrix(p + "ffn_gate_inp.weight", e, n_expert);
+  b.experts(p + "ffn_gate_exps.weight", e, n_ff, n_expert);
+  b.experts(p + "ffn_up_exps.weight", e, n_ff, n_expert);
+  b.experts(p + "ffn_down_exps.weight", n_ff, e, n_expert);
+}
+
+// llama / qwen3 / qwen3moe / gemma3: attention and an MLP (or qwen3moe's routed experts, in the
+// layers the config makes sparse) in every layer.
 void dense_layers(TensorListBuilder& b, const HfModelConfig& c) {
   const uint64_t e = c.n_embd, q = c.n_head * c.head_dim, kv = c.n_head_kv * c.head_dim;
   const uint64_t n_ff = md_int(c, "feed_forward_length");
@@ -105,7 +117,10 @@ void dense_layers(TensorListBuilder& b, const HfModelConfig& c) {
       b.norm(p + "attn_k_norm.weight", c.head_dim);
     }
     b.norm(p + "ffn_norm.weight", e);
-    dense_ffn(b, p, e, n_ff);
+    if (static_cast<size_t>(l) < c.moe_layers.size() && c.moe_layers[l])
+      routed_ffn(b, c, p);
+    else
+      dense_ffn(b, p, e, n_ff);
     if (arch.model == ArchModel::gemma3) {
       b.norm(p + "post_attention_norm.weight", e);
       b.norm(p + "post_ffw_norm.weight", e);

@@ -71,6 +71,8 @@ constexpr Published kPublished[] = {
     // Active 3.45B counting both untied embedding tables; "A3B" rounds and, as is common, leaves
     // the input table (a row lookup) out: 2.94B without it. 20% covers either convention.
     {"qwen3.6-35b-a3b", 35.0e9, 0.03, 3.0e9, 0.2},
+    // Qwen3-30B-A3B's card: 30.5B in total, 3.3B activated.
+    {"qwen3-30b-a3b", 30.5e9, 0.01, 3.3e9, 0.05},
     {"gemma-4-31b", 30.7e9, 0.01, 0, 0},             // text decoder 30.70B
     {"gemma-4-26b-a4b", 25.2e9, 0.01, 3.8e9, 0.02},  // 25.23B, 3.82B active
 };
