@@ -5,6 +5,14 @@ weights, through tests/models/model_run. Per model: teacher-forced logits over P
 tokens (identical). Teeth: the same comparison with the CUDA rows shifted by one position must
 fail, so a gate that cannot fail is caught.
 
+Mixture-of-experts models: a token's top-k experts are a discontinuous function of its router
+logits, so where the CPU's k-th and (k+1)-th experts are closer than the backends' rounding
+difference, the two backends route that token differently and its output moves by a whole
+expert's share. The gate therefore runs the CUDA side a second time with the CPU's routing pinned
+(model_run --routes-out / --routes-in) and holds that run to the thresholds and the greedy rule;
+the free run's metrics are reported beside it with the number of (token, layer) routings of the
+prompt that differ.
+
 Needs python3 + numpy only (it runs on the GPU machine). Usage:
     scripts/gpu_model_gate.py --bin DIR --json OUT.json MODEL [MODEL ...]
 MODEL is a fixture folder or a GGUF file; --positions P (default 256), --greedy G (default 32).
@@ -90,19 +98,46 @@ def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp):
             "row_abs_logit_max": float(np.abs(a).max())}
 
 
+def route_flips(cpu_routes, cuda_routes):
+    """(token, layer) routings of the teacher-forced prompt chunks (calls of more than one token,
+    where both runs saw the same tokens) whose expert sets differ."""
+    flips = total = 0
+    for a, b in zip(cpu_routes, cuda_routes):
+        if a["n"] <= 1 or (a["layer"], a["n"]) != (b["layer"], b["n"]):
+            continue
+        k = len(a["ids"]) // a["n"]
+        for t in range(a["n"]):
+            total += 1
+            flips += sorted(a["ids"][t * k:(t + 1) * k]) != sorted(b["ids"][t * k:(t + 1) * k])
+    return flips, total
+
+
 def gate_model(args, model):
     with tempfile.TemporaryDirectory() as tmp:
         probe, _, _ = run(args.bin, model, [3, 4], 1, "cpu", tmp, ["--threads", str(args.threads)])
         vocab = int(probe["n_vocab"])
         tokens = token_ids(args.positions, vocab, seed=len(model))
+        cpu_routes = os.path.join(tmp, "routes-cpu.json")
         cpu_out, cpu, cpu_s = run(args.bin, model, tokens, args.greedy, "cpu", tmp,
-                                  ["--threads", str(args.threads)])
-        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp)
-    m = compare(cpu, cuda, args.positions)
+                                  ["--threads", str(args.threads), "--routes-out", cpu_routes])
+        with open(cpu_routes) as f:
+            moe = len(json.load(f)) > 0
+        free_routes = os.path.join(tmp, "routes-cuda.json")
+        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
+                                     ["--routes-out", free_routes] if moe else [])
+        m = compare(cpu, cuda, args.positions)
+        if moe:  # the free run reported; the pinned run judged
+            with open(cpu_routes) as f, open(free_routes) as g:
+                flips, routed = route_flips(json.load(f), json.load(g))
+            m["free"] = dict(m, greedy_identical=cpu_out["greedy"] == cuda_out["greedy"],
+                             route_flips=flips, routed_token_layers=routed)
+            cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
+                                         ["--routes-in", cpu_routes])
+            m = dict(compare(cpu, cuda, args.positions), free=m["free"], routing="pinned to the CPU's")
     m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
     m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
     m["pass"] = passes(m) and m["greedy_identical"]
-    if not m["greedy_identical"]:
+    if not m["greedy_identical"] and "free" not in m:  # (a pinned run's routes fit its tokens only)
         with tempfile.TemporaryDirectory() as tmp:
             m["divergence"] = explain_divergence(args, model, tokens, cpu_out["greedy"],
                                                  cuda_out["greedy"], tmp)
@@ -135,6 +170,12 @@ def main():
         if "error" in r:
             print(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
             continue
+        if "free" in r:
+            f = r["free"]
+            print(f"  {r['model'][-46:]}: MoE, judged with the CPU's routing pinned; free run: top1 "
+                  f"{f['top1']:.4f}, KL {f['kl_mean']:.2e}, rel err {f['rel_err_max']:.2e}, greedy "
+                  f"{'same' if f['greedy_identical'] else 'DIFF'}, {f['route_flips']} of "
+                  f"{f['routed_token_layers']} (token, layer) routings differ")
         if "divergence" in r:
             d = r["divergence"]
             print(f"  {r['model'][-46:]}: greedy differs at step {d['step']} (cpu {d['cpu_token']}, "

@@ -19,7 +19,10 @@ const float* f32(const TensorView& t) {
 
 DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
                            const ModelLoadOptions& options)
-    : archive_(std::move(archive)), ops_(options.ops), trace_(options.trace) {
+    : archive_(std::move(archive)),
+      ops_(options.ops),
+      trace_(options.trace),
+      moe_routes_(options.moe_routes) {
   if (!ops_) fail(ErrorCode::invalid_argument, "model_load: no backend given");
   cfg_ = model_config_read(*archive_);
   w_ = model_weights_bind(*archive_, cfg_);
@@ -123,7 +126,7 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   // MoE layer whose backend reads the routing on the host (buckets above what it keeps on the
   // device run eagerly). Hybrid models are never recorded either: a padded decode step's padding
   // sequences have no state slot, and the linear-attention ops check the step's slots on the host.
-  if (limits.graphs && ops_->graphs_supported() && !trace_ && !cfg_.hybrid()) {
+  if (limits.graphs && ops_->graphs_supported() && !trace_ && !moe_routes_ && !cfg_.hybrid()) {
     graph_buckets_ = graph_batch_buckets(max_seqs);
     std::erase_if(graph_buckets_, [&](int32_t n) { return !moe_on_device(n); });
     graph_context_limit_ = limits.context_length;

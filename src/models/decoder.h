@@ -126,6 +126,9 @@ class DecoderModel : public Model {
   size_t kept_rows_ = 0;           // logit rows forward_sample left in s_.logits
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
   std::function<void(const TraceEvent&)> trace_;
+  std::function<void(int, int64_t, std::span<int32_t>, std::span<float>)> moe_routes_;  // test hook
+  std::vector<int32_t> routes_ids_;  // moe_routes_: host copies of a layer's routing
+  std::vector<float> routes_weights_;
 
  private:
   // One step: logits into the span, or (argmax_cols > 0) greedy ids, or (keep) logits left in

@@ -23,6 +23,18 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out, cons
   const MoeRouteParams route{cfg_.n_expert, k, cfg_.expert_weights_norm,
                              static_cast<const float*>(L.ffn_exp_scale.data)};
   ops_->moe_route(logits, n, route, ids, weights);
+  if (moe_routes_) {  // a gate's hook may read and replace the routing (ModelLoadOptions)
+    routes_ids_.resize(static_cast<size_t>(pairs));
+    routes_weights_.resize(static_cast<size_t>(pairs));
+    ops_->download(routes_ids_.data(), ids, routes_ids_.size() * sizeof(int32_t));
+    ops_->download(routes_weights_.data(), weights, routes_weights_.size() * sizeof(float));
+    moe_routes_(il, n, routes_ids_, routes_weights_);
+    for (int32_t e : routes_ids_)
+      if (e < 0 || e >= cfg_.n_expert)
+        fail(ErrorCode::invalid_argument, "moe_routes: expert {} of {}", e, cfg_.n_expert);
+    ops_->upload(ids, routes_ids_.data(), routes_ids_.size() * sizeof(int32_t));
+    ops_->upload(weights, routes_weights_.data(), routes_weights_.size() * sizeof(float));
+  }
   float *gate = s_.moe_gate.f32(), *up = s_.moe_up.f32(), *y = s_.moe_y.f32();
   const bool stacked = L.ffn_gate_up_exps.data != nullptr;  // gemma4: gate rows, then up rows
   const ExpertMatrix w_gate{stacked ? &L.ffn_gate_up_exps : &L.ffn_gate_exps, 0, ff};

@@ -4,7 +4,9 @@
 // (tests/python/test_models_*.py) and for the CPU forward figures in docs/PERFORMANCE.md:
 //   model_run --model FILE --tokens-file ids.json --chunk 64 --greedy 32 [--threads 2]
 // Other flags: --reference (reference ops), --all-logits, --argmax (per prompt position),
-// --trace (every named intermediate, to diff against a reference layer by layer),
+// --trace (every named intermediate, to diff against a reference layer by layer), --routes-out /
+// --routes-in (record an MoE model's routing, or run with a recorded one: the GPU gate pins the
+// CUDA run to the CPU's routing),
 // --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16), --device D (cpu by
 // default; cuda for the GPU model gates), --kv-dtype F32|BF16, --logits-out FILE (with
 // --all-logits: the rows as raw f32 instead of JSON, for real-sized vocabularies).
@@ -47,6 +49,8 @@ struct Options {
   std::string device = "cpu";  // cpu | cuda | cuda:N | auto
   std::string kv_dtype;        // KV cache dtype name; empty = the backend's default
   std::string logits_out;      // --all-logits rows as raw little-endian f32 to this file
+  std::string routes_out;      // every MoE layer's routing (ids, weights) as JSON to this file
+  std::string routes_in;       // ... read back: the run uses these instead of its own
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -96,6 +100,10 @@ Options parse_args(int argc, char** argv) {
       o.kv_dtype = next();
     else if (a == "--logits-out")
       o.logits_out = next();
+    else if (a == "--routes-out")
+      o.routes_out = next();
+    else if (a == "--routes-in")
+      o.routes_in = next();
     else
       fail(ErrorCode::invalid_argument, "unknown option {}", a);
   }
@@ -187,6 +195,39 @@ int run(const Options& o) {
                        {"head", std::vector<float>(e.data, e.data + std::min<int64_t>(n, 8))}});
     };
   }
+  // MoE routing: recorded per call in order (--routes-out), or replayed (--routes-in), each call
+  // checked against the recording's layer and token count.
+  nlohmann::json routes = nlohmann::json::array();
+  size_t routes_next = 0;
+  if (!o.routes_in.empty()) {
+    std::ifstream in(o.routes_in);
+    routes = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  if (!o.routes_out.empty() || !o.routes_in.empty()) {
+    load_options.moe_routes = [&](int layer, int64_t n, std::span<int32_t> ids,
+                                  std::span<float> weights) {
+      if (o.routes_in.empty()) {
+        routes.push_back({{"layer", layer},
+                          {"n", n},
+                          {"ids", std::vector<int32_t>(ids.begin(), ids.end())},
+                          {"weights", std::vector<float>(weights.begin(), weights.end())}});
+        return;
+      }
+      if (routes_next >= routes.size())
+        fail(ErrorCode::invalid_argument, "--routes-in: {} routing calls recorded, more made",
+             routes.size());
+      const nlohmann::json& r = routes[routes_next++];
+      const auto rid = r.at("ids").get<std::vector<int32_t>>();
+      const auto rw = r.at("weights").get<std::vector<float>>();
+      if (r.at("layer").get<int>() != layer || r.at("n").get<int64_t>() != n ||
+          rid.size() != ids.size() || rw.size() != weights.size())
+        fail(ErrorCode::invalid_argument,
+             "--routes-in: call {} recorded layer {} with {} tokens, this run has layer {} with {}",
+             routes_next - 1, r.at("layer").get<int>(), r.at("n").get<int64_t>(), layer, n);
+      std::copy(rid.begin(), rid.end(), ids.begin());
+      std::copy(rw.begin(), rw.end(), weights.begin());
+    };
+  }
   auto model = model_load(archive, load_options);
   const int64_t n_vocab = model->info().n_vocab;
   const int32_t total = static_cast<int32_t>(o.tokens.size()) + o.greedy;
@@ -255,6 +296,12 @@ int run(const Options& o) {
     out["logits"] = all_logits;
   }
   if (o.trace) out["trace"] = trace;
+  if (!o.routes_out.empty()) {
+    std::ofstream f(o.routes_out);
+    f << routes.dump();
+    if (!f) fail(ErrorCode::io, "cannot write {}", o.routes_out);
+  }
+  if (!o.routes_in.empty()) out["routes_replayed"] = routes_next;
   out["load_s"] = secs(t_load, t_prefill);
   out["prefill_tokens"] = n_prompt;
   out["prefill_tok_s"] = n_prompt / secs(t_prefill, t_decode);
