@@ -256,9 +256,10 @@ constexpr int32_t kAttentionSplit = 256;
 // Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
 // every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
-// The head sizes attention() has kernels for with every cache type: 16, 32, 64, 128, 256 (512 has
-// kernels for f16 and bf16 caches only).
-bool attention_supports_head_dim(int head_dim);
+// Whether attention() has a kernel for this head size and KV cache dtype: 16, 32, 64, 128, 256
+// with an f32, f16 or bf16 cache; 512 with f16 or bf16 (an f32 cache's 512-dim chunks do not fit
+// a pipelined ring in shared memory).
+bool attention_supports_head_dim(int head_dim, DType cache);
 size_t attention_scratch_bytes_max(int head_dim);
 
 // Causal attention of each query token t (q: [n_tokens rows, stride ldq] x n_heads x head_dim)

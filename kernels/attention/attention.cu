@@ -212,9 +212,20 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const Devi
 
 }  // namespace
 
-bool attention_supports_head_dim(int head_dim) {
-  // 512 is left out: it has kernels for 16-bit caches only.
-  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+bool attention_supports_head_dim(int head_dim, DType cache) {
+  const bool cache_ok = cache == DType::f32 || cache == DType::f16 || cache == DType::bf16;
+  switch (head_dim) {
+    case 16:
+    case 32:
+    case 64:
+    case 128:
+    case 256:
+      return cache_ok;
+    case 512:
+      return cache == DType::f16 || cache == DType::bf16;
+    default:
+      return false;
+  }
 }
 
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
