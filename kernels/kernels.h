@@ -288,17 +288,20 @@ constexpr int32_t kAttentionSplit = 256;
 // Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
 // every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
-// The head sizes attention() has kernels for: 32, 64, 128, 256.
-bool attention_supports_head_dim(int head_dim);
+// Whether attention() has a kernel for this head size and KV cache dtype: 16, 32, 64, 128, 256
+// with an f32, f16 or bf16 cache; 512 with f16 or bf16 (an f32 cache's 512-dim chunks do not fit
+// a pipelined ring in shared memory).
+bool attention_supports_head_dim(int head_dim, DType cache);
 size_t attention_scratch_bytes_max(int head_dim);
 
 // Causal attention of each query token t (q: [n_tokens rows, stride ldq] x n_heads x head_dim)
 // over its sequence's cached keys 0..positions[t] (which kv_store has written this step), read
 // through the block table. out: [n_tokens x n_heads x head_dim] dense. Keys are processed in
 // splits of a fixed number of tokens, combined with log-sum-exp in split order: the same for a
-// decode token, a prefill chunk of any length and any batch. head_dim in {32, 64, 128, 256} (else
-// Error(unsupported)). scratch: attention_scratch_bytes(step, ...) bytes (may be null when 0);
-// a forced split plan needs the split partials' bytes and fails when they exceed the cap.
+// decode token, a prefill chunk of any length and any batch. head_dim in {16, 32, 64, 128, 256},
+// or 512 with an f16 / bf16 cache (else Error(unsupported)). scratch:
+// attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
+// split partials' bytes and fails when they exceed the cap.
 // kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);

@@ -48,10 +48,12 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   # Only the CUDA targets: the CPU code in this preset is the same code the cpu build just built.
   cmake --build --preset cuda -j "$JOBS" --target memra_cuda_targets
-  # Host-side tests of the CUDA build that need no GPU: device selection and its refusals, and
-  # which steps the fast (--deterministic off) matmul takes.
+  # Host-side tests of the CUDA build that need no GPU: device selection and its refusals,
+  # which steps the fast (--deterministic off) matmul takes, and the attention kernels' head
+  # sizes x cache types.
   build/cuda/tests/engine/memra_backend_select_test
   build/cuda/tests/engine/memra_fast_gemm_policy_test
+  build/cuda/tests/engine/memra_attention_support_test
 else
   echo "nvcc not found: skipping the cuda preset" >&2
   exit 1

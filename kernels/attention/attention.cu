@@ -17,8 +17,8 @@ using detail::AttnParams;
 using detail::kSplit;
 
 // The split plan's partials are capped at this many (token, head, split) rows: ~68 MB of scratch
-// at head_dim 128. Steps above it run one_pass, which needs no scratch and has enough tokens to
-// fill the GPU anyway.
+// at head_dim 128, ~270 MB at 512. Steps above it run one_pass, which needs no scratch and has
+// enough tokens to fill the GPU anyway.
 constexpr int64_t kMaxPartialRows = int64_t{1} << 17;
 
 int64_t n_splits_of(const StepDev& step) {
@@ -43,7 +43,7 @@ __global__ void attention_combine_kernel(const float* partials, const int32_t* p
                                          const int32_t* token_seq, int n_tokens, int select,
                                          int32_t window, int n_heads, int n_splits, float* out) {
   detail::wait_for_inputs();
-  constexpr int kBatch = D <= 128 ? 64 : 32;  // <= 33 KiB of static shared memory
+  constexpr int kBatch = D <= 128 ? 64 : D <= 256 ? 32 : 16;  // <= 33 KiB of static shared memory
   __shared__ float staged[kBatch * (D + 2)];
   __shared__ int found;
   int t = blockIdx.x;
@@ -184,6 +184,8 @@ template <typename CT>
 void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const DeviceLimits& lim,
                        cudaStream_t stream) {
   switch (head_dim) {
+    case 16:  // the tiny Gemma 4 fixture's sliding-window layers
+      return launch<16, CT>(p, multi, lim, stream);
     case 32:  // tiny test models (the gate fixtures)
       return launch<32, CT>(p, multi, lim, stream);
     case 64:
@@ -192,16 +194,38 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const Devi
       return launch<128, CT>(p, multi, lim, stream);
     case 256:
       return launch<256, CT>(p, multi, lim, stream);
+    case 512:  // Gemma 4's full-attention layers
+      if constexpr (sizeof(CT) == 4) {
+        fail(ErrorCode::unsupported,
+             "attention: head_dim 512 needs an F16 or BF16 KV cache on CUDA, not F32 (a chunk of "
+             "64 F32 keys of 512 dims is 129 KiB: shared memory holds one at most, no pipeline)");
+      } else {
+        return launch<512, CT>(p, multi, lim, stream);
+      }
     default:
       fail(ErrorCode::unsupported,
-           "attention: head_dim {} is not supported on CUDA (32, 64, 128, 256)", head_dim);
+           "attention: head_dim {} is not supported on CUDA (16, 32, 64, 128, 256; 512 with an "
+           "F16 or BF16 KV cache)",
+           head_dim);
   }
 }
 
 }  // namespace
 
-bool attention_supports_head_dim(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+bool attention_supports_head_dim(int head_dim, DType cache) {
+  const bool cache_ok = cache == DType::f32 || cache == DType::f16 || cache == DType::bf16;
+  switch (head_dim) {
+    case 16:
+    case 32:
+    case 64:
+    case 128:
+    case 256:
+      return cache_ok;
+    case 512:
+      return cache == DType::f16 || cache == DType::bf16;
+    default:
+      return false;
+  }
 }
 
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {

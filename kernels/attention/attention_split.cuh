@@ -112,9 +112,10 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Rows of a multi-query block: 64 up to head_dim 128, 32 at 256 (shared memory).
+// Rows of a multi-query block: 64 up to head_dim 128, 32 at 256, 16 at 512 (shared memory, and
+// the V accumulators' registers: rows x head_dim / 256 a thread).
 constexpr int multi_query_rows(int d) {
-  return d <= 128 ? 64 : 32;
+  return d <= 128 ? 64 : d <= 256 ? 32 : 16;
 }
 
 // Block shapes. MQ = false: one query token (decode), up to kMaxGroup rows; MQ = true: a tile of
@@ -123,18 +124,24 @@ template <int D, typename CT, bool MQ>
 struct AttnConfig {
   static constexpr int kRows = MQ ? multi_query_rows(D) : kMaxGroup;
   // Keys per staged chunk: one-query blocks take 128 so that a thread scores one key for half
-  // the rows (each converted K element serves several GQA heads); query tiles take 64.
-  static constexpr int kChunk = MQ ? 64 : 128;
-  static constexpr int kChunkShift = MQ ? 6 : 7;
+  // the rows (each converted K element serves several GQA heads); query tiles take 64. At head_dim
+  // 512 one-query blocks take 64 too: a 16-bit cache's 128-key chunk (130 KiB) would leave room
+  // for one ring buffer, 64 keys leave three, the bytes in flight of head_dim 256.
+  static constexpr int kChunk = MQ || D > 256 ? 64 : 128;
+  static constexpr int kChunkShift = kChunk == 64 ? 6 : 7;
   // Scores: a thread computes kRowsS rows x kKeysS keys of a chunk; a warp shares its rows.
   static constexpr int kKeysS = MQ ? 2 : 1;
   static constexpr int kKeySlots = kChunk / kKeysS;
   static constexpr int kRowGroupsS = kAttnThreads / kKeySlots;
   static constexpr int kRowsS = kRows / kRowGroupsS;
-  // Weighted V: a thread owns kRowsV rows x kDimsV contiguous dims; a warp shares its rows.
-  static constexpr int kDimsV = MQ ? D / 32 : (D >= 128 ? D / 128 : 1);
+  // Weighted V: a thread owns kRowsV rows x kDimsV contiguous dims; a warp shares its rows (head
+  // dims of 32 and more). Head_dim 16 has one dim a thread: a warp holds two row groups (the V
+  // phase has no warp-collective step, so this only costs divergence), and a one-query block
+  // has more row groups than rows: its threads past kRowGroupsV * kDimGroups own no row.
+  static constexpr int kDimsV = D < 32 ? 1 : MQ ? D / 32 : (D >= 128 ? D / 128 : 1);
   static constexpr int kDimGroups = D / kDimsV;
-  static constexpr int kRowGroupsV = kAttnThreads / kDimGroups;
+  static constexpr int kRowGroupsV =
+      kAttnThreads / kDimGroups < kRows ? kAttnThreads / kDimGroups : kRows;
   static constexpr int kRowsV = kRows / kRowGroupsV;
   // Staging: 16-byte segments; a key row is padded by 16 bytes so that the lanes' 16-byte reads
   // of different rows fall on different banks.
@@ -145,7 +152,8 @@ struct AttnConfig {
   // q rows, the split's scores, eight per-row arrays (statistics and query ranges).
   static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + 8 * kRows * 4;
   static_assert(kRowsS * kRowGroupsS == kRows && kRowsV * kRowGroupsV == kRows, "row split");
-  static_assert(kDimGroups % 32 == 0, "a warp shares its V rows");
+  static_assert(kRowGroupsV * kDimGroups <= kAttnThreads, "V owners fit the block");
+  static_assert(kDimGroups % 32 == 0 || D < 32, "a warp shares its V rows");
   static_assert(kKeySlots % 32 == 0, "a warp shares its score rows");
   static_assert(kChunk == 1 << kChunkShift && kSplit % kChunk == 0, "chunks tile a split");
 };
@@ -406,7 +414,7 @@ __device__ __forceinline__ void chunk_values(
   const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
   const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
   const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
-  if (rg >= run.n_rows) return;  // uniform per warp
+  if (rg >= run.n_rows) return;  // uniform per warp (head_dim >= 32)
   const unsigned char* vb = buf + dg * DV * sizeof(CT);
   int jb[C::kRowsV], je[C::kRowsV];
   bool full = true;

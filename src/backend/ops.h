@@ -267,10 +267,12 @@ class Ops {
   // tables; GQA when n_heads > n_kv_heads. out: [step tokens x n_heads x head_dim].
   virtual void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                          float* out) = 0;
-  // Whether attention() has a kernel for this head size (the CPU: any). A model with a layer it
-  // cannot run is refused at load, naming the size, before any weight moves.
-  virtual bool attention_head_dim_supported(int head_dim) const {
+  // Whether attention() has a kernel for this head size with a KV cache of this dtype (the CPU:
+  // any). A model with a layer it cannot run is refused at load, naming the size, before any
+  // weight moves.
+  virtual bool attention_head_dim_supported(int head_dim, DType cache) const {
     (void)head_dim;
+    (void)cache;
     return true;
   }
   // out[r] = x[step.logit_rows[r]] over rows of dim: the rows whose logits are wanted.

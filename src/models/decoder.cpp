@@ -61,11 +61,20 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
   const std::vector<KvLayerShape> shapes = kv_shapes();
   for (size_t il = 0; il < shapes.size(); ++il) {
     const int32_t head_dim = shapes[il].head_dim;
-    if (head_dim > 0 && !ops_->attention_head_dim_supported(head_dim))
+    if (head_dim <= 0 || ops_->attention_head_dim_supported(head_dim, kv_dtype_)) continue;
+    // A size the backend runs with its default cache type (CUDA: 512 with F16, not F32).
+    const DType fallback = ops_->kv_dtype_default();
+    if (fallback != kv_dtype_ && ops_->attention_head_dim_supported(head_dim, fallback))
       fail(ErrorCode::unsupported,
-           "the {} backend has no attention kernel for head_dim {} (layer {} of this {} model); "
-           "run it on the CPU (--device cpu)",
-           ops_->name(), head_dim, il, cfg_.arch);
+           "the {} backend has no attention kernel for head_dim {} with a {} KV cache (layer {} "
+           "of this {} model); use a {} KV cache (--kv-dtype {}) or run it on the CPU (--device "
+           "cpu)",
+           ops_->name(), head_dim, dtype_name(kv_dtype_), il, cfg_.arch, dtype_name(fallback),
+           dtype_name(fallback));
+    fail(ErrorCode::unsupported,
+         "the {} backend has no attention kernel for head_dim {} (layer {} of this {} model); "
+         "run it on the CPU (--device cpu)",
+         ops_->name(), head_dim, il, cfg_.arch);
   }
   model_weights_upload(w_, *ops_, options.progress);
 }

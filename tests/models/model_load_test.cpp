@@ -222,12 +222,16 @@ TEST(ModelLoad, Qwen35MtpBlockDoesNotBreakLoading) {
 
 // A backend without the linear-attention ops is refused at load, by the ops' names, before any
 // weight is uploaded; so is one whose attention lacks a head size, and one whose delta rule lacks
-// a key head size (both: 32 and wider only).
+// a key head size (both: 32 and wider only; narrow_heads_f16: attention also takes narrower heads
+// with an F16 cache, as CUDA takes head_dim 512 with F16 or BF16 but not F32).
 class LimitedOps final : public Ops {
  public:
-  explicit LimitedOps(bool linear_attention = false) : linear_attention_(linear_attention) {}
+  explicit LimitedOps(bool linear_attention = false, bool narrow_heads_f16 = false)
+      : linear_attention_(linear_attention), narrow_heads_f16_(narrow_heads_f16) {}
   std::string name() const override { return "test-gpu"; }
-  bool attention_head_dim_supported(int head_dim) const override { return head_dim >= 32; }
+  bool attention_head_dim_supported(int head_dim, DType cache) const override {
+    return head_dim >= 32 || (narrow_heads_f16_ && cache == DType::f16);
+  }
   bool linear_attention_supported() const override { return linear_attention_; }
   bool delta_rule_k_dim_supported(int k_dim) const override { return k_dim >= 32; }
   bool host_memory() const override { return false; }
@@ -258,6 +262,7 @@ class LimitedOps final : public Ops {
 
  private:
   bool linear_attention_;
+  bool narrow_heads_f16_;
 };
 
 TEST(ModelLoad, Qwen35RefusesABackendWithoutLinearAttentionOps) {
@@ -283,6 +288,17 @@ TEST(ModelLoad, RefusesABackendWithoutAttentionForAHeadDim) {
   // The gemma4 fixture: 16-wide heads on its sliding layers, 32 on its full ones.
   expect_refused_by(archive_open(fixture("gemma4")), o, ErrorCode::unsupported,
                     {"test-gpu", "head_dim 16", "layer 0", "--device cpu"});
+}
+
+TEST(ModelLoad, RefusesAKvCacheTypeWithoutAttentionForAHeadDim) {
+  // A head size the backend runs with its default cache type (F16) but not with the one asked
+  // for: the refusal names both types and the option.
+  ModelLoadOptions o;
+  o.ops = std::make_shared<LimitedOps>(/*linear_attention=*/false, /*narrow_heads_f16=*/true);
+  o.kv_dtype = DType::f32;
+  expect_refused_by(
+      archive_open(fixture("gemma4")), o, ErrorCode::unsupported,
+      {"test-gpu", "head_dim 16", "F32 KV cache", "layer 0", "--kv-dtype F16", "--device cpu"});
 }
 
 TEST(ModelLoad, RefusesUnknownArchitecture) {

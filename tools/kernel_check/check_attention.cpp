@@ -1,4 +1,4 @@
-// Paged attention against a double reference: head dims 32/64/128/256, GQA 1..16, window,
+// Paged attention against a double reference: head dims 16/32/64/128/256/512, GQA 1..16, window,
 // softcap, f32, f16 and bf16 caches, block sizes 16/24/32/64, steps that mix fresh prefills,
 // prefill chunks with n_past > 0 and decode tokens at contexts crossing chunk (64), split (256)
 // and cache-block boundaries, random non-contiguous block tables. The cache is written from the
@@ -411,6 +411,22 @@ void check_attention(Context& ctx) {
         {700, 1},
         {33, 40}}},
       {4, 2, 64, f16, 0, 0.0f, 24, {{0, 50}, {100, 1}, {300, 3}, {47, 2}}},
+      // Head_dim 16 (the tiny Gemma 4 fixture's sliding layers: 4 / 2 heads, window 8): its
+      // shape in every cache type, decode at split edges and long contexts, GQA 1 (64-query
+      // tiles), GQA 8 with softcap, a window inside a tile, a block size of 24.
+      {4, 2, 16, f32, 8, 0.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
+      {4, 2, 16, bf16, 8, 0.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
+      {4, 2, 16, f16, 0, 0.0f, 16, {{0, 130}, {255, 1}, {256, 2}, {1000, 3}, {4999, 1}}},
+      {4, 4, 16, f32, 0, 0.0f, 16, {{0, 130}, {70, 65}, {5, 1}}},
+      {8, 1, 16, bf16, 77, 10.0f, 24, {{0, 90}, {511, 1}, {300, 9}}},
+      // Head_dim 512 (Gemma 4's full-attention layers; F16 and BF16 caches only): GQA 8 (a query
+      // tile holds 2 tokens) with decode across splits and at 5k, GQA 16 (two blocks per kv
+      // head), GQA 1 (16-token tiles), softcap at split edges, and a window.
+      {16, 2, 512, f16, 0, 0.0f, 16, {{0, 70}, {250, 20}, {700, 1}, {4999, 1}}},
+      {16, 1, 512, bf16, 0, 0.0f, 16, {{0, 33}, {1500, 1}}},
+      {2, 2, 512, bf16, 0, 0.0f, 16, {{0, 40}, {300, 17}, {2000, 1}}},
+      {4, 1, 512, bf16, 0, 50.0f, 32, {{0, 20}, {255, 2}, {511, 1}, {2000, 1}}},
+      {8, 2, 512, f16, 300, 0.0f, 16, {{0, 40}, {1200, 3}, {1999, 1}}},
   };
   for (const Case& c : cases) check_case(ctx, c);
 }

@@ -105,6 +105,10 @@ void check_qk_prologue(Context& ctx) {
   check_one<uint16_t>(ctx, DType::bf16, 9, 16, 4, 256, 64, true, true);  // partial rotary
   check_one<float>(ctx, DType::f32, 33, 14, 2, 64, 64, false, false);    // llama: no norms
   check_one<float>(ctx, DType::f32, 3, 6, 2, 100, 100, true, true);      // dims not a 4-multiple
+  check_one<uint16_t>(ctx, DType::f16, 7, 16, 2, 512, 128, true, true);  // gemma4 full attention
+  check_one<uint16_t>(ctx, DType::bf16, 2, 32, 4, 512, 128, true, true);
+  check_one<float>(ctx, DType::f32, 11, 4, 2, 16, 16, true, true);  // the gemma4 fixture's sliding
+  check_one<uint16_t>(ctx, DType::bf16, 5, 4, 2, 16, 16, true, true);
 }
 
 }  // namespace memra::kernel_check

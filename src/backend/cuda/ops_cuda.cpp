@@ -216,8 +216,8 @@ class CudaOps final : public Ops {
                          params.layout == RopeLayout::neox, inv_freq(params), stream());
     launched("qk_prologue");
   }
-  bool attention_head_dim_supported(int head_dim) const override {
-    return kernels::attention_supports_head_dim(head_dim);
+  bool attention_head_dim_supported(int head_dim, DType cache) const override {
+    return kernels::attention_supports_head_dim(head_dim, cache);
   }
   void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                  float* out) override {
