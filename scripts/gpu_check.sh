@@ -93,9 +93,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
 if [ "$MODE" != bench8b ]; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
-  step kernel-check 120 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
+  step kernel-check 180 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
     --json "$RECEIPTS/$DAY-kernel-check.json"
-  step kernel-check-teeth 120 "$BIN/memra-kernel-check" --teeth --commit "$MEMRA_COMMIT" \
+  step kernel-check-teeth 180 "$BIN/memra-kernel-check" --teeth --commit "$MEMRA_COMMIT" \
     --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, through Engine::create on the fixtures.
@@ -113,9 +113,10 @@ if [ "$MODE" != bench8b ]; then
     --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3)
-  # The MoE fixtures (F32 experts: routing read on the host) and the first 4 layers of the
+  # The MoE fixtures (F32 experts: routing read on the host; Gemma 4's 16- and 32-wide heads,
+  # its MoE block beside the MLP) and the first 4 layers of the
   # Qwen3-30B-A3B shape in Q4_K_M (tiled experts: routing and expert matmuls on the device).
-  GATE+=(tests/fixtures/models/qwen3_moe)
+  GATE+=(tests/fixtures/models/qwen3_moe tests/fixtures/models/gemma4_moe)
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m" \
     "qwen3-30b-a3b q4_k_m --layers 4"; do
     GATE+=("$(synth $spec)")
@@ -130,7 +131,7 @@ if [ "$MODE" != bench8b ]; then
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
   step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
-    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:5}"
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:6}"
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128
@@ -164,8 +165,8 @@ if [ "$MODE" != quick ]; then
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers, opt-in
-  # on CUDA until their gate passes) dense and MoE. Gemma 4's 512-wide full-attention heads have
-  # no CUDA kernel yet (refused at load).
+  # on CUDA until their gate passes) dense and MoE. (Gemma 4 runs on CUDA, gated on its MoE
+  # fixture; no Gemma 4 benchmark yet.)
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
     -p 512 -n 64 -c 1,8
