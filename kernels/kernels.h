@@ -123,10 +123,13 @@ void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, 
 void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim, cudaStream_t stream);
 
 // Expert matmuls with the routing on the device: y row p = expert ids[p]'s matrix times x row
-// p / x_div, for every (token, expert) pair p in one launch per dtype, each row computed by the
-// one-token decode kernel and so bit-identical to matmul() of that row over that expert's matrix.
-// For tiled Q4_K, Q6_K and Q8_0 stacks; a step with more than kExpertPairsOnDevice pairs (where
-// reading an expert once per pair costs more than grouping) is the caller's to group.
+// p / x_div, for every (token, expert) pair p < n_pairs, ids in [0, n_expert). Each row is
+// computed by a decode kernel and so is bit-identical to matmul() of that row over that expert's
+// matrix. Up to kExpertPairsPerPair pairs, each pair runs alone (the one-token kernel, one launch
+// per dtype); more are sorted by expert on the device and each expert's matrix runs once over its
+// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks; a step
+// of more than kExpertPairsOnDevice pairs is the caller's to group.
+constexpr int64_t kExpertPairsPerPair = 64;
 constexpr int64_t kExpertPairsOnDevice = 512;
 bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs);
 struct ExpertsOut {
@@ -136,9 +139,11 @@ struct ExpertsOut {
   int64_t n_out;
   float* y;  // [n_pairs x n_out]
 };
-// scratch: matmul_scratch_bytes(rows of x, n_in) bytes, rows of x = ceil(n_pairs / x_div).
+size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
+                                    int64_t n_pairs, int n_expert);
 void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
-                    const int32_t* ids, int64_t n_pairs, void* scratch, cudaStream_t stream);
+                    const int32_t* ids, int64_t n_pairs, int n_expert, void* scratch,
+                    cudaStream_t stream);
 
 // ---- elementwise (kernels/elementwise) ---------------------------------------------------------
 

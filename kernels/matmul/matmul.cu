@@ -167,21 +167,24 @@ __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t 
   }
 }
 
+// Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
+// their pairs' rows in expert order this way.
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
                     uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
-                    float* __restrict__ xinv) {
+                    float* __restrict__ xinv, const int32_t* __restrict__ rows) {
   detail::wait_for_inputs();
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
-  const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
+  const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
+  const float4* src = reinterpret_cast<const float4*>(x_row);
   float m = 0.0f;
   for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
     const float4 f = __ldg(src + i);
     m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
   }
   m = block_max(m, warp_max);
-  row_to_f16<true>(x + row * n_in, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
+  row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
 }
 
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
@@ -382,7 +385,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x, in,
                    any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
-                   static_cast<int>(layout.xsum_stride), xinv);
+                   static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }
   constexpr int kMaxGrouped = 16;  // outputs of a call that one-token launches may share
   bool grouped[kMaxGrouped] = {};
@@ -443,9 +446,33 @@ PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void*
   const ScratchLayout::Parts p = layout.parts(scratch);
   detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x,
                  static_cast<int>(n_in), p.xh, nullptr, p.xsum,
-                 static_cast<int>(layout.xsum_stride), p.xinv);
+                 static_cast<int>(layout.xsum_stride), p.xinv, nullptr);
   return {p.xh, p.xinv};
 }
+
+namespace matmul_detail {
+
+MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const int32_t* rows,
+                          void* scratch, cudaStream_t stream) {
+  if (n_rows <= 0 || n_rows > (int64_t{1} << 30) || n_in <= 0 || n_in % 16 != 0 || n_in > (1 << 30))
+    fail(ErrorCode::invalid_argument, "prepare_x_rows: {} rows of {}", n_rows, n_in);
+  if (!aligned16(x) || !aligned16(scratch))
+    fail(ErrorCode::invalid_argument, "prepare_x_rows: x and scratch must be 16-byte aligned");
+  const ScratchLayout layout(n_rows, n_in);
+  const ScratchLayout::Parts p = layout.parts(scratch);
+  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x,
+                 static_cast<int>(n_in), p.xh, nullptr, p.xsum,
+                 static_cast<int>(layout.xsum_stride), p.xinv, rows);
+  MatmulArgs a;
+  a.xh = p.xh;
+  a.xsum = p.xsum;
+  a.xsum_stride = static_cast<int>(layout.xsum_stride);
+  a.xinv = p.xinv;
+  a.n_in = static_cast<int>(n_in);
+  return a;
+}
+
+}  // namespace matmul_detail
 
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                          float eps, float* y, void* scratch, cudaStream_t stream) {
@@ -471,68 +498,6 @@ void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float
             WeightLayout layout) {
   const MatmulOut out{wtype, w, n_out, y, ldy, layout};
   matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream);
-}
-
-bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs) {
-  return (wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0) &&
-         layout == WeightLayout::tiled && matmul_tiled_supports(wtype, n_in) && n_pairs >= 0 &&
-         n_pairs <= kExpertPairsOnDevice && matmul_detail::single_decode_enabled();
-}
-
-// x's rows prepared once (as matmul_shared_x does), then one expert-mode launch of the one-token
-// decode kernel per dtype and kMultiOuts outputs.
-void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
-                    const int32_t* ids, int64_t n_pairs, void* scratch, cudaStream_t stream) {
-  if (x_div < 1) fail(ErrorCode::invalid_argument, "matmul_experts: x_div {}", x_div);
-  for (int i = 0; i < n_outs; ++i) {
-    const ExpertsOut& o = outs[i];
-    if (!matmul_experts_supports(o.wtype, WeightLayout::tiled, n_in, n_pairs))
-      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over tiled {} with n_in {}",
-           n_pairs, dtype_name(o.wtype), n_in);
-    check_matmul(o.wtype, n_in, o.n_out, 1, o.n_out, WeightLayout::tiled);
-    if (!aligned16(o.w) || o.expert_bytes % 16 != 0 || !aligned16(x) || !aligned16(scratch))
-      fail(ErrorCode::invalid_argument, "matmul_experts: w, x and scratch must be 16-byte aligned");
-    if (n_pairs * ((o.n_out + 15) / 16) > (int64_t{1} << 29))
-      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs of {} rows", n_pairs, o.n_out);
-  }
-  if (n_pairs == 0) return;
-  const int64_t n_x = (n_pairs + x_div - 1) / x_div;
-  const ScratchLayout layout(n_x, n_in);
-  const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
-  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_x), kXThreads, 0, stream, x,
-                 static_cast<int>(n_in), xh, nullptr, xsum, static_cast<int>(layout.xsum_stride),
-                 xinv);
-  MatmulArgs x_args;
-  x_args.xh = xh;
-  x_args.xsum = xsum;
-  x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
-  x_args.xinv = xinv;
-  x_args.n_in = static_cast<int>(n_in);
-  x_args.n_tokens = 1;
-  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
-    matmul_detail::MultiOut m;
-    auto flush = [&] {
-      if (m.n == 0) return;
-      m.ids = ids;
-      m.x_div = x_div;
-      if (d == DType::q4_k) matmul_detail::launch_decode_experts<DType::q4_k>(x_args, m, stream);
-      if (d == DType::q6_k) matmul_detail::launch_decode_experts<DType::q6_k>(x_args, m, stream);
-      if (d == DType::q8_0) matmul_detail::launch_decode_experts<DType::q8_0>(x_args, m, stream);
-      m = {};
-    };
-    for (int i = 0; i < n_outs; ++i) {
-      const ExpertsOut& o = outs[i];
-      if (o.wtype != d || o.n_out == 0) continue;
-      m.w[m.n] = static_cast<const uint8_t*>(o.w);
-      m.y[m.n] = o.y;
-      m.n_out[m.n] = static_cast<int>(o.n_out);
-      m.ldy[m.n] = o.n_out;
-      m.expert_bytes[m.n] = o.expert_bytes;
-      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>(n_pairs * ((o.n_out + 15) / 16));
-      if (++m.n == matmul_detail::kMultiOuts) flush();
-    }
-    flush();
-  }
 }
 
 void bf16_count_beyond_f16(const void* w, int64_t n, unsigned long long* count,

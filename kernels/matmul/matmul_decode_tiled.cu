@@ -28,15 +28,14 @@ struct TiledDecodeCfg {
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
-template <DType D, int kNT>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs a) {
+// One block's 16-row tile over a's tokens (at most 8 kNT): the chunk partials in rounds, summed
+// in chunk order (matmul.cu's canonical order), written to a.y.
+// kTrigger: let the next kernel's blocks start before the writes (Trigger::late).
+template <DType D, int kNT, bool kTrigger>
+__device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
-  detail::wait_for_inputs(detail::Trigger::late);
   constexpr int kWarps = C::kWarps;
-  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
@@ -63,8 +62,41 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
-  detail::let_dependents_start();  // Trigger::late: only the writes are left
+  if constexpr (kTrigger) detail::let_dependents_start();  // only the writes are left
   sum.write(a, static_cast<int>(blockIdx.x) * 16);
+}
+
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+    tiled_decode_kernel(const MatmulArgs a) {
+  using C = TiledDecodeCfg<D, kNT>;
+  detail::wait_for_inputs(detail::Trigger::late);
+  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
+  tile_rows<D, kNT, true>(a, part);
+}
+
+// Expert blockIdx.y's rows, 64 at a time (each group the same instructions as a decode of those
+// rows alone: the outputs are matmul's bits for each row).
+template <DType D>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, 8>::kThreads, TiledDecodeCfg<D, 8>::kMinBlocks)
+    tiled_decode_grouped_kernel(const MatmulArgs x, const ExpertRows rows) {
+  using C = TiledDecodeCfg<D, 8>;
+  detail::wait_for_inputs(detail::Trigger::late);
+  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
+  const int e = static_cast<int>(blockIdx.y);
+  const int begin = rows.begin[e], end = rows.begin[e + 1];
+  for (int r0 = begin; r0 < end; r0 += kDecodeTokens) {
+    MatmulArgs a = x;
+    a.w += static_cast<int64_t>(e) * rows.expert_bytes;
+    a.xh += static_cast<int64_t>(r0) * a.n_in;
+    a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
+    a.xinv += r0;
+    a.y += static_cast<int64_t>(r0) * a.ldy;
+    a.n_tokens = min(kDecodeTokens, end - r0);
+    __syncthreads();                  // the previous group's last fold has read part
+    tile_rows<D, 8, false>(a, part);  // (the dependents start at exit)
+  }
 }
 
 template <DType D, int kNT>
@@ -85,6 +117,19 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   }
 }
 
+template <DType D>
+void launch_decode_tiled_grouped(const MatmulArgs& a, const ExpertRows& rows, cudaStream_t stream) {
+  using C = TiledDecodeCfg<D, 8>;
+  const dim3 grid(static_cast<unsigned>((a.n_out + 15) / 16), static_cast<unsigned>(rows.n_expert));
+  detail::launch(tiled_decode_grouped_kernel<D>, grid, C::kThreads, 0, stream, a, rows);
+}
+
+template void launch_decode_tiled_grouped<DType::q4_k>(const MatmulArgs&, const ExpertRows&,
+                                                       cudaStream_t);
+template void launch_decode_tiled_grouped<DType::q6_k>(const MatmulArgs&, const ExpertRows&,
+                                                       cudaStream_t);
+template void launch_decode_tiled_grouped<DType::q8_0>(const MatmulArgs&, const ExpertRows&,
+                                                       cudaStream_t);
 template void launch_decode_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);

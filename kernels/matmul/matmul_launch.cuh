@@ -76,6 +76,23 @@ void launch_prefill(const MatmulArgs& args, cudaStream_t stream);
 // The same over tiled weights (args.w: tiled.cuh records), for the dtypes kHasTiled names.
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
+// The tiled decode kernel over experts' row groups (matmul_experts.cu): block (tile, e) runs
+// expert e's matrix (args.w + e * expert_bytes) over x rows [begin[e], begin[e + 1]) of args (the
+// pairs sorted by expert) into the same rows of args.y, 64 rows at a time; an expert with no
+// rows returns at once. begin: device memory, n_expert + 1 offsets.
+struct ExpertRows {
+  const int32_t* begin = nullptr;
+  int64_t expert_bytes = 0;
+  int n_expert = 0;
+};
+template <DType D>
+void launch_decode_tiled_grouped(const MatmulArgs& args, const ExpertRows& rows,
+                                 cudaStream_t stream);
+// x's f16 form as matmul prepares it (matmul.cu) for n_rows rows into scratch (laid out as for
+// matmul_scratch_bytes(n_rows, n_in)): row r is x row rows[r] (rows null: row r). The returned
+// args carry xh, xsum, xsum_stride, xinv and n_in.
+MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const int32_t* rows,
+                          void* scratch, cudaStream_t stream);
 template <DType D>
 void launch_prefill_tiled(const MatmulArgs& args, cudaStream_t stream);
 // One token over tiled Q4_K, Q6_K or Q8_0, scale groups in the mma's columns

@@ -3,8 +3,9 @@
 // against the plain matmul kernels:
 // - moe_route: ids exactly the CPU's (ties to the lower expert, a NaN row), weights within 1e-6
 //   (the GPU sums the exponentials as a lane tree, the CPU in expert order).
-// - matmul_experts: every pair's row bit-identical to kernels::matmul of that expert's tiled
-//   matrix over the rows the expert got (so to any batch: matmul is batch-invariant).
+// - matmul_experts, both paths (a block per pair; pairs sorted by expert on the device): every
+//   pair's row bit-identical to kernels::matmul of that expert's tiled matrix over the rows the
+//   expert got (so to any batch: matmul is batch-invariant).
 // - moe_combine and sigmoid_scale_rows: bit-identical to the CPU (one rounding per operation).
 // --teeth: row 0's extreme logits swapped and the normalization flipped, one pair routed to the
 // next expert, one weight 0.1% off, a negated gate.
@@ -108,12 +109,13 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
   }
   if (ctx.teeth()) ids[0] = (ids[0] + 1) % n_expert;
   Dev<int32_t> dids(ctx, ids);
-  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_x, n_in));
   dy.poison(ctx);
   const kernels::ExpertsOut out{dtype, tiled.get(), static_cast<int64_t>(expert_bytes), n_out,
                                 dy.get()};
+  Dev<uint8_t> scratch(kernels::matmul_experts_scratch_bytes(&out, 1, n_in, static_cast<int>(x_div),
+                                                             n_pairs, n_expert));
   kernels::matmul_experts(&out, 1, n_in, dx.get(), static_cast<int>(x_div), dids.get(), n_pairs,
-                          scratch.get(), ctx.stream());
+                          n_expert, scratch.get(), ctx.stream());
   ctx.sync();
   ctx.add({"matmul_experts",
            shape_str({n_in, n_out, n_expert, n_tokens, k}) + (per_pair_x ? " x/pair" : " x/token") +
@@ -162,8 +164,12 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q4_k, 2048, 768, 16, 1, 8, false);  // gate/up at batch 1
     check_experts(ctx, DType::q6_k, 768, 2048, 16, 1, 8, true);   // down at batch 1
     check_experts(ctx, DType::q8_0, 1024, 272, 6, 5, 4, false);   // odd rows, few experts
-    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);   // 512 pairs: the device cap
     check_experts(ctx, DType::q6_k, 256, 48, 4, 3, 2, false);     // a single chunk of K
+    // Over kExpertPairsPerPair pairs: sorted by expert, each expert's rows in one block.
+    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);     // 512 pairs: the device cap
+    check_experts(ctx, DType::q4_k, 2048, 768, 128, 16, 8, false);  // most experts empty
+    check_experts(ctx, DType::q8_0, 256, 96, 2, 50, 2, false);      // 100 rows an expert: 2 groups
+    check_experts(ctx, DType::q6_k, 768, 2048, 8, 9, 8, true);      // every expert, 9 rows each
   }
   if (ctx.wants("moe_combine")) {
     check_combine(ctx, 1, 8, 2048);

@@ -323,10 +323,13 @@ class CudaOps final : public Ops {
       const size_t skip = kernels::matmul_tiled_bytes(s.dtype, n_in, ws[i].row_begin);
       outs[i] = {s.dtype, static_cast<const uint8_t*>(data) + skip, bytes, ws[i].n_out, ys[i]};
     }
-    void* scratch =
-        grow(matmul_scratch_, kernels::matmul_scratch_bytes((n_pairs + x_div - 1) / x_div, n_in));
-    kernels::matmul_experts(outs.data(), static_cast<int>(ws.size()), n_in, x, x_div, ids, n_pairs,
-                            scratch, stream());
+    const int n_outs = static_cast<int>(ws.size());
+    const auto n_expert = static_cast<int>(ws[0].stacked->ne[2]);
+    void* scratch = grow(
+        experts_scratch_,
+        kernels::matmul_experts_scratch_bytes(outs.data(), n_outs, n_in, x_div, n_pairs, n_expert));
+    kernels::matmul_experts(outs.data(), n_outs, n_in, x, x_div, ids, n_pairs, n_expert, scratch,
+                            stream());
     launched("matmul_experts");
   }
   void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, int64_t dim,
@@ -616,7 +619,7 @@ class CudaOps final : public Ops {
     return {it->second, kernels::WeightLayout::tiled};
   }
   std::map<std::vector<double>, Buffer> rope_tables_;
-  Buffer matmul_scratch_, attention_scratch_;
+  Buffer matmul_scratch_, attention_scratch_, experts_scratch_;
   // Per-step metadata: host copy (for host-side checks), each sequence's first token (computed
   // here for the linear-attention kernels), pinned staging, device copy.
   StepLayout host_step_;

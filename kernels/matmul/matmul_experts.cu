@@ -1,0 +1,183 @@
+// The experts' matmuls of a mixture-of-experts layer with the routing in device memory
+// (kernels.h matmul_experts), so a decode step needs no host read and replays as a graph.
+// - Few pairs (kExpertPairsPerPair): the one-token decode kernel's expert mode
+//   (matmul_decode_single.cu), a block per (pair, row tile): each pair reads its expert's matrix.
+// - More: the pairs sorted by expert (group_kernel below, a stable counting sort), x's rows
+//   gathered in that order as they are made f16, and the tiled decode kernel's grouped mode
+//   (matmul_decode_tiled.cu), a block per (row tile, expert) over the expert's rows, so each
+//   chosen expert's matrix is read once for all its tokens; the rows are then gathered back into
+//   pair order.
+// Both compute each row with the canonical order's instructions (matmul.cu), so every output is
+// bit-identical to matmul() of that row, whatever else the step holds.
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/matmul_launch.cuh"
+
+namespace memra::kernels {
+namespace {
+
+using matmul_detail::MatmulArgs;
+
+constexpr int kGroupThreads = 1024;
+
+// One block. counts[e] by shared-memory atomics (integer counts: any order gives the same),
+// begin = their exclusive scan, then pair p lands at begin[ids[p]] + the number of earlier pairs
+// with its expert (a stable order: a pure function of ids). rows[i] = the x row of the i-th
+// sorted pair; place[p] = where pair p landed.
+__global__ void __launch_bounds__(kGroupThreads)
+    group_kernel(const int32_t* __restrict__ ids, int n_pairs, int n_expert, int x_div,
+                 int32_t* __restrict__ begin, int32_t* __restrict__ rows,
+                 int32_t* __restrict__ place) {
+  detail::wait_for_inputs();
+  __shared__ int32_t s_ids[kExpertPairsOnDevice];
+  __shared__ int32_t s_scan[2][kMoeMaxExperts + 1];
+  for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads) s_scan[0][e] = 0;
+  __syncthreads();
+  for (int p = threadIdx.x; p < n_pairs; p += kGroupThreads) {
+    s_ids[p] = ids[p];
+    atomicAdd(&s_scan[0][ids[p] + 1], 1);
+  }
+  __syncthreads();
+  // Inclusive scan of s_scan[0][1..n_expert] (Hillis-Steele, ping-pong): begin[e] = s_scan[e].
+  int src = 0;
+  for (int off = 1; off <= n_expert; off <<= 1) {
+    for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads)
+      s_scan[1 - src][e] = s_scan[src][e] + (e >= off ? s_scan[src][e - off] : 0);
+    __syncthreads();
+    src = 1 - src;
+  }
+  for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads) begin[e] = s_scan[src][e];
+  for (int p = threadIdx.x; p < n_pairs; p += kGroupThreads) {
+    const int e = s_ids[p];
+    int rank = 0;
+    for (int q = 0; q < p; ++q) rank += s_ids[q] == e;
+    const int at = s_scan[src][e] + rank;
+    place[p] = at;
+    rows[at] = p / x_div;
+  }
+}
+
+// Where the parts of the grouped path's scratch sit: x's prepared rows, the three index arrays,
+// then each output's rows in expert order.
+struct GroupedScratch {
+  int64_t x_bytes, index_bytes;
+  GroupedScratch(int64_t n_in, int64_t n_pairs, int n_expert)
+      : x_bytes(static_cast<int64_t>(matmul_scratch_bytes(n_pairs, n_in))),
+        index_bytes((n_expert + 1 + 2 * n_pairs + 3) / 4 * 16) {}
+  static int64_t out_bytes(int64_t n_pairs, int64_t n_out) {
+    return (n_pairs * n_out * 4 + 15) / 16 * 16;
+  }
+};
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
+                 const int32_t* ids, int64_t n_pairs, int n_expert, void* scratch,
+                 cudaStream_t stream) {
+  const GroupedScratch layout(n_in, n_pairs, n_expert);
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  auto* begin = reinterpret_cast<int32_t*>(bytes + layout.x_bytes);
+  int32_t* rows = begin + n_expert + 1;
+  int32_t* place = rows + n_pairs;
+  detail::launch(group_kernel, 1u, kGroupThreads, 0, stream, ids, static_cast<int>(n_pairs),
+                 n_expert, x_div, begin, rows, place);
+  const MatmulArgs x_args = matmul_detail::prepare_x_rows(x, n_pairs, n_in, rows, scratch, stream);
+  uint8_t* y_sorted = bytes + layout.x_bytes + layout.index_bytes;
+  for (int i = 0; i < n_outs; ++i) {
+    const ExpertsOut& o = outs[i];
+    MatmulArgs a = x_args;
+    a.w = static_cast<const uint8_t*>(o.w);
+    a.n_out = static_cast<int>(o.n_out);
+    a.y = reinterpret_cast<float*>(y_sorted);
+    a.ldy = o.n_out;
+    const matmul_detail::ExpertRows er{begin, o.expert_bytes, n_expert};
+    if (o.wtype == DType::q4_k)
+      matmul_detail::launch_decode_tiled_grouped<DType::q4_k>(a, er, stream);
+    if (o.wtype == DType::q6_k)
+      matmul_detail::launch_decode_tiled_grouped<DType::q6_k>(a, er, stream);
+    if (o.wtype == DType::q8_0)
+      matmul_detail::launch_decode_tiled_grouped<DType::q8_0>(a, er, stream);
+    gather_rows(a.y, o.n_out, place, n_pairs, o.y, stream);
+    y_sorted += GroupedScratch::out_bytes(n_pairs, o.n_out);
+  }
+}
+
+void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
+                  const int32_t* ids, int64_t n_pairs, void* scratch, cudaStream_t stream) {
+  const int64_t n_x = (n_pairs + x_div - 1) / x_div;
+  MatmulArgs x_args = matmul_detail::prepare_x_rows(x, n_x, n_in, nullptr, scratch, stream);
+  x_args.n_tokens = 1;
+  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+    matmul_detail::MultiOut m;
+    auto flush = [&] {
+      if (m.n == 0) return;
+      m.ids = ids;
+      m.x_div = x_div;
+      if (d == DType::q4_k) matmul_detail::launch_decode_experts<DType::q4_k>(x_args, m, stream);
+      if (d == DType::q6_k) matmul_detail::launch_decode_experts<DType::q6_k>(x_args, m, stream);
+      if (d == DType::q8_0) matmul_detail::launch_decode_experts<DType::q8_0>(x_args, m, stream);
+      m = {};
+    };
+    for (int i = 0; i < n_outs; ++i) {
+      const ExpertsOut& o = outs[i];
+      if (o.wtype != d || o.n_out == 0) continue;
+      m.w[m.n] = static_cast<const uint8_t*>(o.w);
+      m.y[m.n] = o.y;
+      m.n_out[m.n] = static_cast<int>(o.n_out);
+      m.ldy[m.n] = o.n_out;
+      m.expert_bytes[m.n] = o.expert_bytes;
+      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>(n_pairs * ((o.n_out + 15) / 16));
+      if (++m.n == matmul_detail::kMultiOuts) flush();
+    }
+    flush();
+  }
+}
+
+}  // namespace
+
+bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs) {
+  return (wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0) &&
+         layout == WeightLayout::tiled && matmul_tiled_supports(wtype, n_in) && n_pairs >= 0 &&
+         n_pairs <= kExpertPairsOnDevice && matmul_detail::single_decode_enabled();
+}
+
+size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
+                                    int64_t n_pairs, int n_expert) {
+  if (n_pairs <= 0 || x_div < 1) return 0;
+  if (n_pairs <= kExpertPairsPerPair)
+    return matmul_scratch_bytes((n_pairs + x_div - 1) / x_div, n_in);
+  const GroupedScratch layout(n_in, n_pairs, n_expert);
+  int64_t total = layout.x_bytes + layout.index_bytes;
+  for (int i = 0; i < n_outs; ++i) total += GroupedScratch::out_bytes(n_pairs, outs[i].n_out);
+  return static_cast<size_t>(total);
+}
+
+void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
+                    const int32_t* ids, int64_t n_pairs, int n_expert, void* scratch,
+                    cudaStream_t stream) {
+  if (x_div < 1 || n_expert < 1 || n_expert > kMoeMaxExperts)
+    fail(ErrorCode::invalid_argument, "matmul_experts: x_div {}, {} experts (at most {})", x_div,
+         n_expert, kMoeMaxExperts);
+  for (int i = 0; i < n_outs; ++i) {
+    const ExpertsOut& o = outs[i];
+    if (!matmul_experts_supports(o.wtype, WeightLayout::tiled, n_in, n_pairs))
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over tiled {} with n_in {}",
+           n_pairs, dtype_name(o.wtype), n_in);
+    if (o.n_out <= 0 || o.n_out > 65535 * 128 || n_in > (int64_t{1} << 30))
+      fail(ErrorCode::invalid_argument, "matmul_experts: sizes n_in {} n_out {}", n_in, o.n_out);
+    if (!aligned16(o.w) || o.expert_bytes % 16 != 0 || !aligned16(x) || !aligned16(scratch))
+      fail(ErrorCode::invalid_argument, "matmul_experts: w, x and scratch must be 16-byte aligned");
+    if (n_pairs * ((o.n_out + 15) / 16) > (int64_t{1} << 29))
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs of {} rows", n_pairs, o.n_out);
+  }
+  if (n_pairs == 0) return;
+  if (n_pairs <= kExpertPairsPerPair)
+    run_per_pair(outs, n_outs, n_in, x, x_div, ids, n_pairs, scratch, stream);
+  else
+    run_grouped(outs, n_outs, n_in, x, x_div, ids, n_pairs, n_expert, scratch, stream);
+}
+
+}  // namespace memra::kernels
