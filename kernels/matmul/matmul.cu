@@ -219,6 +219,8 @@ __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_o
     const int nt = min(4, n_tokens - t0);
     const float* xt = x + static_cast<int64_t>(t0) * n_in;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Unrolled so several iterations' loads are in flight at once; the FFMA chain keeps its order.
+#pragma unroll 8
     for (int i = lane; i < n_in; i += 32) {
       const float wv = __ldg(wr + i);
 #pragma unroll

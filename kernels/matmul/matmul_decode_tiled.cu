@@ -76,26 +76,27 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   tile_rows<D, kNT, true>(a, part);
 }
 
-// Expert blockIdx.y's rows, 64 at a time (each group the same instructions as a decode of those
-// rows alone: the outputs are matmul's bits for each row).
-template <DType D>
-__global__ void __launch_bounds__(TiledDecodeCfg<D, 8>::kThreads, TiledDecodeCfg<D, 8>::kMinBlocks)
+// Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
+// those rows alone: the outputs are matmul's bits for each row).
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_grouped_kernel(const MatmulArgs x, const ExpertRows rows) {
-  using C = TiledDecodeCfg<D, 8>;
+  using C = TiledDecodeCfg<D, kNT>;
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   const int e = static_cast<int>(blockIdx.y);
   const int begin = rows.begin[e], end = rows.begin[e + 1];
-  for (int r0 = begin; r0 < end; r0 += kDecodeTokens) {
+  for (int r0 = begin; r0 < end; r0 += 8 * kNT) {
     MatmulArgs a = x;
     a.w += static_cast<int64_t>(e) * rows.expert_bytes;
     a.xh += static_cast<int64_t>(r0) * a.n_in;
     a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
     a.xinv += r0;
     a.y += static_cast<int64_t>(r0) * a.ldy;
-    a.n_tokens = min(kDecodeTokens, end - r0);
-    __syncthreads();                  // the previous group's last fold has read part
-    tile_rows<D, 8, false>(a, part);  // (the dependents start at exit)
+    a.n_tokens = min(8 * kNT, end - r0);
+    __syncthreads();                    // the previous group's last fold has read part
+    tile_rows<D, kNT, false>(a, part);  // (the dependents start at exit)
   }
 }
 
@@ -119,9 +120,17 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
 
 template <DType D>
 void launch_decode_tiled_grouped(const MatmulArgs& a, const ExpertRows& rows, cudaStream_t stream) {
-  using C = TiledDecodeCfg<D, 8>;
+  // One token tile a pass where the experts average at most 8 rows (decode batches: an expert's
+  // few rows in one pass, a rare larger one in more, which find its weights in L2), eight
+  // otherwise.
   const dim3 grid(static_cast<unsigned>((a.n_out + 15) / 16), static_cast<unsigned>(rows.n_expert));
-  detail::launch(tiled_decode_grouped_kernel<D>, grid, C::kThreads, 0, stream, a, rows);
+  if (a.n_tokens <= 8 * rows.n_expert) {
+    detail::launch(tiled_decode_grouped_kernel<D, 1>, grid, TiledDecodeCfg<D, 1>::kThreads, 0,
+                   stream, a, rows);
+  } else {
+    detail::launch(tiled_decode_grouped_kernel<D, 8>, grid, TiledDecodeCfg<D, 8>::kThreads, 0,
+                   stream, a, rows);
+  }
 }
 
 template void launch_decode_tiled_grouped<DType::q4_k>(const MatmulArgs&, const ExpertRows&,

@@ -93,6 +93,7 @@ void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* 
     a.n_out = static_cast<int>(o.n_out);
     a.y = reinterpret_cast<float*>(y_sorted);
     a.ldy = o.n_out;
+    a.n_tokens = static_cast<int>(n_pairs);
     const matmul_detail::ExpertRows er{begin, o.expert_bytes, n_expert};
     if (o.wtype == DType::q4_k)
       matmul_detail::launch_decode_tiled_grouped<DType::q4_k>(a, er, stream);

@@ -78,8 +78,9 @@ template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
 // The tiled decode kernel over experts' row groups (matmul_experts.cu): block (tile, e) runs
 // expert e's matrix (args.w + e * expert_bytes) over x rows [begin[e], begin[e + 1]) of args (the
-// pairs sorted by expert) into the same rows of args.y, 64 rows at a time; an expert with no
-// rows returns at once. begin: device memory, n_expert + 1 offsets.
+// pairs sorted by expert) into the same rows of args.y, 8 or 64 rows a pass; an expert with no
+// rows returns at once. begin: device memory, n_expert + 1 offsets; args.n_tokens: all the
+// experts' rows together (it picks the pass size).
 struct ExpertRows {
   const int32_t* begin = nullptr;
   int64_t expert_bytes = 0;

@@ -170,6 +170,7 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 16, 8, false);  // most experts empty
     check_experts(ctx, DType::q8_0, 256, 96, 2, 50, 2, false);      // 100 rows an expert: 2 groups
     check_experts(ctx, DType::q6_k, 768, 2048, 8, 9, 8, true);      // every expert, 9 rows each
+    check_experts(ctx, DType::q6_k, 256, 64, 16, 16, 8, true);      // 8-row passes, some two
   }
   if (ctx.wants("moe_combine")) {
     check_combine(ctx, 1, 8, 2048);
