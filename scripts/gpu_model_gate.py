@@ -79,16 +79,20 @@ def passes(m):
             m["rel_err_max"] <= REL_ERR_MAX)
 
 
-def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp):
+def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp, pinned=False):
     """Where greedy decoding first differs, both backends' logits on the same tokens (the prompt
     and the tokens both chose before that step): the CPU's margin between its pick and the
     CUDA pick, against that row's largest |cuda - cpu|. A margin under the row's error is a
     near-tie that the backends' rounding decides; a margin far above it points at a defect.
-    Reported only: the gate's verdict stays greedy-identical."""
+    Reported only: the gate's verdict stays greedy-identical. pinned: the CUDA run takes the CPU
+    run's MoE routing, as the gate's judged run did."""
     step = next(i for i, (a, b) in enumerate(zip(greedy_cpu, greedy_cuda)) if a != b)
     tokens = prompt + greedy_cpu[:step]
-    _, cpu, _ = run(args.bin, model, tokens, 0, "cpu", tmp, ["--threads", str(args.threads)])
-    _, cuda, _ = run(args.bin, model, tokens, 0, args.device, tmp)
+    routes = os.path.join(tmp, "routes-explain.json")
+    _, cpu, _ = run(args.bin, model, tokens, 0, "cpu", tmp,
+                    ["--threads", str(args.threads)] + (["--routes-out", routes] if pinned else []))
+    _, cuda, _ = run(args.bin, model, tokens, 0, args.device, tmp,
+                     ["--routes-in", routes] if pinned else [])
     a, b = cpu[len(tokens) - 1].astype(np.float64), cuda[len(tokens) - 1].astype(np.float64)
     pick_cpu, pick_cuda = greedy_cpu[step], greedy_cuda[step]
     return {"step": step, "cpu_token": pick_cpu, "cuda_token": pick_cuda,
@@ -137,10 +141,10 @@ def gate_model(args, model):
     m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
     m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
     m["pass"] = passes(m) and m["greedy_identical"]
-    if not m["greedy_identical"] and "free" not in m:  # (a pinned run's routes fit its tokens only)
+    if not m["greedy_identical"]:
         with tempfile.TemporaryDirectory() as tmp:
             m["divergence"] = explain_divergence(args, model, tokens, cpu_out["greedy"],
-                                                 cuda_out["greedy"], tmp)
+                                                 cuda_out["greedy"], tmp, pinned="free" in m)
     # Teeth: rows off by one position (what a wrong position or KV slot would look like).
     shifted = compare(cpu[1:], cuda[:-1], args.positions - 1)
     m["teeth_shifted_rows_fail"] = not passes(shifted)

@@ -8,6 +8,7 @@
 // chain on the device as on the host. Fast enough for every CI run.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,11 +18,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "../common/missing_data.h"
+#include "formats/synth.h"
 #include "greedy_collector.h"
 #include "memra/engine.h"
 #include "structured/grammar.h"
@@ -202,10 +205,12 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
   }
   EngineOptions o = fixture_options(dir);
   const bool on_cpu = o.device == "cpu";
-  // MoE models read their routing on the host and hybrid models (qwen3_5*) keep a recurrent state
-  // per sequence, so their steps are never recorded (decoder.cpp).
+  // The MoE fixtures' F32 experts read their routing on the host (the device path takes tiled
+  // Q4_K/Q6_K/Q8_0 experts: EngineMoeDevice below) and hybrid models (qwen3_5*) keep a recurrent
+  // state per sequence, so their steps are never recorded (decoder.cpp).
   const std::string arch = GetParam();
-  const bool recorded = !on_cpu && !arch.starts_with("qwen3_moe") && !arch.starts_with("qwen3_5");
+  const bool recorded =
+      !on_cpu && arch.find("moe") == std::string::npos && !arch.starts_with("qwen3_5");
   std::vector<std::vector<int32_t>> graphs;
   {
     auto e = Engine::create(o);
@@ -602,6 +607,58 @@ TEST_P(EngineFixture, SeededSamplingOnGpuFollowsCpu) {
   // every request; rounding moves a few draws late in a few requests.
   EXPECT_GE(2 * compared, total) << "GPU and CPU seeded tokens diverge early";
   expect_same_tokens(on_gpu, on_cpu, 1e-1f, "GPU vs CPU");
+}
+
+// The MoE device path (ops.h's MoE section on CUDA: routing, expert matmuls and their sum in
+// device memory, decode steps recorded as graphs), which the F32 fixtures never take: a
+// scaled-down qwen3-30b-a3b `memra synth` file with tiled Q4_K/Q6_K experts (2 layers of 256, 64
+// experts of 256, top 8). Twelve staggered requests give the same greedy tokens with decode steps
+// replayed from graphs, run eagerly, and each request alone; steps of more than 8 sequences sort
+// their pairs by expert on the device, smaller ones run a block per pair. Needs a GPU
+// (MEMRA_TEST_DEVICE=cuda); the CPU's MoE arithmetic is the fixtures' business.
+TEST(EngineMoeDevice, GraphsBatchesAndAloneAgree) {
+  EngineOptions o = fixture_options("");
+  if (o.device == "cpu") GTEST_SKIP() << "the MoE device path needs MEMRA_TEST_DEVICE=cuda";
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("memra-moe-device-" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  synth::Options so;
+  so.shape = "qwen3-30b-a3b";
+  so.mix = convert::Mix::q4_k_m;
+  so.fast_quant = true;
+  so.output_path = path;
+  so.config_patch = R"({"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 64, "num_experts": 64, "moe_intermediate_size": 256,
+      "intermediate_size": 512})";
+  synth::write_gguf(so);
+  o.model = path;
+  std::vector<std::vector<int32_t>> prompts;
+  std::mt19937 rng(11);
+  for (int len : {40, 7, 23, 3, 31, 12, 19, 5, 28, 9, 16, 2}) {
+    std::vector<int32_t> p(static_cast<size_t>(len));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng() % 4000 + 16);
+    prompts.push_back(std::move(p));
+  }
+  constexpr int32_t n = 24;
+  std::vector<std::vector<int32_t>> graphs;
+  {
+    auto e = Engine::create(o);
+    graphs = run_staggered(*e, prompts, n, false);
+    EXPECT_GT(e->stats().graph_replays_total, 0u) << "no decode step was replayed from a graph";
+    EXPECT_EQ(e->stats().graph_recordings_failed_total, 0u);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const int32_t max_tokens = std::max<int32_t>(1, n - 2 * static_cast<int32_t>(i));
+      EXPECT_EQ(run_together(*e, {prompts[i]}, max_tokens)[0], graphs[i])
+          << "request " << i << " alone differs from it in the batch";
+    }
+  }
+  {
+    EngineOptions eager = o;
+    eager.cuda_graphs = false;
+    auto e = Engine::create(eager);
+    EXPECT_EQ(run_staggered(*e, prompts, n, false), graphs) << "graph replay differs from eager";
+  }
+  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, EngineFixture,
