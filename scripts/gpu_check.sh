@@ -173,6 +173,8 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
     -p 512 -n 64 -c 1,8
+  # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
+  rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" linear-attention \
     MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,64
   bench_with "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" linear-attention \
