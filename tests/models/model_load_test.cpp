@@ -301,6 +301,19 @@ TEST(ModelLoad, RefusesAKvCacheTypeWithoutAttentionForAHeadDim) {
       {"test-gpu", "head_dim 16", "F32 KV cache", "layer 0", "--kv-dtype F16", "--device cpu"});
 }
 
+TEST(ModelLoad, Gemma4OnADeviceBackendIsOptIn) {
+  // Heads the backend runs (F16 cache, its default): Gemma 4 itself is refused on a device
+  // backend, naming the switch; with it set, loading goes on (here to the upload, which this
+  // backend refuses).
+  ModelLoadOptions o;
+  o.ops = std::make_shared<LimitedOps>(/*linear_attention=*/false, /*narrow_heads_f16=*/true);
+  expect_refused_by(archive_open(fixture("gemma4_moe")), o, ErrorCode::unsupported,
+                    {"Gemma 4 on test-gpu is experimental", "MEMRA_CUDA_GEMMA4=1", "--device cpu"});
+  ::setenv("MEMRA_CUDA_GEMMA4", "1", 1);
+  expect_refused_by(archive_open(fixture("gemma4_moe")), o, ErrorCode::internal, {"uploaded"});
+  ::unsetenv("MEMRA_CUDA_GEMMA4");
+}
+
 TEST(ModelLoad, RefusesUnknownArchitecture) {
   ModelArchive a = archive_open(fixture("llama"));
   a.metadata.set("general.architecture", gguf::Value::make_string("mamba"));
