@@ -437,21 +437,6 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   }
 }
 
-PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
-                           cudaStream_t stream) {
-  if (n_tokens <= 0 || n_tokens > (int64_t{1} << 30) || n_in <= 0 || n_in % 16 != 0 ||
-      n_in > (1 << 30))
-    fail(ErrorCode::invalid_argument, "matmul_prepare_x: {} rows of {}", n_tokens, n_in);
-  if (!aligned16(x) || !aligned16(scratch))
-    fail(ErrorCode::invalid_argument, "matmul_prepare_x: x and scratch must be 16-byte aligned");
-  const ScratchLayout layout(n_tokens, n_in);
-  const ScratchLayout::Parts p = layout.parts(scratch);
-  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x,
-                 static_cast<int>(n_in), p.xh, nullptr, p.xsum,
-                 static_cast<int>(layout.xsum_stride), p.xinv, nullptr);
-  return {p.xh, p.xinv};
-}
-
 namespace matmul_detail {
 
 MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const int32_t* rows,
@@ -475,6 +460,12 @@ MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const in
 }
 
 }  // namespace matmul_detail
+
+PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
+                           cudaStream_t stream) {
+  const MatmulArgs a = matmul_detail::prepare_x_rows(x, n_tokens, n_in, nullptr, scratch, stream);
+  return {a.xh, a.xinv};
+}
 
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                          float eps, float* y, void* scratch, cudaStream_t stream) {
