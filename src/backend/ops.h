@@ -354,6 +354,12 @@ class Ops {
 
   // ---- mixture of experts. Each of a step's n tokens picks k experts; the (token, expert)
   // pairs, token-major (pair t k + j), are the rows the experts run on.
+  // Whether moe_route runs routers of n_expert experts, k a token (checked at load; the default
+  // ops below refuse every MoE model).
+  virtual bool moe_route_supported(int n_expert, int k) const {
+    (void)n_expert, (void)k;
+    return false;
+  }
   // Per token t: the softmax of logits[t][0, n_expert) in double, its k largest probabilities
   // (ties: the lower expert), each divided by the k's sum when p.normalize, times p.scale[e]:
   // ids[t k + j] and weights[t k + j] for j < k, in increasing expert index (the order

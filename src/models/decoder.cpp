@@ -77,6 +77,11 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
          "run it on the CPU (--device cpu)",
          ops_->name(), head_dim, il, cfg_.arch);
   }
+  if (cfg_.n_expert > 0 && !ops_->moe_route_supported(cfg_.n_expert, cfg_.n_expert_used))
+    fail(ErrorCode::unsupported,
+         "the {} backend cannot route {} experts, {} a token (this {} model); run it on the CPU "
+         "(--device cpu)",
+         ops_->name(), cfg_.n_expert, cfg_.n_expert_used, cfg_.arch);
   // Gemma 4 on a GPU is experimental until its GPU model gate passes: on the gemma4_moe fixture
   // CUDA's logits agree with the CPU's (routing pinned: top-1 99.6%, mean KL 1.4e-5) but the
   // greedy tokens part at the 6th on a near-tie (the CPU's margin 0.005, the row's error 0.013;

@@ -226,13 +226,17 @@ TEST(ModelLoad, Qwen35MtpBlockDoesNotBreakLoading) {
 // with an F16 cache, as CUDA takes head_dim 512 with F16 or BF16 but not F32).
 class LimitedOps final : public Ops {
  public:
-  explicit LimitedOps(bool linear_attention = false, bool narrow_heads_f16 = false)
-      : linear_attention_(linear_attention), narrow_heads_f16_(narrow_heads_f16) {}
+  explicit LimitedOps(bool linear_attention = false, bool narrow_heads_f16 = false,
+                      int max_experts = 8)
+      : linear_attention_(linear_attention),
+        narrow_heads_f16_(narrow_heads_f16),
+        max_experts_(max_experts) {}
   std::string name() const override { return "test-gpu"; }
   bool attention_head_dim_supported(int head_dim, DType cache) const override {
     return head_dim >= 32 || (narrow_heads_f16_ && cache == DType::f16);
   }
   bool linear_attention_supported() const override { return linear_attention_; }
+  bool moe_route_supported(int n_expert, int) const override { return n_expert <= max_experts_; }
   bool delta_rule_k_dim_supported(int k_dim) const override { return k_dim >= 32; }
   bool host_memory() const override { return false; }
   DType kv_dtype_default() const override { return DType::f16; }
@@ -263,6 +267,7 @@ class LimitedOps final : public Ops {
  private:
   bool linear_attention_;
   bool narrow_heads_f16_;
+  int max_experts_;  // moe_route's largest router
 };
 
 TEST(ModelLoad, Qwen35RefusesABackendWithoutLinearAttentionOps) {
@@ -299,6 +304,14 @@ TEST(ModelLoad, RefusesAKvCacheTypeWithoutAttentionForAHeadDim) {
   expect_refused_by(
       archive_open(fixture("gemma4")), o, ErrorCode::unsupported,
       {"test-gpu", "head_dim 16", "F32 KV cache", "layer 0", "--kv-dtype F16", "--device cpu"});
+}
+
+TEST(ModelLoad, RefusesABackendThatCannotRouteTheExperts) {
+  // This backend routes at most 4 experts; the qwen3_moe fixture has 8.
+  ModelLoadOptions o;
+  o.ops = std::make_shared<LimitedOps>(false, false, /*max_experts=*/4);
+  expect_refused_by(archive_open(fixture("qwen3_moe")), o, ErrorCode::unsupported,
+                    {"test-gpu", "cannot route", "qwen3moe", "--device cpu"});
 }
 
 TEST(ModelLoad, Gemma4OnADeviceBackendIsOptIn) {

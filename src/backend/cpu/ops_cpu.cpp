@@ -240,6 +240,9 @@ class CpuOps final : public Ops {
       y[i] = static_cast<float>(y[i] / (1.0 + std::exp(-double{gate[i]})));
   }
 
+  bool moe_route_supported(int n_expert, int k) const override {
+    return n_expert >= 1 && k >= 1 && k <= n_expert;
+  }
   void moe_route(const float* logits, int64_t n_tokens, const MoeRouteParams& p, int32_t* ids,
                  float* weights) override {
     cpu::moe_route(logits, n_tokens, p, ids, weights);

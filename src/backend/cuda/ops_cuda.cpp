@@ -282,6 +282,9 @@ class CudaOps final : public Ops {
     download(out.data(), results, out.size_bytes());
   }
   // ---- mixture of experts
+  bool moe_route_supported(int n_expert, int k) const override {
+    return n_expert >= 1 && n_expert <= kernels::kMoeMaxExperts && k >= 1 && k <= n_expert;
+  }
   void moe_route(const float* logits, int64_t n_tokens, const MoeRouteParams& p, int32_t* ids,
                  float* weights) override {
     kernels::moe_route(logits, n_tokens, p.n_expert, p.k, p.normalize, p.scale, ids, weights,
