@@ -35,6 +35,11 @@ double median_ms(const cuda::Stream& stream, F&& launch) {
   return ms[ms.size() / 2];
 }
 
+// splitmix64: the next value of a seeded stream (random weight bytes, x).
+uint64_t splitmix(uint64_t& s);
+// Makes random bytes valid weights of dtype: finite elements, f16 block scales near 2^-10.
+void make_valid(DType dtype, uint8_t* p, size_t bytes);
+
 // Runs the small-shape correctness and batch-invariance check for each dtype; prints a line per
 // case and returns true when all pass.
 bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
@@ -46,5 +51,10 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps);
 // Times kernels::sample_rows beside argmax_rows and the rows' device-to-host copy
 // (sampling.cpp); prints a line per case and returns the rows for the JSON receipt.
 nlohmann::json run_sampling(const cuda::Stream& stream);
+
+// Times the MoE kernels (moe_route, matmul_experts over gate+up and down, moe_combine) on
+// Qwen3-30B-A3B's shape at 1, 8 and 64 tokens (moe.cpp); prints a line per case and returns the
+// rows for the JSON receipt.
+nlohmann::json run_moe(const cuda::Stream& stream, double copy_tbps);
 
 }  // namespace memra::bench

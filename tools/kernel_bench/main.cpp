@@ -2,11 +2,11 @@
 // measured in the same run: device copy bandwidth (decode, 1 and 8 tokens: GB/s of weight bytes)
 // and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s); then kernels::attention on the same
 // model's shape (attention.cpp; --attention runs only that), then kernels::sample_rows
-// (sampling.cpp). Weights are random valid blocks, rotated over enough copies that L2 (60 MB)
-// cannot serve them; each figure is the median of 20 event-timed calls after warm-up. A
-// self-check runs first (check.cpp); --json FILE saves it all. --tokens N times only N tokens
-// per matrix (1, 8, 16, 32, 64 or 512) and skips attention and sampling: a quick look at one
-// regime while a kernel is being changed.
+// (sampling.cpp), then the mixture-of-experts kernels on Qwen3-30B-A3B's shape (moe.cpp). Weights
+// are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
+// figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
+// --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
+// skips attention and sampling: a quick look at one regime while a kernel is being changed.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -30,20 +30,6 @@
 #include "kernels/kernels.h"
 
 namespace memra::bench {
-namespace {
-
-using cuda::check;
-
-constexpr size_t kRotateBytes = size_t{256} << 20;  // >4x L2 of weights per rotation
-
-struct Shape {
-  const char* name;
-  int n_out;
-  int n_in;
-};
-// Qwen3-8B: fused QKV, one of gate/up, down, and the output (vocabulary) matrix.
-const Shape kShapes[] = {
-    {"qkv", 6144, 4096}, {"gate", 12288, 4096}, {"down", 4096, 12288}, {"output", 151936, 4096}};
 
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -84,6 +70,21 @@ void make_valid(DType dtype, uint8_t* p, size_t bytes) {
     for (size_t s : scales) u16(b + s, 0x83FF, 0x1400);
   }
 }
+
+namespace {
+
+using cuda::check;
+
+constexpr size_t kRotateBytes = size_t{256} << 20;  // >4x L2 of weights per rotation
+
+struct Shape {
+  const char* name;
+  int n_out;
+  int n_in;
+};
+// Qwen3-8B: fused QKV, one of gate/up, down, and the output (vocabulary) matrix.
+const Shape kShapes[] = {
+    {"qkv", 6144, 4096}, {"gate", 12288, 4096}, {"down", 4096, 12288}, {"output", 151936, 4096}};
 
 double copy_tb_per_s(const cuda::Stream& stream) {
   const size_t bytes = size_t{2} << 30;
@@ -367,6 +368,7 @@ int main(int argc, char** argv) {
     if (token_counts.size() > 1) {
       out["attention"] = bench::run_attention(stream, copy);
       out["sampling"] = bench::run_sampling(stream);
+      out["moe"] = bench::run_moe(stream, copy);
     }
     if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     return 0;
