@@ -11,7 +11,9 @@ difference, the two backends route that token differently and its output moves b
 expert's share. The gate therefore runs the CUDA side a second time with the CPU's routing pinned
 (model_run --routes-out / --routes-in) and holds that run to the thresholds and the greedy rule;
 the free run's metrics are reported beside it with the number of (token, layer) routings of the
-prompt that differ.
+prompt that differ, and each such difference must be a near-tie: the CPU's logit margin between
+an expert only it chose and one only CUDA chose at most twice that row's largest |cuda - cpu|
+router logit (more could not flip from rounding the logits; a routing defect would).
 
 Needs python3 + numpy only (it runs on the GPU machine). Usage:
     scripts/gpu_model_gate.py --bin DIR --json OUT.json MODEL [MODEL ...]
@@ -103,17 +105,33 @@ def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp, pinned
 
 
 def route_flips(cpu_routes, cuda_routes):
-    """(token, layer) routings of the teacher-forced prompt chunks (calls of more than one token,
-    where both runs saw the same tokens) whose expert sets differ."""
-    flips = total = 0
+    """Over the (token, layer) routings of the teacher-forced prompt chunks (calls of more than
+    one token, where both runs saw the same tokens): how many expert sets differ, how many of
+    those are not near-ties (the CPU's margin for an expert only it chose over one only CUDA chose
+    above twice the row's largest router-logit difference), and the largest margin / (2 x error).
+    """
+    flips = total = unexplained = 0
+    worst = 0.0
     for a, b in zip(cpu_routes, cuda_routes):
         if a["n"] <= 1 or (a["layer"], a["n"]) != (b["layer"], b["n"]):
             continue
         k = len(a["ids"]) // a["n"]
+        n_expert = len(a["logits"]) // a["n"]
         for t in range(a["n"]):
             total += 1
-            flips += sorted(a["ids"][t * k:(t + 1) * k]) != sorted(b["ids"][t * k:(t + 1) * k])
-    return flips, total
+            mine = set(a["ids"][t * k:(t + 1) * k])
+            theirs = set(b["ids"][t * k:(t + 1) * k])
+            if mine == theirs:
+                continue
+            flips += 1
+            la = np.asarray(a["logits"][t * n_expert:(t + 1) * n_expert], dtype=np.float64)
+            lb = np.asarray(b["logits"][t * n_expert:(t + 1) * n_expert], dtype=np.float64)
+            err = float(np.abs(la - lb).max())
+            margin = max(la[i] - la[j] for i in mine - theirs for j in theirs - mine)
+            ratio = margin / (2 * err) if err > 0 else float("inf")
+            worst = max(worst, ratio)
+            unexplained += ratio > 1 + 1e-6
+    return flips, total, unexplained, worst
 
 
 def gate_model(args, model):
@@ -132,15 +150,18 @@ def gate_model(args, model):
         m = compare(cpu, cuda, args.positions)
         if moe:  # the free run reported; the pinned run judged
             with open(cpu_routes) as f, open(free_routes) as g:
-                flips, routed = route_flips(json.load(f), json.load(g))
+                flips, routed, unexplained, worst = route_flips(json.load(f), json.load(g))
             m["free"] = dict(m, greedy_identical=cpu_out["greedy"] == cuda_out["greedy"],
-                             route_flips=flips, routed_token_layers=routed)
+                             route_flips=flips, routed_token_layers=routed,
+                             route_flips_not_near_ties=unexplained,
+                             route_flip_margin_over_error_max=worst)
             cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
                                          ["--routes-in", cpu_routes])
             m = dict(compare(cpu, cuda, args.positions), free=m["free"], routing="pinned to the CPU's")
     m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
     m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
-    m["pass"] = passes(m) and m["greedy_identical"]
+    m["pass"] = (passes(m) and m["greedy_identical"] and
+                 m.get("free", {}).get("route_flips_not_near_ties", 0) == 0)
     if not m["greedy_identical"]:
         with tempfile.TemporaryDirectory() as tmp:
             m["divergence"] = explain_divergence(args, model, tokens, cpu_out["greedy"],
@@ -179,7 +200,9 @@ def main():
             print(f"  {r['model'][-46:]}: MoE, judged with the CPU's routing pinned; free run: top1 "
                   f"{f['top1']:.4f}, KL {f['kl_mean']:.2e}, rel err {f['rel_err_max']:.2e}, greedy "
                   f"{'same' if f['greedy_identical'] else 'DIFF'}, {f['route_flips']} of "
-                  f"{f['routed_token_layers']} (token, layer) routings differ")
+                  f"{f['routed_token_layers']} (token, layer) routings differ, "
+                  f"{f['route_flips_not_near_ties']} of them not near-ties (largest margin / "
+                  f"2 x logit error {f['route_flip_margin_over_error_max']:.2f})")
         if "divergence" in r:
             d = r["divergence"]
             print(f"  {r['model'][-46:]}: greedy differs at step {d['step']} (cpu {d['cpu_token']}, "

@@ -126,8 +126,11 @@ class DecoderModel : public Model {
   size_t kept_rows_ = 0;           // logit rows forward_sample left in s_.logits
   std::vector<float> trace_host_;  // a traced activation downloaded from device memory
   std::function<void(const TraceEvent&)> trace_;
-  std::function<void(int, int64_t, std::span<int32_t>, std::span<float>)> moe_routes_;  // test hook
-  std::vector<int32_t> routes_ids_;  // moe_routes_: host copies of a layer's routing
+  // ModelLoadOptions::moe_routes (a test hook) and its host copies of a layer's routing.
+  std::function<void(int, int64_t, std::span<const float>, std::span<int32_t>, std::span<float>)>
+      moe_routes_;
+  std::vector<float> routes_logits_;
+  std::vector<int32_t> routes_ids_;
   std::vector<float> routes_weights_;
 
  private:

@@ -132,10 +132,11 @@ struct ModelLoadOptions {
   std::optional<DType> kv_dtype;  // KV cache element type; unset = the backend's default
   std::function<void(const TraceEvent&)> trace;  // called after each named op when set
   // Test hook (model_run --routes-out / --routes-in): after each MoE layer's routing, the layer,
-  // its token count and the expert ids and weights ([n x k], host copies, in moe_route's order);
-  // the layer runs with what the hook leaves in them, so a gate can pin one backend's routing to
-  // another's. While it is set no step is recorded as a graph.
-  std::function<void(int layer, int64_t n_tokens, std::span<int32_t> ids, std::span<float> weights)>
+  // its router logits ([n x n_expert]) and the expert ids and weights ([n x k], in moe_route's
+  // order), host copies; the layer runs with the ids and weights the hook leaves, so a gate can
+  // pin one backend's routing to another's. While it is set no step is recorded as a graph.
+  std::function<void(int layer, int64_t n_tokens, std::span<const float> logits,
+                     std::span<int32_t> ids, std::span<float> weights)>
       moe_routes;
   // Called as weights become backend-resident (bytes done, bytes total), e.g. for a progress bar.
   std::function<void(uint64_t, uint64_t)> progress;

@@ -24,11 +24,13 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out, cons
                              static_cast<const float*>(L.ffn_exp_scale.data)};
   ops_->moe_route(logits, n, route, ids, weights);
   if (moe_routes_) {  // a gate's hook may read and replace the routing (ModelLoadOptions)
+    routes_logits_.resize(static_cast<size_t>(n * cfg_.n_expert));
     routes_ids_.resize(static_cast<size_t>(pairs));
     routes_weights_.resize(static_cast<size_t>(pairs));
+    ops_->download(routes_logits_.data(), logits, routes_logits_.size() * sizeof(float));
     ops_->download(routes_ids_.data(), ids, routes_ids_.size() * sizeof(int32_t));
     ops_->download(routes_weights_.data(), weights, routes_weights_.size() * sizeof(float));
-    moe_routes_(il, n, routes_ids_, routes_weights_);
+    moe_routes_(il, n, routes_logits_, routes_ids_, routes_weights_);
     for (int32_t e : routes_ids_)
       if (e < 0 || e >= cfg_.n_expert)
         fail(ErrorCode::invalid_argument, "moe_routes: expert {} of {}", e, cfg_.n_expert);

@@ -49,7 +49,7 @@ struct Options {
   std::string device = "cpu";  // cpu | cuda | cuda:N | auto
   std::string kv_dtype;        // KV cache dtype name; empty = the backend's default
   std::string logits_out;      // --all-logits rows as raw little-endian f32 to this file
-  std::string routes_out;      // every MoE layer's routing (ids, weights) as JSON to this file
+  std::string routes_out;      // every MoE layer's routing (logits, ids, weights) as JSON here
   std::string routes_in;       // ... read back: the run uses these instead of its own
 };
 
@@ -204,11 +204,12 @@ int run(const Options& o) {
     routes = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
   }
   if (!o.routes_out.empty() || !o.routes_in.empty()) {
-    load_options.moe_routes = [&](int layer, int64_t n, std::span<int32_t> ids,
-                                  std::span<float> weights) {
+    load_options.moe_routes = [&](int layer, int64_t n, std::span<const float> logits,
+                                  std::span<int32_t> ids, std::span<float> weights) {
       if (o.routes_in.empty()) {
         routes.push_back({{"layer", layer},
                           {"n", n},
+                          {"logits", std::vector<float>(logits.begin(), logits.end())},
                           {"ids", std::vector<int32_t>(ids.begin(), ids.end())},
                           {"weights", std::vector<float>(weights.begin(), weights.end())}});
         return;
