@@ -149,9 +149,9 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   if (max_seqs < 1) return {};  // the engine refuses these limits by name
   // Traced steps download activations between ops, which a recording cannot hold; so would an
   // MoE layer whose backend reads the routing on the host (buckets above what it keeps on the
-  // device run eagerly). Hybrid models are never recorded either: a padded decode step's padding
-  // sequences have no state slot, and the linear-attention ops check the step's slots on the host.
-  if (limits.graphs && ops_->graphs_supported() && !trace_ && !moe_routes_ && !cfg_.hybrid()) {
+  // device run eagerly). A hybrid model's padding sequences share the cache's scratch state slot
+  // (graph_pad), which each padded step resets (their tokens sit at position 0).
+  if (limits.graphs && ops_->graphs_supported() && !trace_ && !moe_routes_) {
     graph_buckets_ = graph_batch_buckets(max_seqs);
     std::erase_if(graph_buckets_, [&](int32_t n) { return !moe_on_device(n); });
     graph_context_limit_ = limits.context_length;
@@ -215,13 +215,24 @@ GraphKey DecoderModel::begin_step(const Batch& batch, const BackendKvCache& kv,
                                   int32_t argmax_cols) {
   step_layout_build(batch, kv.block_size(), kv.n_blocks(),
                     static_cast<int32_t>(w_.token_embd.n_rows()), step_);
+  // Every sequence of a hybrid model owns one of the cache's state slots (the scratch slot past
+  // them is the graph padding's): checked here, on the host, for eager and replayed steps alike.
+  if (cfg_.hybrid()) {
+    for (size_t s = 0; s < step_.state_slots.size(); ++s) {
+      const int32_t slot = step_.state_slots[s];
+      if (slot < 0 || slot >= kv.n_state_slots())
+        fail(ErrorCode::invalid_argument,
+             "batch sequence {} has state slot {}, outside the cache's {} state slots", s, slot,
+             kv.n_state_slots());
+    }
+  }
   GraphKey key;
   if (!graph_buckets_.empty() && step_is_pure_decode(step_)) {
     const int32_t n = graph_batch_bucket(graph_buckets_, step_.n_tokens());
     const int32_t context = graph_context_bucket(step_.max_context, graph_context_limit_);
     const int32_t max_blocks = (context + kv.block_size() - 1) / kv.block_size();
     if (n > 0 && context > 0 && max_blocks >= step_.max_blocks) {
-      graph_pad(step_, n, max_blocks, context, kv.scratch_block());
+      graph_pad(step_, n, max_blocks, context, kv.scratch_block(), kv.scratch_state_slot());
       key = GraphKey{this, n, max_blocks, context, argmax_cols};
     }
   }
@@ -275,6 +286,17 @@ void DecoderModel::forward_hidden(const Batch& batch, KvCache& kv_base, std::spa
          hidden.size(), n_rows, cfg_.n_embd);
   step_layout_build(batch, kv.block_size(), kv.n_blocks(),
                     static_cast<int32_t>(w_.token_embd.n_rows()), step_);
+  // Every sequence of a hybrid model owns one of the cache's state slots (the scratch slot past
+  // them is the graph padding's): checked here, on the host, for eager and replayed steps alike.
+  if (cfg_.hybrid()) {
+    for (size_t s = 0; s < step_.state_slots.size(); ++s) {
+      const int32_t slot = step_.state_slots[s];
+      if (slot < 0 || slot >= kv.n_state_slots())
+        fail(ErrorCode::invalid_argument,
+             "batch sequence {} has state slot {}, outside the cache's {} state slots", s, slot,
+             kv.n_state_slots());
+    }
+  }
   ops_->step_begin(step_);
   reserve(step_.n_tokens(), std::max(1, step_.n_logits()), false, false);
   forward_layers(step_.n_tokens(), kv);

@@ -70,10 +70,11 @@ BackendKvCache::BackendKvCache(std::shared_ptr<Ops> ops, DType dtype,
     const uint64_t layer_bytes = checked_mul(block, int64_t{n_blocks} + 1, "KV cache size");
     total = checked_add(total, checked_mul(layer_bytes, 2, "KV cache size"), "KV cache size");
   }
+  // n_slots + 1: the last is the scratch slot (graph padding).
   const uint64_t conv_bytes = checked_mul(checked_mul(state_.conv_floats, sizeof(float), "state"),
-                                          std::max(state_.n_slots, 1), "state size");
+                                          std::max(state_.n_slots, 1) + 1, "state size");
   const uint64_t ssm_bytes = checked_mul(checked_mul(state_.ssm_floats, sizeof(float), "state"),
-                                         std::max(state_.n_slots, 1), "state size");
+                                         std::max(state_.n_slots, 1) + 1, "state size");
   for (size_t il = 0; il < n_layers; ++il) {
     const uint64_t layer_bytes = block_bytes_[il] * (uint64_t(n_blocks) + 1);
     k_.push_back(layer_bytes ? ops_->alloc(layer_bytes) : Buffer{});
@@ -122,7 +123,8 @@ KvLayerView BackendKvCache::layer(int32_t il) const {
 StateLayerView BackendKvCache::state(int32_t il) const {
   if (conv_.empty() || !state_.layers.at(static_cast<size_t>(il)))
     fail(ErrorCode::internal, "layer {} is an attention layer: it keeps no state", il);
-  return {conv_[il].f32(), ssm_[il].f32(), state_.n_slots, state_.conv_floats, state_.ssm_floats};
+  return {conv_[il].f32(), ssm_[il].f32(), state_.n_slots + 1, state_.conv_floats,
+          state_.ssm_floats};
 }
 
 }  // namespace memra

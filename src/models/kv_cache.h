@@ -2,7 +2,8 @@
 // [block_size][n_kv_heads][head_dim] in the cache dtype (f32 on the CPU, the oracle's precision;
 // f16 by default on CUDA). Allocated by the model's backend, so it lives where attention runs.
 // One block past the n_blocks the engine manages is the scratch block: the padding tokens of a
-// graph-replayed decode step write and read it, and no sequence ever owns it.
+// graph-replayed decode step write and read it, and no sequence ever owns it. Likewise one state
+// slot past the n_state_slots the engine manages is the padding sequences' scratch state slot.
 // Each layer has its own KV shape (KvLayerShape); an empty shape means the layer keeps no KV:
 // a hybrid model's linear-attention layers (qwen35), which hold a fixed-size f32 state per state
 // slot instead (ops.h StateLayerView, one slot per running sequence), and gemma4's KV-sharing
@@ -54,12 +55,13 @@ class BackendKvCache final : public KvCache {
   uint64_t bytes() const override;  // of the n_blocks blocks (the scratch block not counted)
   void copy_block(int32_t src, int32_t dst) override;
 
-  int32_t n_state_slots() const override { return state_.n_slots; }
+  int32_t n_state_slots() const override { return state_.n_slots; }  // the scratch not counted
   uint64_t state_bytes() const override { return state_.bytes_per_slot() * state_.n_slots; }
 
   KvLayerView layer(int32_t il) const;     // its n_blocks counts the scratch block
-  StateLayerView state(int32_t il) const;  // a linear-attention layer's slots
+  StateLayerView state(int32_t il) const;  // a linear-attention layer's slots, the scratch's too
   int32_t scratch_block() const { return n_blocks_; }
+  int32_t scratch_state_slot() const { return state_.n_slots > 0 ? state_.n_slots : -1; }
   const Ops* owner() const { return ops_.get(); }
 
   // Bytes one token slot takes for K and V across the layers (empty shapes take none).

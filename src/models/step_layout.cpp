@@ -99,7 +99,7 @@ bool step_is_pure_decode(const StepLayout& step) {
 }
 
 void graph_pad(StepLayout& step, int32_t n, int32_t max_blocks, int32_t context,
-               int32_t scratch_block) {
+               int32_t scratch_block, int32_t scratch_state_slot) {
   const int32_t real = step.n_tokens();
   if (!step_is_pure_decode(step) || n < real || max_blocks < step.max_blocks ||
       context < step.max_context || int64_t{max_blocks} * step.block_size < context)
@@ -113,7 +113,7 @@ void graph_pad(StepLayout& step, int32_t n, int32_t max_blocks, int32_t context,
                 tables.begin() + int64_t{s} * max_blocks);
   for (int32_t s = real; s < n; ++s) tables[static_cast<size_t>(s) * max_blocks] = scratch_block;
   step.block_tables = std::move(tables);
-  step.state_slots.resize(n, -1);
+  step.state_slots.resize(n, scratch_state_slot);
   step.max_blocks = max_blocks;
   step.tokens.resize(n, 0);
   step.positions.resize(n, 0);

@@ -36,9 +36,11 @@ bool step_is_pure_decode(const StepLayout& step);
 // Pads a pure decode step in place to n tokens, sequences and logit rows, block-table stride
 // max_blocks and max_context = context. Padding token i (n_tokens() <= i < n) is token id 0 at
 // position 0 in a sequence of its own whose table is [scratch_block] (a KV block no sequence owns,
-// written and read only by padding), its slot scratch_block * block_size; padding logit rows come
-// after the real ones and are never read. Throws Error(internal) if the step does not fit.
+// written and read only by padding), its slot scratch_block * block_size, its recurrent state
+// slot scratch_state_slot (a hybrid model's slot no sequence owns; -1 where the model keeps no
+// state); padding logit rows come after the real ones and are never read. Throws
+// Error(internal) if the step does not fit.
 void graph_pad(StepLayout& step, int32_t n, int32_t max_blocks, int32_t context,
-               int32_t scratch_block);
+               int32_t scratch_block, int32_t scratch_state_slot = -1);
 
 }  // namespace memra

@@ -85,6 +85,40 @@ class GraphShapedCpuOps final : public Ops {
   void gelu_tanh_mul(const float* g, const float* u, int64_t n, float* o) override {
     cpu_->gelu_tanh_mul(g, u, n, o);
   }
+  // Linear attention and MoE (the hybrid and MoE fixtures).
+  bool linear_attention_supported() const override { return cpu_->linear_attention_supported(); }
+  void ssm_conv(const StateLayerView& s, const float* x, int64_t d, int k, const float* w,
+                float* y) override {
+    cpu_->ssm_conv(s, x, d, k, w, y);
+  }
+  void gated_delta_rule(const StateLayerView& s, const float* qkv, const float* a, const float* b,
+                        const float* A, const float* dt, const DeltaNetParams& p,
+                        float* o) override {
+    cpu_->gated_delta_rule(s, qkv, a, b, A, dt, p, o);
+  }
+  void rms_norm_gated(const float* x, const float* w, const float* z, int64_t r, int64_t d, float e,
+                      float* y) override {
+    cpu_->rms_norm_gated(x, w, z, r, d, e, y);
+  }
+  void sigmoid_mul(float* y, const float* g, int64_t n) override { cpu_->sigmoid_mul(y, g, n); }
+  bool moe_route_supported(int e, int k) const override { return cpu_->moe_route_supported(e, k); }
+  void moe_route(const float* l, int64_t n, const MoeRouteParams& p, int32_t* ids,
+                 float* w) override {
+    cpu_->moe_route(l, n, p, ids, w);
+  }
+  void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
+                      const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) override {
+    cpu_->matmul_experts(ws, x, x_div, ids, n_pairs, ys);
+  }
+  bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const override {
+    return cpu_->matmul_experts_on_device(w, n_pairs);
+  }
+  void moe_combine(const float* y, const float* w, int64_t n, int k, int64_t d, float* o) override {
+    cpu_->moe_combine(y, w, n, k, d, o);
+  }
+  void sigmoid_scale_rows(float* y, const float* g, int64_t r, int64_t d) override {
+    cpu_->sigmoid_scale_rows(y, g, r, d);
+  }
 
  private:
   std::unique_ptr<Ops> cpu_;
@@ -160,7 +194,8 @@ TEST_P(PaddedDecode, PaddedStepsGiveTheUnpaddedTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PaddedDecode,
-                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3", "qwen3_moe",
+                                           "qwen3_5", "qwen3_5_moe"));
 
 }  // namespace
 }  // namespace memra

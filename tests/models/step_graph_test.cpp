@@ -85,6 +85,17 @@ TEST(GraphPad, PaddingTokensLiveInTheScratchBlock) {
                     7,  -1, -1, -1, -1, -1, -1, -1,  //
                     16, -1, -1, -1, -1, -1, -1, -1};
   EXPECT_EQ(s.block_tables, tables);
+  EXPECT_EQ(s.state_slots, (V{-1, -1, -1, -1}));  // no recurrent state: none for padding either
+}
+
+TEST(GraphPad, PaddingSequencesShareTheScratchStateSlot) {
+  StepLayout s;
+  Batch b = decode_batch();
+  for (size_t i = 0; i < b.seqs.size(); ++i) b.seqs[i].state_slot = static_cast<int32_t>(i) + 2;
+  step_layout_build(b, 4, 16, 32, s);
+  graph_pad(s, 5, 8, 32, 16, /*scratch_state_slot=*/9);
+  EXPECT_EQ(s.state_slots, (V{2, 3, 4, 9, 9}));
+  EXPECT_EQ(s.positions, (V{5, 17, 2, 0, 0}));  // at 0: each padded step resets the slot
 }
 
 TEST(GraphPad, AStepThatDoesNotFitIsAnInternalError) {

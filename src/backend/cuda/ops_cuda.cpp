@@ -371,8 +371,8 @@ class CudaOps final : public Ops {
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
-  // through alloc(): device memory. The slots are checked on the host from the step's copy (models
-  // with these layers never record graphs, decoder.cpp, so the checks run every step).
+  // through alloc(): device memory. The slots are checked on the host from the step's copy when
+  // the ops run eagerly (and by the model every step, decoder.cpp, replayed graphs included).
   //
   // Experimental until the GPU model gate passes: on the qwen3_5 fixture CUDA's logits agree with
   // the CPU (top-1 99.2%, mean KL 2.6e-5) but its 32 greedy tokens part at the 12th
