@@ -214,18 +214,7 @@ void DecoderModel::grow(Buffer& b, size_t bytes) {
 GraphKey DecoderModel::begin_step(const Batch& batch, const BackendKvCache& kv,
                                   int32_t argmax_cols) {
   step_layout_build(batch, kv.block_size(), kv.n_blocks(),
-                    static_cast<int32_t>(w_.token_embd.n_rows()), step_);
-  // Every sequence of a hybrid model owns one of the cache's state slots (the scratch slot past
-  // them is the graph padding's): checked here, on the host, for eager and replayed steps alike.
-  if (cfg_.hybrid()) {
-    for (size_t s = 0; s < step_.state_slots.size(); ++s) {
-      const int32_t slot = step_.state_slots[s];
-      if (slot < 0 || slot >= kv.n_state_slots())
-        fail(ErrorCode::invalid_argument,
-             "batch sequence {} has state slot {}, outside the cache's {} state slots", s, slot,
-             kv.n_state_slots());
-    }
-  }
+                    static_cast<int32_t>(w_.token_embd.n_rows()), step_, kv.n_state_slots());
   GraphKey key;
   if (!graph_buckets_.empty() && step_is_pure_decode(step_)) {
     const int32_t n = graph_batch_bucket(graph_buckets_, step_.n_tokens());
@@ -285,18 +274,7 @@ void DecoderModel::forward_hidden(const Batch& batch, KvCache& kv_base, std::spa
     fail(ErrorCode::invalid_argument, "hidden span holds {} floats, expected {} rows of {}",
          hidden.size(), n_rows, cfg_.n_embd);
   step_layout_build(batch, kv.block_size(), kv.n_blocks(),
-                    static_cast<int32_t>(w_.token_embd.n_rows()), step_);
-  // Every sequence of a hybrid model owns one of the cache's state slots (the scratch slot past
-  // them is the graph padding's): checked here, on the host, for eager and replayed steps alike.
-  if (cfg_.hybrid()) {
-    for (size_t s = 0; s < step_.state_slots.size(); ++s) {
-      const int32_t slot = step_.state_slots[s];
-      if (slot < 0 || slot >= kv.n_state_slots())
-        fail(ErrorCode::invalid_argument,
-             "batch sequence {} has state slot {}, outside the cache's {} state slots", s, slot,
-             kv.n_state_slots());
-    }
-  }
+                    static_cast<int32_t>(w_.token_embd.n_rows()), step_, kv.n_state_slots());
   ops_->step_begin(step_);
   reserve(step_.n_tokens(), std::max(1, step_.n_logits()), false, false);
   forward_layers(step_.n_tokens(), kv);

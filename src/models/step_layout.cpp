@@ -9,7 +9,7 @@
 namespace memra {
 
 void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks, int32_t n_vocab,
-                       StepLayout& out) {
+                       StepLayout& out, int32_t n_state_slots) {
   const int32_t n = batch.n_tokens();
   if (batch.positions.size() != batch.tokens.size())
     fail(ErrorCode::invalid_argument, "batch has {} tokens but {} positions", n,
@@ -46,6 +46,10 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
              n_blocks);
       out.block_tables[s * out.max_blocks + b] = id;
     }
+    if (n_state_slots > 0 && (seq.state_slot < 0 || seq.state_slot >= n_state_slots))
+      fail(ErrorCode::invalid_argument,
+           "batch sequence {} has state slot {}, outside the cache's {} state slots", s,
+           seq.state_slot, n_state_slots);
     out.state_slots[s] = seq.state_slot;
     for (int32_t i = 0; i < seq.n_tokens; ++i) {
       const int32_t t = next + i, pos = seq.n_past + i;

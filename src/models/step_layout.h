@@ -12,11 +12,13 @@ namespace memra {
 
 // Throws Error(invalid_argument) naming the problem for a batch whose sequences are not contiguous
 // in token order, whose positions do not follow n_past, whose block tables do not cover its
-// positions (or name blocks outside [0, n_blocks)), whose token ids lie outside [0, n_vocab), or
-// whose logit tokens lie outside it. (Token ids are checked here, once per step, because a
-// replayed graph runs no host code of the ops.)
+// positions (or name blocks outside [0, n_blocks)), whose token ids lie outside [0, n_vocab),
+// whose logit tokens lie outside it, or (n_state_slots > 0: a model with recurrent state) whose
+// sequences' state slots lie outside [0, n_state_slots) (the scratch slot past them is the graph
+// padding's). (Checked here, once per step, because a replayed graph runs no host code of the
+// ops.)
 void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks, int32_t n_vocab,
-                       StepLayout& out);
+                       StepLayout& out, int32_t n_state_slots = 0);
 
 // ---- graph-replayed decode steps
 // A pure decode step (every sequence one token, every token a logit row) is padded up to a batch

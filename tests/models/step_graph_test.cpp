@@ -96,6 +96,11 @@ TEST(GraphPad, PaddingSequencesShareTheScratchStateSlot) {
   graph_pad(s, 5, 8, 32, 16, /*scratch_state_slot=*/9);
   EXPECT_EQ(s.state_slots, (V{2, 3, 4, 9, 9}));
   EXPECT_EQ(s.positions, (V{5, 17, 2, 0, 0}));  // at 0: each padded step resets the slot
+  // A sequence's own slot must lie among the cache's (here 9): the scratch one is refused.
+  b.seqs[1].state_slot = 9;
+  EXPECT_THROW(step_layout_build(b, 4, 16, 32, s, 9), Error);
+  b.seqs[1].state_slot = 8;
+  step_layout_build(b, 4, 16, 32, s, 9);
 }
 
 TEST(GraphPad, AStepThatDoesNotFitIsAnInternalError) {
