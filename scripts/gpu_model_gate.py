@@ -2,18 +2,35 @@
 """The GPU model gate: the CUDA backend against the CPU backend (the float32 oracle) on the same
 weights, through tests/models/model_run. Per model: teacher-forced logits over P prompt positions
 (top-1 agreement, mean KL(cpu || cuda), worst |cuda - cpu| / max |cpu| per row) and G greedy
-tokens (identical). Teeth: the same comparison with the CUDA rows shifted by one position must
-fail, so a gate that cannot fail is caught.
+tokens. Teeth: the same comparison with the CUDA rows shifted by one position must fail, so a
+gate that cannot fail is caught.
+
+The greedy rule: two backends that round differently pick different tokens where the top two
+logits are closer than their rounding difference, and from there decode different texts, so
+"free-run greedy identical" fails correct backends (gemma4_moe at step 5: CPU margin 0.005 under
+a row error of 0.013; qwen3_5 at step 11: 0.011 under 0.020). The gate therefore runs CUDA
+teacher-forced along the CPU's greedy trajectory (model_run --forced-greedy: each decode step
+feeds the CPU's token, through the decode path) and at every step where CUDA's argmax is not the
+CPU's pick requires a near-tie: the CPU's logit margin of its pick over CUDA's argmax at most
+twice that row's largest |cuda - cpu| over its other logits (the rounding difference; the two
+competing logits themselves are left out, since a flip always has a margin within twice their
+own difference). Any other flip fails the model, and the teacher-forced greedy rows are held to
+the prompt rows' KL and relative-error thresholds, so a decode path that moves every logit fails
+even where its flips look like ties. Whether the free runs' greedy tokens are identical is
+reported only.
+The table's greedy column: same (no flip), ties:N (N flips, all near-ties), DIFF (otherwise).
 
 Mixture-of-experts models: a token's top-k experts are a discontinuous function of its router
 logits, so where the CPU's k-th and (k+1)-th experts are closer than the backends' rounding
 difference, the two backends route that token differently and its output moves by a whole
 expert's share. The gate therefore runs the CUDA side a second time with the CPU's routing pinned
-(model_run --routes-out / --routes-in) and holds that run to the thresholds and the greedy rule;
+(model_run --routes-out / --routes-in), teacher-forced on the CPU's greedy tokens (the CPU's
+recording covers exactly those calls), and holds that run to the thresholds and the greedy rule;
 the free run's metrics are reported beside it with the number of (token, layer) routings of the
 prompt that differ, and each such difference must be a near-tie: the CPU's logit margin between
 an expert only it chose and one only CUDA chose at most twice that row's largest |cuda - cpu|
-router logit (more could not flip from rounding the logits; a routing defect would).
+router logit. Dense models need a second CUDA run only when the free run's greedy tokens differ
+(otherwise the free run was already on the CPU's trajectory).
 
 Needs python3 + numpy only (it runs on the GPU machine). Usage:
     scripts/gpu_model_gate.py --bin DIR --json OUT.json MODEL [MODEL ...]
@@ -33,6 +50,9 @@ TOP1_MIN = 0.99
 KL_MAX = 1e-3
 # bf16 activations and KV against float32: relative to the largest |logit| of the row.
 REL_ERR_MAX = 5e-2
+# Near-ties (greedy picks, MoE routings): the CPU's margin at most twice the row's largest
+# |cuda - cpu|, i.e. margin / (2 x error) <= 1, with float slack.
+NEAR_TIE = 1 + 1e-6
 
 
 def token_ids(n, vocab, seed):
@@ -42,10 +62,17 @@ def token_ids(n, vocab, seed):
     return [int(t) for t in rng.integers(lo, hi, size=n)]
 
 
-def run(bin_dir, model, tokens, greedy, device, out_dir, extra=()):
+def run(bin_dir, model, tokens, greedy, device, out_dir, extra=(), forced=None):
+    """forced: greedy tokens the decode steps feed instead of their own argmax (teacher forcing
+    along another run's trajectory)."""
     ids = os.path.join(out_dir, "ids.json")
     with open(ids, "w") as f:
         json.dump(tokens, f)
+    if forced is not None:
+        forced_file = os.path.join(out_dir, "forced.json")
+        with open(forced_file, "w") as f:
+            json.dump([int(t) for t in forced], f)
+        extra = [*extra, "--forced-greedy", forced_file]
     raw = os.path.join(out_dir, f"logits-{device}.f32")
     cmd = [os.path.join(bin_dir, "model_run"), "--model", model, "--tokens-file", ids,
            "--chunk", "128", "--greedy", str(greedy), "--all-logits", "--logits-out", raw,
@@ -81,27 +108,57 @@ def passes(m):
             m["rel_err_max"] <= REL_ERR_MAX)
 
 
-def explain_divergence(args, model, prompt, greedy_cpu, greedy_cuda, tmp, pinned=False):
-    """Where greedy decoding first differs, both backends' logits on the same tokens (the prompt
-    and the tokens both chose before that step): the CPU's margin between its pick and the
-    CUDA pick, against that row's largest |cuda - cpu|. A margin under the row's error is a
-    near-tie that the backends' rounding decides; a margin far above it points at a defect.
-    Reported only: the gate's verdict stays greedy-identical. pinned: the CUDA run takes the CPU
-    run's MoE routing, as the gate's judged run did."""
-    step = next(i for i, (a, b) in enumerate(zip(greedy_cpu, greedy_cuda)) if a != b)
-    tokens = prompt + greedy_cpu[:step]
-    routes = os.path.join(tmp, "routes-explain.json")
-    _, cpu, _ = run(args.bin, model, tokens, 0, "cpu", tmp,
-                    ["--threads", str(args.threads)] + (["--routes-out", routes] if pinned else []))
-    _, cuda, _ = run(args.bin, model, tokens, 0, args.device, tmp,
-                     ["--routes-in", routes] if pinned else [])
-    a, b = cpu[len(tokens) - 1].astype(np.float64), cuda[len(tokens) - 1].astype(np.float64)
-    pick_cpu, pick_cuda = greedy_cpu[step], greedy_cuda[step]
-    return {"step": step, "cpu_token": pick_cpu, "cuda_token": pick_cuda,
-            "cpu_margin": float(a[pick_cpu] - a[pick_cuda]),
-            "cuda_margin": float(b[pick_cuda] - b[pick_cpu]),
-            "row_abs_err_max": float(np.abs(a - b).max()),
-            "row_abs_logit_max": float(np.abs(a).max())}
+def near_tie_ratio(margin, err):
+    """margin / (2 x err): at most 1 (NEAR_TIE) is a near-tie that rounding of size err can flip.
+    Anything not finite counts as no near-tie."""
+    margin, err = float(margin), float(err)
+    if not (np.isfinite(margin) and np.isfinite(err)):
+        return float("inf")
+    if margin <= 0:
+        return 0.0
+    return margin / (2 * err) if err > 0 else float("inf")
+
+
+def greedy_flips(cpu_rows, cuda_rows, picks):
+    """The greedy rule on a teacher-forced trajectory. Row i of both backends decides greedy step
+    i over the same tokens (the prompt and the CPU's picks before step i); picks are the CPU's
+    greedy tokens. Where CUDA's argmax j is not the CPU's pick i, the CPU's margin a_i - a_j must
+    be at most twice the row's rounding difference, the largest |cuda - cpu| over the row's other
+    logits (a near-tie the backends' rounding decides); a larger margin is a defect, as is a row
+    that is not finite. The other logits, not the whole row: CUDA's argmax is of its own row, so
+    a_i - a_j <= |a_i - b_i| + |b_j - a_j| holds at every flip and the whole row's largest
+    difference would excuse any flip; the rest of the row shows how far rounding moves a logit.
+    (A defect that moves every logit is the decode rows' thresholds' to catch: verdict.)
+    Returns plain Python values: the steps, the flips, those not near-ties, the largest
+    margin / (2 x error) and each flip's numbers."""
+    a = np.asarray(cpu_rows, dtype=np.float64)
+    b = np.asarray(cuda_rows, dtype=np.float64)
+    if a.shape != b.shape or a.shape[0] != len(picks):
+        raise ValueError(f"greedy rows {a.shape} / {b.shape} for {len(picks)} steps")
+    steps, worst = [], 0.0
+    for i, pick in enumerate(picks):
+        pick = int(pick)
+        finite = bool(np.isfinite(b[i]).all())
+        theirs = int(np.argmax(b[i])) if finite else -1
+        if finite and theirs == pick:
+            continue
+        diff = np.abs(a[i] - b[i])
+        if finite:
+            rest = np.delete(diff, [pick, theirs])
+            err = float(rest.max()) if rest.size else float(diff.max())
+            margin = float(a[i, pick] - a[i, theirs])
+            ratio = near_tie_ratio(margin, err)
+        else:
+            err = margin = ratio = float("inf")
+        worst = max(worst, ratio)
+        steps.append({"step": i, "cpu_token": pick, "cuda_token": theirs, "cpu_margin": margin,
+                      "cuda_margin": float(b[i, theirs] - b[i, pick]) if finite else float("nan"),
+                      "row_abs_err_max": float(diff.max()) if finite else float("inf"),
+                      "rest_abs_err_max": err, "row_abs_logit_max": float(np.abs(a[i]).max()),
+                      "margin_over_error": ratio, "near_tie": ratio <= NEAR_TIE})
+    return {"greedy_steps": len(picks), "greedy_flips": len(steps),
+            "greedy_flips_not_near_ties": sum(not f["near_tie"] for f in steps),
+            "greedy_flip_margin_over_error_max": worst, "greedy_flip_steps": steps}
 
 
 def route_flips(cpu_routes, cuda_routes):
@@ -109,6 +166,7 @@ def route_flips(cpu_routes, cuda_routes):
     one token, where both runs saw the same tokens): how many expert sets differ, how many of
     those are not near-ties (the CPU's margin for an expert only it chose over one only CUDA chose
     above twice the row's largest router-logit difference), and the largest margin / (2 x error).
+    Plain Python values (the summary is JSON).
     """
     flips = total = unexplained = 0
     worst = 0.0
@@ -119,19 +177,48 @@ def route_flips(cpu_routes, cuda_routes):
         n_expert = len(a["logits"]) // a["n"]
         for t in range(a["n"]):
             total += 1
-            mine = set(a["ids"][t * k:(t + 1) * k])
-            theirs = set(b["ids"][t * k:(t + 1) * k])
+            mine = {int(i) for i in a["ids"][t * k:(t + 1) * k]}
+            theirs = {int(i) for i in b["ids"][t * k:(t + 1) * k]}
             if mine == theirs:
                 continue
             flips += 1
             la = np.asarray(a["logits"][t * n_expert:(t + 1) * n_expert], dtype=np.float64)
             lb = np.asarray(b["logits"][t * n_expert:(t + 1) * n_expert], dtype=np.float64)
             err = float(np.abs(la - lb).max())
-            margin = max(la[i] - la[j] for i in mine - theirs for j in theirs - mine)
-            ratio = margin / (2 * err) if err > 0 else float("inf")
+            margin = max(float(la[i] - la[j]) for i in mine - theirs for j in theirs - mine)
+            ratio = near_tie_ratio(margin, err)
             worst = max(worst, ratio)
-            unexplained += ratio > 1 + 1e-6
-    return flips, total, unexplained, worst
+            unexplained += int(not ratio <= NEAR_TIE)
+    return int(flips), int(total), int(unexplained), float(worst)
+
+
+def verdict(cpu, cuda, forced, n_prompt, greedy_cpu, greedy_cuda, free=None):
+    """One model's verdict from its logits (the pure part of gate_model). cpu: the CPU greedy
+    run's rows (n_prompt prompt rows, then one per decode step); cuda: the judged CUDA run's rows
+    (thresholds over the prompt rows); forced: CUDA's rows teacher-forced on the CPU's greedy
+    tokens (the greedy rule; it may be cuda itself); greedy_cpu / greedy_cuda: the free runs'
+    greedy tokens (greedy_identical, reported only); free: an MoE model's unpinned run's report.
+    """
+    g = len(greedy_cpu)
+    m = compare(cpu, cuda, n_prompt)
+    if free is not None:
+        m["free"], m["routing"] = free, "pinned to the CPU's"
+    m["greedy_identical"] = [int(t) for t in greedy_cpu] == [int(t) for t in greedy_cuda]
+    m["greedy_cpu"] = [int(t) for t in greedy_cpu]
+    m["greedy_cuda"] = [int(t) for t in greedy_cuda]
+    rows_cpu, rows_cuda = cpu[n_prompt - 1:n_prompt - 1 + g], forced[n_prompt - 1:n_prompt - 1 + g]
+    m.update(greedy_flips(rows_cpu, rows_cuda, greedy_cpu))
+    # The teacher-forced greedy rows (the decode path's) meet the prompt rows' thresholds, their
+    # top-1 agreement aside (the flips are judged one by one above).
+    m["greedy_rows"] = compare(rows_cpu, rows_cuda, g) if g else {
+        "finite": True, "top1": 1.0, "kl_mean": 0.0, "rel_err_max": 0.0}
+    m["pass"] = bool(passes(m) and passes(dict(m["greedy_rows"], top1=1.0)) and
+                     m["greedy_flips_not_near_ties"] == 0 and
+                     (free or {}).get("route_flips_not_near_ties", 0) == 0)
+    # Teeth: rows off by one position (what a wrong position or KV slot would look like).
+    shifted = compare(cpu[1:], cuda[:-1], n_prompt - 1)
+    m["teeth_shifted_rows_fail"] = not passes(shifted)
+    return m
 
 
 def gate_model(args, model):
@@ -145,33 +232,100 @@ def gate_model(args, model):
         with open(cpu_routes) as f:
             moe = len(json.load(f)) > 0
         free_routes = os.path.join(tmp, "routes-cuda.json")
-        cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
-                                     ["--routes-out", free_routes] if moe else [])
-        m = compare(cpu, cuda, args.positions)
-        if moe:  # the free run reported; the pinned run judged
+        free_out, free_rows, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
+                                          ["--routes-out", free_routes] if moe else [])
+        free = None
+        forced_s = 0.0
+        if moe:  # the free run reported; the run pinned to the CPU's routing (and tokens) judged
             with open(cpu_routes) as f, open(free_routes) as g:
                 flips, routed, unexplained, worst = route_flips(json.load(f), json.load(g))
-            m["free"] = dict(m, greedy_identical=cpu_out["greedy"] == cuda_out["greedy"],
-                             route_flips=flips, routed_token_layers=routed,
-                             route_flips_not_near_ties=unexplained,
-                             route_flip_margin_over_error_max=worst)
-            cuda_out, cuda, cuda_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
-                                         ["--routes-in", cpu_routes])
-            m = dict(compare(cpu, cuda, args.positions), free=m["free"], routing="pinned to the CPU's")
-    m["greedy_identical"] = cpu_out["greedy"] == cuda_out["greedy"]
-    m["greedy_cpu"], m["greedy_cuda"] = cpu_out["greedy"], cuda_out["greedy"]
-    m["pass"] = (passes(m) and m["greedy_identical"] and
-                 m.get("free", {}).get("route_flips_not_near_ties", 0) == 0)
-    if not m["greedy_identical"]:
-        with tempfile.TemporaryDirectory() as tmp:
-            m["divergence"] = explain_divergence(args, model, tokens, cpu_out["greedy"],
-                                                 cuda_out["greedy"], tmp, pinned="free" in m)
-    # Teeth: rows off by one position (what a wrong position or KV slot would look like).
-    shifted = compare(cpu[1:], cuda[:-1], args.positions - 1)
-    m["teeth_shifted_rows_fail"] = not passes(shifted)
-    m.update({"model": model, "device": cuda_out.get("device"), "positions": args.positions,
-              "greedy": args.greedy, "cpu_s": round(cpu_s, 2), "cuda_s": round(cuda_s, 2)})
+            free = dict(compare(cpu, free_rows, args.positions),
+                        greedy_identical=cpu_out["greedy"] == free_out["greedy"],
+                        route_flips=flips, routed_token_layers=routed,
+                        route_flips_not_near_ties=unexplained,
+                        route_flip_margin_over_error_max=worst)
+            # The CPU's recording covers its prompt chunks and its decode steps over its own
+            # greedy tokens: the teacher-forced run makes the same calls on the same tokens.
+            _, judged, forced_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
+                                      ["--routes-in", cpu_routes], forced=cpu_out["greedy"])
+            forced = judged
+        else:
+            judged = forced = free_rows
+            if free_out["greedy"] != cpu_out["greedy"]:  # else the free run was on the CPU's path
+                _, forced, forced_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
+                                          forced=cpu_out["greedy"])
+    m = verdict(cpu, judged, forced, args.positions, cpu_out["greedy"], free_out["greedy"], free)
+    m.update({"model": model, "device": free_out.get("device"), "positions": args.positions,
+              "greedy": args.greedy, "cpu_s": round(cpu_s, 2), "cuda_s": round(cuda_s, 2),
+              "cuda_forced_s": round(forced_s, 2)})
     return m
+
+
+def greedy_column(r):
+    """same: no flip on the CPU's trajectory; ties:N: N flips, all near-ties; DIFF otherwise."""
+    if r["greedy_flips"] == 0:
+        return "same"
+    return "DIFF" if r["greedy_flips_not_near_ties"] else f"ties:{r['greedy_flips']}"
+
+
+def report(results, max_flips=4):
+    """The printed table: per model its notes, then its row."""
+    lines = [f"{'model':48} {'top1':>7} {'KL':>9} {'rel err':>9} {'greedy':>7} {'teeth':>6} "
+             "verdict"]
+    for r in results:
+        name = r["model"][-46:]
+        if "error" in r:
+            lines.append(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
+            continue
+        if "free" in r:
+            f = r["free"]
+            lines.append(
+                f"  {name}: MoE, judged with the CPU's routing pinned; free run: top1 "
+                f"{f['top1']:.4f}, KL {f['kl_mean']:.2e}, rel err {f['rel_err_max']:.2e}, greedy "
+                f"{'same' if f['greedy_identical'] else 'DIFF'}, {f['route_flips']} of "
+                f"{f['routed_token_layers']} (token, layer) routings differ, "
+                f"{f['route_flips_not_near_ties']} of them not near-ties (largest margin / "
+                f"2 x logit error {f['route_flip_margin_over_error_max']:.2f})")
+        gr = r["greedy_rows"]
+        lines.append(f"  {name}: teacher-forced greedy rows: KL {gr['kl_mean']:.2e}, rel err "
+                     f"{gr['rel_err_max']:.2e}, {r['greedy_flips']} of {r['greedy_steps']} steps "
+                     f"flip, {r['greedy_flips_not_near_ties']} not near-ties (largest margin / "
+                     f"2 x error {r['greedy_flip_margin_over_error_max']:.2f})")
+        if not r["greedy_identical"]:
+            first = next((i for i, (a, b) in enumerate(zip(r["greedy_cpu"], r["greedy_cuda"]))
+                          if a != b), min(len(r["greedy_cpu"]), len(r["greedy_cuda"])))
+            lines.append(f"  {name}: free-run greedy differs from step {first} (reported only; "
+                         f"judged teacher-forced on the CPU's tokens)")
+        for d in r["greedy_flip_steps"][:max_flips]:
+            lines.append(
+                f"  {name}: teacher-forced greedy step {d['step']} (cpu {d['cpu_token']}, cuda "
+                f"{d['cuda_token']}): cpu margin {d['cpu_margin']:.3g}, cuda margin "
+                f"{d['cuda_margin']:.3g}, max |cuda - cpu| {d['row_abs_err_max']:.3g} (the other "
+                f"logits {d['rest_abs_err_max']:.3g}) of max |logit| {d['row_abs_logit_max']:.3g}: "
+                f"margin / 2 x error "
+                f"{d['margin_over_error']:.2f}, "
+                f"{'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+        if len(r["greedy_flip_steps"]) > max_flips:
+            lines.append(f"  {name}: ... {len(r['greedy_flip_steps']) - max_flips} more flips")
+        lines.append(f"{r['model'][-48:]:48} {r['top1']:7.4f} {r['kl_mean']:9.2e} "
+                     f"{r['rel_err_max']:9.2e} {greedy_column(r):>7} "
+                     f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
+                     f"{'PASS' if r['pass'] else 'FAIL'}")
+    return lines
+
+
+def summary(results, gpu, command, commit="", timestamp=""):
+    """The receipt: JSON, so every value in it is a plain Python type."""
+    return {"what": "gpu-model-gate", "commit": commit, "gpu": gpu, "command": command,
+            "timestamp": timestamp,
+            "pass": all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results),
+            "thresholds": {"top1_min": TOP1_MIN, "kl_mean_max": KL_MAX,
+                           "rel_err_max": REL_ERR_MAX,
+                           "greedy_flip": "near-tie only: cpu margin <= 2 x max |cuda - cpu| "
+                                          "over the row's other logits",
+                           "greedy_rows": "kl_mean_max and rel_err_max, teacher-forced",
+                           "near_tie_margin_over_error_max": NEAR_TIE},
+            "models": results}
 
 
 def main():
@@ -190,43 +344,18 @@ def main():
             results.append(gate_model(args, model))
         except RuntimeError as e:
             results.append({"model": model, "pass": False, "error": str(e)})
-    print(f"{'model':48} {'top1':>7} {'KL':>9} {'rel err':>9} {'greedy':>7} {'teeth':>6} verdict")
-    for r in results:
-        if "error" in r:
-            print(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
-            continue
-        if "free" in r:
-            f = r["free"]
-            print(f"  {r['model'][-46:]}: MoE, judged with the CPU's routing pinned; free run: top1 "
-                  f"{f['top1']:.4f}, KL {f['kl_mean']:.2e}, rel err {f['rel_err_max']:.2e}, greedy "
-                  f"{'same' if f['greedy_identical'] else 'DIFF'}, {f['route_flips']} of "
-                  f"{f['routed_token_layers']} (token, layer) routings differ, "
-                  f"{f['route_flips_not_near_ties']} of them not near-ties (largest margin / "
-                  f"2 x logit error {f['route_flip_margin_over_error_max']:.2f})")
-        if "divergence" in r:
-            d = r["divergence"]
-            print(f"  {r['model'][-46:]}: greedy differs at step {d['step']} (cpu {d['cpu_token']}, "
-                  f"cuda {d['cuda_token']}): cpu margin {d['cpu_margin']:.3g}, cuda margin "
-                  f"{d['cuda_margin']:.3g}, row max |cuda - cpu| {d['row_abs_err_max']:.3g} "
-                  f"of max |logit| {d['row_abs_logit_max']:.3g}")
-        print(f"{r['model'][-48:]:48} {r['top1']:7.4f} {r['kl_mean']:9.2e} {r['rel_err_max']:9.2e} "
-              f"{'same' if r['greedy_identical'] else 'DIFF':>7} "
-              f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
-              f"{'PASS' if r['pass'] else 'FAIL'}")
-    ok = all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results)
+    print("\n".join(report(results)))
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
                               "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     except OSError:
         gpu = "none (nvidia-smi not found)"
-    summary = {"what": "gpu-model-gate", "commit": os.environ.get("MEMRA_COMMIT", ""),
-               "gpu": gpu, "command": " ".join(sys.argv),
-               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "pass": ok, "thresholds": {
-        "top1_min": TOP1_MIN, "kl_mean_max": KL_MAX, "rel_err_max": REL_ERR_MAX}, "models": results}
+    out = summary(results, gpu, " ".join(sys.argv), os.environ.get("MEMRA_COMMIT", ""),
+                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    ok = out["pass"]
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
+            json.dump(out, f, indent=1)
     print("ALL GREEN" if ok else "RED")
     return 0 if ok else 1
 

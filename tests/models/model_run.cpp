@@ -6,7 +6,9 @@
 // Other flags: --reference (reference ops), --all-logits, --argmax (per prompt position),
 // --trace (every named intermediate, to diff against a reference layer by layer), --routes-out /
 // --routes-in (record an MoE model's routing, or run with a recorded one: the GPU gate pins the
-// CUDA run to the CPU's routing),
+// CUDA run to the CPU's routing), --forced-greedy FILE (teacher-forced decode: each decode step
+// feeds the next token of this JSON list instead of its own argmax, so the decode path's logits
+// follow another run's greedy trajectory; "greedy" still reports each step's own argmax),
 // --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16), --device D (cpu by
 // default; cuda for the GPU model gates), --kv-dtype F32|BF16, --logits-out FILE (with
 // --all-logits: the rows as raw f32 instead of JSON, for real-sized vocabularies).
@@ -51,6 +53,8 @@ struct Options {
   std::string logits_out;      // --all-logits rows as raw little-endian f32 to this file
   std::string routes_out;      // every MoE layer's routing (logits, ids, weights) as JSON here
   std::string routes_in;       // ... read back: the run uses these instead of its own
+  std::vector<int32_t> forced_greedy;  // --forced-greedy: decode feeds these, not its argmax
+  bool forced = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -104,12 +108,19 @@ Options parse_args(int argc, char** argv) {
       o.routes_out = next();
     else if (a == "--routes-in")
       o.routes_in = next();
-    else
+    else if (a == "--forced-greedy") {
+      std::ifstream in(next());
+      o.forced_greedy = parse_ids(std::string(std::istreambuf_iterator<char>(in), {}));
+      o.forced = true;
+    } else
       fail(ErrorCode::invalid_argument, "unknown option {}", a);
   }
   if (o.model.empty() || o.tokens.empty())
     fail(ErrorCode::invalid_argument, "usage: model_run --model PATH --tokens JSON-LIST ...");
   if (o.chunk <= 0) fail(ErrorCode::invalid_argument, "--chunk must be positive");
+  if (o.forced && static_cast<int>(o.forced_greedy.size()) < o.greedy - 1)
+    fail(ErrorCode::invalid_argument, "--forced-greedy holds {} tokens, --greedy {} feeds {}",
+         o.forced_greedy.size(), o.greedy, o.greedy - 1);
   return o;
 }
 
@@ -271,8 +282,8 @@ int run(const Options& o) {
   for (int g = 0; g < o.greedy; ++g) {
     const int32_t next = argmax(last, n_vocab);
     generated.push_back(next);
-    seq.push_back(next);
     if (g + 1 == o.greedy) break;
+    seq.push_back(o.forced ? o.forced_greedy[g] : next);
     step(*model, *kv, seq, static_cast<int32_t>(seq.size()) - 1, static_cast<int32_t>(seq.size()),
          false, logits);
     last = logits.data();

@@ -2,6 +2,11 @@
 (token, layer) whose expert set differs between the CPU and CUDA runs passes only as a near-tie,
 the CPU's margin for its own choice at most twice the row's largest router-logit difference.
 (The gate itself needs a GPU; this is its arithmetic on made-up routes.)"""
+import json
+
+import numpy as np
+import pytest
+
 import gpu_model_gate as gate
 
 
@@ -43,3 +48,139 @@ def test_decode_steps_are_not_compared():
     one = [{"layer": 0, "n": 1, "logits": [1.0, 0.0], "ids": [0], "weights": [1.0]}]
     other = [{"layer": 0, "n": 1, "logits": [0.0, 1.0], "ids": [1], "weights": [1.0]}]
     assert gate.route_flips(one, other) == (0, 0, 0, 0.0)
+
+
+# The greedy rule: both backends teacher-forced on the CPU's greedy tokens; each step where CUDA's
+# argmax is not the CPU's pick must be a near-tie (the CPU's margin within twice the largest
+# |cuda - cpu| over the row's other logits), and the greedy rows meet the KL / rel-err thresholds.
+VOCAB, PROMPT, STEPS = 64, 8, 6
+
+
+def rows(seed=0):
+    """CPU rows of a greedy run (PROMPT prompt rows, STEPS - 1 decode rows) and its picks: each
+    row's best logit 2.0 above the next."""
+    rng = np.random.default_rng(seed)
+    cpu = rng.normal(0.0, 0.5, size=(PROMPT + STEPS - 1, VOCAB)).astype(np.float32)
+    picks = rng.integers(0, VOCAB, size=STEPS)
+    for s, t in enumerate(picks):
+        cpu[PROMPT - 1 + s, t] = cpu[PROMPT - 1 + s].max() + 2.0
+    return cpu, picks
+
+
+def rounded(cpu, scale=1e-2, seed=1):
+    """CUDA-like rows: every logit moved by rounding-sized noise of at most `scale`."""
+    rng = np.random.default_rng(seed)
+    return (cpu + rng.uniform(-scale, scale, size=cpu.shape)).astype(np.float32)
+
+
+def tie(cpu, cuda, step, margin, pick, other):
+    """At greedy step `step`, the CPU's pick `margin` above `other`, and CUDA the other way round
+    by the same amount (each logit moved by margin, within the rest of the row's rounding)."""
+    r = PROMPT - 1 + step
+    top = cpu[r].max()
+    cpu[r, pick], cpu[r, other] = top, top - margin
+    cuda[r, pick], cuda[r, other] = top - margin, top
+
+
+def judge(cpu, cuda, picks, forced=None):
+    return gate.verdict(cpu, cuda, cuda if forced is None else forced, PROMPT, picks, picks)
+
+
+def test_identical_runs_pass():
+    cpu, picks = rows()
+    m = judge(cpu, cpu.copy(), picks)
+    assert (m["greedy_flips"], m["greedy_flips_not_near_ties"], m["pass"]) == (0, 0, True)
+    assert gate.greedy_column(m) == "same"
+    m = judge(cpu, rounded(cpu), picks)  # rounding that flips nothing
+    assert (m["greedy_flips"], m["pass"]) == (0, True)
+
+
+def test_a_near_tie_flip_passes():
+    # gemma4_moe's step 5 on the GPU: the CPU's margin 0.00502 with the row's logits 0.0134 apart.
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=0.0134)
+    tie(cpu, cuda, 3, 0.00502, int(picks[3]), (int(picks[3]) + 1) % VOCAB)
+    m = judge(cpu, cuda, picks)
+    assert (m["greedy_flips"], m["greedy_flips_not_near_ties"], m["pass"]) == (1, 0, True)
+    flip = m["greedy_flip_steps"][0]
+    assert (flip["step"], flip["cpu_token"], flip["cuda_token"]) == (
+        3, int(picks[3]), (int(picks[3]) + 1) % VOCAB)
+    assert flip["cpu_margin"] == pytest.approx(0.00502, abs=1e-6)
+    assert flip["margin_over_error"] < 0.25
+    assert gate.greedy_column(m) == "ties:1"
+
+
+def test_a_flip_far_beyond_the_rounding_fails():
+    # Teeth: the row agrees to 1e-3 except the two competing logits, which moved 0.5 each and
+    # swapped a CPU margin of 0.5: no rounding of 1e-3 does that.
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=1e-3)
+    tie(cpu, cuda, 2, 0.5, int(picks[2]), (int(picks[2]) + 7) % VOCAB)
+    m = judge(cpu, cuda, picks)
+    assert (m["greedy_flips"], m["greedy_flips_not_near_ties"], m["pass"]) == (1, 1, False)
+    assert m["greedy_flip_margin_over_error_max"] > 100
+    assert gate.greedy_column(m) == "DIFF"
+
+
+def test_the_whole_rows_difference_would_excuse_any_flip():
+    # Why the rule leaves the two competing logits out: CUDA's argmax is of its own row, so the
+    # CPU's margin is always within twice the largest of the two logits' differences.
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=1e-3)
+    tie(cpu, cuda, 2, 0.5, int(picks[2]), (int(picks[2]) + 7) % VOCAB)
+    flip = gate.verdict(cpu, cuda, cuda, PROMPT, picks, picks)["greedy_flip_steps"][0]
+    assert flip["cpu_margin"] <= 2 * flip["row_abs_err_max"]
+    assert flip["cpu_margin"] > 100 * 2 * flip["rest_abs_err_max"]
+
+
+def test_a_decode_path_that_moves_every_logit_fails_on_its_rows():
+    # Every decode row off by far more than rounding: its flips may look like ties against the
+    # row's own noise, but the greedy rows miss the relative-error threshold.
+    cpu, picks = rows()
+    cuda = cpu.copy()
+    cuda[PROMPT - 1:] = rounded(cpu[PROMPT - 1:], scale=2.5)
+    m = judge(cpu, cuda, picks)
+    assert (m["greedy_flips"], m["greedy_flips_not_near_ties"]) == (2, 0)
+    assert m["greedy_rows"]["rel_err_max"] > gate.REL_ERR_MAX
+    assert m["pass"] is False
+
+
+def test_a_non_finite_greedy_row_fails():
+    cpu, picks = rows()
+    cuda = cpu.copy()
+    cuda[PROMPT + 1, 5] = np.nan
+    m = judge(cpu, cuda, picks)
+    assert (m["greedy_flips_not_near_ties"], m["pass"]) == (1, False)
+
+
+def test_free_run_greedy_is_reported_not_judged():
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=0.0134)
+    tie(cpu, cuda, 3, 0.00502, int(picks[3]), (int(picks[3]) + 1) % VOCAB)
+    free = list(picks[:3]) + [(int(picks[3]) + 1) % VOCAB, 0, 0]
+    m = gate.verdict(cpu, cuda, cuda, PROMPT, picks, free)
+    assert (m["greedy_identical"], m["pass"]) == (False, True)
+    lines = "\n".join(gate.report([dict(m, model="tests/fixtures/models/x")]))
+    assert "free-run greedy differs from step 3" in lines
+    assert "ties:1" in lines and "PASS" in lines
+
+
+def test_the_summary_is_json_with_numpy_inputs():
+    # route_flips once returned a numpy int64 (a numpy bool summed), which json.dump refused.
+    cpu_routes = [call(np.array([3.0, 1.01, 1.00, 0.0, 0.0, 1.0, 2.0, 3.0], dtype=np.float32),
+                       np.array([0, 1, 2, 3], dtype=np.int32))]
+    cuda_routes = [call(np.array([3.0, 1.00, 1.01, 0.0, 0.0, 1.0, 2.0, 3.0], dtype=np.float32),
+                        np.array([0, 2, 2, 3], dtype=np.int32))]
+    flips = gate.route_flips(cpu_routes, cuda_routes)
+    assert flips[:3] == (1, 2, 0)
+    assert all(type(v) in (int, float) for v in flips)
+    json.dumps(flips)
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=0.0134)
+    tie(cpu, cuda, 3, 0.00502, int(picks[3]), (int(picks[3]) + 1) % VOCAB)
+    free = dict(gate.compare(cpu, cuda, PROMPT), greedy_identical=True, route_flips=flips[0],
+                routed_token_layers=flips[1], route_flips_not_near_ties=flips[2],
+                route_flip_margin_over_error_max=flips[3])
+    m = gate.verdict(cpu, cuda, cuda, PROMPT, picks, np.array(picks), free)
+    text = json.dumps(gate.summary([dict(m, model="x")], "none", "gate"), allow_nan=False)
+    assert json.loads(text)["pass"] is True
