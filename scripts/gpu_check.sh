@@ -99,17 +99,14 @@ if [ "$MODE" != bench8b ]; then
     --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, through Engine::create on the fixtures.
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
-    MEMRA_CUDA_GEMMA4=1 "$BIN/memra_engine_fixture_test" \
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*'
   # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
-  step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
-    MEMRA_CUDA_GEMMA4=1 "$BIN/memra_engine_fixture_test" \
+  step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*GraphReplay*:*MoeDevice*'
   # Sampling on the device vs the host sampler on the same logits (tokens, logprob bits), and
   # seeded requests on the GPU vs the CPU.
-  step device-sampling 180 env MEMRA_TEST_DEVICE=cuda MEMRA_CUDA_LINEAR_ATTENTION=1 \
-    MEMRA_CUDA_GEMMA4=1 "$BIN/memra_engine_fixture_test" \
+  step device-sampling 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*SeededSampling*'
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3)
@@ -122,14 +119,12 @@ if [ "$MODE" != bench8b ]; then
   done
   step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate.json" "${GATE[@]}"
-  # Linear attention on CUDA is experimental (refused unless MEMRA_CUDA_LINEAR_ATTENTION=1) until
-  # this gate passes; measured apart so the main gate says what the default serves.
-  step model-gate-linear-attention 120 env MEMRA_CUDA_LINEAR_ATTENTION=1 python3 \
-    scripts/gpu_model_gate.py --bin "$BIN" \
+  # The families whose greedy tokens parted from the CPU's on near-ties, which the gate's greedy
+  # rule now allows (docs/TESTING.md), and which CUDA now runs by default: the qwen3_5 hybrid
+  # (linear attention) and Gemma 4's MoE fixture (16- and 512-wide head kernels), measured apart.
+  step model-gate-linear-attention 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
-  # Gemma 4 on CUDA (16- and 512-wide head kernels, new; opt-in, MEMRA_CUDA_GEMMA4=1, until this
-  # gate passes: it parts on a near-tie): its MoE fixture, measured apart.
-  step model-gate-gemma4 120 env MEMRA_CUDA_GEMMA4=1 python3 scripts/gpu_model_gate.py \
+  step model-gate-gemma4 120 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-gemma4.json" tests/fixtures/models/gemma4_moe
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
@@ -171,18 +166,15 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
-  # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers, opt-in
-  # on CUDA until their gate passes) dense and MoE. (Gemma 4 runs on CUDA, gated on its MoE
-  # fixture; no Gemma 4 benchmark yet.)
+  # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
+  # and MoE. (Gemma 4 runs on CUDA, gated on its MoE fixture; no Gemma 4 benchmark yet.)
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
     -p 512 -n 64 -c 1,8
   # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
-  bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" linear-attention \
-    MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,64
-  bench_with "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" linear-attention \
-    MEMRA_CUDA_LINEAR_ATTENTION=1 -p 512 -n 64 -c 1,8
+  bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
+  bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

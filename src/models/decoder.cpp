@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "core/env.h"
 #include "core/error.h"
 #include "models/step_layout.h"
 
@@ -82,16 +81,6 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
          "the {} backend cannot route {} experts, {} a token (this {} model); run it on the CPU "
          "(--device cpu)",
          ops_->name(), cfg_.n_expert, cfg_.n_expert_used, cfg_.arch);
-  // Gemma 4 on a GPU is experimental until its GPU model gate passes: on the gemma4_moe fixture
-  // CUDA's logits agree with the CPU's (routing pinned: top-1 99.6%, mean KL 1.4e-5) but the
-  // greedy tokens part at the 6th on a near-tie (the CPU's margin 0.005, the row's error 0.013;
-  // receipts/2026-12-01-gpu-model-gate-gemma4.json), as the hybrid models' did.
-  if (cfg_.arch == "gemma4" && !ops_->host_memory() && !env_switch("MEMRA_CUDA_GEMMA4", false))
-    fail(ErrorCode::unsupported,
-         "Gemma 4 on {} is experimental (its greedy tokens part from the CPU's on a near-tie on "
-         "the gemma4_moe fixture); MEMRA_CUDA_GEMMA4=1 runs it, or run it on the CPU (--device "
-         "cpu)",
-         ops_->name());
   model_weights_upload(w_, *ops_, options.progress);
 }
 

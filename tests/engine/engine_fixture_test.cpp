@@ -106,22 +106,15 @@ EngineOptions fixture_options(const std::string& dir) {
 // Families the CUDA backend refuses, by name: the gemma4 fixture's 8-wide per-layer input and the
 // qwen3_5_moe fixture's 24-wide shared expert are no multiple of 16 (the CUDA matmuls' K, refused
 // by name when a step first multiplies by it: a load-time check would need to know which weights
-// matmul reads, and the backend's WeightUse hint also marks the conv weights), Gemma 4
-// (gemma4_moe) is experimental there unless MEMRA_CUDA_GEMMA4=1, and linear attention (qwen3_5) is
-// experimental there unless MEMRA_CUDA_LINEAR_ATTENTION=1 (scripts/gpu_check.sh sets it, so its
-// invariants keep being checked). Empty when the family runs on the test's device.
+// matmul reads, and the backend's WeightUse hint also marks the conv weights). Gemma 4
+// (gemma4_moe) and linear attention (qwen3_5) run there by default. Empty when the family runs
+// on the test's device.
 std::string cpu_only_elsewhere(const std::string& arch) {
   if (fixture_options("").device == "cpu") return "";
   if (arch == "gemma4")
     return "the fixture's 8-wide per-layer input has no CUDA matmul (refused at its first step)";
-  const char* gemma4_opt_in = std::getenv("MEMRA_CUDA_GEMMA4");
-  if (arch == "gemma4_moe" && !(gemma4_opt_in && std::string_view(gemma4_opt_in) == "1"))
-    return "Gemma 4 on CUDA is experimental (MEMRA_CUDA_GEMMA4=1 runs it)";
   if (arch == "qwen3_5_moe")
     return "the fixture's 24-wide shared expert has no CUDA matmul (refused at its first step)";
-  const char* opt_in = std::getenv("MEMRA_CUDA_LINEAR_ATTENTION");
-  if (arch.starts_with("qwen3_5") && !(opt_in && std::string_view(opt_in) == "1"))
-    return "CUDA linear attention is experimental (MEMRA_CUDA_LINEAR_ATTENTION=1 runs it)";
   return "";
 }
 

@@ -314,17 +314,13 @@ TEST(ModelLoad, RefusesABackendThatCannotRouteTheExperts) {
                     {"test-gpu", "cannot route", "qwen3moe", "--device cpu"});
 }
 
-TEST(ModelLoad, Gemma4OnADeviceBackendIsOptIn) {
-  // Heads the backend runs (F16 cache, its default): Gemma 4 itself is refused on a device
-  // backend, naming the switch; with it set, loading goes on (here to the upload, which this
-  // backend refuses).
+TEST(ModelLoad, Gemma4LoadsOnADeviceBackendWithItsHeads) {
+  // Heads the backend runs (F16 cache, its default): Gemma 4 is no longer opt-in on a device
+  // backend (MEMRA_CUDA_GEMMA4 is gone), so loading goes on to the upload, which this backend
+  // refuses.
   ModelLoadOptions o;
   o.ops = std::make_shared<LimitedOps>(/*linear_attention=*/false, /*narrow_heads_f16=*/true);
-  expect_refused_by(archive_open(fixture("gemma4_moe")), o, ErrorCode::unsupported,
-                    {"Gemma 4 on test-gpu is experimental", "MEMRA_CUDA_GEMMA4=1", "--device cpu"});
-  ::setenv("MEMRA_CUDA_GEMMA4", "1", 1);
   expect_refused_by(archive_open(fixture("gemma4_moe")), o, ErrorCode::internal, {"uploaded"});
-  ::unsetenv("MEMRA_CUDA_GEMMA4");
 }
 
 TEST(ModelLoad, RefusesUnknownArchitecture) {
