@@ -281,6 +281,10 @@ struct AttentionArgs {
   int32_t window = 0;    // keys j with p - window < j <= p; 0 = all j <= p
   AttentionPlan plan = AttentionPlan::automatic;
   AttentionTile tile = AttentionTile::automatic;
+  // 16-bit caches at head_dim 64, 128 and 256: the tensor-core kernel (mma.sync, q and p each
+  // split into two 16-bit halves, so f32 accuracy) or, false, the CUDA-core kernel (the only one
+  // for other caches and sizes). They differ in bits: a model keeps one setting for every step.
+  bool tensor_cores = true;
 };
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).

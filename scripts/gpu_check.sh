@@ -156,6 +156,10 @@ if [ "$MODE" != quick ]; then
   # baseline rows; the setting named is the default, only the receipt's name is new).
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth MEMRA_DETERMINISTIC=1 -p 512 -n 128 \
     -d 0,4096,16384
+  # Attention on the CUDA cores instead of the tensor cores (both deterministic, different bits):
+  # A/B at depth and in BF16 prefill, in one run.
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth-attention-fma \
+    MEMRA_ATTENTION_TENSOR_CORES=0 -p 512 -n 128 -d 0,4096,16384
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
   # each default figure.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
@@ -164,6 +168,8 @@ if [ "$MODE" != quick ]; then
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   # (No fast run for BF16: the fast path leaves F16/BF16 weights on the canonical kernels.)
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
+  bench_with "$(synth qwen3-8b bf16)" attention-fma MEMRA_ATTENTION_TENSOR_CORES=0 \
+    -p 512,2048 -n 128
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "kernels/attention/attention_split.cuh"
+#include "kernels/attention/attention_kernel.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -131,10 +131,10 @@ DeviceLimits device_limits() {
 // to fill the GPU twice (decode at long contexts or large batches: memory-bound, one block's
 // compute overlaps the other's loads), else one with the deepest ring (short decode: every
 // chunk of a split in flight at once; prefill: the register-tiled block needs the SM).
-template <int D, typename CT, bool MQ>
+template <int D, typename CT, bool MQ, bool kMma>
 void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
-  using C = detail::AttnConfig<D, CT, MQ>;
-  const auto kernel = detail::attention_kernel<D, CT, MQ>;
+  using C = typename detail::ConfigOf<D, CT, MQ, kMma>::type;
+  const auto kernel = detail::attention_kernel<D, CT, MQ, kMma>;
   p.qt = MQ ? C::kRows / p.hpb : 1;
   p.n_tiles = p.select == 1 ? p.n_seqs : (p.n_tokens + p.qt - 1) / p.qt;
   const int64_t blocks =
@@ -171,36 +171,43 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   }
 }
 
+// The tensor-core arithmetic where it exists (16-bit caches at head_dim 64, 128, 256) unless
+// the caller asks for the CUDA-core one.
 template <int D, typename CT>
-void launch(const AttnParams& p, bool multi, const DeviceLimits& lim, cudaStream_t stream) {
-  if (multi) {
-    launch_shape<D, CT, true>(p, lim, stream);
-  } else {
-    launch_shape<D, CT, false>(p, lim, stream);
+void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimits& lim,
+            cudaStream_t stream) {
+  constexpr bool kHasMma = sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
+  if constexpr (kHasMma) {
+    if (tensor_cores) {
+      if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
+      return launch_shape<D, CT, false, true>(p, lim, stream);
+    }
   }
+  if (multi) return launch_shape<D, CT, true, false>(p, lim, stream);
+  launch_shape<D, CT, false, false>(p, lim, stream);
 }
 
 template <typename CT>
-void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, const DeviceLimits& lim,
-                       cudaStream_t stream) {
+void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tensor_cores,
+                       const DeviceLimits& lim, cudaStream_t stream) {
   switch (head_dim) {
     case 16:  // the tiny Gemma 4 fixture's sliding-window layers
-      return launch<16, CT>(p, multi, lim, stream);
+      return launch<16, CT>(p, multi, tensor_cores, lim, stream);
     case 32:  // tiny test models (the gate fixtures)
-      return launch<32, CT>(p, multi, lim, stream);
+      return launch<32, CT>(p, multi, tensor_cores, lim, stream);
     case 64:
-      return launch<64, CT>(p, multi, lim, stream);
+      return launch<64, CT>(p, multi, tensor_cores, lim, stream);
     case 128:
-      return launch<128, CT>(p, multi, lim, stream);
+      return launch<128, CT>(p, multi, tensor_cores, lim, stream);
     case 256:
-      return launch<256, CT>(p, multi, lim, stream);
+      return launch<256, CT>(p, multi, tensor_cores, lim, stream);
     case 512:  // Gemma 4's full-attention layers
       if constexpr (sizeof(CT) == 4) {
         fail(ErrorCode::unsupported,
              "attention: head_dim 512 needs an F16 or BF16 KV cache on CUDA, not F32 (a chunk of "
              "64 F32 keys of 512 dims is 129 KiB: shared memory holds one at most, no pipeline)");
       } else {
-        return launch<512, CT>(p, multi, lim, stream);
+        return launch<512, CT>(p, multi, tensor_cores, lim, stream);
       }
     default:
       fail(ErrorCode::unsupported,
@@ -330,11 +337,11 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       q_p.n_chunks = (group + q_p.hpb - 1) / q_p.hpb;
     }
     if (kv.dtype == DType::f32) {
-      dispatch_head_dim<float>(q_p, kv.head_dim, mq, lim, stream);
+      dispatch_head_dim<float>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     } else if (kv.dtype == DType::bf16) {
-      dispatch_head_dim<__nv_bfloat16>(q_p, kv.head_dim, mq, lim, stream);
+      dispatch_head_dim<__nv_bfloat16>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     } else if (kv.dtype == DType::f16) {
-      dispatch_head_dim<__half>(q_p, kv.head_dim, mq, lim, stream);
+      dispatch_head_dim<__half>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     } else {
       fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, F16, BF16)",
            dtype_name(kv.dtype));

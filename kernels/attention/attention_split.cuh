@@ -151,6 +151,7 @@ struct AttnConfig {
   static constexpr int kChunkBytes = kChunk * kRowBytes;
   // q rows, the split's scores, eight per-row arrays (statistics and query ranges).
   static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + 8 * kRows * 4;
+  static constexpr bool kZeroFillV = false;  // chunk_values reads only the run's keys
   static_assert(kRowsS * kRowGroupsS == kRows && kRowsV * kRowGroupsV == kRows, "row split");
   static_assert(kRowGroupsV * kDimGroups <= kAttnThreads, "V owners fit the block");
   static_assert(kDimGroups % 32 == 0 || D < 32, "a warp shares its V rows");
@@ -309,11 +310,12 @@ __device__ __forceinline__ AttnSmem attn_smem(unsigned char* base) {
 
 // Starts the copies of chunk c of the run into ring buffer b (16 bytes per cp.async). A thread
 // copies one 16-byte segment of kPasses rows; the block-table reads of all its rows are issued
-// before the copies, so their latencies overlap.
-template <int D, typename CT, bool MQ>
+// before the copies, so their latencies overlap. C: the block shape's config (kChunk, kSegs,
+// kRowBytes, and kZeroFillV: the tensor-core kernel multiplies whole 16-key steps of V, so a V
+// chunk's keys outside the run are stored as zeros instead of left as they were).
+template <int D, typename CT, class C>
 __device__ __forceinline__ void issue_chunk(const AttnParams& p, const Run& run, const Cursor& c,
                                             unsigned char* buf) {
-  using C = AttnConfig<D, CT, MQ>;
   constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
   constexpr int kPasses = (C::kChunk + kRowsPerPass - 1) / kRowsPerPass;
   const int base = c.s * kSplit + c.ci * C::kChunk;
@@ -333,7 +335,11 @@ __device__ __forceinline__ void issue_chunk(const AttnParams& p, const Run& run,
 #pragma unroll
   for (int k = 0; k < kPasses; ++k) {
     const int key = base + row0 + k * kRowsPerPass;
-    if (key < c0 || key >= c1) continue;
+    if (key < c0 || key >= c1) {
+      if (C::kZeroFillV && c.phase == 1 && key - base < C::kChunk)
+        *reinterpret_cast<uint4*>(buf + (key - base) * C::kRowBytes + seg * 16) = uint4{0, 0, 0, 0};
+      continue;
+    }
     const int off = p.bs_shift >= 0 ? key & (p.block_size - 1) : key % p.block_size;
     const int64_t slot = int64_t{blk_id[k]} * p.block_size + off;
     const unsigned char* src =
@@ -606,7 +612,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   const Cursor first = prod;
   for (int b = 0; b < p.stages; ++b) {
     if (!run.done(prod)) {
-      issue_chunk<D, CT, MQ>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
       run.advance(prod);
     }
     cp_async_commit();
@@ -639,7 +645,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
     const bool last = c.ci == run.ci_last(c.s);
     __syncthreads();  // buffer b is free; the split's scores are complete
     if (!run.done(prod)) {
-      issue_chunk<D, CT, MQ>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
       run.advance(prod);
     }
     cp_async_commit();
@@ -660,51 +666,6 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
     }
   }
   __syncthreads();  // shared memory is reused by the block's next run
-}
-
-// grid: x = query tile (in reverse, so the tiles with the longest contexts start first; select 1:
-// the sequence), y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile
-// holding tokens of several sequences runs them one after another (runs of equal token_seq).
-template <int D, typename CT, bool MQ>
-__global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
-  detail::wait_for_inputs();
-  extern __shared__ __align__(16) unsigned char attn_smem_raw[];
-  const AttnSmem sm = attn_smem<D, CT, MQ>(attn_smem_raw);
-  const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
-  const int kv_head = blockIdx.z / p.n_chunks;
-  const int chunk = blockIdx.z % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
-  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  if (p.select == 1) {  // block x serves the single tokens of sequence x (normally 0 or 1)
-    __shared__ int found_first, found_count;
-    const int seq = static_cast<int>(blockIdx.x);
-    for (int after = -1;;) {
-      if (threadIdx.x == 0) found_first = INT32_MAX, found_count = 0;
-      __syncthreads();
-      for (int t = after + 1 + threadIdx.x; t < p.n_tokens; t += kAttnThreads) {
-        if (p.token_seq[t] == seq && is_single(p.token_seq, p.n_tokens, t)) {
-          atomicMin(&found_first, t);
-          atomicAdd(&found_count, 1);
-        }
-      }
-      __syncthreads();
-      const int t = found_first, n = found_count;
-      __syncthreads();  // found_* are rewritten by the next scan
-      if (n == 0) return;
-      attend_run<D, CT, MQ>(p, sm, t, t + 1, seq, kv_head, h0, n_h);
-      if (n == 1) return;
-      after = t;
-    }
-  }
-  const int t_end = min(p.n_tokens, (tile + 1) * p.qt);
-  for (int tb = tile * p.qt; tb < t_end;) {
-    const int seq = p.token_seq[tb];
-    int te = tb + 1;
-    while (te < t_end && p.token_seq[te] == seq) ++te;
-    if (p.select != 2 || te - tb > 1 || !is_single(p.token_seq, p.n_tokens, tb))
-      attend_run<D, CT, MQ>(p, sm, tb, te, seq, kv_head, h0, n_h);
-    tb = te;
-  }
 }
 
 }  // namespace memra::kernels::detail

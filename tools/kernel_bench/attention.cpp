@@ -4,7 +4,8 @@
 // tokens, a chunk after a long prefix) and a step mixing 63 decodes with a prefill chunk. The paged
 // cache is rotated over enough copies that L2 cannot serve it; each figure is the median of 20
 // event-timed calls after warm-up, with KV bytes / time against the copy bandwidth measured in the
-// same run, and FLOP/s for prefill.
+// same run, and FLOP/s for prefill. Every case runs with the tensor-core kernel, then with the
+// CUDA-core one (rows marked "fma").
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -71,7 +72,7 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
 }
 
 nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const AttnCase& c,
-                        void* scratch) {
+                        void* scratch, bool tensor_cores) {
   const int ctx = c.n_past + c.n_new, chunk_ctx = c.chunk_past + c.chunk_new;
   const int n_seqs = c.n_seqs + (c.chunk_new > 0 ? 1 : 0);
   const int bps = (std::max(ctx, chunk_ctx) + kBlock - 1) / kBlock;  // blocks per sequence
@@ -122,6 +123,7 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   args.n_heads = kHeads;
   args.scale = 0.088388f;
   args.plan = c.plan;
+  args.tensor_cores = tensor_cores;
   const double ms = median_ms(stream, [&](int i) {
     kernels::PagedKv kv;
     kv.k = static_cast<uint8_t*>(kbuf.data()) + (i % copies) * bytes;
@@ -141,10 +143,12 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   for (int32_t p : positions) pairs += p + 1.0;
   const double flops = pairs * kHeads * kHeadDim * 4.0;
   const double tbps = kv_bytes / (ms * 1e-3) / 1e12;
-  std::printf("%-24s %5d tok %9.1f us %7.2f TB/s KV %5.1f%% copy %7.2f TFLOP/s\n", c.name, n_tokens,
-              ms * 1e3, tbps, 100.0 * tbps / copy_tbps, flops / (ms * 1e-3) / 1e12);
+  const std::string name = std::string(c.name) + (tensor_cores ? "" : " fma");
+  std::printf("%-28s %5d tok %9.1f us %7.2f TB/s KV %5.1f%% copy %7.2f TFLOP/s\n", name.c_str(),
+              n_tokens, ms * 1e3, tbps, 100.0 * tbps / copy_tbps, flops / (ms * 1e-3) / 1e12);
   return {{"kernel", "attention"},
-          {"case", c.name},
+          {"case", name},
+          {"tensor_cores", tensor_cores},
           {"n_tokens", n_tokens},
           {"context", ctx},
           {"cache", std::string(dtype_name(c.cache))},
@@ -161,7 +165,10 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps) {
               kBlock);
   cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
   nlohmann::json rows = nlohmann::json::array();
-  for (const AttnCase& c : kCases) rows.push_back(run_case(stream, copy_tbps, c, scratch.data()));
+  // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma").
+  for (const bool tc : {true, false})
+    for (const AttnCase& c : kCases)
+      rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
   return rows;
 }
 

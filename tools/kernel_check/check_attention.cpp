@@ -6,6 +6,8 @@
 // shows. Bitwise invariances: both plans x both block shapes (one query / a tile of queries per
 // block) agree; a grid sized for a larger max_context (a CUDA graph's capacity) changes nothing;
 // a query alone in its own step, and a prefill chunk alone, equal the same rows in the mixed step.
+// 16-bit caches at head_dim 64/128/256 run all of it twice: the tensor-core kernel ("mma" in the
+// shape, the default) and the CUDA-core one ("fma", AttentionArgs::tensor_cores = false).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -160,6 +162,7 @@ class DevStep {
     float softcap = 0.0f;
     const std::vector<float>* q = nullptr;
     int32_t extra_context = 0;
+    bool tensor_cores = true;
   };
   std::vector<float> run(float scale, const Opts& o) {
     const std::vector<int32_t>* pos = o.pos;
@@ -188,6 +191,7 @@ class DevStep {
     args.window = o.window;
     args.plan = o.plan;
     args.tile = o.tile;
+    args.tensor_cores = o.tensor_cores;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
     out_.poison(ctx_);
     kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
@@ -253,7 +257,7 @@ std::vector<float> rows_of(const std::vector<float>& out, int64_t width, int32_t
 // Rows [t0, t1) of s alone in their own step (automatic plan and block shape) against the same
 // rows of the mixed step's output `full` (teeth: the lone step sees one q element 1% off).
 double alone_mismatches(Context& ctx, const Case& c, const Step& s, float scale, int32_t t0,
-                        int32_t t1, const std::vector<float>& full) {
+                        int32_t t1, const std::vector<float>& full, bool tensor_cores) {
   const Step sub = sub_step(s, t0, t1);
   DevStep dev(ctx, c, sub);
   std::vector<float> bent = sub.q;
@@ -261,15 +265,24 @@ double alone_mismatches(Context& ctx, const Case& c, const Step& s, float scale,
   DevStep::Opts o;
   o.window = c.window;
   o.softcap = c.softcap;
+  o.tensor_cores = tensor_cores;
   if (ctx.teeth()) o.q = &bent;
   const int64_t width = int64_t{c.n_heads} * c.head_dim;
   return bit_mismatches(dev.run(scale, o), rows_of(full, width, t0, t1));
 }
 
-void check_case(Context& ctx, const Case& c) {
+// Whether attention() has a tensor-core kernel for the case (16-bit caches at head_dim 64, 128,
+// 256): those cases run under both arithmetics.
+bool has_tensor_cores(const Case& c) {
+  return c.cache != DType::f32 && (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
+}
+
+void check_case(Context& ctx, const Case& c, bool tensor_cores) {
   const Step s = make_step(ctx, c);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const std::string shape = case_shape(c, s), dtype(dtype_name(c.cache));
+  const std::string shape =
+      case_shape(c, s) + (has_tensor_cores(c) ? tensor_cores ? " mma" : " fma" : "");
+  const std::string dtype(dtype_name(c.cache));
   DevStep dev(ctx, c, s);
   const std::vector<double> ref = attention_ref(c, s, scale);
   using kernels::AttentionPlan;
@@ -295,6 +308,7 @@ void check_case(Context& ctx, const Case& c) {
     o.pos = teeth_pos ? &early : nullptr;
     o.window = teeth_window ? c.window - 1 : c.window;
     o.softcap = teeth_cap ? 0.0f : c.softcap;
+    o.tensor_cores = tensor_cores;
     ctx.add({i == 0 ? "attention split" : "attention one_pass tiled", shape, dtype, "row-rel",
              row_rel_max_error(dev.run(scale, o), ref, c.head_dim), kAttnTol, broken});
   }
@@ -312,6 +326,7 @@ void check_case(Context& ctx, const Case& c) {
   DevStep::Opts base;
   base.window = c.window;
   base.softcap = c.softcap;
+  base.tensor_cores = tensor_cores;
   DevStep::Opts o = base;
   o.plan = AttentionPlan::split;
   o.tile = AttentionTile::one_query;
@@ -350,12 +365,13 @@ void check_case(Context& ctx, const Case& c) {
   // mixed step.
   const int32_t t = static_cast<int32_t>(std::max_element(s.positions.begin(), s.positions.end()) -
                                          s.positions.begin());
-  mismatches = alone_mismatches(ctx, c, s, scale, t, t + 1, split);
+  mismatches = alone_mismatches(ctx, c, s, scale, t, t + 1, split, tensor_cores);
   int32_t t0 = 0;
   for (const Seq& q : c.seqs) {
     if (q.n_new > 1) {
-      mismatches += alone_mismatches(ctx, c, s, scale, t0, t0 + q.n_new, split);
-      mismatches += alone_mismatches(ctx, c, s, scale, t0, t0 + (q.n_new + 1) / 2, split);
+      mismatches += alone_mismatches(ctx, c, s, scale, t0, t0 + q.n_new, split, tensor_cores);
+      mismatches +=
+          alone_mismatches(ctx, c, s, scale, t0, t0 + (q.n_new + 1) / 2, split, tensor_cores);
     }
     t0 += q.n_new;
   }
@@ -428,7 +444,10 @@ void check_attention(Context& ctx) {
       {4, 1, 512, bf16, 0, 50.0f, 32, {{0, 20}, {255, 2}, {511, 1}, {2000, 1}}},
       {8, 2, 512, f16, 300, 0.0f, 16, {{0, 40}, {1200, 3}, {1999, 1}}},
   };
-  for (const Case& c : cases) check_case(ctx, c);
+  for (const Case& c : cases) {
+    check_case(ctx, c, true);
+    if (has_tensor_cores(c)) check_case(ctx, c, false);  // the CUDA-core kernel (A/B switch)
+  }
 }
 
 }  // namespace memra::kernel_check

@@ -221,7 +221,8 @@ class CudaOps final : public Ops {
   }
   void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                  float* out) override {
-    const kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
+    kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
+    args.tensor_cores = attention_tensor_cores_;
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
@@ -569,6 +570,9 @@ class CudaOps final : public Ops {
   };
   Prepared prepared_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
+  // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
+  // switch; its bits differ from the tensor-core kernel's, both are deterministic).
+  bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
 
   bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                        float eps, float* y) {

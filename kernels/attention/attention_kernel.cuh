@@ -1,0 +1,78 @@
+// The attention kernel's entry point (private to attention.cu): block and run scheduling shared
+// by the two arithmetics, the CUDA-core one (attention_split.cuh: every cache type and head
+// size) and the tensor-core one (attention_mma.cuh: 16-bit caches at head_dim 64, 128, 256).
+// They give different bits, so a model runs every step with one of them (attention() picks by
+// head_dim, cache type and AttentionArgs::tensor_cores, never by the step's shape).
+#pragma once
+
+#include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/attention_split.cuh"
+
+namespace memra::kernels::detail {
+
+// The shared-memory layout's config of a block shape.
+template <int D, typename CT, bool MQ, bool kMma>
+struct ConfigOf {
+  using type = AttnConfig<D, CT, MQ>;
+};
+template <int D, typename CT, bool MQ>
+struct ConfigOf<D, CT, MQ, true> {
+  using type = MmaConfig<D, CT, MQ>;
+};
+
+template <int D, typename CT, bool MQ, bool kMma>
+__device__ __forceinline__ void attend(const AttnParams& p, unsigned char* smem, int tb, int te,
+                                       int seq, int kv_head, int h0, int n_h) {
+  if constexpr (kMma) {
+    mma_attend_run<D, CT, MQ>(p, mma_smem<MmaConfig<D, CT, MQ>>(smem), tb, te, seq, kv_head, h0,
+                              n_h);
+  } else {
+    attend_run<D, CT, MQ>(p, attn_smem<D, CT, MQ>(smem), tb, te, seq, kv_head, h0, n_h);
+  }
+}
+
+// grid: x = query tile (in reverse, so the tiles with the longest contexts start first; select 1:
+// the sequence), y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile
+// holding tokens of several sequences runs them one after another (runs of equal token_seq).
+template <int D, typename CT, bool MQ, bool kMma>
+__global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
+  detail::wait_for_inputs();
+  extern __shared__ __align__(16) unsigned char attn_smem_raw[];
+  const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
+  const int kv_head = blockIdx.z / p.n_chunks;
+  const int chunk = blockIdx.z % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  if (p.select == 1) {  // block x serves the single tokens of sequence x (normally 0 or 1)
+    __shared__ int found_first, found_count;
+    const int seq = static_cast<int>(blockIdx.x);
+    for (int after = -1;;) {
+      if (threadIdx.x == 0) found_first = INT32_MAX, found_count = 0;
+      __syncthreads();
+      for (int t = after + 1 + threadIdx.x; t < p.n_tokens; t += kAttnThreads) {
+        if (p.token_seq[t] == seq && is_single(p.token_seq, p.n_tokens, t)) {
+          atomicMin(&found_first, t);
+          atomicAdd(&found_count, 1);
+        }
+      }
+      __syncthreads();
+      const int t = found_first, n = found_count;
+      __syncthreads();  // found_* are rewritten by the next scan
+      if (n == 0) return;
+      attend<D, CT, MQ, kMma>(p, attn_smem_raw, t, t + 1, seq, kv_head, h0, n_h);
+      if (n == 1) return;
+      after = t;
+    }
+  }
+  const int t_end = min(p.n_tokens, (tile + 1) * p.qt);
+  for (int tb = tile * p.qt; tb < t_end;) {
+    const int seq = p.token_seq[tb];
+    int te = tb + 1;
+    while (te < t_end && p.token_seq[te] == seq) ++te;
+    if (p.select != 2 || te - tb > 1 || !is_single(p.token_seq, p.n_tokens, tb))
+      attend<D, CT, MQ, kMma>(p, attn_smem_raw, tb, te, seq, kv_head, h0, n_h);
+    tb = te;
+  }
+}
+
+}  // namespace memra::kernels::detail

@@ -1,0 +1,471 @@
+// The tensor-core attention kernel (private to attention.cu) for 16-bit KV caches at head_dim 64,
+// 128 and 256. Same blocks, splits, chunk ring, plans and combine as the CUDA-core kernel
+// (attention_split.cuh); only a split's arithmetic differs. Per split of kAttentionSplit keys,
+// every row (query token, query head) computes, in an order that depends only on its own
+// position and window:
+//   scores  s_j = softcap((q . k_j) * scale), q . k_j one mma.m16n8k16 chain over the dims in
+//           16-dim steps, each step q_lo . k then q_hi . k, where q = q_hi + q_lo (two 16-bit
+//           values of the cache's type: q to ~17 bits, so the scores keep f32 accuracy);
+//   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (key offset o of the split to lane o % 32,
+//           lane sums in increasing o, fixed xor tree);
+//   acc[d] = sum_j p_j v_j[d]   one mma chain over the split's keys in 16-key steps of absolute
+//           position, each step p_lo . v then p_hi . v (p split the same way).
+// An mma's row depends only on that row of A, and a 16-key step where the row has no key adds
+// products of p = 0 (the V rows of keys outside the block's run are stored as zeros, so no NaN
+// enters): a block that runs more steps for its other rows gives this row the same bits. So a
+// token's result is identical alone or in a batch, in a tile or alone, split or one_pass.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include <cstdint>
+
+#include "kernels/attention/attention_split.cuh"
+
+namespace memra::kernels::detail {
+
+// Rows are padded to m16 tiles: one tile for one-query blocks (up to kMaxGroup rows), up to four
+// for query tiles. Warps split a chunk's keys for the scores and the head dims for the weighted V.
+template <int D, typename CT, bool MQ>
+struct MmaConfig {
+  static_assert(sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256), "16-bit cache, D 64..256");
+  static constexpr int kRows = MQ ? multi_query_rows(D) : 16;
+  static constexpr int kMTiles = kRows / 16;
+  static constexpr int kChunk = MQ ? 64 : 128;
+  static constexpr int kChunkShift = MQ ? 6 : 7;
+  static constexpr int kKeysW = kChunk / kAttnWarps;  // keys a warp scores per chunk
+  static constexpr int kNTilesS = kKeysW / 8;
+  static constexpr int kDimsW = D / kAttnWarps;  // head dims a warp accumulates
+  static constexpr int kNTilesV = kDimsW / 8;
+  static constexpr int kSegElems = 8;
+  static constexpr int kSegs = D / kSegElems;
+  // A 16-byte pad per staged row puts the 8 rows of an ldmatrix on distinct bank quads.
+  static constexpr int kRowBytes = D * 2 + 16;
+  static constexpr int kChunkBytes = kChunk * kRowBytes;
+  static constexpr int kQBytes = kRows * kRowBytes;  // one half (hi or lo) of the rows' q
+  // A row of the split's scores (f32), overwritten by its p as 16-bit hi[kSplit] then
+  // lo[kSplit]; 4 floats of pad for ldmatrix, as above.
+  static constexpr int kScStride = kSplit + 4;
+  static constexpr int kFixedBytes = 2 * kQBytes + kRows * kScStride * 4 + 8 * kRows * 4;
+  static constexpr bool kZeroFillV = true;
+  static_assert(kNTilesS >= 1 && kNTilesV >= 1 && kSplit % kChunk == 0, "warp tiling");
+};
+
+// mma.m16n8k16 with f32 accumulation for the cache's 16-bit type, and the hi/lo split.
+template <typename CT>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  if constexpr (std::is_same_v<CT, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// x = hi + lo (to ~17 bits for bf16, ~22 for f16): hi = round(x), lo = round(x - hi).
+template <typename CT>
+__device__ __forceinline__ void split16(float x, uint16_t& hi, uint16_t& lo) {
+  if constexpr (std::is_same_v<CT, __nv_bfloat16>) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x);
+    hi = __bfloat16_as_ushort(h);
+    lo = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
+  } else {
+    const __half h = __float2half_rn(x);
+    hi = __half_as_ushort(h);
+    lo = __half_as_ushort(__float2half_rn(x - __half2float(h)));
+  }
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t& r0, uint32_t& r1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t& r0, uint32_t& r1, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r0), "=r"(r1)
+               : "r"(smem_u32(p)));
+}
+
+// Shared memory of a tensor-core block (dynamic; layout from MmaConfig).
+struct MmaSmem {
+  unsigned char* qh;  // [kRows][kRowBytes] q_hi of the rows (zero rows pad the last m16 tile)
+  unsigned char* ql;  // q_lo
+  float* sc;          // [kRows][kScStride] the split's scores, then its p as hi / lo halves
+  float* split_m;     // [kRows] this split's statistics
+  float* split_l;
+  float* run_m;  // [kRows] one_pass running state
+  float* run_l;
+  float* w_old;  // [kRows] one_pass rescale factors
+  float* w_new;
+  int32_t* qpos;  // [kRows] per query of the run: position and first key
+  int32_t* qlo;
+  unsigned char* ring;  // [stages][kChunk][kRowBytes]
+};
+
+template <class C>
+__device__ __forceinline__ MmaSmem mma_smem(unsigned char* base) {
+  MmaSmem m;
+  m.qh = base;
+  m.ql = m.qh + C::kQBytes;
+  m.sc = reinterpret_cast<float*>(m.ql + C::kQBytes);
+  m.split_m = m.sc + C::kRows * C::kScStride;
+  m.split_l = m.split_m + C::kRows;
+  m.run_m = m.split_l + C::kRows;
+  m.run_l = m.run_m + C::kRows;
+  m.w_old = m.run_l + C::kRows;
+  m.w_new = m.w_old + C::kRows;
+  m.qpos = reinterpret_cast<int32_t*>(m.w_new + C::kRows);
+  m.qlo = m.qpos + C::kRows;
+  m.ring = reinterpret_cast<unsigned char*>(m.qlo + C::kRows);
+  return m;
+}
+
+// Row r's keys in split s: [kb, ke) (empty when the split is outside its range).
+__device__ __forceinline__ void mma_row_keys(const MmaSmem& sm, int q, int s, int& kb, int& ke) {
+  kb = max(s * kSplit, sm.qlo[q]);
+  ke = min(s * kSplit + kSplit, sm.qpos[q] + 1);
+}
+
+// Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run& run,
+                                                 const Cursor& c, const MmaSmem& sm,
+                                                 const unsigned char* buf) {
+  using C = MmaConfig<D, CT, MQ>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+  const int k0 = warp * C::kKeysW;
+  if (base + k0 >= c1 || base + k0 + C::kKeysW <= c0) return;  // none of the warp's keys
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m) {
+    if (16 * m >= run.n_rows) break;  // uniform
+    float acc[C::kNTilesS][4];
+#pragma unroll
+    for (int n = 0; n < C::kNTilesS; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    const int a_off = (16 * m + (lane & 15)) * C::kRowBytes + 16 * (lane >> 4);
+#pragma unroll 4
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ah[4], al[4];
+      ldsm_x4(al, sm.ql + a_off + 32 * kk);
+      ldsm_x4(ah, sm.qh + a_off + 32 * kk);
+#pragma unroll
+      for (int n = 0; n < C::kNTilesS; ++n) {
+        uint32_t b0, b1;
+        ldsm_x2(b0, b1,
+                buf + (k0 + 8 * n + (lane & 7)) * C::kRowBytes + 32 * kk + 16 * ((lane >> 3) & 1));
+        mma16816<CT>(acc[n], al, b0, b1);
+        mma16816<CT>(acc[n], ah, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < C::kNTilesS; ++n) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * m + g + 8 * h;
+        if (r >= run.n_rows) continue;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = base + k0 + 8 * n + 2 * t + e;
+          if (key < c0 || key >= c1) continue;
+          float s = acc[n][2 * h + e] * p.scale;
+          if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+          sm.sc[r * C::kScStride + (key - sbase)] = s;
+        }
+      }
+    }
+  }
+}
+
+// Softmax statistics of split s, one warp per row; the row's p (zero outside its keys) replaces
+// its scores as hi / lo 16-bit halves.
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const MmaSmem& sm) {
+  using C = MmaConfig<D, CT, MQ>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int r = warp; r < run.n_rows; r += kAttnWarps) {
+    int kb, ke;
+    mma_row_keys(sm, r / run.n_h, s, kb, ke);
+    if (kb >= ke) continue;  // no key of this row in the split
+    float* row = sm.sc + r * C::kScStride;
+    const int ob = kb - s * kSplit, oe = ke - s * kSplit;
+    float v[kSplit / 32];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kSplit / 32; ++i) {
+      const int o = lane + 32 * i;
+      v[i] = o >= ob && o < oe ? row[o] : -INFINITY;
+      m = fmaxf(m, v[i]);
+    }
+    m = warp_max(m);
+    float l = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSplit / 32; ++i) {
+      const int o = lane + 32 * i;
+      v[i] = o >= ob && o < oe ? expf(v[i] - m) : 0.0f;
+      l += v[i];
+    }
+    l = warp_sum(l);
+    __syncwarp();  // every lane has read the row before any overwrites it
+    uint16_t* hi = reinterpret_cast<uint16_t*>(row);
+    uint16_t* lo = hi + kSplit;
+#pragma unroll
+    for (int i = 0; i < kSplit / 32; ++i) split16<CT>(v[i], hi[lane + 32 * i], lo[lane + 32 * i]);
+    if (lane == 0) sm.split_m[r] = m, sm.split_l[r] = l;
+  }
+}
+
+// acc += p . v over chunk c's 16-key steps that hold keys of the run (warp w: head dims
+// [w * kDimsW, + kDimsW), every row tile).
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void mma_chunk_values(
+    const Run& run, const Cursor& c, const MmaSmem& sm, const unsigned char* buf,
+    float (&acc)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
+  using C = MmaConfig<D, CT, MQ>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int base = c.s * kSplit + c.ci * C::kChunk;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+  const int j0 = (c0 - base) & ~15, j1 = (c1 - base + 15) & ~15;
+  const int d0 = warp * C::kDimsW;
+  for (int j = j0; j < j1; j += 16) {
+    uint32_t b[C::kNTilesV][2];
+#pragma unroll
+    for (int n = 0; n + 1 < C::kNTilesV; n += 2) {
+      uint32_t r[4];
+      ldsm_x4_t(r, buf + (j + (lane & 7) + 8 * ((lane >> 3) & 1)) * C::kRowBytes +
+                       2 * (d0 + 8 * n + 8 * (lane >> 4)));
+      b[n][0] = r[0], b[n][1] = r[1], b[n + 1][0] = r[2], b[n + 1][1] = r[3];
+    }
+    if constexpr (C::kNTilesV % 2 == 1) {
+      constexpr int n = C::kNTilesV - 1;
+      ldsm_x2_t(b[n][0], b[n][1],
+                buf + (j + (lane & 7) + 8 * ((lane >> 3) & 1)) * C::kRowBytes + 2 * (d0 + 8 * n));
+    }
+    const int key = c.ci * C::kChunk + j + 8 * (lane >> 4);  // split-relative
+#pragma unroll
+    for (int m = 0; m < C::kMTiles; ++m) {
+      if (16 * m >= run.n_rows) break;  // uniform
+      const unsigned char* prow =
+          reinterpret_cast<const unsigned char*>(sm.sc + (16 * m + (lane & 15)) * C::kScStride);
+      uint32_t ph[4], pl[4];
+      ldsm_x4(pl, prow + 2 * kSplit + 2 * key);
+      ldsm_x4(ph, prow + 2 * key);
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n) {
+        mma16816<CT>(acc[m][n], pl, b[n][0], b[n][1]);
+        mma16816<CT>(acc[m][n], ph, b[n][0], b[n][1]);
+      }
+    }
+  }
+}
+
+// The end of split s, as split_finish: partials to scratch (split plan) or merged into O
+// (one_pass); acc is zeroed. A thread's fragment elements: row 16m + g (+8), dims
+// d0 + 8n + 2t (+1).
+template <int D, typename CT, bool MQ>
+__device__ __forceinline__ void mma_split_finish(
+    const AttnParams& p, const Run& run, int s, const MmaSmem& sm,
+    float (&acc)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4],
+    float (&O)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
+  using C = MmaConfig<D, CT, MQ>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  if (p.one_pass) {
+    const int r = threadIdx.x;
+    if (r < run.n_rows) {  // one thread per row updates (M, L)
+      const int q = r / run.n_h;
+      int kb, ke;
+      mma_row_keys(sm, q, s, kb, ke);
+      if (kb < ke) {
+        if (s == sm.qlo[q] / kSplit) {
+          sm.run_m[r] = sm.split_m[r], sm.run_l[r] = sm.split_l[r];
+        } else {
+          merge_weights(sm.run_m[r], sm.run_l[r], sm.split_m[r], sm.split_l[r], sm.w_old[r],
+                        sm.w_new[r]);
+        }
+      }
+    }
+    __syncthreads();
+  } else {
+    for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
+      int kb, ke;
+      mma_row_keys(sm, r / run.n_h, s, kb, ke);
+      if (kb >= ke) continue;
+      const int prow = p.select == 1 ? run.seq : run.tb + r / run.n_h, h = run.h0 + r % run.n_h;
+      float* part = p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+      part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
+    }
+  }
+  const int d0 = warp * C::kDimsW;
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * m + g + 8 * h;
+      if (r < run.n_rows) {
+        const int q = r / run.n_h;
+        int kb, ke;
+        mma_row_keys(sm, q, s, kb, ke);
+        if (kb < ke) {
+          if (p.one_pass) {
+            const bool first = s == sm.qlo[q] / kSplit;
+#pragma unroll
+            for (int n = 0; n < C::kNTilesV; ++n)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float& o = O[m][n][2 * h + e];
+                const float a = acc[m][n][2 * h + e];
+                o = first ? a : merge_value(o, a, sm.w_old[r], sm.w_new[r]);
+              }
+          } else {
+            const int prow = p.select == 1 ? run.seq : run.tb + q, hd = run.h0 + r % run.n_h;
+            float* part =
+                p.partials + ((int64_t{prow} * p.n_heads + hd) * p.n_splits + s) * (D + 2);
+#pragma unroll
+            for (int n = 0; n < C::kNTilesV; ++n)
+              *reinterpret_cast<float2*>(part + d0 + 8 * n + 2 * t) =
+                  make_float2(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+          }
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n) acc[m][n][2 * h] = acc[m][n][2 * h + 1] = 0.0f;
+    }
+  }
+}
+
+// Attention of one run (tokens [tb, te) of one sequence) for this block's kv head and heads.
+template <int D, typename CT, bool MQ>
+__device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, int te, int seq,
+                               int kv_head, int h0, int n_h) {
+  using C = MmaConfig<D, CT, MQ>;
+  Run run;
+  run.tb = tb;
+  run.nq = te - tb;
+  run.n_h = n_h;
+  run.n_rows = run.nq * n_h;
+  run.h0 = h0;
+  run.kv_head = kv_head;
+  run.seq = seq;
+  run.lo = INT32_MAX;
+  run.hi = 0;
+  run.chunk_shift = C::kChunkShift;
+  for (int i = 0; i < run.nq; ++i) {
+    const KeyRange r = key_range(p.positions[tb + i], p.window);
+    run.lo = min(run.lo, r.lo);
+    run.hi = max(run.hi, r.pos + 1);
+  }
+  if (p.one_pass) {
+    run.s_begin = run.lo / kSplit;
+    run.s_end = (run.hi - 1) / kSplit + 1;
+  } else {
+    run.s_begin = blockIdx.y;
+    run.s_end = run.s_begin + 1;
+    if (run.s_begin < run.lo / kSplit || run.s_begin > (run.hi - 1) / kSplit) return;
+  }
+  run.table = p.block_tables + int64_t{seq} * p.max_blocks;
+
+  Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
+  const Cursor first = prod;
+  for (int b = 0; b < p.stages; ++b) {
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+  }
+  if (threadIdx.x < run.nq) {
+    const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
+    sm.qpos[threadIdx.x] = r.pos;
+    sm.qlo[threadIdx.x] = r.lo;
+  }
+  // q split into hi / lo halves, two dims a thread; the last row tile's missing rows are zero.
+  const int rows_padded = (run.n_rows + 15) & ~15;
+  for (int i = threadIdx.x; i < rows_padded * (D / 2); i += kAttnThreads) {
+    const int r = i / (D / 2), d = 2 * (i % (D / 2));
+    float2 x = make_float2(0.0f, 0.0f);
+    if (r < run.n_rows) {  // two loads: q rows need not be 8-byte aligned
+      const float* qr = p.q + int64_t{tb + r / n_h} * p.ldq + int64_t{h0 + r % n_h} * D + d;
+      x = make_float2(qr[0], qr[1]);
+    }
+    uint16_t h[2], l[2];
+    split16<CT>(x.x, h[0], l[0]);
+    split16<CT>(x.y, h[1], l[1]);
+    *reinterpret_cast<uint32_t*>(sm.qh + r * C::kRowBytes + 2 * d) = h[0] | uint32_t{h[1]} << 16;
+    *reinterpret_cast<uint32_t*>(sm.ql + r * C::kRowBytes + 2 * d) = l[0] | uint32_t{l[1]} << 16;
+  }
+
+  float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int n = 0; n < C::kNTilesV; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
+  int b = 0;
+  for (Cursor c = first; !run.done(c); run.advance(c)) {
+    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
+    __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
+    const unsigned char* buf = sm.ring + b * C::kChunkBytes;
+    if (c.phase == 0) {
+      mma_chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
+    } else {
+      mma_chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
+    }
+    const bool last = c.ci == run.ci_last(c.s);
+    __syncthreads();  // buffer b is free; the split's scores are complete
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+    if (last && c.phase == 0) mma_split_softmax<D, CT, MQ>(run, c.s, sm);
+    if (last && c.phase == 1) mma_split_finish<D, CT, MQ>(p, run, c.s, sm, acc, O);
+    b = b + 1 == p.stages ? 0 : b + 1;
+  }
+  cp_async_wait(0);
+  if (p.one_pass) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * m + g + 8 * h;
+        if (r >= run.n_rows) continue;
+        float* o = p.out + (int64_t{tb + r / n_h} * p.n_heads + h0 + r % n_h) * D +
+                   warp * C::kDimsW + 2 * t;
+        const float L = sm.run_l[r];
+#pragma unroll
+        for (int n = 0; n < C::kNTilesV; ++n)
+          *reinterpret_cast<float2*>(o + 8 * n) =
+              make_float2(__fdiv_rn(O[m][n][2 * h], L), __fdiv_rn(O[m][n][2 * h + 1], L));
+      }
+  }
+  __syncthreads();  // shared memory is reused by the block's next run
+}
+
+}  // namespace memra::kernels::detail
