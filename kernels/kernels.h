@@ -282,8 +282,9 @@ struct AttentionArgs {
   AttentionPlan plan = AttentionPlan::automatic;
   AttentionTile tile = AttentionTile::automatic;
   // 16-bit caches at head_dim 64, 128 and 256: the tensor-core kernel (mma.sync, q and p each
-  // split into two 16-bit halves, so f32 accuracy) or, false, the CUDA-core kernel (the only one
-  // for other caches and sizes). They differ in bits: a model keeps one setting for every step.
+  // split into 16-bit terms, two for f16 and three for bf16, so f32 accuracy) or, false, the
+  // CUDA-core kernel (the only one for other caches and sizes). They differ in bits: a model
+  // keeps one setting for every step.
   bool tensor_cores = true;
 };
 

@@ -4,12 +4,13 @@
 // every row (query token, query head) computes, in an order that depends only on its own
 // position and window:
 //   scores  s_j = softcap((q . k_j) * scale), q . k_j one mma.m16n8k16 chain over the dims in
-//           16-dim steps, each step q_lo . k then q_hi . k, where q = q_hi + q_lo (two 16-bit
-//           values of the cache's type: q to ~17 bits, so the scores keep f32 accuracy);
+//           16-dim steps, each step the terms of q from the smallest to the largest times k,
+//           where q = q_0 + q_1 (+ q_2) in 16-bit values of the cache's type (f16: two terms,
+//           ~22 bits; bf16: three, ~25 bits), so the scores keep f32 accuracy;
 //   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (key offset o of the split to lane o % 32,
 //           lane sums in increasing o, fixed xor tree);
 //   acc[d] = sum_j p_j v_j[d]   one mma chain over the split's keys in 16-key steps of absolute
-//           position, each step p_lo . v then p_hi . v (p split the same way).
+//           position, each step the terms of p (split as q) smallest first times v.
 // An mma's row depends only on that row of A, and a 16-key step where the row has no key adds
 // products of p = 0 (the V rows of keys outside the block's run are stored as zeros, so no NaN
 // enters): a block that runs more steps for its other rows gives this row the same bits. So a
@@ -29,9 +30,16 @@ namespace memra::kernels::detail {
 
 // Rows are padded to m16 tiles: one tile for one-query blocks (up to kMaxGroup rows), up to four
 // for query tiles. Warps split a chunk's keys for the scores and the head dims for the weighted V.
+// 16-bit terms a q or p value is split into: f16 two (11 + 11 bits), bf16 three (8 + 8 + 8).
+template <typename CT>
+constexpr int split_terms() {
+  return std::is_same_v<CT, __nv_bfloat16> ? 3 : 2;
+}
+
 template <int D, typename CT, bool MQ>
 struct MmaConfig {
   static_assert(sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256), "16-bit cache, D 64..256");
+  static constexpr int kTerms = split_terms<CT>();
   static constexpr int kRows = MQ ? multi_query_rows(D) : 16;
   static constexpr int kMTiles = kRows / 16;
   static constexpr int kChunk = MQ ? 64 : 128;
@@ -45,11 +53,12 @@ struct MmaConfig {
   // A 16-byte pad per staged row puts the 8 rows of an ldmatrix on distinct bank quads.
   static constexpr int kRowBytes = D * 2 + 16;
   static constexpr int kChunkBytes = kChunk * kRowBytes;
-  static constexpr int kQBytes = kRows * kRowBytes;  // one half (hi or lo) of the rows' q
-  // A row of the split's scores (f32), overwritten by its p as 16-bit hi[kSplit] then
-  // lo[kSplit]; 4 floats of pad for ldmatrix, as above.
-  static constexpr int kScStride = kSplit + 4;
-  static constexpr int kFixedBytes = 2 * kQBytes + kRows * kScStride * 4 + 8 * kRows * 4;
+  static constexpr int kQBytes = kRows * kRowBytes;  // one term of the rows' q
+  // A row of the split's scores (f32), overwritten by its p as kTerms arrays of kSplit 16-bit
+  // terms; 4 floats of pad for ldmatrix, as above.
+  static constexpr int kScStride =
+      (kTerms * kSplit > 2 * kSplit ? kTerms * kSplit / 2 : kSplit) + 4;
+  static constexpr int kFixedBytes = kTerms * kQBytes + kRows * kScStride * 4 + 8 * kRows * 4;
   static constexpr bool kZeroFillV = true;
   static_assert(kNTilesS >= 1 && kNTilesV >= 1 && kSplit % kChunk == 0, "warp tiling");
 };
@@ -73,17 +82,21 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
   }
 }
 
-// x = hi + lo (to ~17 bits for bf16, ~22 for f16): hi = round(x), lo = round(x - hi).
+// x = t[0] + t[1] (+ t[2]): each term the round-to-nearest of what the larger ones leave (every
+// remainder is exact in f32).
 template <typename CT>
-__device__ __forceinline__ void split16(float x, uint16_t& hi, uint16_t& lo) {
-  if constexpr (std::is_same_v<CT, __nv_bfloat16>) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(x);
-    hi = __bfloat16_as_ushort(h);
-    lo = __bfloat16_as_ushort(__float2bfloat16_rn(x - __bfloat162float(h)));
-  } else {
-    const __half h = __float2half_rn(x);
-    hi = __half_as_ushort(h);
-    lo = __half_as_ushort(__float2half_rn(x - __half2float(h)));
+__device__ __forceinline__ void split16(float x, uint16_t (&t)[split_terms<CT>()]) {
+#pragma unroll
+  for (int i = 0; i < split_terms<CT>(); ++i) {
+    if constexpr (std::is_same_v<CT, __nv_bfloat16>) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(x);
+      t[i] = __bfloat16_as_ushort(h);
+      x -= __bfloat162float(h);
+    } else {
+      const __half h = __float2half_rn(x);
+      t[i] = __half_as_ushort(h);
+      x -= __half2float(h);
+    }
   }
 }
 
@@ -113,10 +126,9 @@ __device__ __forceinline__ void ldsm_x2_t(uint32_t& r0, uint32_t& r1, const void
 
 // Shared memory of a tensor-core block (dynamic; layout from MmaConfig).
 struct MmaSmem {
-  unsigned char* qh;  // [kRows][kRowBytes] q_hi of the rows (zero rows pad the last m16 tile)
-  unsigned char* ql;  // q_lo
-  float* sc;          // [kRows][kScStride] the split's scores, then its p as hi / lo halves
-  float* split_m;     // [kRows] this split's statistics
+  unsigned char* q;  // [kTerms][kRows][kRowBytes] the rows' q terms (zero rows pad the last tile)
+  float* sc;         // [kRows][kScStride] the split's scores, then its p as kTerms term arrays
+  float* split_m;    // [kRows] this split's statistics
   float* split_l;
   float* run_m;  // [kRows] one_pass running state
   float* run_l;
@@ -130,9 +142,8 @@ struct MmaSmem {
 template <class C>
 __device__ __forceinline__ MmaSmem mma_smem(unsigned char* base) {
   MmaSmem m;
-  m.qh = base;
-  m.ql = m.qh + C::kQBytes;
-  m.sc = reinterpret_cast<float*>(m.ql + C::kQBytes);
+  m.q = base;
+  m.sc = reinterpret_cast<float*>(m.q + C::kTerms * C::kQBytes);
   m.split_m = m.sc + C::kRows * C::kScStride;
   m.split_l = m.split_m + C::kRows;
   m.run_m = m.split_l + C::kRows;
@@ -162,27 +173,34 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
   const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
   const int k0 = warp * C::kKeysW;
   if (base + k0 >= c1 || base + k0 + C::kKeysW <= c0) return;  // none of the warp's keys
+  float acc[C::kMTiles][C::kNTilesS][4];
 #pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m) {
-    if (16 * m >= run.n_rows) break;  // uniform
-    float acc[C::kNTilesS][4];
+  for (int m = 0; m < C::kMTiles; ++m)
 #pragma unroll
-    for (int n = 0; n < C::kNTilesS; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    const int a_off = (16 * m + (lane & 15)) * C::kRowBytes + 16 * (lane >> 4);
-#pragma unroll 4
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ah[4], al[4];
-      ldsm_x4(al, sm.ql + a_off + 32 * kk);
-      ldsm_x4(ah, sm.qh + a_off + 32 * kk);
+    for (int n = 0; n < C::kNTilesS; ++n)
+      acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
+  const int a_off = (lane & 15) * C::kRowBytes + 16 * (lane >> 4);
+  const int b_off = (k0 + (lane & 7)) * C::kRowBytes + 16 * ((lane >> 3) & 1);
+#pragma unroll 2
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t b[C::kNTilesS][2];
 #pragma unroll
-      for (int n = 0; n < C::kNTilesS; ++n) {
-        uint32_t b0, b1;
-        ldsm_x2(b0, b1,
-                buf + (k0 + 8 * n + (lane & 7)) * C::kRowBytes + 32 * kk + 16 * ((lane >> 3) & 1));
-        mma16816<CT>(acc[n], al, b0, b1);
-        mma16816<CT>(acc[n], ah, b0, b1);
+    for (int n = 0; n < C::kNTilesS; ++n)
+      ldsm_x2(b[n][0], b[n][1], buf + b_off + 8 * n * C::kRowBytes + 32 * kk);
+#pragma unroll
+    for (int m = 0; m < C::kMTiles; ++m) {
+      if (16 * m >= run.n_rows) break;  // uniform
+#pragma unroll
+      for (int i = C::kTerms - 1; i >= 0; --i) {
+        uint32_t a[4];
+        ldsm_x4(a, sm.q + i * C::kQBytes + 16 * m * C::kRowBytes + a_off + 32 * kk);
+#pragma unroll
+        for (int n = 0; n < C::kNTilesS; ++n) mma16816<CT>(acc[m][n], a, b[n][0], b[n][1]);
       }
     }
+  }
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m) {
 #pragma unroll
     for (int n = 0; n < C::kNTilesS; ++n) {
 #pragma unroll
@@ -193,7 +211,7 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
         for (int e = 0; e < 2; ++e) {
           const int key = base + k0 + 8 * n + 2 * t + e;
           if (key < c0 || key >= c1) continue;
-          float s = acc[n][2 * h + e] * p.scale;
+          float s = acc[m][n][2 * h + e] * p.scale;
           if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
           sm.sc[r * C::kScStride + (key - sbase)] = s;
         }
@@ -202,41 +220,65 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
   }
 }
 
-// Softmax statistics of split s, one warp per row; the row's p (zero outside its keys) replaces
-// its scores as hi / lo 16-bit halves.
+// Softmax statistics of split s, one warp per row (kBatch of a warp's rows at once, for
+// independent shuffle chains); the row's p (zero outside its keys) replaces its scores as term
+// arrays.
 template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const MmaSmem& sm) {
   using C = MmaConfig<D, CT, MQ>;
+  constexpr int kBatch = 4, kPer = kSplit / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r = warp; r < run.n_rows; r += kAttnWarps) {
-    int kb, ke;
-    mma_row_keys(sm, r / run.n_h, s, kb, ke);
-    if (kb >= ke) continue;  // no key of this row in the split
-    float* row = sm.sc + r * C::kScStride;
-    const int ob = kb - s * kSplit, oe = ke - s * kSplit;
-    float v[kSplit / 32];
-    float m = -INFINITY;
+  for (int r0 = warp; r0 < run.n_rows; r0 += kBatch * kAttnWarps) {
+    int ob[kBatch], oe[kBatch];
+    float v[kBatch][kPer], m[kBatch], l[kBatch];
 #pragma unroll
-    for (int i = 0; i < kSplit / 32; ++i) {
-      const int o = lane + 32 * i;
-      v[i] = o >= ob && o < oe ? row[o] : -INFINITY;
-      m = fmaxf(m, v[i]);
+    for (int b = 0; b < kBatch; ++b) {
+      const int r = r0 + b * kAttnWarps;
+      int kb = 0, ke = 0;
+      if (r < run.n_rows) mma_row_keys(sm, r / run.n_h, s, kb, ke);
+      ob[b] = kb - s * kSplit, oe[b] = ke - s * kSplit;  // empty: no key of the row here
+      const float* row = sm.sc + r * C::kScStride;
+      m[b] = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int o = lane + 32 * i;
+        v[b][i] = o >= ob[b] && o < oe[b] ? row[o] : -INFINITY;
+        m[b] = fmaxf(m[b], v[b][i]);
+      }
     }
-    m = warp_max(m);
-    float l = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kSplit / 32; ++i) {
-      const int o = lane + 32 * i;
-      v[i] = o >= ob && o < oe ? expf(v[i] - m) : 0.0f;
-      l += v[i];
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) m[b] = fmaxf(m[b], __shfl_xor_sync(0xffffffffu, m[b], o));
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      l[b] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int o = lane + 32 * i;
+        v[b][i] = o >= ob[b] && o < oe[b] ? expf(v[b][i] - m[b]) : 0.0f;
+        l[b] += v[b][i];
+      }
     }
-    l = warp_sum(l);
-    __syncwarp();  // every lane has read the row before any overwrites it
-    uint16_t* hi = reinterpret_cast<uint16_t*>(row);
-    uint16_t* lo = hi + kSplit;
 #pragma unroll
-    for (int i = 0; i < kSplit / 32; ++i) split16<CT>(v[i], hi[lane + 32 * i], lo[lane + 32 * i]);
-    if (lane == 0) sm.split_m[r] = m, sm.split_l[r] = l;
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) l[b] += __shfl_xor_sync(0xffffffffu, l[b], o);
+    __syncwarp();  // every lane has read its rows before any overwrites them
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int r = r0 + b * kAttnWarps;
+      if (ob[b] >= oe[b]) continue;  // no key (or no row): nothing to write
+      uint16_t* terms = reinterpret_cast<uint16_t*>(sm.sc + r * C::kScStride);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        uint16_t tv[C::kTerms];
+        split16<CT>(v[b][i], tv);
+#pragma unroll
+        for (int k = 0; k < C::kTerms; ++k) terms[k * kSplit + lane + 32 * i] = tv[k];
+      }
+      if (lane == 0) sm.split_m[r] = m[b], sm.split_l[r] = l[b];
+    }
   }
 }
 
@@ -272,13 +314,12 @@ __device__ __forceinline__ void mma_chunk_values(
       if (16 * m >= run.n_rows) break;  // uniform
       const unsigned char* prow =
           reinterpret_cast<const unsigned char*>(sm.sc + (16 * m + (lane & 15)) * C::kScStride);
-      uint32_t ph[4], pl[4];
-      ldsm_x4(pl, prow + 2 * kSplit + 2 * key);
-      ldsm_x4(ph, prow + 2 * key);
 #pragma unroll
-      for (int n = 0; n < C::kNTilesV; ++n) {
-        mma16816<CT>(acc[m][n], pl, b[n][0], b[n][1]);
-        mma16816<CT>(acc[m][n], ph, b[n][0], b[n][1]);
+      for (int i = C::kTerms - 1; i >= 0; --i) {
+        uint32_t a[4];
+        ldsm_x4(a, prow + 2 * (i * kSplit + key));
+#pragma unroll
+        for (int n = 0; n < C::kNTilesV; ++n) mma16816<CT>(acc[m][n], a, b[n][0], b[n][1]);
       }
     }
   }
@@ -403,7 +444,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
     sm.qpos[threadIdx.x] = r.pos;
     sm.qlo[threadIdx.x] = r.lo;
   }
-  // q split into hi / lo halves, two dims a thread; the last row tile's missing rows are zero.
+  // q split into its terms, two dims a thread; the last row tile's missing rows are zero.
   const int rows_padded = (run.n_rows + 15) & ~15;
   for (int i = threadIdx.x; i < rows_padded * (D / 2); i += kAttnThreads) {
     const int r = i / (D / 2), d = 2 * (i % (D / 2));
@@ -412,11 +453,13 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
       const float* qr = p.q + int64_t{tb + r / n_h} * p.ldq + int64_t{h0 + r % n_h} * D + d;
       x = make_float2(qr[0], qr[1]);
     }
-    uint16_t h[2], l[2];
-    split16<CT>(x.x, h[0], l[0]);
-    split16<CT>(x.y, h[1], l[1]);
-    *reinterpret_cast<uint32_t*>(sm.qh + r * C::kRowBytes + 2 * d) = h[0] | uint32_t{h[1]} << 16;
-    *reinterpret_cast<uint32_t*>(sm.ql + r * C::kRowBytes + 2 * d) = l[0] | uint32_t{l[1]} << 16;
+    uint16_t t0[C::kTerms], t1[C::kTerms];
+    split16<CT>(x.x, t0);
+    split16<CT>(x.y, t1);
+#pragma unroll
+    for (int k = 0; k < C::kTerms; ++k)
+      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
+          t0[k] | uint32_t{t1[k]} << 16;
   }
 
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
