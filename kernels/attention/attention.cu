@@ -127,10 +127,12 @@ DeviceLimits device_limits() {
   return lim;
 }
 
-// Blocks per SM the ring is sized for: two for one-query blocks when the grid has enough of them
-// to fill the GPU twice (decode at long contexts or large batches: memory-bound, one block's
-// compute overlaps the other's loads), else one with the deepest ring (short decode: every
-// chunk of a split in flight at once; prefill: the register-tiled block needs the SM).
+// Blocks per SM the ring is sized for: two where the config allows it (C::kBlocksPerSm: one-query
+// blocks, tensor-core query tiles up to head_dim 128) and the grid has enough blocks to fill the
+// GPU twice (decode at long contexts or large batches: memory-bound, one block's compute overlaps
+// the other's loads; tensor-core prefill: latency-bound), else one with the deepest ring (short
+// decode: every chunk of a split in flight at once; CUDA-core prefill: the register-tiled block
+// needs the SM).
 template <int D, typename CT, bool MQ, bool kMma>
 void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   using C = typename detail::ConfigOf<D, CT, MQ, kMma>::type;
@@ -145,7 +147,8 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   int stages = stages_for(lim.smem_optin);
   // The runtime reserves 1 KiB of shared memory a block. (An f32 cache at head_dim 256 has no
   // room for two blocks: it keeps one.)
-  if (!MQ && blocks >= 2 * int64_t{lim.sms} && stages_for(lim.smem_per_sm / 2 - 1024) >= 1)
+  if (C::kBlocksPerSm == 2 && blocks >= 2 * int64_t{lim.sms} &&
+      stages_for(lim.smem_per_sm / 2 - 1024) >= 1)
     stages = stages_for(lim.smem_per_sm / 2 - 1024);
   if (stages < 1)
     fail(ErrorCode::unsupported,
@@ -320,7 +323,9 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   const auto run = [&](AttnParams q_p, bool mq) {
     int64_t grid_x = q_p.select == 1 ? q_p.n_seqs : q_p.n_tokens;
     if (mq) {
-      const int qt = detail::multi_query_rows(kv.head_dim) / q_p.hpb;
+      const bool mma = args.tensor_cores && kv.dtype != DType::f32 &&
+                       (kv.head_dim == 64 || kv.head_dim == 128 || kv.head_dim == 256);
+      const int qt = detail::tile_rows(kv.head_dim, mma) / q_p.hpb;
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
     }
     q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);

@@ -10,6 +10,11 @@
 
 namespace memra::kernels::detail {
 
+// Rows of a query tile (multi-query blocks) of each arithmetic.
+__host__ __device__ constexpr int tile_rows(int d, bool mma) {
+  return mma ? kMmaTileRows : multi_query_rows(d);
+}
+
 // The shared-memory layout's config of a block shape.
 template <int D, typename CT, bool MQ, bool kMma>
 struct ConfigOf {
@@ -34,8 +39,10 @@ __device__ __forceinline__ void attend(const AttnParams& p, unsigned char* smem,
 // grid: x = query tile (in reverse, so the tiles with the longest contexts start first; select 1:
 // the sequence), y = split (split plan) or 1 (one_pass), z = kv head * n_chunks + chunk. A tile
 // holding tokens of several sequences runs them one after another (runs of equal token_seq).
+// Blocks a SM: the config's kBlocksPerSm (registers; the host sizes the ring to match).
 template <int D, typename CT, bool MQ, bool kMma>
-__global__ void __launch_bounds__(kAttnThreads, MQ ? 1 : 2) attention_kernel(const AttnParams p) {
+__global__ void __launch_bounds__(kAttnThreads, ConfigOf<D, CT, MQ, kMma>::type::kBlocksPerSm)
+    attention_kernel(const AttnParams p) {
   detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char attn_smem_raw[];
   const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);

@@ -7,8 +7,8 @@
 //           16-dim steps, each step the terms of q from the smallest to the largest times k,
 //           where q = q_0 + q_1 (+ q_2) in 16-bit values of the cache's type (f16: two terms,
 //           ~22 bits; bf16: three, ~25 bits), so the scores keep f32 accuracy;
-//   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (key offset o of the split to lane o % 32,
-//           lane sums in increasing o, fixed xor tree);
+//   m = max_j s_j, p_j = exp(s_j - m), l = sum_j p_j   (fixed lane assignment of the split's key
+//           offsets, lane sums in a fixed order, fixed xor tree: mma_split_softmax);
 //   acc[d] = sum_j p_j v_j[d]   one mma chain over the split's keys in 16-key steps of absolute
 //           position, each step the terms of p (split as q) smallest first times v.
 // An mma's row depends only on that row of A, and a 16-key step where the row has no key adds
@@ -28,19 +28,24 @@
 
 namespace memra::kernels::detail {
 
-// Rows are padded to m16 tiles: one tile for one-query blocks (up to kMaxGroup rows), up to four
-// for query tiles. Warps split a chunk's keys for the scores and the head dims for the weighted V.
+// Rows are padded to m16 tiles: one tile for one-query blocks (up to kMaxGroup rows), two for
+// query tiles. Warps split a chunk's keys for the scores and the head dims for the weighted V.
 // 16-bit terms a q or p value is split into: f16 two (11 + 11 bits), bf16 three (8 + 8 + 8).
 template <typename CT>
 constexpr int split_terms() {
   return std::is_same_v<CT, __nv_bfloat16> ? 3 : 2;
 }
 
+// Rows of a tensor-core query tile: 32 (two m16 tiles), so that two blocks fit an SM (registers
+// and shared memory): the kernel is latency-bound at one block of 8 warps a SM (measured: 0.27
+// instructions issued a cycle per scheduler with 64-row tiles).
+constexpr int kMmaTileRows = 32;
+
 template <int D, typename CT, bool MQ>
 struct MmaConfig {
   static_assert(sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256), "16-bit cache, D 64..256");
   static constexpr int kTerms = split_terms<CT>();
-  static constexpr int kRows = MQ ? multi_query_rows(D) : 16;
+  static constexpr int kRows = MQ ? kMmaTileRows : 16;
   static constexpr int kMTiles = kRows / 16;
   static constexpr int kChunk = MQ ? 64 : 128;
   static constexpr int kChunkShift = MQ ? 6 : 7;
@@ -60,6 +65,9 @@ struct MmaConfig {
       (kTerms * kSplit > 2 * kSplit ? kTerms * kSplit / 2 : kSplit) + 4;
   static constexpr int kFixedBytes = kTerms * kQBytes + kRows * kScStride * 4 + 8 * kRows * 4;
   static constexpr bool kZeroFillV = true;
+  // Two blocks a SM (<= 128 registers a thread) but for head_dim 256 query tiles, whose V
+  // accumulators would spill there.
+  static constexpr int kBlocksPerSm = MQ && D > 128 ? 1 : 2;
   static_assert(kNTilesS >= 1 && kNTilesV >= 1 && kSplit % kChunk == 0, "warp tiling");
 };
 
@@ -222,7 +230,8 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
 
 // Softmax statistics of split s, one warp per row (kBatch of a warp's rows at once, for
 // independent shuffle chains); the row's p (zero outside its keys) replaces its scores as term
-// arrays.
+// arrays. Lane l holds the split's key offsets 64 i + 2 l and 64 i + 2 l + 1 (i < 4) as v[2 i],
+// v[2 i + 1]: a row's l is each lane's sum of v in index order, then the fixed xor tree.
 template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const MmaSmem& sm) {
   using C = MmaConfig<D, CT, MQ>;
@@ -240,10 +249,13 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
       const float* row = sm.sc + r * C::kScStride;
       m[b] = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int o = lane + 32 * i;
-        v[b][i] = o >= ob[b] && o < oe[b] ? row[o] : -INFINITY;
-        m[b] = fmaxf(m[b], v[b][i]);
+      for (int i = 0; i < kPer; i += 2) {
+        const int o = 32 * i + 2 * lane;
+        float2 x = make_float2(-INFINITY, -INFINITY);
+        if (o + 1 >= ob[b] && o < oe[b]) x = *reinterpret_cast<const float2*>(row + o);
+        v[b][i] = o >= ob[b] && o < oe[b] ? x.x : -INFINITY;
+        v[b][i + 1] = o + 1 >= ob[b] && o + 1 < oe[b] ? x.y : -INFINITY;
+        m[b] = fmaxf(m[b], fmaxf(v[b][i], v[b][i + 1]));
       }
     }
 #pragma unroll
@@ -255,7 +267,7 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
       l[b] = 0.0f;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
-        const int o = lane + 32 * i;
+        const int o = 32 * (i & ~1) + 2 * lane + (i & 1);
         v[b][i] = o >= ob[b] && o < oe[b] ? expf(v[b][i] - m[b]) : 0.0f;
         l[b] += v[b][i];
       }
@@ -269,13 +281,15 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
     for (int b = 0; b < kBatch; ++b) {
       const int r = r0 + b * kAttnWarps;
       if (ob[b] >= oe[b]) continue;  // no key (or no row): nothing to write
-      uint16_t* terms = reinterpret_cast<uint16_t*>(sm.sc + r * C::kScStride);
+      uint32_t* terms = reinterpret_cast<uint32_t*>(sm.sc + r * C::kScStride);
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        uint16_t tv[C::kTerms];
-        split16<CT>(v[b][i], tv);
+      for (int i = 0; i < kPer; i += 2) {
+        uint16_t t0[C::kTerms], t1[C::kTerms];
+        split16<CT>(v[b][i], t0);
+        split16<CT>(v[b][i + 1], t1);
 #pragma unroll
-        for (int k = 0; k < C::kTerms; ++k) terms[k * kSplit + lane + 32 * i] = tv[k];
+        for (int k = 0; k < C::kTerms; ++k)
+          terms[k * (kSplit / 2) + 16 * i + lane] = t0[k] | uint32_t{t1[k]} << 16;
       }
       if (lane == 0) sm.split_m[r] = m[b], sm.split_l[r] = l[b];
     }

@@ -151,7 +151,8 @@ struct AttnConfig {
   static constexpr int kChunkBytes = kChunk * kRowBytes;
   // q rows, the split's scores, eight per-row arrays (statistics and query ranges).
   static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + 8 * kRows * 4;
-  static constexpr bool kZeroFillV = false;  // chunk_values reads only the run's keys
+  static constexpr bool kZeroFillV = false;        // chunk_values reads only the run's keys
+  static constexpr int kBlocksPerSm = MQ ? 1 : 2;  // query tiles' register tiling needs the SM
   static_assert(kRowsS * kRowGroupsS == kRows && kRowsV * kRowGroupsV == kRows, "row split");
   static_assert(kRowGroupsV * kDimGroups <= kAttnThreads, "V owners fit the block");
   static_assert(kDimGroups % 32 == 0 || D < 32, "a warp shares its V rows");
