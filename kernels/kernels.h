@@ -49,6 +49,9 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
 // y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < n_out; y is [n_tokens x n_out] with row
 // stride ldy floats (>= n_out; lets a fused QKV write into one wider row). Quantized weights are
 // dequantized in registers/shared memory inside the kernel, never to a whole-matrix copy.
+// n_in: a multiple of 16 for the tensor-core kernels; F32 weights, and F16 / BF16 weights whose
+// n_in is no multiple of 16 (tiny test fixtures), take an exact f32 FFMA path instead, any n_in,
+// one kernel and one reduction order for every n_tokens (matmul.cu).
 // scratch: matmul_scratch_bytes(n_tokens, n_in) bytes of device memory.
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
             int64_t n_tokens, float* y, int64_t ldy, void* scratch, cudaStream_t stream,

@@ -108,11 +108,14 @@ if [ "$MODE" != bench8b ]; then
   # seeded requests on the GPU vs the CPU.
   step device-sampling 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*SeededSampling*'
+  # The fixtures (gemma4: an 8-wide per-layer input; qwen3_5_moe: a 24-wide shared expert, both
+  # on the exact matmul path for K not a multiple of 16), then the synth files.
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
-    tests/fixtures/models/gemma3)
-  # The MoE fixture (F32 experts: routing read on the host) and the first 4 layers of the
+    tests/fixtures/models/gemma3 tests/fixtures/models/gemma4)
+  # The MoE fixtures (BF16 experts: routing read on the host) and the first 4 layers of the
   # Qwen3-30B-A3B shape in Q4_K_M (tiled experts: routing and expert matmuls on the device).
-  GATE+=(tests/fixtures/models/qwen3_moe)
+  GATE+=(tests/fixtures/models/qwen3_moe tests/fixtures/models/qwen3_5_moe)
+  N_GATE_FIXTURES=${#GATE[@]}  # model-gate-fast takes the synth files only
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m" \
     "qwen3-30b-a3b q4_k_m --layers 4"; do
     GATE+=("$(synth $spec)")
@@ -129,7 +132,7 @@ if [ "$MODE" != bench8b ]; then
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
   step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
-    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:5}"
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:$N_GATE_FIXTURES}"
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
   bench "$(synth qwen3-0.6b q4_k_m)" -p 512 -n 128

@@ -27,8 +27,10 @@
 //   group sums are functions of its own row. Both kernels compute every p_c with the same
 //   instruction sequence on the same operands and fold in the same order, so y[t][o] is
 //   bit-identical for any n_tokens, chunking of prefill, or batch mates.
-// - F32 weights take a separate exact path (test fixtures): FFMA over a lane-strided partition
-//   of K and a fixed xor-shuffle tree, the same code for any n_tokens.
+// - F32 weights, and F16 / BF16 weights whose K is no multiple of 16 (tiny test fixtures: an
+//   8-wide per-layer input, a 24-wide shared expert), take a separate exact path: f32 FFMA over
+//   a lane-strided partition of K and a fixed xor-shuffle tree, the same code for any n_tokens
+//   (matmul_exact_kernel). A matrix takes one path or the other by its dtype and K alone.
 #include <algorithm>
 #include <cstdint>
 
@@ -203,18 +205,39 @@ __global__ void __launch_bounds__(kXThreads)
   row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
 }
 
-// F32 weights: one warp per output row; lane l sums elements l, l + 32, ... in order with FFMA,
-// then a fixed xor tree (every lane ends with the same bits). Tokens go four at a time, each with
-// its own accumulator, so the per-element order never depends on n_tokens.
-constexpr int kF32Warps = 8;
-__global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_out,
-                                  const float* __restrict__ x, int n_tokens, float* __restrict__ y,
-                                  int64_t ldy) {
+// The exact path: F32 weights (any n_in), and F16 / BF16 weights whose n_in is no multiple of 16
+// (the tensor cores' k step; only tiny test fixtures have such matrices). One warp per output
+// row; lane l sums w[i] * x[i] for i = l, l + 32, ... in order with FFMA on f32 values (F16 and
+// BF16 widen to f32 exactly, x is used as is), then a fixed xor tree (every lane ends with the
+// same bits). Tokens go four at a time, each with its own accumulator, so the per-element order
+// never depends on n_tokens: every token count of such a matrix runs this one kernel.
+constexpr int kExactWarps = 8;
+bool exact_path(DType wtype, int64_t n_in) {
+  return wtype == DType::f32 || ((wtype == DType::f16 || wtype == DType::bf16) && n_in % 16 != 0);
+}
+
+template <DType D>
+__device__ __forceinline__ float weight_f32(const void* w, int64_t i) {
+  if constexpr (D == DType::f32) {
+    return __ldg(static_cast<const float*>(w) + i);
+  } else if constexpr (D == DType::f16) {
+    return __half2float(__ushort_as_half(__ldg(static_cast<const unsigned short*>(w) + i)));
+  } else {
+    static_assert(D == DType::bf16, "F32, F16 or BF16 weights");
+    return __uint_as_float(static_cast<uint32_t>(__ldg(static_cast<const unsigned short*>(w) + i))
+                           << 16);
+  }
+}
+
+template <DType D>
+__global__ void matmul_exact_kernel(const void* __restrict__ w, int n_in, int n_out,
+                                    const float* __restrict__ x, int n_tokens,
+                                    float* __restrict__ y, int64_t ldy) {
   detail::wait_for_inputs();
   const int lane = threadIdx.x & 31;
-  const int o = blockIdx.x * kF32Warps + (threadIdx.x >> 5);
+  const int o = blockIdx.x * kExactWarps + (threadIdx.x >> 5);
   if (o >= n_out) return;
-  const float* wr = w + static_cast<int64_t>(o) * n_in;
+  const int64_t row = static_cast<int64_t>(o) * n_in;  // the row's first element
   for (int t0 = 0; t0 < n_tokens; t0 += 4) {
     const int nt = min(4, n_tokens - t0);
     const float* xt = x + static_cast<int64_t>(t0) * n_in;
@@ -222,7 +245,7 @@ __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_o
     // Unrolled so several iterations' loads are in flight at once; the FFMA chain keeps its order.
 #pragma unroll 8
     for (int i = lane; i < n_in; i += 32) {
-      const float wv = __ldg(wr + i);
+      const float wv = weight_f32<D>(w, row + i);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         if (j < nt) acc[j] = fmaf(wv, __ldg(xt + static_cast<int64_t>(j) * n_in + i), acc[j]);
@@ -237,6 +260,13 @@ __global__ void matmul_f32_kernel(const float* __restrict__ w, int n_in, int n_o
       if (lane == 0 && j < nt) y[(t0 + j) * ldy + o] = acc[j];
     }
   }
+}
+
+template <DType D>
+void launch_exact(const MatmulOut& o, int n_in, const float* x, int n_tokens, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((o.n_out + kExactWarps - 1) / kExactWarps);
+  detail::launch(matmul_exact_kernel<D>, blocks, kExactWarps * 32, 0, stream, o.w, n_in,
+                 static_cast<int>(o.n_out), x, n_tokens, o.y, o.ldy);
 }
 
 __global__ void bf16_beyond_f16_kernel(const uint16_t* __restrict__ w, int64_t n,
@@ -348,11 +378,15 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
     fail(ErrorCode::invalid_argument, "matmul: no tiled layout for {} with n_in {}",
          dtype_name(wtype), n_in);
   }
+  // The tensor-core kernels step K by 16; the exact path (F32, and F16 / BF16 with other n_in)
+  // takes any n_in. Every quantized block size is a multiple of 16.
   const int64_t block = dtype_traits(wtype).block_size;
-  if (n_in <= 0 || n_in % 16 != 0 || n_in % block != 0 || n_in > (int64_t{1} << 30)) {
+  if (n_in <= 0 || n_in % block != 0 || (!exact_path(wtype, n_in) && n_in % 16 != 0) ||
+      n_in > (int64_t{1} << 30)) {
     fail(ErrorCode::invalid_argument,
-         "matmul: n_in {} must be a positive multiple of 16 and of the {} block size {}", n_in,
-         dtype_name(wtype), block);
+         "matmul: n_in {} must be a positive multiple of the {} block size {} (and of 16 for "
+         "the tensor-core kernels)",
+         n_in, dtype_name(wtype), block);
   }
   // 65535 row tiles of 128 in the prefill grid's y dimension.
   if (n_out < 0 || n_out > 65535 * 128 || n_tokens < 0 || n_tokens > (int64_t{1} << 30)) {
@@ -370,12 +404,13 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy, o.layout);
-    // 16-byte pieces: cp.async of weight blocks, float4 reads of x, uint4 writes of scratch.
-    if (o.wtype != DType::f32 && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
+    // 16-byte pieces: cp.async of weight blocks, float4 reads of x, uint4 writes of scratch (the
+    // exact path reads w and x element by element and uses no scratch).
+    const bool exact = exact_path(o.wtype, n_in);
+    if (!exact && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
       fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
     }
-    if (o.wtype != DType::f32 && o.n_out > 0)
-      (uses_wgmma(o, n_tokens) ? any_wgmma : any_mma) = true;
+    if (!exact && o.n_out > 0) (uses_wgmma(o, n_tokens) ? any_wgmma : any_mma) = true;
   }
   if (n_tokens == 0) return;
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
@@ -405,10 +440,10 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;
     const int out = static_cast<int>(o.n_out);
-    if (o.wtype == DType::f32) {
-      const unsigned blocks = static_cast<unsigned>((o.n_out + kF32Warps - 1) / kF32Warps);
-      detail::launch(matmul_f32_kernel, blocks, kF32Warps * 32, 0, stream,
-                     static_cast<const float*>(o.w), in, out, x, tokens, o.y, o.ldy);
+    if (exact_path(o.wtype, n_in)) {
+      if (o.wtype == DType::f32) launch_exact<DType::f32>(o, in, x, tokens, stream);
+      if (o.wtype == DType::f16) launch_exact<DType::f16>(o, in, x, tokens, stream);
+      if (o.wtype == DType::bf16) launch_exact<DType::bf16>(o, in, x, tokens, stream);
       continue;
     }
     MatmulArgs args;

@@ -103,25 +103,9 @@ EngineOptions fixture_options(const std::string& dir) {
   return o;
 }
 
-// Families the CUDA backend refuses, by name: the gemma4 fixture's 8-wide per-layer input and the
-// qwen3_5_moe fixture's 24-wide shared expert are no multiple of 16 (the CUDA matmuls' K, refused
-// by name when a step first multiplies by it: a load-time check would need to know which weights
-// matmul reads, and the backend's WeightUse hint also marks the conv weights). Gemma 4
-// (gemma4_moe) and linear attention (qwen3_5) run there by default. Empty when the family runs
-// on the test's device.
-std::string cpu_only_elsewhere(const std::string& arch) {
-  if (fixture_options("").device == "cpu") return "";
-  if (arch == "gemma4")
-    return "the fixture's 8-wide per-layer input has no CUDA matmul (refused at its first step)";
-  if (arch == "qwen3_5_moe")
-    return "the fixture's 24-wide shared expert has no CUDA matmul (refused at its first step)";
-  return "";
-}
-
 class EngineFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   const Reference ref = load_reference(dir);
@@ -189,7 +173,6 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
 // replayed as CUDA graphs give the tokens eager steps give; so do device-picked greedy tokens and
 // the host sampler's. On the CPU (no graphs) the greedy comparison still runs.
 TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   const Reference ref = load_reference(dir);
@@ -201,7 +184,7 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
   }
   EngineOptions o = fixture_options(dir);
   const bool on_cpu = o.device == "cpu";
-  // The MoE fixtures' F32 experts read their routing on the host (the device path takes tiled
+  // The MoE fixtures' BF16 experts read their routing on the host (the device path takes tiled
   // Q4_K/Q6_K/Q8_0 experts: EngineMoeDevice below), so their steps are never recorded
   // (decoder.cpp); hybrid models (qwen3_5) are, their padding in the scratch state slot.
   const std::string arch = GetParam();
@@ -307,7 +290,6 @@ void wait_blocks_free(const Engine& e) {
 }
 
 TEST_P(EngineFixture, EmbeddingsMatchTransformersPooled) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/embeddings.json")) << dir;
   std::ifstream in(dir + "/embeddings.json");
@@ -357,7 +339,6 @@ TEST_P(EngineFixture, EmbeddingsMatchTransformersPooled) {
 // equal transformers' (reference.json row 47) within 1e-4 of the row's largest logit, and are
 // bit-identical alone, batched with others and served from the prefix cache.
 TEST_P(EngineFixture, ScoresMatchTransformersAloneAndBatched) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   std::ifstream in(dir + "/reference.json");
@@ -530,7 +511,6 @@ std::vector<std::vector<int32_t>> sampling_prompts(const Reference& ref) {
 // The exactness contract of device sampling: the same logits sampled on the device and by the
 // host sampler give the same tokens and bit-identical logprobs (on the CPU both are the host's).
 TEST_P(EngineFixture, SeededSamplingOnDeviceMatchesHostSampler) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   const auto prompts = sampling_prompts(load_reference(dir));
@@ -547,7 +527,6 @@ TEST_P(EngineFixture, SeededSamplingOnDeviceMatchesHostSampler) {
 // bit-identical whether it runs alone or batched with eleven others (its own seed, its own RNG
 // stream; the logits are batch-invariant), on whichever device the test runs.
 TEST_P(EngineFixture, SeededSamplingAloneMatchesBatched) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   const auto prompts = sampling_prompts(load_reference(dir));
@@ -573,7 +552,6 @@ TEST_P(EngineFixture, SeededSamplingAloneMatchesBatched) {
 // 0.1 there, and at least half the tokens must be compared; exactness of the chain itself is
 // SeededSamplingOnDeviceMatchesHostSampler's.
 TEST_P(EngineFixture, SeededSamplingOnGpuFollowsCpu) {
-  if (const std::string why = cpu_only_elsewhere(GetParam()); !why.empty()) GTEST_SKIP() << why;
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
   EngineOptions o = fixture_options(dir);

@@ -2,9 +2,9 @@
 // CPU-dequantized weights (quant::dequantize_row). Weights are random floats quantized with
 // quant::quantize_row, or random valid blocks for types without a quantizer. Tolerance, as
 // max |gpu - ref| / max |ref| over the output (per token row for the wide-range x cases): 1e-3
-// for non-f32 weights (f16 activations on tensor cores), 1e-5 for F32 weights. Also: a token row
-// alone == the same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay
-// untouched.
+// for non-f32 weights (f16 activations on tensor cores), 1e-5 for F32 weights and for F16 / BF16
+// weights whose n_in is no multiple of 16 (the exact FFMA path). Also: a token row alone == the
+// same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay untouched.
 #include <cmath>
 #include <cstring>
 
@@ -17,11 +17,15 @@ namespace memra::kernel_check {
 
 namespace {
 
-// F32 weights run an exact FFMA path; every other type multiplies exact weights (integer quants,
-// f16 values) by x rounded to f16 after a per-row power-of-two scaling, so the error is x's f16
-// rounding (2^-12 relative per element): bf16 activations (2^-9) would exceed 1e-3.
-double matmul_tol(DType dtype) {
-  return dtype == DType::f32 ? 1e-5 : 1e-3;
+// F32 weights, and F16 / BF16 weights whose n_in is no multiple of 16, run an exact f32 FFMA path
+// (kernels.h); every other case multiplies exact weights (integer quants, f16 values) by x
+// rounded to f16 after a per-row power-of-two scaling, so the error is x's f16 rounding (2^-12
+// relative per element): bf16 activations (2^-9) would exceed 1e-3.
+bool exact_k_path(DType dtype, int64_t n_in) {
+  return dtype == DType::f32 || ((dtype == DType::f16 || dtype == DType::bf16) && n_in % 16 != 0);
+}
+double matmul_tol(DType dtype, int64_t n_in) {
+  return exact_k_path(dtype, n_in) ? 1e-5 : 1e-3;
 }
 
 // Offsets of the f16 scale fields in one block of the types without a quantizer, which a
@@ -175,7 +179,7 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
   std::string shape = shape_str({n_tokens, n_in, n_out});
   if (ldy != n_out) shape += " ldy " + std::to_string(ldy);
   if (wide_range) shape += " x rows 2^-20..3e5";
-  ctx.add({"matmul", shape, std::string(dtype_name(dtype)), "rel-max", err, matmul_tol(dtype),
+  ctx.add({"matmul", shape, std::string(dtype_name(dtype)), "rel-max", err, matmul_tol(dtype, n_in),
            ctx.teeth() ? "scale exponent flipped in row 0 on the GPU" : ""});
   if (kernels::matmul_tiled_supports(dtype, n_in))
     check_tiled(ctx, dtype, dw, n_in, n_out, dx, n_tokens, ldy, y, shape);
@@ -400,6 +404,68 @@ void check_norm_for_matmul(Context& ctx) {
   }
 }
 
+// Several exact-path outputs (n_in 24: F32, F16, BF16, BF16) sharing x in one matmul_shared_x
+// call == one matmul() each, bit for bit, with x at an address that is no multiple of 16 (the
+// exact path reads x and w element by element and needs no alignment).
+void check_exact_k_shared_x(Context& ctx) {
+  const int64_t n_in = 24;
+  constexpr int kOuts = 4;
+  const DType types[kOuts] = {DType::f32, DType::f16, DType::bf16, DType::bf16};
+  const int64_t outs_n[kOuts] = {7, 33, 1, 96};
+  for (int64_t n_tokens : {int64_t{1}, int64_t{70}}) {
+    const std::vector<float> x = ctx.uniform(n_tokens * n_in + 1);
+    Dev<float> dx(ctx, x);
+    const float* x_odd = dx.get() + 1;  // 4 bytes past a 16-byte boundary
+    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+    std::vector<Dev<uint8_t>> ws;
+    std::vector<Dev<float>> shared, single;
+    std::vector<kernels::MatmulOut> outs;
+    for (int i = 0; i < kOuts; ++i) {
+      ws.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
+      shared.emplace_back(n_tokens * outs_n[i]);
+      single.emplace_back(n_tokens * outs_n[i]);
+      shared.back().poison(ctx);
+      single.back().poison(ctx);
+    }
+    for (int i = 0; i < kOuts; ++i)
+      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i]});
+    kernels::matmul_shared_x(outs.data(), kOuts, n_in, x_odd, n_tokens, scratch.get(),
+                             ctx.stream());
+    for (int i = 0; i < kOuts; ++i)
+      kernels::matmul(types[i], ws[i].get(), n_in, outs_n[i], x_odd, n_tokens, single[i].get(),
+                      outs_n[i], scratch.get(), ctx.stream());
+    ctx.sync();
+    double bad = 0;
+    for (int i = 0; i < kOuts; ++i) {
+      std::vector<float> a = shared[i].download(ctx);
+      if (ctx.teeth() && i == 1) a[0] = std::nextafter(a[0], INFINITY);
+      bad += bit_mismatches(a, single[i].download(ctx));
+    }
+    ctx.add({"matmul shared x", "exact K F32+F16+BF16+BF16 " + shape_str({n_tokens, n_in}), "mixed",
+             "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+  }
+}
+
+// The exact path for n_in no multiple of 16 (the gemma4 fixture's 8-wide per-layer input, the
+// qwen3_5_moe fixture's 24-wide shared expert): against the double reference at F32's tolerance
+// for 1 to 300 tokens (one kernel serves every token count), odd n_out, ldy > n_out, wide-range x
+// rows; a row alone == the same row in a 40- and a 300-token call, bit for bit.
+void check_exact_k(Context& ctx) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    check_one(ctx, dtype, 1, 7, 1, 7);
+    check_one(ctx, dtype, 8, 1, 5, 1);
+    check_one(ctx, dtype, 8, 96, 1, 96);
+    check_one(ctx, dtype, 24, 96, 9, 96);
+    check_one(ctx, dtype, 24, 33, 70, 33 + 3);  // ldy > n_out: padding must stay poisoned
+    check_one(ctx, dtype, 40, 13, 300, 13);
+    check_one(ctx, dtype, 72, 33, 6, 33, true);
+    check_invariance(ctx, dtype, 1, 5);
+    check_invariance(ctx, dtype, 8, 96);
+    check_invariance(ctx, dtype, 24, 33);
+  }
+  check_exact_k_shared_x(ctx);
+}
+
 }  // namespace
 
 void check_matmul(Context& ctx) {
@@ -420,6 +486,7 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);
   }
+  check_exact_k(ctx);
   check_shared_x(ctx);
   check_tiled_shared_x(ctx);
   check_norm_for_matmul(ctx);
