@@ -63,7 +63,8 @@ struct MmaConfig {
   // terms; 4 floats of pad for ldmatrix, as above.
   static constexpr int kScStride =
       (kTerms * kSplit > 2 * kSplit ? kTerms * kSplit / 2 : kSplit) + 4;
-  static constexpr int kFixedBytes = kTerms * kQBytes + kRows * kScStride * 4 + 8 * kRows * 4;
+  static constexpr int kFixedBytes =
+      kTerms * kQBytes + kRows * kScStride * 4 + kRows * kRowStateBytes;
   static constexpr bool kZeroFillV = true;
   // Two blocks a SM (<= 128 registers a thread) but for head_dim 256 query tiles, whose V
   // accumulators would spill there.
@@ -133,17 +134,9 @@ __device__ __forceinline__ void ldsm_x2_t(uint32_t& r0, uint32_t& r1, const void
 }
 
 // Shared memory of a tensor-core block (dynamic; layout from MmaConfig).
-struct MmaSmem {
-  unsigned char* q;  // [kTerms][kRows][kRowBytes] the rows' q terms (zero rows pad the last tile)
-  float* sc;         // [kRows][kScStride] the split's scores, then its p as kTerms term arrays
-  float* split_m;    // [kRows] this split's statistics
-  float* split_l;
-  float* run_m;  // [kRows] one_pass running state
-  float* run_l;
-  float* w_old;  // [kRows] one_pass rescale factors
-  float* w_new;
-  int32_t* qpos;  // [kRows] per query of the run: position and first key
-  int32_t* qlo;
+struct MmaSmem : RowState {
+  unsigned char* q;     // [kTerms][kRows][kRowBytes] the rows' q terms (zero rows pad the tile)
+  float* sc;            // [kRows][kScStride] the split's scores, then its p as kTerms term arrays
   unsigned char* ring;  // [stages][kChunk][kRowBytes]
 };
 
@@ -152,22 +145,8 @@ __device__ __forceinline__ MmaSmem mma_smem(unsigned char* base) {
   MmaSmem m;
   m.q = base;
   m.sc = reinterpret_cast<float*>(m.q + C::kTerms * C::kQBytes);
-  m.split_m = m.sc + C::kRows * C::kScStride;
-  m.split_l = m.split_m + C::kRows;
-  m.run_m = m.split_l + C::kRows;
-  m.run_l = m.run_m + C::kRows;
-  m.w_old = m.run_l + C::kRows;
-  m.w_new = m.w_old + C::kRows;
-  m.qpos = reinterpret_cast<int32_t*>(m.w_new + C::kRows);
-  m.qlo = m.qpos + C::kRows;
-  m.ring = reinterpret_cast<unsigned char*>(m.qlo + C::kRows);
+  m.ring = carve_row_state(m, m.sc + C::kRows * C::kScStride, C::kRows);
   return m;
-}
-
-// Row r's keys in split s: [kb, ke) (empty when the split is outside its range).
-__device__ __forceinline__ void mma_row_keys(const MmaSmem& sm, int q, int s, int& kb, int& ke) {
-  kb = max(s * kSplit, sm.qlo[q]);
-  ke = min(s * kSplit + kSplit, sm.qpos[q] + 1);
 }
 
 // Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
@@ -244,7 +223,7 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
     for (int b = 0; b < kBatch; ++b) {
       const int r = r0 + b * kAttnWarps;
       int kb = 0, ke = 0;
-      if (r < run.n_rows) mma_row_keys(sm, r / run.n_h, s, kb, ke);
+      if (r < run.n_rows) row_keys(sm, r / run.n_h, s, kb, ke);
       ob[b] = kb - s * kSplit, oe[b] = ke - s * kSplit;  // empty: no key of the row here
       const float* row = sm.sc + r * C::kScStride;
       m[b] = -INFINITY;
@@ -350,28 +329,13 @@ __device__ __forceinline__ void mma_split_finish(
   using C = MmaConfig<D, CT, MQ>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   if (p.one_pass) {
-    const int r = threadIdx.x;
-    if (r < run.n_rows) {  // one thread per row updates (M, L)
-      const int q = r / run.n_h;
-      int kb, ke;
-      mma_row_keys(sm, q, s, kb, ke);
-      if (kb < ke) {
-        if (s == sm.qlo[q] / kSplit) {
-          sm.run_m[r] = sm.split_m[r], sm.run_l[r] = sm.split_l[r];
-        } else {
-          merge_weights(sm.run_m[r], sm.run_l[r], sm.split_m[r], sm.split_l[r], sm.w_old[r],
-                        sm.w_new[r]);
-        }
-      }
-    }
-    __syncthreads();
+    update_running_stats(run, s, sm);
   } else {
     for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
       int kb, ke;
-      mma_row_keys(sm, r / run.n_h, s, kb, ke);
+      row_keys(sm, r / run.n_h, s, kb, ke);
       if (kb >= ke) continue;
-      const int prow = p.select == 1 ? run.seq : run.tb + r / run.n_h, h = run.h0 + r % run.n_h;
-      float* part = p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+      float* part = partial_row<D>(p, run, r, s);
       part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
     }
   }
@@ -384,7 +348,7 @@ __device__ __forceinline__ void mma_split_finish(
       if (r < run.n_rows) {
         const int q = r / run.n_h;
         int kb, ke;
-        mma_row_keys(sm, q, s, kb, ke);
+        row_keys(sm, q, s, kb, ke);
         if (kb < ke) {
           if (p.one_pass) {
             const bool first = s == sm.qlo[q] / kSplit;
@@ -397,9 +361,7 @@ __device__ __forceinline__ void mma_split_finish(
                 o = first ? a : merge_value(o, a, sm.w_old[r], sm.w_new[r]);
               }
           } else {
-            const int prow = p.select == 1 ? run.seq : run.tb + q, hd = run.h0 + r % run.n_h;
-            float* part =
-                p.partials + ((int64_t{prow} * p.n_heads + hd) * p.n_splits + s) * (D + 2);
+            float* part = partial_row<D>(p, run, r, s);
 #pragma unroll
             for (int n = 0; n < C::kNTilesV; ++n)
               *reinterpret_cast<float2*>(part + d0 + 8 * n + 2 * t) =
@@ -419,30 +381,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
                                int kv_head, int h0, int n_h) {
   using C = MmaConfig<D, CT, MQ>;
   Run run;
-  run.tb = tb;
-  run.nq = te - tb;
-  run.n_h = n_h;
-  run.n_rows = run.nq * n_h;
-  run.h0 = h0;
-  run.kv_head = kv_head;
-  run.seq = seq;
-  run.lo = INT32_MAX;
-  run.hi = 0;
-  run.chunk_shift = C::kChunkShift;
-  for (int i = 0; i < run.nq; ++i) {
-    const KeyRange r = key_range(p.positions[tb + i], p.window);
-    run.lo = min(run.lo, r.lo);
-    run.hi = max(run.hi, r.pos + 1);
-  }
-  if (p.one_pass) {
-    run.s_begin = run.lo / kSplit;
-    run.s_end = (run.hi - 1) / kSplit + 1;
-  } else {
-    run.s_begin = blockIdx.y;
-    run.s_end = run.s_begin + 1;
-    if (run.s_begin < run.lo / kSplit || run.s_begin > (run.hi - 1) / kSplit) return;
-  }
-  run.table = p.block_tables + int64_t{seq} * p.max_blocks;
+  if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
   Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
   const Cursor first = prod;

@@ -34,7 +34,8 @@ constexpr int kAttnThreads = 256;
 constexpr int kAttnWarps = kAttnThreads / 32;
 constexpr int kMaxGroup = 8;  // query heads per block; larger GQA groups use several blocks
 constexpr int kSplit = kAttentionSplit;
-constexpr int kMaxStages = 8;  // ring buffers (cp.async.wait_group takes an immediate)
+constexpr int kMaxStages = 8;          // ring buffers (cp.async.wait_group takes an immediate)
+constexpr int kRowStateBytes = 8 * 4;  // a row's bytes of RowState (below)
 
 struct AttnParams {
   const void* k;
@@ -150,7 +151,7 @@ struct AttnConfig {
   static constexpr int kRowBytes = D * static_cast<int>(sizeof(CT)) + 16;
   static constexpr int kChunkBytes = kChunk * kRowBytes;
   // q rows, the split's scores, eight per-row arrays (statistics and query ranges).
-  static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + 8 * kRows * 4;
+  static constexpr int kFixedBytes = kRows * D * 4 + kRows * kSplit * 4 + kRows * kRowStateBytes;
   static constexpr bool kZeroFillV = false;        // chunk_values reads only the run's keys
   static constexpr int kBlocksPerSm = MQ ? 1 : 2;  // query tiles' register tiling needs the SM
   static_assert(kRowsS * kRowGroupsS == kRows && kRowsV * kRowGroupsV == kRows, "row split");
@@ -276,18 +277,36 @@ struct Run {
   }
 };
 
-// Shared memory of a block (dynamic; layout from AttnConfig).
-struct AttnSmem {
-  float* qs;       // [kRows][D] the rows' q
-  float* sc;       // [kRows][kSplit] scores, then exp(s - m), of the current split
-  float* split_m;  // [kRows] this split's statistics
+// Per-row state of a block's run in shared memory, the same for both arithmetics (this kernel's
+// and attention_mma.cuh's): [rows] floats each, then [rows] ints each.
+struct RowState {
+  float* split_m;  // this split's statistics
   float* split_l;
-  float* run_m;  // [kRows] one_pass running state
+  float* run_m;  // one_pass running state
   float* run_l;
-  float* w_old;  // [kRows] one_pass rescale factors
+  float* w_old;  // one_pass rescale factors
   float* w_new;
-  int32_t* qpos;  // [kRows] per query of the run: position and first key
+  int32_t* qpos;  // per query of the run: position and first key
   int32_t* qlo;
+};
+
+// Lays a RowState for `rows` rows out at `at`; returns the first byte after it.
+__device__ __forceinline__ unsigned char* carve_row_state(RowState& st, float* at, int rows) {
+  st.split_m = at;
+  st.split_l = st.split_m + rows;
+  st.run_m = st.split_l + rows;
+  st.run_l = st.run_m + rows;
+  st.w_old = st.run_l + rows;
+  st.w_new = st.w_old + rows;
+  st.qpos = reinterpret_cast<int32_t*>(st.w_new + rows);
+  st.qlo = st.qpos + rows;
+  return reinterpret_cast<unsigned char*>(st.qlo + rows);
+}
+
+// Shared memory of a block (dynamic; layout from AttnConfig).
+struct AttnSmem : RowState {
+  float* qs;            // [kRows][D] the rows' q
+  float* sc;            // [kRows][kSplit] scores, then exp(s - m), of the current split
   unsigned char* ring;  // [stages][kChunk][kRowBytes]
 };
 
@@ -297,15 +316,7 @@ __device__ __forceinline__ AttnSmem attn_smem(unsigned char* base) {
   AttnSmem m;
   m.qs = reinterpret_cast<float*>(base);
   m.sc = m.qs + C::kRows * D;
-  m.split_m = m.sc + C::kRows * kSplit;
-  m.split_l = m.split_m + C::kRows;
-  m.run_m = m.split_l + C::kRows;
-  m.run_l = m.run_m + C::kRows;
-  m.w_old = m.run_l + C::kRows;
-  m.w_new = m.w_old + C::kRows;
-  m.qpos = reinterpret_cast<int32_t*>(m.w_new + C::kRows);
-  m.qlo = m.qpos + C::kRows;
-  m.ring = reinterpret_cast<unsigned char*>(m.qlo + C::kRows);
+  m.ring = carve_row_state(m, m.sc + C::kRows * kSplit, C::kRows);
   return m;
 }
 
@@ -406,9 +417,70 @@ __device__ __forceinline__ void chunk_scores(const AttnParams& p, const Run& run
 }
 
 // Row r's keys in split s: [kb, ke) (empty when the split is outside its range).
-__device__ __forceinline__ void row_keys(const AttnSmem& sm, int q, int s, int& kb, int& ke) {
+__device__ __forceinline__ void row_keys(const RowState& sm, int q, int s, int& kb, int& ke) {
   kb = max(s * kSplit, sm.qlo[q]);
   ke = min(s * kSplit + kSplit, sm.qpos[q] + 1);
+}
+
+// One_pass, the end of split s: one thread per row merges the split's (m, l) into the running
+// (M, L) and leaves the rescale factors in w_old / w_new for the rows' owners (after the barrier).
+__device__ __forceinline__ void update_running_stats(const Run& run, int s, const RowState& sm) {
+  const int r = threadIdx.x;
+  if (r < run.n_rows) {
+    const int q = r / run.n_h;
+    int kb, ke;
+    row_keys(sm, q, s, kb, ke);
+    if (kb < ke) {
+      if (s == sm.qlo[q] / kSplit) {
+        sm.run_m[r] = sm.split_m[r], sm.run_l[r] = sm.split_l[r];
+      } else {
+        merge_weights(sm.run_m[r], sm.run_l[r], sm.split_m[r], sm.split_l[r], sm.w_old[r],
+                      sm.w_new[r]);
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// Split plan: row r's partial of split s in scratch, [D] values then m, l. Rows by token, or by
+// sequence for the single-token launch (select 1).
+template <int D>
+__device__ __forceinline__ float* partial_row(const AttnParams& p, const Run& run, int r, int s) {
+  const int prow = p.select == 1 ? run.seq : run.tb + r / run.n_h, h = run.h0 + r % run.n_h;
+  return p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+}
+
+// The run of tokens [tb, te) of sequence seq for a block's kv head and heads [h0, h0 + n_h):
+// its key range and the splits this block computes. False when the block has nothing to do (a
+// split plan's split outside the run's keys: the grid is sized for the step's largest context, or
+// a capacity; nothing is read).
+__device__ __forceinline__ bool make_run(const AttnParams& p, int tb, int te, int seq, int kv_head,
+                                         int h0, int n_h, int chunk_shift, Run& run) {
+  run.tb = tb;
+  run.nq = te - tb;
+  run.n_h = n_h;
+  run.n_rows = run.nq * n_h;
+  run.h0 = h0;
+  run.kv_head = kv_head;
+  run.seq = seq;
+  run.lo = INT32_MAX;
+  run.hi = 0;
+  run.chunk_shift = chunk_shift;
+  for (int i = 0; i < run.nq; ++i) {
+    const KeyRange r = key_range(p.positions[tb + i], p.window);
+    run.lo = min(run.lo, r.lo);
+    run.hi = max(run.hi, r.pos + 1);
+  }
+  if (p.one_pass) {
+    run.s_begin = run.lo / kSplit;
+    run.s_end = (run.hi - 1) / kSplit + 1;
+  } else {
+    run.s_begin = blockIdx.y;
+    run.s_end = run.s_begin + 1;
+    if (run.s_begin < run.lo / kSplit || run.s_begin > (run.hi - 1) / kSplit) return false;
+  }
+  run.table = p.block_tables + int64_t{seq} * p.max_blocks;
+  return true;
 }
 
 // acc[i][:] += p[row i][key] * v[key][dims] for the keys of chunk c, keys in increasing order.
@@ -530,23 +602,7 @@ __device__ __forceinline__ void split_finish(
   using C = AttnConfig<D, CT, MQ>;
   constexpr int DV = C::kDimsV;
   const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
-  if (p.one_pass) {
-    const int r = threadIdx.x;
-    if (r < run.n_rows) {  // one thread per row updates (M, L)
-      const int q = r / run.n_h;
-      int kb, ke;
-      row_keys(sm, q, s, kb, ke);
-      if (kb < ke) {
-        if (s == sm.qlo[q] / kSplit) {
-          sm.run_m[r] = sm.split_m[r], sm.run_l[r] = sm.split_l[r];
-        } else {
-          merge_weights(sm.run_m[r], sm.run_l[r], sm.split_m[r], sm.split_l[r], sm.w_old[r],
-                        sm.w_new[r]);
-        }
-      }
-    }
-    __syncthreads();
-  }
+  if (p.one_pass) update_running_stats(run, s, sm);
 #pragma unroll
   for (int i = 0; i < C::kRowsV; ++i) {
     const int r = rg + i * C::kRowGroupsV;
@@ -561,9 +617,7 @@ __device__ __forceinline__ void split_finish(
           for (int e = 0; e < DV; ++e)
             O[i][e] = first ? acc[i][e] : merge_value(O[i][e], acc[i][e], sm.w_old[r], sm.w_new[r]);
         } else {
-          // Partial rows by token, or by sequence for the single-token launch (select 1).
-          const int prow = p.select == 1 ? run.seq : run.tb + q, h = run.h0 + r % run.n_h;
-          float* part = p.partials + ((int64_t{prow} * p.n_heads + h) * p.n_splits + s) * (D + 2);
+          float* part = partial_row<D>(p, run, r, s);
 #pragma unroll
           for (int e = 0; e < DV; ++e) part[dg * DV + e] = acc[i][e];
           if (dg == 0) part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
@@ -582,32 +636,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   using C = AttnConfig<D, CT, MQ>;
   constexpr int DV = C::kDimsV;
   Run run;
-  run.tb = tb;
-  run.nq = te - tb;
-  run.n_h = n_h;
-  run.n_rows = run.nq * n_h;
-  run.h0 = h0;
-  run.kv_head = kv_head;
-  run.seq = seq;
-  run.lo = INT32_MAX;
-  run.hi = 0;
-  run.chunk_shift = C::kChunkShift;
-  for (int i = 0; i < run.nq; ++i) {
-    const KeyRange r = key_range(p.positions[tb + i], p.window);
-    run.lo = min(run.lo, r.lo);
-    run.hi = max(run.hi, r.pos + 1);
-  }
-  if (p.one_pass) {
-    run.s_begin = run.lo / kSplit;
-    run.s_end = (run.hi - 1) / kSplit + 1;
-  } else {
-    run.s_begin = blockIdx.y;
-    run.s_end = run.s_begin + 1;
-    // A split outside the run's keys (the grid is sized for the step's largest context, or a
-    // capacity): nothing to do, nothing read.
-    if (run.s_begin < run.lo / kSplit || run.s_begin > (run.hi - 1) / kSplit) return;
-  }
-  run.table = p.block_tables + int64_t{seq} * p.max_blocks;
+  if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
   Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
   const Cursor first = prod;
