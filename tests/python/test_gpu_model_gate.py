@@ -184,3 +184,35 @@ def test_the_summary_is_json_with_numpy_inputs():
     m = gate.verdict(cpu, cuda, cuda, PROMPT, picks, np.array(picks), free)
     text = json.dumps(gate.summary([dict(m, model="x")], "none", "gate"), allow_nan=False)
     assert json.loads(text)["pass"] is True
+
+
+# The prompt rows' top-1 differences: judged one by one as near-ties, not by a top-1 threshold.
+def test_prompt_near_ties_pass_below_the_old_top1_floor():
+    # Two of the 8 prompt rows flip on near-ties (25% disagreement, far under the old 99%
+    # floor): both are rounding, the model passes.
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=0.0134)
+    for r in (1, 4):
+        order = np.argsort(cpu[r])
+        a, b = int(order[-1]), int(order[-2])
+        top = cpu[r, a]
+        cpu[r, b] = top - 0.005
+        cuda[r, a], cuda[r, b] = top - 0.005, top
+    m = judge(cpu, cuda, picks)
+    assert m["top1"] == pytest.approx(0.75)
+    assert (m["top1_flips"], m["top1_flips_not_near_ties"], m["pass"]) == (2, 0, True)
+    assert "2 top-1 differences, 0 not near-ties" in "\n".join(gate.report([dict(m, model="x")]))
+
+
+def test_a_prompt_flip_beyond_the_rounding_fails():
+    # Teeth: one prompt row's argmax moves by 0.5 while the rest of the row agrees to 1e-3.
+    cpu, picks = rows()
+    cuda = rounded(cpu, scale=1e-3)
+    order = np.argsort(cpu[2])
+    a, b = int(order[-1]), int(order[-2])
+    top = cpu[2, a]
+    cpu[2, b] = top - 0.5
+    cuda[2, a], cuda[2, b] = top - 0.5, top
+    m = judge(cpu, cuda, picks)
+    assert (m["top1_flips"], m["top1_flips_not_near_ties"], m["pass"]) == (1, 1, False)
+    assert m["top1_flip_margin_over_error_max"] > 100
