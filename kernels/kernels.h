@@ -130,10 +130,16 @@ void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim, c
 // computed by a decode kernel and so is bit-identical to matmul() of that row over that expert's
 // matrix. Up to kExpertPairsPerPair pairs, each pair runs alone (the one-token kernel, one launch
 // per dtype); more are sorted by expert on the device and each expert's matrix runs once over its
-// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks; a step
-// of more than kExpertPairsOnDevice pairs is the caller's to group.
+// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks and up
+// to kExpertPairsMax pairs; matmul_experts_supports says yes only up to expert_pairs_on_device()
+// pairs, and a step of more is the caller's to group (the backend's host-grouped path).
 constexpr int64_t kExpertPairsPerPair = 64;
-constexpr int64_t kExpertPairsOnDevice = 512;
+constexpr int64_t kExpertPairsOnDevice = 512;  // expert_pairs_on_device()'s default
+constexpr int64_t kExpertPairsMax = 16384;
+// The most pairs matmul_experts_supports takes: MEMRA_MOE_DEVICE_MAX_PAIRS when set (an integer,
+// clamped to [kExpertPairsPerPair, kExpertPairsMax]; anything else is refused by name), else
+// kExpertPairsOnDevice. Read once.
+int64_t expert_pairs_on_device();
 bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs);
 struct ExpertsOut {
   DType wtype;
@@ -147,6 +153,12 @@ size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t 
 void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
                     const int32_t* ids, int64_t n_pairs, int n_expert, void* scratch,
                     cudaStream_t stream);
+// The grouped path's sort (exposed for kernel-check): pairs p < n_pairs (1..kExpertPairsMax)
+// stably sorted by ids[p] (ties in pair order): begin [n_expert + 1], where each expert's pairs
+// start (begin[n_expert] = n_pairs); rows [n_pairs], the x row (p / x_div) of the i-th sorted
+// pair; place [n_pairs], where pair p landed. ids must lie in [0, n_expert).
+void matmul_experts_group(const int32_t* ids, int64_t n_pairs, int n_expert, int x_div,
+                          int32_t* begin, int32_t* rows, int32_t* place, cudaStream_t stream);
 
 // ---- elementwise (kernels/elementwise) ---------------------------------------------------------
 

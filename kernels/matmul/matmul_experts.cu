@@ -9,6 +9,11 @@
 //   pair order.
 // Both compute each row with the canonical order's instructions (matmul.cu), so every output is
 // bit-identical to matmul() of that row, whatever else the step holds.
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -20,24 +25,33 @@ namespace {
 using matmul_detail::MatmulArgs;
 
 constexpr int kGroupThreads = 1024;
+constexpr int kGroupWarps = kGroupThreads / 32;
+static_assert(kMoeMaxExperts <= kGroupThreads, "a thread per expert in group_kernel's offsets");
+static_assert(kExpertPairsMax <= 65536, "group_kernel keeps sorted positions in 16 bits");
 
-// One block. counts[e] by shared-memory atomics (integer counts: any order gives the same),
-// begin = their exclusive scan, then pair p lands at begin[ids[p]] + the number of earlier pairs
-// with its expert (a stable order: a pure function of ids). rows[i] = the x row of the i-th
-// sorted pair; place[p] = where pair p landed.
+// One block, a stable counting sort of the pairs by expert (a pure function of ids: ties keep pair
+// order). counts[e] by shared-memory atomics (integer counts: any order gives the same), begin =
+// their exclusive scan. Then the pairs in chunks of kGroupThreads, in order, a thread a pair: a
+// warp's lanes with the same expert find each other (__match_any_sync), the lowest of them (the
+// leader) posts their count in s_at[warp][e], one thread per expert turns its column into where
+// each warp's first pair of it lands (the expert's running offset plus the earlier warps' counts),
+// and each pair lands there plus the number of lower lanes with its expert. rows[i] = the x row of
+// the i-th sorted pair; place[p] = where pair p landed. ids must lie in [0, n_expert).
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* __restrict__ ids, int n_pairs, int n_expert, int x_div,
                  int32_t* __restrict__ begin, int32_t* __restrict__ rows,
                  int32_t* __restrict__ place) {
   detail::wait_for_inputs();
-  __shared__ int32_t s_ids[kExpertPairsOnDevice];
   __shared__ int32_t s_scan[2][kMoeMaxExperts + 1];
+  __shared__ int32_t s_next[kMoeMaxExperts];  // expert e's next free position
+  // A warp's count of expert e in the chunk, then where its first one lands; 0 outside a chunk.
+  __shared__ uint16_t s_at[kGroupWarps][kMoeMaxExperts];
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads) s_scan[0][e] = 0;
+  for (int i = threadIdx.x; i < kGroupWarps * kMoeMaxExperts; i += kGroupThreads)
+    s_at[i / kMoeMaxExperts][i % kMoeMaxExperts] = 0;
   __syncthreads();
-  for (int p = threadIdx.x; p < n_pairs; p += kGroupThreads) {
-    s_ids[p] = ids[p];
-    atomicAdd(&s_scan[0][ids[p] + 1], 1);
-  }
+  for (int p = threadIdx.x; p < n_pairs; p += kGroupThreads) atomicAdd(&s_scan[0][ids[p] + 1], 1);
   __syncthreads();
   // Inclusive scan of s_scan[0][1..n_expert] (Hillis-Steele, ping-pong): begin[e] = s_scan[e].
   int src = 0;
@@ -47,14 +61,40 @@ __global__ void __launch_bounds__(kGroupThreads)
     __syncthreads();
     src = 1 - src;
   }
-  for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads) begin[e] = s_scan[src][e];
-  for (int p = threadIdx.x; p < n_pairs; p += kGroupThreads) {
-    const int e = s_ids[p];
-    int rank = 0;
-    for (int q = 0; q < p; ++q) rank += s_ids[q] == e;
-    const int at = s_scan[src][e] + rank;
-    place[p] = at;
-    rows[at] = p / x_div;
+  for (int e = threadIdx.x; e <= n_expert; e += kGroupThreads) {
+    begin[e] = s_scan[src][e];
+    if (e < n_expert) s_next[e] = s_scan[src][e];
+  }
+  __syncthreads();
+  const unsigned lower = (1u << lane) - 1u;  // the lanes before this one
+  for (int c0 = 0; c0 < n_pairs; c0 += kGroupThreads) {
+    const int p = c0 + static_cast<int>(threadIdx.x);
+    const int e = p < n_pairs ? ids[p] : -1;  // past the end: -1, matching no expert
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const bool leader = (same & lower) == 0;
+    if (e >= 0 && leader) s_at[warp][e] = static_cast<uint16_t>(__popc(same));
+    __syncthreads();  // every warp's counts are posted
+    if (static_cast<int>(threadIdx.x) < n_expert) {
+      const int x = static_cast<int>(threadIdx.x);
+      int at = s_next[x];
+      for (int w = 0; w < kGroupWarps; ++w) {
+        const int count = s_at[w][x];
+        if (count == 0) continue;  // stays 0: only leaders set entries, and they clear them
+        s_at[w][x] = static_cast<uint16_t>(at);
+        at += count;
+      }
+      s_next[x] = at;
+    }
+    __syncthreads();  // every warp's first positions are set
+    if (e >= 0) {
+      const int at = s_at[warp][e] + __popc(same & lower);
+      place[p] = at;
+      rows[at] = p / x_div;
+    }
+    __syncwarp();  // the warp's lanes have read their leaders' entries
+    if (e >= 0 && leader) s_at[warp][e] = 0;
+    // The next chunk's posts follow this warp's own clears (program order, the __syncwarp), and
+    // the offsets step reads other warps' entries only after the next chunk's first __syncthreads.
   }
 }
 
@@ -82,8 +122,7 @@ void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* 
   auto* begin = reinterpret_cast<int32_t*>(bytes + layout.x_bytes);
   int32_t* rows = begin + n_expert + 1;
   int32_t* place = rows + n_pairs;
-  detail::launch(group_kernel, 1u, kGroupThreads, 0, stream, ids, static_cast<int>(n_pairs),
-                 n_expert, x_div, begin, rows, place);
+  matmul_experts_group(ids, n_pairs, n_expert, x_div, begin, rows, place, stream);
   const MatmulArgs x_args = matmul_detail::prepare_x_rows(x, n_pairs, n_in, rows, scratch, stream);
   uint8_t* y_sorted = bytes + layout.x_bytes + layout.index_bytes;
   for (int i = 0; i < n_outs; ++i) {
@@ -137,12 +176,44 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
   }
 }
 
-}  // namespace
-
-bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs) {
+// What the kernels run, up to max_pairs pairs.
+bool supports_up_to(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs,
+                    int64_t max_pairs) {
   return (wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0) &&
          layout == WeightLayout::tiled && matmul_tiled_supports(wtype, n_in) && n_pairs >= 0 &&
-         n_pairs <= kExpertPairsOnDevice && matmul_detail::single_decode_enabled();
+         n_pairs <= max_pairs && matmul_detail::single_decode_enabled();
+}
+
+}  // namespace
+
+int64_t expert_pairs_on_device() {
+  static const int64_t limit = [] {
+    constexpr const char* kName = "MEMRA_MOE_DEVICE_MAX_PAIRS";
+    const char* v = std::getenv(kName);
+    if (v == nullptr) return kExpertPairsOnDevice;
+    const std::string_view text(v);
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc{} || end != text.data() + text.size())
+      fail(ErrorCode::invalid_argument, "{}={} is not an integer", kName, v);
+    return std::clamp(n, kExpertPairsPerPair, kExpertPairsMax);
+  }();
+  return limit;
+}
+
+void matmul_experts_group(const int32_t* ids, int64_t n_pairs, int n_expert, int x_div,
+                          int32_t* begin, int32_t* rows, int32_t* place, cudaStream_t stream) {
+  if (n_pairs < 1 || n_pairs > kExpertPairsMax || n_expert < 1 || n_expert > kMoeMaxExperts ||
+      x_div < 1)
+    fail(ErrorCode::invalid_argument,
+         "matmul_experts_group: {} pairs (1..{}), {} experts (1..{}), x_div {}", n_pairs,
+         kExpertPairsMax, n_expert, kMoeMaxExperts, x_div);
+  detail::launch(group_kernel, 1u, kGroupThreads, 0, stream, ids, static_cast<int>(n_pairs),
+                 n_expert, x_div, begin, rows, place);
+}
+
+bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs) {
+  return supports_up_to(wtype, layout, n_in, n_pairs, expert_pairs_on_device());
 }
 
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
@@ -162,9 +233,13 @@ void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const floa
   if (x_div < 1 || n_expert < 1 || n_expert > kMoeMaxExperts)
     fail(ErrorCode::invalid_argument, "matmul_experts: x_div {}, {} experts (at most {})", x_div,
          n_expert, kMoeMaxExperts);
+  // Any count up to kExpertPairsMax, whatever expert_pairs_on_device() says (the backend's choice).
+  if (n_pairs > kExpertPairsMax)
+    fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs (at most kExpertPairsMax, {})",
+         n_pairs, kExpertPairsMax);
   for (int i = 0; i < n_outs; ++i) {
     const ExpertsOut& o = outs[i];
-    if (!matmul_experts_supports(o.wtype, WeightLayout::tiled, n_in, n_pairs))
+    if (!supports_up_to(o.wtype, WeightLayout::tiled, n_in, n_pairs, kExpertPairsMax))
       fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over tiled {} with n_in {}",
            n_pairs, dtype_name(o.wtype), n_in);
     if (o.n_out <= 0 || o.n_out > 65535 * 128 || n_in > (int64_t{1} << 30))

@@ -3,12 +3,15 @@
 // against the plain matmul kernels:
 // - moe_route: ids exactly the CPU's (ties to the lower expert, a NaN row), weights within 1e-6
 //   (the GPU sums the exponentials as a lane tree, the CPU in expert order).
-// - matmul_experts, both paths (a block per pair; pairs sorted by expert on the device): every
+// - matmul_experts, both paths (a block per pair; pairs sorted by expert on the device), up to
+//   kExpertPairsMax pairs whatever MEMRA_MOE_DEVICE_MAX_PAIRS says (called directly): every
 //   pair's row bit-identical to kernels::matmul of that expert's tiled matrix over the rows the
 //   expert got (so to any batch: matmul is batch-invariant).
+// - matmul_experts_group (the grouped path's sort): begin, rows and place exactly a host stable
+//   counting sort's, from 65 to kExpertPairsMax pairs.
 // - moe_combine and sigmoid_scale_rows: bit-identical to the CPU (one rounding per operation).
 // --teeth: row 0's extreme logits swapped and the normalization flipped, one pair routed to the
-// next expert, one weight 0.1% off, a negated gate.
+// next expert (matmul_experts and its sort), one weight 0.1% off, a negated gate.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -71,8 +74,30 @@ void check_route(Context& ctx, int64_t n, int n_expert, int k, bool normalize, b
            broken});
 }
 
+// How the pairs pick experts: uniformly, or skewed as a prefill's routing can be (three hot
+// experts take about half the pairs, expert 0 and the top quarter none, the rest a few each).
+enum class Routing { uniform, skewed };
+
+std::vector<int32_t> random_ids(Context& ctx, int64_t n_pairs, int n_expert, Routing routing) {
+  std::vector<int32_t> ids(n_pairs);
+  if (routing == Routing::uniform || n_expert < 8) {
+    for (auto& id : ids) id = ctx.randint(0, n_expert - 1);
+    return ids;
+  }
+  const int32_t hot[3] = {1, n_expert / 2 - 1, n_expert / 2};
+  for (auto& id : ids) {
+    const int32_t r = ctx.randint(0, 99);
+    id = r < 50 ? hot[r % 3] : ctx.randint(2, n_expert * 3 / 4 - 1);
+  }
+  return ids;
+}
+
+const char* routing_str(Routing routing) {
+  return routing == Routing::skewed ? " skewed" : "";
+}
+
 void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n_expert,
-                   int64_t n_tokens, int k, bool per_pair_x) {
+                   int64_t n_tokens, int k, bool per_pair_x, Routing routing = Routing::uniform) {
   const int64_t n_pairs = n_tokens * k, x_div = per_pair_x ? 1 : k;
   const int64_t n_x = per_pair_x ? n_pairs : n_tokens;
   const size_t expert_bytes = kernels::matmul_tiled_bytes(dtype, n_in, n_out);
@@ -83,8 +108,7 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
                          ctx.stream());
     ctx.sync();
   }
-  std::vector<int32_t> ids(n_pairs);
-  for (auto& id : ids) id = ctx.randint(0, n_expert - 1);
+  std::vector<int32_t> ids = random_ids(ctx, n_pairs, n_expert, routing);
   const std::vector<float> x = wide_range_x(ctx, n_x, n_in);
   Dev<float> dx(ctx, x), dy(n_pairs * n_out);
   // Reference: each expert's rows through the plain matmul kernel, as many as it got.
@@ -119,9 +143,42 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
   ctx.sync();
   ctx.add({"matmul_experts",
            shape_str({n_in, n_out, n_expert, n_tokens, k}) + (per_pair_x ? " x/pair" : " x/token") +
-               " vs matmul",
+               routing_str(routing) + " vs matmul",
            std::string(dtype_name(dtype)), "bits", bit_mismatches(dy.download(ctx), ref), 0.0,
            ctx.teeth() ? "pair 0 routed to the next expert" : ""});
+}
+
+// The grouped path's sort against a host stable counting sort: every begin, rows and place
+// entry (a pure function of ids, ties in pair order).
+void check_group(Context& ctx, int64_t n_pairs, int n_expert, int x_div, Routing routing) {
+  std::vector<int32_t> ids = random_ids(ctx, n_pairs, n_expert, routing);
+  std::vector<int32_t> ref_begin(n_expert + 1, 0), ref_rows(n_pairs), ref_place(n_pairs);
+  for (const int32_t id : ids) ++ref_begin[id + 1];
+  for (int e = 0; e < n_expert; ++e) ref_begin[e + 1] += ref_begin[e];
+  std::vector<int32_t> next(ref_begin.begin(), ref_begin.end() - 1);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    const int32_t at = next[ids[p]]++;
+    ref_place[p] = at;
+    ref_rows[at] = static_cast<int32_t>(p / x_div);
+  }
+  if (ctx.teeth()) ids[0] = (ids[0] + 1) % n_expert;
+  Dev<int32_t> dids(ctx, ids), begin(n_expert + 1), rows(n_pairs), place(n_pairs);
+  begin.poison(ctx);
+  rows.poison(ctx);
+  place.poison(ctx);
+  kernels::matmul_experts_group(dids.get(), n_pairs, n_expert, x_div, begin.get(), rows.get(),
+                                place.get(), ctx.stream());
+  ctx.sync();
+  double mismatches = 0;
+  const auto count = [&](const std::vector<int32_t>& got, const std::vector<int32_t>& ref) {
+    for (size_t i = 0; i < ref.size(); ++i) mismatches += got[i] != ref[i];
+  };
+  count(begin.download(ctx), ref_begin);
+  count(rows.download(ctx), ref_rows);
+  count(place.download(ctx), ref_place);
+  ctx.add({"matmul_experts_group",
+           shape_str({n_pairs, n_expert, x_div}) + routing_str(routing) + " vs host stable sort",
+           "i32", "bits", mismatches, 0.0, ctx.teeth() ? "pair 0 routed to the next expert" : ""});
 }
 
 void check_combine(Context& ctx, int64_t n, int k, int64_t dim) {
@@ -166,11 +223,28 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q8_0, 1024, 272, 6, 5, 4, false);   // odd rows, few experts
     check_experts(ctx, DType::q6_k, 256, 48, 4, 3, 2, false);     // a single chunk of K
     // Over kExpertPairsPerPair pairs: sorted by expert, each expert's rows in one block.
-    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);     // 512 pairs: the device cap
+    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);     // 512 pairs: the default limit
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 16, 8, false);  // most experts empty
     check_experts(ctx, DType::q8_0, 256, 96, 2, 50, 2, false);      // 100 rows an expert: 2 groups
     check_experts(ctx, DType::q6_k, 768, 2048, 8, 9, 8, true);      // every expert, 9 rows each
     check_experts(ctx, DType::q6_k, 256, 64, 16, 16, 8, true);      // 8-row passes, some two
+    // Over kExpertPairsOnDevice (the backend's default limit; MEMRA_MOE_DEVICE_MAX_PAIRS raises
+    // it): a prefill's pairs, partial last chunks of the sort, hot experts in many passes.
+    check_experts(ctx, DType::q4_k, 512, 256, 128, 125, 8, false, Routing::skewed);  // 1000
+    check_experts(ctx, DType::q4_k, 2048, 768, 128, 512, 8, false);  // 4096: 30B-A3B's gate
+    check_experts(ctx, DType::q6_k, 768, 512, 128, 512, 8, true, Routing::skewed);   // 4096
+    check_experts(ctx, DType::q8_0, 256, 96, 256, 4500, 2, false, Routing::skewed);  // 9000
+  }
+  if (ctx.wants("matmul_experts_group")) {
+    check_group(ctx, 65, 1, 1, Routing::uniform);  // one expert: every pair a tie
+    check_group(ctx, 100, 16, 1, Routing::uniform);
+    check_group(ctx, 512, 4, 8, Routing::uniform);  // the old cap, long runs of ties
+    check_group(ctx, 512, 128, 8, Routing::skewed);
+    check_group(ctx, 1000, 128, 8, Routing::skewed);
+    check_group(ctx, 4096, 128, 8, Routing::uniform);
+    check_group(ctx, 9000, 256, 2, Routing::skewed);
+    check_group(ctx, 16384, 512, 8, Routing::skewed);  // kExpertPairsMax, the widest router
+    check_group(ctx, 16384, 2, 1, Routing::uniform);   // kExpertPairsMax, about 8192 rows each
   }
   if (ctx.wants("moe_combine")) {
     check_combine(ctx, 1, 8, 2048);

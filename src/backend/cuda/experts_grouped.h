@@ -1,6 +1,6 @@
 // Private to the CUDA backend: Ops::matmul_experts for the steps its one-launch device path does
 // not take (dtypes without the expert-mode kernel, the ggml layout, more than
-// kernels::kExpertPairsOnDevice pairs). The ids are read on the host (a wait, so never inside a
+// kernels::expert_pairs_on_device() pairs). The ids are read on the host (a wait, so never inside a
 // recording), the pairs' x rows gathered in expert order, each expert's matrix run over its rows
 // by the ordinary matmul kernels, and the rows gathered back into pair order: every row is what
 // matmul() gives for it, as the device path's.
