@@ -383,15 +383,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
   Run run;
   if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
-  Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
-  const Cursor first = prod;
-  for (int b = 0; b < p.stages; ++b) {
-    if (!run.done(prod)) {
-      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
-      run.advance(prod);
-    }
-    cp_async_commit();
-  }
+  const Cursor prod = start_ring<D, CT, C>(p, run, sm.ring);
   if (threadIdx.x < run.nq) {
     const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
     sm.qpos[threadIdx.x] = r.pos;
@@ -422,28 +414,17 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
     for (int n = 0; n < C::kNTilesV; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
-  int b = 0;
-  for (Cursor c = first; !run.done(c); run.advance(c)) {
-    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
-    __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
-    const unsigned char* buf = sm.ring + b * C::kChunkBytes;
-    if (c.phase == 0) {
-      mma_chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
-    } else {
-      mma_chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
-    }
-    const bool last = c.ci == run.ci_last(c.s);
-    __syncthreads();  // buffer b is free; the split's scores are complete
-    if (!run.done(prod)) {
-      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
-      run.advance(prod);
-    }
-    cp_async_commit();
-    if (last && c.phase == 0) mma_split_softmax<D, CT, MQ>(run, c.s, sm);
-    if (last && c.phase == 1) mma_split_finish<D, CT, MQ>(p, run, c.s, sm, acc, O);
-    b = b + 1 == p.stages ? 0 : b + 1;
-  }
-  cp_async_wait(0);
+  stream_chunks<D, CT, C>(
+      p, run, sm.ring, prod,
+      [&](const Cursor& c, const unsigned char* buf) {
+        if (c.phase == 0) {
+          mma_chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
+        } else {
+          mma_chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
+        }
+      },
+      [&](int s) { mma_split_softmax<D, CT, MQ>(run, s, sm); },
+      [&](int s) { mma_split_finish<D, CT, MQ>(p, run, s, sm, acc, O); });
   if (p.one_pass) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 #pragma unroll

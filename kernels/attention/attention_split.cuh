@@ -360,6 +360,49 @@ __device__ __forceinline__ void issue_chunk(const AttnParams& p, const Run& run,
   }
 }
 
+// Starts a run's ring: its first p.stages chunks in flight (one commit group each, empty ones
+// too, so that cp_async_wait's count holds). Returns the cursor of the next chunk to issue.
+template <int D, typename CT, class C>
+__device__ __forceinline__ Cursor start_ring(const AttnParams& p, const Run& run,
+                                             unsigned char* ring) {
+  Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
+  for (int b = 0; b < p.stages; ++b) {
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, C>(p, run, prod, ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+  }
+  return prod;
+}
+
+// Streams the run's chunks through the ring, in order, for both arithmetics: chunk(c, buf) once
+// chunk c has landed for every thread (and what the block wrote before is published), then the
+// buffer is refilled with the chunk `prod` points at; after a split's last K chunk softmax(s),
+// after its last V chunk finish(s). Every thread of the block calls it.
+template <int D, typename CT, class C, class Chunk, class Softmax, class Finish>
+__device__ __forceinline__ void stream_chunks(const AttnParams& p, const Run& run,
+                                              unsigned char* ring, Cursor prod, Chunk&& chunk,
+                                              Softmax&& softmax, Finish&& finish) {
+  int b = 0;
+  for (Cursor c{run.s_begin, 0, run.ci_first(run.s_begin)}; !run.done(c); run.advance(c)) {
+    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
+    __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
+    chunk(c, static_cast<const unsigned char*>(ring + b * C::kChunkBytes));
+    const bool last = c.ci == run.ci_last(c.s);
+    __syncthreads();  // buffer b is free; the split's scores are complete
+    if (!run.done(prod)) {
+      issue_chunk<D, CT, C>(p, run, prod, ring + b * C::kChunkBytes);
+      run.advance(prod);
+    }
+    cp_async_commit();
+    if (last && c.phase == 0) softmax(c.s);
+    if (last && c.phase == 1) finish(c.s);
+    b = b + 1 == p.stages ? 0 : b + 1;
+  }
+  cp_async_wait(0);
+}
+
 // Scores of chunk c for every row: sc[r][key - split base].
 template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void chunk_scores(const AttnParams& p, const Run& run, const Cursor& c,
@@ -638,15 +681,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   Run run;
   if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
-  Cursor prod{run.s_begin, 0, run.ci_first(run.s_begin)};
-  const Cursor first = prod;
-  for (int b = 0; b < p.stages; ++b) {
-    if (!run.done(prod)) {
-      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
-      run.advance(prod);
-    }
-    cp_async_commit();
-  }
+  const Cursor prod = start_ring<D, CT, C>(p, run, sm.ring);
   if (threadIdx.x < run.nq) {
     const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
     sm.qpos[threadIdx.x] = r.pos;
@@ -662,28 +697,17 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   for (int i = 0; i < C::kRowsV; ++i)
 #pragma unroll
     for (int e = 0; e < DV; ++e) acc[i][e] = O[i][e] = 0.0f;
-  int b = 0;
-  for (Cursor c = first; !run.done(c); run.advance(c)) {
-    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
-    __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
-    const unsigned char* buf = sm.ring + b * C::kChunkBytes;
-    if (c.phase == 0) {
-      chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
-    } else {
-      chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
-    }
-    const bool last = c.ci == run.ci_last(c.s);
-    __syncthreads();  // buffer b is free; the split's scores are complete
-    if (!run.done(prod)) {
-      issue_chunk<D, CT, C>(p, run, prod, sm.ring + b * C::kChunkBytes);
-      run.advance(prod);
-    }
-    cp_async_commit();
-    if (last && c.phase == 0) split_softmax<D, CT, MQ>(run, c.s, sm);
-    if (last && c.phase == 1) split_finish<D, CT, MQ>(p, run, c.s, sm, acc, O);
-    b = b + 1 == p.stages ? 0 : b + 1;
-  }
-  cp_async_wait(0);
+  stream_chunks<D, CT, C>(
+      p, run, sm.ring, prod,
+      [&](const Cursor& c, const unsigned char* buf) {
+        if (c.phase == 0) {
+          chunk_scores<D, CT, MQ>(p, run, c, sm, buf);
+        } else {
+          chunk_values<D, CT, MQ>(run, c, sm, buf, acc);
+        }
+      },
+      [&](int s) { split_softmax<D, CT, MQ>(run, s, sm); },
+      [&](int s) { split_finish<D, CT, MQ>(p, run, s, sm, acc, O); });
   if (p.one_pass) {
     const int dg = threadIdx.x % C::kDimGroups, rg = threadIdx.x / C::kDimGroups;
 #pragma unroll
