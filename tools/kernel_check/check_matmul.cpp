@@ -7,6 +7,7 @@
 // same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay untouched.
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "check.h"
 #include "core/half.h"
@@ -245,54 +246,78 @@ void check_tiled_model_shapes(Context& ctx) {
   }
 }
 
-// matmul_shared_x over outputs of different dtypes and layouts (one x conversion; on sm_90a the
-// prefill batch needs x in both orders: the tiled BF16 output runs on the wgmma kernel) == one
-// matmul() per output, bit for bit, for a decode-sized and a prefill-sized batch.
-void check_shared_x(Context& ctx) {
-  const int64_t n_in = 512;
-  constexpr int kOuts = 5;
-  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::f32, DType::bf16, DType::bf16};
-  const int64_t outs_n[kOuts] = {96, 40, 24, 64, 136};
-  const kernels::WeightLayout layouts[kOuts] = {
-      kernels::WeightLayout::ggml, kernels::WeightLayout::ggml, kernels::WeightLayout::ggml,
-      kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
-  for (int64_t n_tokens : {int64_t{3}, int64_t{77}}) {
-    const std::vector<float> x = ctx.uniform(n_tokens * n_in);
+// One matmul_shared_x call over several outputs == one matmul() per output, bit for bit, for each
+// token count; x read x_offset floats past a 16-byte boundary. Teeth: one element of output
+// teeth_out one ulp off.
+struct SharedXCase {
+  std::string name;  // the row's shape prefix
+  int64_t n_in;
+  std::vector<DType> types;
+  std::vector<int64_t> outs_n;
+  std::vector<kernels::WeightLayout> layouts;
+  std::vector<int64_t> tokens;
+  int64_t x_offset;
+  int teeth_out;
+};
+
+void check_shared_x_case(Context& ctx, const SharedXCase& c) {
+  const int n_outs = static_cast<int>(c.types.size());
+  for (int64_t n_tokens : c.tokens) {
+    const std::vector<float> x = ctx.uniform(n_tokens * c.n_in + c.x_offset);
     Dev<float> dx(ctx, x);
-    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
+    const float* xp = dx.get() + c.x_offset;
+    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, c.n_in));
     std::vector<Dev<uint8_t>> ws;
     std::vector<Dev<float>> shared, single;
     std::vector<kernels::MatmulOut> outs;
-    for (int i = 0; i < kOuts; ++i) {
-      ws.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
-      if (layouts[i] == kernels::WeightLayout::tiled) {
-        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(types[i], n_in, outs_n[i]));
-        kernels::matmul_tile(types[i], ws.back().get(), n_in, outs_n[i], tiled.get(), ctx.stream());
+    for (int i = 0; i < n_outs; ++i) {
+      ws.emplace_back(ctx, random_weights(ctx, c.types[i], c.n_in, c.outs_n[i]));
+      if (c.layouts[i] == kernels::WeightLayout::tiled) {
+        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(c.types[i], c.n_in, c.outs_n[i]));
+        kernels::matmul_tile(c.types[i], ws.back().get(), c.n_in, c.outs_n[i], tiled.get(),
+                             ctx.stream());
         ctx.sync();
         ws.back() = std::move(tiled);
       }
-      shared.emplace_back(n_tokens * outs_n[i]);
-      single.emplace_back(n_tokens * outs_n[i]);
+      shared.emplace_back(n_tokens * c.outs_n[i]);
+      single.emplace_back(n_tokens * c.outs_n[i]);
       shared.back().poison(ctx);
       single.back().poison(ctx);
     }
-    for (int i = 0; i < kOuts; ++i)
-      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i], layouts[i]});
-    kernels::matmul_shared_x(outs.data(), kOuts, n_in, dx.get(), n_tokens, scratch.get(),
+    for (int i = 0; i < n_outs; ++i)
+      outs.push_back(
+          {c.types[i], ws[i].get(), c.outs_n[i], shared[i].get(), c.outs_n[i], c.layouts[i]});
+    kernels::matmul_shared_x(outs.data(), n_outs, c.n_in, xp, n_tokens, scratch.get(),
                              ctx.stream());
-    for (int i = 0; i < kOuts; ++i)
-      kernels::matmul(types[i], ws[i].get(), n_in, outs_n[i], dx.get(), n_tokens, single[i].get(),
-                      outs_n[i], scratch.get(), ctx.stream(), layouts[i]);
+    for (int i = 0; i < n_outs; ++i)
+      kernels::matmul(c.types[i], ws[i].get(), c.n_in, c.outs_n[i], xp, n_tokens, single[i].get(),
+                      c.outs_n[i], scratch.get(), ctx.stream(), c.layouts[i]);
     ctx.sync();
     double bad = 0;
-    for (int i = 0; i < kOuts; ++i) {
+    for (int i = 0; i < n_outs; ++i) {
       std::vector<float> a = shared[i].download(ctx);
-      if (ctx.teeth() && i == 0) a[0] = std::nextafter(a[0], INFINITY);
+      if (ctx.teeth() && i == c.teeth_out) a[0] = std::nextafter(a[0], INFINITY);
       bad += bit_mismatches(a, single[i].download(ctx));
     }
-    ctx.add({"matmul shared x", "Q4_K+Q6_K+F32+BF16+BF16 tiled " + shape_str({n_tokens, n_in}),
-             "mixed", "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+    ctx.add({"matmul shared x", c.name + " " + shape_str({n_tokens, c.n_in}), "mixed", "bits", bad,
+             0.0, ctx.teeth() ? "one output element one ulp off" : ""});
   }
+}
+
+// matmul_shared_x over outputs of different dtypes and layouts (one x conversion; on sm_90a the
+// prefill batch needs x in both orders: the tiled BF16 output runs on the wgmma kernel), for a
+// decode-sized and a prefill-sized batch.
+void check_shared_x(Context& ctx) {
+  using kernels::WeightLayout;
+  check_shared_x_case(ctx, {"Q4_K+Q6_K+F32+BF16+BF16 tiled",
+                            512,
+                            {DType::q4_k, DType::q6_k, DType::f32, DType::bf16, DType::bf16},
+                            {96, 40, 24, 64, 136},
+                            {WeightLayout::ggml, WeightLayout::ggml, WeightLayout::ggml,
+                             WeightLayout::ggml, WeightLayout::tiled},
+                            {3, 77},
+                            0,
+                            0});
 }
 
 // Several tiled K-quant outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the tiled
@@ -405,45 +430,18 @@ void check_norm_for_matmul(Context& ctx) {
 }
 
 // Several exact-path outputs (n_in 24: F32, F16, BF16, BF16) sharing x in one matmul_shared_x
-// call == one matmul() each, bit for bit, with x at an address that is no multiple of 16 (the
-// exact path reads x and w element by element and needs no alignment).
+// call, with x at an address that is no multiple of 16 (the exact path reads x and w element by
+// element and needs no alignment).
 void check_exact_k_shared_x(Context& ctx) {
-  const int64_t n_in = 24;
-  constexpr int kOuts = 4;
-  const DType types[kOuts] = {DType::f32, DType::f16, DType::bf16, DType::bf16};
-  const int64_t outs_n[kOuts] = {7, 33, 1, 96};
-  for (int64_t n_tokens : {int64_t{1}, int64_t{70}}) {
-    const std::vector<float> x = ctx.uniform(n_tokens * n_in + 1);
-    Dev<float> dx(ctx, x);
-    const float* x_odd = dx.get() + 1;  // 4 bytes past a 16-byte boundary
-    Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
-    std::vector<Dev<uint8_t>> ws;
-    std::vector<Dev<float>> shared, single;
-    std::vector<kernels::MatmulOut> outs;
-    for (int i = 0; i < kOuts; ++i) {
-      ws.emplace_back(ctx, random_weights(ctx, types[i], n_in, outs_n[i]));
-      shared.emplace_back(n_tokens * outs_n[i]);
-      single.emplace_back(n_tokens * outs_n[i]);
-      shared.back().poison(ctx);
-      single.back().poison(ctx);
-    }
-    for (int i = 0; i < kOuts; ++i)
-      outs.push_back({types[i], ws[i].get(), outs_n[i], shared[i].get(), outs_n[i]});
-    kernels::matmul_shared_x(outs.data(), kOuts, n_in, x_odd, n_tokens, scratch.get(),
-                             ctx.stream());
-    for (int i = 0; i < kOuts; ++i)
-      kernels::matmul(types[i], ws[i].get(), n_in, outs_n[i], x_odd, n_tokens, single[i].get(),
-                      outs_n[i], scratch.get(), ctx.stream());
-    ctx.sync();
-    double bad = 0;
-    for (int i = 0; i < kOuts; ++i) {
-      std::vector<float> a = shared[i].download(ctx);
-      if (ctx.teeth() && i == 1) a[0] = std::nextafter(a[0], INFINITY);
-      bad += bit_mismatches(a, single[i].download(ctx));
-    }
-    ctx.add({"matmul shared x", "exact K F32+F16+BF16+BF16 " + shape_str({n_tokens, n_in}), "mixed",
-             "bits", bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
-  }
+  const auto ggml = kernels::WeightLayout::ggml;
+  check_shared_x_case(ctx, {"exact K F32+F16+BF16+BF16",
+                            24,
+                            {DType::f32, DType::f16, DType::bf16, DType::bf16},
+                            {7, 33, 1, 96},
+                            {ggml, ggml, ggml, ggml},
+                            {1, 70},
+                            1,
+                            1});
 }
 
 // The exact path for n_in no multiple of 16 (the gemma4 fixture's 8-wide per-layer input, the
