@@ -28,6 +28,9 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -51,30 +54,73 @@ constexpr int kStepBytes = kBN * 16 * 2;                    // one k16 step of t
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
+// Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
+// thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
+// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile.
+__device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
+                                           int q, int row0, int tok0) {
+  mbar_arrive_expect_tx(bar, kStageBytes);
+  const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
+#pragma unroll
+  for (int m = 0; m < kTiles; ++m) {
+    const int64_t tile = min(row0 / 16 + m, last_tile);
+    bulk_copy(stage + m * kQuarter,
+              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+  }
+  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+}
+
+// The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
+// from +0.
+__device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64], bool first) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
+    acc[i] = 0.0f;
+  }
+}
+
+// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's 128 tokens.
+__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[64], int row0,
+                                           int tok0, int warp, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
+    }
+  }
+}
+
+// This warp's A fragments of a sub-stage's four k16 steps: one 16-byte shared load each.
+__device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
+                                       uint32_t (&af)[4][4]) {
+  const uint8_t* R = stage + warp * kQuarter + 16 * lane;
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint4 v = ld_u128(R + 512 * s);
+    af[s][0] = v.x;
+    af[s][1] = v.y;
+    af[s][2] = v.z;
+    af[s][3] = v.w;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
-  const int n_sub = a.n_in / kSub, n_chunks = a.n_in / kChunk;
+  const int n_sub = a.n_in / kSub;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
-  // Thread 0 fills stage q % kStages with sub-stage q: tile m's quarter q % 4 of chunk q / 4 is
-  // q * 2048 bytes into the tile's records (a tile's chunks are contiguous); rows past the matrix
-  // repeat the last tile.
   auto issue = [&](int q) {
-    if (q >= n_sub) return;
-    uint8_t* stage = smem + (q % kStages) * kStageBytes;
-    uint64_t* bar = full + q % kStages;
-    mbar_arrive_expect_tx(bar, kStageBytes);
-    const int last_tile = (a.n_out - 1) / 16;
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      const int64_t tile = min(row0 / 16 + m, last_tile);
-      bulk_copy(stage + m * kQuarter,
-                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
-    }
-    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+    if (q < n_sub)
+      fill_stage(a, smem + (q % kStages) * kStageBytes, full + q % kStages, q, row0, tok0);
   };
   if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
@@ -98,16 +144,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
       wgmma_wait<1>();  // this warpgroup's sub-stage q - 2 is done reading (q - 1 may still run)
       __syncthreads();  // every warpgroup is done with the stage issue() refills
       if (tid == 0) issue(q + kAhead);
-      const uint8_t* R = stage + warp * kQuarter + 16 * lane;
       uint32_t af[4][4];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint4 v = ld_u128(R + 512 * s);
-        af[s][0] = v.x;
-        af[s][1] = v.y;
-        af[s][2] = v.z;
-        af[s][3] = v.w;
-      }
+      load_a(stage, warp, lane, af);
       const uint8_t* X = stage + kRecStage;
       wgmma_fence();
 #pragma unroll
@@ -115,24 +153,87 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
       wgmma_commit();
     }
     wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-#pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      total[i] = c == 0 ? acc[i] : __fadd_rn(total[i], acc[i]);
-      acc[i] = 0.0f;
-    }
+    fold_chunk(total, acc, c == 0);
   }
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
-      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
-      if (row < a.n_out && tok < a.n_tokens)
-        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
-    }
-  }
+  store_tile(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
+#endif
+}
+
+// The same products, warp-specialized: a ninth warp issues every sub-stage's copies as soon as its
+// buffer is free (each buffer has a "full" barrier the copies complete and an "empty" barrier the
+// eight compute warps arrive on when their wgmma groups are done reading it), so no block barrier
+// couples the two warpgroups and no compute warp stops to issue copies. Same wgmma chains from the
+// same operands: the same bits.
+// The copy warp is a warpgroup of its own that gives back registers (setmaxnreg) to the compute
+// warpgroups: a block of 288 threads would put three warps on one scheduler's 16K registers and
+// cap every warp at 168 (spilling the 64 + 64 accumulators), 384 threads with 40 + 2 x 232 a
+// scheduler fit.
+constexpr int kWsStages = 6, kWsThreads = kThreads + 128;
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
+constexpr int kWsSmem = kWsStages * kStageBytes + 2 * kWsStages * 8;
+
+__global__ void __launch_bounds__(kWsThreads, 1) prefill_wgmma_ws_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_sub = a.n_in / kSub;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
+  uint64_t* const empty = full + kWsStages;
+  if (tid == 0) {
+    mbar_init_stages(full, kWsStages);
+    mbar_init_stages(empty, kWsStages, kThreads / 32);
+  }
+  __syncthreads();
+  if (warp >= kThreads / 32) {  // the copy warpgroup: its first lane issues every copy
+    setmaxnreg_dec<kCopyRegs>();
+    if (warp == kThreads / 32 && lane == 0) {
+      for (int q = 0; q < n_sub; ++q) {
+        const int b = q % kWsStages;
+        // Use q of buffer b needs use q - kWsStages's readers gone (that phase of empty[b]).
+        if (q >= kWsStages) mbar_wait(empty + b, (q / kWsStages - 1) & 1);
+        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<kComputeRegs>();
+  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
+  // reading it (wait_group), and its A fragments were read before that group was issued.
+  auto release = [&](int q) {
+    if (lane == 0) mbar_arrive(empty + q % kWsStages);
+  };
+  float acc[64], total[64];  // as in prefill_wgmma_kernel
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
+  for (int c = 0; c < n_sub / 4; ++c) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u;
+      const uint8_t* stage = smem + (q % kWsStages) * kStageBytes;
+      mbar_wait(full + q % kWsStages, (q / kWsStages) & 1);
+      uint32_t af[4][4];
+      load_a(stage, warp, lane, af);
+      const uint8_t* X = stage + kRecStage;
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
+      }
+    }
+    wgmma_wait<0>();
+    release(4 * c + 3);
+    fold_chunk(total, acc, c == 0);
+  }
+  store_tile(a, total, row0, tok0, warp, lane);
+#else
+  __trap();
 #endif
 }
 
@@ -156,11 +257,26 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
+// MEMRA_WGMMA_WS=0 keeps the block-barrier kernel (an A/B switch: the same bits either way).
+bool wgmma_warp_specialized() {
+  static const bool on = [] {
+    const char* v = std::getenv("MEMRA_WGMMA_WS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  if (wgmma_warp_specialized()) {
+    static std::atomic<uint64_t> smem_set{0};
+    allow_smem_once(prefill_wgmma_ws_kernel, kWsSmem, smem_set);
+    detail::launch(prefill_wgmma_ws_kernel, grid, kWsThreads, kWsSmem, stream, a);
+    return;
+  }
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_kernel, kSmem, smem_set);
   detail::launch(prefill_wgmma_kernel, grid, kThreads, kSmem, stream, a);
 }
 

@@ -79,14 +79,24 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// A warpgroup gives back registers down to N a thread, or takes more up to N (every warp of the
+// warpgroup executes it).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
                : "memory");
 }
-// Thread 0 of the block: n stage barriers of one arrival each, made visible to the copy engine.
-// The caller then syncs the block before anyone waits on them.
-__device__ __forceinline__ void mbar_init_stages(uint64_t* bars, int n) {
-  for (int i = 0; i < n; ++i) mbar_init(bars + i, 1);
+// Thread 0 of the block: n stage barriers of `arrivals` arrivals each, made visible to the copy
+// engine. The caller then syncs the block before anyone waits on them.
+__device__ __forceinline__ void mbar_init_stages(uint64_t* bars, int n, int arrivals = 1) {
+  for (int i = 0; i < n; ++i) mbar_init(bars + i, arrivals);
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 // One arrival that also tells the barrier how many bytes the phase's bulk copies bring.
@@ -94,6 +104,10 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) 
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
+}
+// One plain arrival (release at CTA scope): a consumer warp is done with the stage.
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 // Waits until the barrier's phase with this parity has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
