@@ -180,10 +180,11 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
     -p 512 -n 64 -c 1,8
-  # The A/B for prefill on the device path: a 512-token prompt's 4096 pairs sorted by expert on
-  # the device (MEMRA_MOE_DEVICE_MAX_PAIRS raises the 512-pair default) instead of read on the host.
-  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" device-prefill \
-    MEMRA_MOE_DEVICE_MAX_PAIRS=16384 -p 512 -n 64 -c 1
+  # The A/B for prefill on the device path: a 512-token prompt's 4096 pairs grouped on the host
+  # (MEMRA_MOE_DEVICE_MAX_PAIRS=512, the default before 2026-12-01's eleventh round) instead of
+  # sorted by expert on the device.
+  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-prefill \
+    MEMRA_MOE_DEVICE_MAX_PAIRS=512 -p 512 -n 64 -c 1
   # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64

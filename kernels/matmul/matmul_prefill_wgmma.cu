@@ -2,15 +2,19 @@
 // A warpgroup computes 64 weight rows x 128 tokens per k16 step with one wgmma.m64n128k16: its
 // four warps hand in their m16 tiles' A fragments from registers (one 16-byte shared load per
 // step from the staged tiled record, as in matmul_prefill_tiled.cu) and the tensor cores read the
-// x tile straight from shared memory. The block (two warpgroups, 128 rows x 128 tokens) walks K in
-// 64-element sub-stages through kStages buffers: one thread issues each sub-stage's bulk copies
-// (cp.async.bulk, the copy engine: eight 2 KB record quarters and one 16 KB x tile) kAhead
-// sub-stages ahead, completing on the stage's mbarrier; one block barrier per sub-stage frees a
-// buffer for refill. The tensor cores keep running across that barrier: a sub-stage's wgmma group
-// is waited for two sub-stages later, or at a chunk's end where its partial is folded.
+// x tile straight from shared memory. The block (two compute warpgroups, 128 rows x 128 tokens)
+// walks K in 64-element sub-stages through kStages buffers, warp-specialized: a third warpgroup
+// (one lane of it) issues each sub-stage's bulk copies (cp.async.bulk, the copy engine: eight
+// 2 KB record quarters and one 16 KB x tile) as soon as the buffer is free, completing on the
+// buffer's "full" mbarrier; each compute warp arrives on the buffer's "empty" mbarrier once its
+// wgmma group has finished reading it. No block barrier couples the two compute warpgroups, and
+// no compute warp stops to issue copies.
 // Measured on the way (Nsight Compute, 8B qkv at 512 tokens): per-thread 16-byte cp.async copies
 // left the SMs pulling ~17 B/clock from L2 and the warps stalled on them (0.16 instructions
-// issued per scheduler cycle, tensor pipes ~20% busy); bulk copies take that off the warps.
+// issued per scheduler cycle, tensor pipes ~20% busy); bulk copies issued by one thread of a
+// compute warp, with a block barrier a sub-stage, reached 47% tensor-pipe activity at 26% of L2
+// throughput (so not bound by L2); the copy warpgroup and the two barriers a buffer 57% (81.7 ->
+// 68.4 us; docs/PERFORMANCE.md eleventh round).
 //
 // Bit-identity with mma.sync. wgmma's k16 step takes the same physical operands per output
 // element as mma.sync m16n8k16 (A rows from the same registers, B columns by physical k), and on
@@ -28,9 +32,6 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -39,18 +40,19 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kSub = 64, kThreads = 256;
-// Stage buffers, and how many sub-stages ahead the copies run: one fewer than the buffers less
-// one, because the wgmma group of the previous sub-stage may still read its stage across the
-// barrier.
-constexpr int kStages = 5, kAhead = kStages - 2;
+// kCompute threads compute (two warpgroups); the copy warpgroup gives back registers (setmaxnreg)
+// to them: 288 threads would put three warps on one scheduler's 16K registers and cap every warp
+// at 168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit.
+constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
+constexpr int kStages = 6;
 constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
 constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
 constexpr int kStageBytes = kRecStage + kXStage;
-constexpr int kSmem = kStages * kStageBytes + kStages * 8;  // + one mbarrier a stage
-constexpr int kStepBytes = kBN * 16 * 2;                    // one k16 step of the x tile: 4 KB
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
+constexpr int kStepBytes = kBN * 16 * 2;                        // one k16 step of the x tile: 4 KB
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
@@ -118,16 +120,30 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
-  auto issue = [&](int q) {
-    if (q < n_sub)
-      fill_stage(a, smem + (q % kStages) * kStageBytes, full + q % kStages, q, row0, tok0);
-  };
-  if (tid == 0) mbar_init_stages(full, kStages);
-  __syncthreads();
+  uint64_t* const empty = full + kStages;
   if (tid == 0) {
-    for (int q = 0; q < kAhead; ++q) issue(q);
+    mbar_init_stages(full, kStages);
+    mbar_init_stages(empty, kStages, kCompute / 32);
   }
-
+  __syncthreads();
+  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
+    setmaxnreg_dec<kCopyRegs>();
+    if (warp == kCompute / 32 && lane == 0) {
+      for (int q = 0; q < n_sub; ++q) {
+        const int b = q % kStages;
+        // Use q of buffer b needs use q - kStages's readers gone (that phase of empty[b]).
+        if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
+        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<kComputeRegs>();
+  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
+  // reading it (wait_group), and its A fragments were read before that group was issued.
+  auto release = [&](int q) {
+    if (lane == 0) mbar_arrive(empty + q % kStages);
+  };
   // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
   // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
   float acc[64], total[64];
@@ -141,80 +157,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
       const int q = 4 * c + u;
       const uint8_t* stage = smem + (q % kStages) * kStageBytes;
       mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      wgmma_wait<1>();  // this warpgroup's sub-stage q - 2 is done reading (q - 1 may still run)
-      __syncthreads();  // every warpgroup is done with the stage issue() refills
-      if (tid == 0) issue(q + kAhead);
-      uint32_t af[4][4];
-      load_a(stage, warp, lane, af);
-      const uint8_t* X = stage + kRecStage;
-      wgmma_fence();
-#pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-      wgmma_commit();
-    }
-    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-    fold_chunk(total, acc, c == 0);
-  }
-  store_tile(a, total, row0, tok0, warp, lane);
-#else
-  __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
-#endif
-}
-
-// The same products, warp-specialized: a ninth warp issues every sub-stage's copies as soon as its
-// buffer is free (each buffer has a "full" barrier the copies complete and an "empty" barrier the
-// eight compute warps arrive on when their wgmma groups are done reading it), so no block barrier
-// couples the two warpgroups and no compute warp stops to issue copies. Same wgmma chains from the
-// same operands: the same bits.
-// The copy warp is a warpgroup of its own that gives back registers (setmaxnreg) to the compute
-// warpgroups: a block of 288 threads would put three warps on one scheduler's 16K registers and
-// cap every warp at 168 (spilling the 64 + 64 accumulators), 384 threads with 40 + 2 x 232 a
-// scheduler fit.
-constexpr int kWsStages = 6, kWsThreads = kThreads + 128;
-constexpr int kCopyRegs = 40, kComputeRegs = 232;
-constexpr int kWsSmem = kWsStages * kStageBytes + 2 * kWsStages * 8;
-
-__global__ void __launch_bounds__(kWsThreads, 1) prefill_wgmma_ws_kernel(const MatmulArgs a) {
-  detail::wait_for_inputs();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
-  const int n_sub = a.n_in / kSub;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kWsStages * kStageBytes);
-  uint64_t* const empty = full + kWsStages;
-  if (tid == 0) {
-    mbar_init_stages(full, kWsStages);
-    mbar_init_stages(empty, kWsStages, kThreads / 32);
-  }
-  __syncthreads();
-  if (warp >= kThreads / 32) {  // the copy warpgroup: its first lane issues every copy
-    setmaxnreg_dec<kCopyRegs>();
-    if (warp == kThreads / 32 && lane == 0) {
-      for (int q = 0; q < n_sub; ++q) {
-        const int b = q % kWsStages;
-        // Use q of buffer b needs use q - kWsStages's readers gone (that phase of empty[b]).
-        if (q >= kWsStages) mbar_wait(empty + b, (q / kWsStages - 1) & 1);
-        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
-      }
-    }
-    return;
-  }
-  setmaxnreg_inc<kComputeRegs>();
-  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
-  // reading it (wait_group), and its A fragments were read before that group was issued.
-  auto release = [&](int q) {
-    if (lane == 0) mbar_arrive(empty + q % kWsStages);
-  };
-  float acc[64], total[64];  // as in prefill_wgmma_kernel
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
-  for (int c = 0; c < n_sub / 4; ++c) {
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kWsStages) * kStageBytes;
-      mbar_wait(full + q % kWsStages, (q / kWsStages) & 1);
       uint32_t af[4][4];
       load_a(stage, warp, lane, af);
       const uint8_t* X = stage + kRecStage;
@@ -227,13 +169,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) prefill_wgmma_ws_kernel(const M
         release(q - 1);
       }
     }
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
     release(4 * c + 3);
     fold_chunk(total, acc, c == 0);
   }
   store_tile(a, total, row0, tok0, warp, lane);
 #else
-  __trap();
+  __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif
 }
 
@@ -257,26 +199,11 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-// MEMRA_WGMMA_WS=0 keeps the block-barrier kernel (an A/B switch: the same bits either way).
-bool wgmma_warp_specialized() {
-  static const bool on = [] {
-    const char* v = std::getenv("MEMRA_WGMMA_WS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  if (wgmma_warp_specialized()) {
-    static std::atomic<uint64_t> smem_set{0};
-    allow_smem_once(prefill_wgmma_ws_kernel, kWsSmem, smem_set);
-    detail::launch(prefill_wgmma_ws_kernel, grid, kWsThreads, kWsSmem, stream, a);
-    return;
-  }
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(prefill_wgmma_kernel, kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   detail::launch(prefill_wgmma_kernel, grid, kThreads, kSmem, stream, a);
 }
 

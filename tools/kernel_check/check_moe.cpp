@@ -230,13 +230,13 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q8_0, 1024, 272, 6, 5, 4, false);   // odd rows, few experts
     check_experts(ctx, DType::q6_k, 256, 48, 4, 3, 2, false);     // a single chunk of K
     // Over kExpertPairsPerPair pairs: sorted by expert, each expert's rows in one block.
-    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);     // 512 pairs: the default limit
+    check_experts(ctx, DType::q4_k, 512, 512, 32, 64, 8, true);     // 512 pairs: the old limit
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 16, 8, false);  // most experts empty
     check_experts(ctx, DType::q8_0, 256, 96, 2, 50, 2, false);      // 100 rows an expert: 2 groups
     check_experts(ctx, DType::q6_k, 768, 2048, 8, 9, 8, true);      // every expert, 9 rows each
     check_experts(ctx, DType::q6_k, 256, 64, 16, 16, 8, true);      // 8-row passes, some two
-    // Over kExpertPairsOnDevice (the backend's default limit; MEMRA_MOE_DEVICE_MAX_PAIRS raises
-    // it): a prefill's pairs, partial last chunks of the sort, hot experts in many passes.
+    // Past the old 512-pair limit (the default now goes to kExpertPairsMax): a prefill's pairs,
+    // partial last chunks of the sort, hot experts in many passes.
     check_experts(ctx, DType::q4_k, 512, 256, 128, 125, 8, false, Routing::skewed);  // 1000
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 512, 8, false);  // 4096: 30B-A3B's gate
     check_experts(ctx, DType::q6_k, 768, 512, 128, 512, 8, true, Routing::skewed);   // 4096

@@ -293,8 +293,8 @@ class CudaOps final : public Ops {
     launched("moe_route");
   }
   // MEMRA_MOE_DEVICE=0 sends every step to the grouped path (routing read on the host): an A/B.
-  // Steps of more than kernels::expert_pairs_on_device() pairs go there too (512 unless
-  // MEMRA_MOE_DEVICE_MAX_PAIRS raises it, up to kernels::kExpertPairsMax: prefill on the device).
+  // Steps of more than kernels::expert_pairs_on_device() pairs go there too (kExpertPairsMax,
+  // 16384, unless MEMRA_MOE_DEVICE_MAX_PAIRS lowers it: 512 keeps prefill on the host, an A/B).
   bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const override {
     static const bool enabled = env_switch("MEMRA_MOE_DEVICE", true);
     const auto [data, layout] = matmul_form(*w.stacked);
