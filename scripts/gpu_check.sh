@@ -173,6 +173,8 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   bench_with "$(synth qwen3-8b bf16)" attention-fma MEMRA_ATTENTION_TENSOR_CORES=0 \
     -p 512,2048 -n 128
+  # q/k/v and gate/up of a decode step as one launch each (the default) or one launch a matrix.
+  bench_with "$(synth qwen3-8b bf16)" ungrouped MEMRA_GROUPED_DECODE=0 -p 512 -n 128
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense

@@ -33,6 +33,7 @@
 //   (matmul_exact_kernel). A matrix takes one path or the other by its dtype and K alone.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/error.h"
 #include "kernels/elementwise/norm_row.cuh"
@@ -318,22 +319,24 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// One-token outputs over tiled Q4_K, Q6_K and Q8_0: one launch per dtype (and per kMultiOuts
-// outputs) of the groups-in-columns kernel; grouped[i] marks the outputs it took.
-void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x, bool* grouped,
-                          cudaStream_t stream) {
-  for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+// Puts the outputs of each dtype in `types` that `takes` accepts into launches of up to kMultiOuts
+// outputs (`run(dtype, outs)`); grouped[i] marks the outputs launched. Groups of fewer than
+// min_outputs are left to the caller's one-launch-per-output loop.
+template <typename Takes, typename Run>
+void launch_groups(std::initializer_list<DType> types, const MatmulOut* outs, int n_outs,
+                   int min_outputs, bool* grouped, Takes takes, Run run) {
+  for (DType d : types) {
+    int n_taken = 0;
+    for (int i = 0; i < n_outs; ++i) n_taken += !grouped[i] && outs[i].wtype == d && takes(outs[i]);
+    if (n_taken < min_outputs) continue;
     matmul_detail::MultiOut m;
     auto flush = [&] {
-      if (m.n == 0) return;
-      if (d == DType::q4_k) matmul_detail::launch_decode_single<DType::q4_k>(x, m, stream);
-      if (d == DType::q6_k) matmul_detail::launch_decode_single<DType::q6_k>(x, m, stream);
-      if (d == DType::q8_0) matmul_detail::launch_decode_single<DType::q8_0>(x, m, stream);
+      if (m.n > 0) run(d, m);
       m = {};
     };
     for (int i = 0; i < n_outs; ++i) {
       const MatmulOut& o = outs[i];
-      if (o.wtype != d || o.layout != WeightLayout::tiled || o.n_out == 0) continue;
+      if (grouped[i] || o.wtype != d || !takes(o)) continue;
       m.w[m.n] = static_cast<const uint8_t*>(o.w);
       m.y[m.n] = o.y;
       m.n_out[m.n] = static_cast<int>(o.n_out);
@@ -345,6 +348,48 @@ void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x
     }
     flush();
   }
+}
+
+// One-token outputs over tiled Q4_K, Q6_K and Q8_0: one launch per dtype (and per kMultiOuts
+// outputs) of the groups-in-columns kernel.
+void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x, bool* grouped,
+                          cudaStream_t stream) {
+  const auto tiled = [](const MatmulOut& o) {
+    return o.layout == WeightLayout::tiled && o.n_out > 0;
+  };
+  launch_groups({DType::q4_k, DType::q6_k, DType::q8_0}, outs, n_outs, 1, grouped, tiled,
+                [&](DType d, const matmul_detail::MultiOut& m) {
+                  if (d == DType::q4_k)
+                    matmul_detail::launch_decode_single<DType::q4_k>(x, m, stream);
+                  if (d == DType::q6_k)
+                    matmul_detail::launch_decode_single<DType::q6_k>(x, m, stream);
+                  if (d == DType::q8_0)
+                    matmul_detail::launch_decode_single<DType::q8_0>(x, m, stream);
+                });
+}
+
+// Two or more tiled outputs of one dtype at 1-8 tokens that the tiled decode kernel would run one
+// launch each (F16/BF16 at any of those token counts, K-quants past one token): one launch per
+// dtype (and per kMultiOuts outputs).
+void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
+                                const MatmulArgs& x, bool* grouped, cudaStream_t stream) {
+  const auto takes = [&](const MatmulOut& o) {
+    return o.layout == WeightLayout::tiled && o.n_out > 0 && !exact_path(o.wtype, n_in) &&
+           !uses_wgmma(o, x.n_tokens);
+  };
+  launch_groups({DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16}, outs, n_outs, 2,
+                grouped, takes, [&](DType d, const matmul_detail::MultiOut& m) {
+                  if (d == DType::q4_k)
+                    matmul_detail::launch_decode_tiled_multi<DType::q4_k>(x, m, stream);
+                  if (d == DType::q6_k)
+                    matmul_detail::launch_decode_tiled_multi<DType::q6_k>(x, m, stream);
+                  if (d == DType::q8_0)
+                    matmul_detail::launch_decode_tiled_multi<DType::q8_0>(x, m, stream);
+                  if (d == DType::f16)
+                    matmul_detail::launch_decode_tiled_multi<DType::f16>(x, m, stream);
+                  if (d == DType::bf16)
+                    matmul_detail::launch_decode_tiled_multi<DType::bf16>(x, m, stream);
+                });
 }
 
 }  // namespace
@@ -426,15 +471,18 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   }
   constexpr int kMaxGrouped = 16;  // outputs of a call that one-token launches may share
   bool grouped[kMaxGrouped] = {};
-  if (n_tokens == 1 && n_outs <= kMaxGrouped && matmul_detail::single_decode_enabled()) {
+  if (n_tokens <= 8 && n_outs <= kMaxGrouped) {
     MatmulArgs x_args;
     x_args.xh = xh;
     x_args.xsum = xsum;
     x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
     x_args.xinv = xinv;
     x_args.n_in = in;
-    x_args.n_tokens = 1;
-    launch_single_groups(outs, n_outs, x_args, grouped, stream);
+    x_args.n_tokens = tokens;
+    if (n_tokens == 1 && matmul_detail::single_decode_enabled())
+      launch_single_groups(outs, n_outs, x_args, grouped, stream);
+    if (matmul_detail::grouped_decode_enabled())
+      launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];

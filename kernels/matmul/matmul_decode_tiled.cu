@@ -5,6 +5,7 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
+#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -28,18 +29,18 @@ struct TiledDecodeCfg {
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
-// One block's 16-row tile over a's tokens (at most 8 kNT): the chunk partials in rounds, summed
-// in chunk order (matmul.cu's canonical order), written to a.y.
+// One block's 16-row tile (tile index `tile` of a.w) over a's tokens (at most 8 kNT): the chunk
+// partials in rounds, summed in chunk order (matmul.cu's canonical order), written to a.y.
 // kTrigger: let the next kernel's blocks start before the writes (Trigger::late).
 template <DType D, int kNT, bool kTrigger>
-__device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part) {
+__device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
-  const uint8_t* tile = a.w + static_cast<int64_t>(blockIdx.x) * n_chunks * T::kBytes;
+  const uint8_t* tile = a.w + static_cast<int64_t>(tile_index) * n_chunks * T::kBytes;
   typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
@@ -63,7 +64,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part) {
     sum.fold(r, n_chunks);
   }
   if constexpr (kTrigger) detail::let_dependents_start();  // only the writes are left
-  sum.write(a, static_cast<int>(blockIdx.x) * 16);
+  sum.write(a, tile_index * 16);
 }
 
 template <DType D, int kNT>
@@ -73,7 +74,28 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   using C = TiledDecodeCfg<D, kNT>;
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
-  tile_rows<D, kNT, true>(a, part);
+  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x));
+}
+
+// Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
+// b - tile_begin[o] of output o, the same instructions as that output's own launch, so the same
+// bits; the small k and v matrices no longer leave most SMs idle for a launch of their own.
+template <DType D, int kNT>
+__global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs) {
+  using C = TiledDecodeCfg<D, kNT>;
+  detail::wait_for_inputs(detail::Trigger::late);
+  __shared__ __align__(16) float part[C::Sum::kSmemFloats];
+  const int b = static_cast<int>(blockIdx.x);
+  int o = 0;
+  while (o + 1 < outs.n && b >= outs.tile_begin[o + 1]) ++o;
+  MatmulArgs a = x;
+  a.w = outs.w[o];
+  a.y = outs.y[o];
+  a.n_out = outs.n_out[o];
+  a.ldy = outs.ldy[o];
+  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o]);
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -95,8 +117,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     a.xinv += r0;
     a.y += static_cast<int64_t>(r0) * a.ldy;
     a.n_tokens = min(8 * kNT, end - r0);
-    __syncthreads();                    // the previous group's last fold has read part
-    tile_rows<D, kNT, false>(a, part);  // (the dependents start at exit)
+    __syncthreads();  // the previous group's last fold has read part
+    tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x));  // (dependents start at exit)
   }
 }
 
@@ -116,6 +138,18 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   } else {
     launch<D, 8>(a, stream);
   }
+}
+
+bool grouped_decode_enabled() {
+  static const bool enabled = env_switch("MEMRA_GROUPED_DECODE", true);
+  return enabled;
+}
+
+template <DType D>
+void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
+  detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
+                 x, outs);
 }
 
 template <DType D>
@@ -139,6 +173,14 @@ template void launch_decode_tiled_grouped<DType::q6_k>(const MatmulArgs&, const 
                                                        cudaStream_t);
 template void launch_decode_tiled_grouped<DType::q8_0>(const MatmulArgs&, const ExpertRows&,
                                                        cudaStream_t);
+#define MEMRA_INSTANTIATE_MULTI(D) \
+  template void launch_decode_tiled_multi<D>(const MatmulArgs&, const MultiOut&, cudaStream_t);
+MEMRA_INSTANTIATE_MULTI(DType::q4_k)
+MEMRA_INSTANTIATE_MULTI(DType::q6_k)
+MEMRA_INSTANTIATE_MULTI(DType::q8_0)
+MEMRA_INSTANTIATE_MULTI(DType::f16)
+MEMRA_INSTANTIATE_MULTI(DType::bf16)
+#undef MEMRA_INSTANTIATE_MULTI
 template void launch_decode_tiled<DType::q4_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
 template void launch_decode_tiled<DType::q8_0>(const MatmulArgs&, cudaStream_t);

@@ -116,6 +116,12 @@ struct MultiOut {
   int64_t expert_bytes[kMultiOuts] = {};
   int x_div = 1;
 };
+// Up to kMultiOuts tiled outputs of one dtype over the same x (1-8 tokens) in one launch of the
+// tiled decode kernel (MultiOut's w, y, n_out, ldy, tile_begin, n; 16-row tiles): the same bits
+// as one launch_decode_tiled per output. MEMRA_GROUPED_DECODE=0 launches them one by one (A/B).
+bool grouped_decode_enabled();
+template <DType D>
+void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
 template <DType D>

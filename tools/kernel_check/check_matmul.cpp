@@ -320,15 +320,16 @@ void check_shared_x(Context& ctx) {
                             0});
 }
 
-// Several tiled K-quant outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the tiled
-// decode kernels, a partial last tile) == each weight alone in the ggml layout (the ggml decode
-// kernels), bit for bit.
-void check_tiled_shared_x(Context& ctx) {
+// Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the one-token
+// kernel for K-quants, the tiled decode kernel's one-launch groups, a partial last tile) == each
+// weight alone in the ggml layout (the ggml decode kernels), bit for bit: K-quants, and F16/BF16
+// (the q/k/v and gate/up groups of a BF16 model).
+void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
+                          const std::vector<int64_t>& outs_n) {
   const int64_t n_in = 1024;
-  constexpr int kOuts = 6;
-  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::q4_k,
-                              DType::q8_0, DType::q4_k, DType::q6_k};
-  const int64_t outs_n[kOuts] = {304, 80, 48, 33, 16, 1000};
+  const int kOuts = static_cast<int>(types.size());
+  std::string name;
+  for (DType t : types) name += (name.empty() ? "" : "+") + std::string(dtype_name(t));
   for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{8}}) {
     const std::vector<float> x = ctx.uniform(n_tokens * n_in);
     Dev<float> dx(ctx, x);
@@ -341,7 +342,7 @@ void check_tiled_shared_x(Context& ctx) {
       tiled.emplace_back(kernels::matmul_tiled_bytes(types[i], n_in, outs_n[i]));
       kernels::matmul_tile(types[i], ggml.back().get(), n_in, outs_n[i], tiled.back().get(),
                            ctx.stream());
-      if (ctx.teeth() && i == 2) {  // quant bits of the third output's first record
+      if (ctx.teeth() && i == 2) {  // bits of the third output's first record
         std::vector<uint8_t> bytes = tiled.back().download(ctx);
         for (size_t b = 0; b < 512; ++b) bytes[b] ^= 0x01;
         tiled.back().upload(ctx, bytes);
@@ -363,9 +364,8 @@ void check_tiled_shared_x(Context& ctx) {
     double bad = 0;
     for (int i = 0; i < kOuts; ++i)
       bad += bit_mismatches(got[i].download(ctx), want[i].download(ctx));
-    ctx.add({"matmul tiled shared x",
-             "Q4_K+Q6_K+Q4_K+Q8_0+Q4_K+Q6_K tiled " + shape_str({n_tokens, n_in}), "mixed", "bits",
-             bad, 0.0, ctx.teeth() ? "one output element one ulp off" : ""});
+    ctx.add({"matmul tiled shared x", name + " tiled " + shape_str({n_tokens, n_in}), "mixed",
+             "bits", bad, 0.0, ctx.teeth() ? "bits flipped in one tiled record" : ""});
   }
 }
 
@@ -486,7 +486,12 @@ void check_matmul(Context& ctx) {
   }
   check_exact_k(ctx);
   check_shared_x(ctx);
-  check_tiled_shared_x(ctx);
+  check_tiled_shared_x(
+      ctx, {DType::q4_k, DType::q6_k, DType::q4_k, DType::q8_0, DType::q4_k, DType::q6_k},
+      {304, 80, 48, 33, 16, 1000});
+  // A BF16 layer's q, k, v (two groups of one launch each: BF16 q/k/v, then F16), a partial tile.
+  check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
+                       {256, 64, 64, 40, 136});
   check_norm_for_matmul(ctx);
   check_tiled_model_shapes(ctx);
 }
