@@ -329,7 +329,10 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
   const int64_t n_in = 1024;
   const int kOuts = static_cast<int>(types.size());
   std::string name;
-  for (DType t : types) name += (name.empty() ? "" : "+") + std::string(dtype_name(t));
+  for (DType t : types) {
+    if (!name.empty()) name += '+';
+    name += dtype_name(t);
+  }
   for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{8}}) {
     const std::vector<float> x = ctx.uniform(n_tokens * n_in);
     Dev<float> dx(ctx, x);
