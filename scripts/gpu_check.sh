@@ -155,6 +155,9 @@ if [ "$MODE" != quick ]; then
     -p 512 -n 128
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unfused-prologue MEMRA_FUSED_PROLOGUE=0 \
     -p 512 -n 128
+  # 8 sequences with q/k/v and gate/up one launch each (MEMRA_GROUPED_DECODE, off until measured).
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" grouped MEMRA_GROUPED_DECODE=1 \
+    -p 512 -n 128 -c 8
   # Decode at depth: after untimed prompts of 0, 4,096 and 16,384 tokens (llama.cpp's
   # baseline rows; the setting named is the default, only the receipt's name is new).
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth MEMRA_DETERMINISTIC=1 -p 512 -n 128 \
@@ -173,8 +176,9 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   bench_with "$(synth qwen3-8b bf16)" attention-fma MEMRA_ATTENTION_TENSOR_CORES=0 \
     -p 512,2048 -n 128
-  # q/k/v and gate/up of a decode step as one launch each (the default) or one launch a matrix.
-  bench_with "$(synth qwen3-8b bf16)" ungrouped MEMRA_GROUPED_DECODE=0 -p 512 -n 128
+  # q/k/v and gate/up of a decode step as one launch each instead of one launch a matrix (BF16 at
+  # one token; K-quants at 8 sequences): off by default until this A/B has run.
+  bench_with "$(synth qwen3-8b bf16)" grouped MEMRA_GROUPED_DECODE=1 -p 512 -n 128
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
