@@ -8,8 +8,8 @@
 #
 #   scripts/gpu_check.sh [quick|bench8b|full]
 #     quick    checks, gates, invariants, Qwen3-0.6B-shape benchmarks (~4 min on an H200)
-#     bench8b  memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B), the Qwen3.5
-#              family files and the server TTFT (~6.5 min; the 35B MoE file alone ~2.5)
+#     bench8b  memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B), the MoE,
+#              Qwen3.5 and Gemma 4 family files and the server TTFT (~8 min)
 #     full     both (~11 min: where one command may run 10 minutes at most, run the two apart)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
@@ -182,7 +182,7 @@ if [ "$MODE" != quick ]; then
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
-  # and MoE. (Gemma 4 runs on CUDA, gated on its MoE fixture; no Gemma 4 benchmark yet.)
+  # and MoE. Gemma 4 (gated on its MoE fixture) last.
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
     -p 512 -n 64 -c 1,8
@@ -195,6 +195,10 @@ if [ "$MODE" != quick ]; then
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
   bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers; no CUDA
+  # graphs yet): its first GPU figures.
+  rm -f "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt.
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

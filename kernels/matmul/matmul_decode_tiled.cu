@@ -29,7 +29,7 @@ struct TiledDecodeCfg {
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
-// One block's 16-row tile (tile index `tile` of a.w) over a's tokens (at most 8 kNT): the chunk
+// One block's 16-row tile (tile `tile_index` of a.w) over a's tokens (at most 8 kNT): the chunk
 // partials in rounds, summed in chunk order (matmul.cu's canonical order), written to a.y.
 // kTrigger: let the next kernel's blocks start before the writes (Trigger::late).
 template <DType D, int kNT, bool kTrigger>
