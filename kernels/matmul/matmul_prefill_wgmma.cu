@@ -44,7 +44,6 @@ namespace {
 // to them: 288 threads would put three warps on one scheduler's 16K registers and cap every warp
 // at 168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit.
 constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
-constexpr int kCopyRegs = 40, kComputeRegs = 232;
 constexpr int kStages = 6;
 constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
@@ -52,9 +51,13 @@ constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
 constexpr int kStageBytes = kRecStage + kXStage;
 constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
-constexpr int kStepBytes = kBN * 16 * 2;                        // one k16 step of the x tile: 4 KB
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
+
+// The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
@@ -111,6 +114,8 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
     af[s][3] = v.w;
   }
 }
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
