@@ -116,6 +116,12 @@ struct EngineOptions {
   int32_t max_batch_tokens = 512;  // token budget per step (prefill chunks + decodes)
   int32_t max_queued = 256;        // waiting requests before submit refuses (queue full)
   bool prefix_cache = true;
+  // Models with linear-attention layers (recurrent state): snapshot slots for the prefix cache,
+  // each holding the state at the end of one cached block (a prompt's last full block), so a
+  // request sharing that prefix resumes there. -1 = max_sequences, bounded by the memory the
+  // running sequences' slots leave of half the cache budget; 0 turns such a model's prefix cache
+  // off. Each takes one sequence's state bytes. No effect on other models.
+  int32_t state_snapshots = -1;
   int n_threads = 0;  // CPU backend threads; 0 = all cores
   // Where the model runs: "auto" (a GPU when this build has CUDA and one is present, else the
   // CPU), "cpu", "cuda" or "cuda:N".
@@ -155,6 +161,11 @@ struct EngineStats {
   // sequence, beside the paged KV); both 0 for models without such layers.
   int32_t state_slots_total = 0;
   int32_t state_slots_used = 0;
+  // Their prefix cache's state snapshots (slots beside the running ones, counted in the model's
+  // state_bytes): slots, slots holding a snapshot, admissions that resumed from one.
+  int32_t state_snapshots_total = 0;
+  int32_t state_snapshots_used = 0;
+  uint64_t state_snapshot_restores_total = 0;
   // CUDA graphs of decode steps: recordings made, recordings that failed (those step shapes run
   // eagerly), steps replayed. All 0 on the CPU or with cuda_graphs off.
   uint64_t graphs_recorded_total = 0;
@@ -172,9 +183,12 @@ struct EngineModelInfo {
   int32_t n_vocab = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
-  uint64_t state_bytes = 0;  // recurrent-state slots of linear-attention layers (0: none)
+  // Recurrent-state slots of linear-attention layers, the running ones' and the prefix cache's
+  // snapshots (0: none).
+  uint64_t state_bytes = 0;
   // Whether requests reuse cached KV blocks. Off when EngineOptions::prefix_cache is, or when the
-  // model cannot resume from a cached block (prefix_cache_off_reason says why).
+  // model cannot resume from a cached block (prefix_cache_off_reason says why: e.g. a hybrid
+  // model with state_snapshots 0).
   bool prefix_cache = false;
   std::string prefix_cache_off_reason;
   std::string device;  // the backend that runs the model, e.g. "cpu (2 threads)"

@@ -23,6 +23,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/state_pool.h"
+#include "engine/state_snapshots.h"
 #include "engine/stop_matcher.h"
 #include "models/model.h"
 #include "structured/token_constraint.h"
@@ -103,7 +104,8 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   } else if (parts_.ops && !parts_.ops->host_memory()) {
     MEMRA_LOG_INFO("engine: CUDA graphs off, every step runs eagerly");
   }
-  const int32_t n_slots = state_slots();
+  const StateSlotCounts slots = state_slots();
+  const int32_t n_slots = slots.running + slots.snapshots;
   const uint64_t state_reserved = uint64_t(n_slots) * parts_.model->state_bytes_per_seq();
   int64_t n_blocks = options_.kv_blocks;
   if (n_blocks == 0) n_blocks = default_kv_blocks(ctx_blocks, bs, state_reserved);
@@ -121,12 +123,15 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
                  parts_.info.id.empty() ? parts_.info.architecture : parts_.info.id,
                  parts_.info.device.empty() ? "host" : parts_.info.device, parts_.info.weight_bytes,
                  n_blocks, bs, parts_.info.kv_cache_bytes,
-                 n_slots > 0 ? fmt::format(", recurrent state {} slots = {} bytes", n_slots,
-                                           parts_.info.state_bytes)
+                 n_slots > 0 ? fmt::format(", recurrent state {} + {} snapshot slots = {} bytes",
+                                           slots.running, slots.snapshots, parts_.info.state_bytes)
                              : std::string());
-  // A model whose sequences cannot resume from cached blocks alone (recurrent state) must not
-  // reuse them: every new request would silently skip the state of its cached prefix.
-  const std::string& no_cache = mi.prefix_cache_unsupported;
+  // A model whose sequences cannot resume from cached blocks alone must not reuse them: every
+  // new request would silently skip what its cached prefix left outside the KV. Models with
+  // recurrent state resume from state snapshots, so they need snapshot slots.
+  std::string no_cache = mi.prefix_cache_unsupported;
+  if (no_cache.empty() && slots.running > 0 && slots.snapshots == 0)
+    no_cache = "it keeps a recurrent state per sequence and has no state snapshot slots";
   parts_.info.prefix_cache = options_.prefix_cache && no_cache.empty();
   if (options_.prefix_cache && !no_cache.empty()) {
     parts_.info.prefix_cache_off_reason = no_cache;
@@ -134,11 +139,15 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
   }
   blocks_ = std::make_unique<KvBlockManager>(static_cast<int32_t>(n_blocks), bs,
                                              parts_.info.prefix_cache);
-  states_ = std::make_unique<StatePool>(n_slots);
+  states_ = std::make_unique<StatePool>(slots.running);
+  // Snapshot slots follow the running ones in the cache's slot ids.
+  snapshots_ = std::make_unique<StateSnapshots>(slots.running,
+                                                parts_.info.prefix_cache ? slots.snapshots : 0);
+  blocks_->on_evict([snaps = snapshots_.get()](uint64_t hash) { snaps->drop(hash); });
   scheduler_ = std::make_unique<Scheduler>(
       *blocks_,
       SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, parts_.info.prefix_cache},
-      states_.get());
+      states_.get(), snapshots_.get());
   embed_scheduler_ = std::make_unique<Scheduler>(
       *blocks_, SchedulerOptions{options_.max_batch_tokens, options_.max_sequences, false},
       states_.get());
@@ -146,7 +155,8 @@ EngineImpl::EngineImpl(EngineParts parts, const EngineOptions& options)
     fail(ErrorCode::invalid_argument, "max_queued {} must be > 0", options_.max_queued);
   seed_base_ = std::random_device{}();
   stats_.kv_blocks_total = static_cast<int32_t>(n_blocks);
-  stats_.state_slots_total = n_slots;
+  stats_.state_slots_total = slots.running;
+  stats_.state_snapshots_total = snapshots_->n_slots();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -163,14 +173,24 @@ uint64_t EngineImpl::cache_budget(uint64_t& free_bytes, uint64_t& total_bytes) c
 }
 
 // Recurrent-state slots (models with linear-attention layers): one per sequence that may run,
-// max_sequences, but at most half the cache budget and never fewer than one.
-int32_t EngineImpl::state_slots() const {
+// max_sequences, but at most half the cache budget and never fewer than one; then the prefix
+// cache's snapshot slots: state_snapshots, or by default as many as max_sequences in what the
+// running slots leave of that half (possibly none).
+EngineImpl::StateSlotCounts EngineImpl::state_slots() const {
   const uint64_t per_seq = parts_.model->state_bytes_per_seq();
-  if (per_seq == 0) return 0;
+  if (per_seq == 0) return {};
+  if (options_.state_snapshots < -1 || options_.state_snapshots > (1 << 16))
+    fail(ErrorCode::invalid_argument, "state_snapshots {} is outside [-1, 65536]",
+         options_.state_snapshots);
   uint64_t free_bytes = 0, total_bytes = 0;
-  const uint64_t half = cache_budget(free_bytes, total_bytes) / 2;
-  const uint64_t fit = std::max<uint64_t>(1, half / per_seq);
-  return static_cast<int32_t>(std::min<uint64_t>(fit, uint64_t(options_.max_sequences)));
+  const uint64_t fit = cache_budget(free_bytes, total_bytes) / 2 / per_seq;
+  const uint64_t max_seqs = uint64_t(options_.max_sequences);
+  StateSlotCounts counts;
+  counts.running = static_cast<int32_t>(std::min(std::max<uint64_t>(1, fit), max_seqs));
+  const uint64_t left = fit > uint64_t(counts.running) ? fit - counts.running : 0;
+  counts.snapshots = options_.state_snapshots >= 0 ? options_.state_snapshots
+                                                   : static_cast<int32_t>(std::min(left, max_seqs));
+  return counts;
 }
 
 // Enough blocks for max_sequences full contexts, capped by the cache budget less the recurrent
@@ -326,6 +346,9 @@ void EngineImpl::publish_stats() {
   stats_.running = scheduler_->n_running() + embed_scheduler_->n_running();
   stats_.kv_blocks_used = kv.used;
   stats_.state_slots_used = states_->n_used();
+  const StateSnapshotStats snaps = snapshots_->stats();
+  stats_.state_snapshots_used = snaps.used;
+  stats_.state_snapshot_restores_total = snaps.restored;
   stats_.preemptions_total = scheduler_->n_preemptions();
 }
 
@@ -445,6 +468,8 @@ void EngineImpl::step() {
   try {
     if (++steps_started_ == fault_step_)
       fail(ErrorCode::internal, "injected step fault (MEMRA_ENGINE_FAULT=step:{})", fault_step_);
+    // Admissions resuming from a prefix-cache state snapshot: their slots before the forward.
+    for (const StateCopy& c : plan.state_restores) kv_->copy_state_slot(c.src, c.dst);
     if (greedy) {
       greedy_ids_.resize(rows);
       parts_.model->forward_greedy(plan.batch, *kv_, n_tokens_, greedy_ids_);
@@ -479,7 +504,8 @@ void EngineImpl::step() {
     }
     return;
   }
-  scheduler_->complete(plan);
+  // State snapshots at block boundaries, before the next step writes the sequences' slots.
+  for (const StateCopy& c : scheduler_->complete(plan)) kv_->copy_state_slot(c.src, c.dst);
   uint64_t prompt_tokens = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const Active& a = static_cast<const Active&>(*plan.seqs[i]);

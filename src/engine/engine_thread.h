@@ -62,7 +62,13 @@ class EngineImpl final : public Engine {
 
  private:
   uint64_t cache_budget(uint64_t& free_bytes, uint64_t& total_bytes) const;
-  int32_t state_slots() const;
+  // Recurrent-state slots (models with linear-attention layers): the running sequences' and the
+  // prefix cache's snapshots; both 0 for other models.
+  struct StateSlotCounts {
+    int32_t running = 0;
+    int32_t snapshots = 0;
+  };
+  StateSlotCounts state_slots() const;
   int64_t default_kv_blocks(int64_t ctx_blocks, int32_t block_size, uint64_t reserved) const;
   void validate(const Request& r) const;
   std::shared_ptr<const structured::TokenVocabulary> vocabulary();
@@ -99,6 +105,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<KvBlockManager> blocks_;
   std::unique_ptr<StatePool> states_;  // recurrent-state slots (0 slots: the model has none)
+  std::unique_ptr<StateSnapshots> snapshots_;  // the prefix cache's state snapshots (0: none)
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Scheduler> embed_scheduler_;  // RequestKind::embed: no prefix cache, no decode
   std::vector<float> hidden_;                   // an embedding step's final-norm rows

@@ -61,8 +61,10 @@ int32_t KvBlockManager::take_block() {
   } else {
     id = lru_.front();  // evict the least recently used cached block
     lru_.pop_front();
+    const uint64_t hash = blocks_[static_cast<size_t>(id)].hash;
     uncache(id);
     ++evictions_;
+    if (on_evict_) on_evict_(hash);
   }
   blocks_[static_cast<size_t>(id)].ref = 1;
   ++used_;
@@ -90,31 +92,43 @@ void KvBlockManager::release(std::span<const int32_t> table) {
 }
 
 int32_t KvBlockManager::match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
-                                     std::vector<int32_t>& table, std::vector<uint64_t>& hashes) {
+                                     std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
+                                     const std::function<bool(uint64_t)>& usable_end) {
   if (!prefix_cache_) return 0;
   const int32_t full = static_cast<int32_t>(tokens.size()) / block_size_;
   const int32_t limit = std::min(full, max_blocks);
   uint64_t parent = hashes.empty() ? kKvRootHash : hashes.back();
-  int32_t matched = 0;
-  for (; matched < limit; ++matched) {
-    auto chunk = tokens.subspan(static_cast<size_t>(matched) * block_size_, block_size_);
+  // Look the run up first, taking no reference, so cutting it back leaves the LRU order alone.
+  std::vector<int32_t> found;
+  std::vector<uint64_t> found_hashes;
+  for (int32_t i = 0; i < limit; ++i) {
+    auto chunk = tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
     const uint64_t h = kv_block_hash(parent, chunk);
     auto it = by_hash_.find(h);
     if (it == by_hash_.end()) break;
-    Block& b = blocks_[static_cast<size_t>(it->second)];
+    const Block& b = blocks_[static_cast<size_t>(it->second)];
     if (b.parent_hash != parent || !std::equal(chunk.begin(), chunk.end(), b.tokens.begin()))
       break;  // a hash collision: treat as a miss
+    found.push_back(it->second);
+    found_hashes.push_back(h);
+    parent = h;
+  }
+  const int32_t run = static_cast<int32_t>(found.size());
+  int32_t kept = run;
+  if (usable_end)
+    while (kept > 0 && !usable_end(found_hashes[static_cast<size_t>(kept - 1)])) --kept;
+  for (int32_t i = 0; i < kept; ++i) {
+    Block& b = blocks_[static_cast<size_t>(found[static_cast<size_t>(i)])];
     if (b.ref++ == 0) {
       lru_.erase(b.lru_entry);
       ++used_;
     }
-    table.push_back(it->second);
-    hashes.push_back(h);
-    parent = h;
+    table.push_back(found[static_cast<size_t>(i)]);
+    hashes.push_back(found_hashes[static_cast<size_t>(i)]);
   }
-  hits_ += static_cast<uint64_t>(matched);
-  if (matched < limit) ++misses_;
-  return matched;
+  hits_ += static_cast<uint64_t>(kept);
+  if (run < limit) ++misses_;
+  return kept;
 }
 
 uint64_t KvBlockManager::commit_full_block(int32_t block, uint64_t parent_hash,

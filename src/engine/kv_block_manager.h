@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <span>
 #include <unordered_map>
@@ -40,11 +41,18 @@ class KvBlockManager {
   // the others return to the free list.
   void release(std::span<const int32_t> table);
 
-  // Longest run of cached full blocks matching tokens from the start, at most max_blocks. Each
-  // matched block gains a reference and is appended to `table`; `hashes` receives their hashes.
-  // Returns the number of blocks matched.
+  // Longest run of cached full blocks matching tokens from the start, at most max_blocks, cut
+  // back (when usable_end is set) to the longest run whose last block's hash it accepts: a
+  // hybrid model resumes only where a recurrent-state snapshot exists. Each kept block gains a
+  // reference and is appended to `table`; `hashes` receives their hashes. Returns the number of
+  // blocks kept.
   int32_t match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
-                       std::vector<int32_t>& table, std::vector<uint64_t>& hashes);
+                       std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
+                       const std::function<bool(uint64_t)>& usable_end = {});
+  bool is_cached(uint64_t hash) const { return by_hash_.count(hash) != 0; }
+  // Called with a block's hash when eviction takes it out of the cache (the engine drops the
+  // block's state snapshot then).
+  void on_evict(std::function<void(uint64_t)> hook) { on_evict_ = std::move(hook); }
   // Registers a block the caller has filled completely with `tokens` (block_size of them) under
   // parent_hash; returns its hash. A block whose content is already cached elsewhere stays
   // private (the existing entry wins). Cached blocks are never written again: only full blocks
@@ -70,6 +78,7 @@ class KvBlockManager {
   std::vector<int32_t> free_;  // unreferenced, uncached
   std::list<int32_t> lru_;     // unreferenced, cached; front = least recently used
   std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::function<void(uint64_t)> on_evict_;
   int32_t used_ = 0;
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };

@@ -8,8 +8,13 @@
 
 namespace memra {
 
-Scheduler::Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states)
-    : kv_(kv), options_(options), states_(states && states->enabled() ? states : nullptr) {
+Scheduler::Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states,
+                     StateSnapshots* snapshots)
+    : kv_(kv),
+      options_(options),
+      states_(states && states->enabled() ? states : nullptr),
+      snapshots_(states_ && options.prefix_cache && snapshots && snapshots->enabled() ? snapshots
+                                                                                      : nullptr) {
   if (options_.max_batch_tokens <= 0 || options_.max_sequences <= 0)
     fail(ErrorCode::invalid_argument, "max_batch_tokens ({}) and max_sequences ({}) must be > 0",
          options_.max_batch_tokens, options_.max_sequences);
@@ -35,6 +40,7 @@ void Scheduler::release(SeqState* seq) {
     seq->state_slot = -1;
   }
   seq->n_computed = 0;
+  seq->snapshot_at = 0;
   seq->running = false;
 }
 
@@ -48,6 +54,37 @@ int32_t Scheduler::tokens_that_fit(const SeqState& seq, int32_t want) const {
   const int32_t bs = kv_.block_size();
   const int32_t slots = static_cast<int32_t>(seq.block_table.size()) * bs - seq.n_computed;
   return std::min(want, slots + kv_.n_available() * bs);
+}
+
+// The next snapshot boundary past what is computed: the longest prefix an identical prompt can
+// reuse (it must compute its last token, so a prompt of n tokens reuses at most (n - 1) / bs
+// blocks), and when the prompt ends on a block boundary, the whole prompt too (which the next
+// turn of a chat, extending it, reuses). Few per prompt: a state is megabytes.
+int32_t Scheduler::snapshot_target(const SeqState& seq) const {
+  if (!snapshots_) return 0;
+  const int32_t bs = kv_.block_size();
+  const int32_t n = static_cast<int32_t>(seq.tokens.size());
+  const int32_t repeat = (n - 1) / bs * bs;
+  if (repeat > seq.n_computed) return repeat;
+  if (n % bs == 0 && n > seq.n_computed) return n;
+  return 0;
+}
+
+int32_t Scheduler::chunk_to_snapshot(const SeqState& seq, int32_t n) const {
+  if (seq.snapshot_at > seq.n_computed && seq.n_computed + n > seq.snapshot_at)
+    return seq.snapshot_at - seq.n_computed;
+  return n;
+}
+
+// Reuses the longest cached prefix (always leaving at least one token to compute, since the last
+// token's logits are needed). A model with recurrent state resumes only from a snapshot: the
+// match is cut back to end at a block that has one.
+int32_t Scheduler::match_cached_prefix(SeqState& seq) {
+  if (!options_.prefix_cache || (states_ && !snapshots_)) return 0;
+  const int32_t max_blocks = (static_cast<int32_t>(seq.tokens.size()) - 1) / kv_.block_size();
+  if (!states_) return kv_.match_prefix(seq.tokens, max_blocks, seq.block_table, seq.block_hashes);
+  return kv_.match_prefix(seq.tokens, max_blocks, seq.block_table, seq.block_hashes,
+                          [this](uint64_t h) { return snapshots_->has(h); });
 }
 
 void Scheduler::preempt(SeqState* seq) {
@@ -113,7 +150,8 @@ void Scheduler::schedule_prefills(StepPlan& plan, int32_t& budget, bool admit) {
   for (SeqState* seq : running_) {
     if (budget == 0) return;
     if (seq->remaining() <= 1) continue;  // decodes were handled first
-    const int32_t n = tokens_that_fit(*seq, std::min(seq->remaining(), budget));
+    const int32_t n =
+        chunk_to_snapshot(*seq, tokens_that_fit(*seq, std::min(seq->remaining(), budget)));
     if (n <= 0) continue;
     add_to_plan(plan, seq, n);
     budget -= n;
@@ -125,25 +163,27 @@ void Scheduler::schedule_prefills(StepPlan& plan, int32_t& budget, bool admit) {
 }
 
 // Admits the queue head: takes a state slot (models with recurrent state), reuses its cached
-// prefix (always leaving at least one token to compute, since the last token's logits are
-// needed) and schedules its first chunk.
+// prefix (restoring the state snapshot there) and schedules its first chunk.
 bool Scheduler::admit_one(StepPlan& plan, int32_t& budget) {
   SeqState* seq = waiting_.front();
   if (states_) {
     seq->state_slot = states_->allocate();
     if (seq->state_slot < 0) return false;  // every slot is running: wait for one to finish
   }
-  const int32_t bs = kv_.block_size();
-  const int32_t max_blocks = (static_cast<int32_t>(seq->tokens.size()) - 1) / bs;
-  const int32_t matched =
-      options_.prefix_cache
-          ? kv_.match_prefix(seq->tokens, max_blocks, seq->block_table, seq->block_hashes)
-          : 0;
-  seq->n_computed = matched * bs;
-  const int32_t n = tokens_that_fit(*seq, std::min(seq->remaining(), budget));
+  seq->n_computed = match_cached_prefix(*seq) * kv_.block_size();
+  seq->snapshot_at = snapshot_target(*seq);
+  const int32_t n =
+      chunk_to_snapshot(*seq, tokens_that_fit(*seq, std::min(seq->remaining(), budget)));
   if (n <= 0) {
     release(seq);
     return false;
+  }
+  if (states_ && seq->n_computed > 0) {
+    // Copied before this step's forward pass; the slot stays intact until then (snapshots are
+    // written only after a forward pass).
+    const int32_t from = snapshots_->restore(seq->block_hashes.back());
+    if (from < 0) fail(ErrorCode::internal, "a prefix match ended at a block with no snapshot");
+    plan.state_restores.push_back({from, seq->state_slot});
   }
   if (seq->n_cached_first < 0) seq->n_cached_first = seq->n_computed;
   waiting_.pop_front();
@@ -171,7 +211,8 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::complete(const StepPlan& plan) {
+std::vector<StateCopy> Scheduler::complete(const StepPlan& plan) {
+  std::vector<StateCopy> snapshots;
   const int32_t bs = kv_.block_size();
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     SeqState* seq = plan.seqs[i];
@@ -184,7 +225,15 @@ void Scheduler::complete(const StepPlan& plan) {
                                              static_cast<size_t>(bs));
       seq->block_hashes.push_back(kv_.commit_full_block(seq->block_table[idx], parent, content));
     }
+    if (seq->snapshot_at > 0 && seq->n_computed == seq->snapshot_at) {
+      // The slot now holds the state after exactly snapshot_at tokens: the end of a full block.
+      const uint64_t h = seq->block_hashes[static_cast<size_t>(seq->snapshot_at / bs - 1)];
+      seq->snapshot_at = snapshot_target(*seq);  // the prompt's end when on a boundary, or none
+      const int32_t slot = kv_.is_cached(h) ? snapshots_->take(h) : -1;
+      if (slot >= 0) snapshots.push_back({seq->state_slot, slot});
+    }
   }
+  return snapshots;
 }
 
 }  // namespace memra

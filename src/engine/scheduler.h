@@ -5,7 +5,11 @@
 // released and it goes back to the front of the queue with all its tokens, to be prefilled again.
 // A step that preempted admits nothing, so a preempted sequence does not bounce straight back.
 // Models with recurrent state (linear attention) also need a free state slot to admit a
-// sequence; the slot is held until the sequence is released, like its blocks.
+// sequence; the slot is held until the sequence is released, like its blocks. Their prefix cache
+// resumes only from a state snapshot: a prefix match is cut back to its longest run ending in a
+// block with a snapshot, which the step copies into the sequence's slot, and a prompt's prefill
+// chunk ends at its last full-block boundary before its last token (and at its end when that is a
+// boundary) so that a snapshot can be taken there.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,7 @@
 
 #include "engine/kv_block_manager.h"
 #include "engine/state_pool.h"
+#include "engine/state_snapshots.h"
 #include "models/batch.h"
 
 namespace memra {
@@ -27,6 +32,9 @@ struct SeqState {
   int32_t state_slot = -1;  // recurrent-state slot while running (models with state), else -1
   std::vector<uint64_t> block_hashes;  // prefix-cache hashes of the leading full blocks
   int32_t n_cached_first = -1;         // tokens reused from the prefix cache at first admission
+  // Hybrid models: a prefill chunk ends at this token count and the state there is snapshotted
+  // (a block boundary near the prompt's end, past the cached part); 0: none pending.
+  int32_t snapshot_at = 0;
   int32_t n_preemptions = 0;
   bool running = false;
 
@@ -41,25 +49,37 @@ struct SchedulerOptions {
   bool prefix_cache = true;
 };
 
-// One step's plan. seqs[i] is the sequence of batch.seqs[i]; logit_seqs[j] the sequence whose
+// A recurrent-state slot copy (KvCache::copy_state_slot): a snapshot restored or taken.
+struct StateCopy {
+  int32_t src = -1;
+  int32_t dst = -1;
+};
+
+// One step's plan. state_restores: copies to run before the forward pass (admissions resuming
+// from a snapshot). seqs[i] is the sequence of batch.seqs[i]; logit_seqs[j] the sequence whose
 // logits land in row j (batch.logit_tokens[j]).
 struct StepPlan {
   Batch batch;
   std::vector<SeqState*> seqs;
   std::vector<SeqState*> logit_seqs;
+  std::vector<StateCopy> state_restores;
 };
 
 class Scheduler {
  public:
   // states: the recurrent-state pool when the model keeps state per sequence (may be shared by
-  // several schedulers, as kv is), else null.
-  Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states = nullptr);
+  // several schedulers, as kv is), else null. snapshots: where such a model's prefix cache keeps
+  // its state snapshots (null or empty: a state model reuses no cached prefix).
+  Scheduler(KvBlockManager& kv, const SchedulerOptions& options, StatePool* states = nullptr,
+            StateSnapshots* snapshots = nullptr);
 
   void add(SeqState* seq);     // queues a new sequence (FIFO)
   void remove(SeqState* seq);  // finished or cancelled: drops it and frees its blocks
   StepPlan schedule();
   // After the forward pass: advances n_computed and publishes newly full blocks to the cache.
-  void complete(const StepPlan& plan);
+  // Returns the state snapshots to copy now (from a sequence's slot to a snapshot slot), before
+  // the next step writes the sequence's slot again.
+  std::vector<StateCopy> complete(const StepPlan& plan);
 
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
@@ -69,6 +89,12 @@ class Scheduler {
   int32_t blocks_needed(const SeqState& seq, int32_t n_tokens) const;
   // Tokens of seq that fit in the available blocks, at most `want`.
   int32_t tokens_that_fit(const SeqState& seq, int32_t want) const;
+  // Hybrid models: where seq's next snapshot is due (0: none), and a chunk of n tokens cut back
+  // so that it ends there rather than passing it.
+  int32_t snapshot_target(const SeqState& seq) const;
+  int32_t chunk_to_snapshot(const SeqState& seq, int32_t n) const;
+  // The prefix match at admission (cut back to a snapshot for hybrid models); returns blocks.
+  int32_t match_cached_prefix(SeqState& seq);
   // The one place a sequence gives its resources back (finish, cancel, preemption, a failed
   // admission): its blocks (full ones stay in the prefix cache), its state slot, its progress.
   void release(SeqState* seq);
@@ -82,6 +108,7 @@ class Scheduler {
   KvBlockManager& kv_;
   SchedulerOptions options_;
   StatePool* states_;
+  StateSnapshots* snapshots_;
   std::deque<SeqState*> waiting_;
   std::vector<SeqState*> running_;  // kept in submission order
   uint64_t preemptions_ = 0;

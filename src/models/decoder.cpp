@@ -52,9 +52,8 @@ DecoderModel::DecoderModel(std::shared_ptr<const ModelArchive> archive,
            "the {} backend has no gated_delta_rule kernel for key heads of {} (this {} model); run "
            "it on the CPU (--device cpu)",
            ops_->name(), cfg_.ssm_k_dim, cfg_.arch);
-    info_.prefix_cache_unsupported =
-        "its linear-attention layers keep a recurrent state per sequence, which cached KV blocks "
-        "do not hold (state snapshots at block boundaries are not implemented)";
+    // The prefix cache serves these models through state snapshots at block boundaries (the
+    // engine's StateSnapshots), so prefix_cache_unsupported stays empty.
   }
   // Every head size attention reads from the cache (a layer that shares another's KV or keeps
   // recurrent state has none of its own).

@@ -111,6 +111,22 @@ void BackendKvCache::copy_block(int32_t src, int32_t dst) {
   }
 }
 
+void BackendKvCache::copy_state_slot(int32_t src, int32_t dst) {
+  if (src < 0 || src >= state_.n_slots || dst < 0 || dst >= state_.n_slots)
+    fail(ErrorCode::invalid_argument, "copy_state_slot({}, {}) outside the cache's {} state slots",
+         src, dst, state_.n_slots);
+  if (src == dst) return;
+  const uint64_t conv = uint64_t(state_.conv_floats) * sizeof(float);
+  const uint64_t ssm = uint64_t(state_.ssm_floats) * sizeof(float);
+  for (size_t il = 0; il < conv_.size(); ++il) {
+    if (!state_.layers[il]) continue;
+    auto* c = static_cast<uint8_t*>(conv_[il].data());
+    auto* m = static_cast<uint8_t*>(ssm_[il].data());
+    ops_->copy(c + dst * conv, c + src * conv, conv);
+    ops_->copy(m + dst * ssm, m + src * ssm, ssm);
+  }
+}
+
 KvLayerView BackendKvCache::layer(int32_t il) const {
   const KvLayerShape& s = shapes_.at(static_cast<size_t>(il));
   if (s.empty())

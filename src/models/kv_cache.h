@@ -6,8 +6,8 @@
 // slot past the n_state_slots the engine manages is the padding sequences' scratch state slot.
 // Each layer has its own KV shape (KvLayerShape); an empty shape means the layer keeps no KV:
 // a hybrid model's linear-attention layers (qwen35), which hold a fixed-size f32 state per state
-// slot instead (ops.h StateLayerView, one slot per running sequence), and gemma4's KV-sharing
-// layers, which attend over an earlier layer's KV.
+// slot instead (ops.h StateLayerView: one slot per running sequence, then the prefix cache's
+// snapshot slots), and gemma4's KV-sharing layers, which attend over an earlier layer's KV.
 #pragma once
 
 #include <memory>
@@ -57,6 +57,9 @@ class BackendKvCache final : public KvCache {
 
   int32_t n_state_slots() const override { return state_.n_slots; }  // the scratch not counted
   uint64_t state_bytes() const override { return state_.bytes_per_slot() * state_.n_slots; }
+  // Backend to backend (CPU: memcpy; CUDA: device to device on the step stream, so it lands
+  // after the step that wrote src and before the next step reads dst).
+  void copy_state_slot(int32_t src, int32_t dst) override;
 
   KvLayerView layer(int32_t il) const;     // its n_blocks counts the scratch block
   StateLayerView state(int32_t il) const;  // a linear-attention layer's slots, the scratch's too

@@ -53,6 +53,10 @@ class KvCache {
   // BatchSeq::state_slot; a step whose sequence starts at position 0 resets its slot.
   virtual int32_t n_state_slots() const { return 0; }
   virtual uint64_t state_bytes() const { return 0; }  // of all slots
+  // Copies state slot src into slot dst for every linear-attention layer (a prefix-cache state
+  // snapshot taken or restored), ordered with the steps around it. This default refuses: a cache
+  // without state slots has nothing to copy.
+  virtual void copy_state_slot(int32_t src, int32_t dst);
 };
 
 // The largest steps the engine will run (Model::prepare).

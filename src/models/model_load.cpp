@@ -31,6 +31,10 @@ void Model::forward_sample(const Batch&, KvCache&, int32_t, const SampleRows&,
   fail(ErrorCode::unsupported, "the {} model does not sample on its backend", info().architecture);
 }
 
+void KvCache::copy_state_slot(int32_t src, int32_t dst) {
+  fail(ErrorCode::internal, "copy_state_slot({}, {}) on a KV cache without state slots", src, dst);
+}
+
 void Model::logits_row(size_t, std::span<float>) {
   fail(ErrorCode::unsupported, "the {} model keeps no logits on its backend", info().architecture);
 }

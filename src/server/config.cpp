@@ -151,6 +151,12 @@ const std::vector<Option>& options() {
        [](ServerConfig& c, const std::string& v) {
          c.engine.kv_blocks = int32_t(to_int(v, "--kv-blocks", 0, 1 << 24));
        }},
+      {"--state-snapshots", "MEMRA_STATE_SNAPSHOTS", "N",
+       "prefix-cache state snapshot slots of hybrid models (-1 = max sequences, 0 = no prefix "
+       "cache for them)",
+       [](ServerConfig& c, const std::string& v) {
+         c.engine.state_snapshots = int32_t(to_int(v, "--state-snapshots", -1, 1 << 16));
+       }},
       {"--threads", "MEMRA_THREADS", "N", "CPU backend threads (0 = all cores)",
        [](ServerConfig& c, const std::string& v) {
          c.engine.n_threads = int(to_int(v, "--threads", 0, 1024));

@@ -55,6 +55,14 @@ void wait(Collected& r) {
   test::wait_done(r, std::chrono::seconds(120));
 }
 
+// Stats are published after each step's events: wait until the engine has caught up.
+void wait_idle(const Engine& e) {
+  for (int i = 0; i < 400 && (e.stats().running > 0 || e.stats().kv_blocks_used > 0 ||
+                              e.stats().state_slots_used > 0);
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 // Submits every prompt at once; returns their tokens in order.
 std::vector<std::vector<int32_t>> run_together(Engine& e,
                                                const std::vector<std::vector<int32_t>>& prompts,
@@ -136,11 +144,11 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
     Collected again;
     e->submit(greedy_request(prompts[0], n, again));
     wait(again);
-    // Two full 16-token blocks of the 48-token prompt; none for hybrid models, whose prefix
-    // cache is off (their recurrent state is not in the cached blocks).
-    const bool cache = e->model_info().prefix_cache;
-    EXPECT_EQ(cache, e->model_info().prefix_cache_off_reason.empty());
-    EXPECT_EQ(again.usage.cached_tokens, cache ? 32 : 0);
+    // Two full 16-token blocks of the 48-token prompt, hybrid models included (the first run left
+    // a recurrent-state snapshot at 32, the most a repeat can reuse).
+    EXPECT_TRUE(e->model_info().prefix_cache);
+    EXPECT_TRUE(e->model_info().prefix_cache_off_reason.empty());
+    EXPECT_EQ(again.usage.cached_tokens, 32);
     EXPECT_EQ(again.ids, alone[0]) << "prefix-cache hit differs from cold";
     EXPECT_TRUE(e->model_info().deterministic);
   }
@@ -166,6 +174,81 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
     auto e = Engine::create(p);
     EXPECT_EQ(run_together(*e, prompts, n), alone) << "preempted differs from uninterrupted";
     EXPECT_GT(e->stats().preemptions_total, 0u);
+  }
+}
+
+// Hybrid models (linear-attention layers) resume cached prefixes from recurrent-state snapshots:
+// a repeat, a chat's next turn and a prompt sharing a prefix that ends mid-block hit the cache at
+// a snapshot's block boundary and give exactly the greedy tokens of a cold run; with the one
+// snapshot slot taken by another prompt, or the blocks evicted, the prompt starts cold with the
+// same tokens; and nothing stays held.
+TEST_P(EngineFixture, HybridPrefixHitsFromStateSnapshotsEqualCold) {
+  const std::string dir = fixture_dir(GetParam());
+  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
+  const Reference ref = load_reference(dir);
+  const int32_t n = 12;
+  EngineOptions o = fixture_options(dir);
+  const std::vector<int32_t>& p1 = ref.prompt;           // 48 tokens: 3 blocks of 16
+  std::vector<int32_t> p3(p1.begin(), p1.begin() + 40);  // shares 40 tokens: mid-block 2
+  for (int32_t i = 0; i < 9; ++i) p3.push_back(p1[static_cast<size_t>(i)]);
+  const std::vector<int32_t> other(p1.rbegin(), p1.rend());
+  std::vector<std::vector<int32_t>> cold;  // p1, p2, p3, other
+  std::vector<int32_t> p2;
+  {
+    EngineOptions c = o;
+    c.prefix_cache = false;
+    auto e = Engine::create(c);
+    if (e->stats().state_slots_total == 0) GTEST_SKIP() << "no recurrent state: not a hybrid";
+    EXPECT_FALSE(e->model_info().prefix_cache);
+    cold.push_back(run_together(*e, {p1}, n)[0]);
+    // The next turn: the prompt, 8 tokens of its answer and 6 more.
+    p2 = p1;
+    p2.insert(p2.end(), cold[0].begin(), cold[0].begin() + 8);
+    p2.insert(p2.end(), p1.begin() + 10, p1.begin() + 16);
+    for (const auto& p : {p2, p3, other}) cold.push_back(run_together(*e, {p}, n)[0]);
+  }
+  auto run = [&](Engine& e, const std::vector<int32_t>& p) {
+    Collected r;
+    e.submit(greedy_request(p, n, r));
+    wait(r);
+    return std::make_pair(r.ids, r.usage.cached_tokens);
+  };
+  {
+    auto e = Engine::create(o);
+    EXPECT_TRUE(e->model_info().prefix_cache);
+    EXPECT_EQ(run(*e, p1), std::make_pair(cold[0], 0));
+    EXPECT_EQ(run(*e, p1), std::make_pair(cold[0], 32)) << "a repeat";
+    EXPECT_EQ(run(*e, p2), std::make_pair(cold[1], 48)) << "the next turn";
+    EXPECT_EQ(run(*e, p3), std::make_pair(cold[2], 32)) << "a prefix ending mid-block";
+    wait_idle(*e);
+    const EngineStats s = e->stats();
+    EXPECT_EQ(s.state_snapshot_restores_total, 3u);
+    EXPECT_EQ(s.cached_tokens_total, 112u);
+    EXPECT_EQ(s.state_slots_used, 0);
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    EXPECT_GT(s.state_snapshots_used, 0);
+  }
+  {
+    EngineOptions one = o;
+    one.state_snapshots = 1;  // p1's snapshot goes to `other`'s prompt
+    auto e = Engine::create(one);
+    EXPECT_EQ(run(*e, p1), std::make_pair(cold[0], 0));
+    EXPECT_EQ(run(*e, other), std::make_pair(cold[3], 0));
+    EXPECT_EQ(run(*e, p2), std::make_pair(cold[1], 0)) << "snapshot slots ran out";
+    EXPECT_EQ(run(*e, p2), std::make_pair(cold[1], 48));
+  }
+  {
+    EngineOptions small = o;
+    small.kv_blocks = 6;  // one 96-token context: `other` evicts p1's blocks and snapshots
+    auto e = Engine::create(small);
+    EXPECT_EQ(run(*e, p1), std::make_pair(cold[0], 0));
+    std::vector<int32_t> long_other = other;
+    long_other.insert(long_other.end(), other.begin(), other.begin() + 30);  // 78 + 12 tokens
+    run(*e, long_other);
+    EXPECT_EQ(run(*e, p1), std::make_pair(cold[0], 0)) << "blocks evicted";
+    wait_idle(*e);
+    EXPECT_EQ(e->stats().state_slots_used, 0);
+    EXPECT_EQ(e->stats().kv_blocks_used, 0);
   }
 }
 

@@ -91,6 +91,8 @@ class FakeKvCache final : public KvCache {
       fail(ErrorCode::invalid_argument, "fake: state slot {} outside {}", slot, n_state_slots());
     return states_[static_cast<size_t>(slot)];
   }
+  // A prefix-cache state snapshot taken or restored: the whole token history moves.
+  void copy_state_slot(int32_t src, int32_t dst) override { state(dst) = state(src); }
   void copy_block(int32_t src, int32_t dst) override {
     std::copy_n(slots_.begin() + src * block_size_, block_size_,
                 slots_.begin() + dst * block_size_);
@@ -127,8 +129,8 @@ class FakeModel final : public Model {
   // padded_rows: logit rows past the tokenizer's vocabulary, as padded HF checkpoints have
   // (Qwen2.5: 151,936 rows for ~151,665 tokens); they get the highest logit, so only masking keeps
   // them out.
-  // recurrent: keeps a state per sequence (a hybrid model's stand-in), which turns the prefix
-  // cache off.
+  // recurrent: keeps a state per sequence (a hybrid model's stand-in), which the prefix cache
+  // resumes from the engine's state snapshots.
   explicit FakeModel(int32_t n_ctx = 256, int32_t eos_after = -1, int32_t padded_rows = 0,
                      bool recurrent = false)
       : eos_after_(eos_after), n_rows_(kFakeVocab + padded_rows), recurrent_(recurrent) {
@@ -136,9 +138,10 @@ class FakeModel final : public Model {
     info_.n_vocab = n_rows_;
     info_.n_ctx_train = n_ctx;
     info_.n_embd = kFakeEmbd;
-    if (recurrent) info_.prefix_cache_unsupported = "fake recurrent state";
   }
   const ModelInfo& info() const override { return info_; }
+  // Before the engine starts: a model that cannot resume from cached blocks at all.
+  void refuse_prefix_cache(std::string why) { info_.prefix_cache_unsupported = std::move(why); }
   uint64_t kv_bytes_per_token() const override { return sizeof(int32_t); }
   uint64_t state_bytes_per_seq() const override { return recurrent_ ? 64 : 0; }
   using Model::kv_cache_create;

@@ -179,5 +179,86 @@ TEST(Scheduler, RecurrentStateSlotsGateAdmissionAndComeBack) {
   EXPECT_EQ(kv.stats().used, 0);
 }
 
+// Snapshot slots: a free one, else the least recently used one (restoring counts as a use); a
+// held hash gets no second slot; a dropped one frees its slot.
+TEST(StateSnapshots, TakesFreeSlotsThenReplacesTheLeastRecentlyUsed) {
+  StateSnapshots snaps(4, 2);  // slots 4 and 5, after 4 running ones
+  EXPECT_EQ(snaps.take(11), 4);
+  EXPECT_EQ(snaps.take(11), -1);
+  EXPECT_EQ(snaps.take(22), 5);
+  EXPECT_EQ(snaps.restore(11), 4);  // 22 is now the least recently used
+  EXPECT_EQ(snaps.take(33), 5);
+  EXPECT_FALSE(snaps.has(22));
+  EXPECT_EQ(snaps.restore(22), -1);
+  snaps.drop(11);
+  snaps.drop(11);  // already gone: nothing
+  EXPECT_EQ(snaps.take(44), 4);
+  const StateSnapshotStats s = snaps.stats();
+  EXPECT_EQ(s.total, 2);
+  EXPECT_EQ(s.used, 2);
+  EXPECT_EQ(s.taken, 4u);
+  EXPECT_EQ(s.restored, 1u);
+  EXPECT_EQ(s.dropped_lru, 1u);
+  EXPECT_EQ(s.dropped_evicted, 1u);
+  EXPECT_FALSE(StateSnapshots(2, 0).enabled());
+  EXPECT_EQ(StateSnapshots(2, 0).take(1), -1);
+}
+
+// A model with recurrent state and snapshots: a prompt's prefill chunk ends at its last block
+// boundary before its last token, complete() asks for the snapshot copy there, and a second
+// prompt sharing the prefix is admitted past it with the snapshot copied into its slot first.
+// Cached blocks past the last snapshot are not reused.
+TEST(Scheduler, HybridPrefixResumesOnlyFromStateSnapshots) {
+  KvBlockManager kv(64, 4, true);
+  StatePool states(2);
+  StateSnapshots snaps(2, 2);
+  kv.on_evict([&](uint64_t h) { snaps.drop(h); });
+  Scheduler sched(kv, {64, 8, true}, &states, &snaps);
+  SeqState a = make_seq(1, 11);
+  sched.add(&a);
+  StepPlan p1 = sched.schedule();
+  ASSERT_EQ(p1.seqs.size(), 1u);
+  EXPECT_EQ(p1.batch.n_tokens(), 8);  // cut at floor(10 / 4) * 4
+  EXPECT_TRUE(p1.state_restores.empty());
+  const std::vector<StateCopy> taken = sched.complete(p1);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].src, a.state_slot);
+  EXPECT_EQ(taken[0].dst, 2);
+  StepPlan p2 = sched.schedule();  // the rest of a's prompt: no second snapshot (11 % 4 != 0)
+  EXPECT_EQ(p2.batch.seqs[0].n_tokens, 3);
+  EXPECT_TRUE(sched.complete(p2).empty());
+  sched.remove(&a);
+  // b shares 10 tokens: blocks 0 and 1 are cached, the snapshot ends block 1.
+  SeqState b = make_seq(2, 10);
+  b.tokens.push_back(77);
+  b.tokens.push_back(78);
+  sched.add(&b);
+  StepPlan p3 = sched.schedule();
+  ASSERT_EQ(p3.seqs.size(), 1u);
+  EXPECT_EQ(p3.batch.seqs[0].n_past, 8);
+  ASSERT_EQ(p3.state_restores.size(), 1u);
+  EXPECT_EQ(p3.state_restores[0].src, 2);
+  EXPECT_EQ(p3.state_restores[0].dst, b.state_slot);
+  EXPECT_EQ(b.n_cached_first, 8);
+  sched.complete(p3);
+  sched.remove(&b);
+  // With the snapshot dropped, the same prefix's cached blocks are not reused.
+  snaps.drop(kv_block_hash(kv_block_hash(kKvRootHash, std::vector<int32_t>{0, 1, 2, 3}),
+                           std::vector<int32_t>{4, 5, 6, 7}));
+  SeqState c = make_seq(3, 12);
+  sched.add(&c);
+  StepPlan p4 = sched.schedule();
+  EXPECT_EQ(p4.batch.seqs[0].n_past, 0);
+  EXPECT_TRUE(p4.state_restores.empty());
+  EXPECT_EQ(p4.batch.seqs[0].n_tokens, 8);  // 12 tokens: cut at 8, then the whole prompt at 12
+  ASSERT_EQ(sched.complete(p4).size(), 1u);
+  StepPlan p5 = sched.schedule();
+  EXPECT_EQ(p5.batch.seqs[0].n_tokens, 4);
+  ASSERT_EQ(sched.complete(p5).size(), 1u);  // 12 % 4 == 0: the prompt's end too
+  sched.remove(&c);
+  EXPECT_EQ(states.n_used(), 0);
+  EXPECT_EQ(kv.stats().used, 0);
+}
+
 }  // namespace
 }  // namespace memra

@@ -118,13 +118,13 @@ TEST(ModelLoad, MoeConfigMustMatchCheckpoint) {
 }
 
 // Qwen3.5's hybrid stack: state only in the linear-attention layers, KV only in the others,
-// the prefix cache refused with a reason.
+// the prefix cache allowed (the engine resumes it from state snapshots).
 TEST(ModelLoad, Qwen35FixtureLoadsAsAHybridStack) {
   auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5"))),
                           cpu_options());
   EXPECT_EQ(model->info().architecture, "qwen35");
   EXPECT_EQ(model->info().n_layers, 4);
-  EXPECT_NE(model->info().prefix_cache_unsupported.find("recurrent state"), std::string::npos);
+  EXPECT_TRUE(model->info().prefix_cache_unsupported.empty());
   // One attention layer of 1 kv head x 32 dims, K and V in f32.
   EXPECT_EQ(model->kv_bytes_per_token(), 2u * 4 * 1 * 32);
   // Three linear layers: conv (4 - 1) x (2 x 2 x 16 + 4 x 24) and 4 heads x 16 x 24, f32.
@@ -147,12 +147,44 @@ TEST(ModelLoad, Qwen35FixtureLoadsAsAHybridStack) {
   model->forward(b, *kv, logits);
 }
 
+// A state slot copied to another (a prefix-cache snapshot taken, then restored) continues exactly
+// as the original: the next token's logits from the copy equal those from the source, bit for
+// bit, and differ from a slot that missed the copy.
+TEST(ModelLoad, Qwen35StateSlotCopyContinuesIdentically) {
+  auto model = model_load(std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5"))),
+                          cpu_options());
+  auto kv = model->kv_cache_create(8, 4, 3);
+  const int32_t n_vocab = model->info().n_vocab;
+  auto step = [&](std::vector<int32_t> tokens, int32_t n_past, int32_t slot,
+                  std::vector<int32_t> blocks) {
+    Batch b;
+    b.tokens = tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) b.positions.push_back(n_past + int32_t(i));
+    b.seqs.push_back(BatchSeq{0, int32_t(tokens.size()), n_past, std::move(blocks), slot});
+    b.logit_tokens = {int32_t(tokens.size()) - 1};
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    model->forward(b, *kv, logits);
+    return logits;
+  };
+  // Slot 0 runs 4 tokens into block 0; slot 2 runs other tokens (a different state).
+  step({5, 9, 2, 7}, 0, 0, {0});
+  step({3, 3, 8, 1}, 0, 2, {1});
+  kv->copy_state_slot(0, 1);
+  // The same next token from slot 0 and from its copy, over the same KV block.
+  const std::vector<float> from_source = step({11}, 4, 0, {0, 2});
+  const std::vector<float> from_copy = step({11}, 4, 1, {0, 3});
+  EXPECT_EQ(from_source, from_copy);
+  const std::vector<float> from_other = step({11}, 4, 2, {0, 4});
+  EXPECT_NE(from_source, from_other);
+  EXPECT_THROW(kv->copy_state_slot(0, 3), Error);  // outside the 3 slots
+}
+
 TEST(ModelLoad, Qwen35MoeFixtureLoads) {
   auto model = model_load(
       std::make_shared<const ModelArchive>(archive_open(fixture("qwen3_5_moe"))), cpu_options());
   EXPECT_EQ(model->info().architecture, "qwen35moe");
   EXPECT_EQ(model->info().n_layers, 4);
-  EXPECT_FALSE(model->info().prefix_cache_unsupported.empty());
+  EXPECT_TRUE(model->info().prefix_cache_unsupported.empty());
   // Every layer routes to experts: a missing router is refused by name.
   ModelArchive a = archive_open(fixture("qwen3_5_moe"));
   std::erase_if(a.tensors,
