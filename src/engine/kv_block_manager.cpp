@@ -93,7 +93,9 @@ void KvBlockManager::release(std::span<const int32_t> table) {
 
 int32_t KvBlockManager::match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
                                      std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
-                                     const std::function<bool(uint64_t)>& usable_end) {
+                                     const std::function<bool(uint64_t)>& usable_end,
+                                     int32_t* run_blocks) {
+  if (run_blocks) *run_blocks = 0;
   if (!prefix_cache_) return 0;
   const int32_t full = static_cast<int32_t>(tokens.size()) / block_size_;
   const int32_t limit = std::min(full, max_blocks);
@@ -114,6 +116,7 @@ int32_t KvBlockManager::match_prefix(std::span<const int32_t> tokens, int32_t ma
     parent = h;
   }
   const int32_t run = static_cast<int32_t>(found.size());
+  if (run_blocks) *run_blocks = run;
   int32_t kept = run;
   if (usable_end)
     while (kept > 0 && !usable_end(found_hashes[static_cast<size_t>(kept - 1)])) --kept;

@@ -45,10 +45,11 @@ class KvBlockManager {
   // back (when usable_end is set) to the longest run whose last block's hash it accepts: a
   // hybrid model resumes only where a recurrent-state snapshot exists. Each kept block gains a
   // reference and is appended to `table`; `hashes` receives their hashes. Returns the number of
-  // blocks kept.
+  // blocks kept; run_blocks (when set) receives the length of the run before the cut.
   int32_t match_prefix(std::span<const int32_t> tokens, int32_t max_blocks,
                        std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
-                       const std::function<bool(uint64_t)>& usable_end = {});
+                       const std::function<bool(uint64_t)>& usable_end = {},
+                       int32_t* run_blocks = nullptr);
   bool is_cached(uint64_t hash) const { return by_hash_.count(hash) != 0; }
   // Called with a block's hash when eviction takes it out of the cache (the engine drops the
   // block's state snapshot then).

@@ -41,6 +41,7 @@ void Scheduler::release(SeqState* seq) {
   }
   seq->n_computed = 0;
   seq->snapshot_at = 0;
+  seq->cached_run_end = 0;
   seq->running = false;
 }
 
@@ -56,14 +57,17 @@ int32_t Scheduler::tokens_that_fit(const SeqState& seq, int32_t want) const {
   return std::min(want, slots + kv_.n_available() * bs);
 }
 
-// The next snapshot boundary past what is computed: the longest prefix an identical prompt can
-// reuse (it must compute its last token, so a prompt of n tokens reuses at most (n - 1) / bs
-// blocks), and when the prompt ends on a block boundary, the whole prompt too (which the next
-// turn of a chat, extending it, reuses). Few per prompt: a state is megabytes.
+// The next snapshot boundary past what is computed, in order: where the cached KV run this
+// prompt matched ended without a snapshot (the end of what it shares with earlier prompts, such as
+// a common system prompt: the prompts after it resume there); the longest prefix an identical
+// prompt can reuse (it must compute its last token, so a prompt of n tokens reuses at most
+// (n - 1) / bs blocks); and when the prompt ends on a block boundary, the whole prompt too
+// (which the next turn of a chat, extending it, reuses). Few per prompt: a state is megabytes.
 int32_t Scheduler::snapshot_target(const SeqState& seq) const {
   if (!snapshots_) return 0;
   const int32_t bs = kv_.block_size();
   const int32_t n = static_cast<int32_t>(seq.tokens.size());
+  if (seq.cached_run_end > seq.n_computed) return seq.cached_run_end;
   const int32_t repeat = (n - 1) / bs * bs;
   if (repeat > seq.n_computed) return repeat;
   if (n % bs == 0 && n > seq.n_computed) return n;
@@ -83,8 +87,12 @@ int32_t Scheduler::match_cached_prefix(SeqState& seq) {
   if (!options_.prefix_cache || (states_ && !snapshots_)) return 0;
   const int32_t max_blocks = (static_cast<int32_t>(seq.tokens.size()) - 1) / kv_.block_size();
   if (!states_) return kv_.match_prefix(seq.tokens, max_blocks, seq.block_table, seq.block_hashes);
-  return kv_.match_prefix(seq.tokens, max_blocks, seq.block_table, seq.block_hashes,
-                          [this](uint64_t h) { return snapshots_->has(h); });
+  int32_t run = 0;
+  const int32_t kept = kv_.match_prefix(
+      seq.tokens, max_blocks, seq.block_table, seq.block_hashes,
+      [this](uint64_t h) { return snapshots_->has(h); }, &run);
+  seq.cached_run_end = run > kept ? run * kv_.block_size() : 0;
+  return kept;
 }
 
 void Scheduler::preempt(SeqState* seq) {
@@ -228,7 +236,7 @@ std::vector<StateCopy> Scheduler::complete(const StepPlan& plan) {
     if (seq->snapshot_at > 0 && seq->n_computed == seq->snapshot_at) {
       // The slot now holds the state after exactly snapshot_at tokens: the end of a full block.
       const uint64_t h = seq->block_hashes[static_cast<size_t>(seq->snapshot_at / bs - 1)];
-      seq->snapshot_at = snapshot_target(*seq);  // the prompt's end when on a boundary, or none
+      seq->snapshot_at = snapshot_target(*seq);  // the next boundary, or none
       const int32_t slot = kv_.is_cached(h) ? snapshots_->take(h) : -1;
       if (slot >= 0) snapshots.push_back({seq->state_slot, slot});
     }

@@ -33,8 +33,12 @@ struct SeqState {
   std::vector<uint64_t> block_hashes;  // prefix-cache hashes of the leading full blocks
   int32_t n_cached_first = -1;         // tokens reused from the prefix cache at first admission
   // Hybrid models: a prefill chunk ends at this token count and the state there is snapshotted
-  // (a block boundary near the prompt's end, past the cached part); 0: none pending.
+  // (a block boundary past the cached part); 0: none pending.
   int32_t snapshot_at = 0;
+  // Hybrid models: where the run of cached KV blocks matching the prompt ended at admission, when
+  // no snapshot ended it (the match was cut back before it): the point where this prompt left an
+  // earlier one, e.g. the end of a shared system prompt, snapshotted for the prompts after it.
+  int32_t cached_run_end = 0;
   int32_t n_preemptions = 0;
   bool running = false;
 

@@ -179,9 +179,10 @@ TEST_P(EngineFixture, GreedyMatchesTransformersAndIsInvariant) {
 
 // Hybrid models (linear-attention layers) resume cached prefixes from recurrent-state snapshots:
 // a repeat, a chat's next turn and a prompt sharing a prefix that ends mid-block hit the cache at
-// a snapshot's block boundary and give exactly the greedy tokens of a cold run; with the one
-// snapshot slot taken by another prompt, or the blocks evicted, the prompt starts cold with the
-// same tokens; and nothing stays held.
+// a snapshot's block boundary and give exactly the greedy tokens of a cold run, as does a prompt
+// sharing only a system prompt with two before it; with the one snapshot slot taken by another
+// prompt, or the blocks evicted, the prompt starts cold with the same tokens; and nothing stays
+// held.
 TEST_P(EngineFixture, HybridPrefixHitsFromStateSnapshotsEqualCold) {
   const std::string dir = fixture_dir(GetParam());
   MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
@@ -192,7 +193,14 @@ TEST_P(EngineFixture, HybridPrefixHitsFromStateSnapshotsEqualCold) {
   std::vector<int32_t> p3(p1.begin(), p1.begin() + 40);  // shares 40 tokens: mid-block 2
   for (int32_t i = 0; i < 9; ++i) p3.push_back(p1[static_cast<size_t>(i)]);
   const std::vector<int32_t> other(p1.rbegin(), p1.rend());
-  std::vector<std::vector<int32_t>> cold;  // p1, p2, p3, other
+  // Three prompts sharing only a 36-token "system prompt" (two full blocks) with one another.
+  std::vector<std::vector<int32_t>> shared_system;
+  for (int32_t k = 0; k < 3; ++k) {
+    std::vector<int32_t> q(p1.begin(), p1.begin() + 36);
+    q.insert(q.end(), other.begin() + 14 * k, other.begin() + 14 * k + 14);
+    shared_system.push_back(q);
+  }
+  std::vector<std::vector<int32_t>> cold;  // p1, p2, p3, other, then shared_system
   std::vector<int32_t> p2;
   {
     EngineOptions c = o;
@@ -206,6 +214,7 @@ TEST_P(EngineFixture, HybridPrefixHitsFromStateSnapshotsEqualCold) {
     p2.insert(p2.end(), cold[0].begin(), cold[0].begin() + 8);
     p2.insert(p2.end(), p1.begin() + 10, p1.begin() + 16);
     for (const auto& p : {p2, p3, other}) cold.push_back(run_together(*e, {p}, n)[0]);
+    for (const auto& p : shared_system) cold.push_back(run_together(*e, {p}, n)[0]);
   }
   auto run = [&](Engine& e, const std::vector<int32_t>& p) {
     Collected r;
@@ -227,6 +236,14 @@ TEST_P(EngineFixture, HybridPrefixHitsFromStateSnapshotsEqualCold) {
     EXPECT_EQ(s.state_slots_used, 0);
     EXPECT_EQ(s.kv_blocks_used, 0);
     EXPECT_GT(s.state_snapshots_used, 0);
+  }
+  {
+    // The second prompt starts cold (the system prompt's blocks are cached, its state is not) and
+    // snapshots where it left the first; the third resumes there.
+    auto e = Engine::create(o);
+    EXPECT_EQ(run(*e, shared_system[0]), std::make_pair(cold[4], 0));
+    EXPECT_EQ(run(*e, shared_system[1]), std::make_pair(cold[5], 0));
+    EXPECT_EQ(run(*e, shared_system[2]), std::make_pair(cold[6], 32)) << "a shared system prompt";
   }
   {
     EngineOptions one = o;

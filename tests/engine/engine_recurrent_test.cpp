@@ -88,6 +88,34 @@ TEST(EngineRecurrent, APromptEndingOnABoundaryServesRepeatsAndExtensions) {
   EXPECT_EQ(next.ids, expected_greedy(longer, 6));
 }
 
+// Conversations sharing only a system prompt: the first leaves a snapshot near its own end only;
+// the second matches the system prompt's cached blocks with no snapshot at their end, so it starts
+// cold and snapshots where the match ended; the third resumes there. Each equals a cold run.
+TEST(EngineRecurrent, ASharedSystemPromptIsSnapshotWhereTheNextPromptLeavesIt) {
+  Harness h = start_recurrent();
+  const std::vector<int32_t> system = prompt_of(40, 3);  // blocks 0-1 full, block 2 partial
+  const std::vector<int32_t> a = concat(system, prompt_of(20, 11));
+  const std::vector<int32_t> b = concat(system, prompt_of(20, 17));
+  const std::vector<int32_t> c = concat(system, prompt_of(20, 23));
+  const Outcome first = run_one(*h.engine, a, 4);
+  EXPECT_EQ(first.cached_tokens, 0);
+  wait_idle(*h.engine);
+  EXPECT_EQ(h.engine->stats().state_snapshots_used, 1);  // at 48, past the system prompt
+  const Outcome second = run_one(*h.engine, b, 4);
+  EXPECT_EQ(second.cached_tokens, 0);  // KV cached up to 32, but no state there yet
+  EXPECT_EQ(second.ids, expected_greedy(b, 4));
+  wait_idle(*h.engine);
+  EXPECT_EQ(h.engine->stats().state_snapshots_used, 3);  // + 32 (where b left a) and b's 48
+  const Outcome third = run_one(*h.engine, c, 4);
+  EXPECT_EQ(third.cached_tokens, 32);
+  EXPECT_EQ(third.ids, expected_greedy(c, 4));
+  wait_idle(*h.engine);
+  const EngineStats s = h.engine->stats();
+  EXPECT_EQ(s.state_snapshot_restores_total, 1u);
+  EXPECT_EQ(s.state_slots_used, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+}
+
 // A shared prefix ending mid-block resumes at a boundary before it that has a snapshot, never
 // after; cached blocks past the last snapshot are not used (the state there is unknown).
 TEST(EngineRecurrent, PrefixEndingMidBlockResumesAtTheSnapshotBefore) {
@@ -299,7 +327,9 @@ TEST(EngineRecurrent, CancelMidPrefillReleasesEverything) {
   EXPECT_EQ(again.finish, FinishReason::length);
   EXPECT_EQ(again.ids, expected_greedy(prompt_of(120), 4));
   wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().state_snapshots_used, 1);
+  // Two: where the blocks the cancelled request left cached end (this one's match stopped there,
+  // with no state to resume from), and at 112.
+  EXPECT_EQ(h.engine->stats().state_snapshots_used, 2);
   EXPECT_EQ(h.engine->stats().state_slots_used, 0);
 }
 
