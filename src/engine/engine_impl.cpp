@@ -190,6 +190,10 @@ EngineImpl::StateSlotCounts EngineImpl::state_slots() const {
   const uint64_t left = fit > uint64_t(counts.running) ? fit - counts.running : 0;
   counts.snapshots = options_.state_snapshots >= 0 ? options_.state_snapshots
                                                    : static_cast<int32_t>(std::min(left, max_seqs));
+  // No prefix cache (turned off, or a model that cannot resume from cached blocks at all):
+  // nothing would use them, so their memory stays with the KV cache.
+  if (!options_.prefix_cache || !parts_.model->info().prefix_cache_unsupported.empty())
+    counts.snapshots = 0;
   return counts;
 }
 

@@ -208,6 +208,13 @@ TEST(EngineRecurrent, NoSnapshotSlotsTurnThePrefixCacheOff) {
   EXPECT_FALSE(refused->model_info().prefix_cache);
   EXPECT_EQ(refused->model_info().prefix_cache_off_reason, "fake: cannot resume");
   EXPECT_EQ(refused->stats().state_snapshots_total, 0);
+
+  // The prefix cache turned off: no snapshot slots, so no state memory set aside for them.
+  EngineOptions off;
+  off.prefix_cache = false;
+  Harness h_off = start_recurrent(off);
+  EXPECT_EQ(h_off.engine->stats().state_snapshots_total, 0);
+  EXPECT_EQ(h_off.engine->model_info().state_bytes, h.engine->model_info().state_bytes);
 }
 
 TEST(EngineRecurrent, SlotsAreSizedByMaxSequencesAndBatchedEqualsAlone) {
