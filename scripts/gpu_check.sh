@@ -102,6 +102,10 @@ if [ "$MODE" != bench8b ]; then
   # Engine::create on the fixtures.
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*'
+  # The same contract and graph replay with the grouped decode launches (MEMRA_GROUPED_DECODE,
+  # off by default until measured).
+  step engine-invariants-grouped 180 env MEMRA_TEST_DEVICE=cuda MEMRA_GROUPED_DECODE=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
   step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*GraphReplay*:*MoeDevice*'
