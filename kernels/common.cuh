@@ -26,6 +26,12 @@ inline void require_non_negative(const char* kernel, int64_t value, const char* 
   if (value < 0) fail(ErrorCode::invalid_argument, "{}: {} is negative ({})", kernel, name, value);
 }
 
+// A generic pointer into shared memory as the 32-bit shared-window address PTX instructions take
+// (ldmatrix, cp.async, mbarrier, wgmma descriptors).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 __device__ __forceinline__ int64_t global_thread() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }

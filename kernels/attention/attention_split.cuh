@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 
@@ -208,8 +209,8 @@ __device__ __forceinline__ void load_cvt(const unsigned char* p, float* out) {
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem)
+               : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/error.h"
 #include "kernels/elementwise/norm_row.cuh"
@@ -319,19 +320,26 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// Puts the outputs of each dtype in `types` that `takes` accepts into launches of up to kMultiOuts
-// outputs (`run(dtype, outs)`); grouped[i] marks the outputs launched. Groups of fewer than
-// min_outputs are left to the caller's one-launch-per-output loop.
-template <typename Takes, typename Run>
-void launch_groups(std::initializer_list<DType> types, const MatmulOut* outs, int n_outs,
-                   int min_outputs, bool* grouped, Takes takes, Run run) {
-  for (DType d : types) {
+// Calls f(std::integral_constant<DType, D>{}) for the one D among Ds equal to the runtime d: a
+// runtime dtype becomes a template argument.
+template <DType... Ds, typename F>
+void with_dtype(DType d, F&& f) {
+  ((d == Ds ? f(std::integral_constant<DType, Ds>{}) : void()), ...);
+}
+
+// Puts the outputs of each dtype of Ds that `takes` accepts into launches of up to kMultiOuts
+// outputs (`run(std::integral_constant<DType, D>, outs)`); grouped[i] marks the outputs launched.
+// Groups of fewer than min_outputs are left to the caller's one-launch-per-output loop.
+template <DType... Ds, typename Takes, typename Run>
+void launch_groups(const MatmulOut* outs, int n_outs, int min_outputs, bool* grouped, Takes takes,
+                   Run run) {
+  for (DType d : {Ds...}) {
     int n_taken = 0;
     for (int i = 0; i < n_outs; ++i) n_taken += !grouped[i] && outs[i].wtype == d && takes(outs[i]);
     if (n_taken < min_outputs) continue;
     matmul_detail::MultiOut m;
     auto flush = [&] {
-      if (m.n > 0) run(d, m);
+      if (m.n > 0) with_dtype<Ds...>(d, [&](auto D) { run(D, m); });
       m = {};
     };
     for (int i = 0; i < n_outs; ++i) {
@@ -357,15 +365,10 @@ void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x
   const auto tiled = [](const MatmulOut& o) {
     return o.layout == WeightLayout::tiled && o.n_out > 0;
   };
-  launch_groups({DType::q4_k, DType::q6_k, DType::q8_0}, outs, n_outs, 1, grouped, tiled,
-                [&](DType d, const matmul_detail::MultiOut& m) {
-                  if (d == DType::q4_k)
-                    matmul_detail::launch_decode_single<DType::q4_k>(x, m, stream);
-                  if (d == DType::q6_k)
-                    matmul_detail::launch_decode_single<DType::q6_k>(x, m, stream);
-                  if (d == DType::q8_0)
-                    matmul_detail::launch_decode_single<DType::q8_0>(x, m, stream);
-                });
+  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0>(
+      outs, n_outs, 1, grouped, tiled, [&](auto D, const matmul_detail::MultiOut& m) {
+        matmul_detail::launch_decode_single<D.value>(x, m, stream);
+      });
 }
 
 // Two or more tiled outputs of one dtype at 1-8 tokens that the tiled decode kernel would run one
@@ -377,19 +380,10 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
     return o.layout == WeightLayout::tiled && o.n_out > 0 && !exact_path(o.wtype, n_in) &&
            !uses_wgmma(o, x.n_tokens);
   };
-  launch_groups({DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16}, outs, n_outs, 2,
-                grouped, takes, [&](DType d, const matmul_detail::MultiOut& m) {
-                  if (d == DType::q4_k)
-                    matmul_detail::launch_decode_tiled_multi<DType::q4_k>(x, m, stream);
-                  if (d == DType::q6_k)
-                    matmul_detail::launch_decode_tiled_multi<DType::q6_k>(x, m, stream);
-                  if (d == DType::q8_0)
-                    matmul_detail::launch_decode_tiled_multi<DType::q8_0>(x, m, stream);
-                  if (d == DType::f16)
-                    matmul_detail::launch_decode_tiled_multi<DType::f16>(x, m, stream);
-                  if (d == DType::bf16)
-                    matmul_detail::launch_decode_tiled_multi<DType::bf16>(x, m, stream);
-                });
+  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16>(
+      outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
+        matmul_detail::launch_decode_tiled_multi<D.value>(x, m, stream);
+      });
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   }
 }
 
-// Off until a GPU run has measured it (written after the session's last device call):
+// Off until a GPU run has measured it (docs/PERFORMANCE.md, eleventh round):
 // MEMRA_GROUPED_DECODE=1 turns it on; kernel-check turns it on to prove its bits.
 bool grouped_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_GROUPED_DECODE", false);

@@ -11,15 +11,15 @@
 
 #include <cstdint>
 
+#include "kernels/common.cuh"
+
 namespace memra::kernels::matmul_detail {
 
 // The canonical reduction chunk: every output element is the left-to-right f32 sum of partials
 // over consecutive 256-element slices of K, each partial an mma chain started from zero.
 constexpr int kChunk = 256;
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+using detail::smem_addr;
 
 // 16-byte global -> shared copy, bypassing L1. src_bytes 0 writes zeros (src must still be a valid
 // address).
