@@ -14,7 +14,9 @@
 //   (the last may be shorter). Chunk c's partial p_c: for F16/BF16, an mma chain over its k16
 //   steps in increasing order from +0; for quantized types, p starts at +0 and for each scale
 //   group g of the chunk in order, s_g = an mma chain over the group's k16 steps from +0, then
-//   p = fma(scale_g, s_g, p) and, for types with a bias, p = fma(bias_g, xsum_g, p). Then
+//   p = fma(scale_g, s_g, p) and, for types with a bias, p = fma(bias_g, xsum_g, p); for Q4_K and
+//   Q5_K, the folded order instead (fold.cuh): one chain over the chunk with each group's integer
+//   scale in the A operand, one more k16 step for the mins, p = fma(d, s, -32 dmin * b). Then
 //   y = (((p_0 + p_1) + p_2) + ...) in f32, times the row's power of two. The chunk and group
 //   sizes are constants of the dtype, so the order depends on K alone. A plain chain over all of
 //   K would make every output wait on K/16 dependent mmas; fixed chunks let the decode kernel

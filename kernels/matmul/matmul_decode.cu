@@ -7,6 +7,7 @@
 // adds the chunk partials in chunk order (matmul.cu).
 #include "kernels/launch.cuh"
 #include "kernels/matmul/decode_common.cuh"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -136,6 +137,47 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
             b_step(s, b);
 #pragma unroll
             for (int m = 0; m < C::kTiles; ++m) mma_step<D, kNT>(acc[m], rows[m], s, t, b);
+          }
+        }
+      } else if constexpr (kFold<D>) {  // fold.cuh: one chain, then the mins' step
+        static_assert(W::kBlock == kChunk, "a chunk is one block");
+        FoldRow fr[C::kTiles][2];
+#pragma unroll
+        for (int m = 0; m < C::kTiles; ++m) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) fr[m][h] = fold_row(rows[m][h]);
+        }
+#pragma unroll
+        for (int s = 0; s < kChunk / 16; ++s) {
+          uint2 b[kNT];
+          b_step(s, b);
+#pragma unroll
+          for (int m = 0; m < C::kTiles; ++m) {
+            const uint2 lo =
+                fold_half(weight_frag<D>(rows[m][0], s, t), fold_scale(fr[m][0], s >> 1));
+            const uint2 hi =
+                fold_half(weight_frag<D>(rows[m][1], s, t), fold_scale(fr[m][1], s >> 1));
+            const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) mma_f16(acc[m][n], af, b[n].x, b[n].y);
+          }
+        }
+        uint2 bb[kNT];
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) {
+          const int tok = 8 * n + g;
+          bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+        }
+#pragma unroll
+        for (int m = 0; m < C::kTiles; ++m) {
+          uint32_t ba[4];
+          bias_a(fr[m][0], fr[m][1], t, ba);
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+            float b[4] = {};
+            mma_f16(b, ba, bb[n].x, bb[n].y);
+            const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
+            fold_chunk(acc[m][n], s4, b, fr[m][0], fr[m][1]);
           }
         }
       } else {

@@ -1,5 +1,7 @@
-// The one-token decode matmul over tiled K-quant weights (Q4_K, Q6_K, Q8_0): the group sums of a
-// chunk land in the mma's N columns instead of tokens.
+// The one-token decode matmul over tiled K-quant weights (Q6_K, Q8_0): the group sums of a chunk
+// land in the mma's N columns instead of tokens. Q4_K's folded order (fold.cuh) has one chain per
+// chunk, not one per group, so there the token sits in column 0 (fold_partial, tiled_chunk.cuh);
+// the block shape, the chunk rounds and the expert mode are shared.
 //
 // Why. With tokens in N (matmul_decode_tiled.cu), a one-token decode uses one column of eight:
 // every lane still runs each scale group's scaling (8 FMA on four accumulators, of which one lane
@@ -25,6 +27,69 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
+
+// The chunk partial of rows g, g + 8 with scale groups in the mma's columns (types in the
+// per-group order): p[0], p[1] in every lane of the quad.
+template <DType D>
+__device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneChunk<D>& cur,
+                                                int lane, int k0, float (&p)[2]) {
+  using T = Tiled<D>;
+  static_assert(T::kScaled, "groups as columns needs scale groups");
+  constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
+  constexpr int kSets = kChunk / T::kGroup / 8;  // accumulator tiles of 8 groups: 1 or 2
+  const int g = lane >> 2, t = lane & 3;
+  // This lane's x fragments: the steps of the groups in column g (one per set).
+  uint2 xf[kSets][kGroupSteps];
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+#pragma unroll
+    for (int u = 0; u < kGroupSteps; ++u)
+      xf[set][u] = x_frag(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
+  }
+  float s[kSets][4] = {};
+#pragma unroll
+  for (int st = 0; st < kChunk / 16; ++st) {
+    const int grp = st / kGroupSteps, set = grp / 8, col = grp % 8, u = st % kGroupSteps;
+    uint32_t af[4];
+    T::frag(cur.quad[st >> 2], st & 3, af);
+    const bool mine = g == col;
+    mma_f16(s[set], af, mine ? xf[set][u].x : 0u, mine ? xf[set][u].y : 0u);
+  }
+  // The chunk partial of rows g, g + 8: groups in order, lane t applying 2t and 2t + 1.
+  float2 xs[kSets] = {};
+  if constexpr (T::kBias) {
+#pragma unroll
+    for (int set = 0; set < kSets; ++set)
+      xs[set] = *reinterpret_cast<const float2*>(a.xsum + (k0 >> 5) + 8 * set + 2 * t);
+  }
+  p[0] = 0.0f;
+  p[1] = 0.0f;
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+    float2 sc[2][2];  // [row g / g + 8][group 2t / 2t + 1]: {scale, bias}
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) sc[h][i] = T::scale(cur.head[h], 8 * set + 2 * t + i);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (t == q) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float x_sum = i == 0 ? xs[set].x : xs[set].y;
+          p[0] = fmaf(sc[0][i].x, s[set][i], p[0]);
+          if constexpr (T::kBias) p[0] = fmaf(sc[0][i].y, x_sum, p[0]);
+          p[1] = fmaf(sc[1][i].x, s[set][2 + i], p[1]);
+          if constexpr (T::kBias) p[1] = fmaf(sc[1][i].y, x_sum, p[1]);
+        }
+      }
+      const int src = (lane & ~3) | q;
+      p[0] = __shfl_sync(0xffffffffu, p[0], src);
+      p[1] = __shfl_sync(0xffffffffu, p[1], src);
+    }
+  }
+}
 
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code.
@@ -52,9 +117,6 @@ __global__ void __launch_bounds__(kThreads, 3)
     a.xsum += row * a.xsum_stride;
     a.xinv += row;
   }
-  static_assert(T::kScaled, "groups as columns needs scale groups");
-  constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
-  constexpr int kSets = kChunk / T::kGroup / 8;  // accumulator tiles of 8 groups: 1 or 2
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
@@ -71,57 +133,17 @@ __global__ void __launch_bounds__(kThreads, 3)
       const int k0 = c * kChunk;
       LaneChunk<D> cur;
       cur.load(tile + static_cast<int64_t>(c) * T::kBytes, lane);
-      // This lane's x fragments: the steps of the groups in column g (one per set).
-      uint2 xf[kSets][kGroupSteps];
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-#pragma unroll
-        for (int u = 0; u < kGroupSteps; ++u)
-          xf[set][u] = x_frag(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
+      float p[2];
+      if constexpr (kFold<D>) {
+        // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
+        float f[4];
+        fold_partial(a, cur, lane, k0, f);
+        p[0] = f[0];
+        p[1] = f[2];
+      } else {
+        columns_partial(a, cur, lane, k0, p);
       }
-      float s[kSets][4] = {};
-#pragma unroll
-      for (int st = 0; st < kChunk / 16; ++st) {
-        const int grp = st / kGroupSteps, set = grp / 8, col = grp % 8, u = st % kGroupSteps;
-        uint32_t af[4];
-        T::frag(cur.quad[st >> 2], st & 3, af);
-        const bool mine = g == col;
-        mma_f16(s[set], af, mine ? xf[set][u].x : 0u, mine ? xf[set][u].y : 0u);
-      }
-      // The chunk partial of rows g, g + 8: groups in order, lane t applying 2t and 2t + 1.
-      float2 xs[kSets] = {};
-      if constexpr (T::kBias) {
-#pragma unroll
-        for (int set = 0; set < kSets; ++set)
-          xs[set] = *reinterpret_cast<const float2*>(a.xsum + (k0 >> 5) + 8 * set + 2 * t);
-      }
-      float p[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-        float2 sc[2][2];  // [row g / g + 8][group 2t / 2t + 1]: {scale, bias}
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i) sc[h][i] = T::scale(cur.head[h], 8 * set + 2 * t + i);
-        }
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if (t == q) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              const float x_sum = i == 0 ? xs[set].x : xs[set].y;
-              p[0] = fmaf(sc[0][i].x, s[set][i], p[0]);
-              if constexpr (T::kBias) p[0] = fmaf(sc[0][i].y, x_sum, p[0]);
-              p[1] = fmaf(sc[1][i].x, s[set][2 + i], p[1]);
-              if constexpr (T::kBias) p[1] = fmaf(sc[1][i].y, x_sum, p[1]);
-            }
-          }
-          const int src = (lane & ~3) | q;
-          p[0] = __shfl_sync(0xffffffffu, p[0], src);
-          p[1] = __shfl_sync(0xffffffffu, p[1], src);
-        }
-      }
-      if (t == 0) {  // every lane of the quad holds the partial now
+      if (t == 0) {  // lanes t == 0 hold the partial
         float* mine = part + ((r & 1) * kWarps + warp) * Sum::kPartFloats;
         mine[g] = p[0];
         mine[g + 8] = p[1];

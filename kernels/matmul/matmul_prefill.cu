@@ -8,6 +8,7 @@
 // ldmatrix. Per element, the mma chains, the group steps and the chunk sum are the decode
 // kernel's exactly (matmul.cu). Tiled weights have their own kernel (matmul_prefill_tiled.cu).
 #include "kernels/launch.cuh"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
@@ -109,13 +110,14 @@ struct Prefill {
       const int s = i >> 1, rr = (tid >> 2) + (kThreads / 4) * (i & 1);
       if (s < steps) {
         const uint8_t* row = src + rr * C::kSlot + (raw_start(rr, rs) & 15);
-        const uint2 v = weight_frag<D>(row, step0 + s, t);
+        uint2 v = weight_frag<D>(row, step0 + s, t);
+        if constexpr (kFold<D>) v = fold_half(v, fold_scale(fold_row(row), (step0 + s) >> 1));
         uint32_t* o = reinterpret_cast<uint32_t*>(dst + rr * kAStride + 16 * s + 2 * t);
         o[0] = v.x;
         o[4] = v.y;  // columns 2t + 8, 2t + 9
       }
     }
-    if constexpr (W::kScaled) {
+    if constexpr (W::kScaled && !kFold<D>) {  // the folded types scale A itself (fold.cuh)
       constexpr int kGroupSteps = W::kGroup / 16;
       float2* table = sc + (q & 1) * kBM * C::kGroups;
       for (int i = tid; i < kBM * C::kGroups; i += kThreads) {
@@ -146,6 +148,41 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[kM][4][4], const uint16_t
   for (int m = 0; m < kM; ++m) {
 #pragma unroll
     for (int n = 0; n < 4; ++n) mma_f16(acc[m][n], af[m], bf[n].x, bf[n].y);
+  }
+}
+
+// The folded types' chunk end (fold.cuh): acc holds s of chunk c for the warp's rows r0.. and
+// tokens 32 wn..; the mins' step and p = fma(d, s, nb * b) replace it by the chunk partial. The
+// chunk's raw blocks are still in their stage (the next issue into it comes after this chunk).
+template <DType D, int kM>
+__device__ __forceinline__ void fold_tiles(const Prefill<D>& p, float (&acc)[kM][4][4], int c,
+                                           int r0, int wn, int lane) {
+  using C = PrefillCfg<D>;
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* src = p.raw + (c & 1) * C::kRawBytes;
+  uint2 bb[4];
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+    const int tok = p.tok0 + wn * 32 + 8 * n + g;
+    bb[n] = bias_b(tok < p.a.n_tokens ? p.a.xsum + tok * p.a.xsum_stride : nullptr, c, t);
+  }
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    FoldRow fr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = r0 + 16 * m + 8 * h + g;
+      fr[h] = fold_row(src + rr * C::kSlot + (p.raw_start(rr, c) & 15));
+    }
+    uint32_t ba[4];
+    bias_a(fr[0], fr[1], t, ba);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      float b[4] = {};
+      mma_f16(b, ba, bb[n].x, bb[n].y);
+      const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
+      fold_chunk(acc[m][n], s4, b, fr[0], fr[1]);
+    }
   }
 }
 
@@ -185,10 +222,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_kernel(const MatmulArgs a
     const uint16_t* A = p.ah + (q & 1) * kBM * kAStride + (wm * kRowsW + (lane & 15)) * kAStride;
     const uint16_t* X = p.xs + (q % 3) * kBN * kXStride + (wn * 32 + g) * kXStride + 4 * t;
     const int steps = min(kSub, a.n_in - q * kSub) / 16;
-    if constexpr (!W::kScaled) {
+    if constexpr (!W::kScaled || kFold<D>) {
 #pragma unroll
       for (int s = 0; s < kSub / 16; ++s) {
         if (s < steps) mma_tiles<kM>(acc, A, X, s, lane);
+      }
+      if constexpr (kFold<D>) {
+        if ((q & 3) == 3) fold_tiles(p, acc, q >> 2, wm * kRowsW, wn, lane);
       }
     } else {
       constexpr int kGroupSteps = W::kGroup / 16;

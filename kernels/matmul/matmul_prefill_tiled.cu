@@ -15,6 +15,7 @@
 // Per element the order is matmul.cu's canonical one: mma chains over a group's (F16/BF16: the
 // chunk's) k16 steps from +0, groups folded with fma in order, chunks summed left to right.
 #include "kernels/launch.cuh"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -126,7 +127,7 @@ struct TiledPrefill {
   // Chunk c's {scale, bias} for every row and group (quantized types), from its landed records:
   // two threads a row, each loading the row's header once.
   __device__ void build_table(int c) {
-    if constexpr (C::kScaled) {
+    if constexpr (C::kScaled && !kFold<D>) {  // the folded types scale A itself (fold.cuh)
       constexpr int kHalf = C::kGroups / 2;
       const uint8_t* src = recs + (c & 1) * C::kRecStage;
       float2* table = tables + (c & 1) * kBM * C::kTableStride;
@@ -203,6 +204,47 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_tiled_kernel(const Matmul
           af[m][3] = v.w;
         }
         mma_block<kM, kN>(acc, af, X, s);
+      }
+    } else if constexpr (kFold<D>) {  // fold.cuh: one chain over the chunk, then the mins
+      const uint8_t* R = p.recs + (c & 1) * C::kRecStage + wm * kM * T::kBytes;
+      typename T::Quad quad[kM];
+      FoldRow fr[kM][2];
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        quad[m] = T::load(R + m * T::kBytes, u, lane);
+        fr[m][0] = fold_row(T::head(R + m * T::kBytes, g));
+        fr[m][1] = fold_row(T::head(R + m * T::kBytes, g + 8));
+      }
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        uint32_t af[kM][4];
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          T::frag(quad[m], v, af[m]);
+          fold_frag(af[m], fold_scale(fr[m][0], (4 * u + v) >> 1),
+                    fold_scale(fr[m][1], (4 * u + v) >> 1));
+        }
+        mma_block<kM, kN>(acc, af, X, v);
+      }
+      if (u == 3) {
+        uint2 bb[kN];
+#pragma unroll
+        for (int n = 0; n < kN; ++n) {
+          const int tok = p.tok0 + wn * 32 + 8 * n + g;
+          bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+        }
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          uint32_t ba[4];
+          bias_a(fr[m][0], fr[m][1], t, ba);
+#pragma unroll
+          for (int n = 0; n < kN; ++n) {
+            float b[4] = {};
+            mma_f16(b, ba, bb[n].x, bb[n].y);
+            const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
+            fold_chunk(acc[m][n], s4, b, fr[m][0], fr[m][1]);
+          }
+        }
       }
     } else {
       // Chunk c + 1's records came with this sub-stage's group: its table goes to the other slot

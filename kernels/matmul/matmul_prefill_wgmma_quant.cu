@@ -5,10 +5,12 @@
 // tokens and issues eight mma per step and warp; here a warpgroup's one wgmma.m64n64k16 covers a
 // step of 64 rows x 64 tokens.
 //
-// Per element the order is matmul.cu's canonical one, as in every matmul kernel: each scale group's
-// mma chain from +0 (a register pair zeroed beforehand), p = fma(scale, s_g, p) then, for Q4_K,
-// p = fma(bias, xsum_g, p) in group order, chunks summed left to right. wgmma's k16 step gives
-// mma.sync's bits (matmul_prefill_wgmma.cu); kernel-check compares this kernel with the
+// Q4_K takes the folded order (fold.cuh): one wgmma chain over a chunk's 16 steps with the scaled
+// quants in A, the mins' step on mma.sync, d and dmin once per chunk (fold_chunk_wgmma below).
+// For Q6_K and Q8_0 the order is matmul.cu's canonical one, as in every matmul kernel: each scale
+// group's mma chain from +0, p = fma(scale, s_g, p) in group order, chunks summed left to right
+// (the bias branch below serves a type with group mins, none today). wgmma's k16 step
+// gives mma.sync's bits (matmul_prefill_wgmma.cu); kernel-check compares this kernel with the
 // ggml-layout mma.sync kernel bit for bit.
 //
 // Block: 128 weight rows (two warpgroups, warp w owns tile w) x 64 tokens, K a 256-element chunk
@@ -19,9 +21,10 @@
 // with the scale-d predicate off instead of on registers zeroed after the previous use: writing
 // registers that an in-flight wgmma owns made ptxas inject waits for it (warning C7517), and
 // without the zeroing Q6_K/Q8_0 drop from 220/255 registers to 166/161 (8B gate at 512 tokens:
-// Q6_K 427 -> 372 us, Q8_0 341 -> 321). Q4_K keeps the zeroing: with its bias terms it stays at
-// the 255-register cap either way, and scale-d off measured 3% slower there.
+// Q6_K 427 -> 372 us, Q8_0 341 -> 321). (Q4_K, in the per-group order until 2026-12-01, stayed at
+// the 255-register cap with its bias terms and spilled; folded it needs 174 and none.)
 #include "kernels/launch.cuh"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -46,6 +49,65 @@ struct QuantCfg {
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
 };
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Chunk c for the folded types (fold.cuh): s = one wgmma chain over the chunk's 16 steps, A = the
+// scaled quants, decoded four steps at a time into alternating register sets (a set is rewritten
+// only after the wgmmas that read it are done); then the mins' step on mma.sync (the same
+// instruction as every other kernel's) and total += fma(d, s, nb * b). s and b: scratch
+// accumulators (the per-group sets, unused by these types).
+template <DType D>
+__device__ __forceinline__ void fold_chunk_wgmma(const MatmulArgs& a, const uint8_t* rec,
+                                                 const uint8_t* X, const uint4& head_g,
+                                                 const uint4& head_g8, int c, int tok0, int lane,
+                                                 float (&s)[8][4], float (&b)[8][4],
+                                                 float (&total)[8][4]) {
+  using T = Tiled<D>;
+  const int g = lane >> 2, t = lane & 3;
+  const FoldRow fr_g = fold_row(head_g), fr_g8 = fold_row(head_g8);
+  uint32_t af[2][4][4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const typename T::Quad quad = T::load(rec, u, lane);
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      T::frag(quad, v, af[u & 1][v]);
+      fold_frag(af[u & 1][v], fold_scale(fr_g, (4 * u + v) >> 1),
+                fold_scale(fr_g8, (4 * u + v) >> 1));
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const uint64_t desc = b_desc(X + (4 * u + v) * kStepBytes);
+      if (u == 0 && v == 0)
+        wgmma_m64n64k16<false>(s, af[u & 1][v], desc);
+      else
+        wgmma_m64n64k16<true>(s, af[u & 1][v], desc);
+    }
+    wgmma_commit();
+    if (u < 3) wgmma_wait<1>();  // set (u + 1) & 1's previous readers are done
+  }
+  uint2 bb[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const int tok = tok0 + 8 * n + g;
+    bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+  }
+  uint32_t ba[4];
+  bias_a(fr_g, fr_g8, t, ba);
+  wgmma_wait<0>();
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) b[n][i] = 0.0f;
+    mma_f16(b[n], ba, bb[n].x, bb[n].y);
+    float p[4];
+    fold_chunk(p, s[n], b[n], fr_g, fr_g8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) total[n][i] = c == 0 ? p[i] : __fadd_rn(total[n][i], p[i]);
+  }
+}
+#endif
 
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const MatmulArgs a) {
@@ -95,6 +157,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
     const uint8_t* rec = stage + warp * T::kBytes;
     const uint8_t* X = stage + C::kRecStage;
     const typename T::Head head_g = T::head(rec, g), head_g8 = T::head(rec, g + 8);
+    if constexpr (kFold<D>) {
+      fold_chunk_wgmma<D>(a, rec, X, head_g, head_g8, c, tok0, lane, grp[0], grp[1], total);
+      continue;
+    }
     // p += group j's partial (set j % 2), scaled; for Q4_K the set is zeroed for group j + 2.
     auto apply = [&](int j, float(&s)[8][4]) {
       const float2 sc_g = T::scale(head_g, j), sc_g8 = T::scale(head_g8, j);

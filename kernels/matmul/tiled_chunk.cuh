@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/matmul/decode_common.cuh"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
 
@@ -27,16 +28,18 @@ struct LaneChunk {
 };
 
 // acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
-// tile in step order (the whole chunk for F16/BF16, one scale group for quantized types).
+// tile in step order (the whole chunk for F16/BF16 and the folded types, one scale group for the
+// other quantized types). fold: the rows' headers, whose group scales multiply A (fold.cuh).
 template <DType D, int kNT, int kSteps>
 __device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D>& cur,
                                           const uint2* b1, int g, int t, int k0, int s0,
-                                          float (&acc)[kNT][4]) {
+                                          float (&acc)[kNT][4], const FoldRow* fold = nullptr) {
 #pragma unroll
   for (int u = 0; u < kSteps; ++u) {
     const int s = s0 + u;
     uint32_t af[4];
     Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
+    if constexpr (kFold<D>) fold_frag(af, fold_scale(fold[0], s >> 1), fold_scale(fold[1], s >> 1));
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
       const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
@@ -57,6 +60,21 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
   const int g = lane >> 2, t = lane & 3;
   if constexpr (!T::kScaled) {
     mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc);
+  } else if constexpr (kFold<D>) {
+    const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
+    float s[kNT][4] = {};
+    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, s, rows);
+    uint32_t ba[4];
+    bias_a(rows[0], rows[1], t, ba);
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const int tok = 8 * n + g;
+      const uint2 bb =
+          bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, k0 / kChunk, t);
+      float b[4] = {};
+      mma_f16(b, ba, bb.x, bb.y);
+      fold_chunk(acc[n], s[n], b, rows[0], rows[1]);
+    }
   } else {
     // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
     float2 own[2][kGroups / 4];
@@ -85,6 +103,37 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
       for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[n], grp[n], sc[0], sc[1], xs[n]);
     }
   }
+}
+
+// The folded chunk partial (fold.cuh) of one token, x row 0 of a, in the mma's column 0: p's
+// registers 0 and 2 in lanes t == 0 hold rows g and g + 8. The one-token kernel's form of
+// chunk_partial<D, 1> for the folded types (matmul_decode_single.cu), with the same operands in
+// the same steps, so the same bits.
+template <DType D>
+__device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChunk<D>& cur, int lane,
+                                             int k0, float (&p)[4]) {
+  static_assert(kFold<D>, "the folded types");
+  const int g = lane >> 2, t = lane & 3;
+  uint2 xf[kChunk / 16];  // the token's B fragments, issued before the decoding
+#pragma unroll
+  for (int st = 0; st < kChunk / 16; ++st)
+    xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
+                    : make_uint2(0u, 0u);
+  const uint2 bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
+  const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
+  float s[4] = {};
+#pragma unroll
+  for (int st = 0; st < kChunk / 16; ++st) {
+    uint32_t af[4];
+    Tiled<D>::frag(cur.quad[st >> 2], st & 3, af);
+    fold_frag(af, fold_scale(rows[0], st >> 1), fold_scale(rows[1], st >> 1));
+    mma_f16(s, af, xf[st].x, xf[st].y);
+  }
+  uint32_t ba[4];
+  bias_a(rows[0], rows[1], t, ba);
+  float b[4] = {};
+  mma_f16(b, ba, bb.x, bb.y);
+  fold_chunk(p, s, b, rows[0], rows[1]);
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -5,7 +5,9 @@
 // small integer q, and every such q is exact in f16. So the tensor cores multiply the integers q
 // (f16) by x (f16, matmul.cu), and the group's scale and bias are applied in f32 after each
 // group's mma chain: sum_e w_e x_e = scale * sum_e q_e x_e + bias * sum_e x_e, the second sum
-// precomputed per 32 elements of x. Scale and bias are the CPU dequantizer's f32 values
+// precomputed per 32 elements of x (Q4_K and Q5_K fold their integer group scales into the
+// operand instead and apply d and dmin once per block: fold.cuh). Scale and bias are the CPU
+// dequantizer's f32 values
 // (src/formats/quant_k.cpp, quant_legacy.cpp): each is one exact product (an f16 by a 6- or
 // 8-bit integer).
 //

@@ -1,0 +1,115 @@
+// Private to kernels/matmul: the folded canonical order of Q4_K and Q5_K (matmul.cu).
+//
+// Why. A Q4_K / Q5_K weight is d * sc_j * q - dmin * m_j, with 6-bit integers sc_j and m_j per
+// 32-element group j of a 256-element block and q < 32. Scaling each group's own mma chain in f32
+// costs one CUDA-core FMA per row, token and group (two with the mins) beside the tensor cores'
+// 32 multiply-adds: on an H200 SM as long as the tensor work itself, and the quantized wgmma
+// prefill kernel reached 11% of the tensor rate that way. Here the integer scale rides in the A
+// operand instead: sc_j * q <= 63 * 31 = 1953 is an exact f16 integer, so one mma chain over the
+// chunk gives sum_j sc_j sum_e q_e x_e, the mins' term is one more mma step, and d and dmin are
+// applied on the CUDA cores once per chunk: 17 tensor steps and 3 CUDA-core operations per row,
+// token and 256 elements instead of 16 steps and 16 operations.
+//
+// The chunk partial of one 256-element block (kChunk), for a row and a token:
+//   s = mma chain over the chunk's 16 k16 steps from +0, A = sc_j * q (f16, exact);
+//   b = one k16 step from +0: A element e = m_(e % 8); B element e = the f16 hi (e < 8) or lo
+//       (e >= 8) part of v = xsum_(e % 8) / 32 (the group sums of the f16 x, matmul.cu), hi =
+//       f16(v), lo = f16(v - hi): hi + lo carries ~22 bits of the f32 sum, m * hi and m * lo are
+//       exact, and v stays below f16's range (|x| < 2^15, 32 elements);
+//   p = fma(d, s, (-32 dmin) * b).
+// Every kernel computes s and b with these operands in mma.sync-equivalent steps (a wgmma k16
+// step gives mma.sync's bits, matmul_prefill_wgmma.cu) and p with these two operations, so p is a
+// function of the row's block and the token's x alone: batch-invariant like the other types.
+#pragma once
+
+#include "core/dtype.h"
+#include "kernels/matmul/mma_util.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+template <DType D>
+inline constexpr bool kFold = D == DType::q4_k || D == DType::q5_k;
+
+// A row's block header unpacked: the first 16 bytes of a Q4_K / Q5_K block (f16 d, f16 dmin,
+// scales[12]), which a tiled Q4_K record keeps per row too. Byte j of sc[0] / sc[1] is sc_j /
+// sc_(4 + j), the same for m: scale_min_k4 (weight_frag.cuh) for the eight groups at once.
+struct FoldRow {
+  uint32_t sc[2], m[2];
+  float d, nb;  // d and -32 dmin
+};
+__device__ __forceinline__ FoldRow fold_row(const uint4& h) {
+  FoldRow r;
+  r.sc[0] = h.y & 0x3f3f3f3fu;
+  r.sc[1] = (h.w & 0x0f0f0f0fu) | ((h.y >> 2) & 0x30303030u);
+  r.m[0] = h.z & 0x3f3f3f3fu;
+  r.m[1] = ((h.w >> 4) & 0x0f0f0f0fu) | ((h.z >> 2) & 0x30303030u);
+  r.d = __half2float(__ushort_as_half(static_cast<unsigned short>(h.x & 0xffffu)));
+  r.nb = -32.0f * __half2float(__ushort_as_half(static_cast<unsigned short>(h.x >> 16)));
+  return r;
+}
+// The header of a raw block in shared or global memory (16-byte aligned: 144 and 176 are
+// multiples of 16 and rows start aligned).
+__device__ __forceinline__ FoldRow fold_row(const uint8_t* blk) {
+  return fold_row(*reinterpret_cast<const uint4*>(blk));
+}
+
+// sc_j as an f16 pair (both halves), exact.
+__device__ __forceinline__ uint32_t fold_scale(const FoldRow& r, int j) {
+  const uint32_t k = static_cast<uint32_t>(j & 3);
+  return exact_f16x2<0>(__byte_perm(j < 4 ? r.sc[0] : r.sc[1], 0u, k | (k << 8) | 0x4040u));
+}
+__device__ __forceinline__ uint32_t hmul_bits(uint32_t a, uint32_t b) {
+  return h2_bits(__hmul2(bits_h2(a), bits_h2(b)));
+}
+// An A fragment (registers: rows g, g + 8, g, g + 8) times its rows' group scales: exact, the
+// products are integers below 2048.
+__device__ __forceinline__ void fold_frag(uint32_t (&af)[4], uint32_t s_g, uint32_t s_g8) {
+  af[0] = hmul_bits(af[0], s_g);
+  af[1] = hmul_bits(af[1], s_g8);
+  af[2] = hmul_bits(af[2], s_g);
+  af[3] = hmul_bits(af[3], s_g8);
+}
+// One row's fragment half (weight_frag.cuh's Weight<D>::frag: elements {4t, 4t + 1}, {4t + 2,
+// 4t + 3} of a step) times the row's group scale.
+__device__ __forceinline__ uint2 fold_half(uint2 v, uint32_t s) {
+  return make_uint2(hmul_bits(v.x, s), hmul_bits(v.y, s));
+}
+
+// The mins' step's A fragment for rows g (r0) and g + 8 (r8): lane t holds elements 4t .. 4t + 3
+// (weight_frag.cuh's k permutation), element e being m_(e % 8).
+__device__ __forceinline__ void bias_a(const FoldRow& r0, const FoldRow& r8, int t,
+                                       uint32_t (&af)[4]) {
+  // Selects, not r.m[t & 1]: a runtime index would put the rows in local memory.
+  const uint32_t w0 = (t & 1) ? r0.m[1] : r0.m[0], w8 = (t & 1) ? r8.m[1] : r8.m[0];
+  af[0] = exact_f16x2<0>(__byte_perm(w0, 0u, 0x4140));
+  af[1] = exact_f16x2<0>(__byte_perm(w8, 0u, 0x4140));
+  af[2] = exact_f16x2<0>(__byte_perm(w0, 0u, 0x4342));
+  af[3] = exact_f16x2<0>(__byte_perm(w8, 0u, 0x4342));
+}
+
+__device__ __forceinline__ uint32_t bias_pair(float a, float b, bool lo) {
+  const float va = a * 0.03125f, vb = b * 0.03125f;
+  const __half2 hi = __floats2half2_rn(va, vb);
+  if (!lo) return h2_bits(hi);
+  const float2 h = __half22float2(hi);
+  return pack_f16(__fsub_rn(va, h.x), __fsub_rn(vb, h.y));
+}
+// The mins' step's B fragment for one token (xsum_row: its group sums; null: a token past the
+// batch, zeros): elements 4t .. 4t + 3 are the hi (t < 2) or lo (t >= 2) parts of the sums of
+// groups 4 (t % 2) .. + 3 of chunk c.
+__device__ __forceinline__ uint2 bias_b(const float* xsum_row, int c, int t) {
+  if (xsum_row == nullptr) return make_uint2(0u, 0u);
+  const float4 v = __ldg(reinterpret_cast<const float4*>(xsum_row + 8 * c + 4 * (t & 1)));
+  return make_uint2(bias_pair(v.x, v.y, t >= 2), bias_pair(v.z, v.w, t >= 2));
+}
+
+// p = fma(d, s, nb * b) on an mma C fragment: registers 0, 1 are row g (r0), 2, 3 row g + 8.
+__device__ __forceinline__ void fold_chunk(float (&p)[4], const float (&s)[4], const float (&b)[4],
+                                           const FoldRow& r0, const FoldRow& r8) {
+  p[0] = fmaf(r0.d, s[0], __fmul_rn(r0.nb, b[0]));
+  p[1] = fmaf(r0.d, s[1], __fmul_rn(r0.nb, b[1]));
+  p[2] = fmaf(r8.d, s[2], __fmul_rn(r8.nb, b[2]));
+  p[3] = fmaf(r8.d, s[3], __fmul_rn(r8.nb, b[3]));
+}
+
+}  // namespace memra::kernels::matmul_detail
