@@ -213,8 +213,8 @@ if [ "$MODE" != quick ]; then
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
   bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
-  # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers; no CUDA
-  # graphs yet): its first GPU figures.
+  # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers; decode
+  # steps replayed as CUDA graphs since the twelfth round): its first GPU figures.
   rm -f "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
 fi

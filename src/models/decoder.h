@@ -114,6 +114,9 @@ class DecoderModel : public Model {
   // out (backend memory; the host logits span on the CPU), then the greedy ids when argmax_cols.
   void logits_block(const float* x, float* out, int32_t argmax_cols);
   void trace(const char* name, int il, const float* data, int64_t n_rows, int64_t n_cols);
+  // Grows b to hold `bytes`; a move forgets the backend's graphs (they point into b). For an
+  // architecture's own step buffers too, so recorded decode steps never read a freed one.
+  void grow(Buffer& b, size_t bytes);
 
   std::shared_ptr<const ModelArchive> archive_;
   ModelConfig cfg_;
@@ -150,8 +153,6 @@ class DecoderModel : public Model {
   // Grows the step buffers to n tokens and n_logits logit rows (the logits and ids buffers only
   // when asked: the CPU writes logits into the caller's span).
   void reserve(int64_t n, int64_t n_logits, bool logits, bool ids);
-  // Grows b to hold `bytes`; a move forgets the backend's graphs (they point into b).
-  void grow(Buffer& b, size_t bytes);
 
   std::vector<int32_t> graph_buckets_;  // empty: every step eager
   int32_t graph_context_limit_ = 0;

@@ -22,14 +22,11 @@ class Gemma4Model final : public DecoderModel {
  public:
   using DecoderModel::DecoderModel;
 
-  // No graph replay yet (the per-layer input buffers are grown outside the base's scratch), and
-  // the per-layer input buffers sized for the largest step up front.
+  // The per-layer input buffers sized for the largest step up front, so that recorded decode
+  // steps find them where they were (a later growth goes through grow(), which drops the graphs).
   std::vector<int32_t> prepare(const StepLimits& limits) override {
-    StepLimits eager = limits;
-    eager.graphs = false;
-    std::vector<int32_t> buckets = DecoderModel::prepare(eager);
     reserve_ple(limits.max_batch_tokens);
-    return buckets;
+    return DecoderModel::prepare(limits);
   }
 
   void forward_layers(int64_t n, const BackendKvCache& kv) override {
@@ -60,11 +57,7 @@ class Gemma4Model final : public DecoderModel {
     if (cfg_.n_embd_per_layer == 0) return;
     const size_t width = static_cast<size_t>(cfg_.n_layers) * cfg_.n_embd_per_layer;
     const size_t bytes = static_cast<size_t>(n) * width * sizeof(float);
-    for (Buffer* b : {&ple_tok_, &ple_, &ple_layers_}) {
-      if (b->bytes() >= bytes) continue;
-      b->reset();
-      *b = ops_->alloc(bytes);
-    }
+    for (Buffer* b : {&ple_tok_, &ple_, &ple_layers_}) grow(*b, bytes);
   }
 
   // The per-layer inputs of the step: (rms_norm(proj(x) / sqrt(n_embd)) + embed_pl(tokens) *

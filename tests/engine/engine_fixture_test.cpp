@@ -286,10 +286,10 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
   const bool on_cpu = o.device == "cpu";
   // The MoE fixtures' BF16 experts read their routing on the host (the device path takes tiled
   // Q4_K/Q6_K/Q8_0 experts: EngineMoeDevice below), so their steps are never recorded
-  // (decoder.cpp), nor are Gemma 4's (gemma4.cpp: its per-layer input buffers live outside the
-  // recorded scratch); hybrid models (qwen3_5) are, their padding in the scratch state slot.
+  // (decoder.cpp); hybrid models (qwen3_5) are, their padding in the scratch state slot, and
+  // Gemma 4's, its per-layer inputs in buffers sized up front (gemma4.cpp).
   const std::string arch = GetParam();
-  const bool recorded = !on_cpu && arch.find("moe") == std::string::npos && arch != "gemma4";
+  const bool recorded = !on_cpu && arch.find("moe") == std::string::npos;
   std::vector<std::vector<int32_t>> graphs;
   {
     auto e = Engine::create(o);
