@@ -102,9 +102,9 @@ if [ "$MODE" != bench8b ]; then
   # Engine::create on the fixtures.
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*'
-  # The same contract and graph replay with the grouped decode launches (MEMRA_GROUPED_DECODE,
-  # off by default until measured).
-  step engine-invariants-grouped 180 env MEMRA_TEST_DEVICE=cuda MEMRA_GROUPED_DECODE=1 \
+  # The same contract and graph replay with each decode product launched alone
+  # (MEMRA_GROUPED_DECODE=0; the default groups a step's products of one input).
+  step engine-invariants-ungrouped 180 env MEMRA_TEST_DEVICE=cuda MEMRA_GROUPED_DECODE=0 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   # CUDA graph replay vs eager, device greedy argmax vs the host sampler, a failed recording.
   step graphs-vs-eager 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
@@ -160,8 +160,8 @@ if [ "$MODE" != quick ]; then
     -p 512 -n 128
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unfused-prologue MEMRA_FUSED_PROLOGUE=0 \
     -p 512 -n 128
-  # 8 sequences with q/k/v and gate/up one launch each (MEMRA_GROUPED_DECODE, off until measured).
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" grouped MEMRA_GROUPED_DECODE=1 \
+  # 8 sequences with q/k/v and gate/up a launch per matrix instead of one each (the default).
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" ungrouped MEMRA_GROUPED_DECODE=0 \
     -p 512 -n 128 -c 8
   # Decode at depth: after untimed prompts of 0, 4,096 and 16,384 tokens (llama.cpp's
   # baseline rows; the setting named is the default, only the receipt's name is new).
@@ -181,9 +181,9 @@ if [ "$MODE" != quick ]; then
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128
   bench_with "$(synth qwen3-8b bf16)" attention-fma MEMRA_ATTENTION_TENSOR_CORES=0 \
     -p 512,2048 -n 128
-  # q/k/v and gate/up of a decode step as one launch each instead of one launch a matrix (BF16 at
-  # one token; K-quants at 8 sequences): off by default until this A/B has run.
-  bench_with "$(synth qwen3-8b bf16)" grouped MEMRA_GROUPED_DECODE=1 -p 512 -n 128
+  # q/k/v and gate/up of a decode step a launch per matrix instead of one launch each (the
+  # default, since this A/B: BF16 at one token, K-quants at 8 sequences).
+  bench_with "$(synth qwen3-8b bf16)" ungrouped MEMRA_GROUPED_DECODE=0 -p 512 -n 128
   # Through the server: start to ready (file in the page cache) and TTFT of a 512-token prompt
   # (before the family files: a run cut short by the time limit keeps the 8B figures).
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \

@@ -140,10 +140,11 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   }
 }
 
-// Off until a GPU run has measured it (docs/PERFORMANCE.md, eleventh round):
-// MEMRA_GROUPED_DECODE=1 turns it on; kernel-check turns it on to prove its bits.
+// On by default since the H200 A/B (docs/PERFORMANCE.md, twelfth round: 8B BF16 decode 180.2 ->
+// 189.8 tok/s, Q4_K_M at 8 sequences 1,516.8 -> 1,637.1); MEMRA_GROUPED_DECODE=0 launches each
+// output alone (the A/B; the same bits).
 bool grouped_decode_enabled() {
-  static const bool enabled = env_switch("MEMRA_GROUPED_DECODE", false);
+  static const bool enabled = env_switch("MEMRA_GROUPED_DECODE", true);
   return enabled;
 }
 

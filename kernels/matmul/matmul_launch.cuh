@@ -118,8 +118,8 @@ struct MultiOut {
 };
 // Up to kMultiOuts tiled outputs of one dtype over the same x (1-8 tokens) in one launch of the
 // tiled decode kernel (MultiOut's w, y, n_out, ldy, tile_begin, n; 16-row tiles): the same bits
-// as one launch_decode_tiled per output. Only with MEMRA_GROUPED_DECODE=1 (not yet measured on a
-// GPU; otherwise one launch per output).
+// as one launch_decode_tiled per output. MEMRA_GROUPED_DECODE=0 turns it off (one launch per
+// output).
 bool grouped_decode_enabled();
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);

@@ -103,8 +103,9 @@ nlohmann::json receipt(const Context& ctx, const Options& opt, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The grouped decode launches (MEMRA_GROUPED_DECODE, off by default until measured) are proven
-  // here whatever the default: the shared-x cases then run them. An explicit setting wins.
+  // The grouped decode launches (MEMRA_GROUPED_DECODE, on by default) are proven here even where
+  // a user's environment turned them off: the shared-x cases then run them. An explicit setting
+  // wins.
   setenv("MEMRA_GROUPED_DECODE", "1", /*overwrite=*/0);
   Options opt;
   opt.seed = std::random_device{}();
