@@ -171,6 +171,9 @@ if [ "$MODE" != quick ]; then
   # A/B at depth and in BF16 prefill, in one run.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth-attention-fma \
     MEMRA_ATTENTION_TENSOR_CORES=0 -p 512 -n 128 -d 0,4096,16384
+  # Q4_K's products over 64 tokens on the warp-specialized kernel (MEMRA_WGMMA_FOLD, off until
+  # this A/B has run; the same bits).
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-fold MEMRA_WGMMA_FOLD=1 -p 512 -n 32
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
   # each default figure.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
@@ -221,6 +224,10 @@ fi
 if [ "$MODE" != bench8b ]; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
   step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
+  # The warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off until measured) at 512 tokens:
+  # the A/B against the rows above.
+  step kernel-bench-wgmma-fold 120 env MEMRA_WGMMA_FOLD=1 "$BIN/memra-kernel-bench" --tokens 512 \
+    --json "$RECEIPTS/$DAY-kernel-bench-wgmma-fold.json"
 fi
 if [ "$MODE" != quick ]; then
   # This run's figures beside llama.cpp's and the issue 10 targets, from its receipts (nothing is

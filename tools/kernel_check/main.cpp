@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
   // a user's environment turned them off: the shared-x cases then run them. An explicit setting
   // wins.
   setenv("MEMRA_GROUPED_DECODE", "1", /*overwrite=*/0);
+  // Likewise the warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off by default until
+  // measured): with it on, every tiled Q4_K product over 64 tokens on sm_90a runs it.
+  setenv("MEMRA_WGMMA_FOLD", "1", /*overwrite=*/0);
   Options opt;
   opt.seed = std::random_device{}();
   std::string json_path, commit, command = "memra-kernel-check";

@@ -1,0 +1,208 @@
+// The prefill matmul for tiled Q4_K weights on Hopper (sm_90a) in the BF16 kernel's structure
+// (matmul_prefill_wgmma.cu): 128 rows x 128 tokens a block, two compute warpgroups that issue one
+// wgmma.m64n128k16 a k16 step with A from registers, and a copy warpgroup (one lane of it) that
+// fills each sub-stage's buffer by bulk copies as soon as its "empty" mbarrier says the compute
+// warps are done with it. Opt-in (MEMRA_WGMMA_FOLD=1, steps over 64 tokens) until a GPU run has
+// measured it against matmul_prefill_wgmma_quant.cu, whose 64-token tiles and one thread's copies
+// behind a block barrier a chunk held the folded Q4_K order at 370 us on the 8B gate shape where
+// the BF16 kernel takes 126 (docs/PERFORMANCE.md, twelfth round).
+//
+// Per element the order is the folded one (fold.cuh), as in every Q4_K kernel: each warp decodes
+// its m16 tile's A fragments from the staged quants and multiplies them by the group scales, one
+// wgmma chain a 256-element chunk from registers zeroed beforehand, then the mins' k16 step on
+// mma.sync and p = fma(d, s, -32 dmin b); chunks fold left to right. kernel-check compares the
+// outputs with the other Q4_K kernels bit for bit.
+//
+// A sub-stage (64 of K, a quarter of a chunk) stages, per tile, the record's quad of quants for its
+// four steps (512 B) and the 16 rows' headers (256 B), and the x tile (16 KB, xp_offset's 128 x 64
+// tile, as the BF16 kernel).
+#include "core/env.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/fold.cuh"
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+using T = Tiled<DType::q4_k>;
+constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kStages = 7;
+constexpr int kTiles = kBM / 16;
+constexpr int kQuadBytes = 512, kHeadBytes = 256;  // tiled.cuh: a quad at 512 u, heads at 2048
+constexpr int kQuads = kTiles * kQuadBytes;        // 4 KB
+constexpr int kHeads = kTiles * kHeadBytes;        // 2 KB
+constexpr int kXStage = kBN * kSub * 2;            // 16 KB
+constexpr int kStageBytes = kQuads + kHeads + kXStage;
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
+static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
+static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
+static_assert(T::kBytes == 4 * kQuadBytes + kHeadBytes, "a record is four quads and the heads");
+static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
+
+// Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
+// thread issues it); rows past the matrix repeat the last tile.
+__device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
+                                           int q, int row0, int tok0) {
+  mbar_arrive_expect_tx(bar, kStageBytes);
+  const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
+  const int c = q / 4, u = q % 4;
+#pragma unroll 1
+  for (int m = 0; m < kTiles; ++m) {
+    const int64_t tile = min(row0 / 16 + m, last_tile);
+    const uint8_t* rec = a.w + (tile * n_chunks + c) * T::kBytes;
+    bulk_copy(stage + m * kQuadBytes, rec + u * kQuadBytes, kQuadBytes, bar);
+    bulk_copy(stage + kQuads + m * kHeadBytes, rec + 4 * kQuadBytes, kHeadBytes, bar);
+  }
+  bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+}
+
+// Rows g and g + 8 of this warp's tile from a stage's headers. Read from shared memory where
+// needed rather than kept: the compute warps' 232 registers hold the two 64-float accumulators.
+__device__ __forceinline__ void head_rows(const uint8_t* stage, int warp, int g, FoldRow& r_g,
+                                          FoldRow& r_g8) {
+  const uint8_t* heads = stage + kQuads + warp * kHeadBytes;
+  r_g = fold_row(ld_u128(heads + 16 * g));
+  r_g8 = fold_row(ld_u128(heads + 16 * (g + 8)));
+}
+
+// This warp's A fragments of sub-stage u's four k16 steps, decoded and scaled (fold.cuh).
+__device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane, int u,
+                                       uint32_t (&af)[4][4]) {
+  FoldRow r_g, r_g8;
+  head_rows(stage, warp, lane >> 2, r_g, r_g8);
+  const uint4 quad = ld_u128(stage + warp * kQuadBytes + 16 * lane);
+#pragma unroll
+  for (int v = 0; v < 4; ++v) {
+    T::frag(quad, v, af[v]);
+    fold_frag(af[v], fold_scale(r_g, (4 * u + v) >> 1), fold_scale(r_g8, (4 * u + v) >> 1));
+  }
+}
+
+// Chunk c's end (stage: one of its sub-stages, for the headers): the mins' step for each n8 tile,
+// p = fma(d, s, nb * b) into the running sum in order, s restarts from +0.
+__device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* stage, int c, int tok0,
+                                         int warp, int lane, float (&total)[64], float (&s)[64]) {
+  const int g = lane >> 2, t = lane & 3;
+  FoldRow r_g, r_g8;
+  head_rows(stage, warp, g, r_g, r_g8);
+  uint32_t ba[4];
+  bias_a(r_g, r_g8, t, ba);
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    const int tok = tok0 + 8 * j + g;
+    const uint2 bb = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_f16(b, ba, bb.x, bb.y);
+    const float sj[4] = {s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]};
+    float p[4];
+    fold_chunk(p, sj, b, r_g, r_g8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      total[4 * j + i] = c == 0 ? p[i] : __fadd_rn(total[4 * j + i], p[i]);
+      s[4 * j + i] = 0.0f;
+    }
+  }
+}
+
+// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's 128 tokens.
+__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[64], int row0,
+                                           int tok0, int warp, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
+    }
+  }
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_sub = a.n_in / kSub;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* const empty = full + kStages;
+  if (tid == 0) {
+    mbar_init_stages(full, kStages);
+    mbar_init_stages(empty, kStages, kCompute / 32);
+  }
+  __syncthreads();
+  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
+    setmaxnreg_dec<kCopyRegs>();
+    if (warp == kCompute / 32 && lane == 0) {
+      for (int q = 0; q < n_sub; ++q) {
+        const int b = q % kStages;
+        if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
+        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<kComputeRegs>();
+  auto release = [&](int q) {
+    if (lane == 0) mbar_arrive(empty + q % kStages);
+  };
+  // s: the chunk's chain (n8 tile j in s[4j .. 4j + 3], mma.sync's C layout); total: the running
+  // chunk sum.
+  float s[64], total[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s[i] = total[i] = 0.0f;
+  for (int c = 0; c < n_sub / 4; ++c) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u;
+      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+      uint32_t af[4][4];
+      load_a(stage, warp, lane, u, af);
+      const uint8_t* X = stage + kQuads + kHeads;
+      wgmma_fence();
+#pragma unroll
+      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
+      }
+    }
+    wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
+    const int q3 = 4 * c + 3;
+    fold_end(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
+    release(q3);  // after fold_end has read the headers
+  }
+  store_tile(a, total, row0, tok0, warp, lane);
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+}  // namespace
+
+bool prefill_wgmma_fold_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_FOLD", false);
+  return enabled;
+}
+
+void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_fold_kernel, kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(prefill_wgmma_fold_kernel, grid, kThreads, kSmem, stream, a);
+}
+
+}  // namespace memra::kernels::matmul_detail
