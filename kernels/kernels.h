@@ -130,9 +130,10 @@ void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim, c
 // computed by a decode kernel and so is bit-identical to matmul() of that row over that expert's
 // matrix. Up to kExpertPairsPerPair pairs, each pair runs alone (the one-token kernel, one launch
 // per dtype); more are sorted by expert on the device and each expert's matrix runs once over its
-// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks and up
-// to kExpertPairsMax pairs; matmul_experts_supports says yes only up to expert_pairs_on_device()
-// pairs, and a step of more is the caller's to group (the backend's host-grouped path).
+// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks (and,
+// opt-in, stacks in the file's layout: ExpertsOut::layout) and up to kExpertPairsMax pairs;
+// matmul_experts_supports says yes only up to expert_pairs_on_device() pairs, and a step of more is
+// the caller's to group (the backend's host-grouped path).
 constexpr int64_t kExpertPairsPerPair = 64;
 constexpr int64_t kExpertPairsMax = 16384;
 // expert_pairs_on_device()'s default: every step the sort takes, prefill included (a 512-token
@@ -146,10 +147,14 @@ int64_t expert_pairs_on_device();
 bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs);
 struct ExpertsOut {
   DType wtype;
-  const void* w;         // expert 0's tiled matrix (its first row tile)
+  const void* w;         // expert 0's matrix (its first row tile, or first row for ggml)
   int64_t expert_bytes;  // from one expert's matrix to the next
   int64_t n_out;
   float* y;  // [n_pairs x n_out]
+  // ggml: the experts' matrices in the file's layout, for any type matmul's mma kernels take
+  // (experts whose K the tiled layout cannot hold); always sorted by expert, the ggml decode kernel
+  // a pass of up to 64 rows. Only with MEMRA_MOE_DEVICE_GGML=1 until measured on a GPU.
+  WeightLayout layout = WeightLayout::tiled;
 };
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
                                     int64_t n_pairs, int n_expert);

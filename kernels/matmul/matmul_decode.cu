@@ -74,18 +74,17 @@ __device__ __forceinline__ void mma_step(float (&acc)[kNT][4], const uint8_t* co
   for (int n = 0; n < kNT; ++n) mma_f16(acc[n], af, b[n].x, b[n].y);
 }
 
-template <DType D, int kNT>
-__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
-    decode_kernel(const MatmulArgs a) {
+// One block's kRows rows (from row0) over a's tokens (at most 8 kNT): the chunk partials in
+// rounds, summed in chunk order (matmul.cu's canonical order), written to a.y. kTrigger: let the
+// next kernel's blocks start before the writes (Trigger::late).
+template <DType D, int kNT, bool kTrigger>
+__device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, int row0) {
   using C = DecodeCfg<D, kNT>;
-  detail::wait_for_inputs(detail::Trigger::late);
   using W = Weight<D>;
   static_assert(!W::kBias || W::kGroup == 32, "bias groups use the 32-element sums of x");
   constexpr int kWarps = C::kWarps;
-  extern __shared__ __align__(16) uint8_t smem[];
   typename C::Sum sum{reinterpret_cast<float*>(smem + C::kRawBytes)};
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int row0 = blockIdx.x * C::kRows;
   const int n_chunks = (a.n_in + kChunk - 1) / kChunk;
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
   auto ring = [&](int slot) { return smem + (slot * kWarps + warp) * C::kRows * C::kSlot; };
@@ -235,11 +234,66 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
-  detail::let_dependents_start();  // Trigger::late: only the writes are left
+  if constexpr (kTrigger) detail::let_dependents_start();  // only the writes are left
   sum.write(a, row0);
 }
 
+template <DType D, int kNT>
+__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
+    decode_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs(detail::Trigger::late);
+  extern __shared__ __align__(16) uint8_t smem[];
+  decode_rows<D, kNT, true>(a, smem, static_cast<int>(blockIdx.x) * DecodeCfg<D, kNT>::kRows);
+}
+
+// Expert blockIdx.y's rows, 8 kNT at a time, over its matrix in the file's layout (each pass the
+// same instructions as a decode of those rows alone: the outputs are matmul's bits for each row).
+// The ggml-layout form of tiled_decode_grouped_kernel (matmul_decode_tiled.cu), for expert
+// matrices the tiled layout cannot hold (K no multiple of 256: Gemma 4 26B-A4B's 704-wide down).
+// (Two blocks a SM, not the plain kernel's three at one token tile: the passes' state on top of
+// its 80 registers spilled 80-200 bytes; at 128 a few types still spill 12-90 bytes, at one
+// block a SM none, which halves the warps in flight. Not measured yet.)
+template <DType D, int kNT>
+__global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
+    decode_grouped_kernel(const MatmulArgs x, const ExpertRows rows) {
+  detail::wait_for_inputs(detail::Trigger::late);
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int e = static_cast<int>(blockIdx.y);
+  const int begin = rows.begin[e], end = rows.begin[e + 1];
+  for (int r0 = begin; r0 < end; r0 += 8 * kNT) {
+    MatmulArgs a = x;
+    a.w += static_cast<int64_t>(e) * rows.expert_bytes;
+    a.xh += static_cast<int64_t>(r0) * a.n_in;
+    a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
+    a.xinv += r0;
+    a.y += static_cast<int64_t>(r0) * a.ldy;
+    a.n_tokens = min(8 * kNT, end - r0);
+    __syncthreads();  // the previous pass's last fold has read the partials
+    decode_rows<D, kNT, false>(a, smem, static_cast<int>(blockIdx.x) * DecodeCfg<D, kNT>::kRows);
+  }
+}
+
+template <DType D, int kNT>
+void launch_grouped_tiles(const MatmulArgs& a, const ExpertRows& rows, cudaStream_t stream) {
+  using C = DecodeCfg<D, kNT>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(decode_grouped_kernel<D, kNT>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows),
+                  static_cast<unsigned>(rows.n_expert));
+  detail::launch(decode_grouped_kernel<D, kNT>, grid, C::kThreads, C::kSmem, stream, a, rows);
+}
+
 }  // namespace
+
+template <DType D>
+void launch_decode_grouped(const MatmulArgs& a, const ExpertRows& rows, cudaStream_t stream) {
+  // One token tile a pass where the experts average at most 8 rows (decode batches), eight
+  // otherwise, as the tiled form.
+  if (a.n_tokens <= 8 * rows.n_expert)
+    launch_grouped_tiles<D, 1>(a, rows, stream);
+  else
+    launch_grouped_tiles<D, 8>(a, rows, stream);
+}
 
 template <DType D, int kNT>
 void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
@@ -260,7 +314,9 @@ void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
   }
 }
 
-#define MEMRA_INSTANTIATE(D) template void launch_decode<D>(const MatmulArgs&, cudaStream_t);
+#define MEMRA_INSTANTIATE(D)                                       \
+  template void launch_decode<D>(const MatmulArgs&, cudaStream_t); \
+  template void launch_decode_grouped<D>(const MatmulArgs&, const ExpertRows&, cudaStream_t);
 MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 #undef MEMRA_INSTANTIATE
 

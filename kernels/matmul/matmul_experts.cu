@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -134,12 +135,25 @@ void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* 
     a.ldy = o.n_out;
     a.n_tokens = static_cast<int>(n_pairs);
     const matmul_detail::ExpertRows er{begin, o.expert_bytes, n_expert};
-    if (o.wtype == DType::q4_k)
+    if (o.layout == WeightLayout::ggml) {
+      a.row_bytes = n_in / dtype_traits(o.wtype).block_size * dtype_traits(o.wtype).type_size;
+      switch (o.wtype) {
+#define MEMRA_CASE(D)                                       \
+  case D:                                                   \
+    matmul_detail::launch_decode_grouped<D>(a, er, stream); \
+    break;
+        MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
+#undef MEMRA_CASE
+        default:
+          fail(ErrorCode::internal, "matmul_experts: ggml-layout {}", dtype_name(o.wtype));
+      }
+    } else if (o.wtype == DType::q4_k) {
       matmul_detail::launch_decode_tiled_grouped<DType::q4_k>(a, er, stream);
-    if (o.wtype == DType::q6_k)
+    } else if (o.wtype == DType::q6_k) {
       matmul_detail::launch_decode_tiled_grouped<DType::q6_k>(a, er, stream);
-    if (o.wtype == DType::q8_0)
+    } else if (o.wtype == DType::q8_0) {
       matmul_detail::launch_decode_tiled_grouped<DType::q8_0>(a, er, stream);
+    }
     gather_rows(a.y, o.n_out, place, n_pairs, o.y, stream);
     y_sorted += GroupedScratch::out_bytes(n_pairs, o.n_out);
   }
@@ -176,12 +190,34 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
   }
 }
 
+// Experts in the file's layout (ggml_experts_enabled): off until a GPU run has proven and measured
+// them (MEMRA_MOE_DEVICE_GGML=1 turns them on; kernel-check does).
+bool ggml_experts_enabled() {
+  static const bool enabled = env_switch("MEMRA_MOE_DEVICE_GGML", false);
+  return enabled;
+}
+
+// Whether a ggml-layout stack of wtype with rows of n_in takes the mma decode kernel: a quantized
+// or half type whose K steps by 16 (F32 and the other exact-path matrices do not).
+bool ggml_mma(DType wtype, int64_t n_in) {
+  return matmul_supports(wtype) && wtype != DType::f32 && n_in > 0 && n_in % 16 == 0 &&
+         n_in % dtype_traits(wtype).block_size == 0 && n_in <= (int64_t{1} << 30);
+}
+
 // What the kernels run, up to max_pairs pairs.
 bool supports_up_to(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pairs,
                     int64_t max_pairs) {
+  if (n_pairs < 0 || n_pairs > max_pairs) return false;
+  if (layout == WeightLayout::ggml) return ggml_experts_enabled() && ggml_mma(wtype, n_in);
   return (wtype == DType::q4_k || wtype == DType::q6_k || wtype == DType::q8_0) &&
-         layout == WeightLayout::tiled && matmul_tiled_supports(wtype, n_in) && n_pairs >= 0 &&
-         n_pairs <= max_pairs && matmul_detail::single_decode_enabled();
+         matmul_tiled_supports(wtype, n_in) && matmul_detail::single_decode_enabled();
+}
+
+// ggml-layout outputs have no per-pair kernel: their steps always take the sort.
+bool any_ggml(const ExpertsOut* outs, int n_outs) {
+  for (int i = 0; i < n_outs; ++i)
+    if (outs[i].layout == WeightLayout::ggml) return true;
+  return false;
 }
 
 }  // namespace
@@ -219,7 +255,7 @@ bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
                                     int64_t n_pairs, int n_expert) {
   if (n_pairs <= 0 || x_div < 1) return 0;
-  if (n_pairs <= kExpertPairsPerPair)
+  if (n_pairs <= kExpertPairsPerPair && !any_ggml(outs, n_outs))
     return matmul_scratch_bytes((n_pairs + x_div - 1) / x_div, n_in);
   const GroupedScratch layout(n_in, n_pairs, n_expert);
   int64_t total = layout.x_bytes + layout.index_bytes;
@@ -239,9 +275,9 @@ void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const floa
          n_pairs, kExpertPairsMax);
   for (int i = 0; i < n_outs; ++i) {
     const ExpertsOut& o = outs[i];
-    if (!supports_up_to(o.wtype, WeightLayout::tiled, n_in, n_pairs, kExpertPairsMax))
-      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over tiled {} with n_in {}",
-           n_pairs, dtype_name(o.wtype), n_in);
+    if (!supports_up_to(o.wtype, o.layout, n_in, n_pairs, kExpertPairsMax))
+      fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs over {} {} with n_in {}", n_pairs,
+           o.layout == WeightLayout::tiled ? "tiled" : "ggml-layout", dtype_name(o.wtype), n_in);
     if (o.n_out <= 0 || o.n_out > 65535 * 128 || n_in > (int64_t{1} << 30))
       fail(ErrorCode::invalid_argument, "matmul_experts: sizes n_in {} n_out {}", n_in, o.n_out);
     if (!aligned16(o.w) || o.expert_bytes % 16 != 0 || !aligned16(x) || !aligned16(scratch))
@@ -250,7 +286,7 @@ void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const floa
       fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs of {} rows", n_pairs, o.n_out);
   }
   if (n_pairs == 0) return;
-  if (n_pairs <= kExpertPairsPerPair)
+  if (n_pairs <= kExpertPairsPerPair && !any_ggml(outs, n_outs))
     run_per_pair(outs, n_outs, n_in, x, x_div, ids, n_pairs, scratch, stream);
   else
     run_grouped(outs, n_outs, n_in, x, x_div, ids, n_pairs, n_expert, scratch, stream);

@@ -89,6 +89,10 @@ struct ExpertRows {
 template <DType D>
 void launch_decode_tiled_grouped(const MatmulArgs& args, const ExpertRows& rows,
                                  cudaStream_t stream);
+// The same over experts' matrices in the file's (ggml) layout (matmul_decode.cu; args.row_bytes
+// set), for every type launch_decode takes.
+template <DType D>
+void launch_decode_grouped(const MatmulArgs& args, const ExpertRows& rows, cudaStream_t stream);
 // x's f16 form as matmul prepares it (matmul.cu) for n_rows rows into scratch (laid out as for
 // matmul_scratch_bytes(n_rows, n_in)): row r is x row rows[r] (rows null: row r). The returned
 // args carry xh, xsum, xsum_stride, xinv and n_in.

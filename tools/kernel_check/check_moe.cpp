@@ -97,13 +97,24 @@ const char* routing_str(Routing routing) {
 }
 
 void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n_expert,
-                   int64_t n_tokens, int k, bool per_pair_x, Routing routing = Routing::uniform) {
+                   int64_t n_tokens, int k, bool per_pair_x, Routing routing = Routing::uniform,
+                   kernels::WeightLayout layout = kernels::WeightLayout::tiled) {
   const int64_t n_pairs = n_tokens * k, x_div = per_pair_x ? 1 : k;
   const int64_t n_x = per_pair_x ? n_pairs : n_tokens;
-  const size_t expert_bytes = kernels::matmul_tiled_bytes(dtype, n_in, n_out);
-  Dev<uint8_t> tiled(expert_bytes * n_expert);
+  const bool is_tiled = layout == kernels::WeightLayout::tiled;
+  const size_t expert_bytes = is_tiled ? kernels::matmul_tiled_bytes(dtype, n_in, n_out)
+                                       : dtype_row_bytes(dtype, n_in, "expert") * n_out;
+  Dev<uint8_t> tiled(expert_bytes * n_expert);  // the stack in `layout`
   for (int e = 0; e < n_expert; ++e) {
-    const Dev<uint8_t> ggml(ctx, random_weights(ctx, dtype, n_in, n_out));
+    const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
+    if (!is_tiled) {
+      cuda::check(cudaMemcpyAsync(tiled.get() + e * expert_bytes, w.data(), w.size(),
+                                  cudaMemcpyHostToDevice, ctx.stream()),
+                  "upload");
+      ctx.sync();
+      continue;
+    }
+    const Dev<uint8_t> ggml(ctx, w);
     kernels::matmul_tile(dtype, ggml.get(), n_in, n_out, tiled.get() + e * expert_bytes,
                          ctx.stream());
     ctx.sync();
@@ -125,7 +136,7 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
     Dev<float> dxe(ctx, xe), dye(m * n_out);
     Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(m, n_in));
     kernels::matmul(dtype, tiled.get() + e * expert_bytes, n_in, n_out, dxe.get(), m, dye.get(),
-                    n_out, scratch.get(), ctx.stream(), kernels::WeightLayout::tiled);
+                    n_out, scratch.get(), ctx.stream(), layout);
     ctx.sync();
     const std::vector<float> ye = dye.download(ctx);
     for (int64_t i = 0; i < m; ++i)
@@ -134,8 +145,8 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
   if (ctx.teeth()) ids[0] = (ids[0] + 1) % n_expert;
   Dev<int32_t> dids(ctx, ids);
   dy.poison(ctx);
-  const kernels::ExpertsOut out{dtype, tiled.get(), static_cast<int64_t>(expert_bytes), n_out,
-                                dy.get()};
+  const kernels::ExpertsOut out{dtype, tiled.get(), static_cast<int64_t>(expert_bytes),
+                                n_out, dy.get(),    layout};
   Dev<uint8_t> scratch(kernels::matmul_experts_scratch_bytes(&out, 1, n_in, static_cast<int>(x_div),
                                                              n_pairs, n_expert));
   kernels::matmul_experts(&out, 1, n_in, dx.get(), static_cast<int>(x_div), dids.get(), n_pairs,
@@ -143,7 +154,7 @@ void check_experts(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int n
   ctx.sync();
   ctx.add({"matmul_experts",
            shape_str({n_in, n_out, n_expert, n_tokens, k}) + (per_pair_x ? " x/pair" : " x/token") +
-               routing_str(routing) + " vs matmul",
+               routing_str(routing) + (is_tiled ? "" : " ggml") + " vs matmul",
            std::string(dtype_name(dtype)), "bits", bit_mismatches(dy.download(ctx), ref), 0.0,
            ctx.teeth() ? "pair 0 routed to the next expert" : ""});
 }
@@ -241,6 +252,14 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 512, 8, false);  // 4096: 30B-A3B's gate
     check_experts(ctx, DType::q6_k, 768, 512, 128, 512, 8, true, Routing::skewed);   // 4096
     check_experts(ctx, DType::q8_0, 256, 96, 256, 4500, 2, false, Routing::skewed);  // 9000
+    // Experts in the file's layout (MEMRA_MOE_DEVICE_GGML, which main turns on): K no multiple of
+    // 256 (Gemma 4 26B-A4B's 704-wide down, in llama.cpp's Q4_K_M fallback types), the sort at
+    // any count, decode and prefill sizes.
+    constexpr auto kGgml = kernels::WeightLayout::ggml;
+    check_experts(ctx, DType::q8_0, 704, 256, 16, 1, 8, true, Routing::uniform, kGgml);
+    check_experts(ctx, DType::q5_0, 704, 272, 16, 8, 8, true, Routing::uniform, kGgml);
+    check_experts(ctx, DType::q8_0, 704, 512, 128, 512, 8, true, Routing::skewed, kGgml);
+    check_experts(ctx, DType::q4_k, 512, 96, 8, 20, 4, false, Routing::uniform, kGgml);
   }
   if (ctx.wants("matmul_experts_group")) {
     check_group(ctx, 65, 1, 1, Routing::uniform);  // one expert: every pair a tie

@@ -298,9 +298,17 @@ class CudaOps final : public Ops {
   bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const override {
     static const bool enabled = env_switch("MEMRA_MOE_DEVICE", true);
     const auto [data, layout] = matmul_form(*w.stacked);
+    const auto n_in = static_cast<int64_t>(w.stacked->ne[0]);
+    if (layout == kernels::WeightLayout::ggml) {
+      // Each expert's matrix and the rows taken must start 16-byte aligned (the kernel's copies).
+      const auto row_bytes = static_cast<int64_t>(
+          dtype_row_bytes(w.stacked->dtype, static_cast<uint64_t>(n_in), "expert"));
+      if ((row_bytes * static_cast<int64_t>(w.stacked->ne[1])) % 16 != 0 ||
+          (row_bytes * w.row_begin) % 16 != 0)
+        return false;
+    }
     return enabled && w.row_begin % 16 == 0 &&
-           kernels::matmul_experts_supports(w.stacked->dtype, layout,
-                                            static_cast<int64_t>(w.stacked->ne[0]), n_pairs);
+           kernels::matmul_experts_supports(w.stacked->dtype, layout, n_in, n_pairs);
   }
   void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
                       const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) override {
@@ -324,10 +332,19 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < ws.size(); ++i) {
       const TensorView& s = *ws[i].stacked;
       const auto [data, layout] = matmul_form(s);
-      const auto bytes = static_cast<int64_t>(
-          kernels::matmul_tiled_bytes(s.dtype, n_in, static_cast<int64_t>(s.ne[1])));
-      const size_t skip = kernels::matmul_tiled_bytes(s.dtype, n_in, ws[i].row_begin);
-      outs[i] = {s.dtype, static_cast<const uint8_t*>(data) + skip, bytes, ws[i].n_out, ys[i]};
+      int64_t bytes = 0, skip = 0;  // an expert's matrix; the rows before row_begin
+      if (layout == kernels::WeightLayout::tiled) {
+        bytes = static_cast<int64_t>(
+            kernels::matmul_tiled_bytes(s.dtype, n_in, static_cast<int64_t>(s.ne[1])));
+        skip = static_cast<int64_t>(kernels::matmul_tiled_bytes(s.dtype, n_in, ws[i].row_begin));
+      } else {
+        const auto row_bytes =
+            static_cast<int64_t>(dtype_row_bytes(s.dtype, static_cast<uint64_t>(n_in), "expert"));
+        bytes = row_bytes * static_cast<int64_t>(s.ne[1]);
+        skip = row_bytes * ws[i].row_begin;
+      }
+      outs[i] = {s.dtype, static_cast<const uint8_t*>(data) + skip, bytes, ws[i].n_out, ys[i],
+                 layout};
     }
     const int n_outs = static_cast<int>(ws.size());
     const auto n_expert = static_cast<int>(ws[0].stacked->ne[2]);
