@@ -134,6 +134,14 @@ if [ "$MODE" != bench8b ]; then
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
   step model-gate-gemma4 120 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-gemma4.json" tests/fixtures/models/gemma4_moe
+  # MoE experts in the file's layout on the device (MEMRA_MOE_DEVICE_GGML, off until measured):
+  # the MoE fixtures' BF16 experts then take the sorted device path; the gate and the
+  # determinism contract with it.
+  step model-gate-moe-ggml 180 env MEMRA_MOE_DEVICE_GGML=1 python3 scripts/gpu_model_gate.py \
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-moe-ggml.json" \
+    tests/fixtures/models/gemma4_moe tests/fixtures/models/qwen3_moe
+  step engine-invariants-moe-ggml 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_DEVICE_GGML=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*'
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
   step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
@@ -220,6 +228,10 @@ if [ "$MODE" != quick ]; then
   # steps replayed as CUDA graphs since the twelfth round): its first GPU figures.
   rm -f "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  # Its 704-wide experts in the file's layout routed on the device (MEMRA_MOE_DEVICE_GGML), which
+  # also lets its decode steps replay as graphs: the A/B.
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-device-ggml \
+    MEMRA_MOE_DEVICE_GGML=1 -p 512 -n 64 -c 1,8
 fi
 if [ "$MODE" != bench8b ]; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
