@@ -23,6 +23,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -110,6 +111,37 @@ __device__ __forceinline__ void fold_chunk(float (&p)[4], const float (&s)[4], c
   p[1] = fmaf(r0.d, s[1], __fmul_rn(r0.nb, b[1]));
   p[2] = fmaf(r8.d, s[2], __fmul_rn(r8.nb, b[2]));
   p[3] = fmaf(r8.d, s[3], __fmul_rn(r8.nb, b[3]));
+}
+
+// The mins' B fragments of kN n8 token tiles whose column g is token tok0 + 8n + g of a (zeros
+// past a.n_tokens), for chunk c.
+template <int kN>
+__device__ __forceinline__ void bias_b_tiles(const MatmulArgs& a, int tok0, int c, int g, int t,
+                                             uint2 (&bb)[kN]) {
+#pragma unroll
+  for (int n = 0; n < kN; ++n) {
+    const int tok = tok0 + 8 * n + g;
+    bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+  }
+}
+
+// A chunk's end over kM m16 x kN n8 tiles (mma C layout): acc holds each tile's s; the mins' step
+// (rows fr[m], tokens bb[n]) and p = fma(d, s, nb * b) replace it by the chunk partial.
+template <int kM, int kN>
+__device__ __forceinline__ void fold_tiles(float (&acc)[kM][kN][4], const FoldRow (&fr)[kM][2],
+                                           const uint2 (&bb)[kN], int t) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    uint32_t ba[4];
+    bias_a(fr[m][0], fr[m][1], t, ba);
+#pragma unroll
+    for (int n = 0; n < kN; ++n) {
+      float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_f16(b, ba, bb[n].x, bb[n].y);
+      const float s[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
+      fold_chunk(acc[m][n], s, b, fr[m][0], fr[m][1]);
+    }
+  }
 }
 
 }  // namespace memra::kernels::matmul_detail

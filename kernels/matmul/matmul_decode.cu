@@ -162,23 +162,8 @@ __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, 
           }
         }
         uint2 bb[kNT];
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) {
-          const int tok = 8 * n + g;
-          bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
-        }
-#pragma unroll
-        for (int m = 0; m < C::kTiles; ++m) {
-          uint32_t ba[4];
-          bias_a(fr[m][0], fr[m][1], t, ba);
-#pragma unroll
-          for (int n = 0; n < kNT; ++n) {
-            float b[4] = {};
-            mma_f16(b, ba, bb[n].x, bb[n].y);
-            const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
-            fold_chunk(acc[m][n], s4, b, fr[m][0], fr[m][1]);
-          }
-        }
+        bias_b_tiles(a, 0, c, g, t, bb);
+        fold_tiles(acc, fr, bb, t);
       } else {
         constexpr int kGroupSteps = W::kGroup / 16;
         constexpr int kGroups = kChunk / W::kGroup;  // 8 or 16 per chunk

@@ -161,29 +161,17 @@ __device__ __forceinline__ void fold_tiles(const Prefill<D>& p, float (&acc)[kM]
   const int g = lane >> 2, t = lane & 3;
   const uint8_t* src = p.raw + (c & 1) * C::kRawBytes;
   uint2 bb[4];
-#pragma unroll
-  for (int n = 0; n < 4; ++n) {
-    const int tok = p.tok0 + wn * 32 + 8 * n + g;
-    bb[n] = bias_b(tok < p.a.n_tokens ? p.a.xsum + tok * p.a.xsum_stride : nullptr, c, t);
-  }
+  bias_b_tiles(p.a, p.tok0 + wn * 32, c, g, t, bb);
+  FoldRow fr[kM][2];
 #pragma unroll
   for (int m = 0; m < kM; ++m) {
-    FoldRow fr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rr = r0 + 16 * m + 8 * h + g;
-      fr[h] = fold_row(src + rr * C::kSlot + (p.raw_start(rr, c) & 15));
-    }
-    uint32_t ba[4];
-    bias_a(fr[0], fr[1], t, ba);
-#pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      float b[4] = {};
-      mma_f16(b, ba, bb[n].x, bb[n].y);
-      const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
-      fold_chunk(acc[m][n], s4, b, fr[0], fr[1]);
+      fr[m][h] = fold_row(src + rr * C::kSlot + (p.raw_start(rr, c) & 15));
     }
   }
+  fold_tiles(acc, fr, bb, t);
 }
 
 template <DType D>

@@ -228,23 +228,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_tiled_kernel(const Matmul
       }
       if (u == 3) {
         uint2 bb[kN];
-#pragma unroll
-        for (int n = 0; n < kN; ++n) {
-          const int tok = p.tok0 + wn * 32 + 8 * n + g;
-          bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
-        }
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          uint32_t ba[4];
-          bias_a(fr[m][0], fr[m][1], t, ba);
-#pragma unroll
-          for (int n = 0; n < kN; ++n) {
-            float b[4] = {};
-            mma_f16(b, ba, bb[n].x, bb[n].y);
-            const float s4[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
-            fold_chunk(acc[m][n], s4, b, fr[m][0], fr[m][1]);
-          }
-        }
+        bias_b_tiles(a, p.tok0 + wn * 32, c, g, t, bb);
+        fold_tiles(acc, fr, bb, t);
       }
     } else {
       // Chunk c + 1's records came with this sub-stage's group: its table goes to the other slot

@@ -60,21 +60,12 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
   const int g = lane >> 2, t = lane & 3;
   if constexpr (!T::kScaled) {
     mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc);
-  } else if constexpr (kFold<D>) {
-    const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
-    float s[kNT][4] = {};
-    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, s, rows);
-    uint32_t ba[4];
-    bias_a(rows[0], rows[1], t, ba);
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      const int tok = 8 * n + g;
-      const uint2 bb =
-          bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, k0 / kChunk, t);
-      float b[4] = {};
-      mma_f16(b, ba, bb.x, bb.y);
-      fold_chunk(acc[n], s[n], b, rows[0], rows[1]);
-    }
+  } else if constexpr (kFold<D>) {  // s into acc (the caller's +0), then the chunk's end
+    const FoldRow rows[1][2] = {{fold_row(cur.head[0]), fold_row(cur.head[1])}};
+    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc, rows[0]);
+    uint2 bb[kNT];
+    bias_b_tiles(a, 0, k0 / kChunk, g, t, bb);
+    fold_tiles(reinterpret_cast<float(&)[1][kNT][4]>(acc), rows, bb, t);
   } else {
     // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
     float2 own[2][kGroups / 4];
