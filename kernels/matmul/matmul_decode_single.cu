@@ -56,17 +56,12 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
     mma_f16(s[set], af, mine ? xf[set][u].x : 0u, mine ? xf[set][u].y : 0u);
   }
   // The chunk partial of rows g, g + 8: groups in order, lane t applying 2t and 2t + 1.
-  float2 xs[kSets] = {};
-  if constexpr (T::kBias) {
-#pragma unroll
-    for (int set = 0; set < kSets; ++set)
-      xs[set] = *reinterpret_cast<const float2*>(a.xsum + (k0 >> 5) + 8 * set + 2 * t);
-  }
+  static_assert(!T::kBias, "the tiled type with mins (Q4_K) takes the folded order (fold.cuh)");
   p[0] = 0.0f;
   p[1] = 0.0f;
 #pragma unroll
   for (int set = 0; set < kSets; ++set) {
-    float2 sc[2][2];  // [row g / g + 8][group 2t / 2t + 1]: {scale, bias}
+    float2 sc[2][2];  // [row g / g + 8][group 2t / 2t + 1]: {scale, 0}
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -77,11 +72,8 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
       if (t == q) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const float x_sum = i == 0 ? xs[set].x : xs[set].y;
           p[0] = fmaf(sc[0][i].x, s[set][i], p[0]);
-          if constexpr (T::kBias) p[0] = fmaf(sc[0][i].y, x_sum, p[0]);
           p[1] = fmaf(sc[1][i].x, s[set][2 + i], p[1]);
-          if constexpr (T::kBias) p[1] = fmaf(sc[1][i].y, x_sum, p[1]);
         }
       }
       const int src = (lane & ~3) | q;

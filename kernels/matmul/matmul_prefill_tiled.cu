@@ -252,26 +252,15 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_tiled_kernel(const Matmul
           for (int m = 0; m < kM; ++m) T::frag(quad[m], jj * kGroupSteps + v, af[m]);
           mma_block<kM, kN>(grp, af, X, jj * kGroupSteps + v);
         }
-        float2 xsum[kN] = {};  // group sums of each n tile's tokens 2t, 2t + 1
-        if constexpr (T::kBias) {
-          static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
-          const int group = q * (kSub / 32) + jj;
-#pragma unroll
-          for (int n = 0; n < kN; ++n) {
-            const int tok = p.tok0 + wn * 32 + 8 * n + 2 * t;
-            xsum[n].x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
-            xsum[n].y =
-                tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
-          }
-        }
+        static_assert(!T::kBias,
+                      "the tiled type with mins (Q4_K) takes the folded order (fold.cuh)");
         const int j = u * kSubGroups + jj;  // the group within the chunk
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
           const float2 sc_g = table[16 * m * C::kTableStride + j];
           const float2 sc_g8 = table[(16 * m + 8) * C::kTableStride + j];
 #pragma unroll
-          for (int n = 0; n < kN; ++n)
-            apply_group<T::kBias>(acc[m][n], grp[m][n], sc_g, sc_g8, xsum[n]);
+          for (int n = 0; n < kN; ++n) apply_group<false>(acc[m][n], grp[m][n], sc_g, sc_g8, {});
         }
       }
     }

@@ -161,24 +161,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
       fold_chunk_wgmma<D>(a, rec, X, head_g, head_g8, c, tok0, lane, grp[0], grp[1], total);
       continue;
     }
-    // p += group j's partial (set j % 2), scaled; for Q4_K the set is zeroed for group j + 2.
+    static_assert(kFold<D> || !T::kBias, "a tiled type with mins takes the folded order");
+    // p += group j's partial (set j % 2), scaled.
     auto apply = [&](int j, float(&s)[8][4]) {
       const float2 sc_g = T::scale(head_g, j), sc_g8 = T::scale(head_g8, j);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        float2 xs = make_float2(0.0f, 0.0f);  // group sums of tokens 8n + 2t, + 1
-        if constexpr (T::kBias) {
-          static_assert(T::kGroup == 32, "the x group sums are per 32 elements");
-          const int group = c * kGroups + j, tok = tok0 + 8 * n + 2 * t;
-          xs.x = tok < a.n_tokens ? __ldg(a.xsum + tok * a.xsum_stride + group) : 0.0f;
-          xs.y = tok + 1 < a.n_tokens ? __ldg(a.xsum + (tok + 1) * a.xsum_stride + group) : 0.0f;
-        }
-        apply_group<T::kBias>(p[n], s[n], sc_g, sc_g8, xs);
-        if constexpr (T::kBias) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) s[n][i] = 0.0f;
-        }
-      }
+      for (int n = 0; n < 8; ++n) apply_group<false>(p[n], s[n], sc_g, sc_g8, {});
     };
     typename T::Quad quad;
 #pragma unroll
@@ -194,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
         const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-        if (v == 0 && !T::kBias)
+        if (v == 0)
           wgmma_m64n64k16<false>(grp[j & 1], af[v], b);
         else
           wgmma_m64n64k16<true>(grp[j & 1], af[v], b);

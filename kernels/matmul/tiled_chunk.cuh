@@ -67,6 +67,7 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
     bias_b_tiles(a, 0, k0 / kChunk, g, t, bb);
     fold_tiles(reinterpret_cast<float(&)[1][kNT][4]>(acc), rows, bb, t);
   } else {
+    static_assert(!T::kBias, "the tiled type with mins (Q4_K) takes the folded order (fold.cuh)");
     // Lane t decodes groups t, t + 4, ... of its two rows; the quad's other lanes shuffle them.
     float2 own[2][kGroups / 4];
 #pragma unroll
@@ -79,19 +80,12 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
       const int src = (lane & ~3) | (j & 3);
       float2 sc[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        sc[h].x = __shfl_sync(0xffffffffu, own[h][j >> 2].x, src);
-        sc[h].y = T::kBias ? __shfl_sync(0xffffffffu, own[h][j >> 2].y, src) : 0.0f;
-      }
-      float2 xs[kNT] = {};  // group sums of each tile's tokens 2t, 2t + 1
-      if constexpr (T::kBias) {
-#pragma unroll
-        for (int n = 0; n < kNT; ++n) xs[n] = group_sums(a, n, t, (k0 >> 5) + j);
-      }
+      for (int h = 0; h < 2; ++h)
+        sc[h] = make_float2(__shfl_sync(0xffffffffu, own[h][j >> 2].x, src), 0.0f);
       float grp[kNT][4] = {};
       mma_steps<D, kNT, kGroupSteps>(a, cur, b1, g, t, k0, j * kGroupSteps, grp);
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) apply_group<T::kBias>(acc[n], grp[n], sc[0], sc[1], xs[n]);
+      for (int n = 0; n < kNT; ++n) apply_group<false>(acc[n], grp[n], sc[0], sc[1], {});
     }
   }
 }
