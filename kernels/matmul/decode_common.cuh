@@ -28,29 +28,6 @@ __device__ __forceinline__ float2 group_sums(const MatmulArgs& a, int n, int t, 
   return v;
 }
 
-// Runs f(a) for each pass of up to kPassRows of expert blockIdx.y's sorted rows [begin[e],
-// begin[e + 1]), a being x moved to that expert's matrix and the pass's rows: the experts' grouped
-// decode kernels (ggml and tiled layouts), each pass the same instructions as a decode of those
-// rows alone. A block barrier before each pass: the previous pass's last fold has read the shared
-// partials the next one writes.
-template <int kPassRows, typename F>
-__device__ __forceinline__ void for_expert_passes(const MatmulArgs& x, const ExpertRows& rows,
-                                                  F&& f) {
-  const int e = static_cast<int>(blockIdx.y);
-  const int begin = rows.begin[e], end = rows.begin[e + 1];
-  for (int r0 = begin; r0 < end; r0 += kPassRows) {
-    MatmulArgs a = x;
-    a.w += static_cast<int64_t>(e) * rows.expert_bytes;
-    a.xh += static_cast<int64_t>(r0) * a.n_in;
-    a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
-    a.xinv += r0;
-    a.y += static_cast<int64_t>(r0) * a.ldy;
-    a.n_tokens = min(kPassRows, end - r0);
-    __syncthreads();
-    f(a);
-  }
-}
-
 // The chunk partials of a block of kRows rows (kRows / 16 m16 tiles) x kTokens tokens, computed
 // by kWarps warps that take chunks c = r * kWarps + warp in rounds r, summed in chunk order.
 // Shared memory: kSmemFloats floats ([2][warp][token][row]: two rounds' buffers).

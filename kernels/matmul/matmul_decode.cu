@@ -243,9 +243,19 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
     decode_grouped_kernel(const MatmulArgs x, const ExpertRows rows) {
   detail::wait_for_inputs(detail::Trigger::late);
   extern __shared__ __align__(16) uint8_t smem[];
-  for_expert_passes<8 * kNT>(x, rows, [&](const MatmulArgs& a) {
+  const int e = static_cast<int>(blockIdx.y);
+  const int begin = rows.begin[e], end = rows.begin[e + 1];
+  for (int r0 = begin; r0 < end; r0 += 8 * kNT) {
+    MatmulArgs a = x;
+    a.w += static_cast<int64_t>(e) * rows.expert_bytes;
+    a.xh += static_cast<int64_t>(r0) * a.n_in;
+    a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
+    a.xinv += r0;
+    a.y += static_cast<int64_t>(r0) * a.ldy;
+    a.n_tokens = min(8 * kNT, end - r0);
+    __syncthreads();  // the previous pass's last fold has read the partials
     decode_rows<D, kNT, false>(a, smem, static_cast<int>(blockIdx.x) * DecodeCfg<D, kNT>::kRows);
-  });
+  }
 }
 
 template <DType D, int kNT>

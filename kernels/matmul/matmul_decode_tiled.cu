@@ -107,9 +107,19 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   using C = TiledDecodeCfg<D, kNT>;
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
-  for_expert_passes<8 * kNT>(x, rows, [&](const MatmulArgs& a) {
+  const int e = static_cast<int>(blockIdx.y);
+  const int begin = rows.begin[e], end = rows.begin[e + 1];
+  for (int r0 = begin; r0 < end; r0 += 8 * kNT) {
+    MatmulArgs a = x;
+    a.w += static_cast<int64_t>(e) * rows.expert_bytes;
+    a.xh += static_cast<int64_t>(r0) * a.n_in;
+    a.xsum += static_cast<int64_t>(r0) * a.xsum_stride;
+    a.xinv += r0;
+    a.y += static_cast<int64_t>(r0) * a.ldy;
+    a.n_tokens = min(8 * kNT, end - r0);
+    __syncthreads();  // the previous group's last fold has read part
     tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x));  // (dependents start at exit)
-  });
+  }
 }
 
 template <DType D, int kNT>
