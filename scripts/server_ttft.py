@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Two serving figures of a model through memra-server, as a bench receipt.
+"""Serving figures of a model through memra-server, as a bench receipt.
 
 - "server start to ready" (s): from starting memra-server to its first 200 on /readyz, the
   median of --starts starts after one untimed start (which puts the file in the page cache).
-- "server ttft pp512 c1" (ms): time to first streamed token of a --prompt-tokens prompt, one
-  client, --requests requests (memra bench-serve; the prefix cache is off, so every prompt is
-  computed in full), the median.
+- "server ttft pp512 cN" (ms): time to first streamed token of a --prompt-tokens prompt with N
+  clients at once (each of --concurrency, default 1 and 16), the median over --requests requests
+  (at least 4 N; memra bench-serve; the prefix cache is off, so every prompt is computed in full).
+- "server itl pp512 cN" (ms): the median gap between a request's streamed tokens
+  (--output-tokens of them) in the same run.
 
 The receipt has the shape of a `memra bench` receipt ("what": "bench", the model object that
 `memra bench` reports, "figures"), so `memra bench --compare BASELINES --receipts FILE` puts the
-figures beside their targets; the bench-serve receipt rides along under "bench_serve".
+figures beside their targets; bench-serve's receipts ride along under "bench_serve", keyed "cN".
 
     scripts/server_ttft.py --bin build/cpu/tools --model MODEL.gguf --device cpu --json OUT.json
 """
@@ -99,6 +101,37 @@ def figure(name, unit, values):
             "max": max(values), "runs": len(values), "values": values}
 
 
+def concurrency_list(text):
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"not a comma list of client counts >= 1: {text!r}")
+    return values
+
+
+def bench_serve(memra, port, args, clients, tmp):
+    """One memra bench-serve run of `clients` concurrent clients; its receipt."""
+    out = pathlib.Path(tmp) / f"serve-c{clients}.json"
+    requests = args.requests if clients == 1 else max(args.requests, 4 * clients)
+    subprocess.run([str(memra), "bench-serve", "--url", f"http://127.0.0.1:{port}",
+                    "--concurrency", str(clients), "--requests", str(requests),
+                    "--prompt-tokens", str(args.prompt_tokens), "--output-tokens",
+                    str(args.output_tokens), "--json", str(out)],
+                   check=True, stdout=subprocess.DEVNULL)
+    serve = json.loads(out.read_text())
+    if serve.get("failed"):
+        raise SystemExit(f"server_ttft: {serve['failed']} of {requests} requests failed at "
+                         f"concurrency {clients}: {serve.get('first_error')}")
+    return serve
+
+
+def latency_figure(name, stats):
+    return {"name": name, "unit": "ms", "median": stats["p50"], "p90": stats["p90"],
+            "max": stats["max"], "runs": stats["n"]}
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True, help="folder with memra-server and memra")
@@ -107,11 +140,15 @@ def main(argv):
     ap.add_argument("--starts", type=int, default=3, help="timed starts (after one untimed)")
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--output-tokens", type=int, default=16, help="per request (ITL needs 2+)")
+    ap.add_argument("--concurrency", type=concurrency_list, default=[1, 16],
+                    help="client counts, a comma list (default 1,16)")
     ap.add_argument("--start-timeout", type=float, default=600)
     ap.add_argument("--json", required=True, help="write the receipt here")
     args = ap.parse_args(argv)
-    if args.starts < 1 or args.requests < 1 or args.prompt_tokens < 1:
-        raise SystemExit("server_ttft: --starts, --requests and --prompt-tokens must be >= 1")
+    if args.starts < 1 or args.requests < 1 or args.prompt_tokens < 1 or args.output_tokens < 2:
+        raise SystemExit("server_ttft: --starts, --requests and --prompt-tokens must be >= 1, "
+                         "--output-tokens >= 2")
     bin_dir = pathlib.Path(args.bin)
     server_bin, memra = find(bin_dir, "memra-server"), find(bin_dir, "memra")
 
@@ -127,19 +164,13 @@ def main(argv):
             if i < args.starts:
                 server.stop()
         try:
-            serve_json = pathlib.Path(tmp) / "serve.json"
-            subprocess.run([str(memra), "bench-serve", "--url", f"http://127.0.0.1:{server.port}",
-                            "--concurrency", "1", "--requests", str(args.requests),
-                            "--prompt-tokens", str(args.prompt_tokens), "--output-tokens", "4",
-                            "--json", str(serve_json)],
-                           check=True, stdout=subprocess.DEVNULL)
-            serve = json.loads(serve_json.read_text())
+            serves = {c: bench_serve(memra, server.port, args, c, tmp) for c in args.concurrency}
         finally:
             server.stop()
-        if serve.get("failed"):
-            raise SystemExit(f"server_ttft: {serve['failed']} requests failed: "
-                             f"{serve.get('first_error')}")
-    ttft = serve["ttft_ms"]
+    figures = [figure("server start to ready", "s", starts)]
+    for c, serve in serves.items():
+        figures.append(latency_figure(f"server ttft pp{args.prompt_tokens} c{c}", serve["ttft_ms"]))
+        figures.append(latency_figure(f"server itl pp{args.prompt_tokens} c{c}", serve["itl_ms"]))
     receipt = {
         "what": "bench",
         "tool": "scripts/server_ttft.py",
@@ -152,18 +183,17 @@ def main(argv):
         "options": {"deterministic": os.environ.get("MEMRA_DETERMINISTIC", "1") not in
                     ("0", "off", "false", "no")},
         "model": model,
-        "figures": [
-            figure("server start to ready", "s", starts),
-            {"name": f"server ttft pp{args.prompt_tokens} c1", "unit": "ms",
-             "median": ttft["p50"], "p90": ttft["p90"], "max": ttft["max"], "runs": ttft["n"]},
-        ],
-        "bench_serve": serve,
+        "figures": figures,
+        "bench_serve": {f"c{c}": serve for c, serve in serves.items()},
     }
     pathlib.Path(args.json).write_text(json.dumps(receipt, indent=2) + "\n")
     print(f"server start to ready: median {receipt['figures'][0]['median']:.2f} s "
           f"({', '.join(f'{s:.2f}' for s in starts)})")
-    print(f"TTFT, {args.prompt_tokens}-token prompt, 1 client: p50 {ttft['p50']:.1f} ms, "
-          f"p90 {ttft['p90']:.1f} ms ({ttft['n']} requests)")
+    for c, serve in serves.items():
+        ttft, itl = serve["ttft_ms"], serve["itl_ms"]
+        print(f"{args.prompt_tokens}-token prompts, {c} client(s): TTFT p50 {ttft['p50']:.1f} ms, "
+              f"p90 {ttft['p90']:.1f} ms ({ttft['n']} requests); ITL p50 {itl['p50']:.1f} ms, "
+              f"p90 {itl['p90']:.1f} ms")
 
 
 if __name__ == "__main__":
