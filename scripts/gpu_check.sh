@@ -176,7 +176,8 @@ if [ "$MODE" != quick ]; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth MEMRA_DETERMINISTIC=1 -p 512 -n 128 \
     -d 0,4096,16384
   # (The depth A/B of attention on the CUDA cores, 39 s, ran from the tenth to the twelfth round:
-  # the tensor cores won at every depth, 276.0 / 237.5 / 194.7 against 278.6 / 232.0 / 185.3;
+  # the tensor cores won at 4,096 and 16,384 (237.5 / 194.7 against 232.0 / 185.3) and tied at 0
+  # (276.0 against 278.6);
   # its BF16 prefill A/B below stays.)
   # Q4_K's products over 64 tokens on the warp-specialized kernel (MEMRA_WGMMA_FOLD, off until
   # this A/B has run; the same bits).
