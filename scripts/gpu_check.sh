@@ -6,18 +6,25 @@
 # build/gpu-logs (or $OUT, where a lent GPU machine's results come back: there everything is
 # bundled into gpu_check.log and receipts.tar, as few files may return). A short table is last.
 #
-#   scripts/gpu_check.sh [quick|bench8b|full]
-#     quick    checks, gates, invariants, Qwen3-0.6B-shape benchmarks (~4 min on an H200)
-#     bench8b  memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B), the MoE,
-#              Qwen3.5 and Gemma 4 family files and the server TTFT (~8 min)
-#     full     both (~11 min: where one command may run 10 minutes at most, run the two apart)
+#   scripts/gpu_check.sh [quick|bench8b|families|full]
+#     quick     checks, gates, invariants, Qwen3-0.6B-shape benchmarks, kernel bench (~7 min on
+#               an H200)
+#     bench8b   memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B) and the
+#               server's start, TTFT and ITL (~5 min)
+#     families  memra bench on issue 11's family files: the Qwen3 MoE, the Qwen3.5/3.6 hybrids
+#               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
+#     full      all three (~17 min: where one command may run 10 minutes at most, run them apart)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
-case "$MODE" in quick | bench8b | full) ;; *) echo "usage: $0 [quick|bench8b|full]" >&2; exit 2 ;; esac
+case "$MODE" in
+  quick | bench8b | families | full) ;;
+  *) echo "usage: $0 [quick|bench8b|families|full]" >&2; exit 2 ;;
+esac
+runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
 LOGS=$ROOT/build/gpu-logs
 RECEIPTS=${MEMRA_RECEIPTS:-$ROOT/receipts}
@@ -91,7 +98,7 @@ bench_with() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
-if [ "$MODE" != bench8b ]; then
+if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
   step kernel-check 180 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
     --json "$RECEIPTS/$DAY-kernel-check.json"
@@ -154,7 +161,7 @@ if [ "$MODE" != bench8b ]; then
   # And with programmatic dependent launch off (kernels/launch.cuh): plain stream ordering.
   bench_with "$(synth qwen3-0.6b q4_k_m)" no-pdl MEMRA_PDL=0 -p 512 -n 128
 fi
-if [ "$MODE" != quick ]; then
+if runs bench8b; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
   # blocks (--fast-quant, seconds instead of minutes); the gate models above are encoded.
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
@@ -208,6 +215,10 @@ if [ "$MODE" != quick ]; then
     --model "$(synth qwen3-8b bf16)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-bf16.json"
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-bf16.json")
+fi
+if runs families; then
+  # The lent machine's disk (64 GB) holds one of these files at a time beside the 8B ones: each
+  # is removed after its benchmarks.
   # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
@@ -224,16 +235,22 @@ if [ "$MODE" != quick ]; then
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
   bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
-  # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers; decode
-  # steps replayed as CUDA graphs since the twelfth round): its first GPU figures.
-  rm -f "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
+  rm -f "$MODELS_DIR/qwen3.5-9b-q4_k_m.gguf" "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
+  # Qwen3.6-27B: the dense hybrid at its largest.
+  bench "$(synth qwen3.6-27b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  rm -f "$MODELS_DIR/qwen3.6-27b-q4_k_m.gguf"
+  # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers).
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
   # Its 704-wide experts in the file's layout routed on the device (MEMRA_MOE_DEVICE_GGML), which
   # also lets its decode steps replay as graphs: the A/B.
   bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-device-ggml \
     MEMRA_MOE_DEVICE_GGML=1 -p 512 -n 64 -c 1,8
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+  # Gemma 4 31B, dense (60 layers, 512-wide full-attention heads; decode steps as graphs).
+  bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  rm -f "$MODELS_DIR/gemma-4-31b-q4_k_m.gguf"
 fi
-if [ "$MODE" != bench8b ]; then
+if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
   step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
   # The warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off until measured) at 512 tokens:
