@@ -141,9 +141,9 @@ void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // The same for tiled Q4_K, Q6_K and Q8_0 (matmul_prefill_wgmma_quant.cu).
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
-// Tiled Q4_K over 65+ tokens in the BF16 kernel's warp-specialized structure
-// (matmul_prefill_wgmma_fold.cu; args.xp set): the same bits as launch_prefill_wgmma_quant. Only
-// with MEMRA_WGMMA_FOLD=1 until measured on a GPU.
+// Tiled Q4_K in the BF16 kernel's warp-specialized structure (matmul_prefill_wgmma_fold.cu;
+// args.xp set, 128-token tiles over 64 tokens, 64-token tiles at 17-64): the same bits as
+// launch_prefill_wgmma_quant. Only with MEMRA_WGMMA_FOLD=1 until measured on a GPU.
 bool prefill_wgmma_fold_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
 

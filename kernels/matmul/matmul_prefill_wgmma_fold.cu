@@ -1,11 +1,12 @@
-// The prefill matmul for tiled Q4_K weights on Hopper (sm_90a) in the BF16 kernel's structure
-// (matmul_prefill_wgmma.cu): 128 rows x 128 tokens a block, two compute warpgroups that issue one
-// wgmma.m64n128k16 a k16 step with A from registers, and a copy warpgroup (one lane of it) that
-// fills each sub-stage's buffer by bulk copies as soon as its "empty" mbarrier says the compute
-// warps are done with it. Opt-in (MEMRA_WGMMA_FOLD=1, steps over 64 tokens) until a GPU run has
-// measured it against matmul_prefill_wgmma_quant.cu, whose 64-token tiles and one thread's copies
-// behind a block barrier a chunk held the folded Q4_K order at 370 us on the 8B gate shape where
-// the BF16 kernel takes 126 (docs/PERFORMANCE.md, twelfth round).
+// The wgmma matmul for tiled Q4_K weights on Hopper (sm_90a) in the BF16 kernel's structure
+// (matmul_prefill_wgmma.cu): 128 rows x kBN tokens a block (128 over 64 tokens, 64 for the 17-64
+// token steps that take wgmma), two compute warpgroups that issue one wgmma.m64n{kBN}k16 a k16
+// step with A from registers, and a copy warpgroup (one lane of it) that fills each sub-stage's
+// buffer by bulk copies as soon as its "empty" mbarrier says the compute warps are done with it.
+// Opt-in (MEMRA_WGMMA_FOLD=1) until a GPU run has measured it against
+// matmul_prefill_wgmma_quant.cu, whose one thread's copies behind a block barrier a chunk held the
+// folded Q4_K order at 370 us on the 8B gate shape at 512 tokens where the BF16 kernel takes 126
+// (docs/PERFORMANCE.md, twelfth round).
 //
 // Per element the order is the folded one (fold.cuh), as in every Q4_K kernel: each warp decodes
 // its m16 tile's A fragments from the staged quants and multiplies them by the group scales, one
@@ -14,8 +15,9 @@
 // outputs with the other Q4_K kernels bit for bit.
 //
 // A sub-stage (64 of K, a quarter of a chunk) stages, per tile, the record's quad of quants for its
-// four steps (512 B) and the 16 rows' headers (256 B), and the x tile (16 KB, xp_offset's 128 x 64
-// tile, as the BF16 kernel).
+// four steps (512 B) and the 16 rows' headers (256 B), and the x tile: xp_offset's 128 x 64 tile
+// (16 KB, one copy, as the BF16 kernel), or for 64 tokens its half of each of the four steps
+// (2 KB each, as the quantized kernel).
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -27,29 +29,36 @@ namespace memra::kernels::matmul_detail {
 namespace {
 
 using T = Tiled<DType::q4_k>;
-constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
-constexpr int kStages = 7;
+constexpr int kBM = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
 constexpr int kTiles = kBM / 16;
 constexpr int kQuadBytes = 512, kHeadBytes = 256;  // tiled.cuh: a quad at 512 u, heads at 2048
 constexpr int kQuads = kTiles * kQuadBytes;        // 4 KB
 constexpr int kHeads = kTiles * kHeadBytes;        // 2 KB
-constexpr int kXStage = kBN * kSub * 2;            // 16 KB
-constexpr int kStageBytes = kQuads + kHeads + kXStage;
-constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
-static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
+static_assert(kXpTokens == 128 && kSub == kXpK, "the x tile is (half) xp_offset's tile");
 static_assert(T::kBytes == 4 * kQuadBytes + kHeadBytes, "a record is four quads and the heads");
-static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
+
+template <int kBN>
+struct FoldCfg {
+  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64 or m64n128");
+  static constexpr int kStages = kBN == 128 ? 7 : 10;
+  static constexpr int kXStage = kBN * kSub * 2;   // 16 or 8 KB
+  static constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 or 2 KB
+  static constexpr int kStageBytes = kQuads + kHeads + kXStage;
+  static constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
+  static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
+};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
-constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it); rows past the matrix repeat the last tile.
+template <int kBN>
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                            int q, int row0, int tok0) {
-  mbar_arrive_expect_tx(bar, kStageBytes);
+  using C = FoldCfg<kBN>;
+  mbar_arrive_expect_tx(bar, C::kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
   const int c = q / 4, u = q % 4;
 #pragma unroll 1
@@ -59,7 +68,15 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
     bulk_copy(stage + m * kQuadBytes, rec + u * kQuadBytes, kQuadBytes, bar);
     bulk_copy(stage + kQuads + m * kHeadBytes, rec + 4 * kQuadBytes, kHeadBytes, bar);
   }
-  bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  uint8_t* x = stage + kQuads + kHeads;
+  if constexpr (kBN == 128) {
+    bulk_copy(x, a.xp + xp_offset(tok0, q * kSub, a.n_in), C::kXStage, bar);
+  } else {
+#pragma unroll 1
+    for (int v = 0; v < 4; ++v)
+      bulk_copy(x + v * C::kStepBytes, a.xp + xp_offset(tok0, q * kSub + 16 * v, a.n_in),
+                C::kStepBytes, bar);
+  }
 }
 
 // Rows g and g + 8 of this warp's tile from a stage's headers. Read from shared memory where
@@ -86,8 +103,10 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 // Chunk c's end (stage: one of its sub-stages, for the headers): the mins' step for each n8 tile,
 // p = fma(d, s, nb * b) into the running sum in order, s restarts from +0.
+template <int kBN>
 __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* stage, int c, int tok0,
-                                         int warp, int lane, float (&total)[64], float (&s)[64]) {
+                                         int warp, int lane, float (&total)[kBN / 2],
+                                         float (&s)[kBN / 2]) {
   const int g = lane >> 2, t = lane & 3;
   FoldRow r_g, r_g8;
   head_rows(stage, warp, g, r_g, r_g8);
@@ -110,9 +129,10 @@ __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* sta
   }
 }
 
-// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's 128 tokens.
-__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[64], int row0,
-                                           int tok0, int warp, int lane) {
+// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's kBN tokens.
+template <int kBN>
+__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[kBN / 2],
+                                           int row0, int tok0, int warp, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
@@ -125,11 +145,25 @@ __device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&to
     }
   }
 }
+
+// d += A * B over kBN tokens: wgmma m64n128k16 or m64n64k16 (n8 tile j in d[4j .. 4j + 3] either
+// way, mma.sync's C layout).
+template <int kBN>
+__device__ __forceinline__ void wgmma_step(float (&d)[kBN / 2], const uint32_t (&a)[4],
+                                           uint64_t b) {
+  if constexpr (kBN == 128)
+    wgmma_m64n128k16(d, a, b);
+  else
+    wgmma_m64n64k16<true>(reinterpret_cast<float(&)[8][4]>(d), a, b);
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+template <int kBN>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = FoldCfg<kBN>;
+  constexpr int kStages = C::kStages, kStageBytes = C::kStageBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
@@ -147,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
       for (int q = 0; q < n_sub; ++q) {
         const int b = q % kStages;
         if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
-        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
+        fill_stage<kBN>(a, smem + b * kStageBytes, full + b, q, row0, tok0);
       }
     }
     return;
@@ -158,9 +192,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   };
   // s: the chunk's chain (n8 tile j in s[4j .. 4j + 3], mma.sync's C layout); total: the running
   // chunk sum.
-  float s[64], total[64];
+  float s[kBN / 2], total[kBN / 2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = total[i] = 0.0f;
+  for (int i = 0; i < kBN / 2; ++i) s[i] = total[i] = 0.0f;
   for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
@@ -172,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
       const uint8_t* X = stage + kQuads + kHeads;
       wgmma_fence();
 #pragma unroll
-      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
+      for (int v = 0; v < 4; ++v) wgmma_step<kBN>(s, af[v], b_desc(X + v * C::kStepBytes));
       wgmma_commit();
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
@@ -181,10 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     }
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
-    fold_end(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
+    fold_end<kBN>(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
     release(q3);  // after fold_end has read the headers
   }
-  store_tile(a, total, row0, tok0, warp, lane);
+  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
@@ -197,12 +231,21 @@ bool prefill_wgmma_fold_enabled() {
   return enabled;
 }
 
-void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
+template <int kBN>
+void launch_tokens(const MatmulArgs& a, cudaStream_t stream) {
+  using C = FoldCfg<kBN>;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_fold_kernel, kSmem, smem_set);
+  allow_smem_once(prefill_wgmma_fold_kernel<kBN>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(prefill_wgmma_fold_kernel, grid, kThreads, kSmem, stream, a);
+  detail::launch(prefill_wgmma_fold_kernel<kBN>, grid, kThreads, C::kSmem, stream, a);
+}
+
+void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_tokens > kDecodeTokens)
+    launch_tokens<128>(a, stream);
+  else
+    launch_tokens<64>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

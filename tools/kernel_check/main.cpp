@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   // wins.
   setenv("MEMRA_GROUPED_DECODE", "1", /*overwrite=*/0);
   // Likewise the warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off by default until
-  // measured): with it on, every tiled Q4_K product over 64 tokens on sm_90a runs it.
+  // measured): with it on, every tiled Q4_K product that takes wgmma on sm_90a runs it.
   setenv("MEMRA_WGMMA_FOLD", "1", /*overwrite=*/0);
   // And the experts in the file's layout (MEMRA_MOE_DEVICE_GGML, off by default until measured).
   setenv("MEMRA_MOE_DEVICE_GGML", "1", /*overwrite=*/0);
