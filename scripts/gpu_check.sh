@@ -186,9 +186,10 @@ if runs bench8b; then
   # the tensor cores won at 4,096 and 16,384 (237.5 / 194.7 against 232.0 / 185.3) and tied at 0
   # (276.0 against 278.6);
   # its BF16 prefill A/B below stays.)
-  # Q4_K's products over 64 tokens on the warp-specialized kernel (MEMRA_WGMMA_FOLD, off until
-  # this A/B has run; the same bits).
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-fold MEMRA_WGMMA_FOLD=1 -p 512 -n 32
+  # Q4_K's wgmma products (17+ tokens: prefill, and the 64-sequence decode steps) on the
+  # warp-specialized kernel (MEMRA_WGMMA_FOLD, off until this A/B has run; the same bits).
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-fold MEMRA_WGMMA_FOLD=1 -p 512 -n 64 \
+    -c 1,64
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
   # each default figure.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
