@@ -85,22 +85,6 @@ __device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64],
   }
 }
 
-// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's 128 tokens.
-__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[64], int row0,
-                                           int tok0, int warp, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
-      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
-      if (row < a.n_out && tok < a.n_tokens)
-        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
-    }
-  }
-}
-
 // This warp's A fragments of a sub-stage's four k16 steps: one 16-byte shared load each.
 __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
                                        uint32_t (&af)[4][4]) {
@@ -134,12 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
     setmaxnreg_dec<kCopyRegs>();
     if (warp == kCompute / 32 && lane == 0) {
-      for (int q = 0; q < n_sub; ++q) {
-        const int b = q % kStages;
-        // Use q of buffer b needs use q - kStages's readers gone (that phase of empty[b]).
-        if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
-        fill_stage(a, smem + b * kStageBytes, full + b, q, row0, tok0);
-      }
+      copy_stages<kStages>(
+          n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
   }
@@ -178,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     release(4 * c + 3);
     fold_chunk(total, acc, c == 0);
   }
-  store_tile(a, total, row0, tok0, warp, lane);
+  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif

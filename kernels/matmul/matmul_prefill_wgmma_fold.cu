@@ -129,23 +129,6 @@ __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* sta
   }
 }
 
-// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp..) of the block's kBN tokens.
-template <int kBN>
-__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[kBN / 2],
-                                           int row0, int tok0, int warp, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
-      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
-      if (row < a.n_out && tok < a.n_tokens)
-        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
-    }
-  }
-}
-
 // d += A * B over kBN tokens: wgmma m64n128k16 or m64n64k16 (n8 tile j in d[4j .. 4j + 3] either
 // way, mma.sync's C layout).
 template <int kBN>
@@ -178,11 +161,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
     setmaxnreg_dec<kCopyRegs>();
     if (warp == kCompute / 32 && lane == 0) {
-      for (int q = 0; q < n_sub; ++q) {
-        const int b = q % kStages;
-        if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
-        fill_stage<kBN>(a, smem + b * kStageBytes, full + b, q, row0, tok0);
-      }
+      copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
+                           [&](int q, uint8_t* stage, uint64_t* bar) {
+                             fill_stage<kBN>(a, stage, bar, q, row0, tok0);
+                           });
     }
     return;
   }

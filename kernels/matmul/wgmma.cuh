@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -126,6 +127,41 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes,
           "r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
+}
+
+// The warp-specialized kernels' pieces (matmul_prefill_wgmma.cu, matmul_prefill_wgmma_fold.cu):
+// kStages buffers, each with a "full" barrier the bulk copies complete and an "empty" barrier each
+// of the kComputeWarps compute warps arrives on once done with it.
+//
+// The copy warpgroup's first lane: fills sub-stage q into buffer q % kStages (fill(q, buffer,
+// full barrier)) once use q - kStages's readers are gone (that phase of its empty barrier).
+template <int kStages, typename Fill>
+__device__ __forceinline__ void copy_stages(int n_sub, uint8_t* smem, int stage_bytes,
+                                            uint64_t* full, uint64_t* empty, Fill&& fill) {
+  for (int q = 0; q < n_sub; ++q) {
+    const int b = q % kStages;
+    if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
+    fill(q, smem + b * stage_bytes, full + b);
+  }
+}
+
+// y = total * xinv for warp `warp`'s m16 tile (rows 16 warp.. of the block's) over the block's kBN
+// tokens: total in the wgmma accumulator's order (n8 tile j in total[4j .. 4j + 3], mma.sync's C
+// layout).
+template <int kBN>
+__device__ __forceinline__ void store_tile(const MatmulArgs& a, const float (&total)[kBN / 2],
+                                           int row0, int tok0, int warp, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * j + 2 * t + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[4 * j + i] * a.xinv[tok];
+    }
+  }
 }
 
 }  // namespace memra::kernels::matmul_detail
