@@ -104,6 +104,16 @@ inline void wait_idle(const Engine& e) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
+// Waits until idle, then: every KV block and recurrent-state slot is back (a failure says how
+// many are still held).
+inline ::testing::AssertionResult released_all(const Engine& e) {
+  wait_idle(e);
+  const EngineStats s = e.stats();
+  if (s.kv_blocks_used == 0 && s.state_slots_used == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << s.kv_blocks_used << " KV blocks and "
+                                       << s.state_slots_used << " state slots still held";
+}
+
 inline Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens, Collected& c) {
   Request r;
   r.prompt = std::move(prompt);

@@ -64,8 +64,7 @@ TEST(EngineRecurrent, PrefixCacheResumesFromTheLastFullBlockSnapshot) {
   EXPECT_EQ(s.state_snapshot_restores_total, 2u);
   EXPECT_EQ(s.state_snapshots_used, 2);  // 48 and turn 2's 64
   EXPECT_EQ(s.cached_tokens_total, 96u);
-  EXPECT_EQ(s.state_slots_used, 0);
-  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
   // The third turn resumes from the second's snapshot (71 tokens: 64).
   const Outcome third = run_one(*h.engine, concat(turn2, {7, 8}), 4);
   EXPECT_EQ(third.cached_tokens, 64);
@@ -112,8 +111,7 @@ TEST(EngineRecurrent, ASharedSystemPromptIsSnapshotWhereTheNextPromptLeavesIt) {
   wait_idle(*h.engine);
   const EngineStats s = h.engine->stats();
   EXPECT_EQ(s.state_snapshot_restores_total, 1u);
-  EXPECT_EQ(s.state_slots_used, 0);
-  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
 }
 
 // A shared prefix ending mid-block resumes at a boundary before it that has a snapshot, never
@@ -178,9 +176,7 @@ TEST(EngineRecurrent, EvictedBlockDropsItsSnapshot) {
   const Outcome a2 = run_one(*h.engine, prompt_of(30, 1), 4);
   EXPECT_EQ(a2.cached_tokens, 0);
   EXPECT_EQ(a2.ids, a1.ids);
-  wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
 }
 
 // Zero snapshot slots: a state model cannot resume from blocks alone, so its prefix cache is off
@@ -264,8 +260,7 @@ TEST(EngineRecurrent, PreemptedSequencesRecomputeTheirState) {
   }
   wait_idle(*h.engine);
   EXPECT_GT(h.engine->stats().preemptions_total, 0u);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
 }
 
 TEST(EngineRecurrent, CancelReleasesTheSlot) {
@@ -283,9 +278,7 @@ TEST(EngineRecurrent, CancelReleasesTheSlot) {
   second.wait();
   EXPECT_EQ(first.finish, FinishReason::cancelled);
   EXPECT_EQ(second.ids, expected_greedy(prompt_of(9, 3), 5));
-  wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
 }
 
 // Identical prompts preempted mid-decode resume from their prompt's snapshot (not from zero)
@@ -307,8 +300,7 @@ TEST(EngineRecurrent, PreemptedSequencesResumeFromTheirSnapshot) {
   const EngineStats s = h.engine->stats();
   EXPECT_GT(s.preemptions_total, 0u);
   EXPECT_GT(s.state_snapshot_restores_total, 0u);
-  EXPECT_EQ(s.kv_blocks_used, 0);
-  EXPECT_EQ(s.state_slots_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
   EXPECT_LE(s.state_snapshots_used, s.state_snapshots_total);
 }
 
@@ -326,9 +318,7 @@ TEST(EngineRecurrent, CancelMidPrefillReleasesEverything) {
   first.wait();
   EXPECT_EQ(first.finish, FinishReason::cancelled);
   h.model->delay_ms = 0;
-  wait_idle(*h.engine);
-  EXPECT_EQ(h.engine->stats().state_slots_used, 0);
-  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  EXPECT_TRUE(released_all(*h.engine));
   EXPECT_EQ(h.engine->stats().state_snapshots_used, 0);
   const Outcome again = run_one(*h.engine, prompt_of(120), 4);
   EXPECT_EQ(again.finish, FinishReason::length);
