@@ -235,6 +235,9 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, kNT == 1 ? 3 : 2)
 // same instructions as a decode of those rows alone: the outputs are matmul's bits for each row).
 // The ggml-layout form of tiled_decode_grouped_kernel (matmul_decode_tiled.cu), for expert
 // matrices the tiled layout cannot hold (K no multiple of 256: Gemma 4 26B-A4B's 704-wide down).
+// The pass loop is tiled_decode_grouped_kernel's, written out again on purpose: sharing it (a
+// lambda, or a function returning the pass's args) made ptxas spill more in both kernels, up to
+// 380 bytes per instantiation more.
 // (Two blocks a SM, not the plain kernel's three at one token tile: the passes' state on top of
 // its 80 registers spilled 80-200 bytes; at 128 a few types still spill 12-90 bytes, at one
 // block a SM none, which halves the warps in flight. Not measured yet.)
