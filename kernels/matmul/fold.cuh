@@ -125,8 +125,17 @@ __device__ __forceinline__ void bias_b_tiles(const MatmulArgs& a, int tok0, int 
   }
 }
 
-// A chunk's end over kM m16 x kN n8 tiles (mma C layout): acc holds each tile's s; the mins' step
-// (rows fr[m], tokens bb[n]) and p = fma(d, s, nb * b) replace it by the chunk partial.
+// One m16 x n8 tile's chunk end (mma C layout): acc holds s; the mins' step (A ba: bias_a of the
+// tile's rows r0, r8; B bb: its tokens') and p = fma(d, s, nb * b) replace it by the partial.
+__device__ __forceinline__ void fold_tile(float (&acc)[4], const uint32_t (&ba)[4], uint2 bb,
+                                          const FoldRow& r0, const FoldRow& r8) {
+  float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_f16(b, ba, bb.x, bb.y);
+  const float s[4] = {acc[0], acc[1], acc[2], acc[3]};
+  fold_chunk(acc, s, b, r0, r8);
+}
+
+// fold_tile over kM m16 x kN n8 tiles (rows fr[m], tokens bb[n]).
 template <int kM, int kN>
 __device__ __forceinline__ void fold_tiles(float (&acc)[kM][kN][4], const FoldRow (&fr)[kM][2],
                                            const uint2 (&bb)[kN], int t) {
@@ -135,12 +144,7 @@ __device__ __forceinline__ void fold_tiles(float (&acc)[kM][kN][4], const FoldRo
     uint32_t ba[4];
     bias_a(fr[m][0], fr[m][1], t, ba);
 #pragma unroll
-    for (int n = 0; n < kN; ++n) {
-      float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_f16(b, ba, bb[n].x, bb[n].y);
-      const float s[4] = {acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]};
-      fold_chunk(acc[m][n], s, b, fr[m][0], fr[m][1]);
-    }
+    for (int n = 0; n < kN; ++n) fold_tile(acc[m][n], ba, bb[n], fr[m][0], fr[m][1]);
   }
 }
 

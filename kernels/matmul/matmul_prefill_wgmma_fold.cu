@@ -113,18 +113,15 @@ __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* sta
   uint32_t ba[4];
   bias_a(r_g, r_g8, t, ba);
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
+  for (int j = 0; j < kBN / 8; ++j) {  // a tile at a time: its B fragment's loads, then its fold
     const int tok = tok0 + 8 * j + g;
     const uint2 bb = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
-    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    mma_f16(b, ba, bb.x, bb.y);
-    const float sj[4] = {s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]};
-    float p[4];
-    fold_chunk(p, sj, b, r_g, r_g8);
+    float(&p)[4] = *reinterpret_cast<float(*)[4]>(s + 4 * j);  // s of tile j becomes p
+    fold_tile(p, ba, bb, r_g, r_g8);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       total[4 * j + i] = c == 0 ? p[i] : __fadd_rn(total[4 * j + i], p[i]);
-      s[4 * j + i] = 0.0f;
+      p[i] = 0.0f;  // the next chunk's chain starts from +0
     }
   }
 }

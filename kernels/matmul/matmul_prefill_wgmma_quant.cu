@@ -8,8 +8,8 @@
 // Q4_K takes the folded order (fold.cuh): one wgmma chain over a chunk's 16 steps with the scaled
 // quants in A, the mins' step on mma.sync, d and dmin once per chunk (fold_chunk_wgmma below).
 // For Q6_K and Q8_0 the order is matmul.cu's canonical one, as in every matmul kernel: each scale
-// group's mma chain from +0, p = fma(scale, s_g, p) in group order, chunks summed left to right
-// (the bias branch below serves a type with group mins, none today). wgmma's k16 step
+// group's mma chain from +0, p = fma(scale, s_g, p) in group order, chunks summed left to right.
+// wgmma's k16 step
 // gives mma.sync's bits (matmul_prefill_wgmma.cu); kernel-check compares this kernel with the
 // ggml-layout mma.sync kernel bit for bit.
 //
@@ -54,14 +54,13 @@ struct QuantCfg {
 // Chunk c for the folded types (fold.cuh): s = one wgmma chain over the chunk's 16 steps, A = the
 // scaled quants, decoded four steps at a time into alternating register sets (a set is rewritten
 // only after the wgmmas that read it are done); then the mins' step on mma.sync (the same
-// instruction as every other kernel's) and total += fma(d, s, nb * b). s and b: scratch
-// accumulators (the per-group sets, unused by these types).
+// instruction as every other kernel's) and total += fma(d, s, nb * b). s: a scratch accumulator
+// (a per-group set, unused by these types).
 template <DType D>
 __device__ __forceinline__ void fold_chunk_wgmma(const MatmulArgs& a, const uint8_t* rec,
                                                  const uint8_t* X, const uint4& head_g,
                                                  const uint4& head_g8, int c, int tok0, int lane,
-                                                 float (&s)[8][4], float (&b)[8][4],
-                                                 float (&total)[8][4]) {
+                                                 float (&s)[8][4], float (&total)[8][4]) {
   using T = Tiled<D>;
   const int g = lane >> 2, t = lane & 3;
   const FoldRow fr_g = fold_row(head_g), fr_g8 = fold_row(head_g8);
@@ -88,23 +87,15 @@ __device__ __forceinline__ void fold_chunk_wgmma(const MatmulArgs& a, const uint
     if (u < 3) wgmma_wait<1>();  // set (u + 1) & 1's previous readers are done
   }
   uint2 bb[8];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    const int tok = tok0 + 8 * n + g;
-    bb[n] = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
-  }
+  bias_b_tiles(a, tok0, c, g, t, bb);  // loads in flight while the chain finishes
   uint32_t ba[4];
   bias_a(fr_g, fr_g8, t, ba);
   wgmma_wait<0>();
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
+    fold_tile(s[n], ba, bb[n], fr_g, fr_g8);  // s[n] becomes p (the next chain overwrites it)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) b[n][i] = 0.0f;
-    mma_f16(b[n], ba, bb[n].x, bb[n].y);
-    float p[4];
-    fold_chunk(p, s[n], b[n], fr_g, fr_g8);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) total[n][i] = c == 0 ? p[i] : __fadd_rn(total[n][i], p[i]);
+    for (int i = 0; i < 4; ++i) total[n][i] = c == 0 ? s[n][i] : __fadd_rn(total[n][i], s[n][i]);
   }
 }
 #endif
@@ -158,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
     const uint8_t* X = stage + C::kRecStage;
     const typename T::Head head_g = T::head(rec, g), head_g8 = T::head(rec, g + 8);
     if constexpr (kFold<D>) {
-      fold_chunk_wgmma<D>(a, rec, X, head_g, head_g8, c, tok0, lane, grp[0], grp[1], total);
+      fold_chunk_wgmma<D>(a, rec, X, head_g, head_g8, c, tok0, lane, grp[0], total);
       continue;
     }
     static_assert(kFold<D> || !T::kBias, "a tiled type with mins takes the folded order");
