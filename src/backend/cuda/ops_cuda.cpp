@@ -298,17 +298,11 @@ class CudaOps final : public Ops {
   bool matmul_experts_on_device(const ExpertMatrix& w, int64_t n_pairs) const override {
     static const bool enabled = env_switch("MEMRA_MOE_DEVICE", true);
     const auto [data, layout] = matmul_form(*w.stacked);
-    const auto n_in = static_cast<int64_t>(w.stacked->ne[0]);
-    if (layout == kernels::WeightLayout::ggml) {
-      // Each expert's matrix and the rows taken must start 16-byte aligned (the kernel's copies).
-      const auto row_bytes = static_cast<int64_t>(
-          dtype_row_bytes(w.stacked->dtype, static_cast<uint64_t>(n_in), "expert"));
-      if ((row_bytes * static_cast<int64_t>(w.stacked->ne[1])) % 16 != 0 ||
-          (row_bytes * w.row_begin) % 16 != 0)
-        return false;
-    }
-    return enabled && w.row_begin % 16 == 0 &&
-           kernels::matmul_experts_supports(w.stacked->dtype, layout, n_in, n_pairs);
+    // Each expert's matrix and the rows taken must start 16-byte aligned (the kernels' copies).
+    const ExpertSpan span = expert_span(*w.stacked, layout, w.row_begin);
+    return enabled && w.row_begin % 16 == 0 && span.matrix % 16 == 0 && span.skip % 16 == 0 &&
+           kernels::matmul_experts_supports(w.stacked->dtype, layout,
+                                            static_cast<int64_t>(w.stacked->ne[0]), n_pairs);
   }
   void matmul_experts(std::span<const ExpertMatrix> ws, const float* x, int x_div,
                       const int32_t* ids, int64_t n_pairs, std::span<float* const> ys) override {
@@ -332,19 +326,9 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < ws.size(); ++i) {
       const TensorView& s = *ws[i].stacked;
       const auto [data, layout] = matmul_form(s);
-      int64_t bytes = 0, skip = 0;  // an expert's matrix; the rows before row_begin
-      if (layout == kernels::WeightLayout::tiled) {
-        bytes = static_cast<int64_t>(
-            kernels::matmul_tiled_bytes(s.dtype, n_in, static_cast<int64_t>(s.ne[1])));
-        skip = static_cast<int64_t>(kernels::matmul_tiled_bytes(s.dtype, n_in, ws[i].row_begin));
-      } else {
-        const auto row_bytes =
-            static_cast<int64_t>(dtype_row_bytes(s.dtype, static_cast<uint64_t>(n_in), "expert"));
-        bytes = row_bytes * static_cast<int64_t>(s.ne[1]);
-        skip = row_bytes * ws[i].row_begin;
-      }
-      outs[i] = {s.dtype, static_cast<const uint8_t*>(data) + skip, bytes, ws[i].n_out, ys[i],
-                 layout};
+      const ExpertSpan span = expert_span(s, layout, ws[i].row_begin);
+      const auto* first = static_cast<const uint8_t*>(data) + span.skip;
+      outs[i] = {s.dtype, first, span.matrix, ws[i].n_out, ys[i], layout};
     }
     const int n_outs = static_cast<int>(ws.size());
     const auto n_expert = static_cast<int>(ws[0].stacked->ne[2]);
@@ -633,6 +617,21 @@ class CudaOps final : public Ops {
     fail(ErrorCode::invalid_argument, "MEMRA_WEIGHT_LAYOUT={} is not tiled or ggml", v);
   }
   // Where matmul reads a weight from, and in which layout.
+  // One expert's matrix of a stacked [n_in x rows x experts] tensor in its device form (tiled
+  // records or the file's rows), and the bytes before row row_begin of it.
+  struct ExpertSpan {
+    int64_t matrix, skip;
+  };
+  static ExpertSpan expert_span(const TensorView& s, kernels::WeightLayout layout,
+                                int64_t row_begin) {
+    const auto n_in = static_cast<int64_t>(s.ne[0]), rows = static_cast<int64_t>(s.ne[1]);
+    if (layout == kernels::WeightLayout::tiled)
+      return {static_cast<int64_t>(kernels::matmul_tiled_bytes(s.dtype, n_in, rows)),
+              static_cast<int64_t>(kernels::matmul_tiled_bytes(s.dtype, n_in, row_begin))};
+    const auto row_bytes =
+        static_cast<int64_t>(dtype_row_bytes(s.dtype, static_cast<uint64_t>(n_in), "expert"));
+    return {row_bytes * rows, row_bytes * row_begin};
+  }
   std::pair<const void*, kernels::WeightLayout> matmul_form(const TensorView& w) const {
     const auto it = tiled_.find(w.data);
     if (it == tiled_.end()) return {w.data, kernels::WeightLayout::ggml};
