@@ -22,7 +22,7 @@
 // registers that an in-flight wgmma owns made ptxas inject waits for it (warning C7517), and
 // without the zeroing Q6_K/Q8_0 drop from 220/255 registers to 166/161 (8B gate at 512 tokens:
 // Q6_K 427 -> 372 us, Q8_0 341 -> 321). (Q4_K, in the per-group order until 2026-12-01, stayed at
-// the 255-register cap with its bias terms and spilled; folded it needs 174 and none.)
+// the 255-register cap with its bias terms and spilled; folded it needs 168 and none.)
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
