@@ -363,7 +363,7 @@ void launch_groups(const MatmulOut* outs, int n_outs, int min_outputs, bool* gro
 }
 
 // One-token outputs over tiled Q4_K, Q6_K and Q8_0: one launch per dtype (and per kMultiOuts
-// outputs) of the groups-in-columns kernel.
+// outputs) of the one-token kernel (matmul_decode_single.cu).
 void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x, bool* grouped,
                           cudaStream_t stream) {
   const auto tiled = [](const MatmulOut& o) {
@@ -467,7 +467,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
                    any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                    static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }
-  constexpr int kMaxGrouped = 16;  // outputs of a call that one-token launches may share
+  constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   bool grouped[kMaxGrouped] = {};
   if (n_tokens <= 8 && n_outs <= kMaxGrouped) {
     MatmulArgs x_args;
