@@ -153,7 +153,7 @@ struct ExpertsOut {
   float* y;  // [n_pairs x n_out]
   // ggml: the experts' matrices in the file's layout, for any type matmul's mma kernels take
   // (experts whose K the tiled layout cannot hold); always sorted by expert, the ggml decode kernel
-  // a pass of up to 64 rows. Only with MEMRA_MOE_DEVICE_GGML=1 until measured on a GPU.
+  // a pass of up to 64 rows (MEMRA_MOE_DEVICE_GGML=0 routes such experts on the host).
   WeightLayout layout = WeightLayout::tiled;
 };
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,

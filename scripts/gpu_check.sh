@@ -14,6 +14,8 @@
 #     families  memra bench on issue 11's family files: the Qwen3 MoE, the Qwen3.5/3.6 hybrids
 #               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
 #     full      all three (~17 min: where one command may run 10 minutes at most, run them apart)
+#     smoke     the determinism contract, graph replay and the MoE device path on the fixtures,
+#               and one 8B Q4_K_M benchmark (~2 min: a changed default's first check)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
@@ -21,8 +23,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | full) ;;
-  *) echo "usage: $0 [quick|bench8b|families|full]" >&2; exit 2 ;;
+  quick | bench8b | families | full | smoke) ;;
+  *) echo "usage: $0 [quick|bench8b|families|full|smoke]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -98,6 +100,14 @@ bench_with() {
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
+if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or bench8b too
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
+  step model-gate-moe 180 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-moe.json" tests/fixtures/models/gemma4_moe \
+    tests/fixtures/models/qwen3_moe tests/fixtures/models/qwen3_5_moe
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
+fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
   step kernel-check 180 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
@@ -124,8 +134,8 @@ if runs quick; then
   # on the exact matmul path for K not a multiple of 16), then the synth files.
   GATE=(tests/fixtures/models/llama tests/fixtures/models/qwen2 tests/fixtures/models/qwen3
     tests/fixtures/models/gemma3 tests/fixtures/models/gemma4)
-  # The MoE fixtures (BF16 experts: routing read on the host) and the first 4 layers of the
-  # Qwen3-30B-A3B shape in Q4_K_M (tiled experts: routing and expert matmuls on the device).
+  # The MoE fixtures (BF16 experts in the file's layout) and the first 4 layers of the
+  # Qwen3-30B-A3B shape in Q4_K_M (tiled experts): routing and expert matmuls on the device.
   GATE+=(tests/fixtures/models/qwen3_moe tests/fixtures/models/qwen3_5_moe)
   N_GATE_FIXTURES=${#GATE[@]}  # model-gate-fast takes the synth files only
   for spec in "qwen3-0.6b bf16" "qwen3-0.6b q8_0" "qwen3-0.6b q4_k_m" "gemma3-270m q4_k_m" \
@@ -141,14 +151,14 @@ if runs quick; then
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
   step model-gate-gemma4 120 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-gemma4.json" tests/fixtures/models/gemma4_moe
-  # MoE experts in the file's layout on the device (MEMRA_MOE_DEVICE_GGML, off until measured):
-  # the MoE fixtures' BF16 experts then take the sorted device path; the gate and the
-  # determinism contract with it.
-  step model-gate-moe-ggml 180 env MEMRA_MOE_DEVICE_GGML=1 python3 scripts/gpu_model_gate.py \
-    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-moe-ggml.json" \
+  # The MoE fixtures' experts in the file's layout routed on the host instead
+  # (MEMRA_MOE_DEVICE_GGML=0, the path before 2026-12-02's thirteenth round): the gate and the
+  # determinism contract there too, as users may pick it.
+  step model-gate-moe-host 180 env MEMRA_MOE_DEVICE_GGML=0 python3 scripts/gpu_model_gate.py \
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-moe-host.json" \
     tests/fixtures/models/gemma4_moe tests/fixtures/models/qwen3_moe
-  step engine-invariants-moe-ggml 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_DEVICE_GGML=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*'
+  step engine-invariants-moe-host 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_DEVICE_GGML=0 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
   # greedy-identical promise across batch shapes, but the same gate against the CPU.
   step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
@@ -186,10 +196,10 @@ if runs bench8b; then
   # the tensor cores won at 4,096 and 16,384 (237.5 / 194.7 against 232.0 / 185.3) and tied at 0
   # (276.0 against 278.6);
   # its BF16 prefill A/B below stays.)
-  # Q4_K's wgmma products (17+ tokens: prefill, and the 64-sequence decode steps) on the
-  # warp-specialized kernel (MEMRA_WGMMA_FOLD, off until this A/B has run; the same bits).
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-fold MEMRA_WGMMA_FOLD=1 -p 512 -n 64 \
-    -c 1,64
+  # Q4_K's wgmma products of more than 64 tokens on the quantized kernel instead of the
+  # warp-specialized one (MEMRA_WGMMA_FOLD=0; the same bits): the prefill A/B.
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" quant-prefill MEMRA_WGMMA_FOLD=0 -p 512 \
+    -n 64
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
   # each default figure.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
@@ -242,10 +252,10 @@ if runs families; then
   rm -f "$MODELS_DIR/qwen3.6-27b-q4_k_m.gguf"
   # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers).
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
-  # Its 704-wide experts in the file's layout routed on the device (MEMRA_MOE_DEVICE_GGML), which
-  # also lets its decode steps replay as graphs: the A/B.
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-device-ggml \
-    MEMRA_MOE_DEVICE_GGML=1 -p 512 -n 64 -c 1,8
+  # Its 704-wide experts (the file's layout) routed on the host instead of the device
+  # (MEMRA_MOE_DEVICE_GGML=0; no graphs then): the A/B.
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-host-ggml \
+    MEMRA_MOE_DEVICE_GGML=0 -p 512 -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   # Gemma 4 31B, dense (60 layers, 512-wide full-attention heads; decode steps as graphs).
   bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
@@ -254,10 +264,10 @@ fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
   step kernel-bench 180 "$BIN/memra-kernel-bench" --json "$RECEIPTS/$DAY-kernel-bench.json"
-  # The warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off until measured) at 512 tokens:
-  # the A/B against the rows above.
-  step kernel-bench-wgmma-fold 120 env MEMRA_WGMMA_FOLD=1 "$BIN/memra-kernel-bench" --tokens 512 \
-    --json "$RECEIPTS/$DAY-kernel-bench-wgmma-fold.json"
+  # Q4_K at 512 tokens on the quantized wgmma kernel (MEMRA_WGMMA_FOLD=0) instead of the
+  # warp-specialized one: the A/B against the rows above.
+  step kernel-bench-quant-prefill 120 env MEMRA_WGMMA_FOLD=0 "$BIN/memra-kernel-bench" \
+    --tokens 512 --json "$RECEIPTS/$DAY-kernel-bench-quant-prefill.json"
 fi
 if [ "$MODE" != quick ]; then
   # This run's figures beside llama.cpp's and the issue 10 targets, from its receipts (nothing is

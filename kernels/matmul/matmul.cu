@@ -293,7 +293,8 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
       if (args.xp != nullptr) {  // uses_wgmma said so
         if constexpr (D == DType::f16 || D == DType::bf16) {
           matmul_detail::launch_prefill_wgmma(args, stream);
-        } else if (D == DType::q4_k && matmul_detail::prefill_wgmma_fold_enabled()) {
+        } else if (D == DType::q4_k && args.n_tokens > kDecodeTokens &&
+                   matmul_detail::prefill_wgmma_fold_enabled()) {
           matmul_detail::launch_prefill_wgmma_fold(args, stream);
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);

@@ -190,10 +190,11 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
   }
 }
 
-// Experts in the file's layout (ggml_experts_enabled): off until a GPU run has proven and measured
-// them (MEMRA_MOE_DEVICE_GGML=1 turns them on; kernel-check does).
+// Experts in the file's layout on the device: on unless MEMRA_MOE_DEVICE_GGML=0 (routing on the
+// host instead). Measured on Gemma 4 26B-A4B Q4_K_M (704-wide experts): decode 112.6 -> 142.7
+// tok/s at one sequence, 395 -> 603 at 8, pp512 3,215 -> 3,700.
 bool ggml_experts_enabled() {
-  static const bool enabled = env_switch("MEMRA_MOE_DEVICE_GGML", false);
+  static const bool enabled = env_switch("MEMRA_MOE_DEVICE_GGML", true);
   return enabled;
 }
 

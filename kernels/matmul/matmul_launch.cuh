@@ -142,8 +142,8 @@ void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
 // Tiled Q4_K in the BF16 kernel's warp-specialized structure (matmul_prefill_wgmma_fold.cu;
-// args.xp set, 128-token tiles over 64 tokens, 64-token tiles at 17-64): the same bits as
-// launch_prefill_wgmma_quant. Only with MEMRA_WGMMA_FOLD=1 until measured on a GPU.
+// args.xp set, more than 64 tokens): the same bits as launch_prefill_wgmma_quant. On unless
+// MEMRA_WGMMA_FOLD=0.
 bool prefill_wgmma_fold_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
 

@@ -1,12 +1,11 @@
 // The wgmma matmul for tiled Q4_K weights on Hopper (sm_90a) in the BF16 kernel's structure
-// (matmul_prefill_wgmma.cu): 128 rows x kBN tokens a block (128 over 64 tokens, 64 for the 17-64
-// token steps that take wgmma), two compute warpgroups that issue one wgmma.m64n{kBN}k16 a k16
-// step with A from registers, and a copy warpgroup (one lane of it) that fills each sub-stage's
-// buffer by bulk copies as soon as its "empty" mbarrier says the compute warps are done with it.
-// Opt-in (MEMRA_WGMMA_FOLD=1) until a GPU run has measured it against
-// matmul_prefill_wgmma_quant.cu, whose one thread's copies behind a block barrier a chunk held the
-// folded Q4_K order at 370 us on the 8B gate shape at 512 tokens where the BF16 kernel takes 126
-// (docs/PERFORMANCE.md, twelfth round).
+// (matmul_prefill_wgmma.cu), for steps of more than 64 tokens: 128 rows x 128 tokens a block, two
+// compute warpgroups that issue one wgmma.m64n128k16 a k16 step with A from registers, and a copy
+// warpgroup (one lane of it) that fills each sub-stage's buffer by bulk copies as soon as its
+// "empty" mbarrier says the compute warps are done with it. Measured against
+// matmul_prefill_wgmma_quant.cu (one thread's copies behind a block barrier a chunk): the 8B gate
+// shape at 512 tokens 369 -> 317 us, the BF16 kernel's 126 still far ahead (PERFORMANCE.md,
+// thirteenth round: each chunk's end drains the wgmma chain and folds on the CUDA cores).
 //
 // Per element the order is the folded one (fold.cuh), as in every Q4_K kernel: each warp decodes
 // its m16 tile's A fragments from the staged quants and multiplies them by the group scales, one
@@ -16,8 +15,7 @@
 //
 // A sub-stage (64 of K, a quarter of a chunk) stages, per tile, the record's quad of quants for its
 // four steps (512 B) and the 16 rows' headers (256 B), and the x tile: xp_offset's 128 x 64 tile
-// (16 KB, one copy, as the BF16 kernel), or for 64 tokens its half of each of the four steps
-// (2 KB each, as the quantized kernel).
+// (16 KB, one copy, as the BF16 kernel).
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -38,27 +36,22 @@ static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kXpTokens == 128 && kSub == kXpK, "the x tile is (half) xp_offset's tile");
 static_assert(T::kBytes == 4 * kQuadBytes + kHeadBytes, "a record is four quads and the heads");
 
-template <int kBN>
-struct FoldCfg {
-  static_assert(kBN == 64 || kBN == 128, "wgmma m64n64 or m64n128");
-  static constexpr int kStages = kBN == 128 ? 7 : 10;
-  static constexpr int kXStage = kBN * kSub * 2;   // 16 or 8 KB
-  static constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 or 2 KB
-  static constexpr int kStageBytes = kQuads + kHeads + kXStage;
-  static constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
-  static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
-};
+constexpr int kBN = 128;  // tokens a block: wgmma m64n128
+constexpr int kStages = 7;
+constexpr int kXStage = kBN * kSub * 2;   // 16 KB: xp_offset's tile, one copy
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
+constexpr int kStageBytes = kQuads + kHeads + kXStage;
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
+static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it); rows past the matrix repeat the last tile.
-template <int kBN>
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                            int q, int row0, int tok0) {
-  using C = FoldCfg<kBN>;
-  mbar_arrive_expect_tx(bar, C::kStageBytes);
+  mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
   const int c = q / 4, u = q % 4;
 #pragma unroll 1
@@ -68,15 +61,7 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
     bulk_copy(stage + m * kQuadBytes, rec + u * kQuadBytes, kQuadBytes, bar);
     bulk_copy(stage + kQuads + m * kHeadBytes, rec + 4 * kQuadBytes, kHeadBytes, bar);
   }
-  uint8_t* x = stage + kQuads + kHeads;
-  if constexpr (kBN == 128) {
-    bulk_copy(x, a.xp + xp_offset(tok0, q * kSub, a.n_in), C::kXStage, bar);
-  } else {
-#pragma unroll 1
-    for (int v = 0; v < 4; ++v)
-      bulk_copy(x + v * C::kStepBytes, a.xp + xp_offset(tok0, q * kSub + 16 * v, a.n_in),
-                C::kStepBytes, bar);
-  }
+  bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // Rows g and g + 8 of this warp's tile from a stage's headers. Read from shared memory where
@@ -103,7 +88,6 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 // Chunk c's end (stage: one of its sub-stages, for the headers): the mins' step for each n8 tile,
 // p = fma(d, s, nb * b) into the running sum in order, s restarts from +0.
-template <int kBN>
 __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* stage, int c, int tok0,
                                          int warp, int lane, float (&total)[kBN / 2],
                                          float (&s)[kBN / 2]) {
@@ -126,24 +110,11 @@ __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* sta
   }
 }
 
-// d += A * B over kBN tokens: wgmma m64n128k16 or m64n64k16 (n8 tile j in d[4j .. 4j + 3] either
-// way, mma.sync's C layout).
-template <int kBN>
-__device__ __forceinline__ void wgmma_step(float (&d)[kBN / 2], const uint32_t (&a)[4],
-                                           uint64_t b) {
-  if constexpr (kBN == 128)
-    wgmma_m64n128k16(d, a, b);
-  else
-    wgmma_m64n64k16<true>(reinterpret_cast<float(&)[8][4]>(d), a, b);
-}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <int kBN>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = FoldCfg<kBN>;
-  constexpr int kStages = C::kStages, kStageBytes = C::kStageBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
@@ -158,10 +129,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
     setmaxnreg_dec<kCopyRegs>();
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
-                           [&](int q, uint8_t* stage, uint64_t* bar) {
-                             fill_stage<kBN>(a, stage, bar, q, row0, tok0);
-                           });
+      copy_stages<kStages>(
+          n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
   }
@@ -185,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
       const uint8_t* X = stage + kQuads + kHeads;
       wgmma_fence();
 #pragma unroll
-      for (int v = 0; v < 4; ++v) wgmma_step<kBN>(s, af[v], b_desc(X + v * C::kStepBytes));
+      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
       wgmma_commit();
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
@@ -194,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     }
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
-    fold_end<kBN>(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
+    fold_end(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
     release(q3);  // after fold_end has read the headers
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
@@ -205,26 +175,23 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
 
 }  // namespace
 
+// On by default (MEMRA_WGMMA_FOLD=0 for the A/B): 8B Q4_K_M pp512 8,138 -> 8,662 tok/s on the H200.
+// Steps of 17-64 tokens stay on the quantized kernel, which measured faster there (64 sequences'
+// decode 3,383 tok/s against 3,059 with this kernel's 64-token tiles).
 bool prefill_wgmma_fold_enabled() {
-  static const bool enabled = env_switch("MEMRA_WGMMA_FOLD", false);
+  static const bool enabled = env_switch("MEMRA_WGMMA_FOLD", true);
   return enabled;
 }
 
-template <int kBN>
-void launch_tokens(const MatmulArgs& a, cudaStream_t stream) {
-  using C = FoldCfg<kBN>;
+void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= kDecodeTokens)
+    fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
+         a.n_tokens, kDecodeTokens);
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_fold_kernel<kBN>, C::kSmem, smem_set);
+  allow_smem_once(prefill_wgmma_fold_kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(prefill_wgmma_fold_kernel<kBN>, grid, kThreads, C::kSmem, stream, a);
-}
-
-void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens > kDecodeTokens)
-    launch_tokens<128>(a, stream);
-  else
-    launch_tokens<64>(a, stream);
+  detail::launch(prefill_wgmma_fold_kernel, grid, kThreads, kSmem, stream, a);
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/missing_data.h"
+#include "core/env.h"
 #include "formats/synth.h"
 #include "greedy_collector.h"
 #include "memra/engine.h"
@@ -284,12 +285,14 @@ TEST_P(EngineFixture, GraphReplayAndDeviceGreedyMatchEager) {
   }
   EngineOptions o = fixture_options(dir);
   const bool on_cpu = o.device == "cpu";
-  // The MoE fixtures' BF16 experts read their routing on the host (the device path takes tiled
-  // Q4_K/Q6_K/Q8_0 experts: EngineMoeDevice below), so their steps are never recorded
-  // (decoder.cpp); hybrid models (qwen3_5) are, their padding in the scratch state slot, and
-  // Gemma 4's, its per-layer inputs in buffers sized up front (gemma4.cpp).
+  // The MoE fixtures' BF16 experts are routed on the device in the file's layout, so their steps
+  // are recorded too, unless MEMRA_MOE_DEVICE=0 or MEMRA_MOE_DEVICE_GGML=0 sends the routing to
+  // the host (decoder.cpp then records none); hybrid models (qwen3_5) are, their padding in the
+  // scratch state slot, and Gemma 4's, its per-layer inputs in buffers sized up front (gemma4.cpp).
   const std::string arch = GetParam();
-  const bool recorded = !on_cpu && arch.find("moe") == std::string::npos;
+  const bool moe_on_host =
+      !env_switch("MEMRA_MOE_DEVICE", true) || !env_switch("MEMRA_MOE_DEVICE_GGML", true);
+  const bool recorded = !on_cpu && (arch.find("moe") == std::string::npos || !moe_on_host);
   std::vector<std::vector<int32_t>> graphs;
   {
     auto e = Engine::create(o);

@@ -252,7 +252,7 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q4_k, 2048, 768, 128, 512, 8, false);  // 4096: 30B-A3B's gate
     check_experts(ctx, DType::q6_k, 768, 512, 128, 512, 8, true, Routing::skewed);   // 4096
     check_experts(ctx, DType::q8_0, 256, 96, 256, 4500, 2, false, Routing::skewed);  // 9000
-    // Experts in the file's layout (MEMRA_MOE_DEVICE_GGML, which main turns on): K no multiple of
+    // Experts in the file's layout (MEMRA_MOE_DEVICE_GGML, main keeps it on): K no multiple of
     // 256 (Gemma 4 26B-A4B's 704-wide down, in llama.cpp's Q4_K_M fallback types), the sort at
     // any count, decode and prefill sizes.
     constexpr auto kGgml = kernels::WeightLayout::ggml;

@@ -107,10 +107,10 @@ int main(int argc, char** argv) {
   // a user's environment turned them off: the shared-x cases then run them. An explicit setting
   // wins.
   setenv("MEMRA_GROUPED_DECODE", "1", /*overwrite=*/0);
-  // Likewise the warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, off by default until
-  // measured): with it on, every tiled Q4_K product that takes wgmma on sm_90a runs it.
+  // Likewise the warp-specialized Q4_K prefill kernel (MEMRA_WGMMA_FOLD, on by default: tiled
+  // Q4_K products of more than 64 tokens on sm_90a) and the experts in the file's layout on the
+  // device (MEMRA_MOE_DEVICE_GGML, on by default).
   setenv("MEMRA_WGMMA_FOLD", "1", /*overwrite=*/0);
-  // And the experts in the file's layout (MEMRA_MOE_DEVICE_GGML, off by default until measured).
   setenv("MEMRA_MOE_DEVICE_GGML", "1", /*overwrite=*/0);
   Options opt;
   opt.seed = std::random_device{}();
