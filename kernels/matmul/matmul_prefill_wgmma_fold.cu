@@ -33,7 +33,7 @@ constexpr int kQuadBytes = 512, kHeadBytes = 256;  // tiled.cuh: a quad at 512 u
 constexpr int kQuads = kTiles * kQuadBytes;        // 4 KB
 constexpr int kHeads = kTiles * kHeadBytes;        // 2 KB
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
-static_assert(kXpTokens == 128 && kSub == kXpK, "the x tile is (half) xp_offset's tile");
+static_assert(kXpTokens == 128 && kSub == kXpK, "the x tile is xp_offset's tile");
 static_assert(T::kBytes == 4 * kQuadBytes + kHeadBytes, "a record is four quads and the heads");
 
 constexpr int kBN = 128;  // tokens a block: wgmma m64n128
