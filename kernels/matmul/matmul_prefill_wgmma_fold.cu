@@ -41,7 +41,9 @@ constexpr int kStages = 7;
 constexpr int kXStage = kBN * kSub * 2;   // 16 KB: xp_offset's tile, one copy
 constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 constexpr int kStageBytes = kQuads + kHeads + kXStage;
-constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
+constexpr int kBarBytes = 2 * kStages * 8;     // a full and an empty mbarrier a stage
+constexpr int kXsumBytes = 2 * kCompute * 16;  // a chunk's group sums of the block's tokens, x2
+constexpr int kSmem = kStages * kStageBytes + kBarBytes + kXsumBytes;
 static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -86,20 +88,20 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
   }
 }
 
-// Chunk c's end (stage: one of its sub-stages, for the headers): the mins' step for each n8 tile,
-// p = fma(d, s, nb * b) into the running sum in order, s restarts from +0.
-__device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* stage, int c, int tok0,
-                                         int warp, int lane, float (&total)[kBN / 2],
-                                         float (&s)[kBN / 2]) {
+// Chunk c's end (stage: one of its sub-stages, for the headers; xs: the mins' B fragments of the
+// block's tokens for the chunk, token i's sums 4h .. 4h + 3 as bias_b_both at xs[2i + h]): the
+// mins' step for each n8 tile, p = fma(d, s, nb * b) into the running sum in order, s restarts
+// from +0.
+__device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, int c, int warp,
+                                         int lane, float (&total)[kBN / 2], float (&s)[kBN / 2]) {
   const int g = lane >> 2, t = lane & 3;
   FoldRow r_g, r_g8;
   head_rows(stage, warp, g, r_g, r_g8);
   uint32_t ba[4];
   bias_a(r_g, r_g8, t, ba);
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {  // a tile at a time: its B fragment's loads, then its fold
-    const int tok = tok0 + 8 * j + g;
-    const uint2 bb = bias_b(tok < a.n_tokens ? a.xsum + tok * a.xsum_stride : nullptr, c, t);
+  for (int j = 0; j < kBN / 8; ++j) {  // a tile at a time: its B fragment, then its fold
+    const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * j + g) + (t & 1))[t >> 1];
     float(&p)[4] = *reinterpret_cast<float(*)[4]>(s + 4 * j);  // s of tile j becomes p
     fold_tile(p, ba, bb, r_g, r_g8);
 #pragma unroll
@@ -110,6 +112,19 @@ __device__ __forceinline__ void fold_end(const MatmulArgs& a, const uint8_t* sta
   }
 }
 
+// A 16-byte read-only global load that stays where it is written (volatile: the compiler would
+// otherwise sink it towards its use, past the wgmma groups that should hide its latency).
+__device__ __forceinline__ float4 ld_early(const float* p) {
+  float4 v;
+  asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
+// The two compute warpgroups meet (named barrier 1; the copy warpgroup never takes part).
+__device__ __forceinline__ void compute_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kCompute) : "memory");
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
@@ -144,7 +159,17 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   float s[kBN / 2], total[kBN / 2];
 #pragma unroll
   for (int i = 0; i < kBN / 2; ++i) s[i] = total[i] = 0.0f;
+  // The mins' B fragments: each compute thread loads one token's half of the chunk's group sums
+  // (token tok0 + tid / 2, sums 4 (tid % 2) .. + 3) when the chunk starts, and stages them,
+  // converted once, in shared memory for every warp's fold at the chunk's end; so the fold, while
+  // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
+  // behind the last, they were its main cost) nor converts the same sums in all eight warps.
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
+  uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStageBytes + kBarBytes);
   for (int c = 0; c < n_sub / 4; ++c) {
+    const float4 xv = ld_early(x_src + 8 * c);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
@@ -162,9 +187,14 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
         release(q - 1);
       }
     }
+    // Two buffers: a warp stores chunk c + 1's sums only after every warp passed chunk c's
+    // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
+    uint4* const xs_c = xs + (c & 1) * kCompute;
+    xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);  // as bias_b
+    compute_sync();
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
-    fold_end(a, smem + (q3 % kStages) * kStageBytes, c, tok0, warp, lane, total, s);
+    fold_end(smem + (q3 % kStages) * kStageBytes, xs_c, c, warp, lane, total, s);
     release(q3);  // after fold_end has read the headers
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
