@@ -14,8 +14,9 @@
 #     families  memra bench on issue 11's family files: the Qwen3 MoE, the Qwen3.5/3.6 hybrids
 #               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
 #     full      all three (~17 min: where one command may run 10 minutes at most, run them apart)
-#     smoke     the determinism contract, graph replay and the MoE device path on the fixtures,
-#               and one 8B Q4_K_M benchmark (~2 min: a changed default's first check)
+#     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
+#               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
+#               one 8B Q4_K_M benchmark (~3 min: a changed kernel's or default's first check)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
@@ -101,11 +102,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
 if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or bench8b too
+  step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
   step model-gate-moe 180 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate-moe.json" tests/fixtures/models/gemma4_moe \
     tests/fixtures/models/qwen3_moe tests/fixtures/models/qwen3_5_moe
+  step kernel-bench-512 120 "$BIN/memra-kernel-bench" --tokens 512 \
+    --json "$RECEIPTS/$DAY-kernel-bench-512.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
 fi
 if runs quick; then
