@@ -98,16 +98,16 @@ __device__ __forceinline__ uint32_t bias_pair(float a, float b, bool lo) {
 // The mins' step's B fragment for one token (xsum_row: its group sums; null: a token past the
 // batch, zeros): elements 4t .. 4t + 3 are the hi (t < 2) or lo (t >= 2) parts of the sums of
 // groups 4 (t % 2) .. + 3 of chunk c.
+__device__ __forceinline__ uint2 bias_b(const float* xsum_row, int c, int t) {
+  if (xsum_row == nullptr) return make_uint2(0u, 0u);
+  const float4 v = __ldg(reinterpret_cast<const float4*>(xsum_row + 8 * c + 4 * (t & 1)));
+  return make_uint2(bias_pair(v.x, v.y, t >= 2), bias_pair(v.z, v.w, t >= 2));
+}
 // bias_b's fragment for both halves of a token's four sums v, converted once for every lane that
 // needs them: .x, .y for t < 2 (the hi parts), .z, .w for t >= 2 (the lo parts).
 __device__ __forceinline__ uint4 bias_b_both(const float4& v) {
   return make_uint4(bias_pair(v.x, v.y, false), bias_pair(v.z, v.w, false),
                     bias_pair(v.x, v.y, true), bias_pair(v.z, v.w, true));
-}
-__device__ __forceinline__ uint2 bias_b(const float* xsum_row, int c, int t) {
-  if (xsum_row == nullptr) return make_uint2(0u, 0u);
-  const float4 v = __ldg(reinterpret_cast<const float4*>(xsum_row + 8 * c + 4 * (t & 1)));
-  return make_uint2(bias_pair(v.x, v.y, t >= 2), bias_pair(v.z, v.w, t >= 2));
 }
 
 // p = fma(d, s, nb * b) on an mma C fragment: registers 0, 1 are row g (r0), 2, 3 row g + 8.

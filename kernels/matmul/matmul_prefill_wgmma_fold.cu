@@ -4,8 +4,9 @@
 // warpgroup (one lane of it) that fills each sub-stage's buffer by bulk copies as soon as its
 // "empty" mbarrier says the compute warps are done with it. Measured against
 // matmul_prefill_wgmma_quant.cu (one thread's copies behind a block barrier a chunk): the 8B gate
-// shape at 512 tokens 369 -> 317 us, the BF16 kernel's 126 still far ahead (PERFORMANCE.md,
-// thirteenth round: each chunk's end drains the wgmma chain and folds on the CUDA cores).
+// shape at 512 tokens 369 -> 242 us with the fold's sums staged (below), the BF16 kernel's 125
+// still ahead (PERFORMANCE.md, thirteenth round: each chunk's end drains the wgmma chain and folds
+// on the CUDA cores).
 //
 // Per element the order is the folded one (fold.cuh), as in every Q4_K kernel: each warp decodes
 // its m16 tile's A fragments from the staged quants and multiplies them by the group scales, one
@@ -112,15 +113,6 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
   }
 }
 
-// A 16-byte read-only global load that stays where it is written (volatile: the compiler would
-// otherwise sink it towards its use, past the wgmma groups that should hide its latency).
-__device__ __forceinline__ float4 ld_early(const float* p) {
-  float4 v;
-  asm volatile("ld.global.nc.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
-  return v;
-}
 // The two compute warpgroups meet (named barrier 1; the copy warpgroup never takes part).
 __device__ __forceinline__ void compute_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kCompute) : "memory");
@@ -164,12 +156,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   // converted once, in shared memory for every warp's fold at the chunk's end; so the fold, while
   // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
   // behind the last, they were its main cost) nor converts the same sums in all eight warps.
+  // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
   const int x_tok = tok0 + (tid >> 1);
   const float* x_src =
       a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
   uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStageBytes + kBarBytes);
   for (int c = 0; c < n_sub / 4; ++c) {
-    const float4 xv = ld_early(x_src + 8 * c);
+    const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
@@ -205,7 +198,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
 
 }  // namespace
 
-// On by default (MEMRA_WGMMA_FOLD=0 for the A/B): 8B Q4_K_M pp512 8,138 -> 8,662 tok/s on the H200.
+// On by default (MEMRA_WGMMA_FOLD=0 for the A/B): 8B Q4_K_M pp512 8,138 -> 10,632 tok/s on the
+// H200 (8,662 before the fold's sums were staged).
 // Steps of 17-64 tokens stay on the quantized kernel, which measured faster there (64 sequences'
 // decode 3,383 tok/s against 3,059 with this kernel's 64-token tiles).
 bool prefill_wgmma_fold_enabled() {
