@@ -126,6 +126,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
+  // The barriers and roles as matmul_prefill_wgmma.cu's kernel sets them up. (Written once, as a
+  // wgmma.cuh helper both kernels call, it changed ~500 lines of the BF16 kernel's SASS: kept
+  // apart, as measured.)
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
