@@ -11,7 +11,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
 TARGETS=(memra memra-cuda-check memra-kernel-check memra-kernel-bench model_run
-  memra_engine_fixture_test memra-server)
+  memra_engine_fixture_test memra-server memra-fake-server)
 cmake --preset device >/dev/null
 cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "${TARGETS[@]}"
 
@@ -31,9 +31,25 @@ for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u);
     *) cp -L "$lib" .device/lib/ ;;
   esac
 done
+# What scripts/gpu_server_tests.sh needs on a machine that cannot receive weights or packages: the
+# default model's tokenizer as a vocab-only GGUF (~6 MB; the weights are drawn there), and wheels of
+# the Python clients the server tests use, at this venv's versions, for that machine's Python 3.12.
+mkdir -p .device/vocab .device/wheels
+model=${MEMRA_MODEL_DIR:-$HOME/.cache/memra/models}/gemma-3-270m-q4_k_m.gguf
+if [ -f "$model" ] && [ -x .venv/bin/python ]; then
+  .venv/bin/python scripts/vocab_only_gguf.py "$model" .device/vocab/gemma-3-270m.vocab.gguf
+  pins=$(.venv/bin/python -m pip freeze 2>/dev/null | grep -iE '^(openai|anthropic|jsonschema|jsonschema.specifications|pydantic|pydantic.core|jiter|distro|sniffio|typing.inspection|annotated.types|referencing|rpds.py|docstring.parser)==')
+  # shellcheck disable=SC2086
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d .device/wheels $pins ||
+    echo "device_pack: the server tests' wheels could not be fetched (gpu_server_tests.sh will say so)" >&2
+else
+  echo "device_pack: no default model ($model) or .venv: the GPU server tests cannot run" >&2
+fi
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 # -9e: a third of the default level's size (22 vs 49 MiB), which keeps a device call under its 64 MiB
 # carry limit; ~80 s on 2 cores.
 XZ_OPT="-9e -T0" tar -cJf .device.tar.xz .device
-du -sh .device/bin .device/lib .device.tar.xz
+du -sh .device/bin .device/lib .device/vocab .device/wheels .device.tar.xz
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device.tar.xz | cut -f1) MiB packed)"

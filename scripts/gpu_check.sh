@@ -13,7 +13,8 @@
 #               server's start, TTFT and ITL (~5 min)
 #     families  memra bench on issue 11's family files: the Qwen3 MoE, the Qwen3.5/3.6 hybrids
 #               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
-#     full      all three (~17 min: where one command may run 10 minutes at most, run them apart)
+#     server    the server's Python tests against the GPU engine (scripts/gpu_server_tests.sh)
+#     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark (~3 min: a changed kernel's or default's first check)
@@ -24,8 +25,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | full | smoke) ;;
-  *) echo "usage: $0 [quick|bench8b|families|full|smoke]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -265,6 +266,13 @@ if runs families; then
   # Gemma 4 31B, dense (60 layers, 512-wide full-attention heads; decode steps as graphs).
   bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-31b-q4_k_m.gguf"
+fi
+if runs server; then
+  # The server's Python tests with every memra-server on the GPU (scripts/gpu_server_tests.sh:
+  # the default model's shape with its real tokenizer over random weights; the tests that need the
+  # real model's answers are deselected, those that need the pinned test data skip).
+  step server-tests 540 env JOBS=2 scripts/gpu_server_tests.sh "$BIN" \
+    "$BIN/../vocab/gemma-3-270m.vocab.gguf" "$RECEIPTS/$DAY-gpu-server-tests.json"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128

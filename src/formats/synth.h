@@ -36,6 +36,10 @@ struct Options {
   // derived from it: scaled-down variants of a shape (tests load a 64-wide qwen3.5-9b on the CPU)
   // keep every tensor and key of the architecture. Empty: the shape as published.
   std::string config_patch;
+  // A GGUF whose tokenizer.* keys replace the synthetic vocabulary (synth_vocab.h vocab_copy):
+  // a real tokenizer and chat template over random weights, for tests of what a served model's
+  // text looks like on machines that cannot receive its weights. Empty: the synthetic one.
+  std::string vocab_from;
 };
 
 // How a tensor's values are drawn.

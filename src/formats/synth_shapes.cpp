@@ -218,7 +218,10 @@ Plan make_plan(const Options& options) {
   plan.metadata.set("general.file_type",
                     gguf::Value::make_u32(convert::llama_file_type(options.mix)));
   plan.metadata.set("general.quantization_version", gguf::Value::make_u32(2));
-  vocab_write(shape.vocab, hf.vocab_size, plan.metadata);
+  if (options.vocab_from.empty())
+    vocab_write(shape.vocab, hf.vocab_size, plan.metadata);
+  else
+    vocab_copy(options.vocab_from, hf.vocab_size, plan.metadata);
 
   plan.tensors = tensor_list(hf);
   std::stable_sort(plan.tensors.begin(), plan.tensors.end(),

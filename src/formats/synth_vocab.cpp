@@ -259,4 +259,18 @@ void vocab_write(VocabKind kind, int64_t n_vocab, gguf::Metadata& out) {
                                                                                     : kGemmaChat));
 }
 
+void vocab_copy(const std::string& path, int64_t n_vocab, gguf::Metadata& out) {
+  const gguf::File file = gguf::File::open(path);
+  const Value* tokens = file.metadata().find("tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->type != ValueType::array)
+    fail(ErrorCode::invalid_argument, "--vocab-from {}: no tokenizer.ggml.tokens array", path);
+  const auto n_tokens = static_cast<int64_t>(std::get<gguf::Array>(tokens->data).items.size());
+  if (n_tokens != n_vocab)
+    fail(ErrorCode::invalid_argument,
+         "--vocab-from {}: {} tokens, but the shape's vocabulary (token_embd's rows) is {}", path,
+         n_tokens, n_vocab);
+  for (const gguf::KeyValue& kv : file.metadata().entries())
+    if (kv.first.starts_with("tokenizer.")) out.set(kv.first, kv.second);
+}
+
 }  // namespace memra::synth

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "formats/gguf.h"
 
@@ -19,5 +20,10 @@ enum class VocabKind {
 // and tokenizer.chat_template for a vocabulary of n_vocab tokens. The vocabulary does not depend
 // on the weight seed: every synth file of one shape tokenizes text the same way.
 void vocab_write(VocabKind kind, int64_t n_vocab, gguf::Metadata& out);
+
+// Instead, every tokenizer.* key of the GGUF at path (a real model, or a vocab-only file as
+// llama.cpp's ggml-vocab-*.gguf): its tokens, merges or scores, special ids and chat template.
+// Refused by name unless it holds exactly n_vocab tokens (token_embd's rows).
+void vocab_copy(const std::string& path, int64_t n_vocab, gguf::Metadata& out);
 
 }  // namespace memra::synth

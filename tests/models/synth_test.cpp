@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "../common/missing_data.h"
 #include "backend/ops.h"
 #include "core/error.h"
+#include "formats/gguf.h"
 #include "formats/model_archive.h"
 #include "formats/quant.h"
 #include "formats/synth.h"
 #include "models/model.h"
+#include "test_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace memra {
@@ -167,6 +170,38 @@ TEST(SynthVocab, LoadsInMemraAtTheVocabSize) {
     EXPECT_LE(ids.size(), 8u) << shape << ": merges should make word pieces";
     EXPECT_EQ(tok->decode(ids, false), "hello world") << shape;
     EXPECT_FALSE(tok->eos_ids().empty()) << shape;
+  }
+}
+
+// --vocab-from: llama.cpp's Qwen2 vocabulary file (151,936 tokens, with a chat template) over the
+// qwen3-0.6b shape tokenizes and renders as that file does; a file of another size is refused,
+// naming both counts.
+TEST(SynthVocab, TakesARealTokenizerFromAnotherFile) {
+  MEMRA_REQUIRE_PINNED_TEST_DATA(data);
+  const std::string qwen2 = (data / "vocab" / "ggml-vocab-qwen2.gguf").string();
+  synth::Options o;
+  o.shape = "qwen3-0.6b";
+  o.mix = convert::Mix::bf16;
+  o.layers = 1;
+  o.vocab_from = qwen2;
+  const synth::Plan plan = synth::make_plan(o);
+  const gguf::File real = gguf::File::open(qwen2);
+  const auto mine = Tokenizer::from_gguf(plan.metadata);
+  const auto theirs = Tokenizer::from_gguf(real.metadata());
+  const std::string text = "Hello world, 1234 <|im_start|>user\nça va?<|im_end|>";
+  EXPECT_EQ(mine->encode(text, {false, true}), theirs->encode(text, {false, true}));
+  EXPECT_EQ(plan.metadata.get_string("tokenizer.chat_template"),
+            real.metadata().get_string("tokenizer.chat_template"));
+  EXPECT_EQ(plan.metadata.get_string("general.architecture"), "qwen3");  // the shape's keys stay
+
+  o.shape = "gemma3-270m";  // 262,144 tokens
+  try {
+    synth::make_plan(o);
+    FAIL() << "a vocabulary of another size was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("151936 tokens"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("262144"), std::string::npos) << e.what();
   }
 }
 

@@ -12,6 +12,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import fetch_test_data  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "real_weights: the assertions need the real default model's answers (a fact, a "
+        "tool call or a stop string reached within max_tokens), not just its tokenizer; "
+        "scripts/gpu_server_tests.sh deselects these on a random-weight file of its shape")
+
+
 @pytest.fixture(scope="session")
 def build_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("MEMRA_BUILD_DIR", ROOT / "build" / "cpu"))

@@ -69,6 +69,7 @@ def test_stream_events_match_the_message(client, model, server):
     assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
 
 
+@pytest.mark.real_weights
 def test_stop_sequence_is_reported(client, model):
     # Under Qwen's template this base model first writes Qwen's end-of-turn marker as text.
     base = client.messages.create(model=model, max_tokens=12, system="Be brief.", messages=ASK,
@@ -81,6 +82,7 @@ def test_stop_sequence_is_reported(client, model):
     assert "".join(b.text for b in r.content) == base[:base.index("<|im_end|>")]
 
 
+@pytest.mark.real_weights
 def test_forced_tool_use_and_round_trip(client, model):
     r = client.messages.create(model=model, max_tokens=64, tools=[WEATHER], messages=ASK,
                                tool_choice={"type": "tool", "name": "get_weather"})
@@ -102,6 +104,7 @@ def test_forced_tool_use_and_round_trip(client, model):
     assert follow.usage.cache_read_input_tokens > 0
 
 
+@pytest.mark.real_weights
 def test_streamed_any_tool_choice(client, model):
     # Greedy: a sampled call could run its arguments past max_tokens (it did, once in CI).
     with client.messages.stream(model=model, max_tokens=128, tools=[WEATHER], messages=ASK,
@@ -113,6 +116,7 @@ def test_streamed_any_tool_choice(client, model):
     jsonschema.validate(call.input, WEATHER["input_schema"])
 
 
+@pytest.mark.real_weights
 def test_output_config_json_schema(client, model):
     schema = {"type": "object", "additionalProperties": False, "required": ["city", "country"],
               "properties": {"city": {"type": "string"}, "country": {"enum": ["France", "Italy"]}}}

@@ -39,13 +39,15 @@ def run_example(server, index):
     return r.stdout
 
 
-@pytest.mark.parametrize("index", range(4))
+# Example 3's assertions need the real model's answer (a tool call that ends within its tokens).
+@pytest.mark.parametrize("index", [0, 1, 2, pytest.param(3, marks=pytest.mark.real_weights)])
 def test_doc_example_runs(server, index):
     expected = {0: '"chat.completion"', 1: "data: [DONE]", 2: "memra:num_requests_running", 3: "Paris"}[index]
     out = run_example(server, index)
     assert expected in out, out
 
 
+@pytest.mark.real_weights
 def test_doc_tool_example_runs_with_the_template_it_names(build_dir, test_data):
     kind, code = examples()[4]
     template = re.match(r"# memra-server --chat-template (\S+)", code).group(1)

@@ -37,6 +37,7 @@ def test_models_lists_the_default_model(client):
     assert len(models) == 1 and "gemma" in models[0].id.lower()
 
 
+@pytest.mark.real_weights
 def test_completion_answers_paris(client):
     # The packaged Gemma 3 270M is the base (pretrained) model: it answers a Q/A prompt, not chat.
     r = client.completions.create(model=model_id(client), temperature=0, max_tokens=4,
@@ -94,6 +95,7 @@ def test_stop_string_is_not_emitted(client):
     assert base.index(stop) > 0
 
 
+@pytest.mark.real_weights
 def test_n2_and_seed_reproducibility(client):
     kw = dict(model=model_id(client), prompt="Once upon a time", max_tokens=8, temperature=1.0,
               extra_body={"ignore_eos": True})

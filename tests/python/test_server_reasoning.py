@@ -47,6 +47,7 @@ def test_template_kwargs_reach_the_template(server):
     assert r.status_code == 400 and r.json()["error"]["param"] == "chat_template_kwargs.add_generation_prompt"
 
 
+@pytest.mark.real_weights
 def test_reasoning_content_streamed_and_not(client, model):
     kw = dict(model=model, messages=ASK, temperature=0, max_tokens=8)
     full = client.chat.completions.create(**kw)
@@ -64,6 +65,7 @@ def test_reasoning_content_streamed_and_not(client, model):
     assert off.choices[0].message.content and "reasoning_content" not in off.choices[0].message.model_extra
 
 
+@pytest.mark.real_weights
 def test_thinking_budget_forces_an_answer(client, model):
     r = client.chat.completions.create(model=model, messages=ASK, temperature=0, max_tokens=24,
                                        extra_body={"max_thinking_tokens": 4})
@@ -72,6 +74,7 @@ def test_thinking_budget_forces_an_answer(client, model):
     assert r.usage.completion_tokens <= 24
 
 
+@pytest.mark.real_weights
 def test_anthropic_thinking_blocks(server, model):
     client = anthropic.Anthropic(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=300)
     m = client.messages.create(model=model, max_tokens=8, messages=ASK, extra_body=GREEDY)
@@ -84,6 +87,7 @@ def test_anthropic_thinking_blocks(server, model):
     assert [b.type for b in off.content] == ["text"]
 
 
+@pytest.mark.real_weights
 def test_responses_reasoning_items(client, model):
     r = client.responses.create(model=model, input="What is the capital of France?",
                                 temperature=0, max_output_tokens=8, store=False)

@@ -82,6 +82,7 @@ def test_stream_matches_create(client, model):
         client.responses.retrieve(final.id)
 
 
+@pytest.mark.real_weights
 def test_forced_function_call_then_its_output(client, model):
     first = client.responses.create(model=model, input="What is the weather in Paris?",
                                     tools=[WEATHER], tool_choice="required", temperature=0,
@@ -100,6 +101,7 @@ def test_forced_function_call_then_its_output(client, model):
     assert {i.type for i in listed} == {"function_call_output"}
 
 
+@pytest.mark.real_weights
 def test_streamed_function_call(client, model):
     with client.responses.stream(model=model, input="Weather in Rome?", tools=[WEATHER],
                                  tool_choice={"type": "function", "name": "get_weather"},

@@ -80,6 +80,7 @@ def test_named_function_is_called_with_schema_valid_arguments(hermes):
     assert choice.message.content is None
 
 
+@pytest.mark.real_weights
 def test_required_calls_are_schema_valid_across_seeds(hermes):
     client = client_of(hermes)
     for seed in range(3):
@@ -92,6 +93,7 @@ def test_required_calls_are_schema_valid_across_seeds(hermes):
         check_call(choice.message.tool_calls[0])
 
 
+@pytest.mark.real_weights
 def test_required_with_parallel_calls_allows_several(hermes):
     # Greedy, this base model repeats its call until the grammar's limit of 8 calls ends it.
     client = client_of(hermes)
@@ -106,6 +108,7 @@ def test_required_with_parallel_calls_allows_several(hermes):
     assert len({call.id for call in choice.message.tool_calls}) == len(choice.message.tool_calls)
 
 
+@pytest.mark.real_weights
 def test_required_streams_tool_call_deltas(hermes):
     client = client_of(hermes)
     chunks = list(client.chat.completions.create(
@@ -122,6 +125,7 @@ def test_required_streams_tool_call_deltas(hermes):
     assert chunks[-1].usage.completion_tokens > 5
 
 
+@pytest.mark.real_weights
 def test_round_trip_sends_the_result_back(hermes):
     client = client_of(hermes)
     first = client.chat.completions.create(
@@ -143,6 +147,7 @@ def test_round_trip_sends_the_result_back(hermes):
     assert grown >= first.usage.completion_tokens + len(result.split())
 
 
+@pytest.mark.real_weights
 def test_json_object_and_schema_response_formats(hermes):
     client = client_of(hermes)
     model = model_of(client)
@@ -198,6 +203,7 @@ def test_unenforceable_requests_are_refused_by_name(hermes):
     assert e.value.body["param"] == "tool_choice" and "send_email" in e.value.message
 
 
+@pytest.mark.real_weights
 def test_llama3_json_format(build_dir, test_data):
     s = start(build_dir, test_data, "meta-llama-Llama-3.1-8B-Instruct.jinja")
     try:

@@ -8,13 +8,16 @@ with the packaged real Gemma 3 270M Q4_K_M through `memra inspect`.
 """
 import hashlib
 import json
+import pathlib
 import subprocess
+import sys
 
 import gguf
 import numpy as np
 import pytest
 
 QWEN_VOCAB = 151936
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def synth(memra_bin, out, shape, mix, *extra):
@@ -169,3 +172,34 @@ def test_help_lists_every_shape(memra_bin):
     for shape in ["qwen3-0.6b", "qwen3-8b", "llama3-8b", "gemma3-270m", "gemma3-12b", "qwen3.5-9b",
                   "qwen3.6-27b", "qwen3.6-35b-a3b", "gemma-4-31b", "gemma-4-26b-a4b"]:
         assert f"  {shape} " in proc.stdout, shape
+
+
+def test_vocab_from_a_vocab_only_file_tokenizes_as_the_real_model(memra_bin, tmp_path,
+                                                                   default_model):
+    """scripts/vocab_only_gguf.py cuts the real model's tokenizer out (a few MB, no tensors);
+    `memra synth --vocab-from` puts it over random weights of the same shape, which tokenizes
+    text as the real model does (what the GPU server tests run on, scripts/gpu_server_tests.sh).
+    A vocabulary of another size is refused by name."""
+    vocab = tmp_path / "vocab.gguf"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "vocab_only_gguf.py"),
+                           str(default_model), str(vocab)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert vocab.stat().st_size < default_model.stat().st_size / 10
+    model = synth(memra_bin, tmp_path / "gemma.gguf", "gemma3-270m", "q4_k_m", "--layers", "1",
+                  "--fast-quant", "--vocab-from", str(vocab))
+
+    def tokens(path):
+        r = subprocess.run([memra_bin, "tokenize", "-m", str(path), "--text",
+                            "Grüße, <start_of_turn>user\nwhat is 12*7?<end_of_turn>"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert tokens(model) == tokens(default_model)
+    assert len(tokens(model)) > 5
+    proc = subprocess.run([memra_bin, "synth", "--shape", "qwen3-0.6b", "--type", "bf16",
+                           "--layers", "1", "--vocab-from", str(vocab), "-o", "x.gguf"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "262144 tokens" in proc.stderr and "151936" in proc.stderr

@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: memra synth --shape NAME --type MIX -o OUT.gguf [--seed N] [--layers L]\n"
-    "                   [--threads T] [--fast-quant]\n"
+    "                   [--threads T] [--fast-quant] [--vocab-from FILE.gguf]\n"
     "\n"
     "Writes a GGUF of a public model's shape with seeded random weights and a synthetic\n"
     "tokenizer of its vocab size. Same shape, type, seed and layers give a byte-identical file\n"
@@ -32,6 +32,9 @@ constexpr const char* kUsage =
     "  --fast-quant    write Q4_K/Q5_K/Q6_K tensors as random valid blocks instead of running\n"
     "                  the reference encoder on drawn floats (many times faster; the benchmark\n"
     "                  recipe uses it)\n"
+    "  --vocab-from F  take the tokenizer and chat template (every tokenizer.* key) from the\n"
+    "                  GGUF F, a real model's or a vocab-only file, instead of the synthetic\n"
+    "                  vocabulary; F must hold exactly the shape's vocab size of tokens\n"
     "\n"
     "shapes:\n";
 
@@ -72,6 +75,8 @@ synth::Options parse_args(const Args& args) {
       o.threads = parse_int(a, value(), 1, 256);
     } else if (a == "--fast-quant") {
       o.fast_quant = true;
+    } else if (a == "--vocab-from") {
+      o.vocab_from = value();
     } else {
       fail(ErrorCode::invalid_argument, "unknown argument '{}' (see memra synth --help)", a);
     }
