@@ -17,7 +17,8 @@
 #     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
-#               one 8B Q4_K_M benchmark (~3 min: a changed kernel's or default's first check)
+#               one 8B Q4_K_M benchmark, then the opt-in prefill schedules' check and A/B
+#               (~5 min: a changed kernel's or default's first check)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
@@ -113,6 +114,20 @@ if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or
   step kernel-bench-512 120 "$BIN/memra-kernel-bench" --tokens 512 \
     --json "$RECEIPTS/$DAY-kernel-bench-512.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
+  # The Q4_K prefill kernel's two written schedules, off until measured (the same bits): the two
+  # compute warpgroups taking turns on the tensor cores (MEMRA_WGMMA_PINGPONG) and a sub-stage's
+  # copies shared by the copy warp's lanes (MEMRA_WGMMA_COPY_LANES). kernel-check with both on,
+  # then each alone and together against the default rows above.
+  step kernel-check-matmul-schedules 180 env MEMRA_WGMMA_PINGPONG=1 MEMRA_WGMMA_COPY_LANES=1 \
+    "$BIN/memra-kernel-check" --filter matmul --commit "$MEMRA_COMMIT" \
+    --json "$RECEIPTS/$DAY-kernel-check-matmul-schedules.json"
+  for v in pingpong:MEMRA_WGMMA_PINGPONG copy-lanes:MEMRA_WGMMA_COPY_LANES; do
+    step "kernel-bench-512-${v%%:*}" 120 env "${v#*:}=1" "$BIN/memra-kernel-bench" --tokens 512 \
+      --json "$RECEIPTS/$DAY-kernel-bench-512-${v%%:*}.json"
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${v%%:*}" "${v#*:}=1" -p 512 -n 16 -c 1
+  done
+  step kernel-bench-512-both 120 env MEMRA_WGMMA_PINGPONG=1 MEMRA_WGMMA_COPY_LANES=1 \
+    "$BIN/memra-kernel-bench" --tokens 512 --json "$RECEIPTS/$DAY-kernel-bench-512-both.json"
 fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
