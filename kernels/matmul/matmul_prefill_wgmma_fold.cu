@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     mbar_init_stages(empty, kStages, kCompute / 32);
   }
   __syncthreads();
-  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues every copy
+  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
     setmaxnreg_dec<kCopyRegs>();
     if constexpr (kLaneCopies) {
       if (warp == kCompute / 32) {  // every lane waits for the buffer, each issues its copies
