@@ -114,10 +114,10 @@ if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or
   step kernel-bench-512 120 "$BIN/memra-kernel-bench" --tokens 512 \
     --json "$RECEIPTS/$DAY-kernel-bench-512.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
-  # The Q4_K prefill kernel's two written schedules, off until measured (the same bits): the two
-  # compute warpgroups taking turns on the tensor cores (MEMRA_WGMMA_PINGPONG) and a sub-stage's
-  # copies shared by the copy warp's lanes (MEMRA_WGMMA_COPY_LANES). kernel-check with both on,
-  # then each alone and together against the default rows above.
+  # The warp-specialized prefill kernels' two written schedules, off until measured (the same
+  # bits): Q4_K's compute warpgroups taking turns on the tensor cores (MEMRA_WGMMA_PINGPONG) and a
+  # sub-stage's copies shared by the copy warp's lanes (MEMRA_WGMMA_COPY_LANES, BF16/F16 and
+  # Q4_K). kernel-check with both on, then each alone and together against the rows above.
   step kernel-check-matmul-schedules 180 env MEMRA_WGMMA_PINGPONG=1 MEMRA_WGMMA_COPY_LANES=1 \
     "$BIN/memra-kernel-check" --filter matmul --commit "$MEMRA_COMMIT" \
     --json "$RECEIPTS/$DAY-kernel-check-matmul-schedules.json"
