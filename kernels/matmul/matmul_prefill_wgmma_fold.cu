@@ -179,18 +179,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
     setmaxnreg_dec<kCopyRegs>();
-    if constexpr (kLaneCopies) {
-      if (warp == kCompute / 32) {  // every lane waits for the buffer, each issues its copies
-        copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
-                             [&](int q, uint8_t* stage, uint64_t* bar) {
-                               fill_stage_lanes(a, stage, bar, q, row0, tok0, lane);
-                             });
-      }
-    } else if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(
-          n_sub, smem, kStageBytes, full, empty,
-          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
-    }
+    run_copies<kStages, kCompute, kLaneCopies>(
+        warp, lane, n_sub, smem, kStageBytes, full, empty,
+        [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
+        [&](int q, uint8_t* stage, uint64_t* bar, int l) {
+          fill_stage_lanes(a, stage, bar, q, row0, tok0, l);
+        });
     return;
   }
   setmaxnreg_inc<kComputeRegs>();

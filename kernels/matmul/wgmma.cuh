@@ -145,6 +145,24 @@ __device__ __forceinline__ void copy_stages(int n_sub, uint8_t* smem, int stage_
   }
 }
 
+// The copy warpgroup's part (its warps kCompute / 32 ..): one lane of its first warp fills every
+// sub-stage with fill_one(q, buffer, full barrier), or with kLaneCopies every lane of that warp
+// waits for the buffer and issues its share, fill_lanes(q, buffer, full barrier, lane).
+template <int kStages, int kCompute, bool kLaneCopies, typename FillOne, typename FillLanes>
+__device__ __forceinline__ void run_copies(int warp, int lane, int n_sub, uint8_t* smem,
+                                           int stage_bytes, uint64_t* full, uint64_t* empty,
+                                           FillOne&& fill_one, FillLanes&& fill_lanes) {
+  if constexpr (kLaneCopies) {
+    if (warp == kCompute / 32) {
+      copy_stages<kStages>(
+          n_sub, smem, stage_bytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_lanes(q, stage, bar, lane); });
+    }
+  } else if (warp == kCompute / 32 && lane == 0) {
+    copy_stages<kStages>(n_sub, smem, stage_bytes, full, empty, fill_one);
+  }
+}
+
 // y = total * xinv for warp `warp`'s m16 tile (rows 16 warp.. of the block's) over the block's kBN
 // tokens: total in the wgmma accumulator's order (n8 tile j in total[4j .. 4j + 3], mma.sync's C
 // layout).
