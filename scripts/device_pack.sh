@@ -47,9 +47,14 @@ if [ -f "$model" ] && [ -x .venv/bin/python ]; then
 else
   echo "device_pack: no default model ($model) or .venv: the GPU server tests cannot run" >&2
 fi
+# And the pinned test data's chat templates with its stamp (~0.6 MB of its 75; the rest is
+# vocabularies, which the server tests do not read): gpu_server_tests.sh checks only those.
+data=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "scripts"); import fetch_test_data as f; print(f.check())' 2>/dev/null) &&
+  mkdir -p .device/test-data && cp -r "$data/.stamp" "$data/chat-templates" .device/test-data/ ||
+  echo "device_pack: no pinned test data: the GPU server tests that need it will skip" >&2
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 # -9e: a third of the default level's size (22 vs 49 MiB), which keeps a device call under its 64 MiB
 # carry limit; ~80 s on 2 cores.
 XZ_OPT="-9e -T0" tar -cJf .device.tar.xz .device
-du -sh .device/bin .device/lib .device/vocab .device/wheels .device.tar.xz
+du -sh .device/bin .device/lib .device/vocab .device/wheels .device/test-data .device.tar.xz
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device.tar.xz | cut -f1) MiB packed)"

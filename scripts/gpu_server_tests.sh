@@ -12,8 +12,9 @@
 #     (device_pack.sh's .device/wheels), installed under a temporary folder;
 #   - MEMRA_DEVICE (default cuda): every memra-server the tests start runs there. MEMRA_DEVICE=cpu
 #     runs the same selection on the CPU, to check this script on a machine without a GPU.
-# Tests that need the pinned test data (chat templates of other models) skip where it is missing,
-# by name in the summary. With RECEIPT, writes the outcome of every test there as JSON.
+# Tests that need the pinned test data's chat templates read device_pack.sh's copy of them
+# (.device/test-data), or skip by name where there is none. With RECEIPT, writes the outcome of
+# every test there as JSON.
 #
 #   scripts/gpu_server_tests.sh BIN VOCAB [RECEIPT.json]   (WHEELS: the wheels, default BIN/../wheels)
 set -euo pipefail
@@ -45,6 +46,10 @@ if ! "$PY" -c 'import openai, anthropic, jsonschema' 2>/dev/null; then
 fi
 
 export MEMRA_BUILD_DIR=$WORK/build MEMRA_MODEL_DIR=$WORK/models MEMRA_ALLOW_MISSING_TEST_DATA=1
+# The pinned test data's chat templates where device_pack.sh packed them (only those are checked).
+if [ -z "${MEMRA_TEST_DATA:-}" ] && [ -f "$BIN/../test-data/.stamp" ]; then
+  export MEMRA_TEST_DATA=$(cd "$BIN/../test-data" && pwd) MEMRA_TEST_DATA_ONLY=chat-templates/
+fi
 TESTS=(tests/python/test_server_*.py tests/python/test_bench_serve.py
   tests/python/test_bench_server_latency.py)
 ARGS=(-q -p no:cacheprovider -m "not real_weights" -rs)
