@@ -17,8 +17,8 @@
 #     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
-#               one 8B Q4_K_M benchmark, then the opt-in prefill schedules' check and A/B
-#               (~5 min: a changed kernel's or default's first check)
+#               one 8B Q4_K_M benchmark, then the Q4_K prefill copy schedule's check and A/B
+#               (~4 min: a changed kernel's or default's first check)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
@@ -114,20 +114,16 @@ if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or
   step kernel-bench-512 120 "$BIN/memra-kernel-bench" --tokens 512 \
     --json "$RECEIPTS/$DAY-kernel-bench-512.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
-  # The warp-specialized prefill kernels' two written schedules, off until measured (the same
-  # bits): Q4_K's compute warpgroups taking turns on the tensor cores (MEMRA_WGMMA_PINGPONG) and a
-  # sub-stage's copies shared by the copy warp's lanes (MEMRA_WGMMA_COPY_LANES, BF16/F16 and
-  # Q4_K). kernel-check with both on, then each alone and together against the rows above.
-  step kernel-check-matmul-schedules 180 env MEMRA_WGMMA_PINGPONG=1 MEMRA_WGMMA_COPY_LANES=1 \
+  # The Q4_K prefill kernel's copies from one lane of the copy warp instead of nine (the A/B of
+  # MEMRA_WGMMA_COPY_LANES, on by default): kernel-check with it off, the micro-benchmark and
+  # prefill beside the rows above.
+  step kernel-check-matmul-one-copy-lane 180 env MEMRA_WGMMA_COPY_LANES=0 \
     "$BIN/memra-kernel-check" --filter matmul --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check-matmul-schedules.json"
-  for v in pingpong:MEMRA_WGMMA_PINGPONG copy-lanes:MEMRA_WGMMA_COPY_LANES; do
-    step "kernel-bench-512-${v%%:*}" 120 env "${v#*:}=1" "$BIN/memra-kernel-bench" --tokens 512 \
-      --json "$RECEIPTS/$DAY-kernel-bench-512-${v%%:*}.json"
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${v%%:*}" "${v#*:}=1" -p 512 -n 16 -c 1
-  done
-  step kernel-bench-512-both 120 env MEMRA_WGMMA_PINGPONG=1 MEMRA_WGMMA_COPY_LANES=1 \
-    "$BIN/memra-kernel-bench" --tokens 512 --json "$RECEIPTS/$DAY-kernel-bench-512-both.json"
+    --json "$RECEIPTS/$DAY-kernel-check-matmul-one-copy-lane.json"
+  step kernel-bench-512-one-copy-lane 120 env MEMRA_WGMMA_COPY_LANES=0 \
+    "$BIN/memra-kernel-bench" --tokens 512 --json "$RECEIPTS/$DAY-kernel-bench-512-one-copy-lane.json"
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-copy-lane MEMRA_WGMMA_COPY_LANES=0 \
+    -p 512 -n 16 -c 1
 fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"

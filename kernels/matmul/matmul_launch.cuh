@@ -145,8 +145,8 @@ void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);
 // args.xp set, more than 64 tokens): the same bits as launch_prefill_wgmma_quant. On unless
 // MEMRA_WGMMA_FOLD=0.
 bool prefill_wgmma_fold_enabled();
-// MEMRA_WGMMA_COPY_LANES=1 (off until measured): both warp-specialized kernels issue a stage's bulk
-// copies from several lanes of the copy warp instead of one.
+// The Q4_K kernel's copy warp issues a stage's bulk copies from several lanes, not one (on unless
+// MEMRA_WGMMA_COPY_LANES=0).
 bool prefill_wgmma_copy_lanes_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
 

@@ -75,23 +75,6 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
   bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
-// The same copies from the copy warp's lanes (kLaneCopies, MEMRA_WGMMA_COPY_LANES=1 until
-// measured, as in matmul_prefill_wgmma_fold.cu): lane m < 8 issues tile m's, lane 8 the x tile's,
-// after lane 0 has set the barrier's byte count.
-__device__ __forceinline__ void fill_stage_lanes(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
-                                                 int q, int row0, int tok0, int lane) {
-  if (lane == 0) mbar_arrive_expect_tx(bar, kStageBytes);
-  __syncwarp();
-  if (lane < kTiles) {
-    const int n_chunks = a.n_in / kChunk;
-    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
-    bulk_copy(stage + lane * kQuarter,
-              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
-  } else if (lane == kTiles) {
-    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
-  }
-}
-
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
 // from +0.
 __device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64], bool first) {
@@ -118,7 +101,6 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <bool kLaneCopies>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -133,14 +115,15 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     mbar_init_stages(empty, kStages, kCompute / 32);
   }
   __syncthreads();
-  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
+  if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues the copies
     setmaxnreg_dec<kCopyRegs>();
-    run_copies<kStages, kCompute, kLaneCopies>(
-        warp, lane, n_sub, smem, kStageBytes, full, empty,
-        [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
-        [&](int q, uint8_t* stage, uint64_t* bar, int l) {
-          fill_stage_lanes(a, stage, bar, q, row0, tok0, l);
-        });
+    // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
+    // the H200: 9 copies a sub-stage are few enough for one lane.)
+    if (warp == kCompute / 32 && lane == 0) {
+      copy_stages<kStages>(
+          n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
+    }
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
@@ -195,7 +178,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -204,21 +187,13 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <bool kLaneCopies>
-void launch_copies(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kLaneCopies>;
+void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   detail::launch(kernel, grid, kThreads, kSmem, stream, a);
-}
-
-void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  if (prefill_wgmma_copy_lanes_enabled())
-    launch_copies<true>(a, stream);
-  else
-    launch_copies<false>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

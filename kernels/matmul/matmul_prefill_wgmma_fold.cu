@@ -1,7 +1,7 @@
 // The wgmma matmul for tiled Q4_K weights on Hopper (sm_90a) in the BF16 kernel's structure
 // (matmul_prefill_wgmma.cu), for steps of more than 64 tokens: 128 rows x 128 tokens a block, two
 // compute warpgroups that issue one wgmma.m64n128k16 a k16 step with A from registers, and a copy
-// warpgroup (one lane of it) that fills each sub-stage's buffer by bulk copies as soon as its
+// warpgroup (nine lanes of it) that fills each sub-stage's buffer by bulk copies as soon as its
 // "empty" mbarrier says the compute warps are done with it. Measured against
 // matmul_prefill_wgmma_quant.cu (one thread's copies behind a block barrier a chunk): the 8B gate
 // shape at 512 tokens 369 -> 242 us with the fold's sums staged (below), the BF16 kernel's 125
@@ -44,12 +44,10 @@ constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 constexpr int kStageBytes = kQuads + kHeads + kXStage;
 constexpr int kRingBytes = kStages * kStageBytes;
 constexpr int kBarBytes = 2 * kStages * 8;  // a full and an empty mbarrier a stage
-// A chunk's mins' B fragments of the block's tokens (16 B per token half), in two buffers; with
-// the ping-pong schedule each compute warpgroup keeps its own.
+// A chunk's mins' B fragments of the block's tokens (16 B per token half), in two buffers.
 constexpr int kXsumBytes = 2 * kCompute * 16;
-template <bool kPingPong>
-constexpr int kSmem = kRingBytes + kBarBytes + (kPingPong ? 2 : 1) * kXsumBytes;
-static_assert(kSmem<true> <= 227 * 1024, "shared memory over the sm_90 limit");
+constexpr int kSmem = kRingBytes + kBarBytes + kXsumBytes;
+static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
@@ -71,10 +69,10 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
   bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
-// The same copies from the copy warp's lanes (kLaneCopies): lane m < 8 issues tile m's two, lane 8
-// the x tile's, after lane 0 has set the barrier's byte count (a copy completing before that
-// would be counted all the same; the warp meets first so none does). One lane issued 17 copies a
-// sub-stage, the BF16 kernel's one lane 9.
+// The same copies from the copy warp's lanes (kLaneCopies, the default): lane m < 8 issues tile
+// m's two, lane 8 the x tile's, after lane 0 has set the barrier's byte count (a copy completing
+// before that would be counted all the same; the warp meets first so none does). One lane issued
+// 17 copies a sub-stage: shared, the 8B gate shape at 512 tokens measured 244 -> 214 us.
 __device__ __forceinline__ void fill_stage_lanes(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                                  int q, int row0, int tok0, int lane) {
   if (lane == 0) mbar_arrive_expect_tx(bar, kStageBytes);
@@ -141,25 +139,13 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 __device__ __forceinline__ void compute_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kCompute) : "memory");
 }
-// The ping-pong schedule's barriers: 2 + w is warpgroup w's turn to issue its wgmmas (the other
-// warpgroup arrives on it once it has issued its own), 4 + w warpgroup w's own meeting.
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kPingPong (MEMRA_WGMMA_PINGPONG=1, until measured): the two compute warpgroups take turns on the
-// tensor cores, chunk by chunk. Warpgroup 0 issues chunk c's wgmmas, then folds chunk c while
-// warpgroup 1 issues its own; each waits for the other's turn before its next chunk. So one
-// warpgroup's fold (the mins' step and the fmas on the CUDA cores) runs beside the other's
-// tensor work instead of both folding while the tensor cores idle. Each warpgroup stages the
-// chunk's sums for itself (its 128 threads load both halves of a token), so they never meet. Each
-// row's arithmetic is the same as without it: the same bits. kLaneCopies (MEMRA_WGMMA_COPY_LANES=1,
-// until measured): the copy warp's lanes share a sub-stage's copies (fill_stage_lanes).
-template <bool kPingPong, bool kLaneCopies>
+// kLaneCopies (on unless MEMRA_WGMMA_COPY_LANES=0): the copy warp's lanes share a sub-stage's
+// copies (fill_stage_lanes). (A ping-pong schedule, the compute warpgroups taking turns on the
+// tensor cores so that one's fold overlaps the other's wgmmas, measured 4% slower on the H200 with
+// one copy lane and 5% with lanes: removed, PERFORMANCE.md fourteenth round.)
+template <bool kLaneCopies>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -202,21 +188,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
   // behind the last, they were its main cost) nor converts the same sums in all eight warps.
   // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
-  // Ping-pong: warpgroup wg's thread i loads token tok0 + i's both halves.
-  const int wg = warp >> 2, wtid = tid & 127;
-  const int x_tok = kPingPong ? tok0 + wtid : tok0 + (tid >> 1);
-  const float* x_src = a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride +
-                       (kPingPong ? 0 : 4 * (tid & 1));
-  uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStageBytes + kBarBytes) +
-                    (kPingPong ? wg * 2 * kCompute : 0);
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
+  uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStageBytes + kBarBytes);
   const int n_chunks = n_sub / 4;
   for (int c = 0; c < n_chunks; ++c) {
     const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
-    float4 xv_hi = xv;
-    if constexpr (kPingPong) {
-      xv_hi = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c + 4));
-      if (c > 0 || wg == 1) bar_sync(2 + wg, kCompute);  // this warpgroup's turn
-    }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
@@ -238,16 +216,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
     uint4* const xs_c = xs + (c & 1) * kCompute;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
-    if constexpr (kPingPong) {
-      // The other warpgroup's turn (none after warpgroup 1's last chunk: warpgroup 0 is done).
-      if (wg == 0 || c + 1 < n_chunks) bar_arrive(2 + (1 - wg), kCompute);
-      xs_c[2 * wtid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
-      xs_c[2 * wtid + 1] = x_tok < a.n_tokens ? bias_b_both(xv_hi) : zero;
-      bar_sync(4 + wg, kCompute / 2);
-    } else {
-      xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
-      compute_sync();
-    }
+    xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
+    compute_sync();
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
     fold_end(smem + (q3 % kStages) * kStageBytes, xs_c, c, warp, lane, total, s);
@@ -270,37 +240,31 @@ bool prefill_wgmma_fold_enabled() {
   return enabled;
 }
 
-// The ping-pong schedule and the copies from several lanes (the kernel's kPingPong and
-// kLaneCopies): written, not yet measured on a GPU, so off unless MEMRA_WGMMA_PINGPONG=1 and
-// MEMRA_WGMMA_COPY_LANES=1 (gpu_check's smoke mode checks and measures them).
-bool prefill_wgmma_pingpong_enabled() {
-  static const bool enabled = env_switch("MEMRA_WGMMA_PINGPONG", false);
-  return enabled;
-}
+// The copies from the copy warp's lanes: on by default (MEMRA_WGMMA_COPY_LANES=0 for the A/B): 8B
+// Q4_K_M pp512 10,627 -> 11,607 tok/s on the H200, the same bits.
 bool prefill_wgmma_copy_lanes_enabled() {
-  static const bool enabled = env_switch("MEMRA_WGMMA_COPY_LANES", false);
+  static const bool enabled = env_switch("MEMRA_WGMMA_COPY_LANES", true);
   return enabled;
 }
 
-template <bool kPingPong, bool kLaneCopies>
+template <bool kLaneCopies>
 void launch_schedule(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_fold_kernel<kPingPong, kLaneCopies>;
+  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies>;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem<kPingPong>, smem_set);
+  allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, kSmem<kPingPong>, stream, a);
+  detail::launch(kernel, grid, kThreads, kSmem, stream, a);
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= kDecodeTokens)
     fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
          a.n_tokens, kDecodeTokens);
-  const bool pingpong = prefill_wgmma_pingpong_enabled();
   if (prefill_wgmma_copy_lanes_enabled())
-    pingpong ? launch_schedule<true, true>(a, stream) : launch_schedule<false, true>(a, stream);
+    launch_schedule<true>(a, stream);
   else
-    pingpong ? launch_schedule<true, false>(a, stream) : launch_schedule<false, false>(a, stream);
+    launch_schedule<false>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -145,9 +145,10 @@ __device__ __forceinline__ void copy_stages(int n_sub, uint8_t* smem, int stage_
   }
 }
 
-// The copy warpgroup's part (its warps kCompute / 32 ..): one lane of its first warp fills every
-// sub-stage with fill_one(q, buffer, full barrier), or with kLaneCopies every lane of that warp
-// waits for the buffer and issues its share, fill_lanes(q, buffer, full barrier, lane).
+// The copy warpgroup's part (its warps kCompute / 32 ..) in the Q4_K kernel, which has both
+// schedules: one lane of its first warp fills every sub-stage with fill_one(q, buffer, full
+// barrier), or with kLaneCopies every lane of that warp waits for the buffer and issues its
+// share, fill_lanes(q, buffer, full barrier, lane).
 template <int kStages, int kCompute, bool kLaneCopies, typename FillOne, typename FillLanes>
 __device__ __forceinline__ void run_copies(int warp, int lane, int n_sub, uint8_t* smem,
                                            int stage_bytes, uint64_t* full, uint64_t* empty,
