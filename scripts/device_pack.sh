@@ -38,7 +38,29 @@ mkdir -p .device/vocab .device/wheels
 model=${MEMRA_MODEL_DIR:-$HOME/.cache/memra/models}/gemma-3-270m-q4_k_m.gguf
 if [ -f "$model" ] && [ -x .venv/bin/python ]; then
   .venv/bin/python scripts/vocab_only_gguf.py "$model" .device/vocab/gemma-3-270m.vocab.gguf
-  pins=$(.venv/bin/python -m pip freeze 2>/dev/null | grep -iE '^(openai|anthropic|jsonschema|jsonschema.specifications|pydantic|pydantic.core|jiter|distro|sniffio|typing.inspection|annotated.types|referencing|rpds.py|docstring.parser)==')
+  # Every distribution the three clients need, at this venv's versions (their dependency closure:
+  # a hand-kept list missed httpx2 when the clients moved to it).
+  pins=$(.venv/bin/python - <<'PY'
+import importlib.metadata as md
+from packaging.requirements import Requirement
+seen = {}
+def walk(name):
+    try:
+        d = md.distribution(name)
+    except md.PackageNotFoundError:
+        return
+    if d.metadata["Name"].lower() in seen:
+        return
+    seen[d.metadata["Name"].lower()] = f'{d.metadata["Name"]}=={d.version}'
+    for r in d.requires or []:
+        req = Requirement(r)
+        if req.marker is None or req.marker.evaluate({"extra": "", "python_version": "3.12"}):
+            walk(req.name)
+for n in ("openai", "anthropic", "jsonschema"):
+    walk(n)
+print(" ".join(sorted(seen.values())))
+PY
+)
   # shellcheck disable=SC2086
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -29,13 +29,27 @@ export MEMRA_DEVICE=${MEMRA_DEVICE:-cuda}
 PY=${PYTHON:-python3}
 
 rm -rf "$WORK/build" && mkdir -p "$WORK/build/tools/server" "$WORK/build/tests/server" "$WORK/models"
-ln -s "$BIN/memra" "$WORK/build/tools/memra"
-ln -s "$BIN/memra-server" "$WORK/build/tools/server/memra-server"
-ln -s "$BIN/memra-fake-server" "$WORK/build/tests/server/memra-fake-server"
-[ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The packed shared libraries (BIN/../lib: Debian's libcurl, fmt, ICU...) serve memra's binaries
+# only: each is reached through a wrapper that adds them. In the tests' own environment they would
+# shadow the machine's (its curl failed on Debian's libcurl: "undefined symbol curl_global_trace").
+LIBS=""
+if [ -d "$BIN/../lib" ]; then
+  LIBS=$(cd "$BIN/../lib" && pwd)
+  LD_LIBRARY_PATH=$(printf '%s' "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | { grep -vxF "$LIBS" || true; } | paste -sd:)
+  [ -n "$LD_LIBRARY_PATH" ] && export LD_LIBRARY_PATH || unset LD_LIBRARY_PATH
+fi
+wrap() {  # wrap NAME PATH: PATH runs BIN/NAME with the packed libraries
+  if [ -z "$LIBS" ]; then ln -s "$BIN/$1" "$2"; return; fi
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' \
+    "$LIBS" "$BIN/$1" >"$2"
+  chmod +x "$2"
+}
+wrap memra "$WORK/build/tools/memra"
+wrap memra-server "$WORK/build/tools/server/memra-server"
+wrap memra-fake-server "$WORK/build/tests/server/memra-fake-server"
 
 MODEL=$WORK/models/gemma-3-270m-q4_k_m.gguf
-"$BIN/memra" synth --shape gemma3-270m --type q4_k_m --fast-quant --vocab-from "$VOCAB" \
+"$WORK/build/tools/memra" synth --shape gemma3-270m --type q4_k_m --fast-quant --vocab-from "$VOCAB" \
   -o "$MODEL" >"$WORK/synth.log" 2>&1 || { cat "$WORK/synth.log" >&2; exit 1; }
 
 if ! "$PY" -c 'import openai, anthropic, jsonschema' 2>/dev/null; then
