@@ -15,6 +15,8 @@
 #               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
 #     server    the server's Python tests against the GPU engine (scripts/gpu_server_tests.sh)
 #     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
+#     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
+#               64 sequences, Qwen3.5-9B prefill of 512 tokens (~3 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, then the Q4_K prefill copy schedule's check and A/B
@@ -26,8 +28,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -284,6 +286,16 @@ if runs server; then
   # real model's answers are deselected, those that need the pinned test data skip).
   step server-tests 540 env JOBS=2 scripts/gpu_server_tests.sh "$BIN" \
     "$BIN/../vocab/gemma-3-270m.vocab.gguf" "$RECEIPTS/$DAY-gpu-server-tests.json"
+fi
+if [ "$MODE" = profile ]; then
+  # Serialized kernel time per step, by kernel: the two figures furthest from their floor or
+  # target whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
+  step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
+    --bench-args "-p 16 -n 48 -r 1 -c 64"
+  step profile-qwen3.5-9b-q4_k_m-pp512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 0 --count 1500 \
+    --bench-args "-p 512 -n 1 -r 1 -c 1"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
