@@ -234,8 +234,8 @@ void rope(float* x, int64_t n_tokens, int64_t ld, int n_heads, int head_dim, int
 
 // ---- paged KV cache and attention (kernels/attention) -----------------------------------------
 
-// One layer's paged K or V storage: [n_blocks][block_size][n_kv_heads][head_dim] of dtype f32 or
-// bf16 (the cache's dtype), in device memory.
+// One layer's paged K or V storage: [n_blocks][block_size][n_kv_heads][head_dim] of dtype f32,
+// f16, bf16 or f8_e4m3 (the cache's dtype), in device memory.
 struct PagedKv {
   void* k = nullptr;
   void* v = nullptr;
@@ -262,7 +262,8 @@ struct StepDev {
 };
 
 // Writes k, v: [n_tokens rows (stride ld floats) x n_kv_heads x head_dim] into their slots,
-// converting to the cache dtype (bf16 round-to-nearest-even).
+// converting to the cache dtype (f16 / bf16 round-to-nearest-even; f8_e4m3 the same, saturated to
+// +-448, no scale).
 void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const float* v, int64_t ld,
               cudaStream_t stream);
 
@@ -306,8 +307,8 @@ struct AttentionArgs {
   AttentionTile tile = AttentionTile::automatic;
   // 16-bit caches at head_dim 64, 128 and 256: the tensor-core kernel (mma.sync, q and p each
   // split into 16-bit terms, two for f16 and three for bf16, so f32 accuracy) or, false, the
-  // CUDA-core kernel (the only one for other caches and sizes). They differ in bits: a model
-  // keeps one setting for every step.
+  // CUDA-core kernel (the only one for other caches, f32 and f8_e4m3, and sizes). They differ in
+  // bits: a model keeps one setting for every step.
   bool tensor_cores = true;
 };
 
@@ -322,8 +323,8 @@ constexpr int32_t kAttentionSplit = 256;
 // every step.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
 // Whether attention() has a kernel for this head size and KV cache dtype: 16, 32, 64, 128, 256
-// with an f32, f16 or bf16 cache; 512 with f16 or bf16 (an f32 cache's 512-dim chunks do not fit
-// a pipelined ring in shared memory).
+// with an f32, f16, bf16 or f8_e4m3 cache; 512 with f16, bf16 or f8_e4m3 (an f32 cache's 512-dim
+// chunks do not fit a pipelined ring in shared memory).
 bool attention_supports_head_dim(int head_dim, DType cache);
 size_t attention_scratch_bytes_max(int head_dim);
 
@@ -332,7 +333,7 @@ size_t attention_scratch_bytes_max(int head_dim);
 // through the block table. out: [n_tokens x n_heads x head_dim] dense. Keys are processed in
 // splits of a fixed number of tokens, combined with log-sum-exp in split order: the same for a
 // decode token, a prefill chunk of any length and any batch. head_dim in {16, 32, 64, 128, 256},
-// or 512 with an f16 / bf16 cache (else Error(unsupported)). scratch:
+// or 512 with an f16 / bf16 / f8_e4m3 cache (else Error(unsupported)). scratch:
 // attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
 // split partials' bytes and fails when they exceed the cap.
 // kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.

@@ -170,6 +170,13 @@ if runs quick; then
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
   step model-gate-gemma4 120 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-gemma4.json" tests/fixtures/models/gemma4_moe
+  # The FP8 KV cache (--kv-dtype F8_E4M3) against the default F16 one, both on CUDA: the gate's
+  # KV cache type mode (teacher-forced top-1 agreement and mean KL, thresholds of its own) on
+  # tiny fixtures and on the Qwen3-0.6B shape in Q4_K_M (head_dim 128, GQA 2).
+  step model-gate-kv-fp8 180 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --reference-device cuda --reference-kv-dtype F16 --kv-dtype F8_E4M3 \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-kv-fp8.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
   # The MoE fixtures' experts in the file's layout routed on the host instead
   # (MEMRA_MOE_DEVICE_GGML=0, the path before 2026-12-02's thirteenth round): the gate and the
   # determinism contract there too, as users may pick it.
@@ -211,6 +218,11 @@ if runs bench8b; then
   # baseline rows; the setting named is the default, only the receipt's name is new).
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth MEMRA_DETERMINISTIC=1 -p 512 -n 128 \
     -d 0,4096,16384
+  # The FP8 KV cache's A/B against the F16 rows just above: decode at 16,384 (half the K/V bytes
+  # a token reads) and prefill at 512 (its attention on the CUDA cores, no tensor-core kernel).
+  # The setting named is the default again; --kv-dtype makes the difference.
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" depth-kv-fp8 MEMRA_DETERMINISTIC=1 -p 512 \
+    -n 128 -d 16384 --kv-dtype F8_E4M3
   # (The depth A/B of attention on the CUDA cores, 39 s, ran from the tenth to the twelfth round:
   # the tensor cores won at 4,096 and 16,384 (237.5 / 194.7 against 232.0 / 185.3) and tied at 0
   # (276.0 against 278.6);

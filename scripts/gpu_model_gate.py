@@ -35,8 +35,17 @@ an expert only it chose and one only CUDA chose at most twice that row's largest
 router logit. Dense models need a second CUDA run only when the free run's greedy tokens differ
 (otherwise the free run was already on the CPU's trajectory).
 
+The KV cache type mode (--reference-device cuda): two CUDA runs instead, a KV cache type judged
+against another, e.g. --reference-kv-dtype F16 --kv-dtype F8_E4M3 (model_run --kv-dtype). The
+judged run is teacher-forced on the reference's greedy tokens, and its rows (the prompt's, then
+the decode steps') are held to thresholds of their own, KV_TOP1_MIN and KV_KL_MAX over at least
+KV_MIN_ROWS rows: an FP8 cache's rounding (3 mantissa bits) moves logits far past the CPU gate's
+near-tie rules, so only agreement in aggregate is asked. Same teeth (rows shifted by one).
+
 Needs python3 + numpy only (it runs on the GPU machine). Usage:
     scripts/gpu_model_gate.py --bin DIR --json OUT.json MODEL [MODEL ...]
+    scripts/gpu_model_gate.py --bin DIR --reference-device cuda --reference-kv-dtype F16 \
+        --kv-dtype F8_E4M3 --json OUT.json MODEL [MODEL ...]
 MODEL is a fixture folder or a GGUF file; --positions P (default 256), --greedy G (default 32).
 """
 import argparse
@@ -56,6 +65,13 @@ REL_ERR_MAX = 5e-2
 # Near-ties (greedy picks, MoE routings): the CPU's margin at most twice the row's largest
 # |cuda - cpu|, i.e. margin / (2 x error) <= 1, with float slack.
 NEAR_TIE = 1 + 1e-6
+# The KV cache type mode (F8_E4M3 against F16 on CUDA): teacher-forced top-1 agreement and mean
+# KL(reference || judged) over at least KV_MIN_ROWS rows. Calibrated on the H200 run of
+# scripts/gpu_check.sh quick (step model-gate-kv-fp8: the tiny fixtures and a Qwen3-0.6B-shape
+# Q4_K_M file); until that run's receipt they are starting values, not measured ones.
+KV_TOP1_MIN = 0.95
+KV_KL_MAX = 5e-3
+KV_MIN_ROWS = 256
 
 
 def token_ids(n, vocab, seed):
@@ -277,6 +293,86 @@ def gate_model(args, model):
     return m
 
 
+def kv_args(dtype):
+    """model_run's flags for a KV cache type (none: the backend's default)."""
+    return ["--kv-dtype", dtype] if dtype else []
+
+
+def kv_passes(m):
+    return m["finite"] and m["top1"] >= KV_TOP1_MIN and m["kl_mean"] <= KV_KL_MAX
+
+
+def kv_verdict(ref, judged, n_prompt, greedy):
+    """The KV cache type mode's verdict (the pure part of gate_kv_model). ref: the reference run's
+    rows (n_prompt prompt rows, then one per decode step after the first); judged: the judged run's,
+    teacher-forced on the reference's greedy tokens, so row i of both saw the same tokens. Judged
+    over all those rows; the prompt's and the decode steps' are reported apart."""
+    n = min(len(ref), len(judged), n_prompt + max(greedy - 1, 0))
+    m = compare(ref, judged, n)
+    m["rows"] = int(n)
+    m["prompt_rows"] = compare(ref, judged, min(n, n_prompt))
+    d0 = min(n, n_prompt)  # the rows of decode steps 1..greedy - 1
+    m["decode_rows"] = compare(ref[d0:n], judged[d0:n], n - d0) if n > d0 else {
+        "finite": True, "top1": 1.0, "kl_mean": 0.0, "rel_err_max": 0.0}
+    m["pass"] = bool(kv_passes(m) and n >= KV_MIN_ROWS)
+    # Teeth: rows off by one position must fail the same thresholds.
+    m["teeth_shifted_rows_fail"] = bool(not kv_passes(compare(ref[1:n], judged[:n - 1], n - 1)))
+    return m
+
+
+def gate_kv_model(args, model):
+    """Two runs on CUDA: the reference KV cache type, then the judged one teacher-forced on the
+    reference's greedy tokens (an MoE model routes freely in both: routing moved by the cache's
+    rounding is part of what the cache costs)."""
+    ref_kv, kv = kv_args(args.reference_kv_dtype), kv_args(args.kv_dtype)
+    with tempfile.TemporaryDirectory() as tmp:
+        probe, _, _ = run(args.bin, model, [3, 4], 1, args.reference_device, tmp, ref_kv)
+        tokens = token_ids(args.positions, int(probe["n_vocab"]), seed=len(model))
+        ref_out, ref, ref_s = run(args.bin, model, tokens, args.greedy, args.reference_device,
+                                  tmp, ref_kv)
+        out, judged, judged_s = run(args.bin, model, tokens, args.greedy, args.device, tmp, kv,
+                                    forced=ref_out["greedy"])
+    m = kv_verdict(ref, judged, args.positions, args.greedy)
+    m.update({"model": model, "device": out.get("device"),
+              "reference_device": ref_out.get("device"),
+              "reference_kv_dtype": args.reference_kv_dtype or "default",
+              "kv_dtype": args.kv_dtype or "default", "positions": args.positions,
+              "greedy": args.greedy, "reference_s": round(ref_s, 2),
+              "judged_s": round(judged_s, 2)})
+    return m
+
+
+def kv_report(results):
+    """The KV cache type mode's table: all teacher-forced rows, then the decode steps' alone."""
+    lines = [f"{'model':48} {'rows':>5} {'top1':>7} {'KL':>9} {'rel err':>9} {'dec top1':>8} "
+             f"{'dec KL':>9} {'teeth':>6} verdict"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"{r['model'][-48:]:48} ERROR {r['error'][:200]}")
+            continue
+        d = r["decode_rows"]
+        lines.append(f"{r['model'][-48:]:48} {r['rows']:5d} {r['top1']:7.4f} {r['kl_mean']:9.2e} "
+                     f"{r['rel_err_max']:9.2e} {d['top1']:8.4f} {d['kl_mean']:9.2e} "
+                     f"{'ok' if r['teeth_shifted_rows_fail'] else 'NONE':>6} "
+                     f"{'PASS' if r['pass'] else 'FAIL'}")
+    return lines
+
+
+def kv_summary(results, args, gpu, command, commit="", timestamp=""):
+    """The KV cache type mode's receipt (plain JSON values)."""
+    return {"what": "gpu-model-gate-kv-dtype", "commit": commit, "gpu": gpu, "command": command,
+            "timestamp": timestamp,
+            "reference": {"device": args.reference_device,
+                          "kv_dtype": args.reference_kv_dtype or "default"},
+            "judged": {"device": args.device, "kv_dtype": args.kv_dtype or "default"},
+            "pass": all(r["pass"] and r.get("teeth_shifted_rows_fail") for r in results),
+            "thresholds": {"top1_min": KV_TOP1_MIN, "kl_mean_max": KV_KL_MAX,
+                           "rows_min": KV_MIN_ROWS,
+                           "rows": "teacher-forced: the prompt's, then the decode steps' fed the "
+                                   "reference's greedy tokens"},
+            "models": results}
+
+
 def greedy_column(r):
     """same: no flip on the CPU's trajectory; ties:N: N flips, all near-ties; DIFF otherwise."""
     if r["greedy_flips"] == 0:
@@ -357,21 +453,33 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--device", default="cuda", help="the backend compared with the CPU")
+    ap.add_argument("--reference-device", default="cpu",
+                    help="cpu (the default gate) or cuda[:N]: the KV cache type mode")
+    ap.add_argument("--reference-kv-dtype", help="the KV cache type mode: the reference's type")
+    ap.add_argument("--kv-dtype", help="the KV cache type mode: the judged run's type")
     args = ap.parse_args()
+    kv_mode = args.reference_device != "cpu"
+    if not kv_mode and (args.kv_dtype or args.reference_kv_dtype):
+        ap.error("--kv-dtype and --reference-kv-dtype belong to the KV cache type mode "
+                 "(--reference-device cuda); the CPU keeps F32 only")
+    if kv_mode and args.positions + args.greedy - 1 < KV_MIN_ROWS:
+        ap.error(f"the KV cache type mode judges at least {KV_MIN_ROWS} rows: --positions "
+                 f"{args.positions} + --greedy {args.greedy} - 1 is fewer")
     results = []
     for model in args.models:
         try:
-            results.append(gate_model(args, model))
+            results.append(gate_kv_model(args, model) if kv_mode else gate_model(args, model))
         except RuntimeError as e:
             results.append({"model": model, "pass": False, "error": str(e)})
-    print("\n".join(report(results)))
+    print("\n".join(kv_report(results) if kv_mode else report(results)))
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
                               "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     except OSError:
         gpu = "none (nvidia-smi not found)"
-    out = summary(results, gpu, " ".join(sys.argv), os.environ.get("MEMRA_COMMIT", ""),
-                  time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    stamp = (" ".join(sys.argv), os.environ.get("MEMRA_COMMIT", ""),
+             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    out = kv_summary(results, args, gpu, *stamp) if kv_mode else summary(results, gpu, *stamp)
     ok = out["pass"]
     if args.json:
         with open(args.json, "w") as f:

@@ -130,7 +130,7 @@ struct EngineOptions {
   // are loaded (kv_blocks = 0 sizes it so).
   double gpu_memory_fraction = 0.9;
   // KV cache element type: "" = the backend's default (F32 on the CPU, F16 on CUDA), or a dtype
-  // name (f16, bf16, f32) the backend supports.
+  // name (f16, bf16, f32; f8_e4m3, alias fp8, on CUDA) the backend supports.
   std::string kv_dtype;
   // On a GPU, pure decode steps (one token per sequence) are recorded as CUDA graphs per batch
   // bucket on first use and replayed (same tokens as eager; a failed recording runs eagerly).
@@ -183,6 +183,7 @@ struct EngineModelInfo {
   int32_t n_vocab = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
+  std::string kv_dtype;  // the KV cache's element type as the engine runs it, e.g. "F16"
   // Recurrent-state slots of linear-attention layers, the running ones' and the prefix cache's
   // snapshots (0: none).
   uint64_t state_bytes = 0;

@@ -175,7 +175,7 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
 }
 
 // The tensor-core arithmetic where it exists (16-bit caches at head_dim 64, 128, 256) unless
-// the caller asks for the CUDA-core one.
+// the caller asks for the CUDA-core one. F32 and fp8 caches always take the CUDA cores.
 template <int D, typename CT>
 void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimits& lim,
             cudaStream_t stream) {
@@ -207,15 +207,16 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tenso
     case 512:  // Gemma 4's full-attention layers
       if constexpr (sizeof(CT) == 4) {
         fail(ErrorCode::unsupported,
-             "attention: head_dim 512 needs an F16 or BF16 KV cache on CUDA, not F32 (a chunk of "
-             "64 F32 keys of 512 dims is 129 KiB: shared memory holds one at most, no pipeline)");
+             "attention: head_dim 512 needs an F16, BF16 or F8_E4M3 KV cache on CUDA, not F32 (a "
+             "chunk of 64 F32 keys of 512 dims is 129 KiB: shared memory holds one at most, no "
+             "pipeline)");
       } else {
         return launch<512, CT>(p, multi, tensor_cores, lim, stream);
       }
     default:
       fail(ErrorCode::unsupported,
            "attention: head_dim {} is not supported on CUDA (16, 32, 64, 128, 256; 512 with an "
-           "F16 or BF16 KV cache)",
+           "F16, BF16 or F8_E4M3 KV cache)",
            head_dim);
   }
 }
@@ -223,16 +224,16 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tenso
 }  // namespace
 
 bool attention_supports_head_dim(int head_dim, DType cache) {
-  const bool cache_ok = cache == DType::f32 || cache == DType::f16 || cache == DType::bf16;
+  const bool narrow = cache == DType::f16 || cache == DType::bf16 || cache == DType::f8_e4m3;
   switch (head_dim) {
     case 16:
     case 32:
     case 64:
     case 128:
     case 256:
-      return cache_ok;
+      return narrow || cache == DType::f32;
     case 512:
-      return cache == DType::f16 || cache == DType::bf16;
+      return narrow;
     default:
       return false;
   }
@@ -323,7 +324,8 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   const auto run = [&](AttnParams q_p, bool mq) {
     int64_t grid_x = q_p.select == 1 ? q_p.n_seqs : q_p.n_tokens;
     if (mq) {
-      const bool mma = args.tensor_cores && kv.dtype != DType::f32 &&
+      // As launch()'s kHasMma: 16-bit caches only.
+      const bool mma = args.tensor_cores && (kv.dtype == DType::f16 || kv.dtype == DType::bf16) &&
                        (kv.head_dim == 64 || kv.head_dim == 128 || kv.head_dim == 256);
       const int qt = detail::tile_rows(kv.head_dim, mma) / q_p.hpb;
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
@@ -347,8 +349,11 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       dispatch_head_dim<__nv_bfloat16>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     } else if (kv.dtype == DType::f16) {
       dispatch_head_dim<__half>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
+    } else if (kv.dtype == DType::f8_e4m3) {
+      dispatch_head_dim<__nv_fp8_e4m3>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     } else {
-      fail(ErrorCode::unsupported, "attention: KV cache type {} is not supported (F32, F16, BF16)",
+      fail(ErrorCode::unsupported,
+           "attention: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
            dtype_name(kv.dtype));
     }
   };

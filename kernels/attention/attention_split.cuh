@@ -20,11 +20,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <type_traits>
 
 #include <cstdint>
 
+#include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -128,7 +130,8 @@ struct AttnConfig {
   // Keys per staged chunk: one-query blocks take 128 so that a thread scores one key for half
   // the rows (each converted K element serves several GQA heads); query tiles take 64. At head_dim
   // 512 one-query blocks take 64 too: a 16-bit cache's 128-key chunk (130 KiB) would leave room
-  // for one ring buffer, 64 keys leave three, the bytes in flight of head_dim 256.
+  // for one ring buffer, 64 keys leave three, the bytes in flight of head_dim 256. (An fp8 cache
+  // keeps the same shapes, so its staged chunks are about half the bytes.)
   static constexpr int kChunk = MQ || D > 256 ? 64 : 128;
   static constexpr int kChunkShift = kChunk == 64 ? 6 : 7;
   // Scores: a thread computes kRowsS rows x kKeysS keys of a chunk; a warp shares its rows.
@@ -145,8 +148,10 @@ struct AttnConfig {
   static constexpr int kRowGroupsV =
       kAttnThreads / kDimGroups < kRows ? kAttnThreads / kDimGroups : kRows;
   static constexpr int kRowsV = kRows / kRowGroupsV;
-  // Staging: 16-byte segments; a key row is padded by 16 bytes so that the lanes' 16-byte reads
-  // of different rows fall on different banks.
+  // Staging: 16-byte segments (4 f32, 8 f16 / bf16, 16 fp8 elements); a key row is padded by 16
+  // bytes so that the lanes' 16-byte reads of different rows fall on different banks. The
+  // scores' dims run in segments, but each of their four fma chains still takes its dims in
+  // increasing order, so the segment size changes no bits.
   static constexpr int kSegElems = 16 / static_cast<int>(sizeof(CT));
   static constexpr int kSegs = D / kSegElems;
   static constexpr int kRowBytes = D * static_cast<int>(sizeof(CT)) + 16;
@@ -160,53 +165,8 @@ struct AttnConfig {
   static_assert(kDimGroups % 32 == 0 || D < 32, "a warp shares its V rows");
   static_assert(kKeySlots % 32 == 0, "a warp shares its score rows");
   static_assert(kChunk == 1 << kChunkShift && kSplit % kChunk == 0, "chunks tile a split");
+  static_assert(D % kSegElems == 0 && kSegElems % 4 == 0, "whole segments, four chains");
 };
-
-// Cache elements -> f32, exactly. w holds one f32, or two f16 / bf16 (low half first).
-template <typename CT>
-__device__ __forceinline__ void cvt_word(uint32_t w, float* out) {
-  if constexpr (sizeof(CT) == 4) {
-    out[0] = __uint_as_float(w);
-  } else if constexpr (std::is_same_v<CT, __half>) {
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
-    out[0] = f.x;
-    out[1] = f.y;
-  } else {
-    out[0] = __uint_as_float(w << 16);
-    out[1] = __uint_as_float(w & 0xffff0000u);
-  }
-}
-
-// N consecutive cache elements at p (shared memory, aligned to their byte size) -> f32.
-template <typename CT, int N>
-__device__ __forceinline__ void load_cvt(const unsigned char* p, float* out) {
-  constexpr int kBytes = N * static_cast<int>(sizeof(CT));
-  constexpr int kPerWord = 4 / static_cast<int>(sizeof(CT));
-  if constexpr (kBytes % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < kBytes / 16; ++i) {
-      const uint4 w = reinterpret_cast<const uint4*>(p)[i];
-      cvt_word<CT>(w.x, out + (4 * i + 0) * kPerWord);
-      cvt_word<CT>(w.y, out + (4 * i + 1) * kPerWord);
-      cvt_word<CT>(w.z, out + (4 * i + 2) * kPerWord);
-      cvt_word<CT>(w.w, out + (4 * i + 3) * kPerWord);
-    }
-  } else if constexpr (kBytes == 8) {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
-    cvt_word<CT>(w.x, out);
-    cvt_word<CT>(w.y, out + kPerWord);
-  } else if constexpr (kBytes == 4) {
-    cvt_word<CT>(*reinterpret_cast<const uint32_t*>(p), out);
-  } else {
-    static_assert(kBytes == 2, "one 16-bit element");
-    const uint16_t h = *reinterpret_cast<const uint16_t*>(p);
-    if constexpr (std::is_same_v<CT, __half>) {
-      out[0] = __half2float(__ushort_as_half(h));
-    } else {
-      out[0] = __uint_as_float(static_cast<uint32_t>(h) << 16);
-    }
-  }
-}
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem)
@@ -404,6 +364,41 @@ __device__ __forceinline__ void stream_chunks(const AttnParams& p, const Run& ru
   cp_async_wait(0);
 }
 
+// chunk_scores' step over the 16 dims [d0, d0 + 16) of an fp8 cache (seg: key slot ks's row at
+// d0): each 32-bit word converts to the four dims one step of the chains takes, right before
+// the rows use them. (Converting all 16 first, as the wider types do with their 8 or 4, keeps 16
+// more floats live: the one-query kernel spilled at head_dim 512.) Each chain still takes its
+// dims in increasing order, so the bits are those of converting first.
+template <int D, class C>
+__device__ __forceinline__ void fp8_segment_scores(const Run& run, const AttnSmem& sm,
+                                                   const unsigned char* seg, int rg, int d0,
+                                                   float (&a)[C::kRowsS][C::kKeysS][4]) {
+  uint4 w[C::kKeysS];
+#pragma unroll
+  for (int k = 0; k < C::kKeysS; ++k)
+    w[k] = *reinterpret_cast<const uint4*>(seg + k * C::kKeySlots * C::kRowBytes);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float kf[C::kKeysS][4];
+#pragma unroll
+    for (int k = 0; k < C::kKeysS; ++k)
+      cvt_word<__nv_fp8_e4m3>(j == 0 ? w[k].x : j == 1 ? w[k].y : j == 2 ? w[k].z : w[k].w, kf[k]);
+#pragma unroll
+    for (int i = 0; i < C::kRowsS; ++i) {
+      const int r = rg + i * C::kRowGroupsS;
+      if (r >= run.n_rows) continue;  // uniform per warp
+      const float4 x = *reinterpret_cast<const float4*>(sm.qs + r * D + d0 + 4 * j);
+#pragma unroll
+      for (int k = 0; k < C::kKeysS; ++k) {
+        a[i][k][0] = fmaf(x.x, kf[k][0], a[i][k][0]);
+        a[i][k][1] = fmaf(x.y, kf[k][1], a[i][k][1]);
+        a[i][k][2] = fmaf(x.z, kf[k][2], a[i][k][2]);
+        a[i][k][3] = fmaf(x.w, kf[k][3], a[i][k][3]);
+      }
+    }
+  }
+}
+
 // Scores of chunk c for every row: sc[r][key - split base].
 template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void chunk_scores(const AttnParams& p, const Run& run, const Cursor& c,
@@ -420,26 +415,30 @@ __device__ __forceinline__ void chunk_scores(const AttnParams& p, const Run& run
     for (int k = 0; k < C::kKeysS; ++k) a[i][k][0] = a[i][k][1] = a[i][k][2] = a[i][k][3] = 0.0f;
 #pragma unroll 2
   for (int d0 = 0; d0 < D; d0 += C::kSegElems) {
-    float kf[C::kKeysS][C::kSegElems];
+    if constexpr (sizeof(CT) == 1) {
+      fp8_segment_scores<D, C>(run, sm, buf + ks * C::kRowBytes + d0, rg, d0, a);
+    } else {
+      float kf[C::kKeysS][C::kSegElems];
 #pragma unroll
-    for (int k = 0; k < C::kKeysS; ++k) {
-      load_cvt<CT, C::kSegElems>(buf + (ks + k * C::kKeySlots) * C::kRowBytes + d0 * sizeof(CT),
-                                 kf[k]);
-    }
+      for (int k = 0; k < C::kKeysS; ++k) {
+        load_cvt<CT, C::kSegElems>(buf + (ks + k * C::kKeySlots) * C::kRowBytes + d0 * sizeof(CT),
+                                   kf[k]);
+      }
 #pragma unroll
-    for (int i = 0; i < C::kRowsS; ++i) {
-      const int r = rg + i * C::kRowGroupsS;
-      if (r >= run.n_rows) continue;  // uniform per warp
-      const float* qr = sm.qs + r * D + d0;
+      for (int i = 0; i < C::kRowsS; ++i) {
+        const int r = rg + i * C::kRowGroupsS;
+        if (r >= run.n_rows) continue;  // uniform per warp
+        const float* qr = sm.qs + r * D + d0;
 #pragma unroll
-      for (int e = 0; e < C::kSegElems; e += 4) {
-        const float4 x = *reinterpret_cast<const float4*>(qr + e);
+        for (int e = 0; e < C::kSegElems; e += 4) {
+          const float4 x = *reinterpret_cast<const float4*>(qr + e);
 #pragma unroll
-        for (int k = 0; k < C::kKeysS; ++k) {
-          a[i][k][0] = fmaf(x.x, kf[k][e + 0], a[i][k][0]);
-          a[i][k][1] = fmaf(x.y, kf[k][e + 1], a[i][k][1]);
-          a[i][k][2] = fmaf(x.z, kf[k][e + 2], a[i][k][2]);
-          a[i][k][3] = fmaf(x.w, kf[k][e + 3], a[i][k][3]);
+          for (int k = 0; k < C::kKeysS; ++k) {
+            a[i][k][0] = fmaf(x.x, kf[k][e + 0], a[i][k][0]);
+            a[i][k][1] = fmaf(x.y, kf[k][e + 1], a[i][k][1]);
+            a[i][k][2] = fmaf(x.z, kf[k][e + 2], a[i][k][2]);
+            a[i][k][3] = fmaf(x.w, kf[k][e + 3], a[i][k][3]);
+          }
         }
       }
     }

@@ -1,8 +1,10 @@
 // kv_store: copies this step's k/v rows into their paged-cache slots, converting to the cache
-// dtype (f32 as is, f16 and bf16 round-to-nearest-even). Slot s of the cache is row s of
+// dtype (f32 as is, f16, bf16 and fp8 e4m3 round-to-nearest-even, e4m3 saturated: see
+// cache_convert.cuh). Slot s of the cache is row s of
 // [n_blocks * block_size][n_kv_heads * head_dim]; a negative slot (a padding token) is skipped.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
@@ -54,8 +56,13 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
     detail::launch(kv_store_kernel<__half>, blocks, detail::kThreads, 0, stream,
                    static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), step.slots,
                    step.n_tokens, row, k, v, ld);
+  } else if (kv.dtype == DType::f8_e4m3) {
+    detail::launch(kv_store_kernel<__nv_fp8_e4m3>, blocks, detail::kThreads, 0, stream,
+                   static_cast<__nv_fp8_e4m3*>(kv.k), static_cast<__nv_fp8_e4m3*>(kv.v), step.slots,
+                   step.n_tokens, row, k, v, ld);
   } else {
-    fail(ErrorCode::unsupported, "kv_store: KV cache type {} is not supported (F32, F16, BF16)",
+    fail(ErrorCode::unsupported,
+         "kv_store: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
          dtype_name(kv.dtype));
   }
 }

@@ -144,8 +144,11 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, con
     detail::launch(qk_prologue_kernel<__nv_bfloat16>, blocks, kThreads, smem, stream, a);
   } else if (kv.dtype == DType::f16) {
     detail::launch(qk_prologue_kernel<__half>, blocks, kThreads, smem, stream, a);
+  } else if (kv.dtype == DType::f8_e4m3) {
+    detail::launch(qk_prologue_kernel<__nv_fp8_e4m3>, blocks, kThreads, smem, stream, a);
   } else {
-    fail(ErrorCode::unsupported, "qk_prologue: KV cache type {} is not supported (F32, F16, BF16)",
+    fail(ErrorCode::unsupported,
+         "qk_prologue: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
          dtype_name(kv.dtype));
   }
 }

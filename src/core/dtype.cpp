@@ -85,6 +85,11 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<DType> kv_dtype_from_name(std::string_view name) {
+  if (equal_ignore_case(name, "fp8")) return DType::f8_e4m3;
+  return dtype_from_name(name);
+}
+
 uint64_t dtype_row_bytes(DType dtype, uint64_t n_elements, std::string_view what) {
   const DTypeTraits& t = dtype_traits(dtype);
   if (n_elements % t.block_size != 0) {

@@ -64,6 +64,9 @@ inline std::string_view dtype_name(DType dtype) {
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
 // Case-insensitive lookup by ggml name ("q4_k", "BF16").
 std::optional<DType> dtype_from_name(std::string_view name);
+// A KV cache type as users spell it (--kv-dtype): any dtype name, or "fp8" (case-insensitive)
+// for F8_E4M3, the one FP8 layout a KV cache takes. Whether a backend keeps it is its own check.
+std::optional<DType> kv_dtype_from_name(std::string_view name);
 
 // Bytes of a row of n_elements, checked: n_elements must be a multiple of the block size.
 // Throws Error(malformed_file) naming `what` on a partial block or overflow.

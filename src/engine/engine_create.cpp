@@ -127,9 +127,10 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
                        : kGpu);
   }
   if (!options.kv_dtype.empty()) {
-    const std::optional<DType> kv = dtype_from_name(options.kv_dtype);
+    const std::optional<DType> kv = kv_dtype_from_name(options.kv_dtype);
     if (!kv)
-      fail(ErrorCode::invalid_argument, "kv_dtype '{}' is not a dtype name", options.kv_dtype);
+      fail(ErrorCode::invalid_argument,
+           "kv_dtype '{}' is not a dtype name (F16, BF16, F32, F8_E4M3 or fp8)", options.kv_dtype);
     load.kv_dtype = *kv;
   }
   parts.ops = load.ops;
@@ -143,6 +144,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   parts.info.n_vocab = mi.n_vocab;
   parts.info.weight_bytes = mi.weight_bytes;
   parts.info.device = mi.device;
+  parts.info.kv_dtype = std::string(dtype_name(mi.kv_dtype));
   parts.info.deterministic = options.deterministic || load.ops->host_memory();
   parts.info.n_embd = mi.n_embd;
   parts.info.pooling = archive->kind == ArchiveKind::hf_folder

@@ -11,9 +11,11 @@ namespace memra {
 
 namespace {
 
+// Bytes of one K or V element: 4, 2, or 1 (F8_E4M3). Copies of blocks (prefix cache,
+// preemption) move bytes and need nothing else per type.
 uint64_t element_bytes(DType dtype) {
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
-    fail(ErrorCode::unsupported, "KV cache dtype {} is not supported (F32, F16, BF16)",
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16 && dtype != DType::f8_e4m3)
+    fail(ErrorCode::unsupported, "KV cache dtype {} is not supported (F32, F16, BF16, F8_E4M3)",
          dtype_name(dtype));
   return dtype_traits(dtype).type_size;
 }

@@ -16,6 +16,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "formats/model_archive.h"
+#include "models/kv_cache.h"
 #include "models/model.h"
 
 namespace memra {
@@ -115,6 +116,21 @@ TEST(ModelLoad, MoeConfigMustMatchCheckpoint) {
         << e.what();
   }
   fs::remove_all(dir);
+}
+
+// A token's KV bytes follow the cache type's element size (F8_E4M3: one byte), over the layers
+// that keep KV; a type no backend keeps as KV is refused by name.
+TEST(ModelLoad, KvBytesPerTokenFollowTheCacheType) {
+  const std::vector<KvLayerShape> shapes = {{2, 64}, {0, 0}, {1, 32}};
+  EXPECT_EQ(BackendKvCache::bytes_per_token(DType::f32, shapes), 2u * 4 * (128 + 32));
+  EXPECT_EQ(BackendKvCache::bytes_per_token(DType::f16, shapes), 2u * 2 * (128 + 32));
+  EXPECT_EQ(BackendKvCache::bytes_per_token(DType::f8_e4m3, shapes), 2u * 1 * (128 + 32));
+  try {
+    BackendKvCache::bytes_per_token(DType::q8_0, shapes);
+    FAIL() << "a Q8_0 KV cache was sized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q8_0"), std::string::npos) << e.what();
+  }
 }
 
 // Qwen3.5's hybrid stack: state only in the linear-attention layers, KV only in the others,

@@ -10,7 +10,8 @@
 // feeds the next token of this JSON list instead of its own argmax, so the decode path's logits
 // follow another run's greedy trajectory; "greedy" still reports each step's own argmax),
 // --perturb TENSOR (gate teeth), --block-size N (KV block size, default 16), --device D (cpu by
-// default; cuda for the GPU model gates), --kv-dtype F32|BF16, --logits-out FILE (with
+// default; cuda for the GPU model gates), --kv-dtype F32|F16|BF16|F8_E4M3 (fp8 is F8_E4M3; the
+// CPU keeps F32 only), --logits-out FILE (with
 // --all-logits: the rows as raw f32 instead of JSON, for real-sized vocabularies).
 #include <algorithm>
 #include <chrono>
@@ -190,7 +191,7 @@ int run(const Options& o) {
   load_options.ops =
       backend_select({o.device, o.threads, o.reference, env_switch("MEMRA_DETERMINISTIC", true)});
   if (!o.kv_dtype.empty()) {
-    const auto kv = dtype_from_name(o.kv_dtype);
+    const auto kv = kv_dtype_from_name(o.kv_dtype);
     if (!kv) fail(ErrorCode::invalid_argument, "--kv-dtype {} is not a dtype name", o.kv_dtype);
     load_options.kv_dtype = *kv;
   }

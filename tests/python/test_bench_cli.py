@@ -40,6 +40,9 @@ def table_rows(stdout):
     (["--json", "/nonexistent/dir/r.json"], "--json /nonexistent/dir/r.json: cannot be written"),
     # A CPU build and a GPU-less CUDA build refuse it for different reasons, both by name.
     (["--device", "cuda:0"], "device 'cuda:0':"),
+    (["--kv-dtype", "fp9"], "--kv-dtype fp9 is not a KV cache type"),
+    # A real type the CPU does not keep: the engine refuses it by name (fp8 is F8_E4M3).
+    (["--kv-dtype", "fp8", "-p", "16", "-n", "4"], "KV cache in F32, not F8_E4M3"),
 ])
 def test_refusals_name_the_flag(memra_bin, args, named):
     r = bench(memra_bin, *args)
@@ -80,6 +83,9 @@ def test_concurrent_sequences_and_receipt(memra_bin, tmp_path):
     assert j["model"]["architecture"] == "qwen3" and j["model"]["context_length"] == 256
     assert 0 < j["model"]["bytes_read_per_token"] < j["model"]["weight_bytes"]  # untied
     assert j["model"]["kv_bytes_per_token"] > 0
+    # The KV cache type: as asked (null: the backend's default) and as run.
+    assert j["options"]["kv_dtype"] is None and j["kv_dtype"] == j["model"]["kv_dtype"] == "F32"
+    assert "KV cache F32" in r.stderr and "bytes per token of context (F32)" in r.stdout
     figures = {f["name"]: f for f in j["figures"]}
     assert figures.keys() == rows.keys()
     agg = figures["c2 decode tg4"]
@@ -107,3 +113,12 @@ def test_moe_cost_counts_the_experts_a_token_uses(memra_bin, tmp_path):
     # the quarter of the experts a token uses.
     idle = m["expert_bytes"] * 6 // 8
     assert m["expert_bytes"] // 4 < m["bytes_read_per_token"] <= m["weight_bytes"] - idle + 1
+
+
+def test_kv_dtype_is_recorded_as_asked(memra_bin, tmp_path):
+    receipt = tmp_path / "kv.json"
+    r = bench(memra_bin, "-p", "16", "-n", "4", "--kv-dtype", "f32", "--json", str(receipt))
+    assert r.returncode == 0, r.stderr
+    j = json.loads(receipt.read_text())
+    assert (j["options"]["kv_dtype"], j["kv_dtype"]) == ("f32", "F32")
+    assert "--kv-dtype f32" in j["command"]

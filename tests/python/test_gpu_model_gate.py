@@ -1,8 +1,12 @@
 """The GPU model gate's judgement of MoE routing differences (scripts/gpu_model_gate.py): a
 (token, layer) whose expert set differs between the CPU and CUDA runs passes only as a near-tie,
 the CPU's margin for its own choice at most twice the row's largest router-logit difference.
-(The gate itself needs a GPU; this is its arithmetic on made-up routes.)"""
+(The gate itself needs a GPU; this is its arithmetic on made-up routes, rows and flags, for both
+modes: CUDA against the CPU, and the KV cache type mode, F8_E4M3 against F16 on CUDA.)"""
 import json
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -216,3 +220,88 @@ def test_a_prompt_flip_beyond_the_rounding_fails():
     m = judge(cpu, cuda, picks)
     assert (m["top1_flips"], m["top1_flips_not_near_ties"], m["pass"]) == (1, 1, False)
     assert m["top1_flip_margin_over_error_max"] > 100
+
+
+# The KV cache type mode (--reference-device cuda): F8_E4M3 against F16 on the same backend, held
+# to top-1 agreement and mean KL over at least KV_MIN_ROWS teacher-forced rows.
+KV_PROMPT, KV_GREEDY = 256, 32
+
+
+def kv_rows(seed=0):
+    """Reference rows: KV_PROMPT prompt rows, KV_GREEDY - 1 decode rows, each row's best logit
+    3.0 above the rest (as a trained model's confident rows)."""
+    rng = np.random.default_rng(seed)
+    ref = rng.normal(0.0, 1.0, size=(KV_PROMPT + KV_GREEDY - 1, VOCAB)).astype(np.float32)
+    ref[np.arange(len(ref)), rng.integers(0, VOCAB, size=len(ref))] += 3.0 + ref.max()
+    return ref
+
+
+def test_kv_mode_identical_and_slightly_rounded_runs_pass():
+    ref = kv_rows()
+    for judged in (ref.copy(), rounded(ref, scale=0.05)):
+        m = gate.kv_verdict(ref, judged, KV_PROMPT, KV_GREEDY)
+        assert m["rows"] == KV_PROMPT + KV_GREEDY - 1
+        assert m["top1"] == 1.0 and m["kl_mean"] <= gate.KV_KL_MAX
+        assert (m["pass"], m["teeth_shifted_rows_fail"]) == (True, True)
+        assert m["decode_rows"]["top1"] == 1.0
+
+
+def test_kv_mode_fails_on_kl_or_top1():
+    ref = kv_rows()
+    # Every logit moved by up to 1.0: the argmax survives (3.0 margins) but KL does not.
+    m = gate.kv_verdict(ref, rounded(ref, scale=1.0), KV_PROMPT, KV_GREEDY)
+    assert m["top1"] == 1.0 and m["kl_mean"] > gate.KV_KL_MAX and m["pass"] is False
+    # One row in ten with another argmax: top-1 0.9.
+    judged = ref.copy()
+    for r in range(0, len(ref), 10):
+        judged[r, (int(ref[r].argmax()) + 1) % VOCAB] = ref[r].max() + 0.01
+    m = gate.kv_verdict(ref, judged, KV_PROMPT, KV_GREEDY)
+    assert m["top1"] < gate.KV_TOP1_MIN and m["pass"] is False
+
+
+def test_kv_mode_judges_the_decode_rows_too():
+    # The prompt rows agree; the decode steps' rows (the decode kernel's reads) are far off.
+    ref = kv_rows()
+    judged = ref.copy()
+    judged[KV_PROMPT:] = kv_rows(seed=7)[KV_PROMPT:]
+    m = gate.kv_verdict(ref, judged, KV_PROMPT, KV_GREEDY)
+    assert m["prompt_rows"]["top1"] == 1.0 and m["decode_rows"]["top1"] < 0.5
+    assert m["pass"] is False
+
+
+def test_kv_mode_needs_enough_rows_and_finite_ones():
+    ref = kv_rows()
+    m = gate.kv_verdict(ref[:100], ref[:100].copy(), 100, 1)
+    assert m["rows"] == 100 and m["top1"] == 1.0 and m["pass"] is False
+    judged = ref.copy()
+    judged[3, 5] = np.inf
+    assert gate.kv_verdict(ref, judged, KV_PROMPT, KV_GREEDY)["pass"] is False
+
+
+def test_kv_mode_report_and_receipt():
+    ref = kv_rows()
+    m = dict(gate.kv_verdict(ref, rounded(ref, scale=0.05), KV_PROMPT, KV_GREEDY), model="x")
+    lines = "\n".join(gate.kv_report([m, {"model": "y", "pass": False, "error": "boom"}]))
+    assert "PASS" in lines and "y" in lines and "ERROR boom" in lines
+
+    class Args:
+        reference_device, reference_kv_dtype, device, kv_dtype = "cuda", "F16", "cuda", "F8_E4M3"
+
+    out = gate.kv_summary([m], Args, "none", "gate")
+    text = json.dumps(out, allow_nan=False)
+    j = json.loads(text)
+    assert j["what"] == "gpu-model-gate-kv-dtype" and j["pass"] is True
+    assert j["reference"] == {"device": "cuda", "kv_dtype": "F16"}
+    assert j["judged"] == {"device": "cuda", "kv_dtype": "F8_E4M3"}
+    assert j["thresholds"]["top1_min"] == gate.KV_TOP1_MIN
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--kv-dtype", "F8_E4M3"], "belong to the KV cache type mode"),
+    (["--reference-device", "cuda", "--positions", "64"], "at least 256 rows"),
+])
+def test_kv_mode_flags_are_refused_by_name(args, named):
+    script = pathlib.Path(gate.__file__)
+    r = subprocess.run([sys.executable, str(script), "--bin", "/nonexistent", *args, "model"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and named in r.stderr, r.stderr

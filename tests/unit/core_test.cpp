@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "core/half.h"
 #include "core/mapped_file.h"
 
@@ -49,6 +50,17 @@ TEST(DType, GgmlIdsAndSizes) {
   EXPECT_EQ(dtype_name(DType::iq4_xs), "IQ4_XS");
 }
 
+TEST(DType, KvDtypeNamesTakeTheFp8Alias) {
+  EXPECT_EQ(kv_dtype_from_name("fp8"), DType::f8_e4m3);
+  EXPECT_EQ(kv_dtype_from_name("FP8"), DType::f8_e4m3);
+  EXPECT_EQ(kv_dtype_from_name("f8_e4m3"), DType::f8_e4m3);
+  EXPECT_EQ(kv_dtype_from_name("F16"), DType::f16);
+  EXPECT_EQ(kv_dtype_from_name("bf16"), DType::bf16);
+  EXPECT_FALSE(kv_dtype_from_name("fp9").has_value());
+  EXPECT_FALSE(kv_dtype_from_name("").has_value());
+  EXPECT_FALSE(dtype_from_name("fp8").has_value());  // the alias is the KV flag's only
+}
+
 TEST(MappedFile, MissingFileIsNotFound) {
   try {
     MappedFile f("/nonexistent/memra/file.gguf");
@@ -73,6 +85,37 @@ TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);               // rounds up into Inf
   EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80u);
   EXPECT_EQ(bf16_to_f32(0x3f80u), 1.0f);
+}
+
+TEST(Fp8, RoundTripsEveryFiniteE4m3) {
+  for (uint32_t b = 0; b < 0x100; ++b) {
+    const float f = e4m3_to_f32(static_cast<uint8_t>(b));
+    if (f != f) continue;  // 0x7f and 0xff
+    EXPECT_EQ(f32_to_e4m3(f), b) << "e4m3 bits " << b;
+  }
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x08), 0.015625f);     // smallest normal, 2^-6
+  EXPECT_EQ(e4m3_to_f32(0x01), 0.001953125f);  // smallest subnormal, 2^-9
+  EXPECT_EQ(e4m3_to_f32(0xb8), -1.0f);
+}
+
+TEST(Fp8, RoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(f32_to_e4m3(1.0f + 1.0f / 16.0f), 0x38u);  // halfway 1 / 1.125: even stays down
+  EXPECT_EQ(f32_to_e4m3(1.0f + 3.0f / 16.0f), 0x3au);  // halfway 1.125 / 1.25: odd rounds up
+  EXPECT_EQ(f32_to_e4m3(1.0f + 1.0f / 15.0f), 0x39u);  // past halfway
+  EXPECT_EQ(f32_to_e4m3(15.5f), 0x58u);                // 15 / 16 halfway: carries to 2^4
+  EXPECT_EQ(f32_to_e4m3(464.0f), 0x7eu);               // halfway to 480 (NaN's slot): 448
+  EXPECT_EQ(f32_to_e4m3(465.0f), 0x7eu);               // saturates, never NaN
+  EXPECT_EQ(f32_to_e4m3(-1e30f), 0xfeu);
+  EXPECT_EQ(f32_to_e4m3(std::numeric_limits<float>::infinity()), 0x7eu);
+  EXPECT_EQ(f32_to_e4m3(-std::numeric_limits<float>::infinity()), 0xfeu);
+  EXPECT_EQ(f32_to_e4m3(std::numeric_limits<float>::quiet_NaN()), 0x7fu);
+  EXPECT_EQ(f32_to_e4m3(0.0009765625f), 0x00u);   // 2^-10, half the smallest subnormal: even 0
+  EXPECT_EQ(f32_to_e4m3(0.0009766f), 0x01u);      // just above it
+  EXPECT_EQ(f32_to_e4m3(-0.0029296875f), 0x82u);  // 1.5 x 2^-9: odd rounds up to 2 x 2^-9
+  EXPECT_EQ(f32_to_e4m3(0.0146484375f), 0x08u);   // 7.5 x 2^-9: up into the smallest normal
+  EXPECT_EQ(f32_to_e4m3(-0.0f), 0x80u);
+  EXPECT_EQ(f32_to_e4m3(1e-30f), 0x00u);
 }
 
 TEST(EnvSwitch, ReadsZeroOrOneAndRefusesAnythingElseByName) {

@@ -5,7 +5,8 @@
 // cache is rotated over enough copies that L2 cannot serve it; each figure is the median of 20
 // event-timed calls after warm-up, with KV bytes / time against the copy bandwidth measured in the
 // same run, and FLOP/s for prefill. Every case runs with the tensor-core kernel, then with the
-// CUDA-core one (rows marked "fma").
+// CUDA-core one (rows marked "fma"); the F8_E4M3 cases ("fp8", half the bytes) have the CUDA-core
+// kernel only and run once.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "core/fp8.h"
 #include "core/half.h"
 #include "kernel_bench/bench.h"
 #include "kernels/kernels.h"
@@ -57,13 +59,23 @@ const AttnCase kCases[] = {
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
+    {"decode 1x16384 fp8", 1, 16383, 1, AttentionPlan::automatic, 0, DType::f8_e4m3},
+    {"decode 64x4096 fp8", 64, 4095, 1, AttentionPlan::automatic, 0, DType::f8_e4m3},
+    {"prefill 512 fp8", 1, 0, 512, AttentionPlan::automatic, 0, DType::f8_e4m3},
 };
 
-// Fills n bytes of device memory with random finite 16-bit values in about [-1, 1].
+// Fills n bytes of device memory with random finite cache values (16-bit or e4m3) in about
+// [-1, 1].
 void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<uint16_t> pattern(size_t{8} << 20);  // 16 MiB, repeated
-  for (uint16_t& h : pattern) h = dtype == DType::f16 ? f32_to_f16(u(rng)) : f32_to_bf16(u(rng));
+  for (uint16_t& h : pattern) {
+    if (dtype == DType::f8_e4m3) {
+      h = static_cast<uint16_t>(f32_to_e4m3(u(rng)) | f32_to_e4m3(u(rng)) << 8);
+    } else {
+      h = dtype == DType::f16 ? f32_to_f16(u(rng)) : f32_to_bf16(u(rng));
+    }
+  }
   const size_t pb = pattern.size() * 2;
   for (size_t off = 0; off < n; off += pb) {
     check(cudaMemcpy(dst + off, pattern.data(), std::min(pb, n - off), cudaMemcpyHostToDevice),
@@ -77,7 +89,8 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   const int n_seqs = c.n_seqs + (c.chunk_new > 0 ? 1 : 0);
   const int bps = (std::max(ctx, chunk_ctx) + kBlock - 1) / kBlock;  // blocks per sequence
   const int n_blocks = n_seqs * bps;
-  const size_t row = size_t{kKvHeads} * kHeadDim * 2;  // bytes per token of K (or V)
+  // Bytes per token of K (or V).
+  const size_t row = size_t{kKvHeads} * kHeadDim * dtype_traits(c.cache).type_size;
   const size_t bytes = static_cast<size_t>(n_blocks) * kBlock * row;
   const size_t copies = std::clamp<size_t>((kRotateBytes + 2 * bytes - 1) / (2 * bytes), 1, 256);
   std::mt19937 rng(42);
@@ -168,7 +181,8 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps) {
   // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma").
   for (const bool tc : {true, false})
     for (const AttnCase& c : kCases)
-      rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
+      if (tc || c.cache != DType::f8_e4m3)  // one kernel: no "fma" twin
+        rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
   return rows;
 }
 

@@ -1,19 +1,23 @@
 // Paged attention against a double reference: head dims 16/32/64/128/256/512, GQA 1..16, window,
-// softcap, f32, f16 and bf16 caches, block sizes 16/24/32/64, steps that mix fresh prefills,
-// prefill chunks with n_past > 0 and decode tokens at contexts crossing chunk (64), split (256)
-// and cache-block boundaries, random non-contiguous block tables. The cache is written from the
-// host (independent of kv_store); unused slots hold NaN, so a read outside a query's range
-// shows. Bitwise invariances: both plans x both block shapes (one query / a tile of queries per
-// block) agree; a grid sized for a larger max_context (a CUDA graph's capacity) changes nothing;
-// a query alone in its own step, and a prefill chunk alone, equal the same rows in the mixed step.
-// 16-bit caches at head_dim 64/128/256 run all of it twice: the tensor-core kernel ("mma" in the
-// shape, the default) and the CUDA-core one ("fma", AttentionArgs::tensor_cores = false).
+// softcap, f32, f16, bf16 and fp8 e4m3 caches, block sizes 16/24/32/64, steps that mix fresh
+// prefills, prefill chunks with n_past > 0 and decode tokens at contexts crossing chunk (64),
+// split (256) and cache-block boundaries, random non-contiguous block tables. The cache is
+// written from the host (independent of kv_store); unused slots hold NaN, so a read outside a
+// query's range shows. Bitwise invariances: both plans x both block shapes (one query / a tile of
+// queries per block) agree; a grid sized for a larger max_context (a CUDA graph's capacity)
+// changes nothing; a query alone in its own step, and a prefill chunk alone, equal the same rows
+// in the mixed step. 16-bit caches at head_dim 64/128/256 run all of it twice: the tensor-core
+// kernel ("mma" in the shape, the default) and the CUDA-core one ("fma",
+// AttentionArgs::tensor_cores = false). FP8 caches have the CUDA-core kernel only (tensor_cores
+// is ignored for them); two fp8 cases' V spans E4M3's whole range (subnormals to 256), so every
+// exponent goes through the kernel's conversion.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "check.h"
+#include "core/fp8.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
 
@@ -34,10 +38,11 @@ struct Case {
   float softcap;
   int32_t block_size;
   std::vector<Seq> seqs;
+  bool wide_v = false;  // V elements u x 2^e, e in [-10, 8] (fp8: every exponent, subnormals)
 };
 
 // Host image of one step: metadata, q, and the cache contents (as the f32 values the kernel
-// reads, i.e. already rounded to bf16 for a bf16 cache).
+// reads, i.e. already rounded to bf16 / f16 / e4m3 for such a cache).
 struct Step {
   int32_t n_tokens = 0, max_blocks = 0, max_context = 0, n_blocks = 0;
   std::vector<int32_t> positions, token_seq, block_tables;
@@ -72,7 +77,11 @@ Step make_step(Context& ctx, const Case& c) {
       const int64_t slot = int64_t{s.block_tables[i * s.max_blocks + p / bs]} * bs + p % bs;
       std::vector<float> kr = ctx.uniform(row), vr = ctx.uniform(row);
       for (int64_t e = 0; e < row; ++e) {
-        if (c.cache == DType::bf16) {
+        if (c.wide_v) vr[e] = std::ldexp(vr[e], ctx.randint(-10, 8));
+        if (c.cache == DType::f8_e4m3) {
+          kr[e] = e4m3_to_f32(f32_to_e4m3(kr[e]));
+          vr[e] = e4m3_to_f32(f32_to_e4m3(vr[e]));
+        } else if (c.cache == DType::bf16) {
           kr[e] = bf16_to_f32(f32_to_bf16(kr[e]));
           vr[e] = bf16_to_f32(f32_to_bf16(vr[e]));
         } else if (c.cache == DType::f16) {
@@ -202,10 +211,12 @@ class DevStep {
   }
 
  private:
-  size_t cache_bytes() const { return s_.k.size() * (c_.cache == DType::f32 ? 4 : 2); }
+  size_t cache_bytes() const { return s_.k.size() * dtype_traits(c_.cache).type_size; }
   void upload_cache(Dev<uint8_t>& dst, const std::vector<float>& values) {
     std::vector<uint8_t> bytes(cache_bytes());
-    if (c_.cache != DType::f32) {
+    if (c_.cache == DType::f8_e4m3) {  // NaN (unused slots) stays NaN: 0x7f
+      for (size_t i = 0; i < values.size(); ++i) bytes[i] = f32_to_e4m3(values[i]);
+    } else if (c_.cache != DType::f32) {
       for (size_t i = 0; i < values.size(); ++i) {
         const uint16_t h = c_.cache == DType::bf16 ? f32_to_bf16(values[i]) : f32_to_f16(values[i]);
         std::memcpy(bytes.data() + 2 * i, &h, 2);
@@ -274,7 +285,8 @@ double alone_mismatches(Context& ctx, const Case& c, const Step& s, float scale,
 // Whether attention() has a tensor-core kernel for the case (16-bit caches at head_dim 64, 128,
 // 256): those cases run under both arithmetics.
 bool has_tensor_cores(const Case& c) {
-  return c.cache != DType::f32 && (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
+  return (c.cache == DType::f16 || c.cache == DType::bf16) &&
+         (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
 }
 
 void check_case(Context& ctx, const Case& c, bool tensor_cores) {
@@ -383,7 +395,7 @@ void check_case(Context& ctx, const Case& c, bool tensor_cores) {
 
 void check_attention(Context& ctx) {
   if (!ctx.wants("attention")) return;
-  const DType bf16 = DType::bf16, f32 = DType::f32, f16 = DType::f16;
+  const DType bf16 = DType::bf16, f32 = DType::f32, f16 = DType::f16, f8 = DType::f8_e4m3;
   // {heads, kv heads, head_dim, cache, window, softcap, block size, {n_past, n_new}...}
   const Case cases[] = {
       {8, 2, 128, bf16, 0, 0.0f, 16, {{0, 37}, {900, 100}, {300, 1}, {4999, 1}}},
@@ -443,6 +455,29 @@ void check_attention(Context& ctx) {
       {2, 2, 512, bf16, 0, 0.0f, 16, {{0, 40}, {300, 17}, {2000, 1}}},
       {4, 1, 512, bf16, 0, 50.0f, 32, {{0, 20}, {255, 2}, {511, 1}, {2000, 1}}},
       {8, 2, 512, f16, 300, 0.0f, 16, {{0, 40}, {1200, 3}, {1999, 1}}},
+      // F8_E4M3 caches (CUDA cores at every head size; 16-byte segments of 16 elements, V read
+      // 1 to 16 bytes a thread): Qwen3-8B's shape (prefill across splits, decode at 16k and at
+      // split / chunk edges), GQA 1 (64-query tiles), 5 and 16, a window inside a tile with
+      // softcap, head_dim 256 with softcap, 32 and 16 (the fixtures' shapes, block size 24) and
+      // 512 (GQA 8 / 1 / 4, softcap at split edges, a window), and V over E4M3's whole range.
+      {8, 2, 128, f8, 0, 0.0f, 16, {{0, 37}, {900, 100}, {300, 1}, {4999, 1}}},
+      {32, 8, 128, f8, 0, 0.0f, 16, {{0, 300}, {250, 80}, {63, 1}, {64, 1}}},
+      {32, 8, 128, f8, 0, 0.0f, 16, {{16000, 3}, {700, 1}, {0, 1}, {255, 1}, {256, 2}}},
+      {4, 4, 128, f8, 0, 0.0f, 16, {{0, 130}, {70, 65}, {5, 1}}},
+      {10, 2, 64, f8, 0, 0.0f, 16, {{0, 40}, {300, 30}, {1000, 1}}},
+      {16, 1, 64, f8, 0, 0.0f, 64, {{600, 2}, {0, 1}}},
+      {8, 2, 64, f8, 100, 20.0f, 16, {{0, 200}, {500, 70}}},
+      {4, 2, 256, f8, 0, 50.0f, 32, {{0, 20}, {700, 1}, {5000, 1}}},
+      {4, 2, 256, f8, 0, 0.0f, 16, {{0, 90}, {511, 1}, {1500, 17}}},
+      {3, 1, 32, f8, 8, 10.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
+      {4, 2, 16, f8, 8, 0.0f, 16, {{0, 48}, {60, 1}, {300, 2}}},
+      {8, 1, 16, f8, 77, 10.0f, 24, {{0, 90}, {511, 1}, {300, 9}}},
+      {16, 2, 512, f8, 0, 0.0f, 16, {{0, 70}, {250, 20}, {700, 1}, {4999, 1}}},
+      {2, 2, 512, f8, 0, 0.0f, 16, {{0, 40}, {300, 17}, {2000, 1}}},
+      {4, 1, 512, f8, 0, 50.0f, 32, {{0, 20}, {255, 2}, {511, 1}, {2000, 1}}},
+      {8, 2, 512, f8, 300, 0.0f, 16, {{0, 40}, {1200, 3}, {1999, 1}}},
+      {8, 2, 128, f8, 0, 0.0f, 16, {{0, 70}, {700, 1}, {1500, 9}}, /*wide_v=*/true},
+      {8, 2, 64, f8, 0, 0.0f, 16, {{0, 70}, {700, 1}, {1500, 9}}, /*wide_v=*/true},
   };
   for (const Case& c : cases) {
     check_case(ctx, c, true);

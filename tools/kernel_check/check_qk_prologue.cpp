@@ -109,6 +109,15 @@ void check_qk_prologue(Context& ctx) {
   check_one<uint16_t>(ctx, DType::bf16, 2, 32, 4, 512, 128, true, true);
   check_one<float>(ctx, DType::f32, 11, 4, 2, 16, 16, true, true);  // the gemma4 fixture's sliding
   check_one<uint16_t>(ctx, DType::bf16, 5, 4, 2, 16, 16, true, true);
+  // F8_E4M3 caches: 8B decode and prefill, gemma3, partial rotary, llama without norms (the
+  // teeth's pair-layout variant), gemma4's 512 and 16 wide heads.
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 2, 32, 8, 128, 128, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 77, 16, 8, 128, 128, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 5, 8, 1, 256, 256, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 9, 16, 4, 256, 64, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 33, 14, 2, 64, 64, false, false);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 7, 16, 2, 512, 128, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 11, 4, 2, 16, 16, true, true);
 }
 
 }  // namespace memra::kernel_check

@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string device = "auto";
   bool cuda_graphs = true;
   bool deterministic = true;
+  std::string kv_dtype;               // --kv-dtype: KV cache type name; empty = the backend's
   std::string json_path;              // --json
   std::string command;                // the command line as typed, for the receipt
   std::string compare_path;           // --compare BASELINES.json

@@ -126,6 +126,7 @@ ordered_json model_json(const ReceiptInputs& in) {
           {"experts", c.n_expert},
           {"experts_used", c.n_expert_used},
           {"kv_bytes_per_token", in.kv_bytes_per_token},
+          {"kv_dtype", in.info.kv_dtype},
           {"tied_embeddings", c.tied_embeddings},
           {"context_length", c.trained_context},
           {"bytes_by_type", c.bytes_by_type}};
@@ -273,14 +274,20 @@ void write_receipt(const std::string& path, const ReceiptInputs& in) {
   r["timestamp"] = utc_now();
   r["command"] = o.command;
   r["device"] = in.info.device;
+  r["kv_dtype"] = in.info.kv_dtype;
   r["gpu"] = in.ceilings ? ordered_json{{"name", in.ceilings->gpu_name},
                                         {"driver_version", in.ceilings->driver_version},
                                         {"runtime_version", in.ceilings->runtime_version}}
                          : ordered_json();
-  r["options"] = {{"prompts", o.prompts}, {"gen", o.n_gen},
-                  {"depths", o.depths},   {"concurrency", o.concurrency},
-                  {"runs", o.runs},       {"threads", o.threads},
-                  {"device", o.device},   {"deterministic", o.deterministic}};
+  r["options"] = {{"prompts", o.prompts},
+                  {"gen", o.n_gen},
+                  {"depths", o.depths},
+                  {"concurrency", o.concurrency},
+                  {"runs", o.runs},
+                  {"threads", o.threads},
+                  {"device", o.device},
+                  {"deterministic", o.deterministic},
+                  {"kv_dtype", o.kv_dtype.empty() ? ordered_json() : ordered_json(o.kv_dtype)}};
   r["model"] = model_json(in);
   r["ceilings"] = ceilings_json(in.ceilings);
   r["figures"] = ordered_json::array();

@@ -20,6 +20,7 @@
 #include "bench_compare.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "engine/backend_select.h"
 #include "memra/engine.h"
@@ -32,7 +33,7 @@ using bench::BenchOptions;
 constexpr const char* kUsage =
     "usage: memra bench [-m SOURCE] [-p 512[,2048]] [-n 128] [-d 0[,4096,...]] [-c 1[,8,...]]\n"
     "                   [-r 3] [--threads N] [--device DEV] [--cuda-graphs on|off]\n"
-    "                   [--deterministic on|off]\n"
+    "                   [--deterministic on|off] [--kv-dtype TYPE]\n"
     "                   [--json FILE] [--compare BASELINES.json]\n"
     "       memra bench --compare BASELINES.json --receipts R.json [R.json ...] [--json FILE]\n"
     "  -m, --model SOURCE   model (default: the packaged Gemma 3 270M Q4_K_M)\n"
@@ -49,6 +50,8 @@ constexpr const char* kUsage =
     "                       on)\n"
     "  --deterministic on|off  off: faster GPU prefill that breaks the determinism contract\n"
     "                       (default: $MEMRA_DETERMINISTIC or on)\n"
+    "  --kv-dtype TYPE      KV cache type: F16 (the CUDA default), BF16, F32, F8_E4M3 (alias\n"
+    "                       fp8; CUDA only) (default: $MEMRA_KV_DTYPE or the backend's)\n"
     "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures);\n"
     "                       with --receipts, the comparison\n"
     "  --compare FILE       after the table, each figure beside the peer's baseline and the\n"
@@ -99,7 +102,7 @@ std::string command_line(const Args& args) {
 // Flags that shape a run: refused with --receipts, which runs nothing.
 bool is_run_flag(const std::string& a) {
   for (const char* f : {"-m", "--model", "-p", "-n", "-d", "-c", "-r", "--threads", "--device",
-                        "--cuda-graphs", "--deterministic"})
+                        "--cuda-graphs", "--deterministic", "--kv-dtype"})
     if (a == f) return true;
   return false;
 }
@@ -134,6 +137,7 @@ BenchOptions parse_options(const Args& args) {
     o.cuda_graphs = parse_on_off("MEMRA_CUDA_GRAPHS", env);
   if (const char* env = std::getenv("MEMRA_DETERMINISTIC"))
     o.deterministic = parse_on_off("MEMRA_DETERMINISTIC", env);
+  if (const char* env = std::getenv("MEMRA_KV_DTYPE")) o.kv_dtype = env;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return flag_value(args, i); };
@@ -159,6 +163,8 @@ BenchOptions parse_options(const Args& args) {
       o.cuda_graphs = parse_on_off(a, value());
     } else if (a == "--deterministic") {
       o.deterministic = parse_on_off(a, value());
+    } else if (a == "--kv-dtype") {
+      o.kv_dtype = value();
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--compare") {
@@ -174,6 +180,11 @@ BenchOptions parse_options(const Args& args) {
     }
   }
   o.prefill = prompts_given || (o.depths.empty() && o.concurrency.empty());
+  // A misspelt type is refused before minutes of ceilings; whether the backend keeps it is the
+  // engine's check (the CPU refuses all but F32 by name).
+  if (!o.kv_dtype.empty() && !kv_dtype_from_name(o.kv_dtype))
+    fail(ErrorCode::invalid_argument,
+         "--kv-dtype {} is not a KV cache type (F16, BF16, F32, F8_E4M3 or fp8)", o.kv_dtype);
   check_compare_flags(o, run_flag);
   return o;
 }
@@ -206,6 +217,7 @@ EngineOptions engine_options(const BenchOptions& o) {
   eo.device = o.device;
   eo.cuda_graphs = o.cuda_graphs;
   eo.deterministic = o.deterministic;
+  eo.kv_dtype = o.kv_dtype;
   eo.prefix_cache = false;
   eo.kv_block_size = kKvBlockSize;
   // The longest single-sequence prompt or depth, and the prompt under -c (1 where unused).
@@ -235,13 +247,13 @@ std::optional<bench::Ceilings> measure_ceilings(int ordinal) {
 
 // Prints what the percentages are taken of, before the table.
 void print_basis(const bench::ModelCost& cost, const std::optional<bench::Ceilings>& c,
-                 uint64_t kv_bytes_per_token) {
+                 uint64_t kv_bytes_per_token, const std::string& kv_dtype) {
   std::printf(
       "model: %s, %.4g parameters (%.4g in matrix products per token), %.4g GB of "
-      "weights, %.4g GB read per decoded token, KV %llu bytes per token of context\n",
+      "weights, %.4g GB read per decoded token, KV %llu bytes per token of context (%s)\n",
       cost.file_type.c_str(), double(cost.parameters), double(cost.matmul_parameters),
       cost.weight_bytes * 1e-9, cost.bytes_per_token * 1e-9,
-      static_cast<unsigned long long>(kv_bytes_per_token));
+      static_cast<unsigned long long>(kv_bytes_per_token), kv_dtype.c_str());
   if (cost.n_expert > 0)
     std::printf(
         "experts: %d of %d per token; %.4g GB of expert weights, of which a token reads "
@@ -315,15 +327,16 @@ int run_bench(const Args& args) {
          info.device, ordinal);
   const uint64_t kv_bytes_per_token =
       info.kv_cache_bytes / (uint64_t(engine->stats().kv_blocks_total) * eo.kv_block_size);
-  std::fprintf(stderr, "memra bench: %s (%s) on %s, %d runs per figure\n", info.id.c_str(),
-               info.architecture.c_str(), info.device.c_str(), o.runs);
+  std::fprintf(stderr, "memra bench: %s (%s) on %s, KV cache %s, %d runs per figure\n",
+               info.id.c_str(), info.architecture.c_str(), info.device.c_str(),
+               info.kv_dtype.c_str(), o.runs);
   const int threads =
       ordinal >= 0
           ? 0
           : (o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<bench::Figure> figures = bench::run_figures(*engine, o, threads);
   if (ceilings) bench::apply_ceilings(figures, cost, *ceilings, kv_bytes_per_token);
-  print_basis(cost, ceilings, kv_bytes_per_token);
+  print_basis(cost, ceilings, kv_bytes_per_token, info.kv_dtype);
   if (threads > 0) bench::print_cpu_table(figures, threads);
   bench::print_table(figures);
   nlohmann::ordered_json compare;

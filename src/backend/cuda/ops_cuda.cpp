@@ -54,12 +54,16 @@ class CudaOps final : public Ops {
   bool host_memory() const override { return false; }
   // F16 by default, as llama.cpp: 8x finer than BF16 at the same bytes (the GPU model gate
   // measured BF16 K rounding amplified by large attention scores); BF16 remains selectable for
-  // models whose K/V would exceed F16's range.
+  // models whose K/V would exceed F16's range. F8_E4M3 (no scale, saturating) halves the bytes
+  // long contexts read, at an accuracy its own gate measures against F16
+  // (scripts/gpu_model_gate.py --reference-device cuda); its attention runs on the CUDA cores.
   DType kv_dtype_default() const override { return DType::f16; }
   void kv_dtype_check(DType dtype) const override {
-    if (dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f32)
+    if (dtype != DType::f16 && dtype != DType::bf16 && dtype != DType::f32 &&
+        dtype != DType::f8_e4m3)
       fail(ErrorCode::unsupported,
-           "the CUDA backend keeps its KV cache in F16, BF16 or F32, not {}", dtype_name(dtype));
+           "the CUDA backend keeps its KV cache in F16, BF16, F32 or F8_E4M3, not {}",
+           dtype_name(dtype));
   }
 
   Buffer alloc(size_t bytes) override {
