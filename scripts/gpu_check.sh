@@ -15,6 +15,9 @@
 #               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
 #     server    the server's Python tests against the GPU engine (scripts/gpu_server_tests.sh)
 #     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
+#     kv        the KV cache types: kernel-check's attention, kv_store and prologue cases (+ teeth),
+#               the F8_E4M3 gate against F16, 8B Q4_K_M decode at 16,384 tokens of context with
+#               each (~5 min; not part of full: every step is in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               64 sequences, Qwen3.5-9B prefill of 512 tokens (~3 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
@@ -28,8 +31,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | kv) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -298,6 +301,22 @@ if runs server; then
   # real model's answers are deselected, those that need the pinned test data skip).
   step server-tests 540 env JOBS=2 scripts/gpu_server_tests.sh "$BIN" \
     "$BIN/../vocab/gemma-3-270m.vocab.gguf" "$RECEIPTS/$DAY-gpu-server-tests.json"
+fi
+if [ "$MODE" = kv ]; then
+  for k in attention kv_store qk_prologue; do
+    step "kernel-check-$k" 180 "$BIN/memra-kernel-check" --filter "$k" --commit "$MEMRA_COMMIT" \
+      --json "$RECEIPTS/$DAY-kernel-check-$k.json"
+  done
+  step kernel-check-attention-teeth 180 "$BIN/memra-kernel-check" --filter attention --teeth \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-attention-teeth.json"
+  step model-gate-kv-fp8 180 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --reference-device cuda --reference-kv-dtype F16 --kv-dtype F8_E4M3 \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-kv-fp8.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
+  for t in F16 F8_E4M3; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "depth-16k-kv-$t" MEMRA_DETERMINISTIC=1 \
+      -p 512 -n 128 -d 16384 --kv-dtype "$t"
+  done
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel: the two figures furthest from their floor or
