@@ -18,6 +18,7 @@ nlohmann::json model_card(const ServedModel& m) {
           {"max_model_len", info.context_length},
           {"architecture", info.architecture},
           {"device", info.device},
+          {"kv_dtype", info.kv_dtype},
           {"deterministic", info.deterministic},
           {"status", "ready"},
           {"task", model_task_name(m.task)}};
