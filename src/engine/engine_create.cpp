@@ -132,6 +132,13 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
       fail(ErrorCode::invalid_argument,
            "kv_dtype '{}' is not a dtype name (F16, BF16, F32, F8_E4M3 or fp8)", options.kv_dtype);
     load.kv_dtype = *kv;
+    // Its accuracy cost is large on the models measured (PERFORMANCE.md, "FP8 KV cache"): said
+    // at every start, since it trades answers for capacity.
+    if (*kv == DType::f8_e4m3)
+      MEMRA_LOG_WARN(
+          "engine: KV cache F8_E4M3 holds twice F16's tokens but rounds K and V to 3 mantissa "
+          "bits: against an F32 cache, Gemma 3 270M's next-token top-1 agreed on 75% of "
+          "teacher-forced positions (KL 0.11), where F16 agreed on all of them");
   }
   parts.ops = load.ops;
   parts.model = model_load(archive, load);

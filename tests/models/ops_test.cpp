@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "backend/ops.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "formats/quant.h"
 #include "models/batch.h"
 
@@ -184,6 +186,57 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
       }
       EXPECT_LE(normalized_error(got, want), 1e-5) << "reference=" << reference << " win=" << win;
     }
+  }
+}
+
+// An F8_E4M3 cache stores each element as core/fp8.h rounds it and attends over the decoded
+// values with the F32 cache's arithmetic: the same bits as an F32 cache fed the rounded K/V, in
+// both arithmetics, for magnitudes from subnormal to saturated.
+TEST(Attention, Fp8CacheIsTheF32CacheOfRoundedValues) {
+  std::mt19937 rng(5);
+  const int n_heads = 4, n_kv = 2, d = 24, bs = 4, n_tokens = 19, n_blocks = 8;
+  const size_t n_cache = static_cast<size_t>(n_blocks) * bs * n_kv * d;
+  std::vector<uint8_t> k8(n_cache, 0xff), v8(n_cache, 0xff);  // 0xff: NaN where nothing stored
+  std::vector<float> k32(n_cache, NAN), v32(n_cache, NAN);
+  const KvLayerView kv8{k8.data(), v8.data(), DType::f8_e4m3, n_blocks, bs, n_kv, d};
+  const KvLayerView kv32{k32.data(), v32.data(), DType::f32, n_blocks, bs, n_kv, d};
+  const std::vector<float> q = random_vec(n_tokens * n_heads * d, rng);
+  std::vector<float> k = random_vec(n_tokens * n_kv * d, rng);
+  std::vector<float> v = random_vec(n_tokens * n_kv * d, rng);
+  for (size_t i = 0; i < k.size(); ++i) {  // spread over E4M3's range, past it at the ends
+    k[i] *= std::ldexp(1.0f, static_cast<int>(i % 19) - 10);
+    v[i] *= std::ldexp(1.0f, static_cast<int>(i % 17) - 9);
+  }
+  std::vector<float> k_round(k.size()), v_round(v.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k_round[i] = e4m3_to_f32(f32_to_e4m3(k[i]));
+    v_round[i] = e4m3_to_f32(f32_to_e4m3(v[i]));
+  }
+  const std::vector<int32_t> table = {6, 1, 3, 0, 7};
+  for (bool reference : {false, true}) {
+    auto ops = ops_cpu_create({2, reference});
+    std::vector<float> got(static_cast<size_t>(n_tokens) * n_heads * d);
+    std::vector<float> want(got.size());
+    for (int begin = 0; begin < n_tokens; begin += 8) {
+      const int len = std::min(8, n_tokens - begin);
+      ops->step_begin(one_seq_step(begin, len, table, bs));
+      ops->kv_store(kv8, k.data() + begin * n_kv * d, v.data() + begin * n_kv * d);
+      ops->attention(kv8, q.data() + begin * n_heads * d, {n_heads, 0.3f, 0.0f, 0},
+                     got.data() + begin * n_heads * d);
+      ops->kv_store(kv32, k_round.data() + begin * n_kv * d, v_round.data() + begin * n_kv * d);
+      ops->attention(kv32, q.data() + begin * n_heads * d, {n_heads, 0.3f, 0.0f, 0},
+                     want.data() + begin * n_heads * d);
+    }
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+        << "reference=" << reference;
+    // The bytes stored are core/fp8.h's, so a slot's decoded values are the rounded ones.
+    EXPECT_EQ(e4m3_to_f32(k8[static_cast<size_t>(table[0]) * bs * n_kv * d]), k_round[0]);
+    // and rounding matters here: the unrounded values give other outputs
+    std::vector<float> unrounded(got.size());
+    ops->step_begin(one_seq_step(0, n_tokens, table, bs));
+    ops->kv_store(kv32, k.data(), v.data());
+    ops->attention(kv32, q.data(), {n_heads, 0.3f, 0.0f, 0}, unrounded.data());
+    EXPECT_NE(0, std::memcmp(got.data(), unrounded.data(), got.size() * sizeof(float)));
   }
 }
 

@@ -297,8 +297,10 @@ def test_kv_mode_report_and_receipt():
 
 
 @pytest.mark.parametrize("args, named", [
-    (["--kv-dtype", "F8_E4M3"], "belong to the KV cache type mode"),
-    (["--reference-device", "cuda", "--positions", "64"], "at least 256 rows"),
+    (["--reference-kv-dtype", "F16"], "judges --kv-dtype against the reference's type"),
+    (["--report-only"], "the CPU gate always judges"),
+    (["--reference-device", "cuda", "--kv-dtype", "F8_E4M3", "--positions", "64"],
+     "at least 256 rows"),
 ])
 def test_kv_mode_flags_are_refused_by_name(args, named):
     script = pathlib.Path(gate.__file__)

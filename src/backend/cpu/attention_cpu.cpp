@@ -1,5 +1,6 @@
 // Paged causal attention for the CPU backend. Cache layout per layer:
-// [block][slot][kv_head][head_dim] f32, so one token's keys for all kv heads are contiguous.
+// [block][slot][kv_head][head_dim] f32 (or F8_E4M3 bytes, core/fp8.h: the CUDA backend's FP8
+// cache, whose oracle this is), so one token's keys for all kv heads are contiguous.
 // Position p of a sequence lives in block block_table[p / block_size], slot p % block_size; the
 // block tables and slots come from the step's StepLayout.
 #include "backend/cpu/attention_cpu.h"
@@ -11,6 +12,7 @@
 
 #include "backend/cpu/quant_dot.h"
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace memra::cpu {
 
@@ -26,7 +28,7 @@ SeqBlocks seq_blocks(const StepLayout& step, int32_t seq) {
   return {step.block_tables.data() + int64_t{seq} * step.max_blocks, step.max_blocks};
 }
 
-// Offset in floats of (position, kv head 0) of a sequence inside the layer's K or V storage.
+// Offset in elements of (position, kv head 0) of a sequence inside the layer's K or V storage.
 int64_t slot_offset(const KvLayerView& kv, SeqBlocks blocks, int32_t pos) {
   const int32_t index = pos / kv.block_size;
   const int32_t block = index < blocks.n ? blocks.ids[index] : -1;
@@ -37,26 +39,34 @@ int64_t slot_offset(const KvLayerView& kv, SeqBlocks blocks, int32_t pos) {
   return slot * kv.n_kv_heads * kv.head_dim;
 }
 
-const float* kv_data(const void* p) {
-  return static_cast<const float*>(p);
+void check_dtype(const KvLayerView& kv) {
+  if (kv.dtype != DType::f32 && kv.dtype != DType::f8_e4m3)
+    fail(ErrorCode::unsupported, "the CPU backend's KV cache is F32 or F8_E4M3, not {}",
+         dtype_name(kv.dtype));
 }
 
-void check_f32(const KvLayerView& kv) {
-  if (kv.dtype != DType::f32)
-    fail(ErrorCode::unsupported, "the CPU backend's KV cache is f32, not {}", dtype_name(kv.dtype));
+// d elements of a K or V row at element offset `at`: the f32 storage itself, or an F8_E4M3 row
+// decoded into buf (exactly: every E4M3 value is an f32), so both types share the arithmetic.
+const float* kv_row(const KvLayerView& kv, const void* base, int64_t at, int d, float* buf) {
+  if (kv.dtype == DType::f32) return static_cast<const float*>(base) + at;
+  const uint8_t* bytes = static_cast<const uint8_t*>(base) + at;
+  for (int i = 0; i < d; ++i) buf[i] = e4m3_to_f32(bytes[i]);
+  return buf;
 }
 
 template <typename Acc>
 void attend_one(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head, const float* q,
                 const AttentionParams& params, std::vector<Acc>& scores, std::vector<Acc>& acc,
-                float* out) {
+                std::vector<float>& row, float* out) {
   const int d = kv.head_dim;
+  row.resize(d);
   const int32_t first = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
   scores.resize(pos - first + 1);
   acc.assign(d, Acc{0});
   Acc max_score = -INFINITY;
   for (int32_t j = first; j <= pos; ++j) {
-    const float* k = kv_data(kv.k) + slot_offset(kv, seq, j) + int64_t{kv_head} * d;
+    const float* k =
+        kv_row(kv, kv.k, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, row.data());
     Acc s;
     if constexpr (std::is_same_v<Acc, double>) {
       s = 0;
@@ -73,7 +83,8 @@ void attend_one(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head, 
   for (int32_t j = first; j <= pos; ++j) {
     const Acc w = std::exp(scores[j - first] - max_score);
     sum += w;
-    const float* v = kv_data(kv.v) + slot_offset(kv, seq, j) + int64_t{kv_head} * d;
+    const float* v =
+        kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, row.data());
     for (int i = 0; i < d; ++i) acc[i] += w * v[i];
   }
   for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] / sum);
@@ -82,21 +93,30 @@ void attend_one(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head, 
 }  // namespace
 
 void kv_store(const KvLayerView& kv, const StepLayout& step, const float* k, const float* v) {
-  check_f32(kv);
+  check_dtype(kv);
   const int64_t row = int64_t{kv.n_kv_heads} * kv.head_dim;
   const int64_t n_slots = int64_t{kv.n_blocks} * kv.block_size;
   for (int32_t t = 0; t < step.n_tokens(); ++t) {
     const int32_t slot = step.slots[t];
     if (slot < 0 || slot >= n_slots)
       fail(ErrorCode::invalid_argument, "KV slot {} outside the cache's {} slots", slot, n_slots);
-    std::memcpy(static_cast<float*>(kv.k) + slot * row, k + t * row, row * sizeof(float));
-    std::memcpy(static_cast<float*>(kv.v) + slot * row, v + t * row, row * sizeof(float));
+    if (kv.dtype == DType::f32) {
+      std::memcpy(static_cast<float*>(kv.k) + slot * row, k + t * row, row * sizeof(float));
+      std::memcpy(static_cast<float*>(kv.v) + slot * row, v + t * row, row * sizeof(float));
+      continue;
+    }
+    uint8_t* kb = static_cast<uint8_t*>(kv.k) + slot * row;
+    uint8_t* vb = static_cast<uint8_t*>(kv.v) + slot * row;
+    for (int64_t i = 0; i < row; ++i) {
+      kb[i] = f32_to_e4m3(k[t * row + i]);
+      vb[i] = f32_to_e4m3(v[t * row + i]);
+    }
   }
 }
 
 void attention(ThreadPool& pool, const KvLayerView& kv, const StepLayout& step, const float* q,
                const AttentionParams& params, bool reference, float* out) {
-  check_f32(kv);
+  check_dtype(kv);
   if (params.n_heads % kv.n_kv_heads != 0)
     fail(ErrorCode::invalid_argument, "{} attention heads are not a multiple of {} kv heads",
          params.n_heads, kv.n_kv_heads);
@@ -105,6 +125,7 @@ void attention(ThreadPool& pool, const KvLayerView& kv, const StepLayout& step, 
   const int d = kv.head_dim;
   std::vector<std::vector<double>> scores_d(pool.n_threads()), acc_d(pool.n_threads());
   std::vector<std::vector<float>> scores_f(pool.n_threads()), acc_f(pool.n_threads());
+  std::vector<std::vector<float>> rows(pool.n_threads());
   pool.parallel_for(n_tokens * params.n_heads, [&](int64_t task, int thread) {
     const int64_t t = task / params.n_heads;
     const int h = static_cast<int>(task % params.n_heads);
@@ -113,9 +134,11 @@ void attention(ThreadPool& pool, const KvLayerView& kv, const StepLayout& step, 
     const float* qh = q + (t * params.n_heads + h) * d;
     float* oh = out + (t * params.n_heads + h) * d;
     if (reference)
-      attend_one(kv, seq, pos, h / group, qh, params, scores_d[thread], acc_d[thread], oh);
+      attend_one(kv, seq, pos, h / group, qh, params, scores_d[thread], acc_d[thread], rows[thread],
+                 oh);
     else
-      attend_one(kv, seq, pos, h / group, qh, params, scores_f[thread], acc_f[thread], oh);
+      attend_one(kv, seq, pos, h / group, qh, params, scores_f[thread], acc_f[thread], rows[thread],
+                 oh);
   });
 }
 
