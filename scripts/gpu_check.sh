@@ -332,10 +332,10 @@ if [ "$MODE" = profile ]; then
   # target whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
-    --bench-args "-p 16 -n 48 -r 1 -c 64"
+    --bench-args "-p 16 -n 48 -r 3 -c 64"
   step profile-qwen3.5-9b-q4_k_m-pp512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 0 --count 1500 \
-    --bench-args "-p 512 -n 1 -r 1 -c 1"
+    --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 1000 --count 2000 \
+    --bench-args "-p 512 -n 2 -r 3 -c 1"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128

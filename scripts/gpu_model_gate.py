@@ -36,8 +36,10 @@ router logit. Dense models need a second CUDA run only when the free run's greed
 (otherwise the free run was already on the CPU's trajectory).
 
 With --kv-dtype and the CPU as reference, both backends keep that KV cache type (the CPU takes F32
-and F8_E4M3, storing core/fp8.h's bits as CUDA does), so the usual thresholds judge the CUDA
-kernels over the same cache rounding.
+and F8_E4M3, storing core/fp8.h's bits as CUDA does), so the CUDA kernels are judged over the same
+cache rounding: for F8_E4M3 by aggregate thresholds of their own (LOSSY_TOP1_MIN, LOSSY_KL_MAX;
+the near-tie rules stay), since elements on a rounding boundary amplify the backends' last-bit
+differences.
 
 The KV cache type mode (--reference-device cuda, or --reference-kv-dtype on any device): two runs
 on one backend instead, a KV cache type judged
@@ -77,6 +79,16 @@ NEAR_TIE = 1 + 1e-6
 KV_TOP1_MIN = 0.95
 KV_KL_MAX = 5e-3
 KV_MIN_ROWS = 256
+# CUDA against the CPU with both caches in F8_E4M3 (--kv-dtype F8_E4M3): the same rounding, but
+# the backends' K and V differ in their last f32 bits, and an element that sits on an E4M3
+# rounding boundary lands on neighbours 6% apart. So no largest-error bound; the flips stay
+# near-ties, and in aggregate top-1 >= 0.93 and mean KL <= 2e-2 over the prompt rows, KL over the
+# greedy rows too. Measured on the H200 (2026-12-02): llama fixture 0.945 / 1.3e-2, qwen3-0.6b
+# synth 0.961 / 7.0e-3, qwen3 and gemma3 fixtures 0.99-1.0 / <= 1e-4; an F8_E4M3 cache judged
+# against F16 instead (the wrong rounding) measured 0.72-0.90 / 1.3e-2-0.22 there, failing it.
+LOSSY_KV_TYPES = ("F8_E4M3", "FP8")
+LOSSY_TOP1_MIN = 0.93
+LOSSY_KL_MAX = 2e-2
 
 
 def token_ids(n, vocab, seed):
@@ -130,6 +142,10 @@ def compare(cpu, cuda, n_prompt):
 def passes(m):
     return (m["finite"] and m["top1"] >= TOP1_MIN and m["kl_mean"] <= KL_MAX and
             m["rel_err_max"] <= REL_ERR_MAX)
+
+
+def lossy_passes(m):
+    return m["finite"] and m["top1"] >= LOSSY_TOP1_MIN and m["kl_mean"] <= LOSSY_KL_MAX
 
 
 def near_tie_ratio(margin, err):
@@ -216,12 +232,13 @@ def route_flips(cpu_routes, cuda_routes):
     return int(flips), int(total), int(unexplained), float(worst)
 
 
-def verdict(cpu, cuda, forced, n_prompt, greedy_cpu, greedy_cuda, free=None):
+def verdict(cpu, cuda, forced, n_prompt, greedy_cpu, greedy_cuda, free=None, lossy=False):
     """One model's verdict from its logits (the pure part of gate_model). cpu: the CPU greedy
     run's rows (n_prompt prompt rows, then one per decode step); cuda: the judged CUDA run's rows
     (thresholds over the prompt rows); forced: CUDA's rows teacher-forced on the CPU's greedy
     tokens (the greedy rule; it may be cuda itself); greedy_cpu / greedy_cuda: the free runs'
-    greedy tokens (greedy_identical, reported only); free: an MoE model's unpinned run's report.
+    greedy tokens (greedy_identical, reported only); free: an MoE model's unpinned run's report;
+    lossy: both backends keep a one-byte KV cache (LOSSY_TOP1_MIN, LOSSY_KL_MAX judge instead).
     """
     g = len(greedy_cpu)
     m = compare(cpu, cuda, n_prompt)
@@ -248,13 +265,16 @@ def verdict(cpu, cuda, forced, n_prompt, greedy_cpu, greedy_cuda, free=None):
     # top-1 agreement aside (the flips are judged one by one above).
     m["greedy_rows"] = compare(rows_cpu, rows_cuda, g) if g else {
         "finite": True, "top1": 1.0, "kl_mean": 0.0, "rel_err_max": 0.0}
-    m["pass"] = bool(passes(dict(m, top1=1.0)) and m["top1_flips_not_near_ties"] == 0 and
-                     passes(dict(m["greedy_rows"], top1=1.0)) and
+    if lossy:
+        rows_ok = lossy_passes(m) and lossy_passes(dict(m["greedy_rows"], top1=1.0))
+    else:
+        rows_ok = passes(dict(m, top1=1.0)) and passes(dict(m["greedy_rows"], top1=1.0))
+    m["pass"] = bool(rows_ok and m["top1_flips_not_near_ties"] == 0 and
                      m["greedy_flips_not_near_ties"] == 0 and
                      (free or {}).get("route_flips_not_near_ties", 0) == 0)
     # Teeth: rows off by one position (what a wrong position or KV slot would look like).
     shifted = compare(cpu[1:], cuda[:-1], n_prompt - 1)
-    m["teeth_shifted_rows_fail"] = not passes(shifted)
+    m["teeth_shifted_rows_fail"] = not (lossy_passes if lossy else passes)(shifted)
     return m
 
 
@@ -293,7 +313,9 @@ def gate_model(args, model):
             if free_out["greedy"] != cpu_out["greedy"]:  # else the free run was on the CPU's path
                 _, forced, forced_s = run(args.bin, model, tokens, args.greedy, args.device, tmp,
                                           kv, forced=cpu_out["greedy"])
-    m = verdict(cpu, judged, forced, args.positions, cpu_out["greedy"], free_out["greedy"], free)
+    lossy = (args.kv_dtype or "").upper() in LOSSY_KV_TYPES
+    m = verdict(cpu, judged, forced, args.positions, cpu_out["greedy"], free_out["greedy"], free,
+                lossy)
     m.update({"model": model, "device": free_out.get("device"), "positions": args.positions,
               "kv_dtype": args.kv_dtype or "default",
               "greedy": args.greedy, "cpu_s": round(cpu_s, 2), "cuda_s": round(cuda_s, 2),
@@ -448,7 +470,11 @@ def summary(results, gpu, command, commit="", timestamp=""):
                            "greedy_flip": "near-tie only: cpu margin <= 2 x max |cuda - cpu| "
                                           "over the row's other logits",
                            "greedy_rows": "kl_mean_max and rel_err_max, teacher-forced",
-                           "near_tie_margin_over_error_max": NEAR_TIE},
+                           "near_tie_margin_over_error_max": NEAR_TIE,
+                           "one_byte_kv_caches": {"top1_min": LOSSY_TOP1_MIN,
+                                                  "kl_mean_max": LOSSY_KL_MAX,
+                                                  "applies": "models run with --kv-dtype "
+                                                             "F8_E4M3 on both backends"}},
             "models": results}
 
 

@@ -222,6 +222,24 @@ def test_a_prompt_flip_beyond_the_rounding_fails():
     assert m["top1_flip_margin_over_error_max"] > 100
 
 
+def test_one_byte_kv_caches_are_judged_in_aggregate():
+    """--kv-dtype F8_E4M3 on both backends: logits moved far past the F32/F16 gate's largest-error
+    bound pass the lossy thresholds while top-1 and KL hold; KL past LOSSY_KL_MAX fails both."""
+    cpu, picks = rows()
+    for r in range(PROMPT):  # confident prompt rows, as the greedy ones: best 2.0 above the rest
+        cpu[r, int(cpu[r].argmax())] = cpu[r].max() + 2.0
+    cuda = rounded(cpu, scale=0.3)  # every logit moved by up to 0.3: rel err far past 5e-2
+    strict = gate.verdict(cpu, cuda, cuda, PROMPT, picks, picks)
+    lossy = gate.verdict(cpu, cuda, cuda, PROMPT, picks, picks, lossy=True)
+    assert strict["rel_err_max"] > gate.REL_ERR_MAX and strict["pass"] is False
+    assert lossy["top1"] >= gate.LOSSY_TOP1_MIN and lossy["kl_mean"] <= gate.LOSSY_KL_MAX
+    assert (lossy["pass"], lossy["teeth_shifted_rows_fail"]) == (True, True)
+    far = rounded(cpu, scale=1.5)
+    m = gate.verdict(cpu, far, far, PROMPT, picks, picks, lossy=True)
+    assert m["kl_mean"] > gate.LOSSY_KL_MAX or m["top1"] < gate.LOSSY_TOP1_MIN
+    assert m["pass"] is False
+
+
 # The KV cache type mode (--reference-device cuda): F8_E4M3 against F16 on the same backend, held
 # to top-1 agreement and mean KL over at least KV_MIN_ROWS teacher-forced rows.
 KV_PROMPT, KV_GREEDY = 256, 32
