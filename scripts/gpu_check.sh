@@ -106,6 +106,20 @@ bench_with() {
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
 
+# The FP8 KV cache (--kv-dtype F8_E4M3), in quick and kv: the gate against the CPU with both
+# caches in FP8 (core/fp8.h's bits on both: the kernels judged over the same rounding), then what
+# the rounding costs against CUDA's F16 cache, measured (the gate's KV cache type mode,
+# --report-only: FP8 falls short of its thresholds on these models, PERFORMANCE.md).
+kv_fp8_gates() {
+  local models=(tests/fixtures/models/llama tests/fixtures/models/qwen3
+    tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)")
+  step model-gate-kv-fp8 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --kv-dtype F8_E4M3 \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-kv-fp8.json" "${models[@]}"
+  step kv-fp8-accuracy 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --report-only \
+    --reference-device cuda --reference-kv-dtype F16 --kv-dtype F8_E4M3 \
+    --json "$RECEIPTS/$DAY-kv-fp8-accuracy.json" "${models[@]}"
+}
+
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/0-gpu.log"
 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
@@ -174,17 +188,7 @@ if runs quick; then
     --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5
   step model-gate-gemma4 120 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-gemma4.json" tests/fixtures/models/gemma4_moe
-  # The FP8 KV cache (--kv-dtype F8_E4M3): the gate against the CPU with both caches in FP8
-  # (core/fp8.h's bits on both: the kernels judged over the same rounding), then what the
-  # rounding costs against CUDA's F16 cache, measured (the gate's KV cache type mode,
-  # --report-only: FP8 falls short of its thresholds on these models, PERFORMANCE.md).
-  step model-gate-kv-fp8 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --kv-dtype F8_E4M3 \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-kv-fp8.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
-  step kv-fp8-accuracy 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --report-only \
-    --reference-device cuda --reference-kv-dtype F16 --kv-dtype F8_E4M3 \
-    --json "$RECEIPTS/$DAY-kv-fp8-accuracy.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
+  kv_fp8_gates
   # The MoE fixtures' experts in the file's layout routed on the host instead
   # (MEMRA_MOE_DEVICE_GGML=0, the path before 2026-12-02's thirteenth round): the gate and the
   # determinism contract there too, as users may pick it.
@@ -314,14 +318,7 @@ if [ "$MODE" = kv ]; then
   done
   step kernel-check-attention-teeth 180 "$BIN/memra-kernel-check" --filter attention --teeth \
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-attention-teeth.json"
-  # As in quick: the FP8 cache's gate against the CPU, then its cost against F16, measured.
-  step model-gate-kv-fp8 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --kv-dtype F8_E4M3 \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-kv-fp8.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
-  step kv-fp8-accuracy 180 python3 scripts/gpu_model_gate.py --bin "$BIN" --report-only \
-    --reference-device cuda --reference-kv-dtype F16 --kv-dtype F8_E4M3 \
-    --json "$RECEIPTS/$DAY-kv-fp8-accuracy.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)"
+  kv_fp8_gates
   for t in F16 F8_E4M3; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "depth-16k-kv-$t" MEMRA_DETERMINISTIC=1 \
       -p 512 -n 128 -d 16384 --kv-dtype "$t"
