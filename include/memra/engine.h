@@ -130,7 +130,7 @@ struct EngineOptions {
   // are loaded (kv_blocks = 0 sizes it so).
   double gpu_memory_fraction = 0.9;
   // KV cache element type: "" = the backend's default (F32 on the CPU, F16 on CUDA), or a dtype
-  // name (f16, bf16, f32; f8_e4m3, alias fp8, on CUDA) the backend supports.
+  // name the backend supports (CUDA: f16, bf16, f32, f8_e4m3 alias fp8; the CPU: f32, f8_e4m3).
   std::string kv_dtype;
   // On a GPU, pure decode steps (one token per sequence) are recorded as CUDA graphs per batch
   // bucket on first use and replayed (same tokens as eager; a failed recording runs eagerly).

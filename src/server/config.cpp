@@ -164,8 +164,8 @@ const std::vector<Option>& options() {
       {"--device", "MEMRA_DEVICE", "DEV", "auto | cpu | cuda | cuda:N (default auto: a GPU if any)",
        [](ServerConfig& c, const std::string& v) { c.engine.device = v; }},
       {"--kv-dtype", "MEMRA_KV_DTYPE", "TYPE",
-       "KV cache type: f16 (CUDA default), bf16, f32, f8_e4m3 alias fp8 (CUDA only: half of "
-       "f16's bytes, attention on CUDA cores) (CPU: f32 only)",
+       "KV cache type: f16 (CUDA default), bf16, f32, f8_e4m3 alias fp8 (half of f16's "
+       "bytes, lossy: docs/PERFORMANCE.md; attention on CUDA cores) (CPU: f32, f8_e4m3)",
        [](ServerConfig& c, const std::string& v) { c.engine.kv_dtype = v; }},
       {"--deterministic", "MEMRA_DETERMINISTIC", "on|off",
        "off: faster GPU prefill that breaks the determinism contract (default on)",

@@ -51,7 +51,8 @@ constexpr const char* kUsage =
     "  --deterministic on|off  off: faster GPU prefill that breaks the determinism contract\n"
     "                       (default: $MEMRA_DETERMINISTIC or on)\n"
     "  --kv-dtype TYPE      KV cache type: F16 (the CUDA default), BF16, F32, F8_E4M3 (alias\n"
-    "                       fp8; CUDA only) (default: $MEMRA_KV_DTYPE or the backend's)\n"
+    "                       fp8; on the CPU F32 or F8_E4M3) (default: $MEMRA_KV_DTYPE or the\n"
+    "                       backend's)\n"
     "  --json FILE          write a receipt (commit, GPU, command, model, ceilings, figures);\n"
     "                       with --receipts, the comparison\n"
     "  --compare FILE       after the table, each figure beside the peer's baseline and the\n"
@@ -181,7 +182,7 @@ BenchOptions parse_options(const Args& args) {
   }
   o.prefill = prompts_given || (o.depths.empty() && o.concurrency.empty());
   // A misspelt type is refused before minutes of ceilings; whether the backend keeps it is the
-  // engine's check (the CPU refuses all but F32 by name).
+  // engine's check (the CPU refuses all but F32 and F8_E4M3 by name).
   if (!o.kv_dtype.empty() && !kv_dtype_from_name(o.kv_dtype))
     fail(ErrorCode::invalid_argument,
          "--kv-dtype {} is not a KV cache type (F16, BF16, F32, F8_E4M3 or fp8)", o.kv_dtype);
