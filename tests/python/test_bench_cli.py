@@ -41,8 +41,8 @@ def table_rows(stdout):
     # A CPU build and a GPU-less CUDA build refuse it for different reasons, both by name.
     (["--device", "cuda:0"], "device 'cuda:0':"),
     (["--kv-dtype", "fp9"], "--kv-dtype fp9 is not a KV cache type"),
-    # A real type the CPU does not keep: the engine refuses it by name (fp8 is F8_E4M3).
-    (["--kv-dtype", "fp8", "-p", "16", "-n", "4"], "KV cache in F32, not F8_E4M3"),
+    # A real type the CPU does not keep: the engine refuses it by name.
+    (["--kv-dtype", "bf16", "-p", "16", "-n", "4"], "KV cache in F32 or F8_E4M3, not BF16"),
 ])
 def test_refusals_name_the_flag(memra_bin, args, named):
     r = bench(memra_bin, *args)
@@ -115,10 +115,13 @@ def test_moe_cost_counts_the_experts_a_token_uses(memra_bin, tmp_path):
     assert m["expert_bytes"] // 4 < m["bytes_read_per_token"] <= m["weight_bytes"] - idle + 1
 
 
-def test_kv_dtype_is_recorded_as_asked(memra_bin, tmp_path):
+@pytest.mark.parametrize("asked, runs", [("f32", "F32"), ("fp8", "F8_E4M3")])
+def test_kv_dtype_is_recorded_as_asked(memra_bin, tmp_path, asked, runs):
     receipt = tmp_path / "kv.json"
-    r = bench(memra_bin, "-p", "16", "-n", "4", "--kv-dtype", "f32", "--json", str(receipt))
+    r = bench(memra_bin, "-p", "16", "-n", "4", "--kv-dtype", asked, "--json", str(receipt))
     assert r.returncode == 0, r.stderr
     j = json.loads(receipt.read_text())
-    assert (j["options"]["kv_dtype"], j["kv_dtype"]) == ("f32", "F32")
-    assert "--kv-dtype f32" in j["command"]
+    assert (j["options"]["kv_dtype"], j["kv_dtype"]) == (asked, runs)
+    assert f"--kv-dtype {asked}" in j["command"]
+    # the FP8 cache says what it costs at every start
+    assert ("F8_E4M3 holds twice F16's tokens" in r.stderr) == (runs == "F8_E4M3")
