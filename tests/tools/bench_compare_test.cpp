@@ -138,6 +138,27 @@ TEST(BenchCompare, MatchesByShapeTypeAndName) {
   EXPECT_FALSE(compare_ratio(rows[2]).has_value());
 }
 
+// A run with another KV cache type than the baselines' F16 (an FP8 cache's depth run) is listed
+// under its own heading and matched to no entry, so its figure never stands for the default's.
+TEST(BenchCompare, OtherKvCacheTypesAreListedNotCompared) {
+  const Baselines b = baselines_parse(baselines_doc(), "b.json");
+  ComparedModel fp8 = model_8b("q4_k_m");
+  fp8.kv_dtype = "F8_E4M3";
+  const auto rows = compare_figures(b, fp8, {{"decode tg128", "tok/s", 300}}, "fp8.json");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].entry.has_value());
+  EXPECT_EQ(rows[0].kv_dtype, "F8_E4M3");
+  EXPECT_EQ(rows[0].model, "qwen3-8b");
+  const std::string table = compare_table(b, rows);
+  EXPECT_NE(table.find("fp8.json (KV cache F8_E4M3: listed, not compared; the baselines ran F16)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(compare_json(rows)[0]["kv_dtype"], "F8_E4M3");
+  ComparedModel f16 = model_8b("q4_k_m");  // asked for the baselines' own type: compared
+  f16.kv_dtype = "F16";
+  EXPECT_TRUE(compare_figures(b, f16, {{"decode tg128", "tok/s", 300}}, "")[0].entry.has_value());
+}
+
 TEST(BenchCompare, ExactNameWinsOverAlias) {
   const Baselines b = baselines_parse(baselines_doc(), "b.json");
   // q4_k_m has an entry named "decode tg128 @ d512" itself; bf16 has only the alias.
@@ -242,6 +263,21 @@ TEST(BenchCompare, RefusesWhatIsNotABenchReceipt) {
   EXPECT_NE(refuse([](json& j) {
               j["figures"][0]["median"] = nullptr;
             }).find("figures[0].median is not a number"),
+            std::string::npos);
+  // The KV cache type: as asked (options.kv_dtype, null for none) and as run (kv_dtype).
+  json asked = ok;
+  asked["options"] = {{"kv_dtype", "fp8"}};
+  asked["kv_dtype"] = "F8_E4M3";
+  EXPECT_EQ(bench_receipt_parse(asked, "r.json").model.kv_dtype, "F8_E4M3");
+  asked["options"]["kv_dtype"] = nullptr;
+  EXPECT_EQ(bench_receipt_parse(asked, "r.json").model.kv_dtype, "");
+  EXPECT_NE(refuse([](json& j) {
+              j["options"] = {{"kv_dtype", 8}};
+            }).find("options.kv_dtype is not a string"),
+            std::string::npos);
+  EXPECT_NE(refuse([](json& j) {
+              j["options"] = {{"kv_dtype", "fp8"}};
+            }).find("--receipts r.json has no 'kv_dtype'"),
             std::string::npos);
 }
 

@@ -184,10 +184,14 @@ const BaselineShape* baselines_shape(const Baselines& b, const ComparedModel& m)
   return nullptr;
 }
 
+// The KV cache type the peer's baselines ran (llama.cpp's default), which memra's CUDA default is.
+constexpr const char* kBaselineKvDtype = "F16";
+
 std::vector<CompareRow> compare_figures(const Baselines& b, const ComparedModel& m,
                                         const std::vector<ComparedFigure>& figures,
                                         const std::string& source) {
   const BaselineShape* shape = baselines_shape(b, m);
+  const bool other_kv = !m.kv_dtype.empty() && m.kv_dtype != kBaselineKvDtype;
   std::vector<CompareRow> rows;
   for (const ComparedFigure& f : figures) {
     CompareRow r;
@@ -197,8 +201,9 @@ std::vector<CompareRow> compare_figures(const Baselines& b, const ComparedModel&
     r.unit = f.unit;
     r.source = source;
     r.deterministic = m.deterministic;
+    if (other_kv) r.kv_dtype = m.kv_dtype;
     r.memra = f.median;
-    if (shape) {
+    if (shape && !other_kv) {
       const BaselineEntry* exact = nullptr;
       const BaselineEntry* alias = nullptr;
       for (const BaselineEntry& e : b.entries) {
@@ -260,11 +265,14 @@ std::string compare_table(const Baselines& b, const std::vector<CompareRow>& row
     std::vector<const CompareRow*> group;
     for (const CompareRow& r : rows)
       if (r.memra && r.source == source) group.push_back(&r);
-    const char* mode =
+    std::string mode =
         group.front()->deterministic ? "" : " (--deterministic off: not batch-invariant)";
+    if (!group.front()->kv_dtype.empty())
+      mode += fmt::format(" (KV cache {}: listed, not compared; the baselines ran {})",
+                          group.front()->kv_dtype, kBaselineKvDtype);
     if (!source.empty())
       out += fmt::format("\n{}{}:\n", source, mode);
-    else if (*mode)
+    else if (!mode.empty())
       out += fmt::format("\nthis run{}:\n", mode);
     out += markdown_table(b.peer, group);
   }
@@ -297,6 +305,7 @@ ordered_json compare_json(const std::vector<CompareRow>& rows) {
                       {"unit", r.unit},
                       {"memra", opt(r.memra)}};
     if (r.memra) j["deterministic"] = r.deterministic;
+    if (!r.kv_dtype.empty()) j["kv_dtype"] = r.kv_dtype;
     j["baseline_figure"] = e ? ordered_json(e->figure) : ordered_json();
     j["baseline"] = e ? opt(e->baseline) : ordered_json();
     j["ratio"] = opt(compare_ratio(r));
@@ -334,6 +343,13 @@ BenchReceipt bench_receipt_parse(const json& j, const std::string& path) {
     if (!d.is_boolean())
       fail(ErrorCode::invalid_argument, "{} options.deterministic is not a boolean", where);
     r.model.deterministic = d.get<bool>();
+  }
+  // Receipts before --kv-dtype have no options.kv_dtype; null: none asked (the default).
+  if (j.contains("options") && j["options"].is_object() && j["options"].contains("kv_dtype") &&
+      !j["options"]["kv_dtype"].is_null()) {
+    if (!j["options"]["kv_dtype"].is_string())
+      fail(ErrorCode::invalid_argument, "{} options.kv_dtype is not a string", where);
+    r.model.kv_dtype = string_field(j, "kv_dtype", where);  // the type as run
   }
   const json& figures =
       field(j, "figures", where, "an array", [](const json& v) { return v.is_array(); });

@@ -58,6 +58,9 @@ struct ComparedModel {
   // How it was measured: false for `--deterministic off` runs (their figures are not the
   // default's; the table says so beside them).
   bool deterministic = true;
+  // The KV cache type a run asked for and ran (`--kv-dtype`; "" where it asked none). Another
+  // type than the baselines' F16 matches no entry: its figures are listed, not compared.
+  std::string kv_dtype;
 };
 
 struct ComparedFigure {
@@ -75,6 +78,7 @@ struct CompareRow {
   std::string unit = "tok/s";
   std::string source;         // the receipt it came from ("" for the run just made)
   bool deterministic = true;  // ComparedModel::deterministic of the measurement
+  std::string kv_dtype;       // a KV cache type other than the baselines' (then no entry)
   std::optional<double> memra;
   std::optional<BaselineEntry> entry;
 };

@@ -342,8 +342,9 @@ int run_bench(const Args& args) {
   bench::print_table(figures);
   nlohmann::ordered_json compare;
   if (baselines) {
-    const bench::ComparedModel model{info.id, info.architecture, cost.parameters, cost.file_type,
-                                     o.deterministic};
+    const bench::ComparedModel model{info.id,         info.architecture,
+                                     cost.parameters, cost.file_type,
+                                     o.deterministic, o.kv_dtype.empty() ? "" : info.kv_dtype};
     std::vector<bench::ComparedFigure> measured;
     for (const bench::Figure& f : figures)
       measured.push_back({f.name, "tok/s", bench::spread(f.tok_s).median});
