@@ -343,19 +343,9 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       q_p.hpb = (q_p.hpb + f - 1) / f;
       q_p.n_chunks = (group + q_p.hpb - 1) / q_p.hpb;
     }
-    if (kv.dtype == DType::f32) {
-      dispatch_head_dim<float>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
-    } else if (kv.dtype == DType::bf16) {
-      dispatch_head_dim<__nv_bfloat16>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
-    } else if (kv.dtype == DType::f16) {
-      dispatch_head_dim<__half>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
-    } else if (kv.dtype == DType::f8_e4m3) {
-      dispatch_head_dim<__nv_fp8_e4m3>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
-    } else {
-      fail(ErrorCode::unsupported,
-           "attention: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
-           dtype_name(kv.dtype));
-    }
+    detail::with_cache_type(kv.dtype, "attention", [&](auto tag) {
+      dispatch_head_dim<decltype(tag)>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
+    });
   };
   if (two) {
     AttnParams singles = p, tiles = p;

@@ -12,7 +12,32 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+#include "core/error.h"
+
 namespace memra::kernels::detail {
+
+// Calls f(CT{}) with the device element type CT of a KV cache dtype (float, __half,
+// __nv_bfloat16, __nv_fp8_e4m3): the one place kv_store, the fused prologue and attention map a
+// cache's dtype to the type their kernels are instantiated for. Other dtypes are refused by name,
+// `what` naming the caller.
+template <typename F>
+void with_cache_type(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(float{});
+    case DType::f16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+    case DType::f8_e4m3:
+      return f(__nv_fp8_e4m3{});
+    default:
+      fail(ErrorCode::unsupported,
+           "{}: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)", what,
+           dtype_name(dtype));
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ T to_cache(float v);

@@ -44,27 +44,11 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
   detail::require_non_negative("kv_store", step.n_tokens, "token count");
   if (step.n_tokens == 0) return;
   const unsigned blocks = detail::grid_for(int64_t{step.n_tokens} * row);
-  if (kv.dtype == DType::f32) {
-    detail::launch(kv_store_kernel<float>, blocks, detail::kThreads, 0, stream,
-                   static_cast<float*>(kv.k), static_cast<float*>(kv.v), step.slots, step.n_tokens,
-                   row, k, v, ld);
-  } else if (kv.dtype == DType::bf16) {
-    detail::launch(kv_store_kernel<__nv_bfloat16>, blocks, detail::kThreads, 0, stream,
-                   static_cast<__nv_bfloat16*>(kv.k), static_cast<__nv_bfloat16*>(kv.v), step.slots,
-                   step.n_tokens, row, k, v, ld);
-  } else if (kv.dtype == DType::f16) {
-    detail::launch(kv_store_kernel<__half>, blocks, detail::kThreads, 0, stream,
-                   static_cast<__half*>(kv.k), static_cast<__half*>(kv.v), step.slots,
-                   step.n_tokens, row, k, v, ld);
-  } else if (kv.dtype == DType::f8_e4m3) {
-    detail::launch(kv_store_kernel<__nv_fp8_e4m3>, blocks, detail::kThreads, 0, stream,
-                   static_cast<__nv_fp8_e4m3*>(kv.k), static_cast<__nv_fp8_e4m3*>(kv.v), step.slots,
-                   step.n_tokens, row, k, v, ld);
-  } else {
-    fail(ErrorCode::unsupported,
-         "kv_store: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
-         dtype_name(kv.dtype));
-  }
+  detail::with_cache_type(kv.dtype, "kv_store", [&](auto tag) {
+    using CT = decltype(tag);
+    detail::launch(kv_store_kernel<CT>, blocks, detail::kThreads, 0, stream, static_cast<CT*>(kv.k),
+                   static_cast<CT*>(kv.v), step.slots, step.n_tokens, row, k, v, ld);
+  });
 }
 
 }  // namespace memra::kernels

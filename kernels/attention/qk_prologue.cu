@@ -138,19 +138,9 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, con
   const size_t smem = sizeof(float) * (static_cast<size_t>(n_rot) + size_t{kWarps} * hd);
   const dim3 blocks(static_cast<unsigned>(step.n_tokens),
                     static_cast<unsigned>((n_heads + kv.n_kv_heads + kWarps - 1) / kWarps));
-  if (kv.dtype == DType::f32) {
-    detail::launch(qk_prologue_kernel<float>, blocks, kThreads, smem, stream, a);
-  } else if (kv.dtype == DType::bf16) {
-    detail::launch(qk_prologue_kernel<__nv_bfloat16>, blocks, kThreads, smem, stream, a);
-  } else if (kv.dtype == DType::f16) {
-    detail::launch(qk_prologue_kernel<__half>, blocks, kThreads, smem, stream, a);
-  } else if (kv.dtype == DType::f8_e4m3) {
-    detail::launch(qk_prologue_kernel<__nv_fp8_e4m3>, blocks, kThreads, smem, stream, a);
-  } else {
-    fail(ErrorCode::unsupported,
-         "qk_prologue: KV cache type {} is not supported (F32, F16, BF16, F8_E4M3)",
-         dtype_name(kv.dtype));
-  }
+  detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
+    detail::launch(qk_prologue_kernel<decltype(tag)>, blocks, kThreads, smem, stream, a);
+  });
 }
 
 }  // namespace memra::kernels
