@@ -6,6 +6,7 @@
 #include "backend/cpu/attention_cpu.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -45,12 +46,24 @@ void check_dtype(const KvLayerView& kv) {
          dtype_name(kv.dtype));
 }
 
+// The 256 E4M3 values as f32 (every one exact), built once: a row's decode is a lookup an
+// element, not e4m3_to_f32's branches and ldexp, since each query head decodes its rows again.
+const std::array<float, 256>& e4m3_values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = e4m3_to_f32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
 // d elements of a K or V row at element offset `at`: the f32 storage itself, or an F8_E4M3 row
 // decoded into buf (exactly: every E4M3 value is an f32), so both types share the arithmetic.
 const float* kv_row(const KvLayerView& kv, const void* base, int64_t at, int d, float* buf) {
   if (kv.dtype == DType::f32) return static_cast<const float*>(base) + at;
   const uint8_t* bytes = static_cast<const uint8_t*>(base) + at;
-  for (int i = 0; i < d; ++i) buf[i] = e4m3_to_f32(bytes[i]);
+  const std::array<float, 256>& values = e4m3_values();
+  for (int i = 0; i < d; ++i) buf[i] = values[bytes[i]];
   return buf;
 }
 
