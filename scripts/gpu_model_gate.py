@@ -72,10 +72,10 @@ REL_ERR_MAX = 5e-2
 # Near-ties (greedy picks, MoE routings): the CPU's margin at most twice the row's largest
 # |cuda - cpu|, i.e. margin / (2 x error) <= 1, with float slack.
 NEAR_TIE = 1 + 1e-6
-# The KV cache type mode (F8_E4M3 against F16 on CUDA): teacher-forced top-1 agreement and mean
-# KL(reference || judged) over at least KV_MIN_ROWS rows. Calibrated on the H200 run of
-# scripts/gpu_check.sh quick (step model-gate-kv-fp8: the tiny fixtures and a Qwen3-0.6B-shape
-# Q4_K_M file); until that run's receipt they are starting values, not measured ones.
+# The KV cache type mode (e.g. F8_E4M3 against F16 on CUDA): teacher-forced top-1 agreement and
+# mean KL(reference || judged) over at least KV_MIN_ROWS rows. What a cache that keeps answers
+# meets: BF16 against F32 measured 0.986 / 4.1e-4 on the real Gemma 3 270M (CPU), F16 1.0 /
+# 8.9e-6; F8_E4M3 falls short (0.75 / 0.11 there; docs/PERFORMANCE.md, fifteenth round).
 KV_TOP1_MIN = 0.95
 KV_KL_MAX = 5e-3
 KV_MIN_ROWS = 256
@@ -144,8 +144,13 @@ def passes(m):
             m["rel_err_max"] <= REL_ERR_MAX)
 
 
+def aggregate_passes(m, top1_min, kl_max):
+    """Agreement in aggregate: finite rows, top-1 agreement and mean KL within bounds."""
+    return m["finite"] and m["top1"] >= top1_min and m["kl_mean"] <= kl_max
+
+
 def lossy_passes(m):
-    return m["finite"] and m["top1"] >= LOSSY_TOP1_MIN and m["kl_mean"] <= LOSSY_KL_MAX
+    return aggregate_passes(m, LOSSY_TOP1_MIN, LOSSY_KL_MAX)
 
 
 def near_tie_ratio(margin, err):
@@ -329,7 +334,7 @@ def kv_args(dtype):
 
 
 def kv_passes(m):
-    return m["finite"] and m["top1"] >= KV_TOP1_MIN and m["kl_mean"] <= KV_KL_MAX
+    return aggregate_passes(m, KV_TOP1_MIN, KV_KL_MAX)
 
 
 def kv_verdict(ref, judged, n_prompt, greedy):
@@ -351,8 +356,8 @@ def kv_verdict(ref, judged, n_prompt, greedy):
 
 
 def gate_kv_model(args, model):
-    """Two runs on CUDA: the reference KV cache type, then the judged one teacher-forced on the
-    reference's greedy tokens (an MoE model routes freely in both: routing moved by the cache's
+    """Two runs on one backend: the reference KV cache type, then the judged one teacher-forced on
+    the reference's greedy tokens (an MoE model routes freely in both: routing moved by the cache's
     rounding is part of what the cache costs)."""
     ref_kv, kv = kv_args(args.reference_kv_dtype), kv_args(args.kv_dtype)
     with tempfile.TemporaryDirectory() as tmp:
@@ -497,11 +502,11 @@ def main():
                     help="the KV cache type mode as a measurement: exit 0 whatever the verdicts "
                     "(a type known to fall short, measured run after run)")
     args = ap.parse_args()
-    if args.report_only and args.reference_device == "cpu" and args.reference_kv_dtype is None:
-        ap.error("--report-only belongs to the KV cache type mode; the CPU gate always judges")
     # The KV cache type mode: a reference type named, or a CUDA reference (either backend may
     # run both sides: on the CPU it measures what a type costs on real weights).
     kv_mode = args.reference_device != "cpu" or args.reference_kv_dtype is not None
+    if args.report_only and not kv_mode:
+        ap.error("--report-only belongs to the KV cache type mode; the CPU gate always judges")
     if kv_mode and not args.kv_dtype:
         ap.error("the KV cache type mode judges --kv-dtype against the reference's type: name it")
     if kv_mode and args.positions + args.greedy - 1 < KV_MIN_ROWS:
