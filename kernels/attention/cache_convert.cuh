@@ -55,9 +55,9 @@ __device__ __forceinline__ __half to_cache<__half>(float v) {
 }
 // FP8 without a scale, as vLLM's unscaled fp8 cache (its k_scale = v_scale = 1): a per-tensor
 // scale needs calibration data or a running amax, and a multiply on every read, while E4M3's
-// range (2^-9 to 448) holds K and V activations as they usually are; whether it does for a given
-// model is its accuracy gate's to say (scripts/gpu_model_gate.py --reference-device cuda, against
-// F16). What falls outside: magnitudes past 448 (Inf too) saturate to +-448, where plain rounding
+// range (2^-9 to 448) holds K and V activations as they usually are (measured: a per-row scale
+// recovered little of the 3 mantissa bits' cost, docs/PERFORMANCE.md fifteenth round). What
+// falls outside: magnitudes past 448 (Inf too) saturate to +-448, where plain rounding
 // would give NaN (E4M3 spends its top code on NaN, it has no Inf); those at most 2^-10 flush to a
 // signed zero; NaN stays NaN. core/fp8.h is the host's bit-exact copy of this conversion.
 template <>
