@@ -20,7 +20,7 @@
 #               at 16,384 tokens of context with each (~5 min; not part of full: every step is
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
-#               64 sequences, Qwen3.5-9B prefill of 512 tokens (~3 min; not part of full)
+#               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, then the Q4_K prefill copy schedule's check and A/B
@@ -325,8 +325,11 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = profile ]; then
-  # Serialized kernel time per step, by kernel: the two figures furthest from their floor or
-  # target whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
+  # Serialized kernel time per step, by kernel: one-token decode (furthest from its target) and
+  # the two figures whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
+  step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
+    --bench-args "-p 16 -n 64 -r 3 -c 1"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
     --bench-args "-p 16 -n 48 -r 3 -c 64"
