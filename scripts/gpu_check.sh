@@ -330,6 +330,11 @@ if [ "$MODE" = profile ]; then
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
     --bench-args "-p 16 -n 64 -r 3 -c 1"
+  # The one-token matrix kernel's limits (throughput, stalls, bytes in flight): the four
+  # products of one layer (q/k/v, o, gate/up, down).
+  step profile-detail-single-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail single_decode_kernel --skip 400 \
+    --count 4 --bench-args "-p 16 -n 64 -r 3 -c 1"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
     --bench-args "-p 16 -n 48 -r 3 -c 64"

@@ -50,7 +50,28 @@ def main():
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
     ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
+    ap.add_argument("--detail", metavar="REGEX",
+                    help="instead of the per-kernel table: Nsight Compute's throughput, occupancy, "
+                         "memory and warp-stall sections for the first --count launches (after "
+                         "--skip) of the kernels whose name matches REGEX")
     args = ap.parse_args()
+    if args.detail:
+        cmd = [find_ncu(), "--clock-control", "none", "--cache-control", "none",
+               "--kernel-name", f"regex:{args.detail}",
+               "--launch-skip", str(args.skip), "--launch-count", str(args.count),
+               "--section", "SpeedOfLight", "--section", "Occupancy",
+               "--section", "MemoryWorkloadAnalysis", "--section", "WarpStateStats",
+               "--section", "LaunchStats", "--section", "SchedulerStats",
+               os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
+               *args.bench_args.split()]
+        print("$", " ".join(cmd), flush=True)
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        keep = [l for l in out.stdout.splitlines() if not l.startswith("==PROF==")]
+        print("\n".join(keep[-400:]))
+        if out.returncode != 0:
+            print(out.stderr[-3000:])
+            sys.exit(out.returncode)
+        return
     cmd = [find_ncu(), "--csv", "--clock-control", "none", "--cache-control", "none",
            "--metrics", "gpu__time_duration.sum",
            "--launch-skip", str(args.skip), "--launch-count", str(args.count),
