@@ -325,19 +325,21 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = profile ]; then
-  # Serialized kernel time per step, by kernel: one-token decode (furthest from its target) and
+  # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
+  # a warm-up, the 512-token prompts' prefill, then decode, so the skips land in decode steps):
+  # one-token decode (furthest from its target) and
   # the two figures whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
-    --bench-args "-p 16 -n 64 -r 3 -c 1"
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 4000 --count 1000 \
+    --bench-args "-n 64 -r 3 -c 1"
   # The one-token matrix kernel's limits (throughput, stalls, bytes in flight): the four
   # products of one layer (q/k/v, o, gate/up, down).
   step profile-detail-single-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail single_decode_kernel --skip 400 \
-    --count 4 --bench-args "-p 16 -n 64 -r 3 -c 1"
+    --count 4 --bench-args "-n 64 -r 3 -c 1"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 3000 --count 1000 \
-    --bench-args "-p 16 -n 48 -r 3 -c 64"
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 16000 --count 1500 \
+    --bench-args "-n 64 -r 3 -c 64"
   step profile-qwen3.5-9b-q4_k_m-pp512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 1000 --count 2000 \
     --bench-args "-p 512 -n 2 -r 3 -c 1"

@@ -59,19 +59,35 @@ __device__ __forceinline__ uint32_t fold_scale(const FoldRow& r, int j) {
   const uint32_t k = static_cast<uint32_t>(j & 3);
   return exact_f16x2<0>(__byte_perm(j < 4 ? r.sc[0] : r.sc[1], 0u, k | (k << 8) | 0x4040u));
 }
+// Group j's scales in the operand form of Tiled<q4_k>::folded_frag: {sc, -1024 sc} of row g
+// (low nibbles) and {sc / 16, -64 sc} of row g + 8 (high nibbles in place), f16 pairs, exact.
+// The groups j & ~1 and j | 1 are decoded and scaled together as the two halves of one pair and
+// j's half broadcast (an operand selector of the HFMA2 that uses it), so an unrolled chunk pays
+// the scale arithmetic once per two groups.
+struct FoldScales {
+  uint2 g, g8;
+};
+__device__ __forceinline__ uint32_t fold_scale_pair(const FoldRow& r, int j) {
+  const uint32_t k = static_cast<uint32_t>(j & 2);  // the even group's byte in its word
+  return exact_f16x2<0>(__byte_perm(j < 4 ? r.sc[0] : r.sc[1], 0u, k | ((k + 1) << 8) | 0x4040u));
+}
+__device__ __forceinline__ uint32_t half_of(__half2 pair, int j) {
+  return h2_bits((j & 1) ? __high2half2(pair) : __low2half2(pair));
+}
+__device__ __forceinline__ FoldScales fold_scales(const FoldRow& r_g, const FoldRow& r_g8, int j) {
+  const __half2 s = bits_h2(fold_scale_pair(r_g, j)), s8 = bits_h2(fold_scale_pair(r_g8, j));
+  FoldScales f;
+  f.g = make_uint2(half_of(s, j), half_of(__hmul2(s, __float2half2_rn(-1024.0f)), j));
+  f.g8 = make_uint2(half_of(__hmul2(s8, __float2half2_rn(0.0625f)), j),
+                    half_of(__hmul2(s8, __float2half2_rn(-64.0f)), j));
+  return f;
+}
 __device__ __forceinline__ uint32_t hmul_bits(uint32_t a, uint32_t b) {
   return h2_bits(__hmul2(bits_h2(a), bits_h2(b)));
 }
-// An A fragment (registers: rows g, g + 8, g, g + 8) times its rows' group scales: exact, the
-// products are integers below 2048.
-__device__ __forceinline__ void fold_frag(uint32_t (&af)[4], uint32_t s_g, uint32_t s_g8) {
-  af[0] = hmul_bits(af[0], s_g);
-  af[1] = hmul_bits(af[1], s_g8);
-  af[2] = hmul_bits(af[2], s_g);
-  af[3] = hmul_bits(af[3], s_g8);
-}
 // One row's fragment half (weight_frag.cuh's Weight<D>::frag: elements {4t, 4t + 1}, {4t + 2,
-// 4t + 3} of a step) times the row's group scale.
+// 4t + 3} of a step) times the row's group scale: exact, the products are integers below 2048.
+// (The tiled layout folds while it decodes: Tiled<q4_k>::folded_frag.)
 __device__ __forceinline__ uint2 fold_half(uint2 v, uint32_t s) {
   return make_uint2(hmul_bits(v.x, s), hmul_bits(v.y, s));
 }

@@ -220,9 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_tiled_kernel(const Matmul
         uint32_t af[kM][4];
 #pragma unroll
         for (int m = 0; m < kM; ++m) {
-          T::frag(quad[m], v, af[m]);
-          fold_frag(af[m], fold_scale(fr[m][0], (4 * u + v) >> 1),
-                    fold_scale(fr[m][1], (4 * u + v) >> 1));
+          T::folded_frag(quad[m], v, fold_scales(fr[m][0], fr[m][1], (4 * u + v) >> 1), af[m]);
         }
         mma_block<kM, kN>(acc, af, X, v);
       }

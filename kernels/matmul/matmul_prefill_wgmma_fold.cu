@@ -106,8 +106,7 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
   const uint4 quad = ld_u128(stage + warp * kQuadBytes + 16 * lane);
 #pragma unroll
   for (int v = 0; v < 4; ++v) {
-    T::frag(quad, v, af[v]);
-    fold_frag(af[v], fold_scale(r_g, (4 * u + v) >> 1), fold_scale(r_g8, (4 * u + v) >> 1));
+    T::folded_frag(quad, v, fold_scales(r_g, r_g8, (4 * u + v) >> 1), af[v]);
   }
 }
 

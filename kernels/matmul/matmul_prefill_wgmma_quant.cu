@@ -70,9 +70,7 @@ __device__ __forceinline__ void fold_chunk_wgmma(const MatmulArgs& a, const uint
     const typename T::Quad quad = T::load(rec, u, lane);
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
-      T::frag(quad, v, af[u & 1][v]);
-      fold_frag(af[u & 1][v], fold_scale(fr_g, (4 * u + v) >> 1),
-                fold_scale(fr_g8, (4 * u + v) >> 1));
+      T::folded_frag(quad, v, fold_scales(fr_g, fr_g8, (4 * u + v) >> 1), af[u & 1][v]);
     }
     wgmma_fence();
 #pragma unroll

@@ -76,6 +76,14 @@ __device__ __forceinline__ uint32_t exact_f16x2(uint32_t pair) {
       biased, __half2half2(__ushort_as_half(static_cast<unsigned short>(0x6400u + kOffset)))));
 }
 
+// (a & mask) | bits in one LOP3. Written as C, ptxas splits it into two (a LOP3 takes one
+// immediate and both operands are constants); here `bits` lives in a register.
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t mask, uint32_t bits) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(bits));
+  return d;
+}
+
 // The two bytes of a little-endian 16-bit word moved to bits 0..7 and 16..23 (one per f16 lane).
 __device__ __forceinline__ uint32_t spread_bytes(uint32_t word16) {
   return __byte_perm(word16, 0u, 0x4140);

@@ -34,6 +34,7 @@
 #pragma once
 
 #include "core/dtype.h"
+#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -84,6 +85,26 @@ struct Tiled<DType::q4_k> {
     af[1] = h2_bits(__hfma2(bits_h2((w & 0x00f000f0u) | 0x64006400u), sixteenth, minus64));
     af[2] = exact_f16x2<0>(w8 & 0x000f000fu);
     af[3] = h2_bits(__hfma2(bits_h2((w8 & 0x00f000f0u) | 0x64006400u), sixteenth, minus64));
+  }
+  // frag's fragment times its rows' group scales (the folded A operand, fold.cuh), from
+  // fold_scales: one LOP3 and one HFMA2 a register where decoding then scaling took two LOP3, an
+  // HADD2 or HFMA2 and an HMUL2 (the one-token kernel measured ~550 instructions a chunk, 380 of
+  // them there). Row g's registers hold low nibbles, 1024 + q as f16: fma(1024 + q, sc, -1024 sc)
+  // = sc q; row g + 8's hold high nibbles in place, 1024 + 16q: fma(1024 + 16q, sc / 16, -64 sc)
+  // = sc q. Both exactly: sc < 64, so sc / 16, -1024 sc and -64 sc are exact f16, and the fma's
+  // one rounding is of the exact integer sc q < 2048: the product decode-then-scale gave, bit
+  // for bit.
+  static __device__ __forceinline__ void folded_frag(const Quad& q, int v, const FoldScales& sc,
+                                                     uint32_t (&af)[4]) {
+    const uint32_t w = word_of(q, v), w8 = w >> 8, bias = 0x64006400u;
+    af[0] =
+        h2_bits(__hfma2(bits_h2(and_or(w, 0x000f000fu, bias)), bits_h2(sc.g.x), bits_h2(sc.g.y)));
+    af[1] =
+        h2_bits(__hfma2(bits_h2(and_or(w, 0x00f000f0u, bias)), bits_h2(sc.g8.x), bits_h2(sc.g8.y)));
+    af[2] =
+        h2_bits(__hfma2(bits_h2(and_or(w8, 0x000f000fu, bias)), bits_h2(sc.g.x), bits_h2(sc.g.y)));
+    af[3] = h2_bits(
+        __hfma2(bits_h2(and_or(w8, 0x00f000f0u, bias)), bits_h2(sc.g8.x), bits_h2(sc.g8.y)));
   }
   using Head = uint4;  // d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
   static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {

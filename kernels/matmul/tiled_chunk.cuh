@@ -38,8 +38,10 @@ __device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D
   for (int u = 0; u < kSteps; ++u) {
     const int s = s0 + u;
     uint32_t af[4];
-    Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
-    if constexpr (kFold<D>) fold_frag(af, fold_scale(fold[0], s >> 1), fold_scale(fold[1], s >> 1));
+    if constexpr (kFold<D>)
+      Tiled<D>::folded_frag(cur.quad[s >> 2], s & 3, fold_scales(fold[0], fold[1], s >> 1), af);
+    else
+      Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
       const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
@@ -110,8 +112,7 @@ __device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChun
 #pragma unroll
   for (int st = 0; st < kChunk / 16; ++st) {
     uint32_t af[4];
-    Tiled<D>::frag(cur.quad[st >> 2], st & 3, af);
-    fold_frag(af, fold_scale(rows[0], st >> 1), fold_scale(rows[1], st >> 1));
+    Tiled<D>::folded_frag(cur.quad[st >> 2], st & 3, fold_scales(rows[0], rows[1], st >> 1), af);
     mma_f16(s, af, xf[st].x, xf[st].y);
   }
   uint32_t ba[4];
