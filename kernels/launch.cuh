@@ -7,10 +7,8 @@
 // of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
 // every earlier grid has completed and its memory is visible: the same ordering as a plain stream,
 // only the launch overlaps). Only constant inputs (weights, kernel parameters) may be touched
-// before it, by functions named constant_* (scripts/check_kernels.py allows those and nothing
-// else): the one-token decode matmul's first weight copies (matmul_decode_single.cu). (An L2
-// prefetch of the decode matmuls' weights there measured no faster on Qwen3-8B,
-// docs/PERFORMANCE.md sixth round.) Kernels call it unconditionally, so a
+// before it (no kernel does today: an L2 prefetch of the decode matmuls' weights there measured no
+// faster on Qwen3-8B, docs/PERFORMANCE.md sixth round). Kernels call it unconditionally, so a
 // kernel launched without PDL (sm_80, or MEMRA_PDL=0) behaves exactly as before: the instruction
 // returns at once.
 #pragma once

@@ -5,21 +5,14 @@ Every kernel in kernels/ is launched through detail::launch, which on Hopper let
 the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_inputs) makes that
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
-statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases,
-declarations without initializers (extern __shared__ buffers included) and calls of functions
-named constant_*: the kernels/launch.cuh convention for code that touches only constant inputs
-(weights, kernel parameters), such as a decode kernel's first weight copies.
+statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases.
 """
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ALLOWED_BEFORE_WAIT = re.compile(
-    r"^(using \w+ = [^;]+;"
-    r"|(extern __shared__ )?(__align__\(\d+\) )?[\w:<>]+ \w+(\[\])?;"
-    r"|(const )?[\w:<>]+ \w+ = constant_\w+(<[\w:<>, ]*>)?\([^;()]*\);"
-    r"|)$")
+ALLOWED_BEFORE_WAIT = re.compile(r"^(using \w+ = [^;]+;|)$")
 
 
 def body_start(text, at):

@@ -23,8 +23,8 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
-#               one 8B Q4_K_M benchmark, then the one-token kernel's staging check and A/B
-#               (~5 min: a changed kernel's or default's first check)
+#               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
+#               changed kernel's or default's first check)
 #
 # Binaries: $MEMRA_GPU_BIN (what scripts/device_pack.sh packed, e.g. .device/bin), else the
 # `device` preset is built here first (needs scripts/setup.sh's packages and nvcc).
@@ -134,18 +134,9 @@ if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or
   step kernel-bench-512 120 "$BIN/memra-kernel-bench" --tokens 512 \
     --json "$RECEIPTS/$DAY-kernel-bench-512.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
-  # The one-token kernel reading its records from global memory (the A/B of MEMRA_DECODE_STAGED,
-  # on by default): kernel-check with it off, the one-token micro-benchmark both ways, and decode
-  # beside the rows above.
-  step kernel-check-matmul-unstaged 180 env MEMRA_DECODE_STAGED=0 \
-    "$BIN/memra-kernel-check" --filter matmul --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check-matmul-unstaged.json"
+  # The one-token products alone (8B shapes), beside the rows above.
   step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
     --json "$RECEIPTS/$DAY-kernel-bench-1.json"
-  step kernel-bench-1-unstaged 120 env MEMRA_DECODE_STAGED=0 "$BIN/memra-kernel-bench" \
-    --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1-unstaged.json"
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unstaged MEMRA_DECODE_STAGED=0 \
-    -p 512 -n 64 -c 1
 fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
@@ -337,7 +328,7 @@ if [ "$MODE" = profile ]; then
   # The one-token matrix kernel's limits (throughput, stalls, bytes in flight): the four
   # products of one layer (q/k/v, o, gate/up, down).
   step profile-detail-single-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail "(single|staged)_decode_kernel" --skip 400 \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail single_decode_kernel --skip 400 \
     --count 4 --bench-args "-n 64 -r 3 -c 1"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 16000 --count 1500 \

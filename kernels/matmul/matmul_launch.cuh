@@ -129,9 +129,6 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
-// The one-token kernel with its records in shared memory, bulk-copied rounds ahead (sm_90a; on
-// unless MEMRA_DECODE_STAGED=0): the same bits.
-bool staged_decode_enabled();
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // The same kernel in expert mode (MultiOut::ids set; x holds the rows the pairs read).
