@@ -18,7 +18,8 @@
 //    recurrence's dependency chain. What is left on a token's chain is its columns' update (two
 //    reductions per column), so fewer columns per warp (more warps to hide the reductions'
 //    latency) pay off: one prefill sequence of Qwen3.5-9B had 128 blocks of 4 warps (one warp per
-//    SM scheduler) with 8 columns per warp; with 4 it has 256.
+//    SM scheduler) with 8 columns per warp; with 4 it has 256. Its columns' sums share their xor
+//    trees' first steps (scatter_sum: the same additions, fewer shuffles).
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -78,6 +79,61 @@ __device__ __forceinline__ void gather_chunk(float& ss_q, float& ss_k, const flo
       }
     }
   }
+}
+
+// log2 of the columns per warp.
+template <int kCols>
+constexpr int kColBits = kCols == 1   ? 0
+                         : kCols == 2 ? 1
+                         : kCols == 4 ? 2
+                                      : 3;
+
+// The sums over the warp of v[c] for the kCols columns at once, by warp_sum's xor tree (offsets
+// 16, 8, ..., 1) but halving the columns at each of the first kColBits steps: the lane whose bit
+// of that step is 0 keeps the lower half, its partner the upper, each sends the other half and
+// adds what it gets. Every addition is one of warp_sum's own (the same two values: IEEE addition
+// commutes), so a column's sum has warp_sum's bits, for 2 kCols - 1 + 5 - kColBits shuffles
+// instead of 5 kCols: the shuffle unit (one warp-wide shuffle per SM per cycle) is what the
+// columns' reductions queue on. Returns column lane >> (5 - kColBits)'s sum.
+template <int kCols>
+__device__ __forceinline__ float scatter_sum(float (&v)[kCols]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int n = kCols, offset = 16; n > 1; n /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? v[i] : v[i + n / 2];
+      const float keep = upper ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(kFull, send, offset);
+    }
+  }
+  float sum = v[0];
+#pragma unroll
+  for (int offset = 16 >> kColBits<kCols>; offset > 0; offset >>= 1)
+    sum += __shfl_xor_sync(kFull, sum, offset);
+  return sum;
+}
+
+// update_columns (delta_rule.cuh) with the columns' sums taken by scatter_sum, (decay S)^T k's
+// then handed to every lane by a shuffle per column. Returns column lane >> (5 - kColBits)'s
+// output.
+template <int kRows, int kCols>
+__device__ __forceinline__ float update_columns_scattered(float (&S)[kRows][kCols],
+                                                          const float (&q)[kRows],
+                                                          const float (&k)[kRows],
+                                                          const float (&v)[kCols], float decay,
+                                                          float beta) {
+  constexpr int kShift = 5 - kColBits<kCols>;
+  float part[kCols], kv[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) part[c] = decay_dot_k(S, c, k, decay);
+  const float mine = scatter_sum(part);
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) kv[c] = kCols == 1 ? mine : __shfl_sync(kFull, mine, c << kShift);
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) part[c] = update_dot_q(S, c, q, k, v[c], kv[c], beta);
+  return scatter_sum(part);
 }
 
 template <int kRows, int kCols>
@@ -142,17 +198,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) S[r][c] = fresh ? 0.0f : S[r][c];
     const float qi = __shfl_sync(kFull, q_inv, j), ki = __shfl_sync(kFull, k_inv, j);
-    float q[kRows], k[kRows], o[kCols];
+    float q[kRows], k[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       q[r] = __fmul_rn(in.q[r], qi);
       k[r] = __fmul_rn(in.k[r], ki);
     }
-    update_columns(S, q, k, in.v, __shfl_sync(kFull, decay, j), __shfl_sync(kFull, beta, j), o);
-    float* ot = out + t * nv * int64_t{v_dim} + int64_t{hv} * v_dim;
-#pragma unroll
-    for (int c = 0; c < kCols; ++c)
-      if (lane == c && col0 + c < v_dim) ot[col0 + c] = o[c];
+    const float o = update_columns_scattered(S, q, k, in.v, __shfl_sync(kFull, decay, j),
+                                             __shfl_sync(kFull, beta, j));
+    // Column c's output is on lanes c << kShift ... (c + 1) << kShift: the first one stores it.
+    constexpr int kShift = 5 - kColBits<kCols>;
+    const int c = lane >> kShift;
+    if ((lane & ((1 << kShift) - 1)) == 0 && col0 + c < v_dim)
+      out[t * nv * int64_t{v_dim} + int64_t{hv} * v_dim + col0 + c] = o;
   }
   state_io<kRows, kCols, true>(S, Sg, k_dim, v_dim, col0);
 }

@@ -73,29 +73,47 @@ __device__ __forceinline__ float beta_of(float b) {
   return static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(b))));
 }
 
-// One token's update of the warp's kCols columns of S (this lane's kRows rows of each), q and k
-// already normalized; o[c]: column c's output (every lane holds it). Columns are independent: a
-// column's bits do not depend on kCols.
+// A token's update of column c of the warp's S (this lane's kRows rows of it) is two halves, each
+// ending in a sum over the warp: scale the column by decay and take this lane's part of
+// (decay S)^T k; then, given that sum kv, delta = (v - kv) beta, S += k delta, and this lane's
+// part of S^T q (the output).
+template <int kRows, int kCols>
+__device__ __forceinline__ float decay_dot_k(float (&S)[kRows][kCols], int c,
+                                             const float (&k)[kRows], float decay) {
+  float kv = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    S[r][c] = __fmul_rn(S[r][c], decay);
+    kv = __fmaf_rn(S[r][c], k[r], kv);
+  }
+  return kv;
+}
+
+template <int kRows, int kCols>
+__device__ __forceinline__ float update_dot_q(float (&S)[kRows][kCols], int c,
+                                              const float (&q)[kRows], const float (&k)[kRows],
+                                              float v, float kv, float beta) {
+  const float delta = __fmul_rn(__fsub_rn(v, kv), beta);
+  float acc = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    S[r][c] = __fmaf_rn(k[r], delta, S[r][c]);
+    acc = __fmaf_rn(S[r][c], q[r], acc);
+  }
+  return acc;
+}
+
+// One token's update of the warp's kCols columns of S, q and k already normalized; o[c]: column
+// c's output (every lane holds it). Columns are independent: a column's bits do not depend on
+// kCols.
 template <int kRows, int kCols>
 __device__ __forceinline__ void update_columns(float (&S)[kRows][kCols], const float (&q)[kRows],
                                                const float (&k)[kRows], const float (&v)[kCols],
                                                float decay, float beta, float (&o)[kCols]) {
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    float kv = 0.0f;  // (decay S)^T k for this column
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      S[r][c] = __fmul_rn(S[r][c], decay);
-      kv = __fmaf_rn(S[r][c], k[r], kv);
-    }
-    const float delta = __fmul_rn(__fsub_rn(v[c], warp_sum(kv)), beta);
-    float acc = 0.0f;  // S^T q after S += k delta^T
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      S[r][c] = __fmaf_rn(k[r], delta, S[r][c]);
-      acc = __fmaf_rn(S[r][c], q[r], acc);
-    }
-    o[c] = warp_sum(acc);
+    const float kv = warp_sum(decay_dot_k(S, c, k, decay));
+    o[c] = warp_sum(update_dot_q(S, c, q, k, v[c], kv, beta));
   }
 }
 
