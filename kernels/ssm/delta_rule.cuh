@@ -1,9 +1,9 @@
 // Private to kernels/ssm: the pieces of the gated delta rule's arithmetic that both of its kernels
-// (delta_rule.cu, and the kernel it replaced, delta_rule_legacy.cu, kept for A/B timings and as
-// kernel-check's bit-for-bit reference) share. A state column's update and a token's scalars are
-// written once, here, so the two kernels' bits cannot drift apart: they only schedule the same
-// operations differently (see the comment at the top of delta_rule.cu for why the order is batch-
-// and chunking-invariant).
+// (delta_rule.cu, the chunk kernel for prefill, and the per-token kernel before it,
+// delta_rule_legacy.cu, which decode steps still use) share. A state column's update and a token's
+// scalars are written once, here, so the two kernels' bits cannot drift apart: they only schedule
+// the same operations differently (see the comment at the top of delta_rule.cu for why the order is
+// batch- and chunking-invariant).
 #pragma once
 
 #include <cuda_runtime.h>

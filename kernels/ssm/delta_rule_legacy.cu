@@ -1,6 +1,7 @@
-// The gated delta rule's first kernel (until the per-token scalars were batched over the lanes in
-// delta_rule.cu), kept for A/B timings (MEMRA_DELTA_RULE_COLS=legacy) and as kernel-check's
-// bit-for-bit reference for the new one. Each warp owns 8 columns and, per token, computes the
+// The gated delta rule's per-token kernel: the only one until the chunk kernel (delta_rule.cu)
+// took prefill; decode steps (one token per sequence, nothing to batch) still run it, and it is
+// the A/B baseline (MEMRA_DELTA_RULE=token) and kernel-check's bit-for-bit reference for the
+// chunk kernel. Each warp owns 8 columns and, per token, computes the
 // token's q and k norms, decay and beta itself before its columns' update: those double-precision
 // chains and two reductions sit on every token's critical path, with one warp per scheduler
 // (Qwen3.5-9B, one sequence: 128 blocks of 4 warps) to hide them.
