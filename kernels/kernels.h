@@ -376,9 +376,17 @@ bool gated_delta_rule_supports(int k_dim);
 // (v - S^T k))^T; out = S^T q, in f32. out: [n_tokens x n_v v_dim]. Each state column (one v
 // head's value dim) is one warp's, its k_dim rows spread over the lanes: column sums add each
 // lane's rows in order then a fixed xor tree, so their order depends on k_dim alone.
+//
+// Which kernel runs: every choice gives the same bits (kernel-check compares them). token: every
+// warp computes each token's norms, decay and beta itself (8 columns per warp); chunkN: N columns
+// per warp, a token's scalars batched over the lanes 32 tokens at a time. auto_: the
+// MEMRA_DELTA_RULE environment variable (token, chunk1, chunk2, chunk4, chunk8: an A/B switch)
+// when set, else token for decode steps and chunk4 for prefill.
+enum class DeltaRuleKernel { auto_, token, chunk1, chunk2, chunk4, chunk8 };
 void gated_delta_rule(const StepDev& step, float* ssm_state, const float* qkv, const float* a,
                       const float* b, const float* A, const float* dt_bias,
-                      const DeltaRuleShape& shape, float* out, cudaStream_t stream);
+                      const DeltaRuleShape& shape, float* out, cudaStream_t stream,
+                      DeltaRuleKernel kernel = DeltaRuleKernel::auto_);
 
 // y = x * rsqrt(mean(x^2) + eps) * w * silu(z) over each row of dim (w: [dim]); y may alias x.
 // One warp per row; the sum's order depends on dim only.

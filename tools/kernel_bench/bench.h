@@ -57,4 +57,9 @@ nlohmann::json run_sampling(const cuda::Stream& stream);
 // rows for the JSON receipt.
 nlohmann::json run_moe(const cuda::Stream& stream, double copy_tbps);
 
+// Times kernels::gated_delta_rule on Qwen3.5-9B's linear-attention shape, prefill, decode and
+// mixed, with each kernel choice (delta_rule.cpp); prints a line per case and returns the rows for
+// the JSON receipt.
+nlohmann::json run_delta_rule(const cuda::Stream& stream);
+
 }  // namespace memra::bench

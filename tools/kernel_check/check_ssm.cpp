@@ -4,9 +4,11 @@
 // over their 8192 channels) and small ones. Steps mix fresh sequences (position 0: the slot's old
 // contents must be ignored), decode tokens and prefill chunks that carry state, in shuffled state
 // slots; the outputs and the updated state are both compared. Plus the bitwise invariances: a
-// sequence alone, inside a batch (in another slot) and split over two steps gives the same bits.
+// sequence alone, inside a batch (in another slot) and split over two steps gives the same bits,
+// and every gated_delta_rule kernel (token, chunk1..8) gives the token kernel's bits.
 // --teeth: the GPU starts from a perturbed state, or gets the conv taps reversed, or a and b
-// swapped, or a wrong eps, or a negated gate, or one input of the batched sequence 0.1% off.
+// swapped, or a wrong eps, or a negated gate, or one input of the batched sequence 0.1% off, or
+// the chunk kernels' last a gate 0.1% off.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -175,13 +177,14 @@ kernels::DeltaRuleShape shape_of(const DeltaNetParams& p) {
 
 // Runs the kernel on one step from and into `state` (device), returning the outputs.
 std::vector<float> run_delta(Context& ctx, const StepPair& step, const DeltaNetParams& p,
-                             const DeltaInputs& in, Dev<float>& state, bool swap_ab = false) {
+                             const DeltaInputs& in, Dev<float>& state, bool swap_ab = false,
+                             kernels::DeltaRuleKernel kernel = kernels::DeltaRuleKernel::auto_) {
   Dev<float> dqkv(ctx, in.qkv), da(ctx, in.a), db(ctx, in.b), dA(ctx, in.A), ddt(ctx, in.dt_bias);
   Dev<float> dout(step.n_tokens() * p.n_v_heads * p.v_dim);
   dout.poison(ctx);
   kernels::gated_delta_rule(step.dev(), state.get(), dqkv.get(), swap_ab ? db.get() : da.get(),
                             swap_ab ? da.get() : db.get(), dA.get(), ddt.get(), shape_of(p),
-                            dout.get(), ctx.stream());
+                            dout.get(), ctx.stream(), kernel);
   ctx.sync();
   return dout.download(ctx);
 }
@@ -215,6 +218,34 @@ void check_delta(Context& ctx, const DeltaNetParams& p, const std::vector<Seq>& 
            !ctx.teeth() ? ""
            : perturb    ? "initial state 0.25 off"
                         : "a and b swapped"});
+}
+
+// Every kernel choice (token, chunk1..8) on the same step, inputs and state: outputs and final
+// state bit-identical to the token kernel's (the one the chunk kernels replaced for prefill).
+// teeth: the chunk kernels get the last token's a gate 0.1% off (a later chunk's gates when the
+// last sequence is long).
+void check_delta_kernels(Context& ctx, const DeltaNetParams& p, const std::vector<Seq>& seqs) {
+  using kernels::DeltaRuleKernel;
+  const int32_t n_slots = static_cast<int32_t>(seqs.size()) + 1;
+  const StepPair step(ctx, seqs, shuffled_slots(ctx, seqs.size(), n_slots));
+  const DeltaInputs in = delta_inputs(ctx, p, step.n_tokens(), n_slots);
+  Dev<float> ref_state(ctx, in.state);
+  const std::vector<float> ref_out =
+      run_delta(ctx, step, p, in, ref_state, false, DeltaRuleKernel::token);
+  const std::vector<float> ref_st = ref_state.download(ctx);
+  DeltaInputs changed = in;
+  if (ctx.teeth()) changed.a.back() *= 1.001f;
+  double mismatches = 0.0;
+  for (DeltaRuleKernel k : {DeltaRuleKernel::chunk1, DeltaRuleKernel::chunk2,
+                            DeltaRuleKernel::chunk4, DeltaRuleKernel::chunk8}) {
+    Dev<float> state(ctx, in.state);
+    mismatches += bit_mismatches(ref_out, run_delta(ctx, step, p, changed, state, false, k));
+    mismatches += bit_mismatches(ref_st, state.download(ctx));
+  }
+  ctx.add({"gated_delta_rule kernels",
+           shape_str({p.n_k_heads, p.n_v_heads, p.k_dim, p.v_dim}) + " " + seqs_str(seqs) +
+               " chunk1,2,4,8 vs token",
+           "f32", "bits", mismatches, 0.0, ctx.teeth() ? "last token's a gate 0.1% off" : ""});
 }
 
 // The rows [first, first + count) of a [rows x width] array.
@@ -391,6 +422,17 @@ void check_ssm(Context& ctx) {
     check_delta(ctx, odd, {{4, 9}, {2, 0}}, 3);
     check_delta(ctx, wide, {{6, 1}, {3, 0}}, 4);
     check_delta(ctx, mid, {{1, 5}, {33, 12}}, 5);
+    // Several 32-token chunks of batched scalars, the last one partial, a fresh one mid-step.
+    check_delta(ctx, big, {{100, 0}, {1, 9}, {70, 33}}, 6);
+    check_delta(ctx, odd, {{65, 2}, {31, 0}}, 7);
+    // The same bits from every kernel: long and short sequences, decode steps, odd shapes.
+    check_delta_kernels(ctx, big, {{1, 50}, {1, 0}, {100, 3}, {64, 0}, {33, 7}});
+    check_delta_kernels(ctx, big, {{1, 20}, {1, 7}, {1, 1}, {1, 300}});
+    check_delta_kernels(ctx, fixture, {{5, 0}, {1, 7}, {70, 2}});
+    check_delta_kernels(ctx, odd, {{4, 9}, {2, 0}, {97, 1}});
+    check_delta_kernels(ctx, wide, {{6, 1}, {40, 0}});
+    check_delta_kernels(ctx, mid, {{1, 5}, {33, 12}, {32, 0}});
+    check_delta_kernels(ctx, {1, 1, 1, 1}, {{3, 0}, {40, 2}});
     check_delta_invariance(ctx, big, {24, 30});
     check_delta_invariance(ctx, fixture, {10, 4});
   }
