@@ -369,11 +369,16 @@ class CudaOps final : public Ops {
     kernels::softcap(y, cap, n, stream());
     launched("softcap");
   }
-  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+  // Dense rows are one long row to act_mul (the same values, no per-element row index).
+  void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                float* out) override {
+    const int64_t n = n_rows * n_cols;
     kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
     launched("silu_mul");
   }
-  void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+  void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                     float* out) override {
+    const int64_t n = n_rows * n_cols;
     kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
     launched("gelu_tanh_mul");
   }
