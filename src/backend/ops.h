@@ -305,9 +305,13 @@ class Ops {
   virtual void add_row(float* y, const float* b, int64_t n_tokens, int64_t dim) = 0;
   virtual void scale(float* y, float s, int64_t n) = 0;
   virtual void softcap(float* y, float cap, int64_t n) = 0;  // y = cap * tanh(y / cap)
-  // out = act(gate) * up over n values; act = silu, or gelu with the tanh approximation.
-  virtual void silu_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
-  virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) = 0;
+  // out = act(gate) * up over n_rows dense rows of n_cols; act = silu, or gelu with the tanh
+  // approximation. out may be gate. The values are elementwise; the rows tell a backend what the
+  // next matmul reads (CUDA prepares a decode step's f16 matmul input as it writes out).
+  virtual void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                        float* out) = 0;
+  virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                             float* out) = 0;
 
   // ---- linear attention (Qwen3.5's gated delta-net layers) and gated attention output
   // True when the four ops below are implemented (the CPU and CUDA backends); a model that needs

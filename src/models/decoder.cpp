@@ -415,9 +415,9 @@ void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   trace("ffn_gate", il, gate, n, n_ff);
   trace("ffn_up", il, up, n, n_ff);
   if (cfg_.activation == Activation::gelu_tanh)
-    ops_->gelu_tanh_mul(gate, up, n * n_ff, gate);
+    ops_->gelu_tanh_mul(gate, up, n, n_ff, gate);
   else
-    ops_->silu_mul(gate, up, n * n_ff, gate);
+    ops_->silu_mul(gate, up, n, n_ff, gate);
   trace("ffn_act", il, gate, n, n_ff);
   ops_->matmul(L.w_down, gate, n, out);
   trace("ffn_out", il, out, n, cfg_.n_embd);

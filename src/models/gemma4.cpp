@@ -88,7 +88,7 @@ class Gemma4Model final : public DecoderModel {
     float* gate = ple_tok_.f32();  // [n x P]: free once per_layer_inputs has run
 
     ops_->matmul(L.inp_gate, x, n, gate);
-    ops_->gelu_tanh_mul(gate, ple_layers_.f32() + il * n * P, n * P, gate);
+    ops_->gelu_tanh_mul(gate, ple_layers_.f32() + il * n * P, n, P, gate);
     trace("per_layer_gate", il, gate, n, P);
     ops_->matmul(L.inp_proj, gate, n, out);
     norm(out, L.inp_post_norm, n, out, "per_layer_out", il);
@@ -145,7 +145,7 @@ class Gemma4Model final : public DecoderModel {
     ops_->matmul_shared(gate_up_w, h, n, gate_up_y);
     trace("ffn_gate", il, gate, n, n_ff);
     trace("ffn_up", il, up, n, n_ff);
-    ops_->gelu_tanh_mul(gate, up, n * n_ff, gate);
+    ops_->gelu_tanh_mul(gate, up, n, n_ff, gate);
     trace("ffn_act", il, gate, n, n_ff);
     ops_->matmul(L.w_down, gate, n, out);
     trace("ffn_out", il, out, n, cfg_.n_embd);

@@ -45,9 +45,9 @@ void DecoderModel::moe_block(int il, const float* h, int64_t n, float* out, cons
   float* const gate_up_y[] = {gate, up};
   ops_->matmul_experts(gate_up, h, k, ids, pairs, gate_up_y);
   if (cfg_.activation == Activation::gelu_tanh)
-    ops_->gelu_tanh_mul(gate, up, pairs * ff, gate);
+    ops_->gelu_tanh_mul(gate, up, pairs, ff, gate);
   else
-    ops_->silu_mul(gate, up, pairs * ff, gate);
+    ops_->silu_mul(gate, up, pairs, ff, gate);
   const ExpertMatrix down[] = {{&L.ffn_down_exps, 0, d}};
   float* const down_y[] = {y};
   ops_->matmul_experts(down, gate, 1, ids, pairs, down_y);
@@ -65,7 +65,7 @@ void DecoderModel::shared_expert(int il, const float* h, int64_t n, float* out) 
   const TensorView* w[] = {&L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_gate_inp_shexp};
   float* const ys[] = {gate, up, g};
   ops_->matmul_shared(w, h, n, ys);
-  ops_->silu_mul(gate, up, n * ff, gate);
+  ops_->silu_mul(gate, up, n, ff, gate);
   ops_->matmul(L.ffn_down_shexp, gate, n, y);
   trace("ffn_shexp", il, y, n, d);
   ops_->sigmoid_scale_rows(y, g, n, d);

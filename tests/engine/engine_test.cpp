@@ -399,8 +399,10 @@ class UnusableDeviceOps final : public Ops {
   void add_row(float*, const float*, int64_t, int64_t) override { unused<void>(); }
   void scale(float*, float, int64_t) override { unused<void>(); }
   void softcap(float*, float, int64_t) override { unused<void>(); }
-  void silu_mul(const float*, const float*, int64_t, float*) override { unused<void>(); }
-  void gelu_tanh_mul(const float*, const float*, int64_t, float*) override { unused<void>(); }
+  void silu_mul(const float*, const float*, int64_t, int64_t, float*) override { unused<void>(); }
+  void gelu_tanh_mul(const float*, const float*, int64_t, int64_t, float*) override {
+    unused<void>();
+  }
 
   std::string reason;
 

@@ -79,11 +79,11 @@ class GraphShapedCpuOps final : public Ops {
   }
   void scale(float* y, float s, int64_t n) override { cpu_->scale(y, s, n); }
   void softcap(float* y, float c, int64_t n) override { cpu_->softcap(y, c, n); }
-  void silu_mul(const float* g, const float* u, int64_t n, float* o) override {
-    cpu_->silu_mul(g, u, n, o);
+  void silu_mul(const float* g, const float* u, int64_t r, int64_t c, float* o) override {
+    cpu_->silu_mul(g, u, r, c, o);
   }
-  void gelu_tanh_mul(const float* g, const float* u, int64_t n, float* o) override {
-    cpu_->gelu_tanh_mul(g, u, n, o);
+  void gelu_tanh_mul(const float* g, const float* u, int64_t r, int64_t c, float* o) override {
+    cpu_->gelu_tanh_mul(g, u, r, c, o);
   }
   // Linear attention and MoE (the hybrid and MoE fixtures).
   bool linear_attention_supported() const override { return cpu_->linear_attention_supported(); }

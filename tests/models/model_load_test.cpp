@@ -309,8 +309,8 @@ class LimitedOps final : public Ops {
   void add_row(float*, const float*, int64_t, int64_t) override {}
   void scale(float*, float, int64_t) override {}
   void softcap(float*, float, int64_t) override {}
-  void silu_mul(const float*, const float*, int64_t, float*) override {}
-  void gelu_tanh_mul(const float*, const float*, int64_t, float*) override {}
+  void silu_mul(const float*, const float*, int64_t, int64_t, float*) override {}
+  void gelu_tanh_mul(const float*, const float*, int64_t, int64_t, float*) override {}
 
  private:
   bool linear_attention_;

@@ -211,10 +211,14 @@ class CpuOps final : public Ops {
   void softcap(float* y, float cap, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(y[i] / cap);
   }
-  void silu_mul(const float* gate, const float* up, int64_t n, float* out) override {
+  void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                float* out) override {
+    const int64_t n = n_rows * n_cols;
     for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
   }
-  void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) override {
+  void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                     float* out) override {
+    const int64_t n = n_rows * n_cols;
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
     for (int64_t i = 0; i < n; ++i) {
       const float g = gate[i];
