@@ -50,11 +50,21 @@ __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
   return *reinterpret_cast<const uint4*>(p);
 }
 
-// Register i of a step from its word of nibbles (bits 4i, 16 + 4i) with optional extra high bits
-// already in place (bits 4..5 and 20..21), as the exact f16 pair q - kOffset.
+// Register i of a step from its word of nibbles (bits 4i, 16 + 4i) and its extra high bits
+// already in place (bits 4..5 and 20..21) OR-ed into exact_f16x2's bias 0x64006400 (high_bias),
+// as the exact f16 pair q - kOffset: exact_f16x2's bits in one LOP3 and one HADD2 (written as C,
+// the mask, the high bits and the bias took three LOP3: a LOP3 holds one immediate).
 template <int kOffset, int kI>
-__device__ __forceinline__ uint32_t nibble_reg(uint32_t word, uint32_t high) {
-  return exact_f16x2<kOffset>(((word >> (4 * kI)) & 0x000f000fu) | high);
+__device__ __forceinline__ uint32_t nibble_reg(uint32_t word, uint32_t high_bias) {
+  const __half2 biased = bits_h2(and_or(word >> (4 * kI), 0x000f000fu, high_bias));
+  return h2_bits(__hsub2(
+      biased, __half2half2(__ushort_as_half(static_cast<unsigned short>(0x6400u + kOffset)))));
+}
+// The high bits of register i for nibble_reg: bits 2i..2i + 1 of each half of `high` moved to 4..5
+// (high holds them at 4 + 2i and 20 + 2i), with the bias.
+template <int kI>
+__device__ __forceinline__ uint32_t high_bias(uint32_t high) {
+  return and_or(high >> (2 * kI), 0x00300030u, 0x64006400u);
 }
 
 template <DType D>
@@ -147,10 +157,10 @@ struct Tiled<DType::q6_k> {
     // The step's two high-bit bytes to bits 0..7 and 16..23, then up by 4: register i's pairs
     // sit at 4 + 2i and 20 + 2i.
     const uint32_t h = __byte_perm(hw, 0u, (v & 1) ? 0x4342 : 0x4140) << 4;
-    af[0] = nibble_reg<32, 0>(w, h & 0x00300030u);
-    af[1] = nibble_reg<32, 1>(w, (h >> 2) & 0x00300030u);
-    af[2] = nibble_reg<32, 2>(w, (h >> 4) & 0x00300030u);
-    af[3] = nibble_reg<32, 3>(w, (h >> 6) & 0x00300030u);
+    af[0] = nibble_reg<32, 0>(w, high_bias<0>(h));
+    af[1] = nibble_reg<32, 1>(w, high_bias<1>(h));
+    af[2] = nibble_reg<32, 2>(w, high_bias<2>(h));
+    af[3] = nibble_reg<32, 3>(w, high_bias<3>(h));
   }
   struct Head {
     uint4 scales;  // int8 scales[16]
