@@ -21,6 +21,10 @@
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
+#     ab        the A/B steps of this round's switches, each beside the default: the gated
+#               activation preparing the down projection's input (MEMRA_ACT_PREPARES), the delta
+#               rule's chunk kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B),
+#               and the one-token matmul micro-benchmark (~3 min; the gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -32,8 +36,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | kv) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | kv | ab) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -316,6 +320,19 @@ if [ "$MODE" = kv ]; then
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "depth-16k-kv-$t" MEMRA_DETERMINISTIC=1 \
       -p 512 -n 128 -d 16384 --kv-dtype "$t"
   done
+fi
+if [ "$MODE" = ab ]; then
+  step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
+    --json "$RECEIPTS/$DAY-kernel-bench-1.json"
+  step kernel-bench-delta-rule 120 "$BIN/memra-kernel-bench" --delta-rule \
+    --json "$RECEIPTS/$DAY-kernel-bench-delta-rule.json"
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" act-unprepared MEMRA_ACT_PREPARES=0 \
+    -p 512 -n 64 -c 1
+  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+  bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
+  bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" delta-token MEMRA_DELTA_RULE=token \
+    -p 512 -n 16 -c 1
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
