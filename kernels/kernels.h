@@ -68,8 +68,8 @@ struct MatmulOut {
   int64_t ldy;
   WeightLayout layout = WeightLayout::ggml;
 };
-// x_prepared: rms_norm_for_matmul or act_mul_for_matmul wrote x's prepared form to scratch
-// (n_tokens <= kPreparedRows, and nothing else used the scratch since), so it is not made again.
+// x_prepared: rms_norm_for_matmul wrote x's prepared form to scratch (n_tokens <= kPreparedRows,
+// and nothing else used the scratch since), so it is not made again.
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false);
 
@@ -80,14 +80,6 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
 constexpr int64_t kPreparedRows = 16;
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                          float eps, float* y, void* scratch, cudaStream_t stream);
-
-// act_mul (below) of n_rows <= kPreparedRows dense rows of dim that also writes y's matmul input
-// to `scratch` (matmul_scratch_bytes(n_rows, dim) bytes) exactly as matmul_shared_x would prepare
-// it for x = y: a decode step's gated activation feeds the down projection without a launch in
-// between. y may be gate (in place); dim a positive multiple of 16; gate, up, y 16-byte aligned.
-enum class Act { silu, gelu_tanh };  // act_mul's activations
-void act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t dim,
-                        float* y, void* scratch, cudaStream_t stream);
 
 // matmul computes BF16 weights in f16 (exact within f16's range): counts the elements of a BF16
 // tensor (n elements, device memory) whose magnitude exceeds f16's largest finite value 65504,
@@ -201,6 +193,7 @@ void softcap(float* y, float cap, int64_t n, cudaStream_t stream);  // y = cap *
 // out[i] = act(gate[i]) * up[i]; act = silu or gelu (tanh approximation). Rows of n_cols read
 // at row stride ld_in (gate and up may be halves of one fused [n_rows x 2*n_ff] buffer) and
 // written densely.
+enum class Act { silu, gelu_tanh };
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
              int64_t ld_in, float* out, cudaStream_t stream);
 

@@ -39,7 +39,6 @@
 #include <type_traits>
 
 #include "core/error.h"
-#include "kernels/elementwise/act_math.cuh"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -207,53 +206,6 @@ __global__ void __launch_bounds__(kXThreads)
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
-  row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
-}
-
-// act_mul of a row (act_math.cuh: the elementwise kernel's own expression) and then the f16 form
-// of y as x_to_f16 makes it, as norm_to_f16 does for a norm: the largest |y| is gathered as y is
-// written, and after block_max's barrier the block reads y back. y may be gate (in place), so no
-// pointer here is __restrict__ and no load may pass an earlier store: each thread loads a batch of
-// kActBatch float4s of gate and of up before it stores any result of the batch, one memory
-// latency a batch (two at 12288 columns). Loading element by element, each load waited for the
-// store before it: 48 serial latencies a 12288-wide row, which made an earlier version of this
-// kernel slower than the two launches it replaced (reverted in f745332).
-constexpr int kActBatch = 8;
-template <Act kAct>
-__global__ void __launch_bounds__(kXThreads)
-    act_to_f16_kernel(const float* gate, const float* up, int dim, float* y,
-                      uint16_t* __restrict__ xh, float* __restrict__ xsum, int xsum_stride,
-                      float* __restrict__ xinv) {
-  detail::wait_for_inputs();
-  __shared__ float warp_max[kXThreads / 32];
-  const int64_t row = blockIdx.x;
-  const float4* g4 = reinterpret_cast<const float4*>(gate + row * dim);
-  const float4* u4 = reinterpret_cast<const float4*>(up + row * dim);
-  float4* y4 = reinterpret_cast<float4*>(y + row * dim);
-  const int n4 = dim / 4;
-  float m = 0.0f;
-  for (int i0 = threadIdx.x; i0 < n4; i0 += kActBatch * kXThreads) {
-    float4 g[kActBatch] = {}, u[kActBatch] = {};
-#pragma unroll
-    for (int k = 0; k < kActBatch; ++k) {
-      const int i = i0 + k * kXThreads;
-      if (i < n4) {
-        g[k] = g4[i];
-        u[k] = u4[i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kActBatch; ++k) {
-      const int i = i0 + k * kXThreads;
-      if (i >= n4) break;
-      const float4 v = make_float4(
-          detail::act_times<kAct>(g[k].x, u[k].x), detail::act_times<kAct>(g[k].y, u[k].y),
-          detail::act_times<kAct>(g[k].z, u[k].z), detail::act_times<kAct>(g[k].w, u[k].w));
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-      y4[i] = v;
-    }
-  }
-  m = block_max(m, warp_max);
   row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
 }
 
@@ -614,28 +566,6 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
   detail::launch(norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
                  static_cast<int>(dim), eps, y, p.xh, p.xsum, static_cast<int>(layout.xsum_stride),
                  p.xinv);
-}
-
-void act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t dim,
-                        float* y, void* scratch, cudaStream_t stream) {
-  if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))
-    fail(ErrorCode::invalid_argument,
-         "act_mul_for_matmul: {} rows of {} (at most {} rows, dim a multiple of 16)", n_rows, dim,
-         kPreparedRows);
-  if (!aligned16(gate) || !aligned16(up) || !aligned16(y) || !aligned16(scratch))
-    fail(ErrorCode::invalid_argument,
-         "act_mul_for_matmul: gate, up, y and scratch must be 16-byte aligned");
-  if (n_rows == 0) return;
-  const ScratchLayout layout(n_rows, dim);
-  const ScratchLayout::Parts p = layout.parts(scratch);
-  const auto blocks = static_cast<unsigned>(n_rows);
-  const int d = static_cast<int>(dim), stride = static_cast<int>(layout.xsum_stride);
-  if (act == Act::silu)
-    detail::launch(act_to_f16_kernel<Act::silu>, blocks, kXThreads, 0, stream, gate, up, d, y, p.xh,
-                   p.xsum, stride, p.xinv);
-  else
-    detail::launch(act_to_f16_kernel<Act::gelu_tanh>, blocks, kXThreads, 0, stream, gate, up, d, y,
-                   p.xh, p.xsum, stride, p.xinv);
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,

@@ -128,7 +128,6 @@ void check_kv_store(Context& ctx);
 void check_qk_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
-void check_matmul_act(Context& ctx);  // act_mul_for_matmul: the activation that prepares x
 void check_matmul_fast(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);

@@ -160,7 +160,6 @@ int main(int argc, char** argv) {
     kc::check_qk_prologue(ctx);
     kc::check_attention(ctx);
     kc::check_matmul(ctx);
-    kc::check_matmul_act(ctx);
     kc::check_matmul_fast(ctx);
     kc::check_sampling(ctx);
     kc::check_sample_rows(ctx);

@@ -372,14 +372,12 @@ class CudaOps final : public Ops {
   // Dense rows are one long row to act_mul (the same values, no per-element row index).
   void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 float* out) override {
-    if (act_for_matmul(kernels::Act::silu, gate, up, n_rows, n_cols, out)) return;
     const int64_t n = n_rows * n_cols;
     kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
     launched("silu_mul");
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out) override {
-    if (act_for_matmul(kernels::Act::gelu_tanh, gate, up, n_rows, n_cols, out)) return;
     const int64_t n = n_rows * n_cols;
     kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
     launched("gelu_tanh_mul");
@@ -574,19 +572,16 @@ class CudaOps final : public Ops {
   bool fused_prologue_ = env_switch("MEMRA_FUSED_PROLOGUE", true);
 
   // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul),
-  // so the q/k/v, gate/up and output products that follow skip preparing it; so do its gated
-  // activations for the down projection (kernels::act_mul_for_matmul). prepared_ says for which y,
-  // and the launch count after the op: any op in between (even one that does not touch y) uses
-  // the next launch number, and the matmul prepares x itself again. The decisions are host code,
-  // so a graph recording takes the same ones as the eager run before it. MEMRA_NORM_PREPARES=0
-  // turns the norms' off, MEMRA_ACT_PREPARES=0 the activations' (A/B; the same bits either way).
+  // so the q/k/v, gate/up and output products that follow skip preparing it. prepared_ says for
+  // which y, and the launch count after the norm: any op in between (even one that does not touch
+  // y) uses the next launch number, and the matmul prepares x itself again. MEMRA_NORM_PREPARES=0
+  // turns it off (A/B; the same bits either way).
   struct Prepared {
     const float* y = nullptr;
     int64_t n_rows = 0, dim = 0, at = -1;
   };
   Prepared prepared_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
-  bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", true);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
@@ -601,20 +596,6 @@ class CudaOps final : public Ops {
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
     prepared_ = {y, n_rows, dim, n_launches_};
-    return true;
-  }
-  // Only rows that are the step's tokens: a routed expert's rows are (token, expert) pairs, which
-  // matmul_experts gathers and prepares itself, so a prepared form would go unused.
-  bool act_for_matmul(kernels::Act act, const float* gate, const float* up, int64_t n_rows,
-                      int64_t n_cols, float* out) {
-    if (!act_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows ||
-        n_rows != step_.n_tokens || n_cols % 16 != 0 || n_cols < 256 || !aligned16(gate) ||
-        !aligned16(up) || !aligned16(out))
-      return false;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
-    kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, out, scratch, stream());
-    launched(act == kernels::Act::silu ? "silu_mul" : "gelu_tanh_mul");
-    prepared_ = {out, n_rows, n_cols, n_launches_};
     return true;
   }
   // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
