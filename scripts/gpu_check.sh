@@ -21,10 +21,10 @@
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
-#     ab        the A/B steps of this round's switches, each beside the default: the gated
-#               activation preparing the down projection's input (MEMRA_ACT_PREPARES), the delta
+#     ab        the A/B steps of this round's switches, each beside the default: the delta
 #               rule's chunk kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B),
-#               and the one-token matmul micro-benchmark (~3 min; the gates are quick's)
+#               the one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~2 min; the
+#               gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -327,8 +327,6 @@ if [ "$MODE" = ab ]; then
   step kernel-bench-delta-rule 120 "$BIN/memra-kernel-bench" --delta-rule \
     --json "$RECEIPTS/$DAY-kernel-bench-delta-rule.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" act-unprepared MEMRA_ACT_PREPARES=0 \
-    -p 512 -n 64 -c 1
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
   bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" delta-token MEMRA_DELTA_RULE=token \
