@@ -21,8 +21,9 @@
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
-#     ab        the A/B steps of this round's switches, each beside the default: the delta
-#               rule's chunk kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B),
+#     ab        the changed kernels' checks (the delta rule's kernel-check and teeth, the
+#               determinism contract and graph replay, the hybrid fixtures' gate), then the A/B
+#               steps of this round's switches, each beside the default: the delta rule's chunk kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B),
 #               the one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~2 min; the
 #               gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
@@ -322,6 +323,16 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
+  # The changed kernels' own checks first (the rest of the gates are quick's).
+  step kernel-check-delta-rule 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule.json"
+  step kernel-check-delta-rule-teeth 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
+    --teeth --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule-teeth.json"
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
+  step model-gate-linear-attention 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5 \
+    tests/fixtures/models/qwen3_5_moe
   step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
     --json "$RECEIPTS/$DAY-kernel-bench-1.json"
   step kernel-bench-delta-rule 120 "$BIN/memra-kernel-bench" --delta-rule \
