@@ -23,9 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
 #     ab        the changed kernels' checks (the delta rule's kernel-check and teeth, the
 #               determinism contract and graph replay, the hybrid fixtures' gate), then the A/B
-#               steps of this round's switches, each beside the default: the delta rule's chunk kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B),
-#               the one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~2 min; the
-#               gates are quick's)
+#               steps of this round's switches, each beside the default: the delta rule's chunk
+#               kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B), the
+#               one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~3 min; the
+#               other gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
