@@ -81,7 +81,12 @@ TEST(Engine, PreemptedEqualsUninterrupted) {
   Harness h = start(o, 128);
   const int n = 8;
   std::vector<Collected> c(n);
+  // Steps slowed while the requests arrive, so they all run together and the cache must preempt
+  // (on a loaded machine the engine finished the first ones alone before the rest were submitted,
+  // and nothing was preempted: a CI run of 2026-12-02 failed that way).
+  h.model->delay_ms = 2;
   for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(10, i), 60, c[i]));
+  h.model->delay_ms = 0;
   for (int i = 0; i < n; ++i) {
     c[i].wait();
     EXPECT_EQ(c[i].ids, expected_greedy(prompt_of(10, i), 60)) << "request " << i;
