@@ -21,9 +21,12 @@
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
-#     ab        the switch under test this round, beside the default (now MEMRA_DECODE_PAIRS:
-#               kernel-check's tiled matmul cases with it, the one-token micro-benchmark, 8B
-#               Q4_K_M decode; ~2 min; the gates are quick's)
+#     ab        the changed kernels' checks (the delta rule's kernel-check and teeth, the
+#               determinism contract and graph replay, the hybrid fixtures' gate), then the A/B
+#               steps of this round's switches, each beside the default: the delta rule's chunk
+#               kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B), the
+#               one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~3 min; the
+#               other gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -321,16 +324,25 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The switch under test (MEMRA_DECODE_PAIRS: Q4_K's one-token products two row tiles a block):
-  # its bits against the ggml-layout kernels, the one-token micro-benchmark and 8B decode with it,
-  # each beside the default.
-  step kernel-check-matmul-tiled-pairs 150 env MEMRA_DECODE_PAIRS=1 "$BIN/memra-kernel-check" \
-    --filter "matmul tiled" --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check-matmul-tiled-pairs.json"
-  step kernel-bench-1-pairs 120 env MEMRA_DECODE_PAIRS=1 "$BIN/memra-kernel-bench" --tokens 1 \
-    --json "$RECEIPTS/$DAY-kernel-bench-1-pairs.json"
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" pairs MEMRA_DECODE_PAIRS=1 -p 512 -n 64 -c 1
+  # The changed kernels' own checks first (the rest of the gates are quick's).
+  step kernel-check-delta-rule 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule.json"
+  step kernel-check-delta-rule-teeth 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
+    --teeth --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule-teeth.json"
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
+  step model-gate-linear-attention 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5 \
+    tests/fixtures/models/qwen3_5_moe
+  step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
+    --json "$RECEIPTS/$DAY-kernel-bench-1.json"
+  step kernel-bench-delta-rule 120 "$BIN/memra-kernel-bench" --delta-rule \
+    --json "$RECEIPTS/$DAY-kernel-bench-delta-rule.json"
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+  bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
+  bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" delta-token MEMRA_DELTA_RULE=token \
+    -p 512 -n 16 -c 1
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

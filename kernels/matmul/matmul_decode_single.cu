@@ -148,70 +148,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   sum.write(a, tile_index * 16);
 }
 
-// The folded types (Q4_K) with two row tiles a block: each warp runs the two tiles' chunk c as two
-// independent mma chains (fold_partial2), so a warp has twice the work in flight between its
-// stalls, and x's fragments are loaded once for both. Why: on the 8B gate/up shape the one-tile
-// kernel issued 0.65 instructions a cycle a scheduler with 5.4 warps each, each warp waiting on
-// its own 16-step chain and fold (Nsight Compute, docs/PERFORMANCE.md sixteenth round), and
-// staging the records in shared memory did not help. Block b of output o covers tiles 2p, 2p + 1
-// (p = b - outs.tile_begin[o], the launch's tile_begin counting tile pairs); an odd last tile
-// runs alone. The same bits as the one-tile kernel (the same chain per tile, the same fold).
-template <DType D>
-__global__ void __launch_bounds__(kThreads, 2)
-    pair_decode_kernel(const MatmulArgs x, const MultiOut outs) {
-  using T = Tiled<D>;
-  detail::wait_for_inputs(detail::Trigger::late);
-  int o = 0;
-  while (o + 1 < outs.n && static_cast<int>(blockIdx.x) >= outs.tile_begin[o + 1]) ++o;
-  MatmulArgs a = x;
-  a.w = outs.w[o];
-  a.y = outs.y[o];
-  a.n_out = outs.n_out[o];
-  a.ldy = outs.ldy[o];
-  const int tile0 = 2 * (static_cast<int>(blockIdx.x) - outs.tile_begin[o]);
-  const bool two = tile0 + 1 < (a.n_out + 15) / 16;
-  __shared__ __align__(16) float part[2][Sum::kSmemFloats];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int n_chunks = a.n_in / kChunk;
-  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
-  const int64_t tile_bytes = static_cast<int64_t>(n_chunks) * T::kBytes;
-  const uint8_t* tile = a.w + tile0 * tile_bytes;
-  Sum sum[2] = {Sum{part[0]}, Sum{part[1]}};
-  for (int r = 0; r < n_rounds; ++r) {
-    const int c = r * kWarps + warp;
-    if (c < n_chunks) {
-      LaneChunk<D> cur[2];
-      cur[0].load(tile + static_cast<int64_t>(c) * T::kBytes, lane);
-      // An odd last tile: the second chain multiplies the first tile's record again, unused.
-      cur[1].load(tile + (two ? tile_bytes : 0) + static_cast<int64_t>(c) * T::kBytes, lane);
-      float f[2][4];
-      fold_partial2(a, cur, lane, c * kChunk, f);
-      if (t == 0) {  // lanes t == 0 hold the partials: registers 0 and 2 are rows g and g + 8
-#pragma unroll
-        for (int m = 0; m < 2; ++m) {
-          float* mine = part[m] + ((r & 1) * kWarps + warp) * Sum::kPartFloats;
-          mine[g] = f[m][0];
-          mine[g + 8] = f[m][2];
-        }
-      }
-    }
-    __syncthreads();  // round r's partials are all written
-    sum[0].fold(r, n_chunks);
-    sum[1].fold(r, n_chunks);
-  }
-  detail::let_dependents_start();  // Trigger::late: only the writes are left
-  sum[0].write(a, tile0 * 16);
-  if (two) sum[1].write(a, (tile0 + 1) * 16);
-}
-
 }  // namespace
-
-// Off unless MEMRA_DECODE_PAIRS=1: written after the session's last device call, not yet
-// measured (kernel-check runs it when the switch is on).
-bool pair_decode_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_PAIRS", false);
-  return enabled;
-}
 
 bool single_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_SINGLE_DECODE", true);
@@ -220,17 +157,6 @@ bool single_decode_enabled() {
 
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  if constexpr (kFold<D>) {
-    if (pair_decode_enabled()) {  // the same outputs, tile_begin counting pairs of tiles
-      MultiOut pairs = outs;
-      for (int o = 0; o < outs.n; ++o)
-        pairs.tile_begin[o + 1] =
-            pairs.tile_begin[o] + (outs.tile_begin[o + 1] - outs.tile_begin[o] + 1) / 2;
-      const auto blocks = static_cast<unsigned>(pairs.tile_begin[pairs.n]);
-      if (blocks > 0) detail::launch(pair_decode_kernel<D>, blocks, kThreads, 0, stream, x, pairs);
-      return;
-    }
-  }
   const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   if (blocks > 0)
     detail::launch(single_decode_kernel<D, false>, blocks, kThreads, 0, stream, x, outs);

@@ -129,9 +129,6 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
-// Q4_K's one-token products with two 16-row tiles a block (two mma chains a warp): off unless
-// MEMRA_DECODE_PAIRS=1 (not yet measured); the same bits.
-bool pair_decode_enabled();
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // The same kernel in expert mode (MultiOut::ids set; x holds the rows the pairs read).

@@ -122,45 +122,4 @@ __device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChun
   fold_chunk(p, s, b, rows[0], rows[1]);
 }
 
-// fold_partial of two row tiles' chunks at the same k0 (cur[0], cur[1]), their chains interleaved
-// step by step: the same operands in the same order for each tile, so the same bits; x's
-// fragments and group sums are loaded once for both.
-template <DType D>
-__device__ __forceinline__ void fold_partial2(const MatmulArgs& a, const LaneChunk<D> (&cur)[2],
-                                              int lane, int k0, float (&p)[2][4]) {
-  static_assert(kFold<D>, "the folded types");
-  const int g = lane >> 2, t = lane & 3;
-  uint2 xf[kChunk / 16];
-#pragma unroll
-  for (int st = 0; st < kChunk / 16; ++st)
-    xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
-                    : make_uint2(0u, 0u);
-  const uint2 bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
-  FoldRow rows[2][2];
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    rows[m][0] = fold_row(cur[m].head[0]);
-    rows[m][1] = fold_row(cur[m].head[1]);
-  }
-  float s[2][4] = {};
-#pragma unroll
-  for (int st = 0; st < kChunk / 16; ++st) {
-#pragma unroll
-    for (int m = 0; m < 2; ++m) {
-      uint32_t af[4];
-      Tiled<D>::folded_frag(cur[m].quad[st >> 2], st & 3,
-                            fold_scales(rows[m][0], rows[m][1], st >> 1), af);
-      mma_f16(s[m], af, xf[st].x, xf[st].y);
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    uint32_t ba[4];
-    bias_a(rows[m][0], rows[m][1], t, ba);
-    float b[4] = {};
-    mma_f16(b, ba, bb.x, bb.y);
-    fold_chunk(p[m], s[m], b, rows[m][0], rows[m][1]);
-  }
-}
-
 }  // namespace memra::kernels::matmul_detail
