@@ -36,7 +36,8 @@ and one_pass plans agree). One table row per case: kernel, shape, dtype, metric,
 error, tolerance, verdict.
 
   --seed N        seed of the random inputs (default: random; always printed, to reproduce)
-  --filter SUBSTR run only the cases whose kernel name contains SUBSTR (e.g. attention, get_rows)
+  --filter SUBSTR run only the kernel families whose name contains SUBSTR (attention, matmul,
+                  get_rows, gated_delta_rule, ...: the family, not a case's row in the table)
   --teeth         run each case with a deliberately broken variant (wrong eps, rope layout
                   swapped, position off by one, a quant byte flipped on the GPU only, window one
                   key short, softcap dropped, kv_store into the wrong slot, a perturbed recurrent
