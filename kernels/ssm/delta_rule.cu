@@ -9,7 +9,7 @@
 //
 // Two kernels share that arithmetic (delta_rule.cuh) and give the same bits; they differ in where
 // a token's scalars (q and k norms, decay, beta: none depends on S) are computed:
-//  - token (delta_rule_legacy.cu): every warp computes them per token, on the token's critical
+//  - token (delta_rule_token.cu): every warp computes them per token, on the token's critical
 //    path, ahead of its 8 columns' update. Kept for decode steps (one token per sequence: there
 //    is nothing to batch, and the grid already has a block per sequence and head).
 //  - chunk (here): lane j computes token t0 + j's decay, beta and the double halves of its norms
@@ -297,7 +297,7 @@ void gated_delta_rule(const StepDev& step, float* ssm_state, const float* qkv, c
     case DeltaRuleKernel::chunk8:
       return launch_cols<8>(rows, step, ssm_state, qkv, a, b, A, dt_bias, shape, out, stream);
     default:
-      return launch_legacy(rows, step, ssm_state, qkv, a, b, A, dt_bias, shape, out, stream);
+      return launch_token(rows, step, ssm_state, qkv, a, b, A, dt_bias, shape, out, stream);
   }
 }
 

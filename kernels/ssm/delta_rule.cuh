@@ -1,6 +1,6 @@
 // Private to kernels/ssm: the pieces of the gated delta rule's arithmetic that both of its kernels
 // (delta_rule.cu, the chunk kernel for prefill, and the per-token kernel before it,
-// delta_rule_legacy.cu, which decode steps still use) share. A state column's update and a token's
+// delta_rule_token.cu, which decode steps still use) share. A state column's update and a token's
 // scalars are written once, here, so the two kernels' bits cannot drift apart: they only schedule
 // the same operations differently (see the comment at the top of delta_rule.cu for why the order is
 // batch- and chunking-invariant).
@@ -177,10 +177,10 @@ __device__ __forceinline__ void state_io(float (&S)[kRows][kCols], float* Sg, in
     }
 }
 
-// The kernel before the per-token scalars were batched over the lanes (delta_rule_legacy.cu):
+// The per-token kernel (delta_rule_token.cu), the one decode steps run:
 // 8 columns per warp, each warp computing every token's norms, decay and beta itself.
-void launch_legacy(int rows, const StepDev& step, float* state, const float* qkv, const float* a,
-                   const float* b, const float* A, const float* dt_bias,
-                   const DeltaRuleShape& shape, float* out, cudaStream_t stream);
+void launch_token(int rows, const StepDev& step, float* state, const float* qkv, const float* a,
+                  const float* b, const float* A, const float* dt_bias, const DeltaRuleShape& shape,
+                  float* out, cudaStream_t stream);
 
 }  // namespace memra::kernels::delta_rule

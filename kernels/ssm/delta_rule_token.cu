@@ -40,9 +40,9 @@ __device__ __forceinline__ void load_token(TokenIn<kRows>& in, const float* qkv,
 
 template <int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
-    legacy_kernel(const int32_t* positions, const int32_t* seq_begin, const int32_t* state_slots,
-                  float* state, const float* qkv, const float* a, const float* b, const float* A,
-                  const float* dt_bias, DeltaRuleShape shape, float* out) {
+    token_kernel(const int32_t* positions, const int32_t* seq_begin, const int32_t* state_slots,
+                 float* state, const float* qkv, const float* a, const float* b, const float* A,
+                 const float* dt_bias, DeltaRuleShape shape, float* out) {
   detail::wait_for_inputs();
   const int lane = threadIdx.x % 32;
   const int col0 = (blockIdx.x * kWarps + threadIdx.x / 32) * kCols;
@@ -94,15 +94,15 @@ void launch(const StepDev& step, float* state, const float* qkv, const float* a,
   const int cols_per_block = kWarps * kCols;
   const dim3 grid((shape.v_dim + cols_per_block - 1) / cols_per_block, shape.n_v_heads,
                   step.n_seqs);
-  detail::launch(legacy_kernel<kRows>, grid, kWarps * 32, 0, stream, step.positions, step.seq_begin,
+  detail::launch(token_kernel<kRows>, grid, kWarps * 32, 0, stream, step.positions, step.seq_begin,
                  step.state_slots, state, qkv, a, b, A, dt_bias, shape, out);
 }
 
 }  // namespace
 
-void launch_legacy(int rows, const StepDev& step, float* state, const float* qkv, const float* a,
-                   const float* b, const float* A, const float* dt_bias,
-                   const DeltaRuleShape& shape, float* out, cudaStream_t stream) {
+void launch_token(int rows, const StepDev& step, float* state, const float* qkv, const float* a,
+                  const float* b, const float* A, const float* dt_bias, const DeltaRuleShape& shape,
+                  float* out, cudaStream_t stream) {
   if (rows <= 1)
     launch<1>(step, state, qkv, a, b, A, dt_bias, shape, out, stream);
   else if (rows <= 2)
