@@ -62,6 +62,14 @@ def main():
                "--section", "SpeedOfLight", "--section", "Occupancy",
                "--section", "MemoryWorkloadAnalysis", "--section", "WarpStateStats",
                "--section", "LaunchStats", "--section", "SchedulerStats",
+               # Why warps wait (cycles a warp spends stalled on each reason per issued
+               # instruction): the sections above give the total only.
+               "--metrics", ",".join(
+                   f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"
+                   for r in ("long_scoreboard", "short_scoreboard", "wait", "barrier",
+                             "math_pipe_throttle", "mio_throttle", "lg_throttle",
+                             "not_selected", "selected", "dispatch_stall", "no_instruction",
+                             "membar", "branch_resolving", "drain", "imc_miss", "tex_throttle")),
                os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
                *args.bench_args.split()]
         print("$", " ".join(cmd), flush=True)
