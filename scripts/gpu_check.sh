@@ -20,7 +20,8 @@
 #               at 16,384 tokens of context with each (~5 min; not part of full: every step is
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
-#               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens (~4 min; not part of full)
+#               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
+#               MoE shapes (~6 min; not part of full)
 #     ab        the changed kernels' checks (the delta rule's kernel-check and teeth, the
 #               determinism contract and graph replay, the hybrid fixtures' gate), then the A/B
 #               steps of this round's switches, each beside the default: the delta rule's chunk
@@ -363,6 +364,18 @@ if [ "$MODE" = profile ]; then
   step profile-qwen3.5-9b-q4_k_m-pp512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 1000 --count 2000 \
     --bench-args "-p 512 -n 2 -r 3 -c 1"
+  rm -f "$MODELS_DIR/qwen3.5-9b-q4_k_m.gguf"
+  # The two mixture-of-experts figures furthest from their ceilings (issue 11): one-token decode
+  # of Qwen3-30B-A3B (~10% of its active-weight ceiling) and Gemma 4 26B-A4B (7%, and how many
+  # kernels a layer it launches).
+  step profile-qwen3-30b-a3b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" --skip 6000 --count 1500 \
+    --bench-args "-n 64 -r 3 -c 1"
+  rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
+  step profile-gemma-4-26b-a4b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 1500 \
+    --bench-args "-n 64 -r 3 -c 1"
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
