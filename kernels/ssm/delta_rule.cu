@@ -143,14 +143,14 @@ __global__ void __launch_bounds__(kWarps * 32)
                  const float* dt_bias, DeltaRuleShape shape, float* out) {
   detail::wait_for_inputs();
   const int lane = threadIdx.x % 32;
-  const int col0 = (blockIdx.x * kWarps + threadIdx.x / 32) * kCols;
+  const int col0 = warp_col0<kCols>();
   const int k_dim = shape.k_dim, v_dim = shape.v_dim, nv = shape.n_v_heads;
   if (col0 >= v_dim) return;  // a whole warp: nothing below needs its lanes
-  const int hv = blockIdx.y;
-  const int64_t s = blockIdx.z;
-  const int64_t begin = seq_begin[s], end = seq_begin[s + 1];
-  const Offsets off(shape, hv);
-  float* Sg = state + (static_cast<int64_t>(state_slots[s]) * nv + hv) * k_dim * v_dim;
+  const WarpSlice w(seq_begin, state_slots, state, shape);
+  const int hv = w.hv;
+  const int64_t begin = w.begin, end = w.end;
+  const Offsets& off = w.off;
+  float* Sg = w.Sg;
   float S[kRows][kCols];
   state_io<kRows, kCols, false>(S, Sg, k_dim, v_dim, col0);
   const double q_scale = 1.0 / sqrt(static_cast<double>(k_dim));

@@ -33,6 +33,28 @@ struct Offsets {
         v(2 * int64_t{s.n_k_heads} * s.k_dim + int64_t{hv} * s.v_dim) {}
 };
 
+// What a warp of either kernel owns (the grid: column groups x v heads x sequences): its first
+// state column (warp_col0; the caller returns when it is past v_dim), then its v head, its
+// sequence's tokens [begin, end), where their inputs sit, and its state matrix.
+template <int kCols>
+__device__ __forceinline__ int warp_col0() {
+  return (blockIdx.x * kWarps + threadIdx.x / 32) * kCols;
+}
+struct WarpSlice {
+  int hv;
+  int64_t begin, end;
+  Offsets off;
+  float* Sg;
+  __device__ WarpSlice(const int32_t* seq_begin, const int32_t* state_slots, float* state,
+                       const DeltaRuleShape& shape)
+      : hv(blockIdx.y),
+        begin(seq_begin[blockIdx.z]),
+        end(seq_begin[blockIdx.z + 1]),
+        off(shape, hv),
+        Sg(state + (static_cast<int64_t>(state_slots[blockIdx.z]) * shape.n_v_heads + hv) *
+                       shape.k_dim * shape.v_dim) {}
+};
+
 // This lane's rows of one token's q and k (zeros past k_dim, and all zeros unless `valid`).
 template <int kRows>
 __device__ __forceinline__ void load_qk(float (&q)[kRows], float (&k)[kRows], const float* qkv,
