@@ -351,15 +351,15 @@ if [ "$MODE" = profile ]; then
   # one-token decode (furthest from its target) and
   # the two figures whose time is not yet broken down (64-sequence decode, the hybrid's prefill).
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 4000 --count 1000 \
-    --bench-args "-n 64 -r 3 -c 1"
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
+    --bench-args "-n 128 -r 3 -c 1"
   # The one-token matrix kernel's limits (throughput, stalls, bytes in flight): the four
   # products of one layer (q/k/v, o, gate/up, down).
   step profile-detail-single-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail single_decode_kernel --skip 400 \
     --count 4 --bench-args "-n 64 -r 3 -c 1"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 16000 --count 1500 \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 16000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 64"
   step profile-qwen3.5-9b-q4_k_m-pp512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 1000 --count 2000 \
@@ -369,11 +369,11 @@ if [ "$MODE" = profile ]; then
   # of Qwen3-30B-A3B (~10% of its active-weight ceiling) and Gemma 4 26B-A4B (7%, and how many
   # kernels a layer it launches).
   step profile-qwen3-30b-a3b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" --skip 6000 --count 1500 \
+    --model "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   step profile-gemma-4-26b-a4b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 1500 \
+    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
 fi

@@ -9,7 +9,9 @@ kernels, and `memra bench` for the step time itself.
     scripts/gpu_profile.py --bin .device/bin --model /tmp/memra-synth/qwen3-8b-q4_k_m.gguf
 
 A decode step is counted by its last kernel (argmax_rows by default: greedy bench steps end
-with it).
+with it). Only whole steps inside the window count, and only decode steps: a step with a kernel
+matching --prefill-kernel (the attention kernel's multi-query form, which prompts take) is left
+out and counted apart, so a window that lands in a prefill says so instead of passing for decode.
 """
 import argparse
 import collections
@@ -17,6 +19,7 @@ import csv
 import glob
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +52,8 @@ def main():
     ap.add_argument("--skip", type=int, default=4000, help="launches skipped (load, prefill)")
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
+    ap.add_argument("--prefill-kernel", default=r"attention_kernel<\d+, [^,]+, 1",
+                    help="regex of a kernel only prompt (prefill) steps run")
     ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
     ap.add_argument("--detail", metavar="REGEX",
                     help="instead of the per-kernel table: Nsight Compute's throughput, occupancy, "
@@ -92,8 +97,7 @@ def main():
     if start is None:
         print(out.stdout[-3000:], out.stderr[-3000:], sep="\n")
         sys.exit("gpu_profile: no ncu results")
-    total = collections.Counter()
-    count = collections.Counter()
+    launches = []  # (name, microseconds) in launch order
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
@@ -103,19 +107,33 @@ def main():
                   "ms": 1e3}
         if unit not in scales:
             sys.exit(f"gpu_profile: unknown time unit '{unit}'")
-        scale = scales[unit]
-        name = short_name(row["Kernel Name"])
-        total[name] += value * scale
-        count[name] += 1
-    steps = sum(c for n, c in count.items() if args.step_kernel in n) or 1
+        launches.append((short_name(row["Kernel Name"]), value * scales[unit]))
+    # Whole steps: from after one step kernel through the next.
+    ends = [i for i, (n, _) in enumerate(launches) if args.step_kernel in n]
+    prefill = re.compile(args.prefill_kernel)
+    total = collections.Counter()
+    count = collections.Counter()
+    steps = skipped = 0
+    for a, b in zip(ends, ends[1:]):
+        step = launches[a + 1:b + 1]
+        if any(prefill.search(n) for n, _ in step):
+            skipped += 1
+            continue
+        steps += 1
+        for n, us in step:
+            total[n] += us
+            count[n] += 1
+    print(f"{len(launches)} launches; {steps} whole decode steps (by '{args.step_kernel}'), "
+          f"{skipped} prompt steps left out")
+    if steps == 0:
+        sys.exit("gpu_profile: no whole decode step in the window (move --skip or widen --count)")
     window = sum(total.values())
-    print(f"{sum(count.values())} launches, {steps} steps (by '{args.step_kernel}'), "
-          f"{window:.1f} us serialized kernel time, {window / steps:.1f} us per step")
+    print(f"{window:.1f} us serialized kernel time, {window / steps:.1f} us per step, "
+          f"{sum(count.values()) / steps:.0f} launches per step")
     print(f"{'kernel':90s} {'launches':>8s} {'us/step':>9s} {'us/launch':>9s} {'share':>6s}")
     for name, us in total.most_common():
         print(f"{name:90s} {count[name]:8d} {us / steps:9.1f} {us / count[name]:9.2f} "
               f"{100 * us / window:5.1f}%")
-
 
 if __name__ == "__main__":
     main()
