@@ -22,12 +22,11 @@
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes (~6 min; not part of full)
-#     ab        the changed kernels' checks (the delta rule's kernel-check and teeth, the
-#               determinism contract and graph replay, the hybrid fixtures' gate), then the A/B
-#               steps of this round's switches, each beside the default: the delta rule's chunk
-#               kernel (MEMRA_DELTA_RULE; kernel-bench --delta-rule and Qwen3.5-9B), the
-#               one-token matmul micro-benchmark, 8B Q4_K_M at 1/8/64 sequences (~3 min; the
-#               other gates are quick's)
+#     ab        the changed kernels' checks (the matrix kernels' kernel-check and teeth, the
+#               determinism contract and graph replay), then the A/B steps of this round's
+#               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
+#               MEMRA_DECODE_CLUSTER; kernel-bench at 64 and 32 tokens), 8B Q4_K_M at 1/8/64
+#               sequences and at 64 without it (~4 min; the other gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -325,25 +324,32 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The changed kernels' own checks first (the rest of the gates are quick's).
-  step kernel-check-delta-rule 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule.json"
-  step kernel-check-delta-rule-teeth 120 "$BIN/memra-kernel-check" --filter gated_delta_rule \
-    --teeth --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-delta-rule-teeth.json"
+  # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
+  # (the cluster decode kernel at 17-64 tokens against the ggml-layout kernels, bit for bit).
+  step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
+  step kernel-check-matmul-teeth 180 "$BIN/memra-kernel-check" --filter matmul --teeth \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul-teeth.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  step model-gate-linear-attention 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-linear-attention.json" tests/fixtures/models/qwen3_5 \
-    tests/fixtures/models/qwen3_5_moe
-  step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
-    --json "$RECEIPTS/$DAY-kernel-bench-1.json"
-  step kernel-bench-delta-rule 120 "$BIN/memra-kernel-bench" --delta-rule \
-    --json "$RECEIPTS/$DAY-kernel-bench-delta-rule.json"
+  # The matrices at 64 and 32 tokens: the cluster kernel (4 blocks a cluster), its cluster sizes
+  # 2 and 8, and the kernels before it (MEMRA_CLUSTER_DECODE=0).
+  step kernel-bench-64 120 "$BIN/memra-kernel-bench" --tokens 64 \
+    --json "$RECEIPTS/$DAY-kernel-bench-64.json"
+  step kernel-bench-64-unclustered 120 env MEMRA_CLUSTER_DECODE=0 "$BIN/memra-kernel-bench" \
+    --tokens 64 --json "$RECEIPTS/$DAY-kernel-bench-64-unclustered.json"
+  step kernel-bench-64-cluster2 120 env MEMRA_DECODE_CLUSTER=2 "$BIN/memra-kernel-bench" \
+    --tokens 64 --json "$RECEIPTS/$DAY-kernel-bench-64-cluster2.json"
+  step kernel-bench-64-cluster8 120 env MEMRA_DECODE_CLUSTER=8 "$BIN/memra-kernel-bench" \
+    --tokens 64 --json "$RECEIPTS/$DAY-kernel-bench-64-cluster8.json"
+  step kernel-bench-32 120 "$BIN/memra-kernel-bench" --tokens 32 \
+    --json "$RECEIPTS/$DAY-kernel-bench-32.json"
+  step kernel-bench-32-unclustered 120 env MEMRA_CLUSTER_DECODE=0 "$BIN/memra-kernel-bench" \
+    --tokens 32 --json "$RECEIPTS/$DAY-kernel-bench-32-unclustered.json"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
+    -n 64 -c 64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
-  bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
-  bench_with "$(synth qwen3.5-9b q4_k_m --fast-quant)" delta-token MEMRA_DELTA_RULE=token \
-    -p 512 -n 16 -c 1
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

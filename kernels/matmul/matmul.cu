@@ -299,6 +299,8 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         }
+      } else if (matmul_detail::cluster_decode_pays(args.n_tokens)) {
+        matmul_detail::launch_decode_cluster<D>(args, stream);
       } else if (args.n_tokens <= kDecodeTokens) {
         matmul_detail::launch_decode_tiled<D>(args, stream);
       } else {
@@ -315,10 +317,12 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 }
 
 // Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
-// device), which reads x in physical k order.
+// device), which reads x in physical k order. Where the cluster decode kernel takes the token count
+// it takes every tiled output (measured faster than wgmma at 64 tokens: docs/PERFORMANCE.md,
+// seventeenth round).
 bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
   return o.layout == WeightLayout::tiled && o.n_out > 0 && wgmma_pays(o.n_out, n_tokens) &&
-         matmul_detail::prefill_wgmma_available();
+         !matmul_detail::cluster_decode_pays(n_tokens) && matmul_detail::prefill_wgmma_available();
 }
 
 bool aligned16(const void* p) {

@@ -57,7 +57,15 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
         for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
       }
       float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
-      chunk_partial<D, kNT>(a, cur, b1, lane, k0, acc[0]);
+      chunk_partial<D, kNT>(
+          a, cur,
+          [&](int n, int s) {
+            if constexpr (kNT == 1)
+              return b1[s];
+            else
+              return x_frag(a, n, g, t, k0, s, kChunk / 16);
+          },
+          lane, k0, acc[0]);
       sum.store(acc, r, warp, g, t);
     }
     __syncthreads();  // round r's partials are all written

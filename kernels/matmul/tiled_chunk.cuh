@@ -1,7 +1,8 @@
 // Private to kernels/matmul: one warp's chunk partial p_c (matmul.cu's canonical order) of one
-// 16-row tile over tiled weights (tiled.cuh), shared by the decode kernels that read records from
-// global memory (matmul_decode_tiled.cu) and from a shared-memory ring (matmul_decode_stream.cu),
-// so both compute every partial with the same instructions on the same operands.
+// 16-row tile over tiled weights (tiled.cuh), shared by the decode kernels that read records and x
+// from global memory (matmul_decode_tiled.cu) and from shared-memory stages
+// (matmul_decode_cluster.cu), so both compute every partial with the same instructions on the
+// same operands.
 #pragma once
 
 #include "kernels/matmul/decode_common.cuh"
@@ -29,10 +30,10 @@ struct LaneChunk {
 
 // acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
 // tile in step order (the whole chunk for F16/BF16 and the folded types, one scale group for the
-// other quantized types). fold: the rows' headers, whose group scales multiply A (fold.cuh).
-template <DType D, int kNT, int kSteps>
-__device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D>& cur,
-                                          const uint2* b1, int g, int t, int k0, int s0,
+// other quantized types). xf(n, s): the lane's B fragment of token tile n, step s (zero past the
+// batch). fold: the rows' headers, whose group scales multiply A (fold.cuh).
+template <DType D, int kNT, int kSteps, typename XF>
+__device__ __forceinline__ void mma_steps(const LaneChunk<D>& cur, XF&& xf, int s0,
                                           float (&acc)[kNT][4], const FoldRow* fold = nullptr) {
 #pragma unroll
   for (int u = 0; u < kSteps; ++u) {
@@ -44,27 +45,26 @@ __device__ __forceinline__ void mma_steps(const MatmulArgs& a, const LaneChunk<D
       Tiled<D>::frag(cur.quad[s >> 2], s & 3, af);
 #pragma unroll
     for (int n = 0; n < kNT; ++n) {
-      const uint2 b = kNT == 1 ? b1[s] : x_frag(a, n, g, t, k0, s, kChunk / 16);
+      const uint2 b = xf(n, s);
       mma_f16(acc[n], af, b.x, b.y);
     }
   }
 }
 
-// The chunk at k0 of the lane's tile: acc[n] = p_c for token tile n (from +0). b1: the x
-// fragments of the chunk's 16 steps when kNT == 1 (one token tile), else unused.
-template <DType D, int kNT>
-__device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChunk<D>& cur,
-                                              const uint2* b1, int lane, int k0,
-                                              float (&acc)[kNT][4]) {
+// The chunk at k0 of the lane's tile: acc[n] = p_c for token tile n (from +0). xf: the B
+// fragments (mma_steps); a: the group sums of x (xsum) the folded types' mins take.
+template <DType D, int kNT, typename XF>
+__device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChunk<D>& cur, XF&& xf,
+                                              int lane, int k0, float (&acc)[kNT][4]) {
   using T = Tiled<D>;
   constexpr int kGroupSteps = T::kGroup / 16;
   constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
   const int g = lane >> 2, t = lane & 3;
   if constexpr (!T::kScaled) {
-    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc);
+    mma_steps<D, kNT, kChunk / 16>(cur, xf, 0, acc);
   } else if constexpr (kFold<D>) {  // s into acc (the caller's +0), then the chunk's end
     const FoldRow rows[1][2] = {{fold_row(cur.head[0]), fold_row(cur.head[1])}};
-    mma_steps<D, kNT, kChunk / 16>(a, cur, b1, g, t, k0, 0, acc, rows[0]);
+    mma_steps<D, kNT, kChunk / 16>(cur, xf, 0, acc, rows[0]);
     uint2 bb[kNT];
     bias_b_tiles(a, 0, k0 / kChunk, g, t, bb);
     fold_tiles(reinterpret_cast<float(&)[1][kNT][4]>(acc), rows, bb, t);
@@ -85,7 +85,7 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
       for (int h = 0; h < 2; ++h)
         sc[h] = make_float2(__shfl_sync(0xffffffffu, own[h][j >> 2].x, src), 0.0f);
       float grp[kNT][4] = {};
-      mma_steps<D, kNT, kGroupSteps>(a, cur, b1, g, t, k0, j * kGroupSteps, grp);
+      mma_steps<D, kNT, kGroupSteps>(cur, xf, j * kGroupSteps, grp);
 #pragma unroll
       for (int n = 0; n < kNT; ++n) apply_group<false>(acc[n], grp[n], sc[0], sc[1], {});
     }

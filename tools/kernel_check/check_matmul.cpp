@@ -231,7 +231,7 @@ void check_tiled_model_shapes(Context& ctx) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
-      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{40}, int64_t{256}}) {
+      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{256}}) {
         const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
         Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
         Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
@@ -483,6 +483,7 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 256, 333, 300, 333);
     check_one(ctx, dtype, 512, 96, 6, 96, true);   // decode kernel
     check_one(ctx, dtype, 512, 96, 41, 96, true);  // batched decode kernel
+    check_one(ctx, dtype, 768, 80, 24, 80);  // 17-32 tokens (the cluster kernel's smaller form)
     check_one(ctx, dtype, 512, 96, 70, 96, true);  // prefill kernel
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);

@@ -1,0 +1,246 @@
+// The decode matmul at 17-64 tokens over tiled weights (tiled.cuh) on Hopper (sm_90a): x staged
+// once in shared memory for a cluster of blocks instead of read per 16-row tile from L2.
+//
+// Why. The tiled decode kernel (matmul_decode_tiled.cu) gives each 16-row tile its own block,
+// which reads the batch's whole x from L2 as mma B fragments: at 64 tokens and K = 4096 that is
+// 512 KB a tile, 134 MB for a 4096-row matrix against its 9 MB of Q4_K weights, and the Qwen3-8B
+// profile at 64 sequences measured those launches at 47-58 us (L2-bound, 55% of the step). Here
+// a block owns two row tiles and a cluster of blocks (MEMRA_DECODE_CLUSTER, 4 by default) shares
+// each chunk of x: every block's copy warp bulk-copies a share of the chunk's token rows with
+// multicast into every block of the cluster, so x crosses L2 once per cluster (32 rows x 4
+// blocks = 128 rows) instead of once per 16 rows.
+//
+// Block: kTiles = 2 m16 row tiles x the batch's tokens (8 kNT, absent ones zero), kSplit = 2
+// compute warps a tile (warp p takes the tile's chunks c = p, p + 2, ...) and one copy warp, whose
+// first lane fills kStages stages of [x chunk: the tokens' 256 f16 each, rows 544 bytes apart so
+// the B loads are conflict-free | the block's two tile records of the chunk] on a "full"
+// mbarrier. A compute warp, done with a stage, arrives on that stage's "empty" mbarrier in every
+// block of the cluster (each one's multicast writes there), so a copy lane refills a stage only
+// once all the cluster's readers are gone.
+//
+// Order: every chunk partial p_c is chunk_partial's (tiled_chunk.cuh), the tiled decode kernel's
+// instructions on the same operands (B fragments read from shared memory instead of global, the
+// same values), so the same bits; the tile's warp 0 keeps the running sum and adds each round's
+// partials in chunk order (its own, then warp 1's through shared memory), matmul.cu's canonical
+// order. kernel-check compares the outputs with the ggml-layout kernels bit for bit.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/env.h"
+#include "core/error.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/cluster.cuh"
+#include "kernels/matmul/tiled_chunk.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+constexpr int kTiles = 2;  // m16 row tiles a block
+constexpr int kSplit = 2;  // compute warps a tile, taking its chunks in turn
+constexpr int kCompute = kTiles * kSplit;
+constexpr int kThreads = (kCompute + 1) * 32;  // + the copy warp
+constexpr int kXRow = 2 * kChunk + 32;         // bytes between staged token rows
+constexpr int kMaxSmemHopper = 227 * 1024;
+
+template <DType D, int kNT>
+struct ClusterCfg {
+  using T = Tiled<D>;
+  static constexpr int kStages = 4;
+  static constexpr int kXBytes = 8 * kNT * kXRow;
+  static constexpr int kStage = kXBytes + kTiles * T::kBytes;
+  // The partials warps p > 0 hand to their tile's warp 0: [round % 2][p - 1][tile][register][lane].
+  static constexpr int kXchgFloats = 2 * (kSplit - 1) * kTiles * kNT * 4 * 32;
+  static constexpr int kSmem = kStages * kStage + 4 * kXchgFloats + 2 * kStages * 8;
+  static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+  static_assert(kXRow % 16 == 0 && T::kBytes % 16 == 0, "bulk copies of 16-byte pieces");
+};
+
+template <DType D, int kNT>
+__global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const MatmulArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = ClusterCfg<D, kNT>;
+  using T = Tiled<D>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  float* xchg = reinterpret_cast<float*>(smem + C::kStages * C::kStage);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::kStage + 4 * C::kXchgFloats);
+  uint64_t* empty = full + C::kStages;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_chunks = a.n_in / kChunk;
+  const uint32_t rank = cluster_rank(), n_blocks = cluster_size();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, static_cast<int>(n_blocks) * kTiles);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  // Token rows past the batch stay zero in every stage: the copies write only the batch's rows.
+  for (int s = 0; s < C::kStages; ++s) {
+    uint4* xs = reinterpret_cast<uint4*>(smem + s * C::kStage);
+    for (int i = a.n_tokens * (kXRow / 16) + threadIdx.x; i < C::kXBytes / 16; i += kThreads)
+      xs[i] = make_uint4(0u, 0u, 0u, 0u);
+  }
+  detail::wait_for_inputs(detail::Trigger::late);
+  cluster_sync();  // every block's barriers exist before any copy lands or arrival comes
+
+  const int tile0 = static_cast<int>(blockIdx.x) * kTiles;
+  if (warp == kCompute) {
+    if (lane == 0) {
+      const int last_tile = (a.n_out + 15) / 16 - 1;
+      const uint16_t all = static_cast<uint16_t>((1u << n_blocks) - 1u);
+      for (int c = 0; c < n_chunks; ++c) {
+        const int s = c % C::kStages;
+        if (c >= C::kStages) mbar_wait_cluster(empty + s, (c / C::kStages - 1) & 1);
+        uint8_t* stage = smem + s * C::kStage;
+        mbar_arrive_expect_tx(full + s, a.n_tokens * 2 * kChunk + kTiles * T::kBytes);
+        for (int i = 0; i < kTiles; ++i) {
+          const int64_t tile = min(tile0 + i, last_tile);  // a tile past the matrix: never stored
+          bulk_copy(stage + C::kXBytes + i * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes,
+                    T::kBytes, full + s);
+        }
+        for (int n = static_cast<int>(rank); n < a.n_tokens; n += static_cast<int>(n_blocks)) {
+          bulk_copy_multicast(stage + n * kXRow,
+                              a.xh + static_cast<int64_t>(n) * a.n_in + c * kChunk, 2 * kChunk,
+                              full + s, all);
+        }
+      }
+    }
+    detail::let_dependents_start();
+  } else {
+    const int i = warp % kTiles, p = warp / kTiles, g = lane >> 2, t = lane & 3;
+    constexpr int kRegs = kNT * 4;
+    auto xchg_slot = [&](int r, int q) {  // warp q's partial of round r, this lane's registers
+      return xchg + (((r & 1) * (kSplit - 1) + q - 1) * kTiles + i) * kRegs * 32 + lane;
+    };
+    float total[kNT][4] = {};
+    const int n_rounds = (n_chunks + kSplit - 1) / kSplit;
+    for (int r = 0; r < n_rounds; ++r) {
+      const int c = r * kSplit + p;
+      float acc[kNT][4] = {};  // the chunk partial p_c (matmul.cu), from +0
+      if (c < n_chunks) {
+        const int s = c % C::kStages;
+        mbar_wait(full + s, (c / C::kStages) & 1);
+        const uint8_t* stage = smem + s * C::kStage;
+        LaneChunk<D> cur;
+        cur.load(stage + C::kXBytes + i * T::kBytes, lane);
+        const uint8_t* xrow = stage + g * kXRow + 8 * t;  // token g's elements 4t.. of each step
+        chunk_partial<D, kNT>(
+            a, cur,
+            [&](int n, int st) {
+              return *reinterpret_cast<const uint2*>(xrow + 8 * n * kXRow + 32 * st);
+            },
+            lane, c * kChunk, acc);
+        __syncwarp();
+        if (lane < static_cast<int>(n_blocks)) mbar_arrive_remote(empty + s, lane);
+        if (p > 0) {
+          float* mine = xchg_slot(r, p);
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) mine[(4 * n + j) * 32] = acc[n][j];
+          }
+        }
+      }
+      named_barrier_sync(1 + i, kSplit * 32);  // the tile's partials of round r are written
+      if (p == 0) {
+#pragma unroll
+        for (int q = 0; q < kSplit; ++q) {
+          const int cq = r * kSplit + q;
+          if (cq < n_chunks) {
+            const float* theirs = q == 0 ? nullptr : xchg_slot(r, q);
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const float v = q == 0 ? acc[n][j] : theirs[(4 * n + j) * 32];
+                total[n][j] = cq == 0 ? v : __fadd_rn(total[n][j], v);
+              }
+            }
+          }
+        }
+      }
+    }
+    detail::let_dependents_start();  // only the writes are left
+    if (p == 0) {
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int row = (tile0 + i) * 16 + g + 8 * (j >> 1);
+          const int tok = 8 * n + 2 * t + (j & 1);
+          if (row < a.n_out && tok < a.n_tokens)
+            a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][j] * a.xinv[tok];
+        }
+      }
+    }
+  }
+  cluster_sync();  // no block leaves while another may still copy into it or arrive on it
+#else
+  __trap();  // launched only where cluster_decode_pays() found sm_90a code
+#endif
+}
+
+// MEMRA_DECODE_CLUSTER: blocks a cluster (1, 2, 4 or 8; the A/B of the multicast's reach).
+int cluster_blocks() {
+  static const int n = [] {
+    const char* v = std::getenv("MEMRA_DECODE_CLUSTER");
+    if (v == nullptr || *v == '\0') return 4;
+    for (const char* ok : {"1", "2", "4", "8"}) {
+      if (std::strcmp(v, ok) == 0) return std::atoi(v);
+    }
+    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_CLUSTER={} is not 1, 2, 4 or 8", v);
+  }();
+  return n;
+}
+
+template <DType D, int kNT>
+void launch(const MatmulArgs& a, cudaStream_t stream) {
+  using C = ClusterCfg<D, kNT>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(cluster_decode_kernel<D, kNT>, C::kSmem, smem_set);
+  const int n_cluster = cluster_blocks();
+  const int tiles = (a.n_out + 15) / 16;
+  const int blocks = ((tiles + kTiles - 1) / kTiles + n_cluster - 1) / n_cluster * n_cluster;
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = static_cast<unsigned>(n_cluster);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = C::kSmem;
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = detail::programmatic_launch() ? 2 : 1;
+  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT>, a);
+}
+
+}  // namespace
+
+bool cluster_decode_pays(int64_t n_tokens) {
+  static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
+  return enabled && n_tokens > kClusterMinTokens && n_tokens <= kDecodeTokens &&
+         prefill_wgmma_available();
+}
+
+template <DType D>
+void launch_decode_cluster(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_tokens <= 32) {
+    launch<D, 4>(a, stream);
+  } else {
+    launch<D, 8>(a, stream);
+  }
+}
+
+template void launch_decode_cluster<DType::q4_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_cluster<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_cluster<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_cluster<DType::f16>(const MatmulArgs&, cudaStream_t);
+template void launch_decode_cluster<DType::bf16>(const MatmulArgs&, cudaStream_t);
+
+}  // namespace memra::kernels::matmul_detail
