@@ -58,7 +58,8 @@ struct ClusterCfg {
 };
 
 template <DType D, int kNT>
-__global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const MatmulArgs a) {
+__global__ void __launch_bounds__(kThreads, 1)
+    cluster_decode_kernel(const MatmulArgs a, int copy_lanes) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = ClusterCfg<D, kNT>;
   using T = Tiled<D>;
@@ -87,20 +88,26 @@ __global__ void __launch_bounds__(kThreads, 1) cluster_decode_kernel(const Matmu
 
   const int tile0 = static_cast<int>(blockIdx.x) * kTiles;
   if (warp == kCompute) {
-    if (lane == 0) {
+    // One lane (copy_lanes 1) or every lane of the warp (32) issues the copies: lane 0 announces
+    // the stage's bytes, each lane issues its share of the records and token rows (a copy may
+    // complete before the announcement: the phase still waits for that arrival).
+    const int lanes = copy_lanes;
+    if (lane < lanes) {
       const int last_tile = (a.n_out + 15) / 16 - 1;
       const uint16_t all = static_cast<uint16_t>((1u << n_blocks) - 1u);
       for (int c = 0; c < n_chunks; ++c) {
         const int s = c % C::kStages;
         if (c >= C::kStages) mbar_wait_cluster(empty + s, (c / C::kStages - 1) & 1);
         uint8_t* stage = smem + s * C::kStage;
-        mbar_arrive_expect_tx(full + s, a.n_tokens * 2 * kChunk + kTiles * T::kBytes);
-        for (int i = 0; i < kTiles; ++i) {
+        if (lane == 0)
+          mbar_arrive_expect_tx(full + s, a.n_tokens * 2 * kChunk + kTiles * T::kBytes);
+        for (int i = lane; i < kTiles; i += lanes) {
           const int64_t tile = min(tile0 + i, last_tile);  // a tile past the matrix: never stored
           bulk_copy(stage + C::kXBytes + i * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes,
                     T::kBytes, full + s);
         }
-        for (int n = static_cast<int>(rank); n < a.n_tokens; n += static_cast<int>(n_blocks)) {
+        for (int n = static_cast<int>(rank) + lane * static_cast<int>(n_blocks); n < a.n_tokens;
+             n += lanes * static_cast<int>(n_blocks)) {
           bulk_copy_multicast(stage + n * kXRow,
                               a.xh + static_cast<int64_t>(n) * a.n_in + c * kChunk, 2 * kChunk,
                               full + s, all);
@@ -195,6 +202,12 @@ int cluster_blocks() {
   return n;
 }
 
+// MEMRA_DECODE_COPY_LANES=0: one lane of the copy warp issues every copy (the A/B).
+int copy_lanes() {
+  static const int n = env_switch("MEMRA_DECODE_COPY_LANES", true) ? 32 : 1;
+  return n;
+}
+
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = ClusterCfg<D, kNT>;
@@ -217,7 +230,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = detail::programmatic_launch() ? 2 : 1;
-  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT>, a);
+  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT>, a, copy_lanes());
 }
 
 }  // namespace
