@@ -346,10 +346,10 @@ if [ "$MODE" = ab ]; then
   kbench 32 32
   kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
   # Where the cluster kernel's time goes: throughput, memory and warp stall reasons of two
-  # launches (Q4_K qkv and gate at 64 tokens).
+  # Q4_K launches at 64 tokens.
   step profile-detail-cluster-decode 120 "$(command -v ncu || ls /usr/local/cuda*/bin/ncu | tail -n 1)" \
-    --clock-control none --cache-control none --kernel-name regex:cluster_decode \
-    --launch-skip 300 --launch-count 2 --section SpeedOfLight --section WarpStateStats \
+    --clock-control none --cache-control none --kernel-name-base demangled \
+    --kernel-name "regex:cluster_decode_kernel<12, 8>" --launch-skip 60 --launch-count 2 --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section SchedulerStats --metrics "$(printf \
     'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard \
     short_scoreboard wait barrier membar sleeping math_pipe_throttle mio_throttle lg_throttle \

@@ -10,17 +10,18 @@
 // multicast into every block of the cluster, so x crosses L2 once per cluster (32 rows x 4
 // blocks = 128 rows) instead of once per 16 rows.
 //
-// Block: kTiles = 2 m16 row tiles x the batch's tokens (8 kNT, absent ones zero), kSplit = 2
-// compute warps a tile (warp p takes the tile's chunks c = p, p + 2, ...) and one copy warp, whose
-// first lane fills kStages stages of [x chunk: the tokens' 256 f16 each, rows 544 bytes apart so
-// the B loads are conflict-free | the block's two tile records of the chunk] on a "full"
-// mbarrier. A compute warp, done with a stage, arrives on that stage's "empty" mbarrier in every
-// block of the cluster (each one's multicast writes there), so a copy lane refills a stage only
-// once all the cluster's readers are gone.
+// Block: kTiles = 2 m16 row tiles x the batch's tokens (8 kNT, absent ones zero). Eight compute
+// warps: for each tile and token half (a team), kSplit = 2 warps taking the tile's chunks in turn
+// (c = p, p + 2, ...), so each of the SM's schedulers has two; and one copy warp, whose lanes fill
+// kStages stages of [x chunk: the tokens' 256 f16 each, rows 544 bytes apart so the B loads are
+// conflict-free | the block's two tile records of the chunk] on a "full" mbarrier. A compute warp,
+// done with a stage, arrives on that stage's "empty" mbarrier in every block of the cluster (each
+// one's multicast writes there), so a copy lane refills a stage only once all the cluster's
+// readers are gone.
 //
 // Order: every chunk partial p_c is chunk_partial's (tiled_chunk.cuh), the tiled decode kernel's
 // instructions on the same operands (B fragments read from shared memory instead of global, the
-// same values), so the same bits; the tile's warp 0 keeps the running sum and adds each round's
+// same values), so the same bits; the team's warp 0 keeps the running sum and adds each round's
 // partials in chunk order (its own, then warp 1's through shared memory), matmul.cu's canonical
 // order. kernel-check compares the outputs with the ggml-layout kernels bit for bit.
 #include <atomic>
@@ -37,9 +38,11 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kTiles = 2;  // m16 row tiles a block
-constexpr int kSplit = 2;  // compute warps a tile, taking its chunks in turn
-constexpr int kCompute = kTiles * kSplit;
+constexpr int kTiles = 2;   // m16 row tiles a block
+constexpr int kHalves = 2;  // token halves: warps a tile and chunk, each with half the tokens
+constexpr int kSplit = 2;   // warps a tile and half, taking its chunks in turn
+constexpr int kTeams = kTiles * kHalves;  // a team: the kSplit warps of one tile and half
+constexpr int kCompute = kTeams * kSplit;
 constexpr int kThreads = (kCompute + 1) * 32;  // + the copy warp
 constexpr int kXRow = 2 * kChunk + 32;         // bytes between staged token rows
 constexpr int kMaxSmemHopper = 227 * 1024;
@@ -50,8 +53,10 @@ struct ClusterCfg {
   static constexpr int kStages = 4;
   static constexpr int kXBytes = 8 * kNT * kXRow;
   static constexpr int kStage = kXBytes + kTiles * T::kBytes;
-  // The partials warps p > 0 hand to their tile's warp 0: [round % 2][p - 1][tile][register][lane].
-  static constexpr int kXchgFloats = 2 * (kSplit - 1) * kTiles * kNT * 4 * 32;
+  static constexpr int kWarpTiles = kNT / kHalves;  // n8 token tiles a warp
+  static_assert(kWarpTiles * kHalves == kNT, "token tiles split evenly");
+  // The partials warps p > 0 hand to their team's warp 0: [round % 2][p - 1][team][register][lane].
+  static constexpr int kXchgFloats = 2 * (kSplit - 1) * kTeams * kWarpTiles * 4 * 32;
   static constexpr int kSmem = kStages * kStage + 4 * kXchgFloats + 2 * kStages * 8;
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(kXRow % 16 == 0 && T::kBytes % 16 == 0, "bulk copies of 16-byte pieces");
@@ -73,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, static_cast<int>(n_blocks) * kTiles);
+      mbar_init(empty + s, static_cast<int>(n_blocks) * kTeams);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -97,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint16_t all = static_cast<uint16_t>((1u << n_blocks) - 1u);
       for (int c = 0; c < n_chunks; ++c) {
         const int s = c % C::kStages;
-        if (c >= C::kStages) mbar_wait_cluster(empty + s, (c / C::kStages - 1) & 1);
+        if (c >= C::kStages) mbar_wait(empty + s, (c / C::kStages - 1) & 1);
         uint8_t* stage = smem + s * C::kStage;
         if (lane == 0)
           mbar_arrive_expect_tx(full + s, a.n_tokens * 2 * kChunk + kTiles * T::kBytes);
@@ -116,41 +121,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     detail::let_dependents_start();
   } else {
-    const int i = warp % kTiles, p = warp / kTiles, g = lane >> 2, t = lane & 3;
-    constexpr int kRegs = kNT * 4;
+    // Warp (p kHalves + h) kTiles + i: tile i, token half h, chunks c = p mod kSplit.
+    const int i = warp % kTiles, h = warp / kTiles % kHalves, p = warp / kTeams;
+    const int team = i * kHalves + h, g = lane >> 2, t = lane & 3;
+    constexpr int kWT = C::kWarpTiles, kRegs = kWT * 4;
+    const int tok0 = 8 * kWT * h;
     auto xchg_slot = [&](int r, int q) {  // warp q's partial of round r, this lane's registers
-      return xchg + (((r & 1) * (kSplit - 1) + q - 1) * kTiles + i) * kRegs * 32 + lane;
+      return xchg + (((r & 1) * (kSplit - 1) + q - 1) * kTeams + team) * kRegs * 32 + lane;
     };
-    float total[kNT][4] = {};
+    float total[kWT][4] = {};
     const int n_rounds = (n_chunks + kSplit - 1) / kSplit;
     for (int r = 0; r < n_rounds; ++r) {
       const int c = r * kSplit + p;
-      float acc[kNT][4] = {};  // the chunk partial p_c (matmul.cu), from +0
+      float acc[kWT][4] = {};  // the chunk partial p_c (matmul.cu), from +0
       if (c < n_chunks) {
         const int s = c % C::kStages;
         mbar_wait(full + s, (c / C::kStages) & 1);
         const uint8_t* stage = smem + s * C::kStage;
         LaneChunk<D> cur;
         cur.load(stage + C::kXBytes + i * T::kBytes, lane);
-        const uint8_t* xrow = stage + g * kXRow + 8 * t;  // token g's elements 4t.. of each step
-        chunk_partial<D, kNT>(
+        // Token tok0 + g's elements 4t.. of each step.
+        const uint8_t* xrow = stage + (tok0 + g) * kXRow + 8 * t;
+        chunk_partial<D, kWT>(
             a, cur,
             [&](int n, int st) {
               return *reinterpret_cast<const uint2*>(xrow + 8 * n * kXRow + 32 * st);
             },
-            lane, c * kChunk, acc);
+            lane, c * kChunk, acc, tok0);
         __syncwarp();
         if (lane < static_cast<int>(n_blocks)) mbar_arrive_remote(empty + s, lane);
         if (p > 0) {
           float* mine = xchg_slot(r, p);
 #pragma unroll
-          for (int n = 0; n < kNT; ++n) {
+          for (int n = 0; n < kWT; ++n) {
 #pragma unroll
             for (int j = 0; j < 4; ++j) mine[(4 * n + j) * 32] = acc[n][j];
           }
         }
       }
-      named_barrier_sync(1 + i, kSplit * 32);  // the tile's partials of round r are written
+      named_barrier_sync(1 + team, kSplit * 32);  // the team's partials of round r are written
       if (p == 0) {
 #pragma unroll
         for (int q = 0; q < kSplit; ++q) {
@@ -158,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (cq < n_chunks) {
             const float* theirs = q == 0 ? nullptr : xchg_slot(r, q);
 #pragma unroll
-            for (int n = 0; n < kNT; ++n) {
+            for (int n = 0; n < kWT; ++n) {
 #pragma unroll
               for (int j = 0; j < 4; ++j) {
                 const float v = q == 0 ? acc[n][j] : theirs[(4 * n + j) * 32];
@@ -172,11 +181,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     detail::let_dependents_start();  // only the writes are left
     if (p == 0) {
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
+      for (int n = 0; n < kWT; ++n) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int row = (tile0 + i) * 16 + g + 8 * (j >> 1);
-          const int tok = 8 * n + 2 * t + (j & 1);
+          const int tok = tok0 + 8 * n + 2 * t + (j & 1);
           if (row < a.n_out && tok < a.n_tokens)
             a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][j] * a.xinv[tok];
         }

@@ -51,11 +51,12 @@ __device__ __forceinline__ void mma_steps(const LaneChunk<D>& cur, XF&& xf, int 
   }
 }
 
-// The chunk at k0 of the lane's tile: acc[n] = p_c for token tile n (from +0). xf: the B
-// fragments (mma_steps); a: the group sums of x (xsum) the folded types' mins take.
+// The chunk at k0 of the lane's tile: acc[n] = p_c for token tile n (from +0), tokens tok0 + 8n ..
+// of a. xf: the B fragments (mma_steps); a: the group sums of x (xsum) the folded types' mins take.
 template <DType D, int kNT, typename XF>
 __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChunk<D>& cur, XF&& xf,
-                                              int lane, int k0, float (&acc)[kNT][4]) {
+                                              int lane, int k0, float (&acc)[kNT][4],
+                                              int tok0 = 0) {
   using T = Tiled<D>;
   constexpr int kGroupSteps = T::kGroup / 16;
   constexpr int kGroups = kChunk / T::kGroup;  // 8 or 16 per chunk
@@ -66,7 +67,7 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
     const FoldRow rows[1][2] = {{fold_row(cur.head[0]), fold_row(cur.head[1])}};
     mma_steps<D, kNT, kChunk / 16>(cur, xf, 0, acc, rows[0]);
     uint2 bb[kNT];
-    bias_b_tiles(a, 0, k0 / kChunk, g, t, bb);
+    bias_b_tiles(a, tok0, k0 / kChunk, g, t, bb);
     fold_tiles(reinterpret_cast<float(&)[1][kNT][4]>(acc), rows, bb, t);
   } else {
     static_assert(!T::kBias, "the tiled type with mins (Q4_K) takes the folded order (fold.cuh)");
