@@ -25,9 +25,9 @@
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
 #               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
-#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES; kernel-bench at 64 and 32 tokens,
-#               ncu's stall reasons), 8B Q4_K_M at 64 sequences with and without it (~5 min; the
-#               other gates are quick's)
+#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES; kernel-bench at 32 tokens), 8B
+#               Q4_K_M at 1/8/32/64 sequences and at 32 without it (~3 min; the other gates are
+#               quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -326,38 +326,25 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
-  # (the cluster decode kernel at 17-64 tokens against the ggml-layout kernels, bit for bit).
+  # (the cluster decode kernel at 17-32 tokens against the ggml-layout kernels, bit for bit).
   step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 64 and 32 tokens: the cluster kernel (4 blocks a cluster, the copy warp's
-  # every lane issuing copies), one lane issuing (MEMRA_DECODE_COPY_LANES=0), clusters of 1, 2
-  # and 8, and the kernels before it (MEMRA_CLUSTER_DECODE=0).
+  # The matrices at 32 tokens: the cluster kernel (4 blocks a cluster, the copy warp's every lane
+  # issuing copies), one lane issuing (MEMRA_DECODE_COPY_LANES=0), clusters of 2, and the kernels
+  # before it (MEMRA_CLUSTER_DECODE=0).
   kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
-  kbench 64 64
-  kbench 64-one-copy-lane 64 MEMRA_DECODE_COPY_LANES=0
-  kbench 64-cluster1 64 MEMRA_DECODE_CLUSTER=1
-  kbench 64-cluster2 64 MEMRA_DECODE_CLUSTER=2
-  kbench 64-unclustered 64 MEMRA_CLUSTER_DECODE=0
   kbench 32 32
+  kbench 32-one-copy-lane 32 MEMRA_DECODE_COPY_LANES=0
+  kbench 32-cluster2 32 MEMRA_DECODE_CLUSTER=2
   kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
-  # Where the cluster kernel's time goes: throughput, memory and warp stall reasons of two
-  # Q4_K launches at 64 tokens.
-  step profile-detail-cluster-decode 120 "$(command -v ncu || ls /usr/local/cuda*/bin/ncu | tail -n 1)" \
-    --clock-control none --cache-control none --kernel-name-base demangled \
-    --kernel-name "regex:cluster_decode_kernel<12, 8>" --launch-skip 60 --launch-count 2 --section SpeedOfLight --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SchedulerStats --metrics "$(printf \
-    'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' long_scoreboard \
-    short_scoreboard wait barrier membar sleeping math_pipe_throttle mio_throttle lg_throttle \
-    not_selected selected dispatch_stall no_instruction branch_resolving | sed 's/,$//')" \
-    "$BIN/memra-kernel-bench" --tokens 64
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -n 64 -c 64
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
-    -n 64 -c 64
+    -n 64 -c 32
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then

@@ -1,4 +1,4 @@
-// The decode matmul at 17-64 tokens over tiled weights (tiled.cuh) on Hopper (sm_90a): x staged
+// The decode matmul at 17-32 tokens over tiled weights (tiled.cuh) on Hopper (sm_90a): x staged
 // once in shared memory for a cluster of blocks instead of read per 16-row tile from L2.
 //
 // Why. The tiled decode kernel (matmul_decode_tiled.cu) gives each 16-row tile its own block,
@@ -24,6 +24,14 @@
 // same values), so the same bits; the team's warp 0 keeps the running sum and adds each round's
 // partials in chunk order (its own, then warp 1's through shared memory), matmul.cu's canonical
 // order. kernel-check compares the outputs with the ggml-layout kernels bit for bit.
+//
+// Where it pays (memra-kernel-bench, Qwen3-8B shapes, H200; docs/PERFORMANCE.md seventeenth
+// round): at 32 tokens Q4_K q/k/v 21 vs 54 us, gate 39 vs 57 (wgmma), down 54 vs 83; at 64
+// tokens (kNT = 8, which the template takes but nothing instantiates) its time doubles with the
+// tokens, 44 vs 63 on q/k/v but 82 vs 64 on gate (wgmma) and 114 vs 119 on down: 8B Q4_K_M at 64
+// sequences 3,279 vs 3,553 tok/s, so 33-64 tokens keep the kernels before it. Its time grows
+// with the token count though neither the tensor pipe (~10% of mma.sync's rate) nor memory
+// (L2 29%, DRAM 20%) is near its limit: what bounds it is still to be found.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -246,17 +254,13 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 bool cluster_decode_pays(int64_t n_tokens) {
   static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
-  return enabled && n_tokens > kClusterMinTokens && n_tokens <= kDecodeTokens &&
+  return enabled && n_tokens > kClusterMinTokens && n_tokens <= kClusterMaxTokens &&
          prefill_wgmma_available();
 }
 
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= 32) {
-    launch<D, 4>(a, stream);
-  } else {
-    launch<D, 8>(a, stream);
-  }
+  launch<D, kClusterMaxTokens / 8>(a, stream);
 }
 
 template void launch_decode_cluster<DType::q4_k>(const MatmulArgs&, cudaStream_t);

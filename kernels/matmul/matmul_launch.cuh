@@ -134,10 +134,10 @@ void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_
 // The same kernel in expert mode (MultiOut::ids set; x holds the rows the pairs read).
 template <DType D>
 void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
-// 17-64 tokens over tiled weights with x staged once per cluster of blocks
+// 17-32 tokens over tiled weights with x staged once per cluster of blocks
 // (matmul_decode_cluster.cu): where cluster_decode_pays(n_tokens), i.e. the build has sm_90a code,
 // the device runs it and MEMRA_CLUSTER_DECODE is not 0. The same bits as launch_decode_tiled.
-constexpr int kClusterMinTokens = 16;
+constexpr int kClusterMinTokens = 16, kClusterMaxTokens = 32;
 bool cluster_decode_pays(int64_t n_tokens);
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
