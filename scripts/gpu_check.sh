@@ -22,9 +22,12 @@
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes (~6 min; not part of full)
-#     ab        this round's change: its kernels' checks (the matrix kernels' kernel-check), then
-#               the figure it is for (Gemma 4 26B-A4B one-token decode) (~2 min; the other gates
-#               are quick's; earlier rounds' A/B steps are in the receipts' run logs)
+#     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
+#               determinism contract and graph replay), then the A/B steps of this round's
+#               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
+#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES; kernel-bench at 32 tokens), 8B
+#               Q4_K_M at 1/8/32/64 sequences and at 32 without it (~3 min; the other gates are
+#               quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -323,13 +326,26 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
-  # (the exact F32 path's loads batched ahead of its FFMA chain, the same order), then the figure
-  # it is for: Gemma 4 26B-A4B one-token decode, whose F32 routers took 21 us a launch (the
-  # figure before it: receipts/2026-12-02-bench-gemma-4-26b-a4b-q4_k_m.json).
+  # (the cluster decode kernel at 17-32 tokens against the ggml-layout kernels, bit for bit).
   step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1
-  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
+  # The matrices at 32 tokens: the cluster kernel (4 blocks a cluster, the copy warp's every lane
+  # issuing copies), one lane issuing (MEMRA_DECODE_COPY_LANES=0), clusters of 2, and the kernels
+  # before it (MEMRA_CLUSTER_DECODE=0).
+  kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
+    step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
+      --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
+  }
+  kbench 32 32
+  kbench 32-one-copy-lane 32 MEMRA_DECODE_COPY_LANES=0
+  kbench 32-cluster2 32 MEMRA_DECODE_CLUSTER=2
+  kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
+    -n 64 -c 32
+  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
@@ -351,12 +367,14 @@ if [ "$MODE" = profile ]; then
     --model "$(synth qwen3.5-9b q4_k_m --fast-quant)" --skip 1000 --count 2000 \
     --bench-args "-p 512 -n 2 -r 3 -c 1"
   rm -f "$MODELS_DIR/qwen3.5-9b-q4_k_m.gguf"
+  # (Qwen3-30B-A3B: a skip of 6,000 gave a window with no whole step, its warm-up and prompt
+  # launches not counted; 60,000 of a 128-token decode should land in decode.)
   # The two mixture-of-experts figures furthest from their ceilings (issue 11): one-token decode
   # of Qwen3-30B-A3B (~10% of its active-weight ceiling) and Gemma 4 26B-A4B (7%, and how many
   # kernels a layer it launches).
   step profile-qwen3-30b-a3b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
-    --bench-args "-n 64 -r 3 -c 1"
+    --model "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" --skip 60000 --count 2500 \
+    --bench-args "-n 128 -r 3 -c 1"
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   step profile-gemma-4-26b-a4b-q4_k_m-c1 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \

@@ -215,9 +215,7 @@ __global__ void __launch_bounds__(kXThreads)
 // BF16 widen to f32 exactly, x is used as is), then a fixed xor tree (every lane ends with the
 // same bits). Tokens go four at a time, each with its own accumulator, so the per-element order
 // never depends on n_tokens: every token count of such a matrix runs this one kernel.
-// Four warps a block: a 128-row router spreads over 32 SMs rather than 16 (the block shape never
-// changes a row's arithmetic).
-constexpr int kExactWarps = 4, kExactBatch = 32;
+constexpr int kExactWarps = 8;
 bool exact_path(DType wtype, int64_t n_in) {
   return wtype == DType::f32 || ((wtype == DType::f16 || wtype == DType::bf16) && n_in % 16 != 0);
 }
@@ -248,24 +246,13 @@ __global__ void matmul_exact_kernel(const void* __restrict__ w, int n_in, int n_
     const int nt = min(4, n_tokens - t0);
     const float* xt = x + static_cast<int64_t>(t0) * n_in;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // The lane's weights kExactBatch at a time, all their loads issued before the FFMA chain uses
-    // them (a warp then has 4 KB in flight, not 1 KB: the Gemma 4 26B-A4B router, 128 x 2816
-    // F32, measured 21 us a launch at one token, 69 GB/s); the chain keeps its order.
-    for (int base = lane; base < n_in; base += 32 * kExactBatch) {
-      float wv[kExactBatch];
+    // Unrolled so several iterations' loads are in flight at once; the FFMA chain keeps its order.
+#pragma unroll 8
+    for (int i = lane; i < n_in; i += 32) {
+      const float wv = weight_f32<D>(w, row + i);
 #pragma unroll
-      for (int b = 0; b < kExactBatch; ++b) {
-        const int i = base + 32 * b;
-        wv[b] = i < n_in ? weight_f32<D>(w, row + i) : 0.0f;
-      }
-#pragma unroll
-      for (int b = 0; b < kExactBatch; ++b) {
-        const int i = base + 32 * b;
-        if (i >= n_in) break;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (j < nt) acc[j] = fmaf(wv[b], __ldg(xt + static_cast<int64_t>(j) * n_in + i), acc[j]);
-        }
+      for (int j = 0; j < 4; ++j) {
+        if (j < nt) acc[j] = fmaf(wv, __ldg(xt + static_cast<int64_t>(j) * n_in + i), acc[j]);
       }
     }
 #pragma unroll

@@ -73,6 +73,7 @@ struct ClusterCfg {
 template <DType D, int kNT>
 __global__ void __launch_bounds__(kThreads, 1)
     cluster_decode_kernel(const MatmulArgs a, int copy_lanes) {
+  detail::wait_for_inputs(detail::Trigger::late);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = ClusterCfg<D, kNT>;
   using T = Tiled<D>;
@@ -96,7 +97,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = a.n_tokens * (kXRow / 16) + threadIdx.x; i < C::kXBytes / 16; i += kThreads)
       xs[i] = make_uint4(0u, 0u, 0u, 0u);
   }
-  detail::wait_for_inputs(detail::Trigger::late);
   cluster_sync();  // every block's barriers exist before any copy lands or arrival comes
 
   const int tile0 = static_cast<int>(blockIdx.x) * kTiles;
