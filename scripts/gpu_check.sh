@@ -25,9 +25,9 @@
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
 #               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
-#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES; kernel-bench at 32 tokens), 8B
-#               Q4_K_M at 1/8/32/64 sequences and at 32 without it (~3 min; the other gates are
-#               quick's)
+#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES, MEMRA_DECODE_DEEP; kernel-bench at
+#               32 tokens), 8B Q4_K_M at 1/8/32/64 sequences and at 32 without it and with the
+#               deep ring (~5 min; the other gates are quick's)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -338,13 +338,19 @@ if [ "$MODE" = ab ]; then
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
+  # The deep ring (MEMRA_DECODE_DEEP=1: as many stages as fit, 6-8, instead of 4), written after
+  # the last measurement: its check first.
+  step kernel-check-matmul-deep 180 env MEMRA_DECODE_DEEP=1 "$BIN/memra-kernel-check" \
+    --filter matmul --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul-deep.json"
   kbench 32 32
+  kbench 32-deep 32 MEMRA_DECODE_DEEP=1
   kbench 32-one-copy-lane 32 MEMRA_DECODE_COPY_LANES=0
   kbench 32-cluster2 32 MEMRA_DECODE_CLUSTER=2
   kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
     -n 64 -c 32
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" deep MEMRA_DECODE_DEEP=1 -n 64 -c 32
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then

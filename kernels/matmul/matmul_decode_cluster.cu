@@ -55,27 +55,31 @@ constexpr int kThreads = (kCompute + 1) * 32;  // + the copy warp
 constexpr int kXRow = 2 * kChunk + 32;         // bytes between staged token rows
 constexpr int kMaxSmemHopper = 227 * 1024;
 
-template <DType D, int kNT>
+// kDeep: as many stages as fit (at most 8) instead of 4 (MEMRA_DECODE_DEEP=1, the A/B of the
+// look-ahead: with two warps a team taking alternate chunks, 4 stages leave each warp one chunk
+// ahead of its refill, docs/PERFORMANCE.md seventeenth round).
+template <DType D, int kNT, bool kDeep>
 struct ClusterCfg {
   using T = Tiled<D>;
-  static constexpr int kStages = 4;
   static constexpr int kXBytes = 8 * kNT * kXRow;
   static constexpr int kStage = kXBytes + kTiles * T::kBytes;
   static constexpr int kWarpTiles = kNT / kHalves;  // n8 token tiles a warp
   static_assert(kWarpTiles * kHalves == kNT, "token tiles split evenly");
   // The partials warps p > 0 hand to their team's warp 0: [round % 2][p - 1][team][register][lane].
   static constexpr int kXchgFloats = 2 * (kSplit - 1) * kTeams * kWarpTiles * 4 * 32;
+  static constexpr int kFit = (kMaxSmemHopper - 4 * kXchgFloats) / (kStage + 16);
+  static constexpr int kStages = kDeep ? (kFit < 8 ? kFit : 8) : 4;
   static constexpr int kSmem = kStages * kStage + 4 * kXchgFloats + 2 * kStages * 8;
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(kXRow % 16 == 0 && T::kBytes % 16 == 0, "bulk copies of 16-byte pieces");
 };
 
-template <DType D, int kNT>
+template <DType D, int kNT, bool kDeep>
 __global__ void __launch_bounds__(kThreads, 1)
     cluster_decode_kernel(const MatmulArgs a, int copy_lanes) {
   detail::wait_for_inputs(detail::Trigger::late);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = ClusterCfg<D, kNT>;
+  using C = ClusterCfg<D, kNT, kDeep>;
   using T = Tiled<D>;
   extern __shared__ __align__(128) uint8_t smem[];
   float* xchg = reinterpret_cast<float*>(smem + C::kStages * C::kStage);
@@ -225,11 +229,11 @@ int copy_lanes() {
   return n;
 }
 
-template <DType D, int kNT>
+template <DType D, int kNT, bool kDeep>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = ClusterCfg<D, kNT>;
+  using C = ClusterCfg<D, kNT, kDeep>;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(cluster_decode_kernel<D, kNT>, C::kSmem, smem_set);
+  allow_smem_once(cluster_decode_kernel<D, kNT, kDeep>, C::kSmem, smem_set);
   const int n_cluster = cluster_blocks();
   const int tiles = (a.n_out + 15) / 16;
   const int blocks = ((tiles + kTiles - 1) / kTiles + n_cluster - 1) / n_cluster * n_cluster;
@@ -247,7 +251,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attrs;
   cfg.numAttrs = detail::programmatic_launch() ? 2 : 1;
-  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT>, a, copy_lanes());
+  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT, kDeep>, a, copy_lanes());
 }
 
 }  // namespace
@@ -260,7 +264,12 @@ bool cluster_decode_pays(int64_t n_tokens) {
 
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& a, cudaStream_t stream) {
-  launch<D, kClusterMaxTokens / 8>(a, stream);
+  static const bool deep = env_switch("MEMRA_DECODE_DEEP", false);
+  if (deep) {
+    launch<D, kClusterMaxTokens / 8, true>(a, stream);
+  } else {
+    launch<D, kClusterMaxTokens / 8, false>(a, stream);
+  }
 }
 
 template void launch_decode_cluster<DType::q4_k>(const MatmulArgs&, cudaStream_t);
