@@ -105,11 +105,8 @@ class Gemma4Model final : public DecoderModel {
     const RopeParams& rope = cfg_.window[il] > 0 ? cfg_.rope_local : cfg_.rope_global;
     ops_->matmul(L.wq, h, n, q);
     trace("q", il, q, n, q_dim);
-    ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
-    trace("q_norm", il, q, n, q_dim);
-    ops_->rope(q, n_heads, hd, rope);
-    trace("q_rope", il, q, n, q_dim);
-    if (cfg_.kv_source[il] == il) {
+    const bool own_kv = cfg_.kv_source[il] == il;
+    if (own_kv) {
       if (cfg_.v_from_k[il]) {
         ops_->matmul(L.wk, h, n, k);
         ops_->copy(v, k, static_cast<size_t>(n * kv_dim) * sizeof(float));
@@ -120,13 +117,27 @@ class Gemma4Model final : public DecoderModel {
       }
       trace("k", il, k, n, kv_dim);
       trace("v", il, v, n, kv_dim);
-      ops_->rms_norm(k, f32(L.k_norm), n * n_kv, hd, cfg_.norm_eps, k);
-      trace("k_norm", il, k, n, kv_dim);
-      ops_->rope(k, n_kv, hd, rope);
-      trace("k_rope", il, k, n, kv_dim);
       ops_->rms_norm(v, f32(L.v_norm), n * n_kv, hd, cfg_.norm_eps, v);
       trace("v_norm", il, v, n, kv_dim);
-      ops_->kv_store(kv.layer(il), k, v);
+    }
+    if (own_kv && !trace_) {
+      // q and k normed and rotated, k and v stored: one launch where a backend fuses them (the
+      // plain ops' arithmetic: kernel-check's qk_prologue cases hold the CUDA kernel to it bit for
+      // bit at Gemma 4's head sizes), the same ops in another order where it does not.
+      ops_->qk_norm_rope_store(kv.layer(il), n, n_heads, q, k, v, f32(L.q_norm), f32(L.k_norm),
+                               cfg_.norm_eps, rope);
+    } else {  // the plain ops, each result traced
+      ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
+      trace("q_norm", il, q, n, q_dim);
+      ops_->rope(q, n_heads, hd, rope);
+      trace("q_rope", il, q, n, q_dim);
+      if (own_kv) {
+        ops_->rms_norm(k, f32(L.k_norm), n * n_kv, hd, cfg_.norm_eps, k);
+        trace("k_norm", il, k, n, kv_dim);
+        ops_->rope(k, n_kv, hd, rope);
+        trace("k_rope", il, k, n, kv_dim);
+        ops_->kv_store(kv.layer(il), k, v);
+      }
     }
     const AttentionParams params{n_heads, cfg_.attn_scale, 0.0f, cfg_.window[il]};
     ops_->attention(kv.layer(cfg_.kv_source[il]), q, params, s_.attn.f32());
