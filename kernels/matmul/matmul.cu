@@ -318,8 +318,9 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 
 // Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order. Where the cluster decode kernel takes the token count
-// it takes every tiled output (at 32 tokens Q4_K gate 39 vs 57 us on wgmma, Q6_K 61 vs 64; F16 49
-// vs 37, paid back by q/k/v and down: docs/PERFORMANCE.md, seventeenth round).
+// it takes every tiled output (kernel-bench at 32 tokens: Q4_K gate 39 vs 57 us on wgmma, Q6_K 61
+// vs 64, but F16 49 vs 37, where q/k/v gain 20 and down 5; BF16 models at 17-32 sequences are not
+// measured end to end yet: docs/PERFORMANCE.md, seventeenth round).
 bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
   return o.layout == WeightLayout::tiled && o.n_out > 0 && wgmma_pays(o.n_out, n_tokens) &&
          !matmul_detail::cluster_decode_pays(n_tokens) && matmul_detail::prefill_wgmma_available();
