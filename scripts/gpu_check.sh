@@ -21,7 +21,8 @@
 #               in quick or bench8b too)
 #     profile   where a step's GPU time goes (scripts/gpu_profile.py under ncu): 8B Q4_K_M decode at
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
-#               MoE shapes (~6 min; not part of full)
+#               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
+#               min; not part of full)
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
 #               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
@@ -366,6 +367,12 @@ if [ "$MODE" = profile ]; then
   step profile-detail-single-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail single_decode_kernel --skip 400 \
     --count 4 --bench-args "-n 64 -r 3 -c 1"
+  # The cluster decode kernel's limits at 32 sequences (Q4_K): its stall reasons say whether the
+  # copy pipeline's round trip bounds it (docs/PERFORMANCE.md, seventeenth round).
+  step profile-detail-cluster-decode 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'cluster_decode_kernel<\(memra::DType\)12' --skip 200 --count 3 \
+    --bench-args "-n 64 -r 3 -c 32"
   step profile-qwen3-8b-q4_k_m-c64 240 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 16000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 64"

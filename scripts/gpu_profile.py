@@ -59,9 +59,14 @@ def main():
                     help="instead of the per-kernel table: Nsight Compute's throughput, occupancy, "
                          "memory and warp-stall sections for the first --count launches (after "
                          "--skip) of the kernels whose name matches REGEX")
+    ap.add_argument("--demangled", action="store_true",
+                    help="match --detail against the demangled name with its template arguments "
+                         "(e.g. 'cluster_decode_kernel<\\(memra::DType\\)12') instead of the "
+                         "function's base name")
     args = ap.parse_args()
     if args.detail:
         cmd = [find_ncu(), "--clock-control", "none", "--cache-control", "none",
+               *(["--kernel-name-base", "demangled"] if args.demangled else []),
                "--kernel-name", f"regex:{args.detail}",
                "--launch-skip", str(args.skip), "--launch-count", str(args.count),
                "--section", "SpeedOfLight", "--section", "Occupancy",
