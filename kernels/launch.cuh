@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 namespace memra::kernels::detail {
 
@@ -24,21 +25,39 @@ namespace memra::kernels::detail {
 bool programmatic_launch();
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
-// programmatic_launch() says so. Errors surface at the caller's next launch check, as for <<<>>>.
+// programmatic_launch() says so, in thread block clusters of cluster_x blocks along x where
+// cluster_x > 0 (grid.x a multiple of it; the kernel's code must be sm_90). Errors surface at the
+// caller's next launch check, as for <<<>>>.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            Args&&... args) {
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (cluster_x > 0) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster_x;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (programmatic_launch()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
   (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args&&... args) {
+  launch_clustered(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
 }
 
 // When a kernel lets the next one in the stream be scheduled (its blocks then wait in

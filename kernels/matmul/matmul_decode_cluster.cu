@@ -4,7 +4,7 @@
 // Why. The tiled decode kernel (matmul_decode_tiled.cu) gives each 16-row tile its own block,
 // which reads the batch's whole x from L2 as mma B fragments: at 64 tokens and K = 4096 that is
 // 512 KB a tile, 134 MB for a 4096-row matrix against its 9 MB of Q4_K weights, and the Qwen3-8B
-// profile at 64 sequences measured those launches at 47-58 us (L2-bound, 55% of the step). Here
+// profile at 64 sequences measured those launches at 47-58 us (47% of the step). Here
 // a block owns two row tiles and a cluster of blocks (MEMRA_DECODE_CLUSTER, 4 by default) shares
 // each chunk of x: every block's copy warp bulk-copies a share of the chunk's token rows with
 // multicast into every block of the cluster, so x crosses L2 once per cluster (32 rows x 4
@@ -53,7 +53,6 @@ constexpr int kTeams = kTiles * kHalves;  // a team: the kSplit warps of one til
 constexpr int kCompute = kTeams * kSplit;
 constexpr int kThreads = (kCompute + 1) * 32;  // + the copy warp
 constexpr int kXRow = 2 * kChunk + 32;         // bytes between staged token rows
-constexpr int kMaxSmemHopper = 227 * 1024;
 
 // kDeep: as many stages as fit (at most 8) instead of 4 (MEMRA_DECODE_DEEP=1, the A/B of the
 // look-ahead: with two warps a team taking alternate chunks, 4 stages leave each warp one chunk
@@ -89,11 +88,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_chunks = a.n_in / kChunk;
   const uint32_t rank = cluster_rank(), n_blocks = cluster_size();
   if (threadIdx.x == 0) {
-    for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, static_cast<int>(n_blocks) * kTeams);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbar_init_stages(full, C::kStages);
+    mbar_init_stages(empty, C::kStages, static_cast<int>(n_blocks) * kTeams);
   }
   // Token rows past the batch stay zero in every stage: the copies write only the batch's rows.
   for (int s = 0; s < C::kStages; ++s) {
@@ -237,25 +233,14 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   const int n_cluster = cluster_blocks();
   const int tiles = (a.n_out + 15) / 16;
   const int blocks = ((tiles + kTiles - 1) / kTiles + n_cluster - 1) / n_cluster * n_cluster;
-  cudaLaunchAttribute attrs[2] = {};
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = static_cast<unsigned>(n_cluster);
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = C::kSmem;
-  cfg.stream = stream;
-  cfg.attrs = attrs;
-  cfg.numAttrs = detail::programmatic_launch() ? 2 : 1;
-  (void)cudaLaunchKernelEx(&cfg, cluster_decode_kernel<D, kNT, kDeep>, a, copy_lanes());
+  detail::launch_clustered(cluster_decode_kernel<D, kNT, kDeep>, dim3(blocks), dim3(kThreads),
+                           C::kSmem, stream, static_cast<unsigned>(n_cluster), a, copy_lanes());
 }
 
 }  // namespace
 
+// prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it: this
+// kernel's sm_90a code comes from the same compilation.
 bool cluster_decode_pays(int64_t n_tokens) {
   static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
   return enabled && n_tokens > kClusterMinTokens && n_tokens <= kClusterMaxTokens &&

@@ -49,8 +49,9 @@ inline int64_t xp_tokens(int64_t n_tokens) {
   return (n_tokens + kXpTokens - 1) / kXpTokens * kXpTokens;
 }
 
-// The largest dynamic shared memory a block may opt into on sm_80 (A100); sm_90 allows 227 KB.
-constexpr int kMaxSmem = 163 * 1024;
+// The largest dynamic shared memory a block may opt into on sm_80 (A100), and on sm_90 (the
+// kernels built for sm_90a only).
+constexpr int kMaxSmem = 163 * 1024, kMaxSmemHopper = 227 * 1024;
 
 // Tokens the decode kernel covers (up to eight mma n8 token tiles); more go to the prefill kernel.
 constexpr int kDecodeTokens = 64;

@@ -47,7 +47,7 @@ constexpr int kBarBytes = 2 * kStages * 8;  // a full and an empty mbarrier a st
 // A chunk's mins' B fragments of the block's tokens (16 B per token half), in two buffers.
 constexpr int kXsumBytes = 2 * kCompute * 16;
 constexpr int kSmem = kRingBytes + kBarBytes + kXsumBytes;
-static_assert(kSmem <= 227 * 1024, "shared memory over the sm_90 limit");
+static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;

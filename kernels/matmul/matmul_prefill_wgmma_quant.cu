@@ -35,9 +35,8 @@ namespace {
 
 constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 3, kAhead = kStages - 1;
 constexpr int kTiles = kBM / 16;
-constexpr int kStepBytes = kBN * 16 * 2;    // one k16 step of the block's x: 2 KB
-constexpr int kXStage = 16 * kStepBytes;    // a chunk: 32 KB
-constexpr int kMaxSmemHopper = 227 * 1024;  // sm_90's opt-in limit
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the block's x: 2 KB
+constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
 template <DType D>

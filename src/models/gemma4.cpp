@@ -126,7 +126,7 @@ class Gemma4Model final : public DecoderModel {
       // bit at Gemma 4's head sizes), the same ops in another order where it does not.
       ops_->qk_norm_rope_store(kv.layer(il), n, n_heads, q, k, v, f32(L.q_norm), f32(L.k_norm),
                                cfg_.norm_eps, rope);
-    } else {  // the plain ops, each result traced
+    } else {  // the plain ops, traced where tracing is on (a layer reading another's KV: q only)
       ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
       trace("q_norm", il, q, n, q_dim);
       ops_->rope(q, n_heads, hd, rope);

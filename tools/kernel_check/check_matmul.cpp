@@ -186,68 +186,42 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
     check_tiled(ctx, dtype, dw, n_in, n_out, dx, n_tokens, ldy, y, shape);
 }
 
-// Row r of a 300-token call (the prefill kernel) == the same row in a 40-token call (the batched
-// decode kernel) == the row alone (the decode kernel), bit for bit.
-void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
-  const int64_t n_tokens = 300, n_mid = 40, r = 37;
-  const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
-  const std::vector<float> x = ctx.uniform(n_tokens * n_in);
-  std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
-  if (ctx.teeth()) x1[0] *= 1.01f;
-  Dev<uint8_t> dw(ctx, w);
-  Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_tokens * n_out), dy_mid(n_mid * n_out), dy1(n_out);
-  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
-  dy.poison(ctx);
-  dy_mid.poison(ctx);
-  dy1.poison(ctx);
-  kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
-                  ctx.stream());
-  kernels::matmul(dtype, dw.get(), n_in, n_out, dx.get(), n_mid, dy_mid.get(), n_out, scratch.get(),
-                  ctx.stream());
-  kernels::matmul(dtype, dw.get(), n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
-                  ctx.stream());
-  ctx.sync();
-  const std::vector<float> all = dy.download(ctx), mid = dy_mid.download(ctx);
-  const std::vector<float> row(all.begin() + r * n_out, all.begin() + (r + 1) * n_out);
-  const std::vector<float> row_mid(mid.begin() + r * n_out, mid.begin() + (r + 1) * n_out);
-  const std::vector<float> alone = dy1.download(ctx);
-  ctx.add({"matmul invariance", "row alone vs " + shape_str({n_tokens, n_in, n_out}),
-           std::string(dtype_name(dtype)), "bits", bit_mismatches(row, alone), 0.0,
-           ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
-  ctx.add({"matmul invariance", "row alone vs " + shape_str({n_mid, n_in, n_out}),
-           std::string(dtype_name(dtype)), "bits", bit_mismatches(row_mid, alone), 0.0,
-           ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
-}
-
-// The tiled layout's kernels give row r the same bits in every call: alone (the one-token kernel),
-// in 24 tokens (on sm_90a the cluster kernel), 40 (the tiled decode kernel) and 300 (prefill).
-// The engine's determinism tests run fixtures too small for the tiled layout; this holds each
-// tiled path to the row alone directly.
-void check_tiled_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out) {
-  const int64_t r = 17, n_max = 300;
+// Row r of a call == the row alone (the one-token kernels), bit for bit: in 300 tokens (the
+// prefill kernels) and 40 (the batched decode kernels); tiled weights also in 24 (on sm_90a the
+// cluster kernel). The engine's determinism tests run fixtures too small for the tiled layout, so
+// its kernels are held to the row alone here.
+void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
+                      kernels::WeightLayout layout = kernels::WeightLayout::ggml) {
+  const bool tiled = layout == kernels::WeightLayout::tiled;
+  const int64_t n_max = 300, r = 17;
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
   const std::vector<float> x = ctx.uniform(n_max * n_in);
   std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
   if (ctx.teeth()) x1[0] *= 1.01f;
-  Dev<uint8_t> dw(ctx, w), tiled(kernels::matmul_tiled_bytes(dtype, n_in, n_out));
-  kernels::matmul_tile(dtype, dw.get(), n_in, n_out, tiled.get(), ctx.stream());
+  Dev<uint8_t> dw(ctx, w), dwt(tiled ? kernels::matmul_tiled_bytes(dtype, n_in, n_out) : 0);
+  if (tiled) kernels::matmul_tile(dtype, dw.get(), n_in, n_out, dwt.get(), ctx.stream());
+  const void* weights = tiled ? dwt.get() : dw.get();
   Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_max * n_out), dy1(n_out);
   Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_max, n_in));
   dy1.poison(ctx);
-  kernels::matmul(dtype, tiled.get(), n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
-                  ctx.stream(), kernels::WeightLayout::tiled);
+  kernels::matmul(dtype, weights, n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
+                  ctx.stream(), layout);
   ctx.sync();
   const std::vector<float> alone = dy1.download(ctx);
-  for (int64_t n_tokens : {int64_t{24}, int64_t{40}, n_max}) {
+  std::vector<int64_t> counts = {n_max, 40};
+  if (tiled) counts.push_back(24);
+  for (int64_t n_tokens : counts) {
     dy.poison(ctx);
-    kernels::matmul(dtype, tiled.get(), n_in, n_out, dx.get(), n_tokens, dy.get(), n_out,
-                    scratch.get(), ctx.stream(), kernels::WeightLayout::tiled);
+    kernels::matmul(dtype, weights, n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
+                    ctx.stream(), layout);
     ctx.sync();
     const std::vector<float> all = dy.download(ctx);
     const std::vector<float> row(all.begin() + r * n_out, all.begin() + (r + 1) * n_out);
-    ctx.add({"matmul invariance", "tiled row alone vs " + shape_str({n_tokens, n_in, n_out}),
-             std::string(dtype_name(dtype)), "bits", bit_mismatches(row, alone), 0.0,
-             ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
+    ctx.add(
+        {"matmul invariance",
+         std::string(tiled ? "tiled " : "") + "row alone vs " + shape_str({n_tokens, n_in, n_out}),
+         std::string(dtype_name(dtype)), "bits", bit_mismatches(row, alone), 0.0,
+         ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
   }
 }
 
@@ -531,7 +505,7 @@ void check_matmul(Context& ctx) {
   check_norm_for_matmul(ctx);
   check_tiled_model_shapes(ctx);
   for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16})
-    check_tiled_invariance(ctx, dtype, 1024, 160);
+    check_invariance(ctx, dtype, 1024, 160, kernels::WeightLayout::tiled);
 }
 
 }  // namespace memra::kernel_check
