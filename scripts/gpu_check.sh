@@ -29,6 +29,9 @@
 #               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES, MEMRA_DECODE_DEEP; kernel-bench at
 #               32 tokens), 8B Q4_K_M at 1/8/32/64 sequences and at 32 without it and with the
 #               deep ring (~5 min; the other gates are quick's)
+#     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
+#               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
+#               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -40,8 +43,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | kv | ab) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | kv | ab | stalls) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab|stalls]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -393,6 +396,27 @@ if [ "$MODE" = profile ]; then
     --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+fi
+if [ "$MODE" = stalls ]; then
+  # Why the kernels furthest from their ceilings wait (docs/PERFORMANCE.md, eighteenth round):
+  # the cluster decode kernel (Q4_K) at 32 sequences, and the one-query decode attention kernel
+  # (F16 cache, head_dim 128) at 1 and 64 sequences of ~576 keys. The decode launches come after
+  # the prompts' (their attention is the multi-query form, which the regex leaves out).
+  step stalls-cluster-decode-c32 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'cluster_decode_kernel<\(memra::DType\)12' --skip 200 --count 3 \
+    --bench-args "-n 64 -r 3 -c 32"
+  step stalls-attention-c64 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'attention_kernel<128, __half, false' --skip 200 --count 2 \
+    --bench-args "-n 64 -r 3 -c 64"
+  step stalls-attention-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'attention_kernel<128, __half, false' --skip 200 --count 2 \
+    --bench-args "-n 64 -r 3 -c 1"
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
