@@ -256,7 +256,7 @@ bool cluster_decode_pays(int64_t n_tokens) {
 }
 
 // Measured at 32 tokens on the Qwen3-8B shapes (memra-kernel-bench, cluster vs before; us,
-// receipts/2026-12-02-kernel-bench-32{,-cluster2,-unclustered}-cluster-32.json):
+// receipts/2026-12-02-kernel-bench-32{,-cluster2,-unclustered}-ab-dispatch-base.json):
 //   Q4_K  q/k/v 21 vs 54, gate 39 vs 59 (wgmma), down 54 vs 83, output 345 vs 449 (wgmma)
 //   Q6_K  q/k/v 32 vs 48, gate 61 vs 64 (wgmma), down 66 vs 70 (in clusters of 2), output 576
 //         vs 518 (wgmma)
