@@ -25,10 +25,10 @@
 #               min; not part of full)
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
-#               switches, each beside the default: the cluster decode kernel (MEMRA_CLUSTER_DECODE,
-#               MEMRA_DECODE_CLUSTER, MEMRA_DECODE_COPY_LANES, MEMRA_DECODE_DEEP; kernel-bench at
-#               32 tokens), 8B Q4_K_M at 1/8/32/64 sequences and at 32 without it and with the
-#               deep ring (~5 min; the other gates are quick's)
+#               switches, each beside the default: the cluster decode kernel's choice of outputs
+#               and cluster size (MEMRA_CLUSTER_EVERY, MEMRA_DECODE_CLUSTER, MEMRA_CLUSTER_DECODE;
+#               kernel-bench at 32 tokens), 8B Q4_K_M at 1/8/32/64 sequences and at 32 with the
+#               kernel on every output and without it (~4 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -335,26 +335,22 @@ if [ "$MODE" = ab ]; then
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 32 tokens: the cluster kernel (4 blocks a cluster, the copy warp's every lane
-  # issuing copies), one lane issuing (MEMRA_DECODE_COPY_LANES=0), clusters of 2, and the kernels
-  # before it (MEMRA_CLUSTER_DECODE=0).
+  # The matrices at 32 tokens: the cluster kernel where it takes an output (Q4_K everywhere, the
+  # other dtypes where wgmma does not; clusters of 2 for their long products), the same kernel on
+  # every tiled output in clusters of 4 (MEMRA_CLUSTER_EVERY=1 MEMRA_DECODE_CLUSTER=4: the
+  # seventeenth round's default), and the kernels before it (MEMRA_CLUSTER_DECODE=0).
   kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
-  # The deep ring (MEMRA_DECODE_DEEP=1: as many stages as fit, 6-8, instead of 4), written after
-  # the last measurement: its check first.
-  step kernel-check-matmul-deep 180 env MEMRA_DECODE_DEEP=1 "$BIN/memra-kernel-check" \
-    --filter matmul --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul-deep.json"
   kbench 32 32
-  kbench 32-deep 32 MEMRA_DECODE_DEEP=1
-  kbench 32-one-copy-lane 32 MEMRA_DECODE_COPY_LANES=0
-  kbench 32-cluster2 32 MEMRA_DECODE_CLUSTER=2
+  kbench 32-every 32 MEMRA_CLUSTER_EVERY=1 MEMRA_DECODE_CLUSTER=4
   kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" every MEMRA_CLUSTER_EVERY=1 \
+    MEMRA_DECODE_CLUSTER=4 -n 64 -c 32
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
     -n 64 -c 32
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" deep MEMRA_DECODE_DEEP=1 -n 64 -c 32
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then
@@ -408,11 +404,11 @@ if [ "$MODE" = stalls ]; then
     --bench-args "-n 64 -r 3 -c 32"
   step stalls-attention-c64 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'attention_kernel<128, __half, false' --skip 200 --count 2 \
+    --detail 'attention_kernel<\(int\)128, __half, \(bool\)0' --skip 200 --count 2 \
     --bench-args "-n 64 -r 3 -c 64"
   step stalls-attention-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'attention_kernel<128, __half, false' --skip 200 --count 2 \
+    --detail 'attention_kernel<\(int\)128, __half, \(bool\)0' --skip 200 --count 2 \
     --bench-args "-n 64 -r 3 -c 1"
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"

@@ -299,7 +299,8 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         }
-      } else if (matmul_detail::cluster_decode_pays(args.n_tokens)) {
+      } else if (matmul_detail::cluster_decode_takes(D, args.n_out, args.n_in, args.n_tokens,
+                                                     wgmma_pays(args.n_out, args.n_tokens))) {
         matmul_detail::launch_decode_cluster<D>(args, stream);
       } else if (args.n_tokens <= kDecodeTokens) {
         matmul_detail::launch_decode_tiled<D>(args, stream);
@@ -316,14 +317,15 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
   }
 }
 
-// Whether this output's prefill runs on a wgmma kernel (tiled weights on an sm_90a build and
-// device), which reads x in physical k order. Where the cluster decode kernel takes the token count
-// it takes every tiled output (kernel-bench at 32 tokens: Q4_K gate 39 vs 57 us on wgmma, Q6_K 61
-// vs 64, but F16 49 vs 37, where q/k/v gain 20 and down 5; BF16 models at 17-32 sequences are not
-// measured end to end yet: docs/PERFORMANCE.md, seventeenth round).
-bool uses_wgmma(const MatmulOut& o, int64_t n_tokens) {
-  return o.layout == WeightLayout::tiled && o.n_out > 0 && wgmma_pays(o.n_out, n_tokens) &&
-         !matmul_detail::cluster_decode_pays(n_tokens) && matmul_detail::prefill_wgmma_available();
+// Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
+// device), which reads x in physical k order: where it pays and the cluster decode kernel does not
+// take the output (cluster_decode_takes: at 17-32 tokens it takes Q4_K's wide outputs from wgmma,
+// measured faster, and leaves the other dtypes' there).
+bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
+  const bool pays = wgmma_pays(o.n_out, n_tokens);
+  return o.layout == WeightLayout::tiled && o.n_out > 0 && pays &&
+         !matmul_detail::cluster_decode_takes(o.wtype, o.n_out, n_in, n_tokens, pays) &&
+         matmul_detail::prefill_wgmma_available();
 }
 
 bool aligned16(const void* p) {
@@ -388,7 +390,7 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
                                 const MatmulArgs& x, bool* grouped, cudaStream_t stream) {
   const auto takes = [&](const MatmulOut& o) {
     return o.layout == WeightLayout::tiled && o.n_out > 0 && !exact_path(o.wtype, n_in) &&
-           !uses_wgmma(o, x.n_tokens);
+           !uses_wgmma(o, n_in, x.n_tokens);
   };
   launch_groups<DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16>(
       outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
@@ -459,7 +461,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     if (!exact && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
       fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
     }
-    if (!exact && o.n_out > 0) (uses_wgmma(o, n_tokens) ? any_wgmma : any_mma) = true;
+    if (!exact && o.n_out > 0) (uses_wgmma(o, n_in, n_tokens) ? any_wgmma : any_mma) = true;
   }
   if (n_tokens == 0) return;
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
@@ -504,7 +506,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     args.n_in = in;
     args.n_out = out;
     args.xh = xh;
-    args.xp = uses_wgmma(o, n_tokens) ? xp : nullptr;
+    args.xp = uses_wgmma(o, n_in, n_tokens) ? xp : nullptr;
     args.xsum = xsum;
     args.xsum_stride = static_cast<int>(layout.xsum_stride);
     args.xinv = xinv;

@@ -25,13 +25,17 @@
 // partials in chunk order (its own, then warp 1's through shared memory), matmul.cu's canonical
 // order. kernel-check compares the outputs with the ggml-layout kernels bit for bit.
 //
-// Where it pays (memra-kernel-bench, Qwen3-8B shapes, H200; docs/PERFORMANCE.md seventeenth
-// round): at 32 tokens Q4_K q/k/v 21 vs 54 us, gate 39 vs 57 (wgmma), down 54 vs 83; at 64
-// tokens (kNT = 8, which the template takes but nothing instantiates) its time doubles with the
-// tokens, 44 vs 63 on q/k/v but 82 vs 64 on gate (wgmma) and 114 vs 119 on down: 8B Q4_K_M at 64
-// sequences 3,279 vs 3,553 tok/s, so 33-64 tokens keep the kernels before it. Its time grows
-// with the token count though neither the tensor pipe (~10% of mma.sync's rate) nor memory
-// (L2 29%, DRAM 20%) is near its limit: what bounds it is still to be found.
+// Where it pays (memra-kernel-bench, Qwen3-8B shapes, H200; docs/PERFORMANCE.md seventeenth and
+// eighteenth rounds): at 32 tokens Q4_K q/k/v 21 vs 54 us, gate 39 vs 57 (wgmma), down 54 vs 83;
+// the other dtypes only where wgmma does not take the output (cluster_decode_takes). At 64 tokens
+// (kNT = 8, which the template takes but nothing instantiates) its time doubles with the tokens,
+// 44 vs 63 on q/k/v but 82 vs 64 on gate (wgmma) and 114 vs 119 on down: 8B Q4_K_M at 64
+// sequences 3,279 vs 3,553 tok/s, so 33-64 tokens keep the kernels before it. What bounds it
+// (Nsight Compute at 32 sequences): issue, with few warps: 0.37-0.49 instructions a cycle per
+// scheduler from 2.4-3.7 warps, each waiting 7.6 cycles an instruction (long scoreboard 1.8,
+// fixed-latency dependences 1.6); a gate launch takes 19.6 us with its weights in L2 (ncu's
+// replays) against 38.5 us streamed from DRAM, so DRAM latency is not hidden either, and a deeper
+// ring (6-8 stages) did not help: it costs Q4_K its second block an SM.
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -54,10 +58,7 @@ constexpr int kCompute = kTeams * kSplit;
 constexpr int kThreads = (kCompute + 1) * 32;  // + the copy warp
 constexpr int kXRow = 2 * kChunk + 32;         // bytes between staged token rows
 
-// kDeep: as many stages as fit (at most 8) instead of 4 (MEMRA_DECODE_DEEP=1, the A/B of the
-// look-ahead: with two warps a team taking alternate chunks, 4 stages leave each warp one chunk
-// ahead of its refill, docs/PERFORMANCE.md seventeenth round).
-template <DType D, int kNT, bool kDeep>
+template <DType D, int kNT>
 struct ClusterCfg {
   using T = Tiled<D>;
   static constexpr int kXBytes = 8 * kNT * kXRow;
@@ -66,19 +67,21 @@ struct ClusterCfg {
   static_assert(kWarpTiles * kHalves == kNT, "token tiles split evenly");
   // The partials warps p > 0 hand to their team's warp 0: [round % 2][p - 1][team][register][lane].
   static constexpr int kXchgFloats = 2 * (kSplit - 1) * kTeams * kWarpTiles * 4 * 32;
-  static constexpr int kFit = (kMaxSmemHopper - 4 * kXchgFloats) / (kStage + 16);
-  static constexpr int kStages = kDeep ? (kFit < 8 ? kFit : 8) : 4;
+  // 4 stages: Q4_K's 96 KB let two blocks share an SM. More stages (6-8, as many as fit) measured
+  // slower or the same at 32 tokens (Q4_K q/k/v 30 vs 22 us: one block an SM; F16 27 vs 27),
+  // so the look-ahead is not what bounds it (docs/PERFORMANCE.md, eighteenth round).
+  static constexpr int kStages = 4;
   static constexpr int kSmem = kStages * kStage + 4 * kXchgFloats + 2 * kStages * 8;
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(kXRow % 16 == 0 && T::kBytes % 16 == 0, "bulk copies of 16-byte pieces");
 };
 
-template <DType D, int kNT, bool kDeep>
+template <DType D, int kNT>
 __global__ void __launch_bounds__(kThreads, 1)
     cluster_decode_kernel(const MatmulArgs a, int copy_lanes) {
   detail::wait_for_inputs(detail::Trigger::late);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = ClusterCfg<D, kNT, kDeep>;
+  using C = ClusterCfg<D, kNT>;
   using T = Tiled<D>;
   extern __shared__ __align__(128) uint8_t smem[];
   float* xchg = reinterpret_cast<float*>(smem + C::kStages * C::kStage);
@@ -206,17 +209,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// MEMRA_DECODE_CLUSTER: blocks a cluster (1, 2, 4 or 8; the A/B of the multicast's reach).
-int cluster_blocks() {
-  static const int n = [] {
+// Blocks a cluster: MEMRA_DECODE_CLUSTER (1, 2, 4 or 8; the A/B of the multicast's reach) where
+// set, else 2 for the long products (K > 4,096: down) of every dtype but Q4_K and 4 elsewhere
+// (memra-kernel-bench at 32 tokens, clusters of 2 vs 4: down F16 51 vs 64 us, Q8_0 66 vs 80, Q6_K
+// 66 vs 83, but Q4_K 60 vs 54; q/k/v and the wide products lose with 2, e.g. Q4_K q/k/v 24 vs 21).
+// The cluster's size changes which block stages which token rows, never a row's arithmetic.
+int cluster_blocks(DType d, int n_in) {
+  static const int forced = [] {
     const char* v = std::getenv("MEMRA_DECODE_CLUSTER");
-    if (v == nullptr || *v == '\0') return 4;
+    if (v == nullptr || *v == '\0') return 0;
     for (const char* ok : {"1", "2", "4", "8"}) {
       if (std::strcmp(v, ok) == 0) return std::atoi(v);
     }
     fail(ErrorCode::invalid_argument, "MEMRA_DECODE_CLUSTER={} is not 1, 2, 4 or 8", v);
   }();
-  return n;
+  if (forced > 0) return forced;
+  return n_in > 4096 && d != DType::q4_k ? 2 : 4;
 }
 
 // MEMRA_DECODE_COPY_LANES=0: one lane of the copy warp issues every copy (the A/B).
@@ -225,16 +233,16 @@ int copy_lanes() {
   return n;
 }
 
-template <DType D, int kNT, bool kDeep>
+template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
-  using C = ClusterCfg<D, kNT, kDeep>;
+  using C = ClusterCfg<D, kNT>;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(cluster_decode_kernel<D, kNT, kDeep>, C::kSmem, smem_set);
-  const int n_cluster = cluster_blocks();
+  allow_smem_once(cluster_decode_kernel<D, kNT>, C::kSmem, smem_set);
+  const int n_cluster = cluster_blocks(D, a.n_in);
   const int tiles = (a.n_out + 15) / 16;
   const int blocks = ((tiles + kTiles - 1) / kTiles + n_cluster - 1) / n_cluster * n_cluster;
-  detail::launch_clustered(cluster_decode_kernel<D, kNT, kDeep>, dim3(blocks), dim3(kThreads),
-                           C::kSmem, stream, static_cast<unsigned>(n_cluster), a, copy_lanes());
+  detail::launch_clustered(cluster_decode_kernel<D, kNT>, dim3(blocks), dim3(kThreads), C::kSmem,
+                           stream, static_cast<unsigned>(n_cluster), a, copy_lanes());
 }
 
 }  // namespace
@@ -247,14 +255,23 @@ bool cluster_decode_pays(int64_t n_tokens) {
          prefill_wgmma_available();
 }
 
+// Measured at 32 tokens on the Qwen3-8B shapes (memra-kernel-bench, cluster vs before; us,
+// receipts/2026-12-02-kernel-bench-32{,-cluster2,-unclustered}-ab-dispatch-base.json):
+//   Q4_K  q/k/v 21 vs 54, gate 39 vs 59 (wgmma), down 54 vs 83, output 345 vs 449 (wgmma)
+//   Q6_K  q/k/v 32 vs 48, gate 61 vs 64 (wgmma), down 66 vs 70 (in clusters of 2), output 576
+//         vs 518 (wgmma)
+//   Q8_0  q/k/v 31 vs 55, gate 58 vs 55 (wgmma), down 66 vs 87 (2), output 548 vs 440 (wgmma)
+//   F16   q/k/v 27 vs 46, gate 49 vs 39 (wgmma), down 51 vs 70 (2), output 452 vs 334 (wgmma)
+// So Q4_K everywhere, the other dtypes where wgmma does not take the output.
+bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays) {
+  static const bool every = env_switch("MEMRA_CLUSTER_EVERY", false);
+  if (!cluster_decode_pays(n_tokens) || n_out <= 0 || n_in <= 0) return false;
+  return every || d == DType::q4_k || !wide_pays;
+}
+
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& a, cudaStream_t stream) {
-  static const bool deep = env_switch("MEMRA_DECODE_DEEP", false);
-  if (deep) {
-    launch<D, kClusterMaxTokens / 8, true>(a, stream);
-  } else {
-    launch<D, kClusterMaxTokens / 8, false>(a, stream);
-  }
+  launch<D, kClusterMaxTokens / 8>(a, stream);
 }
 
 template void launch_decode_cluster<DType::q4_k>(const MatmulArgs&, cudaStream_t);

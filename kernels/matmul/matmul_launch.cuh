@@ -140,6 +140,10 @@ void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream
 // the device runs it and MEMRA_CLUSTER_DECODE is not 0. The same bits as launch_decode_tiled.
 constexpr int kClusterMinTokens = 16, kClusterMaxTokens = 32;
 bool cluster_decode_pays(int64_t n_tokens);
+// Whether it takes one output of dtype d (n_out x n_in) at n_tokens: cluster_decode_pays, and the
+// output is one it measured faster on than the kernel it replaces (wide_pays: the output would
+// otherwise run on wgmma). MEMRA_CLUSTER_EVERY=1 gives it every tiled output (the A/B).
+bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays);
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
