@@ -399,9 +399,14 @@ void HttpServer::close_connections() {
 }
 
 void HttpServer::connection_done(int fd) {
-  ::close(fd);
   std::lock_guard lock(mutex_);
+  // Erased, then closed, under the lock: once closed, the number is free and the accept loop can
+  // hand it to the next connection at once; erasing it after that would drop the new connection
+  // from connections_, and close_connections() would neither shut it down nor wait for its
+  // handler (the engines were freed under it and its access-log line was never written). Under
+  // the lock, close_connections() never shuts down a number that was closed and reused.
   connections_.erase(fd);
+  ::close(fd);
   if (connections_.empty() && !trim_pending_.exchange(true)) {
     char c = 0;  // wakes the accept loop so that its poll starts the idle countdown
     if (::write(wake_pipe_[1], &c, 1) < 0) MEMRA_LOG_WARN("http: wake pipe write failed");
