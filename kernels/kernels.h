@@ -184,6 +184,18 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float
 // Fused residual add + norm: x += d (x updated in place), then y = rms_norm(x) * w.
 void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
                   float* y, cudaStream_t stream);
+// Gemma's sandwich norms between two blocks in one launch, bit-identical to the plain kernels in
+// this order: rms_norm(d, w_post) in place; add(x, d); scale(x, x_scale) unless x_scale is 1; and,
+// when y is not null, rms_norm(x, w_pre) into y. prepared: null, or matmul scratch that also gets
+// y's matmul input as rms_norm_for_matmul writes it (its limits: n_rows <= kPreparedRows, dim a
+// multiple of 16, y 16-byte aligned).
+void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale, const float* w_pre,
+                        float* y, int64_t n_rows, int64_t dim, float eps, void* prepared,
+                        cudaStream_t stream);
+// Two norms of the same rows in one launch (one reduction), bit-identical to rms_norm(x, w1) into
+// y1, scale(y1, s1), rms_norm(x, w2) into y2. prepared: as above, for y1.
+void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2, float* y2,
+                   int64_t n_rows, int64_t dim, float eps, void* prepared, cudaStream_t stream);
 void add(float* y, const float* x, int64_t n, cudaStream_t stream);  // y += x
 // y[t][i] += b[i] over n_rows rows of dim, row stride ld (>= dim).
 void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
