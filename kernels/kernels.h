@@ -279,14 +279,14 @@ struct StepDev {
 void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const float* v, int64_t ld,
               cudaStream_t stream);
 
-// The attention block's prologue in one launch, bit-identical to rms_norm(q rows of head_dim,
-// q_norm), rms_norm(k rows, k_norm), rope(q), rope(k), kv_store(k, v) in that order: q: [n_tokens
-// x n_heads x head_dim] and k: [n_tokens x n_kv_heads x head_dim] normed (when q_norm / k_norm,
-// [head_dim], are not null) and rotated in place; k and v (packed rows) written to the step's
-// slots. head_dim <= 1024.
-void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, const float* v,
-                 int n_heads, const float* q_norm, const float* k_norm, float eps, int n_rot,
-                 bool neox, const double* inv_freq, cudaStream_t stream);
+// The attention block's prologue in one launch, bit-identical to rms_norm(v rows of head_dim,
+// v_norm), rms_norm(q rows, q_norm), rms_norm(k rows, k_norm), rope(q), rope(k), kv_store(k, v) in
+// that order: q: [n_tokens x n_heads x head_dim], k and v: [n_tokens x n_kv_heads x head_dim]
+// normed (where q_norm / k_norm / v_norm, [head_dim], are not null) and q, k rotated, in place; k
+// and v (packed rows) written to the step's slots. head_dim <= 1024.
+void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
+                 const float* q_norm, const float* k_norm, const float* v_norm, float eps,
+                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream);
 
 // How attention() schedules the fixed-size key splits of a query. Both plans compute every
 // split's partial (max, sum of exp, weighted V) with the same code and merge the partials in

@@ -248,14 +248,16 @@ class Ops {
   virtual void rope(float* x, int n_heads, int head_dim, const RopeParams& params) = 0;
   // Writes k, v: [step tokens x n_kv_heads x head_dim] into the step's cache slots.
   virtual void kv_store(const KvLayerView& kv, const float* k, const float* v) = 0;
-  // The attention block's prologue: per-head RMS norm of q (q_norm) and k (k_norm), each skipped
-  // when null, rope of both at the step's positions, then k and v into the step's cache slots.
-  // q: [n_tokens x n_heads x kv.head_dim]; k, v: [n_tokens x kv.n_kv_heads x kv.head_dim]. Exactly
-  // the plain ops in that order (the default, which the CPU keeps); a backend may fuse them.
+  // The attention block's prologue: per-head RMS norm of v (v_norm: Gemma 4's), q (q_norm) and k
+  // (k_norm), each skipped when null and done in place, rope of q and k at the step's positions,
+  // then k and v into the step's cache slots. q: [n_tokens x n_heads x kv.head_dim]; k, v:
+  // [n_tokens x kv.n_kv_heads x kv.head_dim]. Exactly the plain ops in that order (the default,
+  // which the CPU keeps); a backend may fuse them.
   virtual void qk_norm_rope_store(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q,
-                                  float* k, const float* v, const float* q_norm,
-                                  const float* k_norm, float eps, const RopeParams& params) {
+                                  float* k, float* v, const float* q_norm, const float* k_norm,
+                                  const float* v_norm, float eps, const RopeParams& params) {
     const int hd = kv.head_dim;
+    if (v_norm) rms_norm(v, v_norm, n_tokens * kv.n_kv_heads, hd, eps, v);
     if (q_norm) rms_norm(q, q_norm, n_tokens * n_heads, hd, eps, q);
     if (k_norm) rms_norm(k, k_norm, n_tokens * kv.n_kv_heads, hd, eps, k);
     rope(q, n_heads, hd, params);

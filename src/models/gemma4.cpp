@@ -117,15 +117,17 @@ class Gemma4Model final : public DecoderModel {
       }
       trace("k", il, k, n, kv_dim);
       trace("v", il, v, n, kv_dim);
+    }
+    if (own_kv && trace_) {  // untraced, the prologue below norms v
       ops_->rms_norm(v, f32(L.v_norm), n * n_kv, hd, cfg_.norm_eps, v);
       trace("v_norm", il, v, n, kv_dim);
     }
     if (own_kv && !trace_) {
-      // q and k normed and rotated, k and v stored: one launch where a backend fuses them (the
-      // plain ops' arithmetic: kernel-check's qk_prologue cases hold the CUDA kernel to it bit for
-      // bit at Gemma 4's head sizes), the same ops in another order where it does not.
+      // v, q and k normed, q and k rotated, k and v stored: one launch where a backend fuses them
+      // (the plain ops' arithmetic: kernel-check's qk_prologue cases hold the CUDA kernel to it bit
+      // for bit at Gemma 4's head sizes), the same ops in another order where it does not.
       ops_->qk_norm_rope_store(kv.layer(il), n, n_heads, q, k, v, f32(L.q_norm), f32(L.k_norm),
-                               cfg_.norm_eps, rope);
+                               f32(L.v_norm), cfg_.norm_eps, rope);
     } else {  // the plain ops, traced where tracing is on (a layer reading another's KV: q only)
       ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
       trace("q_norm", il, q, n, q_dim);

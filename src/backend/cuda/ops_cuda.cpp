@@ -207,17 +207,18 @@ class CudaOps final : public Ops {
     launched("kv_store");
   }
   void qk_norm_rope_store(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q, float* k,
-                          const float* v, const float* q_norm, const float* k_norm, float eps,
-                          const RopeParams& params) override {
+                          float* v, const float* q_norm, const float* k_norm, const float* v_norm,
+                          float eps, const RopeParams& params) override {
     if (!fused_prologue_) {
-      Ops::qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, eps, params);
+      Ops::qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, v_norm, eps, params);
       return;
     }
     if (n_tokens != step_.n_tokens)
       fail(ErrorCode::invalid_argument, "qk_norm_rope_store: {} tokens in a step of {}", n_tokens,
            step_.n_tokens);
-    kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, eps, params.n_rot,
-                         params.layout == RopeLayout::neox, inv_freq(params), stream());
+    kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, v_norm, eps,
+                         params.n_rot, params.layout == RopeLayout::neox, inv_freq(params),
+                         stream());
     launched("qk_prologue");
   }
   bool attention_head_dim_supported(int head_dim, DType cache) const override {
