@@ -184,6 +184,18 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float
 // Fused residual add + norm: x += d (x updated in place), then y = rms_norm(x) * w.
 void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
                   float* y, cudaStream_t stream);
+// Gemma's sandwich norms between two blocks in one launch, bit-identical to the plain kernels in
+// this order: rms_norm(d, w_post) in place; add(x, d); scale(x, x_scale) unless x_scale is 1; and,
+// when y is not null, rms_norm(x, w_pre) into y. prepared: null, or matmul scratch that also gets
+// y's matmul input as rms_norm_for_matmul writes it (its limits: n_rows <= kPreparedRows, dim a
+// multiple of 16, y 16-byte aligned).
+void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale, const float* w_pre,
+                        float* y, int64_t n_rows, int64_t dim, float eps, void* prepared,
+                        cudaStream_t stream);
+// Two norms of the same rows in one launch (one reduction), bit-identical to rms_norm(x, w1) into
+// y1, scale(y1, s1), rms_norm(x, w2) into y2. prepared: as above, for y1.
+void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2, float* y2,
+                   int64_t n_rows, int64_t dim, float eps, void* prepared, cudaStream_t stream);
 void add(float* y, const float* x, int64_t n, cudaStream_t stream);  // y += x
 // y[t][i] += b[i] over n_rows rows of dim, row stride ld (>= dim).
 void add_row(float* y, const float* b, int64_t n_rows, int64_t dim, int64_t ld,
@@ -267,14 +279,14 @@ struct StepDev {
 void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const float* v, int64_t ld,
               cudaStream_t stream);
 
-// The attention block's prologue in one launch, bit-identical to rms_norm(q rows of head_dim,
-// q_norm), rms_norm(k rows, k_norm), rope(q), rope(k), kv_store(k, v) in that order: q: [n_tokens
-// x n_heads x head_dim] and k: [n_tokens x n_kv_heads x head_dim] normed (when q_norm / k_norm,
-// [head_dim], are not null) and rotated in place; k and v (packed rows) written to the step's
-// slots. head_dim <= 1024.
-void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, const float* v,
-                 int n_heads, const float* q_norm, const float* k_norm, float eps, int n_rot,
-                 bool neox, const double* inv_freq, cudaStream_t stream);
+// The attention block's prologue in one launch, bit-identical to rms_norm(v rows of head_dim,
+// v_norm), rms_norm(q rows, q_norm), rms_norm(k rows, k_norm), rope(q), rope(k), kv_store(k, v) in
+// that order: q: [n_tokens x n_heads x head_dim], k and v: [n_tokens x n_kv_heads x head_dim]
+// normed (where q_norm / k_norm / v_norm, [head_dim], are not null) and q, k rotated, in place; k
+// and v (packed rows) written to the step's slots. head_dim <= 1024.
+void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
+                 const float* q_norm, const float* k_norm, const float* v_norm, float eps,
+                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream);
 
 // How attention() schedules the fixed-size key splits of a query. Both plans compute every
 // split's partial (max, sum of exp, weighted V) with the same code and merge the partials in

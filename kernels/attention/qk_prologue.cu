@@ -1,6 +1,7 @@
-// The attention block's prologue in one launch: per-head RMS norm of q and k, rope of both, and
-// k and v into their cache slots. A decode step ran these as five launches a layer (two norms, two
-// ropes, the store), each a few microseconds of launch and ramp for a few kilobytes of work.
+// The attention block's prologue in one launch: per-head RMS norm of q and k (and of v, Gemma 4's
+// unweighted v norm), rope of q and k, and k and v into their cache slots. A decode step ran these
+// as five (six) launches a layer (the norms, two ropes, the store), each a few microseconds of
+// launch and ramp for a few kilobytes of work.
 //
 // Bits: every value is computed by the same rounding steps as the separate kernels (the shared
 // norm_math.cuh and rope_table.cuh), and a head's sum of squares is reduced in the norm kernel's
@@ -8,8 +9,8 @@
 // warp adds its lanes' sums with the xor butterfly, and the warp sums are added in warp order from
 // +0. One warp here walks the same chunks as those warps, 32 at a time, with the same butterfly
 // and the same additions (warps of the norm kernel past the head's chunks only add +0). So the
-// output is bit-identical to rms_norm, rms_norm, rope, rope, kv_store (kernel-check compares them),
-// and, per token, independent of the step around it.
+// output is bit-identical to [rms_norm(v),] rms_norm, rms_norm, rope, rope, kv_store (kernel-check
+// compares them), and, per token, independent of the step around it.
 #include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_math.cuh"
@@ -30,9 +31,10 @@ using detail::to_cache;
 struct PrologueArgs {
   float* q;
   float* k;
-  const float* v;
+  float* v;
   const float* q_norm;  // [head_dim] or null (no q norm)
   const float* k_norm;
+  const float* v_norm;  // [head_dim] or null: v normed in place before it is stored
   float eps;
   int n_heads, n_kv_heads, head_dim, n_rot;
   bool neox;
@@ -66,10 +68,10 @@ __device__ __forceinline__ void head_norm(float* buf, const float* w, int head_d
   __syncwarp();
 }
 
-// Block (t, y): token t, heads 8y .. 8y + 7 of q then k, one per warp (a k head's warp also stores
-// that head's v). Dynamic shared memory: the token's cos and sin table (n_rot floats), then a
-// head_dim row per warp. Each warp starts loading its row before the table is computed, so the
-// two latencies overlap.
+// Block (t, y): token t, heads 8y .. 8y + 7 of q then k, one per warp (a k head's warp also norms
+// and stores that head's v). Dynamic shared memory: the token's cos and sin table (n_rot floats),
+// then a head_dim row per warp. Each warp starts loading its row before the table is computed, so
+// the two latencies overlap.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
   detail::wait_for_inputs();
@@ -111,17 +113,28 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
     row[i] = buf[i];
     if (cache) cache[i] = to_cache<T>(buf[i]);
   }
-  if (!cache) return;  // a q head, or a padding token: nothing to store
+  if (is_q) return;
+  // v normed in place for every token, padding included, so its buffer ends as rms_norm leaves it.
+  float* v = a.v + t * kv_row + int64_t{kh} * hd;
+  const float* v_out = v;
+  if (a.v_norm) {
+    __syncwarp();  // every lane has read k from buf
+    for (int i = lane; i < hd; i += 32) buf[i] = v[i];
+    __syncwarp();  // head_norm reads the lanes' elements in chunks
+    head_norm(buf, a.v_norm, hd, a.eps, lane);
+    for (int i = lane; i < hd; i += 32) v[i] = buf[i];
+    v_out = buf;
+  }
+  if (!cache) return;  // a padding token: nothing to store
   T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd;
-  const float* v = a.v + t * kv_row + int64_t{kh} * hd;
-  for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v[i]);
+  for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v_out[i]);
 }
 
 }  // namespace
 
-void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, const float* v,
-                 int n_heads, const float* q_norm, const float* k_norm, float eps, int n_rot,
-                 bool neox, const double* inv_freq, cudaStream_t stream) {
+void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
+                 const float* q_norm, const float* k_norm, const float* v_norm, float eps,
+                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream) {
   detail::require_non_negative("qk_prologue", step.n_tokens, "token count");
   const int hd = kv.head_dim;
   if (n_heads <= 0 || kv.n_kv_heads <= 0 || hd <= 0 || hd > kMaxHeadDim)
@@ -133,8 +146,8 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, con
          n_rot, hd);
   if (step.n_tokens == 0) return;
   const PrologueArgs a{
-      q,  k,     v,    q_norm,         k_norm,     eps,      n_heads, kv.n_kv_heads,
-      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k,    kv.v};
+      q,  k,     v,    q_norm,         k_norm,     v_norm,   eps,  n_heads, kv.n_kv_heads,
+      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k, kv.v};
   const size_t smem = sizeof(float) * (static_cast<size_t>(n_rot) + size_t{kWarps} * hd);
   const dim3 blocks(static_cast<unsigned>(step.n_tokens),
                     static_cast<unsigned>((n_heads + kv.n_kv_heads + kWarps - 1) / kWarps));

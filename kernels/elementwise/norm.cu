@@ -1,22 +1,119 @@
-// RMS norm and the fused residual-add + RMS norm: one block of a fixed 256 threads per row
-// (norm_row.cuh), so a row's result is the same in any batch.
+// RMS norm, the fused residual-add + RMS norm, and Gemma's fused norm chains (post_norm_add_norm,
+// rms_norm_dual): one block of a fixed 256 threads per row (norm_row.cuh), so a row's result is
+// the same in any batch. The chains run in one launch what a decode step ran as two to four (the
+// plain rms_norm, add, scale and rms_norm kernels), with the same bits: each reduction is
+// norm_row.cuh's, each elementwise step one rounded IEEE operation in the plain kernels' order, and
+// a thread rereads only the elements it wrote itself (every pass gives thread t the same chunks).
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/prepare_x.cuh"
 
 namespace memra::kernels {
 
 namespace {
 
+using detail::aligned16;
 using detail::kNormThreads;
 using detail::kNormWarps;
+using matmul_detail::PreparedRows;
 
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, const float* d, const float* w, int64_t dim, float eps, float* y) {
   detail::wait_for_inputs();
   __shared__ float warp_sums[kNormWarps];
   (void)detail::norm_row(x, d, w, dim, eps, y, blockIdx.x, warp_sums);
+}
+
+// x = x + d, then times s when kScaled, over the thread's chunks (the add and scale kernels'
+// roundings), for a chain with no norm after the add.
+template <bool kScaled>
+__device__ __forceinline__ void add_scale_row(float* xr, const float* dr, float s, int64_t dim,
+                                              bool vec) {
+  const int64_t n_chunks = (dim + 3) / 4;
+  float v[4], dv[4];
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kNormThreads) {
+    const int n = detail::load4(xr, c, dim, vec, v);
+    detail::load4(dr, c, dim, vec, dv);
+    for (int k = 0; k < n; ++k) v[k] = __fadd_rn(v[k], dv[k]);
+    if constexpr (kScaled)
+      for (int k = 0; k < n; ++k) v[k] = __fmul_rn(v[k], s);
+    detail::store4(xr, c, vec, v, n);
+  }
+}
+
+struct SandwichArgs {
+  float* d;
+  const float* w_post;
+  float* x;
+  float x_scale;
+  const float* w_pre;
+  float* y;  // null: no pre-norm
+  int64_t dim;
+  float eps;
+  PreparedRows prep;  // xh null: y not prepared
+};
+
+// d = rms_norm(d) * w_post in place (norm_row, as rms_norm); x = (x + d) [* x_scale]; y =
+// rms_norm(x) * w_pre. The two reductions use separate shared sums, so no barrier between them.
+template <bool kScaled>
+__global__ void __launch_bounds__(kNormThreads) post_norm_add_norm_kernel(const SandwichArgs a) {
+  detail::wait_for_inputs();
+  __shared__ float post_sums[kNormWarps], pre_sums[kNormWarps], warp_max[kNormWarps];
+  const int64_t row = blockIdx.x;
+  (void)detail::norm_row(a.d, nullptr, a.w_post, a.dim, a.eps, a.d, row, post_sums);
+  const float* dr = a.d + row * a.dim;
+  float* xr = a.x + row * a.dim;
+  const bool vec_xd = a.dim % 4 == 0 && aligned16(xr) && aligned16(dr);
+  if (!a.y) {
+    add_scale_row<kScaled>(xr, dr, a.x_scale, a.dim, vec_xd);
+    return;
+  }
+  float* yr = a.y + row * a.dim;
+  const bool vec = vec_xd && aligned16(yr);
+  const float inv = detail::norm_row_inv<kScaled>(xr, dr, a.x_scale, a.dim, a.eps, vec, pre_sums);
+  const float m = detail::norm_row_out(xr, a.w_pre, inv, a.dim, vec, yr);
+  if (a.prep.xh) matmul_detail::prepare_row(yr, m, row, static_cast<int>(a.dim), a.prep, warp_max);
+}
+
+struct DualArgs {
+  const float* x;
+  const float* w1;
+  float s1;
+  float* y1;
+  const float* w2;
+  float* y2;
+  int64_t dim;
+  float eps;
+  PreparedRows prep;  // xh null: y1 not prepared
+};
+
+// One reduction of x (norm_row_inv, as rms_norm's), then both outputs from the same 1 / rms:
+// y1 = (x * inv * w1) * s1 (rms_norm, then scale's rounding), y2 = x * inv * w2.
+__global__ void __launch_bounds__(kNormThreads) rms_norm_dual_kernel(const DualArgs a) {
+  detail::wait_for_inputs();
+  __shared__ float warp_sums[kNormWarps], warp_max[kNormWarps];
+  const int64_t row = blockIdx.x;
+  // x is only read (no d, not scaled); norm_row_inv takes float* for the chains that write it.
+  float* xr = const_cast<float*>(a.x) + row * a.dim;
+  float *y1r = a.y1 + row * a.dim, *y2r = a.y2 + row * a.dim;
+  const bool vec = a.dim % 4 == 0 && aligned16(xr) && aligned16(y1r) && aligned16(y2r);
+  const float inv = detail::norm_row_inv(xr, nullptr, 1.0f, a.dim, a.eps, vec, warp_sums);
+  const int64_t n_chunks = (a.dim + 3) / 4;
+  float m = 0.0f;
+  float v[4], v1[4], v2[4];
+  for (int64_t c = threadIdx.x; c < n_chunks; c += kNormThreads) {
+    const int n = detail::load4(xr, c, a.dim, vec, v);
+    for (int k = 0; k < n; ++k) {
+      v1[k] = __fmul_rn(detail::norm_out(v[k], inv, a.w1, 4 * c + k), a.s1);
+      v2[k] = detail::norm_out(v[k], inv, a.w2, 4 * c + k);
+      m = fmaxf(m, fabsf(v1[k]));
+    }
+    detail::store4(y1r, c, vec, v1, n);
+    detail::store4(y2r, c, vec, v2, n);
+  }
+  if (a.prep.xh) matmul_detail::prepare_row(y1r, m, row, static_cast<int>(a.dim), a.prep, warp_max);
 }
 
 void check_norm_args(const char* kernel, int64_t n_rows, int64_t dim) {
@@ -44,6 +141,34 @@ void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int6
   if (d == nullptr) fail(ErrorCode::invalid_argument, "add_rms_norm: residual d is null");
   detail::launch(rms_norm_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, x, d, w,
                  dim, eps, y);
+}
+
+void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale, const float* w_pre,
+                        float* y, int64_t n_rows, int64_t dim, float eps, void* prepared,
+                        cudaStream_t stream) {
+  check_norm_args("post_norm_add_norm", n_rows, dim);
+  if (!d || !x || (prepared && !y))
+    fail(ErrorCode::invalid_argument, "post_norm_add_norm: d or x is null, or y prepared but null");
+  PreparedRows prep;
+  if (prepared)
+    prep = matmul_detail::prepared_rows("post_norm_add_norm", prepared, n_rows, dim, {y});
+  if (n_rows == 0) return;
+  const SandwichArgs a{d, w_post, x, x_scale, w_pre, y, dim, eps, prep};
+  // Scaling by exactly 1 is skipped, as the model skips the scale op then.
+  const auto kernel =
+      x_scale != 1.0f ? post_norm_add_norm_kernel<true> : post_norm_add_norm_kernel<false>;
+  detail::launch(kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, a);
+}
+
+void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2, float* y2,
+                   int64_t n_rows, int64_t dim, float eps, void* prepared, cudaStream_t stream) {
+  check_norm_args("rms_norm_dual", n_rows, dim);
+  if (!x || !y1 || !y2) fail(ErrorCode::invalid_argument, "rms_norm_dual: x, y1 or y2 is null");
+  PreparedRows prep;
+  if (prepared) prep = matmul_detail::prepared_rows("rms_norm_dual", prepared, n_rows, dim, {y1});
+  if (n_rows == 0) return;
+  const DualArgs a{x, w1, s1, y1, w2, y2, dim, eps, prep};
+  detail::launch(rms_norm_dual_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, a);
 }
 
 }  // namespace memra::kernels

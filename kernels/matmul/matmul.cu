@@ -44,14 +44,17 @@
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
+#include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/tiled.cuh"
 
 namespace memra::kernels {
 namespace {
 
+using matmul_detail::block_max;
 using matmul_detail::kDecodeTokens;
+using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
-using matmul_detail::pack_f16;
+using matmul_detail::row_to_f16;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -94,84 +97,6 @@ struct ScratchLayout {
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes + xsum_bytes)};
   }
 };
-
-// One block per token row. The row's largest |x| (exact in any order) picks the power of two;
-// then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
-// values in element order. The f16 row goes to xh in element order and/or to xp in physical k
-// order (within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then 2, 3, 6, 7, 10, 11, 14, 15) at
-// xp_offset's places, the wgmma prefill kernel's tiles.
-constexpr int kXThreads = 256;
-
-// The block's largest of its threads' m (warp_max: kXThreads / 32 floats of shared memory).
-__device__ __forceinline__ float block_max(float m, float* warp_max) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-  __syncthreads();
-  m = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kXThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-  return m;
-}
-
-// The f16 form of row `row` (src: its n_in floats, 16-byte aligned) from its largest |x| m;
-// kLdg reads src through the read-only cache (rows no kernel of this launch writes).
-template <bool kLdg>
-__device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t row, int n_in,
-                                           uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
-                                           float* xinv) {
-  const float4* src = reinterpret_cast<const float4*>(x_row);
-  // m = f * 2^e with f in [0.5, 1): m * 2^(15 - e) lies in [2^14, 2^15).
-  int e = 0;
-  if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
-  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
-  const float scale = ldexpf(1.0f, shift);
-  if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
-
-  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
-    const int n = min(32, n_in - 32 * g);
-    float sum = 0.0f;
-    for (int h = 0; h < n / 16; ++h) {
-      const int k0 = 32 * g + 16 * h;
-      float e16[16];
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const float4 f = kLdg ? __ldg(src + k0 / 4 + v) : src[k0 / 4 + v];
-        e16[4 * v] = f.x * scale;
-        e16[4 * v + 1] = f.y * scale;
-        e16[4 * v + 2] = f.z * scale;
-        e16[4 * v + 3] = f.w * scale;
-      }
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        e16[i] = __half2float(__float2half_rn(e16[i]));
-        sum = __fadd_rn(sum, e16[i]);
-      }
-      if (xh != nullptr) {
-        uint32_t o[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
-        uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
-        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-      }
-      if (xp != nullptr) {
-        uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int el = 4 * (i & 3) + 2 * (i >> 2);
-          o[i] = pack_f16(e16[el], e16[el + 1]);
-        }
-        using matmul_detail::xp_offset;
-        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) =
-            make_uint4(o[0], o[1], o[2], o[3]);
-        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
-            make_uint4(o[4], o[5], o[6], o[7]);
-      }
-    }
-    xsum[row * xsum_stride + g] = sum;
-  }
-}
 
 // Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
 // their pairs' rows in expert order this way.
@@ -548,6 +473,21 @@ MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const in
   return a;
 }
 
+PreparedRows prepared_rows(const char* kernel, void* scratch, int64_t n_rows, int64_t dim,
+                           std::initializer_list<const void*> aligned) {
+  if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))
+    fail(ErrorCode::invalid_argument,
+         "{}: {} prepared rows of {} (at most {} rows, dim a multiple of 16)", kernel, n_rows, dim,
+         kPreparedRows);
+  bool ok = aligned16(scratch);
+  for (const void* p : aligned) ok = ok && (p == nullptr || aligned16(p));
+  if (!ok)
+    fail(ErrorCode::invalid_argument, "{}: rows and scratch must be 16-byte aligned", kernel);
+  const ScratchLayout layout(n_rows, dim);
+  const ScratchLayout::Parts p = layout.parts(scratch);
+  return {p.xh, p.xsum, static_cast<int>(layout.xsum_stride), p.xinv};
+}
+
 }  // namespace matmul_detail
 
 PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
@@ -558,21 +498,11 @@ PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void*
 
 void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                          float eps, float* y, void* scratch, cudaStream_t stream) {
-  if (n_rows < 0 || n_rows > kPreparedRows || dim <= 0 || dim % 16 != 0 || dim > (1 << 30))
-    fail(ErrorCode::invalid_argument,
-         "rms_norm_for_matmul: {} rows of {} (at most {} rows, dim a "
-         "multiple of 16)",
-         n_rows, dim, kPreparedRows);
-  if (!aligned16(x) || !aligned16(y) || (d && !aligned16(d)) || !aligned16(scratch))
-    fail(ErrorCode::invalid_argument,
-         "rms_norm_for_matmul: x, d, y and scratch must be 16-byte "
-         "aligned");
+  const matmul_detail::PreparedRows p =
+      matmul_detail::prepared_rows("rms_norm_for_matmul", scratch, n_rows, dim, {x, d, y});
   if (n_rows == 0) return;
-  const ScratchLayout layout(n_rows, dim);
-  const ScratchLayout::Parts p = layout.parts(scratch);
   detail::launch(norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
-                 static_cast<int>(dim), eps, y, p.xh, p.xsum, static_cast<int>(layout.xsum_stride),
-                 p.xinv);
+                 static_cast<int>(dim), eps, y, p.xh, p.xsum, p.xsum_stride, p.xinv);
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,

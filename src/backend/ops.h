@@ -244,18 +244,41 @@ class Ops {
     add(x, d, n_rows * dim);
     rms_norm(x, w, n_rows, dim, eps, y);
   }
+  // Gemma's sandwich norms between two blocks: the block output's post-norm, the residual add, a
+  // scale of the residual, the next block's pre-norm: d = rms_norm(d) * w_post (in place);
+  // x += d; x *= x_scale unless it is 1; y = rms_norm(x) * w_pre when y is not null. Exactly the
+  // plain ops in that order (the default, which the CPU keeps); a backend may fuse them.
+  virtual void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale,
+                                  const float* w_pre, float* y, int64_t n_rows, int64_t dim,
+                                  float eps) {
+    rms_norm(d, w_post, n_rows, dim, eps, d);
+    add(x, d, n_rows * dim);
+    if (x_scale != 1.0f) scale(x, x_scale, n_rows * dim);
+    if (y) rms_norm(x, w_pre, n_rows, dim, eps, y);
+  }
+  // Two norms of the same rows (Gemma 4's router input and its experts' input): y1 = rms_norm(x) *
+  // w1, then y1 *= s1; y2 = rms_norm(x) * w2. Exactly those plain ops (the default); a backend
+  // may share the reduction. y1 is what the next op reads (a backend may prepare it for a matmul).
+  virtual void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2,
+                             float* y2, int64_t n_rows, int64_t dim, float eps) {
+    rms_norm(x, w1, n_rows, dim, eps, y1);
+    scale(y1, s1, n_rows * dim);
+    rms_norm(x, w2, n_rows, dim, eps, y2);
+  }
   // Rotates x: [step tokens x n_heads x head_dim] in place at the step's positions.
   virtual void rope(float* x, int n_heads, int head_dim, const RopeParams& params) = 0;
   // Writes k, v: [step tokens x n_kv_heads x head_dim] into the step's cache slots.
   virtual void kv_store(const KvLayerView& kv, const float* k, const float* v) = 0;
-  // The attention block's prologue: per-head RMS norm of q (q_norm) and k (k_norm), each skipped
-  // when null, rope of both at the step's positions, then k and v into the step's cache slots.
-  // q: [n_tokens x n_heads x kv.head_dim]; k, v: [n_tokens x kv.n_kv_heads x kv.head_dim]. Exactly
-  // the plain ops in that order (the default, which the CPU keeps); a backend may fuse them.
+  // The attention block's prologue: per-head RMS norm of v (v_norm: Gemma 4's), q (q_norm) and k
+  // (k_norm), each skipped when null and done in place, rope of q and k at the step's positions,
+  // then k and v into the step's cache slots. q: [n_tokens x n_heads x kv.head_dim]; k, v:
+  // [n_tokens x kv.n_kv_heads x kv.head_dim]. Exactly the plain ops in that order (the default,
+  // which the CPU keeps); a backend may fuse them.
   virtual void qk_norm_rope_store(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q,
-                                  float* k, const float* v, const float* q_norm,
-                                  const float* k_norm, float eps, const RopeParams& params) {
+                                  float* k, float* v, const float* q_norm, const float* k_norm,
+                                  const float* v_norm, float eps, const RopeParams& params) {
     const int hd = kv.head_dim;
+    if (v_norm) rms_norm(v, v_norm, n_tokens * kv.n_kv_heads, hd, eps, v);
     if (q_norm) rms_norm(q, q_norm, n_tokens * n_heads, hd, eps, q);
     if (k_norm) rms_norm(k, k_norm, n_tokens * kv.n_kv_heads, hd, eps, k);
     rope(q, n_heads, hd, params);

@@ -376,8 +376,8 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
     trace("k_rope", il, k, n, kv_dim);
     ops_->kv_store(kv_layer, k, v);
   } else {
-    ops_->qk_norm_rope_store(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, cfg_.norm_eps,
-                             rope);
+    ops_->qk_norm_rope_store(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, nullptr,
+                             cfg_.norm_eps, rope);
   }
   const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
   ops_->attention(kv_layer, q, params, s_.attn.f32());

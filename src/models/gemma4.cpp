@@ -5,7 +5,9 @@
 // per-layer widths of the MLP (double-wide in the sharing layers), per-layer input embeddings
 // added after each layer, a per-layer output scale, and optionally (enable_moe_block) routed
 // experts beside every layer's MLP. Norm weights are plain w (not 1 + w).
-// transformers' Gemma4TextModel is the reference; model_config.cpp reads the config.
+// transformers' Gemma4TextModel is the reference; model_config.cpp reads the config. The norms
+// between blocks go to the backend as fused ops (post_norm_add_norm, rms_norm_dual, v's norm in
+// qk_norm_rope_store: one launch each on CUDA, the plain ops' bits), the plain ops when tracing.
 #include <cmath>
 
 #include "models/decoder.h"
@@ -33,22 +35,17 @@ class Gemma4Model final : public DecoderModel {
     float *x = s_.x.f32(), *h = s_.h.f32(), *out = s_.out.f32();
     embed(x);
     if (cfg_.n_embd_per_layer > 0) per_layer_inputs(x, n);
+    // Layer 0's attn_norm; every later layer's comes with the end of the layer before it.
+    if (cfg_.n_layers > 0) norm(x, w_.layers[0].attn_norm, n, h, "attn_norm", 0);
     for (int il = 0; il < cfg_.n_layers; ++il) {
       const LayerWeights& L = w_.layers[il];
-      norm(x, L.attn_norm, n, h, "attn_norm", il);
       attention(il, n, kv, h, out);
-      norm(out, L.post_attn_norm, n, out, "post_attn_norm", il);
-      add_norm(x, out, L.ffn_norm, n, h, "attn_residual", il, "ffn_norm", il);
+      // out = post_attn_norm(out); x += out; h = ffn_norm(x).
+      sandwich(out, L.post_attn_norm, x, 1.0f, &L.ffn_norm, h, n,
+               {"post_attn_norm", "attn_residual", nullptr, "ffn_norm", il, il});
       mlp(il, h, n, out);
       if (cfg_.moe_layer[il]) moe_beside_mlp(il, x, n, out);
-      norm(out, L.post_ffn_norm, n, out, "post_ffn_norm", il);
-      ops_->add(x, out, n * cfg_.n_embd);
-      trace("ffn_residual", il, x, n, cfg_.n_embd);
-      if (cfg_.n_embd_per_layer > 0) per_layer_input_block(il, x, n, out);
-      if (L.output_scale != 1.0f) {
-        ops_->scale(x, L.output_scale, n * cfg_.n_embd);
-        trace("layer_out", il, x, n, cfg_.n_embd);
-      }
+      layer_end(il, x, n, h, out);
     }
   }
 
@@ -81,8 +78,54 @@ class Gemma4Model final : public DecoderModel {
         ops_->copy(layers + (il * n + t) * P, proj + t * LP + il * P, row_bytes);
   }
 
-  // x += rms_norm(proj(gelu(gate(x)) * per_layer_input[il])).
-  void per_layer_input_block(int il, float* x, int64_t n, float* out) {
+  // Trace names of a sandwich's results (the residual's after its scale: `scaled`).
+  struct SandwichNames {
+    const char *post, *residual, *scaled, *pre;
+    int il, pre_il;
+  };
+
+  // Gemma's sandwich between two blocks: d = rms_norm(d) * post; x += d; x *= x_scale unless it
+  // is 1; y = rms_norm(x) * pre when pre is given. One backend op (one launch on CUDA, the plain
+  // ops' bits); with tracing on, the plain ops in that order with each result traced.
+  void sandwich(float* d, const TensorView& post, float* x, float x_scale, const TensorView* pre,
+                float* y, int64_t n, const SandwichNames& names) {
+    const int64_t dim = cfg_.n_embd;
+    if (!trace_) {
+      ops_->post_norm_add_norm(d, f32(post), x, x_scale, pre ? f32(*pre) : nullptr,
+                               pre ? y : nullptr, n, dim, cfg_.norm_eps);
+      return;
+    }
+    norm(d, post, n, d, names.post, names.il);
+    ops_->add(x, d, n * dim);
+    trace(names.residual, names.il, x, n, dim);
+    if (x_scale != 1.0f) {
+      ops_->scale(x, x_scale, n * dim);
+      trace(names.scaled, names.il, x, n, dim);
+    }
+    if (pre) norm(x, *pre, n, y, names.pre, names.pre_il);
+  }
+
+  // The layer's end: out = post_ffn_norm(out); x += out; the per-layer input block where the model
+  // has one; x *= output_scale; and the next layer's attn_norm(x) into h, in the last sandwich.
+  void layer_end(int il, float* x, int64_t n, float* h, float* out) {
+    const LayerWeights& L = w_.layers[il];
+    const TensorView* next = il + 1 < cfg_.n_layers ? &w_.layers[il + 1].attn_norm : nullptr;
+    const SandwichNames names{"post_ffn_norm", "ffn_residual", "layer_out", "attn_norm", il,
+                              il + 1};
+    if (cfg_.n_embd_per_layer == 0) {
+      sandwich(out, L.post_ffn_norm, x, L.output_scale, next, h, n, names);
+      return;
+    }
+    // The per-layer input block sits between the residual add and the scale: its own sandwich
+    // takes the scale and the next norm.
+    sandwich(out, L.post_ffn_norm, x, 1.0f, nullptr, nullptr, n, names);
+    per_layer_input_block(il, x, n, out, next, h);
+  }
+
+  // x += rms_norm(proj(gelu(gate(x)) * per_layer_input[il])) * inp_post_norm; then x *=
+  // output_scale and h = next(x) where next is given (the layer's end).
+  void per_layer_input_block(int il, float* x, int64_t n, float* out, const TensorView* next,
+                             float* h) {
     const LayerWeights& L = w_.layers[il];
     const int64_t P = cfg_.n_embd_per_layer;
     float* gate = ple_tok_.f32();  // [n x P]: free once per_layer_inputs has run
@@ -91,9 +134,8 @@ class Gemma4Model final : public DecoderModel {
     ops_->gelu_tanh_mul(gate, ple_layers_.f32() + il * n * P, n, P, gate);
     trace("per_layer_gate", il, gate, n, P);
     ops_->matmul(L.inp_proj, gate, n, out);
-    norm(out, L.inp_post_norm, n, out, "per_layer_out", il);
-    ops_->add(x, out, n * cfg_.n_embd);
-    trace("per_layer_residual", il, x, n, cfg_.n_embd);
+    sandwich(out, L.inp_post_norm, x, L.output_scale, next, h, n,
+             {"per_layer_out", "per_layer_residual", "layer_out", "attn_norm", il, il + 1});
   }
 
   void attention(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out) {
@@ -117,15 +159,17 @@ class Gemma4Model final : public DecoderModel {
       }
       trace("k", il, k, n, kv_dim);
       trace("v", il, v, n, kv_dim);
+    }
+    if (own_kv && trace_) {  // untraced, the prologue below norms v
       ops_->rms_norm(v, f32(L.v_norm), n * n_kv, hd, cfg_.norm_eps, v);
       trace("v_norm", il, v, n, kv_dim);
     }
     if (own_kv && !trace_) {
-      // q and k normed and rotated, k and v stored: one launch where a backend fuses them (the
-      // plain ops' arithmetic: kernel-check's qk_prologue cases hold the CUDA kernel to it bit for
-      // bit at Gemma 4's head sizes), the same ops in another order where it does not.
+      // v, q and k normed, q and k rotated, k and v stored: one launch where a backend fuses them
+      // (the plain ops' arithmetic: kernel-check's qk_prologue cases hold the CUDA kernel to it bit
+      // for bit at Gemma 4's head sizes), the same ops in another order where it does not.
       ops_->qk_norm_rope_store(kv.layer(il), n, n_heads, q, k, v, f32(L.q_norm), f32(L.k_norm),
-                               cfg_.norm_eps, rope);
+                               f32(L.v_norm), cfg_.norm_eps, rope);
     } else {  // the plain ops, traced where tracing is on (a layer reading another's KV: q only)
       ops_->rms_norm(q, f32(L.q_norm), n * n_heads, hd, cfg_.norm_eps, q);
       trace("q_norm", il, q, n, q_dim);
@@ -171,14 +215,20 @@ class Gemma4Model final : public DecoderModel {
     const int64_t d = cfg_.n_embd;
     float *h = s_.h.f32(), *router_in = s_.moe_router_in.f32(), *moe = s_.moe_out.f32();
     norm(out, L.ffn_post_norm_1, n, out, "ffn_mlp", il);
-    ops_->rms_norm(x, f32(L.ffn_gate_inp_scale), n, d, cfg_.norm_eps, router_in);
-    ops_->scale(router_in, static_cast<float>(1.0 / std::sqrt(double(d))), n * d);
-    trace("ffn_router_in", il, router_in, n, d);
-    norm(x, L.ffn_pre_norm_2, n, h, "ffn_norm_2", il);
+    const auto router_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+    if (trace_) {
+      ops_->rms_norm(x, f32(L.ffn_gate_inp_scale), n, d, cfg_.norm_eps, router_in);
+      ops_->scale(router_in, router_scale, n * d);
+      trace("ffn_router_in", il, router_in, n, d);
+      norm(x, L.ffn_pre_norm_2, n, h, "ffn_norm_2", il);
+    } else {  // both norms of x from one reduction (one launch on CUDA), the router's input first
+      ops_->rms_norm_dual(x, f32(L.ffn_gate_inp_scale), router_scale, router_in,
+                          f32(L.ffn_pre_norm_2), h, n, d, cfg_.norm_eps);
+    }
     moe_block(il, h, n, moe, router_in, "ffn_moe_out");
-    norm(moe, L.ffn_post_norm_2, n, moe, "ffn_moe", il);
-    ops_->add(out, moe, n * d);
-    trace("ffn_moe_combined", il, out, n, d);
+    // out += post_norm_2(moe).
+    sandwich(moe, L.ffn_post_norm_2, out, 1.0f, nullptr, nullptr, n,
+             {"ffn_moe", "ffn_moe_combined", nullptr, nullptr, il, il});
   }
 
   Buffer ple_tok_, ple_, ple_layers_;  // [n x n_layers * P] each (per_layer_inputs)

@@ -122,6 +122,7 @@ std::string shape_str(std::initializer_list<int64_t> dims);
 // The check families (one file each). Each adds its rows to the context.
 void check_elementwise(Context& ctx);
 void check_norm(Context& ctx);
+void check_norm_fused(Context& ctx);  // post_norm_add_norm, rms_norm_dual
 void check_get_rows(Context& ctx);
 void check_rope(Context& ctx);
 void check_kv_store(Context& ctx);

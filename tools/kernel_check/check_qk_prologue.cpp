@@ -1,9 +1,10 @@
-// The fused attention prologue (qk_prologue) against the five kernels it replaces, run on copies
-// of the same inputs: rms_norm(q), rms_norm(k), rope(q), rope(k), kv_store(k, v). q, k and both
-// cache images must match bit for bit (the fused kernel claims the plain kernels' arithmetic; the
-// plain kernels are checked against double references in their own families). Slots are distinct
-// and random, the last token is padding (slot -1, nothing stored). --teeth swaps the q and k norm
-// weights (cases with norms) or the pair layout (cases without).
+// The fused attention prologue (qk_prologue) against the five (six) kernels it replaces, run on
+// copies of the same inputs: [rms_norm(v),] rms_norm(q), rms_norm(k), rope(q), rope(k),
+// kv_store(k, v). q, k, v and both cache images must match bit for bit (the fused kernel claims the
+// plain kernels' arithmetic; the plain kernels are checked against double references in their own
+// families). Slots are distinct and random, the last token is padding (slot -1, nothing stored,
+// its v still normed). --teeth drops the v norm (Gemma 4's cases, which norm v), or swaps the q and
+// k norm weights (other cases with norms) or the pair layout (cases without).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,7 +25,7 @@ double cache_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
 
 template <typename T>
 void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_heads, int head_dim,
-               int n_rot, bool neox, bool norms) {
+               int n_rot, bool neox, bool norms, bool v_norm = false) {
   const int32_t block_size = 16, n_blocks = (n_tokens + block_size - 1) / block_size + 2;
   const int64_t q_row = int64_t{n_heads} * head_dim, kv_row = int64_t{n_kv_heads} * head_dim;
   const int64_t n_slots = int64_t{n_blocks} * block_size;
@@ -39,9 +40,10 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
   const std::vector<float> v = ctx.uniform(n_tokens * kv_row, -4.0f, 4.0f);
   const std::vector<float> qw = ctx.uniform(head_dim, 0.5f, 1.5f);
   const std::vector<float> kw = ctx.uniform(head_dim, 0.5f, 1.5f);
+  const std::vector<float> vw = ctx.uniform(head_dim, 0.5f, 1.5f);
   Dev<int32_t> dslots(ctx, slots), dpos(ctx, pos);
   Dev<double> dfreq(ctx, inv_freq);
-  Dev<float> dqw(ctx, qw), dkw(ctx, kw), dv(ctx, v);
+  Dev<float> dqw(ctx, qw), dkw(ctx, kw), dvw(ctx, vw);
   constexpr float kEps = 1e-6f;
 
   kernels::StepDev step;
@@ -53,10 +55,13 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
   };
 
   // The plain kernels.
-  Dev<float> pq(ctx, q), pk(ctx, k);
+  Dev<float> pq(ctx, q), pk(ctx, k), pv(ctx, v);
   Dev<T> pkc(n_slots * kv_row), pvc(n_slots * kv_row);
   pkc.poison(ctx);
   pvc.poison(ctx);
+  if (v_norm)
+    kernels::rms_norm(pv.get(), dvw.get(), n_tokens * int64_t{n_kv_heads}, head_dim, kEps, pv.get(),
+                      ctx.stream());
   if (norms) {
     kernels::rms_norm(pq.get(), dqw.get(), n_tokens * int64_t{n_heads}, head_dim, kEps, pq.get(),
                       ctx.stream());
@@ -67,30 +72,34 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
                 ctx.stream());
   kernels::rope(pk.get(), n_tokens, kv_row, n_kv_heads, head_dim, n_rot, neox, dpos.get(),
                 dfreq.get(), ctx.stream());
-  kernels::kv_store(paged(pkc, pvc), step, pk.get(), dv.get(), kv_row, ctx.stream());
+  kernels::kv_store(paged(pkc, pvc), step, pk.get(), pv.get(), kv_row, ctx.stream());
 
   // The fused kernel.
-  Dev<float> fq(ctx, q), fk(ctx, k);
+  Dev<float> fq(ctx, q), fk(ctx, k), fv(ctx, v);
   Dev<T> fkc(n_slots * kv_row), fvc(n_slots * kv_row);
   fkc.poison(ctx);
   fvc.poison(ctx);
-  const bool swap = ctx.teeth() && norms;
+  const bool drop_v = ctx.teeth() && v_norm;
+  const bool swap = ctx.teeth() && norms && !v_norm;
   const float* q_norm = norms ? (swap ? dkw.get() : dqw.get()) : nullptr;
   const float* k_norm = norms ? (swap ? dqw.get() : dkw.get()) : nullptr;
   const bool fused_neox = ctx.teeth() && !norms ? !neox : neox;
-  kernels::qk_prologue(paged(fkc, fvc), step, fq.get(), fk.get(), dv.get(), n_heads, q_norm, k_norm,
-                       kEps, n_rot, fused_neox, dfreq.get(), ctx.stream());
+  const float* fused_v_norm = v_norm && !drop_v ? dvw.get() : nullptr;
+  kernels::qk_prologue(paged(fkc, fvc), step, fq.get(), fk.get(), fv.get(), n_heads, q_norm, k_norm,
+                       fused_v_norm, kEps, n_rot, fused_neox, dfreq.get(), ctx.stream());
   ctx.sync();
 
   const double mismatches = bit_mismatches(fq.download(ctx), pq.download(ctx)) +
                             bit_mismatches(fk.download(ctx), pk.download(ctx)) +
+                            bit_mismatches(fv.download(ctx), pv.download(ctx)) +
                             cache_mismatches(fkc.download(ctx), pkc.download(ctx)) +
                             cache_mismatches(fvc.download(ctx), pvc.download(ctx));
   ctx.add({"qk_prologue",
            shape_str({n_tokens, n_heads, n_kv_heads, head_dim}) + " rot " + std::to_string(n_rot) +
-               (neox ? " neox" : " normal") + (norms ? " norms" : ""),
+               (neox ? " neox" : " normal") + (norms ? " norms" : "") + (v_norm ? " +v" : ""),
            std::string(dtype_name(dtype)), "bits", mismatches, 0.0,
            !ctx.teeth() ? ""
+           : drop_v     ? "v norm dropped"
            : norms      ? "q and k norm weights swapped"
                         : "pair layout swapped"});
 }
@@ -118,6 +127,17 @@ void check_qk_prologue(Context& ctx) {
   check_one<uint8_t>(ctx, DType::f8_e4m3, 33, 14, 2, 64, 64, false, false);
   check_one<uint8_t>(ctx, DType::f8_e4m3, 7, 16, 2, 512, 128, true, true);
   check_one<uint8_t>(ctx, DType::f8_e4m3, 11, 4, 2, 16, 16, true, true);
+  // Gemma 4's v norm in the prologue: 26B-A4B's sliding (16 heads, 8 kv of 256) and full (2 kv of
+  // 512, a quarter rotated) layers, decode and prefill, each cache type; an odd head size.
+  check_one<uint16_t>(ctx, DType::f16, 2, 16, 8, 256, 256, true, true, true);
+  check_one<uint16_t>(ctx, DType::f16, 2, 16, 2, 512, 128, true, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 9, 16, 8, 256, 256, true, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 9, 16, 2, 512, 128, true, true, true);
+  check_one<float>(ctx, DType::f32, 5, 16, 8, 256, 256, true, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 2, 16, 8, 256, 256, true, true, true);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 2, 16, 2, 512, 128, true, true, true);
+  check_one<float>(ctx, DType::f32, 3, 6, 2, 100, 100, true, true, true);
+  check_one<float>(ctx, DType::f32, 11, 4, 2, 16, 16, true, true, true);  // the fixture's sliding
 }
 
 }  // namespace memra::kernel_check

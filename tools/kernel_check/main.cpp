@@ -28,11 +28,11 @@ constexpr const char* kUsage = R"(usage: memra-kernel-check [--seed N] [--filter
 Checks every CUDA kernel (elementwise, rms_norm, get_rows, rope, kv_store, attention, matmul,
 argmax_rows, sample_rows, and the linear-attention ssm_conv, gated_delta_rule, rms_norm_gated,
 sigmoid_mul) against a CPU reference (double precision; for sample_rows the CPU sampler's own
-chain, bit for bit; for the linear-attention kernels the CPU backend's ops; qk_prologue against
-the five kernels it fuses, bit for bit) on fresh random inputs, with outputs poisoned (NaN)
-first, plus bitwise invariances (a row / query / sequence alone == the same inside a batch; a
-sequence split over two steps == whole; attention's split
-and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
+chain, bit for bit; for the linear-attention kernels the CPU backend's ops; qk_prologue,
+post_norm_add_norm and rms_norm_dual against the plain kernels they fuse, bit for bit) on fresh
+random inputs, with outputs poisoned (NaN) first, plus bitwise invariances (a row / query /
+sequence alone == the same inside a batch; a sequence split over two steps == whole; attention's
+split and one_pass plans agree). One table row per case: kernel, shape, dtype, metric, worst
 error, tolerance, verdict.
 
   --seed N        seed of the random inputs (default: random; always printed, to reproduce)
@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     namespace kc = memra::kernel_check;
     kc::check_elementwise(ctx);
     kc::check_norm(ctx);
+    kc::check_norm_fused(ctx);
     kc::check_get_rows(ctx);
     kc::check_rope(ctx);
     kc::check_kv_store(ctx);

@@ -11,9 +11,9 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -196,6 +196,24 @@ class CudaOps final : public Ops {
     kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
     launched("add_rms_norm");
   }
+  void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale,
+                          const float* w_pre, float* y, int64_t n_rows, int64_t dim,
+                          float eps) override {
+    if (!fused_norms_)
+      return Ops::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps);
+    void* prep = y ? prepare_scratch(n_rows, dim, {y}) : nullptr;
+    kernels::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps, prep, stream());
+    launched("post_norm_add_norm");
+    if (prep) prepared_ = {y, n_rows, dim, n_launches_};
+  }
+  void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2,
+                     float* y2, int64_t n_rows, int64_t dim, float eps) override {
+    if (!fused_norms_) return Ops::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps);
+    void* prep = prepare_scratch(n_rows, dim, {y1});
+    kernels::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps, prep, stream());
+    launched("rms_norm_dual");
+    if (prep) prepared_ = {y1, n_rows, dim, n_launches_};
+  }
   void rope(float* x, int n_heads, int head_dim, const RopeParams& params) override {
     const int64_t ld = int64_t{n_heads} * head_dim;
     kernels::rope(x, step_.n_tokens, ld, n_heads, head_dim, params.n_rot,
@@ -207,17 +225,18 @@ class CudaOps final : public Ops {
     launched("kv_store");
   }
   void qk_norm_rope_store(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q, float* k,
-                          const float* v, const float* q_norm, const float* k_norm, float eps,
-                          const RopeParams& params) override {
+                          float* v, const float* q_norm, const float* k_norm, const float* v_norm,
+                          float eps, const RopeParams& params) override {
     if (!fused_prologue_) {
-      Ops::qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, eps, params);
+      Ops::qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, v_norm, eps, params);
       return;
     }
     if (n_tokens != step_.n_tokens)
       fail(ErrorCode::invalid_argument, "qk_norm_rope_store: {} tokens in a step of {}", n_tokens,
            step_.n_tokens);
-    kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, eps, params.n_rot,
-                         params.layout == RopeLayout::neox, inv_freq(params), stream());
+    kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, v_norm, eps,
+                         params.n_rot, params.layout == RopeLayout::neox, inv_freq(params),
+                         stream());
     launched("qk_prologue");
   }
   bool attention_head_dim_supported(int head_dim, DType cache) const override {
@@ -457,30 +476,6 @@ class CudaOps final : public Ops {
     fail(ErrorCode::internal, "{}", reason);
   }
 
-  static std::string fmt_error(const char* what, cudaError_t status) {
-    return std::string(what) + ": " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) +
-           ")";
-  }
-
-  // Errors after which the CUDA context cannot be used again (the process must restart).
-  static bool sticky(cudaError_t status) {
-    switch (status) {
-      case cudaErrorLaunchFailure:
-      case cudaErrorIllegalAddress:
-      case cudaErrorIllegalInstruction:
-      case cudaErrorMisalignedAddress:
-      case cudaErrorInvalidAddressSpace:
-      case cudaErrorInvalidPc:
-      case cudaErrorHardwareStackError:
-      case cudaErrorAssert:
-      case cudaErrorLaunchTimeout:
-      case cudaErrorECCUncorrectable:
-        return true;
-      default:
-        return false;
-    }
-  }
-
   // Host waits: a failure here is a kernel fault of the step(s) before it.
   void sync_checked(const char* what) {
     const cudaError_t status = cudaStreamSynchronize(stream());
@@ -570,12 +565,16 @@ class CudaOps final : public Ops {
   // MEMRA_FUSED_PROLOGUE=0 runs the attention prologue as its five plain kernels (A/B
   // measurements; the outputs are bit-identical).
   bool fused_prologue_ = env_switch("MEMRA_FUSED_PROLOGUE", true);
+  // MEMRA_FUSED_NORMS=0 runs post_norm_add_norm and rms_norm_dual as their plain kernels (A/B;
+  // the same bits either way).
+  bool fused_norms_ = env_switch("MEMRA_FUSED_NORMS", true);
 
-  // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul),
-  // so the q/k/v, gate/up and output products that follow skip preparing it. prepared_ says for
-  // which y, and the launch count after the norm: any op in between (even one that does not touch
-  // y) uses the next launch number, and the matmul prepares x itself again. MEMRA_NORM_PREPARES=0
-  // turns it off (A/B; the same bits either way).
+  // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul, and
+  // the fused post_norm_add_norm and rms_norm_dual), so the q/k/v, gate/up, router and output
+  // products that follow skip preparing it. prepared_ says for which y, and the launch count after
+  // the norm: any op in between (even one that does not touch y) uses the next launch number, and
+  // the matmul prepares x itself again. MEMRA_NORM_PREPARES=0 turns it off (A/B; the same bits
+  // either way).
   struct Prepared {
     const float* y = nullptr;
     int64_t n_rows = 0, dim = 0, at = -1;
@@ -586,13 +585,21 @@ class CudaOps final : public Ops {
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
 
-  bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
-                       float eps, float* y) {
+  // The matmul scratch a norm writing n_rows x dim may also prepare its output in, or null where
+  // it may not (every pointer in `rows` must be 16-byte aligned).
+  void* prepare_scratch(int64_t n_rows, int64_t dim, std::initializer_list<const void*> rows) {
     // dim < 256: a per-head norm (q/k norms of a traced step, Gemma 4's), which no matmul reads.
     if (!norm_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 ||
-        dim < 256 || !aligned16(x) || !aligned16(y) || (d && !aligned16(d)))
-      return false;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+        dim < 256)
+      return nullptr;
+    for (const void* p : rows)
+      if (p && !aligned16(p)) return nullptr;
+    return grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+  }
+  bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                       float eps, float* y) {
+    void* scratch = prepare_scratch(n_rows, dim, {x, d, y});
+    if (!scratch) return false;
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
     prepared_ = {y, n_rows, dim, n_launches_};
@@ -619,12 +626,6 @@ class CudaOps final : public Ops {
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
   ExpertsGrouped experts_grouped_;  // matmul_experts steps the device path does not take
-  static bool tiled_weights_from_env() {
-    const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
-    if (!v || std::string_view(v) == "tiled") return true;
-    if (std::string_view(v) == "ggml") return false;
-    fail(ErrorCode::invalid_argument, "MEMRA_WEIGHT_LAYOUT={} is not tiled or ggml", v);
-  }
   // Where matmul reads a weight from, and in which layout.
   // One expert's matrix of a stacked [n_in x rows x experts] tensor in its device form (tiled
   // records or the file's rows), and the bytes before row row_begin of it.

@@ -1,5 +1,5 @@
-// Private to the CUDA backend (ops_cuda.cpp): pinned staging memory and the fault-injection plan
-// its error-path tests drive.
+// Private to the CUDA backend (ops_cuda.cpp): pinned staging memory, the fault-injection plan its
+// error-path tests drive, how it names and classifies CUDA errors, and its weight-layout switch.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "backend/cuda/cuda_runtime.h"
 #include "core/error.h"
@@ -66,5 +67,39 @@ struct FaultPlan {
     return p;
   }
 };
+
+// "what: <CUDA's description> (<its name>)".
+inline std::string fmt_error(const char* what, cudaError_t status) {
+  return std::string(what) + ": " + cudaGetErrorString(status) + " (" + cudaGetErrorName(status) +
+         ")";
+}
+
+// Errors after which the CUDA context cannot be used again (the process must restart).
+inline bool sticky(cudaError_t status) {
+  switch (status) {
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// MEMRA_WEIGHT_LAYOUT: tiled (the default) or ggml (every weight in the file's layout: an A/B of
+// the tiled matmul kernels, bit-identical outputs); anything else is refused by name.
+inline bool tiled_weights_from_env() {
+  const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
+  if (!v || std::string_view(v) == "tiled") return true;
+  if (std::string_view(v) == "ggml") return false;
+  fail(ErrorCode::invalid_argument, "MEMRA_WEIGHT_LAYOUT={} is not tiled or ggml", v);
+}
 
 }  // namespace memra::cuda

@@ -1,0 +1,115 @@
+// Private to kernels/: the f16 form of a row of x that matmul's tensor-core kernels read, written
+// by matmul.cu's x_to_f16 from x, or by a norm kernel from the y it has just written (matmul.cu's
+// norm_to_f16, the fused norms of elementwise/norm.cu), so that the next matmul over y skips
+// preparing it (kernels.h: rms_norm_for_matmul, kPreparedRows). One definition keeps every writer's
+// bits the same.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/mma_util.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+// One block per token row. The row's largest |x| (exact in any order) picks the power of two;
+// then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
+// values in element order. The f16 row goes to xh in element order and/or to xp in physical k
+// order (within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then 2, 3, 6, 7, 10, 11, 14, 15) at
+// xp_offset's places, the wgmma prefill kernel's tiles.
+constexpr int kXThreads = 256;
+
+// The block's largest of its threads' m (warp_max: kXThreads / 32 floats of shared memory).
+__device__ __forceinline__ float block_max(float m, float* warp_max) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kXThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  return m;
+}
+
+// The f16 form of row `row` (src: its n_in floats, 16-byte aligned) from its largest |x| m;
+// kLdg reads src through the read-only cache (rows no kernel of this launch writes).
+template <bool kLdg>
+__device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t row, int n_in,
+                                           uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
+                                           float* xinv) {
+  const float4* src = reinterpret_cast<const float4*>(x_row);
+  // m = f * 2^e with f in [0.5, 1): m * 2^(15 - e) lies in [2^14, 2^15).
+  int e = 0;
+  if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
+  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
+  const float scale = ldexpf(1.0f, shift);
+  if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
+
+  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
+    const int n = min(32, n_in - 32 * g);
+    float sum = 0.0f;
+    for (int h = 0; h < n / 16; ++h) {
+      const int k0 = 32 * g + 16 * h;
+      float e16[16];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const float4 f = kLdg ? __ldg(src + k0 / 4 + v) : src[k0 / 4 + v];
+        e16[4 * v] = f.x * scale;
+        e16[4 * v + 1] = f.y * scale;
+        e16[4 * v + 2] = f.z * scale;
+        e16[4 * v + 3] = f.w * scale;
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        e16[i] = __half2float(__float2half_rn(e16[i]));
+        sum = __fadd_rn(sum, e16[i]);
+      }
+      if (xh != nullptr) {
+        uint32_t o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
+        uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
+        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+      }
+      if (xp != nullptr) {
+        uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int el = 4 * (i & 3) + 2 * (i >> 2);
+          o[i] = pack_f16(e16[el], e16[el + 1]);
+        }
+        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) =
+            make_uint4(o[0], o[1], o[2], o[3]);
+        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
+            make_uint4(o[4], o[5], o[6], o[7]);
+      }
+    }
+    xsum[row * xsum_stride + g] = sum;
+  }
+}
+
+// Where the prepared rows go in a matmul scratch buffer (matmul_scratch_bytes(n_rows, dim)
+// bytes) for a norm kernel that writes them (xh null: none).
+struct PreparedRows {
+  uint16_t* xh = nullptr;
+  float* xsum = nullptr;
+  int xsum_stride = 0;
+  float* xinv = nullptr;
+};
+// The places of n_rows prepared rows of dim in scratch, after checking what the prepared form
+// needs (else Error naming `kernel`): n_rows <= kPreparedRows, dim a multiple of 16, scratch
+// and every pointer in `aligned` 16-byte aligned (matmul.cu).
+PreparedRows prepared_rows(const char* kernel, void* scratch, int64_t n_rows, int64_t dim,
+                           std::initializer_list<const void*> aligned);
+
+// After a norm kernel's block wrote row `row` of y (m: the largest |y| each thread wrote; y_row
+// 16-byte aligned): the row's prepared form, as x_to_f16 would make it from y.
+__device__ __forceinline__ void prepare_row(const float* y_row, float m, int64_t row, int dim,
+                                            const PreparedRows& p, float* warp_max) {
+  row_to_f16<false>(y_row, block_max(m, warp_max), row, dim, p.xh, nullptr, p.xsum, p.xsum_stride,
+                    p.xinv);
+}
+
+}  // namespace memra::kernels::matmul_detail
