@@ -107,13 +107,14 @@ bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the mod
   step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
-# bench_with MODEL SUFFIX VAR=VALUE ARGS...: the same benchmark with one switch set (an A/B in one
+# bench_with MODEL SUFFIX VAR=VALUE[,VAR=VALUE] ARGS...: the same benchmark with switches set (an A/B in one
 # run), its receipt named after the model and the suffix.
-bench_with() {
+bench_with() {  # bench_with MODEL NAME VAR=VALUE[,VAR=VALUE...] ARGS...
   local name
   name=$(basename "$1" .gguf)-$2
   BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-$name.json")
-  step "bench-$name" 300 env "$3" "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:4}" \
+  # shellcheck disable=SC2086  # the variables split at their commas
+  step "bench-$name" 300 env ${3//,/ } "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:4}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
 
@@ -347,11 +348,19 @@ if [ "$MODE" = ab ]; then
   kbench 32-every 32 MEMRA_CLUSTER_EVERY=1 MEMRA_DECODE_CLUSTER=4
   kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" every MEMRA_CLUSTER_EVERY=1 \
-    MEMRA_DECODE_CLUSTER=4 -n 64 -c 32
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" every \
+    MEMRA_CLUSTER_EVERY=1,MEMRA_DECODE_CLUSTER=4 -n 64 -c 32
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
     -n 64 -c 32
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+  # Gemma 4 26B-A4B's norm chains fused (post_norm_add_norm, rms_norm_dual, v's norm in the qk
+  # prologue: 239 launches fewer a step) beside the plain kernels (MEMRA_FUSED_NORMS=0).
+  step kernel-check-norm-fused 120 "$BIN/memra-kernel-check" --filter norm \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-norm-fused.json"
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" unfused-norms MEMRA_FUSED_NORMS=0 \
+    -n 64 -c 1,8
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
