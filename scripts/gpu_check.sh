@@ -32,6 +32,8 @@
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
+#     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
+#               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -43,8 +45,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | kv | ab | stalls) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab|stalls]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | kv | ab | stalls | gemma4) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab|stalls|gemma4]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -401,6 +403,16 @@ if [ "$MODE" = profile ]; then
     --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+fi
+if [ "$MODE" = gemma4 ]; then
+  step kernel-check-norm-fused 120 "$BIN/memra-kernel-check" --filter norm \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-norm-fused.json"
+  for shape in gemma-4-26b-a4b gemma-4-31b; do
+    bench "$(synth $shape q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+    bench_with "$(synth $shape q4_k_m --fast-quant)" unfused-norms MEMRA_FUSED_NORMS=0 \
+      -n 64 -c 1,8
+    rm -f "$MODELS_DIR/$shape-q4_k_m.gguf"
+  done
 fi
 if [ "$MODE" = stalls ]; then
   # Why the kernels furthest from their ceilings wait (docs/PERFORMANCE.md, eighteenth round):
