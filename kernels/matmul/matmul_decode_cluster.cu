@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cluster_sync();  // no block leaves while another may still copy into it or arrive on it
 #else
-  __trap();  // launched only where cluster_decode_pays() found sm_90a code
+  __trap();  // launched only where cluster_decode_takes() found sm_90a code
 #endif
 }
 
@@ -247,14 +247,6 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it: this
-// kernel's sm_90a code comes from the same compilation.
-bool cluster_decode_pays(int64_t n_tokens) {
-  static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
-  return enabled && n_tokens > kClusterMinTokens && n_tokens <= kClusterMaxTokens &&
-         prefill_wgmma_available();
-}
-
 // Measured at 32 tokens on the Qwen3-8B shapes (memra-kernel-bench, cluster vs before; us,
 // receipts/2026-12-02-kernel-bench-32{,-cluster2,-unclustered}-ab-dispatch-base.json):
 //   Q4_K  q/k/v 21 vs 54, gate 39 vs 59 (wgmma), down 54 vs 83, output 345 vs 449 (wgmma)
@@ -263,9 +255,14 @@ bool cluster_decode_pays(int64_t n_tokens) {
 //   Q8_0  q/k/v 31 vs 55, gate 58 vs 55 (wgmma), down 66 vs 87 (2), output 548 vs 440 (wgmma)
 //   F16   q/k/v 27 vs 46, gate 49 vs 39 (wgmma), down 51 vs 70 (2), output 452 vs 334 (wgmma)
 // So Q4_K everywhere, the other dtypes where wgmma does not take the output.
+// (prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it: this
+// kernel's sm_90a code comes from the same compilation.)
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays) {
+  static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
   static const bool every = env_switch("MEMRA_CLUSTER_EVERY", false);
-  if (!cluster_decode_pays(n_tokens) || n_out <= 0 || n_in <= 0) return false;
+  if (!enabled || n_tokens <= kClusterMinTokens || n_tokens > kClusterMaxTokens || n_out <= 0 ||
+      n_in <= 0 || !prefill_wgmma_available())
+    return false;
   return every || d == DType::q4_k || !wide_pays;
 }
 

@@ -136,13 +136,12 @@ void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_
 template <DType D>
 void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // 17-32 tokens over tiled weights with x staged once per cluster of blocks
-// (matmul_decode_cluster.cu): where cluster_decode_pays(n_tokens), i.e. the build has sm_90a code,
-// the device runs it and MEMRA_CLUSTER_DECODE is not 0. The same bits as launch_decode_tiled.
+// (matmul_decode_cluster.cu), the same bits as launch_decode_tiled. cluster_decode_takes says
+// whether it takes one output of dtype d (n_out x n_in) at n_tokens: where the build has sm_90a
+// code, the device runs it, MEMRA_CLUSTER_DECODE is not 0, and the output is one it measured
+// faster on than the kernel it replaces (wide_pays: the output would otherwise run on wgmma;
+// MEMRA_CLUSTER_EVERY=1 gives it every tiled output, the A/B).
 constexpr int kClusterMinTokens = 16, kClusterMaxTokens = 32;
-bool cluster_decode_pays(int64_t n_tokens);
-// Whether it takes one output of dtype d (n_out x n_in) at n_tokens: cluster_decode_pays, and the
-// output is one it measured faster on than the kernel it replaces (wide_pays: the output would
-// otherwise run on wgmma). MEMRA_CLUSTER_EVERY=1 gives it every tiled output (the A/B).
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays);
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
