@@ -25,10 +25,10 @@
 #               min; not part of full)
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
-#               switches, each beside the default: the cluster decode kernel's choice of outputs
-#               and cluster size (MEMRA_CLUSTER_EVERY, MEMRA_DECODE_CLUSTER, MEMRA_CLUSTER_DECODE;
-#               kernel-bench at 32 tokens), 8B Q4_K_M at 1/8/32/64 sequences and at 32 with the
-#               kernel on every output and without it (~4 min; the other gates are quick's)
+#               switches, each beside the default: the pipelined Q4_K wgmma kernel at 64 tokens
+#               against the one before it (MEMRA_WGMMA_FOLD64=0) and on every output
+#               (MEMRA_WGMMA_DECODE_ALL=1): kernel-bench at 64 tokens, 8B Q4_K_M at 1/8/32/64
+#               sequences and at 64 (and 48) with each switch (~4 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -333,36 +333,27 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
-  # (the cluster decode kernel at 17-32 tokens against the ggml-layout kernels, bit for bit).
+  # (the pipelined Q4_K wgmma kernel at 40 and 64 tokens against the ggml-layout kernels, bit for
+  # bit).
   step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 32 tokens: the cluster kernel where it takes an output (Q4_K everywhere, the
-  # other dtypes where wgmma does not; clusters of 2 for their long products), the same kernel on
-  # every tiled output in clusters of 4 (MEMRA_CLUSTER_EVERY=1 MEMRA_DECODE_CLUSTER=4: the
-  # seventeenth round's default), and the kernels before it (MEMRA_CLUSTER_DECODE=0).
+  # The matrices at 64 tokens: the pipelined Q4_K wgmma kernel (default), the quantized wgmma
+  # kernel before it (MEMRA_WGMMA_FOLD64=0), and wgmma on every output (MEMRA_WGMMA_DECODE_ALL=1:
+  # whether the narrow ones should leave the tiled decode kernel).
   kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
-  kbench 32 32
-  kbench 32-every 32 MEMRA_CLUSTER_EVERY=1 MEMRA_DECODE_CLUSTER=4
-  kbench 32-unclustered 32 MEMRA_CLUSTER_DECODE=0
+  kbench 64 64
+  kbench 64-fold64-off 64 MEMRA_WGMMA_FOLD64=0
+  kbench 64-wgmma-all 64 MEMRA_WGMMA_DECODE_ALL=1
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" every \
-    MEMRA_CLUSTER_EVERY=1,MEMRA_DECODE_CLUSTER=4 -n 64 -c 32
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" unclustered MEMRA_CLUSTER_DECODE=0 \
-    -n 64 -c 32
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 -n 64 -c 64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 \
+    -n 64 -c 48,64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
-  # Gemma 4 26B-A4B's norm chains fused (post_norm_add_norm, rms_norm_dual, v's norm in the qk
-  # prologue: 239 launches fewer a step) beside the plain kernels (MEMRA_FUSED_NORMS=0).
-  step kernel-check-norm-fused 120 "$BIN/memra-kernel-check" --filter norm \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-norm-fused.json"
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" unfused-norms MEMRA_FUSED_NORMS=0 \
-    -n 64 -c 1,8
-  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

@@ -38,6 +38,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
@@ -65,9 +66,15 @@ using matmul_detail::row_to_f16;
 // 198 -> 224 loses), at 32 tokens from 96. Every kernel gives the same bits, so this is speed only.
 constexpr int kWgmmaMinTokens = 16;
 static_assert(kPreparedRows <= kWgmmaMinTokens, "prepared rows never need x's wgmma form");
+// MEMRA_WGMMA_DECODE_ALL=1: at 33-64 tokens every tiled output takes wgmma (the A/B of the row
+// blocks' threshold).
+bool wgmma_decode_all() {
+  static const bool all = env_switch("MEMRA_WGMMA_DECODE_ALL", false);
+  return all;
+}
 bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
   const int64_t row_blocks = (n_out + 127) / 128;
-  return n_tokens > kDecodeTokens || (n_tokens > 32 && row_blocks >= 48) ||
+  return n_tokens > kDecodeTokens || (n_tokens > 32 && (row_blocks >= 48 || wgmma_decode_all())) ||
          (n_tokens > kWgmmaMinTokens && row_blocks >= 96);
 }
 
@@ -221,6 +228,9 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
         } else if (D == DType::q4_k && args.n_tokens > kDecodeTokens &&
                    matmul_detail::prefill_wgmma_fold_enabled()) {
           matmul_detail::launch_prefill_wgmma_fold(args, stream);
+        } else if (D == DType::q4_k && args.n_tokens <= kDecodeTokens &&
+                   matmul_detail::wgmma_fold64_enabled()) {
+          matmul_detail::launch_wgmma_fold64(args, stream);
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         }

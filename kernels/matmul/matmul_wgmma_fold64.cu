@@ -1,0 +1,220 @@
+// The wgmma matmul for tiled Q4_K weights at 17-64 tokens on Hopper (sm_90a): the quantized wgmma
+// kernel's block (matmul_prefill_wgmma_quant.cu: 128 rows x 64 tokens, each warp decoding its m16
+// tile's A fragments into registers, x from shared memory) with the chunks pipelined. That kernel
+// drains its wgmma chain at every chunk's end, then loads the mins' sums from global memory and
+// folds, while the tensor cores idle; measured at 64 tokens it takes ~3.6 us a 256-element chunk
+// where its wgmmas need ~0.5 (docs/PERFORMANCE.md, nineteenth round). Here:
+//  - two accumulator sets alternate between chunks: chunk c's fold runs after chunk c + 1's first
+//    four wgmmas are issued, so the tensor cores work through it;
+//  - the mins' B fragments (fold.cuh's bias_b) are loaded a chunk ahead, converted once and staged
+//    in shared memory for every warp, as the warp-specialized Q4_K kernel does;
+//  - warp 0's lanes issue a stage's 24 bulk copies together instead of thread 0 one after another;
+//  - four stages, two chunks ahead (a stage is refilled once every warp is past the chunk two
+//    before it, whose wgmmas and fold are then complete).
+// The arithmetic is fold_chunk_wgmma's, operand for operand: one wgmma chain over a chunk's 16
+// steps on the scaled quants, the mins' step on mma.sync, p = fma(d, s, nb * b), chunks summed left
+// to right. So the bits are every Q4_K kernel's; kernel-check compares them with the ggml-layout
+// kernels. MEMRA_WGMMA_FOLD64=0 runs the quantized wgmma kernel instead (the A/B).
+#include <type_traits>
+
+#include "core/env.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/fold.cuh"
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+using T = Tiled<DType::q4_k>;
+constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 4, kAhead = 2;
+constexpr int kTiles = kBM / 16;
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the block's x: 2 KB
+constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
+constexpr int kRecStage = kTiles * T::kBytes;
+constexpr int kStage = kRecStage + kXStage;
+// The mins' B fragments of a chunk: [token][half] (bias_b_both), two buffers.
+constexpr int kXsPerChunk = 2 * kBN;
+constexpr int kXsBytes = 2 * kXsPerChunk * 16;
+constexpr int kSmem = kStages * kStage + kXsBytes + kStages * 8;  // + one mbarrier a stage
+static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
+static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
+static_assert(kAhead + 2 <= kStages, "a refilled stage's chunk is two chunks back");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Warp 0 fills stage c % kStages with chunk c: lane 0 sets the byte count first (the warp meets
+// before any copy is issued), lanes 0-7 copy the tile records (rows past the matrix repeat the last
+// tile), lanes 8-23 the 2 KB of each k16 step's xp tile that hold the block's tokens.
+__device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
+                                           int c, int row0, int tok0, int lane) {
+  const int n_chunks = a.n_in / kChunk;
+  if (c >= n_chunks) return;
+  uint8_t* stage = smem + (c % kStages) * kStage;
+  uint64_t* bar = full + c % kStages;
+  if (lane == 0) mbar_arrive_expect_tx(bar, kStage);
+  __syncwarp();
+  if (lane < kTiles) {
+    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
+    bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
+  } else if (lane < kTiles + kChunk / 16) {
+    const int s = lane - kTiles;
+    bulk_copy(stage + kRecStage + s * kStepBytes,
+              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
+  }
+}
+
+// Chunk c's end for this warp's tile (stage: chunk c's, for the rows' headers; xs: its staged mins'
+// fragments): the mins' step per n8 tile and p = fma(d, s, nb * b) (fold_tile's arithmetic), added
+// to the running sum in chunk order. s is only read: an accumulator written by other instructions
+// while the other set's wgmmas run makes ptxas serialize every wgmma (C7515).
+__device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, int c, int warp,
+                                         int lane, const float (&s)[8][4], float (&total)[8][4]) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* rec = stage + warp * T::kBytes;
+  const FoldRow r_g = fold_row(T::head(rec, g)), r_g8 = fold_row(T::head(rec, g + 8));
+  uint32_t ba[4];
+  bias_a(r_g, r_g8, t, ba);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * n + g) + (t & 1))[t >> 1];
+    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, p[4];
+    mma_f16(b, ba, bb.x, bb.y);
+    fold_chunk(p, s[n], b, r_g, r_g8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) total[n][i] = c == 0 ? p[i] : __fadd_rn(total[n][i], p[i]);
+  }
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+__global__ void __launch_bounds__(kThreads, 1) wgmma_fold64_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_chunks = a.n_in / kChunk;
+  uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStage);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStage + kXsBytes);
+  // Threads below kXsPerChunk own token tid / 2's sums 4 (tid % 2) .. + 3 of each chunk: loaded a
+  // chunk before they are staged (the address clamped into the batch; the value is not used past
+  // it).
+  const bool x_owner = tid < kXsPerChunk;
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
+  float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (x_owner) xv = __ldg(reinterpret_cast<const float4*>(x_src));
+  if (tid == 0) mbar_init_stages(full, kStages);
+  __syncthreads();
+  if (warp == 0) {
+    for (int c = 0; c < kAhead; ++c) fill_stage(a, smem, full, c, row0, tok0, lane);
+  }
+
+  // s0, s1: the chains of even and odd chunks (n8 tile j, mma.sync's C layout); total: the running
+  // chunk sum; af: two sets of A fragments, set u % 2 for a chunk's group u (four wgmmas), so a
+  // set is rewritten only after the group before last has completed (wgmma_wait<1> below).
+  float s0[8][4] = {}, s1[8][4] = {}, total[8][4] = {};
+  uint32_t af[2][4][4];
+  // Chunk c into cur; prev holds chunk c - 1's chain, folded once it has completed.
+  auto run_chunk = [&](auto fold_prev, int c, float(&cur)[8][4], float(&prev)[8][4]) {
+    const uint8_t* stage = smem + (c % kStages) * kStage;
+    mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    // Every warp is past chunk c - 1's first group, so chunk c - 2 is complete everywhere (its
+    // stage is free) and so is its fold (its sums' buffer, c % 2, is free).
+    __syncthreads();
+    if (warp == 0) fill_stage(a, smem, full, c + kAhead, row0, tok0, lane);
+    if (x_owner) {
+      xs[(c & 1) * kXsPerChunk + tid] =
+          x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
+      if (c + 1 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 1)));
+    }
+    const uint8_t* rec = stage + warp * T::kBytes;
+    const uint8_t* X = stage + kRecStage;
+    const FoldRow fr_g = fold_row(T::head(rec, g)), fr_g8 = fold_row(T::head(rec, g + 8));
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const T::Quad quad = T::load(rec, u, lane);
+#pragma unroll
+      for (int v = 0; v < 4; ++v)
+        T::folded_frag(quad, v, fold_scales(fr_g, fr_g8, (4 * u + v) >> 1), af[u & 1][v]);
+      wgmma_fence();
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const uint64_t desc = b_desc(X + (4 * u + v) * kStepBytes);
+        if (u == 0 && v == 0)
+          wgmma_m64n64k16<false>(cur, af[0][0], desc);
+        else
+          wgmma_m64n64k16<true>(cur, af[u & 1][v], desc);
+      }
+      wgmma_commit();
+      if (u == 0) {
+        if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
+          fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1,
+                   warp, lane, prev, total);
+        }
+      } else if (u < 3) {
+        wgmma_wait<1>();  // group u - 1 is done: its A set may be rewritten
+      } else {
+        // The chunk completes here, not across the loop's back edge: a wgmma in flight there
+        // (or at any join) makes ptxas serialize them all (C7514).
+        wgmma_wait<0>();
+      }
+    }
+  };
+  // Chunk 0 has nothing before it to fold; the loop's body is the same for every chunk after it.
+  // (Pairs, then an odd last chunk: a pair cut short inside the loop leaves two paths into its
+  // end, whose register moves read the sets while a wgmma runs, and ptxas serializes them all.)
+  run_chunk(std::false_type{}, 0, s0, s1);
+  int c = 1;
+  for (; c + 1 < n_chunks; c += 2) {
+    run_chunk(std::true_type{}, c, s1, s0);
+    run_chunk(std::true_type{}, c + 1, s0, s1);
+  }
+  if (c < n_chunks) run_chunk(std::true_type{}, c, s1, s0);
+  wgmma_wait<0>();
+  __syncthreads();  // the last chunk's staged sums are published
+  const int last = n_chunks - 1;
+  const uint8_t* last_stage = smem + (last % kStages) * kStage;
+  const uint4* last_xs = xs + (last & 1) * kXsPerChunk;
+  if (last & 1)  // (a branch, not a reference to either: the sets stay in registers)
+    fold_end(last_stage, last_xs, last, warp, lane, s1, total);
+  else
+    fold_end(last_stage, last_xs, last, warp, lane, s0, total);
+  const int t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * n + 2 * t + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][i] * a.xinv[tok];
+    }
+  }
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+}  // namespace
+
+// On by default; MEMRA_WGMMA_FOLD64=0 sends these steps to the quantized wgmma kernel (the same
+// bits).
+bool wgmma_fold64_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_FOLD64", true);
+  return enabled;
+}
+
+void launch_wgmma_fold64(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.n_in % kChunk != 0)
+    fail(ErrorCode::internal, "wgmma_fold64: K {} is not whole 256-element chunks", a.n_in);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(wgmma_fold64_kernel, kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(wgmma_fold64_kernel, grid, kThreads, kSmem, stream, a);
+}
+
+}  // namespace memra::kernels::matmul_detail
