@@ -354,6 +354,10 @@ if [ "$MODE" = ab ]; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 \
     -n 64 -c 48,64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+  # Decode attention at 64 sequences: the split plan (the default) against one_pass (one block a
+  # sequence and kv head walks every split; the same bits), which the micro-benchmark times.
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
