@@ -353,6 +353,7 @@ if [ "$MODE" = ab ]; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 -n 64 -c 64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 \
     -n 64 -c 48,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-pass MEMRA_ATTENTION_ONE_PASS=1 -n 64 -c 64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
   # Decode attention at 64 sequences: the split plan (the default) against one_pass (one block a
   # sequence and kv head walks every split; the same bits), which the micro-benchmark times.
