@@ -44,6 +44,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/matmul_wgmma_fold64.h"
 #include "kernels/matmul/mma_util.cuh"
 #include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -333,6 +334,24 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
       });
 }
 
+// The tiled Q4_K outputs that take wgmma at 17-64 tokens (x.xp set): one launch of the pipelined
+// kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
+void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
+                          bool* grouped, cudaStream_t stream) {
+  matmul_detail::Fold64Outs m;
+  for (int i = 0; i < n_outs; ++i) {
+    const MatmulOut& o = outs[i];
+    if (grouped[i] || o.wtype != DType::q4_k || !uses_wgmma(o, n_in, x.n_tokens)) continue;
+    if (m.n == matmul_detail::kMultiOuts) {
+      matmul_detail::launch_wgmma_fold64(x, m, stream);
+      m = {};
+    }
+    m.add(static_cast<const uint8_t*>(o.w), o.y, static_cast<int>(o.n_out), o.ldy);
+    grouped[i] = true;
+  }
+  if (m.n > 0) matmul_detail::launch_wgmma_fold64(x, m, stream);
+}
+
 }  // namespace
 
 bool matmul_supports(DType wtype) {
@@ -424,6 +443,17 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
     if (matmul_detail::grouped_decode_enabled())
       launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
+  }
+  if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
+      matmul_detail::wgmma_fold64_enabled()) {
+    MatmulArgs x_args;
+    x_args.xp = xp;
+    x_args.xsum = xsum;
+    x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
+    x_args.xinv = xinv;
+    x_args.n_in = in;
+    x_args.n_tokens = tokens;
+    launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];

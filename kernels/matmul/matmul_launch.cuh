@@ -160,10 +160,6 @@ bool prefill_wgmma_fold_enabled();
 // MEMRA_WGMMA_COPY_LANES=0).
 bool prefill_wgmma_copy_lanes_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
-// Tiled Q4_K at up to 64 tokens (args.xp set): the quantized wgmma kernel's block with its chunks
-// pipelined (matmul_wgmma_fold64.cu), the same bits. On unless MEMRA_WGMMA_FOLD64=0.
-bool wgmma_fold64_enabled();
-void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -20,7 +20,7 @@
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
-#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/matmul_wgmma_fold64.h"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/wgmma.cuh"
 
@@ -88,12 +88,22 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-__global__ void __launch_bounds__(kThreads, 1) wgmma_fold64_kernel(const MatmulArgs a) {
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_fold64_kernel(const MatmulArgs x, const Fold64Outs outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int by = static_cast<int>(blockIdx.y);
+  int o = 0;
+  while (o + 1 < outs.n && by >= outs.block_begin[o + 1]) ++o;
+  MatmulArgs a = x;
+  a.w = outs.w[o];
+  a.y = outs.y[o];
+  a.n_out = outs.n_out[o];
+  a.ldy = outs.ldy[o];
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_chunks = a.n_in / kChunk;
   uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStage);
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStage + kXsBytes);
@@ -207,14 +217,21 @@ bool wgmma_fold64_enabled() {
   return enabled;
 }
 
-void launch_wgmma_fold64(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_in % kChunk != 0)
-    fail(ErrorCode::internal, "wgmma_fold64: K {} is not whole 256-element chunks", a.n_in);
+void launch_wgmma_fold64(const MatmulArgs& x, const Fold64Outs& outs, cudaStream_t stream) {
+  if (x.n_in % kChunk != 0 || outs.n < 1)
+    fail(ErrorCode::internal, "wgmma_fold64: K {} (whole 256-element chunks), {} outputs", x.n_in,
+         outs.n);
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(wgmma_fold64_kernel, kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(wgmma_fold64_kernel, grid, kThreads, kSmem, stream, a);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(wgmma_fold64_kernel, grid, kThreads, kSmem, stream, x, outs);
+}
+
+void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream) {
+  Fold64Outs outs;
+  outs.add(args.w, args.y, args.n_out, args.ldy);
+  launch_wgmma_fold64(args, outs, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

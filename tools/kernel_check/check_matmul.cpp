@@ -324,6 +324,19 @@ void check_shared_x(Context& ctx) {
                             {3, 77},
                             0,
                             0});
+  // Tiled Q4_K outputs that take wgmma at 40 and 64 tokens (48 row blocks and more each): one
+  // launch of the pipelined kernel per four of them (a partial last row block in two), beside a
+  // Q6_K one on its own kernel.
+  const WeightLayout t = WeightLayout::tiled;
+  check_shared_x_case(
+      ctx, {"5 x Q4_K+Q6_K tiled wgmma",
+            1024,
+            {DType::q4_k, DType::q4_k, DType::q6_k, DType::q4_k, DType::q4_k, DType::q4_k},
+            {6144, 6200, 6144, 6144, 6160, 6144},
+            {t, t, t, t, t, t},
+            {40, 64},
+            0,
+            4});
 }
 
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the one-token
