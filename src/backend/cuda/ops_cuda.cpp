@@ -246,7 +246,6 @@ class CudaOps final : public Ops {
                  float* out) override {
     kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
     args.tensor_cores = attention_tensor_cores_;
-    if (attention_one_pass_) args.plan = kernels::AttentionPlan::one_pass;
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
@@ -585,8 +584,6 @@ class CudaOps final : public Ops {
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
-  // MEMRA_ATTENTION_ONE_PASS=1: every step's attention on the one_pass plan (an A/B; same bits).
-  bool attention_one_pass_ = env_switch("MEMRA_ATTENTION_ONE_PASS", false);
 
   // The matmul scratch a norm writing n_rows x dim may also prepare its output in, or null where
   // it may not (every pointer in `rows` must be 16-byte aligned).
