@@ -27,7 +27,7 @@
 #               determinism contract and graph replay), then the A/B steps of this round's
 #               switches, each beside the default: the pipelined Q4_K wgmma kernel at 64 tokens
 #               against the one before it (MEMRA_WGMMA_FOLD64=0), on every output
-#               (MEMRA_WGMMA_DECODE_ALL=1), decode attention split (MEMRA_DECODE_ONE_PASS=0):
+#               (MEMRA_WGMMA_DECODE_ALL=1), decode attention on one_pass (MEMRA_DECODE_ONE_PASS=1):
 #               kernel-bench at 64 tokens, 8B Q4_K_M at 1/8/32/48/64 sequences and at 64 with each
 #               switch, the pipelined kernel's stall reasons (~6 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
@@ -352,13 +352,13 @@ if [ "$MODE" = ab ]; then
   kbench 64 64
   kbench 64-fold64-off 64 MEMRA_WGMMA_FOLD64=0
   # 8B Q4_K_M: the default (Q4_K's outputs with K <= 4,096 on the pipelined kernel at 33-64
-  # tokens, one-query decode attention on one_pass where its blocks fill the GPU twice), then
-  # each change undone: the quantized wgmma kernel on gate/up only (MEMRA_WGMMA_FOLD64=0), the
-  # split plan (MEMRA_DECODE_ONE_PASS=0), and every output on wgmma (MEMRA_WGMMA_DECODE_ALL=1).
+  # tokens), then the quantized wgmma kernel on gate/up only (MEMRA_WGMMA_FOLD64=0), one-query
+  # decode attention on one_pass where its blocks fill the GPU twice (MEMRA_DECODE_ONE_PASS=1),
+  # and every output on wgmma (MEMRA_WGMMA_DECODE_ALL=1).
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,48,64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 \
     -n 64 -c 48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" split MEMRA_DECODE_ONE_PASS=0 -n 64 -c 64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-pass MEMRA_DECODE_ONE_PASS=1 -n 64 -c 64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 -n 64 -c 64
   # What bounds the pipelined kernel (~2.5 us a 256-element chunk where its wgmmas need ~0.5):
   # Nsight Compute's limits and stall reasons at 64 sequences.

@@ -90,7 +90,7 @@ __global__ void attention_combine_kernel(const float* partials, const int32_t* p
 }
 
 bool decode_one_pass_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_ONE_PASS", true);
+  static const bool enabled = env_switch("MEMRA_DECODE_ONE_PASS", false);
   return enabled;
 }
 
@@ -324,10 +324,11 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
     if (args.plan == AttentionPlan::one_pass || !(singles ? fits_seqs : fits) ||
         scratch == nullptr || p.n_splits == 1)
       return true;
-    // Query tiles that fill the GPU by themselves skip the partials' round trip, and so do
-    // one-query blocks that fill it twice over (decode of many sequences: each block then walks
-    // its sequence's splits with the next chunks in flight, and no combine runs; 64 x 640 keys
-    // measured 107 vs 118 us, 64 x 4,096 628 vs 664). MEMRA_DECODE_ONE_PASS=0 keeps them split.
+    // Query tiles that fill the GPU by themselves skip the partials' round trip. One-query blocks
+    // that fill it twice over may too (MEMRA_DECODE_ONE_PASS=1: each block walks its sequence's
+    // splits, no combine runs): the kernel alone measured faster (64 x 640 keys 107 vs 118 us),
+    // whole 8B Q4_K_M steps at 64 sequences not (3,974 vs 4,035 tok/s; PERFORMANCE.md, nineteenth
+    // round), so they stay split by default.
     const int64_t blocks = grid_x * kv.n_kv_heads * p.n_chunks;
     return mq ? blocks >= lim.sms : blocks >= 2 * int64_t{lim.sms} && decode_one_pass_enabled();
   };
