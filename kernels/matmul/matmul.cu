@@ -439,30 +439,23 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   }
   constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   bool grouped[kMaxGrouped] = {};
+  MatmulArgs x_args;  // the shared x of the grouped launches, in both layouts
+  x_args.xh = xh;
+  x_args.xp = xp;
+  x_args.xsum = xsum;
+  x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
+  x_args.xinv = xinv;
+  x_args.n_in = in;
+  x_args.n_tokens = tokens;
   if (n_tokens <= 8 && n_outs <= kMaxGrouped) {
-    MatmulArgs x_args;
-    x_args.xh = xh;
-    x_args.xsum = xsum;
-    x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
-    x_args.xinv = xinv;
-    x_args.n_in = in;
-    x_args.n_tokens = tokens;
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
     if (matmul_detail::grouped_decode_enabled())
       launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
-      matmul_detail::wgmma_fold64_enabled()) {
-    MatmulArgs x_args;
-    x_args.xp = xp;
-    x_args.xsum = xsum;
-    x_args.xsum_stride = static_cast<int>(layout.xsum_stride);
-    x_args.xinv = xinv;
-    x_args.n_in = in;
-    x_args.n_tokens = tokens;
+      matmul_detail::wgmma_fold64_enabled())
     launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
-  }
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;

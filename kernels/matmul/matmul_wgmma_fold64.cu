@@ -192,17 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fold_end(last_stage, last_xs, last, warp, lane, s1, total);
   else
     fold_end(last_stage, last_xs, last, warp, lane, s0, total);
-  const int t = lane & 3;
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
-      const int tok = tok0 + 8 * n + 2 * t + (i & 1);
-      if (row < a.n_out && tok < a.n_tokens)
-        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][i] * a.xinv[tok];
-    }
-  }
+  store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
