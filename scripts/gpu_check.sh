@@ -25,11 +25,11 @@
 #               min; not part of full)
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
-#               switches, each beside the default: the pipelined Q4_K wgmma kernel at 64 tokens
-#               against the one before it (MEMRA_WGMMA_FOLD64=0), on every output
-#               (MEMRA_WGMMA_DECODE_ALL=1), decode attention on one_pass (MEMRA_DECODE_ONE_PASS=1):
-#               kernel-bench at 64 tokens, 8B Q4_K_M at 1/8/32/48/64 sequences and at 64 with each
-#               switch, the pipelined kernel's stall reasons (~6 min; the other gates are quick's)
+#               switches, each beside the default: the pipelined Q4_K wgmma kernel for 33-64
+#               tokens with per-stage mbarriers against a block barrier a chunk
+#               (MEMRA_FOLD64_STAGE_BARS=0) and the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0):
+#               kernel-bench at 64 tokens, 8B Q4_K_M at 32/48/64 sequences with each (~4 min; the
+#               other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -335,39 +335,26 @@ fi
 if [ "$MODE" = ab ]; then
   # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
   # (the pipelined Q4_K wgmma kernel at 40 and 64 tokens against the ggml-layout kernels, bit for
-  # bit; a call's Q4_K outputs in one launch against one call each) and attention (split against
-  # one_pass, bit for bit).
+  # bit; a call's Q4_K outputs in one launch against one call each), the determinism contract.
   step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
-  step kernel-check-attention 180 "$BIN/memra-kernel-check" --filter attention \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-attention.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 64 tokens: the pipelined Q4_K wgmma kernel (default) and the quantized wgmma
-  # kernel before it (MEMRA_WGMMA_FOLD64=0).
+  # The matrices at 64 tokens: the pipelined Q4_K kernel with its warps meeting at per-stage
+  # mbarriers (default), at a block barrier every chunk (MEMRA_FOLD64_STAGE_BARS=0, the previous
+  # round's), and the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0).
   kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
   kbench 64 64
-  kbench 64-fold64-off 64 MEMRA_WGMMA_FOLD64=0
-  # 8B Q4_K_M: the default (Q4_K's outputs with K <= 4,096 on the pipelined kernel at 33-64
-  # tokens), then the quantized wgmma kernel on gate/up only (MEMRA_WGMMA_FOLD64=0), one-query
-  # decode attention on one_pass where its blocks fill the GPU twice (MEMRA_DECODE_ONE_PASS=1),
-  # and every output on wgmma (MEMRA_WGMMA_DECODE_ALL=1).
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,32,48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 \
+  kbench 64-block-sync 64 MEMRA_FOLD64_STAGE_BARS=0
+  # 8B Q4_K_M at 32-64 sequences with each.
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 32,48,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" block-sync MEMRA_FOLD64_STAGE_BARS=0 \
     -n 64 -c 48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-pass MEMRA_DECODE_ONE_PASS=1 -n 64 -c 64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 -n 64 -c 64
-  # What bounds the pipelined kernel (~2.5 us a 256-element chunk where its wgmmas need ~0.5):
-  # Nsight Compute's limits and stall reasons at 64 sequences.
-  step stalls-wgmma-fold64-c64 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'wgmma_fold64_kernel' --skip 200 --count 3 --bench-args "-n 64 -r 3 -c 64"
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 -n 64 -c 64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
