@@ -26,10 +26,10 @@
 #     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
 #               determinism contract and graph replay), then the A/B steps of this round's
 #               switches, each beside the default: the pipelined Q4_K wgmma kernel for 33-64
-#               tokens with per-stage mbarriers against a block barrier a chunk
-#               (MEMRA_FOLD64_STAGE_BARS=0) and the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0):
-#               kernel-bench at 64 tokens, 8B Q4_K_M at 32/48/64 sequences with each (~4 min; the
-#               other gates are quick's)
+#               tokens against the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0), decode attention
+#               on one_pass (MEMRA_DECODE_ONE_PASS=1), every output on wgmma
+#               (MEMRA_WGMMA_DECODE_ALL=1): kernel-bench at 64 tokens, 8B Q4_K_M at 32/48/64
+#               sequences with each (~4 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -340,20 +340,22 @@ if [ "$MODE" = ab ]; then
     --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 64 tokens: the pipelined Q4_K kernel with its warps meeting at per-stage
-  # mbarriers (default), at a block barrier every chunk (MEMRA_FOLD64_STAGE_BARS=0, the previous
-  # round's), and the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0).
+  # The matrices at 64 tokens: the pipelined Q4_K kernel (default) and the quantized wgmma kernel
+  # (MEMRA_WGMMA_FOLD64=0).
   kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
     step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
       --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
   }
   kbench 64 64
-  kbench 64-block-sync 64 MEMRA_FOLD64_STAGE_BARS=0
-  # 8B Q4_K_M at 32-64 sequences with each.
+  kbench 64-fold64-off 64 MEMRA_WGMMA_FOLD64=0
+  # 8B Q4_K_M at 32-64 sequences, then at 48 and 64 without the pipelined kernel, with decode
+  # attention on one_pass (MEMRA_DECODE_ONE_PASS=1), and with every output on wgmma
+  # (MEMRA_WGMMA_DECODE_ALL=1).
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 32,48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" block-sync MEMRA_FOLD64_STAGE_BARS=0 \
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 \
     -n 64 -c 48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 -n 64 -c 64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-pass MEMRA_DECODE_ONE_PASS=1 -n 64 -c 64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 -n 64 -c 64
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then

@@ -37,11 +37,7 @@ constexpr int kStage = kRecStage + kXStage;
 // The mins' B fragments of a chunk: [token][half] (bias_b_both), two buffers.
 constexpr int kXsPerChunk = 2 * kBN;
 constexpr int kXsBytes = 2 * kXsPerChunk * 16;
-// Barriers: a "full" one a stage (the bulk copies complete it) and, for the stage-barrier
-// schedule, an "empty" one a stage (each warp arrives once it has folded the stage's chunk) and a
-// "published" one for each sums' buffer (the four warps that stage the sums arrive).
-constexpr int kBars = 2 * kStages + 2;
-constexpr int kSmem = kStages * kStage + kXsBytes + kBars * 8;
+constexpr int kSmem = kStages * kStage + kXsBytes + kStages * 8;  // + one mbarrier a stage
 static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
@@ -92,10 +88,7 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names. kStageBars: the
-// warps meet through per-stage mbarriers (a warp waits only for what it reads or overwrites);
-// otherwise at a block barrier every chunk. The same arithmetic either way.
-template <bool kStageBars>
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fold64_kernel(const MatmulArgs x, const Fold64Outs outs) {
   detail::wait_for_inputs();
@@ -114,8 +107,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_chunks = a.n_in / kChunk;
   uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStage);
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStage + kXsBytes);
-  uint64_t* const empty = full + kStages;
-  uint64_t* const published = empty + kStages;
   // Threads below kXsPerChunk own token tid / 2's sums 4 (tid % 2) .. + 3 of each chunk: loaded a
   // chunk before they are staged (the address clamped into the batch; the value is not used past
   // it).
@@ -125,11 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
   float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (x_owner) xv = __ldg(reinterpret_cast<const float4*>(x_src));
-  if (tid == 0) {
-    mbar_init_stages(full, kStages);
-    mbar_init_stages(empty, kStages, kThreads / 32);
-    mbar_init_stages(published, 2, kXsPerChunk / 32);
-  }
+  if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
   if (warp == 0) {
     for (int c = 0; c < kAhead; ++c) fill_stage(a, smem, full, c, row0, tok0, lane);
@@ -140,36 +127,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // set is rewritten only after the group before last has completed (wgmma_wait<1> below).
   float s0[8][4] = {}, s1[8][4] = {}, total[8][4] = {};
   uint32_t af[2][4][4];
-  // Chunk k's end for this warp (stage-barrier schedule: once its sums are published; then the
-  // warp is done with its stage and sums).
-  auto fold_chunk_end = [&](int k, const float(&sk)[8][4]) {
-    if constexpr (kStageBars) mbar_wait(published + (k & 1), (k >> 1) & 1);
-    fold_end(smem + (k % kStages) * kStage, xs + (k & 1) * kXsPerChunk, k, warp, lane, sk, total);
-    if constexpr (kStageBars) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + k % kStages);
-    }
-  };
   // Chunk c into cur; prev holds chunk c - 1's chain, folded once it has completed.
   auto run_chunk = [&](auto fold_prev, int c, float(&cur)[8][4], float(&prev)[8][4]) {
     const uint8_t* stage = smem + (c % kStages) * kStage;
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
-    // Chunk c - 2 must be folded by every warp: stage (c + 2) % 4 is its stage, sums' buffer
-    // c % 2 its sums. Block barrier: every warp is past chunk c - 1's first group, so it is.
-    if constexpr (kStageBars) {
-      if (x_owner && c >= 2) mbar_wait(empty + (c - 2) % kStages, ((c - 2) / kStages) & 1);
-    } else {
-      __syncthreads();
-    }
+    // Every warp is past chunk c - 1's first group, so chunk c - 2 is complete everywhere (its
+    // stage is free) and so is its fold (its sums' buffer, c % 2, is free).
+    __syncthreads();
     if (warp == 0) fill_stage(a, smem, full, c + kAhead, row0, tok0, lane);
     if (x_owner) {
       xs[(c & 1) * kXsPerChunk + tid] =
           x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
       if (c + 1 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 1)));
-      if constexpr (kStageBars) {
-        __syncwarp();  // the warp's stores are ordered before its arrival (a release)
-        if (lane == 0) mbar_arrive(published + (c & 1));
-      }
     }
     const uint8_t* rec = stage + warp * T::kBytes;
     const uint8_t* X = stage + kRecStage;
@@ -191,8 +160,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       if (u == 0) {
-        if constexpr (decltype(fold_prev)::value)  // chunk c - 1, complete: fold it meanwhile
-          fold_chunk_end(c - 1, prev);
+        if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
+          fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1,
+                   warp, lane, prev, total);
+        }
       } else if (u < 3) {
         wgmma_wait<1>();  // group u - 1 is done: its A set may be rewritten
       } else {
@@ -212,12 +183,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     run_chunk(std::true_type{}, c + 1, s0, s1);
   }
   if (c < n_chunks) run_chunk(std::true_type{}, c, s1, s0);
-  if constexpr (!kStageBars) __syncthreads();  // the last chunk's staged sums are published
+  wgmma_wait<0>();
+  __syncthreads();  // the last chunk's staged sums are published
   const int last = n_chunks - 1;
+  const uint8_t* last_stage = smem + (last % kStages) * kStage;
+  const uint4* last_xs = xs + (last & 1) * kXsPerChunk;
   if (last & 1)  // (a branch, not a reference to either: the sets stay in registers)
-    fold_chunk_end(last, s1);
+    fold_end(last_stage, last_xs, last, warp, lane, s1, total);
   else
-    fold_chunk_end(last, s0);
+    fold_end(last_stage, last_xs, last, warp, lane, s0, total);
   store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
@@ -233,34 +207,15 @@ bool wgmma_fold64_enabled() {
   return enabled;
 }
 
-namespace {
-
-// The stage-barrier schedule unless MEMRA_FOLD64_STAGE_BARS=0 (a block barrier a chunk: the A/B).
-bool fold64_stage_bars() {
-  static const bool enabled = env_switch("MEMRA_FOLD64_STAGE_BARS", true);
-  return enabled;
-}
-
-template <bool kStageBars>
-void launch_schedule(const MatmulArgs& x, const Fold64Outs& outs, cudaStream_t stream) {
-  constexpr auto kernel = wgmma_fold64_kernel<kStageBars>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(kernel, grid, kThreads, kSmem, stream, x, outs);
-}
-
-}  // namespace
-
 void launch_wgmma_fold64(const MatmulArgs& x, const Fold64Outs& outs, cudaStream_t stream) {
   if (x.n_in % kChunk != 0 || outs.n < 1)
     fail(ErrorCode::internal, "wgmma_fold64: K {} (whole 256-element chunks), {} outputs", x.n_in,
          outs.n);
-  if (fold64_stage_bars())
-    launch_schedule<true>(x, outs, stream);
-  else
-    launch_schedule<false>(x, outs, stream);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(wgmma_fold64_kernel, kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(wgmma_fold64_kernel, grid, kThreads, kSmem, stream, x, outs);
 }
 
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream) {
