@@ -253,10 +253,6 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
   }
 }
 
-// Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
-// device), which reads x in physical k order: where it pays and the cluster decode kernel does not
-// take the output (cluster_decode_takes: at 17-32 tokens it takes Q4_K's wide outputs from wgmma,
-// measured faster, and leaves the other dtypes' there).
 // At 33-64 tokens the pipelined Q4_K kernel (matmul_wgmma_fold64.cu) also takes the narrow
 // outputs with K up to 4,096, whatever their row blocks: a block's time is its chunks' (~2.5 us
 // each, measured), so 8B's q/k/v in one launch took 39 us and o ~40, against 47 us for each alone
@@ -265,6 +261,11 @@ bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   return o.wtype == DType::q4_k && n_tokens > 32 && n_tokens <= kDecodeTokens && n_in <= 4096 &&
          matmul_detail::wgmma_fold64_enabled();
 }
+
+// Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
+// device), which reads x in physical k order: where it pays and the cluster decode kernel does not
+// take the output (cluster_decode_takes: at 17-32 tokens it takes Q4_K's wide outputs from wgmma,
+// measured faster, and leaves the other dtypes' there), or the pipelined Q4_K kernel takes it.
 bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens);
   return o.layout == WeightLayout::tiled && o.n_out > 0 && pays &&

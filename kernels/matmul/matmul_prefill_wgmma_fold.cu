@@ -232,8 +232,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
 
 // On by default (MEMRA_WGMMA_FOLD=0 for the A/B): 8B Q4_K_M pp512 8,138 -> 10,632 tok/s on the
 // H200 (8,662 before the fold's sums were staged).
-// Steps of 17-64 tokens stay on the quantized kernel, which measured faster there (64 sequences'
-// decode 3,383 tok/s against 3,059 with this kernel's 64-token tiles).
+// Steps of 17-64 tokens take the pipelined kernel (matmul_wgmma_fold64.cu) instead, 64-token
+// tiles in this one's order (this kernel's 128-token tiles measured 3,059 tok/s at 64 sequences
+// against the quantized kernel's 3,383).
 bool prefill_wgmma_fold_enabled() {
   static const bool enabled = env_switch("MEMRA_WGMMA_FOLD", true);
   return enabled;

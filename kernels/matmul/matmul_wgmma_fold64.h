@@ -23,13 +23,11 @@ struct Fold64Outs {
   int64_t ldy[kMultiOuts] = {};
   int block_begin[kMultiOuts + 1] = {};
   int n = 0;
-  // Appends output (w, y, n_out, ldy); false when full.
-  bool add(const uint8_t* w_, float* y_, int n_out_, int64_t ldy_) {
-    if (n == kMultiOuts) return false;
+  // Appends output (w, y, n_out, ldy); the caller launches first when n == kMultiOuts.
+  void add(const uint8_t* w_, float* y_, int n_out_, int64_t ldy_) {
     w[n] = w_, y[n] = y_, n_out[n] = n_out_, ldy[n] = ldy_;
     block_begin[n + 1] = block_begin[n] + (n_out_ + 127) / 128;
     ++n;
-    return true;
   }
 };
 
