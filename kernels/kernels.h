@@ -129,9 +129,10 @@ void sigmoid_scale_rows(float* y, const float* g, int64_t n_rows, int64_t dim, c
 // p / x_div, for every (token, expert) pair p < n_pairs, ids in [0, n_expert). Each row is
 // computed by a decode kernel and so is bit-identical to matmul() of that row over that expert's
 // matrix. Up to kExpertPairsPerPair pairs, each pair runs alone (the one-token kernel, one launch
-// per dtype); more are sorted by expert on the device and each expert's matrix runs once over its
-// rows (the tiled decode kernel, 64 rows at a time). For tiled Q4_K, Q6_K and Q8_0 stacks (and,
-// opt-in, stacks in the file's layout: ExpertsOut::layout) and up to kExpertPairsMax pairs;
+// per dtype of tiled stacks, one per stack in the file's layout); more are sorted by expert on the
+// device and each expert's matrix runs once over its rows (the tiled decode kernel, 64 rows at a
+// time). For tiled Q4_K, Q6_K and Q8_0 stacks (and stacks in the file's layout:
+// ExpertsOut::layout) and up to kExpertPairsMax pairs;
 // matmul_experts_supports says yes only up to expert_pairs_on_device() pairs, and a step of more is
 // the caller's to group (the backend's host-grouped path).
 constexpr int64_t kExpertPairsPerPair = 64;
@@ -152,8 +153,9 @@ struct ExpertsOut {
   int64_t n_out;
   float* y;  // [n_pairs x n_out]
   // ggml: the experts' matrices in the file's layout, for any type matmul's mma kernels take
-  // (experts whose K the tiled layout cannot hold); always sorted by expert, the ggml decode kernel
-  // a pass of up to 64 rows (MEMRA_MOE_DEVICE_GGML=0 routes such experts on the host).
+  // (experts whose K the tiled layout cannot hold): up to kExpertPairsPerPair pairs a block per
+  // pair (MEMRA_MOE_GGML_PAIRS=0: sorted there too), above sorted by expert, the ggml decode
+  // kernel a pass of up to 64 rows (MEMRA_MOE_DEVICE_GGML=0 routes such experts on the host).
   WeightLayout layout = WeightLayout::tiled;
 };
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,

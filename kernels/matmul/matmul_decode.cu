@@ -261,6 +261,29 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
   }
 }
 
+// Pair blockIdx.y of a decode step's (token, expert) pairs: expert ids[pair]'s matrix in the
+// file's layout times x row pair / x_div into y row pair. The one-token decode kernel's
+// instructions on those operands (each token column of a pass is independent of its batch mates,
+// so these are the grouped kernel's bits too), without the expert sort, the gather of y and
+// the grouped grid's empty blocks: at one token that grid is 128 experts x every row block, of
+// which 8 experts have work.
+template <DType D>
+__global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
+    decode_pairs_kernel(const MatmulArgs x, const ExpertPairs pairs) {
+  detail::wait_for_inputs(detail::Trigger::late);
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int pair = static_cast<int>(blockIdx.y);
+  const int64_t row = pair / pairs.x_div;
+  MatmulArgs a = x;
+  a.w += static_cast<int64_t>(__ldg(pairs.ids + pair)) * pairs.expert_bytes;
+  a.xh += row * a.n_in;
+  a.xsum += row * a.xsum_stride;
+  a.xinv += row;
+  a.y += static_cast<int64_t>(pair) * a.ldy;
+  a.n_tokens = 1;
+  decode_rows<D, 1, true>(a, smem, static_cast<int>(blockIdx.x) * DecodeCfg<D, 1>::kRows);
+}
+
 template <DType D, int kNT>
 void launch_grouped_tiles(const MatmulArgs& a, const ExpertRows& rows, cudaStream_t stream) {
   using C = DecodeCfg<D, kNT>;
@@ -283,6 +306,17 @@ void launch_decode_grouped(const MatmulArgs& a, const ExpertRows& rows, cudaStre
     launch_grouped_tiles<D, 8>(a, rows, stream);
 }
 
+template <DType D>
+void launch_decode_pairs(const MatmulArgs& a, const ExpertPairs& pairs, cudaStream_t stream) {
+  using C = DecodeCfg<D, 1>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(decode_pairs_kernel<D>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows),
+                  static_cast<unsigned>(pairs.n_pairs));
+  if (pairs.n_pairs > 0)
+    detail::launch(decode_pairs_kernel<D>, grid, C::kThreads, C::kSmem, stream, a, pairs);
+}
+
 template <DType D, int kNT>
 void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
   using C = DecodeCfg<D, kNT>;
@@ -302,9 +336,10 @@ void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
   }
 }
 
-#define MEMRA_INSTANTIATE(D)                                       \
-  template void launch_decode<D>(const MatmulArgs&, cudaStream_t); \
-  template void launch_decode_grouped<D>(const MatmulArgs&, const ExpertRows&, cudaStream_t);
+#define MEMRA_INSTANTIATE(D)                                                                  \
+  template void launch_decode<D>(const MatmulArgs&, cudaStream_t);                            \
+  template void launch_decode_grouped<D>(const MatmulArgs&, const ExpertRows&, cudaStream_t); \
+  template void launch_decode_pairs<D>(const MatmulArgs&, const ExpertPairs&, cudaStream_t);
 MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_INSTANTIATE)
 #undef MEMRA_INSTANTIATE
 

@@ -1,7 +1,9 @@
 // The experts' matmuls of a mixture-of-experts layer with the routing in device memory
 // (kernels.h matmul_experts), so a decode step needs no host read and replays as a graph.
-// - Few pairs (kExpertPairsPerPair): the one-token decode kernel's expert mode
-//   (matmul_decode_single.cu), a block per (pair, row tile): each pair reads its expert's matrix.
+// - Few pairs (kExpertPairsPerPair): a block per (pair, row tile), each pair reading its
+//   expert's matrix: the one-token decode kernel's expert mode for tiled matrices
+//   (matmul_decode_single.cu), the decode kernel's pair mode for the file's layout
+//   (matmul_decode.cu; MEMRA_MOE_GGML_PAIRS=0 sorts those instead, the A/B).
 // - More: the pairs sorted by expert (group_kernel below, a stable counting sort), x's rows
 //   gathered in that order as they are made f16, and the tiled decode kernel's grouped mode
 //   (matmul_decode_tiled.cu), a block per (row tile, expert) over the expert's rows, so each
@@ -164,6 +166,27 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
   const int64_t n_x = (n_pairs + x_div - 1) / x_div;
   MatmulArgs x_args = matmul_detail::prepare_x_rows(x, n_x, n_in, nullptr, scratch, stream);
   x_args.n_tokens = 1;
+  for (int i = 0; i < n_outs; ++i) {  // the file's layout: a launch per output
+    const ExpertsOut& o = outs[i];
+    if (o.layout != WeightLayout::ggml || o.n_out == 0) continue;
+    MatmulArgs a = x_args;
+    a.w = static_cast<const uint8_t*>(o.w);
+    a.row_bytes = n_in / dtype_traits(o.wtype).block_size * dtype_traits(o.wtype).type_size;
+    a.n_out = static_cast<int>(o.n_out);
+    a.y = o.y;
+    a.ldy = o.n_out;
+    const matmul_detail::ExpertPairs pairs{ids, o.expert_bytes, static_cast<int>(n_pairs), x_div};
+    switch (o.wtype) {
+#define MEMRA_CASE(D)                                        \
+  case D:                                                    \
+    matmul_detail::launch_decode_pairs<D>(a, pairs, stream); \
+    break;
+      MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
+#undef MEMRA_CASE
+      default:
+        fail(ErrorCode::internal, "matmul_experts: ggml-layout {}", dtype_name(o.wtype));
+    }
+  }
   for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
     matmul_detail::MultiOut m;
     auto flush = [&] {
@@ -177,7 +200,7 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
     };
     for (int i = 0; i < n_outs; ++i) {
       const ExpertsOut& o = outs[i];
-      if (o.wtype != d || o.n_out == 0) continue;
+      if (o.layout != WeightLayout::tiled || o.wtype != d || o.n_out == 0) continue;
       m.w[m.n] = static_cast<const uint8_t*>(o.w);
       m.y[m.n] = o.y;
       m.n_out[m.n] = static_cast<int>(o.n_out);
@@ -214,11 +237,14 @@ bool supports_up_to(DType wtype, WeightLayout layout, int64_t n_in, int64_t n_pa
          matmul_tiled_supports(wtype, n_in) && matmul_detail::single_decode_enabled();
 }
 
-// ggml-layout outputs have no per-pair kernel: their steps always take the sort.
-bool any_ggml(const ExpertsOut* outs, int n_outs) {
+// Whether a step of n_pairs pairs runs a block per pair (else the sort). ggml-layout outputs
+// take the pair mode unless MEMRA_MOE_GGML_PAIRS=0 (the A/B against the sort; the same bits).
+bool per_pair(const ExpertsOut* outs, int n_outs, int64_t n_pairs) {
+  static const bool ggml_pairs = env_switch("MEMRA_MOE_GGML_PAIRS", true);
+  if (n_pairs > kExpertPairsPerPair) return false;
   for (int i = 0; i < n_outs; ++i)
-    if (outs[i].layout == WeightLayout::ggml) return true;
-  return false;
+    if (outs[i].layout == WeightLayout::ggml && !ggml_pairs) return false;
+  return true;
 }
 
 }  // namespace
@@ -256,7 +282,7 @@ bool matmul_experts_supports(DType wtype, WeightLayout layout, int64_t n_in, int
 size_t matmul_experts_scratch_bytes(const ExpertsOut* outs, int n_outs, int64_t n_in, int x_div,
                                     int64_t n_pairs, int n_expert) {
   if (n_pairs <= 0 || x_div < 1) return 0;
-  if (n_pairs <= kExpertPairsPerPair && !any_ggml(outs, n_outs))
+  if (per_pair(outs, n_outs, n_pairs))
     return matmul_scratch_bytes((n_pairs + x_div - 1) / x_div, n_in);
   const GroupedScratch layout(n_in, n_pairs, n_expert);
   int64_t total = layout.x_bytes + layout.index_bytes;
@@ -287,7 +313,7 @@ void matmul_experts(const ExpertsOut* outs, int n_outs, int64_t n_in, const floa
       fail(ErrorCode::invalid_argument, "matmul_experts: {} pairs of {} rows", n_pairs, o.n_out);
   }
   if (n_pairs == 0) return;
-  if (n_pairs <= kExpertPairsPerPair && !any_ggml(outs, n_outs))
+  if (per_pair(outs, n_outs, n_pairs))
     run_per_pair(outs, n_outs, n_in, x, x_div, ids, n_pairs, scratch, stream);
   else
     run_grouped(outs, n_outs, n_in, x, x_div, ids, n_pairs, n_expert, scratch, stream);

@@ -94,6 +94,18 @@ void launch_decode_tiled_grouped(const MatmulArgs& args, const ExpertRows& rows,
 // set), for every type launch_decode takes.
 template <DType D>
 void launch_decode_grouped(const MatmulArgs& args, const ExpertRows& rows, cudaStream_t stream);
+// The same experts one (token, expert) pair at a time, for decode steps of few pairs: block
+// (row block, p) runs expert ids[p]'s matrix in the file's layout (args.w + ids[p] *
+// expert_bytes; args.row_bytes set) over x row p / x_div of args into row p of args.y (args.ldy).
+// ids: device memory, n_pairs entries (at most 65,535).
+struct ExpertPairs {
+  const int32_t* ids = nullptr;
+  int64_t expert_bytes = 0;
+  int n_pairs = 0;
+  int x_div = 1;
+};
+template <DType D>
+void launch_decode_pairs(const MatmulArgs& args, const ExpertPairs& pairs, cudaStream_t stream);
 // x's f16 form as matmul prepares it (matmul.cu) for n_rows rows into scratch (laid out as for
 // matmul_scratch_bytes(n_rows, n_in)): row r is x row rows[r] (rows null: row r). The returned
 // args carry xh, xsum, xsum_stride, xinv and n_in.

@@ -13,11 +13,15 @@ namespace memra::kernels {
 namespace {
 
 constexpr int kRouteWarps = 4;  // one token per warp
-constexpr int kPerLane = kMoeMaxExperts / 32;
 
-// Lane l holds experts l, l + 32, ...: probabilities in double (NaN ranked as -1, as the CPU).
-// The k winners are taken one at a time (largest probability, then lower index), their sum kept
-// in that order by every lane, then written in increasing expert index with ballots.
+// Lane l holds experts l, l + 32, ... (kPerLane of them: n_expert <= 32 kPerLane): probabilities
+// in double (NaN ranked as -1, as the CPU). The k winners are taken one at a time (largest
+// probability, then lower index), their sum kept in that order by every lane, then written in
+// increasing expert index with ballots. kPerLane is the smallest instance that holds n_expert, so
+// a 128-expert router does a quarter of the 512-expert instance's work on one token's serial
+// chain; the slots past n_expert add +0 to the sum and rank below all, so every instance gives
+// the same bits.
+template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32)
     moe_route_kernel(const float* __restrict__ logits, int64_t n_tokens, int n_expert, int k,
                      bool normalize, const float* __restrict__ scale, int32_t* __restrict__ ids,
@@ -53,14 +57,15 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     const double q = p[i] / sum;
     p[i] = 32 * i + lane < n_expert ? (q != q ? -1.0 : q) : -2.0;  // padding ranks below all
   }
-  unsigned chosen[kPerLane] = {};  // bit: this lane's expert 32 i + lane won
+  static_assert(kPerLane <= 32, "chosen is one bit a slot");
+  unsigned chosen = 0;  // bit i: this lane's expert 32 i + lane won (a register, not local memory)
   double top_sum = 0.0;
   for (int j = 0; j < k; ++j) {
     double best = -3.0;
     int best_e = 1 << 30;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      if (!chosen[i] && p[i] > best) {  // i ascending: the lower expert wins a tie
+      if (!(chosen >> i & 1u) && p[i] > best) {  // i ascending: the lower expert wins a tie
         best = p[i];
         best_e = 32 * i + lane;
       }
@@ -75,13 +80,14 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
       }
     }
     top_sum += best;  // the same value in every lane, in the CPU's (rank) order
-    if (best_e % 32 == lane) chosen[best_e / 32] = 1u;
+    if (best_e % 32 == lane) chosen |= 1u << (best_e / 32);
   }
   int written = 0;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const unsigned won = __ballot_sync(0xffffffffu, chosen[i] != 0u);
-    if (chosen[i]) {
+    const bool mine = chosen >> i & 1u;
+    const unsigned won = __ballot_sync(0xffffffffu, mine);
+    if (mine) {
       const int e = 32 * i + lane;
       const int j = written + __popc(won & ((1u << lane) - 1u));
       const double w = normalize ? p[i] / top_sum : p[i];
@@ -125,8 +131,12 @@ void moe_route(const float* logits, int64_t n_tokens, int n_expert, int k, bool 
          n_expert, kMoeMaxExperts);
   if (n_tokens == 0) return;
   const auto blocks = static_cast<unsigned>((n_tokens + kRouteWarps - 1) / kRouteWarps);
-  detail::launch(moe_route_kernel, blocks, kRouteWarps * 32, 0, stream, logits, n_tokens, n_expert,
-                 k, normalize, scale, ids, weights);
+  static_assert(kMoeMaxExperts == 16 * 32, "the widest instance holds kMoeMaxExperts");
+  auto kernel = n_expert <= 4 * 32   ? moe_route_kernel<4>
+                : n_expert <= 8 * 32 ? moe_route_kernel<8>
+                                     : moe_route_kernel<16>;
+  detail::launch(kernel, blocks, kRouteWarps * 32, 0, stream, logits, n_tokens, n_expert, k,
+                 normalize, scale, ids, weights);
 }
 
 void moe_combine(const float* y, const float* weights, int64_t n_tokens, int k, int64_t dim,

@@ -2,7 +2,8 @@
 // measured in the same run: device copy bandwidth (decode, 1 and 8 tokens: GB/s of weight bytes)
 // and cuBLASLt's bf16 GEMM (prefill, 512 tokens: TFLOP/s); then kernels::attention on the same
 // model's shape (attention.cpp; --attention runs only that), then kernels::sample_rows
-// (sampling.cpp), then the mixture-of-experts kernels on Qwen3-30B-A3B's shape (moe.cpp), then the
+// (sampling.cpp), then the mixture-of-experts kernels on Qwen3-30B-A3B's and Gemma 4 26B-A4B's
+// shapes (moe.cpp; --moe runs only those), then the
 // gated delta rule on Qwen3.5-9B's (delta_rule.cpp; --delta-rule runs only that). Weights
 // are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
 // figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
@@ -293,6 +294,7 @@ int main(int argc, char** argv) {
   bool check_only = false;
   bool attention_only = false;
   bool delta_rule_only = false;
+  bool moe_only = false;
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -304,6 +306,8 @@ int main(int argc, char** argv) {
       attention_only = true;
     } else if (arg == "--delta-rule") {
       delta_rule_only = true;
+    } else if (arg == "--moe") {
+      moe_only = true;
     } else if (arg == "--tokens" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
       if (n != 1 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
@@ -312,9 +316,10 @@ int main(int argc, char** argv) {
       }
       token_counts = {n};
     } else {
-      std::fprintf(stderr,
-                   "usage: memra-kernel-bench [--check | --attention | --delta-rule | --tokens N] "
-                   "[--json FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --tokens N] "
+          "[--json FILE]\n");
       return 2;
     }
   }
@@ -337,6 +342,16 @@ int main(int argc, char** argv) {
       nlohmann::json out = bench::receipt_header(argc, argv, info);
       out["copy_tb_per_s"] = copy;
       out["attention"] = bench::run_attention(stream, copy);
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+      return 0;
+    }
+    if (moe_only) {  // the mixture-of-experts timings only (their correctness: kernel-check's)
+      const double copy = bench::copy_tb_per_s(stream);
+      std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
+                  info.sm_count, copy);
+      nlohmann::json out = bench::receipt_header(argc, argv, info);
+      out["copy_tb_per_s"] = copy;
+      out["moe"] = bench::run_moe(stream, copy);
       if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
       return 0;
     }

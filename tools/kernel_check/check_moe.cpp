@@ -253,11 +253,14 @@ void check_moe(Context& ctx) {
     check_experts(ctx, DType::q6_k, 768, 512, 128, 512, 8, true, Routing::skewed);   // 4096
     check_experts(ctx, DType::q8_0, 256, 96, 256, 4500, 2, false, Routing::skewed);  // 9000
     // Experts in the file's layout (MEMRA_MOE_DEVICE_GGML, main keeps it on): K no multiple of
-    // 256 (Gemma 4 26B-A4B's 704-wide down, in llama.cpp's Q4_K_M fallback types), the sort at
-    // any count, decode and prefill sizes.
+    // 256 (Gemma 4 26B-A4B's 704-wide down, in llama.cpp's Q4_K_M fallback types), a block per
+    // pair up to 64 pairs, the sort above, decode and prefill sizes.
     constexpr auto kGgml = kernels::WeightLayout::ggml;
     check_experts(ctx, DType::q8_0, 704, 256, 16, 1, 8, true, Routing::uniform, kGgml);
     check_experts(ctx, DType::q5_0, 704, 272, 16, 8, 8, true, Routing::uniform, kGgml);
+    check_experts(ctx, DType::q5_0, 704, 2816, 32, 1, 8, true, Routing::uniform, kGgml);  // G4
+    check_experts(ctx, DType::bf16, 64, 48, 8, 3, 2, false, Routing::uniform, kGgml);  // fixtures'
+    check_experts(ctx, DType::q4_0, 96, 40, 4, 32, 2, false, Routing::skewed, kGgml);  // 64 pairs
     check_experts(ctx, DType::q8_0, 704, 512, 128, 512, 8, true, Routing::skewed, kGgml);
     check_experts(ctx, DType::q4_k, 512, 96, 8, 20, 4, false, Routing::uniform, kGgml);
   }
