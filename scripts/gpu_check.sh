@@ -23,13 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (the matrix kernels' kernel-check, the
-#               determinism contract and graph replay), then the A/B steps of this round's
-#               switches, each beside the default: the pipelined Q4_K wgmma kernel for 33-64
-#               tokens against the quantized wgmma kernel (MEMRA_WGMMA_FOLD64=0), decode attention
-#               on one_pass (MEMRA_DECODE_ONE_PASS=1), every output on wgmma
-#               (MEMRA_WGMMA_DECODE_ALL=1): kernel-bench at 64 tokens, 8B Q4_K_M at 32/48/64
-#               sequences with each (~4 min; the other gates are quick's)
+#     ab        the changed kernels' checks (kernel-check's matrix and routing cases, the
+#               determinism contract, graph replay, the MoE device path), then the A/B steps of
+#               this round's switch beside the default: the one-token kernel's packed tiles for
+#               short K (MEMRA_SINGLE_PACK=0): the MoE micro-benchmark, the 0.6B shape, Qwen3-30B-A3B,
+#               and Gemma 4 26B-A4B's decode and prefill (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -339,29 +337,31 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
-  # (the pipelined Q4_K wgmma kernel at 40 and 64 tokens against the ggml-layout kernels, bit for
-  # bit; a call's Q4_K outputs in one launch against one call each), the determinism contract.
-  step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
+  # (the exact path's token blocks, the one-token kernel's packed tiles, each against the double
+  # reference and a row alone against the same row in a batch), the expert products and routing,
+  # the determinism contract with graph replay and the MoE device path.
+  for k in matmul moe_route; do
+    step "kernel-check-$k" 180 "$BIN/memra-kernel-check" --filter "$k" \
+      --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-$k.json"
+  done
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*'
-  # The matrices at 64 tokens: the pipelined Q4_K kernel (default) and the quantized wgmma kernel
-  # (MEMRA_WGMMA_FOLD64=0).
-  kbench() {  # kbench NAME TOKENS [VAR=VALUE...]
-    step "kernel-bench-$1" 120 env "${@:3}" "$BIN/memra-kernel-bench" --tokens "$2" \
-      --json "$RECEIPTS/$DAY-kernel-bench-$1.json"
-  }
-  kbench 64 64
-  kbench 64-fold64-off 64 MEMRA_WGMMA_FOLD64=0
-  # 8B Q4_K_M at 32-64 sequences, then at 48 and 64 without the pipelined kernel, with decode
-  # attention on one_pass (MEMRA_DECODE_ONE_PASS=1), and with every output on wgmma
-  # (MEMRA_WGMMA_DECODE_ALL=1).
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 64 -c 32,48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fold64-off MEMRA_WGMMA_FOLD64=0 \
-    -n 64 -c 48,64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" one-pass MEMRA_DECODE_ONE_PASS=1 -n 64 -c 64
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" wgmma-all MEMRA_WGMMA_DECODE_ALL=1 -n 64 -c 64
-  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
+  # The MoE micro-benchmark (the F32 router's row) and the one-token matrices, each beside one
+  # tile a block for any K (MEMRA_SINGLE_PACK=0).
+  step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
+    --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
+  step kernel-bench-moe-unpacked 120 env MEMRA_SINGLE_PACK=0 "$BIN/memra-kernel-bench" --moe \
+    --json "$RECEIPTS/$DAY-kernel-bench-moe-unpacked.json"
+  # End to end: the 0.6B shape (K = 1024: two tiles a block) and the two MoE shapes, each beside
+  # MEMRA_SINGLE_PACK=0; Gemma 4's prompt too (its F32 routers' tokens now spread over blocks).
+  bench "$(synth qwen3-0.6b q4_k_m)" -n 128 -c 1,8
+  bench_with "$(synth qwen3-0.6b q4_k_m)" unpacked MEMRA_SINGLE_PACK=0 -n 128 -c 1,8
+  bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" unpacked MEMRA_SINGLE_PACK=0 \
+    -n 64 -c 1,8
+  rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

@@ -31,8 +31,8 @@
 //   bit-identical for any n_tokens, chunking of prefill, or batch mates.
 // - F32 weights, and F16 / BF16 weights whose K is no multiple of 16 (tiny test fixtures: an
 //   8-wide per-layer input, a 24-wide shared expert), take a separate exact path: f32 FFMA over
-//   a lane-strided partition of K and a fixed xor-shuffle tree, the same code for any n_tokens
-//   (matmul_exact_kernel). A matrix takes one path or the other by its dtype and K alone.
+//   a lane-strided partition of K and a fixed xor-shuffle tree, the same arithmetic for any
+//   n_tokens (matmul_exact_kernel). A matrix takes one path or the other by its dtype and K alone.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -144,11 +144,17 @@ __global__ void __launch_bounds__(kXThreads)
 
 // The exact path: F32 weights (any n_in), and F16 / BF16 weights whose n_in is no multiple of 16
 // (the tensor cores' k step; only tiny test fixtures have such matrices). One warp per output
-// row; lane l sums w[i] * x[i] for i = l, l + 32, ... in order with FFMA on f32 values (F16 and
-// BF16 widen to f32 exactly, x is used as is), then a fixed xor tree (every lane ends with the
-// same bits). Tokens go four at a time, each with its own accumulator, so the per-element order
-// never depends on n_tokens: every token count of such a matrix runs this one kernel.
+// row and block y per kExactTokens tokens; lane l sums w[i] * x[i] for i = l, l + 32, ... in
+// order with FFMA on f32 values (F16 and BF16 widen to f32 exactly, x is used as is), then a
+// fixed xor tree (every lane ends with the same bits). Each token has its own accumulator, so
+// the per-element order never depends on n_tokens or on which tokens share a block: every token
+// count of such a matrix runs this arithmetic (a one-token block only loads more ahead).
+// Why the shape (MoE routers are F32: Gemma 4 26B-A4B's 128 x 2816, memra-kernel-bench --moe):
+// the tokens once looped inside the 16 blocks of the rows, 186 us at 64 tokens; block y now owns
+// 4 of them. A lane's next kBatch weights and x values are loaded before its chain uses any: at
+// one token the loads, 8 at a time, were 11 dependent round trips to memory (12.5 us), now 3.
 constexpr int kExactWarps = 8;
+constexpr int kExactTokens = 4;
 bool exact_path(DType wtype, int64_t n_in) {
   return wtype == DType::f32 || ((wtype == DType::f16 || wtype == DType::bf16) && n_in % 16 != 0);
 }
@@ -166,44 +172,65 @@ __device__ __forceinline__ float weight_f32(const void* w, int64_t i) {
   }
 }
 
-template <DType D>
+// kTokens: 1 (a block of one token: a decode step) or kExactTokens (up to that many a block).
+template <DType D, int kTokens>
 __global__ void matmul_exact_kernel(const void* __restrict__ w, int n_in, int n_out,
                                     const float* __restrict__ x, int n_tokens,
                                     float* __restrict__ y, int64_t ldy) {
   detail::wait_for_inputs();
+  // Registers: kBatch weights and kBatch x kTokens x values in flight.
+  constexpr int kBatch = kTokens == 1 ? 32 : 8;
   const int lane = threadIdx.x & 31;
   const int o = blockIdx.x * kExactWarps + (threadIdx.x >> 5);
   if (o >= n_out) return;
+  const int t0 = static_cast<int>(blockIdx.y) * kTokens;
+  const int nt = min(kTokens, n_tokens - t0);
   const int64_t row = static_cast<int64_t>(o) * n_in;  // the row's first element
-  for (int t0 = 0; t0 < n_tokens; t0 += 4) {
-    const int nt = min(4, n_tokens - t0);
-    const float* xt = x + static_cast<int64_t>(t0) * n_in;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // Unrolled so several iterations' loads are in flight at once; the FFMA chain keeps its order.
-#pragma unroll 8
-    for (int i = lane; i < n_in; i += 32) {
-      const float wv = weight_f32<D>(w, row + i);
+  const float* xt = x + static_cast<int64_t>(t0) * n_in;
+  float acc[kTokens] = {};
+  for (int i0 = lane; i0 < n_in; i0 += 32 * kBatch) {
+    // Every load of the batch first, unpredicated (addresses clamped into the row and the block's
+    // tokens), so that they are all in flight before the chain needs one.
+    float wv[kBatch], xv[kBatch][kTokens];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (j < nt) acc[j] = fmaf(wv, __ldg(xt + static_cast<int64_t>(j) * n_in + i), acc[j]);
+    for (int b = 0; b < kBatch; ++b) {
+      const int i = min(i0 + 32 * b, n_in - 1);
+      wv[b] = weight_f32<D>(w, row + i);
+#pragma unroll
+      for (int j = 0; j < kTokens; ++j)
+        xv[b][j] = __ldg(xt + static_cast<int64_t>(min(j, nt - 1)) * n_in + i);
+    }
+    __syncwarp();  // keeps the scheduler from sinking the loads back to their uses
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (i0 + 32 * b < n_in) {  // past n_in nothing is added: the chain is the same for any kBatch
+#pragma unroll
+        for (int j = 0; j < kTokens; ++j) {
+          if (j < nt) acc[j] = fmaf(wv[b], xv[b][j], acc[j]);
+        }
       }
     }
+  }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < kTokens; ++j) {
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {
-        acc[j] = __fadd_rn(acc[j], __shfl_xor_sync(0xffffffffu, acc[j], off));
-      }
-      if (lane == 0 && j < nt) y[(t0 + j) * ldy + o] = acc[j];
+    for (int off = 16; off > 0; off >>= 1) {
+      acc[j] = __fadd_rn(acc[j], __shfl_xor_sync(0xffffffffu, acc[j], off));
     }
+    if (lane == 0 && j < nt) y[(t0 + j) * ldy + o] = acc[j];
   }
 }
 
 template <DType D>
 void launch_exact(const MatmulOut& o, int n_in, const float* x, int n_tokens, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((o.n_out + kExactWarps - 1) / kExactWarps);
-  detail::launch(matmul_exact_kernel<D>, blocks, kExactWarps * 32, 0, stream, o.w, n_in,
-                 static_cast<int>(o.n_out), x, n_tokens, o.y, o.ldy);
+  const dim3 blocks(static_cast<unsigned>((o.n_out + kExactWarps - 1) / kExactWarps),
+                    static_cast<unsigned>((n_tokens + kExactTokens - 1) / kExactTokens));
+  if (blocks.y > 65535)
+    fail(ErrorCode::invalid_argument, "matmul: {} tokens over the exact path (at most {})",
+         n_tokens, 65535 * kExactTokens);
+  auto kernel = n_tokens == 1 ? matmul_exact_kernel<D, 1> : matmul_exact_kernel<D, kExactTokens>;
+  detail::launch(kernel, blocks, kExactWarps * 32, 0, stream, o.w, n_in, static_cast<int>(o.n_out),
+                 x, n_tokens, o.y, o.ldy);
 }
 
 __global__ void bf16_beyond_f16_kernel(const uint16_t* __restrict__ w, int64_t n,

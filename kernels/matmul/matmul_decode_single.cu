@@ -83,11 +83,26 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
   }
 }
 
+// Row tiles a block takes for K of n_chunks chunks: one while K gives every warp a chunk (or
+// more), else as many as keep the warps busy (3 chunks: 2 tiles, 6 warps; 1 chunk: 8 tiles).
+// At one token a block's time is a round's latency whatever its work, so a short K (MoE experts:
+// Qwen3-30B-A3B's down, K = 768, 3 of 8 warps busy) took three times the blocks, and waves, it
+// needs. A tile's chunk partials and their fold are the same either way (the same bits).
+__host__ __device__ constexpr int tiles_per_block(int n_chunks) {
+  return n_chunks > kWarps / 2 ? 1 : kWarps / n_chunks;
+}
+// MEMRA_SINGLE_PACK=0: one tile a block for any K (the A/B; the same bits).
+bool pack_enabled() {
+  static const bool enabled = env_switch("MEMRA_SINGLE_PACK", true);
+  return enabled;
+}
+
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
-// y row; the arithmetic after that is the same code.
+// y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
+// launchers' pack_blocks), `pack` tiles a block.
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs) {
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack) {
   using T = Tiled<D>;
   detail::wait_for_inputs(detail::Trigger::late);
   int o = 0;
@@ -97,11 +112,12 @@ __global__ void __launch_bounds__(kThreads, 3)
   a.y = outs.y[o];
   a.n_out = outs.n_out[o];
   a.ldy = outs.ldy[o];
-  int tile_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
+  const int tiles = (a.n_out + 15) / 16;
+  int block_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
   if constexpr (kExperts) {
-    const int tiles = (a.n_out + 15) / 16;
-    const int pair = tile_index / tiles;
-    tile_index -= pair * tiles;
+    const int blocks = (tiles + pack - 1) / pack;  // a pair's
+    const int pair = block_index / blocks;
+    block_index -= pair * blocks;
     a.w += static_cast<int64_t>(__ldg(outs.ids + pair)) * outs.expert_bytes[o];
     a.y += static_cast<int64_t>(pair) * a.ldy;
     const int64_t row = pair / outs.x_div;
@@ -112,40 +128,81 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
-  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
-  const uint8_t* tile = a.w + static_cast<int64_t>(tile_index) * n_chunks * T::kBytes;
-  Sum sum{part};
+  // This warp's chunk partial of tile `tile` into part[slot] (lanes t == 0 hold it).
+  auto chunk_partial = [&](int tile, int c, int slot) {
+    const uint8_t* w = a.w + (static_cast<int64_t>(tile) * n_chunks + c) * T::kBytes;
+    const int k0 = c * kChunk;
+    LaneChunk<D> cur;
+    cur.load(w, lane);
+    float p[2];
+    if constexpr (kFold<D>) {
+      // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
+      float f[4];
+      fold_partial(a, cur, lane, k0, f);
+      p[0] = f[0];
+      p[1] = f[2];
+    } else {
+      columns_partial(a, cur, lane, k0, p);
+    }
+    if (t == 0) {
+      float* mine = part + slot * Sum::kPartFloats;
+      mine[g] = p[0];
+      mine[g + 8] = p[1];
+    }
+  };
 
+  if (pack > 1) {  // one round: warp w runs chunk w % n_chunks of the block's tile w / n_chunks
+    const int tile = block_index * pack + warp / n_chunks;
+    if (warp < pack * n_chunks && tile < tiles) chunk_partial(tile, warp % n_chunks, warp);
+    __syncthreads();
+    // Thread i adds row i % 16 of tile i / 16 in chunk order, as Sum::fold does.
+    const int i = threadIdx.x, slot = i / 16, row = (block_index * pack + slot) * 16 + i % 16;
+    detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
+    if (slot < pack && row < a.n_out) {
+      const float* mine = part + slot * n_chunks * Sum::kPartFloats + i % 16;
+      float total = mine[0];
+      for (int c = 1; c < n_chunks; ++c) total = __fadd_rn(total, mine[c * Sum::kPartFloats]);
+      a.y[row] = total * a.xinv[0];
+    }
+    return;
+  }
+  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
+  Sum sum{part};
   // Each warp walks its chunks one round at a time. (Loading the next chunk's quants before
   // computing the current one was measured 2-22% slower per matrix on the H200: the extra
   // registers cost more than the loads in flight gained.)
   for (int r = 0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
-    if (c < n_chunks) {
-      const int k0 = c * kChunk;
-      LaneChunk<D> cur;
-      cur.load(tile + static_cast<int64_t>(c) * T::kBytes, lane);
-      float p[2];
-      if constexpr (kFold<D>) {
-        // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
-        float f[4];
-        fold_partial(a, cur, lane, k0, f);
-        p[0] = f[0];
-        p[1] = f[2];
-      } else {
-        columns_partial(a, cur, lane, k0, p);
-      }
-      if (t == 0) {  // lanes t == 0 hold the partial
-        float* mine = part + ((r & 1) * kWarps + warp) * Sum::kPartFloats;
-        mine[g] = p[0];
-        mine[g + 8] = p[1];
-      }
-    }
+    if (c < n_chunks) chunk_partial(block_index, c, (r & 1) * kWarps + warp);
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
   detail::let_dependents_start();  // Trigger::late: only the writes are left
-  sum.write(a, tile_index * 16);
+  sum.write(a, block_index * 16);
+}
+
+// outs with tile_begin turned from tiles into blocks of `pack` tiles (per pair in expert mode:
+// n_pairs = an output's tiles / its matrix's tiles).
+MultiOut pack_blocks(MultiOut outs, int pack) {
+  int begin = 0;
+  for (int o = 0; o < outs.n; ++o) {
+    const int tiles = (outs.n_out[o] + 15) / 16;
+    const int n = outs.tile_begin[o + 1] - outs.tile_begin[o];  // n_pairs * tiles, or tiles
+    const int blocks = n / tiles * ((tiles + pack - 1) / pack);
+    outs.tile_begin[o] = begin;
+    begin += blocks;
+  }
+  outs.tile_begin[outs.n] = begin;
+  return outs;
+}
+
+template <DType D, bool kExperts>
+void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  const int pack = pack_enabled() ? tiles_per_block(static_cast<int>(x.n_in / kChunk)) : 1;
+  const MultiOut m = pack_blocks(outs, pack);
+  const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack);
 }
 
 }  // namespace
@@ -157,16 +214,12 @@ bool single_decode_enabled() {
 
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
-  if (blocks > 0)
-    detail::launch(single_decode_kernel<D, false>, blocks, kThreads, 0, stream, x, outs);
+  launch_single<D, false>(x, outs, stream);
 }
 
 template <DType D>
 void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
-  if (blocks > 0)
-    detail::launch(single_decode_kernel<D, true>, blocks, kThreads, 0, stream, x, outs);
+  launch_single<D, true>(x, outs, stream);
 }
 
 #define MEMRA_INSTANTIATE(D)                                                               \

@@ -483,6 +483,9 @@ void check_exact_k(Context& ctx) {
     check_invariance(ctx, dtype, 8, 96);
     check_invariance(ctx, dtype, 24, 33);
   }
+  // Gemma 4 26B-A4B's router (F32, 2816 -> 128): one token's weights in batches of 32 a lane,
+  // four tokens' in 8, a partial last batch either way.
+  check_invariance(ctx, DType::f32, 2816, 128);
   check_exact_k_shared_x(ctx);
 }
 
