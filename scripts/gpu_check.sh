@@ -23,11 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (kernel-check's matrix and routing cases, the
-#               determinism contract, graph replay, the MoE device path), then the A/B steps of
-#               this round's switch beside the default: the one-token kernel's packed tiles for
-#               short K (MEMRA_SINGLE_PACK=0): the MoE micro-benchmark, the 0.6B shape, Qwen3-30B-A3B,
-#               and Gemma 4 26B-A4B's decode and prefill (~5 min; the other gates are quick's)
+#     ab        the changed kernels' checks (kernel-check's matrix, routing and expert cases,
+#               the determinism contract, graph replay, the MoE device path, the gate of the
+#               fixtures with exact-path matrices), then the MoE micro-benchmark and both MoE
+#               shapes' decode and prefill (~6 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -341,27 +340,30 @@ if [ "$MODE" = ab ]; then
   # reference and a row alone against the same row in a batch), the expert products and routing,
   # the determinism contract with graph replay and the MoE device path.
   for k in matmul moe_route; do
-    step "kernel-check-$k" 180 "$BIN/memra-kernel-check" --filter "$k" \
+    step "kernel-check-$k" 150 "$BIN/memra-kernel-check" --filter "$k" \
       --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-$k.json"
   done
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+  step kernel-check-matmul_experts 100 "$BIN/memra-kernel-check" --filter matmul_experts \
+    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul_experts.json"
+  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  # The MoE micro-benchmark (the F32 router's row) and the one-token matrices, each beside one
-  # tile a block for any K (MEMRA_SINGLE_PACK=0).
+  # The fixtures with exact-path matrices (gemma4's 8-wide per-layer input, qwen3_5_moe's 24-wide
+  # shared expert) and F32 routers, against the CPU.
+  step model-gate-exact 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-exact.json" tests/fixtures/models/gemma4 \
+    tests/fixtures/models/gemma4_moe tests/fixtures/models/qwen3_moe \
+    tests/fixtures/models/qwen3_5_moe
+  # The MoE micro-benchmark (the F32 router's row) and the two MoE shapes end to end, decode and
+  # prefill (their F32 routers' tokens now spread over blocks).
   step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
     --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
-  step kernel-bench-moe-unpacked 120 env MEMRA_SINGLE_PACK=0 "$BIN/memra-kernel-bench" --moe \
-    --json "$RECEIPTS/$DAY-kernel-bench-moe-unpacked.json"
-  # End to end: the 0.6B shape (K = 1024: two tiles a block) and the two MoE shapes, each beside
-  # MEMRA_SINGLE_PACK=0; Gemma 4's prompt too (its F32 routers' tokens now spread over blocks).
-  bench "$(synth qwen3-0.6b q4_k_m)" -n 128 -c 1,8
-  bench_with "$(synth qwen3-0.6b q4_k_m)" unpacked MEMRA_SINGLE_PACK=0 -n 128 -c 1,8
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
-  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" unpacked MEMRA_SINGLE_PACK=0 \
-    -n 64 -c 1,8
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+  # The one-token kernel's packed tiles beside one tile a block (MEMRA_SINGLE_PACK=0), measured
+  # at 5fc0a9a (receipts/2026-12-02-gpu-check-ab-exact-pack-hang-run.log): the MoE
+  # micro-benchmark, the 0.6B shape (K = 1024) and Qwen3-30B-A3B at 1 and 8 sequences.
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

@@ -188,13 +188,15 @@ __global__ void matmul_exact_kernel(const void* __restrict__ w, int n_in, int n_
   const int64_t row = static_cast<int64_t>(o) * n_in;  // the row's first element
   const float* xt = x + static_cast<int64_t>(t0) * n_in;
   float acc[kTokens] = {};
-  for (int i0 = lane; i0 < n_in; i0 += 32 * kBatch) {
+  // i0 steps the same for every lane (the __syncwarp below needs the whole warp): lane l takes
+  // i = i0 + 32 b + l, so its elements still come in the order l, l + 32, ...
+  for (int i0 = 0; i0 < n_in; i0 += 32 * kBatch) {
     // Every load of the batch first, unpredicated (addresses clamped into the row and the block's
     // tokens), so that they are all in flight before the chain needs one.
     float wv[kBatch], xv[kBatch][kTokens];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = min(i0 + 32 * b, n_in - 1);
+      const int i = min(i0 + 32 * b + lane, n_in - 1);
       wv[b] = weight_f32<D>(w, row + i);
 #pragma unroll
       for (int j = 0; j < kTokens; ++j)
@@ -203,7 +205,7 @@ __global__ void matmul_exact_kernel(const void* __restrict__ w, int n_in, int n_
     __syncwarp();  // keeps the scheduler from sinking the loads back to their uses
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      if (i0 + 32 * b < n_in) {  // past n_in nothing is added: the chain is the same for any kBatch
+      if (i0 + 32 * b + lane < n_in) {  // past n_in nothing is added: any kBatch, the same chain
 #pragma unroll
         for (int j = 0; j < kTokens; ++j) {
           if (j < nt) acc[j] = fmaf(wv[b], xv[b][j], acc[j]);
