@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "core/env.h"
 #include "core/error.h"
@@ -117,6 +118,27 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+// The bytes of a row of n_in weights in the file's layout.
+int64_t ggml_row_bytes(DType wtype, int64_t n_in) {
+  return n_in / dtype_traits(wtype).block_size * dtype_traits(wtype).type_size;
+}
+
+// f(std::integral_constant<DType, D>{}) for wtype, one of the types the mma decode kernels take
+// in the file's layout (supports_up_to checked it before any launch).
+template <typename F>
+void with_mma_type(DType wtype, F&& f) {
+  switch (wtype) {
+#define MEMRA_CASE(D)                      \
+  case D:                                  \
+    f(std::integral_constant<DType, D>{}); \
+    return;
+    MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
+#undef MEMRA_CASE
+    default:
+      fail(ErrorCode::internal, "matmul_experts: ggml-layout {}", dtype_name(wtype));
+  }
+}
+
 void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* x, int x_div,
                  const int32_t* ids, int64_t n_pairs, int n_expert, void* scratch,
                  cudaStream_t stream) {
@@ -138,17 +160,10 @@ void run_grouped(const ExpertsOut* outs, int n_outs, int64_t n_in, const float* 
     a.n_tokens = static_cast<int>(n_pairs);
     const matmul_detail::ExpertRows er{begin, o.expert_bytes, n_expert};
     if (o.layout == WeightLayout::ggml) {
-      a.row_bytes = n_in / dtype_traits(o.wtype).block_size * dtype_traits(o.wtype).type_size;
-      switch (o.wtype) {
-#define MEMRA_CASE(D)                                       \
-  case D:                                                   \
-    matmul_detail::launch_decode_grouped<D>(a, er, stream); \
-    break;
-        MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
-#undef MEMRA_CASE
-        default:
-          fail(ErrorCode::internal, "matmul_experts: ggml-layout {}", dtype_name(o.wtype));
-      }
+      a.row_bytes = ggml_row_bytes(o.wtype, n_in);
+      with_mma_type(o.wtype, [&](auto d) {
+        matmul_detail::launch_decode_grouped<decltype(d)::value>(a, er, stream);
+      });
     } else if (o.wtype == DType::q4_k) {
       matmul_detail::launch_decode_tiled_grouped<DType::q4_k>(a, er, stream);
     } else if (o.wtype == DType::q6_k) {
@@ -171,21 +186,14 @@ void run_per_pair(const ExpertsOut* outs, int n_outs, int64_t n_in, const float*
     if (o.layout != WeightLayout::ggml || o.n_out == 0) continue;
     MatmulArgs a = x_args;
     a.w = static_cast<const uint8_t*>(o.w);
-    a.row_bytes = n_in / dtype_traits(o.wtype).block_size * dtype_traits(o.wtype).type_size;
+    a.row_bytes = ggml_row_bytes(o.wtype, n_in);
     a.n_out = static_cast<int>(o.n_out);
     a.y = o.y;
     a.ldy = o.n_out;
     const matmul_detail::ExpertPairs pairs{ids, o.expert_bytes, static_cast<int>(n_pairs), x_div};
-    switch (o.wtype) {
-#define MEMRA_CASE(D)                                        \
-  case D:                                                    \
-    matmul_detail::launch_decode_pairs<D>(a, pairs, stream); \
-    break;
-      MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
-#undef MEMRA_CASE
-      default:
-        fail(ErrorCode::internal, "matmul_experts: ggml-layout {}", dtype_name(o.wtype));
-    }
+    with_mma_type(o.wtype, [&](auto d) {
+      matmul_detail::launch_decode_pairs<decltype(d)::value>(a, pairs, stream);
+    });
   }
   for (DType d : {DType::q4_k, DType::q6_k, DType::q8_0}) {
     matmul_detail::MultiOut m;

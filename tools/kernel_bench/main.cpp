@@ -335,26 +335,19 @@ int main(int argc, char** argv) {
                     DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k}) {
       if (kernels::matmul_supports(d)) dtypes.push_back(d);
     }
-    if (attention_only) {  // attention timings only (its correctness is memra-kernel-check's)
+    // One family of timings against the copy ceiling (their correctness is memra-kernel-check's).
+    const auto only = [&](const char* key, auto run) {
       const double copy = bench::copy_tb_per_s(stream);
       std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
                   info.sm_count, copy);
       nlohmann::json out = bench::receipt_header(argc, argv, info);
       out["copy_tb_per_s"] = copy;
-      out["attention"] = bench::run_attention(stream, copy);
+      out[key] = run(stream, copy);
       if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
       return 0;
-    }
-    if (moe_only) {  // the mixture-of-experts timings only (their correctness: kernel-check's)
-      const double copy = bench::copy_tb_per_s(stream);
-      std::printf("device %s, %d SMs: d2d copy %.2f TB/s (read + write)\n", info.name.c_str(),
-                  info.sm_count, copy);
-      nlohmann::json out = bench::receipt_header(argc, argv, info);
-      out["copy_tb_per_s"] = copy;
-      out["moe"] = bench::run_moe(stream, copy);
-      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
-      return 0;
-    }
+    };
+    if (attention_only) return only("attention", bench::run_attention);
+    if (moe_only) return only("moe", bench::run_moe);
     if (delta_rule_only) {  // its correctness is memra-kernel-check's
       std::printf("device %s, %d SMs\n", info.name.c_str(), info.sm_count);
       nlohmann::json out = bench::receipt_header(argc, argv, info);
