@@ -12,7 +12,7 @@
 #     bench8b   memra bench on Qwen3-8B-shape files (Q4_K_M, Q8_0, BF16, each A/B) and the
 #               server's start, TTFT and ITL (~5 min)
 #     families  memra bench on issue 11's family files: the Qwen3 MoE, the Qwen3.5/3.6 hybrids
-#               (dense and MoE) and Gemma 4 (MoE and dense) (~5 min)
+#               (dense and MoE) and Gemma 4 (MoE and dense), at 1, 8 and 64 sequences (~6 min)
 #     server    the server's Python tests against the GPU engine (scripts/gpu_server_tests.sh)
 #     full      all four (~20 min: where one command may run 10 minutes at most, run them apart)
 #     kv        the KV cache types: kernel-check's attention, kv_store and prologue cases (+ teeth),
@@ -283,7 +283,8 @@ fi
 if runs families; then
   # The lent machine's disk (64 GB) holds one of these files at a time beside the 8B ones: each
   # is removed after its benchmarks.
-  # Issue 11's families on the GPU. Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
+  # Issue 11's families on the GPU, each at 1, 8 and 64 sequences (the issue asks for decode at
+  # batch 1 and 64). Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
   # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
   # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
   # and MoE. Gemma 4 (gated on its MoE fixture) last.
@@ -298,20 +299,20 @@ if runs families; then
   # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
-  bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  bench "$(synth qwen3.6-35b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
   rm -f "$MODELS_DIR/qwen3.5-9b-q4_k_m.gguf" "$MODELS_DIR/qwen3.6-35b-a3b-q4_k_m.gguf"
   # Qwen3.6-27B: the dense hybrid at its largest.
-  bench "$(synth qwen3.6-27b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  bench "$(synth qwen3.6-27b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
   rm -f "$MODELS_DIR/qwen3.6-27b-q4_k_m.gguf"
   # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers).
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
   # Its 704-wide experts (the file's layout) routed on the host instead of the device
   # (MEMRA_MOE_DEVICE_GGML=0; no graphs then): the A/B.
   bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-host-ggml \
     MEMRA_MOE_DEVICE_GGML=0 -p 512 -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   # Gemma 4 31B, dense (60 layers, 512-wide full-attention heads; decode steps as graphs).
-  bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
+  bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
   rm -f "$MODELS_DIR/gemma-4-31b-q4_k_m.gguf"
 fi
 if runs server; then
