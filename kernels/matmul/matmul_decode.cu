@@ -5,6 +5,7 @@
 // memory and runs the chunk's mma chains for kNT token tiles of 8 (one for 1-8 tokens, eight for
 // batched decode of up to 64 sequences, each decoded fragment feeding every tile); the block then
 // adds the chunk partials in chunk order (matmul.cu).
+#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -74,10 +75,21 @@ __device__ __forceinline__ void mma_step(float (&acc)[kNT][4], const uint8_t* co
   for (int n = 0; n < kNT; ++n) mma_f16(acc[n], af, b[n].x, b[n].y);
 }
 
+// Row tiles a packed one-token block takes for K of n_chunks chunks (host and device agree): as
+// many as keep its warps busy where K gives each tile at most half of them (Gemma 4 26B-A4B's
+// 704-wide down experts: 3 chunks, 2 tiles, 6 warps busy instead of 3), else one.
+__host__ __device__ constexpr int packed_tiles(int n_chunks) {
+  return n_chunks <= DecodeCfg<DType::f16, 1>::kWarps / 2
+             ? DecodeCfg<DType::f16, 1>::kWarps / n_chunks
+             : 1;
+}
+
 // One block's kRows rows (from row0) over a's tokens (at most 8 kNT): the chunk partials in
 // rounds, summed in chunk order (matmul.cu's canonical order), written to a.y. kTrigger: let the
-// next kernel's blocks start before the writes (Trigger::late).
-template <DType D, int kNT, bool kTrigger>
+// next kernel's blocks start before the writes (Trigger::late). kPacked (one token only): the
+// block owns packed_tiles() row tiles from row0, warp w running chunk w % n_chunks of tile
+// w / n_chunks; a tile's partials and their sum are the unpacked block's, so are its bits.
+template <DType D, int kNT, bool kTrigger, bool kPacked = false>
 __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, int row0) {
   using C = DecodeCfg<D, kNT>;
   using W = Weight<D>;
@@ -86,19 +98,26 @@ __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, 
   typename C::Sum sum{reinterpret_cast<float*>(smem + C::kRawBytes)};
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = (a.n_in + kChunk - 1) / kChunk;
-  const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
+  static_assert(!kPacked || kNT == 1, "packed tiles are a one-token block's");
+  const int pack = kPacked ? packed_tiles(n_chunks) : 1;
+  const int stride = pack > 1 ? n_chunks : kWarps;      // the warps of a tile (unpacked: all)
+  const int first = pack > 1 ? warp % n_chunks : warp;  // this warp's first chunk
+  const int wrow0 = row0 + (pack > 1 ? warp / n_chunks * 16 : 0);  // its tile's first row
+  const bool active = warp < pack * stride;                        // unpacked: every warp
+  const int n_rounds = (n_chunks + stride - 1) / stride;
   auto ring = [&](int slot) { return smem + (slot * kWarps + warp) * C::kRows * C::kSlot; };
   auto x_frag = [&](int n, int k0, int s, int steps) {
     return matmul_detail::x_frag(a, n, g, t, k0, s, steps);
   };
 
-  if (warp < n_chunks) copy_chunk<D, kNT>(a, row0, warp, ring(0), lane);
+  if (active && first < n_chunks) copy_chunk<D, kNT>(a, wrow0, first, ring(0), lane);
   cp_async_commit();
   for (int r = 0; r < n_rounds; ++r) {
-    const int c = r * kWarps + warp;
-    if (c + kWarps < n_chunks) copy_chunk<D, kNT>(a, row0, c + kWarps, ring((r + 1) & 1), lane);
+    const int c = r * stride + first;
+    if (active && c + stride < n_chunks)
+      copy_chunk<D, kNT>(a, wrow0, c + stride, ring((r + 1) & 1), lane);
     cp_async_commit();
-    if (c < n_chunks) {
+    if (active && c < n_chunks) {
       const int k0 = c * kChunk;
       const int steps = min(kChunk, a.n_in - k0) / 16;
       // One token tile: the whole chunk's B fragments, issued before waiting on the weights.
@@ -121,7 +140,7 @@ __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, 
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int rr = 16 * m + 8 * h + g;
-          const int64_t start = chunk_start<D>(a, min(row0 + rr, a.n_out - 1), c);
+          const int64_t start = chunk_start<D>(a, min(wrow0 + rr, a.n_out - 1), c);
           rows[m][h] = ring(r & 1) + rr * C::kSlot + (start & 15);
         }
       }
@@ -217,9 +236,21 @@ __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, 
       sum.store(acc, r, warp, g, t);
     }
     __syncthreads();  // round r's partials are all written
-    sum.fold(r, n_chunks);
+    if (pack == 1) sum.fold(r, n_chunks);
   }
   if constexpr (kTrigger) detail::let_dependents_start();  // only the writes are left
+  if (pack > 1) {
+    // Thread i adds token 0's row i % 16 of tile i / 16 in chunk order (round 0's partials: warp
+    // tile * n_chunks + c holds chunk c), as sum.fold, then writes it as sum.write.
+    const int i = threadIdx.x, tile = i / 16, row = row0 + i;
+    if (tile < pack && row < a.n_out) {
+      const float* mine = sum.part + tile * n_chunks * C::Sum::kPartFloats + i % 16;
+      float total = mine[0];
+      for (int c = 1; c < n_chunks; ++c) total = __fadd_rn(total, mine[c * C::Sum::kPartFloats]);
+      a.y[row] = total * a.xinv[0];
+    }
+    return;
+  }
   sum.write(a, row0);
 }
 
@@ -266,8 +297,8 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
 // instructions on those operands (each token column of a pass is independent of its batch mates,
 // so these are the grouped kernel's bits too), without the expert sort, the gather of y and
 // the grouped grid's empty blocks: at one token that grid is 128 experts x every row block, of
-// which 8 experts have work.
-template <DType D>
+// which 8 experts have work. kPacked: packed_tiles() row tiles a block (MEMRA_MOE_GGML_PACK=1).
+template <DType D, bool kPacked>
 __global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
     decode_pairs_kernel(const MatmulArgs x, const ExpertPairs pairs) {
   detail::wait_for_inputs(detail::Trigger::late);
@@ -281,7 +312,15 @@ __global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
   a.xinv += row;
   a.y += static_cast<int64_t>(pair) * a.ldy;
   a.n_tokens = 1;
-  decode_rows<D, 1, true>(a, smem, static_cast<int>(blockIdx.x) * DecodeCfg<D, 1>::kRows);
+  const int tiles = kPacked ? packed_tiles((a.n_in + kChunk - 1) / kChunk) : 1;
+  decode_rows<D, 1, true, kPacked>(a, smem,
+                                   static_cast<int>(blockIdx.x) * tiles * DecodeCfg<D, 1>::kRows);
+}
+
+// MEMRA_MOE_GGML_PACK=1: the pair kernel's packed blocks (opt-in until measured on a GPU).
+bool ggml_pairs_packed() {
+  static const bool packed = env_switch("MEMRA_MOE_GGML_PACK", false);
+  return packed;
 }
 
 template <DType D, int kNT>
@@ -306,15 +345,24 @@ void launch_decode_grouped(const MatmulArgs& a, const ExpertRows& rows, cudaStre
     launch_grouped_tiles<D, 8>(a, rows, stream);
 }
 
-template <DType D>
-void launch_decode_pairs(const MatmulArgs& a, const ExpertPairs& pairs, cudaStream_t stream) {
+template <DType D, bool kPacked>
+void launch_pairs(const MatmulArgs& a, const ExpertPairs& pairs, cudaStream_t stream) {
   using C = DecodeCfg<D, 1>;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(decode_pairs_kernel<D>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_out + C::kRows - 1) / C::kRows),
+  allow_smem_once(decode_pairs_kernel<D, kPacked>, C::kSmem, smem_set);
+  const int rows = (kPacked ? packed_tiles((a.n_in + kChunk - 1) / kChunk) : 1) * C::kRows;
+  const dim3 grid(static_cast<unsigned>((a.n_out + rows - 1) / rows),
                   static_cast<unsigned>(pairs.n_pairs));
   if (pairs.n_pairs > 0)
-    detail::launch(decode_pairs_kernel<D>, grid, C::kThreads, C::kSmem, stream, a, pairs);
+    detail::launch(decode_pairs_kernel<D, kPacked>, grid, C::kThreads, C::kSmem, stream, a, pairs);
+}
+
+template <DType D>
+void launch_decode_pairs(const MatmulArgs& a, const ExpertPairs& pairs, cudaStream_t stream) {
+  if (ggml_pairs_packed())
+    launch_pairs<D, true>(a, pairs, stream);
+  else
+    launch_pairs<D, false>(a, pairs, stream);
 }
 
 template <DType D, int kNT>
