@@ -77,6 +77,21 @@ struct ChunkSum {
     }
   }
 
+  // Packed blocks (one token, round 0 only): tile j of `pack` row tiles from row0 had chunk c's
+  // partial in warp j * n_chunks + c. Thread i adds token 0's row i % 16 of tile i / 16 in chunk
+  // order, as fold does, and writes it as write does.
+  __device__ __forceinline__ void fold_write_packed(const MatmulArgs& a, int row0, int pack,
+                                                    int n_chunks) const {
+    static_assert(kRows == 16, "one m16 tile a warp");
+    const int i = threadIdx.x, tile = i / 16, row = row0 + i;
+    if (tile < pack && row < a.n_out) {
+      const float* mine = part + tile * n_chunks * kPartFloats + i % 16;
+      float sum = mine[0];
+      for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, mine[c * kPartFloats]);
+      a.y[row] = sum * a.xinv[0];
+    }
+  }
+
   __device__ __forceinline__ void write(const MatmulArgs& a, int row0) const {
 #pragma unroll
     for (int i = 0; i < kOuts; ++i) {

@@ -239,19 +239,10 @@ __device__ __forceinline__ void decode_rows(const MatmulArgs& a, uint8_t* smem, 
     if (pack == 1) sum.fold(r, n_chunks);
   }
   if constexpr (kTrigger) detail::let_dependents_start();  // only the writes are left
-  if (pack > 1) {
-    // Thread i adds token 0's row i % 16 of tile i / 16 in chunk order (round 0's partials: warp
-    // tile * n_chunks + c holds chunk c), as sum.fold, then writes it as sum.write.
-    const int i = threadIdx.x, tile = i / 16, row = row0 + i;
-    if (tile < pack && row < a.n_out) {
-      const float* mine = sum.part + tile * n_chunks * C::Sum::kPartFloats + i % 16;
-      float total = mine[0];
-      for (int c = 1; c < n_chunks; ++c) total = __fadd_rn(total, mine[c * C::Sum::kPartFloats]);
-      a.y[row] = total * a.xinv[0];
-    }
-    return;
-  }
-  sum.write(a, row0);
+  if (pack > 1)
+    sum.fold_write_packed(a, row0, pack, n_chunks);
+  else
+    sum.write(a, row0);
 }
 
 template <DType D, int kNT>

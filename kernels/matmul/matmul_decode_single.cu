@@ -155,15 +155,8 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int tile = block_index * pack + warp / n_chunks;
     if (warp < pack * n_chunks && tile < tiles) chunk_partial(tile, warp % n_chunks, warp);
     __syncthreads();
-    // Thread i adds row i % 16 of tile i / 16 in chunk order, as Sum::fold does.
-    const int i = threadIdx.x, slot = i / 16, row = (block_index * pack + slot) * 16 + i % 16;
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
-    if (slot < pack && row < a.n_out) {
-      const float* mine = part + slot * n_chunks * Sum::kPartFloats + i % 16;
-      float total = mine[0];
-      for (int c = 1; c < n_chunks; ++c) total = __fadd_rn(total, mine[c * Sum::kPartFloats]);
-      a.y[row] = total * a.xinv[0];
-    }
+    Sum{part}.fold_write_packed(a, block_index * pack * 16, pack, n_chunks);
     return;
   }
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
