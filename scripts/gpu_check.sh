@@ -71,7 +71,7 @@ fi
 # cuBLASLt (the bf16 GEMM ceiling) from the CUDA toolkit, or the copy a PyTorch install carries.
 if ! ldd "$BIN/memra" 2>/dev/null | grep -q 'libcublasLt.so.* => /'; then
   lt=$(find /usr/local/cuda* /usr/lib /opt -name 'libcublasLt.so.1[0-9]*' 2>/dev/null | head -n 1)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH=$(dirname "$lt"):$LD_LIBRARY_PATH
+  [ -n "$lt" ] && export LD_LIBRARY_PATH=$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 ldd "$BIN/memra" | grep -E 'not found' && echo "gpu_check: missing shared libraries" >&2
 
