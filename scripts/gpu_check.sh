@@ -95,6 +95,22 @@ step() {  # step NAME SECONDS COMMAND...: runs it under a time limit, logs, reco
   return $rc
 }
 
+# kcheck NAME SECONDS [VAR=VALUE...] [ARGS...]: memra-kernel-check ARGS under the switches given,
+# its receipt $DAY-NAME.json.
+kcheck() {
+  local name=$1 limit=$2
+  shift 2
+  local vars=()
+  while [[ "${1:-}" == *=* ]]; do
+    vars+=("$1")
+    shift
+  done
+  local cmd=("$BIN/memra-kernel-check" "$@" --commit "$MEMRA_COMMIT"
+    --json "$RECEIPTS/$DAY-$name.json")
+  [ ${#vars[@]} -gt 0 ] && cmd=(env "${vars[@]}" "${cmd[@]}")
+  step "$name" "$limit" "${cmd[@]}"
+}
+
 MODELS_DIR=${MEMRA_GPU_MODELS:-/tmp/memra-synth}
 mkdir -p "$MODELS_DIR"
 synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file, made once
@@ -142,8 +158,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 # Ordered by what matters most, so a run cut short by a time limit still returns the gates.
 if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or bench8b too
-  step kernel-check-matmul 180 "$BIN/memra-kernel-check" --filter matmul \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul.json"
+  kcheck kernel-check-matmul 180 --filter matmul
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
   step model-gate-moe 180 python3 scripts/gpu_model_gate.py --bin "$BIN" \
@@ -158,10 +173,8 @@ if [ "$MODE" = smoke ]; then  # not part of full: every step here is in quick or
 fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
-  step kernel-check 180 "$BIN/memra-kernel-check" --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check.json"
-  step kernel-check-teeth 180 "$BIN/memra-kernel-check" --teeth --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check-teeth.json"
+  kcheck kernel-check 180
+  kcheck kernel-check-teeth 180 --teeth
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
@@ -325,11 +338,9 @@ if runs server; then
 fi
 if [ "$MODE" = kv ]; then
   for k in attention kv_store qk_prologue; do
-    step "kernel-check-$k" 180 "$BIN/memra-kernel-check" --filter "$k" --commit "$MEMRA_COMMIT" \
-      --json "$RECEIPTS/$DAY-kernel-check-$k.json"
+    kcheck "kernel-check-$k" 180 --filter "$k"
   done
-  step kernel-check-attention-teeth 180 "$BIN/memra-kernel-check" --filter attention --teeth \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-attention-teeth.json"
+  kcheck kernel-check-attention-teeth 180 --filter attention --teeth
   kv_fp8_gates
   for t in F16 F8_E4M3; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "depth-16k-kv-$t" MEMRA_DETERMINISTIC=1 \
@@ -342,11 +353,9 @@ if [ "$MODE" = ab ]; then
   # reference and a row alone against the same row in a batch), the expert products and routing,
   # the determinism contract with graph replay and the MoE device path.
   for k in matmul moe_route; do
-    step "kernel-check-$k" 150 "$BIN/memra-kernel-check" --filter "$k" \
-      --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-$k.json"
+    kcheck "kernel-check-$k" 150 --filter "$k"
   done
-  step kernel-check-matmul_experts 100 "$BIN/memra-kernel-check" --filter matmul_experts \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-matmul_experts.json"
+  kcheck kernel-check-matmul_experts 100 --filter matmul_experts
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
   # The fixtures with exact-path matrices (gemma4's 8-wide per-layer input, qwen3_5_moe's 24-wide
@@ -409,16 +418,12 @@ if [ "$MODE" = profile ]; then
 fi
 if [ "$MODE" = moe ]; then
   for k in moe_route matmul_experts; do
-    step "kernel-check-$k" 180 "$BIN/memra-kernel-check" --filter "$k" --commit "$MEMRA_COMMIT" \
-      --json "$RECEIPTS/$DAY-kernel-check-$k.json"
-    step "kernel-check-$k-teeth" 180 "$BIN/memra-kernel-check" --filter "$k" --teeth \
-      --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-$k-teeth.json"
+    kcheck "kernel-check-$k" 180 --filter "$k"
+    kcheck "kernel-check-$k-teeth" 180 --filter "$k" --teeth
   done
   # The file-layout pair kernel's packed blocks (opt-in, MEMRA_MOE_GGML_PACK=1): its expert
   # cases against matmul, bit for bit, before any figure of it.
-  step kernel-check-matmul_experts-ggml-pack 180 env MEMRA_MOE_GGML_PACK=1 \
-    "$BIN/memra-kernel-check" --filter matmul_experts --commit "$MEMRA_COMMIT" \
-    --json "$RECEIPTS/$DAY-kernel-check-matmul_experts-ggml-pack.json"
+  kcheck kernel-check-matmul_experts-ggml-pack 180 MEMRA_MOE_GGML_PACK=1 --filter matmul_experts
   step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
     --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
   step kernel-bench-moe-ggml-sorted 120 env MEMRA_MOE_GGML_PAIRS=0 "$BIN/memra-kernel-bench" \
@@ -443,8 +448,7 @@ if [ "$MODE" = moe ]; then
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
 fi
 if [ "$MODE" = gemma4 ]; then
-  step kernel-check-norm-fused 120 "$BIN/memra-kernel-check" --filter norm \
-    --commit "$MEMRA_COMMIT" --json "$RECEIPTS/$DAY-kernel-check-norm-fused.json"
+  kcheck kernel-check-norm-fused 120 --filter norm
   for shape in gemma-4-26b-a4b gemma-4-31b; do
     bench "$(synth $shape q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8
     bench_with "$(synth $shape q4_k_m --fast-quant)" unfused-norms MEMRA_FUSED_NORMS=0 \
