@@ -105,13 +105,8 @@ __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack) {
   using T = Tiled<D>;
   detail::wait_for_inputs(detail::Trigger::late);
-  int o = 0;
-  while (o + 1 < outs.n && static_cast<int>(blockIdx.x) >= outs.tile_begin[o + 1]) ++o;
   MatmulArgs a = x;
-  a.w = outs.w[o];
-  a.y = outs.y[o];
-  a.n_out = outs.n_out[o];
-  a.ldy = outs.ldy[o];
+  const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   const int tiles = (a.n_out + 15) / 16;
   int block_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
   if constexpr (kExperts) {

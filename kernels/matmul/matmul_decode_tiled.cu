@@ -96,13 +96,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   const int b = static_cast<int>(blockIdx.x);
-  int o = 0;
-  while (o + 1 < outs.n && b >= outs.tile_begin[o + 1]) ++o;
   MatmulArgs a = x;
-  a.w = outs.w[o];
-  a.y = outs.y[o];
-  a.n_out = outs.n_out[o];
-  a.ldy = outs.ldy[o];
+  const int o = take_output(outs, outs.tile_begin, b, a);
   tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o]);
 }
 

@@ -133,6 +133,20 @@ struct MultiOut {
   int64_t expert_bytes[kMultiOuts] = {};
   int x_div = 1;
 };
+// The output of a multi-output launch that block b computes (begin[o] <= b < begin[o + 1]; outs
+// has w, y, n_out, ldy and n per output: MultiOut, Fold64Outs), with a's w, y, n_out and ldy set
+// to it. Returns o.
+template <typename Outs>
+__device__ __forceinline__ int take_output(const Outs& outs, const int* begin, int b,
+                                           MatmulArgs& a) {
+  int o = 0;
+  while (o + 1 < outs.n && b >= begin[o + 1]) ++o;
+  a.w = outs.w[o];
+  a.y = outs.y[o];
+  a.n_out = outs.n_out[o];
+  a.ldy = outs.ldy[o];
+  return o;
+}
 // Up to kMultiOuts tiled outputs of one dtype over the same x (1-8 tokens) in one launch of the
 // tiled decode kernel (MultiOut's w, y, n_out, ldy, tile_begin, n; 16-row tiles): the same bits
 // as one launch_decode_tiled per output. MEMRA_GROUPED_DECODE=0 turns it off (one launch per

@@ -96,13 +96,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int by = static_cast<int>(blockIdx.y);
-  int o = 0;
-  while (o + 1 < outs.n && by >= outs.block_begin[o + 1]) ++o;
   MatmulArgs a = x;
-  a.w = outs.w[o];
-  a.y = outs.y[o];
-  a.n_out = outs.n_out[o];
-  a.ldy = outs.ldy[o];
+  const int o = take_output(outs, outs.block_begin, by, a);
   const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_chunks = a.n_in / kChunk;
   uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStage);
