@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (kernel-check's matrix, routing and expert cases,
-#               the determinism contract, graph replay, the MoE device path, the gate of the
-#               fixtures with exact-path matrices), then the MoE micro-benchmark and both MoE
-#               shapes' decode and prefill (~6 min; the other gates are quick's)
+#     ab        the changed kernels' checks (kernel-check's matrix cases and expert cases with
+#               the packed file-layout pair blocks, the determinism contract, graph replay, the
+#               MoE device path), then the MoE micro-benchmark, Gemma 4 26B-A4B at 1 and 8
+#               sequences, each by default and packed, and that shape's one-sequence step
+#               profiled (~8 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -348,33 +349,32 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The changed kernels' own checks first (the rest of the gates are quick's): the matrix kernels
-  # (the exact path's token blocks, the one-token kernel's packed tiles, each against the double
-  # reference and a row alone against the same row in a batch), the expert products and routing,
-  # the determinism contract with graph replay and the MoE device path.
-  for k in matmul moe_route; do
-    kcheck "kernel-check-$k" 150 --filter "$k"
-  done
-  kcheck kernel-check-matmul_experts 100 --filter matmul_experts
+  # The kernels changed since their last GPU run first (the rest of the gates are quick's): the
+  # matrix kernels (the one-token, tiled-decode and pipelined-wgmma kernels' shared output pick),
+  # the expert products with the packed file-layout pair blocks on (MEMRA_MOE_GGML_PACK=1: the
+  # other expert paths run as by default), the determinism contract with graph replay and the
+  # MoE device path, by default and packed.
+  kcheck kernel-check-matmul 150 --filter matmul
+  kcheck kernel-check-matmul_experts-ggml-pack 120 MEMRA_MOE_GGML_PACK=1 --filter matmul_experts
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  # The fixtures with exact-path matrices (gemma4's 8-wide per-layer input, qwen3_5_moe's 24-wide
-  # shared expert) and F32 routers, against the CPU.
-  step model-gate-exact 120 python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-exact.json" tests/fixtures/models/gemma4 \
-    tests/fixtures/models/gemma4_moe tests/fixtures/models/qwen3_moe \
-    tests/fixtures/models/qwen3_5_moe
-  # The MoE micro-benchmark (the F32 router's row) and the two MoE shapes end to end, decode and
-  # prefill (their F32 routers' tokens now spread over blocks).
+  step engine-invariants-ggml-pack 120 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_GGML_PACK=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
+  # The packed pair blocks against the default, the micro-benchmark and Gemma 4 26B-A4B (the
+  # shape whose 704-wide down experts they are for) at 1 and 8 sequences, then where that
+  # shape's one-sequence step goes now, packed.
   step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
     --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
-  bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
-  rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
+  step kernel-bench-moe-ggml-pack 120 env MEMRA_MOE_GGML_PACK=1 "$BIN/memra-kernel-bench" \
+    --moe --json "$RECEIPTS/$DAY-kernel-bench-moe-ggml-pack.json"
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" ggml-pack MEMRA_MOE_GGML_PACK=1 \
+    -n 64 -c 1,8
+  step profile-gemma-4-26b-a4b-q4_k_m-c1-ggml-pack 170 env MEMRA_MOE_GGML_PACK=1 \
+    python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
+    --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
-  # The one-token kernel's packed tiles beside one tile a block (MEMRA_SINGLE_PACK=0), measured
-  # at 5fc0a9a (receipts/2026-12-02-gpu-check-ab-exact-pack-hang-run.log): the MoE
-  # micro-benchmark, the 0.6B shape (K = 1024) and Qwen3-30B-A3B at 1 and 8 sequences.
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
