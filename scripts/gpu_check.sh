@@ -34,9 +34,9 @@
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
-#               with the opt-in packed pair blocks, MEMRA_MOE_GGML_PACK=1), the MoE
+#               with one row tile a pair block, MEMRA_MOE_GGML_PACK=0), the MoE
 #               micro-benchmark (Qwen3-30B-A3B's and Gemma 4 26B-A4B's shapes) with Gemma 4's
-#               file-layout experts a block per pair, sorted (MEMRA_MOE_GGML_PAIRS=0) and packed,
+#               file-layout experts a block per pair, sorted (MEMRA_MOE_GGML_PAIRS=0) and unpacked,
 #               the MoE model gates and determinism contract, and memra bench of both shapes at 1
 #               and 8 sequences with the same A/B (~7 min; not part of full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
@@ -421,27 +421,27 @@ if [ "$MODE" = moe ]; then
     kcheck "kernel-check-$k" 180 --filter "$k"
     kcheck "kernel-check-$k-teeth" 180 --filter "$k" --teeth
   done
-  # The file-layout pair kernel's packed blocks (opt-in, MEMRA_MOE_GGML_PACK=1): its expert
-  # cases against matmul, bit for bit, before any figure of it.
-  kcheck kernel-check-matmul_experts-ggml-pack 180 MEMRA_MOE_GGML_PACK=1 --filter matmul_experts
+  # The file-layout pair kernel's blocks of one row tile (MEMRA_MOE_GGML_PACK=0; packed by
+  # default): its expert cases against matmul, bit for bit.
+  kcheck kernel-check-matmul_experts-ggml-unpacked 180 MEMRA_MOE_GGML_PACK=0 --filter matmul_experts
   step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
     --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
   step kernel-bench-moe-ggml-sorted 120 env MEMRA_MOE_GGML_PAIRS=0 "$BIN/memra-kernel-bench" \
     --moe --json "$RECEIPTS/$DAY-kernel-bench-moe-ggml-sorted.json"
-  step kernel-bench-moe-ggml-pack 120 env MEMRA_MOE_GGML_PACK=1 "$BIN/memra-kernel-bench" \
-    --moe --json "$RECEIPTS/$DAY-kernel-bench-moe-ggml-pack.json"
+  step kernel-bench-moe-ggml-unpacked 120 env MEMRA_MOE_GGML_PACK=0 "$BIN/memra-kernel-bench" \
+    --moe --json "$RECEIPTS/$DAY-kernel-bench-moe-ggml-unpacked.json"
   step model-gate-moe 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate-moe.json" tests/fixtures/models/gemma4_moe \
     tests/fixtures/models/qwen3_moe tests/fixtures/models/qwen3_5_moe \
     "$(synth qwen3-30b-a3b q4_k_m --layers 4)"
   step engine-invariants-moe 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
-  step engine-invariants-moe-ggml-pack 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_GGML_PACK=1 \
+  step engine-invariants-moe-ggml-unpacked 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_GGML_PACK=0 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
   bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" ggml-sorted MEMRA_MOE_GGML_PAIRS=0 \
     -n 64 -c 1,8
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" ggml-pack MEMRA_MOE_GGML_PACK=1 \
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" ggml-unpacked MEMRA_MOE_GGML_PACK=0 \
     -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -n 64 -c 1,8

@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
 // instructions on those operands (each token column of a pass is independent of its batch mates,
 // so these are the grouped kernel's bits too), without the expert sort, the gather of y and
 // the grouped grid's empty blocks: at one token that grid is 128 experts x every row block, of
-// which 8 experts have work. kPacked: packed_tiles() row tiles a block (MEMRA_MOE_GGML_PACK=1).
+// which 8 experts have work. kPacked: packed_tiles() row tiles a block (MEMRA_MOE_GGML_PACK=0: one).
 template <DType D, bool kPacked>
 __global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
     decode_pairs_kernel(const MatmulArgs x, const ExpertPairs pairs) {
@@ -308,9 +308,11 @@ __global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
                                    static_cast<int>(blockIdx.x) * tiles * DecodeCfg<D, 1>::kRows);
 }
 
-// MEMRA_MOE_GGML_PACK=1: the pair kernel's packed blocks (opt-in until measured on a GPU).
+// The pair kernel's packed blocks, by default since measured (Gemma 4 26B-A4B's down experts at
+// one token 23.5 -> 17.4 us, c1 188.1 -> 193.7 tok/s: docs/PERFORMANCE.md, twenty-first round);
+// MEMRA_MOE_GGML_PACK=0 runs one row tile a block.
 bool ggml_pairs_packed() {
-  static const bool packed = env_switch("MEMRA_MOE_GGML_PACK", false);
+  static const bool packed = env_switch("MEMRA_MOE_GGML_PACK", true);
   return packed;
 }
 
