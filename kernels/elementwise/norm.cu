@@ -4,6 +4,10 @@
 // plain rms_norm, add, scale and rms_norm kernels), with the same bits: each reduction is
 // norm_row.cuh's, each elementwise step one rounded IEEE operation in the plain kernels' order, and
 // a thread rereads only the elements it wrote itself (every pass gives thread t the same chunks).
+// Rows that fit it take the register form (kN chunks a thread, norm_row.cuh's RowRegs: one memory
+// round trip a row instead of one a chunk and pass), the same arithmetic; kN = 0 is the loop form.
+#include <type_traits>
+
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
@@ -17,13 +21,34 @@ namespace {
 using detail::aligned16;
 using detail::kNormThreads;
 using detail::kNormWarps;
+using detail::RowRegs;
 using matmul_detail::PreparedRows;
 
+template <int kN>
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(float* x, const float* d, const float* w, int64_t dim, float eps, float* y) {
   detail::wait_for_inputs();
   __shared__ float warp_sums[kNormWarps];
-  (void)detail::norm_row(x, d, w, dim, eps, y, blockIdx.x, warp_sums);
+  const int64_t row = blockIdx.x;
+  if constexpr (kN == 0) {
+    (void)detail::norm_row(x, d, w, dim, eps, y, row, warp_sums);
+  } else {
+    (void)detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
+                                    y + row * dim, nullptr, warp_sums);
+  }
+}
+
+// f(std::integral_constant<int, kN>) for the register form's kN of these rows (0: the loop form).
+template <typename F>
+void with_row_regs(int64_t dim, std::initializer_list<const void*> rows, F&& f) {
+  switch (detail::row_regs(dim, rows)) {
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case detail::kRowRegsMax:
+      return f(std::integral_constant<int, detail::kRowRegsMax>{});
+    default:
+      return f(std::integral_constant<int, 0>{});
+  }
 }
 
 // x = x + d, then times s when kScaled, over the thread's chunks (the add and scale kernels'
@@ -55,13 +80,57 @@ struct SandwichArgs {
   PreparedRows prep;  // xh null: y not prepared
 };
 
+// The register form of post_norm_add_norm_kernel's row (below): d, x and both weights in one
+// round trip. ys: shared memory for y's prepared form.
+template <int kN, bool kScaled>
+__device__ __forceinline__ void post_norm_add_norm_regs(const SandwichArgs& a, int64_t row,
+                                                        float* post_sums, float* pre_sums,
+                                                        float* warp_max, float* ys) {
+  const int64_t n = a.dim / 4;
+  float* dr = a.d + row * a.dim;
+  float* xr = a.x + row * a.dim;
+  RowRegs<kN> d, x, w_post{}, w_pre{};
+  d.load(dr, n);
+  x.load(xr, n);
+  if (a.w_post) w_post.load(a.w_post, n);
+  if (a.y && a.w_pre) w_pre.load(a.w_pre, n);
+  const float inv_d =
+      detail::inv_rms(detail::norm_block_sum(d.squares(n), post_sums), a.dim, a.eps);
+  (void)detail::row_out(d, d, inv_d, w_post, a.w_post != nullptr, n);
+  d.store(dr, n);
+  x.template add_scale<kScaled>(d, a.x_scale);
+  x.store(xr, n);
+  if (!a.y) return;
+  const float inv = detail::inv_rms(detail::norm_block_sum(x.squares(n), pre_sums), a.dim, a.eps);
+  const float m = detail::row_out(x, x, inv, w_pre, a.w_pre != nullptr, n);
+  x.store(a.y + row * a.dim, n);
+  if (!a.prep.xh) return;
+  x.store(ys, n);
+  matmul_detail::prepare_row(ys, m, row, static_cast<int>(a.dim), a.prep, warp_max);
+}
+
+// y's copy in shared memory for the register form's prepared rows (none for the loop form).
+template <int kN>
+struct RowStage {
+  __align__(16) float v[kN * 4 * kNormThreads];
+};
+template <>
+struct RowStage<0> {
+  float v[1];
+};
+
 // d = rms_norm(d) * w_post in place (norm_row, as rms_norm); x = (x + d) [* x_scale]; y =
 // rms_norm(x) * w_pre. The two reductions use separate shared sums, so no barrier between them.
-template <bool kScaled>
+template <int kN, bool kScaled>
 __global__ void __launch_bounds__(kNormThreads) post_norm_add_norm_kernel(const SandwichArgs a) {
   detail::wait_for_inputs();
   __shared__ float post_sums[kNormWarps], pre_sums[kNormWarps], warp_max[kNormWarps];
+  __shared__ RowStage<kN> ys;
   const int64_t row = blockIdx.x;
+  if constexpr (kN > 0) {
+    post_norm_add_norm_regs<kN, kScaled>(a, row, post_sums, pre_sums, warp_max, ys.v);
+    return;
+  }
   (void)detail::norm_row(a.d, nullptr, a.w_post, a.dim, a.eps, a.d, row, post_sums);
   const float* dr = a.d + row * a.dim;
   float* xr = a.x + row * a.dim;
@@ -89,12 +158,46 @@ struct DualArgs {
   PreparedRows prep;  // xh null: y1 not prepared
 };
 
+// The register form of rms_norm_dual_kernel's row (below).
+template <int kN>
+__device__ __forceinline__ void rms_norm_dual_regs(const DualArgs& a, int64_t row, float* warp_sums,
+                                                   float* warp_max, float* ys) {
+  const int64_t n = a.dim / 4;
+  RowRegs<kN> x, w1{}, w2{}, y1, y2;
+  x.load(a.x + row * a.dim, n);
+  if (a.w1) w1.load(a.w1, n);
+  if (a.w2) w2.load(a.w2, n);
+  const float inv = detail::inv_rms(detail::norm_block_sum(x.squares(n), warp_sums), a.dim, a.eps);
+  (void)detail::row_out(y2, x, inv, w2, a.w2 != nullptr, n);
+  (void)detail::row_out(y1, x, inv, w1, a.w1 != nullptr, n);
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      y1.v[i][k] = __fmul_rn(y1.v[i][k], a.s1);
+      m = fmaxf(m, fabsf(y1.v[i][k]));
+    }
+  }
+  y1.store(a.y1 + row * a.dim, n);
+  y2.store(a.y2 + row * a.dim, n);
+  if (!a.prep.xh) return;
+  y1.store(ys, n);
+  matmul_detail::prepare_row(ys, m, row, static_cast<int>(a.dim), a.prep, warp_max);
+}
+
 // One reduction of x (norm_row_inv, as rms_norm's), then both outputs from the same 1 / rms:
 // y1 = (x * inv * w1) * s1 (rms_norm, then scale's rounding), y2 = x * inv * w2.
+template <int kN>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_dual_kernel(const DualArgs a) {
   detail::wait_for_inputs();
   __shared__ float warp_sums[kNormWarps], warp_max[kNormWarps];
+  __shared__ RowStage<kN> ys;
   const int64_t row = blockIdx.x;
+  if constexpr (kN > 0) {
+    rms_norm_dual_regs<kN>(a, row, warp_sums, warp_max, ys.v);
+    return;
+  }
   // x is only read (no d, not scaled); norm_row_inv takes float* for the chains that write it.
   float* xr = const_cast<float*>(a.x) + row * a.dim;
   float *y1r = a.y1 + row * a.dim, *y2r = a.y2 + row * a.dim;
@@ -130,8 +233,10 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float
   check_norm_args("rms_norm", n_rows, dim);
   if (n_rows == 0) return;
   // x is only read when d is null; the kernel takes float* to share the fused variant's code.
-  detail::launch(rms_norm_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream,
-                 const_cast<float*>(x), nullptr, w, dim, eps, y);
+  with_row_regs(dim, {x, y, w}, [&](auto kn) {
+    detail::launch(rms_norm_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
+                   kNormThreads, 0, stream, const_cast<float*>(x), nullptr, w, dim, eps, y);
+  });
 }
 
 void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
@@ -139,8 +244,10 @@ void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int6
   check_norm_args("add_rms_norm", n_rows, dim);
   if (n_rows == 0) return;
   if (d == nullptr) fail(ErrorCode::invalid_argument, "add_rms_norm: residual d is null");
-  detail::launch(rms_norm_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, x, d, w,
-                 dim, eps, y);
+  with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
+    detail::launch(rms_norm_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
+                   kNormThreads, 0, stream, x, d, w, dim, eps, y);
+  });
 }
 
 void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale, const float* w_pre,
@@ -155,9 +262,11 @@ void post_norm_add_norm(float* d, const float* w_post, float* x, float x_scale, 
   if (n_rows == 0) return;
   const SandwichArgs a{d, w_post, x, x_scale, w_pre, y, dim, eps, prep};
   // Scaling by exactly 1 is skipped, as the model skips the scale op then.
-  const auto kernel =
-      x_scale != 1.0f ? post_norm_add_norm_kernel<true> : post_norm_add_norm_kernel<false>;
-  detail::launch(kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, a);
+  with_row_regs(dim, {d, x, y, w_post, w_pre}, [&](auto kn) {
+    const auto kernel = x_scale != 1.0f ? post_norm_add_norm_kernel<decltype(kn)::value, true>
+                                        : post_norm_add_norm_kernel<decltype(kn)::value, false>;
+    detail::launch(kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, a);
+  });
 }
 
 void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2, float* y2,
@@ -168,7 +277,10 @@ void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const f
   if (prepared) prep = matmul_detail::prepared_rows("rms_norm_dual", prepared, n_rows, dim, {y1});
   if (n_rows == 0) return;
   const DualArgs a{x, w1, s1, y1, w2, y2, dim, eps, prep};
-  detail::launch(rms_norm_dual_kernel, static_cast<unsigned>(n_rows), kNormThreads, 0, stream, a);
+  with_row_regs(dim, {x, y1, y2, w1, w2}, [&](auto kn) {
+    detail::launch(rms_norm_dual_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
+                   kNormThreads, 0, stream, a);
+  });
 }
 
 }  // namespace memra::kernels

@@ -26,10 +26,14 @@ __device__ __forceinline__ float inv_rms(float sum_sq, int64_t dim, float eps) {
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
 }
 
-// y = x * inv * w as two rounded products in the reference's order.
-__device__ __forceinline__ float norm_out(float x, float inv, const float* w, int64_t i) {
+// y = x * inv * w as two rounded products in the reference's order (w: the weight's element i,
+// or no weight).
+__device__ __forceinline__ float norm_out_w(float x, float inv, float w, bool has_w) {
   const float v = __fmul_rn(x, inv);
-  return w ? __fmul_rn(v, w[i]) : v;
+  return has_w ? __fmul_rn(v, w) : v;
+}
+__device__ __forceinline__ float norm_out(float x, float inv, const float* w, int64_t i) {
+  return norm_out_w(x, inv, w ? w[i] : 0.0f, w != nullptr);
 }
 
 }  // namespace memra::kernels::detail

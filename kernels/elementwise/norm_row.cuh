@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
+#include "core/env.h"
 #include "kernels/elementwise/norm_math.cuh"
 
 namespace memra::kernels::detail {
@@ -106,6 +108,105 @@ __device__ __forceinline__ float norm_row(float* x, const float* d, const float*
   const bool vec = dim % 4 == 0 && aligned16(xr) && aligned16(yr) && (!dr || aligned16(dr));
   const float inv = norm_row_inv(xr, dr, 1.0f, dim, eps, vec, warp_sums);
   return norm_row_out(xr, w, inv, dim, vec, yr);
+}
+
+// The register form of the passes above, for rows that are 16-byte aligned with dim a multiple
+// of 4 and at most kN * 4 * kNormThreads: thread t loads its chunks t, t + 256, ... (the same
+// chunks, so the same sums and products in the same order) all at once and keeps them across the
+// passes. The loop form costs a memory round trip per chunk and pass (each chunk's store may alias
+// the next chunk's load, so the loads cannot be issued ahead) plus the rereads of its own writes:
+// ~10 round trips for a 4096-wide decode row, where this takes one.
+template <int kN>
+struct RowRegs {
+  float v[kN][4];
+
+  __device__ __forceinline__ static int64_t chunk(int i) {
+    return threadIdx.x + int64_t{i} * kNormThreads;
+  }
+  __device__ __forceinline__ void load(const float* r, int64_t n_chunks) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (chunk(i) < n_chunks) t = reinterpret_cast<const float4*>(r)[chunk(i)];
+      v[i][0] = t.x, v[i][1] = t.y, v[i][2] = t.z, v[i][3] = t.w;
+    }
+  }
+  __device__ __forceinline__ void store(float* r, int64_t n_chunks) const {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      if (chunk(i) < n_chunks)
+        reinterpret_cast<float4*>(r)[chunk(i)] = make_float4(v[i][0], v[i][1], v[i][2], v[i][3]);
+  }
+  // x + d, then times s when kScaled: norm_row_inv's roundings.
+  template <bool kScaled>
+  __device__ __forceinline__ void add_scale(const RowRegs& d, float s) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        v[i][k] = __fadd_rn(v[i][k], d.v[i][k]);
+        if constexpr (kScaled) v[i][k] = __fmul_rn(v[i][k], s);
+      }
+    }
+  }
+  // The thread's sum of squares, chunks in order (norm_row_inv's).
+  __device__ __forceinline__ float squares(int64_t n_chunks) const {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      if (chunk(i) < n_chunks) sum = add_squares(sum, v[i], 4);
+    return sum;
+  }
+};
+
+// The chunks a thread of the register form holds for rows of dim whose every row and weight
+// pointer in `rows` (nulls skipped) is 16-byte aligned: 4 up to 4096, 8 up to 8192, else 0 (the
+// loop form; MEMRA_NORM_REGS=0: always, the A/B).
+constexpr int kRowRegsMax = 8;
+inline int row_regs(int64_t dim, std::initializer_list<const void*> rows) {
+  static const bool enabled = env_switch("MEMRA_NORM_REGS", true);
+  if (!enabled || dim % 4 != 0 || dim > int64_t{kRowRegsMax} * 4 * kNormThreads) return 0;
+  for (const void* p : rows)
+    if (p && (reinterpret_cast<uintptr_t>(p) & 15u) != 0) return 0;
+  return dim <= 4 * 4 * kNormThreads ? 4 : kRowRegsMax;
+}
+
+// y = x * inv * w of every chunk (w null: x * inv), as norm_row_out; returns the largest |y|.
+template <int kN>
+__device__ __forceinline__ float row_out(RowRegs<kN>& y, const RowRegs<kN>& x, float inv,
+                                         const RowRegs<kN>& w, bool has_w, int64_t n_chunks) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      y.v[i][k] = norm_out_w(x.v[i][k], inv, w.v[i][k], has_w);
+      if (RowRegs<kN>::chunk(i) < n_chunks) m = fmaxf(m, fabsf(y.v[i][k]));
+    }
+  }
+  return m;
+}
+
+// norm_row in the register form (x, d, y: the rows' starts); ys (shared memory, or null) gets
+// a copy of y for the block's other threads.
+template <int kN>
+__device__ __forceinline__ float norm_row_regs(float* xr, const float* dr, const float* w,
+                                               int64_t dim, float eps, float* yr, float* ys,
+                                               float* warp_sums) {
+  const int64_t n = dim / 4;
+  RowRegs<kN> x, d{}, wv{};
+  x.load(xr, n);
+  if (dr) d.load(dr, n);
+  if (w) wv.load(w, n);
+  if (dr) {
+    x.add_scale<false>(d, 1.0f);
+    x.store(xr, n);
+  }
+  const float inv = inv_rms(norm_block_sum(x.squares(n), warp_sums), dim, eps);
+  const float m = row_out(x, x, inv, wv, w != nullptr, n);
+  x.store(yr, n);
+  if (ys) x.store(ys, n);
+  return m;
 }
 
 }  // namespace memra::kernels::detail

@@ -129,7 +129,10 @@ __global__ void __launch_bounds__(kXThreads)
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
 // form of y as x_to_f16 makes it: the largest |y| is gathered as y is written, and after a
 // barrier the block reads its own y back (plain loads: it wrote them in this launch).
+// kN > 0: the norm's register form (norm_row.cuh), y's copy for the f16 form staged in shared
+// memory instead of reread.
 static_assert(kXThreads == detail::kNormThreads, "one block shape for both halves");
+template <int kN>
 __global__ void __launch_bounds__(kXThreads)
     norm_to_f16_kernel(float* x, const float* d, const float* w, int dim, float eps, float* y,
                        uint16_t* __restrict__ xh, float* __restrict__ xsum, int xsum_stride,
@@ -137,9 +140,17 @@ __global__ void __launch_bounds__(kXThreads)
   detail::wait_for_inputs();
   __shared__ float warp_sums[detail::kNormWarps];
   __shared__ float warp_max[kXThreads / 32];
+  __shared__ __align__(16) float ys[kN > 0 ? kN * 4 * kXThreads : 1];
   const int64_t row = blockIdx.x;
-  const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
-  row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+  if constexpr (kN > 0) {
+    const float m = block_max(detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr,
+                                                        w, dim, eps, y + row * dim, ys, warp_sums),
+                              warp_max);
+    row_to_f16<false>(ys, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+  } else {
+    const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
+    row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+  }
 }
 
 // The exact path: F32 weights (any n_in), and F16 / BF16 weights whose n_in is no multiple of 16
@@ -572,8 +583,18 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
   const matmul_detail::PreparedRows p =
       matmul_detail::prepared_rows("rms_norm_for_matmul", scratch, n_rows, dim, {x, d, y});
   if (n_rows == 0) return;
-  detail::launch(norm_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
-                 static_cast<int>(dim), eps, y, p.xh, p.xsum, p.xsum_stride, p.xinv);
+  const auto launch = [&](auto kernel) {
+    detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
+                   static_cast<int>(dim), eps, y, p.xh, p.xsum, p.xsum_stride, p.xinv);
+  };
+  switch (detail::row_regs(dim, {x, d, y, w})) {
+    case 4:
+      return launch(norm_to_f16_kernel<4>);
+    case detail::kRowRegsMax:
+      return launch(norm_to_f16_kernel<detail::kRowRegsMax>);
+    default:
+      return launch(norm_to_f16_kernel<0>);
+  }
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,

@@ -393,9 +393,9 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
 
 // rms_norm_for_matmul (a decode step's norm that also prepares the next products' input) == the
 // norm kernel then matmul_shared_x preparing y itself: y and every output bit for bit, for
-// add_rms_norm and rms_norm, tiled and ggml-layout outputs.
-void check_norm_for_matmul(Context& ctx) {
-  const int64_t dim = 1024;
+// add_rms_norm and rms_norm, tiled and ggml-layout outputs; dim 1024 and 5120 take the norm's
+// register form of 4 and of 8 chunks a thread (kernels/elementwise/norm_row.cuh).
+void check_norm_for_matmul(Context& ctx, int64_t dim) {
   constexpr int kOuts = 3;
   const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
   const int64_t outs_n[kOuts] = {160, 48, 64};
@@ -518,7 +518,7 @@ void check_matmul(Context& ctx) {
   // A BF16 layer's q, k, v (two groups of one launch each: BF16 q/k/v, then F16), a partial tile.
   check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
                        {256, 64, 64, 40, 136});
-  check_norm_for_matmul(ctx);
+  for (int64_t dim : {1024, 5120}) check_norm_for_matmul(ctx, dim);
   check_tiled_model_shapes(ctx);
   for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16})
     check_invariance(ctx, dtype, 1024, 160, kernels::WeightLayout::tiled);

@@ -1,5 +1,6 @@
 // Checks of rms_norm, add_rms_norm (with the row-alone-equals-row-in-batch invariance) and rope
 // (neox and normal pairs, partial n_rot, positions up to 100000) against double references.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +82,35 @@ void check_norm_invariance(Context& ctx, int64_t rows, int64_t dim) {
            ctx.teeth() ? "one input 0.1% off in the batch" : ""});
 }
 
+// The two forms of a norm row (kernels/elementwise/norm_row.cuh): 16-byte aligned rows up to 8192
+// wide take the register form, the same rows one float off that alignment the loop form; x + d
+// and y must agree bit for bit (add_rms_norm: both passes and the residual store).
+void check_norm_forms(Context& ctx, int64_t rows, int64_t dim) {
+  const int64_t n = rows * dim;
+  const std::vector<float> x = ctx.uniform(n), d = ctx.uniform(n), w = ctx.uniform(dim, 0.5f, 1.5f);
+  const auto padded = [](const std::vector<float>& v) {
+    std::vector<float> p(v.size() + 1, 0.0f);
+    std::copy(v.begin(), v.end(), p.begin() + 1);
+    return p;
+  };
+  Dev<float> dw(ctx, w), rx(ctx, x), rd(ctx, d), ry(n);
+  Dev<float> lx(ctx, padded(x)), ld(ctx, padded(d)), ly(n + 1);
+  ry.poison(ctx);
+  ly.poison(ctx);
+  kernels::add_rms_norm(rx.get(), rd.get(), dw.get(), rows, dim, kEps, ry.get(), ctx.stream());
+  // teeth: the loop form's eps 1e-3
+  kernels::add_rms_norm(lx.get() + 1, ld.get() + 1, dw.get(), rows, dim, ctx.teeth() ? 1e-3f : kEps,
+                        ly.get() + 1, ctx.stream());
+  ctx.sync();
+  const auto unpad = [](std::vector<float> v) {
+    return std::vector<float>(v.begin() + 1, v.end());
+  };
+  ctx.add({"rms_norm forms", "registers vs loop " + shape_str({rows, dim}), "f32", "bits",
+           bit_mismatches(ry.download(ctx), unpad(ly.download(ctx))) +
+               bit_mismatches(rx.download(ctx), unpad(lx.download(ctx))),
+           0.0, ctx.teeth() ? "eps 1e-3 in the loop form" : ""});
+}
+
 // x: [tokens rows of stride ld] of heads x head_dim, rotated in place in double.
 void rope_ref(std::vector<double>& x, int64_t tokens, int64_t ld, int heads, int head_dim,
               int n_rot, bool neox, const std::vector<int32_t>& pos,
@@ -143,6 +173,8 @@ void check_norm(Context& ctx) {
     check_rms_norm(ctx, 301, 2048);
     check_norm_invariance(ctx, 129, 4096);
     check_norm_invariance(ctx, 33, 999);
+    // Decode widths of the register form (1 to 8 chunks a thread) and its limit.
+    for (int64_t dim : {1024, 2816, 4096, 5376, 8192}) check_norm_forms(ctx, 3, dim);
   }
   if (ctx.wants("add_rms_norm")) {
     for (int64_t dim : {64, 2560, 8191}) check_add_rms_norm(ctx, 13, dim);
