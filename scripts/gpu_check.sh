@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (kernel-check's matrix cases and expert cases with
-#               the packed file-layout pair blocks, the determinism contract, graph replay, the
-#               MoE device path), then the MoE micro-benchmark, Gemma 4 26B-A4B at 1 and 8
-#               sequences, each by default and packed, and that shape's one-sequence step
-#               profiled (~8 min; the other gates are quick's)
+#     ab        the changed kernels' checks (kernel-check's norm families with teeth and
+#               matrix cases, the determinism contract, graph replay, the MoE device path), then
+#               Qwen3-8B, Qwen3-0.6B and Gemma 4 26B-A4B at 1 and 8 sequences with the norms'
+#               register form and without (MEMRA_NORM_REGS=0), and the 8B one-sequence step
+#               profiled (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -300,17 +300,12 @@ if runs families; then
   # is removed after its benchmarks.
   # Issue 11's families on the GPU, each at 1, 8 and 64 sequences (the issue asks for decode at
   # batch 1 and 64). Qwen3-30B-A3B (qwen3moe): routing and expert matmuls on the
-  # device, decode steps up to 64 sequences as graphs; beside it the grouped path (routing read
-  # on the host, one matmul per expert, no graphs). The Qwen3.5 hybrid (delta-net layers) dense
+  # device, decode steps up to 64 sequences as graphs. The Qwen3.5 hybrid (delta-net layers) dense
   # and MoE. Gemma 4 (gated on its MoE fixture) last.
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
-  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-routing MEMRA_MOE_DEVICE=0 \
-    -p 512 -n 64 -c 1,8
-  # The A/B for prefill on the device path: a 512-token prompt's 4096 pairs grouped on the host
-  # (MEMRA_MOE_DEVICE_MAX_PAIRS=512, the default before 2026-12-01's eleventh round) instead of
-  # sorted by expert on the device.
-  bench_with "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" host-prefill \
-    MEMRA_MOE_DEVICE_MAX_PAIRS=512 -p 512 -n 64 -c 1
+  # (The A/Bs of routing on the host, MEMRA_MOE_DEVICE=0 and MEMRA_MOE_DEVICE_MAX_PAIRS=512, and
+  # of Gemma 4's file-layout experts on the host, MEMRA_MOE_DEVICE_GGML=0, decided those defaults;
+  # their figures are in receipts/2026-12-02-gpu-check-bench8b-families-run.log.)
   # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
@@ -321,10 +316,6 @@ if runs families; then
   rm -f "$MODELS_DIR/qwen3.6-27b-q4_k_m.gguf"
   # Gemma 4's MoE shape (128 experts of 704, top 8; sliding and 512-wide full layers).
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
-  # Its 704-wide experts (the file's layout) routed on the host instead of the device
-  # (MEMRA_MOE_DEVICE_GGML=0; no graphs then): the A/B.
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" moe-host-ggml \
-    MEMRA_MOE_DEVICE_GGML=0 -p 512 -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   # Gemma 4 31B, dense (60 layers, 512-wide full-attention heads; decode steps as graphs).
   bench "$(synth gemma-4-31b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,8,64
@@ -349,32 +340,24 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The kernels changed since their last GPU run first (the rest of the gates are quick's): the
-  # matrix kernels (the one-token, tiled-decode and pipelined-wgmma kernels' shared output pick),
-  # the expert products with the packed file-layout pair blocks on (MEMRA_MOE_GGML_PACK=1: the
-  # other expert paths run as by default), the determinism contract with graph replay and the
-  # MoE device path, by default and packed.
+  # The norm kernels' register form (this round) first: kernel-check's norm families (the
+  # register form against the loop form, the fused chains against the plain kernels, bit for
+  # bit; + teeth), the matrix cases (the norm-prepared products), the determinism contract.
+  kcheck kernel-check-norm 120 --filter norm
+  kcheck kernel-check-norm-teeth 120 --filter norm --teeth
   kcheck kernel-check-matmul 150 --filter matmul
-  kcheck kernel-check-matmul_experts-ggml-pack 120 MEMRA_MOE_GGML_PACK=1 --filter matmul_experts
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  step engine-invariants-ggml-pack 120 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_GGML_PACK=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*:*MoeDevice*'
-  # The packed pair blocks against the default, the micro-benchmark and Gemma 4 26B-A4B (the
-  # shape whose 704-wide down experts they are for) at 1 and 8 sequences, then where that
-  # shape's one-sequence step goes now, packed.
-  step kernel-bench-moe 120 "$BIN/memra-kernel-bench" --moe \
-    --json "$RECEIPTS/$DAY-kernel-bench-moe.json"
-  step kernel-bench-moe-ggml-pack 120 env MEMRA_MOE_GGML_PACK=1 "$BIN/memra-kernel-bench" \
-    --moe --json "$RECEIPTS/$DAY-kernel-bench-moe-ggml-pack.json"
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" ggml-pack MEMRA_MOE_GGML_PACK=1 \
-    -n 64 -c 1,8
-  step profile-gemma-4-26b-a4b-q4_k_m-c1-ggml-pack 170 env MEMRA_MOE_GGML_PACK=1 \
-    python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
-    --bench-args "-n 64 -r 3 -c 1"
+  # Against the loop form (MEMRA_NORM_REGS=0): the 8B and 0.6B shapes (two norms a layer) and
+  # Gemma 4 26B-A4B (four norm kernels a layer), then where the 8B one-sequence step goes.
+  for shape in qwen3-8b qwen3-0.6b gemma-4-26b-a4b; do
+    bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8
+    bench_with "$(synth $shape q4_k_m --fast-quant)" loop-norms MEMRA_NORM_REGS=0 -n 64 -c 1,8
+  done
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+  step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
+    --bench-args "-n 128 -r 3 -c 1"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
