@@ -68,10 +68,18 @@ __device__ __forceinline__ void head_norm(float* buf, const float* w, int head_d
   __syncwarp();
 }
 
+// An L1 prefetch of a head's n floats (lane's share): what a warp reads only after a reduction
+// or a store, so that the load then finds it on chip instead of starting a memory round trip.
+__device__ __forceinline__ void prefetch_head(const float* p, int n, int lane) {
+  if (!p) return;
+  for (int i = 32 * lane; i < n; i += 32 * 32)  // one 128-byte line a lane
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + i));
+}
+
 // Block (t, y): token t, heads 8y .. 8y + 7 of q then k, one per warp (a k head's warp also norms
 // and stores that head's v). Dynamic shared memory: the token's cos and sin table (n_rot floats),
-// then a head_dim row per warp. Each warp starts loading its row before the table is computed, so
-// the two latencies overlap.
+// then a head_dim row per warp. Each warp starts loading its row, its cache slot, and (into L1)
+// its norm weight and v row before the table is computed, so those latencies overlap.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
   detail::wait_for_inputs();
@@ -88,13 +96,18 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
   const int kh = h - a.n_heads;
   const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
   float* row = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
+  const int32_t slot = a.slots[t];
   if (active) {
     for (int i = lane; i < hd; i += 32) buf[i] = row[i];
+    prefetch_head(is_q ? a.q_norm : a.k_norm, hd, lane);
+    if (!is_q) {
+      prefetch_head(a.v + t * kv_row + int64_t{kh} * hd, hd, lane);
+      prefetch_head(a.v_norm, hd, lane);
+    }
   }
   detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
   __syncthreads();
   if (!active) return;
-  const int32_t slot = a.slots[t];
   T* cache = !is_q && slot >= 0
                  ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
                  : nullptr;

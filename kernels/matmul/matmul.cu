@@ -57,6 +57,7 @@ using matmul_detail::kDecodeTokens;
 using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
 using matmul_detail::row_to_f16;
+using matmul_detail::row_to_f16_regs;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -107,7 +108,9 @@ struct ScratchLayout {
 };
 
 // Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
-// their pairs' rows in expert order this way.
+// their pairs' rows in expert order this way. kG > 0: the register form (prepare_x.cuh) for rows
+// of at most kG x 256 groups of 32.
+template <int kG>
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
                     uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
@@ -116,6 +119,10 @@ __global__ void __launch_bounds__(kXThreads)
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
+  if constexpr (kG > 0) {
+    row_to_f16_regs<kG>(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max);
+    return;
+  }
   const float4* src = reinterpret_cast<const float4*>(x_row);
   float m = 0.0f;
   for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
@@ -452,6 +459,26 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 
 }  // namespace
 
+namespace {
+
+// x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
+// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
+void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
+                     uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
+  static const bool regs = env_switch("MEMRA_PREP_REGS", true);
+  const int groups = regs ? xsum_stride : 1 << 30;
+  const auto launch = [&](auto kernel) {
+    detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, n_in, xh, xp,
+                   xsum, xsum_stride, xinv, rows);
+  };
+  if (groups <= kXThreads) return launch(x_to_f16_kernel<1>);
+  if (groups <= 2 * kXThreads) return launch(x_to_f16_kernel<2>);
+  if (groups <= 3 * kXThreads) return launch(x_to_f16_kernel<3>);
+  launch(x_to_f16_kernel<0>);
+}
+
+}  // namespace
+
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared) {
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
@@ -474,9 +501,8 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
   if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
-    detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_tokens), kXThreads, 0, stream, x, in,
-                   any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
-                   static_cast<int>(layout.xsum_stride), xinv, nullptr);
+    launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
+                    static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }
   constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   bool grouped[kMaxGrouped] = {};
@@ -543,9 +569,8 @@ MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const in
     fail(ErrorCode::invalid_argument, "prepare_x_rows: x and scratch must be 16-byte aligned");
   const ScratchLayout layout(n_rows, n_in);
   const ScratchLayout::Parts p = layout.parts(scratch);
-  detail::launch(x_to_f16_kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x,
-                 static_cast<int>(n_in), p.xh, nullptr, p.xsum,
-                 static_cast<int>(layout.xsum_stride), p.xinv, rows);
+  launch_x_to_f16(n_rows, static_cast<int>(n_in), stream, x, p.xh, nullptr, p.xsum,
+                  static_cast<int>(layout.xsum_stride), p.xinv, rows);
   MatmulArgs a;
   a.xh = p.xh;
   a.xsum = p.xsum;

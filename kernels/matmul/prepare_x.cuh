@@ -32,6 +32,47 @@ __device__ __forceinline__ float block_max(float m, float* warp_max) {
   return m;
 }
 
+// The power of two a row is scaled by before its f16 rounding: m * scale lies in [2^14, 2^15)
+// (m = f * 2^e with f in [0.5, 1), scale = 2^(15 - e); 1 for a zero or non-finite m). Thread 0
+// writes its inverse to xinv[row].
+__device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
+  int e = 0;
+  if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
+  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
+  if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
+  return ldexpf(1.0f, shift);
+}
+
+// Elements [k0, k0 + 16) of row `row`, already times the row's scale: rounded to f16 in place,
+// added to sum in element order, written to xh (element order) and/or xp (physical k order).
+__device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row, int k0, int n_in,
+                                                  uint16_t* xh, uint16_t* xp, float& sum) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    e16[i] = __half2float(__float2half_rn(e16[i]));
+    sum = __fadd_rn(sum, e16[i]);
+  }
+  if (xh != nullptr) {
+    uint32_t o[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
+    uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
+    dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
+  }
+  if (xp != nullptr) {
+    uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int el = 4 * (i & 3) + 2 * (i >> 2);
+      o[i] = pack_f16(e16[el], e16[el + 1]);
+    }
+    *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
+        make_uint4(o[4], o[5], o[6], o[7]);
+  }
+}
+
 // The f16 form of row `row` (src: its n_in floats, 16-byte aligned) from its largest |x| m;
 // kLdg reads src through the read-only cache (rows no kernel of this launch writes).
 template <bool kLdg>
@@ -39,13 +80,7 @@ __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t 
                                            uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
                                            float* xinv) {
   const float4* src = reinterpret_cast<const float4*>(x_row);
-  // m = f * 2^e with f in [0.5, 1): m * 2^(15 - e) lies in [2^14, 2^15).
-  int e = 0;
-  if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
-  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
-  const float scale = ldexpf(1.0f, shift);
-  if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
-
+  const float scale = row_scale(m, row, xinv);
   for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
     const int n = min(32, n_in - 32 * g);
     float sum = 0.0f;
@@ -60,31 +95,52 @@ __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t 
         e16[4 * v + 2] = f.z * scale;
         e16[4 * v + 3] = f.w * scale;
       }
+      half_group_to_f16(e16, row, k0, n_in, xh, xp, sum);
+    }
+    xsum[row * xsum_stride + g] = sum;
+  }
+}
+
+// The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
+// groups t + 256 j, j < kG, whole, loaded at once (one memory round trip instead of the max's
+// pass and a reread), and converts them from registers: the same values, the same steps.
+template <int kG>
+__device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row, int n_in,
+                                                uint16_t* xh, uint16_t* xp, float* xsum,
+                                                int xsum_stride, float* xinv, float* warp_max) {
+  const float4* src = reinterpret_cast<const float4*>(x_row);
+  float v[kG][32];
+  float m = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        e16[i] = __half2float(__float2half_rn(e16[i]));
-        sum = __fadd_rn(sum, e16[i]);
-      }
-      if (xh != nullptr) {
-        uint32_t o[8];
+  for (int j = 0; j < kG; ++j) {
+    const int g = threadIdx.x + j * kXThreads;
+    const int n = g < xsum_stride ? min(32, n_in - 32 * g) : 0;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] = pack_f16(e16[2 * i], e16[2 * i + 1]);
-        uint4* dst = reinterpret_cast<uint4*>(xh + row * n_in + k0);
-        dst[0] = make_uint4(o[0], o[1], o[2], o[3]);
-        dst[1] = make_uint4(o[4], o[5], o[6], o[7]);
-      }
-      if (xp != nullptr) {
-        uint32_t o[8];  // pair i: elements 4 (i % 4) + 2 (i / 4), + 1
+    for (int q = 0; q < 8; ++q) {
+      float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (4 * q < n) f = __ldg(src + 8 * g + q);
+      v[j][4 * q] = f.x, v[j][4 * q + 1] = f.y, v[j][4 * q + 2] = f.z, v[j][4 * q + 3] = f.w;
+    }
+  }
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int el = 4 * (i & 3) + 2 * (i >> 2);
-          o[i] = pack_f16(e16[el], e16[el + 1]);
-        }
-        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) =
-            make_uint4(o[0], o[1], o[2], o[3]);
-        *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
-            make_uint4(o[4], o[5], o[6], o[7]);
-      }
+  for (int j = 0; j < kG; ++j) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) m = fmaxf(m, fabsf(v[j][i]));
+  }
+  const float scale = row_scale(block_max(m, warp_max), row, xinv);
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int g = threadIdx.x + j * kXThreads;
+    if (g >= xsum_stride) continue;
+    const int n = min(32, n_in - 32 * g);
+    float sum = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (16 * h >= n) continue;
+      float e16[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) e16[i] = v[j][16 * h + i] * scale;
+      half_group_to_f16(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
     }
     xsum[row * xsum_stride + g] = sum;
   }

@@ -393,8 +393,10 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
 
 // rms_norm_for_matmul (a decode step's norm that also prepares the next products' input) == the
 // norm kernel then matmul_shared_x preparing y itself: y and every output bit for bit, for
-// add_rms_norm and rms_norm, tiled and ggml-layout outputs; dim 1024 and 5120 take the norm's
-// register form of 4 and of 8 chunks a thread (kernels/elementwise/norm_row.cuh).
+// add_rms_norm and rms_norm, tiled and ggml-layout outputs. Dim 1024 and 5120 take the norm's
+// register form of 4 and of 8 chunks a thread (kernels/elementwise/norm_row.cuh), 12288 and
+// 21504 its loop form; the products' own preparation takes x_to_f16's register form of 1, 1, 2
+// and 3 groups a thread (kernels/matmul/prepare_x.cuh), the norm's the loop form of row_to_f16.
 void check_norm_for_matmul(Context& ctx, int64_t dim) {
   constexpr int kOuts = 3;
   const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
@@ -518,7 +520,7 @@ void check_matmul(Context& ctx) {
   // A BF16 layer's q, k, v (two groups of one launch each: BF16 q/k/v, then F16), a partial tile.
   check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
                        {256, 64, 64, 40, 136});
-  for (int64_t dim : {1024, 5120}) check_norm_for_matmul(ctx, dim);
+  for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
   check_tiled_model_shapes(ctx);
   for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16})
     check_invariance(ctx, dtype, 1024, 160, kernels::WeightLayout::tiled);
