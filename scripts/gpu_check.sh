@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (kernel-check's norm families with teeth and
-#               matrix cases, the determinism contract, graph replay, the MoE device path), then
-#               Qwen3-8B, Qwen3-0.6B and Gemma 4 26B-A4B at 1 and 8 sequences with the norms'
-#               register form and without (MEMRA_NORM_REGS=0), and the 8B one-sequence step
-#               profiled (~5 min; the other gates are quick's)
+#     ab        the changed kernels' checks (kernel-check's matrix and attention-prologue
+#               cases, the determinism contract, graph replay, the MoE device path), then
+#               Qwen3-8B, Qwen3-0.6B and Gemma 4 26B-A4B at 1 and 8 sequences with x_to_f16's
+#               register form and without (MEMRA_PREP_REGS=0), and the Gemma 4 and 8B
+#               one-sequence steps profiled (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -340,20 +340,23 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The norm kernels' register form (this round) first: kernel-check's norm families (the
-  # register form against the loop form, the fused chains against the plain kernels, bit for
-  # bit; + teeth), the matrix cases (the norm-prepared products), the determinism contract.
-  kcheck kernel-check-norm 120 --filter norm
-  kcheck kernel-check-norm-teeth 120 --filter norm --teeth
+  # This round's changed kernels first: the matrix cases (x_to_f16's register form: the
+  # norm-prepared products at 1024 to 21504 wide, bit for bit), the attention prologue against
+  # the separate kernels (+ teeth), the determinism contract.
   kcheck kernel-check-matmul 150 --filter matmul
+  kcheck kernel-check-qk_prologue 60 --filter qk_prologue
+  kcheck kernel-check-qk_prologue-teeth 60 --filter qk_prologue --teeth
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  # Against the loop form (MEMRA_NORM_REGS=0): the 8B and 0.6B shapes (two norms a layer) and
-  # Gemma 4 26B-A4B (four norm kernels a layer), then where the 8B one-sequence step goes.
+  # Against x_to_f16's loop form (MEMRA_PREP_REGS=0): the 8B and 0.6B shapes and Gemma 4
+  # 26B-A4B, then where the 8B one-sequence step goes (x_to_f16 and qk_prologue a launch).
   for shape in qwen3-8b qwen3-0.6b gemma-4-26b-a4b; do
     bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8
-    bench_with "$(synth $shape q4_k_m --fast-quant)" loop-norms MEMRA_NORM_REGS=0 -n 64 -c 1,8
+    bench_with "$(synth $shape q4_k_m --fast-quant)" loop-prep MEMRA_PREP_REGS=0 -n 64 -c 1,8
   done
+  step profile-gemma-4-26b-a4b-q4_k_m-c1 170 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" --skip 6000 --count 2500 \
+    --bench-args "-n 64 -r 3 -c 1"
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
