@@ -288,7 +288,8 @@ __global__ void __launch_bounds__(DecodeCfg<D, kNT>::kThreads, 2)
 // instructions on those operands (each token column of a pass is independent of its batch mates,
 // so these are the grouped kernel's bits too), without the expert sort, the gather of y and
 // the grouped grid's empty blocks: at one token that grid is 128 experts x every row block, of
-// which 8 experts have work. kPacked: packed_tiles() row tiles a block (MEMRA_MOE_GGML_PACK=0: one).
+// which 8 experts have work. kPacked: packed_tiles() row tiles a block (MEMRA_MOE_GGML_PACK=0:
+// one).
 template <DType D, bool kPacked>
 __global__ void __launch_bounds__(DecodeCfg<D, 1>::kThreads, 2)
     decode_pairs_kernel(const MatmulArgs x, const ExpertPairs pairs) {
