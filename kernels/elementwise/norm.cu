@@ -6,8 +6,6 @@
 // a thread rereads only the elements it wrote itself (every pass gives thread t the same chunks).
 // Rows that fit it take the register form (kN chunks a thread, norm_row.cuh's RowRegs: one memory
 // round trip a row instead of one a chunk and pass), the same arithmetic; kN = 0 is the loop form.
-#include <type_traits>
-
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_row.cuh"
 #include "kernels/kernels.h"
@@ -22,6 +20,7 @@ using detail::aligned16;
 using detail::kNormThreads;
 using detail::kNormWarps;
 using detail::RowRegs;
+using detail::with_row_regs;
 using matmul_detail::PreparedRows;
 
 template <int kN>
@@ -35,19 +34,6 @@ __global__ void __launch_bounds__(kNormThreads)
   } else {
     (void)detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
                                     y + row * dim, nullptr, warp_sums);
-  }
-}
-
-// f(std::integral_constant<int, kN>) for the register form's kN of these rows (0: the loop form).
-template <typename F>
-void with_row_regs(int64_t dim, std::initializer_list<const void*> rows, F&& f) {
-  switch (detail::row_regs(dim, rows)) {
-    case 4:
-      return f(std::integral_constant<int, 4>{});
-    case detail::kRowRegsMax:
-      return f(std::integral_constant<int, detail::kRowRegsMax>{});
-    default:
-      return f(std::integral_constant<int, 0>{});
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/env.h"
 #include "kernels/elementwise/norm_math.cuh"
@@ -169,6 +170,20 @@ inline int row_regs(int64_t dim, std::initializer_list<const void*> rows) {
   for (const void* p : rows)
     if (p && (reinterpret_cast<uintptr_t>(p) & 15u) != 0) return 0;
   return dim <= 4 * 4 * kNormThreads ? 4 : kRowRegsMax;
+}
+
+// f(std::integral_constant<int, kN>) for the register form's kN of these rows (0: the loop form):
+// the host's one dispatch to the kernels' instances.
+template <typename F>
+void with_row_regs(int64_t dim, std::initializer_list<const void*> rows, F&& f) {
+  switch (row_regs(dim, rows)) {
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case kRowRegsMax:
+      return f(std::integral_constant<int, kRowRegsMax>{});
+    default:
+      return f(std::integral_constant<int, 0>{});
+  }
 }
 
 // y = x * inv * w of every chunk (w null: x * inv), as norm_row_out; returns the largest |y|.

@@ -608,18 +608,11 @@ void rms_norm_for_matmul(float* x, const float* d, const float* w, int64_t n_row
   const matmul_detail::PreparedRows p =
       matmul_detail::prepared_rows("rms_norm_for_matmul", scratch, n_rows, dim, {x, d, y});
   if (n_rows == 0) return;
-  const auto launch = [&](auto kernel) {
-    detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, d, w,
-                   static_cast<int>(dim), eps, y, p.xh, p.xsum, p.xsum_stride, p.xinv);
-  };
-  switch (detail::row_regs(dim, {x, d, y, w})) {
-    case 4:
-      return launch(norm_to_f16_kernel<4>);
-    case detail::kRowRegsMax:
-      return launch(norm_to_f16_kernel<detail::kRowRegsMax>);
-    default:
-      return launch(norm_to_f16_kernel<0>);
-  }
+  detail::with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
+    detail::launch(norm_to_f16_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
+                   kXThreads, 0, stream, x, d, w, static_cast<int>(dim), eps, y, p.xh, p.xsum,
+                   p.xsum_stride, p.xinv);
+  });
 }
 
 void matmul(DType wtype, const void* w, int64_t n_in, int64_t n_out, const float* x,
