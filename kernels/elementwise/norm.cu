@@ -20,6 +20,7 @@ using detail::aligned16;
 using detail::kNormThreads;
 using detail::kNormWarps;
 using detail::RowRegs;
+using detail::RowStage;
 using detail::with_row_regs;
 using matmul_detail::PreparedRows;
 
@@ -94,16 +95,6 @@ __device__ __forceinline__ void post_norm_add_norm_regs(const SandwichArgs& a, i
   x.store(ys, n);
   matmul_detail::prepare_row(ys, m, row, static_cast<int>(a.dim), a.prep, warp_max);
 }
-
-// y's copy in shared memory for the register form's prepared rows (none for the loop form).
-template <int kN>
-struct RowStage {
-  __align__(16) float v[kN * 4 * kNormThreads];
-};
-template <>
-struct RowStage<0> {
-  float v[1];
-};
 
 // d = rms_norm(d) * w_post in place (norm_row, as rms_norm); x = (x + d) [* x_scale]; y =
 // rms_norm(x) * w_pre. The two reductions use separate shared sums, so no barrier between them.

@@ -160,6 +160,17 @@ struct RowRegs {
   }
 };
 
+// A row's copy in shared memory, where the register form hands y to the f16 preparation (its
+// threads read other threads' elements); one float for the loop form, which rereads y itself.
+template <int kN>
+struct RowStage {
+  __align__(16) float v[kN * 4 * kNormThreads];
+};
+template <>
+struct RowStage<0> {
+  float v[1];
+};
+
 // The chunks a thread of the register form holds for rows of dim whose every row and weight
 // pointer in `rows` (nulls skipped) is 16-byte aligned: 4 up to 4096, 8 up to 8192, else 0 (the
 // loop form; MEMRA_NORM_REGS=0: always, the A/B).

@@ -147,13 +147,14 @@ __global__ void __launch_bounds__(kXThreads)
   detail::wait_for_inputs();
   __shared__ float warp_sums[detail::kNormWarps];
   __shared__ float warp_max[kXThreads / 32];
-  __shared__ __align__(16) float ys[kN > 0 ? kN * 4 * kXThreads : 1];
+  __shared__ detail::RowStage<kN> ys;
   const int64_t row = blockIdx.x;
   if constexpr (kN > 0) {
-    const float m = block_max(detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr,
-                                                        w, dim, eps, y + row * dim, ys, warp_sums),
-                              warp_max);
-    row_to_f16<false>(ys, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+    const float m =
+        block_max(detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
+                                            y + row * dim, ys.v, warp_sums),
+                  warp_max);
+    row_to_f16<false>(ys.v, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
   } else {
     const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
     row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
@@ -456,10 +457,6 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
   }
   if (ldy < n_out) fail(ErrorCode::invalid_argument, "matmul: ldy {} < n_out {}", ldy, n_out);
 }
-
-}  // namespace
-
-namespace {
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
 // of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
