@@ -3,8 +3,11 @@
 // combine kernel that merges split partials in increasing split order.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/env.h"
+#include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_kernel.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -94,6 +97,22 @@ bool decode_one_pass_enabled() {
   return enabled;
 }
 
+// MEMRA_DECODE_KERNEL: unset, the decode kernel (attention_decode.cuh) takes the split plan's
+// one-query launches that the generic kernel would run at one block an SM (grids under two
+// blocks an SM: short contexts, few sequences); 0, never (the A/B); all, every launch it can
+// serve, any grid (kernel-check's coverage). The same bits either way.
+enum class DecodeKernel { off, small_grids, all };
+DecodeKernel decode_kernel_mode() {
+  static const DecodeKernel mode = [] {
+    const char* v = std::getenv("MEMRA_DECODE_KERNEL");
+    if (v == nullptr || *v == '\0') return DecodeKernel::small_grids;
+    if (std::strcmp(v, "0") == 0) return DecodeKernel::off;
+    if (std::strcmp(v, "all") == 0) return DecodeKernel::all;
+    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_KERNEL={}: expected 0 or all", v);
+  }();
+  return mode;
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     fail(ErrorCode::internal, "attention: {}: {}", what, cudaGetErrorString(status));
@@ -133,6 +152,38 @@ DeviceLimits device_limits() {
   return lim;
 }
 
+// The split plan's second launch: the partials merged in split order.
+template <int D>
+void launch_combine(const AttnParams& p, cudaStream_t stream) {
+  detail::launch(attention_combine_kernel<D>,
+                 dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
+                      static_cast<unsigned>(p.n_heads)),
+                 D, 0, stream, p.partials, p.positions, p.token_seq, p.n_tokens, p.select, p.window,
+                 p.n_heads, p.n_splits, p.out);
+}
+
+// The decode kernel for a split plan's one-query launch of `blocks` blocks, when it serves it:
+// every token alone in its block (select 0), power-of-two cache blocks, and a grid the generic
+// kernel would run at one block an SM (or MEMRA_DECODE_KERNEL=all).
+template <int D, typename CT>
+bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
+                   cudaStream_t stream) {
+  const DecodeKernel mode = decode_kernel_mode();
+  if (mode == DecodeKernel::off || p.one_pass || p.select != 0 || p.bs_shift < 0 ||
+      (mode == DecodeKernel::small_grids && blocks >= 2 * int64_t{lim.sms}))
+    return false;
+  using DC = detail::DecodeConfig<D, CT>;
+  const auto kernel = detail::decode_attention_kernel<D, CT>;
+  if (DC::kBytes > lim.smem_optin) return false;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DC::kBytes),
+             "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
+                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
+  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
+  launch_combine<D>(p, stream);
+  return true;
+}
+
 // Blocks per SM the ring is sized for: two where the config allows it (C::kBlocksPerSm: one-query
 // blocks, tensor-core query tiles up to head_dim 128) and the grid has enough blocks to fill the
 // GPU twice (decode at long contexts or large batches: memory-bound, one block's compute overlaps
@@ -147,6 +198,9 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   p.n_tiles = p.select == 1 ? p.n_seqs : (p.n_tokens + p.qt - 1) / p.qt;
   const int64_t blocks =
       int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
+  if constexpr (!MQ && kMma && detail::has_decode_kernel<D, CT>()) {
+    if (launch_decode<D, CT>(p, blocks, lim, stream)) return;
+  }
   const auto stages_for = [&](int budget) {  // 256 bytes left for the kernel's static smem
     return std::min(detail::kMaxStages, (budget - 256 - C::kFixedBytes) / C::kChunkBytes);
   };
@@ -171,13 +225,7 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
                   p.one_pass ? 1u : static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
   detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
-  if (!p.one_pass) {
-    detail::launch(attention_combine_kernel<D>,
-                   dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
-                        static_cast<unsigned>(p.n_heads)),
-                   D, 0, stream, p.partials, p.positions, p.token_seq, p.n_tokens, p.select,
-                   p.window, p.n_heads, p.n_splits, p.out);
-  }
+  if (!p.one_pass) launch_combine<D>(p, stream);
 }
 
 // The tensor-core arithmetic where it exists (16-bit caches at head_dim 64, 128, 256) unless

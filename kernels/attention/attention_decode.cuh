@@ -1,0 +1,161 @@
+// The one-query decode kernel of the tensor-core arithmetic (private to attention.cu): a block
+// takes one query token, one split of kAttentionSplit keys and up to kMaxGroup of a kv head's
+// query heads, the split plan's block (attention_kernel.cuh's one-query blocks), but stages the
+// split's K and V in shared memory at once and runs the split as straight-line code.
+//
+// Why. At short contexts a decode step's attention is one split a block, and the generic kernel
+// spends it on bookkeeping: Nsight at one sequence of ~576 keys (8B, eighteenth round) had 16.2 us
+// a launch for 2.3 MB, 0.24 instructions issued a cycle per scheduler from 2 warps each, and
+// ~2,000 instructions a warp, most of them the ring's cursor, per-row block-table and 64-bit
+// address arithmetic for each 16-byte copy (recomputed for K and V), and the q tile's divisions.
+// Here the split's keys are fixed by blockIdx, a key's cache slot is looked up once for its K
+// and V copies, the two phases wait once each (K, then V behind the scores and softmax), and the
+// chunk arithmetic is attention_mma.cuh's own functions on the same operands: the same bits
+// (kernel-check compares this kernel with the generic one's one_pass plan and query tiles).
+//
+// Shared memory: the generic block's fixed part (q terms, scores, row state) and the split's K
+// then V rows in the chunk layout (kChunk keys a chunk, padded rows), 165 KB at head_dim 128 with
+// an f16 cache; head_dim 256 would not fit and keeps the generic kernel.
+#pragma once
+
+#include "kernels/attention/attention_mma.cuh"
+
+namespace memra::kernels::detail {
+
+template <int D, typename CT>
+struct DecodeConfig {
+  using C = MmaConfig<D, CT, false>;
+  static constexpr int kChunks = kSplit / C::kChunk;  // a split's chunks (K or V)
+  static constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
+  static constexpr int kPasses = kSplit / kRowsPerPass;  // a thread's keys of the split
+  static constexpr int kBytes = C::kFixedBytes + 2 * kChunks * C::kChunkBytes;
+  static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
+                "a thread's keys tile the split; chunks are contiguous rows");
+};
+
+// Whether the decode kernel serves head_dim D with cache type CT (its shared memory fits).
+template <int D, typename CT>
+constexpr bool has_decode_kernel() {
+  return sizeof(CT) == 2 && (D == 64 || D == 128);
+}
+
+// Starts the copies of split s's keys [c0, c1) of one kv head into K rows `kb` and V rows `vb`
+// (row o of the split at o * kRowBytes): two commit groups, K then V. A thread copies one 16-byte
+// segment of kPasses keys, each key's slot looked up once for both. V rows outside [c0, c1) are
+// zeroed (the V steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
+template <int D, typename CT>
+__device__ __forceinline__ void issue_split(const AttnParams& p, const int32_t* table, int kv_head,
+                                            int sbase, int c0, int c1, unsigned char* kb,
+                                            unsigned char* vb) {
+  using DC = DecodeConfig<D, CT>;
+  using C = typename DC::C;
+  const int seg = threadIdx.x % C::kSegs, row0 = threadIdx.x / C::kSegs;
+  const int mask = p.block_size - 1;
+  int32_t blk[DC::kPasses];
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k) {
+    const int key = sbase + row0 + k * DC::kRowsPerPass;
+    blk[k] = key >= c0 && key < c1 ? __ldg(table + (key >> p.bs_shift)) : -1;
+  }
+  const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
+  const int64_t head_off = int64_t{kv_head} * D * sizeof(CT) + seg * 16;
+  int64_t off[DC::kPasses];
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k) {
+    const int key = sbase + row0 + k * DC::kRowsPerPass;
+    off[k] = (int64_t{blk[k]} * p.block_size + (key & mask)) * slot_bytes + head_off;
+  }
+  const int dst0 = row0 * C::kRowBytes + seg * 16;
+  const unsigned char* k_cache = static_cast<const unsigned char*>(p.k);
+  const unsigned char* v_cache = static_cast<const unsigned char*>(p.v);
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k)
+    if (blk[k] >= 0) cp_async16(kb + dst0 + k * DC::kRowsPerPass * C::kRowBytes, k_cache + off[k]);
+  cp_async_commit();
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k) {
+    unsigned char* dst = vb + dst0 + k * DC::kRowsPerPass * C::kRowBytes;
+    if (blk[k] >= 0)
+      cp_async16(dst, v_cache + off[k]);
+    else
+      *reinterpret_cast<uint4*>(dst) = uint4{0, 0, 0, 0};
+  }
+  cp_async_commit();
+}
+
+// grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
+// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
+template <int D, typename CT>
+__global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const AttnParams p) {
+  using DC = DecodeConfig<D, CT>;
+  using C = typename DC::C;
+  detail::wait_for_inputs();
+  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+  const int t = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
+  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[t], p.window);
+  if (s < range.first || s > range.last) return;  // no key of this split: nothing is read
+
+  Run run;
+  run.tb = t;
+  run.nq = 1;
+  run.n_h = n_h;
+  run.n_rows = n_h;
+  run.h0 = h0;
+  run.kv_head = kv_head;
+  run.seq = p.token_seq[t];
+  run.lo = range.lo;
+  run.hi = range.pos + 1;
+  run.chunk_shift = C::kChunkShift;
+  run.s_begin = s;
+  run.s_end = s + 1;
+  run.table = p.block_tables + int64_t{run.seq} * p.max_blocks;
+
+  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
+  unsigned char* kb = sm.ring;
+  unsigned char* vb = sm.ring + DC::kChunks * C::kChunkBytes;
+  const int sbase = s * kSplit;
+  issue_split<D, CT>(p, run.table, kv_head, sbase, max(sbase, run.lo), min(sbase + kSplit, run.hi),
+                     kb, vb);
+  if (threadIdx.x == 0) sm.qpos[0] = range.pos, sm.qlo[0] = range.lo;
+  // q split into its terms (as mma_attend_run), the row tile's missing rows zero.
+  for (int i = threadIdx.x; i < 16 * (D / 2); i += kAttnThreads) {
+    const int r = i / (D / 2), d = 2 * (i % (D / 2));
+    float2 x = make_float2(0.0f, 0.0f);
+    if (r < n_h) {
+      const float* qr = p.q + int64_t{t} * p.ldq + int64_t{h0 + r} * D + d;
+      x = make_float2(qr[0], qr[1]);
+    }
+    uint16_t t0[C::kTerms], t1[C::kTerms];
+    split16<CT>(x.x, t0);
+    split16<CT>(x.y, t1);
+#pragma unroll
+    for (int k = 0; k < C::kTerms; ++k)
+      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
+          t0[k] | uint32_t{t1[k]} << 16;
+  }
+  const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
+  cp_async_wait(1);  // this thread's K copies
+  __syncthreads();   // everyone's; q and the row's range published
+  for (int ci = ci0; ci <= ci1; ++ci)
+    mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
+  __syncthreads();  // the split's scores
+  mma_split_softmax<D, CT, false>(run, s, sm);
+  cp_async_wait(0);  // this thread's V copies
+  __syncthreads();   // everyone's; p published
+  float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int n = 0; n < C::kNTilesV; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
+  for (int ci = ci0; ci <= ci1; ++ci)
+    mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+  mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+}
+
+}  // namespace memra::kernels::detail
