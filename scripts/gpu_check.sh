@@ -366,6 +366,11 @@ if [ "$MODE" = ab ]; then
     bench_with "$(synth $shape q4_k_m --fast-quant)" unprepared MEMRA_ATTENTION_PREPARES=0 \
       -n 64 -c 1,8,64
   done
+  # Gemma 4 26B-A4B's sliding layers (head_dim 256: V staged into K's rows after the scores).
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" generic-attention \
+    MEMRA_DECODE_KERNEL=0 -n 64 -c 1,8
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
     --bench-args "-n 128 -r 3 -c 1"

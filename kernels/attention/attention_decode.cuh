@@ -15,7 +15,8 @@
 //
 // Shared memory: the generic block's fixed part (q terms, scores, row state) and the split's K
 // then V rows in the chunk layout (kChunk keys a chunk, padded rows), 165 KB at head_dim 128 with
-// an f16 cache; head_dim 256 would not fit and keeps the generic kernel.
+// an f16 cache. At head_dim 256 K and V together would not fit: V's copies start into K's rows
+// once the scores have read them, and land while the softmax runs.
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
@@ -28,7 +29,8 @@ struct DecodeConfig {
   static constexpr int kChunks = kSplit / C::kChunk;  // a split's chunks (K or V)
   static constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
   static constexpr int kPasses = kSplit / kRowsPerPass;  // a thread's keys of the split
-  static constexpr int kBytes = C::kFixedBytes + 2 * kChunks * C::kChunkBytes;
+  static constexpr bool kSeparateV = D <= 128;  // V has rows of its own (else K's, after scores)
+  static constexpr int kBytes = C::kFixedBytes + (kSeparateV ? 2 : 1) * kChunks * C::kChunkBytes;
   static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
                 "a thread's keys tile the split; chunks are contiguous rows");
 };
@@ -36,7 +38,7 @@ struct DecodeConfig {
 // Whether the decode kernel serves head_dim D with cache type CT (its shared memory fits).
 template <int D, typename CT>
 constexpr bool has_decode_kernel() {
-  return sizeof(CT) == 2 && (D == 64 || D == 128);
+  return sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
 }
 
 // Starts the copies of split s's keys [c0, c1) of one kv head into K rows `kb` and V rows `vb`
@@ -83,6 +85,37 @@ __device__ __forceinline__ void issue_split(const AttnParams& p, const int32_t* 
   cp_async_commit();
 }
 
+// The copies of one phase (K, or V with the rows outside [c0, c1) zeroed) into `dst`, one commit
+// group: issue_split's copies of that phase, for head sizes whose V reuses K's rows.
+template <int D, typename CT>
+__device__ __forceinline__ void issue_phase(const AttnParams& p, const int32_t* table, int kv_head,
+                                            int sbase, int c0, int c1, bool values,
+                                            unsigned char* dst) {
+  using DC = DecodeConfig<D, CT>;
+  using C = typename DC::C;
+  const int seg = threadIdx.x % C::kSegs, row0 = threadIdx.x / C::kSegs;
+  const int mask = p.block_size - 1;
+  const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
+  const unsigned char* cache = static_cast<const unsigned char*>(values ? p.v : p.k) +
+                               int64_t{kv_head} * D * sizeof(CT) + seg * 16;
+  int32_t blk[DC::kPasses];
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k) {
+    const int key = sbase + row0 + k * DC::kRowsPerPass;
+    blk[k] = key >= c0 && key < c1 ? __ldg(table + (key >> p.bs_shift)) : -1;
+  }
+#pragma unroll
+  for (int k = 0; k < DC::kPasses; ++k) {
+    const int key = sbase + row0 + k * DC::kRowsPerPass;
+    unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * C::kRowBytes + seg * 16;
+    if (blk[k] >= 0)
+      cp_async16(to, cache + (int64_t{blk[k]} * p.block_size + (key & mask)) * slot_bytes);
+    else if (values)
+      *reinterpret_cast<uint4*>(to) = uint4{0, 0, 0, 0};
+  }
+  cp_async_commit();
+}
+
 // grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
 // plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
 template <int D, typename CT>
@@ -116,10 +149,12 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
 
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
-  unsigned char* vb = sm.ring + DC::kChunks * C::kChunkBytes;
-  const int sbase = s * kSplit;
-  issue_split<D, CT>(p, run.table, kv_head, sbase, max(sbase, run.lo), min(sbase + kSplit, run.hi),
-                     kb, vb);
+  unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
+  const int sbase = s * kSplit, c0 = max(sbase, run.lo), c1 = min(sbase + kSplit, run.hi);
+  if constexpr (DC::kSeparateV)
+    issue_split<D, CT>(p, run.table, kv_head, sbase, c0, c1, kb, vb);
+  else
+    issue_phase<D, CT>(p, run.table, kv_head, sbase, c0, c1, false, kb);
   if (threadIdx.x == 0) sm.qpos[0] = range.pos, sm.qlo[0] = range.lo;
   // q split into its terms (as mma_attend_run), the row tile's missing rows zero.
   for (int i = threadIdx.x; i < 16 * (D / 2); i += kAttnThreads) {
@@ -138,11 +173,12 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
           t0[k] | uint32_t{t1[k]} << 16;
   }
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
-  cp_async_wait(1);  // this thread's K copies
-  __syncthreads();   // everyone's; q and the row's range published
+  cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
+  __syncthreads();                        // everyone's; q and the row's range published
   for (int ci = ci0; ci <= ci1; ++ci)
     mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
-  __syncthreads();  // the split's scores
+  __syncthreads();  // the split's scores (and K's rows are free)
+  if constexpr (!DC::kSeparateV) issue_phase<D, CT>(p, run.table, kv_head, sbase, c0, c1, true, vb);
   mma_split_softmax<D, CT, false>(run, s, sm);
   cp_async_wait(0);  // this thread's V copies
   __syncthreads();   // everyone's; p published
