@@ -249,7 +249,8 @@ class CudaOps final : public Ops {
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     const int64_t dim = int64_t{params.n_heads} * kv.head_dim;
-    if (attention_prepares_) args.prepared = prepare_scratch(step_.n_tokens, dim, {out});
+    if (attention_prepares_ && params.out_to_matmul)
+      args.prepared = prepare_scratch(step_.n_tokens, dim, {out});
     const bool prepared =
         kernels::attention(paged(kv), step_, q, dim, args, out, scratch, stream());
     launched("attention");
