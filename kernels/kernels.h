@@ -324,11 +324,6 @@ struct AttentionArgs {
   // CUDA-core kernel (the only one for other caches, f32 and f8_e4m3, and sizes). They differ in
   // bits: a model keeps one setting for every step.
   bool tensor_cores = true;
-  // Matmul scratch (matmul_scratch_bytes(n_tokens, n_heads x head_dim)) that also gets out's
-  // matmul input, as rms_norm_for_matmul writes it, where the step runs as one split-plan launch
-  // (attention() returns whether it did; at most kPreparedRows tokens, out 16-byte aligned), or
-  // null.
-  void* prepared = nullptr;
 };
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
@@ -355,9 +350,8 @@ size_t attention_scratch_bytes_max(int head_dim);
 // or 512 with an f16 / bf16 / f8_e4m3 cache (else Error(unsupported)). scratch:
 // attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
 // split partials' bytes and fails when they exceed the cap.
-// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats. Returns whether
-// args.prepared holds out's prepared form.
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
 
 // ---- linear attention: gated delta-net layers (kernels/ssm) ----------------------------------

@@ -27,10 +27,8 @@
 #               attention kernel where it takes small grids and everywhere it can, + teeth; the
 #               determinism contract, graph replay, the MoE device path), then the attention
 #               micro-benchmark and Qwen3-8B and Qwen3-0.6B at 1, 8 and 64 sequences with it
-#               and without (MEMRA_DECODE_KERNEL=0) and with the combine preparing the output
-#               projection's input and without (MEMRA_ATTENTION_PREPARES=0), the 8B
-#               one-sequence step profiled and the decode kernel's Nsight limits (~6 min; the
-#               other gates are quick's)
+#               and without (MEMRA_DECODE_KERNEL=0), the 8B one-sequence step profiled and the
+#               decode kernel's Nsight limits (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -357,13 +355,9 @@ if [ "$MODE" = ab ]; then
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
   step kernel-bench-attention-generic 120 env MEMRA_DECODE_KERNEL=0 "$BIN/memra-kernel-bench" \
     --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-generic.json"
-  # And the combine preparing the output projection's input against x_to_f16 doing it
-  # (MEMRA_ATTENTION_PREPARES=0).
   for shape in qwen3-8b qwen3-0.6b; do
     bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8,64
     bench_with "$(synth $shape q4_k_m --fast-quant)" generic-attention MEMRA_DECODE_KERNEL=0 \
-      -n 64 -c 1,8,64
-    bench_with "$(synth $shape q4_k_m --fast-quant)" unprepared MEMRA_ATTENTION_PREPARES=0 \
       -n 64 -c 1,8,64
   done
   # Gemma 4 26B-A4B's sliding layers (head_dim 256: V staged into K's rows after the scores).

@@ -9,7 +9,6 @@
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_kernel.cuh"
-#include "kernels/attention/combine_prepare.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -153,21 +152,9 @@ DeviceLimits device_limits() {
   return lim;
 }
 
-// The split plan's second launch: the partials merged in split order (and out prepared for a
-// matmul where p.prep_xh says so).
+// The split plan's second launch: the partials merged in split order.
 template <int D>
 void launch_combine(const AttnParams& p, cudaStream_t stream) {
-  if (p.prep_xh != nullptr) {
-    const auto kernel = detail::attention_combine_prepare_kernel<D>;
-    const auto smem = static_cast<int>(detail::combine_prepare_smem(p.n_heads, p.n_splits));
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-               "cudaFuncSetAttribute");
-    detail::launch(
-        kernel, static_cast<unsigned>(p.n_tokens), matmul_detail::kXThreads, smem, stream,
-        p.partials, p.positions, p.window, p.n_heads, p.n_splits, p.out,
-        matmul_detail::PreparedRows{p.prep_xh, p.prep_xsum, p.prep_xsum_stride, p.prep_xinv});
-    return;
-  }
   detail::launch(attention_combine_kernel<D>,
                  dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
                       static_cast<unsigned>(p.n_heads)),
@@ -317,12 +304,12 @@ size_t attention_scratch_bytes_max(int head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
 
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
   if (step.n_tokens < 0 || step.n_seqs < 0)
     fail(ErrorCode::invalid_argument, "attention: {} tokens, {} sequences", step.n_tokens,
          step.n_seqs);
-  if (step.n_tokens == 0) return false;
+  if (step.n_tokens == 0) return;
   if (kv.n_kv_heads <= 0 || args.n_heads <= 0 || args.n_heads % kv.n_kv_heads != 0)
     fail(ErrorCode::invalid_argument,
          "attention: {} query heads are not a positive multiple of {} kv heads", args.n_heads,
@@ -393,21 +380,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
     const int64_t blocks = grid_x * kv.n_kv_heads * p.n_chunks;
     return mq ? blocks >= lim.sms : blocks >= 2 * int64_t{lim.sms} && decode_one_pass_enabled();
   };
-  // Where the combine can prepare out for a matmul: a single split-plan launch of every token
-  // (below: `run` clears it for one_pass), with the factors' shared memory within the default
-  // 48 KiB.
-  bool prepares = false;
-  if (args.prepared != nullptr && !two &&
-      detail::combine_prepare_smem(args.n_heads, p.n_splits) <= 48 * 1024) {
-    const int64_t dim = int64_t{args.n_heads} * kv.head_dim;
-    const matmul_detail::PreparedRows r =
-        matmul_detail::prepared_rows("attention", args.prepared, step.n_tokens, dim, {out});
-    p.prep_xh = r.xh;
-    p.prep_xsum = r.xsum;
-    p.prep_xsum_stride = r.xsum_stride;
-    p.prep_xinv = r.xinv;
-    prepares = true;
-  }
   const auto run = [&](AttnParams q_p, bool mq) {
     int64_t grid_x = q_p.select == 1 ? q_p.n_seqs : q_p.n_tokens;
     if (mq) {
@@ -418,10 +390,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
     }
     q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);
-    if (q_p.one_pass) {  // no combine: out is not prepared
-      q_p.prep_xh = nullptr;
-      prepares = false;
-    }
     if (!mq) {
       // One-query blocks of a small grid (short decode: a few sequences and splits) leave most
       // SMs idle while each block's compute is the latency: give each block fewer of the
@@ -447,7 +415,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   } else {
     run(p, multi);
   }
-  return prepares;
 }
 
 }  // namespace memra::kernels

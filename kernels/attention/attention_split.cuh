@@ -73,12 +73,6 @@ struct AttnParams {
   // tokens never wait in a tile behind other sequences' runs.
   int32_t select;
   bool one_pass;
-  // The split plan's combine also prepares out as a matmul's f16 input (combine_prepare.cuh,
-  // select 0 only) where prep_xh is set: matmul_detail::PreparedRows' places, read by the host.
-  uint16_t* prep_xh;
-  float* prep_xsum;
-  int32_t prep_xsum_stride;
-  float* prep_xinv;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -49,10 +49,6 @@ struct AttentionParams {
   float scale = 1.0f;    // multiplies q.k
   float softcap = 0.0f;  // tanh soft-capping of scores when > 0 (score = c * tanh(s / c))
   int32_t window = 0;    // sliding window in tokens (query sees keys p - window < j <= p); 0 = all
-  // out is the input of the very next op, a matmul: a backend may also write that matmul's
-  // prepared input there (CUDA: the split combine, kernels::AttentionArgs::prepared). False where
-  // another op reads out first (an output gate), so that no work is spent on it.
-  bool out_to_matmul = false;
 };
 
 // One linear-attention (gated delta-net) layer's recurrent state in backend memory, f32, per

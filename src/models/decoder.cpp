@@ -379,8 +379,7 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
     ops_->qk_norm_rope_store(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, nullptr,
                              cfg_.norm_eps, rope);
   }
-  const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window,
-                               !cfg_.attn_output_gate};
+  const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
   ops_->attention(kv_layer, q, params, s_.attn.f32());
   trace("attn", il, s_.attn.f32(), n, q_dim);
   if (cfg_.attn_output_gate) {

@@ -183,7 +183,7 @@ class Gemma4Model final : public DecoderModel {
         ops_->kv_store(kv.layer(il), k, v);
       }
     }
-    const AttentionParams params{n_heads, cfg_.attn_scale, 0.0f, cfg_.window[il], true};
+    const AttentionParams params{n_heads, cfg_.attn_scale, 0.0f, cfg_.window[il]};
     ops_->attention(kv.layer(cfg_.kv_source[il]), q, params, s_.attn.f32());
     trace("attn", il, s_.attn.f32(), n, q_dim);
     ops_->matmul(L.wo, s_.attn.f32(), n, out);

@@ -20,7 +20,6 @@
 #include "core/fp8.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
-#include "prepared_products.h"
 
 namespace memra::kernel_check {
 
@@ -173,7 +172,6 @@ class DevStep {
     const std::vector<float>* q = nullptr;
     int32_t extra_context = 0;
     bool tensor_cores = true;
-    void* prepared = nullptr;  // AttentionArgs::prepared
   };
   std::vector<float> run(float scale, const Opts& o) {
     const std::vector<int32_t>* pos = o.pos;
@@ -203,19 +201,14 @@ class DevStep {
     args.plan = o.plan;
     args.tile = o.tile;
     args.tensor_cores = o.tensor_cores;
-    args.prepared = o.prepared;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
     out_.poison(ctx_);
-    prepared_ = kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(),
-                                   ctx_.stream());
+    kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
     ctx_.sync();
     if (pos) pos_.upload(ctx_, s_.positions);
     if (q) q_.upload(ctx_, s_.q);
     return out_.download(ctx_);
   }
-  // Whether the last run prepared out in Opts::prepared; out on the device.
-  bool prepared() const { return prepared_; }
-  const float* out() const { return out_.get(); }
 
  private:
   size_t cache_bytes() const { return s_.k.size() * dtype_traits(c_.cache).type_size; }
@@ -240,7 +233,6 @@ class DevStep {
   Dev<int32_t> pos_, seq_, tables_;
   Dev<float> q_;
   Dev<uint8_t> kc_, vc_;
-  bool prepared_ = false;
   Dev<float> out_;
 };
 
@@ -295,29 +287,6 @@ double alone_mismatches(Context& ctx, const Case& c, const Step& s, float scale,
 bool has_tensor_cores(const Case& c) {
   return (c.cache == DType::f16 || c.cache == DType::bf16) &&
          (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
-}
-
-// The split plan's combine preparing out for a matmul (decode steps of up to kPreparedRows
-// tokens, out a multiple of 256 wide): out equals the split plan's bits, and products over the
-// prepared form equal products that prepare out themselves (teeth: the prepared rows overwritten
-// after the attention).
-void check_prepared(Context& ctx, const Case& c, const Step& s, const std::string& shape,
-                    DevStep& dev, DevStep::Opts o, const std::vector<float>& split) {
-  const int64_t dim = int64_t{c.n_heads} * c.head_dim;
-  if (s.n_tokens > kernels::kPreparedRows || dim % 256 != 0) return;
-  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(s.n_tokens, dim));
-  o.plan = kernels::AttentionPlan::split;
-  o.tile = kernels::AttentionTile::one_query;
-  o.prepared = scratch.get();
-  const std::vector<float> out = dev.run(1.0f / std::sqrt(static_cast<float>(c.head_dim)), o);
-  double bad = bit_mismatches(split, out);
-  if (!dev.prepared()) bad += 1;  // the one-query split plan always prepares
-  if (ctx.teeth()) scratch.poison(ctx);
-  const Dev<float> plain(ctx, split);
-  bad +=
-      PreparedProducts(ctx, dim).mismatches(ctx, s.n_tokens, plain.get(), dev.out(), scratch.get());
-  ctx.add({"attention prepared", shape, std::string(dtype_name(c.cache)), "bits", bad, 0.0,
-           ctx.teeth() ? "prepared rows overwritten" : ""});
 }
 
 void check_case(Context& ctx, const Case& c, bool tensor_cores) {
@@ -403,7 +372,6 @@ void check_case(Context& ctx, const Case& c, bool tensor_cores) {
   }
   ctx.add({"attention capacity grid", shape, dtype, "bits", mismatches, 0.0,
            teeth ? "one q element 1% off in one run" : ""});
-  check_prepared(ctx, c, s, shape, dev, base, split);
   // The token with the longest context alone, and each sequence's new tokens alone (a prefill
   // chunk of its own length) and their first half (a shorter chunk), equal their rows in the
   // mixed step.

@@ -248,13 +248,9 @@ class CudaOps final : public Ops {
     args.tensor_cores = attention_tensor_cores_;
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
-    const int64_t dim = int64_t{params.n_heads} * kv.head_dim;
-    if (attention_prepares_ && params.out_to_matmul)
-      args.prepared = prepare_scratch(step_.n_tokens, dim, {out});
-    const bool prepared =
-        kernels::attention(paged(kv), step_, q, dim, args, out, scratch, stream());
+    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
+                       scratch, stream());
     launched("attention");
-    if (prepared) prepared_ = {out, step_.n_tokens, dim, n_launches_};
   }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
@@ -585,10 +581,6 @@ class CudaOps final : public Ops {
   };
   Prepared prepared_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
-  // The same for a decode step's attention output, the output projection's input: its split
-  // combine prepares it (kernels::AttentionArgs::prepared). MEMRA_ATTENTION_PREPARES=0 turns it
-  // off (A/B; the same bits either way).
-  bool attention_prepares_ = env_switch("MEMRA_ATTENTION_PREPARES", true);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
