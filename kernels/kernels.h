@@ -210,14 +210,6 @@ void softcap(float* y, float cap, int64_t n, cudaStream_t stream);  // y = cap *
 enum class Act { silu, gelu_tanh };
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
              int64_t ld_in, float* out, cudaStream_t stream);
-// act_mul of n_rows dense rows of n_cols that also writes out's matmul input to `scratch`
-// (matmul_scratch_bytes(n_rows, n_cols)) exactly as matmul_shared_x would prepare it for x = out,
-// in one launch (prepare_cluster.cu: a thread block cluster a row). Returns false, launching
-// nothing, where it does not take the rows (more than kPreparedRows, rows too wide, no sm_90 code
-// on the device, MEMRA_PREP_CLUSTER=0): then act_mul. n_cols a multiple of 16; gate, up, out
-// 16-byte aligned; out may be gate.
-bool act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                        float* out, void* scratch, cudaStream_t stream);
 
 // ---- sampling (kernels/sampling) ---------------------------------------------------------------
 

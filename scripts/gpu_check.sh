@@ -23,14 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernels' checks (kernel-check's matmul cases over x_to_f16's cluster
-#               form, the activation that prepares the down product's input + teeth and with the
-#               clusters off, attention with the decode kernel on every grid; the determinism
-#               contract, graph replay, the MoE device path), then the attention micro-benchmark
-#               and Qwen3-8B and Qwen3-0.6B at 1, 8 and 64 sequences: the defaults, without the
-#               activation's preparation (MEMRA_ACT_PREPARES=0), without the clusters
-#               (MEMRA_PREP_CLUSTER=0 too) and with the decode kernel everywhere; the 8B at
-#               16,384 tokens, Gemma 4 26B-A4B, the 8B one-sequence step profiled (~7 min)
+#     ab        the changed kernel's checks (kernel-check's attention cases with the decode
+#               attention kernel where it takes small grids and everywhere it can, + teeth; the
+#               determinism contract, graph replay, the MoE device path), then the attention
+#               micro-benchmark and Qwen3-8B and Qwen3-0.6B at 1, 8 and 64 sequences with it
+#               and without (MEMRA_DECODE_KERNEL=0), the 8B one-sequence step profiled and the
+#               decode kernel's Nsight limits (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -343,44 +341,36 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's changed kernels first, bit for bit: x_to_f16's cluster form (prepare_cluster.cu)
-  # under every matmul case (the norm-prepared cases compare it with the norms' one-block form),
-  # the activation that prepares the down product's input, + teeth and with the clusters off; the
-  # decode attention kernel on every grid it serves (MEMRA_DECODE_KERNEL=all); the determinism
-  # contract.
-  kcheck kernel-check-matmul 200 --filter matmul
-  kcheck kernel-check-act 60 --filter act_mul
-  kcheck kernel-check-act-teeth 60 --filter act_mul --teeth
-  kcheck kernel-check-act-off 60 MEMRA_PREP_CLUSTER=0 --filter act_mul
+  # This round's changed kernel first: the decode attention kernel (attention_decode.cuh) against
+  # the generic kernel's plans and tiles, bit for bit, where it takes small grids (the default)
+  # and every grid it serves (MEMRA_DECODE_KERNEL=all), + teeth; the determinism contract.
+  kcheck kernel-check-attention 150 --filter attention
   kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
+  kcheck kernel-check-attention-teeth 150 MEMRA_DECODE_KERNEL=all --filter attention --teeth
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  # The attention micro-benchmark as the defaults choose and with the decode kernel on every grid,
-  # then the 8B and 0.6B shapes at 1, 8 and 64 sequences: the defaults, without the activation's
-  # preparation (MEMRA_ACT_PREPARES=0), without the clusters (the twenty-second round's default),
-  # and with the decode kernel everywhere; the 8B at 16,384 tokens both ways.
+  # The attention micro-benchmark with it and without (MEMRA_DECODE_KERNEL=0), then the 8B and
+  # 0.6B shapes at 1, 8 and 64 sequences both ways, and where the 8B one-sequence step goes.
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  step kernel-bench-attention-all 120 env MEMRA_DECODE_KERNEL=all "$BIN/memra-kernel-bench" \
-    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-all.json"
+  step kernel-bench-attention-generic 120 env MEMRA_DECODE_KERNEL=0 "$BIN/memra-kernel-bench" \
+    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-generic.json"
   for shape in qwen3-8b qwen3-0.6b; do
-    m=$(synth $shape q4_k_m --fast-quant)
-    bench "$m" -n 64 -c 1,8,64
-    bench_with "$m" act-unprepared MEMRA_ACT_PREPARES=0 -n 64 -c 1,8,64
-    bench_with "$m" no-clusters MEMRA_ACT_PREPARES=0,MEMRA_PREP_CLUSTER=0 -n 64 -c 1,8,64
-    bench_with "$m" decode-kernel-all MEMRA_DECODE_KERNEL=all -n 64 -c 1,8,64
+    bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8,64
+    bench_with "$(synth $shape q4_k_m --fast-quant)" generic-attention MEMRA_DECODE_KERNEL=0 \
+      -n 64 -c 1,8,64
   done
-  m=$(synth qwen3-8b q4_k_m --fast-quant)
-  bench_with "$m" depth MEMRA_DECODE_KERNEL= -n 64 -c 1 -d 16384
-  bench_with "$m" depth-decode-kernel-all MEMRA_DECODE_KERNEL=all -n 64 -c 1 -d 16384
-  # Gemma 4 26B-A4B: its experts' GeGLU rows are prepared too (read by no product: the cost).
+  # Gemma 4 26B-A4B's sliding layers (head_dim 256: V staged into K's rows after the scores).
   bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" act-unprepared MEMRA_ACT_PREPARES=0 \
-    -n 64 -c 1,8
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" generic-attention \
+    MEMRA_DECODE_KERNEL=0 -n 64 -c 1,8
   rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
   step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
     --bench-args "-n 128 -r 3 -c 1"
+  step stalls-decode-attention-c1 150 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'decode_attention_kernel' --skip 200 --count 1 --bench-args "-n 64 -r 3 -c 1"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

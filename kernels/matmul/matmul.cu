@@ -459,13 +459,9 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 }
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
-// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B); decode rows in its cluster
-// form (prepare_cluster.cu) where that takes them.
+// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
 void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
                      uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
-  if (matmul_detail::launch_x_to_f16_cluster(n_rows, n_in, stream, x, xh, xp, xsum, xsum_stride,
-                                             xinv, rows))
-    return;
   static const bool regs = env_switch("MEMRA_PREP_REGS", true);
   const int groups = regs ? xsum_stride : 1 << 30;
   const auto launch = [&](auto kernel) {

@@ -171,12 +171,6 @@ constexpr int kClusterMinTokens = 16, kClusterMaxTokens = 32;
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays);
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
-// x_to_f16's cluster form (prepare_cluster.cu) for n_rows rows of n_in: the blocks a row where it
-// takes them (0: not), and the launch, false where it does not take them.
-int cluster_prep_takes(int64_t n_rows, int64_t n_in);
-bool launch_x_to_f16_cluster(int64_t n_rows, int n_in, cudaStream_t stream, const float* x,
-                             uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride, float* xinv,
-                             const int32_t* rows);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();

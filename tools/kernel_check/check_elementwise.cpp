@@ -4,9 +4,7 @@
 #include <cmath>
 
 #include "check.h"
-#include "core/env.h"
 #include "kernels/kernels.h"
-#include "prepared_products.h"
 
 namespace memra::kernel_check {
 
@@ -117,47 +115,6 @@ void check_act_mul(Context& ctx, kernels::Act act, int64_t rows, int64_t cols, i
   ctx.add({"act_mul gelu_tanh", shape, "f32", "err/bound", worst, 1.0, broken});
 }
 
-// act_mul_for_matmul (a decode step's activation that also prepares the down product's input)
-// == act_mul then the products preparing out themselves: out and every product bit for bit, in
-// place (out = gate, as the models call it). Widths: 768 (a MoE expert's, one block a row), 2816
-// (Gemma 4 26B-A4B's: 88 groups over 2 blocks), 3072 (Qwen3-0.6B's) and 12288 (Qwen3-8B's: 6
-// blocks). A row too wide for a cluster (1,032 groups) must be declined, launching nothing.
-// --teeth: the prepared rows overwritten after the fused kernel.
-void check_act_prepared(Context& ctx, kernels::Act act, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
-  const std::vector<float> gate = ctx.uniform(n, -6.0f, 6.0f), up = ctx.uniform(n);
-  Dev<float> pg(ctx, gate), pu(ctx, up), fg(ctx, gate), fu(ctx, up);
-  kernels::act_mul(act, pg.get(), pu.get(), rows, cols, cols, pg.get(), ctx.stream());
-  Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(rows, cols));
-  const bool taken = kernels::act_mul_for_matmul(act, fg.get(), fu.get(), rows, cols, fg.get(),
-                                                 scratch.get(), ctx.stream());
-  ctx.sync();
-  const std::string name =
-      act == kernels::Act::silu ? "act_mul_for_matmul silu" : "act_mul_for_matmul gelu_tanh";
-  const std::string shape = shape_str({rows, cols});
-  if (cols > 8 * 64 * 32) {  // declined: fg must still hold the gate
-    ctx.add({name, shape + " declined", "f32", "bits",
-             (taken ? 1.0 : 0.0) + bit_mismatches(fg.download(ctx), gate), 0.0, ""});
-    return;
-  }
-  if (!taken) {  // only where the device has no clusters (before sm_90) or MEMRA_PREP_CLUSTER=0
-    int device = 0, major = 0;
-    cuda::check(cudaGetDevice(&device), "cudaGetDevice");
-    cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
-                "compute capability");
-    ctx.add({name, shape + " declined", "f32", "bits",
-             (major >= 9 && env_switch("MEMRA_PREP_CLUSTER", true) ? 1.0 : 0.0) +
-                 bit_mismatches(fg.download(ctx), gate),
-             0.0, ""});
-    return;
-  }
-  if (ctx.teeth()) scratch.poison(ctx);  // the products must read what the fused kernel wrote
-  const PreparedProducts products(ctx, cols);
-  const double bad = bit_mismatches(fg.download(ctx), pg.download(ctx)) +
-                     products.mismatches(ctx, rows, pg.get(), fg.get(), scratch.get());
-  ctx.add({name, shape, "f32", "bits", bad, 0.0, ctx.teeth() ? "prepared rows overwritten" : ""});
-}
-
 void check_gather_rows(Context& ctx, int64_t n_src, int64_t dim, int64_t n_rows) {
   std::vector<float> x = ctx.uniform(n_src * dim);
   std::vector<int32_t> rows(n_rows);
@@ -199,16 +156,6 @@ void check_elementwise(Context& ctx) {
       check_act_mul(ctx, act, 37, 3072, 3072);
       check_act_mul(ctx, act, 3, 1000, 2000);  // halves of a fused [gate | up] row
     }
-  }
-  if (ctx.wants("act_mul_for_matmul")) {
-    for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh}) {
-      check_act_prepared(ctx, act, 1, 12288);
-      check_act_prepared(ctx, act, 16, 12288);
-      check_act_prepared(ctx, act, 5, 3072);
-      check_act_prepared(ctx, act, 1, 2816);
-      check_act_prepared(ctx, act, 8, 768);
-    }
-    check_act_prepared(ctx, kernels::Act::silu, 1, 33024);
   }
   if (ctx.wants("gather_rows")) {
     check_gather_rows(ctx, 2, 3, 1);  // two source rows, so an off-by-one id shows

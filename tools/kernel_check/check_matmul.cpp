@@ -395,10 +395,8 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
 // norm kernel then matmul_shared_x preparing y itself: y and every output bit for bit, for
 // add_rms_norm and rms_norm, tiled and ggml-layout outputs. Dim 1024 and 5120 take the norm's
 // register form of 4 and of 8 chunks a thread (kernels/elementwise/norm_row.cuh), 12288 and
-// 21504 its loop form; the products' own preparation takes x_to_f16's cluster form of 1, 3 and 6
-// blocks a row at the first three (kernels/matmul/prepare_cluster.cuh; with MEMRA_PREP_CLUSTER=0
-// its register form of 1, 1, 2 groups a thread, kernels/matmul/prepare_x.cuh) and the register
-// form of 3 at 21504 (too wide for a cluster), the norm's the loop form of row_to_f16.
+// 21504 its loop form; the products' own preparation takes x_to_f16's register form of 1, 1, 2
+// and 3 groups a thread (kernels/matmul/prepare_x.cuh), the norm's the loop form of row_to_f16.
 void check_norm_for_matmul(Context& ctx, int64_t dim) {
   constexpr int kOuts = 3;
   const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};

@@ -13,7 +13,6 @@
 
 #include "check.h"
 #include "kernels/kernels.h"
-#include "prepared_products.h"
 
 namespace memra::kernel_check {
 
@@ -21,13 +20,57 @@ namespace {
 
 constexpr float kEps = 1e-6f;
 
+// Products over a prepared x: the matrices, in the layouts a decode step's norms feed.
+class Products {
+ public:
+  static constexpr int kOuts = 3;
+  Products(Context& ctx, int64_t dim) : dim_(dim) {
+    for (int i = 0; i < kOuts; ++i) {
+      ws_.emplace_back(ctx, random_weights(ctx, kTypes[i], dim, kRows[i]));
+      if (kLayouts[i] != kernels::WeightLayout::tiled) continue;
+      Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(kTypes[i], dim, kRows[i]));
+      kernels::matmul_tile(kTypes[i], ws_.back().get(), dim, kRows[i], tiled.get(), ctx.stream());
+      ctx.sync();
+      ws_.back() = std::move(tiled);
+    }
+  }
+  // Output bits that differ between the products over y_plain (prepared by the matmul) and over
+  // y_fused (prepared in fused_scratch by the fused kernel).
+  double mismatches(Context& ctx, int64_t rows, const float* y_plain, const float* y_fused,
+                    void* fused_scratch) const {
+    Dev<uint8_t> plain_scratch(kernels::matmul_scratch_bytes(rows, dim_));
+    double bad = 0;
+    for (int i = 0; i < kOuts; ++i) {
+      Dev<float> o1(rows * kRows[i]), o2(rows * kRows[i]);
+      o1.poison(ctx);
+      o2.poison(ctx);
+      const kernels::MatmulOut m1{kTypes[i], ws_[i].get(), kRows[i],
+                                  o1.get(),  kRows[i],     kLayouts[i]};
+      const kernels::MatmulOut m2{kTypes[i], ws_[i].get(), kRows[i],
+                                  o2.get(),  kRows[i],     kLayouts[i]};
+      kernels::matmul_shared_x(&m1, 1, dim_, y_plain, rows, plain_scratch.get(), ctx.stream());
+      kernels::matmul_shared_x(&m2, 1, dim_, y_fused, rows, fused_scratch, ctx.stream(), true);
+      ctx.sync();
+      bad += bit_mismatches(o2.download(ctx), o1.download(ctx));
+    }
+    return bad;
+  }
+
+ private:
+  static constexpr DType kTypes[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+  static constexpr int64_t kRows[kOuts] = {160, 48, 64};
+  static constexpr kernels::WeightLayout kLayouts[kOuts] = {
+      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
+  int64_t dim_;
+  std::vector<Dev<uint8_t>> ws_;
+};
+
 struct SandwichCase {
   int64_t rows, dim;
   bool scaled, pre, prepared;
 };
 
-void check_post_norm_add_norm(Context& ctx, const SandwichCase& c,
-                              const PreparedProducts* products) {
+void check_post_norm_add_norm(Context& ctx, const SandwichCase& c, const Products* products) {
   const int64_t n = c.rows * c.dim;
   const std::vector<float> d = ctx.uniform(n, -4.0f, 4.0f), x = ctx.uniform(n, -8.0f, 8.0f);
   const std::vector<float> w_post = ctx.uniform(c.dim, 0.5f, 1.5f);
@@ -72,7 +115,7 @@ void check_post_norm_add_norm(Context& ctx, const SandwichCase& c,
 }
 
 void check_rms_norm_dual(Context& ctx, int64_t rows, int64_t dim, bool prepared,
-                         const PreparedProducts* products) {
+                         const Products* products) {
   const int64_t n = rows * dim;
   const std::vector<float> x = ctx.uniform(n, -8.0f, 8.0f);
   const std::vector<float> w1 = ctx.uniform(dim, 0.5f, 1.5f), w2 = ctx.uniform(dim, 0.5f, 1.5f);
@@ -114,7 +157,7 @@ void check_norm_fused(Context& ctx) {
   constexpr int64_t kWide = 2816, kOdd = 2817;  // Gemma 4 26B-A4B's width; scalar rows
   constexpr int64_t kDecode = kernels::kPreparedRows;
   if (ctx.wants("post_norm_add_norm")) {
-    const PreparedProducts products(ctx, kWide);
+    const Products products(ctx, kWide);
     // Decode: a layer's end (scale and the next attn_norm), post_attn + ffn_norm, 16 rows.
     for (const SandwichCase& c :
          {SandwichCase{1, kWide, true, true, true}, SandwichCase{1, kWide, false, true, true},
@@ -128,7 +171,7 @@ void check_norm_fused(Context& ctx) {
       check_post_norm_add_norm(ctx, c, &products);
   }
   if (ctx.wants("rms_norm_dual")) {
-    const PreparedProducts products(ctx, kWide);
+    const Products products(ctx, kWide);
     check_rms_norm_dual(ctx, 1, kWide, true, &products);
     check_rms_norm_dual(ctx, kDecode, kWide, true, &products);
     check_rms_norm_dual(ctx, 37, kWide, false, nullptr);

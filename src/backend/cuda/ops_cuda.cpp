@@ -388,29 +388,18 @@ class CudaOps final : public Ops {
     kernels::softcap(y, cap, n, stream());
     launched("softcap");
   }
+  // Dense rows are one long row to act_mul (the same values, no per-element row index).
   void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 float* out) override {
-    act_mul(kernels::Act::silu, gate, up, n_rows, n_cols, out, "silu_mul");
+    const int64_t n = n_rows * n_cols;
+    kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
+    launched("silu_mul");
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out) override {
-    act_mul(kernels::Act::gelu_tanh, gate, up, n_rows, n_cols, out, "gelu_tanh_mul");
-  }
-  // A decode step's activation also prepares its output for the down product where it can
-  // (kernels::act_mul_for_matmul; MEMRA_ACT_PREPARES=0 the A/B, the same bits). Else dense rows
-  // are one long row to act_mul (the same values, no per-element row index).
-  void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-               float* out, const char* name) {
-    void* scratch = act_prepares_ ? prepare_scratch(n_rows, n_cols, {gate, up, out}) : nullptr;
-    if (scratch &&
-        kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
-      launched(name);
-      prepared_ = {out, n_rows, n_cols, n_launches_};
-      return;
-    }
     const int64_t n = n_rows * n_cols;
-    kernels::act_mul(act, gate, up, 1, n, n, out, stream());
-    launched(name);
+    kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
+    launched("gelu_tanh_mul");
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
@@ -592,7 +581,6 @@ class CudaOps final : public Ops {
   };
   Prepared prepared_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
-  bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", true);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
