@@ -23,11 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: the one-token decode kernels at four blocks an SM
-#               (MEMRA_SINGLE_OCCUPANCY=1, MEMRA_TILED_OCCUPANCY=1): kernel-check's matmul cases
-#               and the determinism contract with them, the products alone at 1 and 8 tokens,
-#               Qwen3-8B and Qwen3-0.6B Q4_K_M at 1, 8 and 64 sequences and the 8B Q8_0 at 1 and
-#               8, each both ways (~5 min; the other gates are quick's)
+#     ab        the changed kernel's checks (kernel-check's attention cases with the decode
+#               attention kernel where it takes small grids and everywhere it can, + teeth; the
+#               determinism contract, graph replay, the MoE device path), then the attention
+#               micro-benchmark and Qwen3-8B and Qwen3-0.6B at 1, 8 and 64 sequences with it
+#               and without (MEMRA_DECODE_KERNEL=0), the 8B one-sequence step profiled and the
+#               decode kernel's Nsight limits (~5 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -340,31 +341,36 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's A/B: the one-token decode kernel compiled for four blocks an SM instead of three
-  # (MEMRA_SINGLE_OCCUPANCY=1) and Q4_K's one-token-tile kernels (2-8 tokens) likewise
-  # (MEMRA_TILED_OCCUPANCY=1). Their checks first (the same code at other register limits: the
-  # matmul cases, bit for bit where they compare kernels), then the products alone at 1 and 8
-  # tokens and the 8B and 0.6B shapes at 1, 8 and 64 sequences both ways, the 8B Q8_0 at 1.
-  OCC=MEMRA_SINGLE_OCCUPANCY=1,MEMRA_TILED_OCCUPANCY=1
-  kcheck kernel-check-matmul-occupancy 200 MEMRA_SINGLE_OCCUPANCY=1 MEMRA_TILED_OCCUPANCY=1 \
-    --filter matmul
-  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda MEMRA_SINGLE_OCCUPANCY=1 \
-    MEMRA_TILED_OCCUPANCY=1 "$BIN/memra_engine_fixture_test" \
+  # This round's changed kernel first: the decode attention kernel (attention_decode.cuh) against
+  # the generic kernel's plans and tiles, bit for bit, where it takes small grids (the default)
+  # and every grid it serves (MEMRA_DECODE_KERNEL=all), + teeth; the determinism contract.
+  kcheck kernel-check-attention 150 --filter attention
+  kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
+  kcheck kernel-check-attention-teeth 150 MEMRA_DECODE_KERNEL=all --filter attention --teeth
+  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  for t in 1 8; do
-    step kernel-bench-$t 120 "$BIN/memra-kernel-bench" --tokens $t \
-      --json "$RECEIPTS/$DAY-kernel-bench-$t.json"
-    step kernel-bench-$t-occupancy 120 env ${OCC//,/ } "$BIN/memra-kernel-bench" --tokens $t \
-      --json "$RECEIPTS/$DAY-kernel-bench-$t-occupancy.json"
-  done
+  # The attention micro-benchmark with it and without (MEMRA_DECODE_KERNEL=0), then the 8B and
+  # 0.6B shapes at 1, 8 and 64 sequences both ways, and where the 8B one-sequence step goes.
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  step kernel-bench-attention-generic 120 env MEMRA_DECODE_KERNEL=0 "$BIN/memra-kernel-bench" \
+    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-generic.json"
   for shape in qwen3-8b qwen3-0.6b; do
-    m=$(synth $shape q4_k_m --fast-quant)
-    bench "$m" -n 64 -c 1,8,64
-    bench_with "$m" occupancy "$OCC" -n 64 -c 1,8,64
+    bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8,64
+    bench_with "$(synth $shape q4_k_m --fast-quant)" generic-attention MEMRA_DECODE_KERNEL=0 \
+      -n 64 -c 1,8,64
   done
-  m=$(synth qwen3-8b q8_0 --fast-quant)
-  bench "$m" -n 64 -c 1,8
-  bench_with "$m" occupancy "$OCC" -n 64 -c 1,8
+  # Gemma 4 26B-A4B's sliding layers (head_dim 256: V staged into K's rows after the scores).
+  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
+  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" generic-attention \
+    MEMRA_DECODE_KERNEL=0 -n 64 -c 1,8
+  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
+  step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
+    --bench-args "-n 128 -r 3 -c 1"
+  step stalls-decode-attention-c1 150 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
+    --detail 'decode_attention_kernel' --skip 200 --count 1 --bench-args "-n 64 -r 3 -c 1"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

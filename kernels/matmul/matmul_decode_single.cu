@@ -97,20 +97,11 @@ bool pack_enabled() {
   return enabled;
 }
 
-// MEMRA_SINGLE_OCCUPANCY=1: the kernel compiled for four blocks an SM (64 registers a thread;
-// Q4_K's folded partial then spills 64 bytes) instead of three (77 registers): a third more warps
-// with loads in flight (the A/B; the same code, so the same bits).
-bool high_occupancy() {
-  static const bool enabled = env_switch("MEMRA_SINGLE_OCCUPANCY", false);
-  return enabled;
-}
-
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
-// launchers' pack_blocks), `pack` tiles a block. kMinBlocks: the blocks an SM the registers are
-// limited for.
-template <DType D, bool kExperts, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+// launchers' pack_blocks), `pack` tiles a block.
+template <DType D, bool kExperts>
+__global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack) {
   using T = Tiled<D>;
   detail::wait_for_inputs(detail::Trigger::late);
@@ -198,11 +189,8 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const int pack = pack_enabled() ? tiles_per_block(static_cast<int>(x.n_in / kChunk)) : 1;
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
-  if (blocks == 0) return;
-  if (high_occupancy())
-    detail::launch(single_decode_kernel<D, kExperts, 4>, blocks, kThreads, 0, stream, x, m, pack);
-  else
-    detail::launch(single_decode_kernel<D, kExperts, 3>, blocks, kThreads, 0, stream, x, m, pack);
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack);
 }
 
 }  // namespace

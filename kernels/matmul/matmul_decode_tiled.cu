@@ -75,12 +75,9 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   sum.write(a, tile_index * 16);
 }
 
-// kBlocks > 0: the blocks an SM the registers are limited for instead of the config's (Q4_K at up
-// to 8 tokens: 4 fit its 64 registers without spills, MEMRA_TILED_OCCUPANCY=1; the same code, so
-// the same bits).
-template <DType D, int kNT, int kBlocks = 0>
+template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  kBlocks > 0 ? kBlocks : TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs a) {
   using C = TiledDecodeCfg<D, kNT>;
   detail::wait_for_inputs(detail::Trigger::late);
@@ -91,9 +88,9 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 // Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
 // b - tile_begin[o] of output o, the same instructions as that output's own launch, so the same
 // bits; the small k and v matrices no longer leave most SMs idle for a launch of their own.
-template <DType D, int kNT, int kBlocks = 0>
+template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  kBlocks > 0 ? kBlocks : TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs) {
   using C = TiledDecodeCfg<D, kNT>;
   detail::wait_for_inputs(detail::Trigger::late);
@@ -128,20 +125,10 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   }
 }
 
-// MEMRA_TILED_OCCUPANCY=1: Q4_K's one-token-tile kernels at four blocks an SM (the A/B).
-bool tiled_high_occupancy() {
-  static const bool enabled = env_switch("MEMRA_TILED_OCCUPANCY", false);
-  return enabled;
-}
-
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  if constexpr (D == DType::q4_k && kNT == 1) {
-    if (tiled_high_occupancy())
-      return detail::launch(tiled_decode_kernel<D, kNT, 4>, blocks, C::kThreads, 0, stream, a);
-  }
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a);
 }
 
@@ -167,11 +154,6 @@ bool grouped_decode_enabled() {
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
-  if constexpr (D == DType::q4_k) {
-    if (tiled_high_occupancy())
-      return detail::launch(tiled_decode_multi_kernel<D, 1, 4>, blocks,
-                            TiledDecodeCfg<D, 1>::kThreads, 0, stream, x, outs);
-  }
   detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
                  x, outs);
 }
