@@ -23,12 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the changed kernel's checks (kernel-check's attention cases with the decode
-#               attention kernel where it takes small grids and everywhere it can, + teeth; the
-#               determinism contract, graph replay, the MoE device path), then the attention
-#               micro-benchmark and Qwen3-8B and Qwen3-0.6B at 1, 8 and 64 sequences with it
-#               and without (MEMRA_DECODE_KERNEL=0), the 8B one-sequence step profiled and the
-#               decode kernel's Nsight limits (~5 min; the other gates are quick's)
+#     ab        this round's A/B: one-token products split over clusters of 2-4 blocks
+#               (MEMRA_SINGLE_SPLIT): kernel-check's matrix cases with it + teeth, the
+#               determinism contract, the products alone at one token and Qwen3-8B and Qwen3-0.6B
+#               Q4_K_M at 1 and 8 sequences with each split and without, the 8B step profiled
+#               (~7 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -341,36 +340,31 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's changed kernel first: the decode attention kernel (attention_decode.cuh) against
-  # the generic kernel's plans and tiles, bit for bit, where it takes small grids (the default)
-  # and every grid it serves (MEMRA_DECODE_KERNEL=all), + teeth; the determinism contract.
-  kcheck kernel-check-attention 150 --filter attention
-  kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
-  kcheck kernel-check-attention-teeth 150 MEMRA_DECODE_KERNEL=all --filter attention --teeth
-  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+  # This round's A/B: the one-token products of fewer row tiles than three blocks an SM with a
+  # tile's chunks split over a cluster of 2, 3 or 4 blocks (MEMRA_SINGLE_SPLIT; off by default
+  # until measured). Its checks first: kernel-check's matrix cases with the split kernel (the
+  # one-token row against the batched kernels and the ggml layout, bit for bit) + teeth, the
+  # determinism contract; then the products alone at one token and the 8B and 0.6B shapes at 1
+  # and 8 sequences, each split and without.
+  kcheck kernel-check-matmul-split 200 MEMRA_SINGLE_SPLIT=3 --filter matmul
+  kcheck kernel-check-matmul-split-teeth 200 MEMRA_SINGLE_SPLIT=2 --filter matmul --teeth
+  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda MEMRA_SINGLE_SPLIT=3 \
+    "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
-  # The attention micro-benchmark with it and without (MEMRA_DECODE_KERNEL=0), then the 8B and
-  # 0.6B shapes at 1, 8 and 64 sequences both ways, and where the 8B one-sequence step goes.
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  step kernel-bench-attention-generic 120 env MEMRA_DECODE_KERNEL=0 "$BIN/memra-kernel-bench" \
-    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-generic.json"
-  for shape in qwen3-8b qwen3-0.6b; do
-    bench "$(synth $shape q4_k_m --fast-quant)" -n 64 -c 1,8,64
-    bench_with "$(synth $shape q4_k_m --fast-quant)" generic-attention MEMRA_DECODE_KERNEL=0 \
-      -n 64 -c 1,8,64
+  step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
+    --json "$RECEIPTS/$DAY-kernel-bench-1.json"
+  for n in 2 3 4; do
+    step kernel-bench-1-split$n 120 env MEMRA_SINGLE_SPLIT=$n "$BIN/memra-kernel-bench" \
+      --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1-split$n.json"
   done
-  # Gemma 4 26B-A4B's sliding layers (head_dim 256: V staged into K's rows after the scores).
-  bench "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" -n 64 -c 1,8
-  bench_with "$(synth gemma-4-26b-a4b q4_k_m --fast-quant)" generic-attention \
-    MEMRA_DECODE_KERNEL=0 -n 64 -c 1,8
-  rm -f "$MODELS_DIR/gemma-4-26b-a4b-q4_k_m.gguf"
-  step profile-qwen3-8b-q4_k_m-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
-    --bench-args "-n 128 -r 3 -c 1"
-  step stalls-decode-attention-c1 150 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'decode_attention_kernel' --skip 200 --count 1 --bench-args "-n 64 -r 3 -c 1"
+  for shape in qwen3-8b qwen3-0.6b; do
+    m=$(synth $shape q4_k_m --fast-quant)
+    bench "$m" -n 64 -c 1,8
+    for n in 2 3 4; do bench_with "$m" split$n MEMRA_SINGLE_SPLIT=$n -n 64 -c 1,8; done
+  done
+  step profile-qwen3-8b-q4_k_m-c1-split3 180 env MEMRA_SINGLE_SPLIT=3 python3 \
+    scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    --skip 8000 --count 2000 --bench-args "-n 128 -r 3 -c 1"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

@@ -18,7 +18,12 @@
 // partial p = fma(scale_j, s_j, p) (then fma(bias_j, xsum_j, p)) walks the groups in order from
 // lane 0 to lane 3 of the quad with one shuffle per lane: matmul.cu's canonical order, so the
 // outputs are bit-identical to every other kernel's (kernel-check compares them).
+#include <cooperative_groups.h>
+
+#include <cstring>
+
 #include "core/env.h"
+#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -83,6 +88,27 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
   }
 }
 
+// Chunk c's partial of rows g, g + 8 of row tile `tile` (p[0], p[1] in the quad's lanes t == 0 at
+// least): what every block shape of this file folds.
+template <DType D>
+__device__ __forceinline__ void tile_chunk_partial(const MatmulArgs& a, int tile, int c,
+                                                   int n_chunks, int lane, float (&p)[2]) {
+  using T = Tiled<D>;
+  const uint8_t* w = a.w + (static_cast<int64_t>(tile) * n_chunks + c) * T::kBytes;
+  const int k0 = c * kChunk;
+  LaneChunk<D> cur;
+  cur.load(w, lane);
+  if constexpr (kFold<D>) {
+    // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
+    float f[4];
+    fold_partial(a, cur, lane, k0, f);
+    p[0] = f[0];
+    p[1] = f[2];
+  } else {
+    columns_partial(a, cur, lane, k0, p);
+  }
+}
+
 // Row tiles a block takes for K of n_chunks chunks: one while K gives every warp a chunk (or
 // more), else as many as keep the warps busy (3 chunks: 2 tiles, 6 warps; 1 chunk: 8 tiles).
 // At one token a block's time is a round's latency whatever its work, so a short K (MoE experts:
@@ -103,7 +129,6 @@ bool pack_enabled() {
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack) {
-  using T = Tiled<D>;
   detail::wait_for_inputs(detail::Trigger::late);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
@@ -125,20 +150,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int n_chunks = a.n_in / kChunk;
   // This warp's chunk partial of tile `tile` into part[slot] (lanes t == 0 hold it).
   auto chunk_partial = [&](int tile, int c, int slot) {
-    const uint8_t* w = a.w + (static_cast<int64_t>(tile) * n_chunks + c) * T::kBytes;
-    const int k0 = c * kChunk;
-    LaneChunk<D> cur;
-    cur.load(w, lane);
     float p[2];
-    if constexpr (kFold<D>) {
-      // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
-      float f[4];
-      fold_partial(a, cur, lane, k0, f);
-      p[0] = f[0];
-      p[1] = f[2];
-    } else {
-      columns_partial(a, cur, lane, k0, p);
-    }
+    tile_chunk_partial<D>(a, tile, c, n_chunks, lane, p);
     if (t == 0) {
       float* mine = part + slot * Sum::kPartFloats;
       mine[g] = p[0];
@@ -167,6 +180,89 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
   detail::let_dependents_start();  // Trigger::late: only the writes are left
   sum.write(a, block_index * 16);
+}
+
+// A row tile's chunks split over the blocks of a thread block cluster (blockIdx.x: the tile
+// times the cluster's size, plus the block's rank), for products of too few row tiles to fill the
+// GPU's block slots (a layer's o and down projections at one token, K of 4,096-12,288 in 16-48
+// chunks a tile: 256 blocks, two thirds of a wave, each walking 2-6 rounds). Block q computes
+// chunks [q per, (q + 1) per) with the single kernel's arithmetic (tile_chunk_partial) into its
+// shared memory; after a cluster barrier, block 0's first 16 threads fold every chunk's partial in
+// chunk order from the blocks' shared memory (the same chain as ChunkSum's fold, so the same bits)
+// and write the rows.
+template <DType D>
+__global__ void __launch_bounds__(kThreads, 3)
+    split_decode_kernel(const MatmulArgs x, const MultiOut outs) {
+  detail::wait_for_inputs(detail::Trigger::late);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) float parts[];  // [chunk - begin][row]: this block's partials
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  MatmulArgs a = x;
+  const int tile_block = static_cast<int>(blockIdx.x) / split;
+  const int o = take_output(outs, outs.tile_begin, tile_block, a);
+  const int tile = tile_block - outs.tile_begin[o];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int n_chunks = a.n_in / kChunk, per = (n_chunks + split - 1) / split;
+  const int begin = rank * per, end = min(n_chunks, begin + per);
+  for (int c = begin + warp; c < end; c += kWarps) {
+    float p[2];
+    tile_chunk_partial<D>(a, tile, c, n_chunks, lane, p);
+    if (t == 0) {
+      parts[(c - begin) * 16 + g] = p[0];
+      parts[(c - begin) * 16 + g + 8] = p[1];
+    }
+  }
+  cluster.sync();                  // every block's partials are in its shared memory
+  detail::let_dependents_start();  // Trigger::late: only the fold and the writes are left
+  if (rank == 0 && threadIdx.x < 16) {
+    const int row = tile * 16 + static_cast<int>(threadIdx.x);
+    float total = 0.0f;
+#pragma unroll 8
+    for (int c = 0; c < n_chunks; ++c) {
+      const float* src = cluster.map_shared_rank(parts + (c % per) * 16 + threadIdx.x, c / per);
+      const float v = *src;
+      total = c == 0 ? v : __fadd_rn(total, v);
+    }
+    if (row < a.n_out) a.y[row] = total * a.xinv[0];
+  }
+  cluster.sync();  // no block leaves while block 0 may still read its partials
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+// MEMRA_SINGLE_SPLIT=2|3|4: one-token products of fewer row tiles than three blocks an SM take
+// split_decode_kernel with a tile's chunks over that many blocks (unset or 1: never, the default
+// until measured; the same bits either way).
+int split_blocks() {
+  static const int n = [] {
+    const char* v = std::getenv("MEMRA_SINGLE_SPLIT");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return 1;
+    for (const char* ok : {"2", "3", "4"})
+      if (std::strcmp(v, ok) == 0) return *ok - '0';
+    fail(ErrorCode::invalid_argument, "MEMRA_SINGLE_SPLIT={}: expected 1, 2, 3 or 4", v);
+  }();
+  return n;
+}
+
+// The split launch where split_blocks() takes the product: false where it does not.
+template <DType D>
+bool launch_split(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  const int split = split_blocks();
+  if (split <= 1) return false;
+  const int tiles = outs.tile_begin[outs.n], n_chunks = static_cast<int>(x.n_in / kChunk);
+  const int per = (n_chunks + split - 1) / split;
+  const size_t smem = static_cast<size_t>(per) * 16 * sizeof(float);
+  // At least half a round a block (K of 1,024, the 0.6B's, keeps its packed blocks).
+  if (tiles <= 0 || per < kWarps / 2 || smem > 48 * 1024 ||
+      tiles >= 3 * detail::multiprocessors() || !prefill_wgmma_available())
+    return false;
+  detail::launch_clustered(split_decode_kernel<D>, dim3(static_cast<unsigned>(tiles * split)),
+                           dim3(kThreads), smem, stream, static_cast<unsigned>(split), x, outs);
+  return true;
 }
 
 // outs with tile_begin turned from tiles into blocks of `pack` tiles (per pair in expert mode:
@@ -202,6 +298,7 @@ bool single_decode_enabled() {
 
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  if (launch_split<D>(x, outs, stream)) return;
   launch_single<D, false>(x, outs, stream);
 }
 
