@@ -348,6 +348,8 @@ if [ "$MODE" = ab ]; then
   # and 8 sequences, each split and without.
   kcheck kernel-check-matmul-split 200 MEMRA_SINGLE_SPLIT=3 --filter matmul
   kcheck kernel-check-matmul-split-teeth 200 MEMRA_SINGLE_SPLIT=2 --filter matmul --teeth
+  # The q staging the decode attention kernel now shares with the generic one (stage_q_terms).
+  kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda MEMRA_SINGLE_SPLIT=3 \
     "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'

@@ -156,22 +156,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
   else
     issue_phase<D, CT>(p, run.table, kv_head, sbase, c0, c1, false, kb);
   if (threadIdx.x == 0) sm.qpos[0] = range.pos, sm.qlo[0] = range.lo;
-  // q split into its terms (as mma_attend_run), the row tile's missing rows zero.
-  for (int i = threadIdx.x; i < 16 * (D / 2); i += kAttnThreads) {
-    const int r = i / (D / 2), d = 2 * (i % (D / 2));
-    float2 x = make_float2(0.0f, 0.0f);
-    if (r < n_h) {
-      const float* qr = p.q + int64_t{t} * p.ldq + int64_t{h0 + r} * D + d;
-      x = make_float2(qr[0], qr[1]);
-    }
-    uint16_t t0[C::kTerms], t1[C::kTerms];
-    split16<CT>(x.x, t0);
-    split16<CT>(x.y, t1);
-#pragma unroll
-    for (int k = 0; k < C::kTerms; ++k)
-      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
-          t0[k] | uint32_t{t1[k]} << 16;
-  }
+  stage_q_terms<D, CT, C>(p, run, sm);  // one token: rows are its heads h0 .. h0 + n_h - 1
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
   cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
   __syncthreads();                        // everyone's; q and the row's range published

@@ -372,6 +372,30 @@ __device__ __forceinline__ void mma_split_finish(
   }
 }
 
+// The run's q rows (row r: token tb + r / n_h, head h0 + r % n_h) split into their terms in sm.q,
+// two dims a thread; the last row tile's missing rows are zero.
+template <int D, typename CT, typename C>
+__device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& run,
+                                              const MmaSmem& sm) {
+  const int rows_padded = (run.n_rows + 15) & ~15;
+  for (int i = threadIdx.x; i < rows_padded * (D / 2); i += kAttnThreads) {
+    const int r = i / (D / 2), d = 2 * (i % (D / 2));
+    float2 x = make_float2(0.0f, 0.0f);
+    if (r < run.n_rows) {  // two loads: q rows need not be 8-byte aligned
+      const float* qr =
+          p.q + int64_t{run.tb + r / run.n_h} * p.ldq + int64_t{run.h0 + r % run.n_h} * D + d;
+      x = make_float2(qr[0], qr[1]);
+    }
+    uint16_t t0[C::kTerms], t1[C::kTerms];
+    split16<CT>(x.x, t0);
+    split16<CT>(x.y, t1);
+#pragma unroll
+    for (int k = 0; k < C::kTerms; ++k)
+      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
+          t0[k] | uint32_t{t1[k]} << 16;
+  }
+}
+
 // Attention of one run (tokens [tb, te) of one sequence) for this block's kv head and heads.
 template <int D, typename CT, bool MQ>
 __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, int te, int seq,
@@ -386,23 +410,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
     sm.qpos[threadIdx.x] = r.pos;
     sm.qlo[threadIdx.x] = r.lo;
   }
-  // q split into its terms, two dims a thread; the last row tile's missing rows are zero.
-  const int rows_padded = (run.n_rows + 15) & ~15;
-  for (int i = threadIdx.x; i < rows_padded * (D / 2); i += kAttnThreads) {
-    const int r = i / (D / 2), d = 2 * (i % (D / 2));
-    float2 x = make_float2(0.0f, 0.0f);
-    if (r < run.n_rows) {  // two loads: q rows need not be 8-byte aligned
-      const float* qr = p.q + int64_t{tb + r / n_h} * p.ldq + int64_t{h0 + r % n_h} * D + d;
-      x = make_float2(qr[0], qr[1]);
-    }
-    uint16_t t0[C::kTerms], t1[C::kTerms];
-    split16<CT>(x.x, t0);
-    split16<CT>(x.y, t1);
-#pragma unroll
-    for (int k = 0; k < C::kTerms; ++k)
-      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
-          t0[k] | uint32_t{t1[k]} << 16;
-  }
+  stage_q_terms<D, CT, C>(p, run, sm);
 
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
 #pragma unroll
