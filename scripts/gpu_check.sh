@@ -25,7 +25,8 @@
 #               min; not part of full)
 #     ab        this round's A/B: one-token products split over clusters of 2-4 blocks
 #               (MEMRA_SINGLE_SPLIT): kernel-check's matrix cases with it + teeth, the
-#               determinism contract, the products alone at one token and Qwen3-8B and Qwen3-0.6B
+#               attention cases with the decode kernel on every grid (its staging shares the
+#               generic kernel's code now), the determinism contract, the products alone at one token and Qwen3-8B and Qwen3-0.6B
 #               Q4_K_M at 1 and 8 sequences with each split and without, the 8B step profiled
 #               (~7 min; the other gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
@@ -348,7 +349,8 @@ if [ "$MODE" = ab ]; then
   # and 8 sequences, each split and without.
   kcheck kernel-check-matmul-split 200 MEMRA_SINGLE_SPLIT=3 --filter matmul
   kcheck kernel-check-matmul-split-teeth 200 MEMRA_SINGLE_SPLIT=2 --filter matmul --teeth
-  # The q staging the decode attention kernel now shares with the generic one (stage_q_terms).
+  # The decode attention kernel's staging, now shared with the generic one (stage_q_terms,
+  # zero_tiles) and with one slot lookup for K and V at every head size (SplitKeys).
   kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
   step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda MEMRA_SINGLE_SPLIT=3 \
     "$BIN/memra_engine_fixture_test" \

@@ -41,75 +41,44 @@ constexpr bool has_decode_kernel() {
   return sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
 }
 
-// Starts the copies of split s's keys [c0, c1) of one kv head into K rows `kb` and V rows `vb`
-// (row o of the split at o * kRowBytes): two commit groups, K then V. A thread copies one 16-byte
-// segment of kPasses keys, each key's slot looked up once for both. V rows outside [c0, c1) are
-// zeroed (the V steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
+// This thread's keys of a split (key sbase + row0 + k kRowsPerPass, k < kPasses: one 16-byte
+// segment of each row) with their offsets into a cache, the slot, kv head and segment applied,
+// or -1 for keys outside [c0, c1): each key's slot is looked up once for its K and V copies.
 template <int D, typename CT>
-__device__ __forceinline__ void issue_split(const AttnParams& p, const int32_t* table, int kv_head,
-                                            int sbase, int c0, int c1, unsigned char* kb,
-                                            unsigned char* vb) {
+struct SplitKeys {
   using DC = DecodeConfig<D, CT>;
-  using C = typename DC::C;
-  const int seg = threadIdx.x % C::kSegs, row0 = threadIdx.x / C::kSegs;
-  const int mask = p.block_size - 1;
-  int32_t blk[DC::kPasses];
-#pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k) {
-    const int key = sbase + row0 + k * DC::kRowsPerPass;
-    blk[k] = key >= c0 && key < c1 ? __ldg(table + (key >> p.bs_shift)) : -1;
-  }
-  const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
-  const int64_t head_off = int64_t{kv_head} * D * sizeof(CT) + seg * 16;
   int64_t off[DC::kPasses];
+  __device__ __forceinline__ SplitKeys(const AttnParams& p, const int32_t* table, int kv_head,
+                                       int sbase, int c0, int c1) {
+    const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
+    const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
+    const int64_t head_off = int64_t{kv_head} * D * sizeof(CT) + seg * 16;
 #pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k) {
-    const int key = sbase + row0 + k * DC::kRowsPerPass;
-    off[k] = (int64_t{blk[k]} * p.block_size + (key & mask)) * slot_bytes + head_off;
+    for (int k = 0; k < DC::kPasses; ++k) {
+      const int key = sbase + row0 + k * DC::kRowsPerPass;
+      off[k] = key >= c0 && key < c1 ? (int64_t{__ldg(table + (key >> p.bs_shift))} * p.block_size +
+                                        (key & (p.block_size - 1))) *
+                                               slot_bytes +
+                                           head_off
+                                     : -1;
+    }
   }
-  const int dst0 = row0 * C::kRowBytes + seg * 16;
-  const unsigned char* k_cache = static_cast<const unsigned char*>(p.k);
-  const unsigned char* v_cache = static_cast<const unsigned char*>(p.v);
-#pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k)
-    if (blk[k] >= 0) cp_async16(kb + dst0 + k * DC::kRowsPerPass * C::kRowBytes, k_cache + off[k]);
-  cp_async_commit();
-#pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k) {
-    unsigned char* dst = vb + dst0 + k * DC::kRowsPerPass * C::kRowBytes;
-    if (blk[k] >= 0)
-      cp_async16(dst, v_cache + off[k]);
-    else
-      *reinterpret_cast<uint4*>(dst) = uint4{0, 0, 0, 0};
-  }
-  cp_async_commit();
-}
+};
 
-// The copies of one phase (K, or V with the rows outside [c0, c1) zeroed) into `dst`, one commit
-// group: issue_split's copies of that phase, for head sizes whose V reuses K's rows.
+// One phase's copies into rows `dst` (row o of the split at o * kRowBytes) from `cache` (p.k, or
+// p.v with `values`), one commit group. V rows of keys outside the range are zeroed (the V steps
+// multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
 template <int D, typename CT>
-__device__ __forceinline__ void issue_phase(const AttnParams& p, const int32_t* table, int kv_head,
-                                            int sbase, int c0, int c1, bool values,
-                                            unsigned char* dst) {
+__device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const void* cache,
+                                           bool values, unsigned char* dst) {
   using DC = DecodeConfig<D, CT>;
-  using C = typename DC::C;
-  const int seg = threadIdx.x % C::kSegs, row0 = threadIdx.x / C::kSegs;
-  const int mask = p.block_size - 1;
-  const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
-  const unsigned char* cache = static_cast<const unsigned char*>(values ? p.v : p.k) +
-                               int64_t{kv_head} * D * sizeof(CT) + seg * 16;
-  int32_t blk[DC::kPasses];
+  const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
+  const unsigned char* src = static_cast<const unsigned char*>(cache);
 #pragma unroll
   for (int k = 0; k < DC::kPasses; ++k) {
-    const int key = sbase + row0 + k * DC::kRowsPerPass;
-    blk[k] = key >= c0 && key < c1 ? __ldg(table + (key >> p.bs_shift)) : -1;
-  }
-#pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k) {
-    const int key = sbase + row0 + k * DC::kRowsPerPass;
-    unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * C::kRowBytes + seg * 16;
-    if (blk[k] >= 0)
-      cp_async16(to, cache + (int64_t{blk[k]} * p.block_size + (key & mask)) * slot_bytes);
+    unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * DC::C::kRowBytes + seg * 16;
+    if (keys.off[k] >= 0)
+      cp_async16(to, src + keys.off[k]);
     else if (values)
       *reinterpret_cast<uint4*>(to) = uint4{0, 0, 0, 0};
   }
@@ -151,10 +120,10 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
   const int sbase = s * kSplit, c0 = max(sbase, run.lo), c1 = min(sbase + kSplit, run.hi);
-  if constexpr (DC::kSeparateV)
-    issue_split<D, CT>(p, run.table, kv_head, sbase, c0, c1, kb, vb);
-  else
-    issue_phase<D, CT>(p, run.table, kv_head, sbase, c0, c1, false, kb);
+  // K, then V behind it where V has rows of its own (else after the scores).
+  const SplitKeys<D, CT> keys(p, run.table, kv_head, sbase, c0, c1);
+  copy_phase(keys, p.k, false, kb);
+  if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   if (threadIdx.x == 0) sm.qpos[0] = range.pos, sm.qlo[0] = range.lo;
   stage_q_terms<D, CT, C>(p, run, sm);  // one token: rows are its heads h0 .. h0 + n_h - 1
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
@@ -163,17 +132,12 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
   for (int ci = ci0; ci <= ci1; ++ci)
     mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
   __syncthreads();  // the split's scores (and K's rows are free)
-  if constexpr (!DC::kSeparateV) issue_phase<D, CT>(p, run.table, kv_head, sbase, c0, c1, true, vb);
+  if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   mma_split_softmax<D, CT, false>(run, s, sm);
   cp_async_wait(0);  // this thread's V copies
   __syncthreads();   // everyone's; p published
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-#pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m)
-#pragma unroll
-    for (int n = 0; n < C::kNTilesV; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
+  zero_tiles<C>(acc, O);
   for (int ci = ci0; ci <= ci1; ++ci)
     mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
   mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);

@@ -372,6 +372,18 @@ __device__ __forceinline__ void mma_split_finish(
   }
 }
 
+// The value accumulators and the split's output rows, zeroed.
+template <typename C>
+__device__ __forceinline__ void zero_tiles(float (&acc)[C::kMTiles][C::kNTilesV][4],
+                                           float (&O)[C::kMTiles][C::kNTilesV][4]) {
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int n = 0; n < C::kNTilesV; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
+}
+
 // The run's q rows (row r: token tb + r / n_h, head h0 + r % n_h) split into their terms in sm.q,
 // two dims a thread; the last row tile's missing rows are zero.
 template <int D, typename CT, typename C>
@@ -413,12 +425,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
   stage_q_terms<D, CT, C>(p, run, sm);
 
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-#pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m)
-#pragma unroll
-    for (int n = 0; n < C::kNTilesV; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
+  zero_tiles<C>(acc, O);
   stream_chunks<D, CT, C>(
       p, run, sm.ring, prod,
       [&](const Cursor& c, const unsigned char* buf) {
