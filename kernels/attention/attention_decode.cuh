@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const
   const SplitKeys<D, CT> keys(p, run.table, kv_head, sbase, c0, c1);
   copy_phase(keys, p.k, false, kb);
   if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
-  if (threadIdx.x == 0) sm.qpos[0] = range.pos, sm.qlo[0] = range.lo;
+  publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm);  // one token: rows are its heads h0 .. h0 + n_h - 1
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
   cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies

@@ -417,11 +417,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
   if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
   const Cursor prod = start_ring<D, CT, C>(p, run, sm.ring);
-  if (threadIdx.x < run.nq) {
-    const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
-    sm.qpos[threadIdx.x] = r.pos;
-    sm.qlo[threadIdx.x] = r.lo;
-  }
+  publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm);
 
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];

@@ -251,6 +251,17 @@ struct RowState {
   int32_t* qlo;
 };
 
+// Each of the run's query tokens' key range into st.qpos / st.qlo (thread i: query i), which the
+// chunk steps mask by.
+__device__ __forceinline__ void publish_key_ranges(const AttnParams& p, const Run& run,
+                                                   const RowState& st) {
+  if (threadIdx.x < run.nq) {
+    const KeyRange r = key_range(p.positions[run.tb + threadIdx.x], p.window);
+    st.qpos[threadIdx.x] = r.pos;
+    st.qlo[threadIdx.x] = r.lo;
+  }
+}
+
 // Lays a RowState for `rows` rows out at `at`; returns the first byte after it.
 __device__ __forceinline__ unsigned char* carve_row_state(RowState& st, float* at, int rows) {
   st.split_m = at;
@@ -682,11 +693,7 @@ __device__ void attend_run(const AttnParams& p, const AttnSmem& sm, int tb, int 
   if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
 
   const Cursor prod = start_ring<D, CT, C>(p, run, sm.ring);
-  if (threadIdx.x < run.nq) {
-    const KeyRange r = key_range(p.positions[tb + threadIdx.x], p.window);
-    sm.qpos[threadIdx.x] = r.pos;
-    sm.qlo[threadIdx.x] = r.lo;
-  }
+  publish_key_ranges(p, run, sm);
   for (int i = threadIdx.x; i < run.n_rows * D; i += kAttnThreads) {
     const int r = i / D, d = i % D;
     sm.qs[i] = p.q[int64_t{tb + r / n_h} * p.ldq + int64_t{h0 + r % n_h} * D + d];
