@@ -306,7 +306,7 @@ if runs families; then
   bench "$(synth qwen3-30b-a3b q4_k_m --fast-quant)" -p 512 -n 128 -c 1,8,64
   # (The A/Bs of routing on the host, MEMRA_MOE_DEVICE=0 and MEMRA_MOE_DEVICE_MAX_PAIRS=512, and
   # of Gemma 4's file-layout experts on the host, MEMRA_MOE_DEVICE_GGML=0, decided those defaults;
-  # their figures are in receipts/2026-12-02-gpu-check-bench8b-families-run.log.)
+  # their figures are in receipts/2026-12-02-gpu-check-bench8b-families-run.log.xz.)
   # The lent machine's disk holds the 8B files, the 30B and the 35B one not together.
   rm -f "$MODELS_DIR/qwen3-30b-a3b-q4_k_m.gguf"
   bench "$(synth qwen3.5-9b q4_k_m --fast-quant)" -p 512 -n 64 -c 1,64
