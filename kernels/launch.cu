@@ -1,4 +1,4 @@
-// Whether launches are programmatic, and the device's SM count (launch.cuh).
+// Whether launches are programmatic (launch.cuh).
 #include "core/env.h"
 #include "kernels/launch.cuh"
 
@@ -11,16 +11,6 @@ bool programmatic_launch() {
   return env && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          major >= 9;
-}
-
-int multiprocessors() {
-  int device = 0, n = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
 }
 
 }  // namespace memra::kernels::detail

@@ -23,9 +23,6 @@ namespace memra::kernels::detail {
 // Whether launches on the current device are programmatic: compute capability 9.0 or newer and
 // MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way).
 bool programmatic_launch();
-// The current device's SM count (an attribute lookup, cheap beside a launch; 0 where it cannot be
-// read).
-int multiprocessors();
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
 // programmatic_launch() says so, in thread block clusters of cluster_x blocks along x where

@@ -5,14 +5,17 @@ Every kernel in kernels/ is launched through detail::launch, which on Hopper let
 the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_inputs) makes that
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
-statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases.
+statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases and
+the one-token products' early weight load (matmul_decode_single.cu's early_chunk: it reads only
+kernel parameters and weights, which no kernel of a step writes).
 """
 import pathlib
 import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ALLOWED_BEFORE_WAIT = re.compile(r"^(using \w+ = [^;]+;|)$")
+ALLOWED_BEFORE_WAIT = re.compile(
+    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_chunk<D>\([^;]*\);|)$")
 
 
 def body_start(text, at):

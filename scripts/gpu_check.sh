@@ -23,12 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: one-token products split over clusters of 2-4 blocks
-#               (MEMRA_SINGLE_SPLIT): kernel-check's matrix cases with it + teeth, the
-#               attention cases with the decode kernel on every grid (its staging shares the
-#               generic kernel's code now), the determinism contract, the products alone at one token and Qwen3-8B and Qwen3-0.6B
-#               Q4_K_M at 1 and 8 sequences with each split and without, the 8B step profiled
-#               (~7 min; the other gates are quick's)
+#     ab        this round's A/B: the one-token products' first weights loaded before the wait
+#               (MEMRA_EARLY_WEIGHTS=0: after it): the products alone at one token and Qwen3-8B
+#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 8B Q8_0 at one, with and without
+#               (~2 min; its gates are quick's, which run with the default on)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -341,34 +339,23 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's A/B: the one-token products of fewer row tiles than three blocks an SM with a
-  # tile's chunks split over a cluster of 2, 3 or 4 blocks (MEMRA_SINGLE_SPLIT; off by default
-  # until measured). Its checks first: kernel-check's matrix cases with the split kernel (the
-  # one-token row against the batched kernels and the ggml layout, bit for bit) + teeth, the
-  # determinism contract; then the products alone at one token and the 8B and 0.6B shapes at 1
-  # and 8 sequences, each split and without.
-  kcheck kernel-check-matmul-split 200 MEMRA_SINGLE_SPLIT=3 --filter matmul
-  kcheck kernel-check-matmul-split-teeth 200 MEMRA_SINGLE_SPLIT=2 --filter matmul --teeth
-  # The decode attention kernel's staging, now shared with the generic one (stage_q_terms,
-  # zero_tiles) and with one slot lookup for K and V at every head size (SplitKeys).
-  kcheck kernel-check-attention-all 150 MEMRA_DECODE_KERNEL=all --filter attention
-  step engine-invariants 120 env MEMRA_TEST_DEVICE=cuda MEMRA_SINGLE_SPLIT=3 \
-    "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*StateSnapshots*:*GraphReplay*:*MoeDevice*'
+  # This round's A/B: the one-token products' first round of weights loaded before the wait for
+  # the kernel before them (matmul_decode_single.cu's EarlyChunk; MEMRA_EARLY_WEIGHTS=0: after
+  # it). Its checks are quick's (kernel-check's matrix cases, + teeth, the determinism contract,
+  # with the default on); here the products alone at one token, launched back to back, and the
+  # 8B and 0.6B shapes at 1 and 8 sequences and 8B Q8_0 at one, each with and without.
   step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
     --json "$RECEIPTS/$DAY-kernel-bench-1.json"
-  for n in 2 3 4; do
-    step kernel-bench-1-split$n 120 env MEMRA_SINGLE_SPLIT=$n "$BIN/memra-kernel-bench" \
-      --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1-split$n.json"
-  done
+  step kernel-bench-1-late-weights 120 env MEMRA_EARLY_WEIGHTS=0 "$BIN/memra-kernel-bench" \
+    --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1-late-weights.json"
   for shape in qwen3-8b qwen3-0.6b; do
     m=$(synth $shape q4_k_m --fast-quant)
     bench "$m" -n 64 -c 1,8
-    for n in 2 3 4; do bench_with "$m" split$n MEMRA_SINGLE_SPLIT=$n -n 64 -c 1,8; done
+    bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64 -c 1,8
   done
-  step profile-qwen3-8b-q4_k_m-c1-split3 180 env MEMRA_SINGLE_SPLIT=3 python3 \
-    scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" \
-    --skip 8000 --count 2000 --bench-args "-n 128 -r 3 -c 1"
+  m=$(synth qwen3-8b q8_0)
+  bench "$m" -n 64
+  bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

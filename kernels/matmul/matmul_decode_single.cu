@@ -18,12 +18,7 @@
 // partial p = fma(scale_j, s_j, p) (then fma(bias_j, xsum_j, p)) walks the groups in order from
 // lane 0 to lane 3 of the quad with one shuffle per lane: matmul.cu's canonical order, so the
 // outputs are bit-identical to every other kernel's (kernel-check compares them).
-#include <cooperative_groups.h>
-
-#include <cstring>
-
 #include "core/env.h"
-#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -88,27 +83,6 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
   }
 }
 
-// Chunk c's partial of rows g, g + 8 of row tile `tile` (p[0], p[1] in the quad's lanes t == 0 at
-// least): what every block shape of this file folds.
-template <DType D>
-__device__ __forceinline__ void tile_chunk_partial(const MatmulArgs& a, int tile, int c,
-                                                   int n_chunks, int lane, float (&p)[2]) {
-  using T = Tiled<D>;
-  const uint8_t* w = a.w + (static_cast<int64_t>(tile) * n_chunks + c) * T::kBytes;
-  const int k0 = c * kChunk;
-  LaneChunk<D> cur;
-  cur.load(w, lane);
-  if constexpr (kFold<D>) {
-    // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
-    float f[4];
-    fold_partial(a, cur, lane, k0, f);
-    p[0] = f[0];
-    p[1] = f[2];
-  } else {
-    columns_partial(a, cur, lane, k0, p);
-  }
-}
-
 // Row tiles a block takes for K of n_chunks chunks: one while K gives every warp a chunk (or
 // more), else as many as keep the warps busy (3 chunks: 2 tiles, 6 warps; 1 chunk: 8 tiles).
 // At one token a block's time is a round's latency whatever its work, so a short K (MoE experts:
@@ -123,12 +97,70 @@ bool pack_enabled() {
   return enabled;
 }
 
+// MEMRA_EARLY_WEIGHTS=0: every chunk loaded after the wait (the A/B; the same bits).
+bool early_weights_enabled() {
+  static const bool enabled = env_switch("MEMRA_EARLY_WEIGHTS", true);
+  return enabled;
+}
+
+// A warp's chunk in the first (with several tiles a block, the only) round: chunk `warp` of the
+// block's tile, or chunk warp % n_chunks of its tile warp / n_chunks. has: the warp has one.
+struct FirstChunk {
+  int tile, c;
+  bool has;
+};
+
+__device__ __forceinline__ FirstChunk first_chunk(int block_index, int pack, int n_chunks,
+                                                  int tiles, int warp) {
+  if (pack > 1) {
+    const int tile = block_index * pack + warp / n_chunks;
+    return {tile, warp % n_chunks, warp < pack * n_chunks && tile < tiles};
+  }
+  return {block_index, warp, warp < n_chunks};
+}
+
+// A warp's first chunk of a plain product, loaded before the kernel waits for the one before it.
+// Why: the kernel before a layer's product is a small one (a norm, the f16 preparation of x) that
+// lets its dependents start at once (launch.cuh), so the product's blocks are resident while it
+// runs and their first round of weights (all of them where K is 1,024, half of q/k/v's at the 8B
+// shape) can be in flight instead of waiting for x. The weights are constants of the step:
+// uploaded and tiled before any product runs (matmul_tile synchronizes), which is what makes this
+// the one read before a wait that scripts/check_kernels.py allows. Not in expert mode, whose
+// matrix comes from the router's output.
+template <DType D>
+struct EarlyChunk {
+  LaneChunk<D> chunk;
+  bool loaded;
+};
+
+template <DType D>
+__device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const MultiOut& outs,
+                                                     int pack, bool load) {
+  EarlyChunk<D> e{};
+  if (!load) return e;
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
+  const int n_chunks = a.n_in / kChunk;
+  const FirstChunk f =
+      first_chunk(static_cast<int>(blockIdx.x) - outs.tile_begin[o], pack, n_chunks,
+                  (a.n_out + 15) / 16, static_cast<int>(threadIdx.x) >> 5);
+  if (f.has) {
+    e.chunk.load(a.w + (static_cast<int64_t>(f.tile) * n_chunks + f.c) * Tiled<D>::kBytes,
+                 static_cast<int>(threadIdx.x) & 31);
+    e.loaded = true;
+  }
+  return e;
+}
+
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
-// launchers' pack_blocks), `pack` tiles a block.
+// launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
+// wait (EarlyChunk; plain products only).
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack) {
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early) {
+  using T = Tiled<D>;
+  const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);
   detail::wait_for_inputs(detail::Trigger::late);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
@@ -148,121 +180,58 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
-  // This warp's chunk partial of tile `tile` into part[slot] (lanes t == 0 hold it).
-  auto chunk_partial = [&](int tile, int c, int slot) {
+  // This warp's partial of chunk c (its quants in cur) into part[slot] (lanes t == 0 hold it).
+  auto chunk_partial = [&](const LaneChunk<D>& cur, int c, int slot) {
+    const int k0 = c * kChunk;
     float p[2];
-    tile_chunk_partial<D>(a, tile, c, n_chunks, lane, p);
+    if constexpr (kFold<D>) {
+      // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
+      float f[4];
+      fold_partial(a, cur, lane, k0, f);
+      p[0] = f[0];
+      p[1] = f[2];
+    } else {
+      columns_partial(a, cur, lane, k0, p);
+    }
     if (t == 0) {
       float* mine = part + slot * Sum::kPartFloats;
       mine[g] = p[0];
       mine[g + 8] = p[1];
     }
   };
+  auto record = [&](int tile, int c) {
+    return a.w + (static_cast<int64_t>(tile) * n_chunks + c) * T::kBytes;
+  };
 
-  if (pack > 1) {  // one round: warp w runs chunk w % n_chunks of the block's tile w / n_chunks
-    const int tile = block_index * pack + warp / n_chunks;
-    if (warp < pack * n_chunks && tile < tiles) chunk_partial(tile, warp % n_chunks, warp);
-    __syncthreads();
+  // The first round, from the chunk loaded before the wait where there is one. (Peeled from the
+  // loop below, so that chunk's registers are not held across the other rounds.)
+  const FirstChunk f = first_chunk(block_index, pack, n_chunks, tiles, warp);
+  LaneChunk<D> cur = first.chunk;
+  if (f.has && !first.loaded) cur.load(record(f.tile, f.c), lane);
+  if (f.has) chunk_partial(cur, f.c, warp);
+  __syncthreads();                   // the first round's partials are all written
+  if (pack > 1) {                    // that was the only round
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
     Sum{part}.fold_write_packed(a, block_index * pack * 16, pack, n_chunks);
     return;
   }
   const int n_rounds = (n_chunks + kWarps - 1) / kWarps;
   Sum sum{part};
+  sum.fold(0, n_chunks);
   // Each warp walks its chunks one round at a time. (Loading the next chunk's quants before
   // computing the current one was measured 2-22% slower per matrix on the H200: the extra
   // registers cost more than the loads in flight gained.)
-  for (int r = 0; r < n_rounds; ++r) {
+  for (int r = 1; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
-    if (c < n_chunks) chunk_partial(block_index, c, (r & 1) * kWarps + warp);
+    if (c < n_chunks) {
+      cur.load(record(block_index, c), lane);
+      chunk_partial(cur, c, (r & 1) * kWarps + warp);
+    }
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
   }
   detail::let_dependents_start();  // Trigger::late: only the writes are left
   sum.write(a, block_index * 16);
-}
-
-// A row tile's chunks split over the blocks of a thread block cluster (blockIdx.x: the tile
-// times the cluster's size, plus the block's rank), for products of too few row tiles to fill the
-// GPU's block slots (a layer's o and down projections at one token, K of 4,096-12,288 in 16-48
-// chunks a tile: 256 blocks, two thirds of a wave, each walking 2-6 rounds). Block q computes
-// chunks [q per, (q + 1) per) with the single kernel's arithmetic (tile_chunk_partial) into its
-// shared memory; after a cluster barrier, block 0's first 16 threads fold every chunk's partial in
-// chunk order from the blocks' shared memory (the same chain as ChunkSum's fold, so the same bits)
-// and write the rows.
-template <DType D>
-__global__ void __launch_bounds__(kThreads, 3)
-    split_decode_kernel(const MatmulArgs x, const MultiOut outs) {
-  detail::wait_for_inputs(detail::Trigger::late);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  extern __shared__ __align__(16) float parts[];  // [chunk - begin][row]: this block's partials
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int split = static_cast<int>(cluster.num_blocks());
-  const int rank = static_cast<int>(cluster.block_rank());
-  MatmulArgs a = x;
-  const int tile_block = static_cast<int>(blockIdx.x) / split;
-  const int o = take_output(outs, outs.tile_begin, tile_block, a);
-  const int tile = tile_block - outs.tile_begin[o];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int n_chunks = a.n_in / kChunk, per = (n_chunks + split - 1) / split;
-  const int begin = rank * per, end = min(n_chunks, begin + per);
-  for (int c = begin + warp; c < end; c += kWarps) {
-    float p[2];
-    tile_chunk_partial<D>(a, tile, c, n_chunks, lane, p);
-    if (t == 0) {
-      parts[(c - begin) * 16 + g] = p[0];
-      parts[(c - begin) * 16 + g + 8] = p[1];
-    }
-  }
-  cluster.sync();                  // every block's partials are in its shared memory
-  detail::let_dependents_start();  // Trigger::late: only the fold and the writes are left
-  if (rank == 0 && threadIdx.x < 16) {
-    const int row = tile * 16 + static_cast<int>(threadIdx.x);
-    float total = 0.0f;
-#pragma unroll 8
-    for (int c = 0; c < n_chunks; ++c) {
-      const float* src = cluster.map_shared_rank(parts + (c % per) * 16 + threadIdx.x, c / per);
-      const float v = *src;
-      total = c == 0 ? v : __fadd_rn(total, v);
-    }
-    if (row < a.n_out) a.y[row] = total * a.xinv[0];
-  }
-  cluster.sync();  // no block leaves while block 0 may still read its partials
-#else
-  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
-#endif
-}
-
-// MEMRA_SINGLE_SPLIT=2|3|4: one-token products of fewer row tiles than three blocks an SM take
-// split_decode_kernel with a tile's chunks over that many blocks (unset or 1: never, the default
-// until measured; the same bits either way).
-int split_blocks() {
-  static const int n = [] {
-    const char* v = std::getenv("MEMRA_SINGLE_SPLIT");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return 1;
-    for (const char* ok : {"2", "3", "4"})
-      if (std::strcmp(v, ok) == 0) return *ok - '0';
-    fail(ErrorCode::invalid_argument, "MEMRA_SINGLE_SPLIT={}: expected 1, 2, 3 or 4", v);
-  }();
-  return n;
-}
-
-// The split launch where split_blocks() takes the product: false where it does not.
-template <DType D>
-bool launch_split(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  const int split = split_blocks();
-  if (split <= 1) return false;
-  const int tiles = outs.tile_begin[outs.n], n_chunks = static_cast<int>(x.n_in / kChunk);
-  const int per = (n_chunks + split - 1) / split;
-  const size_t smem = static_cast<size_t>(per) * 16 * sizeof(float);
-  // At least half a round a block (K of 1,024, the 0.6B's, keeps its packed blocks).
-  if (tiles <= 0 || per < kWarps / 2 || smem > 48 * 1024 ||
-      tiles >= 3 * detail::multiprocessors() || !prefill_wgmma_available())
-    return false;
-  detail::launch_clustered(split_decode_kernel<D>, dim3(static_cast<unsigned>(tiles * split)),
-                           dim3(kThreads), smem, stream, static_cast<unsigned>(split), x, outs);
-  return true;
 }
 
 // outs with tile_begin turned from tiles into blocks of `pack` tiles (per pair in expert mode:
@@ -286,7 +255,8 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
   if (blocks > 0)
-    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack);
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack,
+                   early_weights_enabled());
 }
 
 }  // namespace
@@ -298,7 +268,6 @@ bool single_decode_enabled() {
 
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  if (launch_split<D>(x, outs, stream)) return;
   launch_single<D, false>(x, outs, stream);
 }
 

@@ -223,6 +223,10 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
     detail::launch(tile_kernel<DType::q6_k>, grid, 32, 0, stream, src, row_bytes,
                    static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
   }
+  // The one-token products read their first weights before waiting for the kernel before them
+  // (matmul_decode_single.cu, EarlyChunk): a tiled matrix is complete before any product can run.
+  const cudaError_t done = cudaStreamSynchronize(stream);
+  if (done != cudaSuccess) fail(ErrorCode::internal, "matmul_tile: {}", cudaGetErrorString(done));
 }
 
 }  // namespace memra::kernels
