@@ -97,12 +97,6 @@ bool pack_enabled() {
   return enabled;
 }
 
-// MEMRA_EARLY_WEIGHTS=0: every chunk loaded after the wait (the A/B; the same bits).
-bool early_weights_enabled() {
-  static const bool enabled = env_switch("MEMRA_EARLY_WEIGHTS", true);
-  return enabled;
-}
-
 // A warp's chunk in the first (with several tiles a block, the only) round: chunk `warp` of the
 // block's tile, or chunk warp % n_chunks of its tile warp / n_chunks. has: the warp has one.
 struct FirstChunk {
@@ -119,37 +113,19 @@ __device__ __forceinline__ FirstChunk first_chunk(int block_index, int pack, int
   return {block_index, warp, warp < n_chunks};
 }
 
-// A warp's first chunk of a plain product, loaded before the kernel waits for the one before it.
-// Why: the kernel before a layer's product is a small one (a norm, the f16 preparation of x) that
-// lets its dependents start at once (launch.cuh), so the product's blocks are resident while it
-// runs and their first round of weights (all of them where K is 1,024, half of q/k/v's at the 8B
-// shape) can be in flight instead of waiting for x. The weights are constants of the step:
-// uploaded and tiled before any product runs (matmul_tile synchronizes), which is what makes this
-// the one read before a wait that scripts/check_kernels.py allows. Not in expert mode, whose
-// matrix comes from the router's output.
-template <DType D>
-struct EarlyChunk {
-  LaneChunk<D> chunk;
-  bool loaded;
-};
-
+// A warp's first chunk of a plain product, loaded before the wait (EarlyChunk, tiled_chunk.cuh):
+// not in expert mode, whose matrix comes from the router's output.
 template <DType D>
 __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const MultiOut& outs,
                                                      int pack, bool load) {
-  EarlyChunk<D> e{};
-  if (!load) return e;
+  if (!load) return {};
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   const int n_chunks = a.n_in / kChunk;
   const FirstChunk f =
       first_chunk(static_cast<int>(blockIdx.x) - outs.tile_begin[o], pack, n_chunks,
                   (a.n_out + 15) / 16, static_cast<int>(threadIdx.x) >> 5);
-  if (f.has) {
-    e.chunk.load(a.w + (static_cast<int64_t>(f.tile) * n_chunks + f.c) * Tiled<D>::kBytes,
-                 static_cast<int>(threadIdx.x) & 31);
-    e.loaded = true;
-  }
-  return e;
+  return load_early<D>(a.w, f.tile, f.c, n_chunks, f.has);
 }
 
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
@@ -263,6 +239,11 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
 
 bool single_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_SINGLE_DECODE", true);
+  return enabled;
+}
+
+bool early_weights_enabled() {
+  static const bool enabled = env_switch("MEMRA_EARLY_WEIGHTS", true);
   return enabled;
 }
 

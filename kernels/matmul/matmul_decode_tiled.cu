@@ -31,9 +31,11 @@ struct TiledDecodeCfg {
 
 // One block's 16-row tile (tile `tile_index` of a.w) over a's tokens (at most 8 kNT): the chunk
 // partials in rounds, summed in chunk order (matmul.cu's canonical order), written to a.y.
-// kTrigger: let the next kernel's blocks start before the writes (Trigger::late).
+// kTrigger: let the next kernel's blocks start before the writes (Trigger::late). first: the
+// warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk).
 template <DType D, int kNT, bool kTrigger>
-__device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index) {
+__device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index,
+                                          const EarlyChunk<D>& first) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
@@ -44,29 +46,47 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
+  // Chunk c's partial (its quants in cur) into round r's slot.
+  auto chunk = [&](int r, int c, const LaneChunk<D>& cur) {
+    const int k0 = c * kChunk;
+    uint2 b1[kNT == 1 ? kChunk / 16 : 1];
+    if constexpr (kNT == 1) {
+#pragma unroll
+      for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
+    }
+    float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
+    chunk_partial<D, kNT>(
+        a, cur,
+        [&](int n, int s) {
+          if constexpr (kNT == 1)
+            return b1[s];
+          else
+            return x_frag(a, n, g, t, k0, s, kChunk / 16);
+        },
+        lane, k0, acc[0]);
+    sum.store(acc, r, warp, g, t);
+  };
 
-  for (int r = 0; r < n_rounds; ++r) {
+  // One token tile: round 0 peeled from the loop, so that a chunk loaded before the wait does not
+  // hold its registers over the later rounds. (Eight token tiles load every chunk here: their
+  // accumulators leave no registers to spare.)
+  int r0 = 0;
+  if constexpr (kNT == 1) {
+    if (warp < n_chunks) {
+      LaneChunk<D> cur = first.chunk;
+      if (!first.loaded) cur.load(record(warp), lane);
+      chunk(0, warp, cur);
+    }
+    __syncthreads();  // round 0's partials are all written
+    sum.fold(0, n_chunks);
+    r0 = 1;
+  }
+  for (int r = r0; r < n_rounds; ++r) {
     const int c = r * kWarps + warp;
     if (c < n_chunks) {
-      const int k0 = c * kChunk;
       LaneChunk<D> cur;
       cur.load(record(c), lane);
-      uint2 b1[kNT == 1 ? kChunk / 16 : 1];
-      if constexpr (kNT == 1) {
-#pragma unroll
-        for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
-      }
-      float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
-      chunk_partial<D, kNT>(
-          a, cur,
-          [&](int n, int s) {
-            if constexpr (kNT == 1)
-              return b1[s];
-            else
-              return x_frag(a, n, g, t, k0, s, kChunk / 16);
-          },
-          lane, k0, acc[0]);
-      sum.store(acc, r, warp, g, t);
+      chunk(r, c, cur);
     }
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
@@ -75,14 +95,35 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   sum.write(a, tile_index * 16);
 }
 
+// A warp's round-0 chunk of block `tile`'s tile, loaded before the wait where `load`.
+template <DType D, int kNT>
+__device__ __forceinline__ EarlyChunk<D> early_tile_chunk(const MatmulArgs& a, int tile,
+                                                          bool load) {
+  const int n_chunks = a.n_in / kChunk, warp = static_cast<int>(threadIdx.x) >> 5;
+  return load_early<D>(a.w, tile, warp, n_chunks, kNT == 1 && load && warp < n_chunks);
+}
+
+// early: round 0's weights are loaded before the wait (EarlyChunk).
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs a) {
+    tiled_decode_kernel(const MatmulArgs a, bool early) {
   using C = TiledDecodeCfg<D, kNT>;
+  const EarlyChunk<D> first = early_tile_chunk<D, kNT>(a, static_cast<int>(blockIdx.x), early);
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
-  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x));
+  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x), first);
+}
+
+// The same for block blockIdx.x of a MultiOut launch (its output's tile).
+template <DType D, int kNT>
+__device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
+                                                           const MultiOut& outs, bool load) {
+  if (!load) return {};
+  MatmulArgs a = x;
+  const int b = static_cast<int>(blockIdx.x);
+  const int o = take_output(outs, outs.tile_begin, b, a);
+  return early_tile_chunk<D, kNT>(a, b - outs.tile_begin[o], true);
 }
 
 // Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
@@ -91,14 +132,15 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs) {
+    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early) {
   using C = TiledDecodeCfg<D, kNT>;
+  const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   const int b = static_cast<int>(blockIdx.x);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, b, a);
-  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o]);
+  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o], first);
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -121,7 +163,9 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     a.y += static_cast<int64_t>(r0) * a.ldy;
     a.n_tokens = min(8 * kNT, end - r0);
     __syncthreads();  // the previous group's last fold has read part
-    tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x));  // (dependents start at exit)
+    // (dependents start at exit; the experts' weights are not loaded before the wait: the rows
+    // come from the router's output)
+    tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x), EarlyChunk<D>{});
   }
 }
 
@@ -129,7 +173,8 @@ template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a);
+  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a,
+                 early_weights_enabled());
 }
 
 }  // namespace
@@ -155,7 +200,7 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
-                 x, outs);
+                 x, outs, early_weights_enabled());
 }
 
 template <DType D>

@@ -28,6 +28,37 @@ struct LaneChunk {
   }
 };
 
+// A warp's first chunk of a decode product, loaded before the kernel waits for the one before it
+// (detail::wait_for_inputs). Why: the kernel before a layer's product is a small one (a norm, the
+// f16 preparation of x) that lets its dependents start at once (launch.cuh), so the product's
+// blocks are resident while it runs, and their first round of weights (all of them where K is
+// 1,024, half of q/k/v's at the 8B shape) can be in flight instead of waiting for x. Weights are
+// constants of a step: uploaded and tiled before any product runs (matmul_tile synchronizes),
+// which is what makes this the one read before a wait that scripts/check_kernels.py allows.
+// loaded: false where the warp has no first chunk or the kernel loads after the wait
+// (MEMRA_EARLY_WEIGHTS=0).
+template <DType D>
+struct EarlyChunk {
+  LaneChunk<D> chunk;
+  bool loaded;
+};
+
+// Chunk c of tile `tile` of w (n_chunks chunks a tile) when `load`.
+template <DType D>
+__device__ __forceinline__ EarlyChunk<D> load_early(const uint8_t* w, int tile, int c, int n_chunks,
+                                                    bool load) {
+  EarlyChunk<D> e{};
+  if (load) {
+    e.chunk.load(w + (static_cast<int64_t>(tile) * n_chunks + c) * Tiled<D>::kBytes,
+                 static_cast<int>(threadIdx.x) & 31);
+    e.loaded = true;
+  }
+  return e;
+}
+
+// MEMRA_EARLY_WEIGHTS=0: every chunk loaded after the wait (the A/B; the same bits).
+bool early_weights_enabled();
+
 // acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
 // tile in step order (the whole chunk for F16/BF16 and the folded types, one scale group for the
 // other quantized types). xf(n, s): the lane's B fragment of token tile n, step s (zero past the
