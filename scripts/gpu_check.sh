@@ -25,7 +25,8 @@
 #               min; not part of full)
 #     ab        this round's A/B: the one-token products' first weights loaded before the wait
 #               (MEMRA_EARLY_WEIGHTS=0: after it): the products alone at one token and Qwen3-8B
-#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 8B Q8_0 at one, with and without
+#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 8B Q8_0 and 0.6B BF16 at one, each
+#               with and without
 #               (~2 min; its gates are quick's, which run with the default on)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
@@ -339,11 +340,11 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's A/B: the one-token products' first round of weights loaded before the wait for
-  # the kernel before them (matmul_decode_single.cu's EarlyChunk; MEMRA_EARLY_WEIGHTS=0: after
-  # it). Its checks are quick's (kernel-check's matrix cases, + teeth, the determinism contract,
-  # with the default on); here the products alone at one token, launched back to back, and the
-  # 8B and 0.6B shapes at 1 and 8 sequences and 8B Q8_0 at one, each with and without.
+  # This round's A/B: the decode products' first round of weights loaded before the wait for
+  # the kernel before them (tiled_chunk.cuh's EarlyChunk; MEMRA_EARLY_WEIGHTS=0: after it). Its
+  # checks are quick's (kernel-check's matrix cases, + teeth, the determinism contract, with the
+  # default on); here the products alone at one token, launched back to back, the 8B and 0.6B
+  # Q4_K_M shapes at 1 and 8 sequences, 8B Q8_0 and 0.6B BF16 at one, each with and without.
   step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
     --json "$RECEIPTS/$DAY-kernel-bench-1.json"
   step kernel-bench-1-late-weights 120 env MEMRA_EARLY_WEIGHTS=0 "$BIN/memra-kernel-bench" \
@@ -353,9 +354,11 @@ if [ "$MODE" = ab ]; then
     bench "$m" -n 64 -c 1,8
     bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64 -c 1,8
   done
-  m=$(synth qwen3-8b q8_0)
-  bench "$m" -n 64
-  bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64
+  for spec in "qwen3-8b q8_0" "qwen3-0.6b bf16"; do
+    m=$(synth $spec)
+    bench "$m" -n 64
+    bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64
+  done
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
