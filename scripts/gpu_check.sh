@@ -25,7 +25,7 @@
 #               min; not part of full)
 #     ab        this round's A/B: the one-token products' first weights loaded before the wait
 #               (MEMRA_EARLY_WEIGHTS=0: after it): the products alone at one token and Qwen3-8B
-#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 8B Q8_0 and 0.6B BF16 at one, each
+#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 0.6B Q8_0 and BF16 at one, each
 #               with and without
 #               (~2 min; its gates are quick's, which run with the default on)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
@@ -344,7 +344,7 @@ if [ "$MODE" = ab ]; then
   # the kernel before them (tiled_chunk.cuh's EarlyChunk; MEMRA_EARLY_WEIGHTS=0: after it). Its
   # checks are quick's (kernel-check's matrix cases, + teeth, the determinism contract, with the
   # default on); here the products alone at one token, launched back to back, the 8B and 0.6B
-  # Q4_K_M shapes at 1 and 8 sequences, 8B Q8_0 and 0.6B BF16 at one, each with and without.
+  # Q4_K_M shapes at 1 and 8 sequences, 0.6B Q8_0 and BF16 at one, each with and without.
   step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
     --json "$RECEIPTS/$DAY-kernel-bench-1.json"
   step kernel-bench-1-late-weights 120 env MEMRA_EARLY_WEIGHTS=0 "$BIN/memra-kernel-bench" \
@@ -354,7 +354,7 @@ if [ "$MODE" = ab ]; then
     bench "$m" -n 64 -c 1,8
     bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64 -c 1,8
   done
-  for spec in "qwen3-8b q8_0" "qwen3-0.6b bf16"; do
+  for spec in "qwen3-0.6b q8_0" "qwen3-0.6b bf16"; do
     m=$(synth $spec)
     bench "$m" -n 64
     bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64
