@@ -23,11 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: the one-token products' first weights loaded before the wait
-#               (MEMRA_EARLY_WEIGHTS=0: after it): the products alone at one token and Qwen3-8B
-#               and Qwen3-0.6B Q4_K_M at 1 and 8 sequences, 0.6B Q8_0 and BF16 at one, each
-#               with and without
-#               (~2 min; its gates are quick's, which run with the default on)
+#     ab        this round's A/B: the decode products' next rounds of weights prefetched into L2
+#               before the wait (MEMRA_EARLY_L2_ROUNDS=0|1|2|64) at 1 and 8 sequences, then
+#               the 8B Q4_K_M rows of the targets table (~2 min; its gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -175,7 +173,6 @@ fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
   kcheck kernel-check 180
-  kcheck kernel-check-teeth 180 --teeth
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
@@ -233,6 +230,9 @@ if runs quick; then
   bench_with "$(synth qwen3-0.6b q4_k_m)" eager MEMRA_CUDA_GRAPHS=0 -p 512 -n 128
   # And with programmatic dependent launch off (kernels/launch.cuh): plain stream ordering.
   bench_with "$(synth qwen3-0.6b q4_k_m)" no-pdl MEMRA_PDL=0 -p 512 -n 128
+  # Last: that kernel-check catches each deliberately broken kernel (its own power, which changes
+  # only with kernel-check, not with the kernels; ~2.5 min, so a run cut short keeps the gates).
+  kcheck kernel-check-teeth 180 --teeth
 fi
 if runs bench8b; then
   # Speed does not depend on the weights' values: K-quant benchmark files get random valid
@@ -340,25 +340,16 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's A/B: the decode products' first round of weights loaded before the wait for
-  # the kernel before them (tiled_chunk.cuh's EarlyChunk; MEMRA_EARLY_WEIGHTS=0: after it). Its
-  # checks are quick's (kernel-check's matrix cases, + teeth, the determinism contract, with the
-  # default on); here the products alone at one token, launched back to back, the 8B and 0.6B
-  # Q4_K_M shapes at 1 and 8 sequences, 0.6B Q8_0 and BF16 at one, each with and without.
-  step kernel-bench-1 120 "$BIN/memra-kernel-bench" --tokens 1 \
-    --json "$RECEIPTS/$DAY-kernel-bench-1.json"
-  step kernel-bench-1-late-weights 120 env MEMRA_EARLY_WEIGHTS=0 "$BIN/memra-kernel-bench" \
-    --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1-late-weights.json"
-  for shape in qwen3-8b qwen3-0.6b; do
-    m=$(synth $shape q4_k_m --fast-quant)
-    bench "$m" -n 64 -c 1,8
-    bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64 -c 1,8
-  done
-  for spec in "qwen3-0.6b q8_0" "qwen3-0.6b bf16"; do
-    m=$(synth $spec)
-    bench "$m" -n 64
-    bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64
-  done
+  # This round's A/B: the decode products' next rounds of weights prefetched into L2 before the
+  # wait as well as the first round into registers (MEMRA_EARLY_L2_ROUNDS=0, the default until
+  # measured, 1, 2 or 64: every round). Prefetches change no value; the checks are quick's. Then
+  # the 8B figures of the targets table with the round's defaults (1, 8 and 64 sequences, 16,384
+  # tokens of context). The first-round A/B (MEMRA_EARLY_WEIGHTS=0) is in its run log.
+  m=$(synth qwen3-8b q4_k_m --fast-quant)
+  bench "$m" -n 64 -c 1,8
+  for n in 1 2 64; do bench_with "$m" l2-rounds-$n MEMRA_EARLY_L2_ROUNDS=$n -n 64 -c 1,8; done
+  bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
+  bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
