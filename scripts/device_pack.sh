@@ -4,8 +4,17 @@
 # shared libraries a fresh Ubuntu GPU machine lacks; and .device.tar.xz, the same compressed
 # (~15 MiB instead of ~77: what a lent GPU machine is sent). There:
 #   tar -xJf .device.tar.xz && MEMRA_GPU_BIN=.device/bin scripts/gpu_check.sh full
-# Usage: scripts/device_pack.sh
+# With --server it also packs what the GPU server tests need (gpu_check.sh server/full: the
+# default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
+# packed, which a device call's 64 MiB beside the repository may not have room for).
+# Usage: scripts/device_pack.sh [--server]
 set -euo pipefail
+SERVER=0
+case "${1:-}" in
+  --server) SERVER=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--server]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
@@ -31,16 +40,17 @@ for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u);
     *) cp -L "$lib" .device/lib/ ;;
   esac
 done
-# What scripts/gpu_server_tests.sh needs on a machine that cannot receive weights or packages: the
-# default model's tokenizer as a vocab-only GGUF (~6 MB; the weights are drawn there), and wheels of
-# the Python clients the server tests use, at this venv's versions, for that machine's Python 3.12.
-mkdir -p .device/vocab .device/wheels
-model=${MEMRA_MODEL_DIR:-$HOME/.cache/memra/models}/gemma-3-270m-q4_k_m.gguf
-if [ -f "$model" ] && [ -x .venv/bin/python ]; then
-  .venv/bin/python scripts/vocab_only_gguf.py "$model" .device/vocab/gemma-3-270m.vocab.gguf
-  # Every distribution the three clients need, at this venv's versions (their dependency closure:
-  # a hand-kept list missed httpx2 when the clients moved to it).
-  pins=$(.venv/bin/python - <<'PY'
+if [ "$SERVER" = 1 ]; then
+  # What scripts/gpu_server_tests.sh needs on a machine that cannot receive weights or packages: the
+  # default model's tokenizer as a vocab-only GGUF (~6 MB; the weights are drawn there), and wheels of
+  # the Python clients the server tests use, at this venv's versions, for that machine's Python 3.12.
+  mkdir -p .device/vocab .device/wheels
+  model=${MEMRA_MODEL_DIR:-$HOME/.cache/memra/models}/gemma-3-270m-q4_k_m.gguf
+  if [ -f "$model" ] && [ -x .venv/bin/python ]; then
+    .venv/bin/python scripts/vocab_only_gguf.py "$model" .device/vocab/gemma-3-270m.vocab.gguf
+    # Every distribution the three clients need, at this venv's versions (their dependency closure:
+    # a hand-kept list missed httpx2 when the clients moved to it).
+    pins=$(.venv/bin/python - <<'PY'
 import importlib.metadata as md
 from packaging.requirements import Requirement
 seen = {}
@@ -60,25 +70,26 @@ for n in ("openai", "anthropic", "jsonschema"):
     walk(n)
 print(" ".join(sorted(seen.values())))
 PY
-)
-  # shellcheck disable=SC2086
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 -d .device/wheels $pins ||
-    echo "device_pack: the server tests' wheels could not be fetched (gpu_server_tests.sh will say so)" >&2
-else
-  echo "device_pack: no default model ($model) or .venv: the GPU server tests cannot run" >&2
+  )
+    # shellcheck disable=SC2086
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 -d .device/wheels $pins ||
+      echo "device_pack: the server tests' wheels could not be fetched (gpu_server_tests.sh will say so)" >&2
+  else
+    echo "device_pack: no default model ($model) or .venv: the GPU server tests cannot run" >&2
+  fi
+  # And the pinned test data's chat templates with its stamp (~0.6 MB of its 75; the rest is
+  # vocabularies, which the server tests do not read): gpu_server_tests.sh checks only those.
+  data=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "scripts"); import fetch_test_data as f; print(f.check())' 2>/dev/null) &&
+    mkdir -p .device/test-data && cp -r "$data/.stamp" "$data/chat-templates" .device/test-data/ ||
+    echo "device_pack: no pinned test data: the GPU server tests that need it will skip" >&2
 fi
-# And the pinned test data's chat templates with its stamp (~0.6 MB of its 75; the rest is
-# vocabularies, which the server tests do not read): gpu_server_tests.sh checks only those.
-data=$(.venv/bin/python -c 'import sys; sys.path.insert(0, "scripts"); import fetch_test_data as f; print(f.check())' 2>/dev/null) &&
-  mkdir -p .device/test-data && cp -r "$data/.stamp" "$data/chat-templates" .device/test-data/ ||
-  echo "device_pack: no pinned test data: the GPU server tests that need it will skip" >&2
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 # -9e with one 192 MiB window over the whole archive (one thread: threads would cut it into
 # blocks): the binaries each carry the same kernels, and a window that spans them all keeps one
 # copy (38 vs 50 MiB with the default 64 MiB window), which keeps a device call under its 64 MiB
 # carry limit beside the repository; ~3 min on 2 cores, 1.3 GiB of memory.
 XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device.tar.xz .device
-du -sh .device/bin .device/lib .device/vocab .device/wheels .device/test-data .device.tar.xz
+du -sh .device/* .device.tar.xz
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device.tar.xz | cut -f1) MiB packed)"

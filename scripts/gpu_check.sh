@@ -63,7 +63,7 @@ export MEMRA_COMMIT=${MEMRA_COMMIT:-$(cat .device/COMMIT 2>/dev/null || git rev-
 if [ -n "${MEMRA_GPU_BIN:-}" ]; then
   BIN=$(cd "$MEMRA_GPU_BIN" && pwd)
 else
-  scripts/device_pack.sh || exit 1
+  if runs server; then scripts/device_pack.sh --server || exit 1; else scripts/device_pack.sh || exit 1; fi
   BIN=$ROOT/.device/bin
 fi
 [ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
