@@ -7,8 +7,9 @@
 // of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
 // every earlier grid has completed and its memory is visible: the same ordering as a plain stream,
 // only the launch overlaps). Only constant inputs (weights, kernel parameters) may be touched
-// before it (no kernel does today: an L2 prefetch of the decode matmuls' weights there measured no
-// faster on Qwen3-8B, docs/PERFORMANCE.md sixth round). Kernels call it unconditionally, so a
+// before it: the decode products load their first round of weights there (EarlyChunk,
+// kernels/matmul/tiled_chunk.cuh; docs/PERFORMANCE.md twenty-third round), the one statement
+// scripts/check_kernels.py lets a kernel run before its wait. Kernels call it unconditionally, so a
 // kernel launched without PDL (sm_80, or MEMRA_PDL=0) behaves exactly as before: the instruction
 // returns at once.
 #pragma once

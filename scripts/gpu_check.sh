@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: the decode products' next rounds of weights prefetched into L2
-#               before the wait (MEMRA_EARLY_L2_ROUNDS=0|1|2|64) at 1 and 8 sequences, then
-#               the 8B Q4_K_M rows of the targets table (~2 min; its gates are quick's)
+#     ab        the last round's A/B: the decode products' first weights loaded before the
+#               wait and after it (MEMRA_EARLY_WEIGHTS=0) at 1 and 8 sequences, then the 8B
+#               Q4_K_M rows of the targets table (~2 min; its gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -340,14 +340,14 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # This round's A/B: the decode products' next rounds of weights prefetched into L2 before the
-  # wait as well as the first round into registers (MEMRA_EARLY_L2_ROUNDS=0, the default until
-  # measured, 1, 2 or 64: every round). Prefetches change no value; the checks are quick's. Then
-  # the 8B figures of the targets table with the round's defaults (1, 8 and 64 sequences, 16,384
-  # tokens of context). The first-round A/B (MEMRA_EARLY_WEIGHTS=0) is in its run log.
+  # The last round's A/B: the decode products' first round of weights loaded before the wait for
+  # the kernel before them (tiled_chunk.cuh's EarlyChunk) and after it (MEMRA_EARLY_WEIGHTS=0),
+  # at 1 and 8 sequences; then the 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences,
+  # 16,384 tokens of context). The checks are quick's. (The twenty-third round's other A/Bs, the
+  # cluster split and the next rounds prefetched into L2, both removed, are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   bench "$m" -n 64 -c 1,8
-  for n in 1 2 64; do bench_with "$m" l2-rounds-$n MEMRA_EARLY_L2_ROUNDS=$n -n 64 -c 1,8; done
+  bench_with "$m" late-weights MEMRA_EARLY_WEIGHTS=0 -n 64 -c 1,8
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
 fi

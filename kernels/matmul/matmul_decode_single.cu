@@ -18,10 +18,7 @@
 // partial p = fma(scale_j, s_j, p) (then fma(bias_j, xsum_j, p)) walks the groups in order from
 // lane 0 to lane 3 of the quad with one shuffle per lane: matmul.cu's canonical order, so the
 // outputs are bit-identical to every other kernel's (kernel-check compares them).
-#include <cstdlib>
-
 #include "core/env.h"
-#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
@@ -120,26 +117,26 @@ __device__ __forceinline__ FirstChunk first_chunk(int block_index, int pack, int
 // not in expert mode, whose matrix comes from the router's output.
 template <DType D>
 __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const MultiOut& outs,
-                                                     int pack, int rounds) {
-  if (rounds <= 0) return {};
+                                                     int pack, bool load) {
+  if (!load) return {};
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   const int n_chunks = a.n_in / kChunk;
   const FirstChunk f =
       first_chunk(static_cast<int>(blockIdx.x) - outs.tile_begin[o], pack, n_chunks,
                   (a.n_out + 15) / 16, static_cast<int>(threadIdx.x) >> 5);
-  return load_early<D>(a.w, f.tile, f.c, n_chunks, f.has, rounds, kWarps);
+  return load_early<D>(a.w, f.tile, f.c, n_chunks, f.has);
 }
 
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
-// launchers' pack_blocks), `pack` tiles a block. early: the rounds started before the wait
-// (EarlyChunk, early_rounds(); plain products only).
+// launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
+// wait (EarlyChunk; plain products only).
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, int early) {
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early) {
   using T = Tiled<D>;
-  const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, kExperts ? 0 : early);
+  const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);
   detail::wait_for_inputs(detail::Trigger::late);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
@@ -235,7 +232,7 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
   if (blocks > 0)
     detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack,
-                   early_rounds());
+                   early_weights_enabled());
 }
 
 }  // namespace
@@ -245,18 +242,9 @@ bool single_decode_enabled() {
   return enabled;
 }
 
-int early_rounds() {
-  static const int rounds = [] {
-    if (!env_switch("MEMRA_EARLY_WEIGHTS", true)) return 0;
-    const char* v = std::getenv("MEMRA_EARLY_L2_ROUNDS");
-    if (v == nullptr || *v == '\0') return 1;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 64)
-      fail(ErrorCode::invalid_argument, "MEMRA_EARLY_L2_ROUNDS={}: expected 0-64", v);
-    return 1 + static_cast<int>(n);
-  }();
-  return rounds;
+bool early_weights_enabled() {
+  static const bool enabled = env_switch("MEMRA_EARLY_WEIGHTS", true);
+  return enabled;
 }
 
 template <DType D>

@@ -95,21 +95,19 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   sum.write(a, tile_index * 16);
 }
 
-// A warp's round-0 chunk of block `tile`'s tile, loaded before the wait where `rounds` > 0 (and
-// the next rounds' into L2: early_rounds()).
+// A warp's round-0 chunk of block `tile`'s tile, loaded before the wait where `load`.
 template <DType D, int kNT>
 __device__ __forceinline__ EarlyChunk<D> early_tile_chunk(const MatmulArgs& a, int tile,
-                                                          int rounds) {
+                                                          bool load) {
   const int n_chunks = a.n_in / kChunk, warp = static_cast<int>(threadIdx.x) >> 5;
-  return load_early<D>(a.w, tile, warp, n_chunks, kNT == 1 && rounds > 0 && warp < n_chunks, rounds,
-                       TiledDecodeCfg<D, kNT>::kWarps);
+  return load_early<D>(a.w, tile, warp, n_chunks, kNT == 1 && load && warp < n_chunks);
 }
 
-// early: the rounds started before the wait (EarlyChunk, early_rounds()).
+// early: round 0's weights are loaded before the wait (EarlyChunk).
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs a, int early) {
+    tiled_decode_kernel(const MatmulArgs a, bool early) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_tile_chunk<D, kNT>(a, static_cast<int>(blockIdx.x), early);
   detail::wait_for_inputs(detail::Trigger::late);
@@ -120,12 +118,12 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 // The same for block blockIdx.x of a MultiOut launch (its output's tile).
 template <DType D, int kNT>
 __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
-                                                           const MultiOut& outs, int rounds) {
-  if (rounds <= 0) return {};
+                                                           const MultiOut& outs, bool load) {
+  if (!load) return {};
   MatmulArgs a = x;
   const int b = static_cast<int>(blockIdx.x);
   const int o = take_output(outs, outs.tile_begin, b, a);
-  return early_tile_chunk<D, kNT>(a, b - outs.tile_begin[o], rounds);
+  return early_tile_chunk<D, kNT>(a, b - outs.tile_begin[o], true);
 }
 
 // Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
@@ -134,7 +132,7 @@ __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, int early) {
+    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
   detail::wait_for_inputs(detail::Trigger::late);
@@ -175,7 +173,8 @@ template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a, early_rounds());
+  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a,
+                 early_weights_enabled());
 }
 
 }  // namespace
@@ -201,7 +200,7 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
-                 x, outs, early_rounds());
+                 x, outs, early_weights_enabled());
 }
 
 template <DType D>

@@ -35,39 +35,29 @@ struct LaneChunk {
 // 1,024, half of q/k/v's at the 8B shape) can be in flight instead of waiting for x. Weights are
 // constants of a step: uploaded and tiled before any product runs (matmul_tile synchronizes),
 // which is what makes this the one read before a wait that scripts/check_kernels.py allows.
-// Where early_rounds() asks for more than one round, the warp's chunks of the next rounds are
-// prefetched into L2 there too (no registers: the round loop then finds them in L2). loaded: false
-// where the warp has no first chunk or the kernel loads after the wait (MEMRA_EARLY_WEIGHTS=0).
+// loaded: false where the warp has no first chunk or the kernel loads after the wait
+// (MEMRA_EARLY_WEIGHTS=0).
 template <DType D>
 struct EarlyChunk {
   LaneChunk<D> chunk;
   bool loaded;
 };
 
-// Chunk c of tile `tile` of w (n_chunks chunks a tile) when `load`, and chunks c + r * stride
-// (r = 1 .. rounds - 1, the warp's chunks of the rounds after) prefetched into L2.
+// Chunk c of tile `tile` of w (n_chunks chunks a tile) when `load`.
 template <DType D>
 __device__ __forceinline__ EarlyChunk<D> load_early(const uint8_t* w, int tile, int c, int n_chunks,
-                                                    bool load, int rounds, int stride) {
+                                                    bool load) {
   EarlyChunk<D> e{};
   if (load) {
-    const uint8_t* rec = w + (static_cast<int64_t>(tile) * n_chunks + c) * Tiled<D>::kBytes;
-    const int lane = static_cast<int>(threadIdx.x) & 31;
-    e.chunk.load(rec, lane);
+    e.chunk.load(w + (static_cast<int64_t>(tile) * n_chunks + c) * Tiled<D>::kBytes,
+                 static_cast<int>(threadIdx.x) & 31);
     e.loaded = true;
-    constexpr int kLines = (Tiled<D>::kBytes + 127) / 128;
-    for (int r = 1; r < rounds && c + r * stride < n_chunks; ++r) {
-      const uint8_t* next = rec + static_cast<int64_t>(r) * stride * Tiled<D>::kBytes;
-      for (int l = lane; l < kLines; l += 32)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(next + l * 128));
-    }
   }
   return e;
 }
 
-// The rounds a decode product starts before its wait: 0 with MEMRA_EARLY_WEIGHTS=0, else 1 (the
-// first round into registers) plus MEMRA_EARLY_L2_ROUNDS (0-64: rounds prefetched into L2).
-int early_rounds();
+// MEMRA_EARLY_WEIGHTS=0: every chunk loaded after the wait (the A/B; the same bits).
+bool early_weights_enabled();
 
 // acc[n] += k16 steps s0 .. s0 + kSteps - 1 of the chunk for each token tile n: one mma chain per
 // tile in step order (the whole chunk for F16/BF16 and the folded types, one scale group for the
