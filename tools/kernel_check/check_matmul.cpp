@@ -5,9 +5,11 @@
 // for non-f32 weights (f16 activations on tensor cores), 1e-5 for F32 weights and for F16 / BF16
 // weights whose n_in is no multiple of 16 (the exact FFMA path). Also: a token row alone == the
 // same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay untouched.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "check.h"
 #include "core/half.h"
@@ -81,10 +83,20 @@ std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int
   const uint64_t row_bytes = dtype_row_bytes(dtype, n_in, "matmul weight");
   std::vector<uint8_t> w(n_out * row_bytes);
   if (quant::can_quantize(dtype)) {
-    for (int64_t r = 0; r < n_out; ++r) {
-      const std::vector<float> values = ctx.uniform(n_in);
-      quant::quantize_row(dtype, values.data(), w.data() + r * row_bytes, n_in);
+    // The values are drawn in row order (the seed's sequence), then quantized on every core: the
+    // K-quant searches take 30-80 ns an element, and the model-shape cases quantize ~370 million
+    // (seconds a run on one core).
+    const std::vector<float> values = ctx.uniform(static_cast<size_t>(n_out * n_in));
+    const int64_t n_threads =
+        std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, (n_out + 63) / 64);
+    std::vector<std::thread> threads;
+    for (int64_t i = 0; i < n_threads; ++i) {
+      threads.emplace_back([&, i] {
+        for (int64_t r = i; r < n_out; r += n_threads)
+          quant::quantize_row(dtype, values.data() + r * n_in, w.data() + r * row_bytes, n_in);
+      });
     }
+    for (std::thread& t : threads) t.join();
     return w;
   }
   for (uint8_t& b : w) b = static_cast<uint8_t>(ctx.rng()());

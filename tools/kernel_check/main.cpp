@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -70,8 +71,16 @@ std::string git_head() {
   return s;
 }
 
+// A check family and its wall time in this run (the receipt's family_seconds: where a run's
+// minutes go, so the slowest family is the one to make faster).
+struct FamilyTime {
+  const char* name;
+  double seconds;
+};
+
 nlohmann::json receipt(const Context& ctx, const Options& opt, const std::string& command,
-                       const std::string& commit, double seconds, bool pass) {
+                       const std::string& commit, double seconds,
+                       const std::vector<FamilyTime>& families, bool pass) {
   const memra::cuda::DeviceInfo info = memra::cuda::device_info(0);
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& r : ctx.results()) {
@@ -84,6 +93,8 @@ nlohmann::json receipt(const Context& ctx, const Options& opt, const std::string
                      {"pass", r.pass()},
                      {"broken", r.broken}});
   }
+  nlohmann::json by_family = nlohmann::json::object();
+  for (const FamilyTime& f : families) by_family[f.name] = f.seconds;
   return {
       {"what", "kernel-check"},
       {"timestamp", utc_now()},
@@ -97,6 +108,7 @@ nlohmann::json receipt(const Context& ctx, const Options& opt, const std::string
       {"teeth", opt.teeth},
       {"filter", opt.filter},
       {"seconds", seconds},
+      {"family_seconds", by_family},
       {"cases", cases},
       {"pass", pass}};
 }
@@ -153,22 +165,36 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     Context ctx(opt);
     namespace kc = memra::kernel_check;
-    kc::check_elementwise(ctx);
-    kc::check_norm(ctx);
-    kc::check_norm_fused(ctx);
-    kc::check_get_rows(ctx);
-    kc::check_rope(ctx);
-    kc::check_kv_store(ctx);
-    kc::check_qk_prologue(ctx);
-    kc::check_attention(ctx);
-    kc::check_matmul(ctx);
-    kc::check_matmul_fast(ctx);
-    kc::check_sampling(ctx);
-    kc::check_sample_rows(ctx);
-    kc::check_ssm(ctx);
-    kc::check_moe(ctx);
+    const struct {
+      const char* name;
+      void (*check)(kc::Context&);
+    } kFamilies[] = {{"elementwise", kc::check_elementwise},
+                     {"norm", kc::check_norm},
+                     {"norm_fused", kc::check_norm_fused},
+                     {"get_rows", kc::check_get_rows},
+                     {"rope", kc::check_rope},
+                     {"kv_store", kc::check_kv_store},
+                     {"qk_prologue", kc::check_qk_prologue},
+                     {"attention", kc::check_attention},
+                     {"matmul", kc::check_matmul},
+                     {"matmul_fast", kc::check_matmul_fast},
+                     {"sampling", kc::check_sampling},
+                     {"sample_rows", kc::check_sample_rows},
+                     {"ssm", kc::check_ssm},
+                     {"moe", kc::check_moe}};
+    std::vector<FamilyTime> families;
+    for (const auto& f : kFamilies) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f.check(ctx);
+      families.push_back(
+          {f.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("seconds by family:");
+    for (const FamilyTime& f : families)
+      if (f.seconds >= 0.05) std::printf(" %s %.1f", f.name, f.seconds);
+    std::printf("\n");
     const auto& results = ctx.results();
     int failed = 0;
     for (const auto& r : results) failed += !r.pass();
@@ -195,7 +221,7 @@ int main(int argc, char** argv) {
     }
     if (!json_path.empty()) {
       std::ofstream out(json_path);
-      out << receipt(ctx, opt, command, commit, seconds, pass).dump(2) << "\n";
+      out << receipt(ctx, opt, command, commit, seconds, families, pass).dump(2) << "\n";
       if (!out) memra::fail(memra::ErrorCode::io, "cannot write receipt {}", json_path);
     }
     return pass ? 0 : 1;
