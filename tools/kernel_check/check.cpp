@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 namespace memra::kernel_check {
 
@@ -42,6 +43,19 @@ std::vector<float> Context::uniform(size_t n, float lo, float hi) {
     } while (v == 0.0f);
   }
   return out;
+}
+
+void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
+  const int64_t n_threads =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
+  std::vector<std::thread> threads;
+  for (int64_t i = 1; i < n_threads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int64_t j = i; j < n; j += n_threads) fn(j);
+    });
+  }
+  for (int64_t j = 0; j < n; j += n_threads) fn(j);
+  for (std::thread& t : threads) t.join();
 }
 
 int32_t Context::randint(int32_t lo, int32_t hi) {

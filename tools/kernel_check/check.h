@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,6 +109,10 @@ double bit_mismatches(const std::vector<float>& a, const std::vector<float>& b);
 // matmul weights of dtype (check_matmul.cpp): random floats quantized with quant::quantize_row,
 // or random valid blocks for types without a quantizer; n_out rows in the ggml layout.
 std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int64_t n_out);
+
+// fn(i) for i in [0, n) on every core, each index once (fn must not touch ctx's RNG: draw first).
+// For the CPU references and the weights' quantization, the slow part of a run.
+void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
 // w (n_out rows of dtype) as the GPU gets it: under --teeth with the top exponent bit of every
 // block's scale (or value) of row 0 flipped, which wrecks output column 0.
 std::vector<uint8_t> gpu_weights(Context& ctx, DType dtype, const std::vector<uint8_t>& w,

@@ -107,39 +107,38 @@ std::vector<double> attention_ref(const Case& c, const Step& s, float scale) {
   const int d = c.head_dim, group = c.n_heads / c.n_kv_heads;
   const int64_t row = int64_t{c.n_kv_heads} * d;
   std::vector<double> out(int64_t{s.n_tokens} * c.n_heads * d);
-  std::vector<double> w, acc(d);
-  for (int32_t t = 0; t < s.n_tokens; ++t) {
+  // One (token, head) an index: each writes only its own output row.
+  parallel_for(int64_t{s.n_tokens} * c.n_heads, [&](int64_t th) {
+    const auto t = static_cast<int32_t>(th / c.n_heads);
+    const int h = static_cast<int>(th % c.n_heads);
     const int32_t p = s.positions[t];
     const int32_t lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
     const int32_t* table = s.block_tables.data() + int64_t{s.token_seq[t]} * s.max_blocks;
-    for (int h = 0; h < c.n_heads; ++h) {
-      const float* q = s.q.data() + t * s.ldq + int64_t{h} * d;
-      const int64_t head_off = int64_t{h / group} * d;
-      w.assign(p - lo + 1, 0.0);
-      double mx = -INFINITY;
-      for (int32_t j = lo; j <= p; ++j) {
-        const int64_t slot = int64_t{table[j / c.block_size]} * c.block_size + j % c.block_size;
-        const float* k = s.k.data() + slot * row + head_off;
-        double dot = 0;
-        for (int e = 0; e < d; ++e) dot += double{q[e]} * k[e];
-        double sc = dot * scale;
-        if (c.softcap > 0) sc = c.softcap * std::tanh(sc / c.softcap);
-        w[j - lo] = sc;
-        mx = std::max(mx, sc);
-      }
-      double sum = 0;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int32_t j = lo; j <= p; ++j) {
-        const int64_t slot = int64_t{table[j / c.block_size]} * c.block_size + j % c.block_size;
-        const float* v = s.v.data() + slot * row + head_off;
-        const double e = std::exp(w[j - lo] - mx);
-        sum += e;
-        for (int x = 0; x < d; ++x) acc[x] += e * v[x];
-      }
-      double* o = out.data() + (int64_t{t} * c.n_heads + h) * d;
-      for (int x = 0; x < d; ++x) o[x] = acc[x] / sum;
+    const float* q = s.q.data() + t * s.ldq + int64_t{h} * d;
+    const int64_t head_off = int64_t{h / group} * d;
+    std::vector<double> w(p - lo + 1, 0.0), acc(d, 0.0);
+    double mx = -INFINITY;
+    for (int32_t j = lo; j <= p; ++j) {
+      const int64_t slot = int64_t{table[j / c.block_size]} * c.block_size + j % c.block_size;
+      const float* k = s.k.data() + slot * row + head_off;
+      double dot = 0;
+      for (int e = 0; e < d; ++e) dot += double{q[e]} * k[e];
+      double sc = dot * scale;
+      if (c.softcap > 0) sc = c.softcap * std::tanh(sc / c.softcap);
+      w[j - lo] = sc;
+      mx = std::max(mx, sc);
     }
-  }
+    double sum = 0;
+    for (int32_t j = lo; j <= p; ++j) {
+      const int64_t slot = int64_t{table[j / c.block_size]} * c.block_size + j % c.block_size;
+      const float* v = s.v.data() + slot * row + head_off;
+      const double e = std::exp(w[j - lo] - mx);
+      sum += e;
+      for (int x = 0; x < d; ++x) acc[x] += e * v[x];
+    }
+    double* o = out.data() + (int64_t{t} * c.n_heads + h) * d;
+    for (int x = 0; x < d; ++x) o[x] = acc[x] / sum;
+  });
   return out;
 }
 

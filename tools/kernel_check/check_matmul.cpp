@@ -5,11 +5,9 @@
 // for non-f32 weights (f16 activations on tensor cores), 1e-5 for F32 weights and for F16 / BF16
 // weights whose n_in is no multiple of 16 (the exact FFMA path). Also: a token row alone == the
 // same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay untouched.
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "check.h"
 #include "core/half.h"
@@ -87,16 +85,9 @@ std::vector<uint8_t> random_weights(Context& ctx, DType dtype, int64_t n_in, int
     // K-quant searches take 30-80 ns an element, and the model-shape cases quantize ~370 million
     // (seconds a run on one core).
     const std::vector<float> values = ctx.uniform(static_cast<size_t>(n_out * n_in));
-    const int64_t n_threads =
-        std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, (n_out + 63) / 64);
-    std::vector<std::thread> threads;
-    for (int64_t i = 0; i < n_threads; ++i) {
-      threads.emplace_back([&, i] {
-        for (int64_t r = i; r < n_out; r += n_threads)
-          quant::quantize_row(dtype, values.data() + r * n_in, w.data() + r * row_bytes, n_in);
-      });
-    }
-    for (std::thread& t : threads) t.join();
+    parallel_for(n_out, [&](int64_t r) {
+      quant::quantize_row(dtype, values.data() + r * n_in, w.data() + r * row_bytes, n_in);
+    });
     return w;
   }
   for (uint8_t& b : w) b = static_cast<uint8_t>(ctx.rng()());
