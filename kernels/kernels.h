@@ -42,9 +42,12 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in);
 enum class WeightLayout : uint8_t { ggml, tiled };
 bool matmul_tiled_supports(DType wtype, int64_t n_in);
 size_t matmul_tiled_bytes(DType wtype, int64_t n_in, int64_t n_out);  // 0 when unsupported
-// Writes the tiled form of a ggml matrix (device memory) to `tiled` (matmul_tiled_bytes bytes).
+// Writes the tiled form of a ggml matrix (device memory) to `tiled` (matmul_tiled_bytes bytes),
+// or of n_matrices stacked ones (experts: each the next after the last, in both layouts). Returns
+// once they are written: the decode products read weights before they wait for the kernel before
+// them (tiled_chunk.cuh's EarlyChunk), so no product may overlap the tiling.
 void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, void* tiled,
-                 cudaStream_t stream);
+                 cudaStream_t stream, int64_t n_matrices = 1);
 
 // y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < n_out; y is [n_tokens x n_out] with row
 // stride ldy floats (>= n_out; lets a fused QKV write into one wider row). Quantized weights are

@@ -195,36 +195,39 @@ size_t matmul_tiled_bytes(DType wtype, int64_t n_in, int64_t n_out) {
 }
 
 void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, void* tiled,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int64_t n_matrices) {
   if (!matmul_tiled_supports(wtype, n_in))
     fail(ErrorCode::invalid_argument, "matmul_tile: no tiled layout for {} with {} inputs",
          dtype_name(wtype), n_in);
   if (n_out <= 0 || n_out > 65535 * 128)
     fail(ErrorCode::invalid_argument, "matmul_tile: n_out {}", n_out);
+  if (n_matrices <= 0) fail(ErrorCode::invalid_argument, "matmul_tile: {} matrices", n_matrices);
   const int64_t n_chunks = n_in / kChunk;
   const int64_t records = (n_out + 15) / 16 * n_chunks;
   const int64_t row_bytes = n_in / dtype_traits(wtype).block_size * dtype_traits(wtype).type_size;
-  const auto* src = static_cast<const uint8_t*>(ggml);
-  auto* dst = static_cast<uint8_t*>(tiled);
+  const size_t tiled_bytes = matmul_tiled_bytes(wtype, n_in, n_out);
   const auto grid = static_cast<unsigned>(records);
-  if (wtype == DType::q4_k) {
-    detail::launch(tile_kernel<DType::q4_k>, grid, 32, 0, stream, src, row_bytes,
-                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-  } else if (wtype == DType::f16) {
-    detail::launch(tile_half_kernel<DType::f16>, grid, 32, 0, stream, src, row_bytes,
-                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-  } else if (wtype == DType::bf16) {
-    detail::launch(tile_half_kernel<DType::bf16>, grid, 32, 0, stream, src, row_bytes,
-                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-  } else if (wtype == DType::q8_0) {
-    detail::launch(tile_kernel<DType::q8_0>, grid, 32, 0, stream, src, row_bytes,
-                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-  } else {
-    detail::launch(tile_kernel<DType::q6_k>, grid, 32, 0, stream, src, row_bytes,
-                   static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+  for (int64_t m = 0; m < n_matrices; ++m) {
+    const auto* src = static_cast<const uint8_t*>(ggml) + m * row_bytes * n_out;
+    auto* dst = static_cast<uint8_t*>(tiled) + m * tiled_bytes;
+    if (wtype == DType::q4_k) {
+      detail::launch(tile_kernel<DType::q4_k>, grid, 32, 0, stream, src, row_bytes,
+                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+    } else if (wtype == DType::f16) {
+      detail::launch(tile_half_kernel<DType::f16>, grid, 32, 0, stream, src, row_bytes,
+                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+    } else if (wtype == DType::bf16) {
+      detail::launch(tile_half_kernel<DType::bf16>, grid, 32, 0, stream, src, row_bytes,
+                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+    } else if (wtype == DType::q8_0) {
+      detail::launch(tile_kernel<DType::q8_0>, grid, 32, 0, stream, src, row_bytes,
+                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+    } else {
+      detail::launch(tile_kernel<DType::q6_k>, grid, 32, 0, stream, src, row_bytes,
+                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
+    }
   }
-  // The one-token products read their first weights before waiting for the kernel before them
-  // (matmul_decode_single.cu, EarlyChunk): a tiled matrix is complete before any product can run.
+  // Complete before any product can run (kernels.h): one wait for the whole stack.
   const cudaError_t done = cudaStreamSynchronize(stream);
   if (done != cudaSuccess) fail(ErrorCode::internal, "matmul_tile: {}", cudaGetErrorString(done));
 }

@@ -120,10 +120,7 @@ class CudaOps final : public Ops {
     if (tile) {
       const size_t tiled = kernels::matmul_tiled_bytes(host.dtype, n_in, n_out);
       Buffer& t = weights_.emplace_back(alloc(tiled * n_expert));
-      for (int64_t e = 0; e < n_expert; ++e)
-        kernels::matmul_tile(host.dtype,
-                             static_cast<uint8_t*>(ggml.data()) + e * host.n_bytes / n_expert, n_in,
-                             n_out, static_cast<uint8_t*>(t.data()) + e * tiled, stream());
+      kernels::matmul_tile(host.dtype, ggml.data(), n_in, n_out, t.data(), stream(), n_expert);
       if (!reads(use, WeightUse::rows)) out.data = t.data();
       tiled_[out.data] = t.data();
     }
