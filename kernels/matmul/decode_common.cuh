@@ -9,14 +9,12 @@
 namespace memra::kernels::matmul_detail {
 
 // The B fragment (token 8n + g) of k16 step s of the chunk at k0; zero past the batch or K.
-// kShared: a.xh in shared memory (load_x).
-template <bool kShared = false>
 __device__ __forceinline__ uint2 x_frag(const MatmulArgs& a, int n, int g, int t, int k0, int s,
                                         int steps) {
   const int tok = 8 * n + g;
   return tok < a.n_tokens && s < steps
-             ? load_x<kShared>(reinterpret_cast<const uint2*>(
-                   a.xh + static_cast<int64_t>(tok) * a.n_in + k0 + 4 * t + 16 * s))
+             ? __ldg(reinterpret_cast<const uint2*>(a.xh + static_cast<int64_t>(tok) * a.n_in + k0 +
+                                                    4 * t + 16 * s))
              : make_uint2(0u, 0u);
 }
 

@@ -364,34 +364,16 @@ void launch_groups(const MatmulOut* outs, int n_outs, int min_outputs, bool* gro
 }
 
 // One-token outputs over tiled Q4_K, Q6_K and Q8_0: one launch per dtype (and per kMultiOuts
-// outputs) of the one-token kernel (matmul_decode_single.cu). x_row: null, or the row each block
-// prepares itself (launch_decode_single).
-bool single_takes(const MatmulOut& o) {
-  return o.layout == WeightLayout::tiled && o.n_out > 0 &&
-         (o.wtype == DType::q4_k || o.wtype == DType::q6_k || o.wtype == DType::q8_0);
-}
+// outputs) of the one-token kernel (matmul_decode_single.cu).
 void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x, bool* grouped,
-                          cudaStream_t stream, const float* x_row) {
+                          cudaStream_t stream) {
+  const auto tiled = [](const MatmulOut& o) {
+    return o.layout == WeightLayout::tiled && o.n_out > 0;
+  };
   launch_groups<DType::q4_k, DType::q6_k, DType::q8_0>(
-      outs, n_outs, 1, grouped, single_takes, [&](auto D, const matmul_detail::MultiOut& m) {
-        matmul_detail::launch_decode_single<D.value>(x, m, stream, x_row);
+      outs, n_outs, 1, grouped, tiled, [&](auto D, const matmul_detail::MultiOut& m) {
+        matmul_detail::launch_decode_single<D.value>(x, m, stream);
       });
-}
-
-// Whether a one-token call's products prepare x themselves (launch_decode_single's x_row) instead
-// of after an x_to_f16 launch: x not prepared by a norm, and every output on the one-token kernel.
-bool prepare_in_products(const MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens,
-                         bool x_prepared, int max_grouped) {
-  if (n_tokens != 1 || x_prepared || n_outs > max_grouped ||
-      !matmul_detail::single_decode_enabled() || !matmul_detail::prepare_in_product_takes(n_in))
-    return false;
-  bool any = false;
-  for (int i = 0; i < n_outs; ++i) {
-    if (outs[i].n_out == 0) continue;
-    if (!single_takes(outs[i])) return false;
-    any = true;
-  }
-  return any;
 }
 
 // Two or more tiled outputs of one dtype at 1-8 tokens that the tiled decode kernel would run one
@@ -515,13 +497,11 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
-  constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
-  const bool in_products =
-      prepare_in_products(outs, n_outs, n_in, n_tokens, x_prepared, kMaxGrouped);
-  if ((any_mma || any_wgmma) && !x_prepared && !in_products) {  // x converted once for every output
+  if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                     static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }
+  constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   bool grouped[kMaxGrouped] = {};
   MatmulArgs x_args;  // the shared x of the grouped launches, in both layouts
   x_args.xh = xh;
@@ -533,7 +513,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   x_args.n_tokens = tokens;
   if (n_tokens <= 8 && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
-      launch_single_groups(outs, n_outs, x_args, grouped, stream, in_products ? x : nullptr);
+      launch_single_groups(outs, n_outs, x_args, grouped, stream);
     if (matmul_detail::grouped_decode_enabled())
       launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }

@@ -20,7 +20,6 @@
 // outputs are bit-identical to every other kernel's (kernel-check compares them).
 #include "core/env.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -30,9 +29,8 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
 
 // The chunk partial of rows g, g + 8 with scale groups in the mma's columns (types in the
-// per-group order): p[0], p[1] in every lane of the quad. kShared: x's prepared form in shared
-// memory (load_x).
-template <DType D, bool kShared>
+// per-group order): p[0], p[1] in every lane of the quad.
+template <DType D>
 __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneChunk<D>& cur,
                                                 int lane, int k0, float (&p)[2]) {
   using T = Tiled<D>;
@@ -46,7 +44,7 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
     for (int u = 0; u < kGroupSteps; ++u)
-      xf[set][u] = x_frag<kShared>(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
+      xf[set][u] = x_frag(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
   }
   float s[kSets][4] = {};
 #pragma unroll
@@ -133,31 +131,14 @@ __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const 
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
-// wait (EarlyChunk; plain products only). kPrepare: each block prepares the token's x row
-// (x_row, n_in floats) into its shared memory (prepare_row_in_block, prepared_row_smem_bytes of
-// dynamic shared memory) instead of reading x_to_f16's form from x.xh, x.xsum and x.xinv.
-template <DType D, bool kExperts, bool kPrepare>
+// wait (EarlyChunk; plain products only).
+template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early,
-                         const float* __restrict__ x_row) {
-  static_assert(!(kExperts && kPrepare), "an expert product's x rows come prepared");
-  static_assert(kThreads == kXThreads, "prepare_row_in_block's block shape");
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early) {
   using T = Tiled<D>;
   const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);
   detail::wait_for_inputs(detail::Trigger::late);
   MatmulArgs a = x;
-  if constexpr (kPrepare) {
-    extern __shared__ __align__(16) uint8_t prepared[];
-    __shared__ float warp_max[kWarps];
-    auto* xh = reinterpret_cast<uint16_t*>(prepared);
-    auto* xsum = reinterpret_cast<float*>(prepared + 2 * a.n_in);
-    float* xinv = xsum + a.n_in / 32;
-    prepare_row_in_block(x_row, a.n_in, xh, xsum, xinv, warp_max);
-    a.xh = xh;
-    a.xsum = xsum;
-    a.xsum_stride = a.n_in / 32;
-    a.xinv = xinv;
-  }
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   const int tiles = (a.n_out + 15) / 16;
   int block_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
@@ -182,11 +163,11 @@ __global__ void __launch_bounds__(kThreads, 3)
     if constexpr (kFold<D>) {
       // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
       float f[4];
-      fold_partial<D, kPrepare>(a, cur, lane, k0, f);
+      fold_partial(a, cur, lane, k0, f);
       p[0] = f[0];
       p[1] = f[2];
     } else {
-      columns_partial<D, kPrepare>(a, cur, lane, k0, p);
+      columns_partial(a, cur, lane, k0, p);
     }
     if (t == 0) {
       float* mine = part + slot * Sum::kPartFloats;
@@ -244,36 +225,17 @@ MultiOut pack_blocks(MultiOut outs, int pack) {
   return outs;
 }
 
-// x_row: null, or the token's row that each block prepares itself (kPrepare).
 template <DType D, bool kExperts>
-void launch_single(const MatmulArgs& x, const MultiOut& outs, const float* x_row,
-                   cudaStream_t stream) {
+void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const int pack = pack_enabled() ? tiles_per_block(static_cast<int>(x.n_in / kChunk)) : 1;
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
-  if (blocks == 0) return;
-  if constexpr (!kExperts) {
-    if (x_row != nullptr) {
-      if (!prepare_in_product_takes(x.n_in))
-        fail(ErrorCode::internal, "matmul: a one-token product cannot prepare {} elements of x",
-             x.n_in);
-      detail::launch(single_decode_kernel<D, false, true>, blocks, kThreads,
-                     static_cast<size_t>(prepared_row_smem_bytes(x.n_in)), stream, x, m, pack,
-                     early_weights_enabled(), x_row);
-      return;
-    }
-  }
-  detail::launch(single_decode_kernel<D, kExperts, false>, blocks, kThreads, 0, stream, x, m, pack,
-                 early_weights_enabled(), static_cast<const float*>(nullptr));
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack,
+                   early_weights_enabled());
 }
 
 }  // namespace
-
-bool prepare_in_product_takes(int64_t n_in) {
-  static const bool enabled = env_switch("MEMRA_PREPARE_IN_PRODUCT", true);
-  // 16,384 elements: 34.8 KB, under the 48 KB of dynamic shared memory a launch gets unasked.
-  return enabled && n_in > 0 && n_in % kChunk == 0 && n_in <= 16384;
-}
 
 bool single_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_SINGLE_DECODE", true);
@@ -286,19 +248,17 @@ bool early_weights_enabled() {
 }
 
 template <DType D>
-void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream,
-                          const float* x_row) {
-  launch_single<D, false>(x, outs, x_row, stream);
+void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  launch_single<D, false>(x, outs, stream);
 }
 
 template <DType D>
 void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  launch_single<D, true>(x, outs, nullptr, stream);
+  launch_single<D, true>(x, outs, stream);
 }
 
-#define MEMRA_INSTANTIATE(D)                                                              \
-  template void launch_decode_single<D>(const MatmulArgs&, const MultiOut&, cudaStream_t, \
-                                        const float*);                                    \
+#define MEMRA_INSTANTIATE(D)                                                               \
+  template void launch_decode_single<D>(const MatmulArgs&, const MultiOut&, cudaStream_t); \
   template void launch_decode_experts<D>(const MatmulArgs&, const MultiOut&, cudaStream_t);
 MEMRA_INSTANTIATE(DType::q4_k)
 MEMRA_INSTANTIATE(DType::q6_k)

@@ -156,16 +156,8 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
-// x_row: null (x's prepared form in x.xh, x.xsum, x.xinv), or the token's row of x.n_in floats
-// (16-byte aligned), which each block then prepares itself in shared memory, bit for bit as
-// x_to_f16 would: the launch of x_to_f16 before a product whose input no norm prepared (the
-// output projection's after attention, the down projection's after the activation) is saved, and
-// the product's early weights (EarlyChunk) load during the small kernel before it instead.
-// prepare_in_product_takes(n_in) says where it may (MEMRA_PREPARE_IN_PRODUCT=0: nowhere, the A/B).
-bool prepare_in_product_takes(int64_t n_in);
 template <DType D>
-void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream,
-                          const float* x_row = nullptr);
+void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // The same kernel in expert mode (MultiOut::ids set; x holds the rows the pairs read).
 template <DType D>
 void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);

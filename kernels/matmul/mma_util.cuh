@@ -21,17 +21,6 @@ constexpr int kChunk = 256;
 
 using detail::smem_addr;
 
-// A read of x's prepared form (xh, xsum): through the read-only cache from the matmul scratch, or,
-// where a one-token product prepared x in its own shared memory (kShared, matmul_decode_single.cu),
-// a plain load (ld.global.nc takes global addresses only).
-template <bool kShared, typename T>
-__device__ __forceinline__ T load_x(const T* p) {
-  if constexpr (kShared)
-    return *p;
-  else
-    return __ldg(p);
-}
-
 // 16-byte global -> shared copy, bypassing L1. src_bytes 0 writes zeros (src must still be a valid
 // address).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes = 16) {

@@ -101,28 +101,6 @@ __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t 
   }
 }
 
-// A one-token product's own preparation of its x row (matmul_decode_single.cu) into the block's
-// shared memory: xh [n_in] in element order, xsum [n_in / 32], xinv [1], as x_to_f16 writes them
-// (the largest |x| in any order, then row_to_f16: the same values in the same steps, so the same
-// bits). n_in a multiple of 32. Every thread of the block (kXThreads) calls it; it ends with a
-// barrier, after which the whole block reads the prepared row.
-__device__ __forceinline__ void prepare_row_in_block(const float* x_row, int n_in, uint16_t* xh,
-                                                     float* xsum, float* xinv, float* warp_max) {
-  const float4* src = reinterpret_cast<const float4*>(x_row);
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
-    const float4 f = __ldg(src + i);
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-  }
-  row_to_f16<true>(x_row, block_max(m, warp_max), 0, n_in, xh, nullptr, xsum, n_in / 32, xinv);
-  __syncthreads();
-}
-// The shared memory prepare_row_in_block's row of n_in takes: xh, then xsum (16-byte aligned, as
-// n_in is a multiple of 256 where the one-token kernel runs), then xinv.
-__host__ __device__ constexpr int prepared_row_smem_bytes(int n_in) {
-  return n_in * 2 + n_in / 32 * 4 + 16;
-}
-
 // The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
 // groups t + 256 j, j < kG, whole, loaded at once (one memory round trip instead of the max's
 // pass and a reread), and converts them from registers: the same values, the same steps.

@@ -127,8 +127,8 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
 // The folded chunk partial (fold.cuh) of one token, x row 0 of a, in the mma's column 0: p's
 // registers 0 and 2 in lanes t == 0 hold rows g and g + 8. The one-token kernel's form of
 // chunk_partial<D, 1> for the folded types (matmul_decode_single.cu), with the same operands in
-// the same steps, so the same bits. kShared: x's prepared form in shared memory (load_x).
-template <DType D, bool kShared = false>
+// the same steps, so the same bits.
+template <DType D>
 __device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChunk<D>& cur, int lane,
                                              int k0, float (&p)[4]) {
   static_assert(kFold<D>, "the folded types");
@@ -136,9 +136,9 @@ __device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChun
   uint2 xf[kChunk / 16];  // the token's B fragments, issued before the decoding
 #pragma unroll
   for (int st = 0; st < kChunk / 16; ++st)
-    xf[st] = g == 0 ? load_x<kShared>(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
+    xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
                     : make_uint2(0u, 0u);
-  const uint2 bb = bias_b<kShared>(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
+  const uint2 bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
   const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
   float s[4] = {};
 #pragma unroll
