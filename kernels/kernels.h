@@ -327,17 +327,10 @@ struct AttentionArgs {
   // CUDA-core kernel (the only one for other caches, f32 and f8_e4m3, and sizes). They differ in
   // bits: a model keeps one setting for every step.
   bool tensor_cores = true;
-  // Null, or attention_arrivals_bytes(step, n_heads) of device memory that was zeroed once when
-  // allocated (every launch leaves it zeroed again): the one-query decode kernel's blocks count
-  // their arrivals there, and the last block of each (token, heads) column merges the split
-  // partials itself, in the combine kernel's order (the same bits), instead of a combine launch.
-  int32_t* arrivals = nullptr;
 };
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
 constexpr int32_t kAttentionSplit = 256;
-// The bytes of AttentionArgs::arrivals a step needs: one counter a (token, query head).
-size_t attention_arrivals_bytes(const StepDev& step, int n_heads);
 
 // Device scratch bytes attention() needs for a step under the automatic plan: the split
 // partials [n_tokens x n_heads x n_splits x (head_dim + 2)] f32 (n_splits from max_context)

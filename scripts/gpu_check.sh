@@ -23,10 +23,8 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the last round's A/B: decode attention's last block merging the split partials
-#               against the combine launch (MEMRA_LAST_BLOCK_COMBINE=0), kernel-check's
-#               attention cases, 8B at 1 and 8 sequences, 0.6B at 1, then the 8B Q4_K_M rows of
-#               the targets table (~3 min; its other gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table, and the next round's A/B (~1.5 min;
+#               its gates are quick's)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -341,18 +339,11 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The last round's A/B: the decode attention kernel's last block of a column merging the split
-  # partials (AttentionArgs::arrivals) against the combine launch (MEMRA_LAST_BLOCK_COMBINE=0),
-  # kernel-check's attention cases first; 8B at 1 and 8 sequences, 0.6B at 1; then the 8B Q4_K_M
-  # rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context). The other gates
-  # are quick's. (The twenty-fourth round's x preparation in the products is in its run log.)
-  kcheck kernel-check-attention 180 --filter attention
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context),
+  # and the place for the next round's A/B. The gates are quick's. (The twenty-fourth round's
+  # A/Bs, the products preparing x themselves and decode attention's last block merging the
+  # splits, both removed, are in its run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
-  bench "$m" -n 64 -c 1,8
-  bench_with "$m" combine-launch MEMRA_LAST_BLOCK_COMBINE=0 -n 64 -c 1,8
-  small=$(synth qwen3-0.6b q4_k_m)
-  bench "$small" -n 128 -c 1
-  bench_with "$small" combine-launch MEMRA_LAST_BLOCK_COMBINE=0 -n 128 -c 1
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
 fi

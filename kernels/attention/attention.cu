@@ -92,13 +92,6 @@ __global__ void attention_combine_kernel(const float* partials, const int32_t* p
   *o = __fdiv_rn(O, L);
 }
 
-// MEMRA_LAST_BLOCK_COMBINE=0: the decode kernel's partials merged by the combine kernel even
-// where the caller gives arrivals (the A/B; the same bits).
-bool last_block_combine_enabled() {
-  static const bool enabled = env_switch("MEMRA_LAST_BLOCK_COMBINE", true);
-  return enabled;
-}
-
 bool decode_one_pass_enabled() {
   static const bool enabled = env_switch("MEMRA_DECODE_ONE_PASS", false);
   return enabled;
@@ -187,7 +180,7 @@ bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
-  if (p.arrivals == nullptr) launch_combine<D>(p, stream);
+  launch_combine<D>(p, stream);
   return true;
 }
 
@@ -307,12 +300,6 @@ size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
   return static_cast<size_t>(rows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
 
-size_t attention_arrivals_bytes(const StepDev& step, int n_heads) {
-  // A column is a token and a block z (kv head x head chunk): at most one a query head.
-  return static_cast<size_t>(std::max(step.n_tokens, 0)) * static_cast<size_t>(n_heads) *
-         sizeof(int32_t);
-}
-
 size_t attention_scratch_bytes_max(int head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
@@ -358,7 +345,6 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.window = args.window;
   p.out = out;
   p.partials = static_cast<float*>(scratch);
-  p.arrivals = last_block_combine_enabled() ? args.arrivals : nullptr;
   p.n_splits = static_cast<int32_t>(n_splits_of(step));
   p.n_tokens = step.n_tokens;
   p.n_seqs = step.n_seqs;

@@ -85,14 +85,22 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// The split's scores, softmax and values for the block's rows (heads h0 .. h0 + n_h - 1 of token
-// t), written as its partials (mma_split_finish).
+// grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
+// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
 template <int D, typename CT>
-__device__ __forceinline__ void decode_split(const AttnParams& p, unsigned char* smem_raw, int t,
-                                             int s, int kv_head, int h0, int n_h,
-                                             const KeyRange& range) {
+__global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT>;
   using C = typename DC::C;
+  detail::wait_for_inputs();
+  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+  const int t = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
+  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[t], p.window);
+  if (s < range.first || s > range.last) return;  // no key of this split: nothing is read
+
   Run run;
   run.tb = t;
   run.nq = 1;
@@ -108,7 +116,7 @@ __device__ __forceinline__ void decode_split(const AttnParams& p, unsigned char*
   run.s_end = s + 1;
   run.table = p.block_tables + int64_t{run.seq} * p.max_blocks;
 
-  const MmaSmem sm = mma_smem<C>(smem_raw);
+  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
   const int sbase = s * kSplit, c0 = max(sbase, run.lo), c1 = min(sbase + kSplit, run.hi);
@@ -133,70 +141,6 @@ __device__ __forceinline__ void decode_split(const AttnParams& p, unsigned char*
   for (int ci = ci0; ci <= ci1; ++ci)
     mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
   mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
-}
-
-// After a block's partials (or, for a split without keys, nothing): the block counts its arrival
-// in its column (token t, block z: every split's block of the same heads), and the one that
-// arrives last merges the column's partials into out as attention_combine_kernel does (the same
-// merges in split order, the same division: the same bits), then zeroes the count for the next
-// launch (every other block of the column has counted by then, and the next launch waits for
-// this grid). Why: at short contexts the combine launch cost a decode step ~3 us a layer (Nsight,
-// twenty-second round) for a few hundred bytes; here it is one block's tail.
-template <int D>
-__device__ __forceinline__ void combine_if_last(const AttnParams& p, int t, int h0, int n_h,
-                                                const KeyRange& range) {
-  __shared__ bool last;
-  __threadfence();  // this block's partials reach L2 before its arrival counts
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* count = p.arrivals + int64_t{t} * gridDim.z + blockIdx.z;
-    last = atomicAdd(count, 1) == static_cast<int>(gridDim.y) - 1;
-    if (last) *count = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // the other blocks' partials, read from L2 (__ldcg: L1 is not coherent)
-  for (int i = threadIdx.x; i < n_h * D; i += kAttnThreads) {
-    const int h = h0 + i / D, d = i % D;
-    float* o = p.out + (int64_t{t} * p.n_heads + h) * D + d;
-    if (range.last >= p.n_splits) {  // a position past the step's max_context: a caller bug
-      *o = __int_as_float(0x7fffffff);
-      continue;
-    }
-    const float* part = p.partials + (int64_t{t} * p.n_heads + h) * p.n_splits * (D + 2);
-    float M = 0.0f, L = 1.0f, O = 0.0f;
-    for (int s = range.first; s <= range.last; ++s) {
-      const float* ps = part + int64_t{s} * (D + 2);
-      const float m = __ldcg(ps + D), l = __ldcg(ps + D + 1), v = __ldcg(ps + d);
-      if (s == range.first) {
-        M = m, L = l, O = v;
-      } else {
-        float a, b;
-        merge_weights(M, L, m, l, a, b);
-        O = merge_value(O, v, a, b);
-      }
-    }
-    *o = __fdiv_rn(O, L);
-  }
-}
-
-// grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
-// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
-// p.arrivals set: the column's last block merges the partials (combine_if_last).
-template <int D, typename CT>
-__global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const AttnParams p) {
-  detail::wait_for_inputs();
-  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const int t = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
-  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
-  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * p.hpb;
-  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  const KeyRange range = key_range(p.positions[t], p.window);
-  // A split without keys of this query reads nothing (but still counts its arrival).
-  if (s >= range.first && s <= range.last)
-    decode_split<D, CT>(p, decode_smem_raw, t, s, kv_head, h0, n_h, range);
-  if (p.arrivals != nullptr) combine_if_last<D>(p, t, h0, n_h, range);
 }
 
 }  // namespace memra::kernels::detail

@@ -73,9 +73,6 @@ struct AttnParams {
   // tokens never wait in a tile behind other sequences' runs.
   int32_t select;
   bool one_pass;
-  // The decode kernel's arrival counters (AttentionArgs::arrivals; [n_tokens][gridDim.z]), or
-  // null: the combine kernel merges its partials.
-  int32_t* arrivals;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

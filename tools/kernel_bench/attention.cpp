@@ -140,11 +140,6 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   args.scale = 0.088388f;
   args.plan = c.plan;
   args.tensor_cores = tensor_cores;
-  // The arrival counters the backend passes (the decode kernel's last block merges the partials
-  // where it runs), zeroed once.
-  cuda::DeviceBuffer arrivals(kernels::attention_arrivals_bytes(step, kHeads));
-  check(cudaMemset(arrivals.data(), 0, arrivals.size()), "zero");
-  args.arrivals = static_cast<int32_t*>(arrivals.data());
   const double ms = median_ms(stream, [&](int i) {
     kernels::PagedKv kv;
     kv.k = static_cast<uint8_t*>(kbuf.data()) + (i % copies) * bytes;

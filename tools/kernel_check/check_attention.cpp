@@ -155,8 +155,7 @@ class DevStep {
         q_(ctx, s.q),
         kc_(cache_bytes()),
         vc_(cache_bytes()),
-        out_(int64_t{s.n_tokens} * c.n_heads * c.head_dim),
-        arrivals_(ctx, std::vector<int32_t>(static_cast<size_t>(s.n_tokens) * c.n_heads, 0)) {
+        out_(int64_t{s.n_tokens} * c.n_heads * c.head_dim) {
     upload_cache(kc_, s.k);
     upload_cache(vc_, s.v);
   }
@@ -172,9 +171,6 @@ class DevStep {
     const std::vector<float>* q = nullptr;
     int32_t extra_context = 0;
     bool tensor_cores = true;
-    // AttentionArgs::arrivals, as the backend passes them: the decode kernel's last block of a
-    // column merges the partials; false: the combine kernel does.
-    bool arrivals = true;
   };
   std::vector<float> run(float scale, const Opts& o) {
     const std::vector<int32_t>* pos = o.pos;
@@ -204,7 +200,6 @@ class DevStep {
     args.plan = o.plan;
     args.tile = o.tile;
     args.tensor_cores = o.tensor_cores;
-    args.arrivals = o.arrivals ? arrivals_.get() : nullptr;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
     out_.poison(ctx_);
     kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
@@ -212,12 +207,6 @@ class DevStep {
     if (pos) pos_.upload(ctx_, s_.positions);
     if (q) q_.upload(ctx_, s_.q);
     return out_.download(ctx_);
-  }
-
-  // Arrival counters some launch left non-zero (each launch must zero its columns again).
-  int64_t arrivals_left() const {
-    const std::vector<int32_t> a = arrivals_.download(ctx_);
-    return std::count_if(a.begin(), a.end(), [](int32_t v) { return v != 0; });
   }
 
  private:
@@ -244,7 +233,6 @@ class DevStep {
   Dev<float> q_;
   Dev<uint8_t> kc_, vc_;
   Dev<float> out_;
-  Dev<int32_t> arrivals_;
 };
 
 std::string case_shape(const Case& c, const Step& s) {
@@ -372,17 +360,6 @@ void check_case(Context& ctx, const Case& c, bool tensor_cores) {
   }
   ctx.add({"attention plans x tiles", shape, dtype, "bits", mismatches, 0.0,
            teeth ? "one q element 1% off in one run" : ""});
-  // The split plan's partials merged by the combine kernel == by the decode kernel's last block
-  // (the split runs above, where the decode kernel serves them), and no launch left a column's
-  // arrival counter non-zero.
-  o = base;
-  o.plan = AttentionPlan::split;
-  o.tile = AttentionTile::one_query;
-  o.arrivals = false;
-  o.q = teeth ? &q_bent : nullptr;
-  ctx.add({"attention combine kernel==last block", shape, dtype, "bits",
-           bit_mismatches(split, dev.run(scale, o)) + static_cast<double>(dev.arrivals_left()), 0.0,
-           teeth ? "one q element 1% off in the combine kernel's run" : ""});
   mismatches = 0;
   for (int j = 0; j < 2; ++j) {
     o = base;

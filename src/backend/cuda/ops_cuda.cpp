@@ -245,8 +245,6 @@ class CudaOps final : public Ops {
     args.tensor_cores = attention_tensor_cores_;
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
-    args.arrivals = static_cast<int32_t*>(
-        grow_zeroed(attention_arrivals_, kernels::attention_arrivals_bytes(step_, params.n_heads)));
     kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
                        scratch, stream());
     launched("attention");
@@ -499,16 +497,6 @@ class CudaOps final : public Ops {
     return buffer.data();
   }
 
-  // grow() for a buffer whose contents must start as zeros (attention's arrival counters, which
-  // every launch leaves zeroed again): zeroed on the stream when (re)allocated.
-  void* grow_zeroed(Buffer& buffer, size_t bytes) {
-    const size_t before = buffer.bytes();  // (a new allocation may reuse the old address)
-    void* data = grow(buffer, bytes);
-    if (buffer.bytes() != before && data != nullptr)
-      check(cudaMemsetAsync(data, 0, buffer.bytes(), stream()), "scratch zeroing");
-    return data;
-  }
-
   cudaGraphExec_t record(const GraphKey& key, const std::function<void()>& forward);
 
   // Every sequence of the step names a state slot of the layer's cache (the CPU backend's check).
@@ -657,7 +645,7 @@ class CudaOps final : public Ops {
     return {it->second, kernels::WeightLayout::tiled};
   }
   std::map<std::vector<double>, Buffer> rope_tables_;
-  Buffer matmul_scratch_, attention_scratch_, attention_arrivals_, experts_scratch_;
+  Buffer matmul_scratch_, attention_scratch_, experts_scratch_;
   // Per-step metadata: host copy (for host-side checks), each sequence's first token (computed
   // here for the linear-attention kernels), pinned staging, device copy.
   StepLayout host_step_;
