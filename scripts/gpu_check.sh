@@ -25,6 +25,9 @@
 #               min; not part of full)
 #     ab        the 8B Q4_K_M rows of the targets table, and the next round's A/B (~1.5 min;
 #               its gates are quick's)
+#     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
+#               and 8 sequences: the per-kernel table a persistent decode kernel starts from
+#               (~5 min; not part of full)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
@@ -47,8 +50,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | kv | ab | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|kv|ab|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -346,6 +349,15 @@ if [ "$MODE" = ab ]; then
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
+fi
+if [ "$MODE" = steps ]; then
+  # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
+  # step costs ~1 ms more than the one-sequence step for the same weights: where).
+  for c in 1 8; do
+    step "profile-qwen3-8b-q4_k_m-c$c" 200 python3 scripts/gpu_profile.py --bin "$BIN" \
+      --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
+      --bench-args "-n 128 -r 3 -c $c"
+  done
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
