@@ -207,25 +207,17 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
   const int64_t row_bytes = n_in / dtype_traits(wtype).block_size * dtype_traits(wtype).type_size;
   const size_t tiled_bytes = matmul_tiled_bytes(wtype, n_in, n_out);
   const auto grid = static_cast<unsigned>(records);
+  // The tiling kernel of wtype (matmul_tiled_supports: one of these five).
+  const auto kernel = wtype == DType::q4_k   ? tile_kernel<DType::q4_k>
+                      : wtype == DType::q6_k ? tile_kernel<DType::q6_k>
+                      : wtype == DType::q8_0 ? tile_kernel<DType::q8_0>
+                      : wtype == DType::f16  ? tile_half_kernel<DType::f16>
+                                             : tile_half_kernel<DType::bf16>;
   for (int64_t m = 0; m < n_matrices; ++m) {
     const auto* src = static_cast<const uint8_t*>(ggml) + m * row_bytes * n_out;
     auto* dst = static_cast<uint8_t*>(tiled) + m * tiled_bytes;
-    if (wtype == DType::q4_k) {
-      detail::launch(tile_kernel<DType::q4_k>, grid, 32, 0, stream, src, row_bytes,
-                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-    } else if (wtype == DType::f16) {
-      detail::launch(tile_half_kernel<DType::f16>, grid, 32, 0, stream, src, row_bytes,
-                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-    } else if (wtype == DType::bf16) {
-      detail::launch(tile_half_kernel<DType::bf16>, grid, 32, 0, stream, src, row_bytes,
-                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-    } else if (wtype == DType::q8_0) {
-      detail::launch(tile_kernel<DType::q8_0>, grid, 32, 0, stream, src, row_bytes,
-                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-    } else {
-      detail::launch(tile_kernel<DType::q6_k>, grid, 32, 0, stream, src, row_bytes,
-                     static_cast<int>(n_out), static_cast<int>(n_chunks), dst);
-    }
+    detail::launch(kernel, grid, 32, 0, stream, src, row_bytes, static_cast<int>(n_out),
+                   static_cast<int>(n_chunks), dst);
   }
   // Complete before any product can run (kernels.h): one wait for the whole stack.
   const cudaError_t done = cudaStreamSynchronize(stream);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <thread>
 
@@ -48,14 +49,22 @@ std::vector<float> Context::uniform(size_t n, float lo, float hi) {
 void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
   const int64_t n_threads =
       std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
-  std::vector<std::thread> threads;
-  for (int64_t i = 1; i < n_threads; ++i) {
-    threads.emplace_back([&, i] {
+  // An exception thrown by fn on a worker would end the process from std::thread: each thread
+  // keeps its first, and the lowest thread's is rethrown after every thread has joined.
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n_threads));
+  const auto stride = [&](int64_t i) {
+    try {
       for (int64_t j = i; j < n; j += n_threads) fn(j);
-    });
-  }
-  for (int64_t j = 0; j < n; j += n_threads) fn(j);
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t i = 1; i < n_threads; ++i) threads.emplace_back(stride, i);
+  stride(0);
   for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 int32_t Context::randint(int32_t lo, int32_t hi) {
