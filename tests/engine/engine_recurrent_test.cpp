@@ -289,6 +289,10 @@ TEST(EngineRecurrent, PreemptedSequencesResumeFromTheirSnapshot) {
   o.kv_blocks = 40;
   o.context_length = 128;
   Harness h = start_recurrent(o, 128);
+  // Steps of 1 ms keep the first requests decoding while the rest are submitted, so all eight
+  // compete for the 40 blocks (about two requests' worth): without it, on a loaded machine the
+  // engine could finish the early ones first and never need to preempt.
+  h.model->delay_ms = 1;
   const int n = 8;
   std::vector<Collected> c(n);
   for (int i = 0; i < n; ++i) h.engine->submit(greedy_request(prompt_of(22), 60, c[i]));
