@@ -84,7 +84,9 @@ def test_stop_sequence_is_reported(client, model):
 
 @pytest.mark.real_weights
 def test_forced_tool_use_and_round_trip(client, model):
+    # Greedy: a sampled call ran its arguments past max_tokens (once in a full local run).
     r = client.messages.create(model=model, max_tokens=64, tools=[WEATHER], messages=ASK,
+                               extra_body=GREEDY,
                                tool_choice={"type": "tool", "name": "get_weather"})
     assert r.stop_reason == "tool_use"
     [call] = [b for b in r.content if b.type == "tool_use"]
