@@ -342,13 +342,31 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context),
-  # and the place for the next round's A/B. The gates are quick's. (The twenty-fourth round's
-  # A/Bs, the products preparing x themselves and decode attention's last block merging the
-  # splits, both removed, are in its run logs.)
+  # The twenty-fifth round's A/B: two tiles a warp at 2-8 tokens (MEMRA_PAIR_DECODE=1), decode
+  # attention's V in K's rows at two blocks an SM for grids over one block an SM
+  # (MEMRA_DECODE_SHARED_ROWS=1; =all with MEMRA_DECODE_KERNEL=all: every attention case through
+  # it), and one shared-memory carveout for every kernel (MEMRA_UNIFORM_CARVEOUT=1), checked bit
+  # for bit and each timed against the defaults in the same run; then the 8B Q4_K_M targets rows.
+  kcheck kernel-check-ab 240 MEMRA_PAIR_DECODE=1 MEMRA_UNIFORM_CARVEOUT=1 \
+    MEMRA_DECODE_SHARED_ROWS=1
+  kcheck kernel-check-ab-shared-rows 120 MEMRA_DECODE_KERNEL=all MEMRA_DECODE_SHARED_ROWS=all \
+    --filter attention
   m=$(synth qwen3-8b q4_k_m --fast-quant)
+  s=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for v in default:MEMRA_PDL=1 pair:MEMRA_PAIR_DECODE=1 shared:MEMRA_DECODE_SHARED_ROWS=1 \
+    carveout:MEMRA_UNIFORM_CARVEOUT=1 pair-shared:MEMRA_PAIR_DECODE=1,MEMRA_DECODE_SHARED_ROWS=1; do
+    bench_with "$m" "ab-${v%%:*}" "${v#*:}" -n 64 -c 1,8
+  done
+  for v in default:MEMRA_PDL=1 carveout:MEMRA_UNIFORM_CARVEOUT=1; do
+    bench_with "$s" "ab-${v%%:*}" "${v#*:}" -n 128 -c 1
+  done
+  step kernel-bench-8 120 "$BIN/memra-kernel-bench" --tokens 8 \
+    --json "$RECEIPTS/$DAY-kernel-bench-8.json"
+  step kernel-bench-8-pair 120 env MEMRA_PAIR_DECODE=1 "$BIN/memra-kernel-bench" --tokens 8 \
+    --json "$RECEIPTS/$DAY-kernel-bench-8-pair.json"
+  step profile-carveout-c1 200 env MEMRA_UNIFORM_CARVEOUT=1 python3 scripts/gpu_profile.py \
+    --bin "$BIN" --model "$m" --skip 8000 --count 2000 --bench-args "-n 128 -r 3 -c 1"
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence

@@ -113,6 +113,22 @@ DecodeKernel decode_kernel_mode() {
   return mode;
 }
 
+// MEMRA_DECODE_SHARED_ROWS: the decode kernel's form with V in K's rows, two blocks an SM
+// (DecodeConfig's kShared), for its grids of more blocks than SMs (1), for every grid it takes
+// (all: kernel-check's coverage), or for none (unset or 0: the A/B until measured). The same bits
+// either way.
+enum class SharedRows { off, big_grids, all };
+SharedRows shared_rows_mode() {
+  static const SharedRows mode = [] {
+    const char* v = std::getenv("MEMRA_DECODE_SHARED_ROWS");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return SharedRows::off;
+    if (std::strcmp(v, "1") == 0) return SharedRows::big_grids;
+    if (std::strcmp(v, "all") == 0) return SharedRows::all;
+    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_SHARED_ROWS={}: expected 0, 1 or all", v);
+  }();
+  return mode;
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     fail(ErrorCode::internal, "attention: {}: {}", what, cudaGetErrorString(status));
@@ -162,6 +178,22 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
                  p.n_heads, p.n_splits, p.out);
 }
 
+// The decode kernel's form kShared (attention_decode.cuh) for a split plan's one-query launch,
+// where its shared memory fits.
+template <int D, typename CT, bool kShared>
+bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
+  using DC = detail::DecodeConfig<D, CT, kShared>;
+  const auto kernel = detail::decode_attention_kernel<D, CT, kShared>;
+  if (DC::kBytes > lim.smem_optin) return false;
+  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DC::kBytes),
+             "cudaFuncSetAttribute");
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
+                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
+  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
+  launch_combine<D>(p, stream);
+  return true;
+}
+
 // The decode kernel for a split plan's one-query launch of `blocks` blocks, when it serves it:
 // every token alone in its block (select 0), power-of-two cache blocks, and a grid the generic
 // kernel would run at one block an SM (or MEMRA_DECODE_KERNEL=all).
@@ -172,16 +204,12 @@ bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
   if (mode == DecodeKernel::off || p.one_pass || p.select != 0 || p.bs_shift < 0 ||
       (mode == DecodeKernel::small_grids && blocks >= 2 * int64_t{lim.sms}))
     return false;
-  using DC = detail::DecodeConfig<D, CT>;
-  const auto kernel = detail::decode_attention_kernel<D, CT>;
-  if (DC::kBytes > lim.smem_optin) return false;
-  cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, DC::kBytes),
-             "cudaFuncSetAttribute");
-  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
-                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
-  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
-  launch_combine<D>(p, stream);
-  return true;
+  if constexpr (D <= 128) {  // (at 256 V always takes K's rows: the two forms are one)
+    const SharedRows shared = shared_rows_mode();
+    if (shared == SharedRows::all || (shared == SharedRows::big_grids && blocks > lim.sms))
+      return launch_decode_form<D, CT, true>(p, lim, stream);
+  }
+  return launch_decode_form<D, CT, false>(p, lim, stream);
 }
 
 // Blocks per SM the ring is sized for: two where the config allows it (C::kBlocksPerSm: one-query

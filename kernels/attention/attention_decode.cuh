@@ -23,14 +23,20 @@
 
 namespace memra::kernels::detail {
 
-template <int D, typename CT>
+// kShared: V always lands in K's rows after the scores (the head_dim 256 form at any head_dim), so
+// that two blocks fit an SM: for grids of more blocks than SMs (a few sequences, 8B at 8 x ~576
+// keys: 192 blocks), which one block an SM runs in two waves.
+template <int D, typename CT, bool kShared = false>
 struct DecodeConfig {
   using C = MmaConfig<D, CT, false>;
   static constexpr int kChunks = kSplit / C::kChunk;  // a split's chunks (K or V)
   static constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
   static constexpr int kPasses = kSplit / kRowsPerPass;  // a thread's keys of the split
-  static constexpr bool kSeparateV = D <= 128;  // V has rows of its own (else K's, after scores)
+  // V has rows of its own (else K's, after the scores).
+  static constexpr bool kSeparateV = D <= 128 && !kShared;
   static constexpr int kBytes = C::kFixedBytes + (kSeparateV ? 2 : 1) * kChunks * C::kChunkBytes;
+  // Blocks an SM (228 KB of shared memory, 1 KB of it the runtime's a block).
+  static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
   static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
                 "a thread's keys tile the split; chunks are contiguous rows");
 };
@@ -46,7 +52,7 @@ constexpr bool has_decode_kernel() {
 // or -1 for keys outside [c0, c1): each key's slot is looked up once for its K and V copies.
 template <int D, typename CT>
 struct SplitKeys {
-  using DC = DecodeConfig<D, CT>;
+  using DC = DecodeConfig<D, CT>;  // the key layout is the same in both forms
   int64_t off[DC::kPasses];
   __device__ __forceinline__ SplitKeys(const AttnParams& p, const int32_t* table, int kv_head,
                                        int sbase, int c0, int c1) {
@@ -87,9 +93,10 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
 
 // grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
 // plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
-template <int D, typename CT>
-__global__ void __launch_bounds__(kAttnThreads, 1) decode_attention_kernel(const AttnParams p) {
-  using DC = DecodeConfig<D, CT>;
+template <int D, typename CT, bool kShared>
+__global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
+    decode_attention_kernel(const AttnParams p) {
+  using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
