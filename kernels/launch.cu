@@ -1,7 +1,4 @@
-// Whether launches are programmatic, and the carveout every kernel asks for (launch.cuh).
-#include <mutex>
-#include <unordered_set>
-
+// Whether launches are programmatic (launch.cuh).
 #include "core/env.h"
 #include "kernels/launch.cuh"
 
@@ -14,18 +11,6 @@ bool programmatic_launch() {
   return env && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          major >= 9;
-}
-
-void prefer_uniform_carveout(const void* kernel) {
-  static const bool enabled = env_switch("MEMRA_UNIFORM_CARVEOUT", false);
-  if (!enabled) return;
-  static std::mutex mutex;
-  static std::unordered_set<const void*> done;
-  const std::lock_guard<std::mutex> lock(mutex);
-  // A preference, not a requirement: a failure leaves the driver's own choice (same bits).
-  if (done.insert(kernel).second)
-    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared);
 }
 
 }  // namespace memra::kernels::detail

@@ -25,14 +25,6 @@ namespace memra::kernels::detail {
 // MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way).
 bool programmatic_launch();
 
-// Under MEMRA_UNIFORM_CARVEOUT=1, asks once per kernel for the largest shared-memory carveout
-// (cudaFuncAttributePreferredSharedMemoryCarveout), so that a step's kernels share one L1/shared
-// split: decode attention stages ~165 KB a block where the products and the small kernels need
-// a few KB, and an SM whose split must change to take the next kernel's blocks first drains the
-// blocks it holds, which programmatic dependent launch cannot overlap. The A/B switch (off by
-// default until measured); the outputs are the same bits either way.
-void prefer_uniform_carveout(const void* kernel);
-
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
 // programmatic_launch() says so, in thread block clusters of cluster_x blocks along x where
 // cluster_x > 0 (grid.x a multiple of it; the kernel's code must be sm_90). Errors surface at the
@@ -40,7 +32,6 @@ void prefer_uniform_carveout(const void* kernel);
 template <typename... Params, typename... Args>
 void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned cluster_x, Args&&... args) {
-  prefer_uniform_carveout(reinterpret_cast<const void*>(kernel));
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
   if (cluster_x > 0) {

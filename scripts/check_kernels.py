@@ -6,8 +6,8 @@ the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_in
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
 statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases and
-the decode products' early weight load (tiled_chunk.cuh's EarlyChunk, matmul_decode_pair.cu's
-PairChunk: they read only kernel parameters and weights, which no kernel of a step writes).
+the decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel
+parameters and weights, which no kernel of a step writes).
 """
 import pathlib
 import re
@@ -15,7 +15,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALLOWED_BEFORE_WAIT = re.compile(
-    r"^(using \w+ = [^;]+;|const (EarlyChunk|PairChunk)<D> first = early_\w+<[^;]*>\([^;]*\);|)$")
+    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);|)$")
 
 
 def body_start(text, at):

@@ -342,31 +342,33 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The twenty-fifth round's A/B: two tiles a warp at 2-8 tokens (MEMRA_PAIR_DECODE=1), decode
-  # attention's V in K's rows at two blocks an SM for grids over one block an SM
-  # (MEMRA_DECODE_SHARED_ROWS=1; =all with MEMRA_DECODE_KERNEL=all: every attention case through
-  # it), and one shared-memory carveout for every kernel (MEMRA_UNIFORM_CARVEOUT=1), checked bit
-  # for bit and each timed against the defaults in the same run; then the 8B Q4_K_M targets rows.
-  kcheck kernel-check-ab 240 MEMRA_PAIR_DECODE=1 MEMRA_UNIFORM_CARVEOUT=1 \
-    MEMRA_DECODE_SHARED_ROWS=1
-  kcheck kernel-check-ab-shared-rows 120 MEMRA_DECODE_KERNEL=all MEMRA_DECODE_SHARED_ROWS=all \
-    --filter attention
+  # The twenty-fifth round's second A/B: decode attention's two-blocks form (V in K's rows, the
+  # default for grids over one block an SM) against the generic kernel on the grids the decode
+  # kernel leaves to it (MEMRA_DECODE_KERNEL=all: 64 sequences, 16,384 tokens of context), and
+  # where the decode kernel's time goes at 1 and 8 sequences (Nsight's sections). The
+  # rejected A/Bs of its first call (two row tiles a warp at 2-8 tokens, one carveout for every
+  # kernel) are in its run log.
+  kcheck kernel-check-ab 120 MEMRA_DECODE_KERNEL=all --filter attention
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  step kernel-bench-attention-all 120 env MEMRA_DECODE_KERNEL=all "$BIN/memra-kernel-bench" \
+    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-all.json"
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   s=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for v in default:MEMRA_PDL=1 pair:MEMRA_PAIR_DECODE=1 shared:MEMRA_DECODE_SHARED_ROWS=1 \
-    carveout:MEMRA_UNIFORM_CARVEOUT=1 pair-shared:MEMRA_PAIR_DECODE=1,MEMRA_DECODE_SHARED_ROWS=1; do
-    bench_with "$m" "ab-${v%%:*}" "${v#*:}" -n 64 -c 1,8
+  bench_with "$m" ab-default MEMRA_PDL=1 -n 64 -c 1,8,64
+  bench_with "$m" ab-unshared MEMRA_DECODE_SHARED_ROWS=0 -n 64 -c 8
+  bench_with "$m" ab-shared-all MEMRA_DECODE_SHARED_ROWS=all -n 64 -c 1
+  bench_with "$m" ab-decode-all MEMRA_DECODE_KERNEL=all -n 64 -c 64
+  bench_with "$s" ab-default MEMRA_PDL=1 -n 128 -c 1,8
+  bench_with "$s" ab-unshared MEMRA_DECODE_SHARED_ROWS=0 -n 128 -c 8
+  for c in 1 8; do
+    step "detail-decode-attention-c$c" 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+      --model "$m" --detail decode_attention_kernel --skip 300 --count 2 \
+      --bench-args "-n 64 -r 3 -c $c"
   done
-  for v in default:MEMRA_PDL=1 carveout:MEMRA_UNIFORM_CARVEOUT=1; do
-    bench_with "$s" "ab-${v%%:*}" "${v#*:}" -n 128 -c 1
-  done
-  step kernel-bench-8 120 "$BIN/memra-kernel-bench" --tokens 8 \
-    --json "$RECEIPTS/$DAY-kernel-bench-8.json"
-  step kernel-bench-8-pair 120 env MEMRA_PAIR_DECODE=1 "$BIN/memra-kernel-bench" --tokens 8 \
-    --json "$RECEIPTS/$DAY-kernel-bench-8-pair.json"
-  step profile-carveout-c1 200 env MEMRA_UNIFORM_CARVEOUT=1 python3 scripts/gpu_profile.py \
-    --bin "$BIN" --model "$m" --skip 8000 --count 2000 --bench-args "-n 128 -r 3 -c 1"
-  bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
+  bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
+  bench_with "$m" depth-16k-decode-all MEMRA_DETERMINISTIC=1,MEMRA_DECODE_KERNEL=all \
+    -n 64 -d 16384
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence

@@ -114,15 +114,16 @@ DecodeKernel decode_kernel_mode() {
 }
 
 // MEMRA_DECODE_SHARED_ROWS: the decode kernel's form with V in K's rows, two blocks an SM
-// (DecodeConfig's kShared), for its grids of more blocks than SMs (1), for every grid it takes
-// (all: kernel-check's coverage), or for none (unset or 0: the A/B until measured). The same bits
-// either way.
+// (DecodeConfig's kShared), for its grids of more blocks than SMs (unset or 1: the default since
+// the H200 A/B, docs/PERFORMANCE.md twenty-fifth round: 8B Q4_K_M at 8 sequences 1,802.8 ->
+// 1,912.6 tok/s), for every grid it takes (all: kernel-check's coverage), or for none (0: the
+// A/B). The same bits either way.
 enum class SharedRows { off, big_grids, all };
 SharedRows shared_rows_mode() {
   static const SharedRows mode = [] {
     const char* v = std::getenv("MEMRA_DECODE_SHARED_ROWS");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return SharedRows::off;
-    if (std::strcmp(v, "1") == 0) return SharedRows::big_grids;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return SharedRows::big_grids;
+    if (std::strcmp(v, "0") == 0) return SharedRows::off;
     if (std::strcmp(v, "all") == 0) return SharedRows::all;
     fail(ErrorCode::invalid_argument, "MEMRA_DECODE_SHARED_ROWS={}: expected 0, 1 or all", v);
   }();

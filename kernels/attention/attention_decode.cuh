@@ -16,7 +16,8 @@
 // Shared memory: the generic block's fixed part (q terms, scores, row state) and the split's K
 // then V rows in the chunk layout (kChunk keys a chunk, padded rows), 165 KB at head_dim 128 with
 // an f16 cache. At head_dim 256 K and V together would not fit: V's copies start into K's rows
-// once the scores have read them, and land while the softmax runs.
+// once the scores have read them, and land while the softmax runs. Grids of more blocks than SMs
+// take that form at every head_dim, two blocks an SM (DecodeConfig's kShared).
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
@@ -24,8 +25,9 @@
 namespace memra::kernels::detail {
 
 // kShared: V always lands in K's rows after the scores (the head_dim 256 form at any head_dim), so
-// that two blocks fit an SM: for grids of more blocks than SMs (a few sequences, 8B at 8 x ~576
-// keys: 192 blocks), which one block an SM runs in two waves.
+// that two blocks fit an SM (~95 KB at head_dim 128): for grids of more blocks than SMs (a few
+// sequences: 8B at 8 x ~576 keys is 192 blocks), which one block an SM runs in two waves. V's
+// loads then wait for the scores, which a grid that fits the SMs once does not pay for.
 template <int D, typename CT, bool kShared = false>
 struct DecodeConfig {
   using C = MmaConfig<D, CT, false>;

@@ -10,12 +10,6 @@
 #include "kernels/matmul/tiled_chunk.cuh"
 
 namespace memra::kernels::matmul_detail {
-
-// matmul_decode_pair.cu (the A/B's only caller is this file).
-bool pair_decode_enabled();
-template <DType D>
-void launch_decode_pair(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
-
 namespace {
 
 template <DType D, int kNT>
@@ -175,24 +169,6 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   }
 }
 
-// Output a alone as a MultiOut (tile_begin in tiles), for launch_decode_pair.
-MultiOut one_output(const MatmulArgs& a) {
-  MultiOut m;
-  m.w[0] = a.w;
-  m.y[0] = a.y;
-  m.n_out[0] = a.n_out;
-  m.ldy[0] = a.ldy;
-  m.tile_begin[1] = (a.n_out + 15) / 16;
-  m.n = 1;
-  return m;
-}
-
-// Whether 2-8 tokens over D take the two-tiles-a-warp kernel (matmul_decode_pair.cu).
-template <DType D>
-bool takes_pair(int n_tokens) {
-  return Tiled<D>::kScaled && n_tokens > 1 && n_tokens <= 8 && pair_decode_enabled();
-}
-
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
@@ -205,9 +181,6 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  if constexpr (Tiled<D>::kScaled) {
-    if (takes_pair<D>(a.n_tokens)) return launch_decode_pair<D>(a, one_output(a), stream);
-  }
   if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
   } else {
@@ -225,9 +198,6 @@ bool grouped_decode_enabled() {
 
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  if constexpr (Tiled<D>::kScaled) {
-    if (takes_pair<D>(x.n_tokens)) return launch_decode_pair<D>(x, outs, stream);
-  }
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
                  x, outs, early_weights_enabled());
