@@ -23,8 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table, and the next round's A/B (~1.5 min;
-#               its gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table beside the decode attention defaults
+#               before the twenty-fifth round, and the next round's A/B (~2.5 min; its gates
+#               are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -175,6 +176,10 @@ fi
 if runs quick; then
   step cuda-check 60 "$BIN/memra-cuda-check" --mib 2048 --receipt "$RECEIPTS/$DAY-cuda-runtime-check.json"
   kcheck kernel-check 180
+  # The split plan's one-query launches on the generic kernel (MEMRA_DECODE_KERNEL=0), which the
+  # decode kernel takes by default wherever it applies: what fp8 caches, mixed steps and block
+  # sizes that are no power of two run, checked on every case.
+  kcheck kernel-check-attention-generic 120 MEMRA_DECODE_KERNEL=0 --filter attention
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
@@ -342,33 +347,18 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The twenty-fifth round's second A/B: decode attention's two-blocks form (V in K's rows, the
-  # default for grids over one block an SM) against the generic kernel on the grids the decode
-  # kernel leaves to it (MEMRA_DECODE_KERNEL=all: 64 sequences, 16,384 tokens of context), and
-  # where the decode kernel's time goes at 1 and 8 sequences (Nsight's sections). The
-  # rejected A/Bs of its first call (two row tiles a warp at 2-8 tokens, one carveout for every
-  # kernel) are in its run log.
-  kcheck kernel-check-ab 120 MEMRA_DECODE_KERNEL=all --filter attention
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  step kernel-bench-attention-all 120 env MEMRA_DECODE_KERNEL=all "$BIN/memra-kernel-bench" \
-    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-all.json"
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context),
+  # beside the same rows under the decode attention defaults before the twenty-fifth round
+  # (the decode kernel for grids under two blocks an SM only, one block an SM), and the place
+  # for the next round's A/B. The gates are quick's. (The twenty-fifth round's A/Bs, the
+  # two-blocks form and the decode kernel on every grid kept, two row tiles a warp and one
+  # carveout for every kernel removed, are in its run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
-  s=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  bench_with "$m" ab-default MEMRA_PDL=1 -n 64 -c 1,8,64
-  bench_with "$m" ab-unshared MEMRA_DECODE_SHARED_ROWS=0 -n 64 -c 8
-  bench_with "$m" ab-shared-all MEMRA_DECODE_SHARED_ROWS=all -n 64 -c 1
-  bench_with "$m" ab-decode-all MEMRA_DECODE_KERNEL=all -n 64 -c 64
-  bench_with "$s" ab-default MEMRA_PDL=1 -n 128 -c 1,8
-  bench_with "$s" ab-unshared MEMRA_DECODE_SHARED_ROWS=0 -n 128 -c 8
-  for c in 1 8; do
-    step "detail-decode-attention-c$c" 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-      --model "$m" --detail decode_attention_kernel --skip 300 --count 2 \
-      --bench-args "-n 64 -r 3 -c $c"
-  done
+  bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
-  bench_with "$m" depth-16k-decode-all MEMRA_DETERMINISTIC=1,MEMRA_DECODE_KERNEL=all \
-    -n 64 -d 16384
+  before=MEMRA_DETERMINISTIC=1,MEMRA_DECODE_KERNEL=small,MEMRA_DECODE_SHARED_ROWS=0
+  bench_with "$m" targets-attention-before "$before" -p 512 -n 128 -c 1,8,64
+  bench_with "$m" depth-16k-attention-before "$before" -n 64 -d 16384
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
@@ -461,21 +451,19 @@ if [ "$MODE" = gemma4 ]; then
 fi
 if [ "$MODE" = stalls ]; then
   # Why the kernels furthest from their ceilings wait (docs/PERFORMANCE.md, eighteenth round):
-  # the cluster decode kernel (Q4_K) at 32 sequences, and the one-query decode attention kernel
-  # (F16 cache, head_dim 128) at 1 and 64 sequences of ~576 keys. The decode launches come after
-  # the prompts' (their attention is the multi-query form, which the regex leaves out).
+  # the cluster decode kernel (Q4_K) at 32 sequences, and the decode attention kernel (F16
+  # cache, head_dim 128; at 64 sequences its two-blocks form) at 1 and 64 sequences of ~576
+  # keys (the prompts' attention is the generic kernel's multi-query form).
   step stalls-cluster-decode-c32 180 python3 scripts/gpu_profile.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
     --detail 'cluster_decode_kernel<\(memra::DType\)12' --skip 200 --count 3 \
     --bench-args "-n 64 -r 3 -c 32"
   step stalls-attention-c64 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'attention_kernel<\(int\)128, __half, \(bool\)0' --skip 200 --count 2 \
-    --bench-args "-n 64 -r 3 -c 64"
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail decode_attention_kernel \
+    --skip 200 --count 2 --bench-args "-n 64 -r 3 -c 64"
   step stalls-attention-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'attention_kernel<\(int\)128, __half, \(bool\)0' --skip 200 --count 2 \
-    --bench-args "-n 64 -r 3 -c 1"
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail decode_attention_kernel \
+    --skip 200 --count 2 --bench-args "-n 64 -r 3 -c 1"
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"

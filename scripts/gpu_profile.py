@@ -52,7 +52,8 @@ def main():
     ap.add_argument("--skip", type=int, default=4000, help="launches skipped (load, prefill)")
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
-    ap.add_argument("--prefill-kernel", default=r"attention_kernel<\d+, [^,]+, 1",
+    # (not the decode kernel's two-blocks form, decode_attention_kernel<D, T, 1>)
+    ap.add_argument("--prefill-kernel", default=r"(?<!decode_)attention_kernel<\d+, [^,]+, 1",
                     help="regex of a kernel only prompt (prefill) steps run")
     ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
     ap.add_argument("--detail", metavar="REGEX",

@@ -97,18 +97,20 @@ bool decode_one_pass_enabled() {
   return enabled;
 }
 
-// MEMRA_DECODE_KERNEL: unset, the decode kernel (attention_decode.cuh) takes the split plan's
-// one-query launches that the generic kernel would run at one block an SM (grids under two
-// blocks an SM: short contexts, few sequences); 0, never (the A/B); all, every launch it can
-// serve, any grid (kernel-check's coverage). The same bits either way.
+// MEMRA_DECODE_KERNEL: unset or all, the decode kernel (attention_decode.cuh) takes every
+// split-plan one-query launch it can serve, any grid (the default since the H200 A/B of the
+// twenty-fifth round, docs/PERFORMANCE.md: with its two-blocks form, 8B Q4_K_M at 64 sequences
+// 4,058.6 -> 4,211.0 tok/s and at 16,384 tokens of context 209.6 -> 224.3); small, only grids under
+// two blocks an SM (short contexts, few sequences: the default before); 0, never (the generic
+// kernel, which kernel-check then covers). The same bits either way.
 enum class DecodeKernel { off, small_grids, all };
 DecodeKernel decode_kernel_mode() {
   static const DecodeKernel mode = [] {
     const char* v = std::getenv("MEMRA_DECODE_KERNEL");
-    if (v == nullptr || *v == '\0') return DecodeKernel::small_grids;
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "all") == 0) return DecodeKernel::all;
     if (std::strcmp(v, "0") == 0) return DecodeKernel::off;
-    if (std::strcmp(v, "all") == 0) return DecodeKernel::all;
-    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_KERNEL={}: expected 0 or all", v);
+    if (std::strcmp(v, "small") == 0) return DecodeKernel::small_grids;
+    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_KERNEL={}: expected 0, small or all", v);
   }();
   return mode;
 }
@@ -196,8 +198,8 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
 }
 
 // The decode kernel for a split plan's one-query launch of `blocks` blocks, when it serves it:
-// every token alone in its block (select 0), power-of-two cache blocks, and a grid the generic
-// kernel would run at one block an SM (or MEMRA_DECODE_KERNEL=all).
+// every token alone in its block (select 0) and power-of-two cache blocks (and, under
+// MEMRA_DECODE_KERNEL=small, a grid the generic kernel would run at one block an SM).
 template <int D, typename CT>
 bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
                    cudaStream_t stream) {
