@@ -3,8 +3,6 @@
 // combine kernel that merges split partials in increasing split order.
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
@@ -103,15 +101,10 @@ bool decode_one_pass_enabled() {
 // 4,058.6 -> 4,211.0 tok/s and at 16,384 tokens of context 209.6 -> 224.3); small, only grids under
 // two blocks an SM (short contexts, few sequences: the default before); 0, never (the generic
 // kernel, which kernel-check then covers). The same bits either way.
-enum class DecodeKernel { off, small_grids, all };
+enum class DecodeKernel { off, small_grids, all };  // in env_choice's order
 DecodeKernel decode_kernel_mode() {
-  static const DecodeKernel mode = [] {
-    const char* v = std::getenv("MEMRA_DECODE_KERNEL");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "all") == 0) return DecodeKernel::all;
-    if (std::strcmp(v, "0") == 0) return DecodeKernel::off;
-    if (std::strcmp(v, "small") == 0) return DecodeKernel::small_grids;
-    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_KERNEL={}: expected 0, small or all", v);
-  }();
+  static const auto mode =
+      static_cast<DecodeKernel>(env_choice("MEMRA_DECODE_KERNEL", {"0", "small", "all"}, 2));
   return mode;
 }
 
@@ -120,15 +113,10 @@ DecodeKernel decode_kernel_mode() {
 // the H200 A/B, docs/PERFORMANCE.md twenty-fifth round: 8B Q4_K_M at 8 sequences 1,802.8 ->
 // 1,912.6 tok/s), for every grid it takes (all: kernel-check's coverage), or for none (0: the
 // A/B). The same bits either way.
-enum class SharedRows { off, big_grids, all };
+enum class SharedRows { off, big_grids, all };  // in env_choice's order
 SharedRows shared_rows_mode() {
-  static const SharedRows mode = [] {
-    const char* v = std::getenv("MEMRA_DECODE_SHARED_ROWS");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return SharedRows::big_grids;
-    if (std::strcmp(v, "0") == 0) return SharedRows::off;
-    if (std::strcmp(v, "all") == 0) return SharedRows::all;
-    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_SHARED_ROWS={}: expected 0, 1 or all", v);
-  }();
+  static const auto mode =
+      static_cast<SharedRows>(env_choice("MEMRA_DECODE_SHARED_ROWS", {"0", "1", "all"}, 1));
   return mode;
 }
 

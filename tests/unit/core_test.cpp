@@ -138,5 +138,27 @@ TEST(EnvSwitch, ReadsZeroOrOneAndRefusesAnythingElseByName) {
   unsetenv(name);
 }
 
+TEST(EnvChoice, ReadsANamedValueAndRefusesAnythingElseByName) {
+  const char* name = "MEMRA_TEST_ENV_CHOICE";
+  unsetenv(name);
+  EXPECT_EQ(env_choice(name, {"0", "small", "all"}, 2), 2);
+  setenv(name, "", 1);
+  EXPECT_EQ(env_choice(name, {"0", "small", "all"}, 2), 2);
+  setenv(name, "0", 1);
+  EXPECT_EQ(env_choice(name, {"0", "small", "all"}, 2), 0);
+  setenv(name, "small", 1);
+  EXPECT_EQ(env_choice(name, {"0", "small", "all"}, 2), 1);
+  setenv(name, "smal", 1);
+  try {
+    (void)env_choice(name, {"0", "small", "all"}, 2);
+    ADD_FAILURE() << "a value outside the choices was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MEMRA_TEST_ENV_CHOICE=smal is not one of 0, small, all"),
+              std::string::npos)
+        << e.what();
+  }
+  unsetenv(name);
+}
+
 }  // namespace
 }  // namespace memra
