@@ -109,10 +109,10 @@ DecodeKernel decode_kernel_mode() {
 }
 
 // MEMRA_DECODE_SHARED_ROWS: the decode kernel's form with V in K's rows, two blocks an SM
-// (DecodeConfig's kShared), for its grids of more blocks than SMs (unset or 1: the default since
-// the H200 A/B, docs/PERFORMANCE.md twenty-fifth round: 8B Q4_K_M at 8 sequences 1,802.8 ->
-// 1,912.6 tok/s), for every grid it takes (all: kernel-check's coverage), or for none (0: the
-// A/B). The same bits either way.
+// (DecodeConfig's kShared), for its grids of more blocks than SMs where that raises its blocks an
+// SM (unset or 1: the default since the H200 A/B, docs/PERFORMANCE.md twenty-fifth round: 8B
+// Q4_K_M at 8 sequences 1,802.8 -> 1,912.6 tok/s), for every grid it takes (all: kernel-check's
+// coverage), or for none (0: the A/B). The same bits either way.
 enum class SharedRows { off, big_grids, all };  // in env_choice's order
 SharedRows shared_rows_mode() {
   static const auto mode =
@@ -196,8 +196,12 @@ bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
       (mode == DecodeKernel::small_grids && blocks >= 2 * int64_t{lim.sms}))
     return false;
   if constexpr (D <= 128) {  // (at 256 V always takes K's rows: the two forms are one)
+    // Grids over the SMs take the form where it fits more blocks an SM (head_dim 128; at 64 both
+    // fit two, and V's loads need not wait for the scores).
+    constexpr bool kMore = detail::DecodeConfig<D, CT, true>::kBlocksPerSm >
+                           detail::DecodeConfig<D, CT, false>::kBlocksPerSm;
     const SharedRows shared = shared_rows_mode();
-    if (shared == SharedRows::all || (shared == SharedRows::big_grids && blocks > lim.sms))
+    if (shared == SharedRows::all || (kMore && shared == SharedRows::big_grids && blocks > lim.sms))
       return launch_decode_form<D, CT, true>(p, lim, stream);
   }
   return launch_decode_form<D, CT, false>(p, lim, stream);
