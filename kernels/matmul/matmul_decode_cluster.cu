@@ -37,11 +37,8 @@
 // replays) against 38.5 us streamed from DRAM, so DRAM latency is not hidden either, and a deeper
 // ring (6-8 stages) did not help: it costs Q4_K its second block an SM.
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "core/env.h"
-#include "core/error.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
@@ -215,13 +212,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 66 vs 83, but Q4_K 60 vs 54; q/k/v and the wide products lose with 2, e.g. Q4_K q/k/v 24 vs 21).
 // The cluster's size changes which block stages which token rows, never a row's arithmetic.
 int cluster_blocks(DType d, int n_in) {
-  static const int forced = [] {
-    const char* v = std::getenv("MEMRA_DECODE_CLUSTER");
-    if (v == nullptr || *v == '\0') return 0;
-    for (const char* ok : {"1", "2", "4", "8"}) {
-      if (std::strcmp(v, ok) == 0) return std::atoi(v);
-    }
-    fail(ErrorCode::invalid_argument, "MEMRA_DECODE_CLUSTER={} is not 1, 2, 4 or 8", v);
+  static const int forced = [] {  // 0: not forced
+    const int i = env_choice("MEMRA_DECODE_CLUSTER", {"1", "2", "4", "8"}, -1);
+    return i < 0 ? 0 : 1 << i;
   }();
   if (forced > 0) return forced;
   return n_in > 4096 && d != DType::q4_k ? 2 : 4;

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace memra::cuda {
@@ -96,10 +96,7 @@ inline bool sticky(cudaError_t status) {
 // MEMRA_WEIGHT_LAYOUT: tiled (the default) or ggml (every weight in the file's layout: an A/B of
 // the tiled matmul kernels, bit-identical outputs); anything else is refused by name.
 inline bool tiled_weights_from_env() {
-  const char* v = std::getenv("MEMRA_WEIGHT_LAYOUT");
-  if (!v || std::string_view(v) == "tiled") return true;
-  if (std::string_view(v) == "ggml") return false;
-  fail(ErrorCode::invalid_argument, "MEMRA_WEIGHT_LAYOUT={} is not tiled or ggml", v);
+  return env_choice("MEMRA_WEIGHT_LAYOUT", {"tiled", "ggml"}, 0) == 0;
 }
 
 }  // namespace memra::cuda
