@@ -180,6 +180,9 @@ if runs quick; then
   # decode kernel takes by default wherever it applies: what fp8 caches, mixed steps and block
   # sizes that are no power of two run, checked on every case.
   kcheck kernel-check-attention-generic 120 MEMRA_DECODE_KERNEL=0 --filter attention
+  # And every one of them through the decode kernel's two-blocks form (MEMRA_DECODE_SHARED_ROWS=
+  # all), which by default only grids of more blocks than SMs take.
+  kcheck kernel-check-attention-shared 120 MEMRA_DECODE_SHARED_ROWS=all --filter attention
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
