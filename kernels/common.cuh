@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/error.h"
@@ -30,6 +31,20 @@ inline void require_non_negative(const char* kernel, int64_t value, const char* 
 // (ldmatrix, cp.async, mbarrier, wgmma descriptors).
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Raises a kernel's dynamic shared memory limit once per device: the attribute call costs as much
+// host time as a launch, and decode steps launch hundreds of kernels that need it. Errors surface
+// at the caller's next launch check, as for the launch itself.
+template <typename Kernel>
+void allow_smem_once(Kernel kernel, int bytes, std::atomic<uint64_t>& devices_done) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return;
+  const uint64_t bit = uint64_t{1} << (device & 63);
+  if (devices_done.load(std::memory_order_acquire) & bit) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+      cudaSuccess)
+    devices_done.fetch_or(bit, std::memory_order_release);
 }
 
 __device__ __forceinline__ int64_t global_thread() {

@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table beside the decode attention defaults
-#               before the twenty-fifth round, and the next round's A/B (~2.5 min; its gates
-#               are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table beside the decode attention copies
+#               before the twenty-sixth round (MEMRA_DECODE_BULK=0), and the next round's A/B
+#               (~3 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -351,17 +351,22 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context),
-  # beside the same rows under the decode attention defaults before the twenty-fifth round
-  # (the decode kernel for grids under two blocks an SM only, one block an SM), and the place
-  # for the next round's A/B. The gates are quick's. (The twenty-fifth round's A/Bs, the
-  # two-blocks form and the decode kernel on every grid kept, two row tiles a warp and one
-  # carveout for every kernel removed, are in its run logs.)
+  # beside the same rows with decode attention's copies as sixteen 16-byte cp.async a key row
+  # (MEMRA_DECODE_BULK=0: the form before the twenty-sixth round, and what devices before sm_90
+  # run) instead of one bulk copy, the attention micro-benchmark both ways, and kernel-check's
+  # attention cases on the cp.async form (the default runs the bulk form in quick). The gates
+  # are quick's. (The twenty-fifth round's A/Bs are in its run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
+  kcheck kernel-check-attention-cp-async 120 MEMRA_DECODE_BULK=0 --filter attention
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
-  before=MEMRA_DETERMINISTIC=1,MEMRA_DECODE_KERNEL=small,MEMRA_DECODE_SHARED_ROWS=0
-  bench_with "$m" targets-attention-before "$before" -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k-attention-before "$before" -n 64 -d 16384
+  before=MEMRA_DETERMINISTIC=1,MEMRA_DECODE_BULK=0
+  bench_with "$m" targets-cp-async "$before" -p 512 -n 128 -c 1,8,64
+  bench_with "$m" depth-16k-cp-async "$before" -n 64 -d 16384
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  step kernel-bench-attention-cp-async 120 env MEMRA_DECODE_BULK=0 "$BIN/memra-kernel-bench" \
+    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-cp-async.json"
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence

@@ -5,10 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/common.cuh"
 
 namespace memra::kernels::matmul_detail {
 
@@ -56,19 +56,7 @@ constexpr int kMaxSmem = 163 * 1024, kMaxSmemHopper = 227 * 1024;
 // Tokens the decode kernel covers (up to eight mma n8 token tiles); more go to the prefill kernel.
 constexpr int kDecodeTokens = 64;
 
-// Raises a kernel's dynamic shared memory limit once per device: the attribute call costs as much
-// host time as a launch, and decode steps launch hundreds of matmuls. Errors surface at the
-// caller's next launch check, as for the launch itself.
-template <typename Kernel>
-void allow_smem_once(Kernel kernel, int bytes, std::atomic<uint64_t>& devices_done) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return;
-  const uint64_t bit = uint64_t{1} << (device & 63);
-  if (devices_done.load(std::memory_order_acquire) & bit) return;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
-      cudaSuccess)
-    devices_done.fetch_or(bit, std::memory_order_release);
-}
+using detail::allow_smem_once;  // kernels/common.cuh
 
 template <DType D>
 void launch_decode(const MatmulArgs& args, cudaStream_t stream);

@@ -1,11 +1,12 @@
 // Private to kernels/matmul: the Hopper (sm_90a) pieces the wgmma prefill kernels share: wgmma
 // with A from registers (the mma.sync A fragment of each warp's m16 tile) and B from shared memory,
-// its fences, and the bulk copies (cp.async.bulk) with the mbarriers they complete on. PTX ISA
+// its fences, and the stage pipelines of bulk copies (kernels/bulk_copy.cuh) they read. PTX ISA
 // names; only code compiled for sm_90a may call them.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/bulk_copy.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
@@ -90,44 +91,13 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
-               : "memory");
-}
-// Thread 0 of the block: n stage barriers of `arrivals` arrivals each, made visible to the copy
-// engine. The caller then syncs the block before anyone waits on them.
-__device__ __forceinline__ void mbar_init_stages(uint64_t* bars, int n, int arrivals = 1) {
-  for (int i = 0; i < n; ++i) mbar_init(bars + i, arrivals);
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// One arrival that also tells the barrier how many bytes the phase's bulk copies bring.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-// One plain arrival (release at CTA scope): a consumer warp is done with the stage.
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-// Waits until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Global -> shared bulk copy (bytes a multiple of 16, both ends 16-byte aligned) that completes
-// `bytes` of the mbarrier's transaction count.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
+// The bulk copies and their barriers (kernels/bulk_copy.cuh), shared with attention.
+using detail::bulk_copy;
+using detail::mbar_arrive;
+using detail::mbar_arrive_expect_tx;
+using detail::mbar_init;
+using detail::mbar_init_stages;
+using detail::mbar_wait;
 
 // The warp-specialized kernels' pieces (matmul_prefill_wgmma.cu, matmul_prefill_wgmma_fold.cu):
 // kStages buffers, each with a "full" barrier the bulk copies complete and an "empty" barrier each
