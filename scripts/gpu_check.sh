@@ -23,8 +23,8 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table beside the decode attention copies
-#               before the twenty-sixth round (MEMRA_DECODE_BULK=0), and the next round's A/B
+#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode beside the
+#               one-token products' round barrier (MEMRA_SINGLE_ROUNDS=barrier), the round's A/B
 #               (~3 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
@@ -350,23 +350,23 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context),
-  # beside the same rows with decode attention's copies as sixteen 16-byte cp.async a key row
-  # (MEMRA_DECODE_BULK=0: the form before the twenty-sixth round, and what devices before sm_90
-  # run) instead of one bulk copy, the attention micro-benchmark both ways, and kernel-check's
-  # attention cases on the cp.async form (the default runs the bulk form in quick). The gates
-  # are quick's. (The twenty-fifth round's A/Bs are in its run logs.)
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
+  # the 0.6B's one-sequence row, beside the same rows with the one-token products' block barrier
+  # after every round of chunks (MEMRA_SINGLE_ROUNDS=barrier: the kernel before the twenty-sixth
+  # round) instead of free rounds; the one-token products alone both ways, and kernel-check's
+  # matrix cases on the barrier form (quick runs the default). The gates are quick's. (The
+  # twenty-sixth round's first A/B, decode attention's bulk copies, is in its run log.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
-  kcheck kernel-check-attention-cp-async 120 MEMRA_DECODE_BULK=0 --filter attention
-  bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
-  before=MEMRA_DETERMINISTIC=1,MEMRA_DECODE_BULK=0
-  bench_with "$m" targets-cp-async "$before" -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k-cp-async "$before" -n 64 -d 16384
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  step kernel-bench-attention-cp-async 120 env MEMRA_DECODE_BULK=0 "$BIN/memra-kernel-bench" \
-    --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-cp-async.json"
+  small=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  kcheck kernel-check-matmul-barrier 120 MEMRA_SINGLE_ROUNDS=barrier --filter matmul
+  for v in "" barrier; do
+    vars=MEMRA_DETERMINISTIC=1${v:+,MEMRA_SINGLE_ROUNDS=$v}
+    bench_with "$m" "targets${v:+-$v}" "$vars" -p 512 -n 128 -c 1,8,64
+    bench_with "$m" "depth-16k${v:+-$v}" "$vars" -n 64 -d 16384
+    bench_with "$small" "c1${v:+-$v}" "$vars" -n 128
+    step "kernel-bench-1${v:+-$v}" 120 env MEMRA_SINGLE_ROUNDS=${v:-free} \
+      "$BIN/memra-kernel-bench" --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1${v:+-$v}.json"
+  done
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence

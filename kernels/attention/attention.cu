@@ -120,14 +120,6 @@ SharedRows shared_rows_mode() {
   return mode;
 }
 
-// MEMRA_DECODE_BULK: the decode kernel copies a key row with one bulk copy (sm_90: BulkKey,
-// attention_decode.cuh; unset or 1) or with sixteen 16-byte cp.async (0: the A/B, and what devices
-// before sm_90 always run). The same rows, so the same bits.
-bool decode_bulk_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_BULK", true);
-  return enabled;
-}
-
 void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     fail(ErrorCode::internal, "attention: {}: {}", what, cudaGetErrorString(status));
@@ -138,12 +130,11 @@ struct DeviceLimits {
   int smem_optin = 0;   // per block, opted in
   int smem_per_sm = 0;  // per SM
   int sms = 0;
-  int cc_major = 0;  // compute capability
 };
 
 DeviceLimits device_limits() {
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices][4] = {};
+  static std::atomic<int> cache[kMaxDevices][3] = {};
   int dev = 0;
   cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
   DeviceLimits lim;
@@ -151,7 +142,6 @@ DeviceLimits device_limits() {
     lim.smem_optin = cache[dev][0].load(std::memory_order_relaxed);
     lim.smem_per_sm = cache[dev][1].load(std::memory_order_relaxed);
     lim.sms = cache[dev][2].load(std::memory_order_relaxed);
-    lim.cc_major = cache[dev][3].load(std::memory_order_relaxed);
     return lim;
   }
   cuda_check(cudaDeviceGetAttribute(&lim.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
@@ -161,10 +151,7 @@ DeviceLimits device_limits() {
       "cudaDeviceGetAttribute");
   cuda_check(cudaDeviceGetAttribute(&lim.sms, cudaDevAttrMultiProcessorCount, dev),
              "cudaDeviceGetAttribute");
-  cuda_check(cudaDeviceGetAttribute(&lim.cc_major, cudaDevAttrComputeCapabilityMajor, dev),
-             "cudaDeviceGetAttribute");
   if (dev < kMaxDevices) {
-    cache[dev][3].store(lim.cc_major, std::memory_order_relaxed);
     cache[dev][0].store(lim.smem_optin, std::memory_order_relaxed);
     cache[dev][1].store(lim.smem_per_sm, std::memory_order_relaxed);
     cache[dev][2].store(lim.sms, std::memory_order_relaxed);
@@ -193,8 +180,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   detail::allow_smem_once(kernel, DC::kBytes, smem_set);
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
-  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p,
-                 lim.cc_major >= 9 && decode_bulk_enabled());
+  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
   launch_combine<D>(p, stream);
   return true;
 }

@@ -21,7 +21,6 @@
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
-#include "kernels/bulk_copy.cuh"
 
 namespace memra::kernels::detail {
 
@@ -37,17 +36,11 @@ struct DecodeConfig {
   static constexpr int kPasses = kSplit / kRowsPerPass;  // a thread's keys of the split
   // V has rows of its own (else K's, after the scores).
   static constexpr bool kSeparateV = D <= 128 && !kShared;
-  // The bulk form's barriers (K, V: one each a warp) after the rows.
-  static constexpr int kBarOffset =
-      C::kFixedBytes + (kSeparateV ? 2 : 1) * kChunks * C::kChunkBytes;
-  static constexpr int kBytes = kBarOffset + 2 * kAttnWarps * 8;
+  static constexpr int kBytes = C::kFixedBytes + (kSeparateV ? 2 : 1) * kChunks * C::kChunkBytes;
   // Blocks an SM (228 KB of shared memory, 1 KB of it the runtime's a block).
   static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
   static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
                 "a thread's keys tile the split; chunks are contiguous rows");
-  static_assert(kAttnThreads == kSplit && 2 * C::kChunk == kSplit && C::kKeysW == 16,
-                "the bulk form: a thread a key row, a warp the rows it scores");
-  static_assert(kBarOffset % 16 == 0 && C::kRowBytes % 16 == 0, "bulk copies land 16-byte aligned");
 };
 
 // Whether the decode kernel serves head_dim D with cache type CT (its shared memory fits).
@@ -100,98 +93,15 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// The bulk form (sm_90, MEMRA_DECODE_BULK): a thread copies one whole key row with one
-// cp.async.bulk and looks its slot up once, instead of 16 table lookups and 32 16-byte copies
-// with their 64-bit offsets (the copy phase was most of a one-sequence block's instructions,
-// twenty-fifth round's Nsight). Thread (warp w, lane l) takes row o = (l / 16) kChunk + 16 w +
-// l % 16: the keys warp w scores in each chunk (mma_chunk_scores), so a warp waits on its own
-// barrier for its own rows, and in the form with V in K's rows refills them with V as soon as
-// its own scores are done, without waiting for the block. off: the row's byte offset in a cache
-// (slot and kv head applied), or -1 for a key outside [c0, c1).
-template <int D, typename CT>
-struct BulkKey {
-  using C = typename DecodeConfig<D, CT>::C;
-  int o;
-  int64_t off;
-  __device__ __forceinline__ BulkKey(const AttnParams& p, const int32_t* table, int kv_head,
-                                     int sbase, int c0, int c1) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    o = (lane >> 4) * C::kChunk + warp * C::kKeysW + (lane & 15);
-    const int key = sbase + o;
-    const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
-    const int64_t head_off = int64_t{kv_head} * D * sizeof(CT);
-    off = key >= c0 && key < c1 ? (int64_t{__ldg(table + (key >> p.bs_shift))} * p.block_size +
-                                   (key & (p.block_size - 1))) *
-                                          slot_bytes +
-                                      head_off
-                                : -1;
-  }
-};
-
-// One phase's bulk copies into rows `dst` from `cache` (p.k, or p.v with `values`), completing on
-// the warp's barrier `bar` (one arrival, lane 0's, announcing the warp's bytes; a copy landing
-// before it leaves the phase open). V rows of keys outside the range are zeroed, as copy_phase's.
-template <int D, typename CT>
-__device__ __forceinline__ void bulk_phase(const BulkKey<D, CT>& key, const void* cache,
-                                           bool values, unsigned char* dst, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int kRow = D * sizeof(CT);
-  const unsigned copies = __ballot_sync(0xffffffffu, key.off >= 0);
-  if (threadIdx.x % 32 == 0) mbar_arrive_expect_tx(bar, __popc(copies) * kRow);
-  unsigned char* to = dst + key.o * BulkKey<D, CT>::C::kRowBytes;
-  if (key.off >= 0) {
-    bulk_copy(to, static_cast<const unsigned char*>(cache) + key.off, kRow, bar);
-  } else if (values) {
-#pragma unroll
-    for (int i = 0; i < kRow / 16; ++i) reinterpret_cast<uint4*>(to)[i] = uint4{0, 0, 0, 0};
-  }
-#else
-  __trap();  // the host takes the bulk form on sm_90 devices only
-#endif
-}
-
-// Lane 0 of a warp: the warp's K and V barriers of the bulk form (one arrival each); the warp
-// syncs before its lanes copy.
-__device__ __forceinline__ void bulk_init(uint64_t* kbar, uint64_t* vbar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  mbar_init(kbar, 1);
-  mbar_init(vbar, 1);
-  mbar_init_fence();
-#endif
-}
-
-// Waits for this warp's copies of a bulk phase (the barrier's first and only phase).
-__device__ __forceinline__ void bulk_wait(uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  mbar_wait(bar, 0);
-#endif
-}
-
-// The warp's V copies into the K rows its scores have just read (the form with V in K's rows):
-// the warp's reads, then the copy engine's writes.
-template <int D, typename CT>
-__device__ __forceinline__ void bulk_refill(const BulkKey<D, CT>& key, const void* cache,
-                                            unsigned char* rows, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  __syncwarp();
-  fence_proxy_async_shared();
-  bulk_phase(key, cache, true, rows, bar);
-#endif
-}
-
 // grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
-// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0), and
-// with `bulk` (BulkKey's form) on sm_90 devices only. Both forms stage the same rows.
+// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
 template <int D, typename CT, bool kShared>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
-    decode_attention_kernel(const AttnParams p, bool bulk) {
+    decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  uint64_t* kbar = reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset) + threadIdx.x / 32;
-  uint64_t* vbar = kbar + kAttnWarps;
-  if (bulk && threadIdx.x % 32 == 0) bulk_init(kbar, vbar);  // the warp's own barriers
   const int t = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
   const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
   const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
@@ -220,37 +130,21 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
   const int sbase = s * kSplit, c0 = max(sbase, run.lo), c1 = min(sbase + kSplit, run.hi);
   // K, then V behind it where V has rows of its own (else after the scores).
-  const SplitKeys<D, CT> keys(p, run.table, kv_head, sbase, bulk ? 0 : c0, bulk ? 0 : c1);
-  const BulkKey<D, CT> key(p, run.table, kv_head, sbase, bulk ? c0 : 0, bulk ? c1 : 0);
-  if (bulk) {
-    __syncwarp();  // lane 0's barriers exist
-    bulk_phase(key, p.k, false, kb, kbar);
-    if constexpr (DC::kSeparateV) bulk_phase(key, p.v, true, vb, vbar);
-  } else {
-    copy_phase(keys, p.k, false, kb);
-    if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
-  }
+  const SplitKeys<D, CT> keys(p, run.table, kv_head, sbase, c0, c1);
+  copy_phase(keys, p.k, false, kb);
+  if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm);  // one token: rows are its heads h0 .. h0 + n_h - 1
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
-  if (!bulk) cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
-  __syncthreads();  // everyone's (bulk: the warp waits for its own rows below); q published
-  if (bulk) bulk_wait(kbar);
+  cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
+  __syncthreads();                        // everyone's; q and the row's range published
   for (int ci = ci0; ci <= ci1; ++ci)
     mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
-  if constexpr (!DC::kSeparateV) {
-    if (bulk) bulk_refill(key, p.v, vb, vbar);  // its rows are free once its scores are done
-  }
   __syncthreads();  // the split's scores (and K's rows are free)
-  if constexpr (!DC::kSeparateV) {
-    if (!bulk) copy_phase(keys, p.v, true, vb);
-  }
+  if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   mma_split_softmax<D, CT, false>(run, s, sm);
-  if (bulk)
-    bulk_wait(vbar);  // this warp's V copies
-  else
-    cp_async_wait(0);  // this thread's V copies
-  __syncthreads();     // everyone's; p published
+  cp_async_wait(0);  // this thread's V copies
+  __syncthreads();   // everyone's; p published
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
   zero_tiles<C>(acc, O);
   for (int ci = ci0; ci <= ci1; ++ci)

@@ -128,13 +128,27 @@ __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const 
   return load_early<D>(a.w, f.tile, f.c, n_chunks, f.has);
 }
 
+// MEMRA_SINGLE_ROUNDS: how a block of one row tile (K over eight chunks) sums its rounds. "free"
+// (the default): each warp walks its chunks c = warp, warp + 8, ... without waiting for the other
+// warps, each chunk's partial lands in its own slot of shared memory (n_chunks x 16 floats), and
+// after one block barrier 16 threads add them in chunk order. "barrier": a block barrier after
+// every round of eight chunks, at which the round's partials join the running sums (ChunkSum,
+// two buffers of eight). The same additions in the same order (matmul.cu's canonical one), so the
+// same bits. Why: the barrier held every warp of a block in step, loading together and then
+// computing together, and the fold behind it ran on warp 0 before that warp's next load.
+bool free_rounds() {
+  static const bool free = env_choice("MEMRA_SINGLE_ROUNDS", {"barrier", "free"}, 1) == 1;
+  return free;
+}
+
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
-// wait (EarlyChunk; plain products only).
+// wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
+// dynamic shared memory.
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early) {
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   using T = Tiled<D>;
   const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);
   detail::wait_for_inputs(detail::Trigger::late);
@@ -154,9 +168,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     a.xinv += row;
   }
   __shared__ __align__(16) float part[Sum::kSmemFloats];
+  extern __shared__ __align__(16) float chunk_parts[];  // free rounds: [n_chunks][16]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
-  // This warp's partial of chunk c (its quants in cur) into part[slot] (lanes t == 0 hold it).
+  const bool by_chunk = free && pack == 1;  // (packed blocks have one round either way)
+  float* parts = by_chunk ? chunk_parts : part;
+  // This warp's partial of chunk c (its quants in cur) into parts[slot] (lanes t == 0 hold it).
   auto chunk_partial = [&](const LaneChunk<D>& cur, int c, int slot) {
     const int k0 = c * kChunk;
     float p[2];
@@ -170,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       columns_partial(a, cur, lane, k0, p);
     }
     if (t == 0) {
-      float* mine = part + slot * Sum::kPartFloats;
+      float* mine = parts + slot * Sum::kPartFloats;
       mine[g] = p[0];
       mine[g + 8] = p[1];
     }
@@ -184,6 +201,23 @@ __global__ void __launch_bounds__(kThreads, 3)
   const FirstChunk f = first_chunk(block_index, pack, n_chunks, tiles, warp);
   LaneChunk<D> cur = first.chunk;
   if (f.has && !first.loaded) cur.load(record(f.tile, f.c), lane);
+  if (by_chunk) {
+    // Every chunk of the warp in turn, each partial in its chunk's slot; no barrier between.
+    if (f.has) chunk_partial(cur, f.c, f.c);
+    for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
+      cur.load(record(block_index, c), lane);
+      chunk_partial(cur, c, c);
+    }
+    __syncthreads();                 // every chunk's partial is written
+    detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
+    const int row = block_index * 16 + static_cast<int>(threadIdx.x);
+    if (threadIdx.x < 16 && row < a.n_out) {
+      float sum = chunk_parts[threadIdx.x];
+      for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, chunk_parts[c * 16 + threadIdx.x]);
+      a.y[row] = sum * a.xinv[0];
+    }
+    return;
+  }
   if (f.has) chunk_partial(cur, f.c, warp);
   __syncthreads();                   // the first round's partials are all written
   if (pack > 1) {                    // that was the only round
@@ -227,12 +261,17 @@ MultiOut pack_blocks(MultiOut outs, int pack) {
 
 template <DType D, bool kExperts>
 void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  const int pack = pack_enabled() ? tiles_per_block(static_cast<int>(x.n_in / kChunk)) : 1;
+  const int n_chunks = static_cast<int>(x.n_in / kChunk);
+  const int pack = pack_enabled() ? tiles_per_block(n_chunks) : 1;
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
+  // Free rounds' partials: 64 bytes a chunk (K = 12,288: 3 KB; the default limit of 48 KB holds
+  // K up to 196,608).
+  const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 48 * 1024;
   if (blocks > 0)
-    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, 0, stream, x, m, pack,
-                   early_weights_enabled());
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads,
+                   free ? static_cast<size_t>(n_chunks) * 64 : 0, stream, x, m, pack,
+                   early_weights_enabled(), free);
 }
 
 }  // namespace
