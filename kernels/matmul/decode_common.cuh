@@ -44,7 +44,12 @@ struct ChunkSum {
   template <int kTiles, int kNT>
   __device__ __forceinline__ void store(const float (&acc)[kTiles][kNT][4], int r, int warp, int g,
                                         int t) {
-    float* mine = part + ((r & 1) * kWarps + warp) * kPartFloats;
+    store_at(part + ((r & 1) * kWarps + warp) * kPartFloats, acc, g, t);
+  }
+  // The same into a slot of its own (mine: kPartFloats floats, [token][row]).
+  template <int kTiles, int kNT>
+  __device__ __forceinline__ static void store_at(float* mine, const float (&acc)[kTiles][kNT][4],
+                                                  int g, int t) {
 #pragma unroll
     for (int m = 0; m < kTiles; ++m) {
 #pragma unroll
@@ -89,6 +94,24 @@ struct ChunkSum {
       float sum = mine[0];
       for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, mine[c * kPartFloats]);
       a.y[row] = sum * a.xinv[0];
+    }
+  }
+
+  // Free rounds (a block barrier once, not every round): chunk c's partial in slot c of
+  // parts[n_chunks][kPartFloats]; after the barrier each thread adds its elements' partials in
+  // chunk order, as fold does, and writes them, as write does. The same additions, so the same
+  // bits.
+  __device__ __forceinline__ static void fold_write_chunks(const MatmulArgs& a, const float* parts,
+                                                           int n_chunks, int row0) {
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      const int idx = threadIdx.x + kThreads * i;
+      const int n = idx / kRows, row = row0 + idx % kRows;
+      if (idx < kPartFloats && n < a.n_tokens && row < a.n_out) {
+        float sum = parts[idx];
+        for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, parts[c * kPartFloats + idx]);
+        a.y[n * a.ldy + row] = sum * a.xinv[n];
+      }
     }
   }
 

@@ -145,7 +145,7 @@ bool free_rounds() {
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
-// dynamic shared memory.
+// slots (dynamic shared memory where the round buffers are too small).
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
@@ -168,10 +168,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     a.xinv += row;
   }
   __shared__ __align__(16) float part[Sum::kSmemFloats];
-  extern __shared__ __align__(16) float chunk_parts[];  // free rounds: [n_chunks][16]
+  extern __shared__ __align__(16) float chunk_slots[];  // free rounds' slots past K = 4,096
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const bool by_chunk = free && pack == 1;  // (packed blocks have one round either way)
+  // The free rounds' slots, [n_chunks][16]: the round buffers where they fit.
+  float* chunk_parts = n_chunks * Sum::kPartFloats <= Sum::kSmemFloats ? part : chunk_slots;
   float* parts = by_chunk ? chunk_parts : part;
   // This warp's partial of chunk c (its quants in cur) into parts[slot] (lanes t == 0 hold it).
   auto chunk_partial = [&](const LaneChunk<D>& cur, int c, int slot) {
@@ -210,12 +212,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
     __syncthreads();                 // every chunk's partial is written
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
-    const int row = block_index * 16 + static_cast<int>(threadIdx.x);
-    if (threadIdx.x < 16 && row < a.n_out) {
-      float sum = chunk_parts[threadIdx.x];
-      for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, chunk_parts[c * 16 + threadIdx.x]);
-      a.y[row] = sum * a.xinv[0];
-    }
+    Sum::fold_write_chunks(a, chunk_parts, n_chunks, block_index * 16);
     return;
   }
   if (f.has) chunk_partial(cur, f.c, warp);
@@ -265,12 +262,12 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const int pack = pack_enabled() ? tiles_per_block(n_chunks) : 1;
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
-  // Free rounds' partials: 64 bytes a chunk (K = 12,288: 3 KB; the default limit of 48 KB holds
-  // K up to 196,608).
+  // Free rounds' slots: 64 bytes a chunk, in the round buffers up to K = 4,096, past it in
+  // dynamic shared memory (K = 12,288: 3 KB; the default limit of 48 KB holds K up to 196,608).
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 48 * 1024;
+  const int smem = free && n_chunks * Sum::kPartFloats > Sum::kSmemFloats ? n_chunks * 64 : 0;
   if (blocks > 0)
-    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads,
-                   free ? static_cast<size_t>(n_chunks) * 64 : 0, stream, x, m, pack,
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
                    early_weights_enabled(), free);
 }
 

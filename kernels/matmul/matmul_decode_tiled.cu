@@ -29,13 +29,46 @@ struct TiledDecodeCfg {
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
+// MEMRA_TILED_ROUNDS: how a block of one token tile (2-8 tokens) sums its rounds of chunks:
+// "free" (the default) or "barrier", as MEMRA_SINGLE_ROUNDS for one token
+// (matmul_decode_single.cu): every chunk's partial in its own slot of dynamic shared memory
+// (n_chunks x 512 bytes) and one block barrier, or a barrier and a fold after every round. The same
+// bits.
+bool tiled_free_rounds() {
+  static const bool free = env_choice("MEMRA_TILED_ROUNDS", {"barrier", "free"}, 1) == 1;
+  return free;
+}
+// Whether a launch over K = n_in takes the free rounds (one token tile; their slots within the
+// default 48 KB of dynamic shared memory: K up to 24,576), and the dynamic shared memory it
+// needs: none where the slots fit the round buffers' static 8 KB (K up to 4,096).
+template <DType D, int kNT>
+bool takes_free_rounds(int n_in) {
+  return kNT == 1 && tiled_free_rounds() &&
+         n_in / kChunk * TiledDecodeCfg<D, kNT>::Sum::kPartFloats * 4 <= 48 * 1024;
+}
+template <DType D, int kNT>
+int free_rounds_smem(int n_in) {
+  using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
+  const int floats = n_in / kChunk * Sum::kPartFloats;
+  return takes_free_rounds<D, kNT>(n_in) && floats > Sum::kSmemFloats ? floats * 4 : 0;
+}
+// The free rounds' slots: the round buffers where they fit, else the dynamic shared memory.
+template <class Sum>
+__device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, float* part,
+                                              float* dynamic) {
+  if (!free) return nullptr;
+  return a.n_in / kChunk * Sum::kPartFloats <= Sum::kSmemFloats ? part : dynamic;
+}
+
 // One block's 16-row tile (tile `tile_index` of a.w) over a's tokens (at most 8 kNT): the chunk
 // partials in rounds, summed in chunk order (matmul.cu's canonical order), written to a.y.
 // kTrigger: let the next kernel's blocks start before the writes (Trigger::late). first: the
-// warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk).
+// warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk). chunk_parts: the
+// free rounds' slots (free_rounds_smem), or null for a barrier every round.
 template <DType D, int kNT, bool kTrigger>
 __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index,
-                                          const EarlyChunk<D>& first) {
+                                          const EarlyChunk<D>& first,
+                                          float* chunk_parts = nullptr) {
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
@@ -46,7 +79,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
-  // Chunk c's partial (its quants in cur) into round r's slot.
+  // Chunk c's partial (its quants in cur) into round r's slot, or chunk c's (free rounds).
   auto chunk = [&](int r, int c, const LaneChunk<D>& cur) {
     const int k0 = c * kChunk;
     uint2 b1[kNT == 1 ? kChunk / 16 : 1];
@@ -64,7 +97,10 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
             return x_frag(a, n, g, t, k0, s, kChunk / 16);
         },
         lane, k0, acc[0]);
-    sum.store(acc, r, warp, g, t);
+    if (chunk_parts != nullptr)
+      C::Sum::store_at(chunk_parts + c * C::Sum::kPartFloats, acc, g, t);
+    else
+      sum.store(acc, r, warp, g, t);
   };
 
   // One token tile: round 0 peeled from the loop, so that a chunk loaded before the wait does not
@@ -72,6 +108,22 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   // accumulators leave no registers to spare.)
   int r0 = 0;
   if constexpr (kNT == 1) {
+    if (chunk_parts != nullptr) {  // every chunk of the warp in turn, one barrier at the end
+      if (warp < n_chunks) {
+        LaneChunk<D> cur = first.chunk;
+        if (!first.loaded) cur.load(record(warp), lane);
+        chunk(0, warp, cur);
+      }
+      for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
+        LaneChunk<D> cur;
+        cur.load(record(c), lane);
+        chunk(0, c, cur);
+      }
+      __syncthreads();                                         // every chunk's partial is written
+      if constexpr (kTrigger) detail::let_dependents_start();  // only the sums and writes are left
+      C::Sum::fold_write_chunks(a, chunk_parts, n_chunks, tile_index * 16);
+      return;
+    }
     if (warp < n_chunks) {
       LaneChunk<D> cur = first.chunk;
       if (!first.loaded) cur.load(record(warp), lane);
@@ -107,12 +159,14 @@ __device__ __forceinline__ EarlyChunk<D> early_tile_chunk(const MatmulArgs& a, i
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs a, bool early) {
+    tiled_decode_kernel(const MatmulArgs a, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_tile_chunk<D, kNT>(a, static_cast<int>(blockIdx.x), early);
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
-  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x), first);
+  extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
+  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x), first,
+                          chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // The same for block blockIdx.x of a MultiOut launch (its output's tile).
@@ -132,15 +186,17 @@ __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early) {
+    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
   detail::wait_for_inputs(detail::Trigger::late);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
+  extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
   const int b = static_cast<int>(blockIdx.x);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, b, a);
-  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o], first);
+  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o], first,
+                          chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -173,8 +229,8 @@ template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
-  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, 0, stream, a,
-                 early_weights_enabled());
+  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),
+                 stream, a, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
 }
 
 }  // namespace
@@ -199,8 +255,9 @@ bool grouped_decode_enabled() {
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
-  detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads, 0, stream,
-                 x, outs, early_weights_enabled());
+  detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads,
+                 free_rounds_smem<D, 1>(x.n_in), stream, x, outs, early_weights_enabled(),
+                 takes_free_rounds<D, 1>(x.n_in));
 }
 
 template <DType D>
