@@ -263,8 +263,9 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const MultiOut m = pack_blocks(outs, pack);
   const auto blocks = static_cast<unsigned>(m.tile_begin[m.n]);
   // Free rounds' slots: 64 bytes a chunk, in the round buffers up to K = 4,096, past it in
-  // dynamic shared memory (K = 12,288: 3 KB; the default limit of 48 KB holds K up to 196,608).
-  const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 48 * 1024;
+  // dynamic shared memory (K = 12,288: 3 KB; with the static 1 KB the default limit of 48 KB holds
+  // K up to 188,416).
+  const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free && n_chunks * Sum::kPartFloats > Sum::kSmemFloats ? n_chunks * 64 : 0;
   if (blocks > 0)
     detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,

@@ -5,6 +5,8 @@
 // raw blocks in shared memory and picking quants out of them. The mma chains, group steps and chunk
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
+#include <atomic>
+
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
@@ -39,12 +41,14 @@ bool tiled_free_rounds() {
   return free;
 }
 // Whether a launch over K = n_in takes the free rounds (one token tile; their slots within the
-// default 48 KB of dynamic shared memory: K up to 24,576), and the dynamic shared memory it
-// needs: none where the slots fit the round buffers' static 8 KB (K up to 4,096).
+// kFreeSlotBytes of dynamic shared memory the kernels opt into: K up to 32,768), and the dynamic
+// shared memory it needs: none where the slots fit the round buffers' static 8 KB (K up to
+// 4,096).
+constexpr int kFreeSlotBytes = 64 * 1024;
 template <DType D, int kNT>
 bool takes_free_rounds(int n_in) {
   return kNT == 1 && tiled_free_rounds() &&
-         n_in / kChunk * TiledDecodeCfg<D, kNT>::Sum::kPartFloats * 4 <= 48 * 1024;
+         n_in / kChunk * TiledDecodeCfg<D, kNT>::Sum::kPartFloats * 4 <= kFreeSlotBytes;
 }
 template <DType D, int kNT>
 int free_rounds_smem(int n_in) {
@@ -229,6 +233,8 @@ template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
+  static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
+  if constexpr (kNT == 1) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),
                  stream, a, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
 }
@@ -255,6 +261,8 @@ bool grouped_decode_enabled() {
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(tiled_decode_multi_kernel<D, 1>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads,
                  free_rounds_smem<D, 1>(x.n_in), stream, x, outs, early_weights_enabled(),
                  takes_free_rounds<D, 1>(x.n_in));
