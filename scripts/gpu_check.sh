@@ -24,8 +24,8 @@
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
 #     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode beside the
-#               decode products' round barrier (MEMRA_SINGLE_ROUNDS / MEMRA_TILED_ROUNDS=
-#               barrier), the round's A/B (~3.5 min; its gates are quick's)
+#               one-token products' L2 prefetch of the next chunk (MEMRA_SINGLE_PREFETCH=1), the
+#               next round's A/B (~3 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -351,25 +351,24 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row, beside the same rows with the decode products' block barrier
-  # after every round of chunks (MEMRA_SINGLE_ROUNDS=barrier for one token, MEMRA_TILED_ROUNDS=
-  # barrier for 2-8: the kernels before the twenty-sixth round) instead of free rounds; the
-  # products alone at 1 and 8 tokens both ways, and kernel-check's matrix cases on the barrier
-  # forms (quick runs the defaults). The gates are quick's. (The twenty-sixth round's first A/B,
-  # decode attention's bulk copies, is in its run log.)
+  # the 0.6B's one-sequence row, beside the same rows with the one-token products prefetching
+  # each warp's next chunk into L2 (MEMRA_SINGLE_PREFETCH=1: written in the twenty-sixth round, not
+  # yet measured); the one-token products alone both ways, and kernel-check's matrix cases with
+  # the prefetch (quick runs the defaults). The gates are quick's. (The twenty-sixth round's A/Bs,
+  # decode attention's bulk copies, removed, and the decode products' free rounds against the
+  # round barrier, MEMRA_SINGLE_ROUNDS / MEMRA_TILED_ROUNDS=barrier, kept, are in its run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  kcheck kernel-check-matmul-barrier 120 MEMRA_SINGLE_ROUNDS=barrier MEMRA_TILED_ROUNDS=barrier \
-    --filter matmul
-  for v in "" barrier; do
-    rounds=MEMRA_SINGLE_ROUNDS=${v:-free},MEMRA_TILED_ROUNDS=${v:-free}
-    bench_with "$m" "targets${v:+-$v}" "MEMRA_DETERMINISTIC=1,$rounds" -p 512 -n 128 -c 1,8,64
-    bench_with "$m" "depth-16k${v:+-$v}" "MEMRA_DETERMINISTIC=1,$rounds" -n 64 -d 16384
-    bench_with "$small" "c1${v:+-$v}" "MEMRA_DETERMINISTIC=1,$rounds" -n 128
-    for n in 1 8; do
-      step "kernel-bench-$n${v:+-$v}" 120 env ${rounds//,/ } "$BIN/memra-kernel-bench" \
-        --tokens $n --json "$RECEIPTS/$DAY-kernel-bench-$n${v:+-$v}.json"
-    done
+  kcheck kernel-check-matmul-prefetch 120 MEMRA_SINGLE_PREFETCH=1 --filter matmul
+  for v in "" prefetch; do
+    on=0
+    [ -n "$v" ] && on=1
+    vars=MEMRA_DETERMINISTIC=1,MEMRA_SINGLE_PREFETCH=$on
+    bench_with "$m" "targets${v:+-$v}" "$vars" -p 512 -n 128 -c 1,8,64
+    bench_with "$m" "depth-16k${v:+-$v}" "$vars" -n 64 -d 16384
+    bench_with "$small" "c1${v:+-$v}" "$vars" -n 128
+    step "kernel-bench-1${v:+-$v}" 120 env MEMRA_SINGLE_PREFETCH=$on \
+      "$BIN/memra-kernel-bench" --tokens 1 --json "$RECEIPTS/$DAY-kernel-bench-1${v:+-$v}.json"
   done
 fi
 if [ "$MODE" = steps ]; then
