@@ -97,6 +97,15 @@ struct ChunkSum {
     }
   }
 
+  // Free rounds' slots for n_chunks chunks ([n_chunks][kPartFloats]): the round buffers where
+  // they fit, else `dynamic`, the dynamic shared memory of dynamic_slot_bytes a launch passes.
+  __device__ __forceinline__ static float* slots(int n_chunks, float* part, float* dynamic) {
+    return n_chunks * kPartFloats <= kSmemFloats ? part : dynamic;
+  }
+  static int dynamic_slot_bytes(int n_chunks) {
+    return n_chunks * kPartFloats > kSmemFloats ? n_chunks * kPartFloats * 4 : 0;
+  }
+
   // Free rounds (a block barrier once, not every round): chunk c's partial in slot c of
   // parts[n_chunks][kPartFloats]; after the barrier each thread adds its elements' partials in
   // chunk order, as fold does, and writes them, as write does. The same additions, so the same

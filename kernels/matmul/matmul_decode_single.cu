@@ -194,8 +194,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int n_chunks = a.n_in / kChunk;
   const bool by_chunk = free && pack == 1;  // (packed blocks have one round either way)
-  // The free rounds' slots, [n_chunks][16]: the round buffers where they fit.
-  float* chunk_parts = n_chunks * Sum::kPartFloats <= Sum::kSmemFloats ? part : chunk_slots;
+  float* chunk_parts = Sum::slots(n_chunks, part, chunk_slots);  // the free rounds' slots
   float* parts = by_chunk ? chunk_parts : part;
   // This warp's partial of chunk c (its quants in cur) into parts[slot] (lanes t == 0 hold it).
   auto chunk_partial = [&](const LaneChunk<D>& cur, int c, int slot) {
@@ -297,7 +296,7 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   // dynamic shared memory (K = 12,288: 3 KB; with the static 1 KB the default limit of 48 KB holds
   // K up to 188,416).
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
-  const int smem = free && n_chunks * Sum::kPartFloats > Sum::kSmemFloats ? n_chunks * 64 : 0;
+  const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
   if (blocks > 0)
     detail::launch(free && prefetch_next() ? single_decode_kernel<D, kExperts, true>
                                            : single_decode_kernel<D, kExperts, false>,

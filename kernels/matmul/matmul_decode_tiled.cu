@@ -54,15 +54,14 @@ bool takes_free_rounds(int n_in) {
 template <DType D, int kNT>
 int free_rounds_smem(int n_in) {
   using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
-  const int floats = n_in / kChunk * Sum::kPartFloats;
-  return takes_free_rounds<D, kNT>(n_in) && floats > Sum::kSmemFloats ? floats * 4 : 0;
+  return takes_free_rounds<D, kNT>(n_in) ? Sum::dynamic_slot_bytes(n_in / kChunk) : 0;
 }
-// The free rounds' slots: the round buffers where they fit, else the dynamic shared memory.
+// A block's free-round slots (ChunkSum::slots), or null for a barrier every round.
 template <class Sum>
 __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, float* part,
                                               float* dynamic) {
   if (!free) return nullptr;
-  return a.n_in / kChunk * Sum::kPartFloats <= Sum::kSmemFloats ? part : dynamic;
+  return Sum::slots(a.n_in / kChunk, part, dynamic);
 }
 
 // One block's 16-row tile (tile `tile_index` of a.w) over a's tokens (at most 8 kNT): the chunk
