@@ -1,6 +1,7 @@
 // Private helpers shared by the kernels' .cu files: the Hopper (sm_90) bulk copies (cp.async.bulk,
 // global -> shared) and the mbarriers they complete on. PTX ISA names; only code compiled for
-// sm_90 or later may call them (the launchers pick these kernels or forms on such devices only).
+// sm_90 or later may call them (the launchers pick these kernels on such devices only). Not tied
+// to wgmma: the cluster decode kernel stages x with them too.
 #pragma once
 
 #include <cstdint>
@@ -13,16 +14,11 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
                : "memory");
 }
-// Makes barriers just initialized visible to the copy engine (after mbar_init, before any copy or
-// another thread uses them; the caller then syncs the threads that will).
-__device__ __forceinline__ void mbar_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
 // Thread 0 of the block: n stage barriers of `arrivals` arrivals each, made visible to the copy
 // engine. The caller then syncs the block before anyone waits on them.
 __device__ __forceinline__ void mbar_init_stages(uint64_t* bars, int n, int arrivals = 1) {
   for (int i = 0; i < n; ++i) mbar_init(bars + i, arrivals);
-  mbar_init_fence();
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 // One arrival that also tells the barrier how many bytes the phase's bulk copies bring.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, int bytes) {
@@ -51,11 +47,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes,
           "r"(smem_addr(dst)),
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
-}
-// Orders this thread's earlier generic-proxy accesses of shared memory (loads, ldmatrix, stores)
-// before its later bulk copies into it: a thread that read rows and then refills them.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 }  // namespace memra::kernels::detail

@@ -91,7 +91,7 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
-// The bulk copies and their barriers (kernels/bulk_copy.cuh), shared with attention.
+// The bulk copies and their barriers (kernels/bulk_copy.cuh).
 using detail::bulk_copy;
 using detail::mbar_arrive;
 using detail::mbar_arrive_expect_tx;
