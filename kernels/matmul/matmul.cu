@@ -376,7 +376,7 @@ void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x
       });
 }
 
-// Two or more tiled outputs of one dtype at 1-8 tokens that the tiled decode kernel would run one
+// Two or more tiled outputs of one dtype at 1-16 tokens that the tiled decode kernel would run one
 // launch each (F16/BF16 at any of those token counts, K-quants past one token): one launch per
 // dtype (and per kMultiOuts outputs).
 void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
@@ -511,7 +511,9 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   x_args.xinv = xinv;
   x_args.n_in = in;
   x_args.n_tokens = tokens;
-  if (n_tokens <= 8 && n_outs <= kMaxGrouped) {
+  const bool tiled_groups = n_tokens <= 8 || (n_tokens <= matmul_detail::kTwoTileTokens &&
+                                              matmul_detail::two_tile_decode_enabled());
+  if (tiled_groups && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
     if (matmul_detail::grouped_decode_enabled())

@@ -143,32 +143,12 @@ bool free_rounds() {
   return free;
 }
 
-// MEMRA_SINGLE_PREFETCH=1 (off by default; written in the twenty-sixth round, not yet measured):
-// with free rounds, a warp asks L2 for its next chunk's record (prefetch.global.L2, no registers)
-// as it loads the current one, so the next load finds it in L2 instead of waiting for DRAM behind
-// the current chunk's arithmetic. A separate instantiation (kPrefetch), so the default kernel's
-// code is the one measured. Prefetches change no value: the same bits.
-bool prefetch_next() {
-  static const bool enabled = env_switch("MEMRA_SINGLE_PREFETCH", false);
-  return enabled;
-}
-
-// Asks L2 for one tile record (no registers): lane i its i-th 128-byte line (a record starts on a
-// 16-byte boundary, so it may touch one line more than its size fills).
-template <DType D>
-__device__ __forceinline__ void prefetch_record(const uint8_t* rec, int lane) {
-  constexpr int kBytes = Tiled<D>::kBytes, kLines = (kBytes + 127) / 128 + 1;
-  for (int i = lane; i < kLines; i += 32)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(rec + min(i * 128, kBytes - 1)));
-}
-
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
-// slots (dynamic shared memory where the round buffers are too small). kPrefetch: prefetch_next()
-// with free rounds.
-template <DType D, bool kExperts, bool kPrefetch>
+// slots (dynamic shared memory where the round buffers are too small).
+template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   using T = Tiled<D>;
@@ -226,18 +206,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (f.has && !first.loaded) cur.load(record(f.tile, f.c), lane);
   if (by_chunk) {
     // Every chunk of the warp in turn, each partial in its chunk's slot; no barrier between.
-    auto prefetch_after = [&](int c) {
-      if constexpr (kPrefetch) {
-        if (c + kWarps < n_chunks) prefetch_record<D>(record(block_index, c + kWarps), lane);
-      }
-    };
-    if (f.has) {
-      prefetch_after(f.c);
-      chunk_partial(cur, f.c, f.c);
-    }
+    if (f.has) chunk_partial(cur, f.c, f.c);
     for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
       cur.load(record(block_index, c), lane);
-      prefetch_after(c);
       chunk_partial(cur, c, c);
     }
     __syncthreads();                 // every chunk's partial is written
@@ -298,9 +269,8 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
   if (blocks > 0)
-    detail::launch(free && prefetch_next() ? single_decode_kernel<D, kExperts, true>
-                                           : single_decode_kernel<D, kExperts, false>,
-                   blocks, kThreads, smem, stream, x, m, pack, early_weights_enabled(), free);
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
+                   early_weights_enabled(), free);
 }
 
 }  // namespace

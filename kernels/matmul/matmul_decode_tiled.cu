@@ -24,15 +24,17 @@ struct TiledDecodeCfg {
   // registers). F16/BF16 records are 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB
   // of loads in flight per SM (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45,
   // measured no faster: 19.6 vs 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159
-  // tok/s).
-  static constexpr int kWarps = kNT == 1 ? 8 : 4;
+  // tok/s). Two token tiles (9-16 tokens): one token tile's block, as its 8 accumulators and the
+  // chunk's 2 x 16 B fragments leave the registers for it.
+  static constexpr int kWarps = kNT <= 2 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
-// MEMRA_TILED_ROUNDS: how a block of one token tile (up to 8 tokens: F16/BF16 at one token too;
-// the K-quants' one-token products run matmul_decode_single.cu) sums its rounds of chunks: "free"
+// MEMRA_TILED_ROUNDS: how a block of one or two token tiles (up to 16 tokens: F16/BF16 at one
+// token too; the K-quants' one-token products run matmul_decode_single.cu) sums its rounds of
+// chunks: "free"
 // (the default) or "barrier", as MEMRA_SINGLE_ROUNDS there: every chunk's partial in a slot of
 // its own (n_chunks x 512 bytes) and one block barrier, or a barrier and a fold after every round.
 // The same bits. Measured on the H200 (docs/PERFORMANCE.md, twenty-sixth round): Q4_K down at 8
@@ -41,14 +43,14 @@ bool tiled_free_rounds() {
   static const bool free = env_choice("MEMRA_TILED_ROUNDS", {"barrier", "free"}, 1) == 1;
   return free;
 }
-// Whether a launch over K = n_in takes the free rounds (one token tile; their slots within the
-// kFreeSlotBytes of dynamic shared memory the kernels opt into: K up to 32,768), and the dynamic
-// shared memory it needs: none where the slots fit the round buffers' static 8 KB (K up to
-// 4,096).
+// Whether a launch over K = n_in takes the free rounds (one or two token tiles; their slots
+// within the kFreeSlotBytes of dynamic shared memory the kernels opt into: K up to 32,768 at one
+// token tile, 16,384 at two), and the dynamic shared memory it needs: none where the slots fit the
+// round buffers' static 8 or 16 KB (K up to 4,096).
 constexpr int kFreeSlotBytes = 64 * 1024;
 template <DType D, int kNT>
 bool takes_free_rounds(int n_in) {
-  return kNT == 1 && tiled_free_rounds() &&
+  return kNT <= 2 && tiled_free_rounds() &&
          n_in / kChunk * TiledDecodeCfg<D, kNT>::Sum::kPartFloats * 4 <= kFreeSlotBytes;
 }
 template <DType D, int kNT>
@@ -107,11 +109,11 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
       sum.store(acc, r, warp, g, t);
   };
 
-  // One token tile: round 0 peeled from the loop, so that a chunk loaded before the wait does not
-  // hold its registers over the later rounds. (Eight token tiles load every chunk here: their
-  // accumulators leave no registers to spare.)
+  // One or two token tiles: round 0 peeled from the loop, so that a chunk loaded before the wait
+  // (one token tile only) does not hold its registers over the later rounds. (Eight token tiles
+  // load every chunk here: their accumulators leave no registers to spare.)
   int r0 = 0;
-  if constexpr (kNT == 1) {
+  if constexpr (kNT <= 2) {
     if (chunk_parts != nullptr) {  // every chunk of the warp in turn, one barrier at the end
       if (warp < n_chunks) {
         LaneChunk<D> cur = first.chunk;
@@ -234,17 +236,27 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
-  if constexpr (kNT == 1) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
+  if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),
                  stream, a, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
 }
 
 }  // namespace
 
+// MEMRA_TWO_TILE_DECODE=0: 9-16 tokens on eight token tiles, six of them empty (the form before;
+// the A/B). Each token's chunk partials are the same mma chains on the same operands whatever the
+// token tiles a block holds, so the same bits.
+bool two_tile_decode_enabled() {
+  static const bool enabled = env_switch("MEMRA_TWO_TILE_DECODE", true);
+  return enabled;
+}
+
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
+  } else if (a.n_tokens <= kTwoTileTokens && two_tile_decode_enabled()) {
+    launch<D, 2>(a, stream);
   } else {
     launch<D, 8>(a, stream);
   }
@@ -258,14 +270,25 @@ bool grouped_decode_enabled() {
   return enabled;
 }
 
-template <DType D>
-void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+namespace {
+template <DType D, int kNT>
+void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(tiled_decode_multi_kernel<D, 1>, kFreeSlotBytes, smem_set);
-  detail::launch(tiled_decode_multi_kernel<D, 1>, blocks, TiledDecodeCfg<D, 1>::kThreads,
-                 free_rounds_smem<D, 1>(x.n_in), stream, x, outs, early_weights_enabled(),
-                 takes_free_rounds<D, 1>(x.n_in));
+  allow_smem_once(tiled_decode_multi_kernel<D, kNT>, kFreeSlotBytes, smem_set);
+  detail::launch(tiled_decode_multi_kernel<D, kNT>, blocks, TiledDecodeCfg<D, kNT>::kThreads,
+                 free_rounds_smem<D, kNT>(x.n_in), stream, x, outs, early_weights_enabled(),
+                 takes_free_rounds<D, kNT>(x.n_in));
+}
+}  // namespace
+
+template <DType D>
+void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
+  if (x.n_tokens <= 8) {
+    launch_multi<D, 1>(x, outs, stream);
+  } else {
+    launch_multi<D, 2>(x, outs, stream);
+  }
 }
 
 template <DType D>

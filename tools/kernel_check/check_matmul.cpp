@@ -191,29 +191,36 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
 
 // Row r of a call == the row alone (the one-token kernels), bit for bit: in 300 tokens (the
 // prefill kernels) and 40 (the batched decode kernels); tiled weights also in 24 (on sm_90a the
-// cluster kernel). The engine's determinism tests run fixtures too small for the tiled layout, so
-// its kernels are held to the row alone here.
+// cluster kernel) and 13 (the tiled decode kernel's two token tiles; its row r is 9). The engine's
+// determinism tests run fixtures too small for the tiled layout, so its kernels are held to the row
+// alone here.
 void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
                       kernels::WeightLayout layout = kernels::WeightLayout::ggml) {
   const bool tiled = layout == kernels::WeightLayout::tiled;
-  const int64_t n_max = 300, r = 17;
+  const int64_t n_max = 300;
   const std::vector<uint8_t> w = random_weights(ctx, dtype, n_in, n_out);
   const std::vector<float> x = ctx.uniform(n_max * n_in);
-  std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
-  if (ctx.teeth()) x1[0] *= 1.01f;
   Dev<uint8_t> dw(ctx, w), dwt(tiled ? kernels::matmul_tiled_bytes(dtype, n_in, n_out) : 0);
   if (tiled) kernels::matmul_tile(dtype, dw.get(), n_in, n_out, dwt.get(), ctx.stream());
   const void* weights = tiled ? dwt.get() : dw.get();
-  Dev<float> dx(ctx, x), dx1(ctx, x1), dy(n_max * n_out), dy1(n_out);
+  Dev<float> dx(ctx, x), dy(n_max * n_out), dy1(n_out);
   Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_max, n_in));
-  dy1.poison(ctx);
-  kernels::matmul(dtype, weights, n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
-                  ctx.stream(), layout);
-  ctx.sync();
-  const std::vector<float> alone = dy1.download(ctx);
+  // Row r of x alone (teeth: 1% off in one element).
+  auto alone = [&](int64_t r) {
+    std::vector<float> x1(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+    if (ctx.teeth()) x1[0] *= 1.01f;
+    Dev<float> dx1(ctx, x1);
+    dy1.poison(ctx);
+    kernels::matmul(dtype, weights, n_in, n_out, dx1.get(), 1, dy1.get(), n_out, scratch.get(),
+                    ctx.stream(), layout);
+    ctx.sync();
+    return dy1.download(ctx);
+  };
   std::vector<int64_t> counts = {n_max, 40};
-  if (tiled) counts.push_back(24);
+  if (tiled) counts.insert(counts.end(), {24, 13});
   for (int64_t n_tokens : counts) {
+    const int64_t r = n_tokens > 17 ? 17 : 9;
+    const std::vector<float> lone = alone(r);
     dy.poison(ctx);
     kernels::matmul(dtype, weights, n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
                     ctx.stream(), layout);
@@ -223,7 +230,7 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
     ctx.add(
         {"matmul invariance",
          std::string(tiled ? "tiled " : "") + "row alone vs " + shape_str({n_tokens, n_in, n_out}),
-         std::string(dtype_name(dtype)), "bits", bit_mismatches(row, alone), 0.0,
+         std::string(dtype_name(dtype)), "bits", bit_mismatches(row, lone), 0.0,
          ctx.teeth() ? "the lone row's x 1% off in one element" : ""});
   }
 }
@@ -240,7 +247,8 @@ void check_tiled_model_shapes(Context& ctx) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
-      for (int64_t n_tokens : {int64_t{1}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{256}}) {
+      for (int64_t n_tokens :
+           {int64_t{1}, int64_t{16}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{256}}) {
         const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
         Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
         Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
@@ -342,8 +350,9 @@ void check_shared_x(Context& ctx) {
             4});
 }
 
-// Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8 tokens: the one-token
-// kernel for K-quants, the tiled decode kernel's one-launch groups, a partial last tile) == each
+// Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token
+// kernel for K-quants, the tiled decode kernel's one-launch groups of one and of two token tiles,
+// a partial last tile) == each
 // weight alone in the ggml layout (the ggml decode kernels), bit for bit: K-quants, and F16/BF16
 // (the q/k/v and gate/up groups of a BF16 model).
 void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
@@ -355,7 +364,7 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
     if (!name.empty()) name += '+';
     name += dtype_name(t);
   }
-  for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{8}}) {
+  for (int64_t n_tokens : {int64_t{1}, int64_t{5}, int64_t{8}, int64_t{12}}) {
     const std::vector<float> x = ctx.uniform(n_tokens * n_in);
     Dev<float> dx(ctx, x);
     Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, n_in));
@@ -511,6 +520,7 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 512, 96, 6, 96, true);   // decode kernel
     check_one(ctx, dtype, 512, 96, 41, 96, true);  // batched decode kernel
     check_one(ctx, dtype, 768, 80, 24, 80);  // 17-32 tokens (the cluster kernel's smaller form)
+    check_one(ctx, dtype, 768, 80, 13, 80);  // 9-16 tokens (tiled: two token tiles a block)
     check_one(ctx, dtype, 512, 96, 70, 96, true);  // prefill kernel
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);
