@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 12 and 16
-#               sequences on the tiled decode kernel's two token tiles beside its eight
-#               (MEMRA_TWO_TILE_DECODE=0), the round's A/B (~3 min; its gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 32 and 64
+#               sequences with the tiled decode kernel's blocks at 8, 4 or 2 token tiles
+#               (MEMRA_BATCH_TOKEN_TILES), the round's A/B (~4 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -351,25 +351,27 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row; then 9-16 tokens on the tiled decode kernel's two token tiles (the
-  # default since the twenty-seventh round) beside its eight token tiles (MEMRA_TWO_TILE_DECODE=0,
-  # the form before): 16 and 12 sequences of both models and the products alone at 16 tokens, both
-  # ways, and kernel-check's matrix cases on the eight-tile form (quick runs the defaults). The
-  # gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
+  # the 0.6B's one-sequence row; then 17-64 tokens on the tiled decode kernel with 4 or 2 token
+  # tiles a block and the batch in token groups over the blocks (MEMRA_BATCH_TOKEN_TILES=4|2)
+  # beside 8 (all of them, the default): 32 and 64 sequences of both models and the products
+  # alone at 32 and 64 tokens each way, and kernel-check's matrix cases on the 4 and 2 forms
+  # (quick runs the defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  kcheck kernel-check-matmul-eight-tiles 120 MEMRA_TWO_TILE_DECODE=0 --filter matmul
+  for n in 4 2; do
+    kcheck "kernel-check-matmul-tiles-$n" 120 MEMRA_BATCH_TOKEN_TILES=$n --filter matmul
+  done
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
   bench_with "$small" c1 MEMRA_DETERMINISTIC=1 -n 128
-  for v in "" eight-tiles; do
-    on=1
-    [ -n "$v" ] && on=0
-    vars=MEMRA_DETERMINISTIC=1,MEMRA_TWO_TILE_DECODE=$on
-    bench_with "$m" "c12-16${v:+-$v}" "$vars" -n 128 -c 12,16
-    bench_with "$small" "c12-16${v:+-$v}" "$vars" -n 128 -c 12,16
-    step "kernel-bench-16${v:+-$v}" 120 env MEMRA_TWO_TILE_DECODE=$on \
-      "$BIN/memra-kernel-bench" --tokens 16 --json "$RECEIPTS/$DAY-kernel-bench-16${v:+-$v}.json"
+  for n in 8 4 2; do
+    vars=MEMRA_DETERMINISTIC=1,MEMRA_BATCH_TOKEN_TILES=$n
+    bench_with "$m" "c32-64-tiles-$n" "$vars" -n 128 -c 32,64
+    bench_with "$small" "c32-64-tiles-$n" "$vars" -n 128 -c 32,64
+    for t in 32 64; do
+      step "kernel-bench-$t-tiles-$n" 120 env MEMRA_BATCH_TOKEN_TILES=$n \
+        "$BIN/memra-kernel-bench" --tokens $t --json "$RECEIPTS/$DAY-kernel-bench-$t-tiles-$n.json"
+    done
   done
 fi
 if [ "$MODE" = steps ]; then

@@ -24,9 +24,10 @@ struct TiledDecodeCfg {
   // registers). F16/BF16 records are 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB
   // of loads in flight per SM (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45,
   // measured no faster: 19.6 vs 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159
-  // tok/s). Two token tiles (9-16 tokens): one token tile's block, as its 8 accumulators and the
-  // chunk's 2 x 16 B fragments leave the registers for it.
-  static constexpr int kWarps = kNT <= 2 ? 8 : 4;
+  // tok/s). Two or four token tiles (9-16 tokens; 17-64 in token groups where
+  // MEMRA_BATCH_TOKEN_TILES says so): 8 warps as for one tile, 2 blocks a SM at up to 128 registers
+  // (four tiles spill 4-8 bytes for F16/BF16 and Q8_0, none for Q4_K and Q6_K).
+  static constexpr int kWarps = kNT <= 4 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
@@ -161,17 +162,34 @@ __device__ __forceinline__ EarlyChunk<D> early_tile_chunk(const MatmulArgs& a, i
   return load_early<D>(a.w, tile, warp, n_chunks, kNT == 1 && load && warp < n_chunks);
 }
 
+// a's tokens [8 kNT group, 8 kNT (group + 1)): the x rows, their sums and scales, and the y rows.
+template <int kNT>
+__device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
+  const int t0 = 8 * kNT * group;
+  a.xh += static_cast<int64_t>(t0) * a.n_in;
+  a.xsum += static_cast<int64_t>(t0) * a.xsum_stride;
+  a.xinv += t0;
+  a.y += static_cast<int64_t>(t0) * a.ldy;
+  a.n_tokens = min(8 * kNT, a.n_tokens - t0);
+  return a;
+}
+
+// Block b runs tile b / groups over token group b % groups (groups: the launch's token groups of
+// 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
 // early: round 0's weights are loaded before the wait (EarlyChunk).
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs a, bool early, bool free) {
+    tiled_decode_kernel(const MatmulArgs x, int groups, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
-  const EarlyChunk<D> first = early_tile_chunk<D, kNT>(a, static_cast<int>(blockIdx.x), early);
+  const EarlyChunk<D> first =
+      early_tile_chunk<D, kNT>(x, static_cast<int>(blockIdx.x) / groups, early);
   detail::wait_for_inputs(detail::Trigger::late);
+  const int tile = static_cast<int>(blockIdx.x) / groups;
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
-  tile_rows<D, kNT, true>(a, part, static_cast<int>(blockIdx.x), first,
+  const MatmulArgs a = token_group<kNT>(x, static_cast<int>(blockIdx.x) % groups);
+  tile_rows<D, kNT, true>(a, part, tile, first,
                           chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
@@ -234,11 +252,12 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
-  const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16);
+  const int groups = (a.n_tokens + 8 * kNT - 1) / (8 * kNT);
+  const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16 * groups);
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
   if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),
-                 stream, a, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
+                 stream, a, groups, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
 }
 
 }  // namespace
@@ -251,12 +270,24 @@ bool two_tile_decode_enabled() {
   return enabled;
 }
 
+// MEMRA_BATCH_TOKEN_TILES: the token tiles a block takes at 17-64 tokens: 8 (all of them, the
+// default), 4 or 2, with the batch in token groups of 32 or 16 over the blocks (the A/B). A
+// token's chunk partials are the same mma chains whatever the block's tiles: the same bits.
+int batch_token_tiles() {
+  static const int tiles = 2 << env_choice("MEMRA_BATCH_TOKEN_TILES", {"2", "4", "8"}, 2);
+  return tiles;
+}
+
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
     launch<D, 1>(a, stream);
   } else if (a.n_tokens <= kTwoTileTokens && two_tile_decode_enabled()) {
     launch<D, 2>(a, stream);
+  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles() == 2) {
+    launch<D, 2>(a, stream);
+  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles() == 4) {
+    launch<D, 4>(a, stream);
   } else {
     launch<D, 8>(a, stream);
   }
