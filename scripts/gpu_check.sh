@@ -351,11 +351,11 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row; then 17-64 tokens on the tiled decode kernel with 4 or 2 token
-  # tiles a block and the batch in token groups over the blocks (MEMRA_BATCH_TOKEN_TILES=4|2)
-  # beside 8 (all of them, the default): 32 and 64 sequences of both models and the products
-  # alone at 32 and 64 tokens each way, and kernel-check's matrix cases on the 4 and 2 forms
-  # (quick runs the defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
+  # the 0.6B's one-sequence row; then 17-64 tokens on the tiled decode kernel with 8, 4 or 2 token
+  # tiles a block for every dtype, the batch in token groups over the blocks
+  # (MEMRA_BATCH_TOKEN_TILES; the default since the twenty-seventh round: 2 for the K-quants, 8 for
+  # F16/BF16): 32 and 64 sequences of both models and the products alone at 32 and 64 tokens each
+  # way, and kernel-check's matrix cases on the 4 and 2 forms (quick runs the defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for n in 4 2; do

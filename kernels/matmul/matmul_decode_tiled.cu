@@ -24,9 +24,9 @@ struct TiledDecodeCfg {
   // registers). F16/BF16 records are 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB
   // of loads in flight per SM (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45,
   // measured no faster: 19.6 vs 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159
-  // tok/s). Two or four token tiles (9-16 tokens; 17-64 in token groups where
-  // MEMRA_BATCH_TOKEN_TILES says so): 8 warps as for one tile, 2 blocks a SM at up to 128 registers
-  // (four tiles spill 4-8 bytes for F16/BF16 and Q8_0, none for Q4_K and Q6_K).
+  // tok/s). Two or four token tiles (9-16 tokens; the K-quants' 17-64 in token groups,
+  // batch_token_tiles): 8 warps as for one tile, 2 blocks a SM at up to 128 registers (four tiles
+  // spill 4-8 bytes for F16/BF16 and Q8_0, none for Q4_K and Q6_K).
   static constexpr int kWarps = kNT <= 4 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
   static constexpr int kThreads = kWarps * 32;
@@ -270,12 +270,22 @@ bool two_tile_decode_enabled() {
   return enabled;
 }
 
-// MEMRA_BATCH_TOKEN_TILES: the token tiles a block takes at 17-64 tokens: 8 (all of them, the
-// default), 4 or 2, with the batch in token groups of 32 or 16 over the blocks (the A/B). A
-// token's chunk partials are the same mma chains whatever the block's tiles: the same bits.
+// The token tiles a block of the tiled decode kernel takes at 17-64 tokens, the batch in token
+// groups of 8 x that many over neighbouring blocks: 2 for the K-quants, 8 (all of them) for
+// F16/BF16. MEMRA_BATCH_TOKEN_TILES=2|4|8 sets it for every dtype (the A/B). A token's chunk
+// partials are the same mma chains whatever the block's tiles: the same bits. Measured on the H200
+// (docs/PERFORMANCE.md, twenty-seventh round; us at 64 tokens, 8 / 4 / 2 tiles): Q4_K down 120.2 /
+// 108.0 / 100.1, Q8_0 down 112.4 / 107.7 / 103.2, Q6_K down 97.6 / 103.7 / 101.1, F16 down 99.2 /
+// 114.9 / 115.0; 8B Q4_K_M at 64 sequences 4,205 / 4,316 / 4,621 tok/s (its Q6_K v, 1,024 rows,
+// is 64 blocks at 8 tiles, 256 at 2).
+template <DType D>
 int batch_token_tiles() {
-  static const int tiles = 2 << env_choice("MEMRA_BATCH_TOKEN_TILES", {"2", "4", "8"}, 2);
-  return tiles;
+  static const int forced = [] {  // 0: not forced
+    const int i = env_choice("MEMRA_BATCH_TOKEN_TILES", {"2", "4", "8"}, -1);
+    return i < 0 ? 0 : 2 << i;
+  }();
+  if (forced > 0) return forced;
+  return Tiled<D>::kScaled ? 2 : 8;
 }
 
 template <DType D>
@@ -284,9 +294,9 @@ void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
     launch<D, 1>(a, stream);
   } else if (a.n_tokens <= kTwoTileTokens && two_tile_decode_enabled()) {
     launch<D, 2>(a, stream);
-  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles() == 2) {
+  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles<D>() == 2) {
     launch<D, 2>(a, stream);
-  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles() == 4) {
+  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles<D>() == 4) {
     launch<D, 4>(a, stream);
   } else {
     launch<D, 8>(a, stream);
