@@ -33,13 +33,12 @@ struct TiledDecodeCfg {
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
 
-// MEMRA_TILED_ROUNDS: how a block of one or two token tiles (up to 16 tokens: F16/BF16 at one
-// token too; the K-quants' one-token products run matmul_decode_single.cu) sums its rounds of
-// chunks: "free"
-// (the default) or "barrier", as MEMRA_SINGLE_ROUNDS there: every chunk's partial in a slot of
-// its own (n_chunks x 512 bytes) and one block barrier, or a barrier and a fold after every round.
-// The same bits. Measured on the H200 (docs/PERFORMANCE.md, twenty-sixth round): Q4_K down at 8
-// tokens 26.7 -> 23.1 us, 8B Q4_K_M c8 1,911.7 -> 1,932.1 tok/s.
+// MEMRA_TILED_ROUNDS: how a block of one or two token tiles (F16/BF16 at one token too; the
+// K-quants' one-token products run matmul_decode_single.cu) sums its rounds of chunks: "free" (the
+// default) or "barrier", as MEMRA_SINGLE_ROUNDS there: every chunk's partial in a slot of
+// its own (n_chunks x 512 bytes a token tile) and one block barrier, or a barrier and a fold after
+// every round. The same bits. Measured on the H200 (docs/PERFORMANCE.md, twenty-sixth round): Q4_K
+// down at 8 tokens 26.7 -> 23.1 us, 8B Q4_K_M c8 1,911.7 -> 1,932.1 tok/s.
 bool tiled_free_rounds() {
   static const bool free = env_choice("MEMRA_TILED_ROUNDS", {"barrier", "free"}, 1) == 1;
   return free;
@@ -288,18 +287,25 @@ int batch_token_tiles() {
   return Tiled<D>::kScaled ? 2 : 8;
 }
 
+// The n8 token tiles a block takes for a batch of n_tokens (1, 2, 4 or 8).
+template <DType D>
+int block_token_tiles(int n_tokens) {
+  if (n_tokens <= 8) return 1;
+  if (n_tokens <= kTwoTileTokens) return two_tile_decode_enabled() ? 2 : 8;
+  return batch_token_tiles<D>();
+}
+
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= 8) {
-    launch<D, 1>(a, stream);
-  } else if (a.n_tokens <= kTwoTileTokens && two_tile_decode_enabled()) {
-    launch<D, 2>(a, stream);
-  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles<D>() == 2) {
-    launch<D, 2>(a, stream);
-  } else if (a.n_tokens > kTwoTileTokens && batch_token_tiles<D>() == 4) {
-    launch<D, 4>(a, stream);
-  } else {
-    launch<D, 8>(a, stream);
+  switch (block_token_tiles<D>(a.n_tokens)) {
+    case 1:
+      return launch<D, 1>(a, stream);
+    case 2:
+      return launch<D, 2>(a, stream);
+    case 4:
+      return launch<D, 4>(a, stream);
+    default:
+      return launch<D, 8>(a, stream);
   }
 }
 

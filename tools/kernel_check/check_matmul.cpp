@@ -352,9 +352,8 @@ void check_shared_x(Context& ctx) {
 
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token
 // kernel for K-quants, the tiled decode kernel's one-launch groups of one and of two token tiles,
-// a partial last tile) == each
-// weight alone in the ggml layout (the ggml decode kernels), bit for bit: K-quants, and F16/BF16
-// (the q/k/v and gate/up groups of a BF16 model).
+// a partial last tile) == each weight alone in the ggml layout (the ggml decode kernels), bit for
+// bit: K-quants, and F16/BF16 (the q/k/v and gate/up groups of a BF16 model).
 void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
                           const std::vector<int64_t>& outs_n) {
   const int64_t n_in = 1024;
