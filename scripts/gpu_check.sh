@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 32 and 64
-#               sequences with the tiled decode kernel's blocks at 8, 4 or 2 token tiles
-#               (MEMRA_BATCH_TOKEN_TILES), the round's A/B (~4 min; its gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
+#               sequences without the cluster decode kernel (MEMRA_CLUSTER_DECODE=0), the next
+#               round's A/B, not yet run (~3 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -351,27 +351,26 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row; then 17-64 tokens on the tiled decode kernel with 8, 4 or 2 token
-  # tiles a block for every dtype, the batch in token groups over the blocks
-  # (MEMRA_BATCH_TOKEN_TILES; the default since the twenty-seventh round: 2 for the K-quants, 8 for
-  # F16/BF16): 32 and 64 sequences of both models and the products alone at 32 and 64 tokens each
-  # way, and kernel-check's matrix cases on the 4 and 2 forms (quick runs the defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
+  # the 0.6B's one-sequence row; then 17-32 tokens without the cluster decode kernel
+  # (MEMRA_CLUSTER_DECODE=0: the outputs it takes go to the tiled decode kernel, whose K-quant
+  # products take two token tiles a block in token groups since the twenty-seventh round, or to
+  # wgmma where that pays) beside the default: 24 and 32 sequences of both models and the products
+  # alone at 32 tokens each way, and kernel-check's matrix cases without it (quick runs the
+  # defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for n in 4 2; do
-    kcheck "kernel-check-matmul-tiles-$n" 120 MEMRA_BATCH_TOKEN_TILES=$n --filter matmul
-  done
+  kcheck kernel-check-matmul-no-cluster 120 MEMRA_CLUSTER_DECODE=0 --filter matmul
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
   bench_with "$small" c1 MEMRA_DETERMINISTIC=1 -n 128
-  for n in 8 4 2; do
-    vars=MEMRA_DETERMINISTIC=1,MEMRA_BATCH_TOKEN_TILES=$n
-    bench_with "$m" "c32-64-tiles-$n" "$vars" -n 128 -c 32,64
-    bench_with "$small" "c32-64-tiles-$n" "$vars" -n 128 -c 32,64
-    for t in 32 64; do
-      step "kernel-bench-$t-tiles-$n" 120 env MEMRA_BATCH_TOKEN_TILES=$n \
-        "$BIN/memra-kernel-bench" --tokens $t --json "$RECEIPTS/$DAY-kernel-bench-$t-tiles-$n.json"
-    done
+  for v in "" no-cluster; do
+    on=1
+    [ -n "$v" ] && on=0
+    vars=MEMRA_DETERMINISTIC=1,MEMRA_CLUSTER_DECODE=$on
+    bench_with "$m" "c24-32${v:+-$v}" "$vars" -n 128 -c 24,32
+    bench_with "$small" "c24-32${v:+-$v}" "$vars" -n 128 -c 24,32
+    step "kernel-bench-32${v:+-$v}" 120 env MEMRA_CLUSTER_DECODE=$on \
+      "$BIN/memra-kernel-bench" --tokens 32 --json "$RECEIPTS/$DAY-kernel-bench-32${v:+-$v}.json"
   done
 fi
 if [ "$MODE" = steps ]; then
