@@ -24,8 +24,9 @@
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
 #     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
-#               sequences without the cluster decode kernel (MEMRA_CLUSTER_DECODE=0), the next
-#               round's A/B, not yet run (~3 min; its gates are quick's)
+#               sequences without the cluster decode kernel (MEMRA_CLUSTER_DECODE=0), and the
+#               ggml-layout decode kernel's two token tiles at 9-16 tokens (MEMRA_GGML_TWO_TILES=1):
+#               the next round's A/Bs, not yet run (~4 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -356,10 +357,18 @@ if [ "$MODE" = ab ]; then
   # products take two token tiles a block in token groups since the twenty-seventh round, or to
   # wgmma where that pays) beside the default: 24 and 32 sequences of both models and the products
   # alone at 32 tokens each way, and kernel-check's matrix cases without it (quick runs the
-  # defaults). The gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
+  # defaults); and the ggml-layout decode kernel's two-token-tile form at 9-16 tokens
+  # (MEMRA_GGML_TWO_TILES=1, off by default): kernel-check's matrix cases with it and the products
+  # alone at 16 tokens both ways (the ggml rows of memra-kernel-bench). The gates are quick's.
+  # (Earlier rounds' A/Bs are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
   kcheck kernel-check-matmul-no-cluster 120 MEMRA_CLUSTER_DECODE=0 --filter matmul
+  kcheck kernel-check-matmul-ggml-two-tiles 120 MEMRA_GGML_TWO_TILES=1 --filter matmul
+  for on in 0 1; do
+    step "kernel-bench-16-ggml-two-tiles-$on" 120 env MEMRA_GGML_TWO_TILES=$on \
+      "$BIN/memra-kernel-bench" --tokens 16 --json "$RECEIPTS/$DAY-kernel-bench-16-ggml-two-tiles-$on.json"
+  done
   bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
   bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
   bench_with "$small" c1 MEMRA_DETERMINISTIC=1 -n 128

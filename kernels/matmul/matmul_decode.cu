@@ -18,9 +18,9 @@ template <DType D, int kNT>
 struct DecodeCfg {
   // 16 rows (one m16 tile) per block: a warp's chunk is short (the kernel is bound by each warp's
   // serial decode latency, not by issue slots: 32-row blocks measured ~2x slower per byte on the
-  // H200), and small matrices still make ~3 blocks per SM. One token tile: 8 warps; eight token
-  // tiles: 4 warps, so the accumulators and the partials fit.
-  static constexpr int kWarps = kNT == 1 ? 8 : 4;
+  // H200), and small matrices still make ~3 blocks per SM. One or two token tiles: 8 warps; eight
+  // token tiles: 4 warps, so the accumulators and the partials fit.
+  static constexpr int kWarps = kNT <= 2 ? 8 : 4;
   static constexpr int kRows = 16;
   static constexpr int kTiles = kRows / 16;
   static constexpr int kTokens = 8 * kNT;
@@ -369,10 +369,23 @@ void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
   detail::launch(decode_kernel<D, kNT>, blocks, C::kThreads, C::kSmem, stream, a);
 }
 
+// MEMRA_GGML_TWO_TILES=1 (off by default; written in the twenty-seventh round, not yet measured):
+// 9-16 tokens on two token tiles a block instead of eight with six empty, as the tiled decode
+// kernel's form that measured 2x faster there (docs/PERFORMANCE.md, twenty-seventh round). The
+// same mma chains for each token: the same bits.
+namespace {
+bool ggml_two_tiles_enabled() {
+  static const bool enabled = env_switch("MEMRA_GGML_TWO_TILES", false);
+  return enabled;
+}
+}  // namespace
+
 template <DType D>
 void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
     launch_decode_tiles<D, 1>(a, stream);
+  } else if (a.n_tokens <= kTwoTileTokens && ggml_two_tiles_enabled()) {
+    launch_decode_tiles<D, 2>(a, stream);
   } else {
     launch_decode_tiles<D, 8>(a, stream);
   }
