@@ -511,9 +511,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   x_args.xinv = xinv;
   x_args.n_in = in;
   x_args.n_tokens = tokens;
-  const bool tiled_groups = n_tokens <= 8 || (n_tokens <= matmul_detail::kTwoTileTokens &&
-                                              matmul_detail::two_tile_decode_enabled());
-  if (tiled_groups && n_outs <= kMaxGrouped) {
+  if (matmul_detail::tiled_decode_groups_take(n_tokens) && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
     if (matmul_detail::grouped_decode_enabled())

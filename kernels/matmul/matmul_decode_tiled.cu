@@ -261,12 +261,26 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
 // MEMRA_TWO_TILE_DECODE=0: 9-16 tokens on eight token tiles, six of them empty (the form before;
 // the A/B). Each token's chunk partials are the same mma chains on the same operands whatever the
 // token tiles a block holds, so the same bits.
 bool two_tile_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_TWO_TILE_DECODE", true);
   return enabled;
+}
+
+// The token tiles of a block that takes the whole batch in one token group, the forms with free
+// rounds and grouped launches: 1 up to 8 tokens, 2 at 9-16 (unless MEMRA_TWO_TILE_DECODE=0); 0
+// for larger batches.
+int one_group_tiles(int64_t n_tokens) {
+  if (n_tokens <= 8) return 1;
+  return n_tokens <= kTwoTileTokens && two_tile_decode_enabled() ? 2 : 0;
+}
+}  // namespace
+
+bool tiled_decode_groups_take(int64_t n_tokens) {
+  return one_group_tiles(n_tokens) > 0;
 }
 
 // The token tiles a block of the tiled decode kernel takes at 17-64 tokens, the batch in token
@@ -290,9 +304,8 @@ int batch_token_tiles() {
 // The n8 token tiles a block takes for a batch of n_tokens (1, 2, 4 or 8).
 template <DType D>
 int block_token_tiles(int n_tokens) {
-  if (n_tokens <= 8) return 1;
-  if (n_tokens <= kTwoTileTokens) return two_tile_decode_enabled() ? 2 : 8;
-  return batch_token_tiles<D>();
+  if (const int tiles = one_group_tiles(n_tokens); tiles > 0) return tiles;
+  return n_tokens <= kTwoTileTokens ? 8 : batch_token_tiles<D>();
 }
 
 template <DType D>
@@ -331,10 +344,13 @@ void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream
 
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
-  if (x.n_tokens <= 8) {
-    launch_multi<D, 1>(x, outs, stream);
-  } else {
-    launch_multi<D, 2>(x, outs, stream);
+  switch (one_group_tiles(x.n_tokens)) {
+    case 1:
+      return launch_multi<D, 1>(x, outs, stream);
+    case 2:
+      return launch_multi<D, 2>(x, outs, stream);
+    default:  // its blocks have no token groups: it would drop the batch's later tokens
+      fail(ErrorCode::internal, "matmul: grouped tiled decode launch of {} tokens", x.n_tokens);
   }
 }
 

@@ -65,10 +65,9 @@ void launch_prefill(const MatmulArgs& args, cudaStream_t stream);
 // The same over tiled weights (args.w: tiled.cuh records), for the dtypes kHasTiled names.
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
-// 9-16 tokens take the tiled decode kernel's two-token-tile form (kTwoTileTokens) unless
-// MEMRA_TWO_TILE_DECODE=0 (eight token tiles, the form before; the same bits).
+// 9-16 tokens take the decode kernels' two-token-tile form (kTwoTileTokens): the tiled kernel's
+// unless MEMRA_TWO_TILE_DECODE=0 (eight token tiles, the form before; the same bits).
 constexpr int kTwoTileTokens = 16;
-bool two_tile_decode_enabled();
 // The tiled decode kernel over experts' row groups (matmul_experts.cu): block (tile, e) runs
 // expert e's matrix (args.w + e * expert_bytes) over x rows [begin[e], begin[e + 1]) of args (the
 // pairs sorted by expert) into the same rows of args.y, 8 or 64 rows a pass; an expert with no
@@ -139,11 +138,11 @@ __device__ __forceinline__ int take_output(const Outs& outs, const int* begin, i
   a.ldy = outs.ldy[o];
   return o;
 }
-// Up to kMultiOuts tiled outputs of one dtype over the same x (1-8 tokens; 9-16 where
-// two_tile_decode_enabled()) in one launch of the
-// tiled decode kernel (MultiOut's w, y, n_out, ldy, tile_begin, n; 16-row tiles): the same bits
-// as one launch_decode_tiled per output. MEMRA_GROUPED_DECODE=0 turns it off (one launch per
-// output).
+// Up to kMultiOuts tiled outputs of one dtype over the same x in one launch of the tiled decode
+// kernel (MultiOut's w, y, n_out, ldy, tile_begin, n; 16-row tiles), for the batches
+// tiled_decode_groups_take (1-8 tokens, and 9-16 on the two-tile form): the same bits as one
+// launch_decode_tiled per output. MEMRA_GROUPED_DECODE=0 turns it off (one launch per output).
+bool tiled_decode_groups_take(int64_t n_tokens);
 bool grouped_decode_enabled();
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
