@@ -23,10 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
-#               sequences without the cluster decode kernel (MEMRA_CLUSTER_DECODE=0), and the
-#               ggml-layout decode kernel's two token tiles at 9-16 tokens (MEMRA_GGML_TWO_TILES=1):
-#               the next round's A/Bs, not yet run (~4 min; its gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table; which outputs the cluster decode kernel
+#               takes at 17-32 tokens (MEMRA_CLUSTER_Q4K_WIDE=0, MEMRA_CLUSTER_MIN_K=2048 against
+#               the default, 24 and 32 sequences of the 8B and the 0.6B, the 0.6B's products at 32
+#               tokens), and the file-layout decode kernel's 9-16 tokens in a model
+#               (MEMRA_WEIGHT_LAYOUT=ggml, MEMRA_GGML_TWO_TILES=0/1): the next round's A/Bs
+#               (~4 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -351,35 +353,40 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row; then 17-32 tokens without the cluster decode kernel
-  # (MEMRA_CLUSTER_DECODE=0: the outputs it takes go to the tiled decode kernel, whose K-quant
-  # products take two token tiles a block in token groups since the twenty-seventh round, or to
-  # wgmma where that pays) beside the default: 24 and 32 sequences of both models and the products
-  # alone at 32 tokens each way, and kernel-check's matrix cases without it (quick runs the
-  # defaults); and the ggml-layout decode kernel's two-token-tile form at 9-16 tokens
-  # (MEMRA_GGML_TWO_TILES=1, off by default): kernel-check's matrix cases with it and the products
-  # alone at 16 tokens both ways (the ggml rows of memra-kernel-bench). The gates are quick's.
-  # (Earlier rounds' A/Bs are in their run logs.)
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences); then which outputs the cluster
+  # decode kernel should take at 17-32 tokens: the products alone at 32 tokens on the 0.6B's
+  # shapes with and without it (the 0.6B decoded 24 and 32 sequences 11% faster without it, the
+  # 8B 1-2% either way: twenty-eighth round), then 24 and 32 sequences of both models by default,
+  # with Q4_K's wide outputs left to wgmma (MEMRA_CLUSTER_Q4K_WIDE=0) and with products of K under
+  # 2,048 left to the tiled decode kernel (MEMRA_CLUSTER_MIN_K=2048, the 0.6B only: the 8B has no
+  # such K) and both; then the file-layout decode kernel's two token tiles at 9-16 tokens in a
+  # model (MEMRA_WEIGHT_LAYOUT=ggml, 16 sequences, MEMRA_GGML_TWO_TILES=0 the eight-tile form). The
+  # gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  kcheck kernel-check-matmul-no-cluster 120 MEMRA_CLUSTER_DECODE=0 --filter matmul
-  kcheck kernel-check-matmul-ggml-two-tiles 120 MEMRA_GGML_TWO_TILES=1 --filter matmul
-  for on in 0 1; do
-    step "kernel-bench-16-ggml-two-tiles-$on" 120 env MEMRA_GGML_TWO_TILES=$on \
-      "$BIN/memra-kernel-bench" --tokens 16 --json "$RECEIPTS/$DAY-kernel-bench-16-ggml-two-tiles-$on.json"
+  for on in 1 0; do
+    step "kernel-bench-32-0.6b-cluster-$on" 120 env MEMRA_CLUSTER_DECODE=$on \
+      "$BIN/memra-kernel-bench" --tokens 32 --shapes qwen3-0.6b --dtypes q4_k,q6_k \
+      --json "$RECEIPTS/$DAY-kernel-bench-32-0.6b-cluster-$on.json"
   done
-  bench_with "$m" targets MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k MEMRA_DETERMINISTIC=1 -n 64 -d 16384
-  bench_with "$small" c1 MEMRA_DETERMINISTIC=1 -n 128
-  for v in "" no-cluster; do
-    on=1
-    [ -n "$v" ] && on=0
-    vars=MEMRA_DETERMINISTIC=1,MEMRA_CLUSTER_DECODE=$on
-    bench_with "$m" "c24-32${v:+-$v}" "$vars" -n 128 -c 24,32
-    bench_with "$small" "c24-32${v:+-$v}" "$vars" -n 128 -c 24,32
-    step "kernel-bench-32${v:+-$v}" 120 env MEMRA_CLUSTER_DECODE=$on \
-      "$BIN/memra-kernel-bench" --tokens 32 --json "$RECEIPTS/$DAY-kernel-bench-32${v:+-$v}.json"
+  bench_with "$m" targets-r28 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
+  for v in default q4k-wide-0; do
+    vars=MEMRA_DETERMINISTIC=1
+    [ $v = q4k-wide-0 ] && vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0
+    bench_with "$m" "c24-32-$v" "$vars" -n 128 -c 24,32
+  done
+  for v in default q4k-wide-0 min-k-2048 both; do
+    vars=MEMRA_DETERMINISTIC=1
+    case $v in
+      q4k-wide-0) vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0 ;;
+      min-k-2048) vars=$vars,MEMRA_CLUSTER_MIN_K=2048 ;;
+      both) vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0,MEMRA_CLUSTER_MIN_K=2048 ;;
+    esac
+    bench_with "$small" "c24-32-$v" "$vars" -n 128 -c 24,32
+  done
+  for on in 1 0; do
+    bench_with "$m" "ggml-c16-two-tiles-$on" \
+      MEMRA_DETERMINISTIC=1,MEMRA_WEIGHT_LAYOUT=ggml,MEMRA_GGML_TWO_TILES=$on -n 64 -c 16
   done
 fi
 if [ "$MODE" = steps ]; then

@@ -369,13 +369,15 @@ void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
   detail::launch(decode_kernel<D, kNT>, blocks, C::kThreads, C::kSmem, stream, a);
 }
 
-// MEMRA_GGML_TWO_TILES=1 (off by default; written in the twenty-seventh round, not yet measured):
-// 9-16 tokens on two token tiles a block instead of eight with six empty, as the tiled decode
-// kernel's form that measured 2x faster there (docs/PERFORMANCE.md, twenty-seventh round). The
-// same mma chains for each token: the same bits.
+// 9-16 tokens take two token tiles a block instead of eight with six empty, as the tiled decode
+// kernel's form (docs/PERFORMANCE.md, twenty-seventh and twenty-eighth rounds). Measured at 16
+// tokens on the 8B shapes, eight tiles -> two (us, receipts/2026-12-03-kernel-bench-16-ggml-two-
+// tiles-{0,1}.json): Q4_0 down 86.8 -> 42.0, Q5_K q/k/v 51.6 -> 25.3, down 78.1 -> 41.6, Q4_K
+// output 782 -> 336, F16 down 121 -> 103; every dtype and shape faster. The same mma chains for
+// each token: the same bits. MEMRA_GGML_TWO_TILES=0 gives the eight-tile form (the A/B).
 namespace {
 bool ggml_two_tiles_enabled() {
-  static const bool enabled = env_switch("MEMRA_GGML_TWO_TILES", false);
+  static const bool enabled = env_switch("MEMRA_GGML_TWO_TILES", true);
   return enabled;
 }
 }  // namespace

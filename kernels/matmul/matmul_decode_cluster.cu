@@ -248,15 +248,23 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 //   Q8_0  q/k/v 31 vs 55, gate 58 vs 55 (wgmma), down 66 vs 87 (2), output 548 vs 440 (wgmma)
 //   F16   q/k/v 27 vs 46, gate 49 vs 39 (wgmma), down 51 vs 70 (2), output 452 vs 334 (wgmma)
 // So Q4_K everywhere, the other dtypes where wgmma does not take the output.
-// (prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it: this
-// kernel's sm_90a code comes from the same compilation.)
+// The twenty-eighth round's A/B (written, not yet measured): MEMRA_CLUSTER_Q4K_WIDE=0 leaves Q4_K's
+// wide outputs to wgmma too (8B output at 32 tokens: cluster 346 us, wgmma 301 since the folded
+// kernels), MEMRA_CLUSTER_MIN_K=N (0, 1024, ... 4096) leaves products with K under N to the tiled
+// decode kernel's token groups (the 0.6B, K 1,024 and 3,072, decoded 24 and 32 sequences 11% faster
+// without the cluster kernel, where a cluster of 4 gives each block a single 256-element chunk of K
+// 1,024). (prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it:
+// this kernel's sm_90a code comes from the same compilation.)
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays) {
   static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
   static const bool every = env_switch("MEMRA_CLUSTER_EVERY", false);
+  static const bool q4k_wide = env_switch("MEMRA_CLUSTER_Q4K_WIDE", true);
+  static const int64_t min_k =
+      int64_t{1024} * env_choice("MEMRA_CLUSTER_MIN_K", {"0", "1024", "2048", "3072", "4096"}, 0);
   if (!enabled || n_tokens <= kClusterMinTokens || n_tokens > kClusterMaxTokens || n_out <= 0 ||
-      n_in <= 0 || !prefill_wgmma_available())
+      n_in <= 0 || n_in < min_k || !prefill_wgmma_available())
     return false;
-  return every || d == DType::q4_k || !wide_pays;
+  return every || (d == DType::q4_k && q4k_wide) || !wide_pays;
 }
 
 template <DType D>

@@ -9,6 +9,8 @@
 // figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
 // --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
 // skips attention and sampling: a quick look at one regime while a kernel is being changed.
+// --shapes qwen3-0.6b times the 0.6B's matrix shapes instead of the 8B's; --dtypes q4_k,q6_k
+// times only those weight types.
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -84,9 +86,13 @@ struct Shape {
   int n_out;
   int n_in;
 };
-// Qwen3-8B: fused QKV, one of gate/up, down, and the output (vocabulary) matrix.
-const Shape kShapes[] = {
+// Fused QKV, one of gate/up, down, and the output (vocabulary) matrix: Qwen3-8B's by default,
+// Qwen3-0.6B's with --shapes qwen3-0.6b (the small model's products, K 1,024 or 3,072, choose
+// kernels differently at some token counts).
+const std::vector<Shape> kShapes8b = {
     {"qkv", 6144, 4096}, {"gate", 12288, 4096}, {"down", 4096, 12288}, {"output", 151936, 4096}};
+const std::vector<Shape> kShapes06b = {
+    {"qkv", 4096, 1024}, {"gate", 3072, 1024}, {"down", 1024, 3072}, {"output", 151936, 1024}};
 
 double copy_tb_per_s(const cuda::Stream& stream) {
   const size_t bytes = size_t{2} << 30;
@@ -296,6 +302,8 @@ int main(int argc, char** argv) {
   bool delta_rule_only = false;
   bool moe_only = false;
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
+  const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
+  std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -315,11 +323,31 @@ int main(int argc, char** argv) {
         return 2;
       }
       token_counts = {n};
+    } else if (arg == "--shapes" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "qwen3-8b" && v != "qwen3-0.6b") {
+        std::fprintf(stderr, "memra-kernel-bench: --shapes takes qwen3-8b or qwen3-0.6b\n");
+        return 2;
+      }
+      shapes = v == "qwen3-8b" ? &bench::kShapes8b : &bench::kShapes06b;
+    } else if (arg == "--dtypes" && i + 1 < argc) {
+      const std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        const auto d = dtype_from_name(std::string_view(list).substr(at, end - at));
+        if (!d) {
+          std::fprintf(stderr, "memra-kernel-bench: --dtypes: unknown weight type in '%s'\n",
+                       list.c_str());
+          return 2;
+        }
+        only_dtypes.push_back(*d);
+        at = end + 1;
+      }
     } else {
       std::fprintf(
           stderr,
           "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --tokens N] "
-          "[--json FILE]\n");
+          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--json FILE]\n");
       return 2;
     }
   }
@@ -333,7 +361,14 @@ int main(int argc, char** argv) {
     std::vector<DType> dtypes;
     for (DType d : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
                     DType::q5_0, DType::q5_1, DType::q4_k, DType::q5_k, DType::q6_k}) {
+      if (!only_dtypes.empty() &&
+          std::find(only_dtypes.begin(), only_dtypes.end(), d) == only_dtypes.end())
+        continue;
       if (kernels::matmul_supports(d)) dtypes.push_back(d);
+    }
+    if (dtypes.empty()) {
+      std::fprintf(stderr, "memra-kernel-bench: --dtypes names no supported weight type\n");
+      return 2;
     }
     // One family of timings against the copy ceiling (their correctness is memra-kernel-check's).
     const auto only = [&](const char* key, auto run) {
@@ -368,7 +403,7 @@ int main(int argc, char** argv) {
                 info.sm_count, copy);
     size_t max_bytes = 0;
     for (DType d : dtypes) {
-      for (const auto& s : bench::kShapes) {
+      for (const auto& s : *shapes) {
         max_bytes = std::max<size_t>(max_bytes, dtype_row_bytes(d, s.n_in, "bench") * s.n_out);
       }
     }
@@ -381,10 +416,11 @@ int main(int argc, char** argv) {
     bench::LtGemm lt;
     bench::Bench b{stream, copy, host, token_counts};
     for (DType d : dtypes) {
-      for (const auto& s : bench::kShapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
+      for (const auto& s : *shapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
     }
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
+    out["shapes"] = shapes == &bench::kShapes8b ? "qwen3-8b" : "qwen3-0.6b";
     if (token_counts.size() > 1) {
       out["attention"] = bench::run_attention(stream, copy);
       out["sampling"] = bench::run_sampling(stream);
