@@ -23,12 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table; which outputs the cluster decode kernel
-#               takes at 17-32 tokens (MEMRA_CLUSTER_Q4K_WIDE=0, MEMRA_CLUSTER_MIN_K=2048 against
-#               the default, 24 and 32 sequences of the 8B and the 0.6B, the 0.6B's products at 32
-#               tokens), and the file-layout decode kernel's 9-16 tokens in a model
-#               (MEMRA_WEIGHT_LAYOUT=ggml, MEMRA_GGML_TWO_TILES=0/1): the next round's A/Bs
-#               (~4 min; its gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
+#               sequences of both with the cluster decode kernel's outputs by the twenty-eighth
+#               round's rule and by the rule before it (~3 min; its gates are quick's)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -353,40 +350,22 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences); then which outputs the cluster
-  # decode kernel should take at 17-32 tokens: the products alone at 32 tokens on the 0.6B's
-  # shapes with and without it (the 0.6B decoded 24 and 32 sequences 11% faster without it, the
-  # 8B 1-2% either way: twenty-eighth round), then 24 and 32 sequences of both models by default,
-  # with Q4_K's wide outputs left to wgmma (MEMRA_CLUSTER_Q4K_WIDE=0) and with products of K under
-  # 2,048 left to the tiled decode kernel (MEMRA_CLUSTER_MIN_K=2048, the 0.6B only: the 8B has no
-  # such K) and both; then the file-layout decode kernel's two token tiles at 9-16 tokens in a
-  # model (MEMRA_WEIGHT_LAYOUT=ggml, 16 sequences, MEMRA_GGML_TWO_TILES=0 the eight-tile form). The
-  # gates are quick's. (Earlier rounds' A/Bs are in their run logs.)
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
+  # the 0.6B's one-sequence row; then the cluster decode kernel's outputs at 17-32 tokens by the
+  # twenty-eighth round's rule (K of 4,096 or more, wide outputs to wgmma) against the rule before
+  # it (MEMRA_CLUSTER_MIN_K=0 MEMRA_CLUSTER_Q4K_WIDE=1): 24 and 32 sequences of both models. The
+  # gates are quick's. (Earlier rounds' A/Bs are in their run logs: the twenty-eighth's choice of
+  # the rule in receipts/2026-12-03-gpu-check-ab-cluster-rule-run.log.xz.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for on in 1 0; do
-    step "kernel-bench-32-0.6b-cluster-$on" 120 env MEMRA_CLUSTER_DECODE=$on \
-      "$BIN/memra-kernel-bench" --tokens 32 --shapes qwen3-0.6b --dtypes q4_k,q6_k \
-      --json "$RECEIPTS/$DAY-kernel-bench-32-0.6b-cluster-$on.json"
-  done
   bench_with "$m" targets-r28 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
-  for v in default q4k-wide-0; do
+  bench_with "$m" depth-16k-r28 MEMRA_DETERMINISTIC=1 -n 64 -d 16384
+  bench_with "$small" c1-r28 MEMRA_DETERMINISTIC=1 -n 128
+  for v in rule-r28 rule-before; do
     vars=MEMRA_DETERMINISTIC=1
-    [ $v = q4k-wide-0 ] && vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0
+    [ $v = rule-before ] && vars=$vars,MEMRA_CLUSTER_MIN_K=0,MEMRA_CLUSTER_Q4K_WIDE=1
     bench_with "$m" "c24-32-$v" "$vars" -n 128 -c 24,32
-  done
-  for v in default q4k-wide-0 min-k-2048 both; do
-    vars=MEMRA_DETERMINISTIC=1
-    case $v in
-      q4k-wide-0) vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0 ;;
-      min-k-2048) vars=$vars,MEMRA_CLUSTER_MIN_K=2048 ;;
-      both) vars=$vars,MEMRA_CLUSTER_Q4K_WIDE=0,MEMRA_CLUSTER_MIN_K=2048 ;;
-    esac
     bench_with "$small" "c24-32-$v" "$vars" -n 128 -c 24,32
-  done
-  for on in 1 0; do
-    bench_with "$m" "ggml-c16-two-tiles-$on" \
-      MEMRA_DETERMINISTIC=1,MEMRA_WEIGHT_LAYOUT=ggml,MEMRA_GGML_TWO_TILES=$on -n 64 -c 16
   done
 fi
 if [ "$MODE" = steps ]; then

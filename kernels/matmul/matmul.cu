@@ -312,8 +312,8 @@ bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
 
 // Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order: where it pays and the cluster decode kernel does not
-// take the output (cluster_decode_takes: at 17-32 tokens it takes Q4_K's wide outputs from wgmma,
-// measured faster, and leaves the other dtypes' there), or the pipelined Q4_K kernel takes it.
+// take the output (cluster_decode_takes: at 17-32 tokens it leaves wide outputs to wgmma unless
+// MEMRA_CLUSTER_Q4K_WIDE=1 gives it Q4_K's), or the pipelined Q4_K kernel takes it.
 bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens);
   return o.layout == WeightLayout::tiled && o.n_out > 0 && pays &&

@@ -247,20 +247,25 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 //         vs 518 (wgmma)
 //   Q8_0  q/k/v 31 vs 55, gate 58 vs 55 (wgmma), down 66 vs 87 (2), output 548 vs 440 (wgmma)
 //   F16   q/k/v 27 vs 46, gate 49 vs 39 (wgmma), down 51 vs 70 (2), output 452 vs 334 (wgmma)
-// So Q4_K everywhere, the other dtypes where wgmma does not take the output.
-// The twenty-eighth round's A/B (written, not yet measured): MEMRA_CLUSTER_Q4K_WIDE=0 leaves Q4_K's
-// wide outputs to wgmma too (8B output at 32 tokens: cluster 346 us, wgmma 301 since the folded
-// kernels), MEMRA_CLUSTER_MIN_K=N (0, 1024, ... 4096) leaves products with K under N to the tiled
-// decode kernel's token groups (the 0.6B, K 1,024 and 3,072, decoded 24 and 32 sequences 11% faster
-// without the cluster kernel, where a cluster of 4 gives each block a single 256-element chunk of K
-// 1,024). (prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it:
-// this kernel's sm_90a code comes from the same compilation.)
+// So Q4_K everywhere, the other dtypes where wgmma does not take the output. Measured again in the
+// twenty-eighth round, since the folded wgmma kernels and the tiled decode kernel's token groups
+// (receipts/2026-12-03-kernel-bench-32{,-no-cluster,-0.6b-cluster-{0,1}}.json, us at 32 tokens,
+// cluster vs not): 8B Q4_K q/k/v 21.6 vs 33.4, down 53.7 vs 54.5, output 346 vs 301 (wgmma); the
+// 0.6B's shapes (K 1,024 and 3,072), Q4_K q/k/v 10.3 vs 9.6, gate 10.3 vs 9.7, down 14.2 vs 10.0,
+// Q6_K down 14.5 vs 10.0: a cluster of 4 splits K into 256-768-element slices, too little work
+// a block to pay for the cluster's reduction. So now: K of 4,096 or more (a slice of 1,024 or
+// more; MEMRA_CLUSTER_MIN_K=0|1024|2048|3072|4096 moves the bound), and wide outputs to wgmma for
+// every dtype (MEMRA_CLUSTER_Q4K_WIDE=1: Q4_K's to the cluster kernel, the rule before). Decode
+// tok/s, same runs: 0.6B c24 / c32 7,875 / 9,526 -> 8,738 / 10,568 (no K of 4,096 there), 8B
+// 2,671 / 3,309 -> 2,703 / 3,351 (Q4_K's wide outputs on wgmma).
+// (prefill_wgmma_available() finds the sm_90a code of this build on a device that runs it: this
+// kernel's sm_90a code comes from the same compilation.)
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays) {
   static const bool enabled = env_switch("MEMRA_CLUSTER_DECODE", true);
   static const bool every = env_switch("MEMRA_CLUSTER_EVERY", false);
-  static const bool q4k_wide = env_switch("MEMRA_CLUSTER_Q4K_WIDE", true);
+  static const bool q4k_wide = env_switch("MEMRA_CLUSTER_Q4K_WIDE", false);
   static const int64_t min_k =
-      int64_t{1024} * env_choice("MEMRA_CLUSTER_MIN_K", {"0", "1024", "2048", "3072", "4096"}, 0);
+      int64_t{1024} * env_choice("MEMRA_CLUSTER_MIN_K", {"0", "1024", "2048", "3072", "4096"}, 4);
   if (!enabled || n_tokens <= kClusterMinTokens || n_tokens > kClusterMaxTokens || n_out <= 0 ||
       n_in <= 0 || n_in < min_k || !prefill_wgmma_available())
     return false;

@@ -191,8 +191,9 @@ void check_one(Context& ctx, DType dtype, int64_t n_in, int64_t n_out, int64_t n
 
 // Row r of a call == the row alone (the one-token kernels), bit for bit: in 300 tokens (the
 // prefill kernels), 40 (the batched decode kernels) and 13 (their two-token-tile form; its row r is
-// 9); tiled weights also in 24 (on sm_90a the cluster kernel). The engine's determinism tests run
-// fixtures too small for the tiled layout, so its kernels are held to the row alone here.
+// 9); tiled weights also in 24 (on sm_90a the cluster kernel where K >= 4,096). The engine's
+// determinism tests run fixtures too small for the tiled layout, so its kernels are held to the row
+// alone here.
 void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
                       kernels::WeightLayout layout = kernels::WeightLayout::ggml) {
   const bool tiled = layout == kernels::WeightLayout::tiled;
@@ -517,7 +518,7 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 256, 333, 300, 333);
     check_one(ctx, dtype, 512, 96, 6, 96, true);   // decode kernel
     check_one(ctx, dtype, 512, 96, 41, 96, true);  // batched decode kernel
-    check_one(ctx, dtype, 768, 80, 24, 80);  // 17-32 tokens (the cluster kernel's smaller form)
+    check_one(ctx, dtype, 768, 80, 24, 80);  // 17-32 tokens (tiled: two token tiles in groups)
     check_one(ctx, dtype, 768, 80, 13, 80);  // 9-16 tokens (tiled: two token tiles a block)
     check_one(ctx, dtype, 512, 96, 70, 96, true);  // prefill kernel
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
@@ -533,8 +534,12 @@ void check_matmul(Context& ctx) {
                        {256, 64, 64, 40, 136});
   for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
   check_tiled_model_shapes(ctx);
-  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16})
+  // K 1,024 for the tiled kernels' token tiles and groups; K 4,096 for the cluster decode kernel,
+  // which takes 17-32 tokens only from that K on (matmul_decode_cluster.cu).
+  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16}) {
     check_invariance(ctx, dtype, 1024, 160, kernels::WeightLayout::tiled);
+    check_invariance(ctx, dtype, 4096, 48, kernels::WeightLayout::tiled);
+  }
 }
 
 }  // namespace memra::kernel_check
