@@ -26,6 +26,10 @@
 #     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
 #               sequences of both with the cluster decode kernel's outputs by the twenty-eighth
 #               round's rule and by the rule before it (~3 min; its gates are quick's)
+#     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
+#               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
+#               as sequences are added, a kernel choice with a hole (the twenty-seventh round
+#               found 9-16 tokens on six empty token tiles that way) (~3 min; not part of full)
 #     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
 #               and 8 sequences: the per-kernel table a persistent decode kernel starts from
 #               (~5 min; not part of full)
@@ -51,8 +55,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | scan | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -367,6 +371,13 @@ if [ "$MODE" = ab ]; then
     bench_with "$m" "c24-32-$v" "$vars" -n 128 -c 24,32
     bench_with "$small" "c24-32-$v" "$vars" -n 128 -c 24,32
   done
+fi
+if [ "$MODE" = scan ]; then
+  # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a
+  # batch size whose tok/s is below a smaller one's marks a choice to measure again.
+  counts=1,2,3,4,5,6,7,8,12,16,20,24,28,32,40,48,56,64
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" scan MEMRA_DETERMINISTIC=1 -n 64 -c $counts
+  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" scan MEMRA_DETERMINISTIC=1 -n 64 -c $counts
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
