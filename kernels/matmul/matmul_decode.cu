@@ -374,19 +374,12 @@ void launch_decode_tiles(const MatmulArgs& a, cudaStream_t stream) {
 // tokens on the 8B shapes, eight tiles -> two (us, receipts/2026-12-03-kernel-bench-16-ggml-two-
 // tiles-{0,1}.json): Q4_0 down 86.8 -> 42.0, Q5_K q/k/v 51.6 -> 25.3, down 78.1 -> 41.6, Q4_K
 // output 782 -> 336, F16 down 121 -> 103; every dtype and shape faster. The same mma chains for
-// each token: the same bits. MEMRA_GGML_TWO_TILES=0 gives the eight-tile form (the A/B).
-namespace {
-bool ggml_two_tiles_enabled() {
-  static const bool enabled = env_switch("MEMRA_GGML_TWO_TILES", true);
-  return enabled;
-}
-}  // namespace
-
+// each token: the same bits. MEMRA_TWO_TILE_DECODE=0 gives the eight-tile form (the A/B).
 template <DType D>
 void launch_decode(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= 8) {
     launch_decode_tiles<D, 1>(a, stream);
-  } else if (a.n_tokens <= kTwoTileTokens && ggml_two_tiles_enabled()) {
+  } else if (a.n_tokens <= kTwoTileTokens && two_tile_decode_enabled()) {
     launch_decode_tiles<D, 2>(a, stream);
   } else {
     launch_decode_tiles<D, 8>(a, stream);

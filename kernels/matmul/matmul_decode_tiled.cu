@@ -261,15 +261,16 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-namespace {
 // MEMRA_TWO_TILE_DECODE=0: 9-16 tokens on eight token tiles, six of them empty (the form before;
-// the A/B). Each token's chunk partials are the same mma chains on the same operands whatever the
-// token tiles a block holds, so the same bits.
+// the A/B), in this kernel and the file-layout one (matmul_decode.cu). Each token's chunk
+// partials are the same mma chains on the same operands whatever the token tiles a block holds, so
+// the same bits.
 bool two_tile_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_TWO_TILE_DECODE", true);
   return enabled;
 }
 
+namespace {
 // The token tiles of a block that takes the whole batch in one token group, the forms with free
 // rounds and grouped launches: 1 up to 8 tokens, 2 at 9-16 (unless MEMRA_TWO_TILE_DECODE=0); 0
 // for larger batches.

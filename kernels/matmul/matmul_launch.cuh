@@ -65,9 +65,11 @@ void launch_prefill(const MatmulArgs& args, cudaStream_t stream);
 // The same over tiled weights (args.w: tiled.cuh records), for the dtypes kHasTiled names.
 template <DType D>
 void launch_decode_tiled(const MatmulArgs& args, cudaStream_t stream);
-// 9-16 tokens take the decode kernels' two-token-tile form (kTwoTileTokens): the tiled kernel's
-// unless MEMRA_TWO_TILE_DECODE=0 (eight token tiles, the form before; the same bits).
+// 9-16 tokens take the decode kernels' two-token-tile form (kTwoTileTokens), the tiled kernel's
+// and the file-layout one's, unless two_tile_decode_enabled() says no (MEMRA_TWO_TILE_DECODE=0:
+// eight token tiles, six of them empty, the form before; the same bits).
 constexpr int kTwoTileTokens = 16;
+bool two_tile_decode_enabled();
 // The tiled decode kernel over experts' row groups (matmul_experts.cu): block (tile, e) runs
 // expert e's matrix (args.w + e * expert_bytes) over x rows [begin[e], begin[e + 1]) of args (the
 // pairs sorted by expert) into the same rows of args.y, 8 or 64 rows a pass; an expert with no

@@ -216,11 +216,12 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
     ctx.sync();
     return dy1.download(ctx);
   };
+  const std::vector<float> alone17 = alone(17), alone9 = alone(9);
   std::vector<int64_t> counts = {n_max, 40, 13};
   if (tiled) counts.push_back(24);
   for (int64_t n_tokens : counts) {
     const int64_t r = n_tokens > 17 ? 17 : 9;
-    const std::vector<float> lone = alone(r);
+    const std::vector<float>& lone = r == 17 ? alone17 : alone9;
     dy.poison(ctx);
     kernels::matmul(dtype, weights, n_in, n_out, dx.get(), n_tokens, dy.get(), n_out, scratch.get(),
                     ctx.stream(), layout);
@@ -518,8 +519,9 @@ void check_matmul(Context& ctx) {
     check_one(ctx, dtype, 256, 333, 300, 333);
     check_one(ctx, dtype, 512, 96, 6, 96, true);   // decode kernel
     check_one(ctx, dtype, 512, 96, 41, 96, true);  // batched decode kernel
-    check_one(ctx, dtype, 768, 80, 24, 80);  // 17-32 tokens (tiled: two token tiles in groups)
-    check_one(ctx, dtype, 768, 80, 13, 80);  // 9-16 tokens (tiled: two token tiles a block)
+    check_one(ctx, dtype, 768, 80, 24,
+              80);  // 17-32 tokens (tiled: the decode kernel's token groups)
+    check_one(ctx, dtype, 768, 80, 13, 80);        // 9-16 tokens (tiled: two token tiles a block)
     check_one(ctx, dtype, 512, 96, 70, 96, true);  // prefill kernel
     check_one(ctx, dtype, 1024 + 256, 70, 64, 70);
     check_invariance(ctx, dtype, 1024, 160);
