@@ -214,15 +214,6 @@ enum class Act { silu, gelu_tanh };
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
              int64_t ld_in, float* out, cudaStream_t stream);
 
-// act_mul of n_rows <= kPreparedRows rows that also writes out's matmul input to
-// `scratch` as rms_norm_for_matmul does for y: a decode step's activation feeds the down
-// projection without a launch in between (matmul/act_prepare.cu: a cluster of blocks a row).
-// Returns false, launching nothing, where it cannot serve the call (no sm_90 code on this device:
-// clusters; rows over 131,072 wide; ld_in < n_cols or no multiple of 4): the caller runs act_mul.
-// n_cols: a positive multiple of 16; gate, up, out 16-byte aligned; out may be gate.
-bool act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                        int64_t ld_in, float* out, void* scratch, cudaStream_t stream);
-
 // ---- sampling (kernels/sampling) ---------------------------------------------------------------
 
 // ids[r] = the first index of the largest of x[r][0..n_cols) (rows at stride ld floats), as

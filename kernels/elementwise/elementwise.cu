@@ -2,7 +2,6 @@
 // gather_rows. Each output element is one independent float expression, so results never depend
 // on the launch shape; grid-stride loops with 64-bit indices handle any size.
 #include "kernels/common.cuh"
-#include "kernels/elementwise/act_math.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 
@@ -39,7 +38,8 @@ __global__ void softcap_kernel(float* y, float cap, int64_t n) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) y[i] = cap * tanhf(y[i] / cap);
 }
 
-// One element at a time: act(gate) * up (act_math.cuh).
+// The CPU reference's formulas term for term: silu(g) = g / (1 + exp(-g)); gelu with the tanh
+// approximation 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
 template <Act kAct>
 __global__ void act_mul_kernel(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                                int64_t ld_in, float* out) {
@@ -47,7 +47,16 @@ __global__ void act_mul_kernel(const float* gate, const float* up, int64_t n_row
   const int64_t n = n_rows * n_cols;
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t r = i / n_cols, c = i % n_cols;
-    out[i] = detail::act_times<kAct>(gate[r * ld_in + c], up[r * ld_in + c]);
+    const float g = gate[r * ld_in + c];
+    float a;
+    if constexpr (kAct == Act::silu) {
+      a = g / (1.0f + expf(-g));
+    } else {
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+      a = 0.5f * g * (1.0f + tanhf(inner));
+    }
+    out[i] = a * up[r * ld_in + c];
   }
 }
 

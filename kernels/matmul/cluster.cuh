@@ -28,18 +28,6 @@ __device__ __forceinline__ void cluster_sync() {
       "barrier.cluster.wait.acquire.aligned;\n" ::
           : "memory");
 }
-// The float at p's offset in the shared memory of block `rank` of the cluster (distributed shared
-// memory; the owner must have written it before a cluster_sync and not exit before the reader's
-// next one).
-__device__ __forceinline__ float load_remote_f32(const float* p, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(smem_addr(p)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 // One arrival on the mbarrier at bar's offset in block `rank` of the cluster: a reader telling the
 // block whose copies refill this buffer that it is done with it. Release at CTA scope, as CUTLASS's
 // consumer release: the reads it orders were shared-memory loads whose values the thread has

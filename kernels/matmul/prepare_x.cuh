@@ -34,14 +34,11 @@ __device__ __forceinline__ float block_max(float m, float* warp_max) {
 
 // The power of two a row is scaled by before its f16 rounding: m * scale lies in [2^14, 2^15)
 // (m = f * 2^e with f in [0.5, 1), scale = 2^(15 - e); 1 for a zero or non-finite m). Thread 0
-// writes its inverse to xinv[row]. (row_shift: the exponent alone.)
-__device__ __forceinline__ int row_shift(float m) {
+// writes its inverse to xinv[row].
+__device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
   int e = 0;
   if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
-  return m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
-}
-__device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
-  const int shift = row_shift(m);
+  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
   if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
   return ldexpf(1.0f, shift);
 }

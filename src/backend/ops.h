@@ -330,8 +330,9 @@ class Ops {
   virtual void softcap(float* y, float cap, int64_t n) = 0;  // y = cap * tanh(y / cap)
   // out = act(gate) * up over n_rows dense rows of n_cols; act = silu, or gelu with the tanh
   // approximation. out may be gate. The values are elementwise; the rows say what the next matmul
-  // reads, for a backend that prepares its input here (CUDA, for decode steps: a cluster of
-  // blocks a row, kernels::act_mul_for_matmul).
+  // reads, for a backend that would prepare its input here (none does: CUDA's one-block-a-row
+  // version measured slower, and so did a cluster of 8 blocks a row, docs/PERFORMANCE.md seventh
+  // and twenty-ninth rounds).
   virtual void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                         float* out) = 0;
   virtual void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,

@@ -134,7 +134,6 @@ void check_kv_store(Context& ctx);
 void check_qk_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
-void check_act_prepare(Context& ctx);  // of matmul: act_mul_for_matmul (check_act_prepare.cpp)
 void check_matmul_fast(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);

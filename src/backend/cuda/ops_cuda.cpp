@@ -385,13 +385,18 @@ class CudaOps final : public Ops {
     kernels::softcap(y, cap, n, stream());
     launched("softcap");
   }
+  // Dense rows are one long row to act_mul (the same values, no per-element row index).
   void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 float* out) override {
-    act_mul(kernels::Act::silu, gate, up, n_rows, n_cols, out, "silu_mul");
+    const int64_t n = n_rows * n_cols;
+    kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
+    launched("silu_mul");
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out) override {
-    act_mul(kernels::Act::gelu_tanh, gate, up, n_rows, n_cols, out, "gelu_tanh_mul");
+    const int64_t n = n_rows * n_cols;
+    kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
+    launched("gelu_tanh_mul");
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
@@ -596,24 +601,6 @@ class CudaOps final : public Ops {
     launched(d ? "add_rms_norm" : "rms_norm");
     prepared_ = {y, n_rows, dim, n_launches_};
     return true;
-  }
-  // A decode step's activation prepares the down projection's input as the norms prepare theirs
-  // (kernels::act_mul_for_matmul: a cluster of blocks a row, where the device has clusters).
-  // MEMRA_ACT_PREPARES=0 leaves it to the product (A/B; the same bits either way). Otherwise
-  // dense rows are one long row to act_mul (the same values, no per-element row index).
-  bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", true);
-  void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-               float* out, const char* op) {
-    void* scratch = act_prepares_ ? prepare_scratch(n_rows, n_cols, {gate, up, out}) : nullptr;
-    if (scratch && kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, n_cols, out, scratch,
-                                               stream())) {
-      launched(op);
-      prepared_ = {out, n_rows, n_cols, n_launches_};
-      return;
-    }
-    const int64_t n = n_rows * n_cols;
-    kernels::act_mul(act, gate, up, 1, n, n, out, stream());
-    launched(op);
   }
   // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
   // tiled matrices (FastGemm::takes) multiplies by cuBLASLt on an f16 copy of each, made in
