@@ -61,42 +61,18 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaS
   launch_clustered(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
 }
 
-// The first block of a 1-D grid's last wave for `kernel` (blocks of `threads` threads and `smem`
-// bytes of dynamic shared memory): blocks minus the blocks the device holds at once; INT_MAX (no
-// block triggers early) for a grid of one wave, where launches are not programmatic, or with
-// MEMRA_LAST_WAVE_TRIGGER=0 (the A/B; =all lets one-wave grids trigger at their start too; the
-// outputs are the same every way).
-int last_wave_start(const void* kernel, int64_t blocks, int threads, size_t smem);
-template <typename... Params>
-int last_wave_start(void (*kernel)(Params...), int64_t blocks, int threads, size_t smem) {
-  return last_wave_start(reinterpret_cast<const void*>(kernel), blocks, threads, smem);
-}
-
 // When a kernel lets the next one in the stream be scheduled (its blocks then wait in
 // wait_for_inputs() for this one to finish). early: at the start, the default for small kernels,
 // so the next kernel's blocks are resident before this one ends. late: the kernel calls
 // let_dependents_start() itself near its end (or implicitly at exit): the decode matmuls, whose one
 // wave of blocks must find every SM slot free (measured: early triggers there cost 6% on Qwen3-8B
-// Q8_0 decode and 14% at 8 sequences), their last wave excepted (trigger_in_last_wave).
+// Q8_0 decode and 14% at 8 sequences).
 enum class Trigger { early, late };
 
 __device__ __forceinline__ void let_dependents_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-// The last wave's early trigger, for kernels that trigger late. A late trigger keeps the next
-// kernel's blocks from taking the SM slots this kernel's later waves need; once a block of the
-// last wave runs, no block of this kernel waits for a slot any more, so the last wave's blocks
-// let the next kernels in at their start: those (a small kernel, then the product after it, whose
-// blocks load their first weights before they wait) take the SMs this kernel's tail leaves idle.
-// `start`: the grid's first block of its last wave (last_wave_start), INT_MAX for none. The
-// dependents start once every block has triggered or exited: no earlier than the last block's
-// start, so the ordering of the stream is unchanged (their wait_for_inputs still waits for this
-// grid to complete).
-__device__ __forceinline__ void trigger_in_last_wave(int start) {
-  if (static_cast<int>(blockIdx.x) >= start) let_dependents_start();
 }
 
 // Waits for the kernels before this one (griddepcontrol.wait). The first statement of every

@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the decode products' last-wave trigger on, off and on for one-wave grids too:
-#               8B Q4_K_M and Q8_0 and 0.6B Q4_K_M at 1 and 8 sequences, after kernel-check's
-#               matrix kernels and the invariance tests (~6 min; its other gates are quick's)
+#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
+#               sequences of both with the cluster decode kernel's outputs by the twenty-eighth
+#               round's rule and by the rule before it (~3 min; its gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -354,26 +354,23 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The twenty-ninth round's A/B: the decode products' last wave lets the next kernels start
-  # (launch.cuh's trigger_in_last_wave) against no early trigger (MEMRA_LAST_WAVE_TRIGGER=0) and
-  # against one-wave grids triggering at their start too (=all): 8B Q4_K_M and Q8_0 and the 0.6B
-  # at 1 and 8 sequences; then the 8B's 64-sequence and 16,384-token rows once. The invariance
-  # tests and the matrix kernels' kernel-check run first (the outputs must not change). Earlier
-  # rounds' A/Bs are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
-  kcheck kernel-check-matmul 180 --filter matmul
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
+  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
+  # the 0.6B's one-sequence row; then the cluster decode kernel's outputs at 17-32 tokens by the
+  # twenty-eighth round's rule (K of 4,096 or more, wide outputs to wgmma) against the rule before
+  # it (MEMRA_CLUSTER_MIN_K=0 MEMRA_CLUSTER_Q4K_WIDE=1): 24 and 32 sequences of both models. The
+  # gates are quick's. (Earlier rounds' A/Bs are in their run logs: the twenty-eighth's choice of
+  # the rule in receipts/2026-12-03-gpu-check-ab-cluster-rule-run.log.xz.)
   m=$(synth qwen3-8b q4_k_m --fast-quant)
-  m8=$(synth qwen3-8b q8_0)
   small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for v in 1 0 all; do
-    for f in "$m" "$m8" "$small"; do
-      bench_with "$f" "last-wave-$v" MEMRA_DETERMINISTIC=1,MEMRA_LAST_WAVE_TRIGGER=$v \
-        -p 512 -n 128 -c 1,8
-    done
+  bench_with "$m" targets-r28 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
+  bench_with "$m" depth-16k-r28 MEMRA_DETERMINISTIC=1 -n 64 -d 16384
+  bench_with "$small" c1-r28 MEMRA_DETERMINISTIC=1 -n 128
+  for v in rule-r28 rule-before; do
+    vars=MEMRA_DETERMINISTIC=1
+    [ $v = rule-before ] && vars=$vars,MEMRA_CLUSTER_MIN_K=0,MEMRA_CLUSTER_Q4K_WIDE=1
+    bench_with "$m" "c24-32-$v" "$vars" -n 128 -c 24,32
+    bench_with "$small" "c24-32-$v" "$vars" -n 128 -c 24,32
   done
-  bench_with "$m" c64-r29 MEMRA_DETERMINISTIC=1 -n 128 -c 64
-  bench_with "$m" depth-16k-r29 MEMRA_DETERMINISTIC=1 -n 64 -d 16384
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -147,16 +147,13 @@ bool free_rounds() {
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
-// slots (dynamic shared memory where the round buffers are too small). last_wave: blocks from it
-// on let the next kernels start at their own start (launch.cuh's trigger_in_last_wave).
+// slots (dynamic shared memory where the round buffers are too small).
 template <DType D, bool kExperts>
 __global__ void __launch_bounds__(kThreads, 3)
-    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free,
-                         int last_wave) {
+    single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   using T = Tiled<D>;
   const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);
   detail::wait_for_inputs(detail::Trigger::late);
-  detail::trigger_in_last_wave(last_wave);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   const int tiles = (a.n_out + 15) / 16;
@@ -271,11 +268,9 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   // K up to 188,416).
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
-  if (blocks > 0) {
-    const auto kernel = single_decode_kernel<D, kExperts>;
-    detail::launch(kernel, blocks, kThreads, smem, stream, x, m, pack, early_weights_enabled(),
-                   free, detail::last_wave_start(kernel, blocks, kThreads, smem));
-  }
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
+                   early_weights_enabled(), free);
 }
 
 }  // namespace

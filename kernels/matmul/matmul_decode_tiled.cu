@@ -175,17 +175,15 @@ __device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
 
 // Block b runs tile b / groups over token group b % groups (groups: the launch's token groups of
 // 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
-// early: round 0's weights are loaded before the wait (EarlyChunk). last_wave: blocks from it on
-// let the next kernels start at their own start (launch.cuh's trigger_in_last_wave).
+// early: round 0's weights are loaded before the wait (EarlyChunk).
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_kernel(const MatmulArgs x, int groups, bool early, bool free, int last_wave) {
+    tiled_decode_kernel(const MatmulArgs x, int groups, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first =
       early_tile_chunk<D, kNT>(x, static_cast<int>(blockIdx.x) / groups, early);
   detail::wait_for_inputs(detail::Trigger::late);
-  detail::trigger_in_last_wave(last_wave);
   const int tile = static_cast<int>(blockIdx.x) / groups;
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
@@ -211,12 +209,10 @@ __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
 template <DType D, int kNT>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   TiledDecodeCfg<D, kNT>::kMinBlocks)
-    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early, bool free,
-                              int last_wave) {
+    tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
   detail::wait_for_inputs(detail::Trigger::late);
-  detail::trigger_in_last_wave(last_wave);
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
   const int b = static_cast<int>(blockIdx.x);
@@ -259,11 +255,8 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16 * groups);
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
   if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
-  const auto kernel = tiled_decode_kernel<D, kNT>;
-  const int smem = free_rounds_smem<D, kNT>(a.n_in);
-  detail::launch(kernel, blocks, C::kThreads, smem, stream, a, groups, early_weights_enabled(),
-                 takes_free_rounds<D, kNT>(a.n_in),
-                 detail::last_wave_start(kernel, blocks, C::kThreads, smem));
+  detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),
+                 stream, a, groups, early_weights_enabled(), takes_free_rounds<D, kNT>(a.n_in));
 }
 
 }  // namespace
@@ -344,11 +337,9 @@ void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(tiled_decode_multi_kernel<D, kNT>, kFreeSlotBytes, smem_set);
-  const auto kernel = tiled_decode_multi_kernel<D, kNT>;
-  const int threads = TiledDecodeCfg<D, kNT>::kThreads, smem = free_rounds_smem<D, kNT>(x.n_in);
-  detail::launch(kernel, blocks, threads, smem, stream, x, outs, early_weights_enabled(),
-                 takes_free_rounds<D, kNT>(x.n_in),
-                 detail::last_wave_start(kernel, blocks, threads, smem));
+  detail::launch(tiled_decode_multi_kernel<D, kNT>, blocks, TiledDecodeCfg<D, kNT>::kThreads,
+                 free_rounds_smem<D, kNT>(x.n_in), stream, x, outs, early_weights_enabled(),
+                 takes_free_rounds<D, kNT>(x.n_in));
 }
 }  // namespace
 
