@@ -110,6 +110,32 @@ struct PreparedX {
 };
 PreparedX matmul_prepare_x(const float* x, int64_t n_tokens, int64_t n_in, void* scratch,
                            cudaStream_t stream);
+// The persistent decode chain (matmul_decode_chain.cu), memra-kernel-bench's measure of what a
+// persistent decode step saves: the one-token products of n_calls calls of
+// matmul_shared_x(outs, n_outs, n_in, x, 1, scratch, stream, x_prepared = true), in call order,
+// by one resident grid with a grid-wide barrier between calls where the launches have a kernel
+// boundary; the same block code on the same blocks, so the same bits. Tiled Q4_K outputs only
+// (others are refused by name), at most 4 a call.
+struct DecodeChainCall {
+  const MatmulOut* outs;
+  int n_outs;
+  int64_t n_in;
+  void* scratch;  // x prepared there for one token (matmul_prepare_x)
+};
+struct DecodeChain {
+  const void* plan;
+  int n_calls;
+  int grid;  // resident blocks: the grid of every run
+  int smem;  // dynamic shared memory a block
+};
+size_t decode_chain_bytes(int n_calls);  // device bytes of a chain's plan
+// Writes the chain's plan to `plan` (decode_chain_bytes(n_calls) bytes of device memory), returning
+// once it is written.
+DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* plan);
+// Runs the chain (barrier: one device unsigned, reset by the run). early: 0, a call's weights
+// loaded after its barrier; 1, each block's first chunk loaded before it (as the launches'
+// EarlyChunk); 2, that block's tiles also prefetched to L2 before it.
+void decode_chain_run(const DecodeChain& chain, int early, unsigned* barrier, cudaStream_t stream);
 // y[r][0..n) *= s[r] for r < n_rows (rows at stride ld floats).
 void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
                 cudaStream_t stream);

@@ -23,9 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the 8B Q4_K_M rows of the targets table and the 0.6B's decode; 24 and 32
-#               sequences of both with the cluster decode kernel's outputs by the twenty-eighth
-#               round's rule and by the rule before it (~3 min; its gates are quick's)
+#     ab        memra-kernel-bench --chain (a decode step's products as launches and as one
+#               persistent grid), after kernel-check's matrix kernels and the invariance tests;
+#               8B and 0.6B Q4_K_M decode at 1 and 8 sequences (~3 min; its other gates are
+#               quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -354,23 +355,19 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The 8B Q4_K_M rows of the targets table (1, 8 and 64 sequences, 16,384 tokens of context) and
-  # the 0.6B's one-sequence row; then the cluster decode kernel's outputs at 17-32 tokens by the
-  # twenty-eighth round's rule (K of 4,096 or more, wide outputs to wgmma) against the rule before
-  # it (MEMRA_CLUSTER_MIN_K=0 MEMRA_CLUSTER_Q4K_WIDE=1): 24 and 32 sequences of both models. The
-  # gates are quick's. (Earlier rounds' A/Bs are in their run logs: the twenty-eighth's choice of
-  # the rule in receipts/2026-12-03-gpu-check-ab-cluster-rule-run.log.xz.)
-  m=$(synth qwen3-8b q4_k_m --fast-quant)
-  small=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  bench_with "$m" targets-r28 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8,64
-  bench_with "$m" depth-16k-r28 MEMRA_DETERMINISTIC=1 -n 64 -d 16384
-  bench_with "$small" c1-r28 MEMRA_DETERMINISTIC=1 -n 128
-  for v in rule-r28 rule-before; do
-    vars=MEMRA_DETERMINISTIC=1
-    [ $v = rule-before ] && vars=$vars,MEMRA_CLUSTER_MIN_K=0,MEMRA_CLUSTER_Q4K_WIDE=1
-    bench_with "$m" "c24-32-$v" "$vars" -n 128 -c 24,32
-    bench_with "$small" "c24-32-$v" "$vars" -n 128 -c 24,32
-  done
+  # The thirtieth round: what a persistent decode step would save at the kernel boundaries,
+  # measured before one is written (memra-kernel-bench --chain: every layer's one-token products
+  # of the 0.6B and 8B as launches in a graph, and as one resident grid with grid-wide barriers,
+  # the same bits). The one-token kernel's block code moved into a header for it, so the matrix
+  # kernels' kernel-check, the invariance tests and the 8B / 0.6B one-sequence decode run too.
+  # Earlier rounds' A/Bs are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
+  kcheck kernel-check-matmul 180 --filter matmul
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
+  step kernel-bench-chain 240 "$BIN/memra-kernel-bench" --chain \
+    --json "$RECEIPTS/$DAY-kernel-bench-chain.json"
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" r30 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8
+  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" r30 MEMRA_DETERMINISTIC=1 -n 128 -c 1,8
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -62,4 +62,9 @@ nlohmann::json run_moe(const cuda::Stream& stream, double copy_tbps);
 // the JSON receipt.
 nlohmann::json run_delta_rule(const cuda::Stream& stream);
 
+// Times a decode step's one-token products as launches and as one persistent grid (chain.cpp);
+// prints a line per case and returns the rows for the JSON receipt. identical: whether both gave
+// the same bits.
+nlohmann::json run_chain(const cuda::Stream& stream, double copy_tbps, bool& identical);
+
 }  // namespace memra::bench

@@ -4,7 +4,8 @@
 // model's shape (attention.cpp; --attention runs only that), then kernels::sample_rows
 // (sampling.cpp), then the mixture-of-experts kernels on Qwen3-30B-A3B's and Gemma 4 26B-A4B's
 // shapes (moe.cpp; --moe runs only those), then the
-// gated delta rule on Qwen3.5-9B's (delta_rule.cpp; --delta-rule runs only that). Weights
+// gated delta rule on Qwen3.5-9B's (delta_rule.cpp; --delta-rule runs only that). --chain runs
+// only a decode step's products as launches against one persistent grid (chain.cpp). Weights
 // are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
 // figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
 // --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
@@ -301,6 +302,7 @@ int main(int argc, char** argv) {
   bool attention_only = false;
   bool delta_rule_only = false;
   bool moe_only = false;
+  bool chain_only = false;
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
   const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
   std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
@@ -316,6 +318,8 @@ int main(int argc, char** argv) {
       delta_rule_only = true;
     } else if (arg == "--moe") {
       moe_only = true;
+    } else if (arg == "--chain") {
+      chain_only = true;
     } else if (arg == "--tokens" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
       if (n != 1 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
@@ -346,7 +350,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --tokens N] "
+          "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --chain | "
+          "--tokens N] "
           "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--json FILE]\n");
       return 2;
     }
@@ -383,6 +388,13 @@ int main(int argc, char** argv) {
     };
     if (attention_only) return only("attention", bench::run_attention);
     if (moe_only) return only("moe", bench::run_moe);
+    if (chain_only) {
+      bool identical = false;
+      const int rc = only("chain", [&](const cuda::Stream& s, double copy) {
+        return bench::run_chain(s, copy, identical);
+      });
+      return identical ? rc : 1;
+    }
     if (delta_rule_only) {  // its correctness is memra-kernel-check's
       std::printf("device %s, %d SMs\n", info.name.c_str(), info.sm_count);
       nlohmann::json out = bench::receipt_header(argc, argv, info);

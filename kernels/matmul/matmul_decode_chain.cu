@@ -1,0 +1,208 @@
+// The persistent decode chain (kernels.h, decode_chain_run): the one-token products of several
+// matmul_shared_x calls run by one resident grid, a grid-wide barrier where the launches have a
+// kernel boundary. It measures what a persistent decode step would save before one is written:
+// each block of a call runs the one-token kernel's block code (decode_single_block.cuh) on the
+// same block indices, so the outputs are the launches' bits, and only the boundaries differ.
+//
+// Why a barrier may be cheaper than a boundary. Under programmatic dependent launch the next
+// kernel's blocks are scheduled when the one before triggers (late, for the products) and load
+// their first chunk before they wait; still each boundary costs a decode step ~2-4 us (the
+// twenty-fourth round: 28 layers of ~12 kernels at ~3.7 us each for the 0.6B, against 108 us of
+// bytes a token). In a resident grid a block that finishes its share of one call loads its share of
+// the next before it waits at the barrier, and the barrier is one atomic and a spin per block.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/matmul/decode_single_block.cuh"
+#include "kernels/matmul/prepare_x.cuh"
+
+namespace memra::kernels {
+namespace matmul_detail {
+namespace {
+
+using namespace single_decode;
+
+// One call of the chain: its x (prepared in the call's scratch), its outputs with tile_begin in
+// blocks of `pack` tiles (pack_blocks), and its block count.
+struct ChainStep {
+  MatmulArgs x;
+  MultiOut outs;
+  int pack = 1;
+  int blocks = 0;
+};
+
+// Waits until `target` blocks have arrived (counter counts arrivals over the whole launch: the
+// s-th barrier's target is s x gridDim.x). The block's writes before it are visible to every
+// block after it: a block barrier, then thread 0's fence (release) and arrival, its acquiring
+// spin, and a block barrier again.
+__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(counter, 1u);
+    unsigned seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
+// Asks L2 for `bytes` (a multiple of 16) at p, without waiting (Hopper's bulk prefetch; nothing
+// before it).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// The record bytes of block b's tiles in step st (contiguous: tiles are in record order).
+template <DType D>
+__device__ __forceinline__ void prefetch_block(const ChainStep& st, int b) {
+  MatmulArgs a = st.x;
+  const int o = take_output(st.outs, st.outs.tile_begin, b, a);
+  const int n_chunks = a.n_in / kChunk, tiles = (a.n_out + 15) / 16;
+  const int first = (b - st.outs.tile_begin[o]) * st.pack;
+  const int n = min(st.pack, tiles - first);
+  const int64_t tile_bytes = static_cast<int64_t>(n_chunks) * Tiled<D>::kBytes;
+  prefetch_l2(a.w + first * tile_bytes, static_cast<uint32_t>(n * tile_bytes));
+}
+
+// The steps' products are all of type D (tiled Q4_K: the chain's one instance; the first step's
+// chunk loads before the wait, as the launches' do; a plan has at least one step). early: 0,
+// every chunk loaded after the barrier; 1, each warp's first chunk of the block's first
+// block of the next step loaded before it (the launches' EarlyChunk); 2, that block's whole tiles
+// also asked of L2 before it.
+template <DType D>
+__global__ void __launch_bounds__(kThreads, 3)
+    decode_chain_kernel(const ChainStep* __restrict__ steps, int n_steps, int early,
+                        unsigned* barrier) {
+  const EarlyChunk<D> first =
+      early_chunk<D>(steps[0].x, steps[0].outs, steps[0].pack,
+                     early > 0 && blockIdx.x < steps[0].blocks, static_cast<int>(blockIdx.x));
+  detail::wait_for_inputs(detail::Trigger::late);
+  __shared__ __align__(16) float part[Sum::kSmemFloats];
+  extern __shared__ __align__(16) float chunk_slots[];
+  const int grid = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
+  auto block = [&](const ChainStep& st, int b, const EarlyChunk<D>& chunk) {
+    MatmulArgs a = st.x;
+    const int o = take_output(st.outs, st.outs.tile_begin, b, a);
+    block_product<D>(a, b - st.outs.tile_begin[o], st.pack, true, chunk, part, chunk_slots);
+    __syncthreads();  // the rounds' shared memory is the next block's
+  };
+  EarlyChunk<D> next_first = first;
+  for (int s = 0; s < n_steps; ++s) {
+    const ChainStep& st = steps[s];
+    if (me < st.blocks) block(st, me, next_first);
+    for (int b = me + grid; b < st.blocks; b += grid) block(st, b, EarlyChunk<D>{});
+    if (s + 1 == n_steps) break;
+    const ChainStep& next = steps[s + 1];
+    next_first = {};
+    if (early > 0 && me < next.blocks) {
+      if (early > 1 && threadIdx.x == 0) prefetch_block<D>(next, me);
+      next_first = early_chunk<D>(next.x, next.outs, next.pack, true, me);
+    }
+    grid_barrier(barrier, static_cast<unsigned>((s + 1) * grid));
+  }
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    fail(ErrorCode::internal, "decode_chain_plan: {}: {}", what, cudaGetErrorString(status));
+}
+
+// The free rounds' dynamic slots the chain's widest K needs.
+int chain_smem(const std::vector<ChainStep>& steps) {
+  int bytes = 0;
+  for (const ChainStep& st : steps)
+    if (st.pack == 1) bytes = std::max(bytes, Sum::dynamic_slot_bytes(st.x.n_in / kChunk));
+  return bytes;
+}
+
+}  // namespace
+}  // namespace matmul_detail
+
+size_t decode_chain_bytes(int n_calls) {
+  return static_cast<size_t>(n_calls) * sizeof(matmul_detail::ChainStep) + 64;
+}
+
+DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* plan) {
+  using namespace matmul_detail;
+  if (n_calls <= 0 || n_calls > (1 << 20))
+    fail(ErrorCode::invalid_argument, "decode_chain_plan: {} calls", n_calls);
+  std::vector<ChainStep> steps(n_calls);
+  for (int i = 0; i < n_calls; ++i) {
+    const DecodeChainCall& c = calls[i];
+    if (c.n_outs < 0 || c.n_outs > kMultiOuts || c.n_in % kChunk != 0 || c.n_in <= 0 ||
+        c.n_in > 47 * 1024 / 64 * kChunk)
+      fail(ErrorCode::invalid_argument,
+           "decode_chain_plan: call {} has {} outputs of K {} (at most {}, K a multiple of {})", i,
+           c.n_outs, c.n_in, kMultiOuts, kChunk);
+    const PreparedRows p = prepared_rows("decode_chain_plan", c.scratch, 1, c.n_in, {});
+    ChainStep& st = steps[i];
+    st.x.xh = p.xh;
+    st.x.xsum = p.xsum;
+    st.x.xsum_stride = p.xsum_stride;
+    st.x.xinv = p.xinv;
+    st.x.n_in = static_cast<int>(c.n_in);
+    st.x.n_tokens = 1;
+    MultiOut m;
+    for (int o = 0; o < c.n_outs; ++o) {
+      const MatmulOut& out = c.outs[o];
+      if (out.wtype != DType::q4_k || out.layout != WeightLayout::tiled || out.n_out <= 0 ||
+          out.n_out > (1 << 24))
+        fail(ErrorCode::unsupported,
+             "decode_chain_plan: call {} output {} is {} {} x {} (the chain takes tiled Q4_K only)",
+             i, o, dtype_name(out.wtype), out.n_out, c.n_in);
+      m.w[m.n] = static_cast<const uint8_t*>(out.w);
+      m.y[m.n] = out.y;
+      m.n_out[m.n] = static_cast<int>(out.n_out);
+      m.ldy[m.n] = out.ldy;
+      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>((out.n_out + 15) / 16);
+      ++m.n;
+    }
+    st.pack = tiles_per_block(static_cast<int>(c.n_in / kChunk));
+    st.outs = pack_blocks(m, st.pack);
+    st.blocks = st.outs.tile_begin[st.outs.n];
+  }
+  check(cudaMemcpy(plan, steps.data(), steps.size() * sizeof(ChainStep), cudaMemcpyHostToDevice),
+        "the plan's copy");
+  const int smem = chain_smem(steps);
+  int per_sm = 0, sms = 0, device = 0;
+  check(cudaGetDevice(&device), "device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_chain_kernel<DType::q4_k>,
+                                                      kThreads, smem),
+        "occupancy");
+  if (per_sm <= 0) fail(ErrorCode::internal, "decode_chain_plan: no block fits an SM");
+  return {plan, n_calls, per_sm * sms, smem};
+}
+
+void decode_chain_run(const DecodeChain& chain, int early, unsigned* barrier, cudaStream_t stream) {
+  using namespace matmul_detail;
+  if (early < 0 || early > 2)
+    fail(ErrorCode::invalid_argument, "decode_chain_run: early {}", early);
+  (void)cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream);
+  // Cooperative: every block resident at once, or the launch fails (the barrier needs them all).
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(chain.grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(chain.smem);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, decode_chain_kernel<DType::q4_k>,
+                           static_cast<const ChainStep*>(chain.plan), chain.n_calls, early,
+                           barrier);
+}
+
+}  // namespace memra::kernels
