@@ -127,15 +127,19 @@ struct DecodeChain {
   int n_calls;
   int grid;  // resident blocks: the grid of every run
   int smem;  // dynamic shared memory a block
+  int n_sms;
 };
-size_t decode_chain_bytes(int n_calls);  // device bytes of a chain's plan
+constexpr int kDecodeChainCounters = 1024;  // the unsigneds of a run's counters
+size_t decode_chain_bytes(int n_calls);     // device bytes of a chain's plan
 // Writes the chain's plan to `plan` (decode_chain_bytes(n_calls) bytes of device memory), returning
 // once it is written.
 DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* plan);
-// Runs the chain (barrier: one device unsigned, reset by the run). early: 0, a call's weights
-// loaded after its barrier; 1, each block's first chunk loaded before it (as the launches'
-// EarlyChunk); 2, that block's tiles also prefetched to L2 before it.
-void decode_chain_run(const DecodeChain& chain, int early, unsigned* barrier, cudaStream_t stream);
+// Runs the chain (counters: kDecodeChainCounters device unsigneds, reset by the run). early: 0, a
+// call's weights loaded after its barrier; 1, each block's first chunk loaded before it (as the
+// launches' EarlyChunk); 2, that block's tiles also prefetched to L2 before it. spread: the
+// grid's blocks take a call's blocks spread over the SMs (else in blockIdx order).
+void decode_chain_run(const DecodeChain& chain, int early, bool spread, unsigned* counters,
+                      cudaStream_t stream);
 // y[r][0..n) *= s[r] for r < n_rows (rows at stride ld floats).
 void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
                 cudaStream_t stream);

@@ -34,21 +34,52 @@ struct ChainStep {
   int blocks = 0;
 };
 
-// Waits until `target` blocks have arrived (counter counts arrivals over the whole launch: the
-// s-th barrier's target is s x gridDim.x). The block's writes before it are visible to every
-// block after it: a block barrier, then thread 0's fence (release) and arrival, its acquiring
-// spin, and a block barrier again.
-__device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
+// The run's counters (decode_chain_run resets them): the barrier's root and its groups' arrivals,
+// then each SM's blocks so far (spread_rank).
+constexpr int kGroupBlocks = 16, kGroups = 64, kSmSlots = 128, kSmCap = 896;
+static_assert(kSmSlots + kSmCap <= kDecodeChainCounters, "the counters' words");
+
+// Waits until every block of the grid has arrived at barrier s (s >= 1), counting arrivals in
+// two levels: a block adds to its group of kGroupBlocks, and the group's last adds to the root,
+// which every block polls (one counter for all 396 blocks serialized their atomics: ~1.7 us a
+// barrier, the thirtieth round's first run). The block's writes before it are visible to every
+// block after it: a block barrier, thread 0's fence (release), the arrivals, its acquiring spin,
+// a block barrier again.
+__device__ __forceinline__ void grid_barrier(unsigned* counters, unsigned s) {
   __syncthreads();
   if (threadIdx.x == 0) {
+    const unsigned grid = gridDim.x, b = blockIdx.x, group = b / kGroupBlocks;
+    const unsigned in_group = min(kGroupBlocks, grid - group * kGroupBlocks);
+    const unsigned groups = (grid + kGroupBlocks - 1) / kGroupBlocks;
     __threadfence();
-    atomicAdd(counter, 1u);
+    if (atomicAdd(counters + 1 + group, 1u) + 1 == s * in_group) {
+      __threadfence();
+      atomicAdd(counters, 1u);
+    }
     unsigned seen = 0;
     do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    } while (seen < target);
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counters) : "memory");
+    } while (seen < s * groups);
   }
   __syncthreads();
+}
+
+// This block's rank with the grid's blocks spread over the SMs: rank r runs on SM r % n_sms, so
+// a step of fewer blocks than the grid uses every SM (in blockIdx order the first blocks fill
+// the first SMs three at a time: a 256-block step left 46 SMs idle). A permutation of
+// 0..grid - 1 when every SM holds grid / n_sms blocks (a cooperative launch of the occupancy's
+// grid); spread false: blockIdx.x.
+__device__ __forceinline__ int spread_rank(unsigned* counters, int n_sms, bool spread) {
+  __shared__ int rank;
+  if (!spread) return static_cast<int>(blockIdx.x);
+  if (threadIdx.x == 0) {
+    unsigned sm = 0;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned slot = atomicAdd(counters + kSmSlots + sm, 1u);
+    rank = static_cast<int>(slot) * n_sms + static_cast<int>(sm);
+  }
+  __syncthreads();
+  return rank;
 }
 
 // Asks L2 for `bytes` (a multiple of 16) at p, without waiting (Hopper's bulk prefetch; nothing
@@ -74,22 +105,22 @@ __device__ __forceinline__ void prefetch_block(const ChainStep& st, int b) {
   prefetch_l2(a.w + first * tile_bytes, static_cast<uint32_t>(n * tile_bytes));
 }
 
-// The steps' products are all of type D (tiled Q4_K: the chain's one instance; the first step's
-// chunk loads before the wait, as the launches' do; a plan has at least one step). early: 0,
+// The steps' products are all of type D (tiled Q4_K: the chain's one instance; a plan has at
+// least one step). early: 0,
 // every chunk loaded after the barrier; 1, each warp's first chunk of the block's first
 // block of the next step loaded before it (the launches' EarlyChunk); 2, that block's whole tiles
 // also asked of L2 before it.
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 3)
     decode_chain_kernel(const ChainStep* __restrict__ steps, int n_steps, int early,
-                        unsigned* barrier) {
-  const EarlyChunk<D> first =
-      early_chunk<D>(steps[0].x, steps[0].outs, steps[0].pack,
-                     early > 0 && blockIdx.x < steps[0].blocks, static_cast<int>(blockIdx.x));
+                        unsigned* counters, int n_sms, bool spread) {
   detail::wait_for_inputs(detail::Trigger::late);
+  const int me = spread_rank(counters, n_sms, spread);
+  const EarlyChunk<D> first = early_chunk<D>(steps[0].x, steps[0].outs, steps[0].pack,
+                                             early > 0 && me < steps[0].blocks, me);
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_slots[];
-  const int grid = static_cast<int>(gridDim.x), me = static_cast<int>(blockIdx.x);
+  const int grid = static_cast<int>(gridDim.x);
   auto block = [&](const ChainStep& st, int b, const EarlyChunk<D>& chunk) {
     MatmulArgs a = st.x;
     const int o = take_output(st.outs, st.outs.tile_begin, b, a);
@@ -108,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       if (early > 1 && threadIdx.x == 0) prefetch_block<D>(next, me);
       next_first = early_chunk<D>(next.x, next.outs, next.pack, true, me);
     }
-    grid_barrier(barrier, static_cast<unsigned>((s + 1) * grid));
+    grid_barrier(counters, static_cast<unsigned>(s + 1));
   }
 }
 
@@ -181,14 +212,17 @@ DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* p
                                                       kThreads, smem),
         "occupancy");
   if (per_sm <= 0) fail(ErrorCode::internal, "decode_chain_plan: no block fits an SM");
-  return {plan, n_calls, per_sm * sms, smem};
+  if (per_sm * sms > kGroups * kGroupBlocks || sms > kSmCap)
+    fail(ErrorCode::unsupported, "decode_chain_plan: {} SMs of {} blocks", sms, per_sm);
+  return {plan, n_calls, per_sm * sms, smem, sms};
 }
 
-void decode_chain_run(const DecodeChain& chain, int early, unsigned* barrier, cudaStream_t stream) {
+void decode_chain_run(const DecodeChain& chain, int early, bool spread, unsigned* counters,
+                      cudaStream_t stream) {
   using namespace matmul_detail;
   if (early < 0 || early > 2)
     fail(ErrorCode::invalid_argument, "decode_chain_run: early {}", early);
-  (void)cudaMemsetAsync(barrier, 0, sizeof(unsigned), stream);
+  (void)cudaMemsetAsync(counters, 0, kDecodeChainCounters * sizeof(unsigned), stream);
   // Cooperative: every block resident at once, or the launch fails (the barrier needs them all).
   cudaLaunchAttribute attr = {};
   attr.id = cudaLaunchAttributeCooperative;
@@ -202,7 +236,7 @@ void decode_chain_run(const DecodeChain& chain, int early, unsigned* barrier, cu
   cfg.numAttrs = 1;
   (void)cudaLaunchKernelEx(&cfg, decode_chain_kernel<DType::q4_k>,
                            static_cast<const ChainStep*>(chain.plan), chain.n_calls, early,
-                           barrier);
+                           counters, chain.n_sms, spread);
 }
 
 }  // namespace memra::kernels

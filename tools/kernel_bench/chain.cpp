@@ -140,7 +140,7 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
   for (auto& c : empty) c.n_outs = 0;
   void* empty_mem = buffer(kernels::decode_chain_bytes(n));
   const kernels::DecodeChain barriers = kernels::decode_chain_plan(empty.data(), n, empty_mem);
-  auto* barrier = static_cast<unsigned*>(buffer(sizeof(unsigned)));
+  auto* counters = static_cast<unsigned*>(buffer(kernels::kDecodeChainCounters * sizeof(unsigned)));
 
   auto launches = [&] {
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -167,7 +167,7 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
   nlohmann::json rows = nlohmann::json::array();
   auto row = [&](const std::string& way, double us, int boundaries) {
     const double gbps = weight_bytes / (us * 1e-6) / 1e9;
-    std::printf("chain %-10s %-15s %3d calls %9.1f us %7.2f us/layer %7.0f GB/s %5.1f%% copy\n",
+    std::printf("chain %-10s %-22s %3d calls %9.1f us %7.2f us/layer %7.0f GB/s %5.1f%% copy\n",
                 m.name, way.c_str(), boundaries, us, us / m.layers, gbps,
                 100.0 * gbps / (copy_tbps * 1e3));
     rows.push_back({{"model", m.name},
@@ -180,21 +180,33 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
                     {"pct_of_copy", 100.0 * gbps / (copy_tbps * 1e3)}});
   };
   row("launches", graph_us(stream, launches), n);
-  for (int early = 0; early <= 2; ++early) {
+  // The first run's placement (blockIdx order), then the blocks spread over the SMs with each
+  // early mode.
+  struct Way {
+    const char* name;
+    int early;
+    bool spread;
+  };
+  for (const Way& w : {Way{"persistent-e0-unspread", 0, false}, Way{"persistent-e0", 0, true},
+                       Way{"persistent-e1", 1, true}, Way{"persistent-e2", 2, true}}) {
     clear();
-    kernels::decode_chain_run(chain, early, barrier, stream.get());
+    kernels::decode_chain_run(chain, w.early, w.spread, counters, stream.get());
     check(cudaGetLastError(), "persistent chain launch");
     check(cudaStreamSynchronize(stream.get()), "persistent chain");
     const std::vector<float> got = snapshot();
     const bool same = std::memcmp(got.data(), want.data(), want.size() * 4) == 0;
     identical = identical && same;
-    if (!same) std::printf("chain %s persistent early %d: outputs DIFFER\n", m.name, early);
-    row("persistent-e" + std::to_string(early),
-        stream_us(stream, [&] { kernels::decode_chain_run(chain, early, barrier, stream.get()); }),
+    if (!same) std::printf("chain %s %s: outputs DIFFER\n", m.name, w.name);
+    row(w.name,
+        stream_us(
+            stream,
+            [&] { kernels::decode_chain_run(chain, w.early, w.spread, counters, stream.get()); }),
         n);
   }
   row("barriers",
-      stream_us(stream, [&] { kernels::decode_chain_run(barriers, 0, barrier, stream.get()); }), n);
+      stream_us(stream,
+                [&] { kernels::decode_chain_run(barriers, 0, true, counters, stream.get()); }),
+      n);
   std::printf("chain %s: grid %d blocks, %.1f MB of weights, outputs %s\n", m.name, chain.grid,
               weight_bytes / 1e6, identical ? "identical" : "DIFFER");
   return rows;
