@@ -34,32 +34,31 @@ struct ChainStep {
   int blocks = 0;
 };
 
-// The run's counters (decode_chain_run resets them): the barrier's root and its groups' arrivals,
-// then each SM's blocks so far (spread_rank).
-constexpr int kGroupBlocks = 16, kGroups = 64, kSmSlots = 128, kSmCap = 896;
+// The run's counters (decode_chain_run resets them): the barrier's arrivals, then each SM's
+// blocks so far (spread_rank).
+constexpr int kSmSlots = 128, kSmCap = 896;
 static_assert(kSmSlots + kSmCap <= kDecodeChainCounters, "the counters' words");
 
-// Waits until every block of the grid has arrived at barrier s (s >= 1), counting arrivals in
-// two levels: a block adds to its group of kGroupBlocks, and the group's last adds to the root,
-// which every block polls (one counter for all 396 blocks serialized their atomics: ~1.7 us a
-// barrier, the thirtieth round's first run). The block's writes before it are visible to every
-// block after it: a block barrier, thread 0's fence (release), the arrivals, its acquiring spin,
-// a block barrier again.
-__device__ __forceinline__ void grid_barrier(unsigned* counters, unsigned s) {
+// A grid-wide barrier in two halves, so a block's loads of the next step's first weights run
+// while it waits: arrive() after the step's writes, wait_all() before the next step reads them.
+// The block's writes before arrive() are visible to every block after wait_all(): a block
+// barrier, thread 0's fence (release) and arrival; its acquiring spin, a block barrier again.
+// Measured on the H200 (docs/PERFORMANCE.md, thirtieth round): one counter for all 396 blocks,
+// ~1.7 us a barrier; two levels (groups of 16, then a root) 2.0 us; a whole barrier before the
+// next step's loads lost what those loads gain (the fence waited for them).
+__device__ __forceinline__ void arrive(unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned grid = gridDim.x, b = blockIdx.x, group = b / kGroupBlocks;
-    const unsigned in_group = min(kGroupBlocks, grid - group * kGroupBlocks);
-    const unsigned groups = (grid + kGroupBlocks - 1) / kGroupBlocks;
     __threadfence();
-    if (atomicAdd(counters + 1 + group, 1u) + 1 == s * in_group) {
-      __threadfence();
-      atomicAdd(counters, 1u);
-    }
+    atomicAdd(counter, 1u);
+  }
+}
+__device__ __forceinline__ void wait_all(const unsigned* counter, unsigned target) {
+  if (threadIdx.x == 0) {
     unsigned seen = 0;
     do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counters) : "memory");
-    } while (seen < s * groups);
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    } while (seen < target);
   }
   __syncthreads();
 }
@@ -108,8 +107,8 @@ __device__ __forceinline__ void prefetch_block(const ChainStep& st, int b) {
 // The steps' products are all of type D (tiled Q4_K: the chain's one instance; a plan has at
 // least one step). early: 0,
 // every chunk loaded after the barrier; 1, each warp's first chunk of the block's first
-// block of the next step loaded before it (the launches' EarlyChunk); 2, that block's whole tiles
-// also asked of L2 before it.
+// block of the next step loaded while it waits (the launches' EarlyChunk); 2, that block's whole
+// tiles also asked of L2 then.
 template <DType D>
 __global__ void __launch_bounds__(kThreads, 3)
     decode_chain_kernel(const ChainStep* __restrict__ steps, int n_steps, int early,
@@ -134,12 +133,13 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int b = me + grid; b < st.blocks; b += grid) block(st, b, EarlyChunk<D>{});
     if (s + 1 == n_steps) break;
     const ChainStep& next = steps[s + 1];
+    arrive(counters);
     next_first = {};
     if (early > 0 && me < next.blocks) {
       if (early > 1 && threadIdx.x == 0) prefetch_block<D>(next, me);
       next_first = early_chunk<D>(next.x, next.outs, next.pack, true, me);
     }
-    grid_barrier(counters, static_cast<unsigned>(s + 1));
+    wait_all(counters, static_cast<unsigned>((s + 1) * grid));
   }
 }
 
@@ -212,7 +212,7 @@ DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* p
                                                       kThreads, smem),
         "occupancy");
   if (per_sm <= 0) fail(ErrorCode::internal, "decode_chain_plan: no block fits an SM");
-  if (per_sm * sms > kGroups * kGroupBlocks || sms > kSmCap)
+  if (sms > kSmCap)
     fail(ErrorCode::unsupported, "decode_chain_plan: {} SMs of {} blocks", sms, per_sm);
   return {plan, n_calls, per_sm * sms, smem, sms};
 }
