@@ -4,12 +4,14 @@
 // each block of a call runs the one-token kernel's block code (decode_single_block.cuh) on the
 // same block indices, so the outputs are the launches' bits, and only the boundaries differ.
 //
-// Why a barrier may be cheaper than a boundary. Under programmatic dependent launch the next
+// Why a barrier might be cheaper than a boundary: under programmatic dependent launch the next
 // kernel's blocks are scheduled when the one before triggers (late, for the products) and load
-// their first chunk before they wait; still each boundary costs a decode step ~2-4 us (the
-// twenty-fourth round: 28 layers of ~12 kernels at ~3.7 us each for the 0.6B, against 108 us of
-// bytes a token). In a resident grid a block that finishes its share of one call loads its share of
-// the next before it waits at the barrier, and the barrier is one atomic and a spin per block.
+// their first chunk before they wait, and still a small kernel costs a decode step ~3.7 us (the
+// twenty-fourth round); in a resident grid a block that finishes its share of one call loads its
+// share of the next while it waits at the barrier. Measured on the H200 (docs/PERFORMANCE.md,
+// thirtieth round), it is not: a barrier costs 1.26 us, and the grid's products alone take as
+// long as the launches with their boundaries (0.6B 15.3 against 14.1 us a layer), so the chain
+// with its barriers is slower (20.3). It stays as the instrument that says so.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -43,9 +45,9 @@ static_assert(kSmSlots + kSmCap <= kDecodeChainCounters, "the counters' words");
 // while it waits: arrive() after the step's writes, wait_all() before the next step reads them.
 // The block's writes before arrive() are visible to every block after wait_all(): a block
 // barrier, thread 0's fence (release) and arrival; its acquiring spin, a block barrier again.
-// Measured on the H200 (docs/PERFORMANCE.md, thirtieth round): one counter for all 396 blocks,
-// ~1.7 us a barrier; two levels (groups of 16, then a root) 2.0 us; a whole barrier before the
-// next step's loads lost what those loads gain (the fence waited for them).
+// Measured on the H200 (thirtieth round): 1.26 us a barrier; the whole barrier at once 1.66 us,
+// and the next step's loads before it lost what they gain (presumably the fence waiting for
+// them); two levels (groups of 16, then a root) 1.98 us.
 __device__ __forceinline__ void arrive(unsigned* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -64,16 +66,18 @@ __device__ __forceinline__ void wait_all(const unsigned* counter, unsigned targe
 }
 
 // This block's rank with the grid's blocks spread over the SMs: rank r runs on SM r % n_sms, so
-// a step of fewer blocks than the grid uses every SM (in blockIdx order the first blocks fill
-// the first SMs three at a time: a 256-block step left 46 SMs idle). A permutation of
-// 0..grid - 1 when every SM holds grid / n_sms blocks (a cooperative launch of the occupancy's
-// grid); spread false: blockIdx.x.
+// a step of fewer blocks than the grid uses every SM (measured 1.5-2.3 us a layer faster than
+// blockIdx order, which fills SMs several blocks at a time). A permutation of 0..grid - 1 when
+// every SM holds grid / n_sms blocks (a cooperative launch of the occupancy's grid) and %smid
+// numbers the SMs from 0 (so on the H200; where not, blocks go missing and the bench's bit
+// comparison fails). spread false: blockIdx.x.
 __device__ __forceinline__ int spread_rank(unsigned* counters, int n_sms, bool spread) {
   __shared__ int rank;
   if (!spread) return static_cast<int>(blockIdx.x);
   if (threadIdx.x == 0) {
     unsigned sm = 0;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    sm = min(sm, static_cast<unsigned>(kSmCap - 1));  // (the counters' bound)
     const unsigned slot = atomicAdd(counters + kSmSlots + sm, 1u);
     rank = static_cast<int>(slot) * n_sms + static_cast<int>(sm);
   }
