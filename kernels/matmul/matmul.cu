@@ -350,12 +350,7 @@ void launch_groups(const MatmulOut* outs, int n_outs, int min_outputs, bool* gro
     for (int i = 0; i < n_outs; ++i) {
       const MatmulOut& o = outs[i];
       if (grouped[i] || o.wtype != d || !takes(o)) continue;
-      m.w[m.n] = static_cast<const uint8_t*>(o.w);
-      m.y[m.n] = o.y;
-      m.n_out[m.n] = static_cast<int>(o.n_out);
-      m.ldy[m.n] = o.ldy;
-      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>((o.n_out + 15) / 16);
-      ++m.n;
+      m.add(o.w, o.y, o.n_out, o.ldy);
       grouped[i] = true;
       if (m.n == matmul_detail::kMultiOuts) flush();
     }

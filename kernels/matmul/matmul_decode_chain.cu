@@ -195,12 +195,7 @@ DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* p
         fail(ErrorCode::unsupported,
              "decode_chain_plan: call {} output {} is {} {} x {} (the chain takes tiled Q4_K only)",
              i, o, dtype_name(out.wtype), out.n_out, c.n_in);
-      m.w[m.n] = static_cast<const uint8_t*>(out.w);
-      m.y[m.n] = out.y;
-      m.n_out[m.n] = static_cast<int>(out.n_out);
-      m.ldy[m.n] = out.ldy;
-      m.tile_begin[m.n + 1] = m.tile_begin[m.n] + static_cast<int>((out.n_out + 15) / 16);
-      ++m.n;
+      m.add(out.w, out.y, out.n_out, out.ldy);
     }
     st.pack = tiles_per_block(static_cast<int>(c.n_in / kChunk));
     st.outs = pack_blocks(m, st.pack);

@@ -125,6 +125,17 @@ struct MultiOut {
   const int32_t* ids = nullptr;
   int64_t expert_bytes[kMultiOuts] = {};
   int x_div = 1;
+
+  // Appends an output of n_out rows (row stride ldy floats in y) and its row tiles (n <
+  // kMultiOuts).
+  void add(const void* weights, float* rows, int64_t rows_out, int64_t row_stride) {
+    w[n] = static_cast<const uint8_t*>(weights);
+    y[n] = rows;
+    n_out[n] = static_cast<int>(rows_out);
+    ldy[n] = row_stride;
+    tile_begin[n + 1] = tile_begin[n] + static_cast<int>((rows_out + 15) / 16);
+    ++n;
+  }
 };
 // The output of a multi-output launch that block b computes (begin[o] <= b < begin[o + 1]; outs
 // has w, y, n_out, ldy and n per output: MultiOut, Fold64Outs), with a's w, y, n_out and ldy set
