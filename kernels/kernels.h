@@ -140,6 +140,10 @@ DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* p
 // grid's blocks take a call's blocks spread over the SMs (else in blockIdx order).
 void decode_chain_run(const DecodeChain& chain, int early, bool spread, unsigned* counters,
                       cudaStream_t stream);
+// The launches' boundaries alone: n_calls launches of an empty kernel of `blocks` blocks of the
+// one-token kernel's 256 threads, each triggering its dependent at its exit and waiting for the
+// one before, as the products do under programmatic dependent launch.
+void decode_chain_boundaries(int n_calls, int blocks, cudaStream_t stream);
 // y[r][0..n) *= s[r] for r < n_rows (rows at stride ld floats).
 void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
                 cudaStream_t stream);

@@ -147,6 +147,11 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
+// A kernel boundary alone: the products' trigger (late: at exit) and wait, no work.
+__global__ void __launch_bounds__(kThreads) boundary_kernel() {
+  detail::wait_for_inputs(detail::Trigger::late);
+}
+
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
     fail(ErrorCode::internal, "decode_chain_plan: {}: {}", what, cudaGetErrorString(status));
@@ -236,6 +241,15 @@ void decode_chain_run(const DecodeChain& chain, int early, bool spread, unsigned
   (void)cudaLaunchKernelEx(&cfg, decode_chain_kernel<DType::q4_k>,
                            static_cast<const ChainStep*>(chain.plan), chain.n_calls, early,
                            counters, chain.n_sms, spread);
+}
+
+void decode_chain_boundaries(int n_calls, int blocks, cudaStream_t stream) {
+  if (n_calls < 0 || blocks <= 0 || blocks > (1 << 20))
+    fail(ErrorCode::invalid_argument, "decode_chain_boundaries: {} calls of {} blocks", n_calls,
+         blocks);
+  for (int i = 0; i < n_calls; ++i)
+    detail::launch(matmul_detail::boundary_kernel, static_cast<unsigned>(blocks),
+                   matmul_detail::kThreads, 0, stream);
 }
 
 }  // namespace memra::kernels

@@ -9,7 +9,9 @@
 //               blocks, a grid-wide barrier where the launches have a boundary, with 0, 1 or 2
 //               (decode_chain_run's `early`) of the next call's weights asked for before it
 //               (stream launches, not a graph: a cooperative launch may not be captured);
-//   barriers    the persistent kernel over as many calls with no blocks: the barriers alone.
+//   barriers    the persistent kernel over as many calls with no blocks: the barriers alone;
+//   boundaries  as many launches of an empty kernel (128 blocks, then the grid's): the launches'
+//               boundaries alone.
 // Both ways must give the same bits (checked here; a difference fails the run). The products
 // stand for a step without its small kernels (norms, attention, the activation): what a
 // boundary costs between products, not a step's time.
@@ -180,6 +182,11 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
                     {"pct_of_copy", 100.0 * gbps / (copy_tbps * 1e3)}});
   };
   row("launches", graph_us(stream, launches), n);
+  // The boundaries alone, as launched (a graph): 128 empty blocks a launch (the 0.6B's steps
+  // have 64-192 blocks), then one of every resident block's size.
+  for (int blocks : {128, chain.grid})
+    row("boundaries-" + std::to_string(blocks),
+        graph_us(stream, [&] { kernels::decode_chain_boundaries(n, blocks, stream.get()); }), n);
   // The first run's placement (blockIdx order), then the blocks spread over the SMs with each
   // early mode.
   struct Way {
