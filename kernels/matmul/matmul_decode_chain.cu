@@ -9,9 +9,10 @@
 // their first chunk before they wait, and still a small kernel costs a decode step ~3.7 us (the
 // twenty-fourth round); in a resident grid a block that finishes its share of one call loads its
 // share of the next while it waits at the barrier. Measured on the H200 (docs/PERFORMANCE.md,
-// thirtieth round), it is not: a barrier costs 1.26 us, and the grid's products alone take as
-// long as the launches with their boundaries (0.6B 15.3 against 14.1 us a layer), so the chain
-// with its barriers is slower (20.3). It stays as the instrument that says so.
+// thirtieth round), it is not: a barrier costs 1.25 us where a launch boundary alone costs
+// 0.55-0.70 (decode_chain_boundaries), and the grid's products alone take as long as the
+// launches with their boundaries (0.6B 15.3 against 14.1 us a layer), so the chain with its
+// barriers is slower (20.3). It stays as the instrument that says so.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
