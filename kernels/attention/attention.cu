@@ -8,6 +8,7 @@
 #include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_kernel.cuh"
 #include "kernels/common.cuh"
+#include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 
@@ -121,8 +122,7 @@ SharedRows shared_rows_mode() {
 }
 
 void cuda_check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    fail(ErrorCode::internal, "attention: {}: {}", what, cudaGetErrorString(status));
+  detail::check_cuda(status, "attention", what);
 }
 
 // The device's shared-memory limits and SM count, read once per device.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul/decode_single_block.cuh"
 #include "kernels/matmul/prepare_x.cuh"
@@ -154,8 +155,7 @@ __global__ void __launch_bounds__(kThreads) boundary_kernel() {
 }
 
 void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    fail(ErrorCode::internal, "decode_chain_plan: {}: {}", what, cudaGetErrorString(status));
+  detail::check_cuda(status, "decode_chain_plan", what);
 }
 
 // The free rounds' dynamic slots the chain's widest K needs.
@@ -170,7 +170,7 @@ int chain_smem(const std::vector<ChainStep>& steps) {
 }  // namespace matmul_detail
 
 size_t decode_chain_bytes(int n_calls) {
-  return static_cast<size_t>(n_calls) * sizeof(matmul_detail::ChainStep) + 64;
+  return static_cast<size_t>(n_calls) * sizeof(matmul_detail::ChainStep);
 }
 
 DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* plan) {
@@ -183,8 +183,9 @@ DecodeChain decode_chain_plan(const DecodeChainCall* calls, int n_calls, void* p
     if (c.n_outs < 0 || c.n_outs > kMultiOuts || c.n_in % kChunk != 0 || c.n_in <= 0 ||
         c.n_in > 47 * 1024 / 64 * kChunk)
       fail(ErrorCode::invalid_argument,
-           "decode_chain_plan: call {} has {} outputs of K {} (at most {}, K a multiple of {})", i,
-           c.n_outs, c.n_in, kMultiOuts, kChunk);
+           "decode_chain_plan: call {} has {} outputs of K {} (at most {} outputs, K a multiple "
+           "of {} up to {})",
+           i, c.n_outs, c.n_in, kMultiOuts, kChunk, 47 * 1024 / 64 * kChunk);
     const PreparedRows p = prepared_rows("decode_chain_plan", c.scratch, 1, c.n_in, {});
     ChainStep& st = steps[i];
     st.x.xh = p.xh;

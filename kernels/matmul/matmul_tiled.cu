@@ -2,6 +2,7 @@
 // kernel that rewrites a ggml matrix into it (tiled.cuh says where each byte goes). Runs once per
 // weight at load; the ggml copy can be freed afterwards.
 #include "core/error.h"
+#include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -220,8 +221,7 @@ void matmul_tile(DType wtype, const void* ggml, int64_t n_in, int64_t n_out, voi
                    static_cast<int>(n_chunks), dst);
   }
   // Complete before any product can run (kernels.h): one wait for the whole stack.
-  const cudaError_t done = cudaStreamSynchronize(stream);
-  if (done != cudaSuccess) fail(ErrorCode::internal, "matmul_tile: {}", cudaGetErrorString(done));
+  detail::check_cuda(cudaStreamSynchronize(stream), "matmul_tile", "the tiling");
 }
 
 }  // namespace memra::kernels
