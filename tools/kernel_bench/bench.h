@@ -40,6 +40,12 @@ uint64_t splitmix(uint64_t& s);
 // Makes random bytes valid weights of dtype: finite elements, f16 block scales near 2^-10.
 void make_valid(DType dtype, uint8_t* p, size_t bytes);
 
+// `copies` tiled matrices of [n_in, n_out] (each `each_bytes` long, one after the other) of the
+// same random valid ggml blocks from `seed`: the same values in every copy, for speed only, so
+// that a run rotating over them reads each from DRAM.
+cuda::DeviceBuffer tiled_stack(DType dtype, int n_in, int n_out, int copies, uint64_t seed,
+                               const cuda::Stream& stream, size_t& each_bytes);
+
 // Runs the small-shape correctness and batch-invariance check for each dtype; prints a line per
 // case and returns true when all pass.
 bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);

@@ -40,24 +40,6 @@ struct Model {
 constexpr Model kModels[] = {{"qwen3-0.6b", 28, 1024, 2048, 1024, 3072},
                              {"qwen3-8b", 36, 4096, 4096, 1024, 12288}};
 
-// A tiled Q4_K matrix of random valid blocks (one per shape, then copied per layer).
-std::unique_ptr<cuda::DeviceBuffer> tiled_q4k(int n_in, int n_out, const cuda::Stream& stream) {
-  const size_t ggml = dtype_row_bytes(DType::q4_k, static_cast<uint64_t>(n_in), "bench") * n_out;
-  std::vector<uint8_t> host(ggml);
-  uint64_t seed = 29 + static_cast<uint64_t>(n_out) * 3 + static_cast<uint64_t>(n_in);
-  for (size_t i = 0; i + 8 <= host.size(); i += 8) {
-    const uint64_t v = splitmix(seed);
-    std::memcpy(host.data() + i, &v, 8);
-  }
-  make_valid(DType::q4_k, host.data(), host.size());
-  cuda::DeviceBuffer src(ggml);
-  check(cudaMemcpy(src.data(), host.data(), ggml, cudaMemcpyHostToDevice), "upload weights");
-  auto out =
-      std::make_unique<cuda::DeviceBuffer>(kernels::matmul_tiled_bytes(DType::q4_k, n_in, n_out));
-  kernels::matmul_tile(DType::q4_k, src.data(), n_in, n_out, out->data(), stream.get());
-  return out;
-}
-
 // Median microseconds of one replay of a graph recorded from record(stream).
 template <typename F>
 double graph_us(const cuda::Stream& stream, F&& record) {
@@ -92,12 +74,23 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
   };
   const std::vector<Proj> projs = {
       {m.embd, {m.q, m.kv, m.kv}}, {m.q, {m.embd}}, {m.embd, {m.ff, m.ff}}, {m.ff, {m.embd}}};
-  std::vector<std::vector<std::unique_ptr<cuda::DeviceBuffer>>> shapes(projs.size());
+  // Each matrix of a layer, one copy a layer (tiled_stack), so L2 holds none between steps.
+  struct Stack {
+    cuda::DeviceBuffer bytes;
+    size_t each = 0;
+  };
+  std::vector<std::vector<Stack>> stacks(projs.size());
   for (size_t p = 0; p < projs.size(); ++p)
-    for (int n_out : projs[p].n_outs) shapes[p].push_back(tiled_q4k(projs[p].n_in, n_out, stream));
-  check(cudaStreamSynchronize(stream.get()), "tile");
+    for (int n_out : projs[p].n_outs) {
+      Stack st;
+      const int n_in = projs[p].n_in;
+      st.bytes = tiled_stack(DType::q4_k, n_in, n_out, m.layers,
+                             29 + static_cast<uint64_t>(n_out) * 3 + static_cast<uint64_t>(n_in),
+                             stream, st.each);
+      stacks[p].push_back(std::move(st));
+    }
 
-  std::vector<std::unique_ptr<cuda::DeviceBuffer>> owned;  // weights, x, scratch, y
+  std::vector<std::unique_ptr<cuda::DeviceBuffer>> owned;  // x, scratch, y, plans
   auto buffer = [&](size_t bytes) {
     owned.push_back(std::make_unique<cuda::DeviceBuffer>(bytes));
     return owned.back()->data();
@@ -121,11 +114,9 @@ nlohmann::json run_model(const Model& m, const cuda::Stream& stream, double copy
       kernels::matmul_prepare_x(dx, 1, pr.n_in, scratch, stream.get());
       outs.emplace_back();
       for (size_t o = 0; o < pr.n_outs.size(); ++o) {
-        const cuda::DeviceBuffer& src = *shapes[p][o];
-        void* w = buffer(src.size());
-        check(cudaMemcpyAsync(w, src.data(), src.size(), cudaMemcpyDeviceToDevice, stream.get()),
-              "copy weights");
-        weight_bytes += static_cast<double>(src.size());
+        const Stack& st = stacks[p][o];
+        const void* w = static_cast<const uint8_t*>(st.bytes.data()) + layer * st.each;
+        weight_bytes += static_cast<double>(st.each);
         auto* y = static_cast<float*>(buffer(static_cast<size_t>(pr.n_outs[o]) * 4));
         ys.emplace_back(y, static_cast<size_t>(pr.n_outs[o]));
         outs.back().push_back(

@@ -76,6 +76,25 @@ void make_valid(DType dtype, uint8_t* p, size_t bytes) {
   }
 }
 
+cuda::DeviceBuffer tiled_stack(DType dtype, int n_in, int n_out, int copies, uint64_t seed,
+                               const cuda::Stream& stream, size_t& each_bytes) {
+  const size_t ggml = dtype_row_bytes(dtype, static_cast<uint64_t>(n_in), "bench") * n_out;
+  std::vector<uint8_t> host(ggml);
+  for (size_t i = 0; i + 8 <= host.size(); i += 8) {
+    const uint64_t v = splitmix(seed);
+    std::memcpy(host.data() + i, &v, 8);
+  }
+  make_valid(dtype, host.data(), host.size());
+  cuda::DeviceBuffer src(ggml);
+  cuda::check(cudaMemcpy(src.data(), host.data(), ggml, cudaMemcpyHostToDevice), "upload weights");
+  each_bytes = kernels::matmul_tiled_bytes(dtype, n_in, n_out);
+  cuda::DeviceBuffer out(each_bytes * static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c)
+    kernels::matmul_tile(dtype, src.data(), n_in, n_out,
+                         static_cast<uint8_t*>(out.data()) + c * each_bytes, stream.get());
+  return out;
+}
+
 namespace {
 
 using cuda::check;

@@ -26,28 +26,6 @@ using cuda::check;
 
 constexpr int kExperts = 128, kUsed = 8, kEmbd = 2048, kFf = 768, kIdSets = 16;
 
-// n_expert tiled matrices of [n_in, n_out] from random valid ggml blocks.
-cuda::DeviceBuffer tiled_stack(DType dtype, int n_in, int n_out, const cuda::Stream& stream,
-                               size_t& expert_bytes) {
-  const size_t ggml = dtype_row_bytes(dtype, static_cast<uint64_t>(n_in), "bench") * n_out;
-  std::vector<uint8_t> host(ggml);
-  uint64_t seed = 17 + static_cast<uint64_t>(n_out);
-  for (size_t i = 0; i + 8 <= host.size(); i += 8) {
-    const uint64_t v = splitmix(seed);
-    std::copy_n(reinterpret_cast<const uint8_t*>(&v), 8, host.data() + i);
-  }
-  make_valid(dtype, host.data(), host.size());
-  cuda::DeviceBuffer src(ggml);
-  check(cudaMemcpy(src.data(), host.data(), ggml, cudaMemcpyHostToDevice), "upload experts");
-  expert_bytes = kernels::matmul_tiled_bytes(dtype, n_in, n_out);
-  cuda::DeviceBuffer out(expert_bytes * kExperts);
-  for (int e = 0; e < kExperts; ++e)  // the same values in every expert: speed only
-    kernels::matmul_tile(dtype, src.data(), n_in, n_out,
-                         static_cast<uint8_t*>(out.data()) + e * expert_bytes, stream.get());
-  check(cudaStreamSynchronize(stream.get()), "tile experts");
-  return out;
-}
-
 struct Row {
   std::string kernel;
   int tokens;
@@ -175,9 +153,12 @@ void run_gemma4_shape(const cuda::Stream& stream, double copy_tbps, nlohmann::js
 
 nlohmann::json run_moe(const cuda::Stream& stream, double copy_tbps) {
   size_t gate_bytes = 0, down_bytes = 0;
-  const cuda::DeviceBuffer gate = tiled_stack(DType::q4_k, kEmbd, kFf, stream, gate_bytes);
-  const cuda::DeviceBuffer up = tiled_stack(DType::q4_k, kEmbd, kFf, stream, gate_bytes);
-  const cuda::DeviceBuffer down = tiled_stack(DType::q6_k, kFf, kEmbd, stream, down_bytes);
+  const cuda::DeviceBuffer gate =
+      tiled_stack(DType::q4_k, kEmbd, kFf, kExperts, 17 + kFf, stream, gate_bytes);
+  const cuda::DeviceBuffer up =
+      tiled_stack(DType::q4_k, kEmbd, kFf, kExperts, 17 + kFf, stream, gate_bytes);
+  const cuda::DeviceBuffer down =
+      tiled_stack(DType::q6_k, kFf, kEmbd, kExperts, 17 + kEmbd, stream, down_bytes);
   nlohmann::json rows = nlohmann::json::array();
   uint64_t seed = 5;
   for (const int tokens : {1, 8, 64}) {
