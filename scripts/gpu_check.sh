@@ -23,10 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        memra-kernel-bench --chain (a decode step's products as launches and as one
-#               persistent grid), after kernel-check's matrix kernels and the invariance tests;
-#               8B and 0.6B Q4_K_M decode at 1 and 8 sequences (~3 min; its other gates are
-#               quick's)
+#     ab        this round's A/B: the BF16 wgmma prefill kernel with its A fragments from global
+#               memory against the staged form (kernel-check's matrix cases, memra-kernel-bench
+#               at 512 tokens, Nsight Compute on the gate shape, 8B BF16 pp512 / pp2048) (~4
+#               min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -355,19 +355,33 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirtieth round: what a persistent decode step would save at the kernel boundaries,
-  # measured before one is written (memra-kernel-bench --chain: every layer's one-token products
-  # of the 0.6B and 8B as launches in a graph, and as one resident grid with grid-wide barriers,
-  # the same bits). The one-token kernel's block code moved into a header for it, so the matrix
-  # kernels' kernel-check, the invariance tests and the 8B / 0.6B one-sequence decode run too.
-  # Earlier rounds' A/Bs are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
-  kcheck kernel-check-matmul 180 --filter matmul
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
-  step kernel-bench-chain 240 "$BIN/memra-kernel-bench" --chain \
-    --json "$RECEIPTS/$DAY-kernel-bench-chain.json"
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" r30 MEMRA_DETERMINISTIC=1 -p 512 -n 128 -c 1,8
-  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" r30 MEMRA_DETERMINISTIC=1 -n 128 -c 1,8
+  # The thirty-first round: the BF16 wgmma prefill kernel's A fragments straight from global
+  # memory into registers (MEMRA_WGMMA_A_GLOBAL=1) instead of staged through shared memory, whose
+  # bandwidth the staged form may exceed (docs/PERFORMANCE.md). Its bits (kernel-check's matrix
+  # cases under the switch), its time per matrix at 512 tokens, Nsight Compute's view of both forms
+  # on the gate shape (shared-memory bank traffic, the tensor pipe, stall reasons), then 8B BF16
+  # prefill. Earlier rounds' A/Bs are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
+  kcheck kernel-check-matmul-a-global 180 MEMRA_WGMMA_A_GLOBAL=1 --filter matmul
+  step kernel-bench-512-bf16 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
+    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16.json"
+  step kernel-bench-512-bf16-a-global 120 env MEMRA_WGMMA_A_GLOBAL=1 \
+    "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
+    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-a-global.json"
+  smem_metrics=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active
+  smem_metrics+=,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed
+  smem_metrics+=,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed
+  smem_metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed
+  smem_metrics+=,smsp__inst_executed.avg.per_cycle_active
+  # (Launches 110-219 of the kernel are the gate shape's: 110 calls a shape.)
+  for form in staged a-global; do
+    step "stalls-prefill-bf16-gate-$form" 180 env MEMRA_WGMMA_A_GLOBAL=$([ $form = a-global ] &&
+      echo 1 || echo 0) python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+      --detail prefill_wgmma_kernel --skip 150 --count 1 --extra-metrics "$smem_metrics" \
+      --bench-args "--tokens 512 --dtypes bf16"
+  done
+  bench_with "$(synth qwen3-8b bf16)" staged MEMRA_WGMMA_A_GLOBAL=0 -p 512,2048 -n 16 -c 1
+  bench_with "$(synth qwen3-8b bf16)" a-global MEMRA_WGMMA_A_GLOBAL=1 -p 512,2048 -n 16 -c 1
+  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

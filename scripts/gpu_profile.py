@@ -36,6 +36,23 @@ def find_ncu():
     return found[-1]
 
 
+def known_metrics(names):
+    """The metrics of names this ncu reports on device 0 (an unknown one fails a whole run)."""
+    if not names:
+        return []
+    out = subprocess.run([find_ncu(), "--devices", "0", "--query-metrics"], capture_output=True,
+                         text=True)
+    known = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+    keep = []
+    for name in names:
+        base = name.split(".")[0]  # the query lists base names; suffixes pick the roll-up
+        if base in known:
+            keep.append(name)
+        else:
+            print(f"gpu_profile: ncu does not know {base} on this GPU: left out", flush=True)
+    return keep
+
+
 def short_name(name):
     # "void memra::kernels::(anonymous namespace)::foo<...>(args)" -> "foo<...>"
     name = name.split("(")[0] if not name.startswith("void ") else name[5:].split("(")[0]
@@ -48,7 +65,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="folder with the memra executable")
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", help="the model file memra bench runs (not with --kernel-bench)")
     ap.add_argument("--skip", type=int, default=4000, help="launches skipped (load, prefill)")
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
@@ -60,12 +77,25 @@ def main():
                     help="instead of the per-kernel table: Nsight Compute's throughput, occupancy, "
                          "memory and warp-stall sections for the first --count launches (after "
                          "--skip) of the kernels whose name matches REGEX")
+    ap.add_argument("--kernel-bench", action="store_true",
+                    help="with --detail: profile memra-kernel-bench (--bench-args are its "
+                         "arguments) instead of memra bench (--model is then not needed)")
+    ap.add_argument("--extra-metrics", default="",
+                    help="with --detail: more Nsight Compute metrics, comma-separated; those this "
+                         "ncu does not know on this GPU are named and left out")
     ap.add_argument("--demangled", action="store_true",
                     help="match --detail against the demangled name with its template arguments "
                          "(e.g. 'cluster_decode_kernel<\\(memra::DType\\)12') instead of the "
                          "function's base name")
     args = ap.parse_args()
+    if args.kernel_bench and not args.detail:
+        ap.error("--kernel-bench needs --detail")
+    if not args.kernel_bench and not args.model:
+        ap.error("--model is required (memra bench runs it)")
     if args.detail:
+        target = ([os.path.join(args.bin, "memra-kernel-bench")] if args.kernel_bench else
+                  [os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda"])
+        extra = known_metrics([m for m in args.extra_metrics.split(",") if m])
         cmd = [find_ncu(), "--clock-control", "none", "--cache-control", "none",
                *(["--kernel-name-base", "demangled"] if args.demangled else []),
                "--kernel-name", f"regex:{args.detail}",
@@ -75,14 +105,14 @@ def main():
                "--section", "LaunchStats", "--section", "SchedulerStats",
                # Why warps wait (cycles a warp spends stalled on each reason per issued
                # instruction): the sections above give the total only.
-               "--metrics", ",".join(
+               "--metrics", ",".join([
                    f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"
                    for r in ("long_scoreboard", "short_scoreboard", "wait", "barrier",
                              "math_pipe_throttle", "mio_throttle", "lg_throttle",
                              "not_selected", "selected", "dispatch_stall", "no_instruction",
-                             "membar", "branch_resolving", "drain", "imc_miss", "tex_throttle")),
-               os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
-               *args.bench_args.split()]
+                             "membar", "branch_resolving", "drain", "imc_miss", "tex_throttle")
+                   ] + extra),
+               *target, *args.bench_args.split()]
         print("$", " ".join(cmd), flush=True)
         out = subprocess.run(cmd, capture_output=True, text=True)
         keep = [l for l in out.stdout.splitlines() if not l.startswith("==PROF==")]

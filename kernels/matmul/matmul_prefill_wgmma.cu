@@ -32,6 +32,7 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
+#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -44,15 +45,27 @@ namespace {
 // to them: 288 threads would put three warps on one scheduler's 16K registers and cap every warp
 // at 168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit.
 constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
-constexpr int kStages = 6;
 constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
 constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
-constexpr int kStageBytes = kRecStage + kXStage;
-constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
+
+// The two ways the compute warps get their A fragments: from the staged records (a stage holds
+// the block's eight record quarters and the x tile), or kAGlobal, each warp straight from its
+// tile's records in global memory into registers, three sub-stages ahead (a stage holds x only).
+// Shared memory serves every wgmma's B (8 KB a k16 step for the two warpgroups) and the bulk
+// copies' writes; staged A adds its copy (4 KB a step) and its 16-byte loads (4 KB): 20 KB a
+// step against 12 KB, over the 128 bytes a clock shared memory delivers for the 128 clocks the
+// two warpgroups' wgmmas of a step take at the tensor rate.
+template <bool kAGlobal>
+struct Stages {
+  static constexpr int kCount = kAGlobal ? 11 : 6;
+  static constexpr int kBytes = kAGlobal ? kXStage : kRecStage + kXStage;
+  static constexpr int kX = kAGlobal ? 0 : kRecStage;             // the x tile's offset in a stage
+  static constexpr int kSmem = kCount * kBytes + 2 * kCount * 8;  // + two mbarriers a stage
+};
 
 // The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -61,18 +74,22 @@ constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
-// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile.
+// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile. With
+// kAGlobal only the x tile.
+template <bool kAGlobal>
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                            int q, int row0, int tok0) {
-  mbar_arrive_expect_tx(bar, kStageBytes);
-  const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
+  mbar_arrive_expect_tx(bar, Stages<kAGlobal>::kBytes);
+  if constexpr (!kAGlobal) {
+    const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m) {
-    const int64_t tile = min(row0 / 16 + m, last_tile);
-    bulk_copy(stage + m * kQuarter,
-              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+    for (int m = 0; m < kTiles; ++m) {
+      const int64_t tile = min(row0 / 16 + m, last_tile);
+      bulk_copy(stage + m * kQuarter,
+                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+    }
   }
-  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  bulk_copy(stage + Stages<kAGlobal>::kX, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -85,13 +102,12 @@ __device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64],
   }
 }
 
-// This warp's A fragments of a sub-stage's four k16 steps: one 16-byte shared load each.
-__device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
-                                       uint32_t (&af)[4][4]) {
-  const uint8_t* R = stage + warp * kQuarter + 16 * lane;
+// This warp's A fragments of a sub-stage's four k16 steps, 16 bytes each: R is the warp's
+// record quarter (staged in shared memory, or in global memory).
+__device__ __forceinline__ void load_a(const uint8_t* R, int lane, uint32_t (&af)[4][4]) {
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const uint4 v = ld_u128(R + 512 * s);
+    const uint4 v = ld_u128(R + 16 * lane + 512 * s);
     af[s][0] = v.x;
     af[s][1] = v.y;
     af[s][2] = v.z;
@@ -101,14 +117,17 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+template <bool kAGlobal>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = Stages<kAGlobal>;
+  constexpr int kStages = S::kCount;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * S::kBytes);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
     mbar_init_stages(full, kStages);
@@ -120,9 +139,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(
-          n_sub, smem, kStageBytes, full, empty,
-          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
+      copy_stages<kStages>(n_sub, smem, S::kBytes, full, empty,
+                           [&](int q, uint8_t* stage, uint64_t* bar) {
+                             fill_stage<kAGlobal>(a, stage, bar, q, row0, tok0);
+                           });
     }
     return;
   }
@@ -132,6 +152,18 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   auto release = [&](int q) {
     if (lane == 0) mbar_arrive(empty + q % kStages);
   };
+  // kAGlobal: this warp's tile's records (rows past the matrix repeat the last tile), and four
+  // register sets of A fragments: sub-stage q's in set q % 4, loaded three sub-stages ahead into
+  // the set of q - 1, whose wgmma group the wait before the load has seen finish.
+  const int last_tile = (a.n_out - 1) / 16;
+  const uint8_t* const wtile =
+      a.w + int64_t{min(row0 / 16 + warp, last_tile)} * (a.n_in / kChunk) * TiledHalf::kBytes;
+  uint32_t ag[kAGlobal ? 4 : 1][4][4];
+  if constexpr (kAGlobal) {
+#pragma unroll
+    for (int p = 0; p < 3; ++p)
+      if (p < n_sub) load_a(wtile + p * kQuarter, lane, ag[p]);
+  }
   // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
   // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
   float acc[64], total[64];
@@ -143,18 +175,30 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+      const uint8_t* stage = smem + (q % kStages) * S::kBytes;
       mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      uint32_t af[4][4];
-      load_a(stage, warp, lane, af);
-      const uint8_t* X = stage + kRecStage;
-      wgmma_fence();
+      const uint8_t* X = stage + S::kX;
+      auto issue = [&](const uint32_t(&af)[4][4]) {
+        wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-      wgmma_commit();
+        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+        wgmma_commit();
+      };
+      if constexpr (kAGlobal) {
+        issue(ag[u]);
+      } else {
+        uint32_t staged[4][4];
+        load_a(stage + warp * kQuarter, lane, staged);
+        issue(staged);
+      }
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
+      }
+      if constexpr (kAGlobal) {
+        // Set (u + 3) % 4 held sub-stage q - 1 (done when u > 0; at u == 0 the wait at the last
+        // chunk's end saw it done).
+        if (q + 3 < n_sub) load_a(wtile + (q + 3) * kQuarter, lane, ag[(u + 3) % 4]);
       }
     }
     wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
@@ -178,7 +222,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -188,12 +232,22 @@ bool prefill_wgmma_available() {
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem, smem_set);
+  // MEMRA_WGMMA_A_GLOBAL=1: the A fragments straight from global memory (an A/B under
+  // measurement; the same instructions on the same operands, so the same bits).
+  static const bool a_global = env_switch("MEMRA_WGMMA_A_GLOBAL", false);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, kSmem, stream, a);
+  if (a_global) {
+    constexpr auto kernel = prefill_wgmma_kernel<true>;
+    static std::atomic<uint64_t> smem_set{0};
+    allow_smem_once(kernel, Stages<true>::kSmem, smem_set);
+    detail::launch(kernel, grid, kThreads, Stages<true>::kSmem, stream, a);
+  } else {
+    constexpr auto kernel = prefill_wgmma_kernel<false>;
+    static std::atomic<uint64_t> smem_set{0};
+    allow_smem_once(kernel, Stages<false>::kSmem, smem_set);
+    detail::launch(kernel, grid, kThreads, Stages<false>::kSmem, stream, a);
+  }
 }
 
 }  // namespace memra::kernels::matmul_detail
