@@ -23,10 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: the BF16 wgmma prefill kernel with its A fragments from global
-#               memory against the staged form (kernel-check's matrix cases, memra-kernel-bench
-#               at 512 tokens, Nsight Compute on the gate shape, 8B BF16 pp512 / pp2048) (~4
-#               min; its other gates are quick's)
+#     ab        this round's A/B: forms of the BF16 wgmma prefill kernel (kernel-check's matrix
+#               cases, memra-kernel-bench at 512 tokens, 8B BF16 pp512 / pp2048, Nsight Compute
+#               on the gate shape) (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -355,33 +354,37 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round: the BF16 wgmma prefill kernel's A fragments straight from global
-  # memory into registers (MEMRA_WGMMA_A_GLOBAL=1) instead of staged through shared memory, whose
-  # bandwidth the staged form may exceed (docs/PERFORMANCE.md). Its bits (kernel-check's matrix
-  # cases under the switch), its time per matrix at 512 tokens, Nsight Compute's view of both forms
-  # on the gate shape (shared-memory bank traffic, the tensor pipe, stall reasons), then 8B BF16
-  # prefill. Earlier rounds' A/Bs are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
-  kcheck kernel-check-matmul-a-global 180 MEMRA_WGMMA_A_GLOBAL=1 --filter matmul
-  step kernel-bench-512-bf16 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
-    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16.json"
-  step kernel-bench-512-bf16-a-global 120 env MEMRA_WGMMA_A_GLOBAL=1 \
-    "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
-    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-a-global.json"
-  smem_metrics=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active
-  smem_metrics+=,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed
-  smem_metrics+=,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed
-  smem_metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed
-  smem_metrics+=,smsp__inst_executed.avg.per_cycle_active
+  # The thirty-first round: forms of the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu), each
+  # behind a switch: the A fragments straight from global memory (A_GLOBAL), each chunk's first
+  # wgmma writing the partial instead of zeroing it at every fold (FRESH), the second compute
+  # warpgroup half a chunk behind the first (OFFSET). Their bits (kernel-check's matrix cases),
+  # time per matrix at 512 tokens, 8B BF16 prefill, and Nsight Compute's stall reasons of the
+  # default and the combined form on the gate shape. Earlier rounds' A/Bs are in their run logs
+  # (receipts/*-gpu-check-ab-*-run.log.xz).
+  forms=(staged:MEMRA_WGMMA_A_GLOBAL=0 fresh:MEMRA_WGMMA_FRESH=1 offset:MEMRA_WGMMA_OFFSET=1
+    fresh-offset:MEMRA_WGMMA_FRESH=1,MEMRA_WGMMA_OFFSET=1 a-global:MEMRA_WGMMA_A_GLOBAL=1
+    all:MEMRA_WGMMA_A_GLOBAL=1,MEMRA_WGMMA_FRESH=1,MEMRA_WGMMA_OFFSET=1)
+  kcheck kernel-check-matmul-fresh-offset 180 MEMRA_WGMMA_FRESH=1 MEMRA_WGMMA_OFFSET=1 \
+    --filter matmul
+  kcheck kernel-check-matmul-all-forms 180 MEMRA_WGMMA_A_GLOBAL=1 MEMRA_WGMMA_FRESH=1 \
+    MEMRA_WGMMA_OFFSET=1 --filter matmul
+  for f in "${forms[@]}"; do
+    # shellcheck disable=SC2086  # the variables split at their commas
+    step "kernel-bench-512-bf16-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-${f%%:*}.json"
+  done
+  for f in "${forms[@]}" staged-again:MEMRA_WGMMA_A_GLOBAL=0; do
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  done
+  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
   # (Launches 110-219 of the kernel are the gate shape's: 110 calls a shape.)
-  for form in staged a-global; do
-    step "stalls-prefill-bf16-gate-$form" 180 env MEMRA_WGMMA_A_GLOBAL=$([ $form = a-global ] &&
-      echo 1 || echo 0) python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-      --detail prefill_wgmma_kernel --skip 150 --count 1 --extra-metrics "$smem_metrics" \
+  for f in staged:MEMRA_WGMMA_A_GLOBAL=0 fresh-offset:MEMRA_WGMMA_FRESH=1,MEMRA_WGMMA_OFFSET=1; do
+    # shellcheck disable=SC2086
+    step "stalls-prefill-bf16-gate-${f%%:*}" 180 env ${f#*:} python3 scripts/gpu_profile.py \
+      --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel --skip 150 --count 1 \
+      --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed \
       --bench-args "--tokens 512 --dtypes bf16"
   done
-  bench_with "$(synth qwen3-8b bf16)" staged MEMRA_WGMMA_A_GLOBAL=0 -p 512,2048 -n 16 -c 1
-  bench_with "$(synth qwen3-8b bf16)" a-global MEMRA_WGMMA_A_GLOBAL=1 -p 512,2048 -n 16 -c 1
-  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -93,12 +93,15 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
-// from +0.
-__device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64], bool first) {
+// from +0 (unless kFresh: the chunk's first wgmma then writes acc without reading it). total
+// starts at +0, so a first chunk whose partial is a zero of either sign leaves +0, as a chain
+// from +0 gives.
+template <bool kFresh>
+__device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
-    acc[i] = 0.0f;
+    total[i] = __fadd_rn(total[i], acc[i]);
+    if constexpr (!kFresh) acc[i] = 0.0f;
   }
 }
 
@@ -117,10 +120,21 @@ __device__ __forceinline__ void load_a(const uint8_t* R, int lane, uint32_t (&af
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <bool kAGlobal>
+// The kernel's forms under measurement (bits of kForm), the same instructions on the same operands
+// in the same order, so the same bits: kAGlobalForm, the A fragments from global memory (Stages);
+// kFreshForm, each chunk's first wgmma with the scale-d predicate off instead of zeroing the
+// partial's 64 registers at every fold; kOffsetForm, the second compute warpgroup starting two
+// sub-stages (half a chunk) after the first, so one warpgroup's fold falls inside the other's
+// wgmmas instead of both draining the tensor pipe at once.
+constexpr int kAGlobalForm = 1, kFreshForm = 2, kOffsetForm = 4;
+
+template <int kForm>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr bool kAGlobal = (kForm & kAGlobalForm) != 0, kFresh = (kForm & kFreshForm) != 0;
+  constexpr bool kOffset = (kForm & kOffsetForm) != 0;
+  constexpr int kLead = 2;  // kOffset: sub-stages the first warpgroup issues before the second
   using S = Stages<kAGlobal>;
   constexpr int kStages = S::kCount;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -169,6 +183,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   float acc[64], total[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
+  // Named barrier 1: the second warpgroup waits (bar.sync) for the first's arrival (bar.arrive)
+  // once it has issued sub-stage kLead - 1.
+  const bool second = warp >= 4;
+  if constexpr (kOffset) {
+    if (second && kLead < n_sub) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+  }
   // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
   // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
   for (int c = 0; c < n_sub / 4; ++c) {
@@ -181,7 +201,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
       auto issue = [&](const uint32_t(&af)[4][4]) {
         wgmma_fence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+        for (int s = 0; s < 4; ++s) {
+          if (kFresh && u == 0 && s == 0)
+            wgmma_m64n128k16<false>(acc, af[s], b_desc(X));
+          else
+            wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+        }
         wgmma_commit();
       };
       if constexpr (kAGlobal) {
@@ -190,6 +215,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
         uint32_t staged[4][4];
         load_a(stage + warp * kQuarter, lane, staged);
         issue(staged);
+      }
+      if constexpr (kOffset) {
+        if (!second && q == kLead - 1 && kLead < n_sub)
+          asm volatile("bar.arrive 1, 256;\n" ::: "memory");
       }
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
@@ -203,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     }
     wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
     release(4 * c + 3);
-    fold_chunk(total, acc, c == 0);
+    fold_chunk<kFresh>(total, acc);
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
@@ -222,7 +251,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -231,22 +260,40 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
+template <int kForm>
+void launch_form(const MatmulArgs& a, dim3 grid, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel<kForm>;
+  constexpr int smem = Stages<(kForm & kAGlobalForm) != 0>::kSmem;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(kernel, smem, smem_set);
+  detail::launch(kernel, grid, kThreads, smem, stream, a);
+}
+
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  // MEMRA_WGMMA_A_GLOBAL=1: the A fragments straight from global memory (an A/B under
-  // measurement; the same instructions on the same operands, so the same bits).
-  static const bool a_global = env_switch("MEMRA_WGMMA_A_GLOBAL", false);
+  // The forms under measurement (an A/B: the same bits), each behind a switch:
+  // MEMRA_WGMMA_A_GLOBAL, MEMRA_WGMMA_FRESH, MEMRA_WGMMA_OFFSET.
+  static const int form = (env_switch("MEMRA_WGMMA_A_GLOBAL", false) ? kAGlobalForm : 0) |
+                          (env_switch("MEMRA_WGMMA_FRESH", false) ? kFreshForm : 0) |
+                          (env_switch("MEMRA_WGMMA_OFFSET", false) ? kOffsetForm : 0);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  if (a_global) {
-    constexpr auto kernel = prefill_wgmma_kernel<true>;
-    static std::atomic<uint64_t> smem_set{0};
-    allow_smem_once(kernel, Stages<true>::kSmem, smem_set);
-    detail::launch(kernel, grid, kThreads, Stages<true>::kSmem, stream, a);
-  } else {
-    constexpr auto kernel = prefill_wgmma_kernel<false>;
-    static std::atomic<uint64_t> smem_set{0};
-    allow_smem_once(kernel, Stages<false>::kSmem, smem_set);
-    detail::launch(kernel, grid, kThreads, Stages<false>::kSmem, stream, a);
+  switch (form) {
+    case 0:
+      return launch_form<0>(a, grid, stream);
+    case 1:
+      return launch_form<1>(a, grid, stream);
+    case 2:
+      return launch_form<2>(a, grid, stream);
+    case 3:
+      return launch_form<3>(a, grid, stream);
+    case 4:
+      return launch_form<4>(a, grid, stream);
+    case 5:
+      return launch_form<5>(a, grid, stream);
+    case 6:
+      return launch_form<6>(a, grid, stream);
+    default:
+      return launch_form<7>(a, grid, stream);
   }
 }
 
