@@ -34,6 +34,7 @@
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
 #include "core/env.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/wgmma.cuh"
@@ -45,27 +46,28 @@ namespace {
 // to them: 288 threads would put three warps on one scheduler's 16K registers and cap every warp
 // at 168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit.
 constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kStages = 6;
 constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
 constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
+constexpr int kStageBytes = kRecStage + kXStage;
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
-// The two ways the compute warps get their A fragments: from the staged records (a stage holds
-// the block's eight record quarters and the x tile), or kAGlobal, each warp straight from its
-// tile's records in global memory into registers, three sub-stages ahead (a stage holds x only).
-// Shared memory serves every wgmma's B (8 KB a k16 step for the two warpgroups) and the bulk
-// copies' writes; staged A adds its copy (4 KB a step) and its 16-byte loads (4 KB): 20 KB a
-// step against 12 KB, over the 128 bytes a clock shared memory delivers for the 128 clocks the
-// two warpgroups' wgmmas of a step take at the tensor rate.
-template <bool kAGlobal>
-struct Stages {
-  static constexpr int kCount = kAGlobal ? 11 : 6;
-  static constexpr int kBytes = kAGlobal ? kXStage : kRecStage + kXStage;
-  static constexpr int kX = kAGlobal ? 0 : kRecStage;             // the x tile's offset in a stage
-  static constexpr int kSmem = kCount * kBytes + 2 * kCount * 8;  // + two mbarriers a stage
-};
+// The forms under measurement (bits of kForm; the same instructions on the same operands in the
+// same order, so the same bits): kFreshForm, each chunk's first wgmma with the scale-d predicate
+// off instead of zeroing the partial's 64 registers at every fold; kOffsetForm, the second
+// compute warpgroup starting two sub-stages (half a chunk) after the first, so one warpgroup's
+// fold falls inside the other's wgmmas. And kCluster > 1: blocks of kCluster consecutive row
+// blocks and one token tile share the x tile, each block's copy lane multicasting its
+// 1 / kCluster of it into all of them, so x crosses from L2 once a cluster: a block's L2 traffic
+// a k16 step is 4 KB of records + 4 KB / kCluster of x instead of 8 KB (at the tensor rate the
+// 128 x 128 tile wants 64 bytes a clock an SM from L2, above what L2 serves all 132 SMs: Nsight
+// Compute found the compute warps' largest stall the wait for their stage, docs/PERFORMANCE.md,
+// thirty-first round).
+constexpr int kFreshForm = 1, kOffsetForm = 2;
 
 // The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -74,22 +76,28 @@ constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
-// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile. With
-// kAGlobal only the x tile.
-template <bool kAGlobal>
+// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile. The x
+// tile: all of it (kCluster 1), or slice `rank` of it multicast into every block of the cluster,
+// whose other slices the other blocks' copies bring.
+template <int kCluster>
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
-                                           int q, int row0, int tok0) {
-  mbar_arrive_expect_tx(bar, Stages<kAGlobal>::kBytes);
-  if constexpr (!kAGlobal) {
-    const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
+                                           int q, int row0, int tok0, uint32_t rank) {
+  mbar_arrive_expect_tx(bar, kStageBytes);
+  const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
 #pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      const int64_t tile = min(row0 / 16 + m, last_tile);
-      bulk_copy(stage + m * kQuarter,
-                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
-    }
+  for (int m = 0; m < kTiles; ++m) {
+    const int64_t tile = min(row0 / 16 + m, last_tile);
+    bulk_copy(stage + m * kQuarter,
+              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
   }
-  bulk_copy(stage + Stages<kAGlobal>::kX, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  const auto* x = reinterpret_cast<const uint8_t*>(a.xp + xp_offset(tok0, q * kSub, a.n_in));
+  if constexpr (kCluster == 1) {
+    bulk_copy(stage + kRecStage, x, kXStage, bar);
+  } else {
+    constexpr int kSlice = kXStage / kCluster;
+    bulk_copy_multicast(stage + kRecStage + rank * kSlice, x + rank * kSlice, kSlice, bar,
+                        static_cast<uint16_t>((1u << kCluster) - 1u));
+  }
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -105,12 +113,13 @@ __device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64])
   }
 }
 
-// This warp's A fragments of a sub-stage's four k16 steps, 16 bytes each: R is the warp's
-// record quarter (staged in shared memory, or in global memory).
-__device__ __forceinline__ void load_a(const uint8_t* R, int lane, uint32_t (&af)[4][4]) {
+// This warp's A fragments of a sub-stage's four k16 steps: one 16-byte shared load each.
+__device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
+                                       uint32_t (&af)[4][4]) {
+  const uint8_t* R = stage + warp * kQuarter + 16 * lane;
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
-    const uint4 v = ld_u128(R + 16 * lane + 512 * s);
+    const uint4 v = ld_u128(R + 512 * s);
     af[s][0] = v.x;
     af[s][1] = v.y;
     af[s][2] = v.z;
@@ -120,85 +129,77 @@ __device__ __forceinline__ void load_a(const uint8_t* R, int lane, uint32_t (&af
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// The kernel's forms under measurement (bits of kForm), the same instructions on the same operands
-// in the same order, so the same bits: kAGlobalForm, the A fragments from global memory (Stages);
-// kFreshForm, each chunk's first wgmma with the scale-d predicate off instead of zeroing the
-// partial's 64 registers at every fold; kOffsetForm, the second compute warpgroup starting two
-// sub-stages (half a chunk) after the first, so one warpgroup's fold falls inside the other's
-// wgmmas instead of both draining the tensor pipe at once.
-constexpr int kAGlobalForm = 1, kFreshForm = 2, kOffsetForm = 4;
-
-template <int kForm>
+// Grid: x = token tiles x kCluster (a cluster's blocks are consecutive in x), y = row blocks /
+// kCluster, rounded up (a block past the matrix repeats its last tile and stores nothing; it
+// still brings its slice of x to the others).
+template <int kForm, int kCluster>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr bool kAGlobal = (kForm & kAGlobalForm) != 0, kFresh = (kForm & kFreshForm) != 0;
-  constexpr bool kOffset = (kForm & kOffsetForm) != 0;
+  constexpr bool kFresh = (kForm & kFreshForm) != 0, kOffset = (kForm & kOffsetForm) != 0;
   constexpr int kLead = 2;  // kOffset: sub-stages the first warpgroup issues before the second
-  using S = Stages<kAGlobal>;
-  constexpr int kStages = S::kCount;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const uint32_t rank = kCluster == 1 ? 0u : cluster_rank();
+  const int row0 = (static_cast<int>(blockIdx.y) * kCluster + static_cast<int>(rank)) * kBM;
+  const int tok0 = static_cast<int>(blockIdx.x) / kCluster * kBN;
   const int n_sub = a.n_in / kSub;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * S::kBytes);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
     mbar_init_stages(full, kStages);
-    mbar_init_stages(empty, kStages, kCompute / 32);
+    // Every compute warp of the cluster reads each block's x slice: all of them free a buffer.
+    mbar_init_stages(empty, kStages, kCluster * kCompute / 32);
   }
-  __syncthreads();
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    cluster_sync();  // every block's barriers exist before any copy lands or arrival comes
+  }
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues the copies
     setmaxnreg_dec<kCopyRegs>();
     // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(n_sub, smem, S::kBytes, full, empty,
+      copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
                            [&](int q, uint8_t* stage, uint64_t* bar) {
-                             fill_stage<kAGlobal>(a, stage, bar, q, row0, tok0);
+                             fill_stage<kCluster>(a, stage, bar, q, row0, tok0, rank);
                            });
     }
-    return;
-  }
-  setmaxnreg_inc<kComputeRegs>();
-  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
-  // reading it (wait_group), and its A fragments were read before that group was issued.
-  auto release = [&](int q) {
-    if (lane == 0) mbar_arrive(empty + q % kStages);
-  };
-  // kAGlobal: this warp's tile's records (rows past the matrix repeat the last tile), and four
-  // register sets of A fragments: sub-stage q's in set q % 4, loaded three sub-stages ahead into
-  // the set of q - 1, whose wgmma group the wait before the load has seen finish.
-  const int last_tile = (a.n_out - 1) / 16;
-  const uint8_t* const wtile =
-      a.w + int64_t{min(row0 / 16 + warp, last_tile)} * (a.n_in / kChunk) * TiledHalf::kBytes;
-  uint32_t ag[kAGlobal ? 4 : 1][4][4];
-  if constexpr (kAGlobal) {
+  } else {
+    setmaxnreg_inc<kComputeRegs>();
+    // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has
+    // finished reading it (wait_group), and its A fragments were read before that group was
+    // issued: to every block of the cluster, whose copies wrote part of it.
+    auto release = [&](int q) {
+      if constexpr (kCluster == 1) {
+        if (lane == 0) mbar_arrive(empty + q % kStages);
+      } else {
+        if (lane < kCluster) mbar_arrive_remote(empty + q % kStages, static_cast<uint32_t>(lane));
+      }
+    };
+    // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
+    // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
+    float acc[64], total[64];
 #pragma unroll
-    for (int p = 0; p < 3; ++p)
-      if (p < n_sub) load_a(wtile + p * kQuarter, lane, ag[p]);
-  }
-  // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
-  // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
-  float acc[64], total[64];
+    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
+    // Named barrier 1: the second warpgroup waits (bar.sync) for the first's arrival
+    // (bar.arrive) once it has issued sub-stage kLead - 1.
+    const bool second = warp >= 4;
+    if constexpr (kOffset) {
+      if (second) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    }
+    // A chunk's four sub-stages are unrolled, so the fold after them is the only place that
+    // reads acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
+    for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
-  // Named barrier 1: the second warpgroup waits (bar.sync) for the first's arrival (bar.arrive)
-  // once it has issued sub-stage kLead - 1.
-  const bool second = warp >= 4;
-  if constexpr (kOffset) {
-    if (second && kLead < n_sub) asm volatile("bar.sync 1, 256;\n" ::: "memory");
-  }
-  // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
-  // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
-  for (int c = 0; c < n_sub / 4; ++c) {
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kStages) * S::kBytes;
-      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      const uint8_t* X = stage + S::kX;
-      auto issue = [&](const uint32_t(&af)[4][4]) {
+      for (int u = 0; u < 4; ++u) {
+        const int q = 4 * c + u;
+        const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+        uint32_t af[4][4];
+        load_a(stage, warp, lane, af);
+        const uint8_t* X = stage + kRecStage;
         wgmma_fence();
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
@@ -208,36 +209,51 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
             wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
         }
         wgmma_commit();
-      };
-      if constexpr (kAGlobal) {
-        issue(ag[u]);
-      } else {
-        uint32_t staged[4][4];
-        load_a(stage + warp * kQuarter, lane, staged);
-        issue(staged);
+        if constexpr (kOffset) {
+          if (!second && q == kLead - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+        }
+        if (u > 0) {
+          wgmma_wait<1>();  // sub-stage q - 1 is done reading
+          release(q - 1);
+        }
       }
-      if constexpr (kOffset) {
-        if (!second && q == kLead - 1 && kLead < n_sub)
-          asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-      }
-      if (u > 0) {
-        wgmma_wait<1>();  // sub-stage q - 1 is done reading
-        release(q - 1);
-      }
-      if constexpr (kAGlobal) {
-        // Set (u + 3) % 4 held sub-stage q - 1 (done when u > 0; at u == 0 the wait at the last
-        // chunk's end saw it done).
-        if (q + 3 < n_sub) load_a(wtile + (q + 3) * kQuarter, lane, ag[(u + 3) % 4]);
-      }
+      wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
+      release(4 * c + 3);
+      fold_chunk<kFresh>(total, acc);
     }
-    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-    release(4 * c + 3);
-    fold_chunk<kFresh>(total, acc);
+    store_tile<kBN>(a, total, row0, tok0, warp, lane);
   }
-  store_tile<kBN>(a, total, row0, tok0, warp, lane);
+  // No block leaves while another may still copy into it or arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif
+}
+
+template <int kForm, int kCluster>
+void launch_form(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel<kForm, kCluster>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(kernel, kSmem, smem_set);
+  const unsigned row_blocks = static_cast<unsigned>((a.n_out + kBM - 1) / kBM);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN) * kCluster,
+                  (row_blocks + kCluster - 1) / kCluster);
+  detail::launch_clustered(kernel, grid, dim3(kThreads), kSmem, stream,
+                           kCluster > 1 ? unsigned{kCluster} : 0u, a);
+}
+
+template <int kCluster>
+void launch_cluster(const MatmulArgs& a, int form, cudaStream_t stream) {
+  switch (form) {
+    case 0:
+      return launch_form<0, kCluster>(a, stream);
+    case 1:
+      return launch_form<1, kCluster>(a, stream);
+    case 2:
+      return launch_form<2, kCluster>(a, stream);
+    default:
+      return launch_form<3, kCluster>(a, stream);
+  }
 }
 
 }  // namespace
@@ -251,7 +267,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0, 1>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -260,40 +276,19 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <int kForm>
-void launch_form(const MatmulArgs& a, dim3 grid, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kForm>;
-  constexpr int smem = Stages<(kForm & kAGlobalForm) != 0>::kSmem;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, smem, smem_set);
-  detail::launch(kernel, grid, kThreads, smem, stream, a);
-}
-
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
   // The forms under measurement (an A/B: the same bits), each behind a switch:
-  // MEMRA_WGMMA_A_GLOBAL, MEMRA_WGMMA_FRESH, MEMRA_WGMMA_OFFSET.
-  static const int form = (env_switch("MEMRA_WGMMA_A_GLOBAL", false) ? kAGlobalForm : 0) |
-                          (env_switch("MEMRA_WGMMA_FRESH", false) ? kFreshForm : 0) |
+  // MEMRA_WGMMA_FRESH, MEMRA_WGMMA_OFFSET (0 or 1) and MEMRA_WGMMA_CLUSTER (1, 2 or 4 blocks).
+  static const int form = (env_switch("MEMRA_WGMMA_FRESH", false) ? kFreshForm : 0) |
                           (env_switch("MEMRA_WGMMA_OFFSET", false) ? kOffsetForm : 0);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  switch (form) {
+  static const int cluster = env_choice("MEMRA_WGMMA_CLUSTER", {"1", "2", "4"}, 0);
+  switch (cluster) {
     case 0:
-      return launch_form<0>(a, grid, stream);
+      return launch_cluster<1>(a, form, stream);
     case 1:
-      return launch_form<1>(a, grid, stream);
-    case 2:
-      return launch_form<2>(a, grid, stream);
-    case 3:
-      return launch_form<3>(a, grid, stream);
-    case 4:
-      return launch_form<4>(a, grid, stream);
-    case 5:
-      return launch_form<5>(a, grid, stream);
-    case 6:
-      return launch_form<6>(a, grid, stream);
+      return launch_cluster<2>(a, form, stream);
     default:
-      return launch_form<7>(a, grid, stream);
+      return launch_cluster<4>(a, form, stream);
   }
 }
 
