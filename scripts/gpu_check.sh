@@ -354,35 +354,22 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round: forms of the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu), each
-  # behind a switch: clusters of 2 or 4 row blocks sharing the x tile through multicast copies
-  # (CLUSTER), each chunk's first wgmma writing the partial instead of zeroing it at every fold
-  # (FRESH), the second compute warpgroup half a chunk behind the first (OFFSET). Their bits
-  # (kernel-check's matrix cases), time per matrix at 512 tokens, 8B BF16 prefill, and Nsight
-  # Compute's view of the default and the 2-block cluster on the gate shape. Earlier rounds' A/Bs
-  # are in their run logs (receipts/*-gpu-check-ab-*-run.log.xz).
-  forms=(staged:MEMRA_WGMMA_CLUSTER=1 cluster2:MEMRA_WGMMA_CLUSTER=2
-    cluster4:MEMRA_WGMMA_CLUSTER=4 cluster2-fresh:MEMRA_WGMMA_CLUSTER=2,MEMRA_WGMMA_FRESH=1
-    cluster2-fresh-offset:MEMRA_WGMMA_CLUSTER=2,MEMRA_WGMMA_FRESH=1,MEMRA_WGMMA_OFFSET=1)
-  kcheck kernel-check-matmul-cluster2 180 MEMRA_WGMMA_CLUSTER=2 MEMRA_WGMMA_FRESH=1 \
-    MEMRA_WGMMA_OFFSET=1 --filter matmul
-  kcheck kernel-check-matmul-cluster4 180 MEMRA_WGMMA_CLUSTER=4 --filter matmul
-  for f in "${forms[@]}"; do
-    vars=${f#*:}
-    # shellcheck disable=SC2086  # the variables split at their commas
-    step "kernel-bench-512-bf16-${f%%:*}" 120 env ${vars//,/ } "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-${f%%:*}.json"
+  # The thirty-first round: what bounds the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu).
+  # Three forms measured in earlier calls of this round, each slower or no faster (the A
+  # fragments from global memory, clusters sharing x through multicast, the second warpgroup half
+  # a chunk behind; docs/PERFORMANCE.md), so here its two halves apart: MEMRA_WGMMA_DIAG=no-data
+  # (the compute warps on staged data without waiting: the compute side's own rate) and no-math
+  # (the copies alone), timing only (their outputs are wrong). Earlier rounds' A/Bs are in their
+  # run logs (receipts/*-gpu-check-ab-*-run.log.xz).
+  kcheck kernel-check-matmul 180 --filter matmul
+  for d in off no-data no-math; do
+    step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
   done
-  for f in "${forms[@]}" staged-again:MEMRA_WGMMA_CLUSTER=1; do
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
-  done
-  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
-  # (Launches 110-219 of the kernel are the gate shape's: 110 calls a shape.)
-  for f in staged:MEMRA_WGMMA_CLUSTER=1 cluster2:MEMRA_WGMMA_CLUSTER=2; do
-    step "stalls-prefill-bf16-gate-${f%%:*}" 180 env "${f#*:}" python3 scripts/gpu_profile.py \
-      --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel --skip 150 --count 1 \
-      --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed \
-      --bench-args "--tokens 512 --dtypes bf16"
+  for d in no-data no-math; do
+    step "stalls-prefill-bf16-gate-diag-$d" 180 env MEMRA_WGMMA_DIAG=$d python3 \
+      scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
+      --skip 150 --count 1 --bench-args "--tokens 512 --dtypes bf16"
   done
 fi
 if [ "$MODE" = scan ]; then

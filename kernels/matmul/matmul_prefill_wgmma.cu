@@ -34,7 +34,6 @@
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
 #include "core/env.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/wgmma.cuh"
@@ -56,19 +55,6 @@ constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarrie
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
-// The forms under measurement (bits of kForm; the same instructions on the same operands in the
-// same order, so the same bits): kFreshForm, each chunk's first wgmma with the scale-d predicate
-// off instead of zeroing the partial's 64 registers at every fold; kOffsetForm, the second
-// compute warpgroup starting two sub-stages (half a chunk) after the first, so one warpgroup's
-// fold falls inside the other's wgmmas. And kCluster > 1: blocks of kCluster consecutive row
-// blocks and one token tile share the x tile, each block's copy lane multicasting its
-// 1 / kCluster of it into all of them, so x crosses from L2 once a cluster: a block's L2 traffic
-// a k16 step is 4 KB of records + 4 KB / kCluster of x instead of 8 KB (at the tensor rate the
-// 128 x 128 tile wants 64 bytes a clock an SM from L2, above what L2 serves all 132 SMs: Nsight
-// Compute found the compute warps' largest stall the wait for their stage, docs/PERFORMANCE.md,
-// thirty-first round).
-constexpr int kFreshForm = 1, kOffsetForm = 2;
-
 // The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
@@ -76,12 +62,9 @@ constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
-// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile. The x
-// tile: all of it (kCluster 1), or slice `rank` of it multicast into every block of the cluster,
-// whose other slices the other blocks' copies bring.
-template <int kCluster>
+// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile.
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
-                                           int q, int row0, int tok0, uint32_t rank) {
+                                           int q, int row0, int tok0) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
 #pragma unroll
@@ -90,26 +73,16 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
     bulk_copy(stage + m * kQuarter,
               a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
   }
-  const auto* x = reinterpret_cast<const uint8_t*>(a.xp + xp_offset(tok0, q * kSub, a.n_in));
-  if constexpr (kCluster == 1) {
-    bulk_copy(stage + kRecStage, x, kXStage, bar);
-  } else {
-    constexpr int kSlice = kXStage / kCluster;
-    bulk_copy_multicast(stage + kRecStage + rank * kSlice, x + rank * kSlice, kSlice, bar,
-                        static_cast<uint16_t>((1u << kCluster) - 1u));
-  }
+  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
-// from +0 (unless kFresh: the chunk's first wgmma then writes acc without reading it). total
-// starts at +0, so a first chunk whose partial is a zero of either sign leaves +0, as a chain
-// from +0 gives.
-template <bool kFresh>
-__device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64]) {
+// from +0.
+__device__ __forceinline__ void fold_chunk(float (&total)[64], float (&acc)[64], bool first) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    total[i] = __fadd_rn(total[i], acc[i]);
-    if constexpr (!kFresh) acc[i] = 0.0f;
+    total[i] = first ? acc[i] : __fadd_rn(total[i], acc[i]);
+    acc[i] = 0.0f;
   }
 }
 
@@ -129,131 +102,82 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Grid: x = token tiles x kCluster (a cluster's blocks are consecutive in x), y = row blocks /
-// kCluster, rounded up (a block past the matrix repeats its last tile and stores nothing; it
-// still brings its slice of x to the others).
-template <int kForm, int kCluster>
+// Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them):
+// kNoData copies the first kStages sub-stages only and then computes on them without waiting (the
+// compute side's own rate); kNoMath waits for and releases every stage without a wgmma (the copies'
+// own rate).
+constexpr int kNoData = 1, kNoMath = 2;
+
+template <int kDiag>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr bool kFresh = (kForm & kFreshForm) != 0, kOffset = (kForm & kOffsetForm) != 0;
-  constexpr int kLead = 2;  // kOffset: sub-stages the first warpgroup issues before the second
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const uint32_t rank = kCluster == 1 ? 0u : cluster_rank();
-  const int row0 = (static_cast<int>(blockIdx.y) * kCluster + static_cast<int>(rank)) * kBM;
-  const int tok0 = static_cast<int>(blockIdx.x) / kCluster * kBN;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
     mbar_init_stages(full, kStages);
-    // Every compute warp of the cluster reads each block's x slice: all of them free a buffer.
-    mbar_init_stages(empty, kStages, kCluster * kCompute / 32);
+    mbar_init_stages(empty, kStages, kCompute / 32);
   }
-  if constexpr (kCluster == 1) {
-    __syncthreads();
-  } else {
-    cluster_sync();  // every block's barriers exist before any copy lands or arrival comes
-  }
+  __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues the copies
     setmaxnreg_dec<kCopyRegs>();
     // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
-                           [&](int q, uint8_t* stage, uint64_t* bar) {
-                             fill_stage<kCluster>(a, stage, bar, q, row0, tok0, rank);
-                           });
+      copy_stages<kStages>(
+          kDiag == kNoData ? min(n_sub, kStages) : n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
-  } else {
-    setmaxnreg_inc<kComputeRegs>();
-    // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has
-    // finished reading it (wait_group), and its A fragments were read before that group was
-    // issued: to every block of the cluster, whose copies wrote part of it.
-    auto release = [&](int q) {
-      if constexpr (kCluster == 1) {
-        if (lane == 0) mbar_arrive(empty + q % kStages);
-      } else {
-        if (lane < kCluster) mbar_arrive_remote(empty + q % kStages, static_cast<uint32_t>(lane));
-      }
-    };
-    // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
-    // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
-    float acc[64], total[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
-    // Named barrier 1: the second warpgroup waits (bar.sync) for the first's arrival
-    // (bar.arrive) once it has issued sub-stage kLead - 1.
-    const bool second = warp >= 4;
-    if constexpr (kOffset) {
-      if (second) asm volatile("bar.sync 1, 256;\n" ::: "memory");
-    }
-    // A chunk's four sub-stages are unrolled, so the fold after them is the only place that
-    // reads acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
-    for (int c = 0; c < n_sub / 4; ++c) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int q = 4 * c + u;
-        const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-        uint32_t af[4][4];
-        load_a(stage, warp, lane, af);
-        const uint8_t* X = stage + kRecStage;
-        wgmma_fence();
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          if (kFresh && u == 0 && s == 0)
-            wgmma_m64n128k16<false>(acc, af[s], b_desc(X));
-          else
-            wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-        }
-        wgmma_commit();
-        if constexpr (kOffset) {
-          if (!second && q == kLead - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-        }
-        if (u > 0) {
-          wgmma_wait<1>();  // sub-stage q - 1 is done reading
-          release(q - 1);
-        }
-      }
-      wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-      release(4 * c + 3);
-      fold_chunk<kFresh>(total, acc);
-    }
-    store_tile<kBN>(a, total, row0, tok0, warp, lane);
+    return;
   }
-  // No block leaves while another may still copy into it or arrive on its barriers.
-  if constexpr (kCluster > 1) cluster_sync();
+  setmaxnreg_inc<kComputeRegs>();
+  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
+  // reading it (wait_group), and its A fragments were read before that group was issued.
+  auto release = [&](int q) {
+    if (lane == 0) mbar_arrive(empty + q % kStages);
+  };
+  // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
+  // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
+  float acc[64], total[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
+  // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
+  // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
+  for (int c = 0; c < n_sub / 4; ++c) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u;
+      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+      if (kDiag != kNoData || q < kStages)
+        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+      if constexpr (kDiag == kNoMath) {
+        if (lane == 0) mbar_arrive(empty + q % kStages);
+        continue;
+      }
+      uint32_t af[4][4];
+      load_a(stage, warp, lane, af);
+      const uint8_t* X = stage + kRecStage;
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
+      }
+    }
+    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
+    if constexpr (kDiag != kNoMath) release(4 * c + 3);
+    fold_chunk(total, acc, c == 0);
+  }
+  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif
-}
-
-template <int kForm, int kCluster>
-void launch_form(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kForm, kCluster>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem, smem_set);
-  const unsigned row_blocks = static_cast<unsigned>((a.n_out + kBM - 1) / kBM);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN) * kCluster,
-                  (row_blocks + kCluster - 1) / kCluster);
-  detail::launch_clustered(kernel, grid, dim3(kThreads), kSmem, stream,
-                           kCluster > 1 ? unsigned{kCluster} : 0u, a);
-}
-
-template <int kCluster>
-void launch_cluster(const MatmulArgs& a, int form, cudaStream_t stream) {
-  switch (form) {
-    case 0:
-      return launch_form<0, kCluster>(a, stream);
-    case 1:
-      return launch_form<1, kCluster>(a, stream);
-    case 2:
-      return launch_form<2, kCluster>(a, stream);
-    default:
-      return launch_form<3, kCluster>(a, stream);
-  }
 }
 
 }  // namespace
@@ -267,7 +191,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0, 1>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -276,20 +200,22 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
+template <int kDiag>
+void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel<kDiag>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(kernel, kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(kernel, grid, kThreads, kSmem, stream, a);
+}
+
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  // The forms under measurement (an A/B: the same bits), each behind a switch:
-  // MEMRA_WGMMA_FRESH, MEMRA_WGMMA_OFFSET (0 or 1) and MEMRA_WGMMA_CLUSTER (1, 2 or 4 blocks).
-  static const int form = (env_switch("MEMRA_WGMMA_FRESH", false) ? kFreshForm : 0) |
-                          (env_switch("MEMRA_WGMMA_OFFSET", false) ? kOffsetForm : 0);
-  static const int cluster = env_choice("MEMRA_WGMMA_CLUSTER", {"1", "2", "4"}, 0);
-  switch (cluster) {
-    case 0:
-      return launch_cluster<1>(a, form, stream);
-    case 1:
-      return launch_cluster<2>(a, form, stream);
-    default:
-      return launch_cluster<4>(a, form, stream);
-  }
+  // MEMRA_WGMMA_DIAG=no-data / no-math: the diagnostics above (timing only).
+  static const int diag = env_choice("MEMRA_WGMMA_DIAG", {"off", "no-data", "no-math"}, 0);
+  if (diag == 1) return launch_diag<kNoData>(a, stream);
+  if (diag == 2) return launch_diag<kNoMath>(a, stream);
+  launch_diag<0>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

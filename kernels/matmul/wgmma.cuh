@@ -23,10 +23,8 @@ __device__ __forceinline__ uint64_t b_desc(const void* p) {
 }
 
 // d += A * B for one k16 step: A the warpgroup's 64 rows from registers (each warp its m16 tile's
-// mma A fragment), B 128 tokens x 16 k from shared memory (b_desc). With kAccumulate (the scale-d
-// predicate) d accumulates (a chain starts from registers zeroed beforehand, as mma.sync's from
-// +0); without, d = A * B, a chain's first step (the same bits but for the sign of a zero sum).
-template <bool kAccumulate = true>
+// mma A fragment), B 128 tokens x 16 k from shared memory (b_desc). The scale-d predicate is true:
+// d accumulates (a chain starts from registers zeroed beforehand, as mma.sync's from +0).
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4],
                                                  uint64_t b) {
   asm volatile(
@@ -47,7 +45,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kAccumulate ? 1 : 0));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(1));
 }
 
 // The same with 64 tokens (B: 64 tokens x 16 k); d[j] is n8 tile j's mma.sync C fragment.
