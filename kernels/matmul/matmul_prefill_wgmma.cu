@@ -102,13 +102,12 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them):
-// kNoData copies the first kStages sub-stages only and then computes on them without waiting (the
-// compute side's own rate); kNoMath waits for and releases every stage without a wgmma (the copies'
-// own rate).
-constexpr int kNoData = 1, kNoMath = 2;
-
-template <int kDiag>
+// kPrefetch (an A/B under measurement, the same bits): a sub-stage's A fragments are loaded
+// right after the previous sub-stage's wgmmas are issued, into one of four register sets (the set
+// of sub-stage q - 3, whose group has finished), instead of after the wait for the group before
+// it: the 16-byte shared loads' latency then overlaps the wgmmas in flight (Nsight Compute: with
+// the copies out of the way the compute warps' largest stall is the wait for those loads).
+template <bool kPrefetch>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -129,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
       copy_stages<kStages>(
-          kDiag == kNoData ? min(n_sub, kStages) : n_sub, smem, kStageBytes, full, empty,
+          n_sub, smem, kStageBytes, full, empty,
           [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
@@ -147,31 +146,40 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
   // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
   // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
+  auto stage_of = [&](int q) { return smem + (q % kStages) * kStageBytes; };
+  auto wait_full = [&](int q) { mbar_wait(full + q % kStages, (q / kStages) & 1); };
+  uint32_t af[kPrefetch ? 4 : 1][4][4];
+  if constexpr (kPrefetch) {
+    wait_full(0);
+    load_a(stage_of(0), warp, lane, af[0]);
+  }
   for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-      if (kDiag != kNoData || q < kStages)
-        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      if constexpr (kDiag == kNoMath) {
-        if (lane == 0) mbar_arrive(empty + q % kStages);
-        continue;
+      const int set = kPrefetch ? u : 0;
+      if constexpr (!kPrefetch) {
+        wait_full(q);  // sub-stage q has landed
+        load_a(stage_of(q), warp, lane, af[0]);
       }
-      uint32_t af[4][4];
-      load_a(stage, warp, lane, af);
-      const uint8_t* X = stage + kRecStage;
+      const uint8_t* X = stage_of(q) + kRecStage;
       wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[set][s], b_desc(X + s * kStepBytes));
       wgmma_commit();
+      if constexpr (kPrefetch) {
+        if (q + 1 < n_sub) {
+          wait_full(q + 1);
+          load_a(stage_of(q + 1), warp, lane, af[(u + 1) % 4]);
+        }
+      }
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
       }
     }
     wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-    if constexpr (kDiag != kNoMath) release(4 * c + 3);
+    release(4 * c + 3);
     fold_chunk(total, acc, c == 0);
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
@@ -191,7 +199,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -200,9 +208,9 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <int kDiag>
-void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kDiag>;
+template <bool kPrefetch>
+void launch_form(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel<kPrefetch>;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
@@ -211,11 +219,9 @@ void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  // MEMRA_WGMMA_DIAG=no-data / no-math: the diagnostics above (timing only).
-  static const int diag = env_choice("MEMRA_WGMMA_DIAG", {"off", "no-data", "no-math"}, 0);
-  if (diag == 1) return launch_diag<kNoData>(a, stream);
-  if (diag == 2) return launch_diag<kNoMath>(a, stream);
-  launch_diag<0>(a, stream);
+  static const bool prefetch = env_switch("MEMRA_WGMMA_PREFETCH_A", false);
+  if (prefetch) return launch_form<true>(a, stream);
+  launch_form<false>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail
