@@ -354,26 +354,21 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round: the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu) loading each
-  # sub-stage's A fragments before waiting for the group before it (MEMRA_WGMMA_PREFETCH_A=1): its
-  # bits (kernel-check's matrix cases), its time per matrix at 512 tokens and 8B BF16 prefill,
-  # each twice in alternation (run-to-run spread). The round's other forms and diagnostics are in
-  # the run logs of its earlier calls (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  kcheck kernel-check-matmul-prefetch-a 180 MEMRA_WGMMA_PREFETCH_A=1 --filter matmul
-  for run in 1 2; do
-    for p in 0 1; do
-      step "kernel-bench-512-bf16-prefetch$p-$run" 120 env MEMRA_WGMMA_PREFETCH_A=$p \
-        "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
-        --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-prefetch$p-$run.json"
-    done
+  # The thirty-first round: what bounds the BF16 wgmma prefill kernel's compute side
+  # (matmul_prefill_wgmma.cu): with the copies out of the way (MEMRA_WGMMA_DIAG=no-data) it alone
+  # takes ~104 us of the gate shape's ~118; whether wgmma with A from registers (this kernel's
+  # tiled records give no other choice) is what holds it, against A read by the tensor cores from
+  # shared memory (smem-a, no-data-smem-a). Timing only (the diagnostics' outputs are wrong). The
+  # round's other forms are in the run logs of its earlier calls
+  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
+  kcheck kernel-check-matmul 180 --filter matmul
+  for d in off no-data smem-a no-data-smem-a off; do
+    step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
   done
-  for run in 1 2; do
-    for p in 0 1; do
-      bench_with "$(synth qwen3-8b bf16)" "prefetch$p-$run" MEMRA_WGMMA_PREFETCH_A=$p \
-        -p 512,2048 -n 16 -c 1
-    done
-  done
-  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
+  step "stalls-prefill-bf16-gate-diag-no-data-smem-a" 180 env MEMRA_WGMMA_DIAG=no-data-smem-a \
+    python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
+    --skip 150 --count 1 --bench-args "--tokens 512 --dtypes bf16"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -100,14 +100,38 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
   }
 }
 
+// Diagnostic only: the same step with A read by the tensor cores from shared memory (descriptor
+// like b_desc's over 64 rows), which this kernel's record layout cannot feed correctly.
+__device__ __forceinline__ void wgmma_ss_diag(float (&d)[64], uint64_t adesc, uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(adesc), "l"(b));
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kPrefetch (an A/B under measurement, the same bits): a sub-stage's A fragments are loaded
-// right after the previous sub-stage's wgmmas are issued, into one of four register sets (the set
-// of sub-stage q - 3, whose group has finished), instead of after the wait for the group before
-// it: the 16-byte shared loads' latency then overlaps the wgmmas in flight (Nsight Compute: with
-// the copies out of the way the compute warps' largest stall is the wait for those loads).
-template <bool kPrefetch>
+// Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them): bit 1
+// copies the first kStages sub-stages only and computes on them without waiting (the compute
+// side's own rate); bit 2 issues each step with A from shared memory instead of registers.
+constexpr int kNoData = 1, kSmemA = 2;
+
+template <int kDiag>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -128,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
       copy_stages<kStages>(
-          n_sub, smem, kStageBytes, full, empty,
+          (kDiag & kNoData) ? min(n_sub, kStages) : n_sub, smem, kStageBytes, full, empty,
           [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
@@ -146,33 +170,26 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
   // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
   // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
-  auto stage_of = [&](int q) { return smem + (q % kStages) * kStageBytes; };
-  auto wait_full = [&](int q) { mbar_wait(full + q % kStages, (q / kStages) & 1); };
-  uint32_t af[kPrefetch ? 4 : 1][4][4];
-  if constexpr (kPrefetch) {
-    wait_full(0);
-    load_a(stage_of(0), warp, lane, af[0]);
-  }
   for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
-      const int set = kPrefetch ? u : 0;
-      if constexpr (!kPrefetch) {
-        wait_full(q);  // sub-stage q has landed
-        load_a(stage_of(q), warp, lane, af[0]);
-      }
-      const uint8_t* X = stage_of(q) + kRecStage;
+      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
+      if (!(kDiag & kNoData) || q < kStages)
+        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+      uint32_t af[4][4];
+      load_a(stage, warp, lane, af);
+      const uint8_t* X = stage + kRecStage;
       wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[set][s], b_desc(X + s * kStepBytes));
-      wgmma_commit();
-      if constexpr (kPrefetch) {
-        if (q + 1 < n_sub) {
-          wait_full(q + 1);
-          load_a(stage_of(q + 1), warp, lane, af[(u + 1) % 4]);
-        }
+      for (int s = 0; s < 4; ++s) {
+        if constexpr ((kDiag & kSmemA) != 0)
+          wgmma_ss_diag(acc, b_desc(stage + (warp / 4) * 8192 + s * 2048),
+                        b_desc(X + s * kStepBytes));
+        else
+          wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
       }
+      wgmma_commit();
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
@@ -199,7 +216,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -208,9 +225,9 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <bool kPrefetch>
-void launch_form(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kPrefetch>;
+template <int kDiag>
+void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel<kDiag>;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
@@ -219,9 +236,18 @@ void launch_form(const MatmulArgs& a, cudaStream_t stream) {
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  static const bool prefetch = env_switch("MEMRA_WGMMA_PREFETCH_A", false);
-  if (prefetch) return launch_form<true>(a, stream);
-  launch_form<false>(a, stream);
+  static const int diag =
+      env_choice("MEMRA_WGMMA_DIAG", {"off", "no-data", "smem-a", "no-data-smem-a"}, 0);
+  switch (diag) {
+    case 1:
+      return launch_diag<1>(a, stream);
+    case 2:
+      return launch_diag<2>(a, stream);
+    case 3:
+      return launch_diag<3>(a, stream);
+    default:
+      return launch_diag<0>(a, stream);
+  }
 }
 
 }  // namespace memra::kernels::matmul_detail
