@@ -358,17 +358,15 @@ if [ "$MODE" = ab ]; then
   # (matmul_prefill_wgmma.cu): with the copies out of the way (MEMRA_WGMMA_DIAG=no-data) it alone
   # takes ~104 us of the gate shape's ~118; whether wgmma with A from registers (this kernel's
   # tiled records give no other choice) is what holds it, against A read by the tensor cores from
-  # shared memory (smem-a, no-data-smem-a). Timing only (the diagnostics' outputs are wrong). The
+  # shared memory (smem-a, no-data-smem-a: measured the same, ~105 us), or the chunk ends' drain
+  # and fold (no-fold, no-data-no-fold). Timing only (the diagnostics' outputs are wrong). The
   # round's other forms are in the run logs of its earlier calls
   # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
   kcheck kernel-check-matmul 180 --filter matmul
-  for d in off no-data smem-a no-data-smem-a off; do
+  for d in off no-data no-fold no-data-no-fold smem-a; do
     step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
       --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
   done
-  step "stalls-prefill-bf16-gate-diag-no-data-smem-a" 180 env MEMRA_WGMMA_DIAG=no-data-smem-a \
-    python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
-    --skip 150 --count 1 --bench-args "--tokens 512 --dtypes bf16"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

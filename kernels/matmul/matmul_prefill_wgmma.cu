@@ -129,7 +129,8 @@ __device__ __forceinline__ void wgmma_ss_diag(float (&d)[64], uint64_t adesc, ui
 // Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them): bit 1
 // copies the first kStages sub-stages only and computes on them without waiting (the compute
 // side's own rate); bit 2 issues each step with A from shared memory instead of registers.
-constexpr int kNoData = 1, kSmemA = 2;
+// Bit 4 leaves out the chunk ends' drain and fold (one chain over all of K).
+constexpr int kNoData = 1, kSmemA = 2, kNoFold = 4;
 
 template <int kDiag>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
@@ -190,14 +191,20 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
           wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
       }
       wgmma_commit();
-      if (u > 0) {
+      if (u > 0 || ((kDiag & kNoFold) != 0 && q > 0)) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
       }
     }
-    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-    release(4 * c + 3);
-    fold_chunk(total, acc, c == 0);
+    if constexpr ((kDiag & kNoFold) == 0) {
+      wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
+      release(4 * c + 3);
+      fold_chunk(total, acc, c == 0);
+    }
+  }
+  if constexpr ((kDiag & kNoFold) != 0) {
+    wgmma_wait<0>();
+    fold_chunk(total, acc, true);
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
@@ -237,14 +244,19 @@ void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
   static const int diag =
-      env_choice("MEMRA_WGMMA_DIAG", {"off", "no-data", "smem-a", "no-data-smem-a"}, 0);
+      env_choice("MEMRA_WGMMA_DIAG",
+                 {"off", "no-data", "smem-a", "no-data-smem-a", "no-fold", "no-data-no-fold"}, 0);
   switch (diag) {
     case 1:
-      return launch_diag<1>(a, stream);
+      return launch_diag<kNoData>(a, stream);
     case 2:
-      return launch_diag<2>(a, stream);
+      return launch_diag<kSmemA>(a, stream);
     case 3:
-      return launch_diag<3>(a, stream);
+      return launch_diag<kNoData | kSmemA>(a, stream);
+    case 4:
+      return launch_diag<kNoFold>(a, stream);
+    case 5:
+      return launch_diag<kNoData | kNoFold>(a, stream);
     default:
       return launch_diag<0>(a, stream);
   }
