@@ -355,18 +355,24 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The thirty-first round: what bounds the BF16 wgmma prefill kernel's compute side
-  # (matmul_prefill_wgmma.cu): with the copies out of the way (MEMRA_WGMMA_DIAG=no-data) it alone
-  # takes ~104 us of the gate shape's ~118; whether wgmma with A from registers (this kernel's
-  # tiled records give no other choice) is what holds it, against A read by the tensor cores from
-  # shared memory (smem-a, no-data-smem-a: measured the same, ~105 us), or the chunk ends' drain
-  # and fold (no-fold, no-data-no-fold). Timing only (the diagnostics' outputs are wrong). The
-  # round's other forms are in the run logs of its earlier calls
-  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  kcheck kernel-check-matmul 180 --filter matmul
-  for d in off no-data no-fold no-data-no-fold smem-a; do
-    step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
+  # (matmul_prefill_wgmma.cu). With the copies out of the way (MEMRA_WGMMA_DIAG=no-data) it alone
+  # takes ~104 us of the gate shape's ~118; A read from shared memory instead of registers
+  # (smem-a) measured the same, one chain without the chunk ends' drain and fold (no-fold)
+  # slower. Here: 2 or 3 wgmma groups a warpgroup in flight instead of 1 (depth2, depth3: the same
+  # bits, so kernel-check runs them), alone and without the copies, and 8B BF16 prefill with each.
+  # The no-data forms are timing only (their outputs are wrong). The round's other forms are in
+  # the run logs of its earlier calls (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
+  kcheck kernel-check-matmul-depth3 180 MEMRA_WGMMA_DIAG=depth3 --filter matmul
+  kcheck kernel-check-matmul-depth2 180 MEMRA_WGMMA_DIAG=depth2 --filter matmul
+  for d in off depth2 depth3 no-data no-data-depth2 no-data-depth3 off-again; do
+    step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=${d%-again} \
+      "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
+      --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
   done
+  for d in off depth2 depth3 off-again; do
+    bench_with "$(synth qwen3-8b bf16)" "$d" MEMRA_WGMMA_DIAG=${d%-again} -p 512,2048 -n 16 -c 1
+  done
+  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

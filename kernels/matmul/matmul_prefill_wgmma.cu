@@ -130,7 +130,9 @@ __device__ __forceinline__ void wgmma_ss_diag(float (&d)[64], uint64_t adesc, ui
 // copies the first kStages sub-stages only and computes on them without waiting (the compute
 // side's own rate); bit 2 issues each step with A from shared memory instead of registers.
 // Bit 4 leaves out the chunk ends' drain and fold (one chain over all of K).
-constexpr int kNoData = 1, kSmemA = 2, kNoFold = 4;
+// Bits 8 and 16 let 2 or 3 wgmma groups a warpgroup stay in flight instead of 1 (stages released
+// later); these give the same bits.
+constexpr int kNoData = 1, kSmemA = 2, kNoFold = 4, kDepth2 = 8, kDepth3 = 16;
 
 template <int kDiag>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
@@ -191,14 +193,24 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
           wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
       }
       wgmma_commit();
-      if (u > 0 || ((kDiag & kNoFold) != 0 && q > 0)) {
-        wgmma_wait<1>();  // sub-stage q - 1 is done reading
-        release(q - 1);
+      constexpr int kDepth = (kDiag & kDepth3) ? 3 : (kDiag & kDepth2) ? 2 : 1;
+      if constexpr (kDepth == 1) {
+        if (u > 0 || ((kDiag & kNoFold) != 0 && q > 0)) {
+          wgmma_wait<1>();  // sub-stage q - 1 is done reading
+          release(q - 1);
+        }
+      } else {
+        if (u >= kDepth) {
+          wgmma_wait<kDepth>();
+          release(q - kDepth);
+        }
       }
     }
     if constexpr ((kDiag & kNoFold) == 0) {
+      constexpr int kDepth = (kDiag & kDepth3) ? 3 : (kDiag & kDepth2) ? 2 : 1;
       wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-      release(4 * c + 3);
+#pragma unroll
+      for (int r = 4 - kDepth; r < 4; ++r) release(4 * c + r);
       fold_chunk(total, acc, c == 0);
     }
   }
@@ -245,7 +257,9 @@ void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
   static const int diag =
       env_choice("MEMRA_WGMMA_DIAG",
-                 {"off", "no-data", "smem-a", "no-data-smem-a", "no-fold", "no-data-no-fold"}, 0);
+                 {"off", "no-data", "smem-a", "no-data-smem-a", "no-fold", "no-data-no-fold",
+                  "depth2", "depth3", "no-data-depth2", "no-data-depth3"},
+                 0);
   switch (diag) {
     case 1:
       return launch_diag<kNoData>(a, stream);
@@ -257,6 +271,14 @@ void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
       return launch_diag<kNoFold>(a, stream);
     case 5:
       return launch_diag<kNoData | kNoFold>(a, stream);
+    case 6:
+      return launch_diag<kDepth2>(a, stream);
+    case 7:
+      return launch_diag<kDepth3>(a, stream);
+    case 8:
+      return launch_diag<kNoData | kDepth2>(a, stream);
+    case 9:
+      return launch_diag<kNoData | kDepth3>(a, stream);
     default:
       return launch_diag<0>(a, stream);
   }
