@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: forms of the BF16 wgmma prefill kernel (kernel-check's matrix
-#               cases, memra-kernel-bench at 512 tokens, 8B BF16 pp512 / pp2048, Nsight Compute
-#               on the gate shape) (~4 min; its other gates are quick's)
+#     ab        this round's baseline: the BF16 wgmma prefill kernel (kernel-check's matrix cases,
+#               memra-kernel-bench at 512 tokens, Nsight Compute on the gate shape, 8B BF16
+#               pp512 / pp2048) (~2 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -354,24 +354,20 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round: what bounds the BF16 wgmma prefill kernel's compute side
-  # (matmul_prefill_wgmma.cu). With the copies out of the way (MEMRA_WGMMA_DIAG=no-data) it alone
-  # takes ~104 us of the gate shape's ~118; A read from shared memory instead of registers
-  # (smem-a) measured the same, one chain without the chunk ends' drain and fold (no-fold)
-  # slower. Here: 2 or 3 wgmma groups a warpgroup in flight instead of 1 (depth2, depth3: the same
-  # bits, so kernel-check runs them), alone and without the copies, and 8B BF16 prefill with each.
-  # The no-data forms are timing only (their outputs are wrong). The round's other forms are in
-  # the run logs of its earlier calls (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  kcheck kernel-check-matmul-depth3 180 MEMRA_WGMMA_DIAG=depth3 --filter matmul
-  kcheck kernel-check-matmul-depth2 180 MEMRA_WGMMA_DIAG=depth2 --filter matmul
-  for d in off depth2 depth3 no-data no-data-depth2 no-data-depth3 off-again; do
-    step "kernel-bench-512-bf16-diag-$d" 120 env MEMRA_WGMMA_DIAG=${d%-again} \
-      "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
-      --json "$RECEIPTS/$DAY-kernel-bench-512-bf16-diag-$d.json"
-  done
-  for d in off depth2 depth3 off-again; do
-    bench_with "$(synth qwen3-8b bf16)" "$d" MEMRA_WGMMA_DIAG=${d%-again} -p 512,2048 -n 16 -c 1
-  done
+  # The thirty-first round's baseline: the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu) on
+  # the 8B shapes at 512 tokens against cuBLASLt, Nsight Compute's view of it on the gate shape
+  # (stall reasons, shared-memory bank traffic, L2 throughput), and 8B BF16 prefill. The forms
+  # and diagnostics the round measured against it are in the run logs of its calls
+  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz; docs/PERFORMANCE.md, thirty-first round).
+  kcheck kernel-check-matmul 180 --filter matmul
+  step kernel-bench-512-bf16 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
+    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16.json"
+  # (Launches 110-219 of the kernel are the gate shape's: 110 calls a shape.)
+  step stalls-prefill-bf16-gate 180 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+    --detail prefill_wgmma_kernel --skip 150 --count 1 \
+    --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed \
+    --bench-args "--tokens 512 --dtypes bf16"
+  bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 16 -c 1
   rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
 fi
 if [ "$MODE" = scan ]; then

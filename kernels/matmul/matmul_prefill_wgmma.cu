@@ -32,7 +32,6 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
-#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -100,41 +99,8 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
   }
 }
 
-// Diagnostic only: the same step with A read by the tensor cores from shared memory (descriptor
-// like b_desc's over 64 rows), which this kernel's record layout cannot feed correctly.
-__device__ __forceinline__ void wgmma_ss_diag(float (&d)[64], uint64_t adesc, uint64_t b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
-      : "l"(adesc), "l"(b));
-}
-
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them): bit 1
-// copies the first kStages sub-stages only and computes on them without waiting (the compute
-// side's own rate); bit 2 issues each step with A from shared memory instead of registers.
-// Bit 4 leaves out the chunk ends' drain and fold (one chain over all of K).
-// Bits 8 and 16 let 2 or 3 wgmma groups a warpgroup stay in flight instead of 1 (stages released
-// later); these give the same bits.
-constexpr int kNoData = 1, kSmemA = 2, kNoFold = 4, kDepth2 = 8, kDepth3 = 16;
-
-template <int kDiag>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -155,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
       copy_stages<kStages>(
-          (kDiag & kNoData) ? min(n_sub, kStages) : n_sub, smem, kStageBytes, full, empty,
+          n_sub, smem, kStageBytes, full, empty,
           [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
@@ -178,45 +144,22 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const Matmul
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
       const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-      if (!(kDiag & kNoData) || q < kStages)
-        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
       uint32_t af[4][4];
       load_a(stage, warp, lane, af);
       const uint8_t* X = stage + kRecStage;
       wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        if constexpr ((kDiag & kSmemA) != 0)
-          wgmma_ss_diag(acc, b_desc(stage + (warp / 4) * 8192 + s * 2048),
-                        b_desc(X + s * kStepBytes));
-        else
-          wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-      }
+      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
       wgmma_commit();
-      constexpr int kDepth = (kDiag & kDepth3) ? 3 : (kDiag & kDepth2) ? 2 : 1;
-      if constexpr (kDepth == 1) {
-        if (u > 0 || ((kDiag & kNoFold) != 0 && q > 0)) {
-          wgmma_wait<1>();  // sub-stage q - 1 is done reading
-          release(q - 1);
-        }
-      } else {
-        if (u >= kDepth) {
-          wgmma_wait<kDepth>();
-          release(q - kDepth);
-        }
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
       }
     }
-    if constexpr ((kDiag & kNoFold) == 0) {
-      constexpr int kDepth = (kDiag & kDepth3) ? 3 : (kDiag & kDepth2) ? 2 : 1;
-      wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-#pragma unroll
-      for (int r = 4 - kDepth; r < 4; ++r) release(4 * c + r);
-      fold_chunk(total, acc, c == 0);
-    }
-  }
-  if constexpr ((kDiag & kNoFold) != 0) {
-    wgmma_wait<0>();
-    fold_chunk(total, acc, true);
+    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
+    release(4 * c + 3);
+    fold_chunk(total, acc, c == 0);
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
@@ -235,7 +178,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<0>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -244,44 +187,13 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <int kDiag>
-void launch_diag(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_kernel<kDiag>;
+void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
+  constexpr auto kernel = prefill_wgmma_kernel;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   detail::launch(kernel, grid, kThreads, kSmem, stream, a);
-}
-
-void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
-  static const int diag =
-      env_choice("MEMRA_WGMMA_DIAG",
-                 {"off", "no-data", "smem-a", "no-data-smem-a", "no-fold", "no-data-no-fold",
-                  "depth2", "depth3", "no-data-depth2", "no-data-depth3"},
-                 0);
-  switch (diag) {
-    case 1:
-      return launch_diag<kNoData>(a, stream);
-    case 2:
-      return launch_diag<kSmemA>(a, stream);
-    case 3:
-      return launch_diag<kNoData | kSmemA>(a, stream);
-    case 4:
-      return launch_diag<kNoFold>(a, stream);
-    case 5:
-      return launch_diag<kNoData | kNoFold>(a, stream);
-    case 6:
-      return launch_diag<kDepth2>(a, stream);
-    case 7:
-      return launch_diag<kDepth3>(a, stream);
-    case 8:
-      return launch_diag<kNoData | kDepth2>(a, stream);
-    case 9:
-      return launch_diag<kNoData | kDepth3>(a, stream);
-    default:
-      return launch_diag<0>(a, stream);
-  }
 }
 
 }  // namespace memra::kernels::matmul_detail
