@@ -12,6 +12,12 @@ A decode step is counted by its last kernel (argmax_rows by default: greedy benc
 with it). Only whole steps inside the window count, and only decode steps: a step with a kernel
 matching --prefill-kernel (the attention kernel's multi-query form, which prompts take) is left
 out and counted apart, so a window that lands in a prefill says so instead of passing for decode.
+
+--detail REGEX gives Nsight Compute's sections and stall reasons of the matching kernels instead,
+under memra bench or (--kernel-bench) under memra-kernel-bench, e.g. the BF16 prefill kernel:
+
+    scripts/gpu_profile.py --bin .device/bin --kernel-bench --detail prefill_wgmma_kernel \
+        --skip 150 --count 1 --bench-args "--tokens 512 --dtypes bf16"
 """
 import argparse
 import collections
