@@ -354,21 +354,17 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round's baseline: the BF16 wgmma prefill kernel (matmul_prefill_wgmma.cu) on
-  # the 8B shapes at 512 tokens against cuBLASLt, Nsight Compute's view of it on the gate shape
-  # (stall reasons, shared-memory bank traffic, L2 throughput), and 8B BF16 prefill. The forms
-  # and diagnostics the round measured against it are in the run logs of its calls
-  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz; docs/PERFORMANCE.md, thirty-first round).
+  # The thirty-first round, last call: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu)
+  # half by half, as the BF16 kernel was: MEMRA_WGMMA_DIAG=no-data (compute alone), no-math
+  # (copies alone), and the compute side without the decode of A (no-data-no-decode), without the
+  # chunk end's mins step and scaling (no-data-no-fold-end), without both. Timing only (the
+  # diagnostics' outputs are wrong); kernel-check's matrix cases for the default.
   kcheck kernel-check-matmul 180 --filter matmul
-  step kernel-bench-512-bf16 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16 \
-    --json "$RECEIPTS/$DAY-kernel-bench-512-bf16.json"
-  # (Launches 110-219 of the kernel are the gate shape's: 110 calls a shape.)
-  step stalls-prefill-bf16-gate 180 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-    --detail prefill_wgmma_kernel --skip 150 --count 1 \
-    --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed \
-    --bench-args "--tokens 512 --dtypes bf16"
-  bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 16 -c 1
-  rm -f "$MODELS_DIR/qwen3-8b-bf16.gguf"
+  for d in off no-data no-math no-data-no-decode no-data-no-fold-end \
+    no-data-no-decode-no-fold-end; do
+    step "kernel-bench-512-q4_k-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-diag-$d.json"
+  done
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a
