@@ -144,14 +144,7 @@ __device__ __forceinline__ void compute_sync() {
 // copies (fill_stage_lanes). (A ping-pong schedule, the compute warpgroups taking turns on the
 // tensor cores so that one's fold overlaps the other's wgmmas, measured 4% slower on the H200 with
 // one copy lane and 5% with lanes: removed, PERFORMANCE.md fourteenth round.)
-// Diagnostics under measurement (wrong outputs, timing only; kernel-check never sets them), bits
-// of kDiag: kNoData copies the first kStages sub-stages only and computes on them without waiting
-// (the compute side alone); kNoMath waits for and releases every stage and computes nothing (the
-// copies alone); kNoDecode hands the tensor cores the raw quants (no decode, no scaling);
-// kNoFoldEnd ends a chunk by adding s into total (no mins' step, no d and dmin, no staged sums).
-constexpr int kNoData = 1, kNoMath = 2, kNoDecode = 4, kNoFoldEnd = 8;
-
-template <bool kLaneCopies, int kDiag>
+template <bool kLaneCopies>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -172,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
     setmaxnreg_dec<kCopyRegs>();
     run_copies<kStages, kCompute, kLaneCopies>(
-        warp, lane, (kDiag & kNoData) ? min(n_sub, kStages) : n_sub, smem, kStageBytes, full, empty,
+        warp, lane, n_sub, smem, kStageBytes, full, empty,
         [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
         [&](int q, uint8_t* stage, uint64_t* bar, int l) {
           fill_stage_lanes(a, stage, bar, q, row0, tok0, l);
@@ -205,25 +198,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
       const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-      if (!(kDiag & kNoData) || q < kStages)
-        mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      if constexpr ((kDiag & kNoMath) != 0) {
-        if (lane == 0) mbar_arrive(empty + q % kStages);
-        continue;
-      }
+      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
       uint32_t af[4][4];
-      if constexpr ((kDiag & kNoDecode) != 0) {
-        const uint4 quad = ld_u128(stage + warp * kQuadBytes + 16 * lane);
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          af[v][0] = quad.x;
-          af[v][1] = quad.y;
-          af[v][2] = quad.z;
-          af[v][3] = quad.w;
-        }
-      } else {
-        load_a(stage, warp, lane, u, af);
-      }
+      load_a(stage, warp, lane, u, af);
       const uint8_t* X = stage + kQuads + kHeads;
       wgmma_fence();
 #pragma unroll
@@ -233,17 +210,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
       }
-    }
-    if constexpr ((kDiag & kNoMath) != 0) continue;
-    if constexpr ((kDiag & kNoFoldEnd) != 0) {
-      wgmma_wait<0>();
-      release(4 * c + 3);
-#pragma unroll
-      for (int i = 0; i < kBN / 2; ++i) {
-        total[i] = __fadd_rn(total[i], s[i]);
-        s[i] = 0.0f;
-      }
-      continue;
     }
     // Two buffers: a warp stores chunk c + 1's sums only after every warp passed chunk c's
     // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
@@ -281,9 +247,9 @@ bool prefill_wgmma_copy_lanes_enabled() {
   return enabled;
 }
 
-template <bool kLaneCopies, int kDiag = 0>
+template <bool kLaneCopies>
 void launch_schedule(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kDiag>;
+  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies>;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
@@ -295,25 +261,6 @@ void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= kDecodeTokens)
     fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
          a.n_tokens, kDecodeTokens);
-  // MEMRA_WGMMA_DIAG: the timing-only diagnostics above (with the copy lanes).
-  static const int diag = env_choice("MEMRA_WGMMA_DIAG",
-                                     {"off", "no-data", "no-math", "no-data-no-decode",
-                                      "no-data-no-fold-end", "no-data-no-decode-no-fold-end"},
-                                     0);
-  switch (diag) {
-    case 1:
-      return launch_schedule<true, kNoData>(a, stream);
-    case 2:
-      return launch_schedule<true, kNoMath>(a, stream);
-    case 3:
-      return launch_schedule<true, kNoData | kNoDecode>(a, stream);
-    case 4:
-      return launch_schedule<true, kNoData | kNoFoldEnd>(a, stream);
-    case 5:
-      return launch_schedule<true, kNoData | kNoDecode | kNoFoldEnd>(a, stream);
-    default:
-      break;
-  }
   if (prefill_wgmma_copy_lanes_enabled())
     launch_schedule<true>(a, stream);
   else
