@@ -355,15 +355,20 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The thirty-first round, last call: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu)
-  # half by half, as the BF16 kernel was: MEMRA_WGMMA_DIAG=no-data (compute alone), no-math
-  # (copies alone), and the compute side without the decode of A (no-data-no-decode), without the
-  # chunk end's mins step and scaling (no-data-no-fold-end), without both. Timing only (the
-  # diagnostics' outputs are wrong); kernel-check's matrix cases for the default.
-  kcheck kernel-check-matmul 180 --filter matmul
-  for d in off no-data no-math no-data-no-decode no-data-no-fold-end \
-    no-data-no-decode-no-fold-end; do
-    step "kernel-bench-512-q4_k-diag-$d" 120 env MEMRA_WGMMA_DIAG=$d "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-diag-$d.json"
+  # with a chunk's whole records in one copy a tile (MEMRA_WGMMA_CHUNK_RING=1: 12 bulk copies a
+  # chunk instead of 68; its copies alone measured 150 of the gate shape's 206 us): its bits
+  # (kernel-check's matrix cases), its time per matrix at 512 tokens, 8B Q4_K_M pp512. The
+  # round's BF16 baseline and diagnostics are in the run logs of its earlier calls
+  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
+  kcheck kernel-check-matmul-chunk-ring 180 MEMRA_WGMMA_CHUNK_RING=1 --filter matmul
+  for r in 0 1; do
+    step "kernel-bench-512-q4_k-chunk-ring$r" 120 env MEMRA_WGMMA_CHUNK_RING=$r \
+      "$BIN/memra-kernel-bench" --tokens 512 --dtypes q4_k \
+      --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-chunk-ring$r.json"
+  done
+  for r in 0 1; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "chunk-ring$r" MEMRA_WGMMA_CHUNK_RING=$r \
+      -p 512 -n 16 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then

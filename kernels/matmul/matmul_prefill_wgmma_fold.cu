@@ -49,6 +49,15 @@ constexpr int kXsumBytes = 2 * kCompute * 16;
 constexpr int kSmem = kRingBytes + kBarBytes + kXsumBytes;
 static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 
+// The chunk ring (kChunkRing): a chunk's whole records (four quads and the heads, one 2,304-byte
+// copy a tile) in one of kWSlots slots, and the x tiles in their own ring of kXSlots sub-stages:
+// 12 bulk copies a chunk instead of 68 (the heads were copied again with every sub-stage's quads).
+constexpr int kWSlots = 4, kXSlots = 8;
+constexpr int kWSlot = kTiles * T::kBytes;  // 18 KB
+constexpr int kRingSmem =
+    kXSlots * kXStage + kWSlots * kWSlot + 2 * (kXSlots + kWSlots) * 8 + kXsumBytes;
+static_assert(kRingSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
@@ -89,36 +98,46 @@ __device__ __forceinline__ void fill_stage_lanes(const MatmulArgs& a, uint8_t* s
   }
 }
 
-// Rows g and g + 8 of this warp's tile from a stage's headers. Read from shared memory where
-// needed rather than kept: the compute warps' 232 registers hold the two 64-float accumulators.
-__device__ __forceinline__ void head_rows(const uint8_t* stage, int warp, int g, FoldRow& r_g,
+// Rows g and g + 8 of this warp's tile from its heads in shared memory (a stage's, or a chunk
+// slot's). Read where needed rather than kept: the compute warps' 232 registers hold the two
+// 64-float accumulators.
+__device__ __forceinline__ void head_rows(const uint8_t* heads, int g, FoldRow& r_g,
                                           FoldRow& r_g8) {
-  const uint8_t* heads = stage + kQuads + warp * kHeadBytes;
   r_g = fold_row(ld_u128(heads + 16 * g));
   r_g8 = fold_row(ld_u128(heads + 16 * (g + 8)));
 }
 
+// Where this warp's quad of sub-stage u and its tile's heads sit: in a stage, or (kChunkRing) in
+// the chunk's slot, whose records are whole.
+template <bool kChunkRing>
+__device__ __forceinline__ const uint8_t* quad_of(const uint8_t* at, int warp, int u) {
+  return kChunkRing ? at + warp * T::kBytes + u * kQuadBytes : at + warp * kQuadBytes;
+}
+template <bool kChunkRing>
+__device__ __forceinline__ const uint8_t* heads_of(const uint8_t* at, int warp) {
+  return kChunkRing ? at + warp * T::kBytes + 4 * kQuadBytes : at + kQuads + warp * kHeadBytes;
+}
+
 // This warp's A fragments of sub-stage u's four k16 steps, decoded and scaled (fold.cuh).
-__device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane, int u,
-                                       uint32_t (&af)[4][4]) {
+__device__ __forceinline__ void load_a(const uint8_t* quad_at, const uint8_t* heads, int lane,
+                                       int u, uint32_t (&af)[4][4]) {
   FoldRow r_g, r_g8;
-  head_rows(stage, warp, lane >> 2, r_g, r_g8);
-  const uint4 quad = ld_u128(stage + warp * kQuadBytes + 16 * lane);
+  head_rows(heads, lane >> 2, r_g, r_g8);
+  const uint4 quad = ld_u128(quad_at + 16 * lane);
 #pragma unroll
   for (int v = 0; v < 4; ++v) {
     T::folded_frag(quad, v, fold_scales(r_g, r_g8, (4 * u + v) >> 1), af[v]);
   }
 }
 
-// Chunk c's end (stage: one of its sub-stages, for the headers; xs: the mins' B fragments of the
-// block's tokens for the chunk, token i's sums 4h .. 4h + 3 as bias_b_both at xs[2i + h]): the
-// mins' step for each n8 tile, p = fma(d, s, nb * b) into the running sum in order, s restarts
-// from +0.
-__device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, int c, int warp,
-                                         int lane, float (&total)[kBN / 2], float (&s)[kBN / 2]) {
+// Chunk c's end (heads: this warp's tile's headers; xs: the mins' B fragments of the block's
+// tokens for the chunk, token i's sums 4h .. 4h + 3 as bias_b_both at xs[2i + h]): the mins' step
+// for each n8 tile, p = fma(d, s, nb * b) into the running sum in order, s restarts from +0.
+__device__ __forceinline__ void fold_end(const uint8_t* heads, const uint4* xs, int c, int lane,
+                                         float (&total)[kBN / 2], float (&s)[kBN / 2]) {
   const int g = lane >> 2, t = lane & 3;
   FoldRow r_g, r_g8;
-  head_rows(stage, warp, g, r_g, r_g8);
+  head_rows(heads, g, r_g, r_g8);
   uint32_t ba[4];
   bias_a(r_g, r_g8, t, ba);
 #pragma unroll
@@ -138,13 +157,44 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 __device__ __forceinline__ void compute_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kCompute) : "memory");
 }
+
+// The chunk ring's copy lane: chunk c's whole records into slot c % kWSlots once chunk c -
+// kWSlots has left it, then its four x tiles into the x ring, each once its sub-stage's slot is
+// free.
+__device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wring, uint8_t* xring,
+                                                uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
+                                                uint64_t* xempty, int row0, int tok0) {
+  const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
+  for (int c = 0; c < n_chunks; ++c) {
+    const int w = c % kWSlots;
+    if (c >= kWSlots) mbar_wait(wempty + w, (c / kWSlots - 1) & 1);
+    mbar_arrive_expect_tx(wfull + w, kWSlot);
+#pragma unroll 1
+    for (int m = 0; m < kTiles; ++m) {
+      const int64_t tile = min(row0 / 16 + m, last_tile);
+      bulk_copy(wring + w * kWSlot + m * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes,
+                T::kBytes, wfull + w);
+    }
+#pragma unroll 1
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u, b = q % kXSlots;
+      if (q >= kXSlots) mbar_wait(xempty + b, (q / kXSlots - 1) & 1);
+      mbar_arrive_expect_tx(xfull + b, kXStage);
+      bulk_copy(xring + b * kXStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, xfull + b);
+    }
+  }
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // kLaneCopies (on unless MEMRA_WGMMA_COPY_LANES=0): the copy warp's lanes share a sub-stage's
-// copies (fill_stage_lanes). (A ping-pong schedule, the compute warpgroups taking turns on the
-// tensor cores so that one's fold overlaps the other's wgmmas, measured 4% slower on the H200 with
-// one copy lane and 5% with lanes: removed, PERFORMANCE.md fourteenth round.)
-template <bool kLaneCopies>
+// copies (fill_stage_lanes). kChunkRing (MEMRA_WGMMA_CHUNK_RING=1, an A/B under measurement, the
+// same bits): the chunk ring above instead of the sub-stage ring (kLaneCopies then unused).
+// Measured on the 8B gate shape at 512 tokens, the sub-stage ring's copies alone take 150 us of
+// the kernel's 206 (its compute alone 137): 17 copies of 22 KB a sub-stage (PERFORMANCE.md,
+// thirty-first round). (A ping-pong schedule, the compute warpgroups taking turns on the tensor
+// cores so that one's fold overlaps the other's wgmmas, measured 4% slower on the H200 with one
+// copy lane and 5% with lanes: removed, PERFORMANCE.md fourteenth round.)
+template <bool kLaneCopies, bool kChunkRing>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -154,27 +204,42 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   const int n_sub = a.n_in / kSub;
   // The barriers and roles as matmul_prefill_wgmma.cu's kernel sets them up. (Written once, as a
   // wgmma.cuh helper both kernels call, it changed ~500 lines of the BF16 kernel's SASS: kept
-  // apart, as measured.)
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
-  uint64_t* const empty = full + kStages;
+  // apart, as measured.) The chunk ring: x slots, then chunk slots, then the x slots' full and
+  // empty barriers, then the chunk slots'.
+  constexpr int kXRingBytes = kChunkRing ? kXSlots * kXStage : kStages * kStageBytes;
+  constexpr int kNX = kChunkRing ? kXSlots : kStages;  // x buffers (stages)
+  uint8_t* const wring = smem + kXRingBytes;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(wring + (kChunkRing ? kWSlots * kWSlot : 0));
+  uint64_t* const empty = full + kNX;
+  uint64_t* const wfull = empty + kNX;  // (kChunkRing)
+  uint64_t* const wempty = wfull + kWSlots;
   if (tid == 0) {
-    mbar_init_stages(full, kStages);
-    mbar_init_stages(empty, kStages, kCompute / 32);
+    mbar_init_stages(full, kNX);
+    mbar_init_stages(empty, kNX, kCompute / 32);
+    if constexpr (kChunkRing) {
+      mbar_init_stages(wfull, kWSlots);
+      mbar_init_stages(wempty, kWSlots, kCompute / 32);
+    }
   }
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
     setmaxnreg_dec<kCopyRegs>();
-    run_copies<kStages, kCompute, kLaneCopies>(
-        warp, lane, n_sub, smem, kStageBytes, full, empty,
-        [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
-        [&](int q, uint8_t* stage, uint64_t* bar, int l) {
-          fill_stage_lanes(a, stage, bar, q, row0, tok0, l);
-        });
+    if constexpr (kChunkRing) {
+      if (warp == kCompute / 32 && lane == 0)
+        copy_chunk_ring(a, wring, smem, wfull, wempty, full, empty, row0, tok0);
+    } else {
+      run_copies<kStages, kCompute, kLaneCopies>(
+          warp, lane, n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
+          [&](int q, uint8_t* stage, uint64_t* bar, int l) {
+            fill_stage_lanes(a, stage, bar, q, row0, tok0, l);
+          });
+    }
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
   auto release = [&](int q) {
-    if (lane == 0) mbar_arrive(empty + q % kStages);
+    if (lane == 0) mbar_arrive(empty + q % kNX);
   };
   // s: the chunk's chain (n8 tile j in s[4j .. 4j + 3], mma.sync's C layout); total: the running
   // chunk sum.
@@ -190,18 +255,21 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   const int x_tok = tok0 + (tid >> 1);
   const float* x_src =
       a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
-  uint4* const xs = reinterpret_cast<uint4*>(smem + kStages * kStageBytes + kBarBytes);
+  uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX);
   const int n_chunks = n_sub / 4;
   for (int c = 0; c < n_chunks; ++c) {
     const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
+    const uint8_t* slot = wring + (c % kWSlots) * kWSlot;  // (kChunkRing)
+    if constexpr (kChunkRing) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
+      const uint8_t* stage = smem + (q % kNX) * (kChunkRing ? kXStage : kStageBytes);
+      mbar_wait(full + q % kNX, (q / kNX) & 1);  // sub-stage q has landed
+      const uint8_t* at = kChunkRing ? slot : stage;
       uint32_t af[4][4];
-      load_a(stage, warp, lane, u, af);
-      const uint8_t* X = stage + kQuads + kHeads;
+      load_a(quad_of<kChunkRing>(at, warp, u), heads_of<kChunkRing>(at, warp), lane, u, af);
+      const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
       wgmma_fence();
 #pragma unroll
       for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
@@ -219,8 +287,12 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     compute_sync();
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
-    fold_end(smem + (q3 % kStages) * kStageBytes, xs_c, c, warp, lane, total, s);
+    const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
+    fold_end(heads_of<kChunkRing>(heads_at, warp), xs_c, c, lane, total, s);
     release(q3);  // after fold_end has read the headers
+    if constexpr (kChunkRing) {
+      if (lane == 0) mbar_arrive(wempty + c % kWSlots);
+    }
   }
   store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
@@ -247,24 +319,28 @@ bool prefill_wgmma_copy_lanes_enabled() {
   return enabled;
 }
 
-template <bool kLaneCopies>
+template <bool kLaneCopies, bool kChunkRing>
 void launch_schedule(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies>;
+  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>;
+  constexpr int smem = kChunkRing ? kRingSmem : kSmem;
   static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem, smem_set);
+  allow_smem_once(kernel, smem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, kSmem, stream, a);
+  detail::launch(kernel, grid, kThreads, smem, stream, a);
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= kDecodeTokens)
     fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
          a.n_tokens, kDecodeTokens);
-  if (prefill_wgmma_copy_lanes_enabled())
-    launch_schedule<true>(a, stream);
+  static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", false);
+  if (chunk_ring)
+    launch_schedule<true, true>(a, stream);
+  else if (prefill_wgmma_copy_lanes_enabled())
+    launch_schedule<true, false>(a, stream);
   else
-    launch_schedule<false>(a, stream);
+    launch_schedule<false, false>(a, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail
