@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's baseline: the BF16 wgmma prefill kernel (kernel-check's matrix cases,
-#               memra-kernel-bench at 512 tokens, Nsight Compute on the gate shape, 8B BF16
-#               pp512 / pp2048) (~2 min; its other gates are quick's)
+#     ab        this round's A/B: the Q4_K wgmma prefill kernel's chunk ring against the sub-stage
+#               ring before it (kernel-check's matrix cases with each, memra-kernel-bench at 512
+#               tokens, 8B Q4_K_M pp512) (~2 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -354,13 +354,14 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round, last call: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu)
-  # with a chunk's whole records in one copy a tile (MEMRA_WGMMA_CHUNK_RING=1: 12 bulk copies a
-  # chunk instead of 68; its copies alone measured 150 of the gate shape's 206 us): its bits
-  # (kernel-check's matrix cases), its time per matrix at 512 tokens, 8B Q4_K_M pp512. The
-  # round's BF16 baseline and diagnostics are in the run logs of its earlier calls
-  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  kcheck kernel-check-matmul-chunk-ring 180 MEMRA_WGMMA_CHUNK_RING=1 --filter matmul
+  # The thirty-first round: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu) with a
+  # chunk's whole records in one copy a tile (the default since this round: 12 bulk copies a
+  # chunk) against the sub-stage ring before it (MEMRA_WGMMA_CHUNK_RING=0: 68, whose copies alone
+  # took 150 of the gate shape's 206 us): both forms' bits (kernel-check's matrix cases), their
+  # time per matrix at 512 tokens, 8B Q4_K_M pp512. The round's BF16 measurements are in the run
+  # logs of its earlier calls (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
+  kcheck kernel-check-matmul 180 --filter matmul
+  kcheck kernel-check-matmul-stage-ring 180 MEMRA_WGMMA_CHUNK_RING=0 --filter matmul
   for r in 0 1; do
     step "kernel-bench-512-q4_k-chunk-ring$r" 120 env MEMRA_WGMMA_CHUNK_RING=$r \
       "$BIN/memra-kernel-bench" --tokens 512 --dtypes q4_k \

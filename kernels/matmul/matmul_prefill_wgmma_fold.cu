@@ -14,9 +14,13 @@
 // mma.sync and p = fma(d, s, -32 dmin b); chunks fold left to right. kernel-check compares the
 // outputs with the other Q4_K kernels bit for bit.
 //
-// A sub-stage (64 of K, a quarter of a chunk) stages, per tile, the record's quad of quants for its
-// four steps (512 B) and the 16 rows' headers (256 B), and the x tile: xp_offset's 128 x 64 tile
-// (16 KB, one copy, as the BF16 kernel).
+// By default a chunk's records arrive whole, one 2,304-byte copy a tile (four quads and the 16
+// rows' headers) into a ring of chunk slots, and each sub-stage (64 of K, a quarter of a chunk)
+// brings only the x tile, xp_offset's 128 x 64 tile (16 KB, one copy, as the BF16 kernel), into a
+// ring of its own: 12 copies a chunk. The sub-stage ring before it (MEMRA_WGMMA_CHUNK_RING=0)
+// staged, per tile and sub-stage, the record's quad for its four steps (512 B) and the headers
+// again (256 B) beside the x tile: 68 copies a chunk, and its copies alone took 150 of the 8B gate
+// shape's 206 us at 512 tokens (PERFORMANCE.md, thirty-first round).
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -186,14 +190,11 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kLaneCopies (on unless MEMRA_WGMMA_COPY_LANES=0): the copy warp's lanes share a sub-stage's
-// copies (fill_stage_lanes). kChunkRing (MEMRA_WGMMA_CHUNK_RING=1, an A/B under measurement, the
-// same bits): the chunk ring above instead of the sub-stage ring (kLaneCopies then unused).
-// Measured on the 8B gate shape at 512 tokens, the sub-stage ring's copies alone take 150 us of
-// the kernel's 206 (its compute alone 137): 17 copies of 22 KB a sub-stage (PERFORMANCE.md,
-// thirty-first round). (A ping-pong schedule, the compute warpgroups taking turns on the tensor
-// cores so that one's fold overlaps the other's wgmmas, measured 4% slower on the H200 with one
-// copy lane and 5% with lanes: removed, PERFORMANCE.md fourteenth round.)
+// kChunkRing (the default): the chunk ring above. Otherwise the sub-stage ring, its copies
+// shared by the copy warp's lanes with kLaneCopies (fill_stage_lanes). (A ping-pong schedule, the
+// compute warpgroups taking turns on the tensor cores so that one's fold overlaps the other's
+// wgmmas, measured 4% slower on the H200 with one copy lane and 5% with lanes: removed,
+// PERFORMANCE.md fourteenth round.)
 template <bool kLaneCopies, bool kChunkRing>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
@@ -312,8 +313,8 @@ bool prefill_wgmma_fold_enabled() {
   return enabled;
 }
 
-// The copies from the copy warp's lanes: on by default (MEMRA_WGMMA_COPY_LANES=0 for the A/B): 8B
-// Q4_K_M pp512 10,627 -> 11,607 tok/s on the H200, the same bits.
+// The sub-stage ring's copies from the copy warp's lanes: on by default (MEMRA_WGMMA_COPY_LANES=0
+// for the A/B): 8B Q4_K_M pp512 10,627 -> 11,607 tok/s on the H200, the same bits.
 bool prefill_wgmma_copy_lanes_enabled() {
   static const bool enabled = env_switch("MEMRA_WGMMA_COPY_LANES", true);
   return enabled;
@@ -334,7 +335,10 @@ void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   if (a.n_tokens <= kDecodeTokens)
     fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
          a.n_tokens, kDecodeTokens);
-  static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", false);
+  // The chunk ring: on by default (MEMRA_WGMMA_CHUNK_RING=0 for the A/B, the same bits): the 8B
+  // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
+  // H200.
+  static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
   if (chunk_ring)
     launch_schedule<true, true>(a, stream);
   else if (prefill_wgmma_copy_lanes_enabled())
