@@ -24,8 +24,9 @@
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
 #     ab        this round's A/B: the Q4_K wgmma prefill kernel's chunk ring against the sub-stage
-#               ring before it (kernel-check's matrix cases with each, memra-kernel-bench at 512
-#               tokens, 8B Q4_K_M pp512) (~2 min; its other gates are quick's)
+#               ring before it and against its warpgroups offset (kernel-check's matrix cases
+#               with each, memra-kernel-bench at 512 tokens, 8B Q4_K_M pp512) (~3 min; its other
+#               gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -357,19 +358,22 @@ if [ "$MODE" = ab ]; then
   # The thirty-first round: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu) with a
   # chunk's whole records in one copy a tile (the default since this round: 12 bulk copies a
   # chunk) against the sub-stage ring before it (MEMRA_WGMMA_CHUNK_RING=0: 68, whose copies alone
-  # took 150 of the gate shape's 206 us): both forms' bits (kernel-check's matrix cases), their
-  # time per matrix at 512 tokens, 8B Q4_K_M pp512. The round's BF16 measurements are in the run
-  # logs of its earlier calls (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  kcheck kernel-check-matmul 180 --filter matmul
-  kcheck kernel-check-matmul-stage-ring 180 MEMRA_WGMMA_CHUNK_RING=0 --filter matmul
-  for r in 0 1; do
-    step "kernel-bench-512-q4_k-chunk-ring$r" 120 env MEMRA_WGMMA_CHUNK_RING=$r \
-      "$BIN/memra-kernel-bench" --tokens 512 --dtypes q4_k \
-      --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-chunk-ring$r.json"
+  # took 150 of the gate shape's 206 us), and the compute warpgroups offset by half a chunk on the
+  # chunk ring (MEMRA_WGMMA_FOLD_OFFSET=1, written after the round's last call): each form's bits
+  # (kernel-check's matrix cases), its time per matrix at 512 tokens, 8B Q4_K_M pp512. The round's
+  # BF16 measurements are in the run logs of its earlier calls
+  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
+  forms=(chunk-ring:MEMRA_WGMMA_CHUNK_RING=1 stage-ring:MEMRA_WGMMA_CHUNK_RING=0
+    fold-offset:MEMRA_WGMMA_FOLD_OFFSET=1)
+  for f in "${forms[@]}"; do
+    kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
   done
-  for r in 0 1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "chunk-ring$r" MEMRA_WGMMA_CHUNK_RING=$r \
-      -p 512 -n 16 -c 1
+  for f in "${forms[@]}"; do
+    step "kernel-bench-512-q4_k-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-${f%%:*}.json"
+  done
+  for f in "${forms[@]}"; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then
