@@ -36,7 +36,8 @@
 #               (~5 min; not part of full)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
-#               sequences (8B Q4_K_M), and memra-kernel-bench --attention (~4 min; not part of full)
+#               sequences (8B Q4_K_M), memra-kernel-bench --attention, the BF16 and Q4_K wgmma
+#               prefill kernels on the 8B gate shape (~5 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -368,6 +369,8 @@ if [ "$MODE" = ab ]; then
   for f in "${forms[@]}"; do
     kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
   done
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
   for f in "${forms[@]}"; do
     step "kernel-bench-512-q4_k-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
       --tokens 512 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-${f%%:*}.json"
@@ -490,6 +493,15 @@ if [ "$MODE" = stalls ]; then
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
   rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
+  # The wgmma prefill kernels (BF16, Q4_K) on the 8B gate shape at 512 tokens, under
+  # memra-kernel-bench (its launches 110-219 of a kernel are that shape's: 110 calls a shape),
+  # with shared memory's bank traffic (docs/PERFORMANCE.md, thirty-first round).
+  for k in bf16:prefill_wgmma_kernel q4_k:prefill_wgmma_fold_kernel; do
+    step "stalls-prefill-${k%%:*}-gate" 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+      --kernel-bench --detail "${k#*:}" --skip 150 --count 1 \
+      --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed \
+      --bench-args "--tokens 512 --dtypes ${k%%:*}"
+  done
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128

@@ -23,6 +23,7 @@
 // shape's 206 us at 512 tokens (PERFORMANCE.md, thirty-first round).
 #include "core/env.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -68,21 +69,29 @@ static_assert(kOffsetSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
+// Chunk c's record of the block's tile m (rows past the matrix repeat the last tile), and the x
+// tile of sub-stage q, in global memory: what every schedule's copies read.
+__device__ __forceinline__ const uint8_t* tile_record(const MatmulArgs& a, int row0, int m, int c) {
+  const int64_t tile = min(row0 / 16 + m, (a.n_out - 1) / 16);
+  return a.w + (tile * (a.n_in / kChunk) + c) * T::kBytes;
+}
+__device__ __forceinline__ const uint16_t* x_tile(const MatmulArgs& a, int tok0, int q) {
+  return a.xp + xp_offset(tok0, q * kSub, a.n_in);
+}
+
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it); rows past the matrix repeat the last tile.
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                            int q, int row0, int tok0) {
   mbar_arrive_expect_tx(bar, kStageBytes);
-  const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
   const int c = q / 4, u = q % 4;
 #pragma unroll 1
   for (int m = 0; m < kTiles; ++m) {
-    const int64_t tile = min(row0 / 16 + m, last_tile);
-    const uint8_t* rec = a.w + (tile * n_chunks + c) * T::kBytes;
+    const uint8_t* rec = tile_record(a, row0, m, c);
     bulk_copy(stage + m * kQuadBytes, rec + u * kQuadBytes, kQuadBytes, bar);
     bulk_copy(stage + kQuads + m * kHeadBytes, rec + 4 * kQuadBytes, kHeadBytes, bar);
   }
-  bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  bulk_copy(stage + kQuads + kHeads, x_tile(a, tok0, q), kXStage, bar);
 }
 
 // The same copies from the copy warp's lanes (kLaneCopies, the default): lane m < 8 issues tile
@@ -95,13 +104,11 @@ __device__ __forceinline__ void fill_stage_lanes(const MatmulArgs& a, uint8_t* s
   __syncwarp();
   const int c = q / 4, u = q % 4;
   if (lane < kTiles) {
-    const int n_chunks = a.n_in / kChunk;
-    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
-    const uint8_t* rec = a.w + (tile * n_chunks + c) * T::kBytes;
+    const uint8_t* rec = tile_record(a, row0, lane, c);
     bulk_copy(stage + lane * kQuadBytes, rec + u * kQuadBytes, kQuadBytes, bar);
     bulk_copy(stage + kQuads + lane * kHeadBytes, rec + 4 * kQuadBytes, kHeadBytes, bar);
   } else if (lane == kTiles) {
-    bulk_copy(stage + kQuads + kHeads, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+    bulk_copy(stage + kQuads + kHeads, x_tile(a, tok0, q), kXStage, bar);
   }
 }
 
@@ -171,23 +178,21 @@ __device__ __forceinline__ void compute_sync() {
 __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wring, uint8_t* xring,
                                                 uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
                                                 uint64_t* xempty, int row0, int tok0) {
-  const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
+  const int n_chunks = a.n_in / kChunk;
   for (int c = 0; c < n_chunks; ++c) {
     const int w = c % kWSlots;
     if (c >= kWSlots) mbar_wait(wempty + w, (c / kWSlots - 1) & 1);
     mbar_arrive_expect_tx(wfull + w, kWSlot);
 #pragma unroll 1
-    for (int m = 0; m < kTiles; ++m) {
-      const int64_t tile = min(row0 / 16 + m, last_tile);
-      bulk_copy(wring + w * kWSlot + m * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes,
-                T::kBytes, wfull + w);
-    }
+    for (int m = 0; m < kTiles; ++m)
+      bulk_copy(wring + w * kWSlot + m * T::kBytes, tile_record(a, row0, m, c), T::kBytes,
+                wfull + w);
 #pragma unroll 1
     for (int u = 0; u < 4; ++u) {
       const int q = 4 * c + u, b = q % kXSlots;
       if (q >= kXSlots) mbar_wait(xempty + b, (q / kXSlots - 1) & 1);
       mbar_arrive_expect_tx(xfull + b, kXStage);
-      bulk_copy(xring + b * kXStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, xfull + b);
+      bulk_copy(xring + b * kXStage, x_tile(a, tok0, q), kXStage, xfull + b);
     }
   }
 }
@@ -200,11 +205,9 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 // stages the chunk's sums for itself and meets only its own warps), and the second starts two
 // sub-stages after the first, so one's chunk end (the mins' step and the scaling on the CUDA
 // cores, 26 of the gate shape's 137 us of compute, thirty-first round) falls inside the other's
-// wgmmas instead of both idling the tensor pipe at once. (The fourteenth round's ping-pong,
-// strict turns with two handoffs a chunk, measured slower when the copies bounded the kernel.) (A
-// ping-pong schedule, the compute warpgroups taking turns on the tensor cores so that one's fold
-// overlaps the other's wgmmas, measured 4% slower on the H200 with one copy lane and 5% with lanes:
-// removed, PERFORMANCE.md fourteenth round.)
+// wgmmas instead of both idling the tensor pipe at once. (A strict ping-pong, the warpgroups
+// taking turns on the tensor cores with two handoffs a chunk, measured 4-5% slower while the
+// copies bounded the kernel: removed, PERFORMANCE.md fourteenth round.)
 template <bool kLaneCopies, bool kChunkRing, bool kOffset>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
@@ -317,14 +320,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
 #pragma unroll
     for (int h = 0; h < kHalves; ++h)
       xs_c[x_idx[h]] = tok0 + (x_idx[h] >> 1) < a.n_tokens ? bias_b_both(xv[h]) : zero;
-    if constexpr (kOffset) {
-      if (wg == 0)  // its own warps only (named barriers 2 and 3)
-        asm volatile("bar.sync 2, 128;\n" ::: "memory");
-      else
-        asm volatile("bar.sync 3, 128;\n" ::: "memory");
-    } else {
+    if constexpr (kOffset)
+      named_barrier_sync(2 + wg, 128);  // its own warps only (named barriers 2 and 3)
+    else
       compute_sync();
-    }
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
     const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
