@@ -356,27 +356,26 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-first round: the Q4_K wgmma prefill kernel (matmul_prefill_wgmma_fold.cu) with a
-  # chunk's whole records in one copy a tile (the default since this round: 12 bulk copies a
-  # chunk) against the sub-stage ring before it (MEMRA_WGMMA_CHUNK_RING=0: 68, whose copies alone
-  # took 150 of the gate shape's 206 us), and the compute warpgroups offset by half a chunk on the
-  # chunk ring (MEMRA_WGMMA_FOLD_OFFSET=1, written after the round's last call): each form's bits
-  # (kernel-check's matrix cases), its time per matrix at 512 tokens, 8B Q4_K_M pp512. The round's
-  # BF16 measurements are in the run logs of its earlier calls
-  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz).
-  forms=(chunk-ring:MEMRA_WGMMA_CHUNK_RING=1 stage-ring:MEMRA_WGMMA_CHUNK_RING=0
-    fold-offset:MEMRA_WGMMA_FOLD_OFFSET=1)
+  # The thirty-second round: Q6_K and Q8_0 prefill on the warp-specialized kernel with four (Q8_0:
+  # three) group partials in flight (matmul_prefill_wgmma_scaled.cu, the default since this round)
+  # against matmul_prefill_wgmma_quant.cu (MEMRA_WGMMA_SCALED=0; the Q6_K gate shape at 512 tokens
+  # 363 us where the Q4_K kernel takes 137): each kernel's bits (kernel-check's matrix cases), its
+  # time per matrix at 512 tokens, 8B Q4_K_M (its output, v and half its down matrices are Q6_K)
+  # and Q8_0 pp512. The thirty-first round's Q4_K forms are in its run logs
+  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz, ...-ab-r32-*: the offset form).
+  forms=(scaled:MEMRA_WGMMA_SCALED=1 quant:MEMRA_WGMMA_SCALED=0)
   for f in "${forms[@]}"; do
     kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
   done
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
   for f in "${forms[@]}"; do
-    step "kernel-bench-512-q4_k-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-q4_k-${f%%:*}.json"
+    step "kernel-bench-512-q6_k-q8_0-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-512-q6_k-q8_0-${f%%:*}.json"
   done
   for f in "${forms[@]}"; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b q8_0)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then

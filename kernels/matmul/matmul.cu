@@ -280,6 +280,11 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
         } else if (D == DType::q4_k && args.n_tokens <= kDecodeTokens &&
                    matmul_detail::wgmma_fold64_enabled()) {
           matmul_detail::launch_wgmma_fold64(args, stream);
+        } else if constexpr (D == DType::q6_k || D == DType::q8_0) {
+          if (args.n_tokens > kDecodeTokens && matmul_detail::prefill_wgmma_scaled_enabled())
+            matmul_detail::launch_prefill_wgmma_scaled<D>(args, stream);
+          else
+            matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         } else {
           matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
         }

@@ -191,6 +191,12 @@ bool prefill_wgmma_fold_enabled();
 // MEMRA_WGMMA_COPY_LANES=0).
 bool prefill_wgmma_copy_lanes_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
+// Tiled Q6_K and Q8_0 on a warp-specialized kernel with four group partials in flight
+// (matmul_prefill_wgmma_scaled.cu; args.xp set, more than 64 tokens): the same bits as
+// launch_prefill_wgmma_quant. On unless MEMRA_WGMMA_SCALED=0.
+bool prefill_wgmma_scaled_enabled();
+template <DType D>
+void launch_prefill_wgmma_scaled(const MatmulArgs& args, cudaStream_t stream);
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -23,7 +23,6 @@
 // shape's 206 us at 512 tokens (PERFORMANCE.md, thirty-first round).
 #include "core/env.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -62,9 +61,6 @@ constexpr int kWSlot = kTiles * T::kBytes;  // 18 KB
 constexpr int kRingSmem =
     kXSlots * kXStage + kWSlots * kWSlot + 2 * (kXSlots + kWSlots) * 8 + kXsumBytes;
 static_assert(kRingSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
-// kOffset: each compute warpgroup stages the chunk's sums for itself (two buffers each).
-constexpr int kOffsetSmem = kRingSmem + kXsumBytes;
-static_assert(kOffsetSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
@@ -199,16 +195,12 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // kChunkRing (the default): the chunk ring above. Otherwise the sub-stage ring, its copies
-// shared by the copy warp's lanes with kLaneCopies (fill_stage_lanes). kOffset (with the chunk
-// ring; MEMRA_WGMMA_FOLD_OFFSET=1, written after the round's last device call and not yet
-// measured, the same bits): the two compute warpgroups no longer meet at every chunk's end (each
-// stages the chunk's sums for itself and meets only its own warps), and the second starts two
-// sub-stages after the first, so one's chunk end (the mins' step and the scaling on the CUDA
-// cores, 26 of the gate shape's 137 us of compute, thirty-first round) falls inside the other's
-// wgmmas instead of both idling the tensor pipe at once. (A strict ping-pong, the warpgroups
-// taking turns on the tensor cores with two handoffs a chunk, measured 4-5% slower while the
-// copies bounded the kernel: removed, PERFORMANCE.md fourteenth round.)
-template <bool kLaneCopies, bool kChunkRing, bool kOffset>
+// shared by the copy warp's lanes with kLaneCopies (fill_stage_lanes). (Two offsets of the
+// compute warpgroups were measured slower: a strict ping-pong, taking turns on the tensor cores
+// with two handoffs a chunk, 4-5% while the copies bounded the kernel, fourteenth round; on the
+// chunk ring, the second warpgroup half a chunk behind with each staging the chunk's sums for
+// itself, gate 136.7 -> 142.5 us, thirty-second round. PERFORMANCE.md.)
+template <bool kLaneCopies, bool kChunkRing>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -266,30 +258,13 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
   // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
   // behind the last, they were its main cost) nor converts the same sums in all eight warps.
   // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
-  // With kOffset each thread stages two token halves of its warpgroup's own copy (its index in the
-  // warpgroup and that + 128).
-  constexpr int kHalves = kOffset ? 2 : 1;
-  const int wg = warp / 4;
-  int x_idx[kHalves];
-  const float* x_src[kHalves];
-#pragma unroll
-  for (int h = 0; h < kHalves; ++h) {
-    x_idx[h] = kOffset ? (tid & 127) + 128 * h : tid;
-    const int tok = min(tok0 + (x_idx[h] >> 1), a.n_tokens - 1);
-    x_src[h] = a.xsum + static_cast<int64_t>(tok) * a.xsum_stride + 4 * (x_idx[h] & 1);
-  }
-  uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX) +
-                    (kOffset ? wg * 2 * kCompute : 0);
-  // kOffset: the second warpgroup waits (named barrier 4) until the first has issued sub-stage 1.
-  if constexpr (kOffset) {
-    if (wg == 1) asm volatile("bar.sync 4, %0;\n" ::"n"(kCompute) : "memory");
-  }
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
+  uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX);
   const int n_chunks = n_sub / 4;
   for (int c = 0; c < n_chunks; ++c) {
-    float4 xv[kHalves];
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h)
-      xv[h] = __ldg(reinterpret_cast<const float4*>(x_src[h] + 8 * c));
+    const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
     const uint8_t* slot = wring + (c % kWSlots) * kWSlot;  // (kChunkRing)
     if constexpr (kChunkRing) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
 #pragma unroll
@@ -305,9 +280,6 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
 #pragma unroll
       for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
       wgmma_commit();
-      if constexpr (kOffset) {
-        if (wg == 0 && q == 1) asm volatile("bar.arrive 4, %0;\n" ::"n"(kCompute) : "memory");
-      }
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
         release(q - 1);
@@ -317,13 +289,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const M
     // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
     uint4* const xs_c = xs + (c & 1) * kCompute;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h)
-      xs_c[x_idx[h]] = tok0 + (x_idx[h] >> 1) < a.n_tokens ? bias_b_both(xv[h]) : zero;
-    if constexpr (kOffset)
-      named_barrier_sync(2 + wg, 128);  // its own warps only (named barriers 2 and 3)
-    else
-      compute_sync();
+    xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
+    compute_sync();
     wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
     const int q3 = 4 * c + 3;
     const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
@@ -358,10 +325,10 @@ bool prefill_wgmma_copy_lanes_enabled() {
   return enabled;
 }
 
-template <bool kLaneCopies, bool kChunkRing, bool kOffset = false>
+template <bool kLaneCopies, bool kChunkRing>
 void launch_schedule(const MatmulArgs& a, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing, kOffset>;
-  constexpr int smem = kOffset ? kOffsetSmem : kChunkRing ? kRingSmem : kSmem;
+  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>;
+  constexpr int smem = kChunkRing ? kRingSmem : kSmem;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, smem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
@@ -377,12 +344,7 @@ void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
   // H200.
   static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
-  // The warpgroups offset (off unless MEMRA_WGMMA_FOLD_OFFSET=1: not yet measured; with the
-  // chunk ring only).
-  static const bool offset = env_switch("MEMRA_WGMMA_FOLD_OFFSET", false);
-  if (chunk_ring && offset)
-    launch_schedule<true, true, true>(a, stream);
-  else if (chunk_ring)
+  if (chunk_ring)
     launch_schedule<true, true>(a, stream);
   else if (prefill_wgmma_copy_lanes_enabled())
     launch_schedule<true, false>(a, stream);

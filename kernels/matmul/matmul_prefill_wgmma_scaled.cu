@@ -1,0 +1,215 @@
+// The wgmma prefill matmul for tiled Q6_K and Q8_0 weights on Hopper (sm_90a), warp-specialized,
+// for steps of more than 64 tokens: a copy warp brings each 256-element chunk's tile records and x
+// steps by bulk copies into a ring of chunk stages, and two compute warpgroups (64 rows each, warp
+// w owning m16 tile w) run the canonical order with several group partials in flight.
+//
+// The order is matmul.cu's canonical one for the scaled types, as in matmul_prefill_wgmma_quant.cu
+// and every other kernel: each scale group's wgmma chain from +0 (a Q6_K group is one k16 step, a
+// Q8_0 group two), p = fma(scale, s_g, p) in group order, chunks summed left to right. Unlike Q4_K
+// the group scale cannot ride in the A operand (fold.cuh): a Q6_K sc * q reaches 4096, past f16's
+// exact integers, so every group costs one CUDA-core FMA per row and token beside its wgmma.
+//
+// Why this kernel: matmul_prefill_wgmma_quant.cu waits for group j - 1's wgmma right after issuing
+// group j's (one group in flight while the CUDA cores scale), meets the whole block at every chunk
+// and issues a chunk's 24 copies from one thread behind that barrier; on the 8B gate shape at 512
+// tokens it took 363 us (Q4_K on the warp-specialized kernel: 137), ~430 cycles a group for a
+// block whose group needs 64 cycles of tensor work and 64 of FMA issue. Here group j's partial is
+// scaled after group j + 3 is issued (four register sets of 32 floats and their A fragments; with
+// p and the running total ~210 of the compute threads' 232 registers; Q8_0, two wgmmas a group,
+// three sets), the compute warps meet nobody (each arrives on a stage's "empty" barrier once it has
+// scaled that chunk's last group), and the copy warp's lanes issue a chunk's copies side by side.
+// Written 2026-12-04 (thirty-second round); PERFORMANCE.md has its measurements.
+#include "core/env.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/weight_frag.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+constexpr int kBM = 128, kBN = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kTiles = kBM / 16;
+constexpr int kSteps = kChunk / 16;
+constexpr int kStepBytes = kBN * 16 * 2;      // one k16 step of the block's x: 2 KB
+constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
+constexpr int kStages = 3;
+static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
+
+template <DType D>
+struct ScaledCfg {
+  using T = Tiled<D>;
+  static constexpr int kGroupSteps = T::kGroup / 16, kGroups = kChunk / T::kGroup;
+  // Group partials in registers: kLag = kSets - 1 groups in flight while one is scaled. Q8_0's
+  // groups are two wgmmas each, and with a fourth set (and its A fragments) it spilled.
+  static constexpr int kSets = D == DType::q8_0 ? 3 : 4, kLag = kSets - 1;
+  static constexpr int kRecStage = kTiles * T::kBytes;
+  static constexpr int kStage = kRecStage + kXStage;
+  static constexpr int kSmem = kStages * kStage + 2 * kStages * 8;  // + full and empty barriers
+  static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+  static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
+  static_assert(kSteps + kTiles <= 32, "one copy a lane");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
+
+// The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
+// kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
+// lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens.
+template <DType D>
+__device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
+                                            uint64_t* empty, int row0, int tok0, int lane) {
+  using C = ScaledCfg<D>;
+  const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
+  for (int c = 0; c < n_chunks; ++c) {
+    const int b = c % kStages;
+    if (c >= kStages) mbar_wait(empty + b, (c / kStages - 1) & 1);
+    if (lane == 0) mbar_arrive_expect_tx(full + b, C::kStage);
+    __syncwarp();  // the byte count is set before any copy can complete
+    uint8_t* stage = smem + b * C::kStage;
+    if (lane < kTiles) {
+      const int64_t tile = min(row0 / 16 + lane, last_tile);
+      bulk_copy(stage + lane * C::T::kBytes, a.w + (tile * n_chunks + c) * C::T::kBytes,
+                C::T::kBytes, full + b);
+    } else if (lane < kTiles + kSteps) {
+      const int s = lane - kTiles;
+      bulk_copy(stage + C::kRecStage + s * kStepBytes,
+                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, full + b);
+    }
+  }
+}
+
+// p += scale_j * s for this warp's rows g and g + 8 (scale from the tile's record in its stage).
+template <DType D>
+__device__ __forceinline__ void scale_group(const uint8_t* rec, int j, int g,
+                                            const float (&s)[8][4], float (&p)[8][4]) {
+  using T = Tiled<D>;
+  const float2 sc_g = T::scale(T::head(rec, g), j), sc_g8 = T::scale(T::head(rec, g + 8), j);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) apply_group<false>(p[n], s[n], sc_g, sc_g8, {});
+}
+
+// The chunk's partial into the running total, in chunk order; p restarts from +0.
+__device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      total[n][i] = c == 0 ? p[n][i] : __fadd_rn(total[n][i], p[n][i]);
+      p[n][i] = 0.0f;
+    }
+  }
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+template <DType D>
+__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const MatmulArgs a) {
+  detail::wait_for_inputs();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = ScaledCfg<D>;
+  using T = typename C::T;
+  constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
+  constexpr int kLag = C::kLag;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
+  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_chunks = a.n_in / kChunk;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
+  uint64_t* const empty = full + kStages;
+  if (tid == 0) {
+    mbar_init_stages(full, kStages);
+    mbar_init_stages(empty, kStages, kCompute / 32);
+  }
+  __syncthreads();
+  if (warp >= kCompute / 32) {  // the copy warpgroup: its first warp issues every copy
+    setmaxnreg_dec<kCopyRegs>();
+    if (warp == kCompute / 32) copy_chunks<D>(a, smem, full, empty, row0, tok0, lane);
+    return;
+  }
+  setmaxnreg_inc<kComputeRegs>();
+  // set[j % kSets]: group j's partial; p: the chunk partial; total: the running chunk sum. Index
+  // [n8 tile][mma.sync C register] of this warp's rows 16 warp + g, + 8.
+  float set[kSets][8][4] = {}, p[8][4] = {}, total[8][4] = {};
+  // Each set's A fragments too: a wgmma reads its A registers while in flight, and decoding the
+  // next group into them would make ptxas serialize the wgmmas (C7513).
+  uint32_t frags[kSets][kGroupSteps][4];
+  for (int c = 0; c < n_chunks; ++c) {
+    mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    const uint8_t* stage = smem + (c % kStages) * C::kStage;
+    const uint8_t* rec = stage + warp * T::kBytes;
+    const uint8_t* X = stage + C::kRecStage;
+    typename T::Quad quad;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      uint32_t(&af)[kGroupSteps][4] = frags[j % kSets];
+#pragma unroll
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const int step = j * kGroupSteps + v;
+        if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
+        T::frag(quad, step % 4, af[v]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
+        if (v == 0)
+          wgmma_m64n64k16<false>(set[j % kSets], af[v], b);
+        else
+          wgmma_m64n64k16<true>(set[j % kSets], af[v], b);
+      }
+      wgmma_commit();
+      if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
+        wgmma_wait<kLag>();
+        scale_group<D>(rec, j - kLag, g, set[(j - kLag) % kSets], p);
+      }
+    }
+    // The chunk's last groups. Nothing stays in flight past the chunk: a wgmma pending across the
+    // loop's back edge makes ptxas serialize every wgmma (C7513); the other warpgroup's wgmmas
+    // keep the tensor pipe busy meanwhile.
+    wgmma_wait<0>();
+#pragma unroll
+    for (int j = kGroups - kLag; j < kGroups; ++j) scale_group<D>(rec, j, g, set[j % kSets], p);
+    end_chunk(c, p, total);
+    if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
+      const int tok = tok0 + 8 * n + 2 * (lane & 3) + (i & 1);
+      if (row < a.n_out && tok < a.n_tokens)
+        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][i] * a.xinv[tok];
+    }
+  }
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+}  // namespace
+
+bool prefill_wgmma_scaled_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_SCALED", true);
+  return enabled;
+}
+
+template <DType D>
+void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
+  using C = ScaledCfg<D>;
+  if (a.n_tokens <= kDecodeTokens)
+    fail(ErrorCode::internal, "prefill_wgmma_scaled: {} tokens (it takes steps over {})",
+         a.n_tokens, kDecodeTokens);
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(prefill_wgmma_scaled_kernel<D>, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(prefill_wgmma_scaled_kernel<D>, grid, kThreads, C::kSmem, stream, a);
+}
+
+template void launch_prefill_wgmma_scaled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_wgmma_scaled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+
+}  // namespace memra::kernels::matmul_detail
