@@ -363,7 +363,10 @@ if [ "$MODE" = ab ]; then
   # time per matrix at 512 tokens, 8B Q4_K_M (its output, v and half its down matrices are Q6_K)
   # and Q8_0 pp512. The thirty-first round's Q4_K forms are in its run logs
   # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz, ...-ab-r32-*: the offset form).
-  forms=(scaled:MEMRA_WGMMA_SCALED=1 quant:MEMRA_WGMMA_SCALED=0)
+  # Q6_K's groups two a commit (MEMRA_WGMMA_SCALED_PAIRS=1) beside them, and Nsight Compute's
+  # stall reasons of the new kernel on the Q6_K gate shape.
+  forms=(scaled:MEMRA_WGMMA_SCALED=1 scaled-pairs:MEMRA_WGMMA_SCALED_PAIRS=1
+    quant:MEMRA_WGMMA_SCALED=0)
   for f in "${forms[@]}"; do
     kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
   done
@@ -377,6 +380,10 @@ if [ "$MODE" = ab ]; then
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b q8_0)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
+  step stalls-prefill-q6_k-gate 180 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --kernel-bench --detail prefill_wgmma_scaled_kernel --skip 150 --count 1 \
+    --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed \
+    --bench-args "--tokens 512 --dtypes q6_k"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

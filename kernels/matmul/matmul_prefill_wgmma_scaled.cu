@@ -81,14 +81,18 @@ __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, 
   }
 }
 
-// p += scale_j * s for this warp's rows g and g + 8 (scale from the tile's record in its stage).
+// Group j's scales of this warp's rows g and g + 8, from the tile's record in its stage: read
+// before the wait for the group's wgmmas, so the loads are not on the scaling's path.
 template <DType D>
-__device__ __forceinline__ void scale_group(const uint8_t* rec, int j, int g,
-                                            const float (&s)[8][4], float (&p)[8][4]) {
+__device__ __forceinline__ float2 group_scales(const uint8_t* rec, int j, int g) {
   using T = Tiled<D>;
-  const float2 sc_g = T::scale(T::head(rec, g), j), sc_g8 = T::scale(T::head(rec, g + 8), j);
+  return make_float2(T::scale(T::head(rec, g), j).x, T::scale(T::head(rec, g + 8), j).x);
+}
+// p += scale * s for rows g (sc.x) and g + 8 (sc.y).
+__device__ __forceinline__ void scale_group(float2 sc, const float (&s)[8][4], float (&p)[8][4]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n) apply_group<false>(p[n], s[n], sc_g, sc_g8, {});
+  for (int n = 0; n < 8; ++n)
+    apply_group<false>(p[n], s[n], make_float2(sc.x, 0.0f), make_float2(sc.y, 0.0f), {});
 }
 
 // The chunk's partial into the running total, in chunk order; p restarts from +0.
@@ -104,14 +108,17 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-template <DType D>
+// kPer: groups a wgmma commit group (one fence, one commit, one wait for kPer groups' wgmmas);
+// kSets / kPer - 1 commits stay in flight while one is scaled.
+template <DType D, int kPer>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = ScaledCfg<D>;
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
-  constexpr int kLag = C::kLag;
+  static_assert(kSets % kPer == 0 && kGroups % kPer == 0, "whole commit groups");
+  constexpr int kLagCommits = kSets / kPer - 1, kLag = kLagCommits * kPer;  // kLag groups
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
@@ -142,35 +149,47 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const
     const uint8_t* X = stage + C::kRecStage;
     typename T::Quad quad;
 #pragma unroll
-    for (int j = 0; j < kGroups; ++j) {
-      uint32_t(&af)[kGroupSteps][4] = frags[j % kSets];
+    for (int j0 = 0; j0 < kGroups; j0 += kPer) {
 #pragma unroll
-      for (int v = 0; v < kGroupSteps; ++v) {
-        const int step = j * kGroupSteps + v;
-        if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
-        T::frag(quad, step % 4, af[v]);
+      for (int j = j0; j < j0 + kPer; ++j) {
+#pragma unroll
+        for (int v = 0; v < kGroupSteps; ++v) {
+          const int step = j * kGroupSteps + v;
+          if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
+          T::frag(quad, step % 4, frags[j % kSets][v]);
+        }
       }
       wgmma_fence();
 #pragma unroll
-      for (int v = 0; v < kGroupSteps; ++v) {
-        const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-        if (v == 0)
-          wgmma_m64n64k16<false>(set[j % kSets], af[v], b);
-        else
-          wgmma_m64n64k16<true>(set[j % kSets], af[v], b);
+      for (int j = j0; j < j0 + kPer; ++j) {
+#pragma unroll
+        for (int v = 0; v < kGroupSteps; ++v) {
+          const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
+          if (v == 0)
+            wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
+          else
+            wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
+        }
       }
       wgmma_commit();
-      if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
-        wgmma_wait<kLag>();
-        scale_group<D>(rec, j - kLag, g, set[(j - kLag) % kSets], p);
+      if (j0 >= kLag) {  // groups j0 - kLag .. are done: scale them while the next ones run
+        float2 sc[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) sc[i] = group_scales<D>(rec, j0 - kLag + i, g);
+        wgmma_wait<kLagCommits>();
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) scale_group(sc[i], set[(j0 - kLag + i) % kSets], p);
       }
     }
     // The chunk's last groups. Nothing stays in flight past the chunk: a wgmma pending across the
     // loop's back edge makes ptxas serialize every wgmma (C7513); the other warpgroup's wgmmas
     // keep the tensor pipe busy meanwhile.
+    float2 sc[kLag];
+#pragma unroll
+    for (int i = 0; i < kLag; ++i) sc[i] = group_scales<D>(rec, kGroups - kLag + i, g);
     wgmma_wait<0>();
 #pragma unroll
-    for (int j = kGroups - kLag; j < kGroups; ++j) scale_group<D>(rec, j, g, set[j % kSets], p);
+    for (int i = 0; i < kLag; ++i) scale_group(sc[i], set[(kGroups - kLag + i) % kSets], p);
     end_chunk(c, p, total);
     if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
   }
@@ -196,17 +215,29 @@ bool prefill_wgmma_scaled_enabled() {
   return enabled;
 }
 
+template <DType D, int kPer>
+void launch_per(const MatmulArgs& a, cudaStream_t stream) {
+  using C = ScaledCfg<D>;
+  constexpr auto kernel = prefill_wgmma_scaled_kernel<D, kPer>;
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(kernel, C::kSmem, smem_set);
+  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
+  detail::launch(kernel, grid, kThreads, C::kSmem, stream, a);
+}
+
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
-  using C = ScaledCfg<D>;
   if (a.n_tokens <= kDecodeTokens)
     fail(ErrorCode::internal, "prefill_wgmma_scaled: {} tokens (it takes steps over {})",
          a.n_tokens, kDecodeTokens);
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(prefill_wgmma_scaled_kernel<D>, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(prefill_wgmma_scaled_kernel<D>, grid, kThreads, C::kSmem, stream, a);
+  // Q6_K's groups a commit two at a time (MEMRA_WGMMA_SCALED_PAIRS=1; an A/B, not yet measured:
+  // half the fences, commits and waits, one commit in flight while two groups are scaled).
+  static const bool pairs = env_switch("MEMRA_WGMMA_SCALED_PAIRS", false);
+  if constexpr (D == DType::q6_k) {
+    if (pairs) return launch_per<D, 2>(a, stream);
+  }
+  launch_per<D, 1>(a, stream);
 }
 
 template void launch_prefill_wgmma_scaled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
