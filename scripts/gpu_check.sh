@@ -363,10 +363,8 @@ if [ "$MODE" = ab ]; then
   # time per matrix at 512 tokens, 8B Q4_K_M (its output, v and half its down matrices are Q6_K)
   # and Q8_0 pp512. The thirty-first round's Q4_K forms are in its run logs
   # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz, ...-ab-r32-*: the offset form).
-  # Q6_K's groups two a commit (MEMRA_WGMMA_SCALED_PAIRS=1) beside them, and Nsight Compute's
-  # stall reasons of the new kernel on the Q6_K gate shape.
-  forms=(scaled:MEMRA_WGMMA_SCALED=1 scaled-pairs:MEMRA_WGMMA_SCALED_PAIRS=1
-    quant:MEMRA_WGMMA_SCALED=0)
+  # Then Nsight Compute's stall reasons of the new kernel on the Q6_K gate shape.
+  forms=(scaled:MEMRA_WGMMA_SCALED=1 quant:MEMRA_WGMMA_SCALED=0)
   for f in "${forms[@]}"; do
     kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
   done

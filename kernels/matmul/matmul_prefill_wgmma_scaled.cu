@@ -18,7 +18,13 @@
 // p and the running total ~210 of the compute threads' 232 registers; Q8_0, two wgmmas a group,
 // three sets), the compute warps meet nobody (each arrives on a stage's "empty" barrier once it has
 // scaled that chunk's last group), and the copy warp's lanes issue a chunk's copies side by side.
-// Written 2026-12-04 (thirty-second round); PERFORMANCE.md has its measurements.
+//
+// Measured on the H200 (thirty-second round, PERFORMANCE.md): the gate shape Q6_K 364.6 -> 241.9
+// us, Q8_0 318.1 -> 183.6; 8B Q8_0 pp512 9,437 -> 14,964 tok/s. What bounds it now is instruction
+// issue (Nsight Compute: 0.66 instructions a cycle per scheduler, ~80 a group per warp of which
+// 32 are the scaling FMAs, ~20 the Q6_K decode): the canonical order's FMA per row, token and
+// group is as much CUDA-core issue as the group's tensor work, so this order tops out near half
+// the tensor rate. Two groups a commit (half the fences and waits) measured no faster.
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
@@ -44,6 +50,9 @@ struct ScaledCfg {
   // Group partials in registers: kLag = kSets - 1 groups in flight while one is scaled. Q8_0's
   // groups are two wgmmas each, and with a fourth set (and its A fragments) it spilled.
   static constexpr int kSets = D == DType::q8_0 ? 3 : 4, kLag = kSets - 1;
+  // A group's scales read before the wait for its wgmmas (Q6_K: gate shape 250.9 -> 241.9 us) or
+  // after it (Q8_0, whose heads are 16 bytes a row: 194.5 -> 183.6), as measured.
+  static constexpr bool kEarlyScales = D == DType::q6_k;
   static constexpr int kRecStage = kTiles * T::kBytes;
   static constexpr int kStage = kRecStage + kXStage;
   static constexpr int kSmem = kStages * kStage + 2 * kStages * 8;  // + full and empty barriers
@@ -81,8 +90,7 @@ __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, 
   }
 }
 
-// Group j's scales of this warp's rows g and g + 8, from the tile's record in its stage: read
-// before the wait for the group's wgmmas, so the loads are not on the scaling's path.
+// Group j's scales of this warp's rows g and g + 8, from the tile's record in its stage.
 template <DType D>
 __device__ __forceinline__ float2 group_scales(const uint8_t* rec, int j, int g) {
   using T = Tiled<D>;
@@ -108,17 +116,14 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kPer: groups a wgmma commit group (one fence, one commit, one wait for kPer groups' wgmmas);
-// kSets / kPer - 1 commits stay in flight while one is scaled.
-template <DType D, int kPer>
+template <DType D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const MatmulArgs a) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = ScaledCfg<D>;
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
-  static_assert(kSets % kPer == 0 && kGroups % kPer == 0, "whole commit groups");
-  constexpr int kLagCommits = kSets / kPer - 1, kLag = kLagCommits * kPer;  // kLag groups
+  constexpr int kLag = C::kLag;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
@@ -149,47 +154,39 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const
     const uint8_t* X = stage + C::kRecStage;
     typename T::Quad quad;
 #pragma unroll
-    for (int j0 = 0; j0 < kGroups; j0 += kPer) {
+    for (int j = 0; j < kGroups; ++j) {
 #pragma unroll
-      for (int j = j0; j < j0 + kPer; ++j) {
-#pragma unroll
-        for (int v = 0; v < kGroupSteps; ++v) {
-          const int step = j * kGroupSteps + v;
-          if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
-          T::frag(quad, step % 4, frags[j % kSets][v]);
-        }
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const int step = j * kGroupSteps + v;
+        if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
+        T::frag(quad, step % 4, frags[j % kSets][v]);
       }
       wgmma_fence();
 #pragma unroll
-      for (int j = j0; j < j0 + kPer; ++j) {
-#pragma unroll
-        for (int v = 0; v < kGroupSteps; ++v) {
-          const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-          if (v == 0)
-            wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
-          else
-            wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
-        }
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
+        if (v == 0)
+          wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
+        else
+          wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
       }
       wgmma_commit();
-      if (j0 >= kLag) {  // groups j0 - kLag .. are done: scale them while the next ones run
-        float2 sc[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) sc[i] = group_scales<D>(rec, j0 - kLag + i, g);
-        wgmma_wait<kLagCommits>();
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) scale_group(sc[i], set[(j0 - kLag + i) % kSets], p);
+      if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
+        const int jl = j - kLag;
+        float2 sc;
+        if constexpr (C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
+        wgmma_wait<kLag>();
+        if constexpr (!C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
+        scale_group(sc, set[jl % kSets], p);
       }
     }
     // The chunk's last groups. Nothing stays in flight past the chunk: a wgmma pending across the
     // loop's back edge makes ptxas serialize every wgmma (C7513); the other warpgroup's wgmmas
     // keep the tensor pipe busy meanwhile.
-    float2 sc[kLag];
-#pragma unroll
-    for (int i = 0; i < kLag; ++i) sc[i] = group_scales<D>(rec, kGroups - kLag + i, g);
     wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < kLag; ++i) scale_group(sc[i], set[(kGroups - kLag + i) % kSets], p);
+    for (int j = kGroups - kLag; j < kGroups; ++j)
+      scale_group(group_scales<D>(rec, j, g), set[j % kSets], p);
     end_chunk(c, p, total);
     if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
   }
@@ -210,34 +207,24 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const
 
 }  // namespace
 
+// On by default (MEMRA_WGMMA_SCALED=0 for the A/B, the same bits: kernel-check's matrix cases).
 bool prefill_wgmma_scaled_enabled() {
   static const bool enabled = env_switch("MEMRA_WGMMA_SCALED", true);
   return enabled;
 }
 
-template <DType D, int kPer>
-void launch_per(const MatmulArgs& a, cudaStream_t stream) {
+template <DType D>
+void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
   using C = ScaledCfg<D>;
-  constexpr auto kernel = prefill_wgmma_scaled_kernel<D, kPer>;
+  if (a.n_tokens <= kDecodeTokens)
+    fail(ErrorCode::internal, "prefill_wgmma_scaled: {} tokens (it takes steps over {})",
+         a.n_tokens, kDecodeTokens);
+  constexpr auto kernel = prefill_wgmma_scaled_kernel<D>;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
   detail::launch(kernel, grid, kThreads, C::kSmem, stream, a);
-}
-
-template <DType D>
-void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= kDecodeTokens)
-    fail(ErrorCode::internal, "prefill_wgmma_scaled: {} tokens (it takes steps over {})",
-         a.n_tokens, kDecodeTokens);
-  // Q6_K's groups a commit two at a time (MEMRA_WGMMA_SCALED_PAIRS=1; an A/B, not yet measured:
-  // half the fences, commits and waits, one commit in flight while two groups are scaled).
-  static const bool pairs = env_switch("MEMRA_WGMMA_SCALED_PAIRS", false);
-  if constexpr (D == DType::q6_k) {
-    if (pairs) return launch_per<D, 2>(a, stream);
-  }
-  launch_per<D, 1>(a, stream);
 }
 
 template void launch_prefill_wgmma_scaled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
