@@ -356,32 +356,24 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-second round: Q6_K and Q8_0 prefill on the warp-specialized kernel with four (Q8_0:
-  # three) group partials in flight (matmul_prefill_wgmma_scaled.cu, the default since this round)
-  # against matmul_prefill_wgmma_quant.cu (MEMRA_WGMMA_SCALED=0; the Q6_K gate shape at 512 tokens
-  # 363 us where the Q4_K kernel takes 137): each kernel's bits (kernel-check's matrix cases), its
-  # time per matrix at 512 tokens, 8B Q4_K_M (its output, v and half its down matrices are Q6_K)
-  # and Q8_0 pp512. The thirty-first round's Q4_K forms are in its run logs
-  # (receipts/2026-12-04-gpu-check-ab-r31-*-run.log.xz, ...-ab-r32-*: the offset form).
-  # Then Nsight Compute's stall reasons of the new kernel on the Q6_K gate shape.
-  forms=(scaled:MEMRA_WGMMA_SCALED=1 quant:MEMRA_WGMMA_SCALED=0)
-  for f in "${forms[@]}"; do
-    kcheck "kernel-check-matmul-${f%%:*}" 180 "${f#*:}" --filter matmul
-  done
+  # The thirty-second round's last A/B: a prefill step's tiled outputs of one dtype sharing
+  # launches of the Q4_K and scaled Q6_K / Q8_0 kernels (the default since this round) against
+  # one launch per output (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the shared
+  # launches against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M and Q8_0
+  # pp512 each way, and the server's TTFT. The round's kernel A/B (the scaled kernel against
+  # matmul_prefill_wgmma_quant.cu, MEMRA_WGMMA_SCALED=0) and its Nsight Compute profile are in the
+  # run logs receipts/2026-12-04-gpu-check-ab-r32-{scaled,pairs}-run.log.xz.
+  kcheck kernel-check-matmul 180 --filter matmul
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in "${forms[@]}"; do
-    step "kernel-bench-512-q6_k-q8_0-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-512-q6_k-q8_0-${f%%:*}.json"
-  done
-  for f in "${forms[@]}"; do
+  for f in groups:MEMRA_WGMMA_PREFILL_GROUPS=1 no-groups:MEMRA_WGMMA_PREFILL_GROUPS=0; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b q8_0)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
-  step stalls-prefill-q6_k-gate 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --kernel-bench --detail prefill_wgmma_scaled_kernel --skip 150 --count 1 \
-    --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed \
-    --bench-args "--tokens 512 --dtypes q6_k"
+  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
+    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -395,7 +395,7 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
 // kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
 void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
                           bool* grouped, cudaStream_t stream) {
-  matmul_detail::Fold64Outs m;
+  matmul_detail::BlockOuts m;
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (grouped[i] || o.wtype != DType::q4_k || !uses_wgmma(o, n_in, x.n_tokens)) continue;
@@ -407,6 +407,28 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
     grouped[i] = true;
   }
   if (m.n > 0) matmul_detail::launch_wgmma_fold64(x, m, stream);
+}
+
+// The tiled outputs of a prefill step (over 64 tokens) that take the Q4_K warp-specialized kernel
+// or the Q6_K / Q8_0 scaled one: two or more of one dtype share a launch (BlockOuts). A layer's
+// k and v (1,024 rows of the 8B: 8 row blocks) alone fill a quarter of the H200 for the time of
+// a full wave; with q in the same launch the three take two waves instead of three.
+void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
+                           bool* grouped, cudaStream_t stream) {
+  const auto takes = [&](const MatmulOut& o) {
+    if (!uses_wgmma(o, n_in, x.n_tokens)) return false;
+    return o.wtype == DType::q4_k ? matmul_detail::prefill_wgmma_fold_enabled()
+                                  : matmul_detail::prefill_wgmma_scaled_enabled();
+  };
+  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0>(
+      outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
+        matmul_detail::BlockOuts b;
+        for (int i = 0; i < m.n; ++i) b.add(m.w[i], m.y[i], m.n_out[i], m.ldy[i]);
+        if constexpr (D.value == DType::q4_k)
+          matmul_detail::launch_prefill_wgmma_fold(x, b, stream);
+        else
+          matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, stream);
+      });
 }
 
 }  // namespace
@@ -520,6 +542,9 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::wgmma_fold64_enabled())
     launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
+  if (any_wgmma && n_tokens > kDecodeTokens && n_outs <= kMaxGrouped &&
+      matmul_detail::prefill_groups_enabled())
+    launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, stream);
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;
@@ -557,6 +582,11 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
 }
 
 namespace matmul_detail {
+
+bool prefill_groups_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_PREFILL_GROUPS", true);
+  return enabled;
+}
 
 MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const int32_t* rows,
                           void* scratch, cudaStream_t stream) {

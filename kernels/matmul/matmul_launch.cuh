@@ -137,8 +137,32 @@ struct MultiOut {
     ++n;
   }
 };
+// Up to kMultiOuts outputs over the same x in one launch of a kernel with 128-row blocks (the
+// wgmma kernels): block row b runs 128-row block b - block_begin[o] of output o, the same
+// instructions as that output's own launch (so the same bits), and outputs too narrow to fill the
+// GPU alone (q, k and v of a layer) run side by side instead of one launch after another.
+struct BlockOuts {
+  const uint8_t* w[kMultiOuts] = {};
+  float* y[kMultiOuts] = {};
+  int n_out[kMultiOuts] = {};
+  int64_t ldy[kMultiOuts] = {};
+  int block_begin[kMultiOuts + 1] = {};
+  int n = 0;
+  // Appends output (w, y, n_out, ldy); the caller launches first when n == kMultiOuts.
+  void add(const uint8_t* w_, float* y_, int n_out_, int64_t ldy_) {
+    w[n] = w_, y[n] = y_, n_out[n] = n_out_, ldy[n] = ldy_;
+    block_begin[n + 1] = block_begin[n] + (n_out_ + 127) / 128;
+    ++n;
+  }
+  // The one output of args (w, y, n_out, ldy).
+  static BlockOuts of(const MatmulArgs& args) {
+    BlockOuts outs;
+    outs.add(args.w, args.y, args.n_out, args.ldy);
+    return outs;
+  }
+};
 // The output of a multi-output launch that block b computes (begin[o] <= b < begin[o + 1]; outs
-// has w, y, n_out, ldy and n per output: MultiOut, Fold64Outs), with a's w, y, n_out and ldy set
+// has w, y, n_out, ldy and n per output: MultiOut, BlockOuts), with a's w, y, n_out and ldy set
 // to it. Returns o.
 template <typename Outs>
 __device__ __forceinline__ int take_output(const Outs& outs, const int* begin, int b,
@@ -191,12 +215,19 @@ bool prefill_wgmma_fold_enabled();
 // MEMRA_WGMMA_COPY_LANES=0).
 bool prefill_wgmma_copy_lanes_enabled();
 void launch_prefill_wgmma_fold(const MatmulArgs& args, cudaStream_t stream);
+// Several Q4_K outputs over the same x (in the wgmma layout) in one launch.
+void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
 // Tiled Q6_K and Q8_0 on a warp-specialized kernel with four group partials in flight
 // (matmul_prefill_wgmma_scaled.cu; args.xp set, more than 64 tokens): the same bits as
 // launch_prefill_wgmma_quant. On unless MEMRA_WGMMA_SCALED=0.
 bool prefill_wgmma_scaled_enabled();
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& args, cudaStream_t stream);
+template <DType D>
+void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
+// Prefill steps' outputs of one dtype on the two kernels above share launches (BlockOuts): on
+// unless MEMRA_WGMMA_PREFILL_GROUPS=0.
+bool prefill_groups_enabled();
 
 // clang-format off
 #define MEMRA_MATMUL_FOR_EACH_MMA_TYPE(X) \

@@ -200,13 +200,18 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 // with two handoffs a chunk, 4-5% while the copies bounded the kernel, fourteenth round; on the
 // chunk ring, the second warpgroup half a chunk behind with each staging the chunk's sums for
 // itself, gate 136.7 -> 142.5 us, thirty-second round. PERFORMANCE.md.)
+// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
 template <bool kLaneCopies, bool kChunkRing>
-__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_fold_kernel(const MatmulArgs a) {
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_fold_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
   // The barriers and roles as matmul_prefill_wgmma.cu's kernel sets them up. (Written once, as a
   // wgmma.cuh helper both kernels call, it changed ~500 lines of the BF16 kernel's SASS: kept
@@ -326,30 +331,35 @@ bool prefill_wgmma_copy_lanes_enabled() {
 }
 
 template <bool kLaneCopies, bool kChunkRing>
-void launch_schedule(const MatmulArgs& a, cudaStream_t stream) {
+void launch_schedule(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>;
   constexpr int smem = kChunkRing ? kRingSmem : kSmem;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, smem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, smem, stream, a);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(kernel, grid, kThreads, smem, stream, x, outs);
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
-  if (a.n_tokens <= kDecodeTokens)
-    fail(ErrorCode::internal, "prefill_wgmma_fold: {} tokens (128-token tiles take over {})",
-         a.n_tokens, kDecodeTokens);
+  launch_prefill_wgmma_fold(a, BlockOuts::of(a), stream);
+}
+
+void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+  if (x.n_tokens <= kDecodeTokens || outs.n < 1)
+    fail(ErrorCode::internal,
+         "prefill_wgmma_fold: {} tokens (128-token tiles take over {}), {} outputs", x.n_tokens,
+         kDecodeTokens, outs.n);
   // The chunk ring: on by default (MEMRA_WGMMA_CHUNK_RING=0 for the A/B, the same bits): the 8B
   // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
   // H200.
   static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
   if (chunk_ring)
-    launch_schedule<true, true>(a, stream);
+    launch_schedule<true, true>(x, outs, stream);
   else if (prefill_wgmma_copy_lanes_enabled())
-    launch_schedule<true, false>(a, stream);
+    launch_schedule<true, false>(x, outs, stream);
   else
-    launch_schedule<false, false>(a, stream);
+    launch_schedule<false, false>(x, outs, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -116,8 +116,10 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
 template <DType D>
-__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const MatmulArgs a) {
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = ScaledCfg<D>;
@@ -126,7 +128,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_scaled_kernel(const
   constexpr int kLag = C::kLag;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_chunks = a.n_in / kChunk;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
   uint64_t* const empty = full + kStages;
@@ -214,20 +219,30 @@ bool prefill_wgmma_scaled_enabled() {
 }
 
 template <DType D>
-void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
+void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   using C = ScaledCfg<D>;
-  if (a.n_tokens <= kDecodeTokens)
-    fail(ErrorCode::internal, "prefill_wgmma_scaled: {} tokens (it takes steps over {})",
-         a.n_tokens, kDecodeTokens);
+  if (x.n_tokens <= kDecodeTokens || outs.n < 1)
+    fail(ErrorCode::internal,
+         "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
+         kDecodeTokens, outs.n);
   constexpr auto kernel = prefill_wgmma_scaled_kernel<D>;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, C::kSmem, stream, a);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(kernel, grid, kThreads, C::kSmem, stream, x, outs);
+}
+
+template <DType D>
+void launch_prefill_wgmma_scaled(const MatmulArgs& a, cudaStream_t stream) {
+  launch_prefill_wgmma_scaled<D>(a, BlockOuts::of(a), stream);
 }
 
 template void launch_prefill_wgmma_scaled<DType::q6_k>(const MatmulArgs&, cudaStream_t);
 template void launch_prefill_wgmma_scaled<DType::q8_0>(const MatmulArgs&, cudaStream_t);
+template void launch_prefill_wgmma_scaled<DType::q6_k>(const MatmulArgs&, const BlockOuts&,
+                                                       cudaStream_t);
+template void launch_prefill_wgmma_scaled<DType::q8_0>(const MatmulArgs&, const BlockOuts&,
+                                                       cudaStream_t);
 
 }  // namespace memra::kernels::matmul_detail

@@ -90,7 +90,7 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 
 // Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_fold64_kernel(const MatmulArgs x, const Fold64Outs outs) {
+    wgmma_fold64_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
@@ -202,7 +202,7 @@ bool wgmma_fold64_enabled() {
   return enabled;
 }
 
-void launch_wgmma_fold64(const MatmulArgs& x, const Fold64Outs& outs, cudaStream_t stream) {
+void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (x.n_in % kChunk != 0 || outs.n < 1)
     fail(ErrorCode::internal, "wgmma_fold64: K {} (whole 256-element chunks), {} outputs", x.n_in,
          outs.n);
@@ -214,9 +214,7 @@ void launch_wgmma_fold64(const MatmulArgs& x, const Fold64Outs& outs, cudaStream
 }
 
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream) {
-  Fold64Outs outs;
-  outs.add(args.w, args.y, args.n_out, args.ldy);
-  launch_wgmma_fold64(args, outs, stream);
+  launch_wgmma_fold64(args, BlockOuts::of(args), stream);
 }
 
 }  // namespace memra::kernels::matmul_detail
