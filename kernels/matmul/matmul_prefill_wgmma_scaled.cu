@@ -195,16 +195,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     end_chunk(c, p, total);
     if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
   }
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = row0 + warp * 16 + g + 8 * (i >> 1);
-      const int tok = tok0 + 8 * n + 2 * (lane & 3) + (i & 1);
-      if (row < a.n_out && tok < a.n_tokens)
-        a.y[static_cast<int64_t>(tok) * a.ldy + row] = total[n][i] * a.xinv[tok];
-    }
-  }
+  // total[n][i] is n8 tile n's C fragment: store_tile's order (total[4n + i]).
+  store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
