@@ -357,10 +357,10 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The thirty-second round's last A/B: a prefill step's tiled outputs of one dtype sharing
-  # launches of the Q4_K and scaled Q6_K / Q8_0 kernels (the default since this round) against
-  # one launch per output (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the shared
-  # launches against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M and Q8_0
-  # pp512 each way, and the server's TTFT. The round's kernel A/B (the scaled kernel against
+  # launches of the BF16, Q4_K and scaled Q6_K / Q8_0 kernels (the default since this round)
+  # against one launch per output (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the
+  # shared launches against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M,
+  # Q8_0 and BF16 pp512 each way, and the server's TTFT. The round's kernel A/B (the scaled kernel against
   # matmul_prefill_wgmma_quant.cu, MEMRA_WGMMA_SCALED=0) and its Nsight Compute profile are in the
   # run logs receipts/2026-12-04-gpu-check-ab-r32-{scaled,pairs}-run.log.xz.
   kcheck kernel-check-matmul 180 --filter matmul
@@ -369,6 +369,7 @@ if [ "$MODE" = ab ]; then
   for f in groups:MEMRA_WGMMA_PREFILL_GROUPS=1 no-groups:MEMRA_WGMMA_PREFILL_GROUPS=0; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b q8_0)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

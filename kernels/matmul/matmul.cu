@@ -409,22 +409,26 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
   if (m.n > 0) matmul_detail::launch_wgmma_fold64(x, m, stream);
 }
 
-// The tiled outputs of a prefill step (over 64 tokens) that take the Q4_K warp-specialized kernel
-// or the Q6_K / Q8_0 scaled one: two or more of one dtype share a launch (BlockOuts). A layer's
-// k and v (1,024 rows of the 8B: 8 row blocks) alone fill a quarter of the H200 for the time of
-// a full wave; with q in the same launch the three take two waves instead of three.
+// The tiled outputs of a prefill step (over 64 tokens) that take the F16/BF16 wgmma kernel, the
+// Q4_K warp-specialized one or the Q6_K / Q8_0 scaled one: two or more of one dtype share a
+// launch (BlockOuts). A layer's k and v (1,024 rows of the 8B: 8 row blocks) alone fill a quarter
+// of the H200 for the time of a full wave; with q in the same launch the three take two waves
+// instead of three.
 void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
                            bool* grouped, cudaStream_t stream) {
   const auto takes = [&](const MatmulOut& o) {
-    if (!uses_wgmma(o, n_in, x.n_tokens)) return false;
+    if (exact_path(o.wtype, n_in) || !uses_wgmma(o, n_in, x.n_tokens)) return false;
+    if (o.wtype == DType::f16 || o.wtype == DType::bf16) return true;
     return o.wtype == DType::q4_k ? matmul_detail::prefill_wgmma_fold_enabled()
                                   : matmul_detail::prefill_wgmma_scaled_enabled();
   };
-  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0>(
+  launch_groups<DType::f16, DType::bf16, DType::q4_k, DType::q6_k, DType::q8_0>(
       outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
         matmul_detail::BlockOuts b;
         for (int i = 0; i < m.n; ++i) b.add(m.w[i], m.y[i], m.n_out[i], m.ldy[i]);
-        if constexpr (D.value == DType::q4_k)
+        if constexpr (D.value == DType::f16 || D.value == DType::bf16)
+          matmul_detail::launch_prefill_wgmma(x, b, stream);
+        else if constexpr (D.value == DType::q4_k)
           matmul_detail::launch_prefill_wgmma_fold(x, b, stream);
         else
           matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, stream);

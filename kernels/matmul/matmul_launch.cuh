@@ -204,6 +204,8 @@ void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
+// Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
+void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
 // The same for tiled Q4_K, Q6_K and Q8_0 (matmul_prefill_wgmma_quant.cu).
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& args, cudaStream_t stream);

@@ -101,12 +101,17 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-__global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_kernel(const MatmulArgs a) {
+// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_wgmma_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int row0 = static_cast<int>(blockIdx.y) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
   const int n_sub = a.n_in / kSub;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
@@ -187,13 +192,18 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
+void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+  if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
   constexpr auto kernel = prefill_wgmma_kernel;
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kernel, kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>((a.n_out + kBM - 1) / kBM));
-  detail::launch(kernel, grid, kThreads, kSmem, stream, a);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(kernel, grid, kThreads, kSmem, stream, x, outs);
+}
+
+void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
+  launch_prefill_wgmma(a, BlockOuts::of(a), stream);
 }
 
 }  // namespace memra::kernels::matmul_detail
