@@ -71,10 +71,21 @@ struct MatmulOut {
   int64_t ldy;
   WeightLayout layout = WeightLayout::ggml;
 };
+// A second stream for matmul_shared_x's prefill products beyond the first launch (a Q4_K_M
+// layer's Q6_K v beside its Q4_K q and k, which alone leave most of the GPU idle in their last
+// wave): those launches run on `stream` after `fork` (recorded on the caller's stream once x is
+// converted), and the caller's stream waits for `join` before the call returns. The events are
+// the caller's, created with cudaEventDisableTiming; not for use inside a graph capture.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
 // x_prepared: rms_norm_for_matmul wrote x's prepared form to scratch (n_tokens <= kPreparedRows,
-// and nothing else used the scratch since), so it is not made again.
+// and nothing else used the scratch since), so it is not made again. side: see SideStream (steps
+// of more than 64 tokens use it; the outputs are the same bits either way).
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false);
+                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false,
+                     const SideStream* side = nullptr);
 
 // rms_norm (d null) or add_rms_norm (kernels in norm.cu) of n_rows <= kPreparedRows rows that
 // also writes y's matmul input to `scratch` (matmul_scratch_bytes(n_rows, dim) bytes) exactly as

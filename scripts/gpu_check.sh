@@ -356,20 +356,21 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-second round's last A/B: a prefill step's tiled outputs of one dtype sharing
-  # launches of the BF16, Q4_K and scaled Q6_K / Q8_0 kernels (the default since this round)
-  # against one launch per output (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the
-  # shared launches against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M,
-  # Q8_0 and BF16 pp512 each way, and the server's TTFT. The round's kernel A/B (the scaled kernel against
-  # matmul_prefill_wgmma_quant.cu, MEMRA_WGMMA_SCALED=0) and its Nsight Compute profile are in the
-  # run logs receipts/2026-12-04-gpu-check-ab-r32-{scaled,pairs}-run.log.xz.
+  # The thirty-second round's last A/B: a prefill step's products beside each other on a second
+  # stream (a Q4_K_M layer's Q6_K v beside its Q4_K q and k; the default since this round) against
+  # one stream (MEMRA_PREFILL_SIDE_STREAM=0) and against one launch per product
+  # (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the shared launches, on one stream
+  # and on two, against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M pp512
+  # each way, and the server's TTFT. The round's earlier A/Bs (the scaled Q6_K / Q8_0 kernel
+  # against the quantized one, MEMRA_WGMMA_SCALED=0, with its Nsight Compute profile; Q8_0 and
+  # BF16 pp512 with and without the shared launches) are in its run logs
+  # receipts/2026-12-04-gpu-check-ab-r32-*-run.log.xz.
   kcheck kernel-check-matmul 180 --filter matmul
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in groups:MEMRA_WGMMA_PREFILL_GROUPS=1 no-groups:MEMRA_WGMMA_PREFILL_GROUPS=0; do
+  for f in side:MEMRA_PREFILL_SIDE_STREAM=1 one-stream:MEMRA_PREFILL_SIDE_STREAM=0 \
+    no-groups:MEMRA_WGMMA_PREFILL_GROUPS=0; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b q8_0)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

@@ -413,26 +413,49 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
 // Q4_K warp-specialized one or the Q6_K / Q8_0 scaled one: two or more of one dtype share a
 // launch (BlockOuts). A layer's k and v (1,024 rows of the 8B: 8 row blocks) alone fill a quarter
 // of the H200 for the time of a full wave; with q in the same launch the three take two waves
-// instead of three.
+// instead of three. With a side stream every such output is launched here, and launches after the
+// first run on the side stream, beside it.
 void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
-                           bool* grouped, cudaStream_t stream) {
+                           bool* grouped, cudaStream_t stream, const SideStream* side) {
   const auto takes = [&](const MatmulOut& o) {
     if (exact_path(o.wtype, n_in) || !uses_wgmma(o, n_in, x.n_tokens)) return false;
     if (o.wtype == DType::f16 || o.wtype == DType::bf16) return true;
     return o.wtype == DType::q4_k ? matmul_detail::prefill_wgmma_fold_enabled()
                                   : matmul_detail::prefill_wgmma_scaled_enabled();
   };
+  int n_launches = 0;
+  bool forked = false;
+  const auto event_ok = [](cudaError_t st, const char* what) {
+    if (st != cudaSuccess)
+      fail(ErrorCode::internal, "matmul: {} on the side stream: {}", what, cudaGetErrorString(st));
+  };
+  // Recorded before the first launch, so that the side stream waits for x's conversion only,
+  // not for the products launched on the caller's stream.
+  if (side) event_ok(cudaEventRecord(side->fork, stream), "cudaEventRecord");
   launch_groups<DType::f16, DType::bf16, DType::q4_k, DType::q6_k, DType::q8_0>(
-      outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
+      outs, n_outs, side ? 1 : 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
         matmul_detail::BlockOuts b;
         for (int i = 0; i < m.n; ++i) b.add(m.w[i], m.y[i], m.n_out[i], m.ldy[i]);
+        cudaStream_t s = stream;
+        if (side && n_launches > 0) {
+          if (!forked) {  // the side stream starts once x is converted
+            event_ok(cudaStreamWaitEvent(side->stream, side->fork, 0), "cudaStreamWaitEvent");
+            forked = true;
+          }
+          s = side->stream;
+        }
+        ++n_launches;
         if constexpr (D.value == DType::f16 || D.value == DType::bf16)
-          matmul_detail::launch_prefill_wgmma(x, b, stream);
+          matmul_detail::launch_prefill_wgmma(x, b, s);
         else if constexpr (D.value == DType::q4_k)
-          matmul_detail::launch_prefill_wgmma_fold(x, b, stream);
+          matmul_detail::launch_prefill_wgmma_fold(x, b, s);
         else
-          matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, stream);
+          matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, s);
       });
+  if (forked) {  // the caller's stream goes on once the side stream's products are written
+    event_ok(cudaEventRecord(side->join, side->stream), "cudaEventRecord");
+    event_ok(cudaStreamWaitEvent(stream, side->join, 0), "cudaStreamWaitEvent");
+  }
 }
 
 }  // namespace
@@ -503,7 +526,8 @@ void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float*
 }  // namespace
 
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared) {
+                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared,
+                     const SideStream* side) {
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
@@ -548,7 +572,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
     launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
   if (any_wgmma && n_tokens > kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::prefill_groups_enabled())
-    launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, stream);
+    launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, stream, side);
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;

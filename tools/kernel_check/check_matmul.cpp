@@ -7,8 +7,10 @@
 // same row in a 300-token call, bit for bit; with ldy > n_out the padding columns stay untouched.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "backend/cuda/side_stream.h"
 #include "check.h"
 #include "core/half.h"
 #include "formats/quant.h"
@@ -276,10 +278,13 @@ struct SharedXCase {
   std::vector<int64_t> tokens;
   int64_t x_offset;
   int teeth_out;
+  bool side = false;  // launches after the first on a second stream (kernels::SideStream)
 };
 
 void check_shared_x_case(Context& ctx, const SharedXCase& c) {
   const int n_outs = static_cast<int>(c.types.size());
+  const std::unique_ptr<cuda::SideStreamOwner> side =
+      c.side ? std::make_unique<cuda::SideStreamOwner>() : nullptr;
   for (int64_t n_tokens : c.tokens) {
     const std::vector<float> x = ctx.uniform(n_tokens * c.n_in + c.x_offset);
     Dev<float> dx(ctx, x);
@@ -305,8 +310,8 @@ void check_shared_x_case(Context& ctx, const SharedXCase& c) {
     for (int i = 0; i < n_outs; ++i)
       outs.push_back(
           {c.types[i], ws[i].get(), c.outs_n[i], shared[i].get(), c.outs_n[i], c.layouts[i]});
-    kernels::matmul_shared_x(outs.data(), n_outs, c.n_in, xp, n_tokens, scratch.get(),
-                             ctx.stream());
+    kernels::matmul_shared_x(outs.data(), n_outs, c.n_in, xp, n_tokens, scratch.get(), ctx.stream(),
+                             false, side ? side->get() : nullptr);
     for (int i = 0; i < n_outs; ++i)
       kernels::matmul(c.types[i], ws[i].get(), c.n_in, c.outs_n[i], xp, n_tokens, single[i].get(),
                       c.outs_n[i], scratch.get(), ctx.stream(), c.layouts[i]);
@@ -362,6 +367,19 @@ void check_shared_x(Context& ctx) {
             {77, 300},
             0,
             5});
+  // The same with the launches after the first on a second stream (kernels::SideStream), as the
+  // CUDA backend's prefill steps run them.
+  check_shared_x_case(
+      ctx, {"5 x Q4_K+2 x Q6_K+2 x Q8_0+2 x BF16 tiled prefill, side stream",
+            1024,
+            {DType::q4_k, DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k,
+             DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k},
+            {1000, 264, 200, 520, 136, 72, 136, 256, 128, 392, 384},
+            {t, t, t, t, t, t, t, t, t, t, t},
+            {77, 300},
+            0,
+            5,
+            true});
 }
 
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token

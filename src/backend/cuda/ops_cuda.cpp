@@ -22,6 +22,7 @@
 #include "backend/cuda/experts_grouped.h"
 #include "backend/cuda/fast_gemm.h"
 #include "backend/cuda/ops_cuda_support.h"
+#include "backend/cuda/side_stream.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -40,6 +41,7 @@ class CudaOps final : public Ops {
     faults_ = FaultPlan::from_env();
     info_ = device_info(ordinal_);  // sets the device on this thread
     stream_ = std::make_unique<Stream>();
+    if (prefill_side_stream_enabled()) side_ = std::make_unique<SideStreamOwner>();
     check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
     if (!options.batch_invariant) fast_ = std::make_unique<FastGemm>();
   }
@@ -171,7 +173,8 @@ class CudaOps final : public Ops {
     if (fast_matmul(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens)) return;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
-                             stream(), prepared(x, n_tokens, n_in));
+                             stream(), prepared(x, n_tokens, n_in),
+                             side_ && !capturing_ ? side_->get() : nullptr);
     launched("matmul");
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
@@ -663,6 +666,7 @@ class CudaOps final : public Ops {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   bool capturing_ = false;
   GraphStats graph_stats_;
+  std::unique_ptr<SideStreamOwner> side_;  // prefill products beside each other (side_stream.h)
 };
 
 void CudaOps::graph_run(const GraphKey& key, const std::function<void()>& forward) {
