@@ -356,30 +356,23 @@ void check_shared_x(Context& ctx) {
             4});
   // Prefill steps (77 and 300 tokens): tiled outputs of one dtype on the BF16 wgmma kernel, the
   // warp-specialized Q4_K one and the scaled Q6_K / Q8_0 one share launches (four at most: five
-  // Q4_K ones take two), partial last row and token blocks included.
-  check_shared_x_case(
-      ctx, {"5 x Q4_K+2 x Q6_K+2 x Q8_0+2 x BF16 tiled prefill",
-            1024,
-            {DType::q4_k, DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k,
-             DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k},
-            {1000, 264, 200, 520, 136, 72, 136, 256, 128, 392, 384},
-            {t, t, t, t, t, t, t, t, t, t, t},
-            {77, 300},
-            0,
-            5});
-  // The same with the launches after the first on a second stream (kernels::SideStream), as the
-  // CUDA backend's prefill steps run them.
-  check_shared_x_case(
-      ctx, {"5 x Q4_K+2 x Q6_K+2 x Q8_0+2 x BF16 tiled prefill, side stream",
-            1024,
-            {DType::q4_k, DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k,
-             DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k},
-            {1000, 264, 200, 520, 136, 72, 136, 256, 128, 392, 384},
-            {t, t, t, t, t, t, t, t, t, t, t},
-            {77, 300},
-            0,
-            5,
-            true});
+  // Q4_K ones take two), partial last row and token blocks included; on one stream, and with the
+  // launches after the first on a second one (kernels::SideStream), as the CUDA backend's prefill
+  // steps run them.
+  for (const bool side : {false, true}) {
+    check_shared_x_case(
+        ctx, {std::string("5 x Q4_K+2 x Q6_K+2 x Q8_0+2 x BF16 tiled prefill") +
+                  (side ? ", side stream" : ""),
+              1024,
+              {DType::q4_k, DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k,
+               DType::q6_k, DType::q4_k, DType::q8_0, DType::bf16, DType::q4_k},
+              {1000, 264, 200, 520, 136, 72, 136, 256, 128, 392, 384},
+              {t, t, t, t, t, t, t, t, t, t, t},
+              {77, 300},
+              0,
+              5,
+              side});
+  }
 }
 
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token
