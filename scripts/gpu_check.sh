@@ -23,10 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: the Q4_K wgmma prefill kernel's chunk ring against the sub-stage
-#               ring before it and against its warpgroups offset (kernel-check's matrix cases
-#               with each, memra-kernel-bench at 512 tokens, 8B Q4_K_M pp512) (~3 min; its other
-#               gates are quick's)
+#     ab        this round's A/B: a prefill step's products beside each other on a second stream
+#               against one stream and against one launch per product (kernel-check's matrix
+#               cases, the invariance tests, 8B Q4_K_M pp512 each way, the server's TTFT) (~1
+#               min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
