@@ -338,16 +338,17 @@ void with_dtype(DType d, F&& f) {
 }
 
 // Puts the outputs of each dtype of Ds that `takes` accepts into launches of up to kMultiOuts
-// outputs (`run(std::integral_constant<DType, D>, outs)`); grouped[i] marks the outputs launched.
-// Groups of fewer than min_outputs are left to the caller's one-launch-per-output loop.
-template <DType... Ds, typename Takes, typename Run>
+// outputs (`run(std::integral_constant<DType, D>, outs)`, outs an Outs: MultiOut for the
+// 16-row-tile kernels, BlockOuts for the 128-row-block ones); grouped[i] marks the outputs
+// launched. Groups of fewer than min_outputs are left to the caller's one-launch-per-output loop.
+template <typename Outs, DType... Ds, typename Takes, typename Run>
 void launch_groups(const MatmulOut* outs, int n_outs, int min_outputs, bool* grouped, Takes takes,
                    Run run) {
   for (DType d : {Ds...}) {
     int n_taken = 0;
     for (int i = 0; i < n_outs; ++i) n_taken += !grouped[i] && outs[i].wtype == d && takes(outs[i]);
     if (n_taken < min_outputs) continue;
-    matmul_detail::MultiOut m;
+    Outs m;
     auto flush = [&] {
       if (m.n > 0) with_dtype<Ds...>(d, [&](auto D) { run(D, m); });
       m = {};
@@ -370,7 +371,7 @@ void launch_single_groups(const MatmulOut* outs, int n_outs, const MatmulArgs& x
   const auto tiled = [](const MatmulOut& o) {
     return o.layout == WeightLayout::tiled && o.n_out > 0;
   };
-  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0>(
+  launch_groups<matmul_detail::MultiOut, DType::q4_k, DType::q6_k, DType::q8_0>(
       outs, n_outs, 1, grouped, tiled, [&](auto D, const matmul_detail::MultiOut& m) {
         matmul_detail::launch_decode_single<D.value>(x, m, stream);
       });
@@ -385,28 +386,22 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
     return o.layout == WeightLayout::tiled && o.n_out > 0 && !exact_path(o.wtype, n_in) &&
            !uses_wgmma(o, n_in, x.n_tokens);
   };
-  launch_groups<DType::q4_k, DType::q6_k, DType::q8_0, DType::f16, DType::bf16>(
-      outs, n_outs, 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
-        matmul_detail::launch_decode_tiled_multi<D.value>(x, m, stream);
-      });
+  launch_groups<matmul_detail::MultiOut, DType::q4_k, DType::q6_k, DType::q8_0, DType::f16,
+                DType::bf16>(outs, n_outs, 2, grouped, takes,
+                             [&](auto D, const matmul_detail::MultiOut& m) {
+                               matmul_detail::launch_decode_tiled_multi<D.value>(x, m, stream);
+                             });
 }
 
 // The tiled Q4_K outputs that take wgmma at 17-64 tokens (x.xp set): one launch of the pipelined
 // kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
 void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
                           bool* grouped, cudaStream_t stream) {
-  matmul_detail::BlockOuts m;
-  for (int i = 0; i < n_outs; ++i) {
-    const MatmulOut& o = outs[i];
-    if (grouped[i] || o.wtype != DType::q4_k || !uses_wgmma(o, n_in, x.n_tokens)) continue;
-    if (m.n == matmul_detail::kMultiOuts) {
-      matmul_detail::launch_wgmma_fold64(x, m, stream);
-      m = {};
-    }
-    m.add(static_cast<const uint8_t*>(o.w), o.y, static_cast<int>(o.n_out), o.ldy);
-    grouped[i] = true;
-  }
-  if (m.n > 0) matmul_detail::launch_wgmma_fold64(x, m, stream);
+  const auto takes = [&](const MatmulOut& o) { return uses_wgmma(o, n_in, x.n_tokens); };
+  launch_groups<matmul_detail::BlockOuts, DType::q4_k>(
+      outs, n_outs, 1, grouped, takes, [&](auto, const matmul_detail::BlockOuts& m) {
+        matmul_detail::launch_wgmma_fold64(x, m, stream);
+      });
 }
 
 // The tiled outputs of a prefill step (over 64 tokens) that take the F16/BF16 wgmma kernel, the
@@ -432,10 +427,9 @@ void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, cons
   // Recorded before the first launch, so that the side stream waits for x's conversion only,
   // not for the products launched on the caller's stream.
   if (side) event_ok(cudaEventRecord(side->fork, stream), "cudaEventRecord");
-  launch_groups<DType::f16, DType::bf16, DType::q4_k, DType::q6_k, DType::q8_0>(
-      outs, n_outs, side ? 1 : 2, grouped, takes, [&](auto D, const matmul_detail::MultiOut& m) {
-        matmul_detail::BlockOuts b;
-        for (int i = 0; i < m.n; ++i) b.add(m.w[i], m.y[i], m.n_out[i], m.ldy[i]);
+  launch_groups<matmul_detail::BlockOuts, DType::f16, DType::bf16, DType::q4_k, DType::q6_k,
+                DType::q8_0>(
+      outs, n_outs, side ? 1 : 2, grouped, takes, [&](auto D, const matmul_detail::BlockOuts& b) {
         cudaStream_t s = stream;
         if (side && n_launches > 0) {
           if (!forked) {  // the side stream starts once x is converted

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 
 namespace memra::kernels::matmul_detail {
 
@@ -148,10 +149,14 @@ struct BlockOuts {
   int64_t ldy[kMultiOuts] = {};
   int block_begin[kMultiOuts + 1] = {};
   int n = 0;
-  // Appends output (w, y, n_out, ldy); the caller launches first when n == kMultiOuts.
-  void add(const uint8_t* w_, float* y_, int n_out_, int64_t ldy_) {
-    w[n] = w_, y[n] = y_, n_out[n] = n_out_, ldy[n] = ldy_;
-    block_begin[n + 1] = block_begin[n] + (n_out_ + 127) / 128;
+  // Appends an output of n_out rows (row stride ldy floats in y) and its 128-row blocks (n <
+  // kMultiOuts), as MultiOut::add.
+  void add(const void* weights, float* rows, int64_t rows_out, int64_t row_stride) {
+    w[n] = static_cast<const uint8_t*>(weights);
+    y[n] = rows;
+    n_out[n] = static_cast<int>(rows_out);
+    ldy[n] = row_stride;
+    block_begin[n + 1] = block_begin[n] + static_cast<int>((rows_out + 127) / 128);
     ++n;
   }
   // The one output of args (w, y, n_out, ldy).
@@ -161,6 +166,17 @@ struct BlockOuts {
     return outs;
   }
 };
+// Launches kKernel(x, outs), a kernel of 128-row blocks (grid y: outs' blocks) over kBN-token
+// tiles (grid x), having opted into its smem bytes of shared memory once per device.
+template <auto kKernel, int kBN>
+void launch_block_outs(const MatmulArgs& x, const BlockOuts& outs, int threads, int smem,
+                       cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};
+  allow_smem_once(kKernel, smem, smem_set);
+  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
+                  static_cast<unsigned>(outs.block_begin[outs.n]));
+  detail::launch(kKernel, grid, threads, smem, stream, x, outs);
+}
 // The output of a multi-output launch that block b computes (begin[o] <= b < begin[o + 1]; outs
 // has w, y, n_out, ldy and n per output: MultiOut, BlockOuts), with a's w, y, n_out and ldy set
 // to it. Returns o.

@@ -194,12 +194,7 @@ bool prefill_wgmma_available() {
 
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
-  constexpr auto kernel = prefill_wgmma_kernel;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(kernel, grid, kThreads, kSmem, stream, x, outs);
+  launch_block_outs<prefill_wgmma_kernel, kBN>(x, outs, kThreads, kSmem, stream);
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {

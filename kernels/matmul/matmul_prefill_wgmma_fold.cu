@@ -332,13 +332,8 @@ bool prefill_wgmma_copy_lanes_enabled() {
 
 template <bool kLaneCopies, bool kChunkRing>
 void launch_schedule(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  constexpr auto kernel = prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>;
-  constexpr int smem = kChunkRing ? kRingSmem : kSmem;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, smem, smem_set);
-  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(kernel, grid, kThreads, smem, stream, x, outs);
+  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>, kBN>(
+      x, outs, kThreads, kChunkRing ? kRingSmem : kSmem, stream);
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {

@@ -217,12 +217,7 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
     fail(ErrorCode::internal,
          "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
          kDecodeTokens, outs.n);
-  constexpr auto kernel = prefill_wgmma_scaled_kernel<D>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, C::kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(kernel, grid, kThreads, C::kSmem, stream, x, outs);
+  launch_block_outs<prefill_wgmma_scaled_kernel<D>, kBN>(x, outs, kThreads, C::kSmem, stream);
 }
 
 template <DType D>

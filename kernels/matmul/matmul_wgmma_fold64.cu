@@ -206,11 +206,7 @@ void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_
   if (x.n_in % kChunk != 0 || outs.n < 1)
     fail(ErrorCode::internal, "wgmma_fold64: K {} (whole 256-element chunks), {} outputs", x.n_in,
          outs.n);
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(wgmma_fold64_kernel, kSmem, smem_set);
-  const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
-                  static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(wgmma_fold64_kernel, grid, kThreads, kSmem, stream, x, outs);
+  launch_block_outs<wgmma_fold64_kernel, kBN>(x, outs, kThreads, kSmem, stream);
 }
 
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream) {
