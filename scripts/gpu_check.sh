@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: a prefill step's products beside each other on a second stream
-#               against one stream and against one launch per product (kernel-check's matrix
-#               cases, the invariance tests, 8B Q4_K_M pp512 each way, the server's TTFT) (~1
-#               min; its other gates are quick's)
+#     ab        this round's A/B: prefill attention's row-owning tensor-core form against the
+#               32-row query tiles (kernel-check's attention cases each way + teeth, the
+#               invariance tests, memra-kernel-bench --attention each way, 8B Q4_K_M pp512 and
+#               BF16 pp512 / pp2048 each way, the server's TTFT) (~4 min; its other gates are
+#               quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -356,21 +357,25 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-second round's last A/B: a prefill step's products beside each other on a second
-  # stream (a Q4_K_M layer's Q6_K v beside its Q4_K q and k; the default since this round) against
-  # one stream (MEMRA_PREFILL_SIDE_STREAM=0) and against one launch per product
-  # (MEMRA_WGMMA_PREFILL_GROUPS=0): kernel-check's matrix cases (the shared launches, on one stream
-  # and on two, against one launch per output, bit for bit), the invariance tests, 8B Q4_K_M pp512
-  # each way, and the server's TTFT. The round's earlier A/Bs (the scaled Q6_K / Q8_0 kernel
-  # against the quantized one, MEMRA_WGMMA_SCALED=0, with its Nsight Compute profile; Q8_0 and
-  # BF16 pp512 with and without the shared launches) are in its run logs
+  # The thirty-third round's A/B: one_pass query tiles of the tensor-core attention on the
+  # row-owning form (attention_flash.cuh, the default) against attention_mma.cuh's 32-row tiles
+  # (MEMRA_ATTENTION_FLASH=0): kernel-check's attention cases each way (+ teeth), the invariance
+  # tests, memra-kernel-bench --attention each way, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each
+  # way, and the server's TTFT. The thirty-second round's A/Bs (the second stream, the shared
+  # launches, the scaled Q6_K / Q8_0 kernel) are in its run logs
   # receipts/2026-12-04-gpu-check-ab-r32-*-run.log.xz.
-  kcheck kernel-check-matmul 180 --filter matmul
+  kcheck kernel-check-attention 180 --filter attention
+  kcheck kernel-check-attention-no-flash 180 MEMRA_ATTENTION_FLASH=0 --filter attention
+  kcheck kernel-check-attention-teeth 180 --filter attention --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in side:MEMRA_PREFILL_SIDE_STREAM=1 one-stream:MEMRA_PREFILL_SIDE_STREAM=0 \
-    no-groups:MEMRA_WGMMA_PREFILL_GROUPS=0; do
+  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  step kernel-bench-attention-no-flash 120 env MEMRA_ATTENTION_FLASH=0 \
+    "$BIN/memra-kernel-bench" --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-no-flash.json"
+  for f in flash:MEMRA_ATTENTION_FLASH=1 no-flash:MEMRA_ATTENTION_FLASH=0; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

@@ -251,6 +251,37 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   if (!p.one_pass) launch_combine<D>(p, stream);
 }
 
+// MEMRA_ATTENTION_FLASH: unset or 1, one_pass query tiles of the tensor-core arithmetic at
+// head_dim 64 and 128 run on its row-owning form (attention_flash.cuh); 0, on the 32-row tiles of
+// attention_mma.cuh (the A/B, and kernel-check's coverage of that kernel's one_pass tiles). The
+// same bits either way.
+bool flash_enabled() {
+  static const bool enabled = env_switch("MEMRA_ATTENTION_FLASH", true);
+  return enabled;
+}
+
+// A one_pass query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring
+// in what the q terms and the running O leave of the SM's shared memory. False where fewer than
+// two chunks fit (the caller takes the 32-row tiles).
+template <int D, typename CT>
+bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
+  using C = detail::FlashConfig<D, CT>;
+  const auto kernel = detail::attention_flash_kernel<D, CT>;
+  const int stages =
+      std::min(detail::kMaxStages, (lim.smem_optin - 256 - C::kFixedBytes) / C::kChunkBytes);
+  if (stages < 2) return false;
+  p.stages = stages;
+  p.qt = C::kRows / p.hpb;
+  p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
+  const int smem = C::kFixedBytes + stages * C::kChunkBytes;
+  static std::atomic<uint64_t> smem_set{0};
+  detail::allow_smem_once(kernel, smem, smem_set);
+  const dim3 grid(static_cast<unsigned>(p.n_tiles), 1u,
+                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
+  detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
+  return true;
+}
+
 // The tensor-core arithmetic where it exists (16-bit caches at head_dim 64, 128, 256) unless
 // the caller asks for the CUDA-core one. F32 and fp8 caches always take the CUDA cores.
 template <int D, typename CT>
@@ -259,6 +290,9 @@ void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimi
   constexpr bool kHasMma = sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
   if constexpr (kHasMma) {
     if (tensor_cores) {
+      if constexpr (D <= 128) {
+        if (multi && p.one_pass && flash_enabled() && launch_flash<D, CT>(p, lim, stream)) return;
+      }
       if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
       return launch_shape<D, CT, false, true>(p, lim, stream);
     }

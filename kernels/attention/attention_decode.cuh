@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   copy_phase(keys, p.k, false, kb);
   if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
   cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
   __syncthreads();                        // everyone's; q and the row's range published

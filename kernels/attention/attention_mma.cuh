@@ -384,11 +384,11 @@ __device__ __forceinline__ void zero_tiles(float (&acc)[C::kMTiles][C::kNTilesV]
       for (int e = 0; e < 4; ++e) acc[m][n][e] = O[m][n][e] = 0.0f;
 }
 
-// The run's q rows (row r: token tb + r / n_h, head h0 + r % n_h) split into their terms in sm.q,
-// two dims a thread; the last row tile's missing rows are zero.
+// The run's q rows (row r: token tb + r / n_h, head h0 + r % n_h) split into their terms at
+// q_terms, two dims a thread; the last row tile's missing rows are zero.
 template <int D, typename CT, typename C>
 __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& run,
-                                              const MmaSmem& sm) {
+                                              unsigned char* q_terms) {
   const int rows_padded = (run.n_rows + 15) & ~15;
   for (int i = threadIdx.x; i < rows_padded * (D / 2); i += kAttnThreads) {
     const int r = i / (D / 2), d = 2 * (i % (D / 2));
@@ -403,7 +403,7 @@ __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& ru
     split16<CT>(x.y, t1);
 #pragma unroll
     for (int k = 0; k < C::kTerms; ++k)
-      *reinterpret_cast<uint32_t*>(sm.q + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
+      *reinterpret_cast<uint32_t*>(q_terms + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
           t0[k] | uint32_t{t1[k]} << 16;
   }
 }
@@ -418,7 +418,7 @@ __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, i
 
   const Cursor prod = start_ring<D, CT, C>(p, run, sm.ring);
   publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm);
+  stage_q_terms<D, CT, C>(p, run, sm.q);
 
   float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
   zero_tiles<C>(acc, O);

@@ -410,6 +410,9 @@ void check_attention(Context& ctx) {
       // tokens at 16k and at split / chunk edges.
       {32, 8, 128, f16, 0, 0.0f, 16, {{0, 300}, {250, 80}, {63, 1}, {64, 1}}},
       {32, 8, 128, f16, 0, 0.0f, 16, {{16000, 3}, {700, 1}, {0, 1}, {255, 1}, {256, 2}}},
+      // The same shape in BF16 with prompts long enough for the automatic plan's one_pass query
+      // tiles (the row-owning form, attention_flash.cuh), beside a chunk and a decode token.
+      {32, 8, 128, bf16, 0, 0.0f, 16, {{0, 520}, {700, 64}, {5, 1}}},
       // GQA 1 (64-query tiles), a GQA 5 tile of 12 queries, GQA 2 at head_dim 256 and f32.
       {4, 4, 128, bf16, 0, 0.0f, 16, {{0, 130}, {70, 65}, {5, 1}}},
       {10, 2, 64, f16, 0, 0.0f, 16, {{0, 40}, {300, 30}, {1000, 1}}},
