@@ -59,7 +59,8 @@ struct FlashConfig {
   static constexpr int kFixedBytes = kTerms * kQBytes + kOBytes;
   static constexpr bool kZeroFillV = true;
   static constexpr int kBlocksPerSm = 1;
-  static_assert(kSplit % kChunk == 0 && kChunk % 16 == 0 && kNTilesSplit % 8 == 0,
+  static_assert(kSplit % kChunk == 0 && kChunk % 16 == 0 && kNTilesSplit % 8 == 0 &&
+                    kNTilesV % 8 == 0,
                 "chunks tile a split, 16-key steps tile a chunk, 64-key blocks tile a split");
 };
 
@@ -86,30 +87,38 @@ __device__ __forceinline__ void flash_chunk_scores(
   // ldmatrix x4 of two n-tiles: matrices (n, dims +0..7), (n, +8..15), (n + 1, ...), (n + 1, ...).
   const unsigned char* kb =
       buf + (8 * (lane >> 4) + (lane & 7)) * C::kRowBytes + 16 * ((lane >> 3) & 1);
+  // Per 16-dim step: q's terms and the chunk's K fragments first, then the mmas with the eight
+  // accumulators interleaved (each accumulator's chain is still the step's terms, smallest first).
 #pragma unroll 2
   for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[C::kTerms][4];
+    uint32_t a[C::kTerms][4], b[C::kNTilesChunk / 2][4];
 #pragma unroll
     for (int i = 0; i < C::kTerms; ++i) ldsm_x4(a[i], qa + i * C::kQBytes + 32 * kk);
 #pragma unroll
-    for (int n = 0; n < C::kNTilesChunk; n += 2) {
-      uint32_t b[4];
-      ldsm_x4(b, kb + 8 * n * C::kRowBytes + 32 * kk);
+    for (int n = 0; n < C::kNTilesChunk; n += 2)
+      ldsm_x4(b[n / 2], kb + 8 * n * C::kRowBytes + 32 * kk);
 #pragma unroll
-      for (int i = C::kTerms - 1; i >= 0; --i) {
-        mma16816<CT>(s_reg[n0 + n], a[i], b[0], b[1]);
-        mma16816<CT>(s_reg[n0 + n + 1], a[i], b[2], b[3]);
+    for (int i = C::kTerms - 1; i >= 0; --i)
+#pragma unroll
+      for (int n = 0; n < C::kNTilesChunk; n += 2) {
+        mma16816<CT>(s_reg[n0 + n], a[i], b[n / 2][0], b[n / 2][1]);
+        mma16816<CT>(s_reg[n0 + n + 1], a[i], b[n / 2][2], b[n / 2][3]);
       }
-    }
   }
+  if (p.softcap > 0.0f) {  // one branch a chunk, not one a score
 #pragma unroll
-  for (int n = 0; n < C::kNTilesChunk; ++n)
+    for (int n = 0; n < C::kNTilesChunk; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float s = __fmul_rn(s_reg[n0 + n][e], p.scale);
-      if (p.softcap > 0.0f) s = __fmul_rn(p.softcap, tanhf(__fdiv_rn(s, p.softcap)));
-      s_reg[n0 + n][e] = s;
-    }
+      for (int e = 0; e < 4; ++e) {
+        const float x = __fmul_rn(s_reg[n0 + n][e], p.scale);
+        s_reg[n0 + n][e] = __fmul_rn(p.softcap, tanhf(__fdiv_rn(x, p.softcap)));
+      }
+  } else {
+#pragma unroll
+    for (int n = 0; n < C::kNTilesChunk; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s_reg[n0 + n][e] = __fmul_rn(s_reg[n0 + n][e], p.scale);
+  }
 }
 
 // Row h's keys of split s: [kb, ke), empty when it has none there (or the row does not exist).
@@ -129,16 +138,18 @@ __device__ __forceinline__ void flash_split_softmax(
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    // Key 8 n + 2 t + e of the split is the row's when lo <= 8 n + e < hi (compile-time left
+    // sides: two compares with immediates a score).
     int kb, ke;
     flash_row_keys(rows, h, s, kb, ke);
+    const int lo = kb - s * kSplit - 2 * t, hi = ke - s * kSplit - 2 * t;
+    const auto in = [&](int n, int e) { return 8 * n + e >= lo && 8 * n + e < hi; };
     float m = -INFINITY;
 #pragma unroll
     for (int n = 0; n < C::kNTilesSplit; ++n)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = s * kSplit + 8 * n + 2 * t + e;
-        if (key >= kb && key < ke) m = fmaxf(m, s_reg[n][2 * h + e]);
-      }
+      for (int e = 0; e < 2; ++e)
+        if (in(n, e)) m = fmaxf(m, s_reg[n][2 * h + e]);
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     // Lane sums: index i (0..7) is n-tile i of each 64-key block.
@@ -151,9 +162,12 @@ __device__ __forceinline__ void flash_split_softmax(
       for (int i = 0; i < 8; ++i)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int n = 8 * c + i, key = s * kSplit + 8 * n + 2 * t + e;
+          const int n = 8 * c + i;
+          // expf of every score, then the select: no branch around each one (a score outside
+          // the row's keys may be anything; its expf is dropped).
           float& v = s_reg[n][2 * h + e];
-          v = key >= kb && key < ke ? expf(__fsub_rn(v, m)) : 0.0f;
+          const float ev = expf(__fsub_rn(v, m));
+          v = in(n, e) ? ev : 0.0f;
           lane_sum[i] = __fadd_rn(lane_sum[i], v);
         }
     float l4[4], l2[2];
@@ -198,15 +212,20 @@ __device__ __forceinline__ void flash_chunk_values(
         for (int i = 0; i < C::kTerms; ++i) a[i][r] = t0[i] | uint32_t{t1[i]} << 16;
       }
     }
+    // Eight value n-tiles' fragments at a time, then their mmas interleaved.
 #pragma unroll
-    for (int n = 0; n < C::kNTilesV; n += 2) {
-      uint32_t b[4];
-      ldsm_x4_t(b, vb + 16 * jj * C::kRowBytes + 2 * 8 * n);
+    for (int n8 = 0; n8 < C::kNTilesV; n8 += 8) {
+      uint32_t b[4][4];
 #pragma unroll
-      for (int i = C::kTerms - 1; i >= 0; --i) {
-        mma16816<CT>(acc[n], a[i], b[0], b[1]);
-        mma16816<CT>(acc[n + 1], a[i], b[2], b[3]);
-      }
+      for (int k = 0; k < 4; ++k)
+        ldsm_x4_t(b[k], vb + 16 * jj * C::kRowBytes + 2 * 8 * (n8 + 2 * k));
+#pragma unroll
+      for (int i = C::kTerms - 1; i >= 0; --i)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          mma16816<CT>(acc[n8 + 2 * k], a[i], b[k][0], b[k][1]);
+          mma16816<CT>(acc[n8 + 2 * k + 1], a[i], b[k][2], b[k][3]);
+        }
     }
   }
 }
