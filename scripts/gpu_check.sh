@@ -190,6 +190,9 @@ if runs quick; then
   # And every one of them through the decode kernel's two-blocks form (MEMRA_DECODE_SHARED_ROWS=
   # all), which by default only grids of more blocks than SMs take.
   kcheck kernel-check-attention-shared 120 MEMRA_DECODE_SHARED_ROWS=all --filter attention
+  # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
+  # which the row-owning form takes by default at head_dim 64 and 128.
+  kcheck kernel-check-attention-no-flash 120 MEMRA_ATTENTION_FLASH=0 --filter attention
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
