@@ -53,8 +53,12 @@ struct FlashConfig {
   static constexpr int kSegs = D / kSegElems;
   static constexpr int kRowBytes = D * 2 + 16;  // padded as MmaConfig's rows (ldmatrix banks)
   static constexpr int kChunkBytes = kChunk * kRowBytes;
-  static constexpr int kQBytes = kRows * kRowBytes;            // one term of the rows' q
-  static constexpr int kOFloats = kNTilesV * 4;                // a thread's running O
+  static constexpr int kQBytes = kRows * kRowBytes;  // one term of the rows' q
+  // A thread's running O, then its rows' running M and L and the split's m and l (two rows each):
+  // kept out of the registers, which the scores and the split's accumulators fill.
+  static constexpr int kStateM = kNTilesV * 4, kStateL = kStateM + 2, kSplitM = kStateM + 4,
+                       kSplitL = kStateM + 6;
+  static constexpr int kOFloats = kStateM + 8;
   static constexpr int kOBytes = kAttnThreads * kOFloats * 4;  // [kOFloats][threads]
   static constexpr int kFixedBytes = kTerms * kQBytes + kOBytes;
   static constexpr bool kZeroFillV = true;
@@ -64,11 +68,10 @@ struct FlashConfig {
                 "chunks tile a split, 16-key steps tile a chunk, 64-key blocks tile a split");
 };
 
-// A thread's two rows (16 w + g and + 8): their key ranges, and the running (M, L).
+// A thread's two rows (16 w + g and + 8): their key ranges.
 struct FlashRows {
   bool valid[2];
   int32_t pos[2], lo[2];
-  float M[2], L[2];
 };
 
 // Scores of chunk CI of split s into s_reg's n-tiles [CI * 8, + 8): this warp's 16 rows x the
@@ -133,7 +136,7 @@ __device__ __forceinline__ void flash_row_keys(const FlashRows& rows, int h, int
 template <int D, typename CT>
 __device__ __forceinline__ void flash_split_softmax(
     int s, const FlashRows& rows, float (&s_reg)[FlashConfig<D, CT>::kNTilesSplit][4],
-    float (&split_m)[2], float (&split_l)[2]) {
+    float* state) {
   using C = FlashConfig<D, CT>;
   const int t = threadIdx.x % 4;
 #pragma unroll
@@ -178,8 +181,8 @@ __device__ __forceinline__ void flash_split_softmax(
     float l = __fadd_rn(l2[0], l2[1]);                                // xor 4
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
     l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
-    split_m[h] = m;
-    split_l[h] = l;
+    state[(C::kSplitM + h) * kAttnThreads] = m;
+    state[(C::kSplitL + h) * kAttnThreads] = l;
   }
 }
 
@@ -244,7 +247,7 @@ __device__ __forceinline__ void with_chunk_index(int ci, F&& f) {
 // state (the first split of a row starts it); acc is left as it was.
 template <int D, typename CT>
 __device__ __forceinline__ void flash_split_finish(
-    int s, FlashRows& rows, float* o_mine, const float (&split_m)[2], const float (&split_l)[2],
+    int s, const FlashRows& rows, float* o_mine,
     const float (&acc)[FlashConfig<D, CT>::kNTilesV][4]) {
   using C = FlashConfig<D, CT>;
 #pragma unroll
@@ -252,15 +255,19 @@ __device__ __forceinline__ void flash_split_finish(
     int kb, ke;
     flash_row_keys(rows, h, s, kb, ke);
     if (kb >= ke) continue;
+    float& M = o_mine[(C::kStateM + h) * kAttnThreads];
+    float& L = o_mine[(C::kStateL + h) * kAttnThreads];
+    const float m = o_mine[(C::kSplitM + h) * kAttnThreads];
+    const float l = o_mine[(C::kSplitL + h) * kAttnThreads];
     if (s == rows.lo[h] / kSplit) {
-      rows.M[h] = split_m[h], rows.L[h] = split_l[h];
+      M = m, L = l;
 #pragma unroll
       for (int n = 0; n < C::kNTilesV; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) o_mine[(4 * n + 2 * h + e) * kAttnThreads] = acc[n][2 * h + e];
     } else {
       float w_old, w_new;
-      merge_weights(rows.M[h], rows.L[h], split_m[h], split_l[h], w_old, w_new);
+      merge_weights(M, L, m, l, w_old, w_new);
 #pragma unroll
       for (int n = 0; n < C::kNTilesV; ++n)
 #pragma unroll
@@ -296,9 +303,8 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
     rows.valid[h] = r < run.n_rows;
     const KeyRange kr = key_range(p.positions[tb + (rows.valid[h] ? r / n_h : 0)], p.window);
     rows.pos[h] = kr.pos, rows.lo[h] = kr.lo;
-    rows.M[h] = 0.0f, rows.L[h] = 1.0f;
   }
-  float s_reg[C::kNTilesSplit][4], acc[C::kNTilesV][4], split_m[2], split_l[2];
+  float s_reg[C::kNTilesSplit][4], acc[C::kNTilesV][4];
   stream_chunks<D, CT, C>(
       p, run, ring, prod,
       [&](const Cursor& c, const unsigned char* buf) {
@@ -326,12 +332,12 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
                   s_reg[CI * C::kNTilesChunk + n][2] = s_reg[CI * C::kNTilesChunk + n][3] = 0.0f;
           });
         }
-        flash_split_softmax<D, CT>(s, rows, s_reg, split_m, split_l);
+        flash_split_softmax<D, CT>(s, rows, s_reg, o_mine);
 #pragma unroll
         for (int n = 0; n < C::kNTilesV; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
       },
       [&](int s) {
-        if (warp_rows) flash_split_finish<D, CT>(s, rows, o_mine, split_m, split_l, acc);
+        if (warp_rows) flash_split_finish<D, CT>(s, rows, o_mine, acc);
       });
   if (warp_rows) {
 #pragma unroll
@@ -339,11 +345,12 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
       if (!rows.valid[h]) continue;
       const int r = 16 * warp + g + 8 * h;
       float* o = p.out + (int64_t{tb + r / n_h} * p.n_heads + h0 + r % n_h) * D + 2 * t;
+      const float L = o_mine[(C::kStateL + h) * kAttnThreads];
 #pragma unroll
       for (int n = 0; n < C::kNTilesV; ++n)
         *reinterpret_cast<float2*>(o + 8 * n) =
-            make_float2(__fdiv_rn(o_mine[(4 * n + 2 * h) * kAttnThreads], rows.L[h]),
-                        __fdiv_rn(o_mine[(4 * n + 2 * h + 1) * kAttnThreads], rows.L[h]));
+            make_float2(__fdiv_rn(o_mine[(4 * n + 2 * h) * kAttnThreads], L),
+                        __fdiv_rn(o_mine[(4 * n + 2 * h + 1) * kAttnThreads], L));
     }
   }
   __syncthreads();  // shared memory is reused by the block's next run
