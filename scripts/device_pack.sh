@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Builds what a GPU run needs (the `device` preset: sm_90a, portable x86-64-v3 CPU code) and packs
 # it into .device/ (ignored by git): bin/ with the executables and test binaries, lib/ with the
-# shared libraries a fresh Ubuntu GPU machine lacks; and .device.tar.xz, the same compressed
-# (~15 MiB instead of ~77: what a lent GPU machine is sent). There:
-#   tar -xJf .device.tar.xz && MEMRA_GPU_BIN=.device/bin scripts/gpu_check.sh full
+# shared libraries a fresh Ubuntu GPU machine lacks; and two archives of it: .device-lib.tar.xz
+# (lib/, ~13 MiB) and .device.tar.xz (the rest, ~20 MiB), what a lent GPU machine is sent. There:
+#   tar -xJf .device-lib.tar.xz && tar -xJf .device.tar.xz &&
+#     MEMRA_GPU_BIN=.device/bin scripts/gpu_check.sh full
+# The libraries change only with this machine's packages: where the repository and both archives
+# pass what one call may carry, a first call unpacks the libraries and the next (on the machine
+# still warm) the binaries.
 # With --server it also packs what the GPU server tests need (gpu_check.sh server/full: the
 # default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
 # packed, which a device call's 64 MiB beside the repository may not have room for).
@@ -90,6 +94,7 @@ git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 # blocks): the binaries each carry the same kernels, and a window that spans them all keeps one
 # copy (38 vs 50 MiB with the default 64 MiB window), which keeps a device call under its 64 MiB
 # carry limit beside the repository; ~3 min on 2 cores, 1.3 GiB of memory.
-XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device.tar.xz .device
-du -sh .device/* .device.tar.xz
-echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device.tar.xz | cut -f1) MiB packed)"
+XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device-lib.tar.xz .device/lib
+XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device.tar.xz --exclude=.device/lib .device
+du -sh .device/* .device-lib.tar.xz .device.tar.xz
+echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device-lib.tar.xz | cut -f1) + $(du -sm .device.tar.xz | cut -f1) MiB packed)"
