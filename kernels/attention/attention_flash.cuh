@@ -30,8 +30,8 @@
 //           mma kernel's skipping them or not gives the same bits;
 //   merge:  merge_weights / merge_value at the end of each split that has keys of the row, O / L
 //           with __fdiv_rn at the end.
-// The running O lives in shared memory, private to its thread (the split's accumulators and the
-// scores use the registers); it is read and written once a split.
+// The running O, M and L and the split's m and l live in shared memory, private to their thread
+// (the split's accumulators and the scores fill the registers); read and written once a split.
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
@@ -58,9 +58,9 @@ struct FlashConfig {
   // kept out of the registers, which the scores and the split's accumulators fill.
   static constexpr int kStateM = kNTilesV * 4, kStateL = kStateM + 2, kSplitM = kStateM + 4,
                        kSplitL = kStateM + 6;
-  static constexpr int kOFloats = kStateM + 8;
-  static constexpr int kOBytes = kAttnThreads * kOFloats * 4;  // [kOFloats][threads]
-  static constexpr int kFixedBytes = kTerms * kQBytes + kOBytes;
+  static constexpr int kStateFloats = kStateM + 8;
+  static constexpr int kStateBytes = kAttnThreads * kStateFloats * 4;  // [kStateFloats][threads]
+  static constexpr int kFixedBytes = kTerms * kQBytes + kStateBytes;
   static constexpr bool kZeroFillV = true;
   static constexpr int kBlocksPerSm = 1;
   static_assert(kSplit % kChunk == 0 && kChunk % 16 == 0 && kNTilesSplit % 8 == 0 &&
@@ -247,7 +247,7 @@ __device__ __forceinline__ void with_chunk_index(int ci, F&& f) {
 // state (the first split of a row starts it); acc is left as it was.
 template <int D, typename CT>
 __device__ __forceinline__ void flash_split_finish(
-    int s, const FlashRows& rows, float* o_mine,
+    int s, const FlashRows& rows, float* mine,
     const float (&acc)[FlashConfig<D, CT>::kNTilesV][4]) {
   using C = FlashConfig<D, CT>;
 #pragma unroll
@@ -255,16 +255,16 @@ __device__ __forceinline__ void flash_split_finish(
     int kb, ke;
     flash_row_keys(rows, h, s, kb, ke);
     if (kb >= ke) continue;
-    float& M = o_mine[(C::kStateM + h) * kAttnThreads];
-    float& L = o_mine[(C::kStateL + h) * kAttnThreads];
-    const float m = o_mine[(C::kSplitM + h) * kAttnThreads];
-    const float l = o_mine[(C::kSplitL + h) * kAttnThreads];
+    float& M = mine[(C::kStateM + h) * kAttnThreads];
+    float& L = mine[(C::kStateL + h) * kAttnThreads];
+    const float m = mine[(C::kSplitM + h) * kAttnThreads];
+    const float l = mine[(C::kSplitL + h) * kAttnThreads];
     if (s == rows.lo[h] / kSplit) {
       M = m, L = l;
 #pragma unroll
       for (int n = 0; n < C::kNTilesV; ++n)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) o_mine[(4 * n + 2 * h + e) * kAttnThreads] = acc[n][2 * h + e];
+        for (int e = 0; e < 2; ++e) mine[(4 * n + 2 * h + e) * kAttnThreads] = acc[n][2 * h + e];
     } else {
       float w_old, w_new;
       merge_weights(M, L, m, l, w_old, w_new);
@@ -272,7 +272,7 @@ __device__ __forceinline__ void flash_split_finish(
       for (int n = 0; n < C::kNTilesV; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          float& o = o_mine[(4 * n + 2 * h + e) * kAttnThreads];
+          float& o = mine[(4 * n + 2 * h + e) * kAttnThreads];
           o = merge_value(o, acc[n][2 * h + e], w_old, w_new);
         }
     }
@@ -288,9 +288,9 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
   Run run;
   if (!make_run(p, tb, te, seq, kv_head, h0, n_h, C::kChunkShift, run)) return;
   unsigned char* q_terms = smem;
-  float* o_all = reinterpret_cast<float*>(q_terms + C::kTerms * C::kQBytes);
-  unsigned char* ring = reinterpret_cast<unsigned char*>(o_all) + C::kOBytes;
-  float* o_mine = o_all + threadIdx.x;
+  float* state_all = reinterpret_cast<float*>(q_terms + C::kTerms * C::kQBytes);
+  unsigned char* ring = reinterpret_cast<unsigned char*>(state_all) + C::kStateBytes;
+  float* mine = state_all + threadIdx.x;
 
   const Cursor prod = start_ring<D, CT, C>(p, run, ring);
   stage_q_terms<D, CT, C>(p, run, q_terms);
@@ -332,12 +332,12 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
                   s_reg[CI * C::kNTilesChunk + n][2] = s_reg[CI * C::kNTilesChunk + n][3] = 0.0f;
           });
         }
-        flash_split_softmax<D, CT>(s, rows, s_reg, o_mine);
+        flash_split_softmax<D, CT>(s, rows, s_reg, mine);
 #pragma unroll
         for (int n = 0; n < C::kNTilesV; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
       },
       [&](int s) {
-        if (warp_rows) flash_split_finish<D, CT>(s, rows, o_mine, acc);
+        if (warp_rows) flash_split_finish<D, CT>(s, rows, mine, acc);
       });
   if (warp_rows) {
 #pragma unroll
@@ -345,12 +345,12 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
       if (!rows.valid[h]) continue;
       const int r = 16 * warp + g + 8 * h;
       float* o = p.out + (int64_t{tb + r / n_h} * p.n_heads + h0 + r % n_h) * D + 2 * t;
-      const float L = o_mine[(C::kStateL + h) * kAttnThreads];
+      const float L = mine[(C::kStateL + h) * kAttnThreads];
 #pragma unroll
       for (int n = 0; n < C::kNTilesV; ++n)
         *reinterpret_cast<float2*>(o + 8 * n) =
-            make_float2(__fdiv_rn(o_mine[(4 * n + 2 * h) * kAttnThreads], L),
-                        __fdiv_rn(o_mine[(4 * n + 2 * h + 1) * kAttnThreads], L));
+            make_float2(__fdiv_rn(mine[(4 * n + 2 * h) * kAttnThreads], L),
+                        __fdiv_rn(mine[(4 * n + 2 * h + 1) * kAttnThreads], L));
     }
   }
   __syncthreads();  // shared memory is reused by the block's next run
