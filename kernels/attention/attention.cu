@@ -261,8 +261,8 @@ bool flash_enabled() {
 }
 
 // A one_pass query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring
-// in what the q terms and the running O leave of the SM's shared memory. False where fewer than
-// two chunks fit (the caller takes the 32-row tiles).
+// in what the q terms and the rows' running state leave of the SM's shared memory. False where
+// fewer than two chunks fit (an A100's 163 KB: the caller takes the 32-row tiles).
 template <int D, typename CT>
 bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   using C = detail::FlashConfig<D, CT>;

@@ -50,8 +50,8 @@ __device__ __forceinline__ void for_each_run(const AttnParams& p, Attend&& atten
   const int chunk = blockIdx.z % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  if (kSingles &&
-      p.select == 1) {  // block x serves the single tokens of sequence x (normally 0 or 1)
+  // Select 1: block x serves the single tokens of sequence x (normally 0 or 1).
+  if (kSingles && p.select == 1) {
     __shared__ int found_first, found_count;
     const int seq = static_cast<int>(blockIdx.x);
     for (int after = -1;;) {
