@@ -57,6 +57,10 @@ const AttnCase kCases[] = {
     {"decode 64x640 f16 1pass", 64, 639, 1, AttentionPlan::one_pass, 0, DType::f16},
     {"decode 64x4096", 64, 4095, 1, AttentionPlan::automatic, 0, DType::bf16},
     {"decode 64x4096 1pass", 64, 4095, 1, AttentionPlan::one_pass, 0, DType::bf16},
+    // Prompts just past the one_pass threshold (~132 tokens at this shape), where the row-owning
+    // form runs fewer, larger blocks than the 32-row tiles (PERFORMANCE.md, thirty-third round).
+    {"prefill 160", 1, 0, 160, AttentionPlan::automatic, 0, DType::bf16},
+    {"prefill 256", 1, 0, 256, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 512", 1, 0, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
