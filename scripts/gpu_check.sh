@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: prefill attention's row-owning tensor-core form against the
-#               32-row query tiles (kernel-check's attention cases each way + teeth, the
-#               invariance tests, memra-kernel-bench --attention each way, 8B Q4_K_M pp512 and
-#               BF16 pp512 / pp2048 each way, the server's TTFT) (~4 min; its other gates are
-#               quick's)
+#     ab        this round's A/B: which prompts prefill attention's row-owning form takes, its
+#               grid's order (kernel-check's attention cases by default, forced on and off +
+#               teeth, the invariance tests, memra-kernel-bench --attention each way, 8B Q4_K_M
+#               pp256 / pp512 and BF16 pp512 / pp1024 / pp2048 forced on and off, the server's
+#               TTFT) (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -191,8 +191,10 @@ if runs quick; then
   # all), which by default only grids of more blocks than SMs take.
   kcheck kernel-check-attention-shared 120 MEMRA_DECODE_SHARED_ROWS=all --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
-  # which the row-owning form takes by default at head_dim 64 and 128.
+  # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
+  # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
   kcheck kernel-check-attention-no-flash 120 MEMRA_ATTENTION_FLASH=0 --filter attention
+  kcheck kernel-check-attention-flash 120 MEMRA_ATTENTION_FLASH=1 --filter attention
   # Determinism contract on the GPU: alone vs batched, prefix hit vs cold, chunked vs whole,
   # preempted vs uninterrupted, a hybrid resuming from a state snapshot vs cold, through
   # Engine::create on the fixtures.
@@ -360,25 +362,26 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-third round's A/B: one_pass query tiles of the tensor-core attention on the
-  # row-owning form (attention_flash.cuh, the default) against attention_mma.cuh's 32-row tiles
-  # (MEMRA_ATTENTION_FLASH=0): kernel-check's attention cases each way (+ teeth), the invariance
-  # tests, memra-kernel-bench --attention each way, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each
-  # way, and the server's TTFT. The thirty-second round's A/Bs (the second stream, the shared
-  # launches, the scaled Q6_K / Q8_0 kernel) are in its run logs
-  # receipts/2026-12-04-gpu-check-ab-r32-*-run.log.xz.
+  # The thirty-fourth round's A/B: the row-owning attention's grid with its tiles outermost
+  # (longest contexts first over every head), and which prompts it takes (MEMRA_ATTENTION_FLASH
+  # unset: grids of at least 3/4 of a block an SM; 1: every one_pass tile launch; 0: none):
+  # kernel-check's attention cases each way (+ teeth), the invariance tests, memra-kernel-bench
+  # --attention each way, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT.
+  # The thirty-third round's A/B (the row-owning form against the 32-row tiles) is in its run
+  # logs receipts/2026-12-04-gpu-check-ab-r33-*-run.log.xz.
   kcheck kernel-check-attention 180 --filter attention
+  kcheck kernel-check-attention-flash 180 MEMRA_ATTENTION_FLASH=1 --filter attention
   kcheck kernel-check-attention-no-flash 180 MEMRA_ATTENTION_FLASH=0 --filter attention
   kcheck kernel-check-attention-teeth 180 --filter attention --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  step kernel-bench-attention-no-flash 120 env MEMRA_ATTENTION_FLASH=0 \
-    "$BIN/memra-kernel-bench" --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-no-flash.json"
+  for f in auto: flash:MEMRA_ATTENTION_FLASH=1 no-flash:MEMRA_ATTENTION_FLASH=0; do
+    step "kernel-bench-attention-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --attention \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
   for f in flash:MEMRA_ATTENTION_FLASH=1 no-flash:MEMRA_ATTENTION_FLASH=0; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 256,512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,1024,2048 -n 16 -c 1
   done
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \

@@ -251,14 +251,20 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   if (!p.one_pass) launch_combine<D>(p, stream);
 }
 
-// MEMRA_ATTENTION_FLASH: unset or 1, one_pass query tiles of the tensor-core arithmetic at
-// head_dim 64 and 128 run on its row-owning form (attention_flash.cuh); 0, on the 32-row tiles of
-// attention_mma.cuh (the A/B, and kernel-check's coverage of that kernel's one_pass tiles). The
-// same bits either way.
-bool flash_enabled() {
-  static const bool enabled = env_switch("MEMRA_ATTENTION_FLASH", true);
-  return enabled;
+// MEMRA_ATTENTION_FLASH: one_pass query tiles of 16-bit caches at head_dim 64 and 128 on the
+// row-owning form (attention_flash.cuh) where its 128-row tiles' grid has at least kFlashMinFill
+// of a block an SM (unset or auto), wherever it can serve them (1), or never (0: the 32-row
+// tiles of attention_mma.cuh, the A/B and kernel-check's coverage of that kernel's one_pass
+// tiles). The same bits either way.
+enum class FlashMode { off, on, automatic };  // in env_choice's order
+FlashMode flash_mode() {
+  static const auto mode =
+      static_cast<FlashMode>(env_choice("MEMRA_ATTENTION_FLASH", {"0", "1", "auto"}, 2));
+  return mode;
 }
+// Under it the 32-row tiles' four times as many blocks, two an SM, keep more SMs busy than the
+// row-owning form's one block an SM gains (a prompt of ~132-400 tokens at Qwen3-8B's shape).
+constexpr int kFlashMinFillPercent = 75;
 
 // A one_pass query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring
 // in what the q terms and the rows' running state leave of the SM's shared memory. False where
@@ -273,11 +279,16 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   p.stages = stages;
   p.qt = C::kRows / p.hpb;
   p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
+  if (p.n_tiles > 65535) return false;  // the grid's z (for_each_run's kTilesOuter)
+  const int64_t blocks = int64_t{p.n_tiles} * p.n_kv_heads * p.n_chunks;
+  if (flash_mode() == FlashMode::automatic &&
+      blocks * 100 < int64_t{kFlashMinFillPercent} * lim.sms)
+    return false;
   const int smem = C::kFixedBytes + stages * C::kChunkBytes;
   static std::atomic<uint64_t> smem_set{0};
   detail::allow_smem_once(kernel, smem, smem_set);
-  const dim3 grid(static_cast<unsigned>(p.n_tiles), 1u,
-                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
+  const dim3 grid(static_cast<unsigned>(p.n_kv_heads * p.n_chunks), 1u,
+                  static_cast<unsigned>(p.n_tiles));
   detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
   return true;
 }
@@ -291,7 +302,9 @@ void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimi
   if constexpr (kHasMma) {
     if (tensor_cores) {
       if constexpr (D <= 128) {
-        if (multi && p.one_pass && flash_enabled() && launch_flash<D, CT>(p, lim, stream)) return;
+        if (multi && p.one_pass && flash_mode() != FlashMode::off &&
+            launch_flash<D, CT>(p, lim, stream))
+          return;
       }
       if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
       return launch_shape<D, CT, false, true>(p, lim, stream);

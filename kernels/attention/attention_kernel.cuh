@@ -43,11 +43,18 @@ __device__ __forceinline__ void attend(const AttnParams& p, unsigned char* smem,
 // holding tokens of several sequences runs them one after another (runs of equal token_seq):
 // attend(tb, te, seq, kv_head, h0, n_h) for each. kSingles: the kernel serves select 1 (one-query
 // blocks); a query-tile-only kernel leaves that path out (one inlined copy of attend, not two).
-template <bool kSingles, class Attend>
+// kTilesOuter (query tiles only): x and z trade places, so blocks start in the order of their
+// tiles' contexts, longest first, over every head (a causal grid of several waves then ends
+// with its shortest tiles on all SMs instead of with a head's longest; the blocks and their bits
+// are the same).
+template <bool kSingles, bool kTilesOuter = false, class Attend>
 __device__ __forceinline__ void for_each_run(const AttnParams& p, Attend&& attend) {
-  const int tile = p.n_tiles - 1 - static_cast<int>(blockIdx.x);
-  const int kv_head = blockIdx.z / p.n_chunks;
-  const int chunk = blockIdx.z % p.n_chunks;
+  static_assert(!(kSingles && kTilesOuter), "select 1 indexes sequences by blockIdx.x");
+  const int tile_block = static_cast<int>(kTilesOuter ? blockIdx.z : blockIdx.x);
+  const int head_block = static_cast<int>(kTilesOuter ? blockIdx.x : blockIdx.z);
+  const int tile = p.n_tiles - 1 - tile_block;
+  const int kv_head = head_block / p.n_chunks;
+  const int chunk = head_block % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;  // first query head of this block
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   // Select 1: block x serves the single tokens of sequence x (normally 0 or 1).
@@ -100,7 +107,7 @@ __global__ void __launch_bounds__(kAttnThreads, FlashConfig<D, CT>::kBlocksPerSm
     attention_flash_kernel(const AttnParams p) {
   detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char attn_smem_raw[];
-  for_each_run<false>(p, [&](int tb, int te, int seq, int kv_head, int h0, int n_h) {
+  for_each_run<false, true>(p, [&](int tb, int te, int seq, int kv_head, int h0, int n_h) {
     flash_attend_run<D, CT>(p, attn_smem_raw, tb, te, seq, kv_head, h0, n_h);
   });
 }

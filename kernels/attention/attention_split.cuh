@@ -64,7 +64,7 @@ struct AttnParams {
   int32_t n_splits;
   int32_t n_tokens;
   int32_t qt;       // query tokens per tile
-  int32_t n_tiles;  // ceil(n_tokens / qt) = gridDim.x
+  int32_t n_tiles;  // ceil(n_tokens / qt): gridDim.x (the row-owning form: gridDim.z)
   int32_t stages;   // ring buffers, 1..kMaxStages
   int32_t n_seqs;
   // 0: every token. 1: only single tokens (the only token of their sequence's run, see

@@ -61,8 +61,10 @@ const AttnCase kCases[] = {
     // form runs fewer, larger blocks than the 32-row tiles (PERFORMANCE.md, thirty-third round).
     {"prefill 160", 1, 0, 160, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 256", 1, 0, 256, AttentionPlan::automatic, 0, DType::bf16},
+    {"prefill 384", 1, 0, 384, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 512", 1, 0, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
+    {"prefill 1024", 1, 0, 1024, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
