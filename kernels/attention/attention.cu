@@ -251,11 +251,11 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   if (!p.one_pass) launch_combine<D>(p, stream);
 }
 
-// MEMRA_ATTENTION_FLASH: one_pass query tiles of 16-bit caches at head_dim 64 and 128 on the
-// row-owning form (attention_flash.cuh) where its 128-row tiles' grid has at least kFlashMinFill
-// of a block an SM (unset or auto), wherever it can serve them (1), or never (0: the 32-row
-// tiles of attention_mma.cuh, the A/B and kernel-check's coverage of that kernel's one_pass
-// tiles). The same bits either way.
+// MEMRA_ATTENTION_FLASH: query tiles of 16-bit caches at head_dim 64 and 128 on the row-owning
+// form (attention_flash.cuh): unset or auto, one_pass launches whose 128-row tiles' grid has at
+// least kFlashMinFillPercent of a block an SM; 1, every query-tile launch it can serve (one_pass
+// and the split plan, whatever the grid); 0, none (the 32-row tiles of attention_mma.cuh: the
+// A/B, and kernel-check's coverage of that kernel's query tiles). The same bits either way.
 enum class FlashMode { off, on, automatic };  // in env_choice's order
 FlashMode flash_mode() {
   static const auto mode =
@@ -263,12 +263,14 @@ FlashMode flash_mode() {
   return mode;
 }
 // Under it the 32-row tiles' four times as many blocks, two an SM, keep more SMs busy than the
-// row-owning form's one block an SM gains (a prompt of ~132-400 tokens at Qwen3-8B's shape).
-constexpr int kFlashMinFillPercent = 75;
+// row-owning form's one block an SM gains. Measured at Qwen3-8B's shape (BF16 cache, H200,
+// docs/PERFORMANCE.md thirty-fourth round): 160 tokens, 30% of a block an SM, 41.1 us against the
+// 32-row tiles' 36.1; 256 tokens, 48%, 48.6 against 52.6.
+constexpr int kFlashMinFillPercent = 40;
 
-// A one_pass query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring
-// in what the q terms and the rows' running state leave of the SM's shared memory. False where
-// fewer than two chunks fit (an A100's 163 KB: the caller takes the 32-row tiles).
+// A query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring in what
+// the q terms and the rows' running state leave of the SM's shared memory. False where fewer than
+// two chunks fit (an A100's 163 KB) or where flash_mode() leaves the launch to the 32-row tiles.
 template <int D, typename CT>
 bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   using C = detail::FlashConfig<D, CT>;
@@ -282,14 +284,16 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   if (p.n_tiles > 65535) return false;  // the grid's z (for_each_run's kTilesOuter)
   const int64_t blocks = int64_t{p.n_tiles} * p.n_kv_heads * p.n_chunks;
   if (flash_mode() == FlashMode::automatic &&
-      blocks * 100 < int64_t{kFlashMinFillPercent} * lim.sms)
+      (!p.one_pass || blocks * 100 < int64_t{kFlashMinFillPercent} * lim.sms))
     return false;
   const int smem = C::kFixedBytes + stages * C::kChunkBytes;
   static std::atomic<uint64_t> smem_set{0};
   detail::allow_smem_once(kernel, smem, smem_set);
-  const dim3 grid(static_cast<unsigned>(p.n_kv_heads * p.n_chunks), 1u,
+  const dim3 grid(static_cast<unsigned>(p.n_kv_heads * p.n_chunks),
+                  p.one_pass ? 1u : static_cast<unsigned>(p.n_splits),
                   static_cast<unsigned>(p.n_tiles));
   detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
+  if (!p.one_pass) launch_combine<D>(p, stream);
   return true;
 }
 
@@ -302,9 +306,7 @@ void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimi
   if constexpr (kHasMma) {
     if (tensor_cores) {
       if constexpr (D <= 128) {
-        if (multi && p.one_pass && flash_mode() != FlashMode::off &&
-            launch_flash<D, CT>(p, lim, stream))
-          return;
+        if (multi && flash_mode() != FlashMode::off && launch_flash<D, CT>(p, lim, stream)) return;
       }
       if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
       return launch_shape<D, CT, false, true>(p, lim, stream);

@@ -1,5 +1,6 @@
-// The row-owning form of the tensor-core arithmetic (private to attention.cu): one_pass query
-// tiles of 16-bit caches at head_dim 64 and 128, the prefill shape. It computes every row with
+// The row-owning form of the tensor-core arithmetic (private to attention.cu): query tiles of
+// 16-bit caches at head_dim 64 and 128, the prefill shape (one_pass, or the split plan's one split
+// a block with attention_mma.cuh's partials for the combine). It computes every row with
 // attention_mma.cuh's arithmetic, step for step, so its bits are that kernel's (and the decode
 // kernel's): kernel-check compares them bit for bit.
 //
@@ -243,22 +244,33 @@ __device__ __forceinline__ void with_chunk_index(int ci, F&& f) {
   }
 }
 
-// The end of split s for this thread's rows: the split's (m, l, acc) merged into the running
-// state (the first split of a row starts it); acc is left as it was.
+// The end of split s for this thread's rows: one_pass, the split's (m, l, acc) merged into the
+// running state (the first split of a row starts it); split plan (one split a block), its
+// partial to scratch as mma_split_finish writes it, for the combine. acc is left as it was.
 template <int D, typename CT>
 __device__ __forceinline__ void flash_split_finish(
-    int s, const FlashRows& rows, float* mine,
+    const AttnParams& p, const Run& run, int s, const FlashRows& rows, float* mine,
     const float (&acc)[FlashConfig<D, CT>::kNTilesV][4]) {
   using C = FlashConfig<D, CT>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int kb, ke;
     flash_row_keys(rows, h, s, kb, ke);
     if (kb >= ke) continue;
-    float& M = mine[(C::kStateM + h) * kAttnThreads];
-    float& L = mine[(C::kStateL + h) * kAttnThreads];
     const float m = mine[(C::kSplitM + h) * kAttnThreads];
     const float l = mine[(C::kSplitL + h) * kAttnThreads];
+    if (!p.one_pass) {
+      float* part = partial_row<D>(p, run, 16 * warp + g + 8 * h, s);
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n)
+        *reinterpret_cast<float2*>(part + 8 * n + 2 * t) =
+            make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+      if (t == 0) part[D] = m, part[D + 1] = l;
+      continue;
+    }
+    float& M = mine[(C::kStateM + h) * kAttnThreads];
+    float& L = mine[(C::kStateL + h) * kAttnThreads];
     if (s == rows.lo[h] / kSplit) {
       M = m, L = l;
 #pragma unroll
@@ -279,8 +291,8 @@ __device__ __forceinline__ void flash_split_finish(
   }
 }
 
-// Attention of one run (tokens [tb, te) of one sequence, one_pass) for this block's kv head and
-// heads: warp w owns rows [16 w, 16 w + 16) of the run.
+// Attention of one run (tokens [tb, te) of one sequence; one_pass, or the split plan's split
+// blockIdx.y) for this block's kv head and heads: warp w owns rows [16 w, 16 w + 16) of the run.
 template <int D, typename CT>
 __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int tb, int te, int seq,
                                  int kv_head, int h0, int n_h) {
@@ -337,9 +349,9 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
         for (int n = 0; n < C::kNTilesV; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
       },
       [&](int s) {
-        if (warp_rows) flash_split_finish<D, CT>(s, rows, mine, acc);
+        if (warp_rows) flash_split_finish<D, CT>(p, run, s, rows, mine, acc);
       });
-  if (warp_rows) {
+  if (warp_rows && p.one_pass) {  // (the split plan's combine writes the output)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (!rows.valid[h]) continue;

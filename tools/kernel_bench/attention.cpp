@@ -63,10 +63,15 @@ const AttnCase kCases[] = {
     {"prefill 256", 1, 0, 256, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 384", 1, 0, 384, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 512", 1, 0, 512, AttentionPlan::automatic, 0, DType::bf16},
+    // The split plan's query tiles (one split a block, then the combine) at the same prompts:
+    // what the one_pass threshold trades against.
+    {"prefill 256 split", 1, 0, 256, AttentionPlan::split, 0, DType::bf16},
+    {"prefill 512 split", 1, 0, 512, AttentionPlan::split, 0, DType::bf16},
     {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
     {"prefill 1024", 1, 0, 1024, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
+    {"chunk 64 @ 3584", 1, 3584, 64, AttentionPlan::automatic, 0, DType::bf16},
     {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
     {"decode 1x16384 fp8", 1, 16383, 1, AttentionPlan::automatic, 0, DType::f8_e4m3},
     {"decode 64x4096 fp8", 64, 4095, 1, AttentionPlan::automatic, 0, DType::f8_e4m3},
