@@ -139,10 +139,9 @@ struct MultiOut {
   }
 };
 // Up to kMultiOuts outputs over the same x in one launch of a kernel with 128-row blocks (the
-// wgmma kernels; the BF16 one's 192-row form recounts them, in_blocks): block row b runs block
-// b - block_begin[o] of output o, the same instructions as that output's own launch (so the same
-// bits), and outputs too narrow to fill the GPU alone (q, k and v of a layer) run side by side
-// instead of one launch after another.
+// wgmma kernels): block row b runs 128-row block b - block_begin[o] of output o, the same
+// instructions as that output's own launch (so the same bits), and outputs too narrow to fill the
+// GPU alone (q, k and v of a layer) run side by side instead of one launch after another.
 struct BlockOuts {
   const uint8_t* w[kMultiOuts] = {};
   float* y[kMultiOuts] = {};
@@ -150,23 +149,15 @@ struct BlockOuts {
   int64_t ldy[kMultiOuts] = {};
   int block_begin[kMultiOuts + 1] = {};
   int n = 0;
-  // Appends an output of n_out rows (row stride ldy floats in y) and its blocks of block_rows
-  // rows (n < kMultiOuts), as MultiOut::add.
-  void add(const void* weights, float* rows, int64_t rows_out, int64_t row_stride,
-           int block_rows = 128) {
+  // Appends an output of n_out rows (row stride ldy floats in y) and its 128-row blocks (n <
+  // kMultiOuts), as MultiOut::add.
+  void add(const void* weights, float* rows, int64_t rows_out, int64_t row_stride) {
     w[n] = static_cast<const uint8_t*>(weights);
     y[n] = rows;
     n_out[n] = static_cast<int>(rows_out);
     ldy[n] = row_stride;
-    block_begin[n + 1] =
-        block_begin[n] + static_cast<int>((rows_out + block_rows - 1) / block_rows);
+    block_begin[n + 1] = block_begin[n] + static_cast<int>((rows_out + 127) / 128);
     ++n;
-  }
-  // The same outputs in blocks of block_rows rows: block_begin recounted, nothing else changed.
-  BlockOuts in_blocks(int block_rows) const {
-    BlockOuts outs;
-    for (int o = 0; o < n; ++o) outs.add(w[o], y[o], n_out[o], ldy[o], block_rows);
-    return outs;
   }
   // The one output of args (w, y, n_out, ldy).
   static BlockOuts of(const MatmulArgs& args) {
@@ -175,9 +166,8 @@ struct BlockOuts {
     return outs;
   }
 };
-// Launches kKernel(x, outs), a kernel of row blocks (grid y: outs' blocks, counted for the
-// kernel's block rows) over kBN-token tiles (grid x), having opted into its smem bytes of shared
-// memory once per device.
+// Launches kKernel(x, outs), a kernel of 128-row blocks (grid y: outs' blocks) over kBN-token
+// tiles (grid x), having opted into its smem bytes of shared memory once per device.
 template <auto kKernel, int kBN>
 void launch_block_outs(const MatmulArgs& x, const BlockOuts& outs, int threads, int smem,
                        cudaStream_t stream) {

@@ -32,14 +32,6 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
-//
-// The 192-row form (MEMRA_WGMMA_BF16_ROWS=192): three compute warpgroups, 192 rows x 128 tokens a
-// block, the same wgmma and the same order per element (so the same bits). Measured on the 8B
-// gate shape (docs/PERFORMANCE.md, thirty-first round), the copies alone take 85% of the 128-row
-// kernel's time at the rate L2 delivers: a k16 step reads 8 KB (4 KB of records, 4 KB of x) for
-// 128 x 128 outputs, the 192-row block 10 KB for 192 x 128, 17% fewer L2 bytes a FLOP, and the
-// tensor cores get three warpgroups' independent chains to interleave instead of two.
-#include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -48,62 +40,39 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBN = 128, kSub = 64;
+// kCompute threads compute (two warpgroups); the copy warpgroup gives back registers (setmaxnreg)
+// to them: 288 threads would put three warps on one scheduler's 16K registers and cap every warp
+// at 168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit.
+constexpr int kBM = 128, kBN = 128, kSub = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kStages = 6;
+constexpr int kTiles = kBM / 16;
 constexpr int kQuarter = TiledHalf::kBytes / 4;  // a sub-stage of one record: 2048 B
+constexpr int kRecStage = kTiles * kQuarter;     // 16 KB
 constexpr int kXStage = kBN * kSub * 2;          // 16 KB
+constexpr int kStageBytes = kRecStage + kXStage;
+constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
 static_assert(kChunk == 4 * kSub, "a chunk is four sub-stages");
 static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile");
 
-// The block of kWG compute warpgroups (2 or 3): kBM = 64 kWG rows, kCompute threads compute; the
-// copy warpgroup gives back registers (setmaxnreg) to them. A compute thread holds acc and total
-// (64 + 64 registers), the A fragments of the wgmmas in flight, and addressing.
-//   2: 288 threads would put three warps on one scheduler's 16K registers and cap every warp at
-//     168 (spilling the 64 + 64 accumulators); 384 threads with 40 + 2 x 232 a scheduler fit. 6
-//     stages of 32 KB.
-//   3: 512 threads, four warps a scheduler at launch (128 registers each); 32 + 3 x 160 = 16K a
-//     scheduler, so a compute thread has 160 and holds the A fragments of two k16 steps, not two
-//     sub-stages' 32 registers (see the loop). 5 stages of 40 KB (24 KB of records, 16 KB of x).
-template <int kWG>
-struct Block {
-  static constexpr int kBM = 64 * kWG, kCompute = 128 * kWG, kThreads = kCompute + 128;
-  static constexpr int kStages = kWG == 2 ? 6 : 5;
-  static constexpr int kTiles = kBM / 16;
-  static constexpr int kRecStage = kTiles * kQuarter;  // 16 or 24 KB
-  static constexpr int kStageBytes = kRecStage + kXStage;
-  static constexpr int kSmem = kStages * kStageBytes + 2 * kStages * 8;  // + two mbarriers a stage
-  static constexpr int kCopyRegs = kWG == 2 ? 40 : 32, kComputeRegs = kWG == 2 ? 232 : 160;
-  static_assert(kWG == 2 || kWG == 3, "two or three compute warpgroups");
-  static_assert(kSmem <= kMaxSmemHopper, "the stages fit in shared memory");
-  static_assert((kCopyRegs + kWG * kComputeRegs) * 32 <= 16384,
-                "one copy warp and kWG compute warps fit one scheduler's registers");
-};
-
 // The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kCopyRegs = 40, kComputeRegs = 232;
 constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
-// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile (their
-// outputs are never stored: store_tile writes rows < n_out only). In the 192-row form the tiles
-// of warpgroups wholly past the matrix (idle_warpgroup) are not copied: n_out is a multiple of
-// 16, not of 192 (a 1,024-row k or v has 64 rows in its last block, one warpgroup's).
-template <int kWG>
+// records (a tile's chunks are contiguous); rows past the matrix repeat the last tile.
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
                                            int q, int row0, int tok0) {
-  using B = Block<kWG>;
+  mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
-  int n_tiles = B::kTiles;
-  if constexpr (kWG == 3) n_tiles = min(n_tiles, (a.n_out - row0 + 63) / 64 * 4);
-  mbar_arrive_expect_tx(bar, n_tiles * kQuarter + kXStage);
 #pragma unroll
-  for (int m = 0; m < B::kTiles; ++m) {
+  for (int m = 0; m < kTiles; ++m) {
     const int64_t tile = min(row0 / 16 + m, last_tile);
-    if (m < n_tiles)
-      bulk_copy(stage + m * kQuarter,
-                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+    bulk_copy(stage + m * kQuarter,
+              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
   }
-  bulk_copy(stage + B::kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -129,28 +98,14 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
     af[s][3] = v.w;
   }
 }
-// The same for step s alone.
-__device__ __forceinline__ void load_a_step(const uint8_t* stage, int warp, int lane, int s,
-                                            uint32_t (&af)[4]) {
-  const uint4 v = ld_u128(stage + warp * kQuarter + 16 * lane + 512 * s);
-  af[0] = v.x;
-  af[1] = v.y;
-  af[2] = v.z;
-  af[3] = v.w;
-}
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [128 x, + 128) of the 64 kWG-row block of outs that y names (outs'
-// block_begin counted in blocks of that many rows).
-template <int kWG>
-__global__ void __launch_bounds__(Block<kWG>::kThreads, 1)
+// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
+__global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using B = Block<kWG>;
-  constexpr int kBM = B::kBM, kCompute = B::kCompute, kStages = B::kStages;
-  constexpr int kStageBytes = B::kStageBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int by = static_cast<int>(blockIdx.y);
@@ -166,35 +121,22 @@ __global__ void __launch_bounds__(Block<kWG>::kThreads, 1)
   }
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane issues the copies
-    setmaxnreg_dec<B::kCopyRegs>();
+    setmaxnreg_dec<kCopyRegs>();
     // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
-    // the H200: 9 copies a sub-stage, 13 in the 192-row form, are few enough for one lane.)
+    // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(n_sub, smem, kStageBytes, full, empty,
-                           [&](int q, uint8_t* stage, uint64_t* bar) {
-                             fill_stage<kWG>(a, stage, bar, q, row0, tok0);
-                           });
+      copy_stages<kStages>(
+          n_sub, smem, kStageBytes, full, empty,
+          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
     }
     return;
   }
-  setmaxnreg_inc<B::kComputeRegs>();
+  setmaxnreg_inc<kComputeRegs>();
   // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
   // reading it (wait_group), and its A fragments were read before that group was issued.
   auto release = [&](int q) {
     if (lane == 0) mbar_arrive(empty + q % kStages);
   };
-  if constexpr (kWG == 3) {
-    // A warpgroup wholly past the matrix (fill_stage copies none of its tiles) computes nothing
-    // and stores nothing; it still releases each sub-stage, once landed (the empty barriers count
-    // every compute warp, and landing orders its arrival after the buffer's previous phase).
-    if (row0 + 64 * (warp / 4) >= a.n_out) {
-      for (int q = 0; q < n_sub; ++q) {
-        mbar_wait(full + q % kStages, (q / kStages) & 1);
-        release(q);
-      }
-      return;
-    }
-  }
   // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
   // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
   float acc[64], total[64];
@@ -208,34 +150,16 @@ __global__ void __launch_bounds__(Block<kWG>::kThreads, 1)
       const int q = 4 * c + u;
       const uint8_t* stage = smem + (q % kStages) * kStageBytes;
       mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      const uint8_t* X = stage + B::kRecStage;
-      if constexpr (kWG == 2) {
-        uint32_t af[4][4];
-        load_a(stage, warp, lane, af);
-        wgmma_fence();
+      uint32_t af[4][4];
+      load_a(stage, warp, lane, af);
+      const uint8_t* X = stage + kRecStage;
+      wgmma_fence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-        wgmma_commit();
-        if (u > 0) {
-          wgmma_wait<1>();  // sub-stage q - 1 is done reading
-          release(q - 1);
-        }
-      } else {
-        // 160 registers: a wgmma's A registers stay its own until a wait_group sees it done, so
-        // the sub-stage groups above (two in flight, 32 registers) do not fit beside acc and
-        // total (ptxas: 80 bytes of spill stores). Each k16 step is its own group of one wgmma and
-        // at most two are in flight (8 registers): the step's A is loaded while the one before it
-        // runs. The chain per element is the same 16 steps in the same order.
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          uint32_t af[4];
-          load_a_step(stage, warp, lane, s, af);
-          wgmma_fence();
-          wgmma_m64n128k16(acc, af, b_desc(X + s * kStepBytes));
-          wgmma_commit();
-          if (u > 0 || s > 0) wgmma_wait<1>();  // the step before is done
-          if (u > 0 && s == 0) release(q - 1);  // its sub-stage's last: q - 1 is done reading
-        }
+      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
       }
     }
     wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
@@ -246,19 +170,6 @@ __global__ void __launch_bounds__(Block<kWG>::kThreads, 1)
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif
-}
-
-// MEMRA_WGMMA_BF16_ROWS: 128 (unset: two compute warpgroups) or 192 (three), read once. The
-// block's rows change which block computes an output, never its arithmetic (the same bits).
-bool rows192() {
-  static const bool on = env_choice("MEMRA_WGMMA_BF16_ROWS", {"128", "192"}, 0) == 1;
-  return on;
-}
-
-template <int kWG>
-void launch_rows(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  using B = Block<kWG>;
-  launch_block_outs<prefill_wgmma_kernel<kWG>, kBN>(x, outs, B::kThreads, B::kSmem, stream);
 }
 
 }  // namespace
@@ -272,7 +183,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<2>) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -283,10 +194,7 @@ bool prefill_wgmma_available() {
 
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
-  if (rows192())
-    launch_rows<3>(x, outs.in_blocks(Block<3>::kBM), stream);  // recounted in 192-row blocks
-  else
-    launch_rows<2>(x, outs, stream);
+  launch_block_outs<prefill_wgmma_kernel, kBN>(x, outs, kThreads, kSmem, stream);
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {
