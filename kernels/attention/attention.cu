@@ -252,21 +252,30 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
 }
 
 // MEMRA_ATTENTION_FLASH: query tiles of 16-bit caches at head_dim 64 and 128 on the row-owning
-// form (attention_flash.cuh): unset or auto, one_pass launches whose 128-row tiles' grid has at
-// least kFlashMinFillPercent of a block an SM; 1, every query-tile launch it can serve (one_pass
-// and the split plan, whatever the grid); 0, none (the 32-row tiles of attention_mma.cuh: the
-// A/B, and kernel-check's coverage of that kernel's query tiles). The same bits either way.
+// form (attention_flash.cuh): unset or auto, where flash_pays; 1, every query-tile launch it can
+// serve (one_pass and the split plan, whatever the grid); 0, none (the 32-row tiles of
+// attention_mma.cuh: the A/B, and kernel-check's coverage of that kernel's query tiles). The
+// same bits either way.
 enum class FlashMode { off, on, automatic };  // in env_choice's order
 FlashMode flash_mode() {
   static const auto mode =
       static_cast<FlashMode>(env_choice("MEMRA_ATTENTION_FLASH", {"0", "1", "auto"}, 2));
   return mode;
 }
-// Under it the 32-row tiles' four times as many blocks, two an SM, keep more SMs busy than the
-// row-owning form's one block an SM gains. Measured at Qwen3-8B's shape (BF16 cache, H200,
-// docs/PERFORMANCE.md thirty-fourth round): 160 tokens, 30% of a block an SM, 41.1 us against the
-// 32-row tiles' 36.1; 256 tokens, 48%, 48.6 against 52.6.
-constexpr int kFlashMinFillPercent = 40;
+
+// Whether the row-owning form's launch of `blocks` 128-row blocks (split plan: every split
+// counted) beats the 32-row tiles: its grid has at least 40% of a block an SM, since below that
+// the 32-row tiles' four times as many blocks, two an SM, keep more SMs busy than the row-owning
+// form's one block an SM gains; and a split-plan launch has at least two tiles' tokens (a tile
+// with few rows leaves the row-owning form's other warps idle where the 32-row tiles split a
+// chunk's keys over all eight). Measured at Qwen3-8B's shape (BF16 cache, H200, docs/
+// PERFORMANCE.md thirty-fourth round): one_pass at 160 tokens, 30% of a block an SM, 41.4 us
+// against the 32-row tiles' 36.0; at 256, 48%, 49.3 against 52.2; the split plan on a 64-token
+// chunk after 3,584 keys (240 blocks) 116.5 against 143.4.
+bool flash_pays(const AttnParams& p, int64_t blocks, const DeviceLimits& lim) {
+  if (blocks * 100 < int64_t{40} * lim.sms) return false;
+  return p.one_pass || p.n_tokens >= 2 * p.qt;
+}
 
 // A query-tile launch on the row-owning form: 128-row tiles, one block an SM, the ring in what
 // the q terms and the rows' running state leave of the SM's shared memory. False where fewer than
@@ -282,10 +291,9 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   p.qt = C::kRows / p.hpb;
   p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
   if (p.n_tiles > 65535) return false;  // the grid's z (for_each_run's kTilesOuter)
-  const int64_t blocks = int64_t{p.n_tiles} * p.n_kv_heads * p.n_chunks;
-  if (flash_mode() == FlashMode::automatic &&
-      (!p.one_pass || blocks * 100 < int64_t{kFlashMinFillPercent} * lim.sms))
-    return false;
+  const int64_t blocks =
+      int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
+  if (flash_mode() == FlashMode::automatic && !flash_pays(p, blocks, lim)) return false;
   const int smem = C::kFixedBytes + stages * C::kChunkBytes;
   static std::atomic<uint64_t> smem_set{0};
   detail::allow_smem_once(kernel, smem, smem_set);
