@@ -62,18 +62,6 @@ constexpr int kRingSmem =
     kXSlots * kXStage + kWSlots * kWSlot + 2 * (kXSlots + kWSlots) * 8 + kXsumBytes;
 static_assert(kRingSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 
-// The overlap schedule (kOverlap, on the chunk ring): the running sum leaves the registers for
-// shared memory, each compute thread's 64 floats (kTotalBytes), and the x ring gives four of its
-// eight slots to make room for it; with four, sub-stage u of every chunk has slot u.
-constexpr int kXSlotsOverlap = 4;
-constexpr int kTotalBytes = kCompute * (kBN / 2) * 4;  // 64 KB
-constexpr int kOverlapSmem = kXSlotsOverlap * kXStage + kWSlots * kWSlot +
-                             2 * (kXSlotsOverlap + kWSlots) * 8 + kXsumBytes + kTotalBytes;
-static_assert(kXSlotsOverlap == 4, "a chunk's four sub-stages, each in its own x slot");
-static_assert(kOverlapSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
-template <bool kOverlap>
-inline constexpr int kXSlotsOf = kOverlap ? kXSlotsOverlap : kXSlots;
-
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
@@ -181,9 +169,8 @@ __device__ __forceinline__ void compute_sync() {
 }
 
 // The chunk ring's copy lane: chunk c's whole records into slot c % kWSlots once chunk c -
-// kWSlots has left it, then its four x tiles into the x ring of kXS slots, each once its
-// sub-stage's slot is free.
-template <int kXS>
+// kWSlots has left it, then its four x tiles into the x ring, each once its sub-stage's slot is
+// free.
 __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wring, uint8_t* xring,
                                                 uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
                                                 uint64_t* xempty, int row0, int tok0) {
@@ -198,155 +185,12 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
                 wfull + w);
 #pragma unroll 1
     for (int u = 0; u < 4; ++u) {
-      const int q = 4 * c + u, b = q % kXS;
-      if (q >= kXS) mbar_wait(xempty + b, (q / kXS - 1) & 1);
+      const int q = 4 * c + u, b = q % kXSlots;
+      if (q >= kXSlots) mbar_wait(xempty + b, (q / kXSlots - 1) & 1);
       mbar_arrive_expect_tx(xfull + b, kXStage);
       bulk_copy(xring + b * kXStage, x_tile(a, tok0, q), kXStage, xfull + b);
     }
   }
-}
-
-// fold_end for the overlap schedule: the same instructions, with the running sum this thread's
-// in shared memory (n8 tile j's four at total[j * kCompute]) and s set back to +0 after it is read.
-__device__ __forceinline__ void fold_end_smem(const uint8_t* heads, const uint4* xs, int c,
-                                              int lane, float4* total, float (&s)[kBN / 2]) {
-  const int g = lane >> 2, t = lane & 3;
-  FoldRow r_g, r_g8;
-  head_rows(heads, g, r_g, r_g8);
-  uint32_t ba[4];
-  bias_a(r_g, r_g8, t, ba);
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * j + g) + (t & 1))[t >> 1];
-    float p[4] = {s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]};
-    fold_tile(p, ba, bb, r_g, r_g8);
-    float4 sum = make_float4(p[0], p[1], p[2], p[3]);
-    if (c != 0) {
-      const float4 o = total[j * kCompute];
-      sum = make_float4(__fadd_rn(o.x, p[0]), __fadd_rn(o.y, p[1]), __fadd_rn(o.z, p[2]),
-                        __fadd_rn(o.w, p[3]));
-    }
-    total[j * kCompute] = sum;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[4 * j + i] = 0.0f;  // the set's next chain starts from +0
-  }
-}
-
-// The overlap schedule's compute warps (kOverlap, MEMRA_WGMMA_FOLD_OVERLAP=1; at least two
-// chunks). In the default the tensor cores idle through every chunk's end: both warpgroups meet,
-// drain their wgmmas and run the mins' step and the scaling on the CUDA cores (26 of the gate
-// shape's 137 us of compute, PERFORMANCE.md, thirty-first round). Here chunk c + 1's first
-// sub-stage is issued before chunk c's end, which then runs while those four wgmmas do: two chain
-// sets, s0 for even chunks and s1 for odd ones, and the running sum in shared memory (total) to
-// free the registers the second set takes. Per element the same instructions in the same order
-// as the default: the same bits.
-//
-// The loop's back edge sits where chunk c + 1's first group is in flight and chunk c's are
-// complete, before chunk c's fold reads its set, and ptxas keeps the wgmmas asynchronous. Cut at
-// the chunk boundary instead (two chunks an iteration, the second's last group in flight across
-// the back edge) ptxas serialized every wgmma (C7514, "non wgmma instructions reading accumulator
-// registers of a wgmma between start and end of the pipeline stage"); with a wgmma_wait<0> at
-// each iteration's end it did not, but every other chunk end then waited for the tensor cores to
-// drain before the next chunk's first sub-stage.
-__device__ __forceinline__ void compute_overlap(const MatmulArgs& a, const uint8_t* xring,
-                                                const uint8_t* wring, uint64_t* full,
-                                                uint64_t* empty, uint64_t* wfull, uint64_t* wempty,
-                                                uint4* xs, float4* total_at, int row0, int tok0,
-                                                int tid) {
-  const int warp = tid >> 5, lane = tid & 31;
-  const int x_tok = tok0 + (tid >> 1);
-  const float* x_src =
-      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
-  float4* const total = total_at + tid;
-  const int n_chunks = a.n_in / kChunk;
-  float s0[kBN / 2], s1[kBN / 2];
-#pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) s0[i] = s1[i] = 0.0f;
-  float4 xv0, xv1;  // the group sums of the chunks in flight, even and odd, loaded as they begin
-  // Sub-stage u of chunk c into the set s: its x tile in slot (4c + u) % kXSlotsOverlap (u, with
-  // four), released once the next group is issued and this one complete.
-  auto sub = [&](int c, int u, float(&s)[kBN / 2]) {
-    const uint8_t* slot = wring + (c % kWSlots) * kWSlot;
-    if (u == 0) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
-    const unsigned q = 4u * c + u, b = q % kXSlotsOverlap;
-    mbar_wait(full + b, (q / kXSlotsOverlap) & 1);
-    uint32_t af[4][4];
-    load_a(quad_of<true>(slot, warp, u), heads_of<true>(slot, warp), lane, u, af);
-    const uint8_t* X = xring + b * kXStage;
-    wgmma_fence();
-#pragma unroll
-    for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
-    wgmma_commit();
-    if (u > 0) {
-      wgmma_wait<1>();  // sub-stage q - 1 is done reading
-      if (lane == 0) mbar_arrive(empty + (q - 1) % kXSlotsOverlap);
-    }
-  };
-  auto begin = [&](int c, float(&s)[kBN / 2], float4& xv) {
-    xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
-    sub(c, 0, s);
-  };
-  auto rest = [&](int c, float(&s)[kBN / 2]) {
-    sub(c, 1, s);
-    sub(c, 2, s);
-    sub(c, 3, s);
-  };
-  // Chunk c's end, its first half once chunk c + 1 has begun: the sums staged as the default's
-  // (xs buffer c % 2: a warp stores chunk c + 2's only after every warp passed chunk c + 1's
-  // barrier, which each reaches after chunk c's fold), the warpgroups meet, and chunk c's groups
-  // complete while chunk c + 1's first stays in flight; then its fold (the second half).
-  auto stage_end = [&](int c, const float4& xv) {
-    xs[(c & 1) * kCompute + tid] =
-        x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
-    compute_sync();
-  };
-  auto pre_end = [&](int c, const float4& xv) {
-    stage_end(c, xv);
-    wgmma_wait<1>();  // chunk c's wgmmas are complete: its set and last x slot
-    if (lane == 0) mbar_arrive(empty + (4u * c + 3) % kXSlotsOverlap);
-  };
-  auto fold = [&](int c, float(&s)[kBN / 2]) {
-    fold_end_smem(heads_of<true>(wring + (c % kWSlots) * kWSlot, warp), xs + (c & 1) * kCompute, c,
-                  lane, total, s);
-    if (lane == 0) mbar_arrive(wempty + c % kWSlots);  // after fold_end has read the headers
-  };
-  begin(0, s0, xv0);
-  rest(0, s0);
-  begin(1, s1, xv1);
-  pre_end(0, xv0);
-  int c = 1;  // chunk c (odd) has begun, chunk c - 1's fold is next
-  for (; c + 2 < n_chunks; c += 2) {
-    fold(c - 1, s0);
-    rest(c, s1);
-    begin(c + 1, s0, xv0);
-    pre_end(c, xv1);
-    fold(c, s1);
-    rest(c + 1, s0);
-    begin(c + 2, s1, xv1);
-    pre_end(c + 1, xv0);
-  }
-  fold(c - 1, s0);
-  rest(c, s1);
-  if (c + 1 < n_chunks) {  // an even last chunk
-    begin(c + 1, s0, xv0);
-    pre_end(c, xv1);
-    fold(c, s1);
-    rest(c + 1, s0);
-    wgmma_wait<0>();
-    stage_end(c + 1, xv0);
-    fold(c + 1, s0);
-  } else {
-    wgmma_wait<0>();
-    stage_end(c, xv1);
-    fold(c, s1);
-  }
-  float sum[kBN / 2];  // the running sum back in registers (the sets are done with them) to store
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const float4 v = total[j * kCompute];
-    sum[4 * j] = v.x, sum[4 * j + 1] = v.y, sum[4 * j + 2] = v.z, sum[4 * j + 3] = v.w;
-  }
-  store_tile<kBN>(a, sum, row0, tok0, warp, lane);
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -357,7 +201,7 @@ __device__ __forceinline__ void compute_overlap(const MatmulArgs& a, const uint8
 // chunk ring, the second warpgroup half a chunk behind with each staging the chunk's sums for
 // itself, gate 136.7 -> 142.5 us, thirty-second round. PERFORMANCE.md.)
 // Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
-template <bool kLaneCopies, bool kChunkRing, bool kOverlap = false>
+template <bool kLaneCopies, bool kChunkRing>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_fold_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
@@ -373,10 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // wgmma.cuh helper both kernels call, it changed ~500 lines of the BF16 kernel's SASS: kept
   // apart, as measured.) The chunk ring: x slots, then chunk slots, then the x slots' full and
   // empty barriers, then the chunk slots'.
-  static_assert(kChunkRing || !kOverlap, "the overlap schedule is the chunk ring's");
-  constexpr int kXS = kXSlotsOf<kOverlap>;
-  constexpr int kXRingBytes = kChunkRing ? kXS * kXStage : kStages * kStageBytes;
-  constexpr int kNX = kChunkRing ? kXS : kStages;  // x buffers (stages)
+  constexpr int kXRingBytes = kChunkRing ? kXSlots * kXStage : kStages * kStageBytes;
+  constexpr int kNX = kChunkRing ? kXSlots : kStages;  // x buffers (stages)
   uint8_t* const wring = smem + kXRingBytes;
   uint64_t* const full = reinterpret_cast<uint64_t*>(wring + (kChunkRing ? kWSlots * kWSlot : 0));
   uint64_t* const empty = full + kNX;
@@ -395,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kCopyRegs>();
     if constexpr (kChunkRing) {
       if (warp == kCompute / 32 && lane == 0)
-        copy_chunk_ring<kXS>(a, wring, smem, wfull, wempty, full, empty, row0, tok0);
+        copy_chunk_ring(a, wring, smem, wfull, wempty, full, empty, row0, tok0);
     } else {
       run_copies<kStages, kCompute, kLaneCopies>(
           warp, lane, n_sub, smem, kStageBytes, full, empty,
@@ -407,69 +249,63 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
-  if constexpr (kOverlap) {
-    uint4* const xs = reinterpret_cast<uint4*>(wempty + kWSlots);
-    compute_overlap(a, smem, wring, full, empty, wfull, wempty, xs,
-                    reinterpret_cast<float4*>(xs + 2 * kCompute), row0, tok0, tid);
-  } else {
-    auto release = [&](int q) {
-      if (lane == 0) mbar_arrive(empty + q % kNX);
-    };
-    // s: the chunk's chain (n8 tile j in s[4j .. 4j + 3], mma.sync's C layout); total: the running
-    // chunk sum.
-    float s[kBN / 2], total[kBN / 2];
+  auto release = [&](int q) {
+    if (lane == 0) mbar_arrive(empty + q % kNX);
+  };
+  // s: the chunk's chain (n8 tile j in s[4j .. 4j + 3], mma.sync's C layout); total: the running
+  // chunk sum.
+  float s[kBN / 2], total[kBN / 2];
 #pragma unroll
-    for (int i = 0; i < kBN / 2; ++i) s[i] = total[i] = 0.0f;
-    // The mins' B fragments: each compute thread loads one token's half of the chunk's group sums
-    // (token tok0 + tid / 2, sums 4 (tid % 2) .. + 3) when the chunk starts, and stages them,
-    // converted once, in shared memory for every warp's fold at the chunk's end; so the fold, while
-    // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
-    // behind the last, they were its main cost) nor converts the same sums in all eight warps.
-    // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
-    const int x_tok = tok0 + (tid >> 1);
-    const float* x_src =
-        a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
-    uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX);
-    const int n_chunks = n_sub / 4;
-    for (int c = 0; c < n_chunks; ++c) {
-      const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
-      const uint8_t* slot = wring + (c % kWSlots) * kWSlot;  // (kChunkRing)
-      if constexpr (kChunkRing) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
+  for (int i = 0; i < kBN / 2; ++i) s[i] = total[i] = 0.0f;
+  // The mins' B fragments: each compute thread loads one token's half of the chunk's group sums
+  // (token tok0 + tid / 2, sums 4 (tid % 2) .. + 3) when the chunk starts, and stages them,
+  // converted once, in shared memory for every warp's fold at the chunk's end; so the fold, while
+  // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
+  // behind the last, they were its main cost) nor converts the same sums in all eight warps.
+  // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
+  uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX);
+  const int n_chunks = n_sub / 4;
+  for (int c = 0; c < n_chunks; ++c) {
+    const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
+    const uint8_t* slot = wring + (c % kWSlots) * kWSlot;  // (kChunkRing)
+    if constexpr (kChunkRing) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int q = 4 * c + u;
-        const uint8_t* stage = smem + (q % kNX) * (kChunkRing ? kXStage : kStageBytes);
-        mbar_wait(full + q % kNX, (q / kNX) & 1);  // sub-stage q has landed
-        const uint8_t* at = kChunkRing ? slot : stage;
-        uint32_t af[4][4];
-        load_a(quad_of<kChunkRing>(at, warp, u), heads_of<kChunkRing>(at, warp), lane, u, af);
-        const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
-        wgmma_fence();
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u;
+      const uint8_t* stage = smem + (q % kNX) * (kChunkRing ? kXStage : kStageBytes);
+      mbar_wait(full + q % kNX, (q / kNX) & 1);  // sub-stage q has landed
+      const uint8_t* at = kChunkRing ? slot : stage;
+      uint32_t af[4][4];
+      load_a(quad_of<kChunkRing>(at, warp, u), heads_of<kChunkRing>(at, warp), lane, u, af);
+      const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
+      wgmma_fence();
 #pragma unroll
-        for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
-        wgmma_commit();
-        if (u > 0) {
-          wgmma_wait<1>();  // sub-stage q - 1 is done reading
-          release(q - 1);
-        }
-      }
-      // Two buffers: a warp stores chunk c + 1's sums only after every warp passed chunk c's
-      // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
-      uint4* const xs_c = xs + (c & 1) * kCompute;
-      const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
-      xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
-      compute_sync();
-      wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
-      const int q3 = 4 * c + 3;
-      const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
-      fold_end(heads_of<kChunkRing>(heads_at, warp), xs_c, c, lane, total, s);
-      release(q3);  // after fold_end has read the headers
-      if constexpr (kChunkRing) {
-        if (lane == 0) mbar_arrive(wempty + c % kWSlots);
+      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
       }
     }
-    store_tile<kBN>(a, total, row0, tok0, warp, lane);
+    // Two buffers: a warp stores chunk c + 1's sums only after every warp passed chunk c's
+    // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
+    uint4* const xs_c = xs + (c & 1) * kCompute;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
+    xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
+    compute_sync();
+    wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
+    const int q3 = 4 * c + 3;
+    const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
+    fold_end(heads_of<kChunkRing>(heads_at, warp), xs_c, c, lane, total, s);
+    release(q3);  // after fold_end has read the headers
+    if constexpr (kChunkRing) {
+      if (lane == 0) mbar_arrive(wempty + c % kWSlots);
+    }
   }
+  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
@@ -494,14 +330,10 @@ bool prefill_wgmma_copy_lanes_enabled() {
   return enabled;
 }
 
-template <bool kLaneCopies, bool kChunkRing, bool kOverlap = false>
+template <bool kLaneCopies, bool kChunkRing>
 void launch_schedule(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing, kOverlap>, kBN>(
-      x, outs, kThreads,
-      kOverlap     ? kOverlapSmem
-      : kChunkRing ? kRingSmem
-                   : kSmem,
-      stream);
+  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>, kBN>(
+      x, outs, kThreads, kChunkRing ? kRingSmem : kSmem, stream);
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
@@ -517,13 +349,7 @@ void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaS
   // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
   // H200.
   static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
-  // The chunk ring's overlap schedule (compute_overlap, for two chunks or more: a single chunk's
-  // end has nothing to overlap): off by default (MEMRA_WGMMA_FOLD_OVERLAP=1 for the A/B), not
-  // measured yet.
-  static const bool overlap = env_switch("MEMRA_WGMMA_FOLD_OVERLAP", false);
-  if (chunk_ring && overlap && x.n_in >= 2 * kChunk)
-    launch_schedule<true, true, true>(x, outs, stream);
-  else if (chunk_ring)
+  if (chunk_ring)
     launch_schedule<true, true>(x, outs, stream);
   else if (prefill_wgmma_copy_lanes_enabled())
     launch_schedule<true, false>(x, outs, stream);
