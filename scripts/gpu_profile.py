@@ -10,8 +10,13 @@ kernels, and `memra bench` for the step time itself.
 
 A decode step is counted by its last kernel (argmax_rows by default: greedy bench steps end
 with it). Only whole steps inside the window count, and only decode steps: a step with a kernel
-matching --prefill-kernel (the attention kernel's multi-query form, which prompts take) is left
+matching --prefill-kernel (the attention kernel's multi-query forms, which prompts take) is left
 out and counted apart, so a window that lands in a prefill says so instead of passing for decode.
+--prompt turns that around: the table of the window's whole prompt steps (a prefill through the
+argmax of its last token), e.g. 8B Q4_K_M's 512-token prompts:
+
+    scripts/gpu_profile.py --bin .device/bin --model /tmp/memra-synth/qwen3-8b-q4_k_m.gguf \
+        --prompt --skip 0 --count 6000 --bench-args "-p 512 -n 2 -r 2"
 
 --detail REGEX gives Nsight Compute's sections and stall reasons of the matching kernels instead,
 under memra bench or (--kernel-bench) under memra-kernel-bench, e.g. the BF16 prefill kernel:
@@ -76,8 +81,12 @@ def main():
     ap.add_argument("--count", type=int, default=1500, help="launches profiled")
     ap.add_argument("--step-kernel", default="argmax", help="a kernel run once per step")
     # (not the decode kernel's two-blocks form, decode_attention_kernel<D, T, 1>)
-    ap.add_argument("--prefill-kernel", default=r"(?<!decode_)attention_kernel<\d+, [^,]+, 1",
+    ap.add_argument("--prefill-kernel",
+                    default=r"(?<!decode_)attention_kernel<\d+, [^,]+, 1|attention_flash_kernel",
                     help="regex of a kernel only prompt (prefill) steps run")
+    ap.add_argument("--prompt", action="store_true",
+                    help="the table of the window's whole prompt steps instead of its decode "
+                         "steps (e.g. --skip 0 --count 6000 --bench-args '-p 512 -n 2 -r 2')")
     ap.add_argument("--bench-args", default="-p 16 -n 64 -r 3 -c 1")
     ap.add_argument("--detail", metavar="REGEX",
                     help="instead of the per-kernel table: Nsight Compute's throughput, occupancy, "
@@ -156,19 +165,22 @@ def main():
     total = collections.Counter()
     count = collections.Counter()
     steps = skipped = 0
+    kind = "prompt" if args.prompt else "decode"
     for a, b in zip(ends, ends[1:]):
         step = launches[a + 1:b + 1]
-        if any(prefill.search(n) for n, _ in step):
+        if any(prefill.search(n) for n, _ in step) != args.prompt:
             skipped += 1
             continue
         steps += 1
         for n, us in step:
             total[n] += us
             count[n] += 1
-    print(f"{len(launches)} launches; {steps} whole decode steps (by '{args.step_kernel}'), "
-          f"{skipped} prompt steps left out")
+    other = "decode" if args.prompt else "prompt"
+    print(f"{len(launches)} launches; {steps} whole {kind} steps (by '{args.step_kernel}'), "
+          f"{skipped} {other} steps left out")
     if steps == 0:
-        sys.exit("gpu_profile: no whole decode step in the window (move --skip or widen --count)")
+        sys.exit(f"gpu_profile: no whole {kind} step in the window (move --skip or widen "
+                 "--count)")
     window = sum(total.values())
     print(f"{window:.1f} us serialized kernel time, {window / steps:.1f} us per step, "
           f"{sum(count.values()) / steps:.0f} launches per step")
