@@ -68,6 +68,11 @@ nlohmann::json run_moe(const cuda::Stream& stream, double copy_tbps);
 // the JSON receipt.
 nlohmann::json run_delta_rule(const cuda::Stream& stream);
 
+// Times a prompt step's elementwise kernels (x_to_f16, the norms, the gated activation) at
+// Qwen3-8B's widths for 512 and 2,048 tokens against the bytes they move (elementwise.cpp);
+// prints a line per case and returns the rows for the JSON receipt.
+nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps);
+
 // Times a decode step's one-token products as launches and as one persistent grid (chain.cpp);
 // prints a line per case and returns the rows for the JSON receipt. identical: whether both gave
 // the same bits.

@@ -5,7 +5,8 @@
 // (sampling.cpp), then the mixture-of-experts kernels on Qwen3-30B-A3B's and Gemma 4 26B-A4B's
 // shapes (moe.cpp; --moe runs only those), then the
 // gated delta rule on Qwen3.5-9B's (delta_rule.cpp; --delta-rule runs only that). --chain runs
-// only a decode step's products as launches against one persistent grid (chain.cpp). Weights
+// only a decode step's products as launches against one persistent grid (chain.cpp);
+// --elementwise only a prompt step's elementwise kernels (elementwise.cpp). Weights
 // are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
 // figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
 // --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
@@ -322,6 +323,7 @@ int main(int argc, char** argv) {
   bool delta_rule_only = false;
   bool moe_only = false;
   bool chain_only = false;
+  bool elementwise_only = false;
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
   const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
   std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
@@ -339,6 +341,8 @@ int main(int argc, char** argv) {
       moe_only = true;
     } else if (arg == "--chain") {
       chain_only = true;
+    } else if (arg == "--elementwise") {
+      elementwise_only = true;
     } else if (arg == "--tokens" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
       if (n != 1 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
@@ -370,6 +374,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --chain | "
+          "--elementwise | "
           "--tokens N] "
           "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--json FILE]\n");
       return 2;
@@ -407,6 +412,7 @@ int main(int argc, char** argv) {
     };
     if (attention_only) return only("attention", bench::run_attention);
     if (moe_only) return only("moe", bench::run_moe);
+    if (elementwise_only) return only("elementwise", bench::run_elementwise);
     if (chain_only) {
       bool identical = false;
       const int rc = only("chain", [&](const cuda::Stream& s, double copy) {

@@ -1,0 +1,78 @@
+// memra-kernel-bench's prompt-step elementwise timings: the kernels of a prefill step beside the
+// products and attention (x's f16 preparation, the norms, the gated activation) at Qwen3-8B's
+// widths for 512 and 2,048 tokens, each against the bytes it must move at the copy rate. Why: a
+// serialized Nsight Compute table of a 512-token step gave them ~25% of its kernel time
+// (PERFORMANCE.md, thirty-fourth round), where their bytes are a few us each; timed here in a
+// burst (bench.h), at the clocks a step runs them at. The inputs stay L2-resident between calls,
+// as a step's freshly written activations are.
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_runtime.h"
+#include "kernel_bench/bench.h"
+#include "kernels/kernels.h"
+
+namespace memra::bench {
+namespace {
+
+using cuda::check;
+
+cuda::DeviceBuffer random_floats(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(rng);
+  cuda::DeviceBuffer d(v.size() * sizeof(float));
+  check(cudaMemcpy(d.data(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "upload");
+  return d;
+}
+
+}  // namespace
+
+nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
+  nlohmann::json rows = nlohmann::json::array();
+  std::mt19937 rng(5);
+  constexpr int64_t kDim = 4096, kFf = 12288;
+  for (const int64_t n : {int64_t{512}, int64_t{2048}}) {
+    cuda::DeviceBuffer x = random_floats(n * 2 * kFf, rng), d = random_floats(n * kDim, rng);
+    cuda::DeviceBuffer w = random_floats(kDim, rng), y(static_cast<size_t>(n * kFf) * 4);
+    cuda::DeviceBuffer scratch(kernels::matmul_scratch_bytes(n, kFf));
+    float* xf = static_cast<float*>(x.data());
+    float* df = static_cast<float*>(d.data());
+    float* yf = static_cast<float*>(y.data());
+    const float* wf = static_cast<const float*>(w.data());
+    const auto time = [&](const char* name, int64_t width, double bytes, auto launch) {
+      const double ms = median_ms(stream, [&](int) { launch(); });
+      check(cudaGetLastError(), name);
+      const double tbps = bytes / (ms * 1e-3) / 1e12;
+      std::printf("%-24s %6lld x %-6lld %9.1f us %8.2f TB/s %6.1f%% copy\n", name,
+                  static_cast<long long>(n), static_cast<long long>(width), ms * 1e3, tbps,
+                  100.0 * tbps / copy_tbps);
+      rows.push_back({{"kernel", name},
+                      {"n_tokens", n},
+                      {"width", width},
+                      {"us", ms * 1e3},
+                      {"tb_per_s", tbps},
+                      {"copy_fraction", tbps / copy_tbps}});
+    };
+    // x_to_f16 (matmul_prepare_x): the rows read as f32, written as f16, one sum a 32-element
+    // group and a factor a row.
+    for (const int64_t width : {kDim, kFf}) {
+      time("x_to_f16", width, n * width * (4.0 + 2.0 + 4.0 / 32),
+           [&] { kernels::matmul_prepare_x(xf, n, width, scratch.data(), stream.get()); });
+    }
+    time("rms_norm", kDim, n * kDim * 8.0,
+         [&] { kernels::rms_norm(xf, wf, n, kDim, 1e-6f, yf, stream.get()); });
+    time("add_rms_norm", kDim, n * kDim * 16.0,
+         [&] { kernels::add_rms_norm(xf, df, wf, n, kDim, 1e-6f, yf, stream.get()); });
+    time("act_mul silu", kFf, n * kFf * 12.0, [&] {
+      kernels::act_mul(kernels::Act::silu, xf, xf + kFf, n, kFf, 2 * kFf, yf, stream.get());
+    });
+  }
+  return rows;
+}
+
+}  // namespace memra::bench
