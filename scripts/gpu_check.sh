@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's A/B: which query-tile launches prefill attention's row-owning form
-#               takes, one_pass and split plan (kernel-check's attention cases by default,
-#               forced on and off + teeth, the invariance tests, memra-kernel-bench --attention
-#               each way, 8B Q4_K_M pp256 / pp512 and BF16 pp512 / pp1024 / pp2048, the server's
-#               TTFT) (~3 min; its other gates are quick's)
+#     ab        this round's last A/B: the gated activation vectorized (act_mul4_kernel) against
+#               the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's elementwise cases each way
+#               + teeth, the invariance tests, the fixtures' model gate, memra-kernel-bench
+#               --elementwise, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT
+#               (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -362,26 +362,26 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-fourth round's A/B: prefill attention's row-owning form with its grid's tiles
-  # outermost, taking the split plan's launches too, and which launches it takes
-  # (MEMRA_ATTENTION_FLASH unset: where flash_pays in attention.cu; 1: every query-tile launch;
-  # 0: none): kernel-check's attention cases by default and forced on and off (+ teeth), the
-  # invariance tests, memra-kernel-bench --attention each way, 8B Q4_K_M pp256 / pp512 and BF16
-  # pp512 / pp1024 / pp2048, the server's TTFT. The round's first calls (the automatic rule at
-  # 75%; then 40% with the BF16 wgmma kernel's 192-row form, rejected) are
-  # receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192}-run.log.xz.
-  kcheck kernel-check-attention 180 --filter attention
-  kcheck kernel-check-attention-flash 180 MEMRA_ATTENTION_FLASH=1 --filter attention
-  kcheck kernel-check-attention-no-flash 180 MEMRA_ATTENTION_FLASH=0 --filter attention
-  kcheck kernel-check-attention-teeth 180 --filter attention --teeth
+  # The thirty-fourth round's last A/B: the gated activation four elements a thread, a row a grid
+  # row (act_mul4_kernel), against the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's
+  # elementwise cases each way (+ teeth), the invariance tests and graph replay, the fixtures'
+  # model gate (Gemma's GELU and the SwiGLU models), memra-kernel-bench --elementwise each way,
+  # 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT. The round's attention
+  # A/Bs are in receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192}-run.log.xz.
+  kcheck kernel-check-elementwise 120 --filter elementwise
+  kcheck kernel-check-elementwise-scalar 120 MEMRA_ACT_MUL_VEC=0 --filter elementwise
+  kcheck kernel-check-elementwise-teeth 120 --filter elementwise --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in auto: flash:MEMRA_ATTENTION_FLASH=1 no-flash:MEMRA_ATTENTION_FLASH=0; do
-    step "kernel-bench-attention-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --attention \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
+  for f in vec:MEMRA_ACT_MUL_VEC=1 scalar:MEMRA_ACT_MUL_VEC=0; do
+    step "kernel-bench-elementwise-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" \
+      --elementwise --json "$RECEIPTS/$DAY-kernel-bench-elementwise-${f%%:*}.json"
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 256,512 -n 16 -c 1
-  bench "$(synth qwen3-8b bf16)" -p 512,1024,2048 -n 16 -c 1
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
