@@ -24,7 +24,7 @@
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
 #     ab        this round's last A/B: the gated activation vectorized (act_mul4_kernel) against
-#               the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's elementwise cases each way
+#               the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's act_mul cases each way
 #               + teeth, the invariance tests, the fixtures' model gate, memra-kernel-bench
 #               --elementwise, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT
 #               (~4 min; its other gates are quick's)
@@ -364,13 +364,13 @@ fi
 if [ "$MODE" = ab ]; then
   # The thirty-fourth round's last A/B: the gated activation four elements a thread, a row a grid
   # row (act_mul4_kernel), against the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's
-  # elementwise cases each way (+ teeth), the invariance tests and graph replay, the fixtures'
+  # act_mul cases each way (+ teeth), the invariance tests and graph replay, the fixtures'
   # model gate (Gemma's GELU and the SwiGLU models), memra-kernel-bench --elementwise each way,
   # 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT. The round's attention
   # A/Bs are in receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192}-run.log.xz.
-  kcheck kernel-check-elementwise 120 --filter elementwise
-  kcheck kernel-check-elementwise-scalar 120 MEMRA_ACT_MUL_VEC=0 --filter elementwise
-  kcheck kernel-check-elementwise-teeth 120 --filter elementwise --teeth
+  kcheck kernel-check-act-mul 120 --filter act_mul
+  kcheck kernel-check-act-mul-scalar 120 MEMRA_ACT_MUL_VEC=0 --filter act_mul
+  kcheck kernel-check-act-mul-teeth 120 --filter act_mul --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
   step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
