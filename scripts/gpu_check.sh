@@ -23,11 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        this round's last A/B: the gated activation vectorized (act_mul4_kernel) against
-#               the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's act_mul cases each way
-#               + teeth, the invariance tests, the fixtures' model gate, memra-kernel-bench
-#               --elementwise, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT
-#               (~4 min; its other gates are quick's)
+#     ab        the next A/B: x_to_f16's staged form (MEMRA_PREP_REGS=staged) against the register
+#               form: kernel-check's matrix cases under it + teeth, the invariance tests,
+#               memra-kernel-bench --elementwise, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each
+#               way, the server's TTFT (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -362,21 +361,18 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-fourth round's last A/B: the gated activation four elements a thread, a row a grid
-  # row (act_mul4_kernel), against the scalar kernel (MEMRA_ACT_MUL_VEC=0): kernel-check's
-  # act_mul cases each way (+ teeth), the invariance tests and graph replay, the fixtures'
-  # model gate (Gemma's GELU and the SwiGLU models), memra-kernel-bench --elementwise each way,
-  # 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way, the server's TTFT. The round's attention
-  # A/Bs are in receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192}-run.log.xz.
-  kcheck kernel-check-act-mul 120 --filter act_mul
-  kcheck kernel-check-act-mul-scalar 120 MEMRA_ACT_MUL_VEC=0 --filter act_mul
-  kcheck kernel-check-act-mul-teeth 120 --filter act_mul --teeth
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
-  for f in vec:MEMRA_ACT_MUL_VEC=1 scalar:MEMRA_ACT_MUL_VEC=0; do
+  # The next A/B (written at the thirty-fourth round's end, not yet run): x_to_f16's staged form
+  # (MEMRA_PREP_REGS=staged: the row read coalesced into shared memory) against the register
+  # form (the default): kernel-check's matrix cases under it (+ teeth), the invariance tests,
+  # memra-kernel-bench --elementwise each way, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way,
+  # the server's TTFT. The thirty-fourth round's A/Bs (the row-owning attention's grid order and
+  # rule; the vectorized gated activation) are in its run logs
+  # receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192,act-mul}-run.log.xz.
+  kcheck kernel-check-matmul-staged 180 MEMRA_PREP_REGS=staged --filter matmul
+  kcheck kernel-check-matmul-staged-teeth 180 MEMRA_PREP_REGS=staged --filter matmul --teeth
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_PREP_REGS=staged \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  for f in regs:MEMRA_PREP_REGS=1 staged:MEMRA_PREP_REGS=staged; do
     step "kernel-bench-elementwise-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" \
       --elementwise --json "$RECEIPTS/$DAY-kernel-bench-elementwise-${f%%:*}.json"
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1

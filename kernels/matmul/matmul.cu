@@ -58,6 +58,8 @@ using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
 using matmul_detail::row_to_f16;
 using matmul_detail::row_to_f16_regs;
+using matmul_detail::row_to_f16_staged;
+using matmul_detail::staged_row_floats;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -131,6 +133,20 @@ __global__ void __launch_bounds__(kXThreads)
   }
   m = block_max(m, warp_max);
   row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
+}
+
+// x_to_f16_kernel's rows in the staged form (prepare_x.cuh): dynamic shared memory of
+// staged_row_floats(n_in) floats.
+__global__ void __launch_bounds__(kXThreads)
+    x_to_f16_staged_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
+                           uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
+                           float* __restrict__ xinv, const int32_t* __restrict__ rows) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kXThreads / 32];
+  extern __shared__ float stage[];
+  const int64_t row = blockIdx.x;
+  const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
+  row_to_f16_staged(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max, stage);
 }
 
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
@@ -502,11 +518,32 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 }
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
-// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
+// of 32 (24,576 elements). MEMRA_PREP_REGS=0: the loop form (the A/B); staged: the staged form
+// (x_to_f16_staged_kernel, where its stage fits the device's shared memory; not yet measured).
+// The same bits every way.
+enum class PrepForm { loop, regs, staged };  // in env_choice's order
 void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
                      uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
-  static const bool regs = env_switch("MEMRA_PREP_REGS", true);
-  const int groups = regs ? xsum_stride : 1 << 30;
+  static const auto form =
+      static_cast<PrepForm>(env_choice("MEMRA_PREP_REGS", {"0", "1", "staged"}, 1));
+  if (form == PrepForm::staged) {
+    static std::atomic<uint64_t> smem_set{0};
+    static const int smem_optin = [] {
+      int device = 0, bytes = 0;
+      (void)cudaGetDevice(&device);
+      if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess)
+        (void)cudaGetLastError();
+      return bytes;
+    }();
+    const int smem = staged_row_floats(n_in) * static_cast<int>(sizeof(float));
+    if (smem + 1024 <= smem_optin) {
+      detail::allow_smem_once(x_to_f16_staged_kernel, smem_optin - 1024, smem_set);
+      return detail::launch(x_to_f16_staged_kernel, static_cast<unsigned>(n_rows), kXThreads, smem,
+                            stream, x, n_in, xh, xp, xsum, xsum_stride, xinv, rows);
+    }
+  }
+  const int groups = form == PrepForm::loop ? 1 << 30 : xsum_stride;
   const auto launch = [&](auto kernel) {
     detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, n_in, xh, xp,
                    xsum, xsum_stride, xinv, rows);
