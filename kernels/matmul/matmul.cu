@@ -111,7 +111,9 @@ struct ScratchLayout {
 
 // Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
 // their pairs' rows in expert order this way. kG > 0: the register form (prepare_x.cuh) for rows
-// of at most kG x 256 groups of 32.
+// of at most kG x 256 groups of 32; kStagedForm: the staged form, with dynamic shared memory of
+// staged_row_floats(n_in) floats; 0: the loop form.
+constexpr int kStagedForm = -1;
 template <int kG>
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
@@ -121,6 +123,11 @@ __global__ void __launch_bounds__(kXThreads)
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
+  if constexpr (kG == kStagedForm) {
+    extern __shared__ float stage[];
+    row_to_f16_staged(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max, stage);
+    return;
+  }
   if constexpr (kG > 0) {
     row_to_f16_regs<kG>(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max);
     return;
@@ -133,20 +140,6 @@ __global__ void __launch_bounds__(kXThreads)
   }
   m = block_max(m, warp_max);
   row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
-}
-
-// x_to_f16_kernel's rows in the staged form (prepare_x.cuh): dynamic shared memory of
-// staged_row_floats(n_in) floats.
-__global__ void __launch_bounds__(kXThreads)
-    x_to_f16_staged_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
-                           uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
-                           float* __restrict__ xinv, const int32_t* __restrict__ rows) {
-  detail::wait_for_inputs();
-  __shared__ float warp_max[kXThreads / 32];
-  extern __shared__ float stage[];
-  const int64_t row = blockIdx.x;
-  const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
-  row_to_f16_staged(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max, stage);
 }
 
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
@@ -519,8 +512,8 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
 // of 32 (24,576 elements). MEMRA_PREP_REGS=0: the loop form (the A/B); staged: the staged form
-// (x_to_f16_staged_kernel, where its stage fits the device's shared memory; not yet measured).
-// The same bits every way.
+// (x_to_f16_kernel<kStagedForm>, where its stage fits the device's shared memory; not yet
+// measured). The same bits every way.
 enum class PrepForm { loop, regs, staged };  // in env_choice's order
 void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
                      uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
@@ -538,9 +531,9 @@ void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float*
     }();
     const int smem = staged_row_floats(n_in) * static_cast<int>(sizeof(float));
     if (smem + 1024 <= smem_optin) {
-      detail::allow_smem_once(x_to_f16_staged_kernel, smem_optin - 1024, smem_set);
-      return detail::launch(x_to_f16_staged_kernel, static_cast<unsigned>(n_rows), kXThreads, smem,
-                            stream, x, n_in, xh, xp, xsum, xsum_stride, xinv, rows);
+      detail::allow_smem_once(x_to_f16_kernel<kStagedForm>, smem_optin - 1024, smem_set);
+      return detail::launch(x_to_f16_kernel<kStagedForm>, static_cast<unsigned>(n_rows), kXThreads,
+                            smem, stream, x, n_in, xh, xp, xsum, xsum_stride, xinv, rows);
     }
   }
   const int groups = form == PrepForm::loop ? 1 << 30 : xsum_stride;
