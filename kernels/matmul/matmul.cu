@@ -58,8 +58,6 @@ using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
 using matmul_detail::row_to_f16;
 using matmul_detail::row_to_f16_regs;
-using matmul_detail::row_to_f16_staged;
-using matmul_detail::staged_row_floats;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -111,9 +109,7 @@ struct ScratchLayout {
 
 // Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
 // their pairs' rows in expert order this way. kG > 0: the register form (prepare_x.cuh) for rows
-// of at most kG x 256 groups of 32; kStagedForm: the staged form, with dynamic shared memory of
-// staged_row_floats(n_in) floats; 0: the loop form.
-constexpr int kStagedForm = -1;
+// of at most kG x 256 groups of 32.
 template <int kG>
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
@@ -123,11 +119,6 @@ __global__ void __launch_bounds__(kXThreads)
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
   const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
-  if constexpr (kG == kStagedForm) {
-    extern __shared__ float stage[];
-    row_to_f16_staged(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max, stage);
-    return;
-  }
   if constexpr (kG > 0) {
     row_to_f16_regs<kG>(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max);
     return;
@@ -511,32 +502,11 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 }
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
-// of 32 (24,576 elements). MEMRA_PREP_REGS=0: the loop form (the A/B); staged: the staged form
-// (x_to_f16_kernel<kStagedForm>, where its stage fits the device's shared memory; not yet
-// measured). The same bits every way.
-enum class PrepForm { loop, regs, staged };  // in env_choice's order
+// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
 void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
                      uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
-  static const auto form =
-      static_cast<PrepForm>(env_choice("MEMRA_PREP_REGS", {"0", "1", "staged"}, 1));
-  if (form == PrepForm::staged) {
-    static std::atomic<uint64_t> smem_set{0};
-    static const int smem_optin = [] {
-      int device = 0, bytes = 0;
-      (void)cudaGetDevice(&device);
-      if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess)
-        (void)cudaGetLastError();
-      return bytes;
-    }();
-    const int smem = staged_row_floats(n_in) * static_cast<int>(sizeof(float));
-    if (smem + 1024 <= smem_optin) {
-      detail::allow_smem_once(x_to_f16_kernel<kStagedForm>, smem_optin - 1024, smem_set);
-      return detail::launch(x_to_f16_kernel<kStagedForm>, static_cast<unsigned>(n_rows), kXThreads,
-                            smem, stream, x, n_in, xh, xp, xsum, xsum_stride, xinv, rows);
-    }
-  }
-  const int groups = form == PrepForm::loop ? 1 << 30 : xsum_stride;
+  static const bool regs = env_switch("MEMRA_PREP_REGS", true);
+  const int groups = regs ? xsum_stride : 1 << 30;
   const auto launch = [&](auto kernel) {
     detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, n_in, xh, xp,
                    xsum, xsum_stride, xinv, rows);

@@ -146,47 +146,6 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
   }
 }
 
-// The staged form of x_to_f16's row (matmul.cu's launch_x_to_f16 under MEMRA_PREP_REGS=staged;
-// written in the thirty-fourth round, not yet measured, so not the default): the row read
-// coalesced (thread i takes float4s i, i + 256, ...) into shared memory `stage`, element k at
-// k + k / 32 so that group g's 32 elements sit at 33 g and a warp's groups read conflict-free,
-// its largest |x| gathered on the way (exact in any order); then each group from `stage` with
-// row_to_f16's steps: the same values in the same order, so the same bits. Why: the register
-// form's threads each read 32 contiguous floats, 128 bytes apart across a warp (32 L1 wavefronts
-// a load), and it reached 56-67% of the copy rate at 512-2,048 rows (memra-kernel-bench
-// --elementwise, docs/PERFORMANCE.md thirty-fourth round). stage: n_in + n_in / 32 floats.
-__device__ __forceinline__ void row_to_f16_staged(const float* x_row, int64_t row, int n_in,
-                                                  uint16_t* xh, uint16_t* xp, float* xsum,
-                                                  int xsum_stride, float* xinv, float* warp_max,
-                                                  float* stage) {
-  const float4* src = reinterpret_cast<const float4*>(x_row);
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
-    const float4 f = __ldg(src + i);
-    float* at = stage + 4 * i + (4 * i) / 32;  // a float4 never straddles a group
-    at[0] = f.x, at[1] = f.y, at[2] = f.z, at[3] = f.w;
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-  }
-  // (block_max's barrier also puts every thread's stage writes before the reads below.)
-  const float scale = row_scale(block_max(m, warp_max), row, xinv);
-  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
-    const int n = min(32, n_in - 32 * g);
-    const float* group = stage + 33 * g;
-    float sum = 0.0f;
-    for (int h = 0; h < n / 16; ++h) {
-      float e16[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) e16[i] = group[16 * h + i] * scale;
-      half_group_to_f16(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
-    }
-    xsum[row * xsum_stride + g] = sum;
-  }
-}
-// The floats of a row's stage (row_to_f16_staged).
-inline int staged_row_floats(int n_in) {
-  return n_in + n_in / 32;
-}
-
 // Where the prepared rows go in a matmul scratch buffer (matmul_scratch_bytes(n_rows, dim)
 // bytes) for a norm kernel that writes them (xh null: none).
 struct PreparedRows {
