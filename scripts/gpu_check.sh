@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next A/B: x_to_f16's staged form (MEMRA_PREP_REGS=staged) against the register
-#               form: kernel-check's matrix cases under it + teeth, the invariance tests,
-#               memra-kernel-bench --elementwise, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each
-#               way, the server's TTFT (~4 min; its other gates are quick's)
+#     ab        the next A/B: the wgmma prefill kernels' persistent grid
+#               (MEMRA_WGMMA_PERSISTENT=1) against one tile a block: kernel-check's matrix cases
+#               under it + teeth, the invariance tests, memra-kernel-bench --tokens 512 (BF16,
+#               Q4_K), 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way (~4 min; its other gates
+#               are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,27 +362,22 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next A/B (written at the thirty-fourth round's end, not yet run): x_to_f16's staged form
-  # (MEMRA_PREP_REGS=staged: the row read coalesced into shared memory) against the register
-  # form (the default): kernel-check's matrix cases under it (+ teeth), the invariance tests,
-  # memra-kernel-bench --elementwise each way, 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way,
-  # the server's TTFT. The thirty-fourth round's A/Bs (the row-owning attention's grid order and
-  # rule; the vectorized gated activation) are in its run logs
-  # receipts/2026-12-04-gpu-check-ab-r34-{lpt,split-rows192,act-mul}-run.log.xz.
-  kcheck kernel-check-matmul-staged 180 MEMRA_PREP_REGS=staged --filter matmul
-  kcheck kernel-check-matmul-staged-teeth 180 MEMRA_PREP_REGS=staged --filter matmul --teeth
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_PREP_REGS=staged \
+  # The next A/B: the warp-specialized prefill kernels' persistent grid (MEMRA_WGMMA_PERSISTENT=1:
+  # one block an SM walking the tiles, the BF16 kernel and the Q4_K chunk ring) against one tile
+  # a block (the default): kernel-check's matrix cases under it (+ teeth), the invariance tests,
+  # memra-kernel-bench --tokens 512 (BF16 and Q4_K) each way, 8B Q4_K_M pp512 and BF16 pp512 /
+  # pp2048 each way. The thirty-fifth round's first A/B (x_to_f16's staged form, removed) is in
+  # receipts/2026-12-04-gpu-check-ab-r35-staged-run.log.xz.
+  kcheck kernel-check-matmul-persistent 180 MEMRA_WGMMA_PERSISTENT=1 --filter matmul
+  kcheck kernel-check-matmul-persistent-teeth 180 MEMRA_WGMMA_PERSISTENT=1 --filter matmul --teeth
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_WGMMA_PERSISTENT=1 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in regs:MEMRA_PREP_REGS=1 staged:MEMRA_PREP_REGS=staged; do
-    step "kernel-bench-elementwise-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" \
-      --elementwise --json "$RECEIPTS/$DAY-kernel-bench-elementwise-${f%%:*}.json"
+  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1; do
+    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes bf16,q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
-  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
-    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -219,6 +219,11 @@ void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
+// The warp-specialized prefill kernels' persistent grid (one block an SM walking the tiles) where
+// a launch has more tiles than SMs: MEMRA_WGMMA_PERSISTENT=1, off by default until measured; the
+// same bits. device_sms: the current device's SM count, read once per device.
+bool prefill_wgmma_persistent_enabled();
+int device_sms();
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

@@ -32,6 +32,11 @@
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
 // [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
+#include <atomic>
+#include <cstdint>
+
+#include "core/env.h"
+#include "kernels/cuda_status.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
@@ -101,18 +106,37 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
+// kPersistent false: block (x, y) computes tokens [128 x, + 128) of the 128-row block of outs
+// that y names, one tile a block. kPersistent true: one block an SM walks tiles blockIdx.x,
+// + gridDim.x, ... in the same order (tile t: token tile t % n_x of row block t / n_x), its copy
+// lane running on into the next tile's sub-stages while the compute warps fold and store this
+// one, so a tile's first stages and its block's start no longer stand alone on the SM. The stage
+// ring and its barriers' phases run on across the block's tiles (sub-stage index Q counts them
+// all). Each tile's arithmetic is the same either way, so are the bits.
+template <bool kPersistent>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int by = static_cast<int>(blockIdx.y);
-  MatmulArgs a = x;
-  const int o = take_output(outs, outs.block_begin, by, a);
-  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
-  const int n_sub = a.n_in / kSub;
+  const int n_x = (x.n_tokens + kBN - 1) / kBN;
+  const int n_tiles = kPersistent ? n_x * outs.block_begin[outs.n] : 1;
+  const int first = kPersistent ? static_cast<int>(blockIdx.x) : 0;
+  const int step = kPersistent ? static_cast<int>(gridDim.x) : 1;
+  // Tile t's output (a), first row and first token.
+  const auto tile = [&](int t, MatmulArgs& a, int& row0, int& tok0) {
+    const int bx = kPersistent ? t % n_x : static_cast<int>(blockIdx.x);
+    const int by = kPersistent ? t / n_x : static_cast<int>(blockIdx.y);
+    a = x;
+    const int o = take_output(outs, outs.block_begin, by, a);
+    row0 = (by - outs.block_begin[o]) * kBM;
+    tok0 = bx * kBN;
+  };
+  MatmulArgs a;  // the tile's output, first row and first token (the block's first tile here)
+  int row0, tok0;
+  tile(first, a, row0, tok0);
+  const int n_sub = x.n_in / kSub;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
@@ -125,54 +149,80 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (Shared by the first warp's lanes, as the Q4_K kernel's, these copies measured 5% slower on
     // the H200: 9 copies a sub-stage are few enough for one lane.)
     if (warp == kCompute / 32 && lane == 0) {
-      copy_stages<kStages>(
-          n_sub, smem, kStageBytes, full, empty,
-          [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); });
+      int Q = 0;  // the block's sub-stages so far, over its tiles
+      for (int t = first; t < n_tiles; t += step, Q += n_sub) {
+        copy_stages<kStages>(
+            n_sub, smem, kStageBytes, full, empty,
+            [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
+            Q);
+        if (t + step < n_tiles) tile(t + step, a, row0, tok0);
+      }
     }
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
-  // Each compute warp says it is done with sub-stage q's buffer once its wgmma group has finished
+  // Each compute warp says it is done with sub-stage Q's buffer once its wgmma group has finished
   // reading it (wait_group), and its A fragments were read before that group was issued.
-  auto release = [&](int q) {
-    if (lane == 0) mbar_arrive(empty + q % kStages);
+  auto release = [&](int Q) {
+    if (lane == 0) mbar_arrive(empty + Q % kStages);
   };
   // acc: the chunk partial p_c (warpgroup warp / 4's rows 16 (warp % 4).., all 128 tokens: n8
-  // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum.
+  // tile j in acc[4j .. 4j + 3], mma.sync's C layout); total: the running chunk sum. acc is +0
+  // after every fold, and a tile's first fold sets total, so both start each tile as they should.
   float acc[64], total[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = total[i] = 0.0f;
-  // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
-  // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
-  for (int c = 0; c < n_sub / 4; ++c) {
+  int Q0 = 0;  // the block's sub-stages before this tile
+  for (int t = first; t < n_tiles; t += step, Q0 += n_sub) {
+    // A chunk's four sub-stages are unrolled, so the fold after them is the only place that reads
+    // acc and the compiler can keep the wgmma groups of consecutive sub-stages in flight.
+    for (int c = 0; c < n_sub / 4; ++c) {
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int q = 4 * c + u;
-      const uint8_t* stage = smem + (q % kStages) * kStageBytes;
-      mbar_wait(full + q % kStages, (q / kStages) & 1);  // sub-stage q has landed
-      uint32_t af[4][4];
-      load_a(stage, warp, lane, af);
-      const uint8_t* X = stage + kRecStage;
-      wgmma_fence();
+      for (int u = 0; u < 4; ++u) {
+        const int Q = Q0 + 4 * c + u;
+        const uint8_t* stage = smem + (Q % kStages) * kStageBytes;
+        mbar_wait(full + Q % kStages, (Q / kStages) & 1);  // sub-stage Q has landed
+        uint32_t af[4][4];
+        load_a(stage, warp, lane, af);
+        const uint8_t* X = stage + kRecStage;
+        wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
-      wgmma_commit();
-      if (u > 0) {
-        wgmma_wait<1>();  // sub-stage q - 1 is done reading
-        release(q - 1);
+        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+        wgmma_commit();
+        if (u > 0) {
+          wgmma_wait<1>();  // sub-stage Q - 1 is done reading
+          release(Q - 1);
+        }
       }
+      wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
+      release(Q0 + 4 * c + 3);
+      fold_chunk(total, acc, c == 0);
     }
-    wgmma_wait<0>();  // the chunk ends: fold it in order, restart from +0
-    release(4 * c + 3);
-    fold_chunk(total, acc, c == 0);
+    store_tile<kBN>(a, total, row0, tok0, warp, lane);
+    if (t + step < n_tiles) tile(t + step, a, row0, tok0);
   }
-  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found this kernel's sm_90a code
 #endif
 }
 
 }  // namespace
+
+// The device's SM count, read once per device (the persistent grid's size).
+int device_sms() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices] = {};
+  int device = 0;
+  detail::check_cuda(cudaGetDevice(&device), "prefill_wgmma", "cudaGetDevice");
+  if (device < kMaxDevices) {
+    if (const int n = cache[device].load(std::memory_order_relaxed); n > 0) return n;
+  }
+  int n = 0;
+  detail::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+                     "prefill_wgmma", "cudaDeviceGetAttribute");
+  if (device < kMaxDevices) cache[device].store(n, std::memory_order_relaxed);
+  return n;
+}
 
 bool prefill_wgmma_available() {
   static std::atomic<uint64_t> checked{0}, available{0};
@@ -183,7 +233,7 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel) == cudaSuccess &&
+    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
                     attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
@@ -192,9 +242,29 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
+// The persistent grid (prefill_wgmma_kernel<true>) where a launch has more tiles than SMs:
+// MEMRA_WGMMA_PERSISTENT=1 (measured against the grid of one tile a block, which stays the
+// default until the A/B says otherwise; the same bits).
+bool prefill_wgmma_persistent_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_PERSISTENT", false);
+  return enabled;
+}
+
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
-  launch_block_outs<prefill_wgmma_kernel, kBN>(x, outs, kThreads, kSmem, stream);
+  const int64_t n_tiles =
+      (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
+  if (prefill_wgmma_persistent_enabled()) {
+    const int sms = device_sms();
+    if (n_tiles > sms && n_tiles <= INT32_MAX) {
+      static std::atomic<uint64_t> smem_set{0};
+      allow_smem_once(prefill_wgmma_kernel<true>, kSmem, smem_set);
+      detail::launch(prefill_wgmma_kernel<true>, dim3(static_cast<unsigned>(sms)), kThreads, kSmem,
+                     stream, x, outs);
+      return;
+    }
+  }
+  launch_block_outs<prefill_wgmma_kernel<false>, kBN>(x, outs, kThreads, kSmem, stream);
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {

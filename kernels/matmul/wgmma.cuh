@@ -103,14 +103,17 @@ using detail::mbar_wait;
 // kStages buffers, each with a "full" barrier the bulk copies complete and an "empty" barrier each
 // of the kComputeWarps compute warps arrives on once done with it.
 //
-// The copy warpgroup's first lane: fills sub-stage q into buffer q % kStages (fill(q, buffer,
-// full barrier)) once use q - kStages's readers are gone (that phase of its empty barrier).
+// The copy warpgroup's first lane: fills sub-stage q into buffer Q % kStages (fill(q, buffer,
+// full barrier)) once use Q - kStages's readers are gone (that phase of its empty barrier), where
+// Q = q0 + q counts the block's sub-stages over every tile it has walked (a persistent block's
+// ring runs on from tile to tile; q0 = 0 for one tile a block).
 template <int kStages, typename Fill>
 __device__ __forceinline__ void copy_stages(int n_sub, uint8_t* smem, int stage_bytes,
-                                            uint64_t* full, uint64_t* empty, Fill&& fill) {
+                                            uint64_t* full, uint64_t* empty, Fill&& fill,
+                                            int q0 = 0) {
   for (int q = 0; q < n_sub; ++q) {
-    const int b = q % kStages;
-    if (q >= kStages) mbar_wait(empty + b, (q / kStages - 1) & 1);
+    const int Q = q0 + q, b = Q % kStages;
+    if (Q >= kStages) mbar_wait(empty + b, (Q / kStages - 1) & 1);
     fill(q, smem + b * stage_bytes, full + b);
   }
 }
