@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next A/B: the wgmma prefill kernels' persistent grid
-#               (MEMRA_WGMMA_PERSISTENT=1) against one tile a block: kernel-check's matrix cases
-#               under it + teeth, the invariance tests, memra-kernel-bench --tokens 512 (BF16,
-#               Q4_K), 8B Q4_K_M pp512 and BF16 pp512 / pp2048 each way (~4 min; its other gates
-#               are quick's)
+#     ab        the next A/Bs: the wgmma prefill kernels' persistent grid
+#               (MEMRA_WGMMA_PERSISTENT=1) and their copies' L2 hints (MEMRA_WGMMA_L2_HINTS=1|2)
+#               against the defaults: kernel-check's matrix cases with both + teeth, the
+#               invariance tests, memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K), 8B Q4_K_M
+#               pp512 and BF16 pp512 / pp2048 each way (~5 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -362,19 +362,26 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next A/B: the warp-specialized prefill kernels' persistent grid (MEMRA_WGMMA_PERSISTENT=1:
-  # one block an SM walking the tiles, the BF16 kernel and the Q4_K chunk ring) against one tile
-  # a block (the default): kernel-check's matrix cases under it (+ teeth), the invariance tests,
-  # memra-kernel-bench --tokens 512 (BF16 and Q4_K) each way, 8B Q4_K_M pp512 and BF16 pp512 /
+  # The next A/Bs, against the defaults (one tile a block, no L2 hints): the warp-specialized
+  # prefill kernels' persistent grid (MEMRA_WGMMA_PERSISTENT=1: one block an SM walking the tiles,
+  # the BF16 kernel and the Q4_K chunk ring) and their bulk copies' L2 hints
+  # (MEMRA_WGMMA_L2_HINTS=1: the weights evict_first; 2: and x evict_last; BF16, Q4_K, Q6_K /
+  # Q8_0): kernel-check's matrix cases with both on (+ teeth), the invariance tests with both on,
+  # then memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K) and 8B Q4_K_M pp512 and BF16 pp512 /
   # pp2048 each way. The thirty-fifth round's first A/B (x_to_f16's staged form, removed) is in
   # receipts/2026-12-04-gpu-check-ab-r35-staged-run.log.xz.
-  kcheck kernel-check-matmul-persistent 180 MEMRA_WGMMA_PERSISTENT=1 --filter matmul
-  kcheck kernel-check-matmul-persistent-teeth 180 MEMRA_WGMMA_PERSISTENT=1 --filter matmul --teeth
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda MEMRA_WGMMA_PERSISTENT=1 \
+  both=(MEMRA_WGMMA_PERSISTENT=1 MEMRA_WGMMA_L2_HINTS=2)
+  kcheck kernel-check-matmul-persistent-hints 180 "${both[@]}" --filter matmul
+  kcheck kernel-check-matmul-persistent-hints-teeth 180 "${both[@]}" --filter matmul --teeth
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "${both[@]}" \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1; do
+  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1 \
+    hints1:MEMRA_WGMMA_L2_HINTS=1 hints2:MEMRA_WGMMA_L2_HINTS=2; do
     step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes bf16,q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+      --dtypes bf16,q4_k,q6_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+  done
+  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1 \
+    hints1:MEMRA_WGMMA_L2_HINTS=1 hints2:MEMRA_WGMMA_L2_HINTS=2; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done

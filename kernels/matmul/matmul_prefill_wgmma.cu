@@ -71,13 +71,29 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
                                            int q, int row0, int tok0) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
+  if (a.l2_hints == 0) {
+#pragma unroll
+    for (int m = 0; m < kTiles; ++m) {
+      const int64_t tile = min(row0 / 16 + m, last_tile);
+      bulk_copy(stage + m * kQuarter,
+                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+    }
+    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+    return;
+  }
+  const uint64_t first = l2_policy_evict_first();
 #pragma unroll
   for (int m = 0; m < kTiles; ++m) {
     const int64_t tile = min(row0 / 16 + m, last_tile);
     bulk_copy(stage + m * kQuarter,
-              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
+              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar,
+              first);
   }
-  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  const void* xs = a.xp + xp_offset(tok0, q * kSub, a.n_in);
+  if (a.l2_hints == 2)
+    bulk_copy(stage + kRecStage, xs, kXStage, bar, l2_policy_evict_last());
+  else
+    bulk_copy(stage + kRecStage, xs, kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -250,8 +266,15 @@ bool prefill_wgmma_persistent_enabled() {
   return enabled;
 }
 
-void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+int l2_hints_choice() {
+  static const int choice = env_choice("MEMRA_WGMMA_L2_HINTS", {"0", "1", "2"}, 0);
+  return choice;
+}
+
+void launch_prefill_wgmma(const MatmulArgs& x_in, const BlockOuts& outs, cudaStream_t stream) {
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
+  MatmulArgs x = x_in;
+  x.l2_hints = l2_hints_choice();
   const int64_t n_tiles =
       (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
   if (prefill_wgmma_persistent_enabled()) {

@@ -179,20 +179,29 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
                                                 uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
                                                 uint64_t* xempty, int row0, int tok0, int c0) {
   const int n_chunks = a.n_in / kChunk;
+  const uint64_t first = a.l2_hints ? l2_policy_evict_first() : 0;
+  const uint64_t last = a.l2_hints == 2 ? l2_policy_evict_last() : 0;
   for (int c = 0; c < n_chunks; ++c) {
     const int C = c0 + c, w = C % kWSlots;
     if (C >= kWSlots) mbar_wait(wempty + w, (C / kWSlots - 1) & 1);
     mbar_arrive_expect_tx(wfull + w, kWSlot);
 #pragma unroll 1
-    for (int m = 0; m < kTiles; ++m)
-      bulk_copy(wring + w * kWSlot + m * T::kBytes, tile_record(a, row0, m, c), T::kBytes,
-                wfull + w);
+    for (int m = 0; m < kTiles; ++m) {
+      uint8_t* dst = wring + w * kWSlot + m * T::kBytes;
+      if (a.l2_hints)
+        bulk_copy(dst, tile_record(a, row0, m, c), T::kBytes, wfull + w, first);
+      else
+        bulk_copy(dst, tile_record(a, row0, m, c), T::kBytes, wfull + w);
+    }
 #pragma unroll 1
     for (int u = 0; u < 4; ++u) {
       const int Q = 4 * C + u, b = Q % kXSlots;
       if (Q >= kXSlots) mbar_wait(xempty + b, (Q / kXSlots - 1) & 1);
       mbar_arrive_expect_tx(xfull + b, kXStage);
-      bulk_copy(xring + b * kXStage, x_tile(a, tok0, 4 * c + u), kXStage, xfull + b);
+      if (a.l2_hints == 2)
+        bulk_copy(xring + b * kXStage, x_tile(a, tok0, 4 * c + u), kXStage, xfull + b, last);
+      else
+        bulk_copy(xring + b * kXStage, x_tile(a, tok0, 4 * c + u), kXStage, xfull + b);
     }
   }
 }
@@ -387,7 +396,9 @@ void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   launch_prefill_wgmma_fold(a, BlockOuts::of(a), stream);
 }
 
-void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+void launch_prefill_wgmma_fold(const MatmulArgs& x_in, const BlockOuts& outs, cudaStream_t stream) {
+  MatmulArgs x = x_in;
+  x.l2_hints = l2_hints_choice();
   if (x.n_tokens <= kDecodeTokens || outs.n < 1)
     fail(ErrorCode::internal,
          "prefill_wgmma_fold: {} tokens (128-token tiles take over {}), {} outputs", x.n_tokens,

@@ -72,6 +72,8 @@ __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, 
                                             uint64_t* empty, int row0, int tok0, int lane) {
   using C = ScaledCfg<D>;
   const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
+  const uint64_t first = a.l2_hints ? l2_policy_evict_first() : 0;
+  const uint64_t last = a.l2_hints == 2 ? l2_policy_evict_last() : 0;
   for (int c = 0; c < n_chunks; ++c) {
     const int b = c % kStages;
     if (c >= kStages) mbar_wait(empty + b, (c / kStages - 1) & 1);
@@ -80,12 +82,18 @@ __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, 
     uint8_t* stage = smem + b * C::kStage;
     if (lane < kTiles) {
       const int64_t tile = min(row0 / 16 + lane, last_tile);
-      bulk_copy(stage + lane * C::T::kBytes, a.w + (tile * n_chunks + c) * C::T::kBytes,
-                C::T::kBytes, full + b);
+      const uint8_t* src = a.w + (tile * n_chunks + c) * C::T::kBytes;
+      if (a.l2_hints)
+        bulk_copy(stage + lane * C::T::kBytes, src, C::T::kBytes, full + b, first);
+      else
+        bulk_copy(stage + lane * C::T::kBytes, src, C::T::kBytes, full + b);
     } else if (lane < kTiles + kSteps) {
       const int s = lane - kTiles;
-      bulk_copy(stage + C::kRecStage + s * kStepBytes,
-                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, full + b);
+      const uint16_t* src = a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in);
+      if (a.l2_hints == 2)
+        bulk_copy(stage + C::kRecStage + s * kStepBytes, src, kStepBytes, full + b, last);
+      else
+        bulk_copy(stage + C::kRecStage + s * kStepBytes, src, kStepBytes, full + b);
     }
   }
 }
@@ -217,7 +225,9 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
     fail(ErrorCode::internal,
          "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
          kDecodeTokens, outs.n);
-  launch_block_outs<prefill_wgmma_scaled_kernel<D>, kBN>(x, outs, kThreads, C::kSmem, stream);
+  MatmulArgs hinted = x;
+  hinted.l2_hints = l2_hints_choice();
+  launch_block_outs<prefill_wgmma_scaled_kernel<D>, kBN>(hinted, outs, kThreads, C::kSmem, stream);
 }
 
 template <DType D>
