@@ -364,9 +364,9 @@ fi
 if [ "$MODE" = ab ]; then
   # The next A/Bs, against the defaults (one tile a block, no L2 hints): the warp-specialized
   # prefill kernels' persistent grid (MEMRA_WGMMA_PERSISTENT=1: one block an SM walking the tiles,
-  # the BF16 kernel and the Q4_K chunk ring) and their bulk copies' L2 hints
-  # (MEMRA_WGMMA_L2_HINTS=1: the weights evict_first; 2: and x evict_last; BF16, Q4_K, Q6_K /
-  # Q8_0): kernel-check's matrix cases with both on (+ teeth), the invariance tests with both on,
+  # the BF16 kernel, the Q4_K chunk ring and the Q6_K / Q8_0 scaled kernel) and their bulk
+  # copies' L2 hints (MEMRA_WGMMA_L2_HINTS=1: the weights evict_first; 2: and x evict_last):
+  # kernel-check's matrix cases with both on (+ teeth), the invariance tests with both on,
   # then memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K) and 8B Q4_K_M pp512 and BF16 pp512 /
   # pp2048 each way. The thirty-fifth round's first A/B (x_to_f16's staged form, removed) is in
   # receipts/2026-12-04-gpu-check-ab-r35-staged-run.log.xz.
