@@ -49,26 +49,4 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes,
       : "memory");
 }
 
-// The same with an L2 eviction policy (l2_policy): evict_first for bytes a kernel streams past
-// (a product's weights, read by a few blocks at about the same time), evict_last for bytes many
-// blocks read again over the kernel (its x).
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar,
-                                          uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
-      "[%1], %2, [%3], %4;\n" ::"r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ uint64_t l2_policy_evict_first() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ uint64_t l2_policy_evict_last() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-
 }  // namespace memra::kernels::detail

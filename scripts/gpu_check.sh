@@ -23,11 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next A/Bs: the wgmma prefill kernels' persistent grid
-#               (MEMRA_WGMMA_PERSISTENT=1) and their copies' L2 hints (MEMRA_WGMMA_L2_HINTS=1|2)
-#               against the defaults: kernel-check's matrix cases with both + teeth, the
-#               invariance tests, memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K), 8B Q4_K_M
-#               pp512 and BF16 pp512 / pp2048 each way (~5 min; its other gates are quick's)
+#     ab        the next measurements: the BF16 kernel's persistent grid (the default) through
+#               kernel-check's matrix cases + teeth, the SM clock and power during BF16 prefill
+#               and Q4_K_M decode (scripts/gpu_clocks.py), Nsight Compute on the BF16 kernel's
+#               gate and down shapes (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -362,28 +361,29 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next A/Bs, against the defaults (one tile a block, no L2 hints): the warp-specialized
-  # prefill kernels' persistent grid (MEMRA_WGMMA_PERSISTENT=1: one block an SM walking the tiles,
-  # the BF16 kernel, the Q4_K chunk ring and the Q6_K / Q8_0 scaled kernel) and their bulk
-  # copies' L2 hints (MEMRA_WGMMA_L2_HINTS=1: the weights evict_first; 2: and x evict_last):
-  # kernel-check's matrix cases with both on (+ teeth), the invariance tests with both on,
-  # then memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K) and 8B Q4_K_M pp512 and BF16 pp512 /
-  # pp2048 each way. The thirty-fifth round's first A/B (x_to_f16's staged form, removed) is in
-  # receipts/2026-12-04-gpu-check-ab-r35-staged-run.log.xz.
-  both=(MEMRA_WGMMA_PERSISTENT=1 MEMRA_WGMMA_L2_HINTS=2)
-  kcheck kernel-check-matmul-persistent-hints 180 "${both[@]}" --filter matmul
-  kcheck kernel-check-matmul-persistent-hints-teeth 180 "${both[@]}" --filter matmul --teeth
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "${both[@]}" \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1 \
-    hints1:MEMRA_WGMMA_L2_HINTS=1 hints2:MEMRA_WGMMA_L2_HINTS=2; do
-    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes bf16,q4_k,q6_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
-  done
-  for f in tile:MEMRA_WGMMA_PERSISTENT=0 persistent:MEMRA_WGMMA_PERSISTENT=1 \
-    hints1:MEMRA_WGMMA_L2_HINTS=1 hints2:MEMRA_WGMMA_L2_HINTS=2; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  # The next call's measurements (thirty-fifth round): the BF16 kernel's persistent grid, now the
+  # default, through kernel-check's matrix cases (+ teeth: its model shapes include a 626-tile
+  # BF16 product against the ggml layout's kernel); then why a K=12,288 product (down) runs ~25%
+  # slower a FLOP than the K=4,096 ones at 512 tokens, on every wgmma kernel and even with no data
+  # moved (thirty-first round's diagnostics), which neither the grid nor L2 hints changed: the SM
+  # clock and power while BF16 prefill runs (scripts/gpu_clocks.py), and Nsight Compute's sections
+  # for the BF16 kernel on the gate and the down shape (one tile a block, as that comparison ran).
+  # The round's earlier A/Bs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints}-run.log.xz.
+  kcheck kernel-check-matmul 180 --filter matmul
+  kcheck kernel-check-matmul-teeth 180 --filter matmul --teeth
+  step clocks-prefill-bf16 180 python3 scripts/gpu_clocks.py \
+    --json "$RECEIPTS/$DAY-gpu-clocks-prefill-bf16.json" -- "$BIN/memra" bench \
+    -m "$(synth qwen3-8b bf16)" --device cuda -r 10 -p 2048 -n 1
+  step clocks-decode-q4_k_m 180 python3 scripts/gpu_clocks.py \
+    --json "$RECEIPTS/$DAY-gpu-clocks-decode-q4_k_m.json" -- "$BIN/memra" bench \
+    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -n 512
+  # memra-kernel-bench's launches of a kernel run 110 a shape: 150 is in the gate shape's, 260 in
+  # the down shape's.
+  for k in gate:150 down:260; do
+    step "ncu-prefill-bf16-${k%%:*}" 180 env MEMRA_WGMMA_PERSISTENT=0 python3 \
+      scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
+      --skip "${k#*:}" --count 1 --extra-metrics sm__cycles_elapsed.avg.per_second \
+      --bench-args "--tokens 512 --dtypes bf16"
   done
 fi
 if [ "$MODE" = scan ]; then

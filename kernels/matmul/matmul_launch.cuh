@@ -32,9 +32,6 @@ struct MatmulArgs {
   int n_tokens = 0;
   float* y = nullptr;
   int64_t ldy = 0;
-  // The warp-specialized prefill kernels' L2 hints on their bulk copies (l2_hints_choice): 0
-  // none, 1 the weights' evict_first, 2 also x's evict_last.
-  int l2_hints = 0;
 };
 
 // Where element (token n, physical k position k) of x sits in the wgmma prefill kernel's copy
@@ -222,14 +219,6 @@ void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
-// The warp-specialized prefill kernels' persistent grid (one block an SM walking the tiles) where
-// a launch has more tiles than SMs: MEMRA_WGMMA_PERSISTENT=1, off by default until measured; the
-// same bits. device_sms: the current device's SM count, read once per device.
-bool prefill_wgmma_persistent_enabled();
-// MEMRA_WGMMA_L2_HINTS: 0 (unset), 1 or 2, MatmulArgs::l2_hints for those kernels' launches
-// (measured against none before it is a default; the same bits whatever it is).
-int l2_hints_choice();
-int device_sms();
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

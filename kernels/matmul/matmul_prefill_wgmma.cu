@@ -71,29 +71,13 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
                                            int q, int row0, int tok0) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
-  if (a.l2_hints == 0) {
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m) {
-      const int64_t tile = min(row0 / 16 + m, last_tile);
-      bulk_copy(stage + m * kQuarter,
-                a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
-    }
-    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
-    return;
-  }
-  const uint64_t first = l2_policy_evict_first();
 #pragma unroll
   for (int m = 0; m < kTiles; ++m) {
     const int64_t tile = min(row0 / 16 + m, last_tile);
     bulk_copy(stage + m * kQuarter,
-              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar,
-              first);
+              a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
   }
-  const void* xs = a.xp + xp_offset(tok0, q * kSub, a.n_in);
-  if (a.l2_hints == 2)
-    bulk_copy(stage + kRecStage, xs, kXStage, bar, l2_policy_evict_last());
-  else
-    bulk_copy(stage + kRecStage, xs, kXStage, bar);
+  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -222,8 +206,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-}  // namespace
-
 // The device's SM count, read once per device (the persistent grid's size).
 int device_sms() {
   constexpr int kMaxDevices = 64;
@@ -239,6 +221,19 @@ int device_sms() {
   if (device < kMaxDevices) cache[device].store(n, std::memory_order_relaxed);
   return n;
 }
+
+// The persistent grid (prefill_wgmma_kernel<true>) where a launch has more tiles than SMs: on by
+// default, MEMRA_WGMMA_PERSISTENT=0 for the A/B (the same bits). Measured on the H200 (thirty-fifth
+// round, PERFORMANCE.md): 8B shapes at 512 tokens qkv 87.1 -> 85.6 us, gate 120.7 -> 118.9, the
+// output matrix (36 waves) 1,418.8 -> 1,297.9; 8B BF16 pp512 21,340 -> 21,523 tok/s, pp2048
+// 21,029 -> 21,154. (The Q4_K and Q6_K kernels' persistent forms measured no faster and were not
+// kept.)
+bool persistent_enabled() {
+  static const bool enabled = env_switch("MEMRA_WGMMA_PERSISTENT", true);
+  return enabled;
+}
+
+}  // namespace
 
 bool prefill_wgmma_available() {
   static std::atomic<uint64_t> checked{0}, available{0};
@@ -258,26 +253,11 @@ bool prefill_wgmma_available() {
   return (available.load(std::memory_order_acquire) & bit) != 0;
 }
 
-// The persistent grid (prefill_wgmma_kernel<true>) where a launch has more tiles than SMs:
-// MEMRA_WGMMA_PERSISTENT=1 (measured against the grid of one tile a block, which stays the
-// default until the A/B says otherwise; the same bits).
-bool prefill_wgmma_persistent_enabled() {
-  static const bool enabled = env_switch("MEMRA_WGMMA_PERSISTENT", false);
-  return enabled;
-}
-
-int l2_hints_choice() {
-  static const int choice = env_choice("MEMRA_WGMMA_L2_HINTS", {"0", "1", "2"}, 0);
-  return choice;
-}
-
-void launch_prefill_wgmma(const MatmulArgs& x_in, const BlockOuts& outs, cudaStream_t stream) {
+void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
-  MatmulArgs x = x_in;
-  x.l2_hints = l2_hints_choice();
   const int64_t n_tiles =
       (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
-  if (prefill_wgmma_persistent_enabled()) {
+  if (persistent_enabled()) {
     const int sms = device_sms();
     if (n_tiles > sms && n_tiles <= INT32_MAX) {
       static std::atomic<uint64_t> smem_set{0};

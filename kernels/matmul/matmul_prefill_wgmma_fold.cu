@@ -21,9 +21,6 @@
 // staged, per tile and sub-stage, the record's quad for its four steps (512 B) and the headers
 // again (256 B) beside the x tile: 68 copies a chunk, and its copies alone took 150 of the 8B gate
 // shape's 206 us at 512 tokens (PERFORMANCE.md, thirty-first round).
-#include <atomic>
-#include <cstdint>
-
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -171,37 +168,27 @@ __device__ __forceinline__ void compute_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kCompute) : "memory");
 }
 
-// The chunk ring's copy lane: chunk c's whole records into slot C % kWSlots once chunk C -
+// The chunk ring's copy lane: chunk c's whole records into slot c % kWSlots once chunk c -
 // kWSlots has left it, then its four x tiles into the x ring, each once its sub-stage's slot is
-// free. C = c0 + c counts the block's chunks over every tile it has walked (a persistent block's
-// rings run on from tile to tile; c0 = 0 for one tile a block).
+// free.
 __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wring, uint8_t* xring,
                                                 uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
-                                                uint64_t* xempty, int row0, int tok0, int c0) {
+                                                uint64_t* xempty, int row0, int tok0) {
   const int n_chunks = a.n_in / kChunk;
-  const uint64_t first = a.l2_hints ? l2_policy_evict_first() : 0;
-  const uint64_t last = a.l2_hints == 2 ? l2_policy_evict_last() : 0;
   for (int c = 0; c < n_chunks; ++c) {
-    const int C = c0 + c, w = C % kWSlots;
-    if (C >= kWSlots) mbar_wait(wempty + w, (C / kWSlots - 1) & 1);
+    const int w = c % kWSlots;
+    if (c >= kWSlots) mbar_wait(wempty + w, (c / kWSlots - 1) & 1);
     mbar_arrive_expect_tx(wfull + w, kWSlot);
 #pragma unroll 1
-    for (int m = 0; m < kTiles; ++m) {
-      uint8_t* dst = wring + w * kWSlot + m * T::kBytes;
-      if (a.l2_hints)
-        bulk_copy(dst, tile_record(a, row0, m, c), T::kBytes, wfull + w, first);
-      else
-        bulk_copy(dst, tile_record(a, row0, m, c), T::kBytes, wfull + w);
-    }
+    for (int m = 0; m < kTiles; ++m)
+      bulk_copy(wring + w * kWSlot + m * T::kBytes, tile_record(a, row0, m, c), T::kBytes,
+                wfull + w);
 #pragma unroll 1
     for (int u = 0; u < 4; ++u) {
-      const int Q = 4 * C + u, b = Q % kXSlots;
-      if (Q >= kXSlots) mbar_wait(xempty + b, (Q / kXSlots - 1) & 1);
+      const int q = 4 * c + u, b = q % kXSlots;
+      if (q >= kXSlots) mbar_wait(xempty + b, (q / kXSlots - 1) & 1);
       mbar_arrive_expect_tx(xfull + b, kXStage);
-      if (a.l2_hints == 2)
-        bulk_copy(xring + b * kXStage, x_tile(a, tok0, 4 * c + u), kXStage, xfull + b, last);
-      else
-        bulk_copy(xring + b * kXStage, x_tile(a, tok0, 4 * c + u), kXStage, xfull + b);
+      bulk_copy(xring + b * kXStage, x_tile(a, tok0, q), kXStage, xfull + b);
     }
   }
 }
@@ -213,37 +200,19 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 // with two handoffs a chunk, 4-5% while the copies bounded the kernel, fourteenth round; on the
 // chunk ring, the second warpgroup half a chunk behind with each staging the chunk's sums for
 // itself, gate 136.7 -> 142.5 us, thirty-second round. PERFORMANCE.md.)
-// kPersistent false: block (x, y) computes tokens [128 x, + 128) of the 128-row block of outs that
-// y names. kPersistent true (the chunk ring only): one block an SM walks tiles blockIdx.x,
-// + gridDim.x, ... in that order (tile t: token tile t % n_x of row block t / n_x), as
-// matmul_prefill_wgmma.cu's persistent form: the copy lane runs on into the next tile's chunks
-// while the compute warps fold and store this one; the rings, their barriers' phases and the
-// mins' double buffer run on across tiles (C counts the block's chunks). The same bits.
-template <bool kLaneCopies, bool kChunkRing, bool kPersistent>
+// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
+template <bool kLaneCopies, bool kChunkRing>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_fold_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
-  static_assert(kChunkRing || !kPersistent, "the persistent form runs the chunk ring");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int n_x = (x.n_tokens + kBN - 1) / kBN;
-  const int n_tiles = kPersistent ? n_x * outs.block_begin[outs.n] : 1;
-  const int first = kPersistent ? static_cast<int>(blockIdx.x) : 0;
-  const int step = kPersistent ? static_cast<int>(gridDim.x) : 1;
-  // Tile t's output (a), first row and first token.
-  const auto tile = [&](int t, MatmulArgs& a, int& row0, int& tok0) {
-    const int bx = kPersistent ? t % n_x : static_cast<int>(blockIdx.x);
-    const int by = kPersistent ? t / n_x : static_cast<int>(blockIdx.y);
-    a = x;
-    const int o = take_output(outs, outs.block_begin, by, a);
-    row0 = (by - outs.block_begin[o]) * kBM;
-    tok0 = bx * kBN;
-  };
-  MatmulArgs a;  // the tile's output, first row and first token (the block's first tile here)
-  int row0, tok0;
-  tile(first, a, row0, tok0);
-  const int n_sub = x.n_in / kSub;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_sub = a.n_in / kSub;
   // The barriers and roles as matmul_prefill_wgmma.cu's kernel sets them up. (Written once, as a
   // wgmma.cuh helper both kernels call, it changed ~500 lines of the BF16 kernel's SASS: kept
   // apart, as measured.) The chunk ring: x slots, then chunk slots, then the x slots' full and
@@ -267,13 +236,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first lane (or warp) issues the copies
     setmaxnreg_dec<kCopyRegs>();
     if constexpr (kChunkRing) {
-      if (warp == kCompute / 32 && lane == 0) {
-        int c0 = 0;  // the block's chunks before this tile
-        for (int t = first; t < n_tiles; t += step, c0 += n_sub / 4) {
-          copy_chunk_ring(a, wring, smem, wfull, wempty, full, empty, row0, tok0, c0);
-          if (t + step < n_tiles) tile(t + step, a, row0, tok0);
-        }
-      }
+      if (warp == kCompute / 32 && lane == 0)
+        copy_chunk_ring(a, wring, smem, wfull, wempty, full, empty, row0, tok0);
     } else {
       run_copies<kStages, kCompute, kLaneCopies>(
           warp, lane, n_sub, smem, kStageBytes, full, empty,
@@ -299,54 +263,49 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the tensor cores idle, neither waits on a global load (loaded there, 16 of them a chunk, each
   // behind the last, they were its main cost) nor converts the same sums in all eight warps.
   // (ptxas issues the load two sub-stages before the chunk's end, early enough to hide it.)
+  const int x_tok = tok0 + (tid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
   uint4* const xs = reinterpret_cast<uint4*>(kChunkRing ? wempty + kWSlots : empty + kNX);
   const int n_chunks = n_sub / 4;
-  int C0 = 0;  // the block's chunks before this tile (0 for one tile a block)
-  for (int t = first; t < n_tiles; t += step, C0 += n_chunks) {
-    const int x_tok = tok0 + (tid >> 1);
-    const float* x_src =
-        a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (tid & 1);
-    for (int c = 0; c < n_chunks; ++c) {
-      const int C = C0 + c;
-      const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
-      const uint8_t* slot = wring + (C % kWSlots) * kWSlot;  // (kChunkRing)
-      if constexpr (kChunkRing) mbar_wait(wfull + C % kWSlots, (C / kWSlots) & 1);
+  for (int c = 0; c < n_chunks; ++c) {
+    const float4 xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * c));
+    const uint8_t* slot = wring + (c % kWSlots) * kWSlot;  // (kChunkRing)
+    if constexpr (kChunkRing) mbar_wait(wfull + c % kWSlots, (c / kWSlots) & 1);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int q = 4 * C + u;
-        const uint8_t* stage = smem + (q % kNX) * (kChunkRing ? kXStage : kStageBytes);
-        mbar_wait(full + q % kNX, (q / kNX) & 1);  // sub-stage q has landed
-        const uint8_t* at = kChunkRing ? slot : stage;
-        uint32_t af[4][4];
-        load_a(quad_of<kChunkRing>(at, warp, u), heads_of<kChunkRing>(at, warp), lane, u, af);
-        const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
-        wgmma_fence();
+    for (int u = 0; u < 4; ++u) {
+      const int q = 4 * c + u;
+      const uint8_t* stage = smem + (q % kNX) * (kChunkRing ? kXStage : kStageBytes);
+      mbar_wait(full + q % kNX, (q / kNX) & 1);  // sub-stage q has landed
+      const uint8_t* at = kChunkRing ? slot : stage;
+      uint32_t af[4][4];
+      load_a(quad_of<kChunkRing>(at, warp, u), heads_of<kChunkRing>(at, warp), lane, u, af);
+      const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
+      wgmma_fence();
 #pragma unroll
-        for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
-        wgmma_commit();
-        if (u > 0) {
-          wgmma_wait<1>();  // sub-stage q - 1 is done reading
-          release(q - 1);
-        }
-      }
-      // Two buffers: a warp stores chunk C + 1's sums only after every warp passed chunk C's
-      // barrier, and chunk C + 2's only after every warp finished chunk C's fold.
-      uint4* const xs_c = xs + (C & 1) * kCompute;
-      const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
-      xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
-      compute_sync();
-      wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
-      const int q3 = 4 * C + 3;
-      const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
-      fold_end(heads_of<kChunkRing>(heads_at, warp), xs_c, c, lane, total, s);
-      release(q3);  // after fold_end has read the headers
-      if constexpr (kChunkRing) {
-        if (lane == 0) mbar_arrive(wempty + C % kWSlots);
+      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
+      wgmma_commit();
+      if (u > 0) {
+        wgmma_wait<1>();  // sub-stage q - 1 is done reading
+        release(q - 1);
       }
     }
-    store_tile<kBN>(a, total, row0, tok0, warp, lane);
-    if (t + step < n_tiles) tile(t + step, a, row0, tok0);
+    // Two buffers: a warp stores chunk c + 1's sums only after every warp passed chunk c's
+    // barrier, and chunk c + 2's only after every warp finished chunk c's fold.
+    uint4* const xs_c = xs + (c & 1) * kCompute;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);  // as bias_b for tokens past the batch
+    xs_c[tid] = x_tok < a.n_tokens ? bias_b_both(xv) : zero;
+    compute_sync();
+    wgmma_wait<0>();  // the chunk ends: the mins, d and dmin, then fold it in order
+    const int q3 = 4 * c + 3;
+    const uint8_t* heads_at = kChunkRing ? slot : smem + (q3 % kNX) * kStageBytes;
+    fold_end(heads_of<kChunkRing>(heads_at, warp), xs_c, c, lane, total, s);
+    release(q3);  // after fold_end has read the headers
+    if constexpr (kChunkRing) {
+      if (lane == 0) mbar_arrive(wempty + c % kWSlots);
+    }
   }
+  store_tile<kBN>(a, total, row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
@@ -373,32 +332,15 @@ bool prefill_wgmma_copy_lanes_enabled() {
 
 template <bool kLaneCopies, bool kChunkRing>
 void launch_schedule(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing, false>, kBN>(
+  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>, kBN>(
       x, outs, kThreads, kChunkRing ? kRingSmem : kSmem, stream);
-}
-
-// The chunk ring's persistent grid, one block an SM, where a launch has more tiles than SMs
-// (prefill_wgmma_persistent_enabled, matmul_prefill_wgmma.cu). False where it does not take it.
-bool launch_persistent(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (!prefill_wgmma_persistent_enabled()) return false;
-  const int64_t n_tiles =
-      (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
-  const int sms = device_sms();
-  if (n_tiles <= sms || n_tiles > INT32_MAX) return false;
-  constexpr auto kernel = prefill_wgmma_fold_kernel<true, true, true>;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kRingSmem, smem_set);
-  detail::launch(kernel, dim3(static_cast<unsigned>(sms)), kThreads, kRingSmem, stream, x, outs);
-  return true;
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
   launch_prefill_wgmma_fold(a, BlockOuts::of(a), stream);
 }
 
-void launch_prefill_wgmma_fold(const MatmulArgs& x_in, const BlockOuts& outs, cudaStream_t stream) {
-  MatmulArgs x = x_in;
-  x.l2_hints = l2_hints_choice();
+void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   if (x.n_tokens <= kDecodeTokens || outs.n < 1)
     fail(ErrorCode::internal,
          "prefill_wgmma_fold: {} tokens (128-token tiles take over {}), {} outputs", x.n_tokens,
@@ -407,7 +349,6 @@ void launch_prefill_wgmma_fold(const MatmulArgs& x_in, const BlockOuts& outs, cu
   // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
   // H200.
   static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
-  if (chunk_ring && launch_persistent(x, outs, stream)) return;
   if (chunk_ring)
     launch_schedule<true, true>(x, outs, stream);
   else if (prefill_wgmma_copy_lanes_enabled())

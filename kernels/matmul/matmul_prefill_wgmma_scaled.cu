@@ -25,9 +25,6 @@
 // 32 are the scaling FMAs, ~20 the Q6_K decode): the canonical order's FMA per row, token and
 // group is as much CUDA-core issue as the group's tensor work, so this order tops out near half
 // the tensor rate. Two groups a commit (half the fences and waits) measured no faster.
-#include <atomic>
-#include <cstdint>
-
 #include "core/env.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
@@ -70,35 +67,25 @@ constexpr int kCopyRegs = 40, kComputeRegs = 232;
 // The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
 // lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens.
-// C = c0 + c counts the block's chunks over every tile it has walked (a persistent block's ring
-// runs on from tile to tile; c0 = 0 for one tile a block).
 template <DType D>
 __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
-                                            uint64_t* empty, int row0, int tok0, int lane, int c0) {
+                                            uint64_t* empty, int row0, int tok0, int lane) {
   using C = ScaledCfg<D>;
   const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
-  const uint64_t first = a.l2_hints ? l2_policy_evict_first() : 0;
-  const uint64_t last = a.l2_hints == 2 ? l2_policy_evict_last() : 0;
   for (int c = 0; c < n_chunks; ++c) {
-    const int b = (c0 + c) % kStages;
-    if (c0 + c >= kStages) mbar_wait(empty + b, ((c0 + c) / kStages - 1) & 1);
+    const int b = c % kStages;
+    if (c >= kStages) mbar_wait(empty + b, (c / kStages - 1) & 1);
     if (lane == 0) mbar_arrive_expect_tx(full + b, C::kStage);
     __syncwarp();  // the byte count is set before any copy can complete
     uint8_t* stage = smem + b * C::kStage;
     if (lane < kTiles) {
       const int64_t tile = min(row0 / 16 + lane, last_tile);
-      const uint8_t* src = a.w + (tile * n_chunks + c) * C::T::kBytes;
-      if (a.l2_hints)
-        bulk_copy(stage + lane * C::T::kBytes, src, C::T::kBytes, full + b, first);
-      else
-        bulk_copy(stage + lane * C::T::kBytes, src, C::T::kBytes, full + b);
+      bulk_copy(stage + lane * C::T::kBytes, a.w + (tile * n_chunks + c) * C::T::kBytes,
+                C::T::kBytes, full + b);
     } else if (lane < kTiles + kSteps) {
       const int s = lane - kTiles;
-      const uint16_t* src = a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in);
-      if (a.l2_hints == 2)
-        bulk_copy(stage + C::kRecStage + s * kStepBytes, src, kStepBytes, full + b, last);
-      else
-        bulk_copy(stage + C::kRecStage + s * kStepBytes, src, kStepBytes, full + b);
+      bulk_copy(stage + C::kRecStage + s * kStepBytes,
+                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, full + b);
     }
   }
 }
@@ -129,12 +116,8 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// kPersistent false: block (x, y) computes tokens [64 x, + 64) of the 128-row block of outs that y
-// names. kPersistent true: one block an SM walks tiles blockIdx.x, + gridDim.x, ... in that order
-// (tile t: token tile t % n_x of row block t / n_x), as matmul_prefill_wgmma.cu's persistent form:
-// the copy warp runs on into the next tile's chunks while the compute warps scale and store this
-// one, the ring's phases running on across tiles. The same bits.
-template <DType D, bool kPersistent>
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
+template <DType D>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs) {
   detail::wait_for_inputs();
@@ -145,23 +128,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kLag = C::kLag;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
-  const int n_x = (x.n_tokens + kBN - 1) / kBN;
-  const int n_tiles = kPersistent ? n_x * outs.block_begin[outs.n] : 1;
-  const int first = kPersistent ? static_cast<int>(blockIdx.x) : 0;
-  const int step = kPersistent ? static_cast<int>(gridDim.x) : 1;
-  // Tile t's output (a), first row and first token.
-  const auto tile = [&](int t, MatmulArgs& a, int& row0, int& tok0) {
-    const int bx = kPersistent ? t % n_x : static_cast<int>(blockIdx.x);
-    const int by = kPersistent ? t / n_x : static_cast<int>(blockIdx.y);
-    a = x;
-    const int o = take_output(outs, outs.block_begin, by, a);
-    row0 = (by - outs.block_begin[o]) * kBM;
-    tok0 = bx * kBN;
-  };
-  MatmulArgs a;  // the tile's output, first row and first token (the block's first tile here)
-  int row0, tok0;
-  tile(first, a, row0, tok0);
-  const int n_chunks = x.n_in / kChunk;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_chunks = a.n_in / kChunk;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
   uint64_t* const empty = full + kStages;
   if (tid == 0) {
@@ -171,13 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first warp issues every copy
     setmaxnreg_dec<kCopyRegs>();
-    if (warp == kCompute / 32) {
-      int c0 = 0;  // the block's chunks before this tile
-      for (int t = first; t < n_tiles; t += step, c0 += n_chunks) {
-        copy_chunks<D>(a, smem, full, empty, row0, tok0, lane, c0);
-        if (t + step < n_tiles) tile(t + step, a, row0, tok0);
-      }
-    }
+    if (warp == kCompute / 32) copy_chunks<D>(a, smem, full, empty, row0, tok0, lane);
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
@@ -187,56 +152,51 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Each set's A fragments too: a wgmma reads its A registers while in flight, and decoding the
   // next group into them would make ptxas serialize the wgmmas (C7513).
   uint32_t frags[kSets][kGroupSteps][4];
-  int C0 = 0;  // the block's chunks before this tile
-  for (int t = first; t < n_tiles; t += step, C0 += n_chunks) {
-    for (int c = 0; c < n_chunks; ++c) {
-      const int Cg = C0 + c;
-      mbar_wait(full + Cg % kStages, (Cg / kStages) & 1);  // chunk c has landed
-      const uint8_t* stage = smem + (Cg % kStages) * C::kStage;
-      const uint8_t* rec = stage + warp * T::kBytes;
-      const uint8_t* X = stage + C::kRecStage;
-      typename T::Quad quad;
+  for (int c = 0; c < n_chunks; ++c) {
+    mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    const uint8_t* stage = smem + (c % kStages) * C::kStage;
+    const uint8_t* rec = stage + warp * T::kBytes;
+    const uint8_t* X = stage + C::kRecStage;
+    typename T::Quad quad;
 #pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
+    for (int j = 0; j < kGroups; ++j) {
 #pragma unroll
-        for (int v = 0; v < kGroupSteps; ++v) {
-          const int step = j * kGroupSteps + v;
-          if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
-          T::frag(quad, step % 4, frags[j % kSets][v]);
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int v = 0; v < kGroupSteps; ++v) {
-          const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
-          if (v == 0)
-            wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
-          else
-            wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
-        }
-        wgmma_commit();
-        if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
-          const int jl = j - kLag;
-          float2 sc;
-          if constexpr (C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
-          wgmma_wait<kLag>();
-          if constexpr (!C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
-          scale_group(sc, set[jl % kSets], p);
-        }
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const int step = j * kGroupSteps + v;
+        if (step % 4 == 0) quad = T::load(rec, step / 4, lane);
+        T::frag(quad, step % 4, frags[j % kSets][v]);
       }
-      // The chunk's last groups. Nothing stays in flight past the chunk: a wgmma pending across the
-      // loop's back edge makes ptxas serialize every wgmma (C7513); the other warpgroup's wgmmas
-      // keep the tensor pipe busy meanwhile.
-      wgmma_wait<0>();
+      wgmma_fence();
 #pragma unroll
-      for (int j = kGroups - kLag; j < kGroups; ++j)
-        scale_group(group_scales<D>(rec, j, g), set[j % kSets], p);
-      end_chunk(c, p, total);
-      if (lane == 0) mbar_arrive(empty + Cg % kStages);  // the stage is free: x and the scales read
+      for (int v = 0; v < kGroupSteps; ++v) {
+        const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
+        if (v == 0)
+          wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
+        else
+          wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
+      }
+      wgmma_commit();
+      if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
+        const int jl = j - kLag;
+        float2 sc;
+        if constexpr (C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
+        wgmma_wait<kLag>();
+        if constexpr (!C::kEarlyScales) sc = group_scales<D>(rec, jl, g);
+        scale_group(sc, set[jl % kSets], p);
+      }
     }
-    // total[n][i] is n8 tile n's C fragment: store_tile's order (total[4n + i]).
-    store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
-    if (t + step < n_tiles) tile(t + step, a, row0, tok0);
+    // The chunk's last groups. Nothing stays in flight past the chunk: a wgmma pending across the
+    // loop's back edge makes ptxas serialize every wgmma (C7513); the other warpgroup's wgmmas
+    // keep the tensor pipe busy meanwhile.
+    wgmma_wait<0>();
+#pragma unroll
+    for (int j = kGroups - kLag; j < kGroups; ++j)
+      scale_group(group_scales<D>(rec, j, g), set[j % kSets], p);
+    end_chunk(c, p, total);
+    if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
   }
+  // total[n][i] is n8 tile n's C fragment: store_tile's order (total[4n + i]).
+  store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
@@ -257,23 +217,7 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
     fail(ErrorCode::internal,
          "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
          kDecodeTokens, outs.n);
-  MatmulArgs hinted = x;
-  hinted.l2_hints = l2_hints_choice();
-  if (prefill_wgmma_persistent_enabled()) {
-    const int64_t n_tiles =
-        (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
-    const int sms = device_sms();
-    if (n_tiles > sms && n_tiles <= INT32_MAX) {
-      constexpr auto kernel = prefill_wgmma_scaled_kernel<D, true>;
-      static std::atomic<uint64_t> smem_set{0};
-      allow_smem_once(kernel, C::kSmem, smem_set);
-      detail::launch(kernel, dim3(static_cast<unsigned>(sms)), kThreads, C::kSmem, stream, hinted,
-                     outs);
-      return;
-    }
-  }
-  launch_block_outs<prefill_wgmma_scaled_kernel<D, false>, kBN>(hinted, outs, kThreads, C::kSmem,
-                                                                stream);
+  launch_block_outs<prefill_wgmma_scaled_kernel<D>, kBN>(x, outs, kThreads, C::kSmem, stream);
 }
 
 template <DType D>

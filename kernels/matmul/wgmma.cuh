@@ -93,8 +93,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 }
 // The bulk copies and their barriers (kernels/bulk_copy.cuh).
 using detail::bulk_copy;
-using detail::l2_policy_evict_first;
-using detail::l2_policy_evict_last;
 using detail::mbar_arrive;
 using detail::mbar_arrive_expect_tx;
 using detail::mbar_init;

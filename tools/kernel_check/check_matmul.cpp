@@ -239,14 +239,17 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
 }
 
 // Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
-// checked against the reference above), for decode, batched decode and prefill token counts.
+// checked against the reference above), for decode, batched decode and prefill token counts. BF16
+// too: at 256 tokens its 1,024 x 40,004 matrix is 626 tiles of the wgmma kernel, which its
+// persistent grid walks several a block on an H200 (partial last row block included), against the
+// ggml layout's mma.sync kernel.
 void check_tiled_model_shapes(Context& ctx) {
   struct Shape {
     int64_t n_in, n_out;
   };
   const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024},
                           {1024, 40004}, {4096, 6144}, {12288, 4096}};
-  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0}) {
+  for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::bf16}) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
