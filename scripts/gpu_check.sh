@@ -361,28 +361,25 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next call's measurements (thirty-fifth round): the BF16 kernel's persistent grid, now the
-  # default, through kernel-check's matrix cases (+ teeth: its model shapes include a 626-tile
-  # BF16 product against the ggml layout's kernel); then why a K=12,288 product (down) runs ~25%
-  # slower a FLOP than the K=4,096 ones at 512 tokens, on every wgmma kernel and even with no data
-  # moved (thirty-first round's diagnostics), which neither the grid nor L2 hints changed: the SM
-  # clock and power while BF16 prefill runs (scripts/gpu_clocks.py), and Nsight Compute's sections
-  # for the BF16 kernel on the gate and the down shape (one tile a block, as that comparison ran).
-  # The round's earlier A/Bs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints}-run.log.xz.
-  kcheck kernel-check-matmul 180 --filter matmul
-  kcheck kernel-check-matmul-teeth 180 --filter matmul --teeth
+  # The next measurements (thirty-fifth round): why a K=12,288 product (down) takes ~25% longer a
+  # FLOP than the K=4,096 ones at 512 tokens in memra-kernel-bench (BF16 150 against 121 us, each
+  # call's x preparation included) while Nsight Compute, caches as the run left them, has it
+  # faster than the gate (93.8 against 104.6 us at 1.66-1.70 GHz). Here: the SM clock and power
+  # while BF16 prefill and the kernel bench run (scripts/gpu_clocks.py), and Nsight on the gate
+  # and the down with the caches flushed before each (the weights cold, as in a step).
+  # The round's earlier A/Bs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints}-run.log.xz
+  # and -ab-r35-diagnostics-.
   step clocks-prefill-bf16 180 python3 scripts/gpu_clocks.py \
     --json "$RECEIPTS/$DAY-gpu-clocks-prefill-bf16.json" -- "$BIN/memra" bench \
-    -m "$(synth qwen3-8b bf16)" --device cuda -r 10 -p 2048 -n 1
-  step clocks-decode-q4_k_m 180 python3 scripts/gpu_clocks.py \
-    --json "$RECEIPTS/$DAY-gpu-clocks-decode-q4_k_m.json" -- "$BIN/memra" bench \
-    -m "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda -r 3 -n 512
-  # memra-kernel-bench's launches of a kernel run 110 a shape: 150 is in the gate shape's, 260 in
-  # the down shape's.
+    -m "$(synth qwen3-8b bf16)" --device cuda -r 10 -p 2048 -n 2
+  step clocks-kernel-bench-bf16 180 python3 scripts/gpu_clocks.py --interval-ms 20 \
+    --json "$RECEIPTS/$DAY-gpu-clocks-kernel-bench-bf16.json" -- "$BIN/memra-kernel-bench" \
+    --tokens 512 --dtypes bf16
+  # memra-kernel-bench's launches of a kernel: 150 is in the gate shape's, 260 in the down's.
   for k in gate:150 down:260; do
-    step "ncu-prefill-bf16-${k%%:*}" 180 env MEMRA_WGMMA_PERSISTENT=0 python3 \
+    step "ncu-prefill-bf16-${k%%:*}-flushed" 180 env MEMRA_WGMMA_PERSISTENT=0 python3 \
       scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
-      --skip "${k#*:}" --count 1 --extra-metrics sm__cycles_elapsed.avg.per_second \
+      --skip "${k#*:}" --count 1 --flush-l2 --extra-metrics sm__cycles_elapsed.avg.per_second \
       --bench-args "--tokens 512 --dtypes bf16"
   done
 fi

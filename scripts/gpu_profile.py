@@ -102,6 +102,10 @@ def main():
                     help="match --detail against the demangled name with its template arguments "
                          "(e.g. 'cluster_decode_kernel<\\(memra::DType\\)12') instead of the "
                          "function's base name")
+    ap.add_argument("--flush-l2", action="store_true",
+                    help="with --detail: Nsight Compute flushes the caches before each profiled "
+                         "kernel (--cache-control all) instead of leaving them as the run left "
+                         "them: the kernel with its inputs cold, as a step reads its weights")
     args = ap.parse_args()
     if args.kernel_bench and not args.detail:
         ap.error("--kernel-bench needs --detail")
@@ -111,7 +115,8 @@ def main():
         target = ([os.path.join(args.bin, "memra-kernel-bench")] if args.kernel_bench else
                   [os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda"])
         extra = known_metrics([m for m in args.extra_metrics.split(",") if m])
-        cmd = [find_ncu(), "--clock-control", "none", "--cache-control", "none",
+        cmd = [find_ncu(), "--clock-control", "none",
+               "--cache-control", "all" if args.flush_l2 else "none",
                *(["--kernel-name-base", "demangled"] if args.demangled else []),
                "--kernel-name", f"regex:{args.detail}",
                "--launch-skip", str(args.skip), "--launch-count", str(args.count),
