@@ -23,10 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next measurements: the BF16 kernel's persistent grid (the default) through
-#               kernel-check's matrix cases + teeth, the SM clock and power during BF16 prefill
-#               and Q4_K_M decode (scripts/gpu_clocks.py), Nsight Compute on the BF16 kernel's
-#               gate and down shapes (~4 min; its other gates are quick's)
+#     ab        the next measurement: memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K) and the
+#               8B prefill figures with and without programmatic dependent launch (~2 min; its
+#               other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,26 +360,19 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next measurements (thirty-fifth round): why a K=12,288 product (down) takes ~25% longer a
-  # FLOP than the K=4,096 ones at 512 tokens in memra-kernel-bench (BF16 150 against 121 us, each
-  # call's x preparation included) while Nsight Compute, caches as the run left them, has it
-  # faster than the gate (93.8 against 104.6 us at 1.66-1.70 GHz). Here: the SM clock and power
-  # while BF16 prefill and the kernel bench run (scripts/gpu_clocks.py), and Nsight on the gate
-  # and the down with the caches flushed before each (the weights cold, as in a step).
-  # The round's earlier A/Bs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints}-run.log.xz
-  # and -ab-r35-diagnostics-.
-  step clocks-prefill-bf16 180 python3 scripts/gpu_clocks.py \
-    --json "$RECEIPTS/$DAY-gpu-clocks-prefill-bf16.json" -- "$BIN/memra" bench \
-    -m "$(synth qwen3-8b bf16)" --device cuda -r 10 -p 2048 -n 2
-  step clocks-kernel-bench-bf16 180 python3 scripts/gpu_clocks.py --interval-ms 20 \
-    --json "$RECEIPTS/$DAY-gpu-clocks-kernel-bench-bf16.json" -- "$BIN/memra-kernel-bench" \
-    --tokens 512 --dtypes bf16
-  # memra-kernel-bench's launches of a kernel: 150 is in the gate shape's, 260 in the down's.
-  for k in gate:150 down:260; do
-    step "ncu-prefill-bf16-${k%%:*}-flushed" 180 env MEMRA_WGMMA_PERSISTENT=0 python3 \
-      scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail prefill_wgmma_kernel \
-      --skip "${k#*:}" --count 1 --flush-l2 --extra-metrics sm__cycles_elapsed.avg.per_second \
-      --bench-args "--tokens 512 --dtypes bf16"
+  # The next measurement (thirty-fifth round): a K=12,288 product (down) takes ~133 us after its
+  # x preparation in memra-kernel-bench's bursts (10 calls back to back, each x_to_f16 then the
+  # product, under programmatic dependent launch) where Nsight Compute times it alone at ~95 us,
+  # caches flushed or not, faster than the gate shape (~105), and the SM clock explains a few %
+  # (ab-r35-clocks). Here the same bursts without programmatic dependent launch (MEMRA_PDL=0)
+  # against the default, and the 8B prefill figures each way.
+  # The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
+  # diagnostics,clocks}-run.log.xz.
+  for f in pdl:MEMRA_PDL=1 no-pdl:MEMRA_PDL=0; do
+    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes bf16,q4_k,q6_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then
