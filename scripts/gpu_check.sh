@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next measurement: memra-kernel-bench --tokens 512 (BF16, Q4_K, Q6_K) and the
-#               8B prefill figures with and without programmatic dependent launch (~2 min; its
-#               other gates are quick's)
+#     ab        the next measurement: memra-kernel-bench --tokens 512 (BF16, Q4_K) over one and
+#               16 weight copies against the default rotation (~1 min; its other gates are
+#               quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,19 +361,19 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The next measurement (thirty-fifth round): a K=12,288 product (down) takes ~133 us after its
-  # x preparation in memra-kernel-bench's bursts (10 calls back to back, each x_to_f16 then the
-  # product, under programmatic dependent launch) where Nsight Compute times it alone at ~95 us,
-  # caches flushed or not, faster than the gate shape (~105), and the SM clock explains a few %
-  # (ab-r35-clocks). Here the same bursts without programmatic dependent launch (MEMRA_PDL=0)
-  # against the default, and the 8B prefill figures each way.
+  # x preparation in memra-kernel-bench's bursts where Nsight Compute times it alone at ~95 us
+  # (caches flushed or not), and neither the SM clock, programmatic dependent launch, cold caches
+  # nor L2 eviction explains it (ab-r35-{clocks,pdl}). Nsight's replays read one weight copy; the
+  # bench rotates over four. Here the bench over one copy (--copies 1: the same pages, part of
+  # the weights from L2) and over 16 (a 1.6 GB rotation) against the default.
   # The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
-  # diagnostics,clocks}-run.log.xz.
-  for f in pdl:MEMRA_PDL=1 no-pdl:MEMRA_PDL=0; do
-    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes bf16,q4_k,q6_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  # diagnostics,clocks,pdl}-run.log.xz.
+  for c in 1 16; do
+    step "kernel-bench-512-copies$c" 120 "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes bf16,q4_k --copies $c --json "$RECEIPTS/$DAY-kernel-bench-512-copies$c.json"
   done
+  step kernel-bench-512-default 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16,q4_k \
+    --json "$RECEIPTS/$DAY-kernel-bench-512-default.json"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -12,7 +12,8 @@
 // --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
 // skips attention and sampling: a quick look at one regime while a kernel is being changed.
 // --shapes qwen3-0.6b times the 0.6B's matrix shapes instead of the 8B's; --dtypes q4_k,q6_k
-// times only those weight types.
+// times only those weight types; --copies N rotates each shape's calls over N weight copies instead
+// of enough to miss L2 (1: the same pages every call, as a profiler's replays read them).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -180,6 +181,9 @@ struct Bench {
   double copy_tbps;
   std::vector<uint8_t>& host;  // random bytes, made valid per dtype in place
   std::vector<int> token_counts;
+  // --copies N: the weight copies a shape's calls rotate over (0: enough that L2 cannot serve
+  // them, at least 4). 1 reads the same pages every call, as a profiler's replays do.
+  size_t weight_copies = 0;
   nlohmann::json rows = nlohmann::json::array();
 
   void print_row(const std::string& what, const Shape& s, int tokens, double ms, double bytes) {
@@ -229,7 +233,8 @@ struct Bench {
   void run(DType dtype, const Shape& s, LtGemm* lt) {
     const size_t bytes = dtype_row_bytes(dtype, static_cast<uint64_t>(s.n_in), "bench") * s.n_out;
     const size_t stride = (bytes + 255) / 256 * 256;
-    const size_t copies = std::max<size_t>(4, (kRotateBytes + bytes - 1) / bytes);
+    const size_t copies =
+        weight_copies > 0 ? weight_copies : std::max<size_t>(4, (kRotateBytes + bytes - 1) / bytes);
     cuda::DeviceBuffer w(stride * copies);
     make_valid(dtype, host.data(), bytes);
     check(cudaMemcpy(w.data(), host.data(), bytes, cudaMemcpyHostToDevice), "upload weights");
@@ -327,6 +332,7 @@ int main(int argc, char** argv) {
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
   const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
   std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
+  size_t weight_copies = 0;        // --copies
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -357,6 +363,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       shapes = v == "qwen3-8b" ? &bench::kShapes8b : &bench::kShapes06b;
+    } else if (arg == "--copies" && i + 1 < argc) {
+      const int n = std::atoi(argv[++i]);
+      if (n < 1 || n > 64) {
+        std::fprintf(stderr, "memra-kernel-bench: --copies takes 1 to 64\n");
+        return 2;
+      }
+      weight_copies = static_cast<size_t>(n);
     } else if (arg == "--dtypes" && i + 1 < argc) {
       const std::string list = argv[++i];
       for (size_t at = 0; at <= list.size();) {
@@ -376,7 +389,7 @@ int main(int argc, char** argv) {
           "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --chain | "
           "--elementwise | "
           "--tokens N] "
-          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--json FILE]\n");
+          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--copies N] [--json FILE]\n");
       return 2;
     }
   }
@@ -451,7 +464,7 @@ int main(int argc, char** argv) {
       std::memcpy(host.data() + i, &v, 8);
     }
     bench::LtGemm lt;
-    bench::Bench b{stream, copy, host, token_counts};
+    bench::Bench b{stream, copy, host, token_counts, weight_copies};
     for (DType d : dtypes) {
       for (const auto& s : *shapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
     }
