@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next measurement: memra-kernel-bench --tokens 512 (BF16, Q4_K) over one and
-#               16 weight copies against the default rotation (~1 min; its other gates are
-#               quick's)
+#     ab        the next measurement: memra-kernel-bench's BF16 gate, down and qkv shapes each run
+#               on for 3 s (--only, --soak-ms) beside scripts/gpu_clocks.py: the sustained time
+#               and SM clock (~1 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,19 +361,19 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The next measurement (thirty-fifth round): a K=12,288 product (down) takes ~133 us after its
-  # x preparation in memra-kernel-bench's bursts where Nsight Compute times it alone at ~95 us
-  # (caches flushed or not), and neither the SM clock, programmatic dependent launch, cold caches
-  # nor L2 eviction explains it (ab-r35-{clocks,pdl}). Nsight's replays read one weight copy; the
-  # bench rotates over four. Here the bench over one copy (--copies 1: the same pages, part of
-  # the weights from L2) and over 16 (a 1.6 GB rotation) against the default.
+  # x preparation in memra-kernel-bench's bursts where Nsight Compute times it alone at ~95 us,
+  # and neither the weights' pages, programmatic dependent launch, cold caches nor L2 eviction
+  # explains it (ab-r35-{clocks,pdl,copies}). The hypothesis left: the SM clock under sustained
+  # tensor work. Here each BF16 shape alone run on for 3 s (--only, --soak-ms) with nvidia-smi
+  # beside it: the sustained per-call time and the clock it ran at, gate against down.
   # The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
-  # diagnostics,clocks,pdl}-run.log.xz.
-  for c in 1 16; do
-    step "kernel-bench-512-copies$c" 120 "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes bf16,q4_k --copies $c --json "$RECEIPTS/$DAY-kernel-bench-512-copies$c.json"
+  # diagnostics,clocks,pdl,copies}-run.log.xz.
+  for shape in gate down qkv; do
+    step "clocks-soak-bf16-$shape" 120 python3 scripts/gpu_clocks.py --interval-ms 20 \
+      --json "$RECEIPTS/$DAY-gpu-clocks-soak-bf16-$shape.json" -- "$BIN/memra-kernel-bench" \
+      --tokens 512 --dtypes bf16 --only "$shape" --soak-ms 3000 \
+      --json "$RECEIPTS/$DAY-kernel-bench-soak-bf16-$shape.json"
   done
-  step kernel-bench-512-default 120 "$BIN/memra-kernel-bench" --tokens 512 --dtypes bf16,q4_k \
-    --json "$RECEIPTS/$DAY-kernel-bench-512-default.json"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -13,7 +13,9 @@
 // skips attention and sampling: a quick look at one regime while a kernel is being changed.
 // --shapes qwen3-0.6b times the 0.6B's matrix shapes instead of the 8B's; --dtypes q4_k,q6_k
 // times only those weight types; --copies N rotates each shape's calls over N weight copies instead
-// of enough to miss L2 (1: the same pages every call, as a profiler's replays read them).
+// of enough to miss L2 (1: the same pages every call, as a profiler's replays read them); --only
+// SHAPE times one shape (qkv, gate, down, output); --soak-ms N runs each tiled product on for N ms
+// and adds its sustained per-call time (scripts/gpu_clocks.py beside it reads the clock).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -116,6 +118,25 @@ const std::vector<Shape> kShapes8b = {
 const std::vector<Shape> kShapes06b = {
     {"qkv", 4096, 1024}, {"gate", 3072, 1024}, {"down", 1024, 3072}, {"output", 151936, 1024}};
 
+// Mean milliseconds per call of launch(i) over the second half of `ms` milliseconds of bursts
+// (median_ms's bursts of kBurst calls, back to back): the sustained state, after the clock has
+// settled under the work's power.
+template <typename F>
+double soak_mean_ms(const cuda::Stream& stream, int ms, F&& launch) {
+  cuda::Event start, end;
+  double elapsed = 0, late_ms = 0;
+  int call = 0, late_calls = 0;
+  while (elapsed < ms) {
+    start.record(stream);
+    for (int b = 0; b < kBurst; ++b) launch(call++);
+    end.record(stream);
+    const double m = cuda::Event::elapsed_ms(start, end);
+    elapsed += m;
+    if (elapsed >= ms / 2.0) late_ms += m, late_calls += kBurst;
+  }
+  return late_ms / late_calls;
+}
+
 double copy_tb_per_s(const cuda::Stream& stream) {
   const size_t bytes = size_t{2} << 30;
   cuda::DeviceBuffer a(bytes), b(bytes);
@@ -184,6 +205,9 @@ struct Bench {
   // --copies N: the weight copies a shape's calls rotate over (0: enough that L2 cannot serve
   // them, at least 4). 1 reads the same pages every call, as a profiler's replays do.
   size_t weight_copies = 0;
+  // --soak-ms N: after its timed runs a tiled product runs on in bursts for N ms, and its row
+  // "/tiled soak" gives the mean over the second half: the sustained state (clock under power).
+  int soak_ms = 0;
   nlohmann::json rows = nlohmann::json::array();
 
   void print_row(const std::string& what, const Shape& s, int tokens, double ms, double bytes) {
@@ -277,6 +301,16 @@ struct Bench {
         });
         check(cudaGetLastError(), "matmul tiled");
         print_row(name + "/tiled", s, tokens, ms, static_cast<double>(bytes));
+        if (soak_ms > 0) {
+          const double soak = soak_mean_ms(stream, soak_ms, [&](int i) {
+            kernels::matmul(dtype, tbase + (i % copies) * tstride, s.n_in, s.n_out,
+                            static_cast<const float*>(dx.data()), tokens,
+                            static_cast<float*>(dy.data()), s.n_out, scratch.data(), stream.get(),
+                            kernels::WeightLayout::tiled);
+          });
+          check(cudaGetLastError(), "matmul tiled soak");
+          print_row(name + "/tiled soak", s, tokens, soak, static_cast<double>(bytes));
+        }
       }
       run_fast(dtype, s, tbase, tstride, copies, dx, dy, scratch, bytes);
     }
@@ -333,6 +367,8 @@ int main(int argc, char** argv) {
   const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
   std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
   size_t weight_copies = 0;        // --copies
+  std::string only_shape;          // --only
+  int soak_ms = 0;                 // --soak-ms
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -363,6 +399,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       shapes = v == "qwen3-8b" ? &bench::kShapes8b : &bench::kShapes06b;
+    } else if (arg == "--only" && i + 1 < argc) {
+      only_shape = argv[++i];
+    } else if (arg == "--soak-ms" && i + 1 < argc) {
+      soak_ms = std::atoi(argv[++i]);
+      if (soak_ms < 1 || soak_ms > 60000) {
+        std::fprintf(stderr, "memra-kernel-bench: --soak-ms takes 1 to 60000\n");
+        return 2;
+      }
     } else if (arg == "--copies" && i + 1 < argc) {
       const int n = std::atoi(argv[++i]);
       if (n < 1 || n > 64) {
@@ -389,7 +433,8 @@ int main(int argc, char** argv) {
           "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --chain | "
           "--elementwise | "
           "--tokens N] "
-          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--copies N] [--json FILE]\n");
+          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--only SHAPE] [--copies N] "
+          "[--soak-ms N] [--json FILE]\n");
       return 2;
     }
   }
@@ -464,9 +509,20 @@ int main(int argc, char** argv) {
       std::memcpy(host.data() + i, &v, 8);
     }
     bench::LtGemm lt;
-    bench::Bench b{stream, copy, host, token_counts, weight_copies};
+    bench::Bench b{stream, copy, host, token_counts, weight_copies, soak_ms};
+    bool ran = false;
     for (DType d : dtypes) {
-      for (const auto& s : *shapes) b.run(d, s, d == DType::bf16 ? &lt : nullptr);
+      for (const auto& s : *shapes) {
+        if (!only_shape.empty() && only_shape != s.name) continue;
+        b.run(d, s, d == DType::bf16 ? &lt : nullptr);
+        ran = true;
+      }
+    }
+    if (!ran) {
+      std::fprintf(stderr,
+                   "memra-kernel-bench: --only %s names no shape (qkv, gate, down, output)\n",
+                   only_shape.c_str());
+      return 2;
     }
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
