@@ -23,9 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next measurement: memra-kernel-bench's BF16 gate, down and qkv shapes each run
-#               on for 3 s (--only, --soak-ms) beside scripts/gpu_clocks.py: the sustained time
-#               and SM clock (~1 min; its other gates are quick's)
+#     ab        the next A/B: x's wgmma form by token groups (MEMRA_XP_GROUPS=1) against one block
+#               a row: kernel-check (all) + the matrix teeth, the invariance tests, the model
+#               gate on fixtures and 0.6B synth files under it, memra-kernel-bench --tokens 512
+#               and the 8B prefill figures each way (~4 min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -360,19 +361,28 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next measurement (thirty-fifth round): a K=12,288 product (down) takes ~133 us after its
-  # x preparation in memra-kernel-bench's bursts where Nsight Compute times it alone at ~95 us,
-  # and neither the weights' pages, programmatic dependent launch, cold caches nor L2 eviction
-  # explains it (ab-r35-{clocks,pdl,copies}). The hypothesis left: the SM clock under sustained
-  # tensor work. Here each BF16 shape alone run on for 3 s (--only, --soak-ms) with nvidia-smi
-  # beside it: the sustained per-call time and the clock it ran at, gate against down.
+  # The next A/B (thirty-fifth round): x's wgmma form by token groups (MEMRA_XP_GROUPS=1: each
+  # row's largest |x|, then blocks of 8 rows x 32 groups writing whole 128-byte core-matrix rows)
+  # against x_to_f16_kernel's one block a row, whose 16-byte pieces 4 KB apart made the down
+  # shape's preparation ~58 us (Nsight, ab-r35-ncu). Gates under it: kernel-check (every case)
+  # and the matrix cases' teeth, the invariance tests and graph replay, the model gate on the
+  # fixtures and the 0.6B synth files (their 287-token prompts take the wgmma kernels); then
+  # memra-kernel-bench --tokens 512 and the 8B prefill figures each way.
   # The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
-  # diagnostics,clocks,pdl,copies}-run.log.xz.
-  for shape in gate down qkv; do
-    step "clocks-soak-bf16-$shape" 120 python3 scripts/gpu_clocks.py --interval-ms 20 \
-      --json "$RECEIPTS/$DAY-gpu-clocks-soak-bf16-$shape.json" -- "$BIN/memra-kernel-bench" \
-      --tokens 512 --dtypes bf16 --only "$shape" --soak-ms 3000 \
-      --json "$RECEIPTS/$DAY-kernel-bench-soak-bf16-$shape.json"
+  # diagnostics,clocks,pdl,copies,soak,ncu}-run.log.xz.
+  kcheck kernel-check-xp-groups 240 MEMRA_XP_GROUPS=1
+  kcheck kernel-check-xp-groups-teeth 180 MEMRA_XP_GROUPS=1 --filter matmul --teeth
+  step engine-invariants-xp-groups 180 env MEMRA_TEST_DEVICE=cuda MEMRA_XP_GROUPS=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  step model-gate-xp-groups 400 env MEMRA_XP_GROUPS=1 python3 scripts/gpu_model_gate.py \
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-xp-groups.json" \
+    tests/fixtures/models/llama tests/fixtures/models/qwen3 "$(synth qwen3-0.6b bf16)" \
+    "$(synth qwen3-0.6b q4_k_m)"
+  for f in rows:MEMRA_XP_GROUPS=0 groups:MEMRA_XP_GROUPS=1; do
+    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes bf16,q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then

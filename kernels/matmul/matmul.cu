@@ -56,8 +56,10 @@ using matmul_detail::block_max;
 using matmul_detail::kDecodeTokens;
 using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
+using matmul_detail::row_shift;
 using matmul_detail::row_to_f16;
 using matmul_detail::row_to_f16_regs;
+using matmul_detail::xp_group;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -90,7 +92,7 @@ struct ScratchLayout {
         xp_bytes(n_tokens > kWgmmaMinTokens ? matmul_detail::xp_tokens(n_tokens) * n_in * 2 : 0),
         xsum_bytes(round16(n_tokens * xsum_stride * 4)) {}
   int64_t total(int64_t n_tokens) const {
-    return xh_bytes + xp_bytes + xsum_bytes + round16(n_tokens * 4);
+    return xh_bytes + xp_bytes + xsum_bytes + 2 * round16(n_tokens * 4);
   }
   static int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
 
@@ -104,6 +106,11 @@ struct ScratchLayout {
     return {reinterpret_cast<uint16_t*>(bytes), reinterpret_cast<uint16_t*>(bytes + xh_bytes),
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes),
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes + xsum_bytes)};
+  }
+  // The rows' largest |x| after the scales (launch_xp_groups' first launch writes them).
+  float* xmax(void* scratch, int64_t n_tokens) const {
+    return reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xh_bytes + xp_bytes +
+                                    xsum_bytes + round16(n_tokens * 4));
   }
 };
 
@@ -132,6 +139,42 @@ __global__ void __launch_bounds__(kXThreads)
   m = block_max(m, warp_max);
   row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
 }
+
+// launch_xp_groups' two kernels (prepare_x.cuh, xp_group): each row's largest |x|, a warp a row
+// (exact in any order, as x_to_f16_kernel's), then 8 rows x 32 groups a block.
+constexpr int kXpGroupRows = 8, kXpGroupGroups = 32;
+__global__ void __launch_bounds__(kXThreads)
+    xp_row_max_kernel(const float* __restrict__ x, int n_in, int n_rows, float* __restrict__ xmax) {
+  detail::wait_for_inputs();
+  const int row =
+      static_cast<int>(blockIdx.x) * (kXThreads / 32) + static_cast<int>(threadIdx.x) / 32;
+  if (row >= n_rows) return;
+  const float4* src = reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in);
+  float m = 0.0f;
+  for (int i = threadIdx.x % 32; i < n_in / 4; i += 32) {
+    const float4 f = __ldg(src + i);
+    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (threadIdx.x % 32 == 0) xmax[row] = m;
+}
+__global__ void __launch_bounds__(kXThreads)
+    xp_groups_kernel(const float* __restrict__ x, int n_in, int n_rows,
+                     const float* __restrict__ xmax, uint16_t* __restrict__ xp,
+                     float* __restrict__ xsum, int xsum_stride, float* __restrict__ xinv) {
+  detail::wait_for_inputs();
+  const int row =
+      static_cast<int>(blockIdx.x) * kXpGroupRows + static_cast<int>(threadIdx.x) % kXpGroupRows;
+  const int g =
+      static_cast<int>(blockIdx.y) * kXpGroupGroups + static_cast<int>(threadIdx.x) / kXpGroupRows;
+  if (row >= n_rows || g >= xsum_stride) return;
+  const int shift = row_shift(xmax[row]);
+  if (g == 0) xinv[row] = ldexpf(1.0f, -shift);
+  xp_group(x + static_cast<int64_t>(row) * n_in, ldexpf(1.0f, shift), row, g, n_in, xp, xsum,
+           xsum_stride);
+}
+static_assert(kXpGroupRows * kXpGroupGroups == kXThreads, "a block is 8 rows x 32 groups");
 
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
 // form of y as x_to_f16 makes it: the largest |y| is gathered as y is written, and after a
@@ -517,6 +560,24 @@ void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float*
   launch(x_to_f16_kernel<0>);
 }
 
+// x's wgmma form alone (xp, the group sums and the scales; no xh) by token groups
+// (prepare_x.cuh, xp_group): MEMRA_XP_GROUPS=1, measured against x_to_f16_kernel before it is a
+// default; the same bits.
+bool xp_groups_enabled() {
+  static const bool enabled = env_switch("MEMRA_XP_GROUPS", false);
+  return enabled;
+}
+void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
+                      float* xsum, int xsum_stride, float* xinv, float* xmax) {
+  const auto rows = static_cast<unsigned>(n_rows);
+  detail::launch(xp_row_max_kernel, (rows + kXThreads / 32 - 1) / (kXThreads / 32), kXThreads, 0,
+                 stream, x, n_in, n_rows, xmax);
+  const dim3 grid((rows + kXpGroupRows - 1) / kXpGroupRows,
+                  static_cast<unsigned>((xsum_stride + kXpGroupGroups - 1) / kXpGroupGroups));
+  detail::launch(xp_groups_kernel, grid, kXThreads, 0, stream, x, n_in, n_rows,
+                 static_cast<const float*>(xmax), xp, xsum, xsum_stride, xinv);
+}
+
 }  // namespace
 
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
@@ -541,7 +602,10 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
-  if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
+  if (any_wgmma && !any_mma && !x_prepared && xp_groups_enabled()) {
+    launch_xp_groups(tokens, in, stream, x, xp, xsum, static_cast<int>(layout.xsum_stride), xinv,
+                     layout.xmax(scratch, n_tokens));
+  } else if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                     static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }

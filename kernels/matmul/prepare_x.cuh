@@ -35,10 +35,13 @@ __device__ __forceinline__ float block_max(float m, float* warp_max) {
 // The power of two a row is scaled by before its f16 rounding: m * scale lies in [2^14, 2^15)
 // (m = f * 2^e with f in [0.5, 1), scale = 2^(15 - e); 1 for a zero or non-finite m). Thread 0
 // writes its inverse to xinv[row].
-__device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
+__device__ __forceinline__ int row_shift(float m) {
   int e = 0;
   if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
-  const int shift = m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
+  return m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
+}
+__device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
+  const int shift = row_shift(m);
   if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
   return ldexpf(1.0f, shift);
 }
@@ -144,6 +147,34 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
     }
     xsum[row * xsum_stride + g] = sum;
   }
+}
+
+// x_to_f16's xp-only form by token groups (matmul.cu's launch_xp_groups; the prefill steps whose
+// outputs all take the wgmma kernels). One block a row writes the row's xp as 16-byte pieces
+// 128 bytes to 4 KB apart, each store a part of a sector, at a third of copy speed or worse. Here
+// a row's largest |x| first (xp_row_max_kernel: a warp a row), then blocks of 8 rows x 32 groups
+// (xp_groups_kernel): thread t converts group 32 y + t / 8 of row 8 x + t % 8 with row_to_f16's
+// steps, so the 8 lanes of a group write its 8 rows' pieces as one 128-byte row of a core
+// matrix. The same values, sums and scales as x_to_f16_kernel's.
+__device__ __forceinline__ void xp_group(const float* x_row, float scale, int64_t row, int g,
+                                         int n_in, uint16_t* xp, float* xsum, int xsum_stride) {
+  const float4* src = reinterpret_cast<const float4*>(x_row);
+  const int n = min(32, n_in - 32 * g);
+  float sum = 0.0f;
+  for (int h = 0; h < n / 16; ++h) {
+    const int k0 = 32 * g + 16 * h;
+    float e16[16];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float4 f = __ldg(src + k0 / 4 + v);
+      e16[4 * v] = f.x * scale;
+      e16[4 * v + 1] = f.y * scale;
+      e16[4 * v + 2] = f.z * scale;
+      e16[4 * v + 3] = f.w * scale;
+    }
+    half_group_to_f16(e16, row, k0, n_in, nullptr, xp, sum);
+  }
+  xsum[row * xsum_stride + g] = sum;
 }
 
 // Where the prepared rows go in a matmul scratch buffer (matmul_scratch_bytes(n_rows, dim)
