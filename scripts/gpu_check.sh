@@ -23,10 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the next A/B: x's wgmma form by token groups (MEMRA_XP_GROUPS=1) against one block
-#               a row: kernel-check (all) + the matrix teeth, the invariance tests, the model
-#               gate on fixtures and 0.6B synth files under it, memra-kernel-bench --tokens 512
-#               and the 8B prefill figures each way (~4 min; its other gates are quick's)
+#     ab        the thirty-fifth round's final check: kernel-check, the invariance tests, the model
+#               gate on fixtures and 0.6B synth files, the 8B prefill figures and TTFT (~3 min;
+#               its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,29 +360,25 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The next A/B (thirty-fifth round): x's wgmma form by token groups (MEMRA_XP_GROUPS=1: each
-  # row's largest |x|, then blocks of 8 rows x 32 groups writing whole 128-byte core-matrix rows)
-  # against x_to_f16_kernel's one block a row, whose 16-byte pieces 4 KB apart made the down
-  # shape's preparation ~58 us (Nsight, ab-r35-ncu). Gates under it: kernel-check (every case)
-  # and the matrix cases' teeth, the invariance tests and graph replay, the model gate on the
-  # fixtures and the 0.6B synth files (their 287-token prompts take the wgmma kernels); then
-  # memra-kernel-bench --tokens 512 and the 8B prefill figures each way.
-  # The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
-  # diagnostics,clocks,pdl,copies,soak,ncu}-run.log.xz.
-  kcheck kernel-check-xp-groups 240 MEMRA_XP_GROUPS=1
-  kcheck kernel-check-xp-groups-teeth 180 MEMRA_XP_GROUPS=1 --filter matmul --teeth
-  step engine-invariants-xp-groups 180 env MEMRA_TEST_DEVICE=cuda MEMRA_XP_GROUPS=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-xp-groups 400 env MEMRA_XP_GROUPS=1 python3 scripts/gpu_model_gate.py \
-    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-xp-groups.json" \
-    tests/fixtures/models/llama tests/fixtures/models/qwen3 "$(synth qwen3-0.6b bf16)" \
+  # The thirty-fifth round's last call: x's wgmma form by token groups, measured and gated under
+  # MEMRA_XP_GROUPS=1 (receipts/2026-12-04-gpu-check-ab-r35-xp-groups-run.log.xz), now the
+  # default; at the final commit: kernel-check (every case), the invariance tests and graph
+  # replay, the model gate on fixtures and the 0.6B synth files, the 8B prefill figures and the
+  # server's TTFT. The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,
+  # persistent-hints,diagnostics,clocks,pdl,copies,soak,ncu}-run.log.xz.
+  kcheck kernel-check 240
+  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
+  step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b bf16)" \
     "$(synth qwen3-0.6b q4_k_m)"
-  for f in rows:MEMRA_XP_GROUPS=0 groups:MEMRA_XP_GROUPS=1; do
-    step "kernel-bench-512-${f%%:*}" 120 env ${f#*:} "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes bf16,q4_k --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
-  done
+  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 16 -c 1
+  bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 16 -c 1
+  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
+    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
+  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -561,10 +561,11 @@ void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float*
 }
 
 // x's wgmma form alone (xp, the group sums and the scales; no xh) by token groups
-// (prepare_x.cuh, xp_group): MEMRA_XP_GROUPS=1, measured against x_to_f16_kernel before it is a
-// default; the same bits.
+// (prepare_x.cuh, xp_group): on by default, MEMRA_XP_GROUPS=0 for the A/B (x_to_f16_kernel's one
+// block a row; the same bits). Measured on the H200 (thirty-fifth round, PERFORMANCE.md): 8B
+// Q4_K_M pp512 18,452 -> 19,285 tok/s, BF16 pp512 21,648 -> 22,892, pp2048 21,177 -> 22,921.
 bool xp_groups_enabled() {
-  static const bool enabled = env_switch("MEMRA_XP_GROUPS", false);
+  static const bool enabled = env_switch("MEMRA_XP_GROUPS", true);
   return enabled;
 }
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
