@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-fifth round's final check: kernel-check, the invariance tests, the model
-#               gate on fixtures and 0.6B synth files, the 8B prefill figures and TTFT (~3 min;
-#               its other gates are quick's)
+#     ab        the thirty-fifth round's final check: kernel-check, the invariance tests, the 8B
+#               prefill figures, 64-sequence decode with and without MEMRA_XP_GROUPS, TTFT (~3
+#               min; its other gates are quick's)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -363,18 +363,19 @@ if [ "$MODE" = ab ]; then
   # The thirty-fifth round's last call: x's wgmma form by token groups, measured and gated under
   # MEMRA_XP_GROUPS=1 (receipts/2026-12-04-gpu-check-ab-r35-xp-groups-run.log.xz), now the
   # default; at the final commit: kernel-check (every case), the invariance tests and graph
-  # replay, the model gate on fixtures and the 0.6B synth files, the 8B prefill figures and the
-  # server's TTFT. The round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,
-  # persistent-hints,diagnostics,clocks,pdl,copies,soak,ncu}-run.log.xz.
+  # replay, the 8B prefill figures, 64-sequence decode each way and the server's TTFT. The
+  # round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
+  # diagnostics,clocks,pdl,copies,soak,ncu,xp-groups}-run.log.xz.
   kcheck kernel-check 240
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate 400 python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b bf16)" \
-    "$(synth qwen3-0.6b q4_k_m)"
   bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 16 -c 1
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 16 -c 1
+  # Batched decode at 64 sequences prepares x for the pipelined Q4_K wgmma kernel the same way
+  # (steps of 33-64 tokens): each way.
+  for f in rows:MEMRA_XP_GROUPS=0 groups:MEMRA_XP_GROUPS=1; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "c64-${f%%:*}" "${f#*:}" -n 64 -c 64
+  done
   step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
     --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
     --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
