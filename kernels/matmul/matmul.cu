@@ -53,13 +53,13 @@ namespace memra::kernels {
 namespace {
 
 using matmul_detail::block_max;
+using matmul_detail::group_to_f16;
 using matmul_detail::kDecodeTokens;
 using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
 using matmul_detail::row_shift;
 using matmul_detail::row_to_f16;
 using matmul_detail::row_to_f16_regs;
-using matmul_detail::xp_group;
 
 // Whether tiled weights of n_out rows take the wgmma kernels (sm_90a) for n_tokens rather than the
 // decode kernels. Above 64 tokens always. At 17-64 tokens a wgmma block still walks all of K for
@@ -140,8 +140,13 @@ __global__ void __launch_bounds__(kXThreads)
   row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
 }
 
-// launch_xp_groups' two kernels (prepare_x.cuh, xp_group): each row's largest |x|, a warp a row
-// (exact in any order, as x_to_f16_kernel's), then 8 rows x 32 groups a block.
+// x_to_f16's xp-only form by token groups (launch_xp_groups; the prefill steps whose outputs all
+// take the wgmma kernels). One block a row writes the row's xp as 16-byte pieces 128 bytes to
+// 4 KB apart, each store a part of a sector (Nsight Compute: 58 us for 512 x 12,288). Here each
+// row's largest |x| first (xp_row_max_kernel: a warp a row, exact in any order as
+// x_to_f16_kernel's), then blocks of 8 rows x 32 groups (xp_groups_kernel): thread t converts
+// group 32 y + t / 8 of row 8 x + t % 8 with row_to_f16's steps (prepare_x.cuh, group_to_f16),
+// so the 8 lanes of a group write its 8 rows' pieces as one 128-byte row of a core matrix.
 constexpr int kXpGroupRows = 8, kXpGroupGroups = 32;
 __global__ void __launch_bounds__(kXThreads)
     xp_row_max_kernel(const float* __restrict__ x, int n_in, int n_rows, float* __restrict__ xmax) {
@@ -171,8 +176,8 @@ __global__ void __launch_bounds__(kXThreads)
   if (row >= n_rows || g >= xsum_stride) return;
   const int shift = row_shift(xmax[row]);
   if (g == 0) xinv[row] = ldexpf(1.0f, -shift);
-  xp_group(x + static_cast<int64_t>(row) * n_in, ldexpf(1.0f, shift), row, g, n_in, xp, xsum,
-           xsum_stride);
+  group_to_f16<true>(reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in),
+                     ldexpf(1.0f, shift), row, g, n_in, nullptr, xp, xsum, xsum_stride);
 }
 static_assert(kXpGroupRows * kXpGroupGroups == kXThreads, "a block is 8 rows x 32 groups");
 
@@ -561,8 +566,8 @@ void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float*
 }
 
 // x's wgmma form alone (xp, the group sums and the scales; no xh) by token groups
-// (prepare_x.cuh, xp_group): on by default, MEMRA_XP_GROUPS=0 for the A/B (x_to_f16_kernel's one
-// block a row; the same bits). Measured on the H200 (thirty-fifth round, PERFORMANCE.md): 8B
+// (prepare_x.cuh, group_to_f16): on by default, MEMRA_XP_GROUPS=0 for the A/B (x_to_f16_kernel's
+// one block a row; the same bits). Measured on the H200 (thirty-fifth round, PERFORMANCE.md): 8B
 // Q4_K_M pp512 18,452 -> 19,285 tok/s, BF16 pp512 21,648 -> 22,892, pp2048 21,177 -> 22,921.
 bool xp_groups_enabled() {
   static const bool enabled = env_switch("MEMRA_XP_GROUPS", true);

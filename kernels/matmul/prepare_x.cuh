@@ -76,32 +76,40 @@ __device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row,
   }
 }
 
-// The f16 form of row `row` (src: its n_in floats, 16-byte aligned) from its largest |x| m;
-// kLdg reads src through the read-only cache (rows no kernel of this launch writes).
+// Group g (32 elements, the last may hold 16) of row `row` (src: its n_in floats, 16-byte
+// aligned) times scale, to f16 (half_group_to_f16) and its sum to xsum; kLdg reads src through the
+// read-only cache (rows no kernel of this launch writes).
+template <bool kLdg>
+__device__ __forceinline__ void group_to_f16(const float4* src, float scale, int64_t row, int g,
+                                             int n_in, uint16_t* xh, uint16_t* xp, float* xsum,
+                                             int xsum_stride) {
+  const int n = min(32, n_in - 32 * g);
+  float sum = 0.0f;
+  for (int h = 0; h < n / 16; ++h) {
+    const int k0 = 32 * g + 16 * h;
+    float e16[16];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float4 f = kLdg ? __ldg(src + k0 / 4 + v) : src[k0 / 4 + v];
+      e16[4 * v] = f.x * scale;
+      e16[4 * v + 1] = f.y * scale;
+      e16[4 * v + 2] = f.z * scale;
+      e16[4 * v + 3] = f.w * scale;
+    }
+    half_group_to_f16(e16, row, k0, n_in, xh, xp, sum);
+  }
+  xsum[row * xsum_stride + g] = sum;
+}
+
+// The f16 form of row `row` (x_row: its n_in floats, 16-byte aligned) from its largest |x| m.
 template <bool kLdg>
 __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t row, int n_in,
                                            uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
                                            float* xinv) {
   const float4* src = reinterpret_cast<const float4*>(x_row);
   const float scale = row_scale(m, row, xinv);
-  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads) {
-    const int n = min(32, n_in - 32 * g);
-    float sum = 0.0f;
-    for (int h = 0; h < n / 16; ++h) {
-      const int k0 = 32 * g + 16 * h;
-      float e16[16];
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const float4 f = kLdg ? __ldg(src + k0 / 4 + v) : src[k0 / 4 + v];
-        e16[4 * v] = f.x * scale;
-        e16[4 * v + 1] = f.y * scale;
-        e16[4 * v + 2] = f.z * scale;
-        e16[4 * v + 3] = f.w * scale;
-      }
-      half_group_to_f16(e16, row, k0, n_in, xh, xp, sum);
-    }
-    xsum[row * xsum_stride + g] = sum;
-  }
+  for (int g = threadIdx.x; g < xsum_stride; g += kXThreads)
+    group_to_f16<kLdg>(src, scale, row, g, n_in, xh, xp, xsum, xsum_stride);
 }
 
 // The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
@@ -147,34 +155,6 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
     }
     xsum[row * xsum_stride + g] = sum;
   }
-}
-
-// x_to_f16's xp-only form by token groups (matmul.cu's launch_xp_groups; the prefill steps whose
-// outputs all take the wgmma kernels). One block a row writes the row's xp as 16-byte pieces
-// 128 bytes to 4 KB apart, each store a part of a sector, at a third of copy speed or worse. Here
-// a row's largest |x| first (xp_row_max_kernel: a warp a row), then blocks of 8 rows x 32 groups
-// (xp_groups_kernel): thread t converts group 32 y + t / 8 of row 8 x + t % 8 with row_to_f16's
-// steps, so the 8 lanes of a group write its 8 rows' pieces as one 128-byte row of a core
-// matrix. The same values, sums and scales as x_to_f16_kernel's.
-__device__ __forceinline__ void xp_group(const float* x_row, float scale, int64_t row, int g,
-                                         int n_in, uint16_t* xp, float* xsum, int xsum_stride) {
-  const float4* src = reinterpret_cast<const float4*>(x_row);
-  const int n = min(32, n_in - 32 * g);
-  float sum = 0.0f;
-  for (int h = 0; h < n / 16; ++h) {
-    const int k0 = 32 * g + 16 * h;
-    float e16[16];
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const float4 f = __ldg(src + k0 / 4 + v);
-      e16[4 * v] = f.x * scale;
-      e16[4 * v + 1] = f.y * scale;
-      e16[4 * v + 2] = f.z * scale;
-      e16[4 * v + 3] = f.w * scale;
-    }
-    half_group_to_f16(e16, row, k0, n_in, nullptr, xp, sum);
-  }
-  xsum[row * xsum_stride + g] = sum;
 }
 
 // Where the prepared rows go in a matmul scratch buffer (matmul_scratch_bytes(n_rows, dim)

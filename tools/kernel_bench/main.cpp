@@ -293,21 +293,17 @@ struct Bench {
         kernels::matmul_tile(dtype, base, s.n_in, s.n_out, tbase + c * tstride, stream.get());
       check(cudaStreamSynchronize(stream.get()), "tile weights");
       for (int tokens : token_counts) {
-        const double ms = median_ms(stream, [&](int i) {
+        const auto call = [&](int i) {
           kernels::matmul(dtype, tbase + (i % copies) * tstride, s.n_in, s.n_out,
                           static_cast<const float*>(dx.data()), tokens,
                           static_cast<float*>(dy.data()), s.n_out, scratch.data(), stream.get(),
                           kernels::WeightLayout::tiled);
-        });
+        };
+        const double ms = median_ms(stream, call);
         check(cudaGetLastError(), "matmul tiled");
         print_row(name + "/tiled", s, tokens, ms, static_cast<double>(bytes));
         if (soak_ms > 0) {
-          const double soak = soak_mean_ms(stream, soak_ms, [&](int i) {
-            kernels::matmul(dtype, tbase + (i % copies) * tstride, s.n_in, s.n_out,
-                            static_cast<const float*>(dx.data()), tokens,
-                            static_cast<float*>(dy.data()), s.n_out, scratch.data(), stream.get(),
-                            kernels::WeightLayout::tiled);
-          });
+          const double soak = soak_mean_ms(stream, soak_ms, call);
           check(cudaGetLastError(), "matmul tiled soak");
           print_row(name + "/tiled soak", s, tokens, soak, static_cast<double>(bytes));
         }
