@@ -83,7 +83,8 @@ bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
 }
 
 // Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
-// the wgmma kernel), then the group sums, then the row scales.
+// the wgmma kernel), then the group sums, the row scales and the rows' largest |x| (written and
+// read by launch_xp_groups' two kernels only).
 struct ScratchLayout {
   int64_t xsum_stride, xh_bytes, xp_bytes, xsum_bytes;
   ScratchLayout(int64_t n_tokens, int64_t n_in)
@@ -107,7 +108,6 @@ struct ScratchLayout {
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes),
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes + xsum_bytes)};
   }
-  // The rows' largest |x| after the scales (launch_xp_groups' first launch writes them).
   float* xmax(void* scratch, int64_t n_tokens) const {
     return reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xh_bytes + xp_bytes +
                                     xsum_bytes + round16(n_tokens * 4));

@@ -206,19 +206,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The device's SM count, read once per device (the persistent grid's size).
+// The current device's SM count, the persistent grid's size (the attribute query is a lookup in
+// the runtime's device table, cheap beside a launch: launch.cu).
 int device_sms() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
-  int device = 0;
+  int device = 0, n = 0;
   detail::check_cuda(cudaGetDevice(&device), "prefill_wgmma", "cudaGetDevice");
-  if (device < kMaxDevices) {
-    if (const int n = cache[device].load(std::memory_order_relaxed); n > 0) return n;
-  }
-  int n = 0;
   detail::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
                      "prefill_wgmma", "cudaDeviceGetAttribute");
-  if (device < kMaxDevices) cache[device].store(n, std::memory_order_relaxed);
   return n;
 }
 

@@ -32,14 +32,14 @@ __device__ __forceinline__ float block_max(float m, float* warp_max) {
   return m;
 }
 
-// The power of two a row is scaled by before its f16 rounding: m * scale lies in [2^14, 2^15)
-// (m = f * 2^e with f in [0.5, 1), scale = 2^(15 - e); 1 for a zero or non-finite m). Thread 0
-// writes its inverse to xinv[row].
+// The power of two a row is scaled by before its f16 rounding, as its exponent: m * 2^shift lies
+// in [2^14, 2^15) (m = f * 2^e with f in [0.5, 1), shift = 15 - e; 0 for a zero or non-finite m).
 __device__ __forceinline__ int row_shift(float m) {
   int e = 0;
   if (m > 0.0f && m <= 3.4e38f) (void)frexpf(m, &e);
   return m > 0.0f && m <= 3.4e38f ? 15 - e : 0;
 }
+// The scale 2^shift itself; thread 0 writes its inverse to xinv[row].
 __device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
   const int shift = row_shift(m);
   if (threadIdx.x == 0) xinv[row] = ldexpf(1.0f, -shift);
