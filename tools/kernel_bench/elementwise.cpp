@@ -58,10 +58,13 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
                       {"tb_per_s", tbps},
                       {"copy_fraction", tbps / copy_tbps}});
     };
-    // x_to_f16 (matmul_prepare_x): the rows read as f32, written as f16, one sum a 32-element
-    // group and a factor a row.
+    // x_to_f16 (matmul_prepare_x): the rows read as f32, written as f16 in element order (xh, the
+    // mma.sync kernels' form), one sum a 32-element group and a factor a row. A prefill step on
+    // sm_90a writes the wgmma kernels' tile form instead (matmul.cu's launch_xp_groups), which
+    // memra-kernel-bench --tokens 512 times inside each product's row: this row is not its cost
+    // (PERFORMANCE.md, thirty-fifth round, item 4).
     for (const int64_t width : {kDim, kFf}) {
-      time("x_to_f16", width, n * width * (4.0 + 2.0 + 4.0 / 32),
+      time("x_to_f16 xh", width, n * width * (4.0 + 2.0 + 4.0 / 32),
            [&] { kernels::matmul_prepare_x(xf, n, width, scratch.data(), stream.get()); });
     }
     time("rms_norm", kDim, n * kDim * 8.0,

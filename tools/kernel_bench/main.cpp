@@ -8,7 +8,8 @@
 // only a decode step's products as launches against one persistent grid (chain.cpp);
 // --elementwise only a prompt step's elementwise kernels (elementwise.cpp). Weights
 // are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
-// figure is the median of 20 event-timed calls after warm-up. A self-check runs first (check.cpp);
+// figure is the median of 9 event-timed bursts of 10 back-to-back calls after warm-up (bench.h). A
+// self-check runs first (check.cpp);
 // --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
 // skips attention and sampling: a quick look at one regime while a kernel is being changed.
 // --shapes qwen3-0.6b times the 0.6B's matrix shapes instead of the 8B's; --dtypes q4_k,q6_k
