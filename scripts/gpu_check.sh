@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-fifth round's final check: kernel-check, the invariance tests, the 8B
-#               prefill figures, 64-sequence decode with and without MEMRA_XP_GROUPS, TTFT (~3
-#               min; its other gates are quick's)
+#     ab        the thirty-sixth round's measurements: the prompt step's elementwise kernels in
+#               place (memra-kernel-bench --elementwise) and the per-kernel table of 8B Q4_K_M
+#               512-token prompt steps (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -360,26 +360,16 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-fifth round's last call: x's wgmma form by token groups, measured and gated under
-  # MEMRA_XP_GROUPS=1 (receipts/2026-12-04-gpu-check-ab-r35-xp-groups-run.log.xz), now the
-  # default; at the final commit: kernel-check (every case), the invariance tests and graph
-  # replay, the 8B prefill figures, 64-sequence decode each way and the server's TTFT. The
-  # round's earlier runs: receipts/2026-12-04-gpu-check-ab-r35-{staged,persistent-hints,
-  # diagnostics,clocks,pdl,copies,soak,ncu,xp-groups}-run.log.xz.
-  kcheck kernel-check 240
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
-  bench "$(synth qwen3-8b q4_k_m --fast-quant)" -p 512 -n 16 -c 1
-  bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 16 -c 1
-  # Batched decode at 64 sequences prepares x for the pipelined Q4_K wgmma kernel the same way
-  # (steps of 33-64 tokens): each way.
-  for f in rows:MEMRA_XP_GROUPS=0 groups:MEMRA_XP_GROUPS=1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "c64-${f%%:*}" "${f#*:}" -n 64 -c 64
-  done
-  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
-    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
+  # The thirty-sixth round's first call: the prompt step's elementwise kernels timed in place, the
+  # attention prologue (qk_prologue) among them, and the per-kernel table of whole 512-token prompt
+  # steps after the thirty-fifth round's x preparation by token groups (serialized, Nsight Compute).
+  step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
+  step stalls-qk-prologue-512 120 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+    --detail qk_prologue_kernel --skip 20 --count 1 --bench-args "--elementwise"
+  step prompt-profile-qwen3-8b-q4_k_m-512 300 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt --skip 0 --count 2500 \
+    --bench-args "-p 512 -n 2 -r 2"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -1,10 +1,12 @@
 // memra-kernel-bench's prompt-step elementwise timings: the kernels of a prefill step beside the
-// products and attention (x's f16 preparation, the norms, the gated activation) at Qwen3-8B's
+// products and attention (x's f16 preparation, the norms, the gated activation, the attention
+// prologue's q/k norms, rope and cache write) at Qwen3-8B's
 // widths for 512 and 2,048 tokens, each against the bytes it must move at the copy rate. Why: a
 // serialized Nsight Compute table of a 512-token step gave them ~25% of its kernel time
 // (PERFORMANCE.md, thirty-fourth round), where their bytes are a few us each; timed here in a
 // burst (bench.h), at the clocks a step runs them at. The inputs stay L2-resident between calls,
 // as a step's freshly written activations are.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -74,6 +76,41 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
     time("act_mul silu", kFf, n * kFf * 12.0, [&] {
       kernels::act_mul(kernels::Act::silu, xf, xf + kFf, n, kFf, 2 * kFf, yf, stream.get());
     });
+    // qk_prologue at the 8B's heads (32 q, 8 kv, 128 dims, neox rope of every dim, q and k normed)
+    // into an F16 cache: q and k read and written in place, v read, k and v written to the cache.
+    // q, k and v are slices of the activation buffer above (its values stay bounded: the norms
+    // rescale q and k to the weights' size each call).
+    {
+      constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+      constexpr int64_t kKv = int64_t{kKvHeads} * kHeadDim;
+      std::vector<int32_t> pos(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+      std::vector<double> inv(kHeadDim / 2);
+      for (int i = 0; i < kHeadDim / 2; ++i) inv[i] = std::pow(1e6, -2.0 * i / kHeadDim);
+      cuda::DeviceBuffer dpos(pos.size() * 4), dinv(inv.size() * 8);
+      cuda::DeviceBuffer kc(static_cast<size_t>(n * kKv) * 2), vc(static_cast<size_t>(n * kKv) * 2);
+      check(cudaMemcpy(dpos.data(), pos.data(), pos.size() * 4, cudaMemcpyHostToDevice), "upload");
+      check(cudaMemcpy(dinv.data(), inv.data(), inv.size() * 8, cudaMemcpyHostToDevice), "upload");
+      kernels::PagedKv kv;
+      kv.k = kc.data();
+      kv.v = vc.data();
+      kv.dtype = DType::f16;
+      kv.n_kv_heads = kKvHeads;
+      kv.head_dim = kHeadDim;
+      kernels::StepDev step;
+      step.n_tokens = static_cast<int32_t>(n);
+      step.n_seqs = 1;
+      step.positions = static_cast<const int32_t*>(dpos.data());
+      step.slots = step.positions;  // token t into slot t
+      float* q = xf;
+      float* k = q + n * kHeads * kHeadDim;
+      float* v = k + n * kKv;
+      const double bytes = n * (8.0 * kHeads * kHeadDim + 8.0 * kKv + 4.0 * kKv + 4.0 * kKv);
+      time("qk_prologue f16", kHeads * kHeadDim + 2 * kKv, bytes, [&] {
+        kernels::qk_prologue(kv, step, q, k, v, kHeads, wf, wf, nullptr, 1e-6f, kHeadDim, true,
+                             static_cast<const double*>(dinv.data()), stream.get());
+      });
+    }
   }
   return rows;
 }
