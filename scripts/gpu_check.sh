@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-sixth round's measurements: the prompt step's elementwise kernels in
-#               place (memra-kernel-bench --elementwise) and the per-kernel table of 8B Q4_K_M
-#               512-token prompt steps (~3 min; not part of full)
+#     ab        the thirty-sixth round's A/B: the attention prologue with several heads a warp
+#               (MEMRA_PROLOGUE_HEADS), its kernel-check cases, elementwise rows and the 8B
+#               figures each way (~4 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -360,16 +360,22 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-sixth round's first call: the prompt step's elementwise kernels timed in place, the
-  # attention prologue (qk_prologue) among them, and the per-kernel table of whole 512-token prompt
-  # steps after the thirty-fifth round's x preparation by token groups (serialized, Nsight Compute).
-  step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
-    --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  step stalls-qk-prologue-512 120 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-    --detail qk_prologue_kernel --skip 20 --count 1 --bench-args "--elementwise"
-  step prompt-profile-qwen3-8b-q4_k_m-512 300 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt --skip 0 --count 2500 \
-    --bench-args "-p 512 -n 2 -r 2"
+  # The thirty-sixth round: the attention prologue with several heads a warp over 64 tokens
+  # (qk_prologue.cu; MEMRA_PROLOGUE_HEADS=0 keeps one head a warp): its kernel-check cases each
+  # way (+ teeth), its elementwise row at 512 and 2,048 tokens, the 8B prefill and decode figures.
+  # The round's first call (receipts/2026-12-04-gpu-check-ab-r36-measure-run.log.xz) timed the
+  # prologue in place (26.6 us at 512 tokens, 22% of copy) and a prompt step's per-kernel table.
+  for f in one:MEMRA_PROLOGUE_HEADS=0 several:MEMRA_PROLOGUE_HEADS=1; do
+    kcheck "kernel-check-prologue-${f%%:*}" 120 "${f#*:}" --filter qk_prologue
+    step "kernel-bench-elementwise-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --elementwise --json "$RECEIPTS/$DAY-kernel-bench-elementwise-${f%%:*}.json"
+  done
+  kcheck kernel-check-prologue-teeth 120 --filter qk_prologue --teeth
+  for f in one:MEMRA_PROLOGUE_HEADS=0 several:MEMRA_PROLOGUE_HEADS=1; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "prologue-${f%%:*}" "${f#*:}" -p 512 \
+      -n 16 -c 1
+    bench_with "$(synth qwen3-8b bf16)" "prologue-${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  done
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -11,6 +11,10 @@
 // and the same additions (warps of the norm kernel past the head's chunks only add +0). So the
 // output is bit-identical to [rms_norm(v),] rms_norm, rms_norm, rope, rope, kv_store (kernel-check
 // compares them), and, per token, independent of the step around it.
+#include <algorithm>
+#include <cstdint>
+
+#include "core/env.h"
 #include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
 #include "kernels/elementwise/norm_math.cuh"
@@ -43,7 +47,14 @@ struct PrologueArgs {
   const double* inv_freq;
   void* k_cache;
   void* v_cache;
+  int heads_per_warp;  // heads of one token a warp takes (heads_per_warp())
+  bool vec;            // rows copied 16 bytes at a time (copy_row)
 };
+
+// The angle table's floats, rounded up so that the rows after it start 16-byte aligned.
+__host__ __device__ constexpr int table_floats(int n_rot) {
+  return (n_rot + 3) & ~3;
+}
 
 // buf holds one head's row; normed in place with w (the rms_norm kernel's arithmetic on one
 // head), or left as is (w null).
@@ -76,38 +87,32 @@ __device__ __forceinline__ void prefetch_head(const float* p, int n, int lane) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p + i));
 }
 
-// Block (t, y): token t, heads 8y .. 8y + 7 of q then k, one per warp (a k head's warp also norms
-// and stores that head's v). Dynamic shared memory: the token's cos and sin table (n_rot floats),
-// then a head_dim row per warp. Each warp starts loading its row, its cache slot, and (into L1)
-// its norm weight and v row before the table is computed, so those latencies overlap.
+// A head's row into its shared-memory buffer: 16-byte asynchronous copies where the rows allow
+// them (vec: head_dim a multiple of 4, q and k 16-byte aligned), so that every row of a warp is in
+// flight at once; else element by element.
+__device__ __forceinline__ void copy_row(float* buf, const float* row, int hd, bool vec, int lane) {
+  if (vec) {
+    for (int c = lane; c < hd / 4; c += 32)
+      asm volatile(
+          "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(detail::smem_addr(buf + 4 * c)),
+          "l"(row + 4 * c)
+          : "memory");
+  } else {
+    for (int i = lane; i < hd; i += 32) buf[i] = row[i];
+  }
+}
+
+// One head of token t (warp-wide): normed and rotated from its row in buf into its row of q or k
+// and, for a k head, into the cache with that head's v.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
-  detail::wait_for_inputs();
-  extern __shared__ float smem[];
+__device__ __forceinline__ void head_prologue(const PrologueArgs& a, int64_t t, int h, float* buf,
+                                              const float* cos_t, const float* sin_t, int lane) {
   const int half = a.n_rot / 2, hd = a.head_dim;
-  float* cos_t = smem;
-  float* sin_t = smem + half;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float* buf = smem + a.n_rot + warp * hd;
-  const int64_t t = blockIdx.x;
-  const int h = static_cast<int>(blockIdx.y) * kWarps + warp;
-  const bool active = h < a.n_heads + a.n_kv_heads;
   const bool is_q = h < a.n_heads;
   const int kh = h - a.n_heads;
   const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
   float* row = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
   const int32_t slot = a.slots[t];
-  if (active) {
-    for (int i = lane; i < hd; i += 32) buf[i] = row[i];
-    prefetch_head(is_q ? a.q_norm : a.k_norm, hd, lane);
-    if (!is_q) {
-      prefetch_head(a.v + t * kv_row + int64_t{kh} * hd, hd, lane);
-      prefetch_head(a.v_norm, hd, lane);
-    }
-  }
-  detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
-  __syncthreads();
-  if (!active) return;
   T* cache = !is_q && slot >= 0
                  ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
                  : nullptr;
@@ -143,6 +148,66 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
   for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v_out[i]);
 }
 
+// Block (t, y): token t; warp w takes heads (y * heads_per_warp + j) * kWarps + w of q then k for
+// j < heads_per_warp (a k head's warp also norms and stores that head's v). A decode step's few
+// tokens take one head a warp, so that its heads run on many SMs; a prompt's take several, so
+// that the token's angle table is computed once for all its heads and every row of a warp is
+// copied at once (26.6 us at 512 tokens of the 8B with one head a warp, 22% of the copy rate:
+// PERFORMANCE.md, thirty-sixth round). Dynamic shared memory: the token's cos and sin table (n_rot
+// floats), then heads_per_warp rows of head_dim a warp. Each warp starts its rows' copies, its
+// cache slot's load, and (into L1) its norm weight and v rows before the table is computed, so
+// those latencies overlap.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArgs a) {
+  detail::wait_for_inputs();
+  extern __shared__ float smem[];
+  const int half = a.n_rot / 2, hd = a.head_dim, hpw = a.heads_per_warp;
+  float* cos_t = smem;
+  float* sin_t = smem + half;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* bufs = smem + table_floats(a.n_rot) + warp * hpw * hd;
+  const int64_t t = blockIdx.x;
+  const int h0 = static_cast<int>(blockIdx.y) * hpw * kWarps + warp;
+  const int n_all = a.n_heads + a.n_kv_heads;
+  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
+  for (int j = 0; j < hpw; ++j) {
+    const int h = h0 + j * kWarps;
+    if (h >= n_all) break;
+    const bool is_q = h < a.n_heads;
+    const int kh = h - a.n_heads;
+    copy_row(bufs + j * hd,
+             is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd, hd, a.vec,
+             lane);
+    if (j == 0 || is_q != (h - kWarps < a.n_heads))
+      prefetch_head(is_q ? a.q_norm : a.k_norm, hd, lane);
+    if (!is_q) {
+      prefetch_head(a.v + t * kv_row + int64_t{kh} * hd, hd, lane);
+      prefetch_head(a.v_norm, hd, lane);
+    }
+  }
+  if (a.vec) asm volatile("cp.async.commit_group;\n" ::: "memory");
+  detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
+  if (a.vec) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncthreads();  // the table, and each warp's rows (its lanes' copies)
+  for (int j = 0; j < hpw; ++j) {
+    const int h = h0 + j * kWarps;
+    if (h >= n_all) return;
+    head_prologue<T>(a, t, h, bufs + j * hd, cos_t, sin_t, lane);
+  }
+}
+
+// Heads a warp takes (qk_prologue_kernel): one for each 64 tokens of the step (so one for decode
+// steps of up to 64 tokens), at most the token's heads over the warps and 32 KB of rows a block.
+// MEMRA_PROLOGUE_HEADS=0 keeps one head a warp at every token count (the A/B; the same bits).
+int heads_per_warp(int64_t n_tokens, int n_all, int hd) {
+  static const bool several = env_switch("MEMRA_PROLOGUE_HEADS", true);
+  if (!several) return 1;
+  const int most = std::max(1, (32 << 10) / (kWarps * hd * static_cast<int>(sizeof(float))));
+  const int64_t by_tokens = std::max<int64_t>(1, n_tokens / 64);
+  return static_cast<int>(
+      std::min<int64_t>({by_tokens, int64_t{(n_all + kWarps - 1) / kWarps}, int64_t{most}}));
+}
+
 }  // namespace
 
 void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
@@ -158,12 +223,18 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, flo
     fail(ErrorCode::invalid_argument, "qk_prologue: n_rot {} must be even and in 2..head_dim ({})",
          n_rot, hd);
   if (step.n_tokens == 0) return;
+  const int n_all = n_heads + kv.n_kv_heads;
+  const int hpw = heads_per_warp(step.n_tokens, n_all, hd);
+  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = hd % 4 == 0 && aligned(q) && aligned(k);
   const PrologueArgs a{
       q,  k,     v,    q_norm,         k_norm,     v_norm,   eps,  n_heads, kv.n_kv_heads,
-      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k, kv.v};
-  const size_t smem = sizeof(float) * (static_cast<size_t>(n_rot) + size_t{kWarps} * hd);
+      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k, kv.v,    hpw,
+      vec};
+  const size_t smem = sizeof(float) * (static_cast<size_t>(table_floats(n_rot)) +
+                                       size_t{kWarps} * static_cast<size_t>(hpw) * hd);
   const dim3 blocks(static_cast<unsigned>(step.n_tokens),
-                    static_cast<unsigned>((n_heads + kv.n_kv_heads + kWarps - 1) / kWarps));
+                    static_cast<unsigned>((n_all + kWarps * hpw - 1) / (kWarps * hpw)));
   detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
     detail::launch(qk_prologue_kernel<decltype(tag)>, blocks, kThreads, smem, stream, a);
   });

@@ -138,6 +138,18 @@ void check_qk_prologue(Context& ctx) {
   check_one<uint8_t>(ctx, DType::f8_e4m3, 2, 16, 2, 512, 128, true, true, true);
   check_one<float>(ctx, DType::f32, 3, 6, 2, 100, 100, true, true, true);
   check_one<float>(ctx, DType::f32, 11, 4, 2, 16, 16, true, true, true);  // the fixture's sliding
+  // Prompts: over 64 tokens a warp takes several heads (qk_prologue.cu's heads_per_warp): the 8B at
+  // 130 and 300 tokens (2 and 4 heads a warp), a partial rotary table whose rows start after
+  // padding, Gemma 3 and 4 with the v norm, dims not a 4-multiple (element copies), fp8.
+  check_one<uint16_t>(ctx, DType::f16, 130, 32, 8, 128, 128, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 300, 32, 8, 128, 128, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 200, 16, 4, 256, 64, true, true);
+  check_one<uint16_t>(ctx, DType::f16, 150, 8, 4, 128, 6, true, true);
+  check_one<uint16_t>(ctx, DType::bf16, 140, 16, 8, 256, 256, true, true, true);
+  check_one<uint16_t>(ctx, DType::f16, 260, 16, 2, 512, 128, true, true, true);
+  check_one<float>(ctx, DType::f32, 190, 6, 2, 100, 100, true, true, true);
+  check_one<float>(ctx, DType::f32, 129, 14, 2, 64, 64, false, false);
+  check_one<uint8_t>(ctx, DType::f8_e4m3, 320, 32, 8, 128, 128, true, true);
 }
 
 }  // namespace memra::kernel_check
