@@ -102,29 +102,6 @@ __device__ __forceinline__ void copy_row(float* buf, const float* row, int hd, b
   }
 }
 
-// The v row of kv head kh of token t (warp-wide; buf: the head's k buffer, free once k is
-// stored): normed in place for every token, padding included, so that its buffer ends as rms_norm
-// leaves it, and stored to the cache slot (none for a padding token, slot < 0).
-template <typename T>
-__device__ __forceinline__ void head_v(const PrologueArgs& a, int64_t t, int kh, int32_t slot,
-                                       float* buf, int lane) {
-  const int hd = a.head_dim;
-  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
-  float* v = a.v + t * kv_row + int64_t{kh} * hd;
-  const float* v_out = v;
-  if (a.v_norm) {
-    __syncwarp();  // every lane has read k from buf
-    for (int i = lane; i < hd; i += 32) buf[i] = v[i];
-    __syncwarp();  // head_norm reads the lanes' elements in chunks
-    head_norm(buf, a.v_norm, hd, a.eps, lane);
-    for (int i = lane; i < hd; i += 32) v[i] = buf[i];
-    v_out = buf;
-  }
-  if (slot < 0) return;  // a padding token: nothing to store
-  T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd;
-  for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v_out[i]);
-}
-
 // One head of token t (warp-wide): normed and rotated from its row in buf into its row of q or k
 // and, for a k head, into the cache with that head's v.
 template <typename T>
@@ -154,94 +131,21 @@ __device__ __forceinline__ void head_prologue(const PrologueArgs& a, int64_t t, 
     row[i] = buf[i];
     if (cache) cache[i] = to_cache<T>(buf[i]);
   }
-  if (!is_q) head_v<T>(a, t, kh, slot, buf, lane);
-}
-
-constexpr int kMaxHeadsPerWarp = 5;
-
-// A warp's heads_per_warp heads of token t (heads h0 + j kWarps) at once, each step of
-// head_prologue taken for every head before the next step, so that the heads' latency chains
-// (the butterfly, inv_rms's divisions, the stores) overlap instead of running one after another.
-// Each head's arithmetic is head_prologue's, in its order: the same bits. The v part (k heads) is
-// head_prologue's own.
-template <typename T>
-__device__ __forceinline__ void heads_prologue(const PrologueArgs& a, int64_t t, int h0,
-                                               float* bufs, const float* cos_t, const float* sin_t,
-                                               int lane) {
-  const int half = a.n_rot / 2, hd = a.head_dim, hpw = a.heads_per_warp;
-  const int n_all = a.n_heads + a.n_kv_heads, n_chunks = (hd + 3) / 4;
-  const int64_t kv_row = int64_t{a.n_kv_heads} * hd;
-  const int32_t slot = a.slots[t];
-  float* row[kMaxHeadsPerWarp];
-  T* cache[kMaxHeadsPerWarp];
-  const float* w[kMaxHeadsPerWarp];
-  bool live[kMaxHeadsPerWarp];
-#pragma unroll
-  for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-    const int h = h0 + j * kWarps, kh = h - a.n_heads;
-    const bool is_q = h < a.n_heads;
-    live[j] = j < hpw && h < n_all;
-    row[j] = is_q ? a.q + (t * a.n_heads + h) * hd : a.k + t * kv_row + int64_t{kh} * hd;
-    cache[j] = !is_q && slot >= 0
-                   ? static_cast<T*>(a.k_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd
-                   : nullptr;
-    w[j] = is_q ? a.q_norm : a.k_norm;
+  if (is_q) return;
+  // v normed in place for every token, padding included, so its buffer ends as rms_norm leaves it.
+  float* v = a.v + t * kv_row + int64_t{kh} * hd;
+  const float* v_out = v;
+  if (a.v_norm) {
+    __syncwarp();  // every lane has read k from buf
+    for (int i = lane; i < hd; i += 32) buf[i] = v[i];
+    __syncwarp();  // head_norm reads the lanes' elements in chunks
+    head_norm(buf, a.v_norm, hd, a.eps, lane);
+    for (int i = lane; i < hd; i += 32) v[i] = buf[i];
+    v_out = buf;
   }
-  // head_norm, head by head within each step.
-  float total[kMaxHeadsPerWarp], inv[kMaxHeadsPerWarp];
-#pragma unroll
-  for (int j = 0; j < kMaxHeadsPerWarp; ++j) total[j] = 0.0f;
-  for (int c0 = 0; c0 < n_chunks; c0 += 32) {  // one warp of the norm kernel
-    const int c = c0 + lane;
-    const int n = c < n_chunks ? min(4, hd - 4 * c) : 0;
-#pragma unroll
-    for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-      if (!live[j] || !w[j]) continue;  // the same for every lane of the warp
-      float v[4];
-      for (int e = 0; e < n; ++e) v[e] = bufs[j * hd + 4 * c + e];
-      total[j] += detail::warp_butterfly_sum(detail::add_squares(0.0f, v, n));
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kMaxHeadsPerWarp; ++j) inv[j] = detail::inv_rms(total[j], hd, a.eps);
-  __syncwarp();  // every lane has read its chunks before any is overwritten
-  for (int i = lane; i < hd; i += 32) {
-#pragma unroll
-    for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-      if (live[j] && w[j]) bufs[j * hd + i] = detail::norm_out(bufs[j * hd + i], inv[j], w[j], i);
-    }
-  }
-  __syncwarp();
-  for (int i = lane; i < half; i += 32) {
-    const int2 d = detail::rope_pair(i, half, a.neox);
-    const float cs = cos_t[i], sn = sin_t[i];
-#pragma unroll
-    for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-      if (!live[j]) continue;
-      const float2 r = detail::rope_rotate(bufs[j * hd + d.x], bufs[j * hd + d.y], cs, sn);
-      row[j][d.x] = r.x;
-      row[j][d.y] = r.y;
-      if (cache[j]) {
-        cache[j][d.x] = to_cache<T>(r.x);
-        cache[j][d.y] = to_cache<T>(r.y);
-      }
-    }
-  }
-  for (int i = a.n_rot + lane; i < hd; i += 32) {  // past the rotated dims: the norm alone
-#pragma unroll
-    for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-      if (!live[j]) continue;
-      row[j][i] = bufs[j * hd + i];
-      if (cache[j]) cache[j][i] = to_cache<T>(bufs[j * hd + i]);
-    }
-  }
-  // The k heads' v: head_prologue's v part, one head after another.
-#pragma unroll
-  for (int j = 0; j < kMaxHeadsPerWarp; ++j) {
-    const int h = h0 + j * kWarps;
-    if (!live[j] || h < a.n_heads) continue;
-    head_v<T>(a, t, h - a.n_heads, slot, bufs + j * hd, lane);
-  }
+  if (!cache) return;  // a padding token: nothing to store
+  T* v_cache = static_cast<T*>(a.v_cache) + int64_t{slot} * kv_row + int64_t{kh} * hd;
+  for (int i = lane; i < hd; i += 32) v_cache[i] = to_cache<T>(v_out[i]);
 }
 
 // Block (t, y): token t; warp w takes heads (y * heads_per_warp + j) * kWarps + w of q then k for
@@ -285,10 +189,10 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
   detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
   if (a.vec) asm volatile("cp.async.wait_all;\n" ::: "memory");
   __syncthreads();  // the table, and each warp's rows (its lanes' copies)
-  if (hpw == 1) {
-    if (h0 < n_all) head_prologue<T>(a, t, h0, bufs, cos_t, sin_t, lane);
-  } else {
-    heads_prologue<T>(a, t, h0, bufs, cos_t, sin_t, lane);
+  for (int j = 0; j < hpw; ++j) {
+    const int h = h0 + j * kWarps;
+    if (h >= n_all) return;
+    head_prologue<T>(a, t, h, bufs + j * hd, cos_t, sin_t, lane);
   }
 }
 
@@ -298,8 +202,7 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
 int heads_per_warp(int64_t n_tokens, int n_all, int hd) {
   static const bool several = env_switch("MEMRA_PROLOGUE_HEADS", true);
   if (!several) return 1;
-  const int most =
-      std::clamp((32 << 10) / (kWarps * hd * static_cast<int>(sizeof(float))), 1, kMaxHeadsPerWarp);
+  const int most = std::max(1, (32 << 10) / (kWarps * hd * static_cast<int>(sizeof(float))));
   const int64_t by_tokens = std::max<int64_t>(1, n_tokens / 64);
   return static_cast<int>(
       std::min<int64_t>({by_tokens, int64_t{(n_all + kWarps - 1) / kWarps}, int64_t{most}}));

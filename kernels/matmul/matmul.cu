@@ -181,55 +181,6 @@ __global__ void __launch_bounds__(kXThreads)
 }
 static_assert(kXpGroupRows * kXpGroupGroups == kXThreads, "a block is 8 rows x 32 groups");
 
-// The same in one launch (MEMRA_XP_FUSED, on by default): a block takes 8 rows over their whole
-// width, thread t the groups t / 8 + 32 j of row t % 8, first for the row's largest |x| (gathered
-// over the lanes and warps of the row: max is exact in any order, NaN ignored by fmaxf as in
-// xp_row_max_kernel), then converting them with the same steps (group_to_f16, row_shift). The
-// second pass reads the rows again, from L1 or L2; what it saves is the launch boundary between
-// the two kernels, where the groups waited for the whole row-max grid to finish.
-__global__ void __launch_bounds__(kXThreads)
-    xp_rows_kernel(const float* __restrict__ x, int n_in, int n_rows, uint16_t* __restrict__ xp,
-                   float* __restrict__ xsum, int xsum_stride, float* __restrict__ xinv) {
-  detail::wait_for_inputs();
-  __shared__ float warp_max[kXThreads / 32][kXpGroupRows];
-  const int t = static_cast<int>(threadIdx.x), r = t % kXpGroupRows, lane = t % 32;
-  const int row = static_cast<int>(blockIdx.x) * kXpGroupRows + r;
-  const bool live = row < n_rows;
-  const float4* src = reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in);
-  float m = 0.0f;
-  if (live) {
-    for (int g = t / kXpGroupRows; g < xsum_stride; g += kXpGroupGroups) {
-      const int n4 = min(32, n_in - 32 * g) / 4;
-      if (n4 == 8) {
-#pragma unroll
-        for (int v = 0; v < 8; ++v) {
-          const float4 f = __ldg(src + 8 * g + v);
-          m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-        }
-      } else {
-        for (int v = 0; v < n4; ++v) {
-          const float4 f = __ldg(src + 8 * g + v);
-          m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-        }
-      }
-    }
-  }
-  // Lanes r, r + 8, r + 16, r + 24 of a warp hold row r's parts.
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-  if (lane < kXpGroupRows) warp_max[t / 32][lane] = m;
-  __syncthreads();
-  if (!live) return;
-  float row_max = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kXThreads / 32; ++w) row_max = fmaxf(row_max, warp_max[w][r]);
-  const int shift = row_shift(row_max);
-  if (t < kXpGroupRows) xinv[row] = ldexpf(1.0f, -shift);
-  const float scale = ldexpf(1.0f, shift);
-  for (int g = t / kXpGroupRows; g < xsum_stride; g += kXpGroupGroups)
-    group_to_f16<true>(src, scale, row, g, n_in, nullptr, xp, xsum, xsum_stride);
-}
-
 // rms_norm / add_rms_norm of a row (norm_row.cuh: the norm kernel's own steps) and then the f16
 // form of y as x_to_f16 makes it: the largest |y| is gathered as y is written, and after a
 // barrier the block reads its own y back (plain loads: it wrote them in this launch).
@@ -622,20 +573,9 @@ bool xp_groups_enabled() {
   static const bool enabled = env_switch("MEMRA_XP_GROUPS", true);
   return enabled;
 }
-// xp_rows_kernel's one launch instead of xp_row_max_kernel + xp_groups_kernel: on by default,
-// MEMRA_XP_FUSED=0 for the A/B (the same bits).
-bool xp_fused_enabled() {
-  static const bool enabled = env_switch("MEMRA_XP_FUSED", true);
-  return enabled;
-}
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
                       float* xsum, int xsum_stride, float* xinv, float* xmax) {
   const auto rows = static_cast<unsigned>(n_rows);
-  if (xp_fused_enabled()) {
-    detail::launch(xp_rows_kernel, (rows + kXpGroupRows - 1) / kXpGroupRows, kXThreads, 0, stream,
-                   x, n_in, n_rows, xp, xsum, xsum_stride, xinv);
-    return;
-  }
   detail::launch(xp_row_max_kernel, (rows + kXThreads / 32 - 1) / (kXThreads / 32), kXThreads, 0,
                  stream, x, n_in, n_rows, xmax);
   const dim3 grid((rows + kXpGroupRows - 1) / kXpGroupRows,
