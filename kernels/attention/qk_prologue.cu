@@ -152,8 +152,9 @@ __device__ __forceinline__ void head_prologue(const PrologueArgs& a, int64_t t, 
 // j < heads_per_warp (a k head's warp also norms and stores that head's v). A decode step's few
 // tokens take one head a warp, so that its heads run on many SMs; a prompt's take several, so
 // that the token's angle table is computed once for all its heads and every row of a warp is
-// copied at once (26.6 us at 512 tokens of the 8B with one head a warp, 22% of the copy rate:
-// PERFORMANCE.md, thirty-sixth round). Dynamic shared memory: the token's cos and sin table (n_rot
+// copied at once (the 8B's heads, measured: 512 tokens 26.4 -> 23.9 us, 2,048 92.6 -> 57.5; what
+// holds the 512-token launch at ~24 us in every form tried is not yet found: PERFORMANCE.md,
+// thirty-sixth round). Dynamic shared memory: the token's cos and sin table (n_rot
 // floats), then heads_per_warp rows of head_dim a warp. Each warp starts its rows' copies, its
 // cache slot's load, and (into L1) its norm weight and v rows before the table is computed, so
 // those latencies overlap.
