@@ -28,6 +28,7 @@
 
 #include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
+#include "kernels/cp_async.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 
@@ -168,13 +169,6 @@ struct AttnConfig {
   static_assert(D % kSegElems == 0 && kSegElems % 4 == 0, "whole segments, four chains");
 };
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
 // Waits until at most n of this thread's cp.async groups are pending (n < kMaxStages).
 __device__ __forceinline__ void cp_async_wait(int n) {
   switch (n) {

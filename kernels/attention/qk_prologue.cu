@@ -17,6 +17,7 @@
 #include "core/env.h"
 #include "kernels/attention/cache_convert.cuh"
 #include "kernels/common.cuh"
+#include "kernels/cp_async.cuh"
 #include "kernels/elementwise/norm_math.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
@@ -92,11 +93,7 @@ __device__ __forceinline__ void prefetch_head(const float* p, int n, int lane) {
 // flight at once; else element by element.
 __device__ __forceinline__ void copy_row(float* buf, const float* row, int hd, bool vec, int lane) {
   if (vec) {
-    for (int c = lane; c < hd / 4; c += 32)
-      asm volatile(
-          "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(detail::smem_addr(buf + 4 * c)),
-          "l"(row + 4 * c)
-          : "memory");
+    for (int c = lane; c < hd / 4; c += 32) detail::cp_async16(buf + 4 * c, row + 4 * c);
   } else {
     for (int i = lane; i < hd; i += 32) buf[i] = row[i];
   }
@@ -186,9 +183,9 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
       prefetch_head(a.v_norm, hd, lane);
     }
   }
-  if (a.vec) asm volatile("cp.async.commit_group;\n" ::: "memory");
+  if (a.vec) detail::cp_async_commit();
   detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
-  if (a.vec) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  if (a.vec) detail::cp_async_wait_all();
   __syncthreads();  // the table, and each warp's rows (its lanes' copies)
   for (int j = 0; j < hpw; ++j) {
     const int h = h0 + j * kWarps;

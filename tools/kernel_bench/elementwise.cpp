@@ -1,7 +1,7 @@
 // memra-kernel-bench's prompt-step elementwise timings: the kernels of a prefill step beside the
 // products and attention (x's f16 preparation, the norms, the gated activation, the attention
-// prologue's q/k norms, rope and cache write) at Qwen3-8B's
-// widths for 512 and 2,048 tokens, each against the bytes it must move at the copy rate. Why: a
+// prologue's q/k norms, rope and cache write) at Qwen3-8B's widths for 512 and 2,048 tokens, each
+// against the bytes it must move at the copy rate. Why: a
 // serialized Nsight Compute table of a 512-token step gave them ~25% of its kernel time
 // (PERFORMANCE.md, thirty-fourth round), where their bytes are a few us each; timed here in a
 // burst (bench.h), at the clocks a step runs them at. The inputs stay L2-resident between calls,
