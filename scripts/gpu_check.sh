@@ -23,9 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-sixth round's final check: the attention prologue with several heads
-#               a warp (MEMRA_PROLOGUE_HEADS) each way: its kernel-check cases and teeth,
-#               elementwise rows, the 8B figures, TTFT (~3 min; not part of full)
+#     ab        the thirty-sixth round's measurement in progress: where qk_prologue's warps
+#               wait (Nsight Compute's source counters), the elementwise rows (~1 min; not part
+#               of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -360,27 +360,14 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-sixth round's final check, after `quick`: the attention prologue with several heads
-  # a warp over 64 tokens (qk_prologue.cu; MEMRA_PROLOGUE_HEADS=0 keeps one head a warp) against
-  # one head a warp: its kernel-check cases each way and their teeth, its elementwise rows, the 8B
-  # prefill and decode figures each way, and the server's TTFT. The round's earlier calls:
-  # receipts/2026-12-04-gpu-check-ab-r36-{measure,prologue-heads,interleaved-xp-fused}-run.log.xz
-  # (the last measured the heads' steps interleaved, no faster, and x's wgmma form in one launch,
-  # 17-20% slower prefill: both removed).
-  for f in one:MEMRA_PROLOGUE_HEADS=0 several:MEMRA_PROLOGUE_HEADS=1; do
-    kcheck "kernel-check-prologue-${f%%:*}" 120 "${f#*:}" --filter qk_prologue
-    step "kernel-bench-elementwise-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-      --elementwise --json "$RECEIPTS/$DAY-kernel-bench-elementwise-${f%%:*}.json"
-  done
-  kcheck kernel-check-prologue-teeth 120 --filter qk_prologue --teeth
-  for f in one-head:MEMRA_PROLOGUE_HEADS=0 several-heads:MEMRA_PROLOGUE_HEADS=1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
-  done
-  step server-ttft-qwen3-8b-q4_k_m 300 python3 scripts/server_ttft.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --device cuda \
-    --json "$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json"
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-server-ttft-qwen3-8b-q4_k_m.json")
+  # The thirty-sixth round: where qk_prologue's warps wait at 512 tokens (the SASS lines with the
+  # most stall samples; every form tried took ~24 us, PERFORMANCE.md item 4), the elementwise rows.
+  # The round's earlier calls: receipts/2026-12-04-gpu-check-ab-r36-{measure,prologue-heads,
+  # interleaved-xp-fused,final-check}-run.log.xz.
+  step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
+  step source-qk-prologue-512 180 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+    --detail qk_prologue_kernel --skip 20 --count 1 --source 40 --bench-args=--elementwise
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

@@ -34,6 +34,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 
 def find_ncu():
@@ -106,7 +107,13 @@ def main():
                     help="with --detail: Nsight Compute flushes the caches before each profiled "
                          "kernel (--cache-control all) instead of leaving them as the run left "
                          "them: the kernel with its inputs cold, as a step reads its weights")
+    ap.add_argument("--source", type=int, default=0, metavar="N",
+                    help="with --detail: also the N SASS instructions where Nsight Compute's warp "
+                         "sampling found warps stalled most, with their largest stall reasons "
+                         "(the SourceCounters section, read back from a saved report)")
     args = ap.parse_args()
+    if args.source and not args.detail:
+        ap.error("--source needs --detail")
     if args.kernel_bench and not args.detail:
         ap.error("--kernel-bench needs --detail")
     if not args.kernel_bench and not args.model:
@@ -133,6 +140,10 @@ def main():
                              "membar", "branch_resolving", "drain", "imc_miss", "tex_throttle")
                    ] + extra),
                *target, *args.bench_args.split()]
+        report = None
+        if args.source:
+            report = os.path.join(tempfile.mkdtemp(), "detail")
+            cmd[1:1] = ["--section", "SourceCounters", "--export", report]
         print("$", " ".join(cmd), flush=True)
         out = subprocess.run(cmd, capture_output=True, text=True)
         keep = [l for l in out.stdout.splitlines() if not l.startswith("==PROF==")]
@@ -140,6 +151,8 @@ def main():
         if out.returncode != 0:
             print(out.stderr[-3000:])
             sys.exit(out.returncode)
+        if report:
+            print_source_top(report + ".ncu-rep", args.source)
         return
     cmd = [find_ncu(), "--csv", "--clock-control", "none", "--cache-control", "none",
            "--metrics", "gpu__time_duration.sum",
@@ -193,6 +206,43 @@ def main():
     for name, us in total.most_common():
         print(f"{name:90s} {count[name]:8d} {us / steps:9.1f} {us / count[name]:9.2f} "
               f"{100 * us / window:5.1f}%")
+
+def print_source_top(report, n):
+    """The n SASS instructions of a saved report with the most warp-stall samples (all samples),
+    each with its three largest stall-reason columns."""
+    cmd = [find_ncu(), "--import", report, "--page", "source", "--csv", "--print-source", "sass"]
+    print("$", " ".join(cmd), flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"')), None)
+    if out.returncode != 0 or start is None:
+        print(out.stdout[-2000:], out.stderr[-2000:], sep="\n")
+        sys.exit("gpu_profile: no source page in the report")
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+    if not rows:
+        sys.exit("gpu_profile: the source page has no rows")
+    cols = list(rows[0].keys())
+    total_col = next((c for c in cols if "Warp Stall Sampling (All" in c), None)
+    if total_col is None:
+        sys.exit(f"gpu_profile: no warp-sampling column among {cols}")
+
+    def num(v):
+        try:
+            return float(str(v).replace(",", ""))
+        except ValueError:
+            return 0.0
+
+    reasons = [c for c in cols
+               if c != total_col and "Not-issued" not in c and ("stall" in c.lower())]
+    total = sum(num(r[total_col]) for r in rows)
+    print(f"{len(rows)} instructions, {total:.0f} warp samples; the {n} with the most:")
+    src = next((c for c in cols if c.lower() == "source"), cols[1])
+    addr = next((c for c in cols if "Address" in c), cols[0])
+    for r in sorted(rows, key=lambda r: -num(r[total_col]))[:n]:
+        top = sorted(((num(r[c]), c) for c in reasons), reverse=True)[:3]
+        why = ", ".join(f"{c} {v:.0f}" for v, c in top if v > 0)
+        print(f"{r[addr]:>8s} {100 * num(r[total_col]) / max(total, 1):5.1f}%  "
+              f"{r[src].strip()[:70]:70s}  {why}")
 
 if __name__ == "__main__":
     main()
