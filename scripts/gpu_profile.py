@@ -214,17 +214,17 @@ def print_source_top(report, n):
     print("$", " ".join(cmd), flush=True)
     out = subprocess.run(cmd, capture_output=True, text=True)
     lines = out.stdout.splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith('"')), None)
+    # The header: the first line naming the warp-sampling column (a preamble may come before it).
+    start = next((i for i, l in enumerate(lines) if "Warp Stall Sampling (All" in l), None)
     if out.returncode != 0 or start is None:
-        print(out.stdout[-2000:], out.stderr[-2000:], sep="\n")
-        sys.exit("gpu_profile: no source page in the report")
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+        print("\n".join(lines[:5]), out.stdout[-2000:], out.stderr[-2000:], sep="\n")
+        sys.exit("gpu_profile: no source page with warp sampling in the report")
+    rows = [{k: v for k, v in r.items() if k is not None}
+            for r in csv.DictReader(io.StringIO("\n".join(lines[start:])))]
     if not rows:
         sys.exit("gpu_profile: the source page has no rows")
     cols = list(rows[0].keys())
-    total_col = next((c for c in cols if "Warp Stall Sampling (All" in c), None)
-    if total_col is None:
-        sys.exit(f"gpu_profile: no warp-sampling column among {cols}")
+    total_col = next(c for c in cols if "Warp Stall Sampling (All" in c)
 
     def num(v):
         try:
@@ -234,15 +234,15 @@ def print_source_top(report, n):
 
     reasons = [c for c in cols
                if c != total_col and "Not-issued" not in c and ("stall" in c.lower())]
-    total = sum(num(r[total_col]) for r in rows)
+    total = sum(num(r.get(total_col)) for r in rows)
     print(f"{len(rows)} instructions, {total:.0f} warp samples; the {n} with the most:")
     src = next((c for c in cols if c.lower() == "source"), cols[1])
     addr = next((c for c in cols if "Address" in c), cols[0])
-    for r in sorted(rows, key=lambda r: -num(r[total_col]))[:n]:
-        top = sorted(((num(r[c]), c) for c in reasons), reverse=True)[:3]
+    for r in sorted(rows, key=lambda r: -num(r.get(total_col)))[:n]:
+        top = sorted(((num(r.get(c)), c) for c in reasons), reverse=True)[:3]
         why = ", ".join(f"{c} {v:.0f}" for v, c in top if v > 0)
-        print(f"{r[addr]:>8s} {100 * num(r[total_col]) / max(total, 1):5.1f}%  "
-              f"{r[src].strip()[:70]:70s}  {why}")
+        print(f"{str(r.get(addr)):>8s} {100 * num(r.get(total_col)) / max(total, 1):5.1f}%  "
+              f"{str(r.get(src)).strip()[:70]:70s}  {why}")
 
 if __name__ == "__main__":
     main()
