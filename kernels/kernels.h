@@ -334,9 +334,21 @@ void kv_store(const PagedKv& kv, const StepDev& step, const float* k, const floa
 // that order: q: [n_tokens x n_heads x head_dim], k and v: [n_tokens x n_kv_heads x head_dim]
 // normed (where q_norm / k_norm / v_norm, [head_dim], are not null) and q, k rotated, in place; k
 // and v (packed rows) written to the step's slots. head_dim <= 1024.
+// angle_table: the step's angles for inv_freq (qk_angle_table), or null to compute them in the
+// launch; the same values either way.
 void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
                  const float* q_norm, const float* k_norm, const float* v_norm, float eps,
-                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream);
+                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream,
+                 const float* angle_table = nullptr);
+
+// The rope angles of a step's tokens for one frequency table, as qk_prologue computes them for
+// every launch (cos and sin of position * inv_freq[i] in double, rounded to float): per token, the
+// n_rot / 2 cosines then the sines, rows qk_angle_table_floats(n_rot) floats apart. A step's
+// layers that share inv_freq share one table, so its double-precision sincos and the dependent
+// loads of the positions leave each prologue's critical path.
+int64_t qk_angle_table_floats(int n_rot);
+void qk_angle_table(const StepDev& step, int n_rot, const double* inv_freq, float* table,
+                    cudaStream_t stream);
 
 // How attention() schedules the fixed-size key splits of a query. Both plans compute every
 // split's partial (max, sum of exp, weighted V) with the same code and merge the partials in

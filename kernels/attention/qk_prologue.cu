@@ -48,8 +48,9 @@ struct PrologueArgs {
   const double* inv_freq;
   void* k_cache;
   void* v_cache;
-  int heads_per_warp;  // heads of one token a warp takes (heads_per_warp())
-  bool vec;            // rows copied 16 bytes at a time (copy_row)
+  const float* angle_table;  // the step's angles (qk_angle_table), or null: computed here
+  int heads_per_warp;        // heads of one token a warp takes (heads_per_warp())
+  bool vec;                  // rows copied 16 bytes at a time (copy_row)
 };
 
 // The angle table's floats, rounded up so that the rows after it start 16-byte aligned.
@@ -183,15 +184,31 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
       prefetch_head(a.v_norm, hd, lane);
     }
   }
-  if (a.vec) detail::cp_async_commit();
-  detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
-  if (a.vec) detail::cp_async_wait_all();
+  if (a.angle_table) {  // the token's row of angles, copied beside the rows
+    const float* angles = a.angle_table + t * table_floats(a.n_rot);
+    for (int c = threadIdx.x; c < table_floats(a.n_rot) / 4; c += kThreads)
+      detail::cp_async16(cos_t + 4 * c, angles + 4 * c);
+  }
+  if (a.vec || a.angle_table) detail::cp_async_commit();
+  if (!a.angle_table)
+    detail::rope_table(cos_t, sin_t, half, a.positions[t], a.inv_freq, threadIdx.x, kThreads);
+  if (a.vec || a.angle_table) detail::cp_async_wait_all();
   __syncthreads();  // the table, and each warp's rows (its lanes' copies)
   for (int j = 0; j < hpw; ++j) {
     const int h = h0 + j * kWarps;
     if (h >= n_all) return;
     head_prologue<T>(a, t, h, bufs + j * hd, cos_t, sin_t, lane);
   }
+}
+
+// qk_angle_table's rows: token t's cos then sin table, rope_table's values.
+__global__ void __launch_bounds__(kThreads)
+    qk_angle_table_kernel(const int32_t* positions, int n_rot, const double* inv_freq,
+                          float* table) {
+  detail::wait_for_inputs();
+  float* row = table + static_cast<int64_t>(blockIdx.x) * table_floats(n_rot);
+  detail::rope_table(row, row + n_rot / 2, n_rot / 2, positions[blockIdx.x], inv_freq, threadIdx.x,
+                     blockDim.x);
 }
 
 // Heads a warp takes (qk_prologue_kernel): one for each 64 tokens of the step (so one for decode
@@ -210,7 +227,8 @@ int heads_per_warp(int64_t n_tokens, int n_all, int hd) {
 
 void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, float* v, int n_heads,
                  const float* q_norm, const float* k_norm, const float* v_norm, float eps,
-                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream) {
+                 int n_rot, bool neox, const double* inv_freq, cudaStream_t stream,
+                 const float* angle_table) {
   detail::require_non_negative("qk_prologue", step.n_tokens, "token count");
   const int hd = kv.head_dim;
   if (n_heads <= 0 || kv.n_kv_heads <= 0 || hd <= 0 || hd > kMaxHeadDim)
@@ -226,16 +244,35 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, flo
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = hd % 4 == 0 && aligned(q) && aligned(k);
   const PrologueArgs a{
-      q,  k,     v,    q_norm,         k_norm,     v_norm,   eps,  n_heads, kv.n_kv_heads,
-      hd, n_rot, neox, step.positions, step.slots, inv_freq, kv.k, kv.v,    hpw,
-      vec};
+      q,   k,     v,    q_norm,         k_norm,     v_norm,   eps,  n_heads, kv.n_kv_heads,
+      hd,  n_rot, neox, step.positions, step.slots, inv_freq, kv.k, kv.v,    angle_table,
+      hpw, vec};
   const size_t smem = sizeof(float) * (static_cast<size_t>(table_floats(n_rot)) +
                                        size_t{kWarps} * static_cast<size_t>(hpw) * hd);
   const dim3 blocks(static_cast<unsigned>(step.n_tokens),
                     static_cast<unsigned>((n_all + kWarps * hpw - 1) / (kWarps * hpw)));
+  if (angle_table && reinterpret_cast<uintptr_t>(angle_table) % 16 != 0)
+    fail(ErrorCode::invalid_argument, "qk_prologue: the angle table must be 16-byte aligned");
   detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
     detail::launch(qk_prologue_kernel<decltype(tag)>, blocks, kThreads, smem, stream, a);
   });
+}
+
+int64_t qk_angle_table_floats(int n_rot) {
+  return table_floats(n_rot);
+}
+
+void qk_angle_table(const StepDev& step, int n_rot, const double* inv_freq, float* table,
+                    cudaStream_t stream) {
+  detail::require_non_negative("qk_angle_table", step.n_tokens, "token count");
+  if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > kMaxHeadDim)
+    fail(ErrorCode::invalid_argument, "qk_angle_table: n_rot {} must be even and in 2..{}", n_rot,
+         kMaxHeadDim);
+  if (step.n_tokens == 0) return;
+  // Threads a block: the table's half rounded up to a warp (at most kThreads, looping past it).
+  const int threads = std::min(kThreads, (n_rot / 2 + 31) / 32 * 32);
+  detail::launch(qk_angle_table_kernel, static_cast<unsigned>(step.n_tokens), threads, 0, stream,
+                 step.positions, n_rot, inv_freq, table);
 }
 
 }  // namespace memra::kernels

@@ -106,10 +106,24 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
       float* k = q + n * kHeads * kHeadDim;
       float* v = k + n * kKv;
       const double bytes = n * (8.0 * kHeads * kHeadDim + 8.0 * kKv + 4.0 * kKv + 4.0 * kKv);
+      const auto* inv_freq = static_cast<const double*>(dinv.data());
       time("qk_prologue f16", kHeads * kHeadDim + 2 * kKv, bytes, [&] {
         kernels::qk_prologue(kv, step, q, k, v, kHeads, wf, wf, nullptr, 1e-6f, kHeadDim, true,
-                             static_cast<const double*>(dinv.data()), stream.get());
+                             inv_freq, stream.get());
       });
+      // The same reading the step's angle table (made once a forward for every layer, so not
+      // timed here; its own row below).
+      cuda::DeviceBuffer angles(static_cast<size_t>(n * kernels::qk_angle_table_floats(kHeadDim)) *
+                                sizeof(float));
+      auto* table = static_cast<float*>(angles.data());
+      kernels::qk_angle_table(step, kHeadDim, inv_freq, table, stream.get());
+      time("qk_prologue f16 table", kHeads * kHeadDim + 2 * kKv,
+           bytes + n * kernels::qk_angle_table_floats(kHeadDim) * 4.0, [&] {
+             kernels::qk_prologue(kv, step, q, k, v, kHeads, wf, wf, nullptr, 1e-6f, kHeadDim, true,
+                                  inv_freq, stream.get(), table);
+           });
+      time("qk_angle_table", kHeadDim, n * kernels::qk_angle_table_floats(kHeadDim) * 4.0,
+           [&] { kernels::qk_angle_table(step, kHeadDim, inv_freq, table, stream.get()); });
     }
   }
   return rows;

@@ -74,34 +74,42 @@ void check_one(Context& ctx, DType dtype, int n_tokens, int n_heads, int n_kv_he
                 dfreq.get(), ctx.stream());
   kernels::kv_store(paged(pkc, pvc), step, pk.get(), pv.get(), kv_row, ctx.stream());
 
-  // The fused kernel.
-  Dev<float> fq(ctx, q), fk(ctx, k), fv(ctx, v);
-  Dev<T> fkc(n_slots * kv_row), fvc(n_slots * kv_row);
-  fkc.poison(ctx);
-  fvc.poison(ctx);
+  // The fused kernel, computing its angles and reading them from the step's angle table
+  // (kernels::qk_angle_table, as the CUDA backend runs it).
   const bool drop_v = ctx.teeth() && v_norm;
   const bool swap = ctx.teeth() && norms && !v_norm;
   const float* q_norm = norms ? (swap ? dkw.get() : dqw.get()) : nullptr;
   const float* k_norm = norms ? (swap ? dqw.get() : dkw.get()) : nullptr;
   const bool fused_neox = ctx.teeth() && !norms ? !neox : neox;
   const float* fused_v_norm = v_norm && !drop_v ? dvw.get() : nullptr;
-  kernels::qk_prologue(paged(fkc, fvc), step, fq.get(), fk.get(), fv.get(), n_heads, q_norm, k_norm,
-                       fused_v_norm, kEps, n_rot, fused_neox, dfreq.get(), ctx.stream());
-  ctx.sync();
-
-  const double mismatches = bit_mismatches(fq.download(ctx), pq.download(ctx)) +
-                            bit_mismatches(fk.download(ctx), pk.download(ctx)) +
-                            bit_mismatches(fv.download(ctx), pv.download(ctx)) +
-                            cache_mismatches(fkc.download(ctx), pkc.download(ctx)) +
-                            cache_mismatches(fvc.download(ctx), pvc.download(ctx));
-  ctx.add({"qk_prologue",
-           shape_str({n_tokens, n_heads, n_kv_heads, head_dim}) + " rot " + std::to_string(n_rot) +
-               (neox ? " neox" : " normal") + (norms ? " norms" : "") + (v_norm ? " +v" : ""),
-           std::string(dtype_name(dtype)), "bits", mismatches, 0.0,
-           !ctx.teeth() ? ""
-           : drop_v     ? "v norm dropped"
-           : norms      ? "q and k norm weights swapped"
-                        : "pair layout swapped"});
+  const std::vector<float> plain_q = pq.download(ctx), plain_k = pk.download(ctx),
+                           plain_v = pv.download(ctx);
+  const std::vector<T> plain_kc = pkc.download(ctx), plain_vc = pvc.download(ctx);
+  Dev<float> angles(static_cast<size_t>(n_tokens * kernels::qk_angle_table_floats(n_rot)));
+  kernels::qk_angle_table(step, n_rot, dfreq.get(), angles.get(), ctx.stream());
+  for (const bool with_table : {false, true}) {
+    Dev<float> fq(ctx, q), fk(ctx, k), fv(ctx, v);
+    Dev<T> fkc(n_slots * kv_row), fvc(n_slots * kv_row);
+    fkc.poison(ctx);
+    fvc.poison(ctx);
+    kernels::qk_prologue(paged(fkc, fvc), step, fq.get(), fk.get(), fv.get(), n_heads, q_norm,
+                         k_norm, fused_v_norm, kEps, n_rot, fused_neox, dfreq.get(), ctx.stream(),
+                         with_table ? angles.get() : nullptr);
+    ctx.sync();
+    const double mismatches =
+        bit_mismatches(fq.download(ctx), plain_q) + bit_mismatches(fk.download(ctx), plain_k) +
+        bit_mismatches(fv.download(ctx), plain_v) + cache_mismatches(fkc.download(ctx), plain_kc) +
+        cache_mismatches(fvc.download(ctx), plain_vc);
+    ctx.add({"qk_prologue",
+             shape_str({n_tokens, n_heads, n_kv_heads, head_dim}) + " rot " +
+                 std::to_string(n_rot) + (neox ? " neox" : " normal") + (norms ? " norms" : "") +
+                 (v_norm ? " +v" : "") + (with_table ? " angle table" : ""),
+             std::string(dtype_name(dtype)), "bits", mismatches, 0.0,
+             !ctx.teeth() ? ""
+             : drop_v     ? "v norm dropped"
+             : norms      ? "q and k norm weights swapped"
+                          : "pair layout swapped"});
+  }
 }
 
 }  // namespace

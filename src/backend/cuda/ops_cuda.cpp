@@ -234,9 +234,10 @@ class CudaOps final : public Ops {
     if (n_tokens != step_.n_tokens)
       fail(ErrorCode::invalid_argument, "qk_norm_rope_store: {} tokens in a step of {}", n_tokens,
            step_.n_tokens);
+    const double* freq = inv_freq(params);
     kernels::qk_prologue(paged(kv), step_, q, k, v, n_heads, q_norm, k_norm, v_norm, eps,
-                         params.n_rot, params.layout == RopeLayout::neox, inv_freq(params),
-                         stream());
+                         params.n_rot, params.layout == RopeLayout::neox, freq, stream(),
+                         angle_table(freq, params.n_rot));
     launched("qk_prologue");
   }
   bool attention_head_dim_supported(int head_dim, DType cache) const override {
@@ -538,6 +539,33 @@ class CudaOps final : public Ops {
            host.name, beyond);
   }
 
+  // The rope angles of this forward's tokens for one frequency table (kernels::qk_angle_table),
+  // made by the first prologue of a forward that uses it and read by the rest, so that no layer's
+  // prologue waits for its own double-precision sincos. A forward is counted from step_begin and
+  // from each run of graph_run's forward (its eager run and its recording: a recorded graph makes
+  // its tables itself on every replay). MEMRA_ANGLE_TABLE=0: each prologue computes its angles
+  // (the A/B; the same values).
+  struct AngleTable {
+    Buffer buffer;
+    int64_t made_in = -1;  // forward_ when made
+  };
+  std::map<std::pair<const double*, int>, AngleTable> angle_tables_;
+  int64_t forward_ = 0;
+  bool angle_table_ = env_switch("MEMRA_ANGLE_TABLE", true);
+  const float* angle_table(const double* freq, int n_rot) {
+    if (!angle_table_) return nullptr;
+    AngleTable& t = angle_tables_[{freq, n_rot}];
+    const auto bytes =
+        static_cast<size_t>(step_.n_tokens * kernels::qk_angle_table_floats(n_rot)) * sizeof(float);
+    auto* table = static_cast<float*>(grow(t.buffer, std::max<size_t>(bytes, 16)));
+    if (t.made_in != forward_) {
+      kernels::qk_angle_table(step_, n_rot, freq, table, stream());
+      launched("qk_angle_table");
+      t.made_in = forward_;
+    }
+    return table;
+  }
+
   // Device copies of rope frequency tables, by content (a model's two tables stay for its life).
   const double* inv_freq(const RopeParams& params) {
     auto it = rope_tables_.find(params.inv_freq);
@@ -674,11 +702,15 @@ void CudaOps::graph_run(const GraphKey& key, const std::function<void()>& forwar
   bind();
   const auto it = graphs_.find(key);
   if (it == graphs_.end()) {
+    ++forward_;
     forward();  // this step's result, eagerly; it also grows every buffer the recording reads
     graphs_.emplace(key, record(key, forward));
     return;
   }
-  if (!it->second) return forward();
+  if (!it->second) {
+    ++forward_;
+    return forward();
+  }
   launched("graph replay", cudaGraphLaunch(it->second, stream()));
   ++graph_stats_.replays;
 }
@@ -697,6 +729,7 @@ cudaGraphExec_t CudaOps::record(const GraphKey& key, const std::function<void()>
     why = fmt_error("cudaStreamBeginCapture", st);
   } else {
     capturing_ = true;
+    ++forward_;  // the recording makes its own tables
     try {
       forward();
     } catch (const std::exception& e) {
@@ -731,6 +764,7 @@ void CudaOps::step_begin(const StepLayout& step) {
   if (!broken_.empty()) fail(ErrorCode::internal, "the GPU is unusable after: {}", broken_);
   bind();
   host_step_ = step;
+  ++forward_;
   // Tokens are grouped by sequence in order (step_layout_build): sequence s spans
   // [seq_begin_[s], seq_begin_[s + 1]).
   const int32_t n_seqs = step.n_seqs();
