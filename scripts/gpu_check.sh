@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-sixth round's A/B: the step's rope angles made once a forward
-#               (MEMRA_ANGLE_TABLE): kernel-check's prologue cases + teeth, invariance tests,
-#               the fixtures' model gate, elementwise rows, 8B and 0.6B figures each way (~5 min;
-#               not part of full)
+#     ab        the thirty-seventh round's A/B: x's wgmma form at prompt steps, the rows'
+#               largest |x| by blocks (MEMRA_XP_ROW_MAX) and from the norms (MEMRA_NORM_ROW_MAX):
+#               kernel-check's matrix cases each way + teeth, invariance tests, the fixtures'
+#               model gate, elementwise rows, 8B prefill figures three ways (~6 min; not part of
+#               full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -361,16 +362,15 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-sixth round: the step's rope angles made once a forward (qk_angle_table) and read
-  # by every layer's prologue (MEMRA_ANGLE_TABLE=0: each prologue computes them). Nsight's source
-  # counters had the 512-token prologue's warps waiting at its barrier for the angles' dependent
-  # loads and double-precision sincos (-ab-r36-source-). kernel-check's prologue cases (each
-  # with and without the table) + teeth, the invariance tests and graph replay, the fixtures'
-  # model gate, the elementwise rows, the 8B and 0.6B figures each way. The round's earlier calls:
-  # receipts/2026-12-04-gpu-check-ab-r36-{measure,prologue-heads,interleaved-xp-fused,
-  # final-check,source}-run.log.xz.
-  kcheck kernel-check-prologue 120 --filter qk_prologue
-  kcheck kernel-check-prologue-teeth 120 --filter qk_prologue --teeth
+  # The thirty-seventh round: x's wgmma form at prompt steps. The rows' largest |x| by a block a
+  # row instead of a warp (MEMRA_XP_ROW_MAX=warp: before), and the norms feeding q/k/v and gate/up
+  # writing them themselves so the products make x's form in one launch (MEMRA_NORM_ROW_MAX=0:
+  # before). kernel-check's matrix cases (the new "norm row-max" rows among them) with each form
+  # + teeth, the invariance tests and graph replay (chunked vs whole prompts), the fixtures'
+  # model gate, the elementwise rows, 8B prefill figures three ways, the 8B decode figure.
+  kcheck kernel-check-matmul 240 --filter matmul
+  kcheck kernel-check-matmul-warp-max 240 MEMRA_XP_ROW_MAX=warp --filter matmul
+  kcheck kernel-check-matmul-teeth 240 --filter matmul --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
   step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
@@ -378,10 +378,10 @@ if [ "$MODE" = ab ]; then
     tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
   step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  for f in in-launch:MEMRA_ANGLE_TABLE=0 angle-table:MEMRA_ANGLE_TABLE=1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 64 -c 1
+  for f in warp-max:MEMRA_XP_ROW_MAX=warp,MEMRA_NORM_ROW_MAX=0 block-max:MEMRA_NORM_ROW_MAX=0 \
+    norm-max:MEMRA_NORM_ROW_MAX=1; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
-    bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then

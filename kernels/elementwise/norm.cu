@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/prepare_x.cuh"
+#include "kernels/row_max.h"
 
 namespace memra::kernels {
 
@@ -24,17 +25,29 @@ using detail::RowStage;
 using detail::with_row_regs;
 using matmul_detail::PreparedRows;
 
-template <int kN>
+static_assert(matmul_detail::kXThreads == kNormThreads, "block_max's shape is the norm's");
+// kRowMax: also each row's largest |y| to ymax[row] (rms_norm_row_max), the maximum norm_row
+// finds as it writes y, gathered over the block.
+template <int kN, bool kRowMax = false>
 __global__ void __launch_bounds__(kNormThreads)
-    rms_norm_kernel(float* x, const float* d, const float* w, int64_t dim, float eps, float* y) {
+    rms_norm_kernel(float* x, const float* d, const float* w, int64_t dim, float eps, float* y,
+                    float* ymax) {
   detail::wait_for_inputs();
   __shared__ float warp_sums[kNormWarps];
   const int64_t row = blockIdx.x;
+  float m;
   if constexpr (kN == 0) {
-    (void)detail::norm_row(x, d, w, dim, eps, y, row, warp_sums);
+    m = detail::norm_row(x, d, w, dim, eps, y, row, warp_sums);
   } else {
-    (void)detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
-                                    y + row * dim, nullptr, warp_sums);
+    m = detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
+                                  y + row * dim, nullptr, warp_sums);
+  }
+  if constexpr (kRowMax) {
+    __shared__ float warp_max[kNormWarps];
+    m = matmul_detail::block_max(m, warp_max);
+    if (threadIdx.x == 0) ymax[row] = m;
+  } else {
+    (void)m;
   }
 }
 
@@ -212,7 +225,8 @@ void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float
   // x is only read when d is null; the kernel takes float* to share the fused variant's code.
   with_row_regs(dim, {x, y, w}, [&](auto kn) {
     detail::launch(rms_norm_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
-                   kNormThreads, 0, stream, const_cast<float*>(x), nullptr, w, dim, eps, y);
+                   kNormThreads, 0, stream, const_cast<float*>(x), nullptr, w, dim, eps, y,
+                   nullptr);
   });
 }
 
@@ -223,7 +237,20 @@ void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int6
   if (d == nullptr) fail(ErrorCode::invalid_argument, "add_rms_norm: residual d is null");
   with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
     detail::launch(rms_norm_kernel<decltype(kn)::value>, static_cast<unsigned>(n_rows),
-                   kNormThreads, 0, stream, x, d, w, dim, eps, y);
+                   kNormThreads, 0, stream, x, d, w, dim, eps, y, nullptr);
+  });
+}
+
+void rms_norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                      float eps, float* y, void* scratch, cudaStream_t stream) {
+  check_norm_args("rms_norm_row_max", n_rows, dim);
+  if (!x || !y || !scratch || reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    fail(ErrorCode::invalid_argument, "rms_norm_row_max: x, y or scratch is null or unaligned");
+  if (n_rows == 0) return;
+  float* ymax = matmul_detail::scratch_row_max(scratch, n_rows, dim);
+  with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
+    detail::launch(rms_norm_kernel<decltype(kn)::value, true>, static_cast<unsigned>(n_rows),
+                   kNormThreads, 0, stream, x, d, w, dim, eps, y, ymax);
   });
 }
 

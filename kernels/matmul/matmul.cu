@@ -48,6 +48,7 @@
 #include "kernels/matmul/mma_util.cuh"
 #include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/tiled.cuh"
+#include "kernels/row_max.h"
 
 namespace memra::kernels {
 namespace {
@@ -163,6 +164,33 @@ __global__ void __launch_bounds__(kXThreads)
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   if (threadIdx.x % 32 == 0) xmax[row] = m;
+}
+// The same maxima with a block a row (xp_row_max_blocks): thread t reads float4s t, t + 256, ...,
+// kRowMaxLoads of them issued before any is used. Why: a warp a row makes 64 blocks of a
+// 512-token step (half the SMs) whose lanes walk 32 float4s each (96 at 12,288 wide) in dependent
+// rounds to memory; here 512 blocks take one round (three at 12,288).
+constexpr int kRowMaxLoads = 4;
+__global__ void __launch_bounds__(kXThreads)
+    xp_row_max_block_kernel(const float* __restrict__ x, int n_in, float* __restrict__ xmax) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kXThreads / 32];
+  const int64_t row = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(x + row * n_in);
+  const int n4 = n_in / 4;
+  float m = 0.0f;
+  for (int i0 = static_cast<int>(threadIdx.x); i0 < n4; i0 += kRowMaxLoads * kXThreads) {
+    float4 f[kRowMaxLoads];
+#pragma unroll
+    for (int u = 0; u < kRowMaxLoads; ++u) {
+      const int i = i0 + u * kXThreads;
+      f[u] = i < n4 ? __ldg(src + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < kRowMaxLoads; ++u)
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(f[u].x), fabsf(f[u].y)), fmaxf(fabsf(f[u].z), fabsf(f[u].w))));
+  }
+  m = block_max(m, warp_max);
+  if (threadIdx.x == 0) xmax[row] = m;
 }
 __global__ void __launch_bounds__(kXThreads)
     xp_groups_kernel(const float* __restrict__ x, int n_in, int n_rows,
@@ -573,22 +601,36 @@ bool xp_groups_enabled() {
   static const bool enabled = env_switch("MEMRA_XP_GROUPS", true);
   return enabled;
 }
+// MEMRA_XP_ROW_MAX=warp: the rows' largest |x| by a warp a row (the A/B of
+// xp_row_max_block_kernel; the same values).
+bool xp_row_max_blocks() {
+  static const bool blocks = env_choice("MEMRA_XP_ROW_MAX", {"warp", "block"}, 1) == 1;
+  return blocks;
+}
+// xmax_given: the rows' largest |x| are in xmax already (rms_norm_row_max wrote them).
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
-                      float* xsum, int xsum_stride, float* xinv, float* xmax) {
+                      float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given) {
   const auto rows = static_cast<unsigned>(n_rows);
-  detail::launch(xp_row_max_kernel, (rows + kXThreads / 32 - 1) / (kXThreads / 32), kXThreads, 0,
-                 stream, x, n_in, n_rows, xmax);
+  if (!xmax_given && xp_row_max_blocks()) {
+    detail::launch(xp_row_max_block_kernel, rows, kXThreads, 0, stream, x, n_in, xmax);
+  } else if (!xmax_given) {
+    detail::launch(xp_row_max_kernel, (rows + kXThreads / 32 - 1) / (kXThreads / 32), kXThreads, 0,
+                   stream, x, n_in, n_rows, xmax);
+  }
   const dim3 grid((rows + kXpGroupRows - 1) / kXpGroupRows,
                   static_cast<unsigned>((xsum_stride + kXpGroupGroups - 1) / kXpGroupGroups));
   detail::launch(xp_groups_kernel, grid, kXThreads, 0, stream, x, n_in, n_rows,
                  static_cast<const float*>(xmax), xp, xsum, xsum_stride, xinv);
 }
 
-}  // namespace
+// What the caller hands matmul_shared_x_impl besides x: nothing, x's prepared rows
+// (rms_norm_for_matmul), or its rows' largest |x| (rms_norm_row_max).
+enum class XGiven { none, prepared, row_max };
 
-void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared,
-                     const SideStream* side) {
+void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                          int64_t n_tokens, void* scratch, cudaStream_t stream, XGiven given,
+                          const SideStream* side) {
+  const bool x_prepared = given == XGiven::prepared;
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
@@ -610,7 +652,7 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
          n_tokens);
   if (any_wgmma && !any_mma && !x_prepared && xp_groups_enabled()) {
     launch_xp_groups(tokens, in, stream, x, xp, xsum, static_cast<int>(layout.xsum_stride), xinv,
-                     layout.xmax(scratch, n_tokens));
+                     layout.xmax(scratch, n_tokens), given == XGiven::row_max);
   } else if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                     static_cast<int>(layout.xsum_stride), xinv, nullptr);
@@ -673,7 +715,30 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
   }
 }
 
+}  // namespace
+
+void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                     int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared,
+                     const SideStream* side) {
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream,
+                       x_prepared ? XGiven::prepared : XGiven::none, side);
+}
+
+void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                             int64_t n_tokens, void* scratch, cudaStream_t stream,
+                             const SideStream* side) {
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, XGiven::row_max, side);
+}
+
+bool row_max_pays(int64_t n_rows) {
+  return n_rows > kDecodeTokens && xp_groups_enabled() && matmul_detail::prefill_wgmma_available();
+}
+
 namespace matmul_detail {
+
+float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {
+  return ScratchLayout(n_rows, dim).xmax(scratch, n_rows);
+}
 
 bool prefill_groups_enabled() {
   static const bool enabled = env_switch("MEMRA_WGMMA_PREFILL_GROUPS", true);

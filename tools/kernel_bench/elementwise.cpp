@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_runtime.h"
 #include "kernel_bench/bench.h"
 #include "kernels/kernels.h"
+#include "kernels/row_max.h"
 
 namespace memra::bench {
 namespace {
@@ -73,6 +74,11 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
          [&] { kernels::rms_norm(xf, wf, n, kDim, 1e-6f, yf, stream.get()); });
     time("add_rms_norm", kDim, n * kDim * 16.0,
          [&] { kernels::add_rms_norm(xf, df, wf, n, kDim, 1e-6f, yf, stream.get()); });
+    // The same writing each row's largest |y| for the products (kernels/row_max.h): what the norm
+    // pays for the launch it saves.
+    time("add_rms_norm row max", kDim, n * kDim * 16.0, [&] {
+      kernels::rms_norm_row_max(xf, df, wf, n, kDim, 1e-6f, yf, scratch.data(), stream.get());
+    });
     time("act_mul silu", kFf, n * kFf * 12.0, [&] {
       kernels::act_mul(kernels::Act::silu, xf, xf + kFf, n, kFf, 2 * kFf, yf, stream.get());
     });

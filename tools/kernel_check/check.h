@@ -134,6 +134,7 @@ void check_kv_store(Context& ctx);
 void check_qk_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
+void check_matmul_row_max(Context& ctx);  // check_matmul calls it
 void check_matmul_fast(Context& ctx);
 void check_sampling(Context& ctx);
 void check_sample_rows(Context& ctx);

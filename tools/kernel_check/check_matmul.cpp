@@ -562,6 +562,7 @@ void check_matmul(Context& ctx) {
   check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
                        {256, 64, 64, 40, 136});
   for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
+  check_matmul_row_max(ctx);
   check_tiled_model_shapes(ctx);
   // K 1,024 for the tiled kernels' token tiles and groups; K 4,096 for the cluster decode kernel,
   // which takes 17-32 tokens only from that K on (matmul_decode_cluster.cu).

@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
+#include "kernels/row_max.h"
 
 namespace memra::cuda {
 
@@ -149,8 +150,11 @@ class CudaOps final : public Ops {
     const kernels::MatmulOut out{w.dtype, data, n_out, y, n_out, layout};
     if (fast_matmul(&out, 1, n_in, x, n_tokens)) return;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    kernels::matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream(),
-                             prepared(x, n_tokens, n_in));
+    if (row_max_given(x, n_tokens, n_in))
+      kernels::matmul_shared_x_row_max(&out, 1, n_in, x, n_tokens, scratch, stream());
+    else
+      kernels::matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream(),
+                               prepared(x, n_tokens, n_in));
     launched("matmul");
   }
   void matmul_shared(std::span<const TensorView* const> ws, const float* x, int64_t n_tokens,
@@ -172,9 +176,13 @@ class CudaOps final : public Ops {
     }
     if (fast_matmul(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens)) return;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
-                             stream(), prepared(x, n_tokens, n_in),
-                             side_ && !capturing_ ? side_->get() : nullptr);
+    const kernels::SideStream* side = side_ && !capturing_ ? side_->get() : nullptr;
+    if (row_max_given(x, n_tokens, n_in))
+      kernels::matmul_shared_x_row_max(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens,
+                                       scratch, stream(), side);
+    else
+      kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
+                               stream(), prepared(x, n_tokens, n_in), side);
     launched("matmul");
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
@@ -187,12 +195,14 @@ class CudaOps final : public Ops {
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                 float* y) override {
     if (norm_for_matmul(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
+    if (norm_row_max(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
     kernels::rms_norm(x, w, n_rows, dim, eps, y, stream());
     launched("rms_norm");
   }
   void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                     float eps, float* y) override {
     if (norm_for_matmul(x, d, w, n_rows, dim, eps, y)) return;
+    if (norm_row_max(x, d, w, n_rows, dim, eps, y)) return;
     kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
     launched("add_rms_norm");
   }
@@ -650,6 +660,28 @@ class CudaOps final : public Ops {
   bool prepared(const float* x, int64_t n_tokens, int64_t n_in) const {
     return prepared_.y == x && prepared_.n_rows == n_tokens && prepared_.dim == n_in &&
            prepared_.at == n_launches_;
+  }
+  // A prefill step's norms write their rows' largest |y| to the matmul scratch too
+  // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
+  // launch instead of two. row_max_ says for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0
+  // turns it off (A/B; the same bits either way).
+  Prepared row_max_;
+  bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
+  bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                    float eps, float* y) {
+    // dim < 256: a per-head norm, which no matmul reads.
+    if (!norm_row_max_ || !kernels::row_max_pays(n_rows) || dim < 256 || dim % 16 != 0 ||
+        !aligned16(y))
+      return false;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+    kernels::rms_norm_row_max(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    launched(d ? "add_rms_norm" : "rms_norm");
+    row_max_ = {y, n_rows, dim, n_launches_};
+    return true;
+  }
+  bool row_max_given(const float* x, int64_t n_tokens, int64_t n_in) const {
+    return row_max_.y == x && row_max_.n_rows == n_tokens && row_max_.dim == n_in &&
+           row_max_.at == n_launches_;
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

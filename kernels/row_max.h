@@ -1,0 +1,42 @@
+// A prefill step's norm that hands the next products each row's largest |y|, so that x's wgmma
+// form (matmul.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups) is made
+// in one launch after it instead of two.
+//
+// Why: a prompt step prepares four product inputs a layer, each in two launches (thirty-sixth
+// round's table, 8B Q4_K_M at 512 tokens: xp_row_max 6.6 us and xp_groups 8.1 us a launch,
+// serialized). The norm that makes the q/k/v and gate/up inputs already finds each row's
+// largest |y| as it writes y (norm_row.cuh, for the decode steps' prepared rows), so for those
+// two the first pass is a block reduction in the norm. The largest |y| is exact in any order, so
+// the products' bits do not change (kernel-check compares them with the two-launch form).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace memra::kernels {
+
+// Whether an n_rows-token product over tiled weights takes x's wgmma form by token groups (the
+// steps past the decode kernels' 64 tokens on sm_90a): where handing it the row maxima pays.
+bool row_max_pays(int64_t n_rows);
+
+// rms_norm (d null) or add_rms_norm of n_rows rows, bit for bit those kernels' x and y, that also
+// writes each row's largest |y| where matmul_shared_x_row_max reads it in `scratch`
+// (matmul_scratch_bytes(n_rows, dim) bytes, 16-byte aligned).
+void rms_norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                      float eps, float* y, void* scratch, cudaStream_t stream);
+
+// matmul_shared_x for an x whose rows' largest |x| rms_norm_row_max wrote to `scratch` (and
+// nothing used the scratch since): x's wgmma form is made from them without its own pass. Where
+// the outputs need another form of x (any of them off the wgmma kernels), x is prepared as
+// matmul_shared_x does and the maxima are not read. The same bits as matmul_shared_x.
+void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                             int64_t n_tokens, void* scratch, cudaStream_t stream,
+                             const SideStream* side = nullptr);
+
+namespace matmul_detail {
+// Where the row maxima of n_rows x dim sit in a matmul scratch buffer (matmul.cu's layout).
+float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim);
+}  // namespace matmul_detail
+
+}  // namespace memra::kernels
