@@ -1,13 +1,14 @@
-// A prefill step's norm that hands the next products each row's largest |y|, so that x's wgmma
-// form (matmul.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups) is made
-// in one launch after it instead of two.
+// The kernels before a prompt step's products handing them each row's largest |x|, so that x's
+// wgmma form (matmul.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups) is
+// made in one launch after them instead of two.
 //
-// Why: a prompt step prepares four product inputs a layer, each in two launches (thirty-sixth
-// round's table, 8B Q4_K_M at 512 tokens: xp_row_max 6.6 us and xp_groups 8.1 us a launch,
-// serialized). The norm that makes the q/k/v and gate/up inputs already finds each row's
-// largest |y| as it writes y (norm_row.cuh, for the decode steps' prepared rows), so for those
-// two the first pass is a block reduction in the norm. The largest |y| is exact in any order, so
-// the products' bits do not change (kernel-check compares them with the two-launch form).
+// Why: a prompt step prepares four product inputs a layer, each in two launches. The norm that
+// makes the q/k/v and gate/up inputs already finds each row's largest |y| as it writes y
+// (norm_row.cuh, for the decode steps' prepared rows), and the gated activation that makes the
+// down projection's input can gather it as it writes; the maxima cost those kernels a block
+// reduction. The largest |x| is exact in any order, so the products' bits do not change
+// (kernel-check compares them with the two-launch form). Measured on the H200
+// (docs/PERFORMANCE.md, thirty-seventh round).
 #pragma once
 
 #include <cstdint>
@@ -26,10 +27,17 @@ bool row_max_pays(int64_t n_rows);
 void rms_norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                       float eps, float* y, void* scratch, cudaStream_t stream);
 
-// matmul_shared_x for an x whose rows' largest |x| rms_norm_row_max wrote to `scratch` (and
-// nothing used the scratch since): x's wgmma form is made from them without its own pass. Where
-// the outputs need another form of x (any of them off the wgmma kernels), x is prepared as
-// matmul_shared_x does and the maxima are not read. The same bits as matmul_shared_x.
+// act_mul(act, gate, up, n_rows, n_cols, ld_in = n_cols, out), bit for bit, that also writes each
+// row's largest |out| where matmul_shared_x_row_max reads it (the down projection's input). False,
+// with nothing launched, where the rows do not allow it (n_cols a multiple of 16, every pointer
+// 16-byte aligned): the caller runs act_mul instead.
+bool act_mul_row_max(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                     float* out, void* scratch, cudaStream_t stream);
+
+// matmul_shared_x for an x whose rows' largest |x| rms_norm_row_max or act_mul_row_max wrote to
+// `scratch` (and nothing used the scratch since): x's wgmma form is made from them without its own
+// pass. Where the outputs need another form of x (any of them off the wgmma kernels), x is prepared
+// as matmul_shared_x does and the maxima are not read. The same bits as matmul_shared_x.
 void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                              int64_t n_tokens, void* scratch, cudaStream_t stream,
                              const SideStream* side = nullptr);

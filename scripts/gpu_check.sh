@@ -23,11 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-seventh round's A/B: x's wgmma form at prompt steps, the rows'
-#               largest |x| by blocks (MEMRA_XP_ROW_MAX) and from the norms (MEMRA_NORM_ROW_MAX):
-#               kernel-check's matrix cases each way + teeth, invariance tests, the fixtures'
-#               model gate, elementwise rows, 8B prefill figures three ways (~6 min; not part of
-#               full)
+#     ab        the thirty-seventh round's A/B: the rows' largest |x| from the norms and the
+#               activation (MEMRA_NORM_ROW_MAX), the prologue's four-a-lane heads
+#               (MEMRA_PROLOGUE_FOUR): kernel-check's matrix and prologue cases + teeth,
+#               invariance tests, the fixtures' model gate, elementwise rows, 8B and 0.6B figures
+#               three ways (~7 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -362,15 +362,19 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-seventh round: x's wgmma form at prompt steps. The rows' largest |x| by a block a
-  # row instead of a warp (MEMRA_XP_ROW_MAX=warp: before), and the norms feeding q/k/v and gate/up
-  # writing them themselves so the products make x's form in one launch (MEMRA_NORM_ROW_MAX=0:
-  # before). kernel-check's matrix cases (the new "norm row-max" rows among them) with each form
-  # + teeth, the invariance tests and graph replay (chunked vs whole prompts), the fixtures'
-  # model gate, the elementwise rows, 8B prefill figures three ways, the 8B decode figure.
+  # The thirty-seventh round. (1) x's wgmma form at prompt steps with the rows' largest |x| from
+  # the kernels that write x: the norms feeding q/k/v and gate/up and the gated activation feeding
+  # down (MEMRA_NORM_ROW_MAX=0: xp_row_max_kernel finds them). (2) The attention prologue's
+  # 128-dim heads four elements a lane without a block barrier (MEMRA_PROLOGUE_FOUR=0: the
+  # general kernel). kernel-check's matrix and prologue cases each way + teeth, the invariance
+  # tests and graph replay (chunked vs whole prompts), the fixtures' model gate, the elementwise
+  # rows, 8B and 0.6B figures three ways. The round's first call (the block-a-row maxima, the
+  # norms'): receipts/2026-12-04-gpu-check-ab-r37-row-max-run.log.xz.
   kcheck kernel-check-matmul 240 --filter matmul
-  kcheck kernel-check-matmul-warp-max 240 MEMRA_XP_ROW_MAX=warp --filter matmul
   kcheck kernel-check-matmul-teeth 240 --filter matmul --teeth
+  kcheck kernel-check-prologue 120 --filter qk_prologue
+  kcheck kernel-check-prologue-general 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue
+  kcheck kernel-check-prologue-teeth 120 --filter qk_prologue --teeth
   step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
   step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
@@ -378,10 +382,14 @@ if [ "$MODE" = ab ]; then
     tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
   step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  for f in warp-max:MEMRA_XP_ROW_MAX=warp,MEMRA_NORM_ROW_MAX=0 block-max:MEMRA_NORM_ROW_MAX=0 \
-    norm-max:MEMRA_NORM_ROW_MAX=1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+  step kernel-bench-elementwise-general 120 env MEMRA_PROLOGUE_FOUR=0 \
+    "$BIN/memra-kernel-bench" --elementwise \
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-general.json"
+  for f in before:MEMRA_NORM_ROW_MAX=0,MEMRA_PROLOGUE_FOUR=0 row-max:MEMRA_PROLOGUE_FOUR=0 \
+    four:MEMRA_PROLOGUE_FOUR=1; do
+    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 64 -c 1
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+    bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
 fi
 if [ "$MODE" = scan ]; then

@@ -201,6 +201,117 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
   }
 }
 
+// The 128-dim heads with every dim rotated (Qwen3's, Llama 3's) four elements a lane, from the
+// step's angle table, without v's norm: qk_prologue_kernel4.
+constexpr int kHd4 = 128;
+
+// Four values of a cache row at once (p: 4-element aligned; each value to_cache's bits).
+template <typename T>
+__device__ __forceinline__ void store4_cache(T* p, const float (&f)[4]) {
+  struct alignas(4 * sizeof(T)) Four {
+    T v[4];
+  };
+  Four o;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) o.v[j] = to_cache<T>(f[j]);
+  *reinterpret_cast<Four*>(p) = o;
+}
+
+// head_prologue on a 128-dim, fully rotated head with lane l holding elements 4l .. 4l + 3 (the
+// chunk the norm kernel's thread l owns, so the sum of squares is head_norm's, step for step) in
+// registers instead of shared memory: the norm's products, each rotation's inputs (neox: the
+// partner half from lane l ^ 16 by shuffles; normal: the lane's own pairs) and every store four
+// at a time. Each rotated value is rope_rotate's on the same operands, so the bits are the same.
+template <typename T>
+__device__ __forceinline__ void head_prologue4(const PrologueArgs& a, int64_t t, int h,
+                                               const float* buf, const float* cos_t,
+                                               const float* sin_t, int32_t slot, int lane) {
+  const bool is_q = h < a.n_heads;
+  const int kh = h - a.n_heads;
+  const int64_t kv_row = int64_t{a.n_kv_heads} * kHd4;
+  float* row = is_q ? a.q + (t * a.n_heads + h) * kHd4 : a.k + t * kv_row + int64_t{kh} * kHd4;
+  const float4 x4 = reinterpret_cast<const float4*>(buf)[lane];
+  float v[4] = {x4.x, x4.y, x4.z, x4.w};
+  const float* w = is_q ? a.q_norm : a.k_norm;
+  if (w) {
+    float total = 0.0f;
+    total += detail::warp_butterfly_sum(detail::add_squares(0.0f, v, 4));
+    const float inv = detail::inv_rms(total, kHd4, a.eps);
+    const float4 w4 = __ldg(reinterpret_cast<const float4*>(w) + lane);
+    v[0] = detail::norm_out_w(v[0], inv, w4.x, true);
+    v[1] = detail::norm_out_w(v[1], inv, w4.y, true);
+    v[2] = detail::norm_out_w(v[2], inv, w4.z, true);
+    v[3] = detail::norm_out_w(v[3], inv, w4.w, true);
+  }
+  float out[4];
+  if (a.neox) {  // pairs (i, i + 64): lane l < 16 holds the first of entries 4l .., l + 16 the
+                 // second
+    const int e = 4 * (lane & 15);
+    const float4 c4 = *reinterpret_cast<const float4*>(cos_t + e);
+    const float4 s4 = *reinterpret_cast<const float4*>(sin_t + e);
+    const float c[4] = {c4.x, c4.y, c4.z, c4.w}, sn[4] = {s4.x, s4.y, s4.z, s4.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[j], 16);
+      out[j] = lane < 16 ? detail::rope_rotate(v[j], other, c[j], sn[j]).x
+                         : detail::rope_rotate(other, v[j], c[j], sn[j]).y;
+    }
+  } else {  // pairs (2i, 2i + 1): entries 2l and 2l + 1
+    const float2 c2 = *reinterpret_cast<const float2*>(cos_t + 2 * lane);
+    const float2 s2 = *reinterpret_cast<const float2*>(sin_t + 2 * lane);
+    const float2 r0 = detail::rope_rotate(v[0], v[1], c2.x, s2.x);
+    const float2 r1 = detail::rope_rotate(v[2], v[3], c2.y, s2.y);
+    out[0] = r0.x, out[1] = r0.y, out[2] = r1.x, out[3] = r1.y;
+  }
+  reinterpret_cast<float4*>(row)[lane] = make_float4(out[0], out[1], out[2], out[3]);
+  if (is_q || slot < 0) return;  // a padding token stores nothing
+  const int64_t at = int64_t{slot} * kv_row + int64_t{kh} * kHd4 + 4 * lane;
+  store4_cache(static_cast<T*>(a.k_cache) + at, out);
+  const float4 v4 = reinterpret_cast<const float4*>(a.v + t * kv_row + int64_t{kh} * kHd4)[lane];
+  const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
+  store4_cache(static_cast<T*>(a.v_cache) + at, vv);
+}
+
+// qk_prologue_kernel's heads in head_prologue4's form. Each warp copies its own rows and its own
+// copy of the token's angles (a lane's 16 bytes each) and needs no other warp's: no block barrier,
+// so a warp starts its heads when its copies land (the 512-token launch's warps spent a third of
+// their samples at qk_prologue_kernel's barrier, PERFORMANCE.md thirty-sixth round). Dynamic
+// shared memory: a warp's angles (128 floats) then its heads_per_warp rows.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) qk_prologue_kernel4(const PrologueArgs a) {
+  detail::wait_for_inputs();
+  extern __shared__ __align__(16) float smem4[];
+  const int hpw = a.heads_per_warp;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float* angles = smem4 + warp * (hpw + 1) * kHd4;
+  float* bufs = angles + kHd4;
+  const int64_t t = blockIdx.x;
+  const int h0 = static_cast<int>(blockIdx.y) * hpw * kWarps + warp;
+  const int n_all = a.n_heads + a.n_kv_heads;
+  if (h0 >= n_all) return;
+  const int64_t kv_row = int64_t{a.n_kv_heads} * kHd4;
+  detail::cp_async16(angles + 4 * lane, a.angle_table + t * kHd4 + 4 * lane);
+  for (int j = 0; j < hpw; ++j) {
+    const int h = h0 + j * kWarps;
+    if (h >= n_all) break;
+    const bool is_q = h < a.n_heads;
+    const int kh = h - a.n_heads;
+    const float* row =
+        is_q ? a.q + (t * a.n_heads + h) * kHd4 : a.k + t * kv_row + int64_t{kh} * kHd4;
+    detail::cp_async16(bufs + j * kHd4 + 4 * lane, row + 4 * lane);
+    if (!is_q) prefetch_head(a.v + t * kv_row + int64_t{kh} * kHd4, kHd4, lane);
+  }
+  detail::cp_async_commit();
+  const int32_t slot = a.slots[t];
+  detail::cp_async_wait_all();
+  __syncwarp();  // the lanes' copies of the angles, which every lane reads
+  for (int j = 0; j < hpw; ++j) {
+    const int h = h0 + j * kWarps;
+    if (h >= n_all) return;
+    head_prologue4<T>(a, t, h, bufs + j * kHd4, angles, angles + kHd4 / 2, slot, lane);
+  }
+}
+
 // qk_angle_table's rows: token t's cos then sin table, rope_table's values.
 __global__ void __launch_bounds__(kThreads)
     qk_angle_table_kernel(const int32_t* positions, int n_rot, const double* inv_freq,
@@ -209,6 +320,13 @@ __global__ void __launch_bounds__(kThreads)
   float* row = table + static_cast<int64_t>(blockIdx.x) * table_floats(n_rot);
   detail::rope_table(row, row + n_rot / 2, n_rot / 2, positions[blockIdx.x], inv_freq, threadIdx.x,
                      blockDim.x);
+}
+
+// MEMRA_PROLOGUE_FOUR=0: the 128-dim heads on qk_prologue_kernel too (the A/B of
+// qk_prologue_kernel4; the same bits).
+bool four_lanes_enabled() {
+  static const bool enabled = env_switch("MEMRA_PROLOGUE_FOUR", true);
+  return enabled;
 }
 
 // Heads a warp takes (qk_prologue_kernel): one for each 64 tokens of the step (so one for decode
@@ -253,6 +371,15 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, flo
                     static_cast<unsigned>((n_all + kWarps * hpw - 1) / (kWarps * hpw)));
   if (angle_table && reinterpret_cast<uintptr_t>(angle_table) % 16 != 0)
     fail(ErrorCode::invalid_argument, "qk_prologue: the angle table must be 16-byte aligned");
+  const auto aligned_any = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (four_lanes_enabled() && vec && angle_table && hd == kHd4 && n_rot == kHd4 && !v_norm &&
+      aligned(v) && aligned(q_norm) && aligned(k_norm) && aligned_any(kv.k) && aligned_any(kv.v)) {
+    const size_t smem4 = sizeof(float) * kWarps * (static_cast<size_t>(hpw) + 1) * kHd4;
+    detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
+      detail::launch(qk_prologue_kernel4<decltype(tag)>, blocks, kThreads, smem4, stream, a);
+    });
+    return;
+  }
   detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
     detail::launch(qk_prologue_kernel<decltype(tag)>, blocks, kThreads, smem, stream, a);
   });

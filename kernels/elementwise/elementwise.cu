@@ -5,6 +5,8 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/prepare_x.cuh"
+#include "kernels/row_max.h"
 
 namespace memra::kernels {
 
@@ -85,6 +87,42 @@ __global__ void act_mul4_kernel(const float4* gate, const float4* up, int64_t n_
   }
 }
 
+// act_mul4's elements a row a block, each row's largest |out| to omax[row] (act_mul_row_max):
+// thread t takes the row's float4s t, t + 256, ..., four issued before any is used. Each element's
+// expression is act_mul4's (so the same bits), and the largest |out| is exact in any order.
+constexpr int kActLoads = 4;
+template <Act kAct>
+__global__ void act_mul_row_max_kernel(const float4* gate, const float4* up, int n_cols4,
+                                       float4* out, float* omax) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kThreads / 32];
+  const int64_t r = blockIdx.x;
+  const float4* g_row = gate + r * n_cols4;
+  const float4* u_row = up + r * n_cols4;
+  float4* o_row = out + r * n_cols4;
+  float m = 0.0f;
+  for (int c0 = static_cast<int>(threadIdx.x); c0 < n_cols4; c0 += kActLoads * kThreads) {
+    float4 g[kActLoads], u[kActLoads];
+#pragma unroll
+    for (int j = 0; j < kActLoads; ++j) {
+      const int c = c0 + j * kThreads;
+      if (c < n_cols4) g[j] = g_row[c], u[j] = u_row[c];
+    }
+#pragma unroll
+    for (int j = 0; j < kActLoads; ++j) {
+      const int c = c0 + j * kThreads;
+      if (c >= n_cols4) break;
+      const float4 o = make_float4(act_of<kAct>(g[j].x) * u[j].x, act_of<kAct>(g[j].y) * u[j].y,
+                                   act_of<kAct>(g[j].z) * u[j].z, act_of<kAct>(g[j].w) * u[j].w);
+      o_row[c] = o;
+      m = fmaxf(m, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+    }
+  }
+  static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");
+  m = matmul_detail::block_max(m, warp_max);
+  if (threadIdx.x == 0) omax[r] = m;
+}
+
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
                                    float* out) {
   detail::wait_for_inputs();
@@ -160,6 +198,29 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
     detail::launch(act_mul_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, gate, up, n_rows,
                    n_cols, ld_in, out);
   }
+}
+
+bool act_mul_row_max(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                     float* out, void* scratch, cudaStream_t stream) {
+  check_sizes("act_mul_row_max", n_rows, n_cols);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n_cols % 16 != 0 || n_cols > (int64_t{1} << 30) || n_rows > 0x7fffffff || !aligned(gate) ||
+      !aligned(up) || !aligned(out) || !aligned(scratch))
+    return false;
+  if (n_rows == 0 || n_cols == 0) return true;
+  float* omax = matmul_detail::scratch_row_max(scratch, n_rows, n_cols);
+  const auto* g4 = reinterpret_cast<const float4*>(gate);
+  const auto* u4 = reinterpret_cast<const float4*>(up);
+  auto* o4 = reinterpret_cast<float4*>(out);
+  const auto blocks = static_cast<unsigned>(n_rows);
+  const int n_cols4 = static_cast<int>(n_cols / 4);
+  if (act == Act::silu)
+    detail::launch(act_mul_row_max_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
+                   o4, omax);
+  else
+    detail::launch(act_mul_row_max_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+                   n_cols4, o4, omax);
+  return true;
 }
 
 void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows, float* out,

@@ -144,34 +144,20 @@ __global__ void __launch_bounds__(kXThreads)
 // x_to_f16's xp-only form by token groups (launch_xp_groups; the prefill steps whose outputs all
 // take the wgmma kernels). One block a row writes the row's xp as 16-byte pieces 128 bytes to
 // 4 KB apart, each store a part of a sector (Nsight Compute: 58 us for 512 x 12,288). Here each
-// row's largest |x| first (xp_row_max_kernel: a warp a row, exact in any order as
-// x_to_f16_kernel's), then blocks of 8 rows x 32 groups (xp_groups_kernel): thread t converts
-// group 32 y + t / 8 of row 8 x + t % 8 with row_to_f16's steps (prepare_x.cuh, group_to_f16),
-// so the 8 lanes of a group write its 8 rows' pieces as one 128-byte row of a core matrix.
+// row's largest |x| first (xp_row_max_kernel, exact in any order as x_to_f16_kernel's; or from
+// the kernel that wrote x, kernels/row_max.h), then blocks of 8 rows x 32 groups
+// (xp_groups_kernel): thread t converts group 32 y + t / 8 of row 8 x + t % 8 with row_to_f16's
+// steps (prepare_x.cuh, group_to_f16), so the 8 lanes of a group write its 8 rows' pieces as one
+// 128-byte row of a core matrix.
 constexpr int kXpGroupRows = 8, kXpGroupGroups = 32;
-__global__ void __launch_bounds__(kXThreads)
-    xp_row_max_kernel(const float* __restrict__ x, int n_in, int n_rows, float* __restrict__ xmax) {
-  detail::wait_for_inputs();
-  const int row =
-      static_cast<int>(blockIdx.x) * (kXThreads / 32) + static_cast<int>(threadIdx.x) / 32;
-  if (row >= n_rows) return;
-  const float4* src = reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in);
-  float m = 0.0f;
-  for (int i = threadIdx.x % 32; i < n_in / 4; i += 32) {
-    const float4 f = __ldg(src + i);
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (threadIdx.x % 32 == 0) xmax[row] = m;
-}
-// The same maxima with a block a row (xp_row_max_blocks): thread t reads float4s t, t + 256, ...,
-// kRowMaxLoads of them issued before any is used. Why: a warp a row makes 64 blocks of a
-// 512-token step (half the SMs) whose lanes walk 32 float4s each (96 at 12,288 wide) in dependent
-// rounds to memory; here 512 blocks take one round (three at 12,288).
+// The rows' largest |x|, a block a row: thread t reads float4s t, t + 256, ..., kRowMaxLoads of
+// them issued before any is used. Why: a warp a row made 64 blocks of a 512-token step (half the
+// SMs) whose lanes walked 32 float4s each (96 at 12,288 wide) in dependent rounds to memory; here
+// 512 blocks take one round (three at 12,288). Measured (PERFORMANCE.md, thirty-seventh round):
+// 8B Q4_K_M pp512 19,399 -> 19,885 tok/s, BF16 pp512 22,943 -> 23,491.
 constexpr int kRowMaxLoads = 4;
 __global__ void __launch_bounds__(kXThreads)
-    xp_row_max_block_kernel(const float* __restrict__ x, int n_in, float* __restrict__ xmax) {
+    xp_row_max_kernel(const float* __restrict__ x, int n_in, float* __restrict__ xmax) {
   detail::wait_for_inputs();
   __shared__ float warp_max[kXThreads / 32];
   const int64_t row = blockIdx.x;
@@ -601,22 +587,11 @@ bool xp_groups_enabled() {
   static const bool enabled = env_switch("MEMRA_XP_GROUPS", true);
   return enabled;
 }
-// MEMRA_XP_ROW_MAX=warp: the rows' largest |x| by a warp a row (the A/B of
-// xp_row_max_block_kernel; the same values).
-bool xp_row_max_blocks() {
-  static const bool blocks = env_choice("MEMRA_XP_ROW_MAX", {"warp", "block"}, 1) == 1;
-  return blocks;
-}
-// xmax_given: the rows' largest |x| are in xmax already (rms_norm_row_max wrote them).
+// xmax_given: the rows' largest |x| are in xmax already (kernels/row_max.h's producers wrote them).
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
                       float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given) {
   const auto rows = static_cast<unsigned>(n_rows);
-  if (!xmax_given && xp_row_max_blocks()) {
-    detail::launch(xp_row_max_block_kernel, rows, kXThreads, 0, stream, x, n_in, xmax);
-  } else if (!xmax_given) {
-    detail::launch(xp_row_max_kernel, (rows + kXThreads / 32 - 1) / (kXThreads / 32), kXThreads, 0,
-                   stream, x, n_in, n_rows, xmax);
-  }
+  if (!xmax_given) detail::launch(xp_row_max_kernel, rows, kXThreads, 0, stream, x, n_in, xmax);
   const dim3 grid((rows + kXpGroupRows - 1) / kXpGroupRows,
                   static_cast<unsigned>((xsum_stride + kXpGroupGroups - 1) / kXpGroupGroups));
   detail::launch(xp_groups_kernel, grid, kXThreads, 0, stream, x, n_in, n_rows,
@@ -624,7 +599,7 @@ void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x,
 }
 
 // What the caller hands matmul_shared_x_impl besides x: nothing, x's prepared rows
-// (rms_norm_for_matmul), or its rows' largest |x| (rms_norm_row_max).
+// (rms_norm_for_matmul), or its rows' largest |x| (kernels/row_max.h).
 enum class XGiven { none, prepared, row_max };
 
 void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,

@@ -158,6 +158,11 @@ void check_qk_prologue(Context& ctx) {
   check_one<float>(ctx, DType::f32, 190, 6, 2, 100, 100, true, true, true);
   check_one<float>(ctx, DType::f32, 129, 14, 2, 64, 64, false, false);
   check_one<uint8_t>(ctx, DType::f8_e4m3, 320, 32, 8, 128, 128, true, true);
+  // 128-dim heads in the normal pair layout (Llama 3: qk_prologue.cu's four-a-lane kernel with the
+  // angle table): decode without norms, a prompt without norms, with norms into an F32 cache.
+  check_one<uint16_t>(ctx, DType::f16, 3, 32, 8, 128, 128, false, false);
+  check_one<uint16_t>(ctx, DType::bf16, 200, 32, 8, 128, 128, false, false);
+  check_one<float>(ctx, DType::f32, 70, 8, 2, 128, 128, false, true);
 }
 
 }  // namespace memra::kernel_check

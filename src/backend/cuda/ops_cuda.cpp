@@ -399,18 +399,30 @@ class CudaOps final : public Ops {
     kernels::softcap(y, cap, n, stream());
     launched("softcap");
   }
-  // Dense rows are one long row to act_mul (the same values, no per-element row index).
   void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 float* out) override {
-    const int64_t n = n_rows * n_cols;
-    kernels::act_mul(kernels::Act::silu, gate, up, 1, n, n, out, stream());
-    launched("silu_mul");
+    act_mul(kernels::Act::silu, gate, up, n_rows, n_cols, out, "silu_mul");
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out) override {
-    const int64_t n = n_rows * n_cols;
-    kernels::act_mul(kernels::Act::gelu_tanh, gate, up, 1, n, n, out, stream());
-    launched("gelu_tanh_mul");
+    act_mul(kernels::Act::gelu_tanh, gate, up, n_rows, n_cols, out, "gelu_tanh_mul");
+  }
+  // Dense rows are one long row to act_mul (the same values, no per-element row index), except
+  // where a prompt step's activation also writes its rows' largest |out| for the down projection
+  // (kernels::act_mul_row_max; row_max_, as for the norms).
+  void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+               float* out, const char* what) {
+    bool maxima = false;
+    if (norm_row_max_ && kernels::row_max_pays(n_rows) && n_cols >= 256) {
+      void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
+      maxima = kernels::act_mul_row_max(act, gate, up, n_rows, n_cols, out, scratch, stream());
+    }
+    if (!maxima) {
+      const int64_t n = n_rows * n_cols;
+      kernels::act_mul(act, gate, up, 1, n, n, out, stream());
+    }
+    launched(what);
+    if (maxima) row_max_ = {out, n_rows, n_cols, n_launches_};
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
@@ -662,9 +674,10 @@ class CudaOps final : public Ops {
            prepared_.at == n_launches_;
   }
   // A prefill step's norms write their rows' largest |y| to the matmul scratch too
-  // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
-  // launch instead of two. row_max_ says for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0
-  // turns it off (A/B; the same bits either way).
+  // (kernels::rms_norm_row_max), and so does its gated activation (act_mul), so the q/k/v,
+  // gate/up and down products make x's wgmma form in one launch instead of two. row_max_ says
+  // for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0 turns both off (A/B; the same bits
+  // either way).
   Prepared row_max_;
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
   bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
