@@ -23,11 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-seventh round's A/B: the rows' largest |x| from the norms and the
-#               activation (MEMRA_NORM_ROW_MAX), the prologue's four-a-lane heads
-#               (MEMRA_PROLOGUE_FOUR): kernel-check's matrix and prologue cases + teeth,
-#               invariance tests, the fixtures' model gate, elementwise rows, 8B and 0.6B figures
-#               three ways (~7 min; not part of full)
+#     ab        the thirty-seventh round's A/B: the rows' largest |x| from the norms
+#               (MEMRA_NORM_ROW_MAX) and, opt-in, the activation (MEMRA_ACT_ROW_MAX=1), the
+#               prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1, opt-in): kernel-check's
+#               matrix and prologue cases + teeth, invariance tests and the fixtures' model gate
+#               with the opt-ins, elementwise rows, 8B and 0.6B figures four ways, a prompt step
+#               per kernel (~8 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -363,34 +364,40 @@ if [ "$MODE" = kv ]; then
 fi
 if [ "$MODE" = ab ]; then
   # The thirty-seventh round. (1) x's wgmma form at prompt steps with the rows' largest |x| from
-  # the kernels that write x: the norms feeding q/k/v and gate/up and the gated activation feeding
-  # down (MEMRA_NORM_ROW_MAX=0: xp_row_max_kernel finds them). (2) The attention prologue's
-  # 128-dim heads four elements a lane without a block barrier (MEMRA_PROLOGUE_FOUR=0: the
-  # general kernel). kernel-check's matrix and prologue cases each way + teeth, the invariance
-  # tests and graph replay (chunked vs whole prompts), the fixtures' model gate, the elementwise
-  # rows, 8B and 0.6B figures three ways. The round's first call (the block-a-row maxima, the
-  # norms'): receipts/2026-12-04-gpu-check-ab-r37-row-max-run.log.xz.
+  # the norms feeding q/k/v and gate/up (the default; MEMRA_NORM_ROW_MAX=0: xp_row_max_kernel finds
+  # them) and, opt-in until this runs, from the gated activation feeding down
+  # (MEMRA_ACT_ROW_MAX=1). (2) Opt-in until this runs: the attention prologue's 128-dim heads four
+  # elements a lane without a block barrier (MEMRA_PROLOGUE_FOUR=1). kernel-check's matrix cases
+  # (the activation's row-max cases call its kernel directly) and the prologue cases with the
+  # four-a-lane kernel + teeth, the invariance tests and graph replay (chunked vs whole prompts) and
+  # the fixtures' model gate with both switches on, the elementwise rows each way, 8B and 0.6B
+  # figures four ways, a prompt step per kernel. The round's first call (the block-a-row maxima,
+  # the norms'): receipts/2026-12-04-gpu-check-ab-r37-row-max-run.log.xz.
   kcheck kernel-check-matmul 240 --filter matmul
   kcheck kernel-check-matmul-teeth 240 --filter matmul --teeth
-  kcheck kernel-check-prologue 120 --filter qk_prologue
-  kcheck kernel-check-prologue-general 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue
-  kcheck kernel-check-prologue-teeth 120 --filter qk_prologue --teeth
-  step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures.json" tests/fixtures/models/llama \
+  kcheck kernel-check-prologue-four 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue
+  kcheck kernel-check-prologue-four-teeth 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue --teeth
+  step engine-invariants-opt-in 180 env MEMRA_TEST_DEVICE=cuda MEMRA_ACT_ROW_MAX=1 \
+    MEMRA_PROLOGUE_FOUR=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  step model-gate-fixtures-opt-in 300 env MEMRA_ACT_ROW_MAX=1 MEMRA_PROLOGUE_FOUR=1 \
+    python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-opt-in.json" tests/fixtures/models/llama \
     tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
   step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  step kernel-bench-elementwise-general 120 env MEMRA_PROLOGUE_FOUR=0 \
+  step kernel-bench-elementwise-four 120 env MEMRA_PROLOGUE_FOUR=1 \
     "$BIN/memra-kernel-bench" --elementwise \
-    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-general.json"
-  for f in before:MEMRA_NORM_ROW_MAX=0,MEMRA_PROLOGUE_FOUR=0 row-max:MEMRA_PROLOGUE_FOUR=0 \
-    four:MEMRA_PROLOGUE_FOUR=1; do
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-four.json"
+  for f in before:MEMRA_NORM_ROW_MAX=0 norms:MEMRA_NORM_ROW_MAX=1 act:MEMRA_ACT_ROW_MAX=1 \
+    four:MEMRA_ACT_ROW_MAX=1,MEMRA_PROLOGUE_FOUR=1; do
     bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 64 -c 1
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
     bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
+  # A 512-token prompt step per kernel at the defaults (the thirty-sixth round's table, again).
+  step prompt-profile-qwen3-8b-q4_k_m-512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt --skip 0 --count 2500 \
+    --bench-args "-p 512 -n 2 -r 3"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a

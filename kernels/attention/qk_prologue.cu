@@ -322,10 +322,11 @@ __global__ void __launch_bounds__(kThreads)
                      blockDim.x);
 }
 
-// MEMRA_PROLOGUE_FOUR=0: the 128-dim heads on qk_prologue_kernel too (the A/B of
-// qk_prologue_kernel4; the same bits).
+// MEMRA_PROLOGUE_FOUR=1: the 128-dim heads on qk_prologue_kernel4. Off by default: written and
+// compiled, not yet measured or checked on a GPU (PERFORMANCE.md, thirty-seventh round); the
+// same bits by construction, which kernel-check's prologue cases under the switch will prove.
 bool four_lanes_enabled() {
-  static const bool enabled = env_switch("MEMRA_PROLOGUE_FOUR", true);
+  static const bool enabled = env_switch("MEMRA_PROLOGUE_FOUR", false);
   return enabled;
 }
 

@@ -409,11 +409,13 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes its rows' largest |out| for the down projection
-  // (kernels::act_mul_row_max; row_max_, as for the norms).
+  // (kernels::act_mul_row_max; row_max_, as for the norms). MEMRA_ACT_ROW_MAX=1 turns that on:
+  // off by default, written and compiled but not yet measured or checked on a GPU
+  // (PERFORMANCE.md, thirty-seventh round).
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
     bool maxima = false;
-    if (norm_row_max_ && kernels::row_max_pays(n_rows) && n_cols >= 256) {
+    if (act_row_max_ && kernels::row_max_pays(n_rows) && n_cols >= 256) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
       maxima = kernels::act_mul_row_max(act, gate, up, n_rows, n_cols, out, scratch, stream());
     }
@@ -674,12 +676,13 @@ class CudaOps final : public Ops {
            prepared_.at == n_launches_;
   }
   // A prefill step's norms write their rows' largest |y| to the matmul scratch too
-  // (kernels::rms_norm_row_max), and so does its gated activation (act_mul), so the q/k/v,
-  // gate/up and down products make x's wgmma form in one launch instead of two. row_max_ says
-  // for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0 turns both off (A/B; the same bits
-  // either way).
+  // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
+  // launch instead of two (with MEMRA_ACT_ROW_MAX=1 its gated activation too, for down: act_mul).
+  // row_max_ says for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0 turns the norms' off (A/B;
+  // the same bits either way).
   Prepared row_max_;
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
+  bool act_row_max_ = env_switch("MEMRA_ACT_ROW_MAX", false);
   bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                     float eps, float* y) {
     // dim < 256: a per-head norm, which no matmul reads.
