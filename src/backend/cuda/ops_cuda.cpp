@@ -3,6 +3,11 @@
 // (download) reports a failed kernel, named, as memra::Error. Per-step metadata goes up in one
 // copy from a pinned staging buffer. Pure decode steps are recorded as CUDA graphs (graph_run)
 // and replayed with one launch.
+//
+// One file past ~800 lines, on purpose: CudaOps is one class whose ops share the stream, the
+// launch count (given_x.h's marks, the fault injection) and the scratch buffers, and it lives in
+// this file's anonymous namespace so nothing else can reach its state. What stands on its own is
+// already apart (side_stream, fast_gemm, experts_grouped, given_x, ops_cuda_support).
 #include "backend/cuda/ops_cuda.h"
 
 #include <cuda_runtime_api.h>
@@ -21,6 +26,7 @@
 #include "backend/cuda/cuda_runtime.h"
 #include "backend/cuda/experts_grouped.h"
 #include "backend/cuda/fast_gemm.h"
+#include "backend/cuda/given_x.h"
 #include "backend/cuda/ops_cuda_support.h"
 #include "backend/cuda/side_stream.h"
 #include "core/env.h"
@@ -149,13 +155,7 @@ class CudaOps final : public Ops {
     const auto [data, layout] = matmul_form(w);
     const kernels::MatmulOut out{w.dtype, data, n_out, y, n_out, layout};
     if (fast_matmul(&out, 1, n_in, x, n_tokens)) return;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    if (row_max_given(x, n_tokens, n_in))
-      kernels::matmul_shared_x_row_max(&out, 1, n_in, x, n_tokens, scratch, stream());
-    else
-      kernels::matmul_shared_x(&out, 1, n_in, x, n_tokens, scratch, stream(),
-                               prepared(x, n_tokens, n_in));
-    launched("matmul");
+    products(&out, 1, n_in, x, n_tokens, nullptr);
   }
   void matmul_shared(std::span<const TensorView* const> ws, const float* x, int64_t n_tokens,
                      std::span<float* const> ys) override {
@@ -175,15 +175,8 @@ class CudaOps final : public Ops {
       outs[i] = {ws[i]->dtype, data, n_out, ys[i], n_out, layout};
     }
     if (fast_matmul(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens)) return;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
-    const kernels::SideStream* side = side_ && !capturing_ ? side_->get() : nullptr;
-    if (row_max_given(x, n_tokens, n_in))
-      kernels::matmul_shared_x_row_max(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens,
-                                       scratch, stream(), side);
-    else
-      kernels::matmul_shared_x(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens, scratch,
-                               stream(), prepared(x, n_tokens, n_in), side);
-    launched("matmul");
+    products(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens,
+             side_ && !capturing_ ? side_->get() : nullptr);
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
   // replayed graph runs no host code here.
@@ -214,7 +207,7 @@ class CudaOps final : public Ops {
     void* prep = y ? prepare_scratch(n_rows, dim, {y}) : nullptr;
     kernels::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps, prep, stream());
     launched("post_norm_add_norm");
-    if (prep) prepared_ = {y, n_rows, dim, n_launches_};
+    if (prep) given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
   }
   void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2,
                      float* y2, int64_t n_rows, int64_t dim, float eps) override {
@@ -222,7 +215,7 @@ class CudaOps final : public Ops {
     void* prep = prepare_scratch(n_rows, dim, {y1});
     kernels::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps, prep, stream());
     launched("rms_norm_dual");
-    if (prep) prepared_ = {y1, n_rows, dim, n_launches_};
+    if (prep) given_.mark(GivenX::Kind::prepared_rows, y1, n_rows, dim, n_launches_);
   }
   void rope(float* x, int n_heads, int head_dim, const RopeParams& params) override {
     const int64_t ld = int64_t{n_heads} * head_dim;
@@ -409,7 +402,7 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes its rows' largest |out| for the down projection
-  // (kernels::act_mul_row_max; row_max_, as for the norms). MEMRA_ACT_ROW_MAX=1 turns that on:
+  // (kernels::act_mul_row_max; given_, as for the norms). MEMRA_ACT_ROW_MAX=1 turns that on:
   // off by default, written and compiled but not yet measured or checked on a GPU
   // (PERFORMANCE.md, thirty-seventh round).
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
@@ -424,7 +417,7 @@ class CudaOps final : public Ops {
       kernels::act_mul(act, gate, up, 1, n, n, out, stream());
     }
     launched(what);
-    if (maxima) row_max_ = {out, n_rows, n_cols, n_launches_};
+    if (maxima) given_.mark(GivenX::Kind::row_max, out, n_rows, n_cols, n_launches_);
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
@@ -623,16 +616,15 @@ class CudaOps final : public Ops {
 
   // A decode step's norms write their output's matmul input too (kernels::rms_norm_for_matmul, and
   // the fused post_norm_add_norm and rms_norm_dual), so the q/k/v, gate/up, router and output
-  // products that follow skip preparing it. prepared_ says for which y, and the launch count after
-  // the norm: any op in between (even one that does not touch y) uses the next launch number, and
-  // the matmul prepares x itself again. MEMRA_NORM_PREPARES=0 turns it off (A/B; the same bits
-  // either way).
-  struct Prepared {
-    const float* y = nullptr;
-    int64_t n_rows = 0, dim = 0, at = -1;
-  };
-  Prepared prepared_;
+  // products that follow skip preparing it; a prompt step's write their rows' largest |y|
+  // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
+  // launch instead of two (with MEMRA_ACT_ROW_MAX=1 the gated activation too, for down: act_mul).
+  // given_ says which, for which y, until the next launch. MEMRA_NORM_PREPARES=0 and
+  // MEMRA_NORM_ROW_MAX=0 turn them off (A/B; the same bits either way).
+  GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
+  bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
+  bool act_row_max_ = env_switch("MEMRA_ACT_ROW_MAX", false);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
@@ -654,7 +646,19 @@ class CudaOps final : public Ops {
     if (!scratch) return false;
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
-    prepared_ = {y, n_rows, dim, n_launches_};
+    given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
+    return true;
+  }
+  bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                    float eps, float* y) {
+    // dim < 256: a per-head norm, which no matmul reads.
+    if (!norm_row_max_ || !kernels::row_max_pays(n_rows) || dim < 256 || dim % 16 != 0 ||
+        !aligned16(y))
+      return false;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+    kernels::rms_norm_row_max(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    launched(d ? "add_rms_norm" : "rms_norm");
+    given_.mark(GivenX::Kind::row_max, y, n_rows, dim, n_launches_);
     return true;
   }
   // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
@@ -671,33 +675,17 @@ class CudaOps final : public Ops {
     launched("matmul");
     return true;
   }
-  bool prepared(const float* x, int64_t n_tokens, int64_t n_in) const {
-    return prepared_.y == x && prepared_.n_rows == n_tokens && prepared_.dim == n_in &&
-           prepared_.at == n_launches_;
-  }
-  // A prefill step's norms write their rows' largest |y| to the matmul scratch too
-  // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
-  // launch instead of two (with MEMRA_ACT_ROW_MAX=1 its gated activation too, for down: act_mul).
-  // row_max_ says for which y, as prepared_ does. MEMRA_NORM_ROW_MAX=0 turns the norms' off (A/B;
-  // the same bits either way).
-  Prepared row_max_;
-  bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
-  bool act_row_max_ = env_switch("MEMRA_ACT_ROW_MAX", false);
-  bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
-                    float eps, float* y) {
-    // dim < 256: a per-head norm, which no matmul reads.
-    if (!norm_row_max_ || !kernels::row_max_pays(n_rows) || dim < 256 || dim % 16 != 0 ||
-        !aligned16(y))
-      return false;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
-    kernels::rms_norm_row_max(x, d, w, n_rows, dim, eps, y, scratch, stream());
-    launched(d ? "add_rms_norm" : "rms_norm");
-    row_max_ = {y, n_rows, dim, n_launches_};
-    return true;
-  }
-  bool row_max_given(const float* x, int64_t n_tokens, int64_t n_in) const {
-    return row_max_.y == x && row_max_.n_rows == n_tokens && row_max_.dim == n_in &&
-           row_max_.at == n_launches_;
+  // The products over x (matmul_shared_x), from what the kernel before left for them (given_).
+  void products(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                int64_t n_tokens, const kernels::SideStream* side) {
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
+    const GivenX::Kind given = given_.of(x, n_tokens, n_in, n_launches_);
+    if (given == GivenX::Kind::row_max)
+      kernels::matmul_shared_x_row_max(outs, n_outs, n_in, x, n_tokens, scratch, stream(), side);
+    else
+      kernels::matmul_shared_x(outs, n_outs, n_in, x, n_tokens, scratch, stream(),
+                               given == GivenX::Kind::prepared_rows, side);
+    launched("matmul");
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

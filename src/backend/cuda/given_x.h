@@ -1,0 +1,36 @@
+// What the CUDA backend's last kernel left in the matmul scratch for the products that read its
+// output y next: y's prepared rows (a decode step's norms: kernels::rms_norm_for_matmul and the
+// fused norms) or its rows' largest |y| (a prompt step's norms and gated activation:
+// kernels/row_max.h). It holds for the launch right after that kernel only: any op in between,
+// even one that does not touch y, may reuse the scratch, so the products prepare x themselves
+// again (the same bits either way).
+#pragma once
+
+#include <cstdint>
+
+namespace memra::cuda {
+
+class GivenX {
+ public:
+  enum class Kind { none, prepared_rows, row_max };
+
+  // kind, for y of n_rows x dim, left by the launch that made the backend's launch count `at`.
+  void mark(Kind kind, const float* y, int64_t n_rows, int64_t dim, int64_t at) {
+    kind_ = kind;
+    y_ = y;
+    n_rows_ = n_rows;
+    dim_ = dim;
+    at_ = at;
+  }
+  // What the products over x (n_rows x dim) find when the launch count is `now`.
+  Kind of(const float* x, int64_t n_rows, int64_t dim, int64_t now) const {
+    return x == y_ && n_rows == n_rows_ && dim == dim_ && now == at_ ? kind_ : Kind::none;
+  }
+
+ private:
+  Kind kind_ = Kind::none;
+  const float* y_ = nullptr;
+  int64_t n_rows_ = 0, dim_ = 0, at_ = -1;
+};
+
+}  // namespace memra::cuda
