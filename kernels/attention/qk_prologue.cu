@@ -205,16 +205,31 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
 // step's angle table, without v's norm: qk_prologue_kernel4.
 constexpr int kHd4 = 128;
 
-// Four values of a cache row at once (p: 4-element aligned; each value to_cache's bits).
+// Lane l's four values of a cache row (elements 4l .. 4l + 3 of `row`, 4-element aligned) in one
+// store, each value to_cache's bits. The bits are packed by hand and the row indexed by the lane:
+// a four-element struct copy through a cast pointer was split into element stores (PTX).
 template <typename T>
-__device__ __forceinline__ void store4_cache(T* p, const float (&f)[4]) {
-  struct alignas(4 * sizeof(T)) Four {
-    T v[4];
-  };
-  Four o;
+__device__ __forceinline__ void store4_cache(T* row, int lane, const float (&f)[4]) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "a cache element type");
+  uint32_t b[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) o.v[j] = to_cache<T>(f[j]);
-  *reinterpret_cast<Four*>(p) = o;
+  for (int j = 0; j < 4; ++j) {
+    const T v = to_cache<T>(f[j]);
+    if constexpr (sizeof(T) == 1) {
+      b[j] = *reinterpret_cast<const uint8_t*>(&v);
+    } else if constexpr (sizeof(T) == 2) {
+      b[j] = *reinterpret_cast<const uint16_t*>(&v);
+    } else {
+      b[j] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+  }
+  if constexpr (sizeof(T) == 1) {
+    reinterpret_cast<uint32_t*>(row)[lane] = b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24;
+  } else if constexpr (sizeof(T) == 2) {
+    reinterpret_cast<uint2*>(row)[lane] = make_uint2(b[0] | b[1] << 16, b[2] | b[3] << 16);
+  } else {
+    reinterpret_cast<uint4*>(row)[lane] = make_uint4(b[0], b[1], b[2], b[3]);
+  }
 }
 
 // head_prologue on a 128-dim, fully rotated head with lane l holding elements 4l .. 4l + 3 (the
@@ -265,11 +280,11 @@ __device__ __forceinline__ void head_prologue4(const PrologueArgs& a, int64_t t,
   }
   reinterpret_cast<float4*>(row)[lane] = make_float4(out[0], out[1], out[2], out[3]);
   if (is_q || slot < 0) return;  // a padding token stores nothing
-  const int64_t at = int64_t{slot} * kv_row + int64_t{kh} * kHd4 + 4 * lane;
-  store4_cache(static_cast<T*>(a.k_cache) + at, out);
+  const int64_t at = int64_t{slot} * kv_row + int64_t{kh} * kHd4;
+  store4_cache(static_cast<T*>(a.k_cache) + at, lane, out);
   const float4 v4 = reinterpret_cast<const float4*>(a.v + t * kv_row + int64_t{kh} * kHd4)[lane];
   const float vv[4] = {v4.x, v4.y, v4.z, v4.w};
-  store4_cache(static_cast<T*>(a.v_cache) + at, vv);
+  store4_cache(static_cast<T*>(a.v_cache) + at, lane, vv);
 }
 
 // qk_prologue_kernel's heads in head_prologue4's form. Each warp copies its own rows and its own
