@@ -375,7 +375,7 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, flo
   if (step.n_tokens == 0) return;
   const int n_all = n_heads + kv.n_kv_heads;
   const int hpw = heads_per_warp(step.n_tokens, n_all, hd);
-  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = hd % 4 == 0 && aligned(q) && aligned(k);
   const PrologueArgs a{
       q,   k,     v,    q_norm,         k_norm,     v_norm,   eps,  n_heads, kv.n_kv_heads,
@@ -387,9 +387,8 @@ void qk_prologue(const PagedKv& kv, const StepDev& step, float* q, float* k, flo
                     static_cast<unsigned>((n_all + kWarps * hpw - 1) / (kWarps * hpw)));
   if (angle_table && reinterpret_cast<uintptr_t>(angle_table) % 16 != 0)
     fail(ErrorCode::invalid_argument, "qk_prologue: the angle table must be 16-byte aligned");
-  const auto aligned_any = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (four_lanes_enabled() && vec && angle_table && hd == kHd4 && n_rot == kHd4 && !v_norm &&
-      aligned(v) && aligned(q_norm) && aligned(k_norm) && aligned_any(kv.k) && aligned_any(kv.v)) {
+      aligned(v) && aligned(q_norm) && aligned(k_norm) && aligned(kv.k) && aligned(kv.v)) {
     const size_t smem4 = sizeof(float) * kWarps * (static_cast<size_t>(hpw) + 1) * kHd4;
     detail::with_cache_type(kv.dtype, "qk_prologue", [&](auto tag) {
       detail::launch(qk_prologue_kernel4<decltype(tag)>, blocks, kThreads, smem4, stream, a);

@@ -115,7 +115,7 @@ __global__ void act_mul_row_max_kernel(const float4* gate, const float4* up, int
       const float4 o = make_float4(act_of<kAct>(g[j].x) * u[j].x, act_of<kAct>(g[j].y) * u[j].y,
                                    act_of<kAct>(g[j].z) * u[j].z, act_of<kAct>(g[j].w) * u[j].w);
       o_row[c] = o;
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+      m = matmul_detail::max_abs(m, o);
     }
   }
   static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");

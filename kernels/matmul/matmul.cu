@@ -58,6 +58,7 @@ using matmul_detail::group_to_f16;
 using matmul_detail::kDecodeTokens;
 using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
+using matmul_detail::max_abs;
 using matmul_detail::row_shift;
 using matmul_detail::row_to_f16;
 using matmul_detail::row_to_f16_regs;
@@ -84,8 +85,9 @@ bool wgmma_pays(int64_t n_out, int64_t n_tokens) {
 }
 
 // Where the parts of the scratch live: the f16 x, its copy in physical k order (prefill only, for
-// the wgmma kernel), then the group sums, the row scales and the rows' largest |x| (written and
-// read by launch_xp_groups' two kernels only).
+// the wgmma kernel), then the group sums, the row scales and the rows' largest |x| (read by
+// launch_xp_groups' second kernel; written by its first, or by the kernel that wrote x,
+// kernels/row_max.h).
 struct ScratchLayout {
   int64_t xsum_stride, xh_bytes, xp_bytes, xsum_bytes;
   ScratchLayout(int64_t n_tokens, int64_t n_in)
@@ -135,7 +137,7 @@ __global__ void __launch_bounds__(kXThreads)
   float m = 0.0f;
   for (int i = threadIdx.x; i < n_in / 4; i += kXThreads) {
     const float4 f = __ldg(src + i);
-    m = fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
+    m = max_abs(m, f);
   }
   m = block_max(m, warp_max);
   row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
@@ -172,8 +174,7 @@ __global__ void __launch_bounds__(kXThreads)
       f[u] = i < n4 ? __ldg(src + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
-    for (int u = 0; u < kRowMaxLoads; ++u)
-      m = fmaxf(m, fmaxf(fmaxf(fabsf(f[u].x), fabsf(f[u].y)), fmaxf(fabsf(f[u].z), fabsf(f[u].w))));
+    for (int u = 0; u < kRowMaxLoads; ++u) m = max_abs(m, f[u]);
   }
   m = block_max(m, warp_max);
   if (threadIdx.x == 0) xmax[row] = m;

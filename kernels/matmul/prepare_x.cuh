@@ -20,6 +20,11 @@ namespace memra::kernels::matmul_detail {
 // xp_offset's places, the wgmma prefill kernel's tiles.
 constexpr int kXThreads = 256;
 
+// The larger of m and f's largest |element| (fmaxf: a NaN never wins; exact in any order).
+__device__ __forceinline__ float max_abs(float m, float4 f) {
+  return fmaxf(m, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
+}
+
 // The block's largest of its threads' m (warp_max: kXThreads / 32 floats of shared memory).
 __device__ __forceinline__ float block_max(float m, float* warp_max) {
 #pragma unroll
