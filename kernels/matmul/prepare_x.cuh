@@ -75,9 +75,12 @@ __device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row,
       const int el = 4 * (i & 3) + 2 * (i >> 2);
       o[i] = pack_f16(e16[el], e16[el + 1]);
     }
-    *reinterpret_cast<uint4*>(xp + xp_offset(row, k0, n_in)) = make_uint4(o[0], o[1], o[2], o[3]);
-    *reinterpret_cast<uint4*>(xp + xp_offset(row, k0 + 8, n_in)) =
-        make_uint4(o[4], o[5], o[6], o[7]);
+    // Indexed through a uint4 pointer, each piece is one 16-byte store; the same store through a
+    // cast element pointer came out as four 4-byte stores (PTX). k0 is a multiple of 8, so each
+    // piece's offset is too.
+    uint4* dst = reinterpret_cast<uint4*>(xp);
+    dst[xp_offset(row, k0, n_in) / 8] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[xp_offset(row, k0 + 8, n_in) / 8] = make_uint4(o[4], o[5], o[6], o[7]);
   }
 }
 
