@@ -49,4 +49,17 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes,
       : "memory");
 }
 
+// Global -> shared copy of one box of a 2-D tensor map (cuTensorMapEncodeTiled; the map in kernel
+// parameter, constant or global memory) at element coordinates (c0 innermost, c1), completing the
+// box's bytes on the mbarrier; elements past the tensor's ends arrive as zeros and count all the
+// same. dst: 128-byte aligned (1024 for a 128-byte swizzle, whose pattern follows the address).
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c0, int c1,
+                                               uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+
 }  // namespace memra::kernels::detail

@@ -43,9 +43,33 @@ void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, co
                              int64_t n_tokens, void* scratch, cudaStream_t stream,
                              const SideStream* side = nullptr);
 
+// x's rows form (matmul_launch.cuh: x_rows_offset; MEMRA_X_ROWS=1, off by default until
+// measured): a prompt step's norm writes the products' f16 input itself, a row a block in whole
+// runs, so the products take no preparing launch at all.
+//
+// Whether products over n_rows x dim would read x's rows form (the steps past the decode kernels'
+// 64 tokens on sm_90a with the switch on; dim whole 256-element chunks).
+bool x_rows_pays(int64_t n_rows, int64_t dim);
+
+// rms_norm (d null) or add_rms_norm of n_rows rows, bit for bit those kernels' x and y, that also
+// writes y's rows form with its group sums and row scales where matmul_shared_x_rows reads them in
+// `scratch` (matmul_scratch_bytes(n_rows, dim) bytes; x, d, y and scratch 16-byte aligned, dim a
+// multiple of 64).
+void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                     float eps, float* y, void* scratch, cudaStream_t stream);
+
+// matmul_shared_x for an x whose rows form rms_norm_x_rows wrote to `scratch` (and nothing used the
+// scratch since). Where the outputs need another form of x, x is prepared as matmul_shared_x does.
+// The same bits as matmul_shared_x.
+void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                          int64_t n_tokens, void* scratch, cudaStream_t stream,
+                          const SideStream* side = nullptr);
+
 namespace matmul_detail {
 // Where the row maxima of n_rows x dim sit in a matmul scratch buffer (matmul.cu's layout).
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim);
+// Where x's rows form of n_rows x dim sits in a matmul scratch buffer (kernel-check's teeth).
+uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim);
 }  // namespace matmul_detail
 
 }  // namespace memra::kernels

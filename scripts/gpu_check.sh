@@ -23,19 +23,21 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-seventh round's A/B: the rows' largest |x| from the norms
-#               (MEMRA_NORM_ROW_MAX) and, opt-in, the activation (MEMRA_ACT_ROW_MAX=1), the
-#               prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1, opt-in): kernel-check's
-#               matrix and prologue cases + teeth, invariance tests and the fixtures' model gate
-#               with the opt-ins, elementwise rows, 8B and 0.6B figures four ways, a prompt step
-#               per kernel (~8 min; not part of full)
+#     ab        the thirty-eighth round's A/B: x's rows form (MEMRA_X_ROWS=1: the norms write the
+#               products' f16 input, tensor copies bring it in), and the thirty-seventh round's
+#               opt-ins not yet measured, the activation's row maxima (MEMRA_ACT_ROW_MAX=1) and
+#               the prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1): kernel-check's matrix
+#               cases each way and the prologue cases + teeth, invariance tests and the fixtures'
+#               model gate with every opt-in, elementwise rows, the products at 512 tokens each
+#               way, 8B and 0.6B figures (~9 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
 #               found 9-16 tokens on six empty token tiles that way) (~3 min; not part of full)
-#     steps     where whole decode steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M at 1
-#               and 8 sequences: the per-kernel table a persistent decode kernel starts from
-#               (~5 min; not part of full)
+#     steps     where whole steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M decode at 1
+#               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
+#               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
+#               of full)
 #     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
 #               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
 #               sequences (8B Q4_K_M), memra-kernel-bench --attention, the BF16 and Q4_K wgmma
@@ -363,23 +365,25 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-seventh round. (1) x's wgmma form at prompt steps with the rows' largest |x| from
-  # the norms feeding q/k/v and gate/up (the default; MEMRA_NORM_ROW_MAX=0: xp_row_max_kernel finds
-  # them) and, opt-in until this runs, from the gated activation feeding down
-  # (MEMRA_ACT_ROW_MAX=1). (2) Opt-in until this runs: the attention prologue's 128-dim heads four
-  # elements a lane without a block barrier (MEMRA_PROLOGUE_FOUR=1). kernel-check's matrix cases
-  # (the activation's row-max cases call its kernel directly) and the prologue cases with the
-  # four-a-lane kernel + teeth, the invariance tests and graph replay (chunked vs whole prompts) and
-  # the fixtures' model gate with both switches on, the elementwise rows each way, 8B and 0.6B
-  # figures four ways, a prompt step per kernel. The round's first call (the block-a-row maxima,
-  # the norms'): receipts/2026-12-04-gpu-check-ab-r37-row-max-run.log.xz.
+  # The thirty-eighth round. (1) x's rows form at prompt steps (MEMRA_X_ROWS=1): the norms before
+  # q/k/v and gate/up write the products' f16 input a row a block, o and down prepare it in one
+  # launch, and the wgmma prefill kernels bring it in by tensor copies with the 128-byte swizzle.
+  # (2) The thirty-seventh round's opt-ins, written then and not yet run: the gated activation's
+  # row maxima (MEMRA_ACT_ROW_MAX=1) and the prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1).
+  # (3) At the defaults: x's wgmma-form pieces stored 16 bytes at a time, and the norm row-max
+  # cases' fixed tooth. Every opt-in gives the same bits by construction: kernel-check's matrix
+  # cases each way + teeth, the prologue cases under the switch + teeth, the invariance tests and
+  # graph replay (chunked vs whole prompts) and the fixtures' model gate with all three on.
+  # (The defaults' teeth run in quick.)
   kcheck kernel-check-matmul 240 --filter matmul
-  kcheck kernel-check-matmul-teeth 240 --filter matmul --teeth
+  kcheck kernel-check-matmul-x-rows 240 MEMRA_X_ROWS=1 --filter matmul
+  kcheck kernel-check-matmul-x-rows-teeth 240 MEMRA_X_ROWS=1 --filter matmul --teeth
   kcheck kernel-check-prologue-four 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue
   kcheck kernel-check-prologue-four-teeth 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue --teeth
-  step engine-invariants-opt-in 180 env MEMRA_TEST_DEVICE=cuda MEMRA_ACT_ROW_MAX=1 \
-    MEMRA_PROLOGUE_FOUR=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures-opt-in 300 env MEMRA_ACT_ROW_MAX=1 MEMRA_PROLOGUE_FOUR=1 \
+  opt_in=(MEMRA_ACT_ROW_MAX=1 MEMRA_PROLOGUE_FOUR=1 MEMRA_X_ROWS=1)
+  step engine-invariants-opt-in 180 env MEMRA_TEST_DEVICE=cuda "${opt_in[@]}" \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  step model-gate-fixtures-opt-in 300 env "${opt_in[@]}" \
     python3 scripts/gpu_model_gate.py --bin "$BIN" \
     --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-opt-in.json" tests/fixtures/models/llama \
     tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
@@ -388,16 +392,22 @@ if [ "$MODE" = ab ]; then
   step kernel-bench-elementwise-four 120 env MEMRA_PROLOGUE_FOUR=1 \
     "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise-four.json"
-  for f in before:MEMRA_NORM_ROW_MAX=0 norms:MEMRA_NORM_ROW_MAX=1 act:MEMRA_ACT_ROW_MAX=1 \
-    four:MEMRA_ACT_ROW_MAX=1,MEMRA_PROLOGUE_FOUR=1; do
-    bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -p 512 -n 64 -c 1
+  # Each 512-token product with its x preparation, xp_offset's tiles against the rows form.
+  for f in tiles:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
+    step "kernel-bench-512-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes q4_k,q6_k,bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+  done
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for f in default:MEMRA_X_ROWS=0 act:MEMRA_ACT_ROW_MAX=1 rows:MEMRA_X_ROWS=1 \
+    all:MEMRA_ACT_ROW_MAX=1,MEMRA_PROLOGUE_FOUR=1,MEMRA_X_ROWS=1; do
+    bench_with "$q8b" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+  done
+  for f in default:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  done
+  for f in default:MEMRA_PROLOGUE_FOUR=0 four:MEMRA_PROLOGUE_FOUR=1; do
     bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
-  # A 512-token prompt step per kernel at the defaults (the thirty-sixth round's table, again).
-  step prompt-profile-qwen3-8b-q4_k_m-512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt --skip 0 --count 2500 \
-    --bench-args "-p 512 -n 2 -r 3"
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a
@@ -414,6 +424,12 @@ if [ "$MODE" = steps ]; then
       --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
       --bench-args "-n 128 -r 3 -c $c"
   done
+  # A 512-token prompt step per kernel (the thirty-sixth round's table, PERFORMANCE.md), with the
+  # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=1).
+  # shellcheck disable=SC2086  # the variables split at their spaces
+  step prompt-profile-qwen3-8b-q4_k_m-512 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+    scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt \
+    --skip 0 --count 2500 --bench-args "-p 512 -n 2 -r 3"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:

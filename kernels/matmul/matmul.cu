@@ -55,7 +55,9 @@ namespace {
 
 using matmul_detail::block_max;
 using matmul_detail::group_to_f16;
+using matmul_detail::kChunk;
 using matmul_detail::kDecodeTokens;
+using matmul_detail::kXRowsK;
 using matmul_detail::kXThreads;
 using matmul_detail::MatmulArgs;
 using matmul_detail::max_abs;
@@ -119,8 +121,8 @@ struct ScratchLayout {
 
 // Row `row` of the result is x row rows[row] (rows null: x row `row`): the expert matmuls gather
 // their pairs' rows in expert order this way. kG > 0: the register form (prepare_x.cuh) for rows
-// of at most kG x 256 groups of 32.
-template <int kG>
+// of at most kG x 256 groups of 32. kRows: xp in x's rows form (x_rows_offset).
+template <int kG, bool kRows = false>
 __global__ void __launch_bounds__(kXThreads)
     x_to_f16_kernel(const float* __restrict__ x, int n_in, uint16_t* __restrict__ xh,
                     uint16_t* __restrict__ xp, float* __restrict__ xsum, int xsum_stride,
@@ -130,7 +132,7 @@ __global__ void __launch_bounds__(kXThreads)
   const int64_t row = blockIdx.x;
   const float* x_row = x + (rows ? rows[row] : row) * static_cast<int64_t>(n_in);
   if constexpr (kG > 0) {
-    row_to_f16_regs<kG>(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max);
+    row_to_f16_regs<kG, kRows>(x_row, row, n_in, xh, xp, xsum, xsum_stride, xinv, warp_max);
     return;
   }
   const float4* src = reinterpret_cast<const float4*>(x_row);
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(kXThreads)
     m = max_abs(m, f);
   }
   m = block_max(m, warp_max);
-  row_to_f16<true>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
+  row_to_f16<true, kRows>(x_row, m, row, n_in, xh, xp, xsum, xsum_stride, xinv);
 }
 
 // x_to_f16's xp-only form by token groups (launch_xp_groups; the prefill steps whose outputs all
@@ -179,6 +181,7 @@ __global__ void __launch_bounds__(kXThreads)
   m = block_max(m, warp_max);
   if (threadIdx.x == 0) xmax[row] = m;
 }
+template <bool kRows>
 __global__ void __launch_bounds__(kXThreads)
     xp_groups_kernel(const float* __restrict__ x, int n_in, int n_rows,
                      const float* __restrict__ xmax, uint16_t* __restrict__ xp,
@@ -191,8 +194,8 @@ __global__ void __launch_bounds__(kXThreads)
   if (row >= n_rows || g >= xsum_stride) return;
   const int shift = row_shift(xmax[row]);
   if (g == 0) xinv[row] = ldexpf(1.0f, -shift);
-  group_to_f16<true>(reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in),
-                     ldexpf(1.0f, shift), row, g, n_in, nullptr, xp, xsum, xsum_stride);
+  group_to_f16<true, kRows>(reinterpret_cast<const float4*>(x + static_cast<int64_t>(row) * n_in),
+                            ldexpf(1.0f, shift), row, g, n_in, nullptr, xp, xsum, xsum_stride);
 }
 static_assert(kXpGroupRows * kXpGroupGroups == kXThreads, "a block is 8 rows x 32 groups");
 
@@ -200,14 +203,16 @@ static_assert(kXpGroupRows * kXpGroupGroups == kXThreads, "a block is 8 rows x 3
 // form of y as x_to_f16 makes it: the largest |y| is gathered as y is written, and after a
 // barrier the block reads its own y back (plain loads: it wrote them in this launch).
 // kN > 0: the norm's register form (norm_row.cuh), y's copy for the f16 form staged in shared
-// memory instead of reread.
+// memory instead of reread. x16: xh, or (kRows) x's rows form (rms_norm_x_rows).
 static_assert(kXThreads == detail::kNormThreads, "one block shape for both halves");
-template <int kN>
+template <int kN, bool kRows = false>
 __global__ void __launch_bounds__(kXThreads)
     norm_to_f16_kernel(float* x, const float* d, const float* w, int dim, float eps, float* y,
-                       uint16_t* __restrict__ xh, float* __restrict__ xsum, int xsum_stride,
+                       uint16_t* __restrict__ x16, float* __restrict__ xsum, int xsum_stride,
                        float* __restrict__ xinv) {
   detail::wait_for_inputs();
+  uint16_t* const xh = kRows ? nullptr : x16;
+  uint16_t* const xp = kRows ? x16 : nullptr;
   __shared__ float warp_sums[detail::kNormWarps];
   __shared__ float warp_max[kXThreads / 32];
   __shared__ detail::RowStage<kN> ys;
@@ -217,10 +222,10 @@ __global__ void __launch_bounds__(kXThreads)
         block_max(detail::norm_row_regs<kN>(x + row * dim, d ? d + row * dim : nullptr, w, dim, eps,
                                             y + row * dim, ys.v, warp_sums),
                   warp_max);
-    row_to_f16<false>(ys.v, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+    row_to_f16<false, kRows>(ys.v, m, row, dim, xh, xp, xsum, xsum_stride, xinv);
   } else {
     const float m = block_max(detail::norm_row(x, d, w, dim, eps, y, row, warp_sums), warp_max);
-    row_to_f16<false>(y + row * dim, m, row, dim, xh, nullptr, xsum, xsum_stride, xinv);
+    row_to_f16<false, kRows>(y + row * dim, m, row, dim, xh, xp, xsum, xsum_stride, xinv);
   }
 }
 
@@ -565,19 +570,27 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 }
 
 // x_to_f16_kernel over n_rows rows, in the register form where a row has at most 3 x 256 groups
-// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B).
+// of 32 (24,576 elements; MEMRA_PREP_REGS=0: the loop form, the A/B). xp_rows: xp in x's rows form.
 void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
-                     uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows) {
+                     uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows,
+                     bool xp_rows = false) {
   static const bool regs = env_switch("MEMRA_PREP_REGS", true);
   const int groups = regs ? xsum_stride : 1 << 30;
   const auto launch = [&](auto kernel) {
     detail::launch(kernel, static_cast<unsigned>(n_rows), kXThreads, 0, stream, x, n_in, xh, xp,
                    xsum, xsum_stride, xinv, rows);
   };
-  if (groups <= kXThreads) return launch(x_to_f16_kernel<1>);
-  if (groups <= 2 * kXThreads) return launch(x_to_f16_kernel<2>);
-  if (groups <= 3 * kXThreads) return launch(x_to_f16_kernel<3>);
-  launch(x_to_f16_kernel<0>);
+  const auto pick = [&](auto with_rows) {
+    constexpr bool kRows = decltype(with_rows)::value;
+    if (groups <= kXThreads) return launch(x_to_f16_kernel<1, kRows>);
+    if (groups <= 2 * kXThreads) return launch(x_to_f16_kernel<2, kRows>);
+    if (groups <= 3 * kXThreads) return launch(x_to_f16_kernel<3, kRows>);
+    launch(x_to_f16_kernel<0, kRows>);
+  };
+  if (xp_rows)
+    pick(std::true_type{});
+  else
+    pick(std::false_type{});
 }
 
 // x's wgmma form alone (xp, the group sums and the scales; no xh) by token groups
@@ -589,19 +602,35 @@ bool xp_groups_enabled() {
   return enabled;
 }
 // xmax_given: the rows' largest |x| are in xmax already (kernels/row_max.h's producers wrote them).
+// xp_rows: xp in x's rows form.
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
-                      float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given) {
+                      float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given,
+                      bool xp_rows) {
   const auto rows = static_cast<unsigned>(n_rows);
   if (!xmax_given) detail::launch(xp_row_max_kernel, rows, kXThreads, 0, stream, x, n_in, xmax);
   const dim3 grid((rows + kXpGroupRows - 1) / kXpGroupRows,
                   static_cast<unsigned>((xsum_stride + kXpGroupGroups - 1) / kXpGroupGroups));
-  detail::launch(xp_groups_kernel, grid, kXThreads, 0, stream, x, n_in, n_rows,
-                 static_cast<const float*>(xmax), xp, xsum, xsum_stride, xinv);
+  detail::launch(xp_rows ? xp_groups_kernel<true> : xp_groups_kernel<false>, grid, kXThreads, 0,
+                 stream, x, n_in, n_rows, static_cast<const float*>(xmax), xp, xsum, xsum_stride,
+                 xinv);
+}
+
+// x's rows form (matmul_launch.cuh: x_rows_offset) for the prefill steps whose outputs all take
+// the wgmma kernels, where the kernels that serve those steps read it (the BF16 kernel, the Q4_K
+// chunk ring, the scaled Q6_K / Q8_0 kernel; with MEMRA_WGMMA_FOLD=0 or MEMRA_WGMMA_SCALED=0 the
+// older kernels read xp_offset's layout only). Off by default: MEMRA_X_ROWS=1 for the A/B. Why:
+// written a row a block, x's wgmma form needs no pass of its own over the row's maxima, and the
+// kernel that writes a row stores whole runs (xp_offset's 16-byte pieces sit 128 bytes to 4 KB
+// apart, the reason xp_groups_kernel exists).
+bool x_rows_enabled(int64_t n_tokens) {
+  static const bool enabled = env_switch("MEMRA_X_ROWS", false);
+  return enabled && n_tokens > kDecodeTokens && matmul_detail::prefill_wgmma_fold_enabled() &&
+         matmul_detail::prefill_wgmma_scaled_enabled();
 }
 
 // What the caller hands matmul_shared_x_impl besides x: nothing, x's prepared rows
-// (rms_norm_for_matmul), or its rows' largest |x| (kernels/row_max.h).
-enum class XGiven { none, prepared, row_max };
+// (rms_norm_for_matmul), its rows' largest |x| or x's rows form (kernels/row_max.h).
+enum class XGiven { none, prepared, row_max, rows };
 
 void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                           int64_t n_tokens, void* scratch, cudaStream_t stream, XGiven given,
@@ -626,9 +655,20 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
-  if (any_wgmma && !any_mma && !x_prepared && xp_groups_enabled()) {
+  // x's rows form: written by the kernel before (rms_norm_x_rows), or from the producer's maxima
+  // in one launch by token groups, else a row a block.
+  const bool xp_rows = any_wgmma && !any_mma && !x_prepared && x_rows_enabled(n_tokens);
+  if (xp_rows && given == XGiven::rows) {
+    // nothing to prepare
+  } else if (xp_rows && given == XGiven::row_max) {
     launch_xp_groups(tokens, in, stream, x, xp, xsum, static_cast<int>(layout.xsum_stride), xinv,
-                     layout.xmax(scratch, n_tokens), given == XGiven::row_max);
+                     layout.xmax(scratch, n_tokens), true, true);
+  } else if (xp_rows) {
+    launch_x_to_f16(n_tokens, in, stream, x, nullptr, xp, xsum,
+                    static_cast<int>(layout.xsum_stride), xinv, nullptr, true);
+  } else if (any_wgmma && !any_mma && !x_prepared && xp_groups_enabled()) {
+    launch_xp_groups(tokens, in, stream, x, xp, xsum, static_cast<int>(layout.xsum_stride), xinv,
+                     layout.xmax(scratch, n_tokens), given == XGiven::row_max, false);
   } else if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
     launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                     static_cast<int>(layout.xsum_stride), xinv, nullptr);
@@ -643,6 +683,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   x_args.xinv = xinv;
   x_args.n_in = in;
   x_args.n_tokens = tokens;
+  x_args.xp_rows = xp_rows;
   if (matmul_detail::tiled_decode_groups_take(n_tokens) && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
@@ -672,6 +713,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     args.n_out = out;
     args.xh = xh;
     args.xp = uses_wgmma(o, n_in, n_tokens) ? xp : nullptr;
+    args.xp_rows = xp_rows && args.xp != nullptr;
     args.xsum = xsum;
     args.xsum_stride = static_cast<int>(layout.xsum_stride);
     args.xinv = xinv;
@@ -710,10 +752,44 @@ bool row_max_pays(int64_t n_rows) {
   return n_rows > kDecodeTokens && xp_groups_enabled() && matmul_detail::prefill_wgmma_available();
 }
 
+bool x_rows_pays(int64_t n_rows, int64_t dim) {
+  return x_rows_enabled(n_rows) && dim % kChunk == 0 && dim <= (1 << 30) &&
+         matmul_detail::prefill_wgmma_available();
+}
+
+void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                     float eps, float* y, void* scratch, cudaStream_t stream) {
+  if (n_rows < 0 || n_rows > (int64_t{1} << 30) || dim <= 0 || dim % kXRowsK != 0 ||
+      dim > (1 << 30))
+    fail(ErrorCode::invalid_argument, "rms_norm_x_rows: {} rows of {} (dim a multiple of {})",
+         n_rows, dim, kXRowsK);
+  if (!x || !y || !aligned16(x) || !aligned16(y) || !aligned16(scratch) || (d && !aligned16(d)))
+    fail(ErrorCode::invalid_argument,
+         "rms_norm_x_rows: x, d, y and scratch must be 16-byte aligned");
+  if (n_rows == 0) return;
+  const ScratchLayout layout(n_rows, dim);
+  const ScratchLayout::Parts p = layout.parts(scratch);
+  detail::with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
+    detail::launch(norm_to_f16_kernel<decltype(kn)::value, true>, static_cast<unsigned>(n_rows),
+                   kXThreads, 0, stream, x, d, w, static_cast<int>(dim), eps, y, p.xp, p.xsum,
+                   static_cast<int>(layout.xsum_stride), p.xinv);
+  });
+}
+
+void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
+                          int64_t n_tokens, void* scratch, cudaStream_t stream,
+                          const SideStream* side) {
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, XGiven::rows, side);
+}
+
 namespace matmul_detail {
 
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {
   return ScratchLayout(n_rows, dim).xmax(scratch, n_rows);
+}
+
+uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim) {
+  return ScratchLayout(n_rows, dim).parts(scratch).xp;
 }
 
 bool prefill_groups_enabled() {

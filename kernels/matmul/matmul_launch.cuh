@@ -3,6 +3,7 @@
 // so the two compile in parallel.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (the type only: the driver's encoder is found at run time)
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -30,6 +31,9 @@ struct MatmulArgs {
   int xsum_stride = 0;
   const float* xinv = nullptr;
   int n_tokens = 0;
+  // xp holds x's rows form instead (x_rows_offset; the prefill kernels read it through a tensor
+  // map, x_rows_map). Here, in padding, so that no other member moves.
+  bool xp_rows = false;
   float* y = nullptr;
   int64_t ldy = 0;
 };
@@ -49,6 +53,20 @@ __host__ __device__ inline int64_t xp_offset(int64_t n, int64_t k, int64_t n_in)
 inline int64_t xp_tokens(int64_t n_tokens) {
   return (n_tokens + kXpTokens - 1) / kXpTokens * kXpTokens;
 }
+
+// x's rows form (MEMRA_X_ROWS, matmul.cu): the same f16 values in physical k order, but as plain
+// rows, [token][n_in], so that a kernel writing a row a block (x_to_f16, the norms) writes it in
+// whole 32-byte runs instead of 16-byte pieces 128 bytes to 4 KB apart. The prefill kernels bring
+// it into shared memory a box of kXRowsK x their tokens at a time through a tensor map with the
+// 128-byte swizzle, which is a layout wgmma reads directly (wgmma.cuh: b_desc_rows).
+constexpr int kXRowsK = 64;
+__host__ __device__ inline int64_t x_rows_offset(int64_t n, int64_t k, int64_t n_in) {
+  return n * n_in + k;
+}
+// The tensor map of x.xp's rows form (x.n_tokens rows of x.n_in f16) for boxes of kXRowsK x
+// box_tokens, 128-byte swizzle, rows past the batch read as zeros; a zeroed map where x.xp_rows is
+// false (the kernels then take no tensor copy). Fails (Error) where the driver refuses it.
+CUtensorMap x_rows_map(const MatmulArgs& x, int box_tokens);
 
 // The largest dynamic shared memory a block may opt into on sm_80 (A100), and on sm_90 (the
 // kernels built for sm_90a only).
@@ -166,16 +184,16 @@ struct BlockOuts {
     return outs;
   }
 };
-// Launches kKernel(x, outs), a kernel of 128-row blocks (grid y: outs' blocks) over kBN-token
-// tiles (grid x), having opted into its smem bytes of shared memory once per device.
-template <auto kKernel, int kBN>
+// Launches kKernel(x, outs, extra...), a kernel of 128-row blocks (grid y: outs' blocks) over
+// kBN-token tiles (grid x), having opted into its smem bytes of shared memory once per device.
+template <auto kKernel, int kBN, typename... Extra>
 void launch_block_outs(const MatmulArgs& x, const BlockOuts& outs, int threads, int smem,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const Extra&... extra) {
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(kKernel, smem, smem_set);
   const dim3 grid(static_cast<unsigned>((x.n_tokens + kBN - 1) / kBN),
                   static_cast<unsigned>(outs.block_begin[outs.n]));
-  detail::launch(kKernel, grid, threads, smem, stream, x, outs);
+  detail::launch(kKernel, grid, threads, smem, stream, x, outs, extra...);
 }
 // The output of a multi-output launch that block b computes (begin[o] <= b < begin[o + 1]; outs
 // has w, y, n_out, ldy and n per output: MultiOut, BlockOuts), with a's w, y, n_out and ldy set

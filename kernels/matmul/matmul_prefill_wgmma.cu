@@ -31,7 +31,10 @@
 // 16-element step, physical 0..7 hold logical 0, 1, 4, 5, 8, 9, 12, 13 and 8..15 the rest) and
 // already in the shared-memory tile layout (xp_offset in matmul_launch.cuh): K-major without
 // swizzle, 8-token x 8-k core matrices of 128 bytes, [step 4][token group 16][k half 2][token 8]
-// [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy.
+// [k 8] per 128-token x 64-k tile, tiles contiguous, so a sub-stage's x is one 16 KB copy. Or
+// (kRows, x.xp_rows) x's rows form (matmul_launch.cuh: x_rows_offset), a sub-stage's x one tensor
+// copy of a 64-k x 128-token box (wgmma.cuh: b_desc_rows).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -62,13 +65,14 @@ static_assert(kBN == kXpTokens && kSub == kXpK, "the x tile is xp_offset's tile"
 // The kernel's pieces exist only in its sm_90a code (other passes compile an empty kernel).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr int kCopyRegs = 40, kComputeRegs = 232;
-constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
 // thread issues it): tile m's quarter q % 4 of chunk q / 4 is q * 2048 bytes into the tile's
 // records (a tile's chunks are contiguous); rows past the matrix repeat the last tile.
-__device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
-                                           int q, int row0, int tok0) {
+template <bool kRows>
+__device__ __forceinline__ void fill_stage(const MatmulArgs& a, const CUtensorMap* xmap,
+                                           uint8_t* stage, uint64_t* bar, int q, int row0,
+                                           int tok0) {
   mbar_arrive_expect_tx(bar, kStageBytes);
   const int last_tile = (a.n_out - 1) / 16, n_chunks = a.n_in / kChunk;
 #pragma unroll
@@ -77,7 +81,10 @@ __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* stage, 
     bulk_copy(stage + m * kQuarter,
               a.w + tile * n_chunks * TiledHalf::kBytes + int64_t{q} * kQuarter, kQuarter, bar);
   }
-  bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
+  if constexpr (kRows)
+    tensor_copy_2d(stage + kRecStage, xmap, q * kSub, tok0, bar);
+  else
+    bulk_copy(stage + kRecStage, a.xp + xp_offset(tok0, q * kSub, a.n_in), kXStage, bar);
 }
 
 // The chunk's end: total (the running chunk sum) takes the chunk partial acc in order, acc restarts
@@ -112,13 +119,16 @@ __device__ __forceinline__ void load_a(const uint8_t* stage, int warp, int lane,
 // lane running on into the next tile's sub-stages while the compute warps fold and store this
 // one, so a tile's first stages and its block's start no longer stand alone on the SM. The stage
 // ring and its barriers' phases run on across the block's tiles (sub-stage index Q counts them
-// all). Each tile's arithmetic is the same either way, so are the bits.
-template <bool kPersistent>
+// all). Each tile's arithmetic is the same either way, so are the bits. kRows: x is x.xp's rows
+// form, read through xmap (x_rows_map; a zeroed map otherwise).
+template <bool kPersistent, bool kRows>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_wgmma_kernel(const MatmulArgs x, const BlockOuts outs) {
+    prefill_wgmma_kernel(const MatmulArgs x, const BlockOuts outs,
+                         const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_xp[];
+  uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int n_x = (x.n_tokens + kBN - 1) / kBN;
   const int n_tiles = kPersistent ? n_x * outs.block_begin[outs.n] : 1;
@@ -153,7 +163,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = first; t < n_tiles; t += step, Q += n_sub) {
         copy_stages<kStages>(
             n_sub, smem, kStageBytes, full, empty,
-            [&](int q, uint8_t* stage, uint64_t* bar) { fill_stage(a, stage, bar, q, row0, tok0); },
+            [&](int q, uint8_t* stage, uint64_t* bar) {
+              fill_stage<kRows>(a, &xmap, stage, bar, q, row0, tok0);
+            },
             Q);
         if (t + step < n_tiles) tile(t + step, a, row0, tok0);
       }
@@ -187,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint8_t* X = stage + kRecStage;
         wgmma_fence();
 #pragma unroll
-        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], b_desc(X + s * kStepBytes));
+        for (int s = 0; s < 4; ++s) wgmma_m64n128k16(acc, af[s], x_step_desc<kRows, kBN>(X, s));
         wgmma_commit();
         if (u > 0) {
           wgmma_wait<1>();  // sub-stage Q - 1 is done reading
@@ -238,8 +250,9 @@ bool prefill_wgmma_available() {
     // The code the runtime would load for this device: sm_90a only where the build has it and the
     // device is a Hopper; an sm_80 build or device gets the mma.sync kernel.
     cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false>) == cudaSuccess &&
-                    attr.binaryVersion == 90;
+    const bool ok =
+        cudaFuncGetAttributes(&attr, prefill_wgmma_kernel<false, false>) == cudaSuccess &&
+        attr.binaryVersion == 90;
     if (!ok) (void)cudaGetLastError();
     if (ok) available.fetch_or(bit, std::memory_order_release);
     checked.fetch_or(bit, std::memory_order_release);
@@ -251,17 +264,28 @@ void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream
   if (outs.n < 1) fail(ErrorCode::internal, "prefill_wgmma: no outputs");
   const int64_t n_tiles =
       (x.n_tokens + kBN - 1) / kBN * static_cast<int64_t>(outs.block_begin[outs.n]);
+  const CUtensorMap xmap = x_rows_map(x, kBN);
+  if (x.xp_rows) {  // the rows form has the persistent kernel only, its grid at most a tile an SM
+    if (n_tiles > INT32_MAX) fail(ErrorCode::internal, "prefill_wgmma: {} tiles", n_tiles);
+    static std::atomic<uint64_t> smem_set{0};
+    allow_smem_once(prefill_wgmma_kernel<true, true>, kSmem, smem_set);
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(device_sms(), n_tiles));
+    detail::launch(prefill_wgmma_kernel<true, true>, dim3(grid), kThreads, kSmem, stream, x, outs,
+                   xmap);
+    return;
+  }
   if (persistent_enabled()) {
     const int sms = device_sms();
     if (n_tiles > sms && n_tiles <= INT32_MAX) {
       static std::atomic<uint64_t> smem_set{0};
-      allow_smem_once(prefill_wgmma_kernel<true>, kSmem, smem_set);
-      detail::launch(prefill_wgmma_kernel<true>, dim3(static_cast<unsigned>(sms)), kThreads, kSmem,
-                     stream, x, outs);
+      allow_smem_once(prefill_wgmma_kernel<true, false>, kSmem, smem_set);
+      detail::launch(prefill_wgmma_kernel<true, false>, dim3(static_cast<unsigned>(sms)), kThreads,
+                     kSmem, stream, x, outs, xmap);
       return;
     }
   }
-  launch_block_outs<prefill_wgmma_kernel<false>, kBN>(x, outs, kThreads, kSmem, stream);
+  launch_block_outs<prefill_wgmma_kernel<false, false>, kBN>(x, outs, kThreads, kSmem, stream,
+                                                             xmap);
 }
 
 void launch_prefill_wgmma(const MatmulArgs& a, cudaStream_t stream) {

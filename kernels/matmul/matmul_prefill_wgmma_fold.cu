@@ -43,8 +43,7 @@ static_assert(T::kBytes == 4 * kQuadBytes + kHeadBytes, "a record is four quads 
 
 constexpr int kBN = 128;  // tokens a block: wgmma m64n128
 constexpr int kStages = 7;
-constexpr int kXStage = kBN * kSub * 2;   // 16 KB: xp_offset's tile, one copy
-constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the x tile: 4 KB
+constexpr int kXStage = kBN * kSub * 2;  // 16 KB: xp_offset's tile, one copy
 constexpr int kStageBytes = kQuads + kHeads + kXStage;
 constexpr int kRingBytes = kStages * kStageBytes;
 constexpr int kBarBytes = 2 * kStages * 8;  // a full and an empty mbarrier a stage
@@ -73,6 +72,16 @@ __device__ __forceinline__ const uint8_t* tile_record(const MatmulArgs& a, int r
 }
 __device__ __forceinline__ const uint16_t* x_tile(const MatmulArgs& a, int tok0, int q) {
   return a.xp + xp_offset(tok0, q * kSub, a.n_in);
+}
+// The x tile of sub-stage q into dst: one bulk copy of xp_offset's tile, or (kRows) one tensor
+// copy of the rows form's 64-k x 128-token box (xmap, x_rows_map).
+template <bool kRows>
+__device__ __forceinline__ void copy_x_tile(const MatmulArgs& a, const CUtensorMap* xmap,
+                                            uint8_t* dst, int tok0, int q, uint64_t* bar) {
+  if constexpr (kRows)
+    tensor_copy_2d(dst, xmap, q * kSub, tok0, bar);
+  else
+    bulk_copy(dst, x_tile(a, tok0, q), kXStage, bar);
 }
 
 // Sub-stage q of the block at (row0, tok0) into a stage buffer, completing on its barrier (one
@@ -171,9 +180,11 @@ __device__ __forceinline__ void compute_sync() {
 // The chunk ring's copy lane: chunk c's whole records into slot c % kWSlots once chunk c -
 // kWSlots has left it, then its four x tiles into the x ring, each once its sub-stage's slot is
 // free.
-__device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wring, uint8_t* xring,
-                                                uint64_t* wfull, uint64_t* wempty, uint64_t* xfull,
-                                                uint64_t* xempty, int row0, int tok0) {
+template <bool kRows>
+__device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, const CUtensorMap* xmap,
+                                                uint8_t* wring, uint8_t* xring, uint64_t* wfull,
+                                                uint64_t* wempty, uint64_t* xfull, uint64_t* xempty,
+                                                int row0, int tok0) {
   const int n_chunks = a.n_in / kChunk;
   for (int c = 0; c < n_chunks; ++c) {
     const int w = c % kWSlots;
@@ -188,7 +199,7 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
       const int q = 4 * c + u, b = q % kXSlots;
       if (q >= kXSlots) mbar_wait(xempty + b, (q / kXSlots - 1) & 1);
       mbar_arrive_expect_tx(xfull + b, kXStage);
-      bulk_copy(xring + b * kXStage, x_tile(a, tok0, q), kXStage, xfull + b);
+      copy_x_tile<kRows>(a, xmap, xring + b * kXStage, tok0, q, xfull + b);
     }
   }
 }
@@ -200,13 +211,17 @@ __device__ __forceinline__ void copy_chunk_ring(const MatmulArgs& a, uint8_t* wr
 // with two handoffs a chunk, 4-5% while the copies bounded the kernel, fourteenth round; on the
 // chunk ring, the second warpgroup half a chunk behind with each staging the chunk's sums for
 // itself, gate 136.7 -> 142.5 us, thirty-second round. PERFORMANCE.md.)
-// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names.
-template <bool kLaneCopies, bool kChunkRing>
+// Block (x, y): tokens [128 x, + 128) of the 128-row block of outs that y names. kRows (with the
+// chunk ring only): x is x.xp's rows form, read through xmap (x_rows_map; a zeroed map otherwise).
+template <bool kLaneCopies, bool kChunkRing, bool kRows>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_wgmma_fold_kernel(const MatmulArgs x, const BlockOuts outs) {
+    prefill_wgmma_fold_kernel(const MatmulArgs x, const BlockOuts outs,
+                              const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
+  static_assert(kChunkRing || !kRows, "the rows form takes the chunk ring's copies");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_xp[];
+  uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
@@ -237,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kCopyRegs>();
     if constexpr (kChunkRing) {
       if (warp == kCompute / 32 && lane == 0)
-        copy_chunk_ring(a, wring, smem, wfull, wempty, full, empty, row0, tok0);
+        copy_chunk_ring<kRows>(a, &xmap, wring, smem, wfull, wempty, full, empty, row0, tok0);
     } else {
       run_copies<kStages, kCompute, kLaneCopies>(
           warp, lane, n_sub, smem, kStageBytes, full, empty,
@@ -283,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint8_t* X = kChunkRing ? stage : stage + kQuads + kHeads;
       wgmma_fence();
 #pragma unroll
-      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], b_desc(X + v * kStepBytes));
+      for (int v = 0; v < 4; ++v) wgmma_m64n128k16(s, af[v], x_step_desc<kRows, kBN>(X, v));
       wgmma_commit();
       if (u > 0) {
         wgmma_wait<1>();  // sub-stage q - 1 is done reading
@@ -330,10 +345,10 @@ bool prefill_wgmma_copy_lanes_enabled() {
   return enabled;
 }
 
-template <bool kLaneCopies, bool kChunkRing>
+template <bool kLaneCopies, bool kChunkRing, bool kRows = false>
 void launch_schedule(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing>, kBN>(
-      x, outs, kThreads, kChunkRing ? kRingSmem : kSmem, stream);
+  launch_block_outs<prefill_wgmma_fold_kernel<kLaneCopies, kChunkRing, kRows>, kBN>(
+      x, outs, kThreads, kChunkRing ? kRingSmem : kSmem, stream, x_rows_map(x, kBN));
 }
 
 void launch_prefill_wgmma_fold(const MatmulArgs& a, cudaStream_t stream) {
@@ -348,8 +363,11 @@ void launch_prefill_wgmma_fold(const MatmulArgs& x, const BlockOuts& outs, cudaS
   // The chunk ring: on by default (MEMRA_WGMMA_CHUNK_RING=0 for the A/B, the same bits): the 8B
   // gate shape at 512 tokens 204.6 -> 136.9 us, 8B Q4_K_M pp512 11,897 -> 15,259 tok/s on the
   // H200.
+  // x's rows form takes the chunk ring whatever the switch says (the same bits).
   static const bool chunk_ring = env_switch("MEMRA_WGMMA_CHUNK_RING", true);
-  if (chunk_ring)
+  if (x.xp_rows)
+    launch_schedule<true, true, true>(x, outs, stream);
+  else if (chunk_ring)
     launch_schedule<true, true>(x, outs, stream);
   else if (prefill_wgmma_copy_lanes_enabled())
     launch_schedule<true, false>(x, outs, stream);

@@ -212,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_wgmma_quant_kernel(const 
 template <DType D>
 void launch_prefill_wgmma_quant(const MatmulArgs& a, cudaStream_t stream) {
   using C = QuantCfg<D>;
+  if (a.xp_rows) fail(ErrorCode::internal, "prefill_wgmma_quant: reads xp_offset's layout only");
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(prefill_wgmma_quant_kernel<D>, C::kSmem, smem_set);
   const dim3 grid(static_cast<unsigned>((a.n_tokens + kBN - 1) / kBN),

@@ -43,7 +43,11 @@ constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
 constexpr int kStages = 3;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
-template <DType D>
+// kRows: x arrives in x's rows form (x_rows_offset) by tensor copies of 64-k x 64-token boxes,
+// four a chunk, at the stage's start (the boxes need 1,024-byte alignment, which the records'
+// sizes would break), each stage rounded up to 1,024 bytes. Otherwise the records come first and
+// the x steps after them, as before.
+template <DType D, bool kRows = false>
 struct ScaledCfg {
   using T = Tiled<D>;
   static constexpr int kGroupSteps = T::kGroup / 16, kGroups = kChunk / T::kGroup;
@@ -54,7 +58,9 @@ struct ScaledCfg {
   // after it (Q8_0, whose heads are 16 bytes a row: 194.5 -> 183.6), as measured.
   static constexpr bool kEarlyScales = D == DType::q6_k;
   static constexpr int kRecStage = kTiles * T::kBytes;
-  static constexpr int kStage = kRecStage + kXStage;
+  static constexpr int kStageBytes = kRecStage + kXStage;  // what a stage's copies bring
+  static constexpr int kXAt = kRows ? 0 : kRecStage, kRecAt = kRows ? kXStage : 0;
+  static constexpr int kStage = kRows ? (kStageBytes + 1023) / 1024 * 1024 : kStageBytes;
   static constexpr int kSmem = kStages * kStage + 2 * kStages * 8;  // + full and empty barriers
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
@@ -66,25 +72,31 @@ constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
 // The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
-// lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens.
-template <DType D>
-__device__ __forceinline__ void copy_chunks(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
-                                            uint64_t* empty, int row0, int tok0, int lane) {
-  using C = ScaledCfg<D>;
+// lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens, or (kRows)
+// lane kTiles + b the rows form's 64-k box b of the chunk (xmap).
+template <DType D, bool kRows>
+__device__ __forceinline__ void copy_chunks(const MatmulArgs& a, const CUtensorMap* xmap,
+                                            uint8_t* smem, uint64_t* full, uint64_t* empty,
+                                            int row0, int tok0, int lane) {
+  using C = ScaledCfg<D, kRows>;
   const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
   for (int c = 0; c < n_chunks; ++c) {
     const int b = c % kStages;
     if (c >= kStages) mbar_wait(empty + b, (c / kStages - 1) & 1);
-    if (lane == 0) mbar_arrive_expect_tx(full + b, C::kStage);
+    if (lane == 0) mbar_arrive_expect_tx(full + b, C::kStageBytes);
     __syncwarp();  // the byte count is set before any copy can complete
     uint8_t* stage = smem + b * C::kStage;
     if (lane < kTiles) {
       const int64_t tile = min(row0 / 16 + lane, last_tile);
-      bulk_copy(stage + lane * C::T::kBytes, a.w + (tile * n_chunks + c) * C::T::kBytes,
+      bulk_copy(stage + C::kRecAt + lane * C::T::kBytes, a.w + (tile * n_chunks + c) * C::T::kBytes,
                 C::T::kBytes, full + b);
-    } else if (lane < kTiles + kSteps) {
+    } else if (kRows && lane < kTiles + kChunk / kXRowsK) {
+      const int box = lane - kTiles;
+      tensor_copy_2d(stage + C::kXAt + box * (kBN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
+                     full + b);
+    } else if (!kRows && lane < kTiles + kSteps) {
       const int s = lane - kTiles;
-      bulk_copy(stage + C::kRecStage + s * kStepBytes,
+      bulk_copy(stage + C::kXAt + s * kStepBytes,
                 a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, full + b);
     }
   }
@@ -116,17 +128,20 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
-template <DType D>
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names. kRows: x is x.xp's
+// rows form, read through xmap (x_rows_map; a zeroed map otherwise).
+template <DType D, bool kRows>
 __global__ void __launch_bounds__(kThreads, 1)
-    prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs) {
+    prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs,
+                                const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = ScaledCfg<D>;
+  using C = ScaledCfg<D, kRows>;
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
   constexpr int kLag = C::kLag;
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_xp[];
+  uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
@@ -142,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first warp issues every copy
     setmaxnreg_dec<kCopyRegs>();
-    if (warp == kCompute / 32) copy_chunks<D>(a, smem, full, empty, row0, tok0, lane);
+    if (warp == kCompute / 32) copy_chunks<D, kRows>(a, &xmap, smem, full, empty, row0, tok0, lane);
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
@@ -155,8 +170,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int c = 0; c < n_chunks; ++c) {
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
     const uint8_t* stage = smem + (c % kStages) * C::kStage;
-    const uint8_t* rec = stage + warp * T::kBytes;
-    const uint8_t* X = stage + C::kRecStage;
+    const uint8_t* rec = stage + C::kRecAt + warp * T::kBytes;
+    const uint8_t* X = stage + C::kXAt;
     typename T::Quad quad;
 #pragma unroll
     for (int j = 0; j < kGroups; ++j) {
@@ -169,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
-        const uint64_t b = b_desc(X + (j * kGroupSteps + v) * kStepBytes);
+        const uint64_t b = x_step_desc<kRows, kBN>(X, j * kGroupSteps + v);
         if (v == 0)
           wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
         else
@@ -212,12 +227,17 @@ bool prefill_wgmma_scaled_enabled() {
 
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  using C = ScaledCfg<D>;
   if (x.n_tokens <= kDecodeTokens || outs.n < 1)
     fail(ErrorCode::internal,
          "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
          kDecodeTokens, outs.n);
-  launch_block_outs<prefill_wgmma_scaled_kernel<D>, kBN>(x, outs, kThreads, C::kSmem, stream);
+  const CUtensorMap xmap = x_rows_map(x, kBN);
+  if (x.xp_rows)
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, true>, kBN>(
+        x, outs, kThreads, ScaledCfg<D, true>::kSmem, stream, xmap);
+  else
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, false>, kBN>(
+        x, outs, kThreads, ScaledCfg<D, false>::kSmem, stream, xmap);
 }
 
 template <DType D>

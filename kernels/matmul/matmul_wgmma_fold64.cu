@@ -203,9 +203,10 @@ bool wgmma_fold64_enabled() {
 }
 
 void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (x.n_in % kChunk != 0 || outs.n < 1)
-    fail(ErrorCode::internal, "wgmma_fold64: K {} (whole 256-element chunks), {} outputs", x.n_in,
-         outs.n);
+  if (x.n_in % kChunk != 0 || outs.n < 1 || x.xp_rows)
+    fail(ErrorCode::internal,
+         "wgmma_fold64: K {} (whole 256-element chunks), {} outputs, x's rows form {}", x.n_in,
+         outs.n, x.xp_rows);
   launch_block_outs<wgmma_fold64_kernel, kBN>(x, outs, kThreads, kSmem, stream);
 }
 

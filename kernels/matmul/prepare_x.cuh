@@ -17,7 +17,8 @@ namespace memra::kernels::matmul_detail {
 // then thread i rounds 32-element group i (the last may hold 16) to f16 and sums the rounded
 // values in element order. The f16 row goes to xh in element order and/or to xp in physical k
 // order (within each 16 elements, 0, 1, 4, 5, 8, 9, 12, 13, then 2, 3, 6, 7, 10, 11, 14, 15) at
-// xp_offset's places, the wgmma prefill kernel's tiles.
+// xp_offset's places, the wgmma prefill kernel's tiles, or (kRows) at x_rows_offset's, plain rows
+// (matmul_launch.cuh: x's rows form).
 constexpr int kXThreads = 256;
 
 // The larger of m and f's largest |element| (fmaxf: a NaN never wins; exact in any order).
@@ -52,7 +53,9 @@ __device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
 }
 
 // Elements [k0, k0 + 16) of row `row`, already times the row's scale: rounded to f16 in place,
-// added to sum in element order, written to xh (element order) and/or xp (physical k order).
+// added to sum in element order, written to xh (element order) and/or xp (physical k order; kRows:
+// the rows form).
+template <bool kRows = false>
 __device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row, int k0, int n_in,
                                                   uint16_t* xh, uint16_t* xp, float& sum) {
 #pragma unroll
@@ -79,15 +82,18 @@ __device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row,
     // cast element pointer came out as four 4-byte stores (PTX). k0 is a multiple of 8, so each
     // piece's offset is too.
     uint4* dst = reinterpret_cast<uint4*>(xp);
-    dst[xp_offset(row, k0, n_in) / 8] = make_uint4(o[0], o[1], o[2], o[3]);
-    dst[xp_offset(row, k0 + 8, n_in) / 8] = make_uint4(o[4], o[5], o[6], o[7]);
+    const auto at = [&](int k) {
+      return kRows ? x_rows_offset(row, k, n_in) : xp_offset(row, k, n_in);
+    };
+    dst[at(k0) / 8] = make_uint4(o[0], o[1], o[2], o[3]);
+    dst[at(k0 + 8) / 8] = make_uint4(o[4], o[5], o[6], o[7]);
   }
 }
 
 // Group g (32 elements, the last may hold 16) of row `row` (src: its n_in floats, 16-byte
 // aligned) times scale, to f16 (half_group_to_f16) and its sum to xsum; kLdg reads src through the
 // read-only cache (rows no kernel of this launch writes).
-template <bool kLdg>
+template <bool kLdg, bool kRows = false>
 __device__ __forceinline__ void group_to_f16(const float4* src, float scale, int64_t row, int g,
                                              int n_in, uint16_t* xh, uint16_t* xp, float* xsum,
                                              int xsum_stride) {
@@ -104,26 +110,26 @@ __device__ __forceinline__ void group_to_f16(const float4* src, float scale, int
       e16[4 * v + 2] = f.z * scale;
       e16[4 * v + 3] = f.w * scale;
     }
-    half_group_to_f16(e16, row, k0, n_in, xh, xp, sum);
+    half_group_to_f16<kRows>(e16, row, k0, n_in, xh, xp, sum);
   }
   xsum[row * xsum_stride + g] = sum;
 }
 
 // The f16 form of row `row` (x_row: its n_in floats, 16-byte aligned) from its largest |x| m.
-template <bool kLdg>
+template <bool kLdg, bool kRows = false>
 __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t row, int n_in,
                                            uint16_t* xh, uint16_t* xp, float* xsum, int xsum_stride,
                                            float* xinv) {
   const float4* src = reinterpret_cast<const float4*>(x_row);
   const float scale = row_scale(m, row, xinv);
   for (int g = threadIdx.x; g < xsum_stride; g += kXThreads)
-    group_to_f16<kLdg>(src, scale, row, g, n_in, xh, xp, xsum, xsum_stride);
+    group_to_f16<kLdg, kRows>(src, scale, row, g, n_in, xh, xp, xsum, xsum_stride);
 }
 
 // The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
 // groups t + 256 j, j < kG, whole, loaded at once (one memory round trip instead of the max's
 // pass and a reread), and converts them from registers: the same values, the same steps.
-template <int kG>
+template <int kG, bool kRows = false>
 __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row, int n_in,
                                                 uint16_t* xh, uint16_t* xp, float* xsum,
                                                 int xsum_stride, float* xinv, float* warp_max) {
@@ -159,7 +165,7 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
       float e16[16];
 #pragma unroll
       for (int i = 0; i < 16; ++i) e16[i] = v[j][16 * h + i] * scale;
-      half_group_to_f16(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
+      half_group_to_f16<kRows>(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
     }
     xsum[row * xsum_stride + g] = sum;
   }

@@ -22,6 +22,37 @@ __device__ __forceinline__ uint64_t b_desc(const void* p) {
   return ((addr & 0x3ffffu) >> 4) | ((kCore >> 4) << 16) | (((2 * kCore) >> 4) << 32);
 }
 
+// The descriptor of k16 step s (0..3) of a box of x's rows form (x_rows_offset) as the tensor copy
+// left it with the 128-byte swizzle: token n's 64 k at 128 n bytes, its 16-byte piece j at piece
+// j ^ (n % 8). wgmma reads that as a K-major operand with the same swizzle (layout type 1): 8-token
+// groups 1,024 bytes apart (stride byte offset), step s 32 s bytes into the first row, where the
+// hardware applies the swizzle to the addresses it forms (the box 1,024-byte aligned, so the base
+// offset is 0; the leading byte offset is unused with the K extent inside the 128-byte span).
+__device__ __forceinline__ uint64_t b_desc_rows(const void* box, int s) {
+  const uint64_t addr = smem_addr(box) + 32 * s;
+  return ((addr & 0x3ffffu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+// The descriptor of k16 step s of a kernel's staged x of kTokens tokens: in xp_offset's layout
+// (steps of kTokens x 32 bytes one after another) or, kRows, in boxes of kXRowsK (four steps) of
+// kTokens x 128 bytes.
+template <bool kRows, int kTokens>
+__device__ __forceinline__ uint64_t x_step_desc(const uint8_t* X, int s) {
+  if constexpr (kRows) return b_desc_rows(X + (s / 4) * (kTokens * 128), s % 4);
+  return b_desc(X + s * (kTokens * 32));
+}
+// The rows form's dynamic shared memory, declared 1,024-byte aligned: the swizzle's pattern follows
+// the address, and the kernels' boxes sit at multiples of 1,024 bytes from here. Where the runtime
+// placed it otherwise the kernel traps rather than multiply misplaced values. (The kernels keep
+// their own 128-byte aligned declaration for xp_offset's layout: declared here, or with the
+// larger alignment, it changed their code; one extern array declared with two alignments draws
+// a warning.)
+__device__ __forceinline__ uint8_t* rows_smem() {
+  extern __shared__ __align__(1024) uint8_t smem_rows[];
+  if (threadIdx.x == 0 && (smem_addr(smem_rows) & 1023u) != 0) __trap();
+  return smem_rows;
+}
+
 // d += A * B for one k16 step: A the warpgroup's 64 rows from registers (each warp its m16 tile's
 // mma A fragment), B 128 tokens x 16 k from shared memory (b_desc). The scale-d predicate is true:
 // d accumulates (a chain starts from registers zeroed beforehand, as mma.sync's from +0).
@@ -98,6 +129,7 @@ using detail::mbar_arrive_expect_tx;
 using detail::mbar_init;
 using detail::mbar_init_stages;
 using detail::mbar_wait;
+using detail::tensor_copy_2d;
 
 // The warp-specialized kernels' pieces (matmul_prefill_wgmma.cu, matmul_prefill_wgmma_fold.cu):
 // kStages buffers, each with a "full" barrier the bulk copies complete and an "empty" barrier each

@@ -79,6 +79,11 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
     time("add_rms_norm row max", kDim, n * kDim * 16.0, [&] {
       kernels::rms_norm_row_max(xf, df, wf, n, kDim, 1e-6f, yf, scratch.data(), stream.get());
     });
+    // The same writing x's rows form too (kernels/row_max.h, MEMRA_X_ROWS): y, then its f16 rows,
+    // group sums and row scales, all the products need.
+    time("add_rms_norm x rows", kDim, n * kDim * (16.0 + 2.0 + 4.0 / 32), [&] {
+      kernels::rms_norm_x_rows(xf, df, wf, n, kDim, 1e-6f, yf, scratch.data(), stream.get());
+    });
     time("act_mul silu", kFf, n * kFf * 12.0, [&] {
       kernels::act_mul(kernels::Act::silu, xf, xf + kFf, n, kFf, 2 * kFf, yf, stream.get());
     });

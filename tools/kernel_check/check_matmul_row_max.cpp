@@ -3,7 +3,8 @@
 // kernel then matmul_shared_x finding the maxima itself: the kernel's outputs and every product's
 // bit for bit, at prompt-step token counts whose tiled outputs take x's wgmma form by token groups
 // on sm_90a (elsewhere the products prepare x themselves and the maxima are not read; the
-// comparison holds either way).
+// comparison holds either way). Likewise rms_norm_x_rows then matmul_shared_x_rows (the norm
+// writing x's rows form, read where MEMRA_X_ROWS=1 on sm_90a).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -101,6 +102,43 @@ void check_norm_case(Context& ctx, int64_t dim, int64_t rows, bool residual,
            "mixed", "bits", bad, 0.0, tooth(ctx, read, "eps 1e-3 in the norm")});
 }
 
+// The norm writing x's rows form (rms_norm_x_rows) then matmul_shared_x_rows, against the plain
+// norm then matmul_shared_x. Teeth: where the products read the rows form, row 0's first 64
+// values of it zeroed; elsewhere a different eps in the norm.
+void check_norm_rows_case(Context& ctx, int64_t dim, int64_t rows, bool residual,
+                          const std::vector<Dev<uint8_t>>& ws, const Dev<float>& dw) {
+  const std::vector<float> x = ctx.uniform(rows * dim), d = ctx.uniform(rows * dim);
+  Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
+  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
+      s2(kernels::matmul_scratch_bytes(rows, dim));
+  OutputPairs o(ctx, ws, rows);
+  const bool read = kernels::x_rows_pays(rows, dim);
+  const float eps = 1e-6f, given_eps = ctx.teeth() && !read ? 1e-3f : eps;
+  if (residual)
+    kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
+  else
+    kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
+  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
+  kernels::rms_norm_x_rows(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim, given_eps,
+                           y2.get(), s2.get(), ctx.stream());
+  if (ctx.teeth() && read)
+    cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(s2.get(), rows, dim), 0,
+                                64 * sizeof(uint16_t), ctx.stream()),
+                "zero row 0's first values");
+  kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, dim, y2.get(), rows, s2.get(),
+                                ctx.stream());
+  ctx.sync();
+  const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
+                     bit_mismatches(x2.download(ctx), x1.download(ctx)) + o.mismatches(ctx);
+  ctx.add({"matmul norm rows x",
+           std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
+               " Q4_K+Q6_K+BF16 tiled",
+           "mixed", "bits", bad, 0.0,
+           !ctx.teeth() ? ""
+           : read       ? "row 0's first 64 values zeroed in x's rows form"
+                        : "eps 1e-3 in the norm"});
+}
+
 // The gated activation's rows of n_cols (the down projection's input): one float4 round a thread at
 // 1,024 wide, three at 12,288, a partial round at 5,120.
 void check_act_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows,
@@ -146,6 +184,7 @@ void check_matmul_row_max(Context& ctx) {
     for (int64_t rows : {int64_t{65}, int64_t{130}, int64_t{300}}) {
       if (dim >= 12288 && rows > 130) continue;  // the loop form's rows are alike past that
       for (bool residual : {true, false}) check_norm_case(ctx, dim, rows, residual, ws, dw);
+      check_norm_rows_case(ctx, dim, rows, rows == 130, ws, dw);
     }
     if (dim == 5120) {
       check_act_case(ctx, kernels::Act::silu, dim, 130, ws);

@@ -1,9 +1,10 @@
 // What the CUDA backend's last kernel left in the matmul scratch for the products that read its
 // output y next: y's prepared rows (a decode step's norms: kernels::rms_norm_for_matmul and the
-// fused norms) or its rows' largest |y| (a prompt step's norms and gated activation:
-// kernels/row_max.h). It holds for the launch right after that kernel only: any op in between,
-// even one that does not touch y, may reuse the scratch, so the products prepare x themselves
-// again (the same bits either way).
+// fused norms), its rows' largest |y| (a prompt step's norms and gated activation:
+// kernels/row_max.h) or y's rows form (a prompt step's norms under MEMRA_X_ROWS=1:
+// kernels::rms_norm_x_rows). It holds for the launch right after that kernel only: any op in
+// between, even one that does not touch y, may reuse the scratch, so the products prepare x
+// themselves again (the same bits either way).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace memra::cuda {
 
 class GivenX {
  public:
-  enum class Kind { none, prepared_rows, row_max };
+  enum class Kind { none, prepared_rows, row_max, x_rows };
 
   // kind, for y of n_rows x dim, left by the launch that made the backend's launch count `at`.
   void mark(Kind kind, const float* y, int64_t n_rows, int64_t dim, int64_t at) {

@@ -188,6 +188,7 @@ class CudaOps final : public Ops {
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                 float* y) override {
     if (norm_for_matmul(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
+    if (norm_x_rows(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
     if (norm_row_max(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
     kernels::rms_norm(x, w, n_rows, dim, eps, y, stream());
     launched("rms_norm");
@@ -195,6 +196,7 @@ class CudaOps final : public Ops {
   void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                     float eps, float* y) override {
     if (norm_for_matmul(x, d, w, n_rows, dim, eps, y)) return;
+    if (norm_x_rows(x, d, w, n_rows, dim, eps, y)) return;
     if (norm_row_max(x, d, w, n_rows, dim, eps, y)) return;
     kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
     launched("add_rms_norm");
@@ -620,7 +622,9 @@ class CudaOps final : public Ops {
   // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
   // launch instead of two (with MEMRA_ACT_ROW_MAX=1 the gated activation too, for down: act_mul).
   // given_ says which, for which y, until the next launch. MEMRA_NORM_PREPARES=0 and
-  // MEMRA_NORM_ROW_MAX=0 turn them off (A/B; the same bits either way).
+  // MEMRA_NORM_ROW_MAX=0 turn them off (A/B; the same bits either way). Under MEMRA_X_ROWS=1
+  // (kernels/row_max.h, off by default until measured) a prompt step's norms write x's rows form
+  // itself instead, and those products prepare nothing.
   GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
@@ -647,6 +651,17 @@ class CudaOps final : public Ops {
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
     given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
+    return true;
+  }
+  bool norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
+                   float* y) {
+    if (!kernels::x_rows_pays(n_rows, dim) || !aligned16(x) || !aligned16(y) ||
+        (d && !aligned16(d)))
+      return false;
+    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
+    kernels::rms_norm_x_rows(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    launched(d ? "add_rms_norm" : "rms_norm");
+    given_.mark(GivenX::Kind::x_rows, y, n_rows, dim, n_launches_);
     return true;
   }
   bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
@@ -682,6 +697,8 @@ class CudaOps final : public Ops {
     const GivenX::Kind given = given_.of(x, n_tokens, n_in, n_launches_);
     if (given == GivenX::Kind::row_max)
       kernels::matmul_shared_x_row_max(outs, n_outs, n_in, x, n_tokens, scratch, stream(), side);
+    else if (given == GivenX::Kind::x_rows)
+      kernels::matmul_shared_x_rows(outs, n_outs, n_in, x, n_tokens, scratch, stream(), side);
     else
       kernels::matmul_shared_x(outs, n_outs, n_in, x, n_tokens, scratch, stream(),
                                given == GivenX::Kind::prepared_rows, side);
