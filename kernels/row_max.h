@@ -58,9 +58,14 @@ bool x_rows_pays(int64_t n_rows, int64_t dim);
 void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                      float eps, float* y, void* scratch, cudaStream_t stream);
 
-// matmul_shared_x for an x whose rows form rms_norm_x_rows wrote to `scratch` (and nothing used the
-// scratch since). Where the outputs need another form of x, x is prepared as matmul_shared_x does.
-// The same bits as matmul_shared_x.
+// act_mul_row_max's rows (its bits, the same conditions but n_cols a multiple of 64) writing x's
+// rows form for the down projection instead of the maxima, for matmul_shared_x_rows.
+bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                    float* out, void* scratch, cudaStream_t stream);
+
+// matmul_shared_x for an x whose rows form rms_norm_x_rows or act_mul_x_rows wrote to `scratch`
+// (and nothing used the scratch since). Where the outputs need another form of x, x is prepared as
+// matmul_shared_x does. The same bits as matmul_shared_x.
 void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                           int64_t n_tokens, void* scratch, cudaStream_t stream,
                           const SideStream* side = nullptr);

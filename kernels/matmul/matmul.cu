@@ -767,12 +767,11 @@ void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, i
     fail(ErrorCode::invalid_argument,
          "rms_norm_x_rows: x, d, y and scratch must be 16-byte aligned");
   if (n_rows == 0) return;
-  const ScratchLayout layout(n_rows, dim);
-  const ScratchLayout::Parts p = layout.parts(scratch);
+  const matmul_detail::PreparedRows p = matmul_detail::x_rows_places(scratch, n_rows, dim);
   detail::with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
     detail::launch(norm_to_f16_kernel<decltype(kn)::value, true>, static_cast<unsigned>(n_rows),
-                   kXThreads, 0, stream, x, d, w, static_cast<int>(dim), eps, y, p.xp, p.xsum,
-                   static_cast<int>(layout.xsum_stride), p.xinv);
+                   kXThreads, 0, stream, x, d, w, static_cast<int>(dim), eps, y, p.xh, p.xsum,
+                   p.xsum_stride, p.xinv);
   });
 }
 
@@ -790,6 +789,12 @@ float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {
 
 uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim) {
   return ScratchLayout(n_rows, dim).parts(scratch).xp;
+}
+
+PreparedRows x_rows_places(void* scratch, int64_t n_rows, int64_t dim) {
+  const ScratchLayout layout(n_rows, dim);
+  const ScratchLayout::Parts p = layout.parts(scratch);
+  return {p.xp, p.xsum, static_cast<int>(layout.xsum_stride), p.xinv};
 }
 
 bool prefill_groups_enabled() {

@@ -184,6 +184,10 @@ struct PreparedRows {
 // and every pointer in `aligned` 16-byte aligned (matmul.cu).
 PreparedRows prepared_rows(const char* kernel, void* scratch, int64_t n_rows, int64_t dim,
                            std::initializer_list<const void*> aligned);
+// The places of x's rows form of n_rows x dim in scratch (matmul_launch.cuh: x_rows_offset), as
+// PreparedRows with xh holding the rows form, for the kernels that write it whole
+// (kernels/row_max.h); the caller checks sizes and alignment.
+PreparedRows x_rows_places(void* scratch, int64_t n_rows, int64_t dim);
 
 // After a norm kernel's block wrote row `row` of y (m: the largest |y| each thread wrote; y_row
 // 16-byte aligned): the row's prepared form, as x_to_f16 would make it from y.

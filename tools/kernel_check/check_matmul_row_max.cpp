@@ -169,6 +169,42 @@ void check_act_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows
            "mixed", "bits", bad, 0.0, tooth(ctx, read, "the other activation")});
 }
 
+// act_mul_x_rows (the activation writing x's rows form) then matmul_shared_x_rows, against act_mul
+// then matmul_shared_x. Teeth as check_norm_rows_case's, the other activation elsewhere.
+void check_act_rows_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows,
+                         const std::vector<Dev<uint8_t>>& ws) {
+  const Dev<float> gate(ctx, ctx.uniform(rows * n_cols, -4.0f, 4.0f));
+  const Dev<float> up(ctx, ctx.uniform(rows * n_cols));
+  Dev<float> a1(rows * n_cols), a2(rows * n_cols);
+  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, n_cols)),
+      s2(kernels::matmul_scratch_bytes(rows, n_cols));
+  OutputPairs o(ctx, ws, rows);
+  const bool read = kernels::x_rows_pays(rows, n_cols);
+  const kernels::Act other =
+      act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
+  kernels::act_mul(act, gate.get(), up.get(), rows, n_cols, n_cols, a1.get(), ctx.stream());
+  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, n_cols, a1.get(), rows, s1.get(),
+                           ctx.stream());
+  if (!kernels::act_mul_x_rows(ctx.teeth() && !read ? other : act, gate.get(), up.get(), rows,
+                               n_cols, a2.get(), s2.get(), ctx.stream()))
+    fail(ErrorCode::internal, "act_mul_x_rows refused aligned rows of {}", n_cols);
+  if (ctx.teeth() && read)
+    cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(s2.get(), rows, n_cols), 0,
+                                64 * sizeof(uint16_t), ctx.stream()),
+                "zero row 0's first values");
+  kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
+                                ctx.stream());
+  ctx.sync();
+  const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
+  ctx.add({"matmul act rows x",
+           std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
+               shape_str({rows, n_cols}) + " Q4_K+Q6_K+BF16 tiled",
+           "mixed", "bits", bad, 0.0,
+           !ctx.teeth() ? ""
+           : read       ? "row 0's first 64 values zeroed in x's rows form"
+                        : "the other activation"});
+}
+
 }  // namespace
 
 void check_matmul_row_max(Context& ctx) {
@@ -188,11 +224,15 @@ void check_matmul_row_max(Context& ctx) {
     }
     if (dim == 5120) {
       check_act_case(ctx, kernels::Act::silu, dim, 130, ws);
+      check_act_rows_case(ctx, kernels::Act::silu, dim, 130, ws);
       continue;
     }
-    for (int64_t rows : {int64_t{65}, int64_t{300}})
+    for (int64_t rows : {int64_t{65}, int64_t{300}}) {
       for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
         check_act_case(ctx, act, dim, rows, ws);
+      check_act_rows_case(ctx, rows == 65 ? kernels::Act::silu : kernels::Act::gelu_tanh, dim, rows,
+                          ws);
+    }
   }
 }
 

@@ -406,9 +406,18 @@ class CudaOps final : public Ops {
   // where a prompt step's activation also writes its rows' largest |out| for the down projection
   // (kernels::act_mul_row_max; given_, as for the norms). MEMRA_ACT_ROW_MAX=1 turns that on:
   // off by default, written and compiled but not yet measured or checked on a GPU
-  // (PERFORMANCE.md, thirty-seventh round).
+  // (PERFORMANCE.md, thirty-seventh round). Under MEMRA_X_ROWS=1 it writes x's rows form instead
+  // (kernels::act_mul_x_rows), as the norms do.
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
+    if (kernels::x_rows_pays(n_rows, n_cols)) {
+      void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
+      if (kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
+        launched(what);
+        given_.mark(GivenX::Kind::x_rows, out, n_rows, n_cols, n_launches_);
+        return;
+      }
+    }
     bool maxima = false;
     if (act_row_max_ && kernels::row_max_pays(n_rows) && n_cols >= 256) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
