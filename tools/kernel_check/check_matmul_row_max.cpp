@@ -3,8 +3,9 @@
 // kernel then matmul_shared_x finding the maxima itself: the kernel's outputs and every product's
 // bit for bit, at prompt-step token counts whose tiled outputs take x's wgmma form by token groups
 // on sm_90a (elsewhere the products prepare x themselves and the maxima are not read; the
-// comparison holds either way). Likewise rms_norm_x_rows then matmul_shared_x_rows (the norm
-// writing x's rows form, read where MEMRA_X_ROWS=1 on sm_90a).
+// comparison holds either way). Likewise rms_norm_x_rows and act_mul_x_rows, each then
+// matmul_shared_x_rows (the kernel writing x's rows form itself, read where MEMRA_X_ROWS=1 on
+// sm_90a).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -52,10 +53,28 @@ struct OutputPairs {
   }
 };
 
-// Row 0's largest |x| in a matmul scratch made 2^17 times smaller, so that its f16 form overflows
-// (a power of two within f16's range would not show: the row's scale is undone exactly, whichever
-// power it is).
-void shrink_row0_max(Context& ctx, void* scratch, int64_t rows, int64_t dim) {
+// What the kernel before the products hands them: its rows' largest |x| (rms_norm_row_max,
+// act_mul_row_max, read by matmul_shared_x_row_max) or x's rows form itself (rms_norm_x_rows,
+// act_mul_x_rows, read by matmul_shared_x_rows).
+enum class Handed { row_max, rows };
+
+// Whether the products read what is handed over at this many rows of dim (elsewhere they prepare
+// x themselves from the kernel's output, and the comparison holds all the same).
+bool handed_read(Handed h, int64_t rows, int64_t dim) {
+  return h == Handed::row_max ? kernels::row_max_pays(rows) : kernels::x_rows_pays(rows, dim);
+}
+
+// The tooth where the products read what was handed over: row 0's largest |x| made 2^17 times
+// smaller, so that its f16 form overflows (a power of two within f16's range would not show: the
+// row's scale is undone exactly, whichever power it is), or row 0's first 64 values of the rows
+// form zeroed.
+void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t dim) {
+  if (h == Handed::rows) {
+    cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(scratch, rows, dim), 0,
+                                64 * sizeof(uint16_t), ctx.stream()),
+                "zero row 0's first values");
+    return;
+  }
   float* m0 = kernels::matmul_detail::scratch_row_max(scratch, rows, dim);
   float v = 0.0f;
   cuda::check(cudaMemcpyAsync(&v, m0, sizeof v, cudaMemcpyDeviceToHost, ctx.stream()), "read");
@@ -65,83 +84,65 @@ void shrink_row0_max(Context& ctx, void* scratch, int64_t rows, int64_t dim) {
   ctx.sync();
 }
 
-// Teeth: row 0's largest |x| shrunk where the products read it (shrink_row0_max); where they do
-// not (no wgmma form on this device), `elsewhere`, a defect of the kernel itself.
-std::string tooth(const Context& ctx, bool read, const char* elsewhere) {
+// The products over x from what the kernel handed over.
+void handed_products(Context& ctx, Handed h, OutputPairs& o, int64_t dim, const float* x,
+                     int64_t rows, void* scratch) {
+  if (h == Handed::row_max)
+    kernels::matmul_shared_x_row_max(o.given_outs.data(), kOuts, dim, x, rows, scratch,
+                                     ctx.stream());
+  else
+    kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, dim, x, rows, scratch, ctx.stream());
+}
+
+// A case's name and tooth: where read, break_handed's; elsewhere `elsewhere`, a defect of the
+// kernel itself.
+std::string case_name(Handed h, const char* kernel) {
+  return std::string("matmul ") + kernel + (h == Handed::row_max ? " row-max x" : " rows x");
+}
+std::string tooth(const Context& ctx, Handed h, bool read, const char* elsewhere) {
   if (!ctx.teeth()) return "";
-  return read ? "row 0's largest |x| 2^-17 of itself in the scratch" : elsewhere;
+  if (!read) return elsewhere;
+  return h == Handed::row_max ? "row 0's largest |x| 2^-17 of itself in the scratch"
+                              : "row 0's first 64 values zeroed in x's rows form";
 }
 
 // Dim 1024 and 4096 take the norm's register form of 4 chunks a thread, 5120 of 8, 12288 its loop
 // form (kernels/elementwise/norm_row.cuh).
-void check_norm_case(Context& ctx, int64_t dim, int64_t rows, bool residual,
+void check_norm_case(Context& ctx, Handed h, int64_t dim, int64_t rows, bool residual,
                      const std::vector<Dev<uint8_t>>& ws, const Dev<float>& dw) {
   const std::vector<float> x = ctx.uniform(rows * dim), d = ctx.uniform(rows * dim);
   Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
   Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
       s2(kernels::matmul_scratch_bytes(rows, dim));
   OutputPairs o(ctx, ws, rows);
-  const bool read = kernels::row_max_pays(rows);
+  const bool read = handed_read(h, rows, dim);
   const float eps = 1e-6f, given_eps = ctx.teeth() && !read ? 1e-3f : eps;
   if (residual)
     kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
   else
     kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
   kernels::matmul_shared_x(o.plain_outs.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
-  kernels::rms_norm_row_max(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim, given_eps,
-                            y2.get(), s2.get(), ctx.stream());
-  if (ctx.teeth() && read) shrink_row0_max(ctx, s2.get(), rows, dim);
-  kernels::matmul_shared_x_row_max(o.given_outs.data(), kOuts, dim, y2.get(), rows, s2.get(),
-                                   ctx.stream());
-  ctx.sync();
-  const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
-                     bit_mismatches(x2.download(ctx), x1.download(ctx)) + o.mismatches(ctx);
-  ctx.add({"matmul norm row-max x",
-           std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
-               " Q4_K+Q6_K+BF16 tiled",
-           "mixed", "bits", bad, 0.0, tooth(ctx, read, "eps 1e-3 in the norm")});
-}
-
-// The norm writing x's rows form (rms_norm_x_rows) then matmul_shared_x_rows, against the plain
-// norm then matmul_shared_x. Teeth: where the products read the rows form, row 0's first 64
-// values of it zeroed; elsewhere a different eps in the norm.
-void check_norm_rows_case(Context& ctx, int64_t dim, int64_t rows, bool residual,
-                          const std::vector<Dev<uint8_t>>& ws, const Dev<float>& dw) {
-  const std::vector<float> x = ctx.uniform(rows * dim), d = ctx.uniform(rows * dim);
-  Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
-  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
-      s2(kernels::matmul_scratch_bytes(rows, dim));
-  OutputPairs o(ctx, ws, rows);
-  const bool read = kernels::x_rows_pays(rows, dim);
-  const float eps = 1e-6f, given_eps = ctx.teeth() && !read ? 1e-3f : eps;
-  if (residual)
-    kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
+  float* const d2 = residual ? dd.get() : nullptr;
+  if (h == Handed::row_max)
+    kernels::rms_norm_row_max(x2.get(), d2, dw.get(), rows, dim, given_eps, y2.get(), s2.get(),
+                              ctx.stream());
   else
-    kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
-  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
-  kernels::rms_norm_x_rows(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim, given_eps,
-                           y2.get(), s2.get(), ctx.stream());
-  if (ctx.teeth() && read)
-    cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(s2.get(), rows, dim), 0,
-                                64 * sizeof(uint16_t), ctx.stream()),
-                "zero row 0's first values");
-  kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, dim, y2.get(), rows, s2.get(),
-                                ctx.stream());
+    kernels::rms_norm_x_rows(x2.get(), d2, dw.get(), rows, dim, given_eps, y2.get(), s2.get(),
+                             ctx.stream());
+  if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, dim);
+  handed_products(ctx, h, o, dim, y2.get(), rows, s2.get());
   ctx.sync();
   const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
                      bit_mismatches(x2.download(ctx), x1.download(ctx)) + o.mismatches(ctx);
-  ctx.add({"matmul norm rows x",
+  ctx.add({case_name(h, "norm"),
            std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
                " Q4_K+Q6_K+BF16 tiled",
-           "mixed", "bits", bad, 0.0,
-           !ctx.teeth() ? ""
-           : read       ? "row 0's first 64 values zeroed in x's rows form"
-                        : "eps 1e-3 in the norm"});
+           "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "eps 1e-3 in the norm")});
 }
 
 // The gated activation's rows of n_cols (the down projection's input): one float4 round a thread at
 // 1,024 wide, three at 12,288, a partial round at 5,120.
-void check_act_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows,
+void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, int64_t rows,
                     const std::vector<Dev<uint8_t>>& ws) {
   const Dev<float> gate(ctx, ctx.uniform(rows * n_cols, -4.0f, 4.0f));
   const Dev<float> up(ctx, ctx.uniform(rows * n_cols));
@@ -149,60 +150,28 @@ void check_act_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows
   Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, n_cols)),
       s2(kernels::matmul_scratch_bytes(rows, n_cols));
   OutputPairs o(ctx, ws, rows);
-  const bool read = kernels::row_max_pays(rows);
+  const bool read = handed_read(h, rows, n_cols);
   const kernels::Act other =
       act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
   kernels::act_mul(act, gate.get(), up.get(), rows, n_cols, n_cols, a1.get(), ctx.stream());
   kernels::matmul_shared_x(o.plain_outs.data(), kOuts, n_cols, a1.get(), rows, s1.get(),
                            ctx.stream());
-  if (!kernels::act_mul_row_max(ctx.teeth() && !read ? other : act, gate.get(), up.get(), rows,
-                                n_cols, a2.get(), s2.get(), ctx.stream()))
-    fail(ErrorCode::internal, "act_mul_row_max refused aligned rows of {}", n_cols);
-  if (ctx.teeth() && read) shrink_row0_max(ctx, s2.get(), rows, n_cols);
-  kernels::matmul_shared_x_row_max(o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
-                                   ctx.stream());
+  const kernels::Act given_act = ctx.teeth() && !read ? other : act;
+  const bool launched = h == Handed::row_max
+                            ? kernels::act_mul_row_max(given_act, gate.get(), up.get(), rows,
+                                                       n_cols, a2.get(), s2.get(), ctx.stream())
+                            : kernels::act_mul_x_rows(given_act, gate.get(), up.get(), rows, n_cols,
+                                                      a2.get(), s2.get(), ctx.stream());
+  if (!launched)
+    fail(ErrorCode::internal, "{} refused aligned rows of {}", case_name(h, "act"), n_cols);
+  if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, n_cols);
+  handed_products(ctx, h, o, n_cols, a2.get(), rows, s2.get());
   ctx.sync();
   const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
-  ctx.add({"matmul act row-max x",
+  ctx.add({case_name(h, "act"),
            std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
                shape_str({rows, n_cols}) + " Q4_K+Q6_K+BF16 tiled",
-           "mixed", "bits", bad, 0.0, tooth(ctx, read, "the other activation")});
-}
-
-// act_mul_x_rows (the activation writing x's rows form) then matmul_shared_x_rows, against act_mul
-// then matmul_shared_x. Teeth as check_norm_rows_case's, the other activation elsewhere.
-void check_act_rows_case(Context& ctx, kernels::Act act, int64_t n_cols, int64_t rows,
-                         const std::vector<Dev<uint8_t>>& ws) {
-  const Dev<float> gate(ctx, ctx.uniform(rows * n_cols, -4.0f, 4.0f));
-  const Dev<float> up(ctx, ctx.uniform(rows * n_cols));
-  Dev<float> a1(rows * n_cols), a2(rows * n_cols);
-  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, n_cols)),
-      s2(kernels::matmul_scratch_bytes(rows, n_cols));
-  OutputPairs o(ctx, ws, rows);
-  const bool read = kernels::x_rows_pays(rows, n_cols);
-  const kernels::Act other =
-      act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
-  kernels::act_mul(act, gate.get(), up.get(), rows, n_cols, n_cols, a1.get(), ctx.stream());
-  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, n_cols, a1.get(), rows, s1.get(),
-                           ctx.stream());
-  if (!kernels::act_mul_x_rows(ctx.teeth() && !read ? other : act, gate.get(), up.get(), rows,
-                               n_cols, a2.get(), s2.get(), ctx.stream()))
-    fail(ErrorCode::internal, "act_mul_x_rows refused aligned rows of {}", n_cols);
-  if (ctx.teeth() && read)
-    cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(s2.get(), rows, n_cols), 0,
-                                64 * sizeof(uint16_t), ctx.stream()),
-                "zero row 0's first values");
-  kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
-                                ctx.stream());
-  ctx.sync();
-  const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
-  ctx.add({"matmul act rows x",
-           std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
-               shape_str({rows, n_cols}) + " Q4_K+Q6_K+BF16 tiled",
-           "mixed", "bits", bad, 0.0,
-           !ctx.teeth() ? ""
-           : read       ? "row 0's first 64 values zeroed in x's rows form"
-                        : "the other activation"});
+           "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "the other activation")});
 }
 
 }  // namespace
@@ -219,19 +188,20 @@ void check_matmul_row_max(Context& ctx) {
     const Dev<float> dw(ctx, ctx.uniform(dim, 0.5f, 1.5f));
     for (int64_t rows : {int64_t{65}, int64_t{130}, int64_t{300}}) {
       if (dim >= 12288 && rows > 130) continue;  // the loop form's rows are alike past that
-      for (bool residual : {true, false}) check_norm_case(ctx, dim, rows, residual, ws, dw);
-      check_norm_rows_case(ctx, dim, rows, rows == 130, ws, dw);
+      for (bool residual : {true, false})
+        check_norm_case(ctx, Handed::row_max, dim, rows, residual, ws, dw);
+      check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, ws, dw);
     }
     if (dim == 5120) {
-      check_act_case(ctx, kernels::Act::silu, dim, 130, ws);
-      check_act_rows_case(ctx, kernels::Act::silu, dim, 130, ws);
+      for (Handed h : {Handed::row_max, Handed::rows})
+        check_act_case(ctx, h, kernels::Act::silu, dim, 130, ws);
       continue;
     }
     for (int64_t rows : {int64_t{65}, int64_t{300}}) {
       for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
-        check_act_case(ctx, act, dim, rows, ws);
-      check_act_rows_case(ctx, rows == 65 ? kernels::Act::silu : kernels::Act::gelu_tanh, dim, rows,
-                          ws);
+        check_act_case(ctx, Handed::row_max, act, dim, rows, ws);
+      check_act_case(ctx, Handed::rows, rows == 65 ? kernels::Act::silu : kernels::Act::gelu_tanh,
+                     dim, rows, ws);
     }
   }
 }
