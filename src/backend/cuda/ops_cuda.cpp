@@ -188,16 +188,14 @@ class CudaOps final : public Ops {
   void rms_norm(const float* x, const float* w, int64_t n_rows, int64_t dim, float eps,
                 float* y) override {
     if (norm_for_matmul(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
-    if (norm_x_rows(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
-    if (norm_row_max(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
+    if (norm_for_prompt(const_cast<float*>(x), nullptr, w, n_rows, dim, eps, y)) return;
     kernels::rms_norm(x, w, n_rows, dim, eps, y, stream());
     launched("rms_norm");
   }
   void add_rms_norm(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                     float eps, float* y) override {
     if (norm_for_matmul(x, d, w, n_rows, dim, eps, y)) return;
-    if (norm_x_rows(x, d, w, n_rows, dim, eps, y)) return;
-    if (norm_row_max(x, d, w, n_rows, dim, eps, y)) return;
+    if (norm_for_prompt(x, d, w, n_rows, dim, eps, y)) return;
     kernels::add_rms_norm(x, d, w, n_rows, dim, eps, y, stream());
     launched("add_rms_norm");
   }
@@ -662,27 +660,25 @@ class CudaOps final : public Ops {
     given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
     return true;
   }
-  bool norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim, float eps,
-                   float* y) {
-    if (!kernels::x_rows_pays(n_rows, dim) || !aligned16(x) || !aligned16(y) ||
-        (d && !aligned16(d)))
-      return false;
-    void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
-    kernels::rms_norm_x_rows(x, d, w, n_rows, dim, eps, y, scratch, stream());
-    launched(d ? "add_rms_norm" : "rms_norm");
-    given_.mark(GivenX::Kind::x_rows, y, n_rows, dim, n_launches_);
-    return true;
-  }
-  bool norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
-                    float eps, float* y) {
+  // A prompt step's norm handing the products x's rows form or its rows' largest |y| (given_).
+  bool norm_for_prompt(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
+                       float eps, float* y) {
     // dim < 256: a per-head norm, which no matmul reads.
-    if (!norm_row_max_ || !kernels::row_max_pays(n_rows) || dim < 256 || dim % 16 != 0 ||
-        !aligned16(y))
+    if (dim < 256 || dim % 16 != 0 || !aligned16(y)) return false;
+    GivenX::Kind kind = GivenX::Kind::none;
+    if (kernels::x_rows_pays(n_rows, dim) && aligned16(x) && (!d || aligned16(d)))
+      kind = GivenX::Kind::x_rows;
+    else if (norm_row_max_ && kernels::row_max_pays(n_rows))
+      kind = GivenX::Kind::row_max;
+    else
       return false;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, dim));
-    kernels::rms_norm_row_max(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    if (kind == GivenX::Kind::x_rows)
+      kernels::rms_norm_x_rows(x, d, w, n_rows, dim, eps, y, scratch, stream());
+    else
+      kernels::rms_norm_row_max(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
-    given_.mark(GivenX::Kind::row_max, y, n_rows, dim, n_launches_);
+    given_.mark(kind, y, n_rows, dim, n_launches_);
     return true;
   }
   // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
