@@ -51,7 +51,7 @@ __device__ __forceinline__ void store4(float* p, int64_t c, bool vec, const floa
   for (int k = 0; k < n; ++k) p[4 * c + k] = v[k];
 }
 
-__device__ __forceinline__ bool aligned16(const void* p) {
+__host__ __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 

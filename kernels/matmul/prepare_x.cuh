@@ -189,6 +189,22 @@ PreparedRows prepared_rows(const char* kernel, void* scratch, int64_t n_rows, in
 // (kernels/row_max.h); the caller checks sizes and alignment.
 PreparedRows x_rows_places(void* scratch, int64_t n_rows, int64_t dim);
 
+// The launches that prepare x (prepare_x.cu), for matmul.cu's products.
+//
+// x_to_f16 over n_rows rows (rows: x row of each, null for x row r; xh and/or xp null where not
+// wanted; xp_rows: xp in x's rows form).
+void launch_x_to_f16(int64_t n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xh,
+                     uint16_t* xp, float* xsum, int xsum_stride, float* xinv, const int32_t* rows,
+                     bool xp_rows = false);
+// x's wgmma form alone by token groups (MEMRA_XP_GROUPS=0: x_to_f16 instead), from the rows'
+// largest |x| in xmax (xmax_given) or found first.
+bool xp_groups_enabled();
+void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
+                      float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given,
+                      bool xp_rows);
+// Whether an n_tokens step's products read x's rows form (MEMRA_X_ROWS=1; their wgmma kernels).
+bool x_rows_enabled(int64_t n_tokens);
+
 // After a norm kernel's block wrote row `row` of y (m: the largest |y| each thread wrote; y_row
 // 16-byte aligned): the row's prepared form, as x_to_f16 would make it from y.
 __device__ __forceinline__ void prepare_row(const float* y_row, float m, int64_t row, int dim,
