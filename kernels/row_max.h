@@ -1,6 +1,6 @@
 // The kernels before a prompt step's products handing them each row's largest |x|, so that x's
-// wgmma form (matmul.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups) is
-// made in one launch after them instead of two.
+// wgmma form (prepare_x.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups)
+// is made in one launch after them instead of two.
 //
 // Why: a prompt step prepares four product inputs a layer, each in two launches. The norm that
 // makes the q/k/v and gate/up inputs already finds each row's largest |y| as it writes y
@@ -71,7 +71,7 @@ void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const
                           const SideStream* side = nullptr);
 
 namespace matmul_detail {
-// Where the row maxima of n_rows x dim sit in a matmul scratch buffer (matmul.cu's layout).
+// Where the row maxima of n_rows x dim sit in a matmul scratch buffer (scratch_layout.cuh).
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim);
 // Where x's rows form of n_rows x dim sits in a matmul scratch buffer (kernel-check's teeth).
 uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim);

@@ -118,7 +118,7 @@ struct ExpertPairs {
 };
 template <DType D>
 void launch_decode_pairs(const MatmulArgs& args, const ExpertPairs& pairs, cudaStream_t stream);
-// x's f16 form as matmul prepares it (matmul.cu) for n_rows rows into scratch (laid out as for
+// x's f16 form as matmul prepares it (prepare_x.cu) for n_rows rows into scratch (laid out as for
 // matmul_scratch_bytes(n_rows, n_in)): row r is x row rows[r] (rows null: row r). The returned
 // args carry xh, xsum, xsum_stride, xinv and n_in.
 MatmulArgs prepare_x_rows(const float* x, int64_t n_rows, int64_t n_in, const int32_t* rows,

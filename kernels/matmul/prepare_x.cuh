@@ -1,8 +1,8 @@
 // Private to kernels/: the f16 form of a row of x that matmul's tensor-core kernels read, written
-// by matmul.cu's x_to_f16 from x, or by a norm kernel from the y it has just written (matmul.cu's
-// norm_to_f16, the fused norms of elementwise/norm.cu), so that the next matmul over y skips
-// preparing it (kernels.h: rms_norm_for_matmul, kPreparedRows). One definition keeps every writer's
-// bits the same.
+// by prepare_x.cu's x_to_f16 from x, or by a norm kernel from the y it has just written
+// (prepare_x.cu's norm_to_f16, the fused norms of elementwise/norm.cu), so that the next matmul
+// over y skips preparing it (kernels.h: rms_norm_for_matmul, kPreparedRows). One definition keeps
+// every writer's bits the same.
 #pragma once
 
 #include <cstdint>
@@ -181,7 +181,7 @@ struct PreparedRows {
 };
 // The places of n_rows prepared rows of dim in scratch, after checking what the prepared form
 // needs (else Error naming `kernel`): n_rows <= kPreparedRows, dim a multiple of 16, scratch
-// and every pointer in `aligned` 16-byte aligned (matmul.cu).
+// and every pointer in `aligned` 16-byte aligned (prepare_x.cu).
 PreparedRows prepared_rows(const char* kernel, void* scratch, int64_t n_rows, int64_t dim,
                            std::initializer_list<const void*> aligned);
 // The places of x's rows form of n_rows x dim in scratch (matmul_launch.cuh: x_rows_offset), as

@@ -63,7 +63,7 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
     };
     // x_to_f16 (matmul_prepare_x): the rows read as f32, written as f16 in element order (xh, the
     // mma.sync kernels' form), one sum a 32-element group and a factor a row. A prefill step on
-    // sm_90a writes the wgmma kernels' tile form instead (matmul.cu's launch_xp_groups), which
+    // sm_90a writes the wgmma kernels' tile form instead (prepare_x.cu's launch_xp_groups), which
     // memra-kernel-bench --tokens 512 times inside each product's row: this row is not its cost
     // (PERFORMANCE.md, thirty-fifth round, item 4).
     for (const int64_t width : {kDim, kFf}) {
