@@ -18,30 +18,26 @@
 
 namespace memra::kernels {
 
+// What such a kernel hands the products besides its output y: each row's largest |y| (row_max),
+// or y's rows form itself (rows; below).
+enum class Handed { row_max, rows };
+
 // Whether an n_rows-token product over tiled weights takes x's wgmma form by token groups (the
 // steps past the decode kernels' 64 tokens on sm_90a): where handing it the row maxima pays.
 bool row_max_pays(int64_t n_rows);
 
 // rms_norm (d null) or add_rms_norm of n_rows rows, bit for bit those kernels' x and y, that also
-// writes each row's largest |y| where matmul_shared_x_row_max reads it in `scratch`
+// writes each row's largest |y| where matmul_shared_x_handed reads it in `scratch`
 // (matmul_scratch_bytes(n_rows, dim) bytes, 16-byte aligned).
 void rms_norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                       float eps, float* y, void* scratch, cudaStream_t stream);
 
 // act_mul(act, gate, up, n_rows, n_cols, ld_in = n_cols, out), bit for bit, that also writes each
-// row's largest |out| where matmul_shared_x_row_max reads it (the down projection's input). False,
+// row's largest |out| where matmul_shared_x_handed reads it (the down projection's input). False,
 // with nothing launched, where the rows do not allow it (n_cols a multiple of 16, every pointer
 // 16-byte aligned): the caller runs act_mul instead.
 bool act_mul_row_max(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out, void* scratch, cudaStream_t stream);
-
-// matmul_shared_x for an x whose rows' largest |x| rms_norm_row_max or act_mul_row_max wrote to
-// `scratch` (and nothing used the scratch since): x's wgmma form is made from them without its own
-// pass. Where the outputs need another form of x (any of them off the wgmma kernels), x is prepared
-// as matmul_shared_x does and the maxima are not read. The same bits as matmul_shared_x.
-void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                             int64_t n_tokens, void* scratch, cudaStream_t stream,
-                             const SideStream* side = nullptr);
 
 // x's rows form (matmul_launch.cuh: x_rows_offset; MEMRA_X_ROWS=1, off by default until
 // measured): a prompt step's norm writes the products' f16 input itself, a row a block in whole
@@ -52,23 +48,25 @@ void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, co
 bool x_rows_pays(int64_t n_rows, int64_t dim);
 
 // rms_norm (d null) or add_rms_norm of n_rows rows, bit for bit those kernels' x and y, that also
-// writes y's rows form with its group sums and row scales where matmul_shared_x_rows reads them in
-// `scratch` (matmul_scratch_bytes(n_rows, dim) bytes; x, d, y and scratch 16-byte aligned, dim a
+// writes y's rows form with its group sums and row scales where matmul_shared_x_handed reads them
+// in `scratch` (matmul_scratch_bytes(n_rows, dim) bytes; x, d, y and scratch 16-byte aligned, dim a
 // multiple of 64).
 void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                      float eps, float* y, void* scratch, cudaStream_t stream);
 
 // act_mul_row_max's rows (its bits, the same conditions but n_cols a multiple of 64) writing x's
-// rows form for the down projection instead of the maxima, for matmul_shared_x_rows.
+// rows form for the down projection instead of the maxima, for matmul_shared_x_handed.
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream);
 
-// matmul_shared_x for an x whose rows form rms_norm_x_rows or act_mul_x_rows wrote to `scratch`
-// (and nothing used the scratch since). Where the outputs need another form of x, x is prepared as
-// matmul_shared_x does. The same bits as matmul_shared_x.
-void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                          int64_t n_tokens, void* scratch, cudaStream_t stream,
-                          const SideStream* side = nullptr);
+// matmul_shared_x for an x whose kernel handed the products `handed` in `scratch` (and nothing
+// used the scratch since): x's wgmma form is made from the maxima without a pass of its own, or
+// taken as the rows form is. Where the outputs need another form of x (any of them off the wgmma
+// kernels, or, for the rows form, off the kernels that read it), x is prepared as matmul_shared_x
+// does and what was handed over is not read. The same bits as matmul_shared_x.
+void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
+                            const float* x, int64_t n_tokens, void* scratch, cudaStream_t stream,
+                            const SideStream* side = nullptr);
 
 namespace matmul_detail {
 // Where the row maxima of n_rows x dim sit in a matmul scratch buffer (scratch_layout.cuh).

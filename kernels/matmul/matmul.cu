@@ -535,16 +535,11 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
                        x_prepared ? XGiven::prepared : XGiven::none, side);
 }
 
-void matmul_shared_x_row_max(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                             int64_t n_tokens, void* scratch, cudaStream_t stream,
-                             const SideStream* side) {
-  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, XGiven::row_max, side);
-}
-
-void matmul_shared_x_rows(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
-                          int64_t n_tokens, void* scratch, cudaStream_t stream,
-                          const SideStream* side) {
-  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, XGiven::rows, side);
+void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
+                            const float* x, int64_t n_tokens, void* scratch, cudaStream_t stream,
+                            const SideStream* side) {
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream,
+                       handed == Handed::rows ? XGiven::rows : XGiven::row_max, side);
 }
 
 namespace matmul_detail {

@@ -1,10 +1,10 @@
-// rms_norm_row_max and act_mul_row_max, each then matmul_shared_x_row_max (a prompt step's norm or
+// rms_norm_row_max and act_mul_row_max, each then matmul_shared_x_handed (a prompt step's norm or
 // gated activation handing the products its rows' largest |x|, kernels/row_max.h) == the plain
 // kernel then matmul_shared_x finding the maxima itself: the kernel's outputs and every product's
 // bit for bit, at prompt-step token counts whose tiled outputs take x's wgmma form by token groups
 // on sm_90a (elsewhere the products prepare x themselves and the maxima are not read; the
 // comparison holds either way). Likewise rms_norm_x_rows and act_mul_x_rows, each then
-// matmul_shared_x_rows (the kernel writing x's rows form itself, read where MEMRA_X_ROWS=1 on
+// matmul_shared_x_handed (the kernel writing x's rows form itself, read where MEMRA_X_ROWS=1 on
 // sm_90a).
 #include <cmath>
 #include <string>
@@ -53,10 +53,7 @@ struct OutputPairs {
   }
 };
 
-// What the kernel before the products hands them: its rows' largest |x| (rms_norm_row_max,
-// act_mul_row_max, read by matmul_shared_x_row_max) or x's rows form itself (rms_norm_x_rows,
-// act_mul_x_rows, read by matmul_shared_x_rows).
-enum class Handed { row_max, rows };
+using kernels::Handed;
 
 // Whether the products read what is handed over at this many rows of dim (elsewhere they prepare
 // x themselves from the kernel's output, and the comparison holds all the same).
@@ -82,16 +79,6 @@ void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t d
   v = std::ldexp(v, -17);
   cuda::check(cudaMemcpyAsync(m0, &v, sizeof v, cudaMemcpyHostToDevice, ctx.stream()), "write");
   ctx.sync();
-}
-
-// The products over x from what the kernel handed over.
-void handed_products(Context& ctx, Handed h, OutputPairs& o, int64_t dim, const float* x,
-                     int64_t rows, void* scratch) {
-  if (h == Handed::row_max)
-    kernels::matmul_shared_x_row_max(o.given_outs.data(), kOuts, dim, x, rows, scratch,
-                                     ctx.stream());
-  else
-    kernels::matmul_shared_x_rows(o.given_outs.data(), kOuts, dim, x, rows, scratch, ctx.stream());
 }
 
 // A case's name and tooth: where read, break_handed's; elsewhere `elsewhere`, a defect of the
@@ -130,7 +117,8 @@ void check_norm_case(Context& ctx, Handed h, int64_t dim, int64_t rows, bool res
     kernels::rms_norm_x_rows(x2.get(), d2, dw.get(), rows, dim, given_eps, y2.get(), s2.get(),
                              ctx.stream());
   if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, dim);
-  handed_products(ctx, h, o, dim, y2.get(), rows, s2.get());
+  kernels::matmul_shared_x_handed(h, o.given_outs.data(), kOuts, dim, y2.get(), rows, s2.get(),
+                                  ctx.stream());
   ctx.sync();
   const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
                      bit_mismatches(x2.download(ctx), x1.download(ctx)) + o.mismatches(ctx);
@@ -165,7 +153,8 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
   if (!launched)
     fail(ErrorCode::internal, "{} refused aligned rows of {}", case_name(h, "act"), n_cols);
   if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, n_cols);
-  handed_products(ctx, h, o, n_cols, a2.get(), rows, s2.get());
+  kernels::matmul_shared_x_handed(h, o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
+                                  ctx.stream());
   ctx.sync();
   const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
   ctx.add({case_name(h, "act"),

@@ -700,10 +700,10 @@ class CudaOps final : public Ops {
                 int64_t n_tokens, const kernels::SideStream* side) {
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     const GivenX::Kind given = given_.of(x, n_tokens, n_in, n_launches_);
-    if (given == GivenX::Kind::row_max)
-      kernels::matmul_shared_x_row_max(outs, n_outs, n_in, x, n_tokens, scratch, stream(), side);
-    else if (given == GivenX::Kind::x_rows)
-      kernels::matmul_shared_x_rows(outs, n_outs, n_in, x, n_tokens, scratch, stream(), side);
+    if (given == GivenX::Kind::row_max || given == GivenX::Kind::x_rows)
+      kernels::matmul_shared_x_handed(
+          given == GivenX::Kind::x_rows ? kernels::Handed::rows : kernels::Handed::row_max, outs,
+          n_outs, n_in, x, n_tokens, scratch, stream(), side);
     else
       kernels::matmul_shared_x(outs, n_outs, n_in, x, n_tokens, scratch, stream(),
                                given == GivenX::Kind::prepared_rows, side);
