@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/prepare_x.cuh"
+#include "kernels/matmul/scratch_layout.cuh"
 #include "kernels/row_max.h"
 
 namespace memra::kernels {
@@ -221,6 +222,8 @@ bool launch_act_rows(const char* what, Act act, const float* gate, const float* 
   if (n_cols % multiple != 0 || n_cols > (int64_t{1} << 30) || n_rows > 0x7fffffff ||
       !aligned(gate) || !aligned(up) || !aligned(out) || !aligned(scratch))
     return false;
+  // The rows form lives where x's wgmma form would, which a scratch for 16 rows or fewer lacks.
+  if (kRows && n_rows <= matmul_detail::kWgmmaMinTokens) return false;
   if (n_rows == 0 || n_cols == 0) return true;
   float* omax = kRows ? nullptr : matmul_detail::scratch_row_max(scratch, n_rows, n_cols);
   const matmul_detail::PreparedRows rows =

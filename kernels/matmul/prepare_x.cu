@@ -215,6 +215,11 @@ uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim) {
 }
 
 PreparedRows x_rows_places(void* scratch, int64_t n_rows, int64_t dim) {
+  // The rows form lives where the wgmma form would: a scratch sized for kWgmmaMinTokens rows or
+  // fewer has no room for it.
+  if (n_rows <= kWgmmaMinTokens)
+    fail(ErrorCode::invalid_argument, "x's rows form: {} rows (it needs more than {})", n_rows,
+         kWgmmaMinTokens);
   const ScratchLayout layout(n_rows, dim);
   const ScratchLayout::Parts p = layout.parts(scratch);
   return {p.xp, p.xsum, static_cast<int>(layout.xsum_stride), p.xinv};
@@ -270,14 +275,14 @@ bool x_rows_pays(int64_t n_rows, int64_t dim) {
 
 void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                      float eps, float* y, void* scratch, cudaStream_t stream) {
-  if (n_rows < 0 || n_rows > (int64_t{1} << 30) || dim <= 0 || dim % kXRowsK != 0 ||
-      dim > (1 << 30))
-    fail(ErrorCode::invalid_argument, "rms_norm_x_rows: {} rows of {} (dim a multiple of {})",
-         n_rows, dim, kXRowsK);
+  if (n_rows <= matmul_detail::kWgmmaMinTokens || n_rows > (int64_t{1} << 30) || dim <= 0 ||
+      dim % kXRowsK != 0 || dim > (1 << 30))
+    fail(ErrorCode::invalid_argument,
+         "rms_norm_x_rows: {} rows of {} (more than {} rows, dim a multiple of {})", n_rows, dim,
+         matmul_detail::kWgmmaMinTokens, kXRowsK);
   if (!x || !y || !aligned16(x) || !aligned16(y) || !aligned16(scratch) || (d && !aligned16(d)))
     fail(ErrorCode::invalid_argument,
          "rms_norm_x_rows: x, d, y and scratch must be 16-byte aligned");
-  if (n_rows == 0) return;
   const matmul_detail::PreparedRows p = matmul_detail::x_rows_places(scratch, n_rows, dim);
   detail::with_row_regs(dim, {x, d, y, w}, [&](auto kn) {
     detail::launch(norm_to_f16_kernel<decltype(kn)::value, true>, static_cast<unsigned>(n_rows),

@@ -1,6 +1,6 @@
-// Private to kernels/matmul: where a matmul scratch buffer (matmul_scratch_bytes) keeps x's
-// prepared forms, shared by the kernels that write them (prepare_x.cu) and the products that read
-// them (matmul.cu).
+// Private to the kernels: where a matmul scratch buffer (matmul_scratch_bytes) keeps x's prepared
+// forms, shared by the kernels that write them (prepare_x.cu, the gated activation's rows form in
+// elementwise.cu) and the products that read them (matmul.cu).
 #pragma once
 
 #include <cstdint>
