@@ -4,10 +4,12 @@
 // whose f16 scales are random finite values (every 4- / 5- / 6-bit field pattern).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "backend/cpu/dequant_dot.h"
 #include "backend/cpu/quant_dot.h"
 #include "core/dtype.h"
 #include "formats/quant.h"
@@ -93,6 +95,54 @@ TEST(DequantRowFast, RandomBlocksAreBitIdenticalToTheCodec) {
       expect_bit_identical(layout, row, "random blocks, trial " + std::to_string(trial));
     }
   }
+}
+
+// A decode step's kernels (cpu::dot_token_rows) dequantize in registers what dequant_row_fast
+// writes, and sum in dot_f32's order: the same bits, on every bit pattern of the blocks.
+TEST(DotTokenRows, BitIdenticalToTheRowDequantizedThenDotted) {
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  std::mt19937 rng(99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(kRowElements);
+  for (float& v : x) v = normal(rng);
+  x[7] = 30.0f;  // an outlier dimension, as Gemma's residual stream has
+  EXPECT_TRUE(cpu::has_token_rows_dot(DType::q4_k));
+  EXPECT_TRUE(cpu::has_token_rows_dot(DType::q5_0));
+  for (const BlockLayout& layout : kLayouts) {
+    if (!cpu::has_token_rows_dot(layout.dtype)) continue;  // Q6_K: the row dequantizer's path
+    const int64_t row_bytes = kRowElements / layout.block_elements * layout.block_bytes;
+    std::vector<uint8_t> rows(cpu::kMaxTokenRows * row_bytes);
+    for (uint8_t& b : rows) b = static_cast<uint8_t>(rng());
+    for (int r = 0; r < cpu::kMaxTokenRows; ++r)
+      for (int64_t b = 0; b < kRowElements / layout.block_elements; ++b)
+        for (int field : layout.f16_fields) {
+          const uint16_t h = random_finite_f16(rng);
+          std::memcpy(rows.data() + r * row_bytes + b * layout.block_bytes + field, &h, 2);
+        }
+    std::vector<float> row(kRowElements);
+    for (int n_rows = 1; n_rows <= cpu::kMaxTokenRows; ++n_rows) {
+      float got[cpu::kMaxTokenRows];
+      cpu::dot_token_rows(layout.dtype, rows.data(), row_bytes, n_rows, x.data(), kRowElements,
+                          got);
+      for (int r = 0; r < n_rows; ++r) {
+        ASSERT_TRUE(cpu::dequant_row_fast(layout.dtype, rows.data() + r * row_bytes, row.data(),
+                                          kRowElements));
+        const float want = cpu::dot_f32(row.data(), x.data(), kRowElements);
+        uint32_t a, b;
+        std::memcpy(&a, &want, 4);
+        std::memcpy(&b, &got[r], 4);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got[r])) << dtype_name(layout.dtype) << " row " << r;
+        } else {
+          EXPECT_EQ(a, b) << dtype_name(layout.dtype) << " row " << r << " of " << n_rows << ": "
+                          << want << " vs " << got[r];
+        }
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "no AVX2 in this build: decode steps take the row dequantizer";
+#endif
 }
 
 }  // namespace

@@ -86,6 +86,26 @@ TEST_P(MatmulFastVsReference, OddSizesAndTokenCounts) {
   }
 }
 
+// The determinism contract on the CPU: a token's outputs are the same bits whether it is alone in
+// a step (a decode step's kernels, dequant_dot.h) or one of a batch (the multi-token kernels).
+TEST_P(MatmulFastVsReference, ATokenAloneIsBitIdenticalToTheSameTokenInABatch) {
+  const DType dtype = GetParam();
+  std::mt19937 rng(11);
+  const int64_t n_in = 512, n_out = 37;  // 37: row groups of 4 leave one row over
+  const Weight w = random_weight(dtype, n_in, n_out, rng);
+  auto fast = ops_cpu_create({2, false});
+  for (int64_t n_tokens : {2, 5, 9}) {
+    const std::vector<float> x = random_vec(n_tokens * n_in, rng);
+    std::vector<float> batch(n_tokens * n_out), alone(n_out);
+    fast->matmul(w.view, x.data(), n_tokens, batch.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      fast->matmul(w.view, x.data() + t * n_in, 1, alone.data());
+      EXPECT_EQ(std::memcmp(alone.data(), batch.data() + t * n_out, n_out * sizeof(float)), 0)
+          << dtype_name(dtype) << ": token " << t << " of " << n_tokens;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, MatmulFastVsReference,
                          ::testing::Values(DType::f32, DType::f16, DType::bf16, DType::q4_0,
                                            DType::q5_0, DType::q8_0, DType::q4_k, DType::q6_k,

@@ -8,47 +8,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/block_simd.h"
 #include "core/error.h"
 #include "core/half.h"
-
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <immintrin.h>
-#define MEMRA_AVX2 1
-#endif
 
 namespace memra::cpu {
 
 namespace {
 
-// Byte sizes of the weight blocks (ggml layouts).
-constexpr int kQ4_0Bytes = 18;   // f16 d, 16 bytes of nibbles
-constexpr int kQ5_0Bytes = 22;   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
-constexpr int kQ8_0Bytes = 34;   // f16 d, 32 int8
-constexpr int kQ4_KBytes = 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 of nibbles
-constexpr int kQ6_KBytes = 210;  // 128 low nibbles, 64 of 2-bit highs, 16 int8 scales, f16 d
-
-inline float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-#ifdef MEMRA_AVX2
-  return _cvtsh_ss(h);  // F16C: one instruction instead of the portable bit manipulation
-#else
-  return f16_to_f32(h);
-#endif
-}
-
-// Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes.
-void q4k_scales(const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      sc[j] = s[j] & 63;
-      m[j] = s[j + 4] & 63;
-    } else {
-      sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-      m[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-  }
-}
+using namespace detail;  // the block layouts and their SIMD unpacking (block_simd.h)
 
 // Q5_0/Q4_0 element j of a block as a signed int.
 inline int q4_0_value(const uint8_t* b, int j) {
@@ -64,13 +32,6 @@ inline int q5_0_value(const uint8_t* b, int j) {
 }
 
 #ifdef MEMRA_AVX2
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // Signed int8 x int8 dot of 32 lanes, as 8 int32 partial sums.
 inline __m256i dot_i8(__m256i w, __m256i a) {
   const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
@@ -82,24 +43,6 @@ inline __m256i dot_u8_pairs(__m256i w, __m256i a) {
   return _mm256_maddubs_epi16(w, a);
 }
 
-// The 32 nibbles of a Q4_0/Q5_0 block in element order (low nibbles then high nibbles).
-inline __m256i nibbles_32(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-// 0xFF in byte j where bit j of bits is set.
-inline __m256i bits_to_bytes(uint32_t bits) {
-  const __m256i shuf =
-      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
-  const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
-  const __m256i mask = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
-  return _mm256_cmpeq_epi8(_mm256_and_si256(rep, mask), mask);
-}
-#endif
-
-#ifdef MEMRA_AVX2
 // Multi-token kernels: each weight block is unpacked once and dotted with NT activation rows, so
 // batched prefill pays the unpacking once per weight row instead of once per token.
 
@@ -125,16 +68,6 @@ void dot_legacy_avx2(const uint8_t* w, const BlockQ8* const* a, int64_t nb, floa
   for (int64_t b = 0; b < nb; ++b, w += kBlockBytes)
     legacy_block<NT>(unpack(w), load_f16(w), a, b, acc);
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
-}
-
-inline __m256i unpack_q4_0(const uint8_t* w) {
-  return _mm256_sub_epi8(nibbles_32(w + 2), _mm256_set1_epi8(8));
-}
-inline __m256i unpack_q5_0(const uint8_t* w) {
-  uint32_t qh;
-  std::memcpy(&qh, w + 2, 4);
-  const __m256i high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-  return _mm256_sub_epi8(_mm256_or_si256(nibbles_32(w + 6), high), _mm256_set1_epi8(16));
 }
 
 template <int NT>
@@ -180,10 +113,7 @@ void dot_q6_k_avx2(const uint8_t* w, const BlockQ8K* const* a, int64_t nb, float
   __m256 acc[NT];
   float bias_total[NT] = {};
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < nb; ++b, w += kQ6_KBytes) {
-    const uint8_t* ql = w;
-    const uint8_t* qh = w + 128;
     const int8_t* scales = reinterpret_cast<const int8_t*>(w + 192);
     const float dw = load_f16(w + 208);
     __m256i sumi[NT];
@@ -194,18 +124,8 @@ void dot_q6_k_avx2(const uint8_t* w, const BlockQ8K* const* a, int64_t nb, float
       sumi[t] = _mm256_setzero_si256();
     }
     for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
       __m256i q[4];
-      q[0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      q6k_runs(w, h, q);
       for (int k = 0; k < 4; ++k) {
         const int8_t* sc = scales + 8 * h + 2 * k;
         const __m256i sv = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
@@ -259,26 +179,14 @@ void dequant_q5_0_row(const uint8_t* w, float* out, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b, w += kQ5_0Bytes, out += 32) {
     const __m256i q = unpack_q5_0(w);
     const __m256 d = _mm256_set1_ps(load_f16(w));
-    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    _mm256_storeu_ps(out, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
-    _mm256_storeu_ps(
-        out + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
-    _mm256_storeu_ps(out + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
-    _mm256_storeu_ps(
-        out + 24,
-        _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + 8 * i, q5_0_values(eighth(q, i), d));
   }
 }
 
 // 32 unsigned bytes times scale minus offset, as floats.
 inline void store_u8_affine(__m256i q, float scale, float offset, float* out) {
   const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
-  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-  for (int i = 0; i < 4; ++i) {
-    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[i]));
-    _mm256_storeu_ps(out + 8 * i, _mm256_fmsub_ps(f, s, o));
-  }
+  for (int i = 0; i < 4; ++i) _mm256_storeu_ps(out + 8 * i, u8_affine(eighth(q, i), s, o));
 }
 
 void dequant_q4_k_row(const uint8_t* w, float* out, int64_t nb) {
@@ -297,32 +205,18 @@ void dequant_q4_k_row(const uint8_t* w, float* out, int64_t nb) {
 }
 
 void dequant_q6_k_row(const uint8_t* w, float* out, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   for (int64_t b = 0; b < nb; ++b, w += kQ6_KBytes, out += 256) {
-    const uint8_t* ql = w;
-    const uint8_t* qh = w + 128;
-    const int8_t* scales = reinterpret_cast<const int8_t*>(w + 192);
+    const auto* scales = reinterpret_cast<const int8_t*>(w + 192);
     const float d = load_f16(w + 208);
     for (int h = 0; h < 2; ++h) {
-      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
       __m256i q[4];
-      q[0] =
-          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      q6k_runs(w, h, q);
       for (int k = 0; k < 4; ++k) {
         float* o = out + 128 * h + 32 * k;
-        const float s0 = d * scales[8 * h + 2 * k], s1 = d * scales[8 * h + 2 * k + 1];
-        float tmp[32];
-        store_u8_affine(q[k], 1.0f, 32.0f, tmp);  // q - 32
-        for (int i = 0; i < 16; ++i) o[i] = tmp[i] * s0;
-        for (int i = 16; i < 32; ++i) o[i] = tmp[i] * s1;
+        const __m256 s0 = _mm256_set1_ps(d * scales[8 * h + 2 * k]);
+        const __m256 s1 = _mm256_set1_ps(d * scales[8 * h + 2 * k + 1]);
+        for (int i = 0; i < 4; ++i)
+          _mm256_storeu_ps(o + 8 * i, q6k_values(eighth(q[k], i), i < 2 ? s0 : s1));
       }
     }
   }
