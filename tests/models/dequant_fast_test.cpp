@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/dequant_dot.h"
+#include "backend/cpu/dot_tile.h"
 #include "backend/cpu/quant_dot.h"
 #include "core/dtype.h"
 #include "formats/quant.h"
@@ -98,7 +99,7 @@ TEST(DequantRowFast, RandomBlocksAreBitIdenticalToTheCodec) {
 }
 
 // A decode step's kernels (cpu::dot_token_rows) dequantize in registers what dequant_row_fast
-// writes, and sum in dot_f32's order: the same bits, on every bit pattern of the blocks.
+// writes, and sum in dot_tile.h's order: the same bits, on every bit pattern of the blocks.
 TEST(DotTokenRows, BitIdenticalToTheRowDequantizedThenDotted) {
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
   std::mt19937 rng(99);
@@ -127,7 +128,9 @@ TEST(DotTokenRows, BitIdenticalToTheRowDequantizedThenDotted) {
       for (int r = 0; r < n_rows; ++r) {
         ASSERT_TRUE(cpu::dequant_row_fast(layout.dtype, rows.data() + r * row_bytes, row.data(),
                                           kRowElements));
-        const float want = cpu::dot_f32(row.data(), x.data(), kRowElements);
+        float want = 0;
+        cpu::dot_f32_tile(row.data(), kRowElements, 1, x.data(), kRowElements, 1, kRowElements,
+                          &want, 1);
         uint32_t a, b;
         std::memcpy(&a, &want, 4);
         std::memcpy(&b, &got[r], 4);

@@ -1,8 +1,7 @@
-// Each kernel keeps two 8-lane accumulators a row, as dot_f32 does (runs of 8 elements alternate
-// between them, and the row's result is the horizontal sum of their sum), and takes the weights'
-// floats from the steps block_simd.h shares with the row dequantizers. x's runs are loaded once
-// for all the rows; each row's next blocks are prefetched (the rows are separate streams, which
-// the hardware prefetcher alone served worse: decode 3-5% slower without).
+// Each kernel keeps one 8-lane accumulator a row, as dot_tile.h's products do, and takes the
+// weights' floats from the steps block_simd.h shares with the row dequantizers. x's runs are
+// loaded once for all the rows; each row's next blocks are prefetched (the rows are separate
+// streams, which the hardware prefetcher alone served worse: decode 3-5% slower without).
 #include "backend/cpu/dequant_dot.h"
 
 #include "backend/cpu/block_simd.h"
@@ -17,22 +16,19 @@ using namespace detail;
 #ifdef MEMRA_AVX2
 constexpr int kPrefetchBytes = 512;  // ~3.5 Q4_K blocks, ~23 Q5_0 blocks ahead
 
-// Per-row sums in dot_f32's form: run j of 8 elements goes to acc0 (j even) or acc1 (j odd).
+// Per-row sums in dot_tile.h's order: one 8-lane accumulator a row, runs of 8 in order.
 template <int R>
-struct PairedSums {
-  __m256 acc0[R], acc1[R];
-  PairedSums() {
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+struct RowSums {
+  __m256 acc[R];
+  RowSums() {
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   }
-  // The four runs of a 32-element group (an even run first) of row r, times x's four runs.
+  // The four runs of a 32-element group of row r, times x's four runs.
   void add_group(int r, const __m256* w, const __m256* x) {
-    acc0[r] = _mm256_fmadd_ps(w[0], x[0], acc0[r]);
-    acc1[r] = _mm256_fmadd_ps(w[1], x[1], acc1[r]);
-    acc0[r] = _mm256_fmadd_ps(w[2], x[2], acc0[r]);
-    acc1[r] = _mm256_fmadd_ps(w[3], x[3], acc1[r]);
+    for (int i = 0; i < 4; ++i) acc[r] = _mm256_fmadd_ps(w[i], x[i], acc[r]);
   }
   void finish(float* out) const {
-    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
   }
 };
 
@@ -42,7 +38,7 @@ inline void load_group(const float* x, __m256* xv) {
 
 template <int R>
 void q4_k_rows(const uint8_t* w, uint64_t row_bytes, const float* x, int64_t nb, float* out) {
-  PairedSums<R> sums;
+  RowSums<R> sums;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     float scale[R][8], offset[R][8];
@@ -78,7 +74,7 @@ void q4_k_rows(const uint8_t* w, uint64_t row_bytes, const float* x, int64_t nb,
 
 template <int R>
 void q5_0_rows(const uint8_t* w, uint64_t row_bytes, const float* x, int64_t nb, float* out) {
-  PairedSums<R> sums;
+  RowSums<R> sums;
   for (int64_t b = 0; b < nb; ++b) {
     __m256 xv[4];
     load_group(x + b * 32, xv);

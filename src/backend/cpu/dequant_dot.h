@@ -2,8 +2,8 @@
 // matmul, each weight dequantized in a register instead of through a row in memory.
 //
 // The results are bit for bit what the multi-token path computes for the same row and token
-// (dequant_row_fast's floats summed in dot_f32's order, quant_dot.h), so a token's outputs do not
-// depend on how many tokens shared its step (the determinism contract). The row's round trip
+// (dequant_row_fast's floats, quant_dot.h, summed in dot_tile.h's order), so a token's outputs do
+// not depend on how many tokens shared its step (the determinism contract). The row's round trip
 // through memory goes, and several rows at once share x's loads and give the core independent
 // chains. Q4_K and Q5_0 only: the same form measured slower for Q6_K (its unpacked runs do not
 // fit the registers for four rows) and for Q8_0, whose one-row kernel (dot_rows) stays

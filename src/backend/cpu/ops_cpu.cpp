@@ -311,7 +311,7 @@ class CpuOps final : public Ops {
 
   // Rows dequantized to f32 (reference mode, or a dtype with no fast dot). The fast path
   // dequantizes a task's rows into a panel once and takes its products a tile of rows x tokens at
-  // a time (dot_tile.h: dot_f32's bits, whatever the tile); reference mode sums each product in
+  // a time (dot_tile.h: the same bits whatever the tile); reference mode sums each product in
   // double.
   void matmul_dequant(const TensorView& w, uint64_t row_bytes, const float* x, int64_t n_tokens,
                       float* y, bool use_double) {
