@@ -310,42 +310,49 @@ class CpuOps final : public Ops {
   }
 
   // Rows dequantized to f32 (reference mode, or a dtype with no fast dot). The fast path
-  // dequantizes a task's rows into a panel once and takes its products a tile of rows x tokens at
-  // a time (dot_tile.h: the same bits whatever the tile); reference mode sums each product in
-  // double.
+  // dequantizes a task's rows a panel at a time and takes the panel's products a tile of rows x
+  // tokens at a time (dot_tile.h: the same bits whatever the tile); reference mode sums each
+  // product in double.
   void matmul_dequant(const TensorView& w, uint64_t row_bytes, const float* x, int64_t n_tokens,
                       float* y, bool use_double) {
     const int64_t n_in = static_cast<int64_t>(w.ne[0]);
     const int64_t n_out = static_cast<int64_t>(w.n_rows());
     const auto* wbytes = static_cast<const uint8_t*>(w.data);
     const int64_t chunk = rows_per_task(n_out, n_tokens, pool_.n_threads());
+    // A panel's rows (256 KB at most, 4-16 rows) stay in L2 while every token's products read
+    // them; a one-token task can hold thousands of rows (the output projection's).
+    const int64_t panel_rows =
+        std::clamp<int64_t>(256 * 1024 / (std::max<int64_t>(n_in, 1) * 4), 4, 16);
     pool_.parallel_for((n_out + chunk - 1) / chunk, [&](int64_t task, int thread) {
-      const int64_t r0 = task * chunk, r1 = std::min(n_out, r0 + chunk);
       std::vector<float>& panel = scratch_[thread];
-      panel.resize((r1 - r0) * n_in);
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = panel.data() + (r - r0) * n_in;
-        if (use_double || !cpu::dequant_row_fast(w.dtype, wbytes + r * row_bytes, row, n_in))
-          quant::dequantize_row(w.dtype, wbytes + r * row_bytes, row, n_in);
-      }
-      if (use_double) {
+      panel.resize(panel_rows * n_in);
+      const int64_t task_end = std::min(n_out, (task + 1) * chunk);
+      for (int64_t r0 = task * chunk; r0 < task_end; r0 += panel_rows) {
+        const int64_t r1 = std::min(task_end, r0 + panel_rows);
         for (int64_t r = r0; r < r1; ++r) {
-          const float* row = panel.data() + (r - r0) * n_in;
-          for (int64_t t = 0; t < n_tokens; ++t) {
-            const float* xt = x + t * n_in;
-            double acc = 0;
-            for (int64_t i = 0; i < n_in; ++i) acc += double{row[i]} * xt[i];
-            y[t * n_out + r] = static_cast<float>(acc);
-          }
+          float* row = panel.data() + (r - r0) * n_in;
+          if (use_double || !cpu::dequant_row_fast(w.dtype, wbytes + r * row_bytes, row, n_in))
+            quant::dequantize_row(w.dtype, wbytes + r * row_bytes, row, n_in);
         }
-        return;
-      }
-      for (int64_t t = 0; t < n_tokens; t += cpu::kTileTokens) {
-        const int nt = static_cast<int>(std::min<int64_t>(cpu::kTileTokens, n_tokens - t));
-        for (int64_t r = r0; r < r1; r += cpu::kTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, r1 - r));
-          cpu::dot_f32_tile(panel.data() + (r - r0) * n_in, n_in, nr, x + t * n_in, n_in, nt, n_in,
-                            y + t * n_out + r, n_out);
+        if (use_double) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const float* row = panel.data() + (r - r0) * n_in;
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              const float* xt = x + t * n_in;
+              double acc = 0;
+              for (int64_t i = 0; i < n_in; ++i) acc += double{row[i]} * xt[i];
+              y[t * n_out + r] = static_cast<float>(acc);
+            }
+          }
+          continue;
+        }
+        for (int64_t t = 0; t < n_tokens; t += cpu::kTileTokens) {
+          const int nt = static_cast<int>(std::min<int64_t>(cpu::kTileTokens, n_tokens - t));
+          for (int64_t r = r0; r < r1; r += cpu::kTileRows) {
+            const int nr = static_cast<int>(std::min<int64_t>(cpu::kTileRows, r1 - r));
+            cpu::dot_f32_tile(panel.data() + (r - r0) * n_in, n_in, nr, x + t * n_in, n_in, nt,
+                              n_in, y + t * n_out + r, n_out);
+          }
         }
       }
     });
@@ -353,7 +360,7 @@ class CpuOps final : public Ops {
 
   ThreadPool pool_;
   bool reference_;
-  std::vector<std::vector<float>> scratch_;  // per thread: a task's dequantized weight rows
+  std::vector<std::vector<float>> scratch_;  // per thread: a panel of dequantized weight rows
   SampleScratch sample_scratch_;             // sample_rows
   StepLayout step_;                          // the current step's metadata (step_begin)
   ExpertGroups groups_;                      // matmul_experts: the step's pairs by expert
