@@ -1,15 +1,15 @@
-// The kernels before a prompt step's products handing them each row's largest |x|, so that x's
-// wgmma form (prepare_x.cu's launch_xp_groups: a pass for the rows' largest |x|, then the groups)
-// is made in one launch after them instead of two.
+// The kernels before a prompt step's products handing them what x's wgmma form needs, so that the
+// products prepare x in one launch (the rows' largest |x|) or in none (x's rows form).
 //
-// Why: a prompt step prepares four product inputs a layer, each in two launches. The norm that
-// makes the q/k/v and gate/up inputs already finds each row's largest |y| as it writes y
-// (norm_row.cuh, for the decode steps' prepared rows), and the gated activation that makes the
-// down projection's input can gather it as it writes; the maxima cost those kernels a block
-// reduction. The largest |x| is exact in any order, so the products' bits do not change
-// (kernel-check compares them with the two-launch form). Measured on the H200 for the norms
-// (docs/PERFORMANCE.md, thirty-seventh round: 8B Q4_K_M pp512 +0.9%, the norm's launch no
-// slower); the activation's form is opt-in (the backend's MEMRA_ACT_ROW_MAX=1) until measured.
+// Why: a prompt step prepares four product inputs a layer (prepare_x.cu's launch_xp_groups: a pass
+// for the rows' largest |x|, then the groups). The norm that makes the q/k/v and gate/up inputs
+// already finds each row's largest |y| as it writes y (norm_row.cuh, for the decode steps' prepared
+// rows). The largest |x| is exact in any order, so the products' bits do not change (kernel-check
+// compares them with the two-launch form). Measured on the H200 (docs/PERFORMANCE.md): the norms'
+// maxima, thirty-seventh round, 8B Q4_K_M pp512 +0.9%; x's rows form written by the norms and the
+// gated activation, fortieth round, pp512 +3.2% (Q4_K_M) and +3.0% (BF16), the default since. The
+// gated activation writing the maxima alone was measured no faster (its launch 4.6 us slower at 512
+// tokens for the pass it saves) and removed.
 #pragma once
 
 #include <cstdint>
@@ -32,15 +32,8 @@ bool row_max_pays(int64_t n_rows);
 void rms_norm_row_max(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                       float eps, float* y, void* scratch, cudaStream_t stream);
 
-// act_mul(act, gate, up, n_rows, n_cols, ld_in = n_cols, out), bit for bit, that also writes each
-// row's largest |out| where matmul_shared_x_handed reads it (the down projection's input). False,
-// with nothing launched, where the rows do not allow it (n_cols a multiple of 16, every pointer
-// 16-byte aligned): the caller runs act_mul instead.
-bool act_mul_row_max(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                     float* out, void* scratch, cudaStream_t stream);
-
-// x's rows form (matmul_launch.cuh: x_rows_offset; MEMRA_X_ROWS=1, off by default until
-// measured): a prompt step's norm writes the products' f16 input itself, a row a block in whole
+// x's rows form (matmul_launch.cuh: x_rows_offset; the default, MEMRA_X_ROWS=0 turns it off for
+// the A/B): a prompt step's norm writes the products' f16 input itself, a row a block in whole
 // runs, so the products take no preparing launch at all.
 //
 // Whether products over n_rows x dim would read x's rows form (the steps past the decode kernels'
@@ -54,8 +47,11 @@ bool x_rows_pays(int64_t n_rows, int64_t dim);
 void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                      float eps, float* y, void* scratch, cudaStream_t stream);
 
-// act_mul_row_max's rows (its bits, the same conditions but n_cols a multiple of 64) writing x's
-// rows form for the down projection instead of the maxima, for matmul_shared_x_handed.
+// act_mul(act, gate, up, n_rows, n_cols, ld_in = n_cols, out), bit for bit, that also writes x's
+// rows form of out for the down projection where matmul_shared_x_handed reads it in `scratch`
+// (matmul_scratch_bytes(n_rows, n_cols) bytes). False, with nothing launched, where the rows do
+// not allow it (more than 16 rows, n_cols a multiple of 64, every pointer 16-byte aligned): the
+// caller runs act_mul instead.
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream);
 

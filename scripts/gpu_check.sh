@@ -23,13 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the thirty-eighth round's A/B: x's rows form (MEMRA_X_ROWS=1: the norms write the
-#               products' f16 input, tensor copies bring it in), and the thirty-seventh round's
-#               opt-ins not yet measured, the activation's row maxima (MEMRA_ACT_ROW_MAX=1) and
-#               the prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1): kernel-check's matrix
-#               cases each way and the prologue cases + teeth, invariance tests and the fixtures'
-#               model gate with every opt-in, elementwise rows, the products at 512 tokens each
-#               way, 8B and 0.6B figures (~9 min; not part of full)
+#     ab        the fortieth round's A/B, reproducible: x's rows form and the prologue's four-a-lane
+#               heads (both the defaults since) against their off switches (MEMRA_X_ROWS=0,
+#               MEMRA_PROLOGUE_FOUR=0): kernel-check's matrix and prologue cases each way + teeth,
+#               invariance tests and the fixtures' model gate with both off, elementwise rows,
+#               the products at 512 tokens each way, 8B and 0.6B figures (~4 min; not part of
+#               full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -365,47 +364,46 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The thirty-eighth round. (1) x's rows form at prompt steps (MEMRA_X_ROWS=1): the norms before
-  # q/k/v and gate/up write the products' f16 input a row a block, o and down prepare it in one
-  # launch, and the wgmma prefill kernels bring it in by tensor copies with the 128-byte swizzle.
-  # (2) The thirty-seventh round's opt-ins, written then and not yet run: the gated activation's
-  # row maxima (MEMRA_ACT_ROW_MAX=1) and the prologue's four-a-lane heads (MEMRA_PROLOGUE_FOUR=1).
-  # (3) At the defaults: x's wgmma-form pieces stored 16 bytes at a time, and the norm row-max
-  # cases' fixed tooth. Every opt-in gives the same bits by construction: kernel-check's matrix
-  # cases each way + teeth, the prologue cases under the switch + teeth, the invariance tests and
-  # graph replay (chunked vs whole prompts) and the fixtures' model gate with all three on.
-  # (The defaults' teeth run in quick.)
+  # The fortieth round's decision, reproducible: x's rows form at prompt steps (the norms before
+  # q/k/v and gate/up and the gated activation before down write the products' f16 input a row a
+  # block; the wgmma prefill kernels bring it in by tensor copies) and the prologue's four-a-lane
+  # heads, both measured faster and green in this mode at 9c79238 (then opt-ins), now the
+  # defaults; here against their off switches (MEMRA_X_ROWS=0, MEMRA_PROLOGUE_FOUR=0). Each
+  # gives the same bits as its off form by construction: kernel-check's matrix cases each way +
+  # teeth, the prologue cases each way + teeth, the invariance tests and graph replay (chunked vs
+  # whole prompts) and the fixtures' model gate with both off. (The defaults' teeth run in quick.)
+  off=(MEMRA_PROLOGUE_FOUR=0 MEMRA_X_ROWS=0)
   kcheck kernel-check-matmul 240 --filter matmul
-  kcheck kernel-check-matmul-x-rows 240 MEMRA_X_ROWS=1 --filter matmul
-  kcheck kernel-check-matmul-x-rows-teeth 240 MEMRA_X_ROWS=1 --filter matmul --teeth
-  kcheck kernel-check-prologue-four 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue
-  kcheck kernel-check-prologue-four-teeth 120 MEMRA_PROLOGUE_FOUR=1 --filter qk_prologue --teeth
-  opt_in=(MEMRA_ACT_ROW_MAX=1 MEMRA_PROLOGUE_FOUR=1 MEMRA_X_ROWS=1)
-  step engine-invariants-opt-in 180 env MEMRA_TEST_DEVICE=cuda "${opt_in[@]}" \
+  kcheck kernel-check-matmul-x-rows-off 240 MEMRA_X_ROWS=0 --filter matmul
+  kcheck kernel-check-matmul-x-rows-off-teeth 240 MEMRA_X_ROWS=0 --filter matmul --teeth
+  kcheck kernel-check-prologue-one-lane 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue
+  kcheck kernel-check-prologue-one-lane-teeth 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue \
+    --teeth
+  step engine-invariants-off 180 env MEMRA_TEST_DEVICE=cuda "${off[@]}" \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures-opt-in 300 env "${opt_in[@]}" \
+  step model-gate-fixtures-off 300 env "${off[@]}" \
     python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-opt-in.json" tests/fixtures/models/llama \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-off.json" tests/fixtures/models/llama \
     tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
   step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  step kernel-bench-elementwise-four 120 env MEMRA_PROLOGUE_FOUR=1 \
+  step kernel-bench-elementwise-one-lane 120 env MEMRA_PROLOGUE_FOUR=0 \
     "$BIN/memra-kernel-bench" --elementwise \
-    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-four.json"
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-one-lane.json"
   # Each 512-token product with its x preparation, xp_offset's tiles against the rows form.
   for f in tiles:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
     step "kernel-bench-512-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 512 \
       --dtypes q4_k,q6_k,bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
   done
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  for f in default:MEMRA_X_ROWS=0 act:MEMRA_ACT_ROW_MAX=1 rows:MEMRA_X_ROWS=1 \
-    all:MEMRA_ACT_ROW_MAX=1,MEMRA_PROLOGUE_FOUR=1,MEMRA_X_ROWS=1; do
+  for f in off:MEMRA_X_ROWS=0,MEMRA_PROLOGUE_FOUR=0 rows:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=0 \
+    default:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=1; do
     bench_with "$q8b" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
   done
-  for f in default:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
+  for f in off:MEMRA_X_ROWS=0 default:MEMRA_X_ROWS=1; do
     bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
   done
-  for f in default:MEMRA_PROLOGUE_FOUR=0 four:MEMRA_PROLOGUE_FOUR=1; do
+  for f in one-lane:MEMRA_PROLOGUE_FOUR=0 default:MEMRA_PROLOGUE_FOUR=1; do
     bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
 fi
@@ -425,7 +423,7 @@ if [ "$MODE" = steps ]; then
       --bench-args "-n 128 -r 3 -c $c"
   done
   # A 512-token prompt step per kernel (the thirty-sixth round's table, PERFORMANCE.md), with the
-  # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=1).
+  # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=0).
   # shellcheck disable=SC2086  # the variables split at their spaces
   step prompt-profile-qwen3-8b-q4_k_m-512 240 env ${MEMRA_PROFILE_ENV:-} python3 \
     scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt \

@@ -88,15 +88,15 @@ __global__ void act_mul4_kernel(const float4* gate, const float4* up, int64_t n_
   }
 }
 
-// act_mul4's elements a row a block, each row's largest |out| to omax[row] (act_mul_row_max):
-// thread t takes the row's float4s t, t + 256, ..., four issued before any is used. Each element's
-// expression is act_mul4's (so the same bits), and the largest |out| is exact in any order.
-// kRows (act_mul_x_rows): then the row's f16 rows form from that maximum, the block reading its own
-// out back (x_to_f16's steps: prepare_x.cuh), to rows (omax unused).
+// act_mul4's elements a row a block, then the row's f16 rows form for the down projection
+// (act_mul_x_rows): thread t takes the row's float4s t, t + 256, ..., four issued before any is
+// used. Each element's expression is act_mul4's (so the same bits); the row's largest |out| is
+// exact in any order, and the block reads its own out back for the rows form (x_to_f16's steps:
+// prepare_x.cuh).
 constexpr int kActLoads = 4;
-template <Act kAct, bool kRows = false>
-__global__ void act_mul_row_max_kernel(const float4* gate, const float4* up, int n_cols4,
-                                       float4* out, float* omax, matmul_detail::PreparedRows rows) {
+template <Act kAct>
+__global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int n_cols4,
+                                      float4* out, matmul_detail::PreparedRows rows) {
   detail::wait_for_inputs();
   __shared__ float warp_max[kThreads / 32];
   const int64_t r = blockIdx.x;
@@ -123,13 +123,8 @@ __global__ void act_mul_row_max_kernel(const float4* gate, const float4* up, int
   }
   static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");
   m = matmul_detail::block_max(m, warp_max);  // its barrier: the block's out is written
-  if constexpr (kRows) {
-    matmul_detail::row_to_f16<false, true>(reinterpret_cast<const float*>(o_row), m, r, 4 * n_cols4,
-                                           nullptr, rows.xh, rows.xsum, rows.xsum_stride,
-                                           rows.xinv);
-  } else {
-    if (threadIdx.x == 0) omax[r] = m;
-  }
+  matmul_detail::row_to_f16<false, true>(reinterpret_cast<const float*>(o_row), m, r, 4 * n_cols4,
+                                         nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
@@ -209,51 +204,29 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
   }
 }
 
-namespace {
-
-// act_mul_row_max_kernel's launch: the maxima (kRows false) or the rows form; false where the rows
-// do not allow it (n_cols a multiple of `multiple`, every pointer 16-byte aligned).
-template <bool kRows>
-bool launch_act_rows(const char* what, Act act, const float* gate, const float* up, int64_t n_rows,
-                     int64_t n_cols, int64_t multiple, float* out, void* scratch,
-                     cudaStream_t stream) {
-  check_sizes(what, n_rows, n_cols);
+bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                    float* out, void* scratch, cudaStream_t stream) {
+  check_sizes("act_mul_x_rows", n_rows, n_cols);
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (n_cols % multiple != 0 || n_cols > (int64_t{1} << 30) || n_rows > 0x7fffffff ||
+  if (n_cols % matmul_detail::kXRowsK != 0 || n_cols > (int64_t{1} << 30) || n_rows > 0x7fffffff ||
       !aligned(gate) || !aligned(up) || !aligned(out) || !aligned(scratch))
     return false;
   // The rows form lives where x's wgmma form would, which a scratch for 16 rows or fewer lacks.
-  if (kRows && n_rows <= matmul_detail::kWgmmaMinTokens) return false;
-  if (n_rows == 0 || n_cols == 0) return true;
-  float* omax = kRows ? nullptr : matmul_detail::scratch_row_max(scratch, n_rows, n_cols);
-  const matmul_detail::PreparedRows rows =
-      kRows ? matmul_detail::x_rows_places(scratch, n_rows, n_cols) : matmul_detail::PreparedRows{};
+  if (n_rows <= matmul_detail::kWgmmaMinTokens) return false;
+  if (n_cols == 0) return true;
+  const matmul_detail::PreparedRows rows = matmul_detail::x_rows_places(scratch, n_rows, n_cols);
   const auto* g4 = reinterpret_cast<const float4*>(gate);
   const auto* u4 = reinterpret_cast<const float4*>(up);
   auto* o4 = reinterpret_cast<float4*>(out);
   const auto blocks = static_cast<unsigned>(n_rows);
   const int n_cols4 = static_cast<int>(n_cols / 4);
   if (act == Act::silu)
-    detail::launch(act_mul_row_max_kernel<Act::silu, kRows>, blocks, kThreads, 0, stream, g4, u4,
-                   n_cols4, o4, omax, rows);
+    detail::launch(act_mul_x_rows_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
+                   o4, rows);
   else
-    detail::launch(act_mul_row_max_kernel<Act::gelu_tanh, kRows>, blocks, kThreads, 0, stream, g4,
-                   u4, n_cols4, o4, omax, rows);
+    detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+                   n_cols4, o4, rows);
   return true;
-}
-
-}  // namespace
-
-bool act_mul_row_max(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                     float* out, void* scratch, cudaStream_t stream) {
-  return launch_act_rows<false>("act_mul_row_max", act, gate, up, n_rows, n_cols, 16, out, scratch,
-                                stream);
-}
-
-bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                    float* out, void* scratch, cudaStream_t stream) {
-  return launch_act_rows<true>("act_mul_x_rows", act, gate, up, n_rows, n_cols,
-                               matmul_detail::kXRowsK, out, scratch, stream);
 }
 
 void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows, float* out,

@@ -202,7 +202,7 @@ bool xp_groups_enabled();
 void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x, uint16_t* xp,
                       float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given,
                       bool xp_rows);
-// Whether an n_tokens step's products read x's rows form (MEMRA_X_ROWS=1; their wgmma kernels).
+// Whether an n_tokens step's products read x's rows form (their wgmma kernels; MEMRA_X_ROWS=0: no).
 bool x_rows_enabled(int64_t n_tokens);
 
 // After a norm kernel's block wrote row `row` of y (m: the largest |y| each thread wrote; y_row

@@ -1,11 +1,10 @@
-// rms_norm_row_max and act_mul_row_max, each then matmul_shared_x_handed (a prompt step's norm or
-// gated activation handing the products its rows' largest |x|, kernels/row_max.h) == the plain
-// kernel then matmul_shared_x finding the maxima itself: the kernel's outputs and every product's
-// bit for bit, at prompt-step token counts whose tiled outputs take x's wgmma form by token groups
-// on sm_90a (elsewhere the products prepare x themselves and the maxima are not read; the
-// comparison holds either way). Likewise rms_norm_x_rows and act_mul_x_rows, each then
-// matmul_shared_x_handed (the kernel writing x's rows form itself, read where MEMRA_X_ROWS=1 on
-// sm_90a).
+// rms_norm_row_max, then matmul_shared_x_handed (a prompt step's norm handing the products its
+// rows' largest |x|, kernels/row_max.h) == the plain kernel then matmul_shared_x finding the maxima
+// itself: the kernel's outputs and every product's bit for bit, at prompt-step token counts whose
+// tiled outputs take x's wgmma form by token groups on sm_90a (elsewhere the products prepare x
+// themselves and the maxima are not read; the comparison holds either way). Likewise
+// rms_norm_x_rows and act_mul_x_rows, each then matmul_shared_x_handed (the kernel writing x's rows
+// form itself, read on sm_90a unless MEMRA_X_ROWS=0).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -145,12 +144,8 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
   kernels::matmul_shared_x(o.plain_outs.data(), kOuts, n_cols, a1.get(), rows, s1.get(),
                            ctx.stream());
   const kernels::Act given_act = ctx.teeth() && !read ? other : act;
-  const bool launched = h == Handed::row_max
-                            ? kernels::act_mul_row_max(given_act, gate.get(), up.get(), rows,
-                                                       n_cols, a2.get(), s2.get(), ctx.stream())
-                            : kernels::act_mul_x_rows(given_act, gate.get(), up.get(), rows, n_cols,
-                                                      a2.get(), s2.get(), ctx.stream());
-  if (!launched)
+  if (!kernels::act_mul_x_rows(given_act, gate.get(), up.get(), rows, n_cols, a2.get(), s2.get(),
+                               ctx.stream()))
     fail(ErrorCode::internal, "{} refused aligned rows of {}", case_name(h, "act"), n_cols);
   if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, n_cols);
   kernels::matmul_shared_x_handed(h, o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
@@ -182,16 +177,12 @@ void check_matmul_row_max(Context& ctx) {
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, ws, dw);
     }
     if (dim == 5120) {
-      for (Handed h : {Handed::row_max, Handed::rows})
-        check_act_case(ctx, h, kernels::Act::silu, dim, 130, ws);
+      check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, ws);
       continue;
     }
-    for (int64_t rows : {int64_t{65}, int64_t{300}}) {
+    for (int64_t rows : {int64_t{65}, int64_t{300}})
       for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
-        check_act_case(ctx, Handed::row_max, act, dim, rows, ws);
-      check_act_case(ctx, Handed::rows, rows == 65 ? kernels::Act::silu : kernels::Act::gelu_tanh,
-                     dim, rows, ws);
-    }
+        check_act_case(ctx, Handed::rows, act, dim, rows, ws);
   }
 }
 

@@ -1,10 +1,10 @@
 // What the CUDA backend's last kernel left in the matmul scratch for the products that read its
 // output y next: y's prepared rows (a decode step's norms: kernels::rms_norm_for_matmul and the
-// fused norms), its rows' largest |y| (a prompt step's norms and gated activation:
-// kernels/row_max.h) or y's rows form (a prompt step's norms under MEMRA_X_ROWS=1:
-// kernels::rms_norm_x_rows). It holds for the launch right after that kernel only: any op in
-// between, even one that does not touch y, may reuse the scratch, so the products prepare x
-// themselves again (the same bits either way).
+// fused norms), its rows' largest |y| (a prompt step's norms where x's rows form does not pay:
+// kernels/row_max.h) or y's rows form (a prompt step's norms and gated activation:
+// kernels::rms_norm_x_rows, act_mul_x_rows). It holds for the launch right after that kernel only:
+// any op in between, even one that does not touch y, may reuse the scratch, so the products prepare
+// x themselves again (the same bits either way).
 #pragma once
 
 #include <cstdint>

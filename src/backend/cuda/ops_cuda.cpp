@@ -401,11 +401,8 @@ class CudaOps final : public Ops {
     act_mul(kernels::Act::gelu_tanh, gate, up, n_rows, n_cols, out, "gelu_tanh_mul");
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
-  // where a prompt step's activation also writes its rows' largest |out| for the down projection
-  // (kernels::act_mul_row_max; given_, as for the norms). MEMRA_ACT_ROW_MAX=1 turns that on:
-  // off by default, written and compiled but not yet measured or checked on a GPU
-  // (PERFORMANCE.md, thirty-seventh round). Under MEMRA_X_ROWS=1 it writes x's rows form instead
-  // (kernels::act_mul_x_rows), as the norms do.
+  // where a prompt step's activation also writes x's rows form for the down projection
+  // (kernels::act_mul_x_rows; given_, as for the norms).
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
     if (kernels::x_rows_pays(n_rows, n_cols)) {
@@ -416,17 +413,8 @@ class CudaOps final : public Ops {
         return;
       }
     }
-    bool maxima = false;
-    if (act_row_max_ && kernels::row_max_pays(n_rows) && n_cols >= 256) {
-      void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
-      maxima = kernels::act_mul_row_max(act, gate, up, n_rows, n_cols, out, scratch, stream());
-    }
-    if (!maxima) {
-      const int64_t n = n_rows * n_cols;
-      kernels::act_mul(act, gate, up, 1, n, n, out, stream());
-    }
+    kernels::act_mul(act, gate, up, 1, n_rows * n_cols, n_rows * n_cols, out, stream());
     launched(what);
-    if (maxima) given_.mark(GivenX::Kind::row_max, out, n_rows, n_cols, n_launches_);
   }
 
   // Linear attention (kernels/ssm). The state lives in the KV cache's buffers, which it allocated
@@ -627,15 +615,14 @@ class CudaOps final : public Ops {
   // the fused post_norm_add_norm and rms_norm_dual), so the q/k/v, gate/up, router and output
   // products that follow skip preparing it; a prompt step's write their rows' largest |y|
   // (kernels::rms_norm_row_max), so the q/k/v and gate/up products make x's wgmma form in one
-  // launch instead of two (with MEMRA_ACT_ROW_MAX=1 the gated activation too, for down: act_mul).
-  // given_ says which, for which y, until the next launch. MEMRA_NORM_PREPARES=0 and
-  // MEMRA_NORM_ROW_MAX=0 turn them off (A/B; the same bits either way). Under MEMRA_X_ROWS=1
-  // (kernels/row_max.h, off by default until measured) a prompt step's norms write x's rows form
-  // itself instead, and those products prepare nothing.
+  // launch instead of two. given_ says which, for which y, until the next launch.
+  // MEMRA_NORM_PREPARES=0 and MEMRA_NORM_ROW_MAX=0 turn them off (A/B; the same bits either way).
+  // Where x's rows form pays (kernels/row_max.h: the default; MEMRA_X_ROWS=0 turns it off), a
+  // prompt step's norms and gated activation write x's rows form itself instead, and the products
+  // after them prepare nothing.
   GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
-  bool act_row_max_ = env_switch("MEMRA_ACT_ROW_MAX", false);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
