@@ -293,8 +293,14 @@ if runs bench8b; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" quant-prefill MEMRA_WGMMA_FOLD=0 -p 512 \
     -n 64
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
-  # each default figure.
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
+  # each default figure, and at longer prompts both ways: at 512 tokens the default has been the
+  # faster since the fortieth round (21,816 against 18,515), and where the fast path's f16 copy
+  # of each matrix pays for itself (predicted from the products at 512 tokens: ~450-820 tokens)
+  # decides its token bound (fast_gemm.h, kMinTokens).
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 \
+    -p 512,1024,2048,4096 -n 128
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" long-prompts MEMRA_DETERMINISTIC=1 \
+    -p 1024,2048,4096 -n 16
   bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
   bench_with "$(synth qwen3-8b q8_0)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
