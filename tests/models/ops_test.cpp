@@ -284,6 +284,39 @@ TEST(ArgmaxRows, FirstMaximumOfTheLeadingColumns) {
   }
 }
 
+// The gated activations and the softcap split many elements over the pool: every element, those
+// of the partial last task included, is still its own expression's bits, on 1 thread or 3.
+TEST(ElementwiseOps, SplitOverThreadsAreEachElementsExpression) {
+  const int64_t n_rows = 37, n_cols = 2049;  // 75,813 elements: 4 whole tasks and a partial one
+  const int64_t n = n_rows * n_cols;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-6.0f, 6.0f);
+  std::vector<float> gate(static_cast<size_t>(n)), up(static_cast<size_t>(n));
+  for (auto& v : gate) v = dist(rng);
+  for (auto& v : up) v = dist(rng);
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int threads : {1, 3}) {
+    auto ops = ops_cpu_create({threads, false});
+    std::vector<float> silu(static_cast<size_t>(n), -1.0f), gelu(static_cast<size_t>(n), -1.0f);
+    ops->silu_mul(gate.data(), up.data(), n_rows, n_cols, silu.data());
+    ops->gelu_tanh_mul(gate.data(), up.data(), n_rows, n_cols, gelu.data());
+    std::vector<float> capped = up;
+    ops->softcap(capped.data(), 30.0f, n);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = gate[i];
+      const float s = g / (1.0f + std::exp(-g)) * up[i];
+      const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+      const float t = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+      bad += std::memcmp(&s, &silu[i], 4) != 0;
+      bad += std::memcmp(&t, &gelu[i], 4) != 0;
+      const float c = 30.0f * std::tanh(up[i] / 30.0f);
+      bad += std::memcmp(&c, &capped[i], 4) != 0;
+    }
+    EXPECT_EQ(bad, 0) << threads << " threads";
+  }
+}
+
 TEST(Attention, BadBlockIdsAreRefused) {
   std::vector<float> store(4 * 2 * 8);
   const KvLayerView kv{store.data(), store.data(), DType::f32, 4, 2, 1, 8};

@@ -35,6 +35,14 @@ int64_t rows_per_task(int64_t n_rows, int64_t n_tokens, int n_threads) {
   return std::max<int64_t>(rows, 4);
 }
 
+// An element-wise op's elements per task: the gated activations and the logits' softcap call libm
+// per element (~20 ns), so a prompt step's activations (512 x 2,048 for Gemma 3 270M: ~10% of its
+// time on one thread) and a step's softcapped logits (262,144 a row for Gemma 4) split over the
+// pool, while a decode step's few thousand activations stay on the calling thread, where a pool
+// round trip would cost more than it saves. Each element's expression is unchanged: the same
+// bits.
+constexpr int64_t kElementsPerTask = 16384;
+
 class CpuOps final : public Ops {
  public:
   explicit CpuOps(const CpuOpsOptions& options)
@@ -217,22 +225,26 @@ class CpuOps final : public Ops {
     for (int64_t i = 0; i < n; ++i) y[i] *= s;
   }
   void softcap(float* y, float cap, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(y[i] / cap);
+    for_elements(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] = cap * std::tanh(y[i] / cap);
+    });
   }
   void silu_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 float* out) override {
-    const int64_t n = n_rows * n_cols;
-    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    for_elements(n_rows * n_cols, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    });
   }
   void gelu_tanh_mul(const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                      float* out) override {
-    const int64_t n = n_rows * n_cols;
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = gate[i];
-      const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
-      out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
-    }
+    for_elements(n_rows * n_cols, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float g = gate[i];
+        const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+        out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+      }
+    });
   }
 
   bool linear_attention_supported() const override { return true; }
@@ -355,6 +367,18 @@ class CpuOps final : public Ops {
           }
         }
       }
+    });
+  }
+
+  // fn(i0, i1) over [0, n) in tasks of kElementsPerTask elements, on the pool where there is more
+  // than one task.
+  template <typename Fn>
+  void for_elements(int64_t n, Fn&& fn) {
+    const int64_t tasks = (n + kElementsPerTask - 1) / kElementsPerTask;
+    if (tasks <= 1) return fn(int64_t{0}, n);
+    pool_.parallel_for(tasks, [&](int64_t task, int) {
+      const int64_t i0 = task * kElementsPerTask;
+      fn(i0, std::min(n, i0 + kElementsPerTask));
     });
   }
 
