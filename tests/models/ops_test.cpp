@@ -209,6 +209,40 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
   }
 }
 
+// A prompt step takes attention a (token, kv head) group of query heads a task, a decode step a
+// (token, head) a task: a token's outputs are the same bits either way, its keys cached by a
+// whole-prompt step or one token a step, in both arithmetics, with and without a window and a
+// softcap.
+TEST(Attention, GroupedHeadsAreEachHeadsBits) {
+  std::mt19937 rng(5);
+  const int n_heads = 8, n_kv = 2, d = 72, bs = 4, n_tokens = 21;
+  const int n_blocks = 8;
+  std::vector<float> kstore(static_cast<size_t>(n_blocks) * bs * n_kv * d, NAN);
+  std::vector<float> vstore(kstore.size(), NAN);
+  const KvLayerView kv{kstore.data(), vstore.data(), DType::f32, n_blocks, bs, n_kv, d};
+  const std::vector<float> q = random_vec(n_tokens * n_heads * d, rng);
+  const std::vector<float> k = random_vec(n_tokens * n_kv * d, rng);
+  const std::vector<float> v = random_vec(n_tokens * n_kv * d, rng);
+  const std::vector<int32_t> table = {6, 1, 4, 0, 7, 3};
+  for (bool reference : {false, true}) {
+    for (const AttentionParams params :
+         {AttentionParams{n_heads, 0.3f, 0.0f, 0}, AttentionParams{n_heads, 0.3f, 5.0f, 6}}) {
+      auto ops = ops_cpu_create({2, reference});
+      std::vector<float> whole(q.size()), alone(q.size());
+      ops->step_begin(one_seq_step(0, n_tokens, table, bs));  // 42 (token, kv head) tasks
+      ops->kv_store(kv, k.data(), v.data());
+      ops->attention(kv, q.data(), params, whole.data());
+      for (int t = 0; t < n_tokens; ++t) {  // 2 (token, kv head) pairs: a task a head
+        ops->step_begin(one_seq_step(t, 1, table, bs));
+        ops->kv_store(kv, k.data() + t * n_kv * d, v.data() + t * n_kv * d);
+        ops->attention(kv, q.data() + t * n_heads * d, params, alone.data() + t * n_heads * d);
+      }
+      EXPECT_EQ(std::memcmp(whole.data(), alone.data(), whole.size() * sizeof(float)), 0)
+          << "reference=" << reference << " window=" << params.window;
+    }
+  }
+}
+
 // An F8_E4M3 cache stores each element as core/fp8.h rounds it and attends over the decoded
 // values with the F32 cache's arithmetic: the same bits as an F32 cache fed the rounded K/V, in
 // both arithmetics, for magnitudes from subnormal to saturated.

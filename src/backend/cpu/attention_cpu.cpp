@@ -67,40 +67,61 @@ const float* kv_row(const KvLayerView& kv, const void* base, int64_t at, int d, 
   return buf;
 }
 
+// Per-thread scratch of attend_heads.
 template <typename Acc>
-void attend_one(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head, const float* q,
-                const AttentionParams& params, std::vector<Acc>& scores, std::vector<Acc>& acc,
-                std::vector<float>& row, float* out) {
+struct HeadsScratch {
+  std::vector<Acc> scores, acc, max_score, sum;
+  std::vector<float> row;
+};
+
+// Query heads q_heads[0 .. n_h) of one token, all over kv head `kv_head` (one head, or a GQA
+// group), each written to out + h * d. Each head's scores, softmax and weighted sum are the same
+// expressions in the same order whatever n_h is: a group only locates each key's and value's row
+// once for all its heads (and reads it from L1 for the rest), so a head's bits do not depend on
+// how the step's tasks were split.
+template <typename Acc>
+void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head,
+                  const float* q_heads, int n_h, const AttentionParams& params,
+                  HeadsScratch<Acc>& x, float* out) {
   const int d = kv.head_dim;
-  row.resize(d);
+  x.row.resize(d);
   const int32_t first = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
-  scores.resize(pos - first + 1);
-  acc.assign(d, Acc{0});
-  Acc max_score = -INFINITY;
+  const int64_t n_keys = pos - first + 1;
+  x.scores.resize(n_h * n_keys);
+  x.acc.assign(int64_t{n_h} * d, Acc{0});
+  x.max_score.assign(n_h, -INFINITY);
+  x.sum.assign(n_h, Acc{0});
   for (int32_t j = first; j <= pos; ++j) {
     const float* k =
-        kv_row(kv, kv.k, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, row.data());
-    Acc s;
-    if constexpr (std::is_same_v<Acc, double>) {
-      s = 0;
-      for (int i = 0; i < d; ++i) s += double{q[i]} * k[i];
-    } else {
-      s = dot_f32(q, k, d);
+        kv_row(kv, kv.k, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
+    for (int h = 0; h < n_h; ++h) {
+      const float* q = q_heads + int64_t{h} * d;
+      Acc s;
+      if constexpr (std::is_same_v<Acc, double>) {
+        s = 0;
+        for (int i = 0; i < d; ++i) s += double{q[i]} * k[i];
+      } else {
+        s = dot_f32(q, k, d);
+      }
+      s *= params.scale;
+      if (params.softcap > 0) s = params.softcap * std::tanh(s / params.softcap);
+      x.scores[h * n_keys + (j - first)] = s;
+      x.max_score[h] = std::max(x.max_score[h], s);
     }
-    s *= params.scale;
-    if (params.softcap > 0) s = params.softcap * std::tanh(s / params.softcap);
-    scores[j - first] = s;
-    max_score = std::max(max_score, s);
   }
-  Acc sum = 0;
   for (int32_t j = first; j <= pos; ++j) {
-    const Acc w = std::exp(scores[j - first] - max_score);
-    sum += w;
     const float* v =
-        kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, row.data());
-    for (int i = 0; i < d; ++i) acc[i] += w * v[i];
+        kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
+    for (int h = 0; h < n_h; ++h) {
+      const Acc w = std::exp(x.scores[h * n_keys + (j - first)] - x.max_score[h]);
+      x.sum[h] += w;
+      Acc* acc = x.acc.data() + int64_t{h} * d;
+      for (int i = 0; i < d; ++i) acc[i] += w * v[i];
+    }
   }
-  for (int i = 0; i < d; ++i) out[i] = static_cast<float>(acc[i] / sum);
+  for (int h = 0; h < n_h; ++h)
+    for (int i = 0; i < d; ++i)
+      out[int64_t{h} * d + i] = static_cast<float>(x.acc[int64_t{h} * d + i] / x.sum[h]);
 }
 
 }  // namespace
@@ -136,22 +157,23 @@ void attention(ThreadPool& pool, const KvLayerView& kv, const StepLayout& step, 
   const int group = params.n_heads / kv.n_kv_heads;
   const int64_t n_tokens = step.n_tokens();
   const int d = kv.head_dim;
-  std::vector<std::vector<double>> scores_d(pool.n_threads()), acc_d(pool.n_threads());
-  std::vector<std::vector<float>> scores_f(pool.n_threads()), acc_f(pool.n_threads());
-  std::vector<std::vector<float>> rows(pool.n_threads());
-  pool.parallel_for(n_tokens * params.n_heads, [&](int64_t task, int thread) {
-    const int64_t t = task / params.n_heads;
-    const int h = static_cast<int>(task % params.n_heads);
+  // A task per (token, kv head) with its group of query heads where that gives every thread
+  // several tasks (prompt steps), else a task per (token, head): the same bits either way.
+  const int per_task = n_tokens * kv.n_kv_heads >= int64_t{4} * pool.n_threads() ? group : 1;
+  const int tasks_per_token = params.n_heads / per_task;
+  std::vector<HeadsScratch<double>> scratch_d(pool.n_threads());
+  std::vector<HeadsScratch<float>> scratch_f(pool.n_threads());
+  pool.parallel_for(n_tokens * tasks_per_token, [&](int64_t task, int thread) {
+    const int64_t t = task / tasks_per_token;
+    const int h = static_cast<int>(task % tasks_per_token) * per_task;
     const SeqBlocks seq = seq_blocks(step, step.token_seq[t]);
     const int32_t pos = step.positions[t];
     const float* qh = q + (t * params.n_heads + h) * d;
     float* oh = out + (t * params.n_heads + h) * d;
     if (reference)
-      attend_one(kv, seq, pos, h / group, qh, params, scores_d[thread], acc_d[thread], rows[thread],
-                 oh);
+      attend_heads(kv, seq, pos, h / group, qh, per_task, params, scratch_d[thread], oh);
     else
-      attend_one(kv, seq, pos, h / group, qh, params, scores_f[thread], acc_f[thread], rows[thread],
-                 oh);
+      attend_heads(kv, seq, pos, h / group, qh, per_task, params, scratch_f[thread], oh);
   });
 }
 
