@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/block_simd.h"
 #include "backend/cpu/quant_dot.h"
 #include "core/error.h"
 #include "core/fp8.h"
@@ -72,7 +73,53 @@ template <typename Acc>
 struct HeadsScratch {
   std::vector<Acc> scores, acc, max_score, sum;
   std::vector<float> row;
+  std::vector<const float*> v_rows;  // weigh_values_f32's
 };
+
+#ifdef MEMRA_AVX2
+// The fast path's weighted sum over an F32 cache (attend_heads after the scores): each head's
+// weights w_j = exp(s_j - max) and their sum in key order, then each output element's running
+// sum acc = fma(w_j, v_j[i], acc) in key order, as the loop `acc[i] += w * v[i]` computes it
+// (contracted to one fused multiply-add where the build has FMA, as AVX2 builds do). Here a
+// run of 32 elements stays in registers over all the keys instead of being loaded and stored
+// once a key: the same operations in the same order, so the same bits.
+void weigh_values_f32(const KvLayerView& kv, SeqBlocks seq, int32_t first, int32_t pos, int kv_head,
+                      int n_h, HeadsScratch<float>& x, float* out) {
+  const int d = kv.head_dim;
+  const int64_t n_keys = pos - first + 1;
+  x.v_rows.resize(n_keys);
+  for (int32_t j = first; j <= pos; ++j)
+    x.v_rows[j - first] =
+        static_cast<const float*>(kv.v) + slot_offset(kv, seq, j) + int64_t{kv_head} * d;
+  for (int h = 0; h < n_h; ++h) {
+    float* w = x.scores.data() + h * n_keys;
+    float sum = 0;
+    for (int64_t j = 0; j < n_keys; ++j) {
+      w[j] = std::exp(w[j] - x.max_score[h]);
+      sum += w[j];
+    }
+    float* o = out + int64_t{h} * d;
+    int i = 0;
+    for (; i + 32 <= d; i += 32) {
+      __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+      for (int64_t j = 0; j < n_keys; ++j) {
+        const __m256 wj = _mm256_set1_ps(w[j]);
+        const float* v = x.v_rows[j] + i;
+        for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(v + 8 * r), a[r]);
+      }
+      const __m256 s = _mm256_set1_ps(sum);
+      for (int r = 0; r < 4; ++r) _mm256_storeu_ps(o + i + 8 * r, _mm256_div_ps(a[r], s));
+    }
+    for (; i < d; ++i) {
+      float a = 0;
+      for (int64_t j = 0; j < n_keys; ++j) a = std::fma(w[j], x.v_rows[j][i], a);
+      o[i] = a / sum;
+    }
+  }
+}
+
+#endif
 
 // Query heads q_heads[0 .. n_h) of one token, all over kv head `kv_head` (one head, or a GQA
 // group), each written to out + h * d. Each head's scores, softmax and weighted sum are the same
@@ -109,6 +156,11 @@ void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head
       x.max_score[h] = std::max(x.max_score[h], s);
     }
   }
+#ifdef MEMRA_AVX2
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (kv.dtype == DType::f32) return weigh_values_f32(kv, seq, first, pos, kv_head, n_h, x, out);
+  }
+#endif
   for (int32_t j = first; j <= pos; ++j) {
     const float* v =
         kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
