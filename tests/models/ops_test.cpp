@@ -180,16 +180,26 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
   return out;
 }
 
+// A paged F32 cache (NaN until written) and one sequence's random q, k and v, drawn in that order.
+struct PagedCase {
+  std::vector<float> kstore, vstore;
+  KvLayerView kv;
+  std::vector<float> q, k, v;
+  PagedCase(std::mt19937& rng, int n_heads, int n_kv, int d, int bs, int n_tokens, int n_blocks)
+      : kstore(static_cast<size_t>(n_blocks) * bs * n_kv * d, NAN),
+        vstore(kstore.size(), NAN),
+        kv{kstore.data(), vstore.data(), DType::f32, n_blocks, bs, n_kv, d},
+        q(random_vec(n_tokens * n_heads * d, rng)),
+        k(random_vec(n_tokens * n_kv * d, rng)),
+        v(random_vec(n_tokens * n_kv * d, rng)) {}
+};
+
 TEST(Attention, PagedChunkedMatchesContiguous) {
   std::mt19937 rng(3);
   const int n_heads = 6, n_kv = 2, d = 40, bs = 4, n_tokens = 23, window = 7;
-  const int n_blocks = 12;
-  std::vector<float> kstore(static_cast<size_t>(n_blocks) * bs * n_kv * d, NAN);
-  std::vector<float> vstore(kstore.size(), NAN);
-  const KvLayerView kv{kstore.data(), vstore.data(), DType::f32, n_blocks, bs, n_kv, d};
-  const std::vector<float> q = random_vec(n_tokens * n_heads * d, rng);
-  const std::vector<float> k = random_vec(n_tokens * n_kv * d, rng);
-  const std::vector<float> v = random_vec(n_tokens * n_kv * d, rng);
+  PagedCase c(rng, n_heads, n_kv, d, bs, n_tokens, 12);
+  const KvLayerView& kv = c.kv;
+  const std::vector<float>&q = c.q, &k = c.k, &v = c.v;
   const std::vector<int32_t> table = {9, 2, 7, 0, 11, 5};  // scattered blocks
   for (bool reference : {false, true}) {
     for (int win : {0, window}) {
@@ -216,13 +226,9 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
 TEST(Attention, GroupedHeadsAreEachHeadsBits) {
   std::mt19937 rng(5);
   const int n_heads = 8, n_kv = 2, d = 72, bs = 4, n_tokens = 21;
-  const int n_blocks = 8;
-  std::vector<float> kstore(static_cast<size_t>(n_blocks) * bs * n_kv * d, NAN);
-  std::vector<float> vstore(kstore.size(), NAN);
-  const KvLayerView kv{kstore.data(), vstore.data(), DType::f32, n_blocks, bs, n_kv, d};
-  const std::vector<float> q = random_vec(n_tokens * n_heads * d, rng);
-  const std::vector<float> k = random_vec(n_tokens * n_kv * d, rng);
-  const std::vector<float> v = random_vec(n_tokens * n_kv * d, rng);
+  PagedCase c(rng, n_heads, n_kv, d, bs, n_tokens, 8);
+  const KvLayerView& kv = c.kv;
+  const std::vector<float>&q = c.q, &k = c.k, &v = c.v;
   const std::vector<int32_t> table = {6, 1, 4, 0, 7, 3};
   for (bool reference : {false, true}) {
     for (const AttentionParams params :
