@@ -118,7 +118,6 @@ void weigh_values_f32(const KvLayerView& kv, SeqBlocks seq, int32_t first, int32
     }
   }
 }
-
 #endif
 
 // Query heads q_heads[0 .. n_h) of one token, all over kv head `kv_head` (one head, or a GQA
@@ -135,9 +134,7 @@ void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head
   const int32_t first = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
   const int64_t n_keys = pos - first + 1;
   x.scores.resize(n_h * n_keys);
-  x.acc.assign(int64_t{n_h} * d, Acc{0});
   x.max_score.assign(n_h, -INFINITY);
-  x.sum.assign(n_h, Acc{0});
   for (int32_t j = first; j <= pos; ++j) {
     const float* k =
         kv_row(kv, kv.k, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
@@ -161,6 +158,8 @@ void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head
     if (kv.dtype == DType::f32) return weigh_values_f32(kv, seq, first, pos, kv_head, n_h, x, out);
   }
 #endif
+  x.acc.assign(int64_t{n_h} * d, Acc{0});
+  x.sum.assign(n_h, Acc{0});
   for (int32_t j = first; j <= pos; ++j) {
     const float* v =
         kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
