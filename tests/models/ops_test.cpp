@@ -199,7 +199,9 @@ TEST(Attention, PagedChunkedMatchesContiguous) {
   const int n_heads = 6, n_kv = 2, d = 40, bs = 4, n_tokens = 23, window = 7;
   PagedCase c(rng, n_heads, n_kv, d, bs, n_tokens, 12);
   const KvLayerView& kv = c.kv;
-  const std::vector<float>&q = c.q, &k = c.k, &v = c.v;
+  const std::vector<float>& q = c.q;
+  const std::vector<float>& k = c.k;
+  const std::vector<float>& v = c.v;
   const std::vector<int32_t> table = {9, 2, 7, 0, 11, 5};  // scattered blocks
   for (bool reference : {false, true}) {
     for (int win : {0, window}) {
@@ -228,7 +230,9 @@ TEST(Attention, GroupedHeadsAreEachHeadsBits) {
   const int n_heads = 8, n_kv = 2, d = 72, bs = 4, n_tokens = 21;
   PagedCase c(rng, n_heads, n_kv, d, bs, n_tokens, 8);
   const KvLayerView& kv = c.kv;
-  const std::vector<float>&q = c.q, &k = c.k, &v = c.v;
+  const std::vector<float>& q = c.q;
+  const std::vector<float>& k = c.k;
+  const std::vector<float>& v = c.v;
   const std::vector<int32_t> table = {6, 1, 4, 0, 7, 3};
   for (bool reference : {false, true}) {
     for (const AttentionParams params :

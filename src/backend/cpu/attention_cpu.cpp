@@ -79,10 +79,9 @@ struct HeadsScratch {
 #ifdef MEMRA_AVX2
 // The fast path's weighted sum over an F32 cache (attend_heads after the scores): each head's
 // weights w_j = exp(s_j - max) and their sum in key order, then each output element's running
-// sum acc = fma(w_j, v_j[i], acc) in key order, as the loop `acc[i] += w * v[i]` computes it
-// (contracted to one fused multiply-add where the build has FMA, as AVX2 builds do). Here a
-// run of 32 elements stays in registers over all the keys instead of being loaded and stored
-// once a key: the same operations in the same order, so the same bits.
+// sum acc = fma(w_j, v_j[i], acc) in key order, as attend_heads' loop for other caches computes it
+// element by element. Here a run of 32 elements stays in registers over all the keys instead of
+// being loaded and stored once a key: the same operations in the same order, so the same bits.
 void weigh_values_f32(const KvLayerView& kv, SeqBlocks seq, int32_t first, int32_t pos, int kv_head,
                       int n_h, HeadsScratch<float>& x, float* out) {
   const int d = kv.head_dim;
@@ -167,6 +166,15 @@ void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head
       const Acc w = std::exp(x.scores[h * n_keys + (j - first)] - x.max_score[h]);
       x.sum[h] += w;
       Acc* acc = x.acc.data() + int64_t{h} * d;
+#ifdef MEMRA_AVX2
+      // One fused multiply-add an element, spelled out rather than left to the compiler's
+      // contraction: an F8_E4M3 cache's float sums are then weigh_values_f32's bits over the
+      // decoded values whatever the build's contraction flags.
+      if constexpr (std::is_same_v<Acc, float>) {
+        for (int i = 0; i < d; ++i) acc[i] = std::fma(w, v[i], acc[i]);
+        continue;
+      }
+#endif
       for (int i = 0; i < d; ++i) acc[i] += w * v[i];
     }
   }
