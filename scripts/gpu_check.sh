@@ -244,8 +244,11 @@ if runs quick; then
   step engine-invariants-moe-host 180 env MEMRA_TEST_DEVICE=cuda MEMRA_MOE_DEVICE_GGML=0 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   # `--deterministic off` (cuBLASLt prefill on f16 weight copies, not batch-invariant): no
-  # greedy-identical promise across batch shapes, but the same gate against the CPU.
-  step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 python3 scripts/gpu_model_gate.py \
+  # greedy-identical promise across batch shapes, but the same gate against the CPU. Its bound
+  # lowered to 64 tokens, so that the gate's 128-token steps take the path (the default, 1,024,
+  # would leave them canonical: fast_gemm.h).
+  step model-gate-fast 300 env MEMRA_DETERMINISTIC=0 MEMRA_FAST_MIN_TOKENS=64 \
+    python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-fast.json" "${GATE[@]:$N_GATE_FIXTURES}"
   step fault-check 180 python3 scripts/gpu_fault_check.py --bin "$BIN" \
     --model "$(synth qwen3-0.6b q4_k_m)" --json "$RECEIPTS/$DAY-gpu-fault-check.json"
@@ -293,16 +296,18 @@ if runs bench8b; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" quant-prefill MEMRA_WGMMA_FOLD=0 -p 512 \
     -n 64
   # What determinism costs: the fast, not batch-invariant prefill (--deterministic off) beside
-  # each default figure, and at longer prompts both ways: at 512 tokens the default has been the
-  # faster since the fortieth round (21,816 against 18,515), and where the fast path's f16 copy
-  # of each matrix pays for itself (predicted from the products at 512 tokens: ~450-820 tokens)
-  # decides its token bound (fast_gemm.h, kMinTokens).
+  # each default figure, at 512 tokens and at longer prompts both ways. Its steps of over 1,024
+  # tokens take the f16 copies (fast_gemm.h, kDefaultMinTokens: measured in the forty-first round,
+  # the copies pay from ~1,500 tokens), so at 512 and 1,024 the two modes run the same kernels;
+  # `fast-64` is the bound before (64), for the A/B at 512.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 \
     -p 512,1024,2048,4096 -n 128
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast-64 MEMRA_DETERMINISTIC=0 \
+    MEMRA_FAST_MIN_TOKENS=64 -p 512 -n 16
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" long-prompts MEMRA_DETERMINISTIC=1 \
     -p 1024,2048,4096 -n 16
-  bench "$(synth qwen3-8b q8_0)" -p 512 -n 128
-  bench_with "$(synth qwen3-8b q8_0)" fast MEMRA_DETERMINISTIC=0 -p 512 -n 128
+  bench "$(synth qwen3-8b q8_0)" -p 512,2048 -n 128
+  bench_with "$(synth qwen3-8b q8_0)" fast MEMRA_DETERMINISTIC=0 -p 512,2048 -n 128
   bench_with "$(synth qwen3-8b q8_0)" ggml-layout MEMRA_WEIGHT_LAYOUT=ggml -p 512 -n 128
   # (No fast run for BF16: the fast path leaves F16/BF16 weights on the canonical kernels.)
   bench "$(synth qwen3-8b bf16)" -p 512,2048 -n 128

@@ -138,6 +138,33 @@ TEST(EnvSwitch, ReadsZeroOrOneAndRefusesAnythingElseByName) {
   unsetenv(name);
 }
 
+TEST(EnvInt, ReadsADecimalInRangeAndRefusesAnythingElseByName) {
+  const char* name = "MEMRA_TEST_ENV_INT";
+  unsetenv(name);
+  EXPECT_EQ(env_int(name, 64, 1 << 20, 1024), 1024);
+  setenv(name, "", 1);
+  EXPECT_EQ(env_int(name, 64, 1 << 20, 1024), 1024);
+  setenv(name, "64", 1);
+  EXPECT_EQ(env_int(name, 64, 1 << 20, 1024), 64);
+  setenv(name, "1048576", 1);
+  EXPECT_EQ(env_int(name, 64, 1 << 20, 1024), 1 << 20);
+  // Past the range, under it, signed, spaced, not decimal, and past int64 itself.
+  for (const char* bad : {"1048577", "63", "-100", "+100", " 100", "100 ", "1e3", "0x40",
+                          "99999999999999999999999"}) {
+    setenv(name, bad, 1);
+    try {
+      (void)env_int(name, 64, 1 << 20, 1024);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("MEMRA_TEST_ENV_INT=") + bad +
+                                           " is not an integer from 64 to 1048576"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  unsetenv(name);
+}
+
 TEST(EnvChoice, ReadsANamedValueAndRefusesAnythingElseByName) {
   const char* name = "MEMRA_TEST_ENV_CHOICE";
   unsetenv(name);

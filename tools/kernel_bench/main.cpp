@@ -240,7 +240,8 @@ struct Bench {
       const kernels::MatmulOut probe{dtype,   tbase,
                                      s.n_out, static_cast<float*>(dy.data()),
                                      s.n_out, kernels::WeightLayout::tiled};
-      if (!cuda::FastGemm::takes(&probe, 1, s.n_in, tokens)) continue;
+      // Every token count asked for (no lower bound): the rows show where the copy pays.
+      if (!cuda::FastGemm::takes(&probe, 1, s.n_in, tokens, 0)) continue;
       if (!w16)
         w16 = std::make_unique<cuda::DeviceBuffer>(cuda::FastGemm::copy_bytes(&probe, 1, s.n_in));
       const double ms = median_ms(stream, [&](int i) {

@@ -1,13 +1,15 @@
 // cuBLASLt for the fast matmul: one handle and workspace per backend, and one plan (descriptors
 // and the heuristic's first algorithm) per shape, made on first use. A decode graph never reaches
-// here (steps over 64 tokens only), but nothing here would break a capture: the heuristic query is
-// host work, and cublasLtMatmul is stream-ordered with its workspace preallocated.
+// here (steps over min_tokens() tokens, never a decode step's 64 or fewer), but nothing here would
+// break a capture: the heuristic query is host work, and cublasLtMatmul is stream-ordered with its
+// workspace preallocated.
 #include "backend/cuda/fast_gemm.h"
 
 #include <cublasLt.h>
 
 #include <algorithm>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace memra::cuda {
@@ -80,7 +82,11 @@ struct FastGemm::Lt {
   }
 };
 
-FastGemm::FastGemm() : lt_(std::make_unique<Lt>()) {
+int64_t FastGemm::min_tokens_from_env() {
+  return env_int("MEMRA_FAST_MIN_TOKENS", 64, int64_t{1} << 20, kDefaultMinTokens);
+}
+
+FastGemm::FastGemm() : lt_(std::make_unique<Lt>()), min_tokens_(min_tokens_from_env()) {
   lt_check(cublasLtCreate(&lt_->handle), "create");
   lt_check(cublasLtMatmulDescCreate(&lt_->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t transpose = CUBLAS_OP_T;
@@ -97,8 +103,9 @@ FastGemm::FastGemm() : lt_(std::make_unique<Lt>()) {
 
 FastGemm::~FastGemm() = default;
 
-bool FastGemm::takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens) {
-  if (n_tokens <= kMinTokens || n_outs <= 0) return false;
+bool FastGemm::takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens,
+                     int64_t min_tokens) {
+  if (n_tokens <= min_tokens || n_outs <= 0) return false;
   for (int i = 0; i < n_outs; ++i) {
     // Only the quantized types: F16/BF16 have copies too, but the canonical wgmma kernel beats
     // the copy's write plus cuBLASLt there (8B gate at 512 tokens on the H200: 143 vs 176 us;

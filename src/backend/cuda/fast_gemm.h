@@ -16,20 +16,34 @@ namespace memra::cuda {
 
 class FastGemm {
  public:
-  FastGemm();  // throws Error naming the cuBLASLt failure
+  // Throws Error naming the cuBLASLt failure or a bad MEMRA_FAST_MIN_TOKENS.
+  FastGemm();
   ~FastGemm();
   FastGemm(const FastGemm&) = delete;
   FastGemm& operator=(const FastGemm&) = delete;
 
-  // Steps of more than this many tokens take the fast path (the canonical kernels' decode range
-  // stays on them, so decode steps and their graphs are the deterministic ones).
-  static constexpr int64_t kMinTokens = 64;
+  // Steps of more than this many tokens take the fast path by default. Below it each matrix's f16
+  // copy costs more than cuBLASLt saves: 8B Q4_K_M prefill, one step a prompt, canonical against
+  // fast (tok/s, H100, receipts/2026-12-05-bench-qwen3-8b-q4_k_m-{long-prompts,fast}-h100.json):
+  // 512 tokens 21,939 / 17,123, 1,024 21,625 / 20,880, 2,048 20,177 / 21,518, 4,096 17,289 /
+  // 19,679 (on the H200 at 512: 21,816 / 18,515). It also keeps every decode step (64 tokens or
+  // fewer) and its graph on the canonical kernels.
+  static constexpr int64_t kDefaultMinTokens = 1024;
+  // MEMRA_FAST_MIN_TOKENS (64 to 2^20) when set, else kDefaultMinTokens: where the copy pays
+  // depends on the GPU's bandwidth and the matrices' types. Never under 64, so that decode steps
+  // (64 tokens or fewer) and their graphs stay canonical. Throws Error naming a bad value.
+  static int64_t min_tokens_from_env();
   // The largest f16 copy of one matrix it makes (larger matrices stay on the canonical kernels).
   static constexpr size_t kMaxCopyBytes = size_t{1} << 30;
 
   // Whether matmul() takes these outputs (every one a tiled Q4_K, Q6_K or Q8_0 matrix, where the
-  // path pays; n_tokens > kMinTokens), and the bytes of the largest copy (its `w16` buffer).
-  static bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens);
+  // path pays; n_tokens > min_tokens), and the bytes of the largest copy (its `w16` buffer).
+  static bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens,
+                    int64_t min_tokens);
+  bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens) const {
+    return takes(outs, n_outs, n_in, n_tokens, min_tokens_);
+  }
+  int64_t min_tokens() const { return min_tokens_; }
   static size_t copy_bytes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in);
 
   // matmul_shared_x's contract without its invariance: x prepared once in scratch
@@ -45,6 +59,7 @@ class FastGemm {
 
   struct Lt;
   std::unique_ptr<Lt> lt_;
+  int64_t min_tokens_;
 };
 
 }  // namespace memra::cuda

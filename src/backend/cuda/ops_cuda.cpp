@@ -668,14 +668,14 @@ class CudaOps final : public Ops {
     given_.mark(kind, y, n_rows, dim, n_launches_);
     return true;
   }
-  // `--deterministic off`: a step over FastGemm::kMinTokens tokens whose outputs are all quantized
-  // tiled matrices (FastGemm::takes) multiplies by cuBLASLt on an f16 copy of each, made in
-  // w16_scratch_ per matmul.
+  // `--deterministic off`: a step over FastGemm::min_tokens() tokens whose outputs are all
+  // quantized tiled matrices (FastGemm::takes) multiplies by cuBLASLt on an f16 copy of each, made
+  // in w16_scratch_ per matmul.
   std::unique_ptr<FastGemm> fast_;
   Buffer w16_scratch_;
   bool fast_matmul(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                    int64_t n_tokens) {
-    if (!fast_ || !FastGemm::takes(outs, n_outs, n_in, n_tokens)) return false;
+    if (!fast_ || !fast_->takes(outs, n_outs, n_in, n_tokens)) return false;
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     void* w16 = grow(w16_scratch_, FastGemm::copy_bytes(outs, n_outs, n_in));
     fast_->matmul(outs, n_outs, n_in, x, n_tokens, scratch, w16, stream());
