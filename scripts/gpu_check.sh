@@ -49,6 +49,12 @@
 #               file-layout experts a block per pair, sorted (MEMRA_MOE_GGML_PAIRS=0) and unpacked,
 #               the MoE model gates and determinism contract, and memra bench of both shapes at 1
 #               and 8 sequences with the same A/B (~7 min; not part of full)
+#     bins      the same benchmarks with two builds, alternated twice: $MEMRA_GPU_BIN_BASE (the
+#               baseline's binaries, e.g. an earlier scripts/device_pack.sh's .device/bin) and
+#               $MEMRA_GPU_BIN, for a change no switch can turn off (an arithmetic every kernel
+#               shares): memra-kernel-bench --attention, 8B BF16 and Q4_K_M prefill at 512 and
+#               2,048 tokens, Q4_K_M decode at 16,384 tokens of context (~4 min; not part of
+#               full)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -60,8 +66,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | scan | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | bins | scan | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|bins|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -417,6 +423,28 @@ if [ "$MODE" = ab ]; then
   for f in one-lane:MEMRA_PROLOGUE_FOUR=0 default:MEMRA_PROLOGUE_FOUR=1; do
     bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
+fi
+if [ "$MODE" = bins ]; then
+  if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
+    echo "gpu_check: bins needs MEMRA_GPU_BIN_BASE, a folder with the baseline's memra" >&2
+    exit 2
+  fi
+  BASE_BIN=$(cd "$MEMRA_GPU_BIN_BASE" && pwd)
+  NEW_BIN=$BIN NEW_COMMIT=$MEMRA_COMMIT
+  BASE_COMMIT=$(cat "$BASE_BIN/../COMMIT" 2>/dev/null || echo unknown)
+  BF16=$(synth qwen3-8b bf16)
+  Q4=$(synth qwen3-8b q4_k_m --fast-quant)
+  for round in 1 2; do
+    for side in base new; do
+      BIN=$([ $side = base ] && echo "$BASE_BIN" || echo "$NEW_BIN")
+      export MEMRA_COMMIT=$([ $side = base ] && echo "$BASE_COMMIT" || echo "$NEW_COMMIT")
+      step "kernel-bench-attention-$side-$round" 180 "$BIN/memra-kernel-bench" --attention \
+        --json "$RECEIPTS/$DAY-kernel-bench-attention-$side-$round.json"
+      bench_with "$BF16" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512,2048 -n 16
+      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512,2048 -n 64 -d 16384
+    done
+  done
+  BIN=$NEW_BIN MEMRA_COMMIT=$NEW_COMMIT
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a
