@@ -55,21 +55,6 @@ void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, i
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream);
 
-// act_mul(act, gate, up, n_rows, n_cols, n_cols, out), bit for bit, that also writes out's matmul
-// input to `scratch` (matmul_scratch_bytes(n_rows, n_cols) bytes) exactly as matmul_shared_x
-// would prepare it, for matmul_shared_x(..., x_prepared = true): a decode step's gated activation
-// feeds the down projection without x_to_f16 in between, as rms_norm_for_matmul feeds q/k/v and
-// gate/up. Each row takes a cluster of eight blocks, which share the row's largest |out| through
-// distributed shared memory (one block a row lost more than the launch it saved:
-// docs/PERFORMANCE.md, "Rejected: the activation preparing the down projection's input"). False,
-// with nothing launched, where it does not apply (no sm_90a code for the device, more than
-// kPreparedRows rows, n_cols not a multiple of 16, a pointer not 16-byte aligned): the caller runs
-// act_mul and the products prepare their input.
-bool act_mul_prepared(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                      float* out, void* scratch, cudaStream_t stream);
-// Whether act_mul_prepared can run on the current device (this build's sm_90a code on a Hopper).
-bool act_mul_prepared_supported();
-
 // matmul_shared_x for an x whose kernel handed the products `handed` in `scratch` (and nothing
 // used the scratch since): x's wgmma form is made from the maxima without a pass of its own, or
 // taken as the rows form is. Where the outputs need another form of x (any of them off the wgmma

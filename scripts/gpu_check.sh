@@ -23,12 +23,32 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-first round's A/B: a decode step's gated activation preparing the down
-#               projection's input (MEMRA_ACT_PREPARES=1, one cluster launch a row) against
-#               act_mul and the products' x_to_f16: kernel-check's matrix cases + teeth, the
-#               invariance tests and the fixtures' model gate with it on, the elementwise rows,
-#               8B Q4_K_M (c1, c8), 0.6B Q4_K_M and 8B BF16 decode each way (~5 min; not part of
+#     ab        the fortieth round's A/B, reproducible: x's rows form and the prologue's four-a-lane
+#               heads (both the defaults since) against their off switches (MEMRA_X_ROWS=0,
+#               MEMRA_PROLOGUE_FOUR=0): kernel-check's matrix and prologue cases each way + teeth,
+#               invariance tests and the fixtures' model gate with both off, elementwise rows,
+#               the products at 512 tokens each way, 8B and 0.6B figures (~4 min; not part of
 #               full)
+#     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
+#               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
+#               as sequences are added, a kernel choice with a hole (the twenty-seventh round
+#               found 9-16 tokens on six empty token tiles that way) (~3 min; not part of full)
+#     steps     where whole steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M decode at 1
+#               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
+#               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
+#               of full)
+#     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
+#               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
+#               sequences (8B Q4_K_M), memra-kernel-bench --attention, the BF16 and Q4_K wgmma
+#               prefill kernels on the 8B gate shape (~5 min; not part of full)
+#     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
+#               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
+#     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
+#               with one row tile a pair block, MEMRA_MOE_GGML_PACK=0), the MoE
+#               micro-benchmark (Qwen3-30B-A3B's and Gemma 4 26B-A4B's shapes) with Gemma 4's
+#               file-layout experts a block per pair, sorted (MEMRA_MOE_GGML_PAIRS=0) and unpacked,
+#               the MoE model gates and determinism contract, and memra bench of both shapes at 1
+#               and 8 sequences with the same A/B (~7 min; not part of full)
 #     bins      the same benchmarks with two builds, alternated twice: $MEMRA_GPU_BIN_BASE (the
 #               baseline's binaries, e.g. an earlier scripts/device_pack.sh's .device/bin) and
 #               $MEMRA_GPU_BIN, for a change no switch can turn off (an arithmetic every kernel
@@ -361,33 +381,47 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-first round's A/B: a decode step's gated activation preparing the down projection's
-  # input itself (MEMRA_ACT_PREPARES=1: kernels::act_mul_prepared, a cluster of eight blocks a
-  # row sharing the row's largest |out|), against act_mul and the products' own x_to_f16 (the
-  # default). The same bits by construction: kernel-check's matrix cases (its act-prepared cases
-  # compare the two, with teeth), the invariance tests, graph replay and the fixtures' model gate
-  # with it on; then the elementwise rows (the decode shapes time both), and 8B Q4_K_M, 8B BF16
-  # and 0.6B Q4_K_M decode each way, alternated twice.
-  on=(MEMRA_ACT_PREPARES=1)
+  # The fortieth round's decision, reproducible: x's rows form at prompt steps (the norms before
+  # q/k/v and gate/up and the gated activation before down write the products' f16 input a row a
+  # block; the wgmma prefill kernels bring it in by tensor copies) and the prologue's four-a-lane
+  # heads, both measured faster and green in this mode at 9c79238 (then opt-ins), now the
+  # defaults; here against their off switches (MEMRA_X_ROWS=0, MEMRA_PROLOGUE_FOUR=0). Each
+  # gives the same bits as its off form by construction: kernel-check's matrix cases each way +
+  # teeth, the prologue cases each way + teeth, the invariance tests and graph replay (chunked vs
+  # whole prompts) and the fixtures' model gate with both off. (The defaults' teeth run in quick.)
+  off=(MEMRA_PROLOGUE_FOUR=0 MEMRA_X_ROWS=0)
   kcheck kernel-check-matmul 240 --filter matmul
-  kcheck kernel-check-matmul-teeth 240 --filter matmul --teeth
-  step engine-invariants-act-prepares 180 env MEMRA_TEST_DEVICE=cuda "${on[@]}" \
+  kcheck kernel-check-matmul-x-rows-off 240 MEMRA_X_ROWS=0 --filter matmul
+  kcheck kernel-check-matmul-x-rows-off-teeth 240 MEMRA_X_ROWS=0 --filter matmul --teeth
+  kcheck kernel-check-prologue-one-lane 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue
+  kcheck kernel-check-prologue-one-lane-teeth 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue \
+    --teeth
+  step engine-invariants-off 180 env MEMRA_TEST_DEVICE=cuda "${off[@]}" \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures-act-prepares 300 env "${on[@]}" \
+  step model-gate-fixtures-off 300 env "${off[@]}" \
     python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-act-prepares.json" \
-    tests/fixtures/models/llama tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 \
-    tests/fixtures/models/gemma4
+    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-off.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
   step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
     --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  for f in default-1:MEMRA_ACT_PREPARES=0 prepares-1:MEMRA_ACT_PREPARES=1 \
-    default-2:MEMRA_ACT_PREPARES=0 prepares-2:MEMRA_ACT_PREPARES=1; do
-    bench_with "$q8b" "${f%%:*}" "${f#*:}" -p 512 -n 128 -c 1,8
-    bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
+  step kernel-bench-elementwise-one-lane 120 env MEMRA_PROLOGUE_FOUR=0 \
+    "$BIN/memra-kernel-bench" --elementwise \
+    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-one-lane.json"
+  # Each 512-token product with its x preparation, xp_offset's tiles against the rows form.
+  for f in tiles:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
+    step "kernel-bench-512-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 512 \
+      --dtypes q4_k,q6_k,bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
   done
-  for f in default:MEMRA_ACT_PREPARES=0 prepares:MEMRA_ACT_PREPARES=1; do
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512 -n 128 -c 1
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for f in off:MEMRA_X_ROWS=0,MEMRA_PROLOGUE_FOUR=0 rows:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=0 \
+    default:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=1; do
+    bench_with "$q8b" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
+  done
+  for f in off:MEMRA_X_ROWS=0 default:MEMRA_X_ROWS=1; do
+    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
+  done
+  for f in one-lane:MEMRA_PROLOGUE_FOUR=0 default:MEMRA_PROLOGUE_FOUR=1; do
+    bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
   done
 fi
 if [ "$MODE" = bins ]; then

@@ -5,8 +5,6 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/cluster.cuh"
-#include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/scratch_layout.cuh"
 #include "kernels/row_max.h"
@@ -129,81 +127,6 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
                                          nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
-// A decode step's gated activation that also prepares the down projection's input
-// (act_mul_prepared): row blockIdx.y over a cluster of kActCluster blocks along x. Block b takes
-// the row's 32-element groups [b per, (b + 1) per) (per = ceil(groups / kActCluster)): each
-// element's expression is act_mul4's, written to out; then every block's largest |out| goes into
-// every block's shared memory (distributed shared memory stores, between a cluster barrier that
-// every block has started and one that every store has landed), each block takes the largest of
-// them (exact in any order, so the whole row's as x_to_f16 finds it)
-// and converts its own groups with x_to_f16's steps (prepare_x.cuh: group_to_f16) from the out
-// it wrote. So the same bits as act_mul then the products' own preparation, with the row spread
-// over kActCluster SMs instead of x_to_f16's one block a row.
-constexpr int kActCluster = 8;
-template <Act kAct>
-__global__ void __launch_bounds__(kThreads)
-    act_mul_prepared_kernel(const float4* gate, const float4* up, int n_cols, float4* out,
-                            matmul_detail::PreparedRows rows) {
-  detail::wait_for_inputs();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  // This block has started (its shared memory exists for the others' stores below); the matching
-  // wait, before the first store, lets the activation run in between.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-  __shared__ float warp_max[kThreads / 32];
-  __shared__ float maxima[kActCluster];  // slot b: block b's largest |out| of the row
-  const int64_t r = blockIdx.y;
-  const int rank = static_cast<int>(matmul_detail::cluster_rank());
-  const int n_groups = rows.xsum_stride, n_cols4 = n_cols / 4;
-  const int per = (n_groups + kActCluster - 1) / kActCluster;
-  const int g0 = min(n_groups, rank * per), g1 = min(n_groups, g0 + per);
-  const int c1 = min(n_cols4, 8 * g1);
-  const float4* g_row = gate + r * n_cols4;
-  const float4* u_row = up + r * n_cols4;
-  float4* o_row = out + r * n_cols4;
-  float m = 0.0f;
-  for (int c0 = 8 * g0 + static_cast<int>(threadIdx.x); c0 < c1; c0 += kActLoads * kThreads) {
-    float4 g[kActLoads], u[kActLoads];
-#pragma unroll
-    for (int j = 0; j < kActLoads; ++j) {
-      const int c = c0 + j * kThreads;
-      if (c < c1) g[j] = g_row[c], u[j] = u_row[c];
-    }
-#pragma unroll
-    for (int j = 0; j < kActLoads; ++j) {
-      const int c = c0 + j * kThreads;
-      if (c >= c1) break;
-      const float4 o = make_float4(act_of<kAct>(g[j].x) * u[j].x, act_of<kAct>(g[j].y) * u[j].y,
-                                   act_of<kAct>(g[j].z) * u[j].z, act_of<kAct>(g[j].w) * u[j].w);
-      o_row[c] = o;
-      m = matmul_detail::max_abs(m, o);
-    }
-  }
-  m = matmul_detail::block_max(m, warp_max);  // its barrier: the block's out is written
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");  // every block has started
-  if (threadIdx.x < kActCluster) {  // thread b stores into block b's slot `rank`
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-                 : "=r"(remote)
-                 : "r"(matmul_detail::smem_addr(maxima + rank)), "r"(threadIdx.x));
-    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(m) : "memory");
-  }
-  // Every block's maximum is in every block. (No block reads another's shared memory after this,
-  // so none has to wait for the others before it exits.)
-  matmul_detail::cluster_sync();
-  float row_m = 0.0f;
-#pragma unroll
-  for (int b = 0; b < kActCluster; ++b) row_m = fmaxf(row_m, maxima[b]);
-  const int shift = matmul_detail::row_shift(row_m);
-  if (rank == 0 && threadIdx.x == 0) rows.xinv[r] = ldexpf(1.0f, -shift);
-  const float scale = ldexpf(1.0f, shift);
-  for (int g = g0 + static_cast<int>(threadIdx.x); g < g1; g += kThreads)
-    matmul_detail::group_to_f16<false>(reinterpret_cast<const float4*>(o_row), scale, r, g, n_cols,
-                                       rows.xh, nullptr, rows.xsum, rows.xsum_stride);
-#else
-  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
-#endif
-}
-
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
                                    float* out) {
   detail::wait_for_inputs();
@@ -303,34 +226,6 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   else
     detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
                    n_cols4, o4, rows);
-  return true;
-}
-
-bool act_mul_prepared_supported() {
-  return matmul_detail::prefill_wgmma_available();
-}
-
-bool act_mul_prepared(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                      float* out, void* scratch, cudaStream_t stream) {
-  check_sizes("act_mul_prepared", n_rows, n_cols);
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (n_rows < 1 || n_rows > kPreparedRows || n_cols < 16 || n_cols % 16 != 0 ||
-      n_cols > (int64_t{1} << 30) || !aligned(gate) || !aligned(up) || !aligned(out) ||
-      !aligned(scratch) || !act_mul_prepared_supported())
-    return false;
-  const matmul_detail::PreparedRows rows =
-      matmul_detail::prepared_rows("act_mul_prepared", scratch, n_rows, n_cols, {gate, up, out});
-  const auto* g4 = reinterpret_cast<const float4*>(gate);
-  const auto* u4 = reinterpret_cast<const float4*>(up);
-  auto* o4 = reinterpret_cast<float4*>(out);
-  const dim3 grid(kActCluster, static_cast<unsigned>(n_rows));
-  const int cols = static_cast<int>(n_cols);
-  if (act == Act::silu)
-    detail::launch_clustered(act_mul_prepared_kernel<Act::silu>, grid, kThreads, 0, stream,
-                             kActCluster, g4, u4, cols, o4, rows);
-  else
-    detail::launch_clustered(act_mul_prepared_kernel<Act::gelu_tanh>, grid, kThreads, 0, stream,
-                             kActCluster, g4, u4, cols, o4, rows);
   return true;
 }
 

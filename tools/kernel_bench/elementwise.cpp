@@ -1,8 +1,7 @@
 // memra-kernel-bench's prompt-step elementwise timings: the kernels of a prefill step beside the
 // products and attention (x's f16 preparation, the norms, the gated activation, the attention
-// prologue's q/k norms, rope and cache write) at Qwen3-8B's widths for 512 and 2,048 tokens, and
-// a decode step's gated activation with the down projection's input at 1 and 8, each against the
-// bytes it must move at the copy rate. Why: a
+// prologue's q/k norms, rope and cache write) at Qwen3-8B's widths for 512 and 2,048 tokens, each
+// against the bytes it must move at the copy rate. Why: a
 // serialized Nsight Compute table of a 512-token step gave them ~25% of its kernel time
 // (PERFORMANCE.md, thirty-fourth round), where their bytes are a few us each; timed here in a
 // burst (bench.h), at the clocks a step runs them at. The inputs stay L2-resident between calls,
@@ -40,7 +39,7 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
   nlohmann::json rows = nlohmann::json::array();
   std::mt19937 rng(5);
   constexpr int64_t kDim = 4096, kFf = 12288;
-  for (const int64_t n : {int64_t{1}, int64_t{8}, int64_t{512}, int64_t{2048}}) {
+  for (const int64_t n : {int64_t{512}, int64_t{2048}}) {
     cuda::DeviceBuffer x = random_floats(n * 2 * kFf, rng), d = random_floats(n * kDim, rng);
     cuda::DeviceBuffer w = random_floats(kDim, rng), y(static_cast<size_t>(n * kFf) * 4);
     cuda::DeviceBuffer scratch(kernels::matmul_scratch_bytes(n, kFf));
@@ -62,23 +61,6 @@ nlohmann::json run_elementwise(const cuda::Stream& stream, double copy_tbps) {
                       {"tb_per_s", tbps},
                       {"copy_fraction", tbps / copy_tbps}});
     };
-    if (n <= kernels::kPreparedRows) {
-      // A decode step's gated activation and the down projection's input: act_mul then the
-      // products' own x_to_f16 (two launches), against act_mul_prepared's one launch of a cluster
-      // a row (MEMRA_ACT_PREPARES). Back to back, so mostly each launch's latency: what a decode
-      // step pays for them.
-      const double bytes = n * kFf * (12.0 + 4.0 + 2.0 + 4.0 / 32);
-      time("act_mul + x_to_f16", kFf, bytes, [&] {
-        kernels::act_mul(kernels::Act::silu, xf, xf + n * kFf, n, kFf, kFf, yf, stream.get());
-        kernels::matmul_prepare_x(yf, n, kFf, scratch.data(), stream.get());
-      });
-      if (kernels::act_mul_prepared_supported())
-        time("act_mul prepared", kFf, bytes, [&] {
-          (void)kernels::act_mul_prepared(kernels::Act::silu, xf, xf + n * kFf, n, kFf, yf,
-                                          scratch.data(), stream.get());
-        });
-      continue;
-    }
     // x_to_f16 (matmul_prepare_x): the rows read as f32, written as f16 in element order (xh, the
     // mma.sync kernels' form), one sum a 32-element group and a factor a row. A prefill step on
     // sm_90a writes the wgmma kernels' tile form instead (prepare_x.cu's launch_xp_groups), which

@@ -12,11 +12,9 @@
 
 #include "backend/cuda/side_stream.h"
 #include "check.h"
-#include "core/error.h"
 #include "core/half.h"
 #include "formats/quant.h"
 #include "kernels/kernels.h"
-#include "kernels/row_max.h"
 
 namespace memra::kernel_check {
 
@@ -432,60 +430,28 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
   }
 }
 
-// The outputs the prepared-input checks multiply (Q4_K tiled, Q6_K in the file's layout, BF16
-// tiled) over x of dim, and for a case of n_rows two sets of them: the plain path's (plain) and
-// the prepared input's (given), poisoned.
-class PreparedOuts {
- public:
-  static constexpr int kOuts = 3;
-  PreparedOuts(Context& ctx, int64_t dim) {
-    for (int i = 0; i < kOuts; ++i) {
-      ws_.emplace_back(ctx, random_weights(ctx, kTypes[i], dim, kRows[i]));
-      if (kLayouts[i] == kernels::WeightLayout::tiled) {
-        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(kTypes[i], dim, kRows[i]));
-        kernels::matmul_tile(kTypes[i], ws_.back().get(), dim, kRows[i], tiled.get(), ctx.stream());
-        ctx.sync();
-        ws_.back() = std::move(tiled);
-      }
-    }
-  }
-  void start(Context& ctx, int64_t n_rows) {
-    o1_.clear(), o2_.clear(), plain.clear(), given.clear();
-    for (int i = 0; i < kOuts; ++i) {
-      o1_.emplace_back(n_rows * kRows[i]);
-      o2_.emplace_back(n_rows * kRows[i]);
-      o1_.back().poison(ctx);
-      o2_.back().poison(ctx);
-    }
-    for (int i = 0; i < kOuts; ++i) {
-      plain.push_back({kTypes[i], ws_[i].get(), kRows[i], o1_[i].get(), kRows[i], kLayouts[i]});
-      given.push_back({kTypes[i], ws_[i].get(), kRows[i], o2_[i].get(), kRows[i], kLayouts[i]});
-    }
-  }
-  double mismatches(Context& ctx) {
-    double bad = 0;
-    for (int i = 0; i < kOuts; ++i)
-      bad += bit_mismatches(o2_[i].download(ctx), o1_[i].download(ctx));
-    return bad;
-  }
-  std::vector<kernels::MatmulOut> plain, given;
-
- private:
-  static constexpr DType kTypes[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
-  static constexpr int64_t kRows[kOuts] = {160, 48, 64};
-  static constexpr kernels::WeightLayout kLayouts[kOuts] = {
-      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
-  std::vector<Dev<uint8_t>> ws_;
-  std::vector<Dev<float>> o1_, o2_;
-};
-
 // rms_norm_for_matmul (a decode step's norm that also prepares the next products' input) == the
 // norm kernel then matmul_shared_x preparing y itself: y and every output bit for bit, for
 // add_rms_norm and rms_norm, tiled and ggml-layout outputs. Dim 1024 and 5120 take the norm's
 // register form of 4 and of 8 chunks a thread (kernels/elementwise/norm_row.cuh), 12288 and
 // 21504 its loop form; the products' own preparation takes x_to_f16's register form of 1, 1, 2
 // and 3 groups a thread (kernels/matmul/prepare_x.cuh), the norm's the loop form of row_to_f16.
-void check_norm_for_matmul(Context& ctx, int64_t dim, PreparedOuts& outs) {
+void check_norm_for_matmul(Context& ctx, int64_t dim) {
+  constexpr int kOuts = 3;
+  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+  const int64_t outs_n[kOuts] = {160, 48, 64};
+  const kernels::WeightLayout layouts[kOuts] = {
+      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
+  std::vector<Dev<uint8_t>> ws;
+  for (int i = 0; i < kOuts; ++i) {
+    ws.emplace_back(ctx, random_weights(ctx, types[i], dim, outs_n[i]));
+    if (layouts[i] == kernels::WeightLayout::tiled) {
+      Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(types[i], dim, outs_n[i]));
+      kernels::matmul_tile(types[i], ws.back().get(), dim, outs_n[i], tiled.get(), ctx.stream());
+      ctx.sync();
+      ws.back() = std::move(tiled);
+    }
+  }
   const std::vector<float> w = ctx.uniform(dim, 0.5f, 1.5f);
   Dev<float> dw(ctx, w);
   for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
@@ -494,59 +460,34 @@ void check_norm_for_matmul(Context& ctx, int64_t dim, PreparedOuts& outs) {
       Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
       Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
           s2(kernels::matmul_scratch_bytes(rows, dim));
-      outs.start(ctx, rows);
+      std::vector<Dev<float>> o1, o2;
+      std::vector<kernels::MatmulOut> m1, m2;
+      for (int i = 0; i < kOuts; ++i) {
+        o1.emplace_back(rows * outs_n[i]);
+        o2.emplace_back(rows * outs_n[i]);
+        o1.back().poison(ctx);
+        o2.back().poison(ctx);
+        m1.push_back({types[i], ws[i].get(), outs_n[i], o1[i].get(), outs_n[i], layouts[i]});
+        m2.push_back({types[i], ws[i].get(), outs_n[i], o2[i].get(), outs_n[i], layouts[i]});
+      }
       const float eps = 1e-6f, fused_eps = ctx.teeth() ? 1e-3f : eps;
       if (residual)
         kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
       else
         kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
-      kernels::matmul_shared_x(outs.plain.data(), PreparedOuts::kOuts, dim, y1.get(), rows,
-                               s1.get(), ctx.stream());
+      kernels::matmul_shared_x(m1.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
       kernels::rms_norm_for_matmul(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim,
                                    fused_eps, y2.get(), s2.get(), ctx.stream());
-      kernels::matmul_shared_x(outs.given.data(), PreparedOuts::kOuts, dim, y2.get(), rows,
-                               s2.get(), ctx.stream(), true);
+      kernels::matmul_shared_x(m2.data(), kOuts, dim, y2.get(), rows, s2.get(), ctx.stream(), true);
       ctx.sync();
-      const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
-                         bit_mismatches(x2.download(ctx), x1.download(ctx)) + outs.mismatches(ctx);
+      double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
+                   bit_mismatches(x2.download(ctx), x1.download(ctx));
+      for (int i = 0; i < kOuts; ++i)
+        bad += bit_mismatches(o2[i].download(ctx), o1[i].download(ctx));
       ctx.add({"matmul norm-prepared x",
                std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
                    " Q4_K tiled+Q6_K+BF16 tiled",
                "mixed", "bits", bad, 0.0, ctx.teeth() ? "eps 1e-3 in the fused norm" : ""});
-    }
-  }
-}
-
-// act_mul_prepared (a decode step's gated activation that also prepares the down projection's
-// input, eight blocks a row) == act_mul then matmul_shared_x preparing out itself: out and every
-// output bit for bit, silu and gelu_tanh. Its blocks take 4, 20, 48 and 84 of the row's groups
-// at these dims; the products' own preparation x_to_f16's register form of 1, 1, 2 and 3 groups
-// a thread.
-void check_act_for_matmul(Context& ctx, int64_t dim, PreparedOuts& outs) {
-  for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
-    for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh}) {
-      const Dev<float> gate(ctx, ctx.uniform(rows * dim, -4.0f, 4.0f));
-      const Dev<float> up(ctx, ctx.uniform(rows * dim));
-      Dev<float> a1(rows * dim), a2(rows * dim);
-      Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
-          s2(kernels::matmul_scratch_bytes(rows, dim));
-      outs.start(ctx, rows);
-      kernels::act_mul(act, gate.get(), up.get(), rows, dim, dim, a1.get(), ctx.stream());
-      kernels::matmul_shared_x(outs.plain.data(), PreparedOuts::kOuts, dim, a1.get(), rows,
-                               s1.get(), ctx.stream());
-      const kernels::Act other =
-          act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
-      if (!kernels::act_mul_prepared(ctx.teeth() ? other : act, gate.get(), up.get(), rows, dim,
-                                     a2.get(), s2.get(), ctx.stream()))
-        fail(ErrorCode::internal, "act_mul_prepared refused {} aligned rows of {}", rows, dim);
-      kernels::matmul_shared_x(outs.given.data(), PreparedOuts::kOuts, dim, a2.get(), rows,
-                               s2.get(), ctx.stream(), true);
-      ctx.sync();
-      const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + outs.mismatches(ctx);
-      ctx.add({"matmul act-prepared x",
-               std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
-                   shape_str({rows, dim}) + " Q4_K tiled+Q6_K+BF16 tiled",
-               "mixed", "bits", bad, 0.0, ctx.teeth() ? "the other activation" : ""});
     }
   }
 }
@@ -620,12 +561,7 @@ void check_matmul(Context& ctx) {
   // A BF16 layer's q, k, v (two groups of one launch each: BF16 q/k/v, then F16), a partial tile.
   check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
                        {256, 64, 64, 40, 136});
-  for (int64_t dim : {1024, 5120, 12288, 21504}) {
-    PreparedOuts outs(ctx, dim);
-    check_norm_for_matmul(ctx, dim, outs);
-    // (Only where the device has the kernel's sm_90a code: act_mul_prepared declines elsewhere.)
-    if (kernels::act_mul_prepared_supported()) check_act_for_matmul(ctx, dim, outs);
-  }
+  for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
   check_matmul_row_max(ctx);
   check_tiled_model_shapes(ctx);
   // K 1,024 for the tiled kernels' token tiles and groups; K 4,096 for the cluster decode kernel,

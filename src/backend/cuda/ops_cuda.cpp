@@ -402,19 +402,9 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes x's rows form for the down projection
-  // (kernels::act_mul_x_rows; given_, as for the norms), or, under MEMRA_ACT_PREPARES=1, a decode
-  // step's its prepared rows (kernels::act_mul_prepared).
+  // (kernels::act_mul_x_rows; given_, as for the norms).
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
-    if (act_prepares_ && n_rows <= kernels::kPreparedRows) {
-      void* scratch = prepare_scratch(n_rows, n_cols, {gate, up, out});
-      if (scratch &&
-          kernels::act_mul_prepared(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
-        launched(what);
-        given_.mark(GivenX::Kind::prepared_rows, out, n_rows, n_cols, n_launches_);
-        return;
-      }
-    }
     if (kernels::x_rows_pays(n_rows, n_cols)) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
       if (kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
@@ -633,10 +623,6 @@ class CudaOps final : public Ops {
   GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
-  // MEMRA_ACT_PREPARES=1: a decode step's gated activation prepares the down projection's input as
-  // the norms do (kernels::act_mul_prepared, a cluster a row), so the products skip x_to_f16. The
-  // same bits either way; off until a device measures it (docs/PERFORMANCE.md, forty-first round).
-  bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", false);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
