@@ -11,6 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BASELINES = ROOT / "bench" / "baselines" / "llama.cpp-h200-2026-11-29.json"
 RECEIPT_8B = ROOT / "receipts" / "2026-11-30-bench-qwen3-8b-q4_k_m.json"
 RECEIPT_BF16 = ROOT / "receipts" / "2026-11-30-bench-qwen3-8b-bf16.json"
+RECEIPT_H100 = ROOT / "receipts" / "2026-12-05-bench-qwen3-8b-q4_k_m-h100.json"
 
 
 def bench(memra_bin, *args):
@@ -51,6 +52,24 @@ def test_decode_ratio_from_the_receipt(memra_bin):
     assert "not measured by these receipts:" in r.stdout
     assert rows["qwen3-0.6b q4_k_m decode tg128"][0] == "-"
     assert rows["qwen3-8b q4_k_m server start to ready (s)"][3] == "<= 10"
+
+
+def test_another_gpu_is_listed_not_compared(memra_bin, tmp_path):
+    # An H100 run against the H200 baselines: its figures are listed without a ratio or a target
+    # verdict, under a heading that names both GPUs; the H200 receipt beside it is compared.
+    out = tmp_path / "compare.json"
+    r = bench(memra_bin, "--compare", BASELINES, "--receipts", RECEIPT_8B, RECEIPT_H100,
+              "--json", out)
+    assert r.returncode == 0, r.stderr
+    assert (f"{RECEIPT_H100} (ran on NVIDIA H100 80GB HBM3: listed, not compared; the baselines "
+            "ran on NVIDIA H200):") in r.stdout
+    rows = json.loads(out.read_text())["compare"]
+    h100 = [x for x in rows if x.get("receipt") == str(RECEIPT_H100)]
+    assert h100 and all(x["baseline"] is None and x["target_met"] is None for x in h100)
+    assert all(x["gpu"] == "NVIDIA H100 80GB HBM3" for x in h100)
+    h200 = next(x for x in rows if x.get("receipt") == str(RECEIPT_8B)
+                and x["figure"] == "decode tg128")
+    assert h200["baseline"] == pytest.approx(215.7) and "gpu" not in h200
 
 
 def test_alias_and_json(memra_bin, tmp_path):
@@ -111,6 +130,8 @@ def test_alongside_a_run(memra_bin, tmp_path):
     assert r.returncode == 0, r.stderr
     report, comparison = r.stdout.split("compared with llama.cpp", 1)
     assert "| prefill pp16" in report
+    assert "this run (ran on cpu: listed, not compared; the baselines ran on NVIDIA H200):" in \
+        comparison
     rows = rows_of(comparison)
     assert [name.split(" ", 2)[2] for name in rows] == ["prefill pp16", "decode tg4"]
     for name, (memra, peer, ratio, target, vs_target) in rows.items():

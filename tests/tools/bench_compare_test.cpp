@@ -159,6 +159,37 @@ TEST(BenchCompare, OtherKvCacheTypesAreListedNotCompared) {
   EXPECT_TRUE(compare_figures(b, f16, {{"decode tg128", "tok/s", 300}}, "")[0].entry.has_value());
 }
 
+// Figures measured on another device than the baselines' GPU (an H100 against H200 baselines, or
+// the CPU) are listed under their own heading and matched to no entry: a ratio across devices, or
+// a target verdict set for another GPU, would not be a measurement. A receipt that does not name
+// its device (the first ones) is compared as before.
+TEST(BenchCompare, OtherDevicesAreListedNotCompared) {
+  const Baselines b = baselines_parse(baselines_doc(), "b.json");
+  ComparedModel h100 = model_8b("q4_k_m");
+  h100.gpu = "NVIDIA H100 80GB HBM3";
+  const auto rows = compare_figures(b, h100, {{"decode tg128", "tok/s", 300}}, "h100.json");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].entry.has_value());
+  EXPECT_FALSE(compare_target_met(rows[0]).has_value());
+  EXPECT_EQ(rows[0].gpu, "NVIDIA H100 80GB HBM3");
+  const std::string table = compare_table(b, rows);
+  EXPECT_NE(table.find("h100.json (ran on NVIDIA H100 80GB HBM3: listed, not compared; the "
+                       "baselines ran on NVIDIA H200)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(compare_json(rows)[0]["gpu"], "NVIDIA H100 80GB HBM3");
+  ComparedModel cpu = model_8b("q4_k_m");
+  cpu.gpu = "cpu";
+  EXPECT_FALSE(compare_figures(b, cpu, {{"decode tg128", "tok/s", 30}})[0].entry.has_value());
+  ComparedModel h200 = model_8b("q4_k_m");  // the baselines' own GPU: compared
+  h200.gpu = "NVIDIA H200";
+  const auto same = compare_figures(b, h200, {{"decode tg128", "tok/s", 300}});
+  ASSERT_TRUE(same[0].entry.has_value());
+  EXPECT_TRUE(same[0].gpu.empty());
+  EXPECT_TRUE(compare_figures(b, model_8b("q4_k_m"), {{"decode tg128", "tok/s", 300}})[0]
+                  .entry.has_value());  // no device named
+}
+
 TEST(BenchCompare, ExactNameWinsOverAlias) {
   const Baselines b = baselines_parse(baselines_doc(), "b.json");
   // q4_k_m has an entry named "decode tg128 @ d512" itself; bf16 has only the alias.
@@ -278,6 +309,22 @@ TEST(BenchCompare, RefusesWhatIsNotABenchReceipt) {
   EXPECT_NE(refuse([](json& j) {
               j["options"] = {{"kv_dtype", "fp8"}};
             }).find("--receipts r.json has no 'kv_dtype'"),
+            std::string::npos);
+  // The device: gpu.name; a CPU run's null gpu is "cpu"; no gpu at all, unnamed.
+  EXPECT_EQ(bench_receipt_parse(ok, "r.json").model.gpu, "");
+  json gpu = ok;
+  gpu["gpu"] = {{"name", "NVIDIA H100 80GB HBM3"}, {"driver_version", 13000}};
+  EXPECT_EQ(bench_receipt_parse(gpu, "r.json").model.gpu, "NVIDIA H100 80GB HBM3");
+  json cpu = ok;
+  cpu["gpu"] = nullptr;
+  cpu["device"] = "cpu";
+  EXPECT_EQ(bench_receipt_parse(cpu, "r.json").model.gpu, "cpu");
+  EXPECT_NE(
+      refuse([](json& j) { j["gpu"] = "H100"; }).find("--receipts r.json gpu is not an object"),
+      std::string::npos);
+  EXPECT_NE(refuse([](json& j) {
+              j["gpu"] = {{"driver_version", 13000}};
+            }).find("--receipts r.json gpu has no 'name'"),
             std::string::npos);
 }
 

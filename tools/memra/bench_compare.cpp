@@ -192,6 +192,7 @@ std::vector<CompareRow> compare_figures(const Baselines& b, const ComparedModel&
                                         const std::string& source) {
   const BaselineShape* shape = baselines_shape(b, m);
   const bool other_kv = !m.kv_dtype.empty() && m.kv_dtype != kBaselineKvDtype;
+  const bool other_gpu = !m.gpu.empty() && m.gpu != b.gpu;
   std::vector<CompareRow> rows;
   for (const ComparedFigure& f : figures) {
     CompareRow r;
@@ -202,8 +203,9 @@ std::vector<CompareRow> compare_figures(const Baselines& b, const ComparedModel&
     r.source = source;
     r.deterministic = m.deterministic;
     if (other_kv) r.kv_dtype = m.kv_dtype;
+    if (other_gpu) r.gpu = m.gpu;
     r.memra = f.median;
-    if (shape && !other_kv) {
+    if (shape && !other_kv && !other_gpu) {
       const BaselineEntry* exact = nullptr;
       const BaselineEntry* alias = nullptr;
       for (const BaselineEntry& e : b.entries) {
@@ -270,6 +272,9 @@ std::string compare_table(const Baselines& b, const std::vector<CompareRow>& row
     if (!group.front()->kv_dtype.empty())
       mode += fmt::format(" (KV cache {}: listed, not compared; the baselines ran {})",
                           group.front()->kv_dtype, kBaselineKvDtype);
+    if (!group.front()->gpu.empty())
+      mode += fmt::format(" (ran on {}: listed, not compared; the baselines ran on {})",
+                          group.front()->gpu, b.gpu);
     if (!source.empty())
       out += fmt::format("\n{}{}:\n", source, mode);
     else if (!mode.empty())
@@ -306,6 +311,7 @@ ordered_json compare_json(const std::vector<CompareRow>& rows) {
                       {"memra", opt(r.memra)}};
     if (r.memra) j["deterministic"] = r.deterministic;
     if (!r.kv_dtype.empty()) j["kv_dtype"] = r.kv_dtype;
+    if (!r.gpu.empty()) j["gpu"] = r.gpu;
     j["baseline_figure"] = e ? ordered_json(e->figure) : ordered_json();
     j["baseline"] = e ? opt(e->baseline) : ordered_json();
     j["ratio"] = opt(compare_ratio(r));
@@ -351,6 +357,14 @@ BenchReceipt bench_receipt_parse(const json& j, const std::string& path) {
       fail(ErrorCode::invalid_argument, "{} options.kv_dtype is not a string", where);
     r.model.kv_dtype = string_field(j, "kv_dtype", where);  // the type as run
   }
+  // The device: gpu.name, or "cpu" where gpu is null on a CPU run; receipts before the field have
+  // neither (compared as before).
+  if (j.contains("gpu") && j["gpu"].is_object())
+    r.model.gpu = string_field(j["gpu"], "name", where + " gpu");
+  else if (j.contains("gpu") && j["gpu"].is_null() && j.contains("device") && j["device"] == "cpu")
+    r.model.gpu = "cpu";
+  else if (j.contains("gpu") && !j["gpu"].is_null())
+    fail(ErrorCode::invalid_argument, "{} gpu is not an object", where);
   const json& figures =
       field(j, "figures", where, "an array", [](const json& v) { return v.is_array(); });
   for (size_t i = 0; i < figures.size(); ++i) {

@@ -61,6 +61,10 @@ struct ComparedModel {
   // The KV cache type a run asked for and ran (`--kv-dtype`; "" where it asked none). Another
   // type than the baselines' F16 matches no entry: its figures are listed, not compared.
   std::string kv_dtype;
+  // The GPU the figures ran on (the receipt's gpu.name), "cpu" for a CPU run, "" where a receipt
+  // does not say (the first receipts: compared as before). Another device than the baselines'
+  // matches no entry either: a ratio or a target verdict across GPUs would not be a measurement.
+  std::string gpu;
 };
 
 struct ComparedFigure {
@@ -79,6 +83,7 @@ struct CompareRow {
   std::string source;         // the receipt it came from ("" for the run just made)
   bool deterministic = true;  // ComparedModel::deterministic of the measurement
   std::string kv_dtype;       // a KV cache type other than the baselines' (then no entry)
+  std::string gpu;            // a device other than the baselines' GPU (then no entry)
   std::optional<double> memra;
   std::optional<BaselineEntry> entry;
 };

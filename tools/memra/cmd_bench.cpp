@@ -342,9 +342,17 @@ int run_bench(const Args& args) {
   bench::print_table(figures);
   nlohmann::ordered_json compare;
   if (baselines) {
-    const bench::ComparedModel model{info.id,         info.architecture,
-                                     cost.parameters, cost.file_type,
-                                     o.deterministic, o.kv_dtype.empty() ? "" : info.kv_dtype};
+    // The device as the receipt names it: the GPU the ceilings were measured on, or the CPU.
+    const std::string gpu = !info.device.starts_with("cuda") ? "cpu"
+                            : ceilings                       ? ceilings->gpu_name
+                                                             : "";
+    const bench::ComparedModel model{info.id,
+                                     info.architecture,
+                                     cost.parameters,
+                                     cost.file_type,
+                                     o.deterministic,
+                                     o.kv_dtype.empty() ? "" : info.kv_dtype,
+                                     gpu};
     std::vector<bench::ComparedFigure> measured;
     for (const bench::Figure& f : figures)
       measured.push_back({f.name, "tok/s", bench::spread(f.tok_s).median});
