@@ -50,7 +50,7 @@
 #               the MoE model gates and determinism contract, and memra bench of both shapes at 1
 #               and 8 sequences with the same A/B (~7 min; not part of full)
 #     bins      the same benchmarks with two builds, alternated twice: $MEMRA_GPU_BIN_BASE (the
-#               baseline's binaries, e.g. an earlier scripts/device_pack.sh's .device/bin) and
+#               baseline's binaries: scripts/device_pack_base.sh keeps a pack's) and
 #               $MEMRA_GPU_BIN, for a change no switch can turn off (an arithmetic every kernel
 #               shares): memra-kernel-bench --attention, 8B BF16 and Q4_K_M prefill at 512 and
 #               2,048 tokens, Q4_K_M decode at 16,384 tokens of context (~4 min; not part of
