@@ -138,22 +138,32 @@ TEST(BenchCompare, MatchesByShapeTypeAndName) {
   EXPECT_FALSE(compare_ratio(rows[2]).has_value());
 }
 
+// A figure of `m` that the baselines would match but for how it ran: listed under its own
+// `heading`, matched to no entry (so no ratio and no target verdict), its JSON row carrying `key`
+// = `value`.
+void expect_listed_not_compared(const ComparedModel& m, const std::string& source,
+                                const std::string& heading, const char* key,
+                                const std::string& value) {
+  const Baselines b = baselines_parse(baselines_doc(), "b.json");
+  const auto rows = compare_figures(b, m, {{"decode tg128", "tok/s", 300}}, source);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].entry.has_value());
+  EXPECT_FALSE(compare_target_met(rows[0]).has_value());
+  EXPECT_EQ(rows[0].model, "qwen3-8b");
+  const std::string table = compare_table(b, rows);
+  EXPECT_NE(table.find(source + " (" + heading + ")"), std::string::npos) << table;
+  EXPECT_EQ(compare_json(rows)[0][key], value);
+}
+
 // A run with another KV cache type than the baselines' F16 (an FP8 cache's depth run) is listed
 // under its own heading and matched to no entry, so its figure never stands for the default's.
 TEST(BenchCompare, OtherKvCacheTypesAreListedNotCompared) {
-  const Baselines b = baselines_parse(baselines_doc(), "b.json");
   ComparedModel fp8 = model_8b("q4_k_m");
   fp8.kv_dtype = "F8_E4M3";
-  const auto rows = compare_figures(b, fp8, {{"decode tg128", "tok/s", 300}}, "fp8.json");
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_FALSE(rows[0].entry.has_value());
-  EXPECT_EQ(rows[0].kv_dtype, "F8_E4M3");
-  EXPECT_EQ(rows[0].model, "qwen3-8b");
-  const std::string table = compare_table(b, rows);
-  EXPECT_NE(table.find("fp8.json (KV cache F8_E4M3: listed, not compared; the baselines ran F16)"),
-            std::string::npos)
-      << table;
-  EXPECT_EQ(compare_json(rows)[0]["kv_dtype"], "F8_E4M3");
+  expect_listed_not_compared(fp8, "fp8.json",
+                             "KV cache F8_E4M3: listed, not compared; the baselines ran F16",
+                             "kv_dtype", "F8_E4M3");
+  const Baselines b = baselines_parse(baselines_doc(), "b.json");
   ComparedModel f16 = model_8b("q4_k_m");  // asked for the baselines' own type: compared
   f16.kv_dtype = "F16";
   EXPECT_TRUE(compare_figures(b, f16, {{"decode tg128", "tok/s", 300}}, "")[0].entry.has_value());
@@ -164,23 +174,18 @@ TEST(BenchCompare, OtherKvCacheTypesAreListedNotCompared) {
 // a target verdict set for another GPU, would not be a measurement. A receipt that does not name
 // its device (the first ones) is compared as before.
 TEST(BenchCompare, OtherDevicesAreListedNotCompared) {
-  const Baselines b = baselines_parse(baselines_doc(), "b.json");
   ComparedModel h100 = model_8b("q4_k_m");
   h100.gpu = "NVIDIA H100 80GB HBM3";
-  const auto rows = compare_figures(b, h100, {{"decode tg128", "tok/s", 300}}, "h100.json");
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_FALSE(rows[0].entry.has_value());
-  EXPECT_FALSE(compare_target_met(rows[0]).has_value());
-  EXPECT_EQ(rows[0].gpu, "NVIDIA H100 80GB HBM3");
-  const std::string table = compare_table(b, rows);
-  EXPECT_NE(table.find("h100.json (ran on NVIDIA H100 80GB HBM3: listed, not compared; the "
-                       "baselines ran on NVIDIA H200)"),
-            std::string::npos)
-      << table;
-  EXPECT_EQ(compare_json(rows)[0]["gpu"], "NVIDIA H100 80GB HBM3");
+  expect_listed_not_compared(h100, "h100.json",
+                             "ran on NVIDIA H100 80GB HBM3: listed, not compared; the baselines "
+                             "ran on NVIDIA H200",
+                             "gpu", "NVIDIA H100 80GB HBM3");
   ComparedModel cpu = model_8b("q4_k_m");
   cpu.gpu = "cpu";
-  EXPECT_FALSE(compare_figures(b, cpu, {{"decode tg128", "tok/s", 30}})[0].entry.has_value());
+  expect_listed_not_compared(cpu, "cpu.json",
+                             "ran on cpu: listed, not compared; the baselines ran on NVIDIA H200",
+                             "gpu", "cpu");
+  const Baselines b = baselines_parse(baselines_doc(), "b.json");
   ComparedModel h200 = model_8b("q4_k_m");  // the baselines' own GPU: compared
   h200.gpu = "NVIDIA H200";
   const auto same = compare_figures(b, h200, {{"decode tg128", "tok/s", 300}});
