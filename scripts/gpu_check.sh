@@ -76,7 +76,9 @@ RECEIPTS=${MEMRA_RECEIPTS:-$ROOT/receipts}
 DAY=$(date -u +%Y-%m-%d)
 mkdir -p "$LOGS" "$RECEIPTS"
 export MEMRA_SOURCE_DIR=$ROOT
-export MEMRA_COMMIT=${MEMRA_COMMIT:-$(cat .device/COMMIT 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)}
+# The binaries' commit: the pack's COMMIT beside them (MEMRA_GPU_BIN, else .device/bin).
+export MEMRA_COMMIT=${MEMRA_COMMIT:-$(cat "${MEMRA_GPU_BIN:-.device/bin}/../COMMIT" 2>/dev/null ||
+  git rev-parse HEAD 2>/dev/null || echo unknown)}
 
 if [ -n "${MEMRA_GPU_BIN:-}" ]; then
   BIN=$(cd "$MEMRA_GPU_BIN" && pwd)
@@ -84,7 +86,14 @@ else
   if runs server; then scripts/device_pack.sh --server || exit 1; else scripts/device_pack.sh || exit 1; fi
   BIN=$ROOT/.device/bin
 fi
-[ -d "$BIN/../lib" ] && export LD_LIBRARY_PATH=$(cd "$BIN/../lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The pack's libraries: beside the binaries, or .device/lib's for a second pack unpacked next to
+# the first (.device-branch: scripts/device_pack_base.sh's comment).
+for lib in "$BIN/../lib" .device/lib; do
+  if [ -d "$lib" ]; then
+    export LD_LIBRARY_PATH=$(cd "$lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    break
+  fi
+done
 # cuBLASLt (the bf16 GEMM ceiling) from the CUDA toolkit, or the copy a PyTorch install carries.
 if ! ldd "$BIN/memra" 2>/dev/null | grep -q 'libcublasLt.so.* => /'; then
   lt=$(find /usr/local/cuda* /usr/lib /opt -name 'libcublasLt.so.1[0-9]*' 2>/dev/null | head -n 1)
