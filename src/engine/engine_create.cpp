@@ -119,7 +119,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& options) {
   load.ops = backend_select({options.device, options.n_threads, false, options.deterministic});
   if (!options.deterministic) {
     constexpr const char* kGpu =
-        "steps over 1,024 tokens (MEMRA_FAST_MIN_TOKENS) multiply by cuBLASLt on f16 copies of "
+        "steps over 1,024 tokens (or MEMRA_FAST_MIN_TOKENS) multiply by cuBLASLt on f16 copies of "
         "the quantized weights; a sequence's tokens may depend on what else runs in its steps";
     MEMRA_LOG_WARN("engine: deterministic off: {}",
                    load.ops->host_memory()

@@ -1,6 +1,6 @@
 // cuBLASLt for the fast matmul: one handle and workspace per backend, and one plan (descriptors
 // and the heuristic's first algorithm) per shape, made on first use. A decode graph never reaches
-// here (steps over min_tokens() tokens, never a decode step's 64 or fewer), but nothing here would
+// here (steps over its token bound, never a decode step's 64 or fewer), but nothing here would
 // break a capture: the heuristic query is host work, and cublasLtMatmul is stream-ordered with its
 // workspace preallocated.
 #include "backend/cuda/fast_gemm.h"

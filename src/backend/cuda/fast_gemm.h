@@ -43,7 +43,6 @@ class FastGemm {
   bool takes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens) const {
     return takes(outs, n_outs, n_in, n_tokens, min_tokens_);
   }
-  int64_t min_tokens() const { return min_tokens_; }
   static size_t copy_bytes(const kernels::MatmulOut* outs, int n_outs, int64_t n_in);
 
   // matmul_shared_x's contract without its invariance: x prepared once in scratch
@@ -59,7 +58,7 @@ class FastGemm {
 
   struct Lt;
   std::unique_ptr<Lt> lt_;
-  int64_t min_tokens_;
+  int64_t min_tokens_;  // min_tokens_from_env() at construction
 };
 
 }  // namespace memra::cuda

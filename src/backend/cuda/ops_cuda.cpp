@@ -668,7 +668,7 @@ class CudaOps final : public Ops {
     given_.mark(kind, y, n_rows, dim, n_launches_);
     return true;
   }
-  // `--deterministic off`: a step over FastGemm::min_tokens() tokens whose outputs are all
+  // `--deterministic off`: a step over FastGemm's token bound whose outputs are all
   // quantized tiled matrices (FastGemm::takes) multiplies by cuBLASLt on an f16 copy of each, made
   // in w16_scratch_ per matmul.
   std::unique_ptr<FastGemm> fast_;

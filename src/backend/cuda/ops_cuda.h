@@ -12,7 +12,7 @@ namespace memra::cuda {
 
 struct CudaOpsOptions {
   int ordinal = 0;
-  // false (`--deterministic off`): steps over 1,024 tokens (FastGemm::min_tokens) may multiply by
+  // false (`--deterministic off`): steps over 1,024 tokens (FastGemm's bound) may multiply by
   // cuBLASLt on f16 copies of the weights (fast_gemm.h), so a token's outputs depend on its step's
   // size.
   bool batch_invariant = true;
