@@ -342,10 +342,9 @@ int run_bench(const Args& args) {
   bench::print_table(figures);
   nlohmann::ordered_json compare;
   if (baselines) {
-    // The device as the receipt names it: the GPU the ceilings were measured on, or the CPU.
-    const std::string gpu = !info.device.starts_with("cuda") ? "cpu"
-                            : ceilings                       ? ceilings->gpu_name
-                                                             : "";
+    // The device as the receipt names it: the GPU the ceilings were measured on (a GPU run always
+    // measures them, on the engine's GPU: checked above), or the CPU.
+    const std::string gpu = ceilings ? ceilings->gpu_name : "cpu";
     const bench::ComparedModel model{info.id,
                                      info.architecture,
                                      cost.parameters,

@@ -76,6 +76,19 @@ struct HeadsScratch {
   std::vector<const float*> v_rows;  // weigh_values_f32's
 };
 
+// Head h's softmax numerators w_j = exp(s_j - max) in place of its scores, and their sum in key
+// order: one expression for both weighted sums below, so they weigh alike.
+template <typename Acc>
+Acc exp_scores(HeadsScratch<Acc>& x, int h, int64_t n_keys) {
+  Acc* w = x.scores.data() + h * n_keys;
+  Acc sum = 0;
+  for (int64_t j = 0; j < n_keys; ++j) {
+    w[j] = std::exp(w[j] - x.max_score[h]);
+    sum += w[j];
+  }
+  return sum;
+}
+
 #ifdef MEMRA_AVX2
 // The fast path's weighted sum over an F32 cache (attend_heads after the scores): each head's
 // weights w_j = exp(s_j - max) and their sum in key order, then each output element's running
@@ -87,16 +100,12 @@ void weigh_values_f32(const KvLayerView& kv, SeqBlocks seq, int32_t first, int32
   const int d = kv.head_dim;
   const int64_t n_keys = pos - first + 1;
   x.v_rows.resize(n_keys);
-  for (int32_t j = first; j <= pos; ++j)
+  for (int32_t j = first; j <= pos; ++j)  // an F32 cache's rows are the storage itself
     x.v_rows[j - first] =
-        static_cast<const float*>(kv.v) + slot_offset(kv, seq, j) + int64_t{kv_head} * d;
+        kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
   for (int h = 0; h < n_h; ++h) {
-    float* w = x.scores.data() + h * n_keys;
-    float sum = 0;
-    for (int64_t j = 0; j < n_keys; ++j) {
-      w[j] = std::exp(w[j] - x.max_score[h]);
-      sum += w[j];
-    }
+    const float* w = x.scores.data() + h * n_keys;
+    const float sum = exp_scores(x, h, n_keys);
     float* o = out + int64_t{h} * d;
     int i = 0;
     for (; i + 32 <= d; i += 32) {
@@ -158,13 +167,13 @@ void attend_heads(const KvLayerView& kv, SeqBlocks seq, int32_t pos, int kv_head
   }
 #endif
   x.acc.assign(int64_t{n_h} * d, Acc{0});
-  x.sum.assign(n_h, Acc{0});
+  x.sum.resize(n_h);
+  for (int h = 0; h < n_h; ++h) x.sum[h] = exp_scores(x, h, n_keys);
   for (int32_t j = first; j <= pos; ++j) {
     const float* v =
         kv_row(kv, kv.v, slot_offset(kv, seq, j) + int64_t{kv_head} * d, d, x.row.data());
     for (int h = 0; h < n_h; ++h) {
-      const Acc w = std::exp(x.scores[h * n_keys + (j - first)] - x.max_score[h]);
-      x.sum[h] += w;
+      const Acc w = x.scores[h * n_keys + (j - first)];
       Acc* acc = x.acc.data() + int64_t{h} * d;
 #ifdef MEMRA_AVX2
       // One fused multiply-add an element, spelled out rather than left to the compiler's
