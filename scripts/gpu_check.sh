@@ -23,12 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the fortieth round's A/B, reproducible: x's rows form and the prologue's four-a-lane
-#               heads (both the defaults since) against their off switches (MEMRA_X_ROWS=0,
-#               MEMRA_PROLOGUE_FOUR=0): kernel-check's matrix and prologue cases each way + teeth,
-#               invariance tests and the fixtures' model gate with both off, elementwise rows,
-#               the products at 512 tokens each way, 8B and 0.6B figures (~4 min; not part of
-#               full)
+#     ab        the forty-second round's A/B: decode attention's blocks a slot's kv heads in turn
+#               (MEMRA_DECODE_GRID=heads) and several splits a block (MEMRA_DECODE_SPLITS=auto,
+#               with V in K's rows and with its own, MEMRA_DECODE_SHARED_ROWS=0) against the
+#               default: kernel-check's attention cases with each + teeth, the attention
+#               micro-benchmark, 8B Q4_K_M decode at 0 and 16,384 tokens of context and at 8 and
+#               64 sequences, each form twice, alternated (~8 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -390,47 +390,32 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The fortieth round's decision, reproducible: x's rows form at prompt steps (the norms before
-  # q/k/v and gate/up and the gated activation before down write the products' f16 input a row a
-  # block; the wgmma prefill kernels bring it in by tensor copies) and the prologue's four-a-lane
-  # heads, both measured faster and green in this mode at 9c79238 (then opt-ins), now the
-  # defaults; here against their off switches (MEMRA_X_ROWS=0, MEMRA_PROLOGUE_FOUR=0). Each
-  # gives the same bits as its off form by construction: kernel-check's matrix cases each way +
-  # teeth, the prologue cases each way + teeth, the invariance tests and graph replay (chunked vs
-  # whole prompts) and the fixtures' model gate with both off. (The defaults' teeth run in quick.)
-  off=(MEMRA_PROLOGUE_FOUR=0 MEMRA_X_ROWS=0)
-  kcheck kernel-check-matmul 240 --filter matmul
-  kcheck kernel-check-matmul-x-rows-off 240 MEMRA_X_ROWS=0 --filter matmul
-  kcheck kernel-check-matmul-x-rows-off-teeth 240 MEMRA_X_ROWS=0 --filter matmul --teeth
-  kcheck kernel-check-prologue-one-lane 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue
-  kcheck kernel-check-prologue-one-lane-teeth 120 MEMRA_PROLOGUE_FOUR=0 --filter qk_prologue \
-    --teeth
-  step engine-invariants-off 180 env MEMRA_TEST_DEVICE=cuda "${off[@]}" \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  step model-gate-fixtures-off 300 env "${off[@]}" \
-    python3 scripts/gpu_model_gate.py --bin "$BIN" \
-    --json "$RECEIPTS/$DAY-gpu-model-gate-fixtures-off.json" tests/fixtures/models/llama \
-    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 tests/fixtures/models/gemma4
-  step kernel-bench-elementwise 120 "$BIN/memra-kernel-bench" --elementwise \
-    --json "$RECEIPTS/$DAY-kernel-bench-elementwise.json"
-  step kernel-bench-elementwise-one-lane 120 env MEMRA_PROLOGUE_FOUR=0 \
-    "$BIN/memra-kernel-bench" --elementwise \
-    --json "$RECEIPTS/$DAY-kernel-bench-elementwise-one-lane.json"
-  # Each 512-token product with its x preparation, xp_offset's tiles against the rows form.
-  for f in tiles:MEMRA_X_ROWS=0 rows:MEMRA_X_ROWS=1; do
-    step "kernel-bench-512-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 512 \
-      --dtypes q4_k,q6_k,bf16 --json "$RECEIPTS/$DAY-kernel-bench-512-${f%%:*}.json"
+  # The forty-second round's A/B, two decode attention kernel forms, each the same blocks' or
+  # splits' arithmetic (the same bits) against the default: a slot's kv heads dispatched in turn
+  # (MEMRA_DECODE_GRID=heads) and several splits a block, the next one's copies under the current
+  # one's arithmetic (MEMRA_DECODE_SPLITS=auto, with V in K's rows as the defaults choose and with
+  # V's own rows, MEMRA_DECODE_SHARED_ROWS=0). kernel-check's attention cases with each (+ teeth),
+  # the attention micro-benchmark with each, then 8B Q4_K_M at 0 and 16,384 tokens of context and
+  # at 8 and 64 sequences with each, twice, alternated.
+  forms=(default:MEMRA_DECODE_GRID=splits heads:MEMRA_DECODE_GRID=heads
+    auto:MEMRA_DECODE_SPLITS=auto auto-separate:MEMRA_DECODE_SPLITS=auto,MEMRA_DECODE_SHARED_ROWS=0)
+  kcheck kernel-check-attention-heads-first 180 MEMRA_DECODE_GRID=heads --filter attention
+  kcheck kernel-check-attention-splits-auto 180 MEMRA_DECODE_SPLITS=auto --filter attention
+  kcheck kernel-check-attention-splits-auto-teeth 180 MEMRA_DECODE_SPLITS=auto \
+    --filter attention --teeth
+  kcheck kernel-check-attention-splits-auto-separate 180 MEMRA_DECODE_SPLITS=auto \
+    MEMRA_DECODE_SHARED_ROWS=0 --filter attention
+  for f in "${forms[@]}"; do
+    # shellcheck disable=SC2046  # the variables split at their commas
+    step "kernel-bench-attention-${f%%:*}" 180 env $(tr , ' ' <<<"${f#*:}") \
+      "$BIN/memra-kernel-bench" --attention \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  for f in off:MEMRA_X_ROWS=0,MEMRA_PROLOGUE_FOUR=0 rows:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=0 \
-    default:MEMRA_X_ROWS=1,MEMRA_PROLOGUE_FOUR=1; do
-    bench_with "$q8b" "${f%%:*}" "${f#*:}" -p 512 -n 16 -c 1
-  done
-  for f in off:MEMRA_X_ROWS=0 default:MEMRA_X_ROWS=1; do
-    bench_with "$(synth qwen3-8b bf16)" "${f%%:*}" "${f#*:}" -p 512,2048 -n 16 -c 1
-  done
-  for f in one-lane:MEMRA_PROLOGUE_FOUR=0 default:MEMRA_PROLOGUE_FOUR=1; do
-    bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "${f%%:*}" "${f#*:}" -n 128 -c 1
+  for round in 1 2; do
+    for f in "${forms[@]}"; do
+      bench_with "$q8b" "decode-${f%%:*}-$round" "${f#*:}" -p 512 -n 64 -c 8,64 -d 0,16384
+    done
   done
 fi
 if [ "$MODE" = bins ]; then

@@ -121,6 +121,28 @@ SharedRows shared_rows_mode() {
   return mode;
 }
 
+// MEMRA_DECODE_GRID: the order the decode kernel's blocks are dispatched in. unset or splits, a
+// token's splits of one kv head in turn (x = token, y = split, z = kv head); heads, a slot's kv
+// heads in turn (x = kv head, y = token, z = split). The cache is slot-major (a slot's n_kv_heads
+// x D values contiguous), so a block reads 2 * D bytes of every n_kv_heads * 2 * D: in the first
+// order the blocks running at once read a few heads' pieces of every slot of a long context, in
+// the second a slot's whole row is read by neighbouring blocks (the forty-second round's A/B,
+// docs/PERFORMANCE.md). The same blocks either way: the same bits.
+bool decode_heads_first() {
+  static const bool heads = env_choice("MEMRA_DECODE_GRID", {"splits", "heads"}, 0) == 1;
+  return heads;
+}
+
+// MEMRA_DECODE_SPLITS: the decode kernel's splits a block. unset or 1, one (the grid is every
+// token x split x kv head); auto, as many as bring the grid to one wave of the form's blocks an
+// SM (1 x 16,384 keys at head_dim 128: 4 splits a block, 128 blocks of one an SM), each block
+// copying its next split under the current one's arithmetic (the forty-second round's A/B,
+// docs/PERFORMANCE.md). The same partials either way: the same bits.
+bool decode_splits_auto() {
+  static const bool on = env_choice("MEMRA_DECODE_SPLITS", {"1", "auto"}, 0) == 1;
+  return on;
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   detail::check_cuda(status, "attention", what);
 }
@@ -174,13 +196,27 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 template <int D, typename CT, bool kShared>
 bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
   using DC = detail::DecodeConfig<D, CT, kShared>;
-  const auto kernel = detail::decode_attention_kernel<D, CT, kShared>;
   if (DC::kBytes > lim.smem_optin) return false;
-  static std::atomic<uint64_t> smem_set{0};
-  detail::allow_smem_once(kernel, DC::kBytes, smem_set);
-  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_splits),
-                  static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
-  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, p);
+  AttnParams q = p;
+  const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
+  const int64_t blocks = int64_t{p.n_tokens} * p.n_splits * heads;
+  const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
+  q.decode_splits = 1;
+  if (decode_splits_auto() && blocks > wave)
+    q.decode_splits =
+        static_cast<int32_t>(std::min<int64_t>(p.n_splits, (blocks + wave - 1) / wave));
+  const int64_t groups = (p.n_splits + q.decode_splits - 1) / q.decode_splits;
+  // (y takes at most 65,535 blocks: a step of more one-query tokens keeps the first order.)
+  q.decode_heads_first = decode_heads_first() && p.n_tokens <= 65535;
+  const auto x = static_cast<unsigned>(q.decode_heads_first ? heads : p.n_tokens);
+  const auto y = static_cast<unsigned>(q.decode_heads_first ? p.n_tokens : groups);
+  const auto z = static_cast<unsigned>(q.decode_heads_first ? groups : heads);
+  const dim3 grid(x, y, z);
+  const auto kernel = q.decode_splits > 1 ? detail::decode_attention_kernel<D, CT, kShared, true>
+                                          : detail::decode_attention_kernel<D, CT, kShared, false>;
+  static std::atomic<uint64_t> smem_set[2] = {};
+  detail::allow_smem_once(kernel, DC::kBytes, smem_set[q.decode_splits > 1]);
+  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
   launch_combine<D>(p, stream);
   return true;
 }

@@ -1,7 +1,8 @@
 // The one-query decode kernel of the tensor-core arithmetic (private to attention.cu): a block
-// takes one query token, one split of kAttentionSplit keys and up to kMaxGroup of a kv head's
-// query heads, the split plan's block (attention_kernel.cuh's one-query blocks), but stages the
-// split's K and V in shared memory at once and runs the split as straight-line code.
+// takes one query token, one split of kAttentionSplit keys (or a run of splits, one after
+// another: p.decode_splits) and up to kMaxGroup of a kv head's query heads, the split plan's
+// block (attention_kernel.cuh's one-query blocks), but stages the split's K and V in shared
+// memory at once and runs the split as straight-line code.
 //
 // Why. At short contexts a decode step's attention is one split a block, and the generic kernel
 // spends it on bookkeeping: Nsight at one sequence of ~576 keys (8B, eighteenth round) had 16.2 us
@@ -18,6 +19,13 @@
 // an f16 cache. At head_dim 256 K and V together would not fit: V's copies start into K's rows
 // once the scores have read them, and land while the softmax runs. Grids of more blocks than SMs
 // take that form at every head_dim, two blocks an SM (DecodeConfig's kShared).
+//
+// A run of splits (long contexts, many sequences: grids of several waves). A one-split block's
+// phases are serial (K, scores, softmax, V, values), so its SM's loads stop while it computes,
+// and at 16,384 keys the kernel reads the cache at ~1.5 TB/s (twenty-fifth round). A block that
+// takes several splits copies the next split's K while this split's softmax and values run
+// (with V's own rows; in K's rows, behind the values), each split's arithmetic and partial as a
+// block of its own would make them.
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
@@ -93,22 +101,36 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// grid: x = query token, y = split, z = kv head * n_chunks + chunk (attention_kernel's, the split
-// plan, select 0). The host launches it for power-of-two block sizes only (bs_shift >= 0).
-template <int D, typename CT, bool kShared>
+// grid: x = query token, y = split group, z = kv head * n_chunks + chunk (attention_kernel's, the
+// split plan, select 0), or with p.decode_heads_first x = kv head * n_chunks + chunk, y = query
+// token, z = split group (the same blocks, dispatched in another order). A block takes the
+// p.decode_splits splits of its group that hold keys of its token, one after another, each as a
+// block of one split would (the same partials, the same bits): the next split's K (or, with V in
+// K's rows, its K behind this split's values) is copied while this split's softmax and values
+// run. kRun: the form for runs of splits (p.decode_splits > 1); without it the block takes one
+// split, in straight-line code.
+// The host launches it for power-of-two block sizes only (bs_shift >= 0).
+template <int D, typename CT, bool kShared, bool kRun>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const int t = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
-  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
-  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
+  const bool hf = p.decode_heads_first;
+  const int t = static_cast<int>(hf ? blockIdx.y : blockIdx.x);
+  const int group = static_cast<int>(hf ? blockIdx.z : blockIdx.y);
+  const int head_chunk = static_cast<int>(hf ? blockIdx.x : blockIdx.z);
+  const int kv_head = head_chunk / p.n_chunks;
+  const int chunk = head_chunk % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const KeyRange range = key_range(p.positions[t], p.window);
-  if (s < range.first || s > range.last) return;  // no key of this split: nothing is read
+  // This block's splits with keys of the token: [s_first, s_last].
+  const int splits = kRun ? p.decode_splits : 1;
+  const int s_first = max(group * splits, range.first);
+  const int s_last = min(group * splits + splits - 1, range.last);
+  if (s_first > s_last) return;  // no key of these splits: nothing is read
 
   Run run;
   run.tb = t;
@@ -121,35 +143,63 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   run.lo = range.lo;
   run.hi = range.pos + 1;
   run.chunk_shift = C::kChunkShift;
-  run.s_begin = s;
-  run.s_end = s + 1;
+  run.s_begin = s_first;
+  run.s_end = s_last + 1;
   run.table = p.block_tables + int64_t{run.seq} * p.max_blocks;
 
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
-  const int sbase = s * kSplit, c0 = max(sbase, run.lo), c1 = min(sbase + kSplit, run.hi);
+  // Split s's keys with keys of the token: [c0, c1) of [s * kSplit, + kSplit).
+  const auto split_keys = [&](int s) {
+    return SplitKeys<D, CT>(p, run.table, kv_head, s * kSplit, max(s * kSplit, run.lo),
+                            min(s * kSplit + kSplit, run.hi));
+  };
   // K, then V behind it where V has rows of its own (else after the scores).
-  const SplitKeys<D, CT> keys(p, run.table, kv_head, sbase, c0, c1);
+  SplitKeys<D, CT> keys = split_keys(s_first);
   copy_phase(keys, p.k, false, kb);
   if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
-  const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
-  cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
-  __syncthreads();                        // everyone's; q and the row's range published
-  for (int ci = ci0; ci <= ci1; ++ci)
-    mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
-  __syncthreads();  // the split's scores (and K's rows are free)
-  if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
-  mma_split_softmax<D, CT, false>(run, s, sm);
-  cp_async_wait(0);  // this thread's V copies
-  __syncthreads();   // everyone's; p published
-  float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-  zero_tiles<C>(acc, O);
-  for (int ci = ci0; ci <= ci1; ++ci)
-    mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
-  mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+  // Split s, its next split's copies issued under it where `next`. Commit groups in flight at its
+  // start: K(s), then V(s) where V has rows of its own.
+  const auto split = [&](int s, bool next) {
+    const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
+    cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
+    __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
+    for (int ci = ci0; ci <= ci1; ++ci)
+      mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
+    __syncthreads();  // the split's scores (and K's rows are free)
+    if constexpr (!DC::kSeparateV) {
+      copy_phase(keys, p.v, true, vb);
+    } else if (next) {  // the next split's K into the rows the scores have read
+      keys = split_keys(s + 1);
+      copy_phase(keys, p.k, false, kb);
+    }
+    mma_split_softmax<D, CT, false>(run, s, sm);
+    cp_async_wait(DC::kSeparateV && next ? 1 : 0);  // this thread's V copies (not K(s + 1))
+    __syncthreads();                                // everyone's; p published
+    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+    zero_tiles<C>(acc, O);
+    for (int ci = ci0; ci <= ci1; ++ci)
+      mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if (next) {
+      __syncthreads();  // V's rows, the scores' rows and the statistics are free
+      if constexpr (DC::kSeparateV) {
+        copy_phase(keys, p.v, true, vb);
+      } else {
+        keys = split_keys(s + 1);
+        copy_phase(keys, p.k, false, kb);
+      }
+    }
+  };
+  // (Without kRun, straight-line code: a loop of one split held ~5-35 more registers a thread.)
+  if constexpr (kRun) {
+    for (int s = s_first; s <= s_last; ++s) split(s, s < s_last);
+  } else {
+    split(s_first, false);
+  }
 }
 
 }  // namespace memra::kernels::detail

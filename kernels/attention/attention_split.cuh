@@ -74,6 +74,14 @@ struct AttnParams {
   // tokens never wait in a tile behind other sequences' runs.
   int32_t select;
   bool one_pass;
+  // The decode kernel's grid (attention_decode.cuh): false, x = token, y = split, z = kv head
+  // chunk; true, x = kv head chunk, y = token, z = split, so that a cache slot's kv heads (one
+  // contiguous row of n_kv_heads * D) are read by neighbouring blocks.
+  bool decode_heads_first;
+  // The decode kernel's splits a block (>= 1): a block takes splits [g * n, g * n + n) of its
+  // token and kv head (g: the grid's split-group index), the next split's copies in flight
+  // under the current one's arithmetic.
+  int32_t decode_splits;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
