@@ -134,10 +134,13 @@ bool decode_heads_first() {
 }
 
 // MEMRA_DECODE_SPLITS: the decode kernel's splits a block. unset or 1, one (the grid is every
-// token x split x kv head); auto, as many as bring the grid to one wave of the form's blocks an
-// SM (1 x 16,384 keys at head_dim 128: 4 splits a block, 128 blocks of one an SM), each block
-// copying its next split under the current one's arithmetic (the forty-second round's A/B,
-// docs/PERFORMANCE.md). The same partials either way: the same bits.
+// token x split x kv head); auto, where that grid is more than one wave of the form's blocks an
+// SM, a run of splits a block: the grid's split groups a token are as many as make one wave (at
+// least one), and each token's splits are shared out among them, so that a 16,384-key context
+// (65 splits) under a 32,768-key graph bucket is 33 runs of 1-2 splits a kv head with V in K's
+// rows (two blocks an SM), 16 of 4-5 with its own rows, each block copying its next split under
+// the current one's arithmetic (the forty-second round's A/B, docs/PERFORMANCE.md). The same
+// partials either way: the same bits.
 bool decode_splits_auto() {
   static const bool on = env_choice("MEMRA_DECODE_SPLITS", {"1", "auto"}, 0) == 1;
   return on;
@@ -199,23 +202,23 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   if (DC::kBytes > lim.smem_optin) return false;
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
-  const int64_t blocks = int64_t{p.n_tokens} * p.n_splits * heads;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
-  q.decode_splits = 1;
-  if (decode_splits_auto() && blocks > wave)
-    q.decode_splits =
-        static_cast<int32_t>(std::min<int64_t>(p.n_splits, (blocks + wave - 1) / wave));
-  const int64_t groups = (p.n_splits + q.decode_splits - 1) / q.decode_splits;
+  const int64_t groups =
+      decode_splits_auto()
+          ? std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits)
+          : p.n_splits;
+  const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
+  q.decode_groups = static_cast<int32_t>(groups);
   // (y takes at most 65,535 blocks: a step of more one-query tokens keeps the first order.)
   q.decode_heads_first = decode_heads_first() && p.n_tokens <= 65535;
   const auto x = static_cast<unsigned>(q.decode_heads_first ? heads : p.n_tokens);
   const auto y = static_cast<unsigned>(q.decode_heads_first ? p.n_tokens : groups);
   const auto z = static_cast<unsigned>(q.decode_heads_first ? groups : heads);
   const dim3 grid(x, y, z);
-  const auto kernel = q.decode_splits > 1 ? detail::decode_attention_kernel<D, CT, kShared, true>
-                                          : detail::decode_attention_kernel<D, CT, kShared, false>;
+  const auto kernel = runs ? detail::decode_attention_kernel<D, CT, kShared, true>
+                           : detail::decode_attention_kernel<D, CT, kShared, false>;
   static std::atomic<uint64_t> smem_set[2] = {};
-  detail::allow_smem_once(kernel, DC::kBytes, smem_set[q.decode_splits > 1]);
+  detail::allow_smem_once(kernel, DC::kBytes, smem_set[runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
   launch_combine<D>(p, stream);
   return true;

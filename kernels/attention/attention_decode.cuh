@@ -1,6 +1,6 @@
 // The one-query decode kernel of the tensor-core arithmetic (private to attention.cu): a block
 // takes one query token, one split of kAttentionSplit keys (or a run of splits, one after
-// another: p.decode_splits) and up to kMaxGroup of a kv head's query heads, the split plan's
+// another: p.decode_groups) and up to kMaxGroup of a kv head's query heads, the split plan's
 // block (attention_kernel.cuh's one-query blocks), but stages the split's K and V in shared
 // memory at once and runs the split as straight-line code.
 //
@@ -101,14 +101,13 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// grid: x = query token, y = split group, z = kv head * n_chunks + chunk (attention_kernel's, the
-// split plan, select 0), or with p.decode_heads_first x = kv head * n_chunks + chunk, y = query
-// token, z = split group (the same blocks, dispatched in another order). A block takes the
-// p.decode_splits splits of its group that hold keys of its token, one after another, each as a
-// block of one split would (the same partials, the same bits): the next split's K (or, with V in
-// K's rows, its K behind this split's values) is copied while this split's softmax and values
-// run. kRun: the form for runs of splits (p.decode_splits > 1); without it the block takes one
-// split, in straight-line code.
+// grid: x = query token, y = split (kRun: split group), z = kv head * n_chunks + chunk
+// (attention_kernel's, the split plan, select 0), or with p.decode_heads_first x = kv head *
+// n_chunks + chunk, y = query token, z = split or group (the same blocks, dispatched in another
+// order). kRun: a block takes its group's run of its token's splits (AttnParams::decode_groups),
+// one after another, each as a block of one split would (the same partials, the same bits): the
+// next split's K (or, with V in K's rows, its K behind this split's values) is copied while this
+// split's softmax and values run. Without kRun a block takes one split, in straight-line code.
 // The host launches it for power-of-two block sizes only (bs_shift >= 0).
 template <int D, typename CT, bool kShared, bool kRun>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
@@ -126,11 +125,15 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const int h0 = kv_head * p.group + chunk * p.hpb;
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const KeyRange range = key_range(p.positions[t], p.window);
-  // This block's splits with keys of the token: [s_first, s_last].
-  const int splits = kRun ? p.decode_splits : 1;
-  const int s_first = max(group * splits, range.first);
-  const int s_last = min(group * splits + splits - 1, range.last);
-  if (s_first > s_last) return;  // no key of these splits: nothing is read
+  // This block's splits [s_first, s_last]: split `group`, or (kRun) the group's share of the
+  // token's live splits, shared out as evenly as whole splits allow.
+  int s_first = group, s_last = group;
+  if constexpr (kRun) {
+    const int64_t live = range.last - range.first + 1, groups = p.decode_groups;
+    s_first = range.first + static_cast<int>(group * live / groups);
+    s_last = range.first + static_cast<int>((group + 1) * live / groups) - 1;
+  }
+  if (s_first < range.first || s_first > s_last || s_last > range.last) return;  // none: no reads
 
   Run run;
   run.tb = t;

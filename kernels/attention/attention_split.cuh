@@ -78,10 +78,12 @@ struct AttnParams {
   // chunk; true, x = kv head chunk, y = token, z = split, so that a cache slot's kv heads (one
   // contiguous row of n_kv_heads * D) are read by neighbouring blocks.
   bool decode_heads_first;
-  // The decode kernel's splits a block (>= 1): a block takes splits [g * n, g * n + n) of its
-  // token and kv head (g: the grid's split-group index), the next split's copies in flight
-  // under the current one's arithmetic.
-  int32_t decode_splits;
+  // The decode kernel's run form (kRun): its grid's split groups a token and kv head (G, 1 to
+  // n_splits). Group g of a token whose keys span n splits from `first` takes splits [first + g n
+  // / G, first + (g + 1) n / G), one after another, the next split's copies in flight under the
+  // current one's arithmetic: the grouping follows each token's own context, not the grid's
+  // capacity (a CUDA graph's grid is sized for the context bucket it was captured for).
+  int32_t decode_groups;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
