@@ -19,7 +19,7 @@
 //   scores: each accumulator's chain over the dims in 16-dim steps, each step the terms of q from
 //           the smallest, then * scale (and softcap) with explicit rounding (no contraction into
 //           the next subtraction: the mma kernel stores s to shared memory between the two);
-//   m, p:   m = max over the row's keys of the split, p = expf(s - m) or 0 outside its keys;
+//   m, p:   m = max over the row's keys of the split, p = score_exp(s - m) or 0 outside its keys;
 //   l:      lane L's sum in the mma kernel is the keys 64 c + 2 L, 64 c + 2 L + 1 (c = 0..3, in
 //   that
 //           order), then a xor tree over L (16, 8, 4, 2, 1). Key pair 2 L of a 64-key block is
@@ -167,10 +167,10 @@ __device__ __forceinline__ void flash_split_softmax(
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int n = 8 * c + i;
-          // expf of every score, then the select: no branch around each one (a score outside
-          // the row's keys may be anything; its expf is dropped).
+          // e^x of every score, then the select: no branch around each one (a score outside
+          // the row's keys may be anything; its weight is dropped).
           float& v = s_reg[n][2 * h + e];
-          const float ev = expf(__fsub_rn(v, m));
+          const float ev = score_exp(__fsub_rn(v, m));
           v = in(n, e) ? ev : 0.0f;
           lane_sum[i] = __fadd_rn(lane_sum[i], v);
         }
