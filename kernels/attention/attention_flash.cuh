@@ -19,7 +19,8 @@
 //   scores: each accumulator's chain over the dims in 16-dim steps, each step the terms of q from
 //           the smallest, then * scale (and softcap) with explicit rounding (no contraction into
 //           the next subtraction: the mma kernel stores s to shared memory between the two);
-//   m, p:   m = max over the row's keys of the split, p = score_exp(s - m) or 0 outside its keys;
+//   m, p:   m = max over the row's keys of the split, p = score_exp(s - m) or 0 outside its keys
+//           (the scores outside made -inf first: e^-inf is that +0);
 //   l:      lane L's sum in the mma kernel is the keys 64 c + 2 L, 64 c + 2 L + 1 (c = 0..3, in
 //   that
 //           order), then a xor tree over L (16, 8, 4, 2, 1). Key pair 2 L of a 64-key block is
@@ -148,12 +149,19 @@ __device__ __forceinline__ void flash_split_softmax(
     flash_row_keys(rows, h, s, kb, ke);
     const int lo = kb - s * kSplit - 2 * t, hi = ke - s * kSplit - 2 * t;
     const auto in = [&](int n, int e) { return 8 * n + e >= lo && 8 * n + e < hi; };
+    // The scores outside the row's keys become -inf here, once: they never win the maximum, and
+    // their weight below is e^-inf = +0 exactly, the 0 a select would give them (a row with no
+    // key in the split gets NaN weights instead, which only its own accumulators see, and
+    // flash_split_finish skips such a row).
     float m = -INFINITY;
 #pragma unroll
     for (int n = 0; n < C::kNTilesSplit; ++n)
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
-        if (in(n, e)) m = fmaxf(m, s_reg[n][2 * h + e]);
+      for (int e = 0; e < 2; ++e) {
+        float& v = s_reg[n][2 * h + e];
+        v = in(n, e) ? v : -INFINITY;
+        m = fmaxf(m, v);
+      }
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
     // Lane sums: index i (0..7) is n-tile i of each 64-key block.
@@ -167,11 +175,8 @@ __device__ __forceinline__ void flash_split_softmax(
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int n = 8 * c + i;
-          // e^x of every score, then the select: no branch around each one (a score outside
-          // the row's keys may be anything; its weight is dropped).
           float& v = s_reg[n][2 * h + e];
-          const float ev = score_exp(__fsub_rn(v, m));
-          v = in(n, e) ? ev : 0.0f;
+          v = score_exp(__fsub_rn(v, m));
           lane_sum[i] = __fadd_rn(lane_sum[i], v);
         }
     float l4[4], l2[2];
