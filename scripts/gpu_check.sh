@@ -23,12 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-second round's A/B: decode attention's blocks a slot's kv heads in turn
-#               (MEMRA_DECODE_GRID=heads) and several splits a block (MEMRA_DECODE_SPLITS=auto,
-#               with V in K's rows and with its own, MEMRA_DECODE_SHARED_ROWS=0) against the
-#               default: kernel-check's attention cases with each + teeth, the attention
-#               micro-benchmark, 8B Q4_K_M decode at 0 and 16,384 tokens of context and at 8 and
-#               64 sequences, each form twice, alternated (~8 min; not part of full)
+#     ab        the forty-second round's A/B, reproducible: decode attention's runs of splits in the
+#               two-blocks form (the default) against a split a block (MEMRA_DECODE_SPLITS=1):
+#               kernel-check's attention cases with a split a block + teeth, 8B Q4_K_M decode at 0
+#               and 16,384 tokens of context and at 8 and 64 sequences, each way twice,
+#               alternated, the attention micro-benchmark each way (~4 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -390,21 +389,15 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-second round's A/B, two decode attention kernel forms, each the same blocks' or
-  # splits' arithmetic (the same bits) against the default: a slot's kv heads dispatched in turn
-  # (MEMRA_DECODE_GRID=heads) and several splits a block, the next one's copies under the current
-  # one's arithmetic (MEMRA_DECODE_SPLITS=auto, with V in K's rows as the defaults choose and with
-  # V's own rows, MEMRA_DECODE_SHARED_ROWS=0). kernel-check's attention cases with each (+ teeth),
-  # the attention micro-benchmark with each, then 8B Q4_K_M at 0 and 16,384 tokens of context and
-  # at 8 and 64 sequences with each, twice, alternated.
-  forms=(default:MEMRA_DECODE_GRID=splits heads:MEMRA_DECODE_GRID=heads
-    auto:MEMRA_DECODE_SPLITS=auto auto-separate:MEMRA_DECODE_SPLITS=auto,MEMRA_DECODE_SHARED_ROWS=0)
-  kcheck kernel-check-attention-heads-first 180 MEMRA_DECODE_GRID=heads --filter attention
-  kcheck kernel-check-attention-splits-auto 180 MEMRA_DECODE_SPLITS=auto --filter attention
-  kcheck kernel-check-attention-splits-auto-teeth 180 MEMRA_DECODE_SPLITS=auto \
+  # The forty-second round's decision, reproducible: decode attention's runs of splits in the
+  # two-blocks form (the default since) against a split a block (MEMRA_DECODE_SPLITS=1). The same
+  # partials either way: kernel-check's attention cases with a split a block + teeth (the
+  # defaults' run in quick), then 8B Q4_K_M at 0 and 16,384 tokens of context and at 8 and 64
+  # sequences each way, twice, alternated, and the attention micro-benchmark each way between.
+  forms=(runs:MEMRA_DECODE_SPLITS=auto split:MEMRA_DECODE_SPLITS=1)
+  kcheck kernel-check-attention-split-a-block 180 MEMRA_DECODE_SPLITS=1 --filter attention
+  kcheck kernel-check-attention-split-a-block-teeth 180 MEMRA_DECODE_SPLITS=1 \
     --filter attention --teeth
-  kcheck kernel-check-attention-splits-auto-separate 180 MEMRA_DECODE_SPLITS=auto \
-    MEMRA_DECODE_SHARED_ROWS=0 --filter attention
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in 1 2; do
     for f in "${forms[@]}"; do
@@ -412,10 +405,8 @@ if [ "$MODE" = ab ]; then
     done
     [ $round = 2 ] && break
     for f in "${forms[@]}"; do  # (between the two rounds: a run cut short keeps the first)
-      # shellcheck disable=SC2046  # the variables split at their commas
-      step "kernel-bench-attention-${f%%:*}" 180 env $(tr , ' ' <<<"${f#*:}") \
-        "$BIN/memra-kernel-bench" --attention \
-        --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+      step "kernel-bench-attention-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" \
+        --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
     done
   done
 fi

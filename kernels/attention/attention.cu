@@ -121,28 +121,17 @@ SharedRows shared_rows_mode() {
   return mode;
 }
 
-// MEMRA_DECODE_GRID: the order the decode kernel's blocks are dispatched in. unset or splits, a
-// token's splits of one kv head in turn (x = token, y = split, z = kv head); heads, a slot's kv
-// heads in turn (x = kv head, y = token, z = split). The cache is slot-major (a slot's n_kv_heads
-// x D values contiguous), so a block reads 2 * D bytes of every n_kv_heads * 2 * D: in the first
-// order the blocks running at once read a few heads' pieces of every slot of a long context, in
-// the second a slot's whole row is read by neighbouring blocks (the forty-second round's A/B,
-// docs/PERFORMANCE.md). The same blocks either way: the same bits.
-bool decode_heads_first() {
-  static const bool heads = env_choice("MEMRA_DECODE_GRID", {"splits", "heads"}, 0) == 1;
-  return heads;
-}
-
-// MEMRA_DECODE_SPLITS: the decode kernel's splits a block. unset or 1, one (the grid is every
-// token x split x kv head); auto, where that grid is more than one wave of the form's blocks an
-// SM, a run of splits a block: the grid's split groups a token are as many as make one wave (at
-// least one), and each token's splits are shared out among them, so that a 16,384-key context
-// (65 splits) under a 32,768-key graph bucket is 33 runs of 1-2 splits a kv head with V in K's
-// rows (two blocks an SM), 16 of 4-5 with its own rows, each block copying its next split under
-// the current one's arithmetic (the forty-second round's A/B, docs/PERFORMANCE.md). The same
-// partials either way: the same bits.
-bool decode_splits_auto() {
-  static const bool on = env_choice("MEMRA_DECODE_SPLITS", {"1", "auto"}, 0) == 1;
+// MEMRA_DECODE_SPLITS: the decode kernel's splits a block in its two-blocks form (kShared). unset
+// or auto, where a split a block would be more than one wave (two blocks an SM), a run of splits
+// a block: the grid's split groups a token are as many as make one wave (at least one), and each
+// token's live splits are shared out among them (AttnParams::decode_groups); 1, a split a block
+// on every grid (the A/B). Measured on the H200 (docs/PERFORMANCE.md, forty-second round):
+// attention 64 x 4,096 keys 451.5 -> 429.8 us, 8B Q4_K_M at 16,384 tokens 236.3 -> 238.4 tok/s and
+// at 64 sequences 4,719 -> 4,776; the form with V's own rows (one block an SM) grouped the same way
+// was slower (16,384 keys 43.7 -> 60.0 us), so it always takes a split a block. The same partials
+// either way: the same bits.
+bool decode_runs_enabled() {
+  static const bool on = env_choice("MEMRA_DECODE_SPLITS", {"1", "auto"}, 1) == 1;
   return on;
 }
 
@@ -204,19 +193,16 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
   const int64_t groups =
-      decode_splits_auto()
+      kShared && decode_runs_enabled()
           ? std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits)
           : p.n_splits;
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
   q.decode_groups = static_cast<int32_t>(groups);
-  // (y takes at most 65,535 blocks: a step of more one-query tokens keeps the first order.)
-  q.decode_heads_first = decode_heads_first() && p.n_tokens <= 65535;
-  const auto x = static_cast<unsigned>(q.decode_heads_first ? heads : p.n_tokens);
-  const auto y = static_cast<unsigned>(q.decode_heads_first ? p.n_tokens : groups);
-  const auto z = static_cast<unsigned>(q.decode_heads_first ? groups : heads);
-  const dim3 grid(x, y, z);
-  const auto kernel = runs ? detail::decode_attention_kernel<D, CT, kShared, true>
-                           : detail::decode_attention_kernel<D, CT, kShared, false>;
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(groups),
+                  static_cast<unsigned>(heads));
+  auto kernel = detail::decode_attention_kernel<D, CT, kShared, false>;
+  if constexpr (kShared)
+    if (runs) kernel = detail::decode_attention_kernel<D, CT, kShared, true>;
   static std::atomic<uint64_t> smem_set[2] = {};
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);

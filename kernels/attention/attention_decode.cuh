@@ -20,12 +20,11 @@
 // once the scores have read them, and land while the softmax runs. Grids of more blocks than SMs
 // take that form at every head_dim, two blocks an SM (DecodeConfig's kShared).
 //
-// A run of splits (long contexts, many sequences: grids of several waves). A one-split block's
-// phases are serial (K, scores, softmax, V, values), so its SM's loads stop while it computes,
-// and at 16,384 keys the kernel reads the cache at ~1.5 TB/s (twenty-fifth round). A block that
-// takes several splits copies the next split's K while this split's softmax and values run
-// (with V's own rows; in K's rows, behind the values), each split's arithmetic and partial as a
-// block of its own would make them.
+// A run of splits (long contexts, many sequences: grids of several waves, the two-blocks form):
+// a block takes several splits of its token one after another, the next split's K copied into
+// K's rows once this split's values have read them, each split's arithmetic and partial as a
+// block of its own would make them. The grid is then one wave, and the blocks' starts (q's
+// terms, the key ranges) and the empty blocks of a graph bucket's splits are not paid for.
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
@@ -102,24 +101,23 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
 }
 
 // grid: x = query token, y = split (kRun: split group), z = kv head * n_chunks + chunk
-// (attention_kernel's, the split plan, select 0), or with p.decode_heads_first x = kv head *
-// n_chunks + chunk, y = query token, z = split or group (the same blocks, dispatched in another
-// order). kRun: a block takes its group's run of its token's splits (AttnParams::decode_groups),
-// one after another, each as a block of one split would (the same partials, the same bits): the
-// next split's K (or, with V in K's rows, its K behind this split's values) is copied while this
-// split's softmax and values run. Without kRun a block takes one split, in straight-line code.
-// The host launches it for power-of-two block sizes only (bs_shift >= 0).
+// (attention_kernel's, the split plan, select 0). kRun: a block takes its group's run of its
+// token's splits (AttnParams::decode_groups), one after another, each as a block of one split
+// would (the same partials, the same bits), the next split's K copied in V's place in K's rows
+// (kShared) once this split's values have read them. Without kRun a block takes one split, in
+// straight-line code. The host launches it for power-of-two block sizes only (bs_shift >= 0).
 template <int D, typename CT, bool kShared, bool kRun>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
+  // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
+  // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
+  static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const bool hf = p.decode_heads_first;
-  const int t = static_cast<int>(hf ? blockIdx.y : blockIdx.x);
-  const int group = static_cast<int>(hf ? blockIdx.z : blockIdx.y);
-  const int head_chunk = static_cast<int>(hf ? blockIdx.x : blockIdx.z);
+  const int t = static_cast<int>(blockIdx.x), group = static_cast<int>(blockIdx.y);
+  const int head_chunk = static_cast<int>(blockIdx.z);
   const int kv_head = head_chunk / p.n_chunks;
   const int chunk = head_chunk % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;
@@ -164,7 +162,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
-  // Split s, its next split's copies issued under it where `next`. Commit groups in flight at its
+  // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
     const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
@@ -173,28 +171,19 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     for (int ci = ci0; ci <= ci1; ++ci)
       mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     __syncthreads();  // the split's scores (and K's rows are free)
-    if constexpr (!DC::kSeparateV) {
-      copy_phase(keys, p.v, true, vb);
-    } else if (next) {  // the next split's K into the rows the scores have read
-      keys = split_keys(s + 1);
-      copy_phase(keys, p.k, false, kb);
-    }
+    if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
-    cp_async_wait(DC::kSeparateV && next ? 1 : 0);  // this thread's V copies (not K(s + 1))
-    __syncthreads();                                // everyone's; p published
+    cp_async_wait(0);  // this thread's V copies
+    __syncthreads();   // everyone's; p published
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
     for (int ci = ci0; ci <= ci1; ++ci)
       mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
-      __syncthreads();  // V's rows, the scores' rows and the statistics are free
-      if constexpr (DC::kSeparateV) {
-        copy_phase(keys, p.v, true, vb);
-      } else {
-        keys = split_keys(s + 1);
-        copy_phase(keys, p.k, false, kb);
-      }
+      __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
+      keys = split_keys(s + 1);
+      copy_phase(keys, p.k, false, kb);
     }
   };
   // (Without kRun, straight-line code: a loop of one split held ~5-35 more registers a thread.)

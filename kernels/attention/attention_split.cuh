@@ -74,10 +74,6 @@ struct AttnParams {
   // tokens never wait in a tile behind other sequences' runs.
   int32_t select;
   bool one_pass;
-  // The decode kernel's grid (attention_decode.cuh): false, x = token, y = split, z = kv head
-  // chunk; true, x = kv head chunk, y = token, z = split, so that a cache slot's kv heads (one
-  // contiguous row of n_kv_heads * D) are read by neighbouring blocks.
-  bool decode_heads_first;
   // The decode kernel's run form (kRun): its grid's split groups a token and kv head (G, 1 to
   // n_splits). Group g of a token whose keys span n splits from `first` takes splits [first + g n
   // / G, first + (g + 1) n / G), one after another, the next split's copies in flight under the

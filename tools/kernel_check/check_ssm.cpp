@@ -8,7 +8,7 @@
 // and every gated_delta_rule kernel (token, chunk1..8) gives the token kernel's bits.
 // --teeth: the GPU starts from a perturbed state, or gets the conv taps reversed, or a and b
 // swapped, or a wrong eps, or a negated gate, or one input of the batched sequence 0.1% off, or
-// the chunk kernels' last a gate 0.1% off.
+// the chunk kernels' last a gate 0.01 off.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -222,7 +222,7 @@ void check_delta(Context& ctx, const DeltaNetParams& p, const std::vector<Seq>& 
 
 // Every kernel choice (token, chunk1..8) on the same step, inputs and state: outputs and final
 // state bit-identical to the token kernel's (the one the chunk kernels replaced for prefill).
-// teeth: the chunk kernels get the last token's a gate 0.1% off (a later chunk's gates when the
+// teeth: the chunk kernels get the last token's a gate 0.01 off (a later chunk's gates when the
 // last sequence is long).
 void check_delta_kernels(Context& ctx, const DeltaNetParams& p, const std::vector<Seq>& seqs) {
   using kernels::DeltaRuleKernel;
@@ -234,7 +234,10 @@ void check_delta_kernels(Context& ctx, const DeltaNetParams& p, const std::vecto
       run_delta(ctx, step, p, in, ref_state, false, DeltaRuleKernel::token);
   const std::vector<float> ref_st = ref_state.download(ctx);
   DeltaInputs changed = in;
-  if (ctx.teeth()) changed.a.back() *= 1.001f;
+  // (An absolute change: a relative one vanishes for an a near zero, which a random draw from
+  // [-2, 2] gives now and then: 0.1% of it left every bit as it was in one run of the forty-second
+  // round.)
+  if (ctx.teeth()) changed.a.back() += 0.01f;
   double mismatches = 0.0;
   for (DeltaRuleKernel k : {DeltaRuleKernel::chunk1, DeltaRuleKernel::chunk2,
                             DeltaRuleKernel::chunk4, DeltaRuleKernel::chunk8}) {
@@ -245,7 +248,7 @@ void check_delta_kernels(Context& ctx, const DeltaNetParams& p, const std::vecto
   ctx.add({"gated_delta_rule kernels",
            shape_str({p.n_k_heads, p.n_v_heads, p.k_dim, p.v_dim}) + " " + seqs_str(seqs) +
                " chunk1,2,4,8 vs token",
-           "f32", "bits", mismatches, 0.0, ctx.teeth() ? "last token's a gate 0.1% off" : ""});
+           "f32", "bits", mismatches, 0.0, ctx.teeth() ? "last token's a gate 0.01 off" : ""});
 }
 
 // The rows [first, first + count) of a [rows x width] array.
