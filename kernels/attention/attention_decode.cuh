@@ -117,9 +117,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
   const int t = static_cast<int>(blockIdx.x), group = static_cast<int>(blockIdx.y);
-  const int head_chunk = static_cast<int>(blockIdx.z);
-  const int kv_head = head_chunk / p.n_chunks;
-  const int chunk = head_chunk % p.n_chunks;
+  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
+  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const KeyRange range = key_range(p.positions[t], p.window);
