@@ -36,10 +36,9 @@
 #               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
 #               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
 #               of full)
-#     stalls    Nsight Compute's limits and stall reasons of the kernels this round works on: the
-#               cluster decode kernel at 32 sequences, one-query decode attention at 1 and 64
-#               sequences (8B Q4_K_M), memra-kernel-bench --attention, the BF16 and Q4_K wgmma
-#               prefill kernels on the 8B gate shape (~5 min; not part of full)
+#     stalls    Nsight Compute's limits, stall reasons and most-stalled SASS lines of the kernel
+#               this round works on: the row-owning prefill attention at 2,048 and 512 tokens
+#               (F16 cache), then memra-kernel-bench --attention (~3 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -535,32 +534,17 @@ if [ "$MODE" = gemma4 ]; then
   done
 fi
 if [ "$MODE" = stalls ]; then
-  # Why the kernels furthest from their ceilings wait (docs/PERFORMANCE.md, eighteenth round):
-  # the cluster decode kernel (Q4_K) at 32 sequences, and the decode attention kernel (F16
-  # cache, head_dim 128; at 64 sequences its two-blocks form) at 1 and 64 sequences of ~576
-  # keys (the prompts' attention is the generic kernel's multi-query form).
-  step stalls-cluster-decode-c32 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --demangled \
-    --detail 'cluster_decode_kernel<\(memra::DType\)12' --skip 200 --count 3 \
-    --bench-args "-n 64 -r 3 -c 32"
-  step stalls-attention-c64 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail decode_attention_kernel \
-    --skip 200 --count 2 --bench-args "-n 64 -r 3 -c 64"
-  step stalls-attention-c1 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --model "$(synth qwen3-8b q4_k_m --fast-quant)" --detail decode_attention_kernel \
-    --skip 200 --count 2 --bench-args "-n 64 -r 3 -c 1"
+  # Why the kernel furthest from its ceiling waits (docs/PERFORMANCE.md, forty-third round): the
+  # row-owning prefill attention (attention_flash_kernel, F16 cache as the engine keeps it) at
+  # 2,048 and 512 tokens under memra-kernel-bench --attention --only (110 launches a case), with
+  # the SASS lines where warp sampling found warps stalled most, then the attention benchmark.
+  for c in "prefill 2048 f16" "prefill 512 f16"; do
+    step "stalls-attention-flash-${c// /-}" 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+      --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 60 \
+      --bench-args "--attention --only '$c'"
+  done
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
-  rm -f "$MODELS_DIR/qwen3-8b-q4_k_m.gguf"
-  # The wgmma prefill kernels (BF16, Q4_K) on the 8B gate shape at 512 tokens, under
-  # memra-kernel-bench (its launches 110-219 of a kernel are that shape's: 110 calls a shape),
-  # with shared memory's bank traffic (docs/PERFORMANCE.md, thirty-first round).
-  for k in bf16:prefill_wgmma_kernel q4_k:prefill_wgmma_fold_kernel; do
-    step "stalls-prefill-${k%%:*}-gate" 180 python3 scripts/gpu_profile.py --bin "$BIN" \
-      --kernel-bench --detail "${k#*:}" --skip 150 --count 1 \
-      --extra-metrics l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed \
-      --bench-args "--tokens 512 --dtypes ${k%%:*}"
-  done
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128

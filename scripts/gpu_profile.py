@@ -31,6 +31,7 @@ import glob
 import io
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def main():
                              "not_selected", "selected", "dispatch_stall", "no_instruction",
                              "membar", "branch_resolving", "drain", "imc_miss", "tex_throttle")
                    ] + extra),
-               *target, *args.bench_args.split()]
+               *target, *shlex.split(args.bench_args)]
         report = None
         if args.source:
             report = os.path.join(tempfile.mkdtemp(), "detail")
@@ -158,7 +159,7 @@ def main():
            "--metrics", "gpu__time_duration.sum",
            "--launch-skip", str(args.skip), "--launch-count", str(args.count),
            os.path.join(args.bin, "memra"), "bench", "-m", args.model, "--device", "cuda",
-           *args.bench_args.split()]
+           *shlex.split(args.bench_args)]
     print("$", " ".join(cmd), flush=True)
     out = subprocess.run(cmd, capture_output=True, text=True)
     lines = out.stdout.splitlines()

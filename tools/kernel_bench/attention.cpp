@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cuda/cuda_runtime.h"
+#include "core/error.h"
 #include "core/fp8.h"
 #include "core/half.h"
 #include "kernel_bench/bench.h"
@@ -70,6 +71,7 @@ const AttnCase kCases[] = {
     {"prefill 512 f16", 1, 0, 512, AttentionPlan::automatic, 0, DType::f16},
     {"prefill 1024", 1, 0, 1024, AttentionPlan::automatic, 0, DType::bf16},
     {"prefill 2048", 1, 0, 2048, AttentionPlan::automatic, 0, DType::bf16},
+    {"prefill 2048 f16", 1, 0, 2048, AttentionPlan::automatic, 0, DType::f16},
     {"chunk 512 @ 3584", 1, 3584, 512, AttentionPlan::automatic, 0, DType::bf16},
     {"chunk 64 @ 3584", 1, 3584, 64, AttentionPlan::automatic, 0, DType::bf16},
     {"mixed 63x2048 + 512", 63, 2047, 1, AttentionPlan::automatic, 0, DType::bf16, 0, 512},
@@ -187,16 +189,21 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
 
 }  // namespace
 
-nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps) {
+nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
+                             const std::string& only) {
   std::printf("attention, %d q / %d kv heads, head_dim %d, block %d:\n", kHeads, kKvHeads, kHeadDim,
               kBlock);
   cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
   nlohmann::json rows = nlohmann::json::array();
-  // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma").
+  // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma");
+  // with `only`, the one row of that name (a profiler's launches are then that case's alone).
   for (const bool tc : {true, false})
     for (const AttnCase& c : kCases)
-      if (tc || c.cache != DType::f8_e4m3)  // one kernel: no "fma" twin
+      if ((tc || c.cache != DType::f8_e4m3) &&  // one kernel: no "fma" twin
+          (only.empty() || only == std::string(c.name) + (tc ? "" : " fma")))
         rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
+  if (!only.empty() && rows.empty())
+    fail(ErrorCode::invalid_argument, "--only {} names no attention case", only);
   return rows;
 }
 

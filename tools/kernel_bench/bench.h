@@ -52,7 +52,9 @@ bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
 
 // Times kernels::attention on the Qwen3-8B shape (attention.cpp); prints a line per case and
 // returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
-nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps);
+// only: the one case of that name (e.g. "prefill 2048 f16", "decode 1x512 fma"); empty: all.
+nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
+                             const std::string& only = "");
 
 // Times kernels::sample_rows beside argmax_rows and the rows' device-to-host copy
 // (sampling.cpp); prints a line per case and returns the rows for the JSON receipt.

@@ -431,7 +431,7 @@ int main(int argc, char** argv) {
           "usage: memra-kernel-bench [--check | --attention | --delta-rule | --moe | --chain | "
           "--elementwise | "
           "--tokens N] "
-          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--only SHAPE] [--copies N] "
+          "[--shapes qwen3-8b|qwen3-0.6b] [--dtypes q4_k,...] [--only SHAPE|CASE] [--copies N] "
           "[--soak-ms N] [--json FILE]\n");
       return 2;
     }
@@ -466,7 +466,10 @@ int main(int argc, char** argv) {
       if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
       return 0;
     };
-    if (attention_only) return only("attention", bench::run_attention);
+    if (attention_only)
+      return only("attention", [&](const cuda::Stream& st, double copy) {
+        return bench::run_attention(st, copy, only_shape);
+      });
     if (moe_only) return only("moe", bench::run_moe);
     if (elementwise_only) return only("elementwise", bench::run_elementwise);
     if (chain_only) {
