@@ -23,11 +23,12 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-second round's A/B, reproducible: decode attention's runs of splits in the
-#               two-blocks form (the default) against a split a block (MEMRA_DECODE_SPLITS=1):
-#               kernel-check's attention cases with a split a block + teeth, 8B Q4_K_M decode at 0
-#               and 16,384 tokens of context and at 8 and 64 sequences, each way twice,
-#               alternated, the attention micro-benchmark each way (~4 min; not part of full)
+#     ab        the forty-third round's A/B, reproducible: the row-owning prefill attention's
+#               masks only on partial splits and its one barrier a chunk (the defaults) against
+#               MEMRA_FLASH_MASKS=all and MEMRA_FLASH_BARRIERS=2: kernel-check's attention cases
+#               each way, the prefill attention micro-benchmark each way, the kernel's Nsight
+#               profile at 2,048 tokens, 8B BF16 prefill at 512 and 2,048 tokens and Q4_K_M at
+#               512, new and old twice, alternated (~8 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -388,24 +389,33 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-second round's decision, reproducible: decode attention's runs of splits in the
-  # two-blocks form (the default since) against a split a block (MEMRA_DECODE_SPLITS=1). The same
-  # partials either way: kernel-check's attention cases with a split a block + teeth (the
-  # defaults' run in quick), then 8B Q4_K_M at 0 and 16,384 tokens of context and at 8 and 64
-  # sequences each way, twice, alternated, and the attention micro-benchmark each way between.
-  forms=(runs:MEMRA_DECODE_SPLITS=auto split:MEMRA_DECODE_SPLITS=1)
-  kcheck kernel-check-attention-split-a-block 180 MEMRA_DECODE_SPLITS=1 --filter attention
-  kcheck kernel-check-attention-split-a-block-teeth 180 MEMRA_DECODE_SPLITS=1 \
-    --filter attention --teeth
+  # The forty-third round's A/B: the row-owning prefill attention's softmax masks only on a warp's
+  # partial splits (MEMRA_FLASH_MASKS=all: every split) and its ring at one block barrier a chunk
+  # (MEMRA_FLASH_BARRIERS=2: two). The same bits either way: kernel-check's attention cases with
+  # the defaults and with both switches, the flash kernel's Nsight profile at 2,048 tokens with
+  # its most-stalled SASS lines, the prefill attention micro-benchmark each way, then 8B BF16
+  # prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice, alternated.
+  old=MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
+  kcheck kernel-check-attention 180 --filter attention
+  # shellcheck disable=SC2086  # the variables split at their commas
+  kcheck kernel-check-attention-flash-old 180 ${old//,/ } --filter attention
+  cases="prefill 512,prefill 512 f16,prefill 1024,prefill 2048,prefill 2048 f16,chunk 512 @ 3584"
+  for f in new:MEMRA_FLASH_MASKS=edges masks:MEMRA_FLASH_MASKS=all \
+    barriers:MEMRA_FLASH_BARRIERS=2 "old:$old"; do
+    v=${f#*:}
+    # shellcheck disable=SC2086  # the variables split at their commas
+    step "kernel-bench-attention-${f%%:*}" 120 env ${v//,/ } "$BIN/memra-kernel-bench" \
+      --attention --only "$cases" --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step stalls-attention-flash-prefill-2048-f16 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
+    --bench-args "--attention --only 'prefill 2048 f16'"
+  bf16=$(synth qwen3-8b bf16)
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in 1 2; do
-    for f in "${forms[@]}"; do
-      bench_with "$q8b" "decode-${f%%:*}-$round" "${f#*:}" -p 512 -n 64 -c 8,64 -d 0,16384
-    done
-    [ $round = 2 ] && break
-    for f in "${forms[@]}"; do  # (between the two rounds: a run cut short keeps the first)
-      step "kernel-bench-attention-${f%%:*}" 180 env "${f#*:}" "$BIN/memra-kernel-bench" \
-        --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+    for f in new:MEMRA_FLASH_MASKS=edges "old:$old"; do
+      bench_with "$bf16" "flash-${f%%:*}-$round" "${f#*:}" -p 512,2048 -n 4
+      bench_with "$q8b" "flash-${f%%:*}-$round" "${f#*:}" -p 512 -n 4
     done
   done
 fi

@@ -288,6 +288,25 @@ FlashMode flash_mode() {
   return mode;
 }
 
+// MEMRA_FLASH_MASKS: where the row-owning form's softmax applies the key masks. unset or edges,
+// only on splits where some row of a warp lacks keys (a causal prompt's diagonal split, a
+// window's first): a split every row has whole takes no compare or select a score; all, on every
+// split (the A/B). The same bits either way: a mask on a key the row has changes nothing.
+bool flash_masks_all() {
+  static const bool all = env_choice("MEMRA_FLASH_MASKS", {"edges", "all"}, 0) == 1;
+  return all;
+}
+
+// MEMRA_FLASH_BARRIERS: the row-owning form's block barriers a chunk of keys. unset or 1, one:
+// the barrier that says a chunk has landed also frees the chunk before it, whose buffer is
+// refilled there (stream_chunks' one_barrier; the form's softmax and finish read only a thread's
+// own registers and state); 2, a second barrier after each chunk's arithmetic before its buffer
+// is refilled, as the other forms need (the A/B). The same chunks in flight, the same bits.
+bool flash_two_barriers() {
+  static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 0) == 1;
+  return two;
+}
+
 // Whether the row-owning form's launch of `blocks` 128-row blocks (split plan: every split
 // counted) beats the 32-row tiles: its grid has at least 40% of a block an SM, since below that
 // the 32-row tiles' four times as many blocks, two an SM, keep more SMs busy than the row-owning
@@ -313,6 +332,8 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
       std::min(detail::kMaxStages, (lim.smem_optin - 256 - C::kFixedBytes) / C::kChunkBytes);
   if (stages < 2) return false;
   p.stages = stages;
+  p.mask_all = flash_masks_all();
+  p.two_barriers = flash_two_barriers();
   p.qt = C::kRows / p.hpb;
   p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
   if (p.n_tiles > 65535) return false;  // the grid's z (for_each_run's kTilesOuter)

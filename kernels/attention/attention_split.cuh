@@ -80,6 +80,12 @@ struct AttnParams {
   // current one's arithmetic: the grouping follows each token's own context, not the grid's
   // capacity (a CUDA graph's grid is sized for the context bucket it was captured for).
   int32_t decode_groups;
+  // The row-owning form's softmax masks every split, not only a row's first and last ones
+  // (MEMRA_FLASH_MASKS=all, attention.cu: the A/B; the same bits).
+  bool mask_all;
+  // The row-owning form's ring takes two block barriers a chunk (stream_chunks' one_barrier
+  // false; MEMRA_FLASH_BARRIERS=2, the A/B; the same bits).
+  bool two_barriers;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
@@ -352,24 +358,42 @@ __device__ __forceinline__ Cursor start_ring(const AttnParams& p, const Run& run
 // chunk c has landed for every thread (and what the block wrote before is published), then the
 // buffer is refilled with the chunk `prod` points at; after a split's last K chunk softmax(s),
 // after its last V chunk finish(s). Every thread of the block calls it.
+// one_barrier (a block-uniform choice, for arithmetics whose softmax and finish read only the
+// thread's own registers and state: the row-owning form): one block barrier a chunk instead of
+// two. The barrier before chunk c also says every thread is done with chunk c - 1, so that
+// chunk's buffer is refilled there, before chunk c's arithmetic, with the chunk it would have
+// taken after it: the same chunks in the same buffers, as many in flight under each chunk.
 template <int D, typename CT, class C, class Chunk, class Softmax, class Finish>
 __device__ __forceinline__ void stream_chunks(const AttnParams& p, const Run& run,
                                               unsigned char* ring, Cursor prod, Chunk&& chunk,
-                                              Softmax&& softmax, Finish&& finish) {
-  int b = 0;
+                                              Softmax&& softmax, Finish&& finish,
+                                              bool one_barrier = false) {
+  int b = 0, b_prev = p.stages - 1;
+  bool first = true;
   for (Cursor c{run.s_begin, 0, run.ci_first(run.s_begin)}; !run.done(c); run.advance(c)) {
     cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
     __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
+    if (one_barrier) {            // chunk c - 1's buffer is free (an empty group for the first)
+      if (!first && !run.done(prod)) {
+        issue_chunk<D, CT, C>(p, run, prod, ring + b_prev * C::kChunkBytes);
+        run.advance(prod);
+      }
+      cp_async_commit();
+    }
     chunk(c, static_cast<const unsigned char*>(ring + b * C::kChunkBytes));
     const bool last = c.ci == run.ci_last(c.s);
-    __syncthreads();  // buffer b is free; the split's scores are complete
-    if (!run.done(prod)) {
-      issue_chunk<D, CT, C>(p, run, prod, ring + b * C::kChunkBytes);
-      run.advance(prod);
+    if (!one_barrier) {
+      __syncthreads();  // buffer b is free; the split's scores are complete
+      if (!run.done(prod)) {
+        issue_chunk<D, CT, C>(p, run, prod, ring + b * C::kChunkBytes);
+        run.advance(prod);
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
     if (last && c.phase == 0) softmax(c.s);
     if (last && c.phase == 1) finish(c.s);
+    first = false;
+    b_prev = b;
     b = b + 1 == p.stages ? 0 : b + 1;
   }
   cp_async_wait(0);

@@ -196,14 +196,23 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
   cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
   nlohmann::json rows = nlohmann::json::array();
   // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma");
-  // with `only`, the one row of that name (a profiler's launches are then that case's alone).
+  // with `only`, the rows of those names, comma-separated (one case: a profiler's launches are
+  // then that case's alone).
+  const auto named = [&](const std::string& name) {
+    for (size_t at = 0; at <= only.size();) {
+      const size_t end = std::min(only.find(',', at), only.size());
+      if (only.compare(at, end - at, name) == 0) return true;
+      at = end + 1;
+    }
+    return false;
+  };
   for (const bool tc : {true, false})
     for (const AttnCase& c : kCases)
       if ((tc || c.cache != DType::f8_e4m3) &&  // one kernel: no "fma" twin
-          (only.empty() || only == std::string(c.name) + (tc ? "" : " fma")))
+          (only.empty() || named(std::string(c.name) + (tc ? "" : " fma"))))
         rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
   if (!only.empty() && rows.empty())
-    fail(ErrorCode::invalid_argument, "--only {} names no attention case", only);
+    fail(ErrorCode::invalid_argument, "--only '{}' names no attention case", only);
   return rows;
 }
 

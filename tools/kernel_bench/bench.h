@@ -52,7 +52,8 @@ bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
 
 // Times kernels::attention on the Qwen3-8B shape (attention.cpp); prints a line per case and
 // returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
-// only: the one case of that name (e.g. "prefill 2048 f16", "decode 1x512 fma"); empty: all.
+// only: the cases of those names, comma-separated (e.g. "prefill 2048 f16,decode 1x512 fma");
+// empty: all.
 nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
                              const std::string& only = "");
 
