@@ -392,9 +392,9 @@ if [ "$MODE" = ab ]; then
   # The forty-third round's A/B: the row-owning prefill attention's softmax masks only on a warp's
   # partial splits (MEMRA_FLASH_MASKS=all: every split) and its ring at one block barrier a chunk
   # (MEMRA_FLASH_BARRIERS=2: two). The same bits either way: kernel-check's attention cases with
-  # the defaults and with both switches, the flash kernel's Nsight profile at 2,048 tokens with
-  # its most-stalled SASS lines, the prefill attention micro-benchmark each way, then 8B BF16
-  # prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice, alternated.
+  # the defaults and with both switches, the prefill attention micro-benchmark each way, 8B BF16
+  # prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice, alternated, then the
+  # flash kernel's Nsight profile at 2,048 tokens with its most-stalled SASS lines.
   old=MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
   kcheck kernel-check-attention 180 --filter attention
   # shellcheck disable=SC2086  # the variables split at their commas
@@ -407,9 +407,6 @@ if [ "$MODE" = ab ]; then
     step "kernel-bench-attention-${f%%:*}" 120 env ${v//,/ } "$BIN/memra-kernel-bench" \
       --attention --only "$cases" --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  step stalls-attention-flash-prefill-2048-f16 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
-    --bench-args "--attention --only 'prefill 2048 f16'"
   bf16=$(synth qwen3-8b bf16)
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in 1 2; do
@@ -418,6 +415,9 @@ if [ "$MODE" = ab ]; then
       bench_with "$q8b" "flash-${f%%:*}-$round" "${f#*:}" -p 512 -n 4
     done
   done
+  step stalls-attention-flash-prefill-2048-f16 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
+    --bench-args "--attention --only 'prefill 2048 f16'"
 fi
 if [ "$MODE" = bins ]; then
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
