@@ -395,13 +395,15 @@ if [ "$MODE" = ab ]; then
   # the defaults and with both switches, the prefill attention micro-benchmark each way, 8B BF16
   # prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice, alternated, then the
   # flash kernel's Nsight profile at 2,048 tokens with its most-stalled SASS lines.
+  new=MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=1
   old=MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
-  kcheck kernel-check-attention 180 --filter attention
   # shellcheck disable=SC2086  # the variables split at their commas
+  kcheck kernel-check-attention-flash-new 180 ${new//,/ } --filter attention
+  # shellcheck disable=SC2086
   kcheck kernel-check-attention-flash-old 180 ${old//,/ } --filter attention
   cases="prefill 512,prefill 512 f16,prefill 1024,prefill 2048,prefill 2048 f16,chunk 512 @ 3584"
-  for f in new:MEMRA_FLASH_MASKS=edges masks:MEMRA_FLASH_MASKS=all \
-    barriers:MEMRA_FLASH_BARRIERS=2 "old:$old"; do
+  for f in "new:$new" masks:MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=1 \
+    barriers:MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=2 "old:$old"; do
     v=${f#*:}
     # shellcheck disable=SC2086  # the variables split at their commas
     step "kernel-bench-attention-${f%%:*}" 120 env ${v//,/ } "$BIN/memra-kernel-bench" \
@@ -410,13 +412,14 @@ if [ "$MODE" = ab ]; then
   bf16=$(synth qwen3-8b bf16)
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in 1 2; do
-    for f in new:MEMRA_FLASH_MASKS=edges "old:$old"; do
+    for f in "new:$new" "old:$old"; do
       bench_with "$bf16" "flash-${f%%:*}-$round" "${f#*:}" -p 512,2048 -n 4
       bench_with "$q8b" "flash-${f%%:*}-$round" "${f#*:}" -p 512 -n 4
     done
   done
-  step stalls-attention-flash-prefill-2048-f16 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
+  # shellcheck disable=SC2086
+  step stalls-attention-flash-prefill-2048-f16 240 env ${new//,/ } python3 scripts/gpu_profile.py \
+    --bin "$BIN" --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
     --bench-args "--attention --only 'prefill 2048 f16'"
 fi
 if [ "$MODE" = bins ]; then
