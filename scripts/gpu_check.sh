@@ -24,11 +24,12 @@
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
 #     ab        the forty-third round's A/B, reproducible: the row-owning prefill attention's
-#               masks only on partial splits and its one barrier a chunk (the defaults) against
-#               MEMRA_FLASH_MASKS=all and MEMRA_FLASH_BARRIERS=2: kernel-check's attention cases
-#               each way, the prefill attention micro-benchmark each way, the kernel's Nsight
-#               profile at 2,048 tokens, 8B BF16 prefill at 512 and 2,048 tokens and Q4_K_M at
-#               512, new and old twice, alternated (~8 min; not part of full)
+#               batched q loads, masks only on partial splits and one barrier a chunk against
+#               MEMRA_FLASH_Q_LOADS=1, MEMRA_FLASH_MASKS=all and MEMRA_FLASH_BARRIERS=2: the
+#               prefill attention micro-benchmark with each off and all off, kernel-check's
+#               attention cases all on and all off, 8B BF16 prefill at 512 and 2,048 tokens and
+#               Q4_K_M at 512, new and old twice, alternated, the kernel's Nsight profile at
+#               2,048 tokens (~6 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -389,26 +390,28 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-third round's A/B: the row-owning prefill attention's softmax masks only on a warp's
+  # The forty-third round's A/B: the row-owning prefill attention's q staged with eight pairs'
+  # loads in flight a thread (MEMRA_FLASH_Q_LOADS=1: one), its softmax masks only on a warp's
   # partial splits (MEMRA_FLASH_MASKS=all: every split) and its ring at one block barrier a chunk
-  # (MEMRA_FLASH_BARRIERS=2: two). The same bits either way: kernel-check's attention cases with
-  # the defaults and with both switches, the prefill attention micro-benchmark each way, 8B BF16
-  # prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice, alternated, then the
-  # flash kernel's Nsight profile at 2,048 tokens with its most-stalled SASS lines.
-  new=MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=1
-  old=MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
-  # shellcheck disable=SC2086  # the variables split at their commas
-  kcheck kernel-check-attention-flash-new 180 ${new//,/ } --filter attention
-  # shellcheck disable=SC2086
-  kcheck kernel-check-attention-flash-old 180 ${old//,/ } --filter attention
+  # (MEMRA_FLASH_BARRIERS=2: two). The same bits either way: the prefill attention
+  # micro-benchmark with each change off alone and all off, kernel-check's attention cases all
+  # on and all off, 8B BF16 prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice,
+  # alternated, then the flash kernel's Nsight profile at 2,048 tokens with its most-stalled SASS
+  # lines. (The first step is the quickest read of the decision.)
+  new=MEMRA_FLASH_Q_LOADS=8,MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=1
+  old=MEMRA_FLASH_Q_LOADS=1,MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
   cases="prefill 512,prefill 512 f16,prefill 1024,prefill 2048,prefill 2048 f16,chunk 512 @ 3584"
-  for f in "new:$new" masks:MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=1 \
-    barriers:MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=2 "old:$old"; do
+  for f in "new:$new" "qloads:${new/Q_LOADS=8/Q_LOADS=1}" "masks:${new/=edges/=all}" \
+    "barriers:${new/BARRIERS=1/BARRIERS=2}" "old:$old"; do
     v=${f#*:}
     # shellcheck disable=SC2086  # the variables split at their commas
     step "kernel-bench-attention-${f%%:*}" 120 env ${v//,/ } "$BIN/memra-kernel-bench" \
       --attention --only "$cases" --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
+  # shellcheck disable=SC2086  # the variables split at their commas
+  kcheck kernel-check-attention-flash-new 180 ${new//,/ } --filter attention
+  # shellcheck disable=SC2086
+  kcheck kernel-check-attention-flash-old 180 ${old//,/ } --filter attention
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     bf16=$(synth qwen3-8b bf16)

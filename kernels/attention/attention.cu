@@ -292,19 +292,29 @@ FlashMode flash_mode() {
 // only on splits where some row of a warp lacks keys (a causal prompt's diagonal split, a
 // window's first): a split every row has whole takes no compare or select a score; all, on every
 // split (the A/B). The same bits either way: a mask on a key the row has changes nothing.
+// MEMRA_FLASH_BARRIERS: the form's block barriers a chunk of keys. unset or 1, one: the barrier
+// that says a chunk has landed also frees the chunk before it, whose buffer is refilled there
+// (stream_chunks' one_barrier; the form's softmax and finish read only a thread's own registers
+// and state); 2, a second one after each chunk's arithmetic, as the other forms need (the A/B).
+// The same chunks in flight, the same bits. Measured on the H200 (docs/PERFORMANCE.md,
+// forty-third round; kernel-check ALL GREEN each way): prefill attention at 2,048 tokens, F16
+// cache, 479.3 -> 464.2 us with the masks, -> 467.9 with the barrier, -> 452.1 with both.
 bool flash_masks_all() {
   static const bool all = env_choice("MEMRA_FLASH_MASKS", {"edges", "all"}, 0) == 1;
   return all;
 }
 
-// MEMRA_FLASH_BARRIERS: the row-owning form's block barriers a chunk of keys. unset or 1, one:
-// the barrier that says a chunk has landed also frees the chunk before it, whose buffer is
-// refilled there (stream_chunks' one_barrier; the form's softmax and finish read only a thread's
-// own registers and state); 2, a second barrier after each chunk's arithmetic before its buffer
-// is refilled, as the other forms need (the A/B). The same chunks in flight, the same bits.
 bool flash_two_barriers() {
   static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 0) == 1;
   return two;
+}
+
+// MEMRA_FLASH_Q_LOADS: the row-owning form's q staging, 1 (a thread's pairs loaded and converted
+// one at a time, each waiting on its load) or 8 (eight pairs' loads issued before any is
+// converted). The same bits either way.
+bool flash_q_loads_batched() {
+  static const bool batched = env_choice("MEMRA_FLASH_Q_LOADS", {"1", "8"}, 0) == 1;
+  return batched;
 }
 
 // Whether the row-owning form's launch of `blocks` 128-row blocks (split plan: every split
@@ -334,6 +344,7 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   p.stages = stages;
   p.mask_all = flash_masks_all();
   p.two_barriers = flash_two_barriers();
+  p.q_loads_batched = flash_q_loads_batched();
   p.qt = C::kRows / p.hpb;
   p.n_tiles = (p.n_tokens + p.qt - 1) / p.qt;
   if (p.n_tiles > 65535) return false;  // the grid's z (for_each_run's kTilesOuter)

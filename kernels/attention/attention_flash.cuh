@@ -143,8 +143,8 @@ __device__ __forceinline__ void flash_split_softmax(
   using C = FlashConfig<D, CT>;
   const int t = threadIdx.x % 4;
   // Whether every row of the warp has every key of the split (a causal prompt's splits but its
-  // diagonal one, without a window): then no score is masked, and the compares and selects that
-  // were ~a third of the softmax's instructions are left out (a warp-uniform branch).
+  // diagonal one, without a window): then no score is masked, and the compares and selects,
+  // ~a third of the softmax's instructions, are left out (a warp-uniform branch; unless mask_all).
   bool full = !mask_all;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -331,7 +331,10 @@ __device__ void flash_attend_run(const AttnParams& p, unsigned char* smem, int t
   float* mine = state_all + threadIdx.x;
 
   const Cursor prod = start_ring<D, CT, C>(p, run, ring);
-  stage_q_terms<D, CT, C>(p, run, q_terms);
+  if (p.q_loads_batched)
+    stage_q_terms<D, CT, C, 8>(p, run, q_terms);
+  else
+    stage_q_terms<D, CT, C>(p, run, q_terms);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const bool warp_rows = 16 * warp < run.n_rows;  // uniform per warp
   FlashRows rows;

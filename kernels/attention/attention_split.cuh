@@ -80,12 +80,15 @@ struct AttnParams {
   // current one's arithmetic: the grouping follows each token's own context, not the grid's
   // capacity (a CUDA graph's grid is sized for the context bucket it was captured for).
   int32_t decode_groups;
-  // The row-owning form's softmax masks every split, not only a row's first and last ones
-  // (MEMRA_FLASH_MASKS=all, attention.cu: the A/B; the same bits).
+  // The row-owning form's softmax masks every split, not only a warp's partial ones
+  // (MEMRA_FLASH_MASKS, attention.cu; the same bits either way).
   bool mask_all;
   // The row-owning form's ring takes two block barriers a chunk (stream_chunks' one_barrier
-  // false; MEMRA_FLASH_BARRIERS=2, the A/B; the same bits).
+  // false; MEMRA_FLASH_BARRIERS, attention.cu; the same bits either way).
   bool two_barriers;
+  // The row-owning form stages q with eight pairs' loads a thread in flight (stage_q_terms'
+  // kBatch; MEMRA_FLASH_Q_LOADS, attention.cu; the same bits either way).
+  bool q_loads_batched;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
