@@ -11,18 +11,46 @@
 # With --server it also packs what the GPU server tests need (gpu_check.sh server/full: the
 # default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
 # packed, which a device call's 64 MiB beside the repository may not have room for).
-# Usage: scripts/device_pack.sh [--server]
+# With --kernels it packs only the kernel tools (memra-kernel-check, memra-kernel-bench and the
+# libraries they need beyond the system's: libfmt) into .device-k/ and .device-k.tar.xz (~18 MiB): one call carries
+# them beside the repository with no library call first, for kernel-level A/Bs
+# (MEMRA_GPU_BIN=.device-k/bin scripts/gpu_check.sh ab; steps that need memra are left out).
+# Usage: scripts/device_pack.sh [--server | --kernels]
 set -euo pipefail
 SERVER=0
+KERNELS=0
 case "${1:-}" in
   --server) SERVER=1 ;;
+  --kernels) KERNELS=1 ;;
   "") ;;
-  *) echo "usage: $0 [--server]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--server | --kernels]" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
+if [ "$KERNELS" = 1 ]; then
+  TOOLS=(memra-kernel-check memra-kernel-bench)
+  cmake --preset device >/dev/null
+  cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "${TOOLS[@]}"
+  rm -rf .device-k && mkdir -p .device-k/bin .device-k/lib
+  for t in "${TOOLS[@]}"; do
+    f=$(find build/device -type f -name "$t" -perm -u+x | head -n 1)
+    [ -n "$f" ] || { echo "device_pack: $t was not built" >&2; exit 1; }
+    strip -o ".device-k/bin/$t" "$f"
+  done
+  for lib in $(ldd .device-k/bin/* | awk '/=> \//{print $3}' | sort -u); do
+    case "$(basename "$lib")" in  # (the same system libraries left out as below)
+      libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | ld-linux* | libpthread.so* | librt.so* | \
+        libdl.so* | libresolv.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
+      *) cp -L "$lib" .device-k/lib/ ;;
+    esac
+  done
+  git rev-parse HEAD > .device-k/COMMIT 2>/dev/null || true
+  XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device-k.tar.xz .device-k
+  echo "device_pack: ok (kernel tools, $(du -sm .device-k.tar.xz | cut -f1) MiB packed)"
+  exit 0
+fi
 TARGETS=(memra memra-cuda-check memra-kernel-check memra-kernel-bench model_run
   memra_engine_fixture_test memra-server memra-fake-server)
 cmake --preset device >/dev/null
