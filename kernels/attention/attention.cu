@@ -292,20 +292,22 @@ FlashMode flash_mode() {
 // only on splits where some row of a warp lacks keys (a causal prompt's diagonal split, a
 // window's first): a split every row has whole takes no compare or select a score; all, on every
 // split (the A/B). The same bits either way: a mask on a key the row has changes nothing.
-// MEMRA_FLASH_BARRIERS: the form's block barriers a chunk of keys. unset or 1, one: the barrier
-// that says a chunk has landed also frees the chunk before it, whose buffer is refilled there
-// (stream_chunks' one_barrier; the form's softmax and finish read only a thread's own registers
-// and state); 2, a second one after each chunk's arithmetic, as the other forms need (the A/B).
-// The same chunks in flight, the same bits. Measured on the H200 (docs/PERFORMANCE.md,
-// forty-third round; kernel-check ALL GREEN each way): prefill attention at 2,048 tokens, F16
-// cache, 479.3 -> 464.2 us with the masks, -> 467.9 with the barrier, -> 452.1 with both.
+// Measured on the H200 (docs/PERFORMANCE.md, forty-third round; kernel-check ALL GREEN each way):
+// prefill attention at 2,048 tokens, F16 cache, 479.3 -> 467.9 us.
 bool flash_masks_all() {
   static const bool all = env_choice("MEMRA_FLASH_MASKS", {"edges", "all"}, 0) == 1;
   return all;
 }
 
+// MEMRA_FLASH_BARRIERS: the row-owning form's block barriers a chunk of keys. unset or 2, two: a
+// barrier once a chunk has landed and one after its arithmetic before its buffer is refilled, as
+// the other forms need; 1, one: the barrier that says a chunk has landed also frees the chunk
+// before it, whose buffer is refilled there (stream_chunks' one_barrier; the form's softmax and
+// finish read only a thread's own registers and state). The same chunks in flight, the same
+// bits. Opt-in: its only measurement (forty-third round) ran a form that waited one commit group
+// short, fixed since and not measured again.
 bool flash_two_barriers() {
-  static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 0) == 1;
+  static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 1) == 1;
   return two;
 }
 

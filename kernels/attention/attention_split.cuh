@@ -365,7 +365,11 @@ __device__ __forceinline__ Cursor start_ring(const AttnParams& p, const Run& run
 // thread's own registers and state: the row-owning form): one block barrier a chunk instead of
 // two. The barrier before chunk c also says every thread is done with chunk c - 1, so that
 // chunk's buffer is refilled there, before chunk c's arithmetic, with the chunk it would have
-// taken after it: the same chunks in the same buffers, as many in flight under each chunk.
+// taken after it: the same chunks in the same buffers. Commit groups: start_ring's `stages`, then
+// one a chunk from the second on, so chunk c is group c either way; with the refill committed
+// before chunk c's arithmetic rather than after it, one group more is younger than chunk c's at
+// its wait (stages - 2 may be pending; 246b5c6 waited for stages - 1 there, which let chunk c's
+// own group be pending from chunk `stages` on: its A/B figures for this form are void).
 template <int D, typename CT, class C, class Chunk, class Softmax, class Finish>
 __device__ __forceinline__ void stream_chunks(const AttnParams& p, const Run& run,
                                               unsigned char* ring, Cursor prod, Chunk&& chunk,
@@ -374,10 +378,11 @@ __device__ __forceinline__ void stream_chunks(const AttnParams& p, const Run& ru
   int b = 0, b_prev = p.stages - 1;
   bool first = true;
   for (Cursor c{run.s_begin, 0, run.ci_first(run.s_begin)}; !run.done(c); run.advance(c)) {
-    cp_async_wait(p.stages - 1);  // chunk c has landed (for this thread's copies)
+    // Chunk c has landed (for this thread's copies).
+    cp_async_wait(one_barrier && !first ? p.stages - 2 : p.stages - 1);
     __syncthreads();              // ... for every thread's; q, qpos, sc, statistics published
-    if (one_barrier) {            // chunk c - 1's buffer is free (an empty group for the first)
-      if (!first && !run.done(prod)) {
+    if (one_barrier && !first) {  // chunk c - 1's buffer is free
+      if (!run.done(prod)) {
         issue_chunk<D, CT, C>(p, run, prod, ring + b_prev * C::kChunkBytes);
         run.advance(prod);
       }
