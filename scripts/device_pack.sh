@@ -12,8 +12,8 @@
 # default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
 # packed, which a device call's 64 MiB beside the repository may not have room for).
 # With --kernels it packs only the kernel tools (memra-kernel-check, memra-kernel-bench and the
-# libraries they need beyond the system's: libfmt) into .device-k/ and .device-k.tar.xz (~18 MiB): one call carries
-# them beside the repository with no library call first, for kernel-level A/Bs
+# libraries they need beyond the system's: libfmt) into .device-k/ and .device-k.tar.xz (~18 MiB):
+# one call carries them beside the repository with no library call first, for kernel-level A/Bs
 # (MEMRA_GPU_BIN=.device-k/bin scripts/gpu_check.sh ab; steps that need memra are left out).
 # Usage: scripts/device_pack.sh [--server | --kernels]
 set -euo pipefail
@@ -29,49 +29,38 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/memra/ccache}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=true
-if [ "$KERNELS" = 1 ]; then
-  TOOLS=(memra-kernel-check memra-kernel-bench)
+# pack_tools DIR TOOL...: builds the tools (the `device` preset), strips them into DIR/bin and
+# copies every shared library they need beyond the C/C++ runtime and CUDA's own into DIR/lib (a
+# stock Ubuntu 24.04 + CUDA 13 machine lacks fmt, ICU, PCRE2 and may lack libcurl's chain; glibc
+# there is newer, so Debian 12's builds of these load fine).
+pack_tools() {
+  local dir=$1 t f lib
+  shift
   cmake --preset device >/dev/null
-  cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "${TOOLS[@]}"
-  rm -rf .device-k && mkdir -p .device-k/bin .device-k/lib
-  for t in "${TOOLS[@]}"; do
+  cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "$@"
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib"
+  for t in "$@"; do
     f=$(find build/device -type f -name "$t" -perm -u+x | head -n 1)
     [ -n "$f" ] || { echo "device_pack: $t was not built" >&2; exit 1; }
-    strip -o ".device-k/bin/$t" "$f"
+    strip -o "$dir/bin/$t" "$f"
   done
-  for lib in $(ldd .device-k/bin/* | awk '/=> \//{print $3}' | sort -u); do
-    case "$(basename "$lib")" in  # (the same system libraries left out as below)
+  for lib in $(ldd "$dir"/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u); do
+    case "$(basename "$lib")" in
       libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | ld-linux* | libpthread.so* | librt.so* | \
         libdl.so* | libresolv.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
-      *) cp -L "$lib" .device-k/lib/ ;;
+      *) cp -L "$lib" "$dir/lib/" ;;
     esac
   done
+}
+if [ "$KERNELS" = 1 ]; then
+  pack_tools .device-k memra-kernel-check memra-kernel-bench
   git rev-parse HEAD > .device-k/COMMIT 2>/dev/null || true
   XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device-k.tar.xz .device-k
   echo "device_pack: ok (kernel tools, $(du -sm .device-k.tar.xz | cut -f1) MiB packed)"
   exit 0
 fi
-TARGETS=(memra memra-cuda-check memra-kernel-check memra-kernel-bench model_run
-  memra_engine_fixture_test memra-server memra-fake-server)
-cmake --preset device >/dev/null
-cmake --build --preset device -j "${JOBS:-$(nproc)}" --target "${TARGETS[@]}"
-
-rm -rf .device && mkdir -p .device/bin .device/lib
-for t in "${TARGETS[@]}"; do
-  f=$(find build/device -type f -name "$t" -perm -u+x | head -n 1)
-  [ -n "$f" ] || { echo "device_pack: $t was not built" >&2; exit 1; }
-  strip -o ".device/bin/$t" "$f"
-done
-# Every shared library beyond the C/C++ runtime and CUDA's own (a stock Ubuntu 24.04 + CUDA 13
-# machine lacks fmt, ICU, PCRE2 and may lack libcurl's chain; glibc there is newer, so Debian 12's
-# builds of these load fine).
-for lib in $(ldd .device/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u); do
-  case "$(basename "$lib")" in
-    libc.so* | libm.so* | libstdc++.so* | libgcc_s.so* | ld-linux* | libpthread.so* | librt.so* | \
-      libdl.so* | libresolv.so* | libcuda.so* | libcudart* | libcublas* | libnvidia*) ;;
-    *) cp -L "$lib" .device/lib/ ;;
-  esac
-done
+pack_tools .device memra memra-cuda-check memra-kernel-check memra-kernel-bench model_run \
+  memra_engine_fixture_test memra-server memra-fake-server
 if [ "$SERVER" = 1 ]; then
   # What scripts/gpu_server_tests.sh needs on a machine that cannot receive weights or packages: the
   # default model's tokenizer as a vocab-only GGUF (~6 MB; the weights are drawn there), and wheels of
