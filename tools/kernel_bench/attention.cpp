@@ -190,29 +190,31 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
 }  // namespace
 
 nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
-                             const std::string& only) {
+                             const std::vector<std::string>& only) {
+  // A row's name: the case's, with " fma" for the CUDA-core kernel. Every name in `only` must be
+  // one (a misspelt name is refused, not silently left out of an A/B).
+  const auto row_name = [](const AttnCase& c, bool tc) {
+    return std::string(c.name) + (tc ? "" : " fma");
+  };
+  const auto has_fma_twin = [](const AttnCase& c) { return c.cache != DType::f8_e4m3; };
+  for (const std::string& name : only) {
+    bool known = false;
+    for (const AttnCase& c : kCases)
+      known = known || name == row_name(c, true) || (has_fma_twin(c) && name == row_name(c, false));
+    if (!known) fail(ErrorCode::invalid_argument, "--only: '{}' names no attention case", name);
+  }
   std::printf("attention, %d q / %d kv heads, head_dim %d, block %d:\n", kHeads, kKvHeads, kHeadDim,
               kBlock);
   cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
   nlohmann::json rows = nlohmann::json::array();
-  // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma");
-  // with `only`, the rows of those names, comma-separated (one case: a profiler's launches are
-  // then that case's alone).
-  const auto named = [&](const std::string& name) {
-    for (size_t at = 0; at <= only.size();) {
-      const size_t end = std::min(only.find(',', at), only.size());
-      if (only.compare(at, end - at, name) == 0) return true;
-      at = end + 1;
-    }
-    return false;
-  };
+  // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma"; the
+  // F8_E4M3 cases have one kernel); with `only`, the rows it names (one case: a profiler's
+  // launches are then that case's alone).
   for (const bool tc : {true, false})
     for (const AttnCase& c : kCases)
-      if ((tc || c.cache != DType::f8_e4m3) &&  // one kernel: no "fma" twin
-          (only.empty() || named(std::string(c.name) + (tc ? "" : " fma"))))
+      if ((tc || has_fma_twin(c)) &&
+          (only.empty() || std::find(only.begin(), only.end(), row_name(c, tc)) != only.end()))
         rows.push_back(run_case(stream, copy_tbps, c, scratch.data(), tc));
-  if (!only.empty() && rows.empty())
-    fail(ErrorCode::invalid_argument, "--only '{}' names no attention case", only);
   return rows;
 }
 

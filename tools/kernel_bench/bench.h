@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,10 +54,21 @@ bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
 
 // Times kernels::attention on the Qwen3-8B shape (attention.cpp); prints a line per case and
 // returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
-// only: the cases of those names, comma-separated (e.g. "prefill 2048 f16,decode 1x512 fma");
-// empty: all.
+// The comma-separated items of a command-line list ("a,b" -> {"a", "b"}).
+inline std::vector<std::string> split_list(std::string_view list) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    items.emplace_back(list.substr(at, end - at));
+    at = end + 1;
+  }
+  return items;
+}
+
+// only: the cases of those names (e.g. {"prefill 2048 f16", "decode 1x512 fma"}), each of which
+// must name a case; empty: all.
 nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
-                             const std::string& only = "");
+                             const std::vector<std::string>& only = {});
 
 // Times kernels::sample_rows beside argmax_rows and the rows' device-to-host copy
 // (sampling.cpp); prints a line per case and returns the rows for the JSON receipt.

@@ -414,16 +414,14 @@ int main(int argc, char** argv) {
       weight_copies = static_cast<size_t>(n);
     } else if (arg == "--dtypes" && i + 1 < argc) {
       const std::string list = argv[++i];
-      for (size_t at = 0; at <= list.size();) {
-        const size_t end = std::min(list.find(',', at), list.size());
-        const auto d = dtype_from_name(std::string_view(list).substr(at, end - at));
+      for (const std::string& name : bench::split_list(list)) {
+        const auto d = dtype_from_name(name);
         if (!d) {
           std::fprintf(stderr, "memra-kernel-bench: --dtypes: unknown weight type in '%s'\n",
                        list.c_str());
           return 2;
         }
         only_dtypes.push_back(*d);
-        at = end + 1;
       }
     } else {
       std::fprintf(
@@ -468,7 +466,7 @@ int main(int argc, char** argv) {
     };
     if (attention_only)
       return only("attention", [&](const cuda::Stream& st, double copy) {
-        return bench::run_attention(st, copy, only_shape);
+        return bench::run_attention(st, copy, bench::split_list(only_shape));
       });
     if (moe_only) return only("moe", bench::run_moe);
     if (elementwise_only) return only("elementwise", bench::run_elementwise);
