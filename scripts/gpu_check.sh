@@ -29,7 +29,7 @@
 #               prefill attention micro-benchmark with each off and all off, kernel-check's
 #               attention cases all on and all off, 8B BF16 prefill at 512 and 2,048 tokens and
 #               Q4_K_M at 512, new and old twice, alternated, the kernel's Nsight profile at
-#               2,048 tokens (~6 min; not part of full)
+#               2,048 tokens (~2 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round

@@ -299,23 +299,24 @@ bool flash_masks_all() {
   return all;
 }
 
-// MEMRA_FLASH_BARRIERS: the row-owning form's block barriers a chunk of keys. unset or 2, two: a
-// barrier once a chunk has landed and one after its arithmetic before its buffer is refilled, as
-// the other forms need; 1, one: the barrier that says a chunk has landed also frees the chunk
-// before it, whose buffer is refilled there (stream_chunks' one_barrier; the form's softmax and
-// finish read only a thread's own registers and state). The same chunks in flight, the same
-// bits. Opt-in: its only measurement (forty-third round) ran a form that waited one commit group
-// short, fixed since and not measured again.
+// MEMRA_FLASH_BARRIERS: the row-owning form's block barriers a chunk of keys. unset or 1, one:
+// the barrier that says a chunk has landed also frees the chunk before it, whose buffer is
+// refilled there (stream_chunks' one_barrier; the form's softmax and finish read only a thread's
+// own registers and state); 2, two: a barrier once a chunk has landed and one after its
+// arithmetic before its buffer is refilled, as the other forms need (the A/B). The same chunks in
+// flight, the same bits. Measured (docs/PERFORMANCE.md, forty-fourth round, H100; kernel-check
+// ALL GREEN): prefill attention at 2,048 tokens, BF16 cache, 530.3 us with two, 510.6 with one.
 bool flash_two_barriers() {
-  static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 1) == 1;
+  static const bool two = env_choice("MEMRA_FLASH_BARRIERS", {"1", "2"}, 0) == 1;
   return two;
 }
 
-// MEMRA_FLASH_Q_LOADS: the row-owning form's q staging, 1 (a thread's pairs loaded and converted
-// one at a time, each waiting on its load) or 8 (eight pairs' loads issued before any is
-// converted). The same bits either way.
+// MEMRA_FLASH_Q_LOADS: the row-owning form's q staging, unset or 8 (eight pairs' loads issued a
+// thread before any is converted) or 1 (a thread's pairs loaded and converted one at a time, each
+// waiting on its load: the A/B). The same bits either way. Measured (forty-fourth round, H100;
+// kernel-check ALL GREEN): prefill attention at 2,048 tokens, BF16 cache, 548.9 -> 510.6 us.
 bool flash_q_loads_batched() {
-  static const bool batched = env_choice("MEMRA_FLASH_Q_LOADS", {"1", "8"}, 0) == 1;
+  static const bool batched = env_choice("MEMRA_FLASH_Q_LOADS", {"1", "8"}, 1) == 1;
   return batched;
 }
 
