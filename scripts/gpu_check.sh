@@ -55,6 +55,9 @@
 #               shares): memra-kernel-bench --attention, 8B BF16 and Q4_K_M prefill at 512 and
 #               2,048 tokens, Q4_K_M decode at 16,384 tokens of context (~4 min; not part of
 #               full)
+#     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
+#               and Q4_K_M at 512, two rounds of memra bench's three runs each, and the
+#               comparison with the targets (~2 min; not part of full: bench8b runs them too)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -66,8 +69,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | profile | steps | kv | ab | bins | scan | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|profile|steps|kv|ab|bins|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | bins | scan | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|bins|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -449,6 +452,16 @@ if [ "$MODE" = bins ]; then
     done
   done
   BIN=$NEW_BIN MEMRA_COMMIT=$NEW_COMMIT
+fi
+if [ "$MODE" = prefill ]; then
+  # The prefill rows of issue 10's table with nothing else on the machine: a default's end-to-end
+  # figure after a prefill kernel change, in two minutes where bench8b takes five or more.
+  bf16=$(synth qwen3-8b bf16)
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for round in 1 2; do
+    bench_with "$bf16" "prefill-$round" MEMRA_DETERMINISTIC=1 -p 512,2048 -n 4
+    bench_with "$q8b" "prefill-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 4
+  done
 fi
 if [ "$MODE" = scan ]; then
   # Every decode kernel choice is per token count (1, 2-8, 9-16, 17-32, 33-64) and per shape, so a
