@@ -23,13 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-third round's A/B, reproducible: the row-owning prefill attention's
-#               batched q loads, masks only on partial splits and one barrier a chunk against
-#               MEMRA_FLASH_Q_LOADS=1, MEMRA_FLASH_MASKS=all and MEMRA_FLASH_BARRIERS=2: the
-#               prefill attention micro-benchmark with each off and all off, kernel-check's
-#               attention cases all on and all off, 8B BF16 prefill at 512 and 2,048 tokens and
-#               Q4_K_M at 512, new and old twice, alternated, the kernel's Nsight profile at
-#               2,048 tokens (~2 min; not part of full)
+#     ab        the forty-fourth round's A/B, reproducible: the K-quants' one-token-tile decode
+#               blocks with a warp's next chunk in flight on long rows (MEMRA_TILED_AHEAD=2)
+#               against one at a time (=1): the matrix micro-benchmark at 8 tokens, kernel-check's
+#               matrix cases (+ teeth) with it on, 8B Q4_K_M decode of 2, 4 and 8 sequences, each
+#               way twice, alternated (~4 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -393,43 +391,33 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-third round's A/B: the row-owning prefill attention's q staged with eight pairs'
-  # loads in flight a thread (MEMRA_FLASH_Q_LOADS=1: one), its softmax masks only on a warp's
-  # partial splits (MEMRA_FLASH_MASKS=all: every split) and its ring at one block barrier a chunk
-  # (MEMRA_FLASH_BARRIERS=2: two). The same bits either way: the prefill attention
-  # micro-benchmark with each change off alone and all off, kernel-check's attention cases all
-  # on and all off, 8B BF16 prefill at 512 and 2,048 tokens and Q4_K_M at 512, new and old, twice,
-  # alternated, then the flash kernel's Nsight profile at 2,048 tokens with its most-stalled SASS
-  # lines. (The first step is the quickest read of the decision.)
-  new=MEMRA_FLASH_Q_LOADS=8,MEMRA_FLASH_MASKS=edges,MEMRA_FLASH_BARRIERS=1
-  old=MEMRA_FLASH_Q_LOADS=1,MEMRA_FLASH_MASKS=all,MEMRA_FLASH_BARRIERS=2
-  cases="prefill 512,prefill 512 f16,prefill 1024,prefill 2048,prefill 2048 f16,chunk 512 @ 3584"
-  for f in "new:$new" "qloads:${new/Q_LOADS=8/Q_LOADS=1}" "masks:${new/=edges/=all}" \
-    "barriers:${new/BARRIERS=1/BARRIERS=2}" "old:$old"; do
-    v=${f#*:}
-    # shellcheck disable=SC2086  # the variables split at their commas
-    step "kernel-bench-attention-${f%%:*}" 120 env ${v//,/ } "$BIN/memra-kernel-bench" \
-      --attention --only "$cases" --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  # The forty-fourth round's A/B: the K-quants' one-token-tile decode blocks (2-8 tokens) with a
+  # warp's next chunk loaded before the current one is multiplied, on rows of 24 chunks or more
+  # (MEMRA_TILED_AHEAD=2; 1, the default, loads one at a time). The same bits: the matrix
+  # micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0 each way, twice, alternated (down is the
+  # shape it takes; q/k/v, gate and output are the control), kernel-check's matrix cases with it
+  # on (+ teeth), and 8B Q4_K_M decode of 2, 4 and 8 sequences each way, twice, alternated. (The
+  # forty-third round's prefill attention A/B is this script at b983114.)
+  new=MEMRA_TILED_AHEAD=2
+  old=MEMRA_TILED_AHEAD=1
+  for round in 1 2; do
+    for f in "new:$new" "old:$old"; do
+      step "kernel-bench-ahead-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+        --tokens 8 --dtypes q4_k,q6_k,q8_0 \
+        --json "$RECEIPTS/$DAY-kernel-bench-ahead-${f%%:*}-$round.json"
+    done
   done
-  # shellcheck disable=SC2086  # the variables split at their commas
-  kcheck kernel-check-attention-flash-new 180 ${new//,/ } --filter attention
-  # shellcheck disable=SC2086
-  kcheck kernel-check-attention-flash-old 180 ${old//,/ } --filter attention
+  kcheck kernel-check-matmul-ahead 300 "$new" --filter matmul
+  kcheck kernel-check-teeth-matmul-ahead 300 "$new" --filter matmul --teeth
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
-    bf16=$(synth qwen3-8b bf16)
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)
     for round in 1 2; do
       for f in "new:$new" "old:$old"; do
-        bench_with "$bf16" "flash-${f%%:*}-$round" "${f#*:}" -p 512,2048 -n 4
-        bench_with "$q8b" "flash-${f%%:*}-$round" "${f#*:}" -p 512 -n 4
+        bench_with "$q8b" "ahead-${f%%:*}-$round" "${f#*:}" -n 64 -c 2,4,8
       done
     done
   fi
-  # shellcheck disable=SC2086
-  step stalls-attention-flash-prefill-2048-f16 240 env ${new//,/ } python3 scripts/gpu_profile.py \
-    --bin "$BIN" --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 40 \
-    --bench-args "--attention --only 'prefill 2048 f16'"
 fi
 if [ "$MODE" = bins ]; then
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then

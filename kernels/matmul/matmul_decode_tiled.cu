@@ -29,6 +29,8 @@ struct TiledDecodeCfg {
   // spill 4-8 bytes for F16/BF16 and Q8_0, none for Q4_K and Q6_K).
   static constexpr int kWarps = kNT <= 4 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
+  // The ahead form (tiled_ahead): two chunks a warp in registers, so 2 blocks a SM.
+  static constexpr int kMinBlocksAhead = 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
 };
@@ -58,6 +60,27 @@ int free_rounds_smem(int n_in) {
   using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
   return takes_free_rounds<D, kNT>(n_in) ? Sum::dynamic_slot_bytes(n_in / kChunk) : 0;
 }
+// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens)
+// holds in registers on long rows, 1 (the default: it loads a chunk, multiplies it, then loads
+// its next) or 2 (it loads its next chunk before multiplying the current one: the ahead form, 2
+// blocks a SM instead of 3). Where: free rounds and at least kAheadRounds chunks a warp (K >=
+// 6,144 at 8 warps: the 8B's down projection, 6 chunks a warp, one wave of 256 blocks). Why: such
+// a block's warps walk their chunks one DRAM round trip after another (at 8 tokens the 8B's Q4_K
+// down takes 23.6 us where the one-token kernel takes 18.1, Q6_K 33.3 against 24.4: H100,
+// forty-fourth round's quick), which a chunk in flight under the arithmetic overlaps. Each
+// chunk's partial is the same mma chains on the same operands, stored in the same slot: the same
+// bits. Opt-in until measured.
+bool tiled_ahead() {
+  static const bool ahead = env_choice("MEMRA_TILED_AHEAD", {"1", "2"}, 0) == 1;
+  return ahead;
+}
+constexpr int kAheadRounds = 3;
+template <DType D, int kNT>
+bool takes_ahead(int n_in) {
+  return kNT == 1 && Tiled<D>::kScaled && tiled_ahead() && takes_free_rounds<D, kNT>(n_in) &&
+         n_in / kChunk >= kAheadRounds * TiledDecodeCfg<D, kNT>::kWarps;
+}
+
 // A block's free-round slots (ChunkSum::slots), or null for a barrier every round.
 template <class Sum>
 __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, float* part,
@@ -71,10 +94,13 @@ __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, fl
 // kTrigger: let the next kernel's blocks start before the writes (Trigger::late). first: the
 // warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk). chunk_parts: the
 // free rounds' slots (free_rounds_smem), or null for a barrier every round.
-template <DType D, int kNT, bool kTrigger>
+// kAhead (free rounds only): 2, a warp's next chunk loaded before the current one is multiplied
+// (takes_ahead).
+template <DType D, int kNT, bool kTrigger, int kAhead = 1>
 __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index,
                                           const EarlyChunk<D>& first,
                                           float* chunk_parts = nullptr) {
+  static_assert(kAhead == 1 || (kAhead == 2 && kNT == 1), "the ahead form: one token tile");
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
@@ -115,15 +141,29 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   int r0 = 0;
   if constexpr (kNT <= 2) {
     if (chunk_parts != nullptr) {  // every chunk of the warp in turn, one barrier at the end
-      if (warp < n_chunks) {
-        LaneChunk<D> cur = first.chunk;
-        if (!first.loaded) cur.load(record(warp), lane);
-        chunk(0, warp, cur);
-      }
-      for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
-        LaneChunk<D> cur;
-        cur.load(record(c), lane);
-        chunk(0, c, cur);
+      if constexpr (kAhead == 2) {
+        if (warp < n_chunks) {
+          LaneChunk<D> cur = first.chunk;
+          if (!first.loaded) cur.load(record(warp), lane);
+          for (int c = warp; c < n_chunks; c += kWarps) {
+            const bool more = c + kWarps < n_chunks;  // uniform per warp
+            LaneChunk<D> next;
+            if (more) next.load(record(c + kWarps), lane);
+            chunk(0, c, cur);
+            if (more) cur = next;
+          }
+        }
+      } else {
+        if (warp < n_chunks) {
+          LaneChunk<D> cur = first.chunk;
+          if (!first.loaded) cur.load(record(warp), lane);
+          chunk(0, warp, cur);
+        }
+        for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
+          LaneChunk<D> cur;
+          cur.load(record(c), lane);
+          chunk(0, c, cur);
+        }
       }
       __syncthreads();                                         // every chunk's partial is written
       if constexpr (kTrigger) detail::let_dependents_start();  // only the sums and writes are left
@@ -176,9 +216,11 @@ __device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
 // Block b runs tile b / groups over token group b % groups (groups: the launch's token groups of
 // 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
 // early: round 0's weights are loaded before the wait (EarlyChunk).
-template <DType D, int kNT>
+// kAhead: tile_rows' (the ahead form: free rounds only, so `free` is true there).
+template <DType D, int kNT, int kAhead = 1>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
+                                              : TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs x, int groups, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first =
@@ -188,8 +230,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
   const MatmulArgs a = token_group<kNT>(x, static_cast<int>(blockIdx.x) % groups);
-  tile_rows<D, kNT, true>(a, part, tile, first,
-                          chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
+  tile_rows<D, kNT, true, kAhead>(a, part, tile, first,
+                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // The same for block blockIdx.x of a MultiOut launch (its output's tile).
@@ -253,6 +295,16 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const int groups = (a.n_tokens + 8 * kNT - 1) / (8 * kNT);
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16 * groups);
+  if constexpr (kNT == 1 && Tiled<D>::kScaled) {
+    if (takes_ahead<D, kNT>(a.n_in)) {
+      static std::atomic<uint64_t> ahead_smem_set{0};
+      allow_smem_once(tiled_decode_kernel<D, kNT, 2>, kFreeSlotBytes, ahead_smem_set);
+      detail::launch(tiled_decode_kernel<D, kNT, 2>, blocks, C::kThreads,
+                     free_rounds_smem<D, kNT>(a.n_in), stream, a, groups, early_weights_enabled(),
+                     true);
+      return;
+    }
+  }
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
   if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_kernel<D, kNT>, blocks, C::kThreads, free_rounds_smem<D, kNT>(a.n_in),

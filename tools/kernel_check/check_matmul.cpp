@@ -239,7 +239,9 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
 }
 
 // Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
-// checked against the reference above), for decode, batched decode and prefill token counts. BF16
+// checked against the reference above), for decode, batched decode and prefill token counts (8:
+// one token tile, whose K-quant blocks take the ahead form on the 8B's down projection under
+// MEMRA_TILED_AHEAD=2). BF16
 // too: at 256 tokens its 1,024 x 40,004 matrix is 626 tiles of the wgmma kernel, which its
 // persistent grid walks several a block on an H200 (partial last row block included), against the
 // ggml layout's mma.sync kernel.
@@ -253,8 +255,8 @@ void check_tiled_model_shapes(Context& ctx) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
       Dev<uint8_t> dw(ctx, w);
-      for (int64_t n_tokens :
-           {int64_t{1}, int64_t{16}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{256}}) {
+      for (int64_t n_tokens : {int64_t{1}, int64_t{8}, int64_t{16}, int64_t{20}, int64_t{40},
+                               int64_t{64}, int64_t{256}}) {
         const std::vector<float> x = ctx.uniform(n_tokens * s.n_in);
         Dev<float> dx(ctx, x), dy(n_tokens * s.n_out);
         Dev<uint8_t> scratch(kernels::matmul_scratch_bytes(n_tokens, s.n_in));
