@@ -394,21 +394,23 @@ if [ "$MODE" = ab ]; then
   # The forty-fourth round's A/B: the K-quants' one-token-tile decode blocks (2-8 tokens) with a
   # warp's next chunk loaded before the current one is multiplied, on rows of 24 chunks or more
   # (MEMRA_TILED_AHEAD=2; 1, the default, loads one at a time). The same bits: the matrix
-  # micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0 each way, twice, alternated (down is the
-  # shape it takes; q/k/v, gate and output are the control), kernel-check's matrix cases with it
-  # on (+ teeth), and 8B Q4_K_M decode of 2, 4 and 8 sequences each way, twice, alternated. (The
-  # forty-third round's prefill attention A/B is this script at b983114.)
+  # micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0 each way and with `all` (the form from two
+  # chunks a warp: q/k/v and gate too), twice, alternated (down is the shape 2 takes; q/k/v, gate
+  # and output are its control), kernel-check's matrix cases with `all` (+ teeth: every launch of
+  # two chunks a warp or more, so both rules' launches), and 8B Q4_K_M decode of 2, 4 and 8
+  # sequences each way, twice, alternated. (The forty-third round's prefill attention A/B is this
+  # script at b983114.)
   new=MEMRA_TILED_AHEAD=2
   old=MEMRA_TILED_AHEAD=1
   for round in 1 2; do
-    for f in "new:$new" "old:$old"; do
+    for f in "new:$new" "all:MEMRA_TILED_AHEAD=all" "old:$old"; do
       step "kernel-bench-ahead-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
         --tokens 8 --dtypes q4_k,q6_k,q8_0 \
         --json "$RECEIPTS/$DAY-kernel-bench-ahead-${f%%:*}-$round.json"
     done
   done
-  kcheck kernel-check-matmul-ahead 300 "$new" --filter matmul
-  kcheck kernel-check-teeth-matmul-ahead 300 "$new" --filter matmul --teeth
+  kcheck kernel-check-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul
+  kcheck kernel-check-teeth-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul --teeth
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)

@@ -60,25 +60,29 @@ int free_rounds_smem(int n_in) {
   using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
   return takes_free_rounds<D, kNT>(n_in) ? Sum::dynamic_slot_bytes(n_in / kChunk) : 0;
 }
-// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens)
-// holds in registers on long rows, 1 (the default: it loads a chunk, multiplies it, then loads
-// its next) or 2 (it loads its next chunk before multiplying the current one: the ahead form, 2
-// blocks a SM instead of 3). Where: free rounds and at least kAheadRounds chunks a warp (K >=
-// 6,144 at 8 warps: the 8B's down projection, 6 chunks a warp, one wave of 256 blocks). Why: such
-// a block's warps walk their chunks one DRAM round trip after another (at 8 tokens the 8B's Q4_K
-// down takes 23.6 us where the one-token kernel takes 18.1, Q6_K 33.3 against 24.4: H100,
-// forty-fourth round's quick), which a chunk in flight under the arithmetic overlaps. Each
-// chunk's partial is the same mma chains on the same operands, stored in the same slot: the same
-// bits. Opt-in until measured.
-bool tiled_ahead() {
-  static const bool ahead = env_choice("MEMRA_TILED_AHEAD", {"1", "2"}, 0) == 1;
-  return ahead;
+// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens,
+// single-output launches) holds in registers, 1 (the default: it loads a chunk, multiplies it,
+// then loads its next) or 2 (it loads its next chunk before multiplying the current one: the ahead
+// form, 2 blocks a SM instead of 3) on rows of at least kAheadRounds chunks a warp (K >= 6,144 at
+// 8 warps: the 8B's down projection, 6 chunks a warp, one wave of 256 blocks), or `all`: the
+// ahead form from two chunks a warp (K >= 4,096: o, and the micro-benchmark's q/k/v and gate; the
+// grouped launches keep one). Free rounds only. Why: such a block's warps walk their chunks one
+// DRAM round trip after another (at 8 tokens the 8B's Q4_K down takes 23.6 us where the
+// one-token kernel takes 18.1, Q6_K 33.3 against 24.4: H100, forty-fourth round's quick), which
+// a chunk in flight under the arithmetic overlaps. Each chunk's partial is the same mma chains on
+// the same operands, stored in the same slot: the same bits. Opt-in until measured.
+int tiled_ahead_rounds() {  // 0: off
+  static const int rounds = [] {
+    const int i = env_choice("MEMRA_TILED_AHEAD", {"1", "2", "all"}, 0);
+    return i == 0 ? 0 : i == 1 ? 3 : 2;
+  }();
+  return rounds;
 }
-constexpr int kAheadRounds = 3;
 template <DType D, int kNT>
 bool takes_ahead(int n_in) {
-  return kNT == 1 && Tiled<D>::kScaled && tiled_ahead() && takes_free_rounds<D, kNT>(n_in) &&
-         n_in / kChunk >= kAheadRounds * TiledDecodeCfg<D, kNT>::kWarps;
+  const int rounds = tiled_ahead_rounds();
+  return kNT == 1 && Tiled<D>::kScaled && rounds > 0 && takes_free_rounds<D, kNT>(n_in) &&
+         n_in / kChunk >= rounds * TiledDecodeCfg<D, kNT>::kWarps;
 }
 
 // A block's free-round slots (ChunkSum::slots), or null for a barrier every round.
