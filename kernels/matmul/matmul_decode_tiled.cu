@@ -60,17 +60,17 @@ int free_rounds_smem(int n_in) {
   using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
   return takes_free_rounds<D, kNT>(n_in) ? Sum::dynamic_slot_bytes(n_in / kChunk) : 0;
 }
-// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens,
-// single-output launches) holds in registers, 1 (the default: it loads a chunk, multiplies it,
-// then loads its next) or 2 (it loads its next chunk before multiplying the current one: the ahead
-// form, 2 blocks a SM instead of 3) on rows of at least kAheadRounds chunks a warp (K >= 6,144 at
-// 8 warps: the 8B's down projection, 6 chunks a warp, one wave of 256 blocks), or `all`: the
-// ahead form from two chunks a warp (K >= 4,096: o, and the micro-benchmark's q/k/v and gate; the
-// grouped launches keep one). Free rounds only. Why: such a block's warps walk their chunks one
-// DRAM round trip after another (at 8 tokens the 8B's Q4_K down takes 23.6 us where the
-// one-token kernel takes 18.1, Q6_K 33.3 against 24.4: H100, forty-fourth round's quick), which
-// a chunk in flight under the arithmetic overlaps. Each chunk's partial is the same mma chains on
-// the same operands, stored in the same slot: the same bits. Opt-in until measured.
+// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens)
+// holds in registers: 1 (the default: it loads a chunk, multiplies it, then loads its next); 2
+// (it loads its next chunk before multiplying the current one: the ahead form, 2 blocks a SM
+// instead of 3) on single-output launches of at least 3 chunks a warp (K >= 6,144 at 8 warps: the
+// 8B's down projection, 6 chunks a warp, one wave of 256 blocks); or `all`: the ahead form from
+// two chunks a warp (K >= 4,096), grouped launches too (the 8B's q/k/v and gate/up, o, v). Free
+// rounds only. Why: such a block's warps walk their chunks one DRAM round trip after another (at
+// 8 tokens the 8B's Q4_K down takes 23.6 us where the one-token kernel takes 18.1, Q6_K 33.3
+// against 24.4: H100, forty-fourth round's quick), which a chunk in flight under the arithmetic
+// overlaps. Each chunk's partial is the same mma chains on the same operands, stored in the same
+// slot: the same bits. Opt-in until measured.
 int tiled_ahead_rounds() {  // 0: off
   static const int rounds = [] {
     const int i = env_choice("MEMRA_TILED_AHEAD", {"1", "2", "all"}, 0);
@@ -78,10 +78,12 @@ int tiled_ahead_rounds() {  // 0: off
   }();
   return rounds;
 }
+// grouped: a MultiOut launch (q/k/v, gate/up), which only `all` takes.
 template <DType D, int kNT>
-bool takes_ahead(int n_in) {
+bool takes_ahead(int n_in, bool grouped = false) {
   const int rounds = tiled_ahead_rounds();
-  return kNT == 1 && Tiled<D>::kScaled && rounds > 0 && takes_free_rounds<D, kNT>(n_in) &&
+  return kNT == 1 && Tiled<D>::kScaled && rounds > 0 && (!grouped || rounds == 2) &&
+         takes_free_rounds<D, kNT>(n_in) &&
          n_in / kChunk >= rounds * TiledDecodeCfg<D, kNT>::kWarps;
 }
 
@@ -252,9 +254,10 @@ __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
 // Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
 // b - tile_begin[o] of output o, the same instructions as that output's own launch, so the same
 // bits; the small k and v matrices no longer leave most SMs idle for a launch of their own.
-template <DType D, int kNT>
+template <DType D, int kNT, int kAhead = 1>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
+                                              : TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
@@ -264,8 +267,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   const int b = static_cast<int>(blockIdx.x);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, b, a);
-  tile_rows<D, kNT, true>(a, part, b - outs.tile_begin[o], first,
-                          chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
+  tile_rows<D, kNT, true, kAhead>(a, part, b - outs.tile_begin[o], first,
+                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -391,6 +394,16 @@ namespace {
 template <DType D, int kNT>
 void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
+  if constexpr (kNT == 1 && Tiled<D>::kScaled) {
+    if (takes_ahead<D, kNT>(x.n_in, true)) {
+      static std::atomic<uint64_t> ahead_smem_set{0};
+      allow_smem_once(tiled_decode_multi_kernel<D, kNT, 2>, kFreeSlotBytes, ahead_smem_set);
+      detail::launch(tiled_decode_multi_kernel<D, kNT, 2>, blocks, TiledDecodeCfg<D, kNT>::kThreads,
+                     free_rounds_smem<D, kNT>(x.n_in), stream, x, outs, early_weights_enabled(),
+                     true);
+      return;
+    }
+  }
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(tiled_decode_multi_kernel<D, kNT>, kFreeSlotBytes, smem_set);
   detail::launch(tiled_decode_multi_kernel<D, kNT>, blocks, TiledDecodeCfg<D, kNT>::kThreads,

@@ -383,10 +383,10 @@ void check_shared_x(Context& ctx) {
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token
 // kernel for K-quants, the tiled decode kernel's one-launch groups of one and of two token tiles,
 // a partial last tile) == each weight alone in the ggml layout (the ggml decode kernels), bit for
-// bit: K-quants, and F16/BF16 (the q/k/v and gate/up groups of a BF16 model).
+// bit: K-quants, and F16/BF16 (the q/k/v and gate/up groups of a BF16 model). n_in 4,352: 17
+// chunks a row, two or three a warp (the grouped launches' ahead form under MEMRA_TILED_AHEAD=all).
 void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
-                          const std::vector<int64_t>& outs_n) {
-  const int64_t n_in = 1024;
+                          const std::vector<int64_t>& outs_n, int64_t n_in = 1024) {
   const int kOuts = static_cast<int>(types.size());
   std::string name;
   for (DType t : types) {
@@ -563,6 +563,10 @@ void check_matmul(Context& ctx) {
   // A BF16 layer's q, k, v (two groups of one launch each: BF16 q/k/v, then F16), a partial tile.
   check_tiled_shared_x(ctx, {DType::bf16, DType::bf16, DType::bf16, DType::f16, DType::f16},
                        {256, 64, 64, 40, 136});
+  // Long rows: each K-quant pair one grouped launch of 17 chunks a row.
+  check_tiled_shared_x(
+      ctx, {DType::q4_k, DType::q4_k, DType::q6_k, DType::q6_k, DType::q8_0, DType::q8_0},
+      {64, 48, 32, 16, 32, 48}, 4096 + 256);
   for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
   check_matmul_row_max(ctx);
   check_tiled_model_shapes(ctx);
