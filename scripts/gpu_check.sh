@@ -27,7 +27,7 @@
 #               blocks with a warp's next chunk in flight on long rows (MEMRA_TILED_AHEAD=2)
 #               against one at a time (=1): the matrix micro-benchmark at 8 tokens, kernel-check's
 #               matrix cases (+ teeth) with it on, 8B Q4_K_M decode of 2, 4 and 8 sequences, each
-#               way twice, alternated (~4 min; not part of full)
+#               way and with =all twice, alternated (~5 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -398,8 +398,8 @@ if [ "$MODE" = ab ]; then
   # chunks a warp: q/k/v and gate too), twice, alternated (down is the shape 2 takes; q/k/v, gate
   # and output are its control), kernel-check's matrix cases with `all` (+ teeth: every launch of
   # two chunks a warp or more, so both rules' launches), and 8B Q4_K_M decode of 2, 4 and 8
-  # sequences each way, twice, alternated. (The forty-third round's prefill attention A/B is this
-  # script at b983114.)
+  # sequences each of the three ways (`all` takes the grouped q/k/v and gate/up launches too),
+  # twice, alternated. (The forty-third round's prefill attention A/B is this script at b983114.)
   new=MEMRA_TILED_AHEAD=2
   old=MEMRA_TILED_AHEAD=1
   for round in 1 2; do
@@ -415,7 +415,7 @@ if [ "$MODE" = ab ]; then
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)
     for round in 1 2; do
-      for f in "new:$new" "old:$old"; do
+      for f in "new:$new" "all:MEMRA_TILED_AHEAD=all" "old:$old"; do
         bench_with "$q8b" "ahead-${f%%:*}-$round" "${f#*:}" -n 64 -c 2,4,8
       done
     done
