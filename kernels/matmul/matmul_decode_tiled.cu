@@ -29,7 +29,7 @@ struct TiledDecodeCfg {
   // spill 4-8 bytes for F16/BF16 and Q8_0, none for Q4_K and Q6_K).
   static constexpr int kWarps = kNT <= 4 ? 8 : 4;
   static constexpr int kMinBlocks = kNT == 1 && Tiled<D>::kScaled ? 3 : 2;
-  // The ahead form (tiled_ahead): two chunks a warp in registers, so 2 blocks a SM.
+  // The ahead form (MEMRA_TILED_AHEAD, takes_ahead): two chunks a warp in registers, 2 blocks a SM.
   static constexpr int kMinBlocksAhead = 2;
   static constexpr int kThreads = kWarps * 32;
   using Sum = ChunkSum<kWarps, 16, 8 * kNT>;  // its partials: static shared memory
