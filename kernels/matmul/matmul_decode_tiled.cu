@@ -297,20 +297,28 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   }
 }
 
+// The ahead form of a one-token-tile launch (kernel: tiled_decode_kernel's or
+// tiled_decode_multi_kernel's <D, 1, 2>, args its arguments before `early` and `free`) where
+// takes_ahead says so; false where it does not, and nothing is launched.
+template <DType D, class Kernel, class... Args>
+bool launch_ahead(Kernel kernel, bool grouped, int n_in, unsigned blocks, cudaStream_t stream,
+                  const Args&... args) {
+  if (!takes_ahead<D, 1>(n_in, grouped)) return false;
+  static std::atomic<uint64_t> smem_set{0};  // one a kernel (Kernel and Args differ)
+  allow_smem_once(kernel, kFreeSlotBytes, smem_set);
+  detail::launch(kernel, blocks, TiledDecodeCfg<D, 1>::kThreads, free_rounds_smem<D, 1>(n_in),
+                 stream, args..., early_weights_enabled(), true);
+  return true;
+}
+
 template <DType D, int kNT>
 void launch(const MatmulArgs& a, cudaStream_t stream) {
   using C = TiledDecodeCfg<D, kNT>;
   const int groups = (a.n_tokens + 8 * kNT - 1) / (8 * kNT);
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16 * groups);
   if constexpr (kNT == 1 && Tiled<D>::kScaled) {
-    if (takes_ahead<D, kNT>(a.n_in)) {
-      static std::atomic<uint64_t> ahead_smem_set{0};
-      allow_smem_once(tiled_decode_kernel<D, kNT, 2>, kFreeSlotBytes, ahead_smem_set);
-      detail::launch(tiled_decode_kernel<D, kNT, 2>, blocks, C::kThreads,
-                     free_rounds_smem<D, kNT>(a.n_in), stream, a, groups, early_weights_enabled(),
-                     true);
+    if (launch_ahead<D>(tiled_decode_kernel<D, 1, 2>, false, a.n_in, blocks, stream, a, groups))
       return;
-    }
   }
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
   if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);
@@ -395,14 +403,8 @@ template <DType D, int kNT>
 void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   if constexpr (kNT == 1 && Tiled<D>::kScaled) {
-    if (takes_ahead<D, kNT>(x.n_in, true)) {
-      static std::atomic<uint64_t> ahead_smem_set{0};
-      allow_smem_once(tiled_decode_multi_kernel<D, kNT, 2>, kFreeSlotBytes, ahead_smem_set);
-      detail::launch(tiled_decode_multi_kernel<D, kNT, 2>, blocks, TiledDecodeCfg<D, kNT>::kThreads,
-                     free_rounds_smem<D, kNT>(x.n_in), stream, x, outs, early_weights_enabled(),
-                     true);
+    if (launch_ahead<D>(tiled_decode_multi_kernel<D, 1, 2>, true, x.n_in, blocks, stream, x, outs))
       return;
-    }
   }
   static std::atomic<uint64_t> smem_set{0};
   allow_smem_once(tiled_decode_multi_kernel<D, kNT>, kFreeSlotBytes, smem_set);
