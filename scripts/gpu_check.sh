@@ -55,7 +55,7 @@
 #               full)
 #     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
 #               and Q4_K_M at 512, two rounds of memra bench's three runs each, and the
-#               comparison with the targets (~2 min; not part of full: bench8b runs them too)
+#               comparison with the targets (~1 min; not part of full: bench8b runs them too)
 #     smoke     kernel-check of the matrix kernels, the determinism contract, graph replay and
 #               the MoE device path on the fixtures, the matmul micro-benchmark at 512 tokens and
 #               one 8B Q4_K_M benchmark, the matmul micro-benchmark at one token (~4 min: a
@@ -445,7 +445,7 @@ if [ "$MODE" = bins ]; then
 fi
 if [ "$MODE" = prefill ]; then
   # The prefill rows of issue 10's table with nothing else on the machine: a default's end-to-end
-  # figure after a prefill kernel change, in two minutes where bench8b takes five or more.
+  # figure after a prefill kernel change, in a minute where bench8b takes five or more.
   bf16=$(synth qwen3-8b bf16)
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in 1 2; do
