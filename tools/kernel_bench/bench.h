@@ -52,8 +52,6 @@ cuda::DeviceBuffer tiled_stack(DType dtype, int n_in, int n_out, int copies, uin
 // case and returns true when all pass.
 bool run_check(const std::vector<DType>& dtypes, cudaStream_t stream);
 
-// Times kernels::attention on the Qwen3-8B shape (attention.cpp); prints a line per case and
-// returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
 // The comma-separated items of a command-line list ("a,b" -> {"a", "b"}).
 inline std::vector<std::string> split_list(std::string_view list) {
   std::vector<std::string> items;
@@ -65,6 +63,8 @@ inline std::vector<std::string> split_list(std::string_view list) {
   return items;
 }
 
+// Times kernels::attention on the Qwen3-8B shape (attention.cpp); prints a line per case and
+// returns the rows for the JSON receipt. copy_tbps: the device copy bandwidth of the same run.
 // only: the cases of those names (e.g. {"prefill 2048 f16", "decode 1x512 fma"}), each of which
 // must name a case; empty: all.
 nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,

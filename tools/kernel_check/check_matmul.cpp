@@ -241,10 +241,9 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
 // Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
 // checked against the reference above), for decode, batched decode and prefill token counts (8:
 // one token tile, whose K-quant blocks take the ahead form on the 8B's down projection under
-// MEMRA_TILED_AHEAD=2). BF16
-// too: at 256 tokens its 1,024 x 40,004 matrix is 626 tiles of the wgmma kernel, which its
-// persistent grid walks several a block on an H200 (partial last row block included), against the
-// ggml layout's mma.sync kernel.
+// MEMRA_TILED_AHEAD=2, and from 16 chunks a row under =all). BF16 too: at 256 tokens its 1,024 x
+// 40,004 matrix is 626 tiles of the wgmma kernel, which its persistent grid walks several a block
+// on an H200 (partial last row block included), against the ggml layout's mma.sync kernel.
 void check_tiled_model_shapes(Context& ctx) {
   struct Shape {
     int64_t n_in, n_out;
@@ -383,8 +382,9 @@ void check_shared_x(Context& ctx) {
 // Several tiled outputs of one x in one matmul_shared_x call (1, 5, 8, 12 tokens: the one-token
 // kernel for K-quants, the tiled decode kernel's one-launch groups of one and of two token tiles,
 // a partial last tile) == each weight alone in the ggml layout (the ggml decode kernels), bit for
-// bit: K-quants, and F16/BF16 (the q/k/v and gate/up groups of a BF16 model). n_in 4,352: 17
-// chunks a row, two or three a warp (the grouped launches' ahead form under MEMRA_TILED_AHEAD=all).
+// bit: K-quants, and F16/BF16 (the q/k/v and gate/up groups of a BF16 model). n_in: 1,024 (4
+// chunks a row), or 4,352 (17: two or three a warp, the grouped launches' ahead form under
+// MEMRA_TILED_AHEAD=all).
 void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
                           const std::vector<int64_t>& outs_n, int64_t n_in = 1024) {
   const int kOuts = static_cast<int>(types.size());
