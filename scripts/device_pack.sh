@@ -52,10 +52,19 @@ pack_tools() {
     esac
   done
 }
+# xz_tar ARCHIVE TAR-ARGS...: -9e with one 192 MiB window over the whole archive (one thread:
+# threads would cut it into blocks): the binaries each carry the same kernels, and a window that
+# spans them all keeps one copy (38 vs 50 MiB with the default 64 MiB window), which keeps a device
+# call under its 64 MiB carry limit beside the repository; ~3 min on 2 cores, 1.3 GiB of memory.
+xz_tar() {
+  local out=$1
+  shift
+  XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf "$out" "$@"
+}
 if [ "$KERNELS" = 1 ]; then
   pack_tools .device-k memra-kernel-check memra-kernel-bench
   git rev-parse HEAD > .device-k/COMMIT 2>/dev/null || true
-  XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device-k.tar.xz .device-k
+  xz_tar .device-k.tar.xz .device-k
   echo "device_pack: ok (kernel tools, $(du -sm .device-k.tar.xz | cut -f1) MiB packed)"
   exit 0
 fi
@@ -107,11 +116,7 @@ PY
     echo "device_pack: no pinned test data: the GPU server tests that need it will skip" >&2
 fi
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
-# -9e with one 192 MiB window over the whole archive (one thread: threads would cut it into
-# blocks): the binaries each carry the same kernels, and a window that spans them all keeps one
-# copy (38 vs 50 MiB with the default 64 MiB window), which keeps a device call under its 64 MiB
-# carry limit beside the repository; ~3 min on 2 cores, 1.3 GiB of memory.
-XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device-lib.tar.xz .device/lib
-XZ_OPT="--lzma2=preset=9e,dict=192MiB -T1" tar -cJf .device.tar.xz --exclude=.device/lib .device
+xz_tar .device-lib.tar.xz .device/lib
+xz_tar .device.tar.xz --exclude=.device/lib .device
 du -sh .device/* .device-lib.tar.xz .device.tar.xz
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device-lib.tar.xz | cut -f1) + $(du -sm .device.tar.xz | cut -f1) MiB packed)"
