@@ -60,20 +60,22 @@ int free_rounds_smem(int n_in) {
   using Sum = typename TiledDecodeCfg<D, kNT>::Sum;
   return takes_free_rounds<D, kNT>(n_in) ? Sum::dynamic_slot_bytes(n_in / kChunk) : 0;
 }
-// MEMRA_TILED_AHEAD: how many chunks a warp of the K-quants' one-token-tile blocks (2-8 tokens)
-// holds in registers: 1 (the default: it loads a chunk, multiplies it, then loads its next); 2
-// (it loads its next chunk before multiplying the current one: the ahead form, 2 blocks a SM
-// instead of 3) on single-output launches of at least 3 chunks a warp (K >= 6,144 at 8 warps: the
-// 8B's down projection, 6 chunks a warp, one wave of 256 blocks); or `all`: the ahead form from
-// two chunks a warp (K >= 4,096), grouped launches too (the 8B's q/k/v and gate/up, o, v). Free
-// rounds only. Why: such a block's warps walk their chunks one DRAM round trip after another (at
-// 8 tokens the 8B's Q4_K down takes 23.6 us where the one-token kernel takes 18.1, Q6_K 33.3
-// against 24.4: H100, forty-fourth round's quick), which a chunk in flight under the arithmetic
-// overlaps. Each chunk's partial is the same mma chains on the same operands, stored in the same
-// slot: the same bits. Opt-in until measured.
-int tiled_ahead_rounds() {  // 0: off
+// MEMRA_TILED_AHEAD: how many chunks a warp of the scaled types' (Q8_0, the K-quants)
+// one-token-tile blocks (2-8 tokens) holds in registers: 2 (the default: it loads its next chunk
+// before multiplying the current one, the ahead form, 2 blocks a SM instead of 3) on single-output
+// launches of at least 3 chunks a warp (K >= 6,144 at 8 warps: the 8B's down projection, 6 chunks a
+// warp, one wave of 256 blocks); 1 (a chunk loaded, multiplied, then the next: the form before); or
+// `all`: the ahead form from two chunks a warp (K >= 4,096), grouped launches too (the 8B's q/k/v
+// and gate/up, o, v). Free rounds only. Why: such a block's warps walk their chunks one DRAM round
+// trip after another, which a chunk in flight under the arithmetic overlaps. Each chunk's partial
+// is the same mma chains on the same operands, stored in the same slot: the same bits. Measured on
+// the H200 (docs/PERFORMANCE.md, forty-fifth round), 8 tokens, 2 -> 1: down Q4_K 21.3 vs 24.2 us,
+// Q6_K 26.5 vs 32.5, Q8_0 26.5 vs 30.9; 8B Q4_K_M c8 2,089 vs 2,003 tok/s. `all` is slower on
+// every shape it adds (q/k/v 11.2 -> 14.4 us for Q4_K, the output 148 -> 168): at two chunks a
+// warp the third block a SM hides more than a chunk ahead does.
+int tiled_ahead_rounds() {  // 0: off (=1)
   static const int rounds = [] {
-    const int i = env_choice("MEMRA_TILED_AHEAD", {"1", "2", "all"}, 0);
+    const int i = env_choice("MEMRA_TILED_AHEAD", {"1", "2", "all"}, 1);
     return i == 0 ? 0 : i == 1 ? 3 : 2;
   }();
   return rounds;
