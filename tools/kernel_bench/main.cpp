@@ -10,8 +10,9 @@
 // are random valid blocks, rotated over enough copies that L2 (60 MB) cannot serve them; each
 // figure is the median of 9 event-timed bursts of 10 back-to-back calls after warm-up (bench.h). A
 // self-check runs first (check.cpp);
-// --json FILE saves it all. --tokens N times only N tokens per matrix (1, 8, 16, 32, 64 or 512) and
-// skips attention and sampling: a quick look at one regime while a kernel is being changed.
+// --json FILE saves it all. --tokens N[,N...] times only those token counts per matrix (1, 2, 4, 8,
+// 16, 32, 64 or 512) and skips attention and sampling: a quick look at one regime while a kernel
+// is being changed.
 // --shapes qwen3-0.6b times the 0.6B's matrix shapes instead of the 8B's; --dtypes q4_k,q6_k
 // times only those weight types; --copies N rotates each shape's calls over N weight copies instead
 // of enough to miss L2 (1: the same pages every call, as a profiler's replays read them); --only
@@ -362,6 +363,7 @@ int main(int argc, char** argv) {
   bool chain_only = false;
   bool elementwise_only = false;
   std::vector<int> token_counts = {1, 8, 16, 32, 64, 512};
+  bool tokens_given = false;  // --tokens: the products alone
   const std::vector<bench::Shape>* shapes = &bench::kShapes8b;
   std::vector<DType> only_dtypes;  // --dtypes; empty: every supported one
   size_t weight_copies = 0;        // --copies
@@ -384,12 +386,19 @@ int main(int argc, char** argv) {
     } else if (arg == "--elementwise") {
       elementwise_only = true;
     } else if (arg == "--tokens" && i + 1 < argc) {
-      const int n = std::atoi(argv[++i]);
-      if (n != 1 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
-        std::fprintf(stderr, "memra-kernel-bench: --tokens takes 1, 8, 16, 32, 64 or 512\n");
-        return 2;
+      token_counts.clear();
+      tokens_given = true;
+      for (const std::string& v : bench::split_list(argv[++i])) {
+        const int n = std::atoi(v.c_str());
+        if (n != 1 && n != 2 && n != 4 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
+          std::fprintf(stderr,
+                       "memra-kernel-bench: --tokens takes 1, 2, 4, 8, 16, 32, 64 or 512 (or a "
+                       "comma list of them), not '%s'\n",
+                       v.c_str());
+          return 2;
+        }
+        token_counts.push_back(n);
       }
-      token_counts = {n};
     } else if (arg == "--shapes" && i + 1 < argc) {
       const std::string v = argv[++i];
       if (v != "qwen3-8b" && v != "qwen3-0.6b") {
@@ -526,7 +535,7 @@ int main(int argc, char** argv) {
     out["copy_tb_per_s"] = copy;
     out["results"] = b.rows;
     out["shapes"] = shapes == &bench::kShapes8b ? "qwen3-8b" : "qwen3-0.6b";
-    if (token_counts.size() > 1) {
+    if (!tokens_given) {
       out["attention"] = bench::run_attention(stream, copy);
       out["sampling"] = bench::run_sampling(stream);
       out["moe"] = bench::run_moe(stream, copy);
