@@ -23,12 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-fifth round's A/B, reproducible: the one-token K-quant kernel with a
-#               warp's next chunk in flight on long rows (MEMRA_SINGLE_AHEAD=2, and =all)
-#               against one at a time, and the tiled kernel's ahead form against =1 at 2-8
-#               tokens: the matrix micro-benchmark at 1, 2, 4 and 8 tokens, kernel-check's
-#               matrix cases (+ teeth) with it on, 8B Q4_K_M decode of 1, 2, 4 and 8 sequences,
-#               each way twice, alternated (~5 min; not part of full)
+#     ab        the forty-fifth round's A/B, reproducible: the tiled decode kernel at 2-8 tokens
+#               with a warp's next chunk in flight on long rows (the default) against one at a
+#               time (MEMRA_TILED_AHEAD=1) and against =all: the matrix micro-benchmark at 1, 2,
+#               4 and 8 tokens, kernel-check's matrix cases (+ teeth) with =all, 8B Q4_K_M decode
+#               of 1, 2, 4 and 8 sequences, each way twice, alternated (~5 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -392,18 +391,16 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-fifth round's A/B: the one-token K-quant kernel's ahead form (a warp's next chunk
-  # loaded before it multiplies the current one; MEMRA_SINGLE_AHEAD=2 on rows of 24 chunks or
-  # more, the 8B's down; `all` from 16, q/k/v, gate/up and the output matrix too) against one
-  # chunk at a time (the default), and the tiled kernel's ahead form (the default since this
-  # round, measured at 8 tokens) against =1 at 2 and 4 tokens, where c2 and c4 moved -0.2% and
-  # -0.9% with it. The same bits: the matrix micro-benchmark at 1, 2, 4 and 8 tokens for Q4_K,
-  # Q6_K and Q8_0 each of the four ways, twice, alternated; kernel-check's matrix cases with
-  # MEMRA_SINGLE_AHEAD=all (+ teeth: every one-token launch of two chunks a warp or more); 8B
-  # Q4_K_M decode of 1, 2, 4 and 8 sequences each of the four ways, twice, alternated. (The
-  # forty-fourth round's A/B, the tiled ahead form at 8 tokens, is this script at 69c1b30.)
-  ways="single2:MEMRA_SINGLE_AHEAD=2 singleall:MEMRA_SINGLE_AHEAD=all base:MEMRA_SINGLE_AHEAD=1"
-  ways="$ways tiled1:MEMRA_TILED_AHEAD=1"
+  # The forty-fifth round's A/B: the tiled kernel's ahead form at 2-8 tokens (the default since
+  # this round: a warp's next chunk loaded before it multiplies the current one, on rows of 24
+  # chunks or more, the 8B's down) against one chunk at a time (MEMRA_TILED_AHEAD=1) and against
+  # the form on every launch of two chunks a warp (=all). The same bits: the matrix
+  # micro-benchmark at 1, 2, 4 and 8 tokens for Q4_K, Q6_K and Q8_0 each of the three ways
+  # (1 token: the one-token kernel, the control), twice, alternated; kernel-check's matrix cases
+  # with =all (+ teeth: every launch of two chunks a warp or more, so both rules' launches); 8B
+  # Q4_K_M decode of 1, 2, 4 and 8 sequences each way, twice, alternated. (The one-token
+  # kernel's ahead form, measured no faster and removed, is this script at 26a4c4f.)
+  ways="new:MEMRA_TILED_AHEAD=2 all:MEMRA_TILED_AHEAD=all old:MEMRA_TILED_AHEAD=1"
   for round in 1 2; do
     for f in $ways; do
       step "kernel-bench-ahead-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
@@ -411,8 +408,8 @@ if [ "$MODE" = ab ]; then
         --json "$RECEIPTS/$DAY-kernel-bench-ahead-${f%%:*}-$round.json"
     done
   done
-  kcheck kernel-check-matmul-single-ahead 300 MEMRA_SINGLE_AHEAD=all --filter matmul
-  kcheck kernel-check-teeth-matmul-single-ahead 300 MEMRA_SINGLE_AHEAD=all --filter matmul --teeth
+  kcheck kernel-check-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul
+  kcheck kernel-check-teeth-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul --teeth
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)

@@ -145,9 +145,8 @@ __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const 
 // barrier rounds. first: the warp's first chunk where it was loaded before the wait. part: the
 // round buffers (Sum::kSmemFloats floats of shared memory), chunk_slots: the free rounds' slots
 // past them (dynamic shared memory). Ends with the block's rows of y written; lets dependents
-// start (Trigger::late) before the last sums. kAhead (free rounds only): 2, a warp's next chunk
-// loaded before the current one is multiplied (matmul_decode_single.cu's takes_ahead).
-template <DType D, int kAhead = 1>
+// start (Trigger::late) before the last sums.
+template <DType D>
 __device__ __forceinline__ void block_product(const MatmulArgs& a, int block_index, int pack,
                                               bool free, const EarlyChunk<D>& first, float* part,
                                               float* chunk_slots) {
@@ -188,21 +187,10 @@ __device__ __forceinline__ void block_product(const MatmulArgs& a, int block_ind
   if (f.has && !first.loaded) cur.load(record(f.tile, f.c), lane);
   if (by_chunk) {
     // Every chunk of the warp in turn, each partial in its chunk's slot; no barrier between.
-    if constexpr (kAhead == 2) {
-      // The next chunk's loads in flight while this one is multiplied: the same partials.
-      for (int c = warp; c < n_chunks; c += kWarps) {
-        const bool more = c + kWarps < n_chunks;  // uniform per warp
-        LaneChunk<D> next;
-        if (more) next.load(record(block_index, c + kWarps), lane);
-        chunk_partial(cur, c, c);
-        if (more) cur = next;
-      }
-    } else {
-      if (f.has) chunk_partial(cur, f.c, f.c);
-      for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
-        cur.load(record(block_index, c), lane);
-        chunk_partial(cur, c, c);
-      }
+    if (f.has) chunk_partial(cur, f.c, f.c);
+    for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
+      cur.load(record(block_index, c), lane);
+      chunk_partial(cur, c, c);
     }
     __syncthreads();                 // every chunk's partial is written
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left

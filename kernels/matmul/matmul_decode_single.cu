@@ -30,35 +30,13 @@ bool free_rounds() {
   return free;
 }
 
-// MEMRA_SINGLE_AHEAD: how many chunks a warp holds in registers in free rounds: 1 (the default: a
-// chunk loaded, multiplied, then the next); 2 (its next chunk loaded before it multiplies the
-// current one, 2 blocks a SM instead of 3) on plain products of at least 3 chunks a warp (K >=
-// 6,144: the 8B's down projection, 6 chunks a warp); `all`: from 2 chunks a warp (K >= 4,096:
-// q/k/v, gate/up and the output matrix too). Why: a warp's chunks are one DRAM round trip after
-// another, which the tiled kernel's ahead form (matmul_decode_tiled.cu) overlapped at 8 tokens:
-// down 24.2 -> 21.3 us (Q4_K), 32.5 -> 26.5 (Q6_K) on the H200. (The first round measured a
-// register prefetch 2-22% slower, with a block barrier every round.) The same partials into the
-// same slots: the same bits. Opt-in until measured.
-int single_ahead_rounds() {  // 0: off (=1)
-  static const int rounds = [] {
-    const int i = env_choice("MEMRA_SINGLE_AHEAD", {"1", "2", "all"}, 0);
-    return i == 0 ? 0 : i == 1 ? 3 : 2;
-  }();
-  return rounds;
-}
-bool takes_ahead(int n_chunks, bool free) {
-  const int rounds = single_ahead_rounds();
-  return free && rounds > 0 && n_chunks >= rounds * kWarps;
-}
-
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
 // y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
 // slots (dynamic shared memory where the round buffers are too small).
-// kAhead: block_product's (2: the ahead form, plain products in free rounds only).
-template <DType D, bool kExperts, int kAhead = 1>
-__global__ void __launch_bounds__(kThreads, kAhead == 2 ? 2 : 3)
+template <DType D, bool kExperts>
+__global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   const EarlyChunk<D> first =
       early_chunk<D>(x, outs, pack, early && !kExperts, static_cast<int>(blockIdx.x));
@@ -80,7 +58,7 @@ __global__ void __launch_bounds__(kThreads, kAhead == 2 ? 2 : 3)
   }
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_slots[];  // free rounds' slots past K = 4,096
-  block_product<D, kAhead>(a, block_index, pack, free, first, part, chunk_slots);
+  block_product<D>(a, block_index, pack, free, first, part, chunk_slots);
 }
 
 template <DType D, bool kExperts>
@@ -94,14 +72,9 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   // K up to 188,416).
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
-  if (blocks == 0) return;
-  if (!kExperts && takes_ahead(n_chunks, free)) {
-    detail::launch(single_decode_kernel<D, false, 2>, blocks, kThreads, smem, stream, x, m, pack,
+  if (blocks > 0)
+    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
                    early_weights_enabled(), free);
-    return;
-  }
-  detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
-                 early_weights_enabled(), free);
 }
 
 }  // namespace
