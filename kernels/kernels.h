@@ -318,10 +318,6 @@ struct StepDev {
                                           // sequence's tokens are contiguous
   const int32_t* block_tables = nullptr;  // [n_seqs x max_blocks] block ids, -1 past the end
   int32_t max_context = 0;  // largest position + 1 in the step (sizes split-KV grids on the host)
-  // Each sequence has exactly one token in the step (a decode step), so the step's kernels write
-  // none of a sequence's cache rows below its token's position: attention may read those before
-  // the kernels before it finish (kernels/launch.cuh). False is always safe.
-  bool singles = false;
   // Read by the linear-attention kernels only (kernels/ssm):
   const int32_t* seq_begin = nullptr;    // [n_seqs + 1] first token of each sequence, n_tokens last
   const int32_t* state_slots = nullptr;  // [n_seqs] recurrent-state slot of each sequence

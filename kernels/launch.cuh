@@ -6,13 +6,10 @@
 // The contract that keeps this exact: every kernel calls wait_for_inputs() before its first read
 // of anything an earlier kernel wrote and before its first write (griddepcontrol.wait returns once
 // every earlier grid has completed and its memory is visible: the same ordering as a plain stream,
-// only the launch overlaps). Only inputs no kernel of the step writes may be touched before it:
-// the decode products load their first round of weights there (EarlyChunk,
-// kernels/matmul/tiled_chunk.cuh; docs/PERFORMANCE.md twenty-third round), and decode attention
-// its first split's cache rows that earlier steps wrote (early_copies,
-// kernels/attention/attention_decode.cuh: the step's metadata, uploaded by a copy before its
-// first kernel, says which), the two statements scripts/check_kernels.py lets a kernel run
-// before its wait. Kernels call it unconditionally, so a
+// only the launch overlaps). Only constant inputs (weights, kernel parameters) may be touched
+// before it: the decode products load their first round of weights there (EarlyChunk,
+// kernels/matmul/tiled_chunk.cuh; docs/PERFORMANCE.md twenty-third round), the one statement
+// scripts/check_kernels.py lets a kernel run before its wait. Kernels call it unconditionally, so a
 // kernel launched without PDL (sm_80, or MEMRA_PDL=0) behaves exactly as before: the instruction
 // returns at once.
 #pragma once

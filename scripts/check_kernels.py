@@ -5,11 +5,9 @@ Every kernel in kernels/ is launched through detail::launch, which on Hopper let
 the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_inputs) makes that
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
-statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases, the
-decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel
-parameters and weights, which no kernel of a step writes) and decode attention's early copies
-(attention_decode.cuh's early_copies: cache rows earlier steps wrote, in steps whose metadata
-says no kernel of the step writes them).
+statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases and
+the decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel
+parameters and weights, which no kernel of a step writes).
 """
 import pathlib
 import re
@@ -17,8 +15,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALLOWED_BEFORE_WAIT = re.compile(
-    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);|"
-    r"detail::let_dependents_start\(\);|const bool early = early_copies<[^;]*>\(p\);|)$")
+    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);|)$")
 
 
 def body_start(text, at):

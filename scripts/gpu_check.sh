@@ -23,12 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-fifth round's A/B, reproducible: decode attention copying its first
-#               split's rows of earlier steps' keys before it waits for the prologue (the
-#               default) against every copy after the wait (MEMRA_DECODE_EARLY_KEYS=0): the
-#               attention micro-benchmark's decode cases, kernel-check's attention cases with it
-#               off, 8B Q4_K_M decode of 1 and 8 sequences and 0.6B Q4_K_M of one, each way
-#               twice, alternated (~3 min; not part of full)
+#     ab        the forty-fifth round's A/B, reproducible: the tiled decode kernel at 2-8 tokens
+#               with a warp's next chunk in flight on long rows (the default) against one at a
+#               time (MEMRA_TILED_AHEAD=1) and against =all: the matrix micro-benchmark at 1, 2,
+#               4 and 8 tokens, kernel-check's matrix cases (+ teeth) with =all, 8B Q4_K_M decode
+#               of 1, 2, 4 and 8 sequences, each way twice, alternated (~5 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -392,36 +391,33 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-fifth round's A/B: decode attention's first split's rows of earlier steps' keys
-  # copied before the kernel waits for the q/k prologue, after its trigger (the default;
-  # MEMRA_DECODE_EARLY_KEYS=0 the form before, every copy after the wait; the copies ahead of the
-  # trigger, measured slower end to end, are this script at 9207bbc). The same bits:
-  # kernel-check's attention cases with it on (MEMRA_AB_LEAN=1: only these and the end-to-end
-  # rows), the attention micro-benchmark's decode cases each way, and 8B Q4_K_M decode of 1 and 8
-  # sequences and 0.6B Q4_K_M of one, each way twice, alternated. (The forty-fifth round's first
-  # A/B, the tiled kernel's ahead form at 1-8 tokens, is this script at dc756be; the one-token
-  # kernel's ahead form, at 26a4c4f.)
-  ways="early:MEMRA_DECODE_EARLY_KEYS=1 late:MEMRA_DECODE_EARLY_KEYS=0"
-  cases="decode 1x512 f16,decode 1x512,decode 1x512 grid@16k,decode 1x4096,decode 64x640 f16"
+  # The forty-fifth round's A/B: the tiled kernel's ahead form at 2-8 tokens (the default since
+  # this round: a warp's next chunk loaded before it multiplies the current one, on rows of 24
+  # chunks or more, the 8B's down) against one chunk at a time (MEMRA_TILED_AHEAD=1) and against
+  # the form on every launch of two chunks a warp (=all). The same bits: the matrix
+  # micro-benchmark at 1, 2, 4 and 8 tokens for Q4_K, Q6_K and Q8_0 each of the three ways
+  # (1 token: the one-token kernel, the control), twice, alternated; kernel-check's matrix cases
+  # with =all (+ teeth: every launch of two chunks a warp or more, so both rules' launches); 8B
+  # Q4_K_M decode of 1, 2, 4 and 8 sequences each way, twice, alternated. (The one-token
+  # kernel's ahead form, measured no faster and removed, is this script at 26a4c4f; decode
+  # attention's copies before the wait, measured slower end to end and removed, at 9207bbc and,
+  # after the block's trigger, at c7960f6.)
+  ways="new:MEMRA_TILED_AHEAD=2 all:MEMRA_TILED_AHEAD=all old:MEMRA_TILED_AHEAD=1"
   for round in 1 2; do
-    [ -n "${MEMRA_AB_LEAN:-}" ] && break
     for f in $ways; do
-      step "kernel-bench-attention-${f%%:*}-$round" 120 env "${f#*:}" \
-        "$BIN/memra-kernel-bench" --attention --only "$cases" \
-        --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}-$round.json"
+      step "kernel-bench-ahead-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+        --tokens 1,2,4,8 --dtypes q4_k,q6_k,q8_0 \
+        --json "$RECEIPTS/$DAY-kernel-bench-ahead-${f%%:*}-$round.json"
     done
   done
-  kcheck kernel-check-attention-early 300 --filter attention
-  [ -z "${MEMRA_AB_LEAN:-}" ] &&
-    kcheck kernel-check-attention-late 300 MEMRA_DECODE_EARLY_KEYS=0 --filter attention
+  kcheck kernel-check-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul
+  kcheck kernel-check-teeth-matmul-ahead 300 MEMRA_TILED_AHEAD=all --filter matmul --teeth
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-    q06=$(synth qwen3-0.6b q4_k_m)
     for round in 1 2; do
       for f in $ways; do
-        bench_with "$q8b" "${f%%:*}-$round" "${f#*:}" -n 128 -c 1,8
-        bench_with "$q06" "${f%%:*}-$round" "${f#*:}" -n 128
+        bench_with "$q8b" "ahead-${f%%:*}-$round" "${f#*:}" -n 64 -c 1,2,4,8
       done
     done
   fi

@@ -135,17 +135,6 @@ bool decode_runs_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_EARLY_KEYS: whether the decode kernel copies its first split's rows of keys below
-// the token's position before it waits for the kernels before it, in steps where each sequence has
-// one token (StepDev::singles; attention_decode.cuh's early_copies): 1 (the default) or 0 (every
-// copy after the wait, the form before). Why: at one sequence a block's K/V copies (64-128 KB
-// of rows earlier steps wrote) are a DRAM round trip at the head of its chain, which the q/k
-// prologue's time before it can hide. The same rows, the same arithmetic: the same bits.
-bool decode_early_keys_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_EARLY_KEYS", true);
-  return on;
-}
-
 void cuda_check(cudaError_t status, const char* what) {
   detail::check_cuda(status, "attention", what);
 }
@@ -500,7 +489,6 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.n_tokens = step.n_tokens;
   p.n_seqs = step.n_seqs;
   p.select = 0;
-  p.keys_before_wait = step.singles && decode_early_keys_enabled();
   const bool multi = args.tile == AttentionTile::automatic
                          ? int64_t{step.n_tokens} >= 4 * int64_t{std::max(step.n_seqs, 1)}
                          : args.tile == AttentionTile::multi_query;

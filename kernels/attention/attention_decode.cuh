@@ -27,8 +27,6 @@
 // terms, the key ranges) and the empty blocks of a graph bucket's splits are not paid for.
 #pragma once
 
-#include <climits>
-
 #include "kernels/attention/attention_mma.cuh"
 
 namespace memra::kernels::detail {
@@ -59,31 +57,25 @@ constexpr bool has_decode_kernel() {
 }
 
 // This thread's keys of a split (key sbase + row0 + k kRowsPerPass, k < kPasses: one 16-byte
-// segment of each row) with their offsets into a cache, the slot, kv head and segment applied;
-// -1 for keys outside [c0, c1), and -2 for keys of [c0, c1) outside the phase's rows [k0, k1)
-// (another phase copies them: early_copies): each key's slot is looked up once for its K and V
-// copies.
+// segment of each row) with their offsets into a cache, the slot, kv head and segment applied,
+// or -1 for keys outside [c0, c1): each key's slot is looked up once for its K and V copies.
 template <int D, typename CT>
 struct SplitKeys {
   using DC = DecodeConfig<D, CT>;  // the key layout is the same in both forms
-  static constexpr int64_t kOutside = -1, kOtherPhase = -2;
   int64_t off[DC::kPasses];
   __device__ __forceinline__ SplitKeys(const AttnParams& p, const int32_t* table, int kv_head,
-                                       int sbase, int c0, int c1, int k0 = INT_MIN,
-                                       int k1 = INT_MAX) {
+                                       int sbase, int c0, int c1) {
     const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
     const int64_t slot_bytes = int64_t{p.n_kv_heads} * D * sizeof(CT);
     const int64_t head_off = int64_t{kv_head} * D * sizeof(CT) + seg * 16;
 #pragma unroll
     for (int k = 0; k < DC::kPasses; ++k) {
       const int key = sbase + row0 + k * DC::kRowsPerPass;
-      off[k] = key < c0 || key >= c1 ? kOutside
-               : key < k0 || key >= k1
-                   ? kOtherPhase
-                   : (int64_t{__ldg(table + (key >> p.bs_shift))} * p.block_size +
-                      (key & (p.block_size - 1))) *
-                             slot_bytes +
-                         head_off;
+      off[k] = key >= c0 && key < c1 ? (int64_t{__ldg(table + (key >> p.bs_shift))} * p.block_size +
+                                        (key & (p.block_size - 1))) *
+                                               slot_bytes +
+                                           head_off
+                                     : -1;
     }
   }
 };
@@ -102,67 +94,10 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
     unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * DC::C::kRowBytes + seg * 16;
     if (keys.off[k] >= 0)
       cp_async16(to, src + keys.off[k]);
-    else if (values && keys.off[k] == SplitKeys<D, CT>::kOutside)
+    else if (values)
       *reinterpret_cast<uint4*>(to) = uint4{0, 0, 0, 0};
   }
   cp_async_commit();
-}
-
-// A block's place in the grid (decode_attention_kernel's): its token, kv head and query heads,
-// the token's key range and its splits [s_first, s_last] (none: live false). Reads the step's
-// positions and token_seq only, which no kernel writes (early_copies may run it before the wait).
-struct DecodeBlock {
-  int t, kv_head, h0, n_h, s_first, s_last;
-  KeyRange range;
-  bool live;
-};
-template <bool kRun>
-__device__ __forceinline__ DecodeBlock decode_block(const AttnParams& p) {
-  DecodeBlock b;
-  b.t = static_cast<int>(blockIdx.x);
-  const int group = static_cast<int>(blockIdx.y);
-  b.kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
-  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
-  b.h0 = b.kv_head * p.group + chunk * p.hpb;
-  b.n_h = min(p.hpb, p.group - chunk * p.hpb);
-  b.range = key_range(p.positions[b.t], p.window);
-  // This block's splits: split `group`, or (kRun) the group's share of the token's live splits,
-  // shared out as evenly as whole splits allow.
-  b.s_first = group;
-  b.s_last = group;
-  if constexpr (kRun) {
-    const int64_t live = b.range.last - b.range.first + 1, groups = p.decode_groups;
-    b.s_first = b.range.first + static_cast<int>(group * live / groups);
-    b.s_last = b.range.first + static_cast<int>((group + 1) * live / groups) - 1;
-  }
-  b.live = b.s_first >= b.range.first && b.s_first <= b.s_last && b.s_last <= b.range.last;
-  return b;
-}
-
-// Where the step lets it (AttnParams::keys_before_wait: each sequence's one token, so this step's
-// kernels write none of its cache rows but the token's own), the first split's K rows of keys
-// below the token's position, and V's where V has rows of its own, copied before the block waits
-// for the kernels before it: those rows were written by earlier steps, and their DRAM round trip
-// then runs under the q/k prologue instead of after it. The token's own row follows after the
-// wait (the kernel's late phase). Returns whether it copied (one commit group a phase).
-// (Not in the run form: a block there walks several splits, and the late phase's keys pushed its
-// registers past the two-blocks bound, 144 bytes of spills at head_dim 128.)
-template <int D, typename CT, bool kShared, bool kRun>
-__device__ __forceinline__ bool early_copies(const AttnParams& p) {
-  if (kRun || !p.keys_before_wait) return false;
-  using DC = DecodeConfig<D, CT, kShared>;
-  const DecodeBlock b = decode_block<kRun>(p);
-  if (!b.live) return false;
-  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const MmaSmem sm = mma_smem<typename DC::C>(decode_smem_raw);
-  const int32_t* table = p.block_tables + int64_t{p.token_seq[b.t]} * p.max_blocks;
-  const int sbase = b.s_first * kSplit;
-  const SplitKeys<D, CT> keys(p, table, b.kv_head, sbase, max(sbase, b.range.lo),
-                              min(sbase + kSplit, b.range.pos + 1), INT_MIN, b.range.pos);
-  copy_phase(keys, p.k, false, sm.ring);
-  if constexpr (DC::kSeparateV)
-    copy_phase(keys, p.v, true, sm.ring + DC::kChunks * DC::C::kChunkBytes);
-  return true;
 }
 
 // grid: x = query token, y = split (kRun: split group), z = kv head * n_chunks + chunk
@@ -176,27 +111,33 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
-  // The trigger first: the copies' table loads and issue must not hold back the launches after
-  // this one (the split combine, o's input and its early weights). Measured with the copies
-  // ahead of the trigger: the attention micro-benchmark 8.6% faster, whole steps 2.4% slower.
-  detail::let_dependents_start();
-  const bool early = early_copies<D, CT, kShared, kRun>(p);
-  detail::wait_for_inputs(detail::Trigger::late);
+  detail::wait_for_inputs();
   // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const DecodeBlock b = decode_block<kRun>(p);
-  if (!b.live) return;  // no splits: no reads
-  const int t = b.t, kv_head = b.kv_head, s_first = b.s_first, s_last = b.s_last;
-  const KeyRange& range = b.range;
+  const int t = static_cast<int>(blockIdx.x), group = static_cast<int>(blockIdx.y);
+  const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
+  const int chunk = static_cast<int>(blockIdx.z) % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[t], p.window);
+  // This block's splits [s_first, s_last]: split `group`, or (kRun) the group's share of the
+  // token's live splits, shared out as evenly as whole splits allow.
+  int s_first = group, s_last = group;
+  if constexpr (kRun) {
+    const int64_t live = range.last - range.first + 1, groups = p.decode_groups;
+    s_first = range.first + static_cast<int>(group * live / groups);
+    s_last = range.first + static_cast<int>((group + 1) * live / groups) - 1;
+  }
+  if (s_first < range.first || s_first > s_last || s_last > range.last) return;  // none: no reads
 
   Run run;
   run.tb = t;
   run.nq = 1;
-  run.n_h = b.n_h;
-  run.n_rows = b.n_h;
-  run.h0 = b.h0;
+  run.n_h = n_h;
+  run.n_rows = n_h;
+  run.h0 = h0;
   run.kv_head = kv_head;
   run.seq = p.token_seq[t];
   run.lo = range.lo;
@@ -209,15 +150,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
-  // Split s's keys with keys of the token: [c0, c1) of [s * kSplit, + kSplit); copies of the
-  // keys from k0 on (the late phase after early_copies: the token's own row).
-  const auto split_keys = [&](int s, int k0 = INT_MIN) {
+  // Split s's keys with keys of the token: [c0, c1) of [s * kSplit, + kSplit).
+  const auto split_keys = [&](int s) {
     return SplitKeys<D, CT>(p, run.table, kv_head, s * kSplit, max(s * kSplit, run.lo),
-                            min(s * kSplit + kSplit, run.hi), k0);
+                            min(s * kSplit + kSplit, run.hi));
   };
-  // K, then V behind it where V has rows of its own (else after the scores): every row, or
-  // those early_copies left.
-  SplitKeys<D, CT> keys = split_keys(s_first, early ? range.pos : INT_MIN);
+  // K, then V behind it where V has rows of its own (else after the scores).
+  SplitKeys<D, CT> keys = split_keys(s_first);
   copy_phase(keys, p.k, false, kb);
   if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   publish_key_ranges(p, run, sm);
@@ -231,10 +170,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     for (int ci = ci0; ci <= ci1; ++ci)
       mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     __syncthreads();  // the split's scores (and K's rows are free)
-    if constexpr (!DC::kSeparateV) {
-      if (early && s == s_first) keys = split_keys(s);  // V's rows: all of them
-      copy_phase(keys, p.v, true, vb);
-    }
+    if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(0);  // this thread's V copies
     __syncthreads();   // everyone's; p published

@@ -89,10 +89,6 @@ struct AttnParams {
   // The row-owning form stages q with eight pairs' loads a thread in flight (stage_q_terms'
   // kBatch; MEMRA_FLASH_Q_LOADS, attention.cu; the same bits either way).
   bool q_loads_batched;
-  // The decode kernel may copy its first split's rows below the token's position before it waits
-  // for the kernels before it (early_copies, attention_decode.cuh): StepDev::singles, and
-  // MEMRA_DECODE_EARLY_KEYS not 0 (attention.cu; the same bits either way).
-  bool keys_before_wait;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

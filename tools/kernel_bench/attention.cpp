@@ -148,7 +148,6 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   step.token_seq = static_cast<const int32_t*>(dseq.data());
   step.block_tables = static_cast<const int32_t*>(dtab.data());
   step.max_context = std::max({ctx, chunk_ctx, c.capacity});
-  step.singles = n_tokens == n_seqs;  // a decode step, as the engine marks it (StepDev::singles)
   kernels::AttentionArgs args;
   args.n_heads = kHeads;
   args.scale = 0.088388f;

@@ -192,11 +192,6 @@ class DevStep {
     step.token_seq = seq_.get();
     step.block_tables = tables_.get();
     step.max_context = s_.max_context + o.extra_context;
-    // A decode step (each sequence one token) lets the decode kernel copy rows before its wait
-    // (early_copies): the engine's decode steps take that path, so the cases do too.
-    step.singles =
-        step.n_tokens == step.n_seqs &&
-        std::adjacent_find(s_.token_seq.begin(), s_.token_seq.end()) == s_.token_seq.end();
     kernels::AttentionArgs args;
     args.n_heads = c_.n_heads;
     args.scale = scale;

@@ -852,9 +852,6 @@ void CudaOps::step_begin(const StepLayout& step) {
   step_.block_tables = parts[4];
   dev_logit_rows_ = parts[5];
   step_.max_context = step.max_context;
-  step_.singles = step.n_tokens() == n_seqs;
-  for (int32_t s = 0; s < n_seqs && step_.singles; ++s)
-    step_.singles = seq_begin_[s + 1] - seq_begin_[s] == 1;
   step_.state_slots = parts[6];
   step_.seq_begin = parts[7];
 }
