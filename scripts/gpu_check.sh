@@ -36,9 +36,10 @@
 #               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
 #               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
 #               of full)
-#     stalls    Nsight Compute's limits, stall reasons and most-stalled SASS lines of the kernel
-#               this round works on: the row-owning prefill attention at 2,048 and 512 tokens
-#               (F16 cache), then memra-kernel-bench --attention (~3 min; not part of full)
+#     stalls    Nsight Compute's limits, stall reasons and most-stalled SASS lines of the kernels
+#               of the open decode targets: the tiled decode kernel at 8 tokens (Q4_K gate and
+#               down), the one-token kernel on the same gate, decode attention at one sequence of
+#               512 keys, then memra-kernel-bench at 1 and 8 tokens (~4 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -557,17 +558,26 @@ if [ "$MODE" = gemma4 ]; then
   done
 fi
 if [ "$MODE" = stalls ]; then
-  # Why the kernel furthest from its ceiling waits (docs/PERFORMANCE.md, forty-third round): the
-  # row-owning prefill attention (attention_flash_kernel, F16 cache as the engine keeps it) at
-  # 2,048 and 512 tokens under memra-kernel-bench --attention --only (110 launches a case), with
-  # the SASS lines where warp sampling found warps stalled most, then the attention benchmark.
-  for c in "prefill 2048 f16" "prefill 512 f16"; do
-    step "stalls-attention-flash-${c// /-}" 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-      --kernel-bench --detail attention_flash_kernel --skip 50 --count 1 --source 60 \
-      --bench-args "--attention --only '$c'"
+  # Why the kernels of the open decode targets wait (docs/PERFORMANCE.md, forty-fifth round), each
+  # under memra-kernel-bench with Nsight Compute's limits, stall reasons and most-stalled SASS
+  # lines: the tiled kernel at 8 tokens (c8: Q4_K gate, two chunks a warp, and down, the ahead
+  # form), the one-token kernel on the same gate (its control), and decode attention's block at one
+  # sequence of 512 keys (c1 and the 0.6B: a latency chain that copies before the wait shortened
+  # alone and lengthened whole steps). Then the products at 1 and 8 tokens beside them. (The
+  # forty-third round's stalls, the row-owning prefill attention, is this script at 3810156.)
+  for sh in gate down; do
+    step "stalls-tiled-8-$sh" 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+      --detail tiled_decode_kernel --skip 60 --count 1 --source 60 \
+      --bench-args "--tokens 8 --dtypes q4_k --only $sh"
   done
-  step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
-    --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
+  step stalls-single-1-gate 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+    --detail single_decode_kernel --skip 60 --count 1 --source 60 \
+    --bench-args "--tokens 1 --dtypes q4_k --only gate"
+  step stalls-decode-attention-1x512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
+    --kernel-bench --detail decode_attention_kernel --skip 50 --count 1 --source 60 \
+    --bench-args "--attention --only 'decode 1x512 f16'"
+  step kernel-bench-stalls 120 "$BIN/memra-kernel-bench" --tokens 1,8 --dtypes q4_k,q6_k \
+    --json "$RECEIPTS/$DAY-kernel-bench-stalls.json"
 fi
 if runs quick; then
   bench "$(synth qwen3-0.6b bf16)" -p 512 -n 128
