@@ -73,7 +73,7 @@ int free_rounds_smem(int n_in) {
 // Q6_K 26.5 vs 32.5, Q8_0 26.5 vs 30.9; 8B Q4_K_M c8 2,089 vs 2,003 tok/s. `all` is slower on
 // every shape it adds (q/k/v 11.2 -> 14.4 us for Q4_K, the output 148 -> 168): at two chunks a
 // warp the third block a SM hides more than a chunk ahead does.
-int tiled_ahead_rounds() {  // 0: off (=1)
+int tiled_ahead_rounds() {  // chunks a warp from which the form runs: 3 (=2), 2 (=all), 0 never
   static const int rounds = [] {
     const int i = env_choice("MEMRA_TILED_AHEAD", {"1", "2", "all"}, 1);
     return i == 0 ? 0 : i == 1 ? 3 : 2;
