@@ -95,21 +95,6 @@ __host__ __device__ constexpr int tiles_per_block(int n_chunks) {
   return n_chunks > kWarps / 2 ? 1 : kWarps / n_chunks;
 }
 
-// outs with tile_begin turned from tiles into blocks of `pack` tiles (per pair in expert mode:
-// n_pairs = an output's tiles / its matrix's tiles).
-inline MultiOut pack_blocks(MultiOut outs, int pack) {
-  int begin = 0;
-  for (int o = 0; o < outs.n; ++o) {
-    const int tiles = (outs.n_out[o] + 15) / 16;
-    const int n = outs.tile_begin[o + 1] - outs.tile_begin[o];  // n_pairs * tiles, or tiles
-    const int blocks = n / tiles * ((tiles + pack - 1) / pack);
-    outs.tile_begin[o] = begin;
-    begin += blocks;
-  }
-  outs.tile_begin[outs.n] = begin;
-  return outs;
-}
-
 // A warp's chunk in the first (with several tiles a block, the only) round: chunk `warp` of the
 // block's tile, or chunk warp % n_chunks of its tile warp / n_chunks. has: the warp has one.
 struct FirstChunk {

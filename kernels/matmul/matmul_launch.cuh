@@ -156,6 +156,20 @@ struct MultiOut {
     ++n;
   }
 };
+// outs with tile_begin turned from tiles into blocks of `pack` tiles (per pair in expert mode:
+// n_pairs = an output's tiles / its matrix's tiles).
+inline MultiOut pack_blocks(MultiOut outs, int pack) {
+  int begin = 0;
+  for (int o = 0; o < outs.n; ++o) {
+    const int tiles = (outs.n_out[o] + 15) / 16;
+    const int n = outs.tile_begin[o + 1] - outs.tile_begin[o];  // n_pairs * tiles, or tiles
+    const int blocks = n / tiles * ((tiles + pack - 1) / pack);
+    outs.tile_begin[o] = begin;
+    begin += blocks;
+  }
+  outs.tile_begin[outs.n] = begin;
+  return outs;
+}
 // Up to kMultiOuts outputs over the same x in one launch of a kernel with 128-row blocks (the
 // wgmma kernels): block row b runs 128-row block b - block_begin[o] of output o, the same
 // instructions as that output's own launch (so the same bits), and outputs too narrow to fill the
@@ -217,6 +231,13 @@ bool tiled_decode_groups_take(int64_t n_tokens);
 bool grouped_decode_enabled();
 template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
+// The tiled decode kernel's pair form (matmul_decode_pair.cu; Q4_K, Q6_K, Q8_0): two row tiles a
+// block sharing each chunk's x rows through shared memory, the same bits as launch_decode_tiled
+// (_multi). pair_x_takes says whether a one-token-tile launch over x takes it (MEMRA_TILED_PAIR_X:
+// 0, the default; 1, launches that do not take the ahead form, `ahead`; `all`), at 5-8 tokens.
+bool pair_x_takes(const MatmulArgs& x, bool ahead);
+template <DType D>
+void launch_decode_pair(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
 template <DType D>
