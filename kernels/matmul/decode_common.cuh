@@ -109,12 +109,14 @@ struct ChunkSum {
   // Free rounds (a block barrier once, not every round): chunk c's partial in slot c of
   // parts[n_chunks][kPartFloats]; after the barrier each thread adds its elements' partials in
   // chunk order, as fold does, and writes them, as write does. The same additions, so the same
-  // bits.
+  // bits. thread: the caller's index of this thread (a block of several tiles gives each its own
+  // threads: matmul_decode_pair.cu).
   __device__ __forceinline__ static void fold_write_chunks(const MatmulArgs& a, const float* parts,
-                                                           int n_chunks, int row0) {
+                                                           int n_chunks, int row0,
+                                                           int thread = threadIdx.x) {
 #pragma unroll
     for (int i = 0; i < kOuts; ++i) {
-      const int idx = threadIdx.x + kThreads * i;
+      const int idx = thread + kThreads * i;
       const int n = idx / kRows, row = row0 + idx % kRows;
       if (idx < kPartFloats && n < a.n_tokens && row < a.n_out) {
         float sum = parts[idx];

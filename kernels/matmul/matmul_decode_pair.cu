@@ -124,17 +124,12 @@ __global__ void __launch_bounds__(kPairThreads, 3)
   }
   __syncthreads();                 // every chunk's partial of both tiles is written
   detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
-  // Thread i: element i % kPartFloats of tile i / kPartFloats, its chunk partials added in chunk
-  // order (fold_write_chunks' additions), scaled and written.
+  // Threads [128 h, 128 h + 128) sum and write tile h.
   static_assert(2 * TileSum::kPartFloats == kPairThreads, "a thread an element of both tiles");
-  const int i = threadIdx.x, h = i / TileSum::kPartFloats, idx = i % TileSum::kPartFloats;
-  const int n = idx / 16, out_row = (place.tile0 + h) * 16 + idx % 16;
-  if (n < a.n_tokens && out_row < a.n_out) {
-    const float* parts = slots + h * n_chunks * TileSum::kPartFloats + idx;
-    float sum = parts[0];
-    for (int c = 1; c < n_chunks; ++c) sum = __fadd_rn(sum, parts[c * TileSum::kPartFloats]);
-    a.y[n * a.ldy + out_row] = sum * a.xinv[n];
-  }
+  const int h = static_cast<int>(threadIdx.x) / TileSum::kPartFloats;
+  TileSum::fold_write_chunks(a, slots + h * n_chunks * TileSum::kPartFloats, n_chunks,
+                             (place.tile0 + h) * 16,
+                             static_cast<int>(threadIdx.x) - h * TileSum::kPartFloats);
 }
 
 // 0: off; 1: launches that do not take the tiled kernel's ahead form; 2: every launch.
