@@ -6,7 +6,8 @@
 // Why. At 8 tokens a one-token-tile warp (matmul_decode_tiled.cu) reads 4 KB of x a chunk beside
 // 2.3 KB of Q4_K weights: the 8B output matrix's launch moves 622 MB of x through L2 for 311 MB of
 // weights, and the products take 12-16% longer at 8 tokens than at 4 on the same weights and the
-// same instructions (H100, docs/PERFORMANCE.md forty-fifth round): the bytes, not the issue.
+// same instruction count (H100, docs/PERFORMANCE.md forty-fifth round), which points at x's bytes:
+// a hypothesis, which this form's A/B (gpu_check.sh ab) and the stall profile (stalls) test.
 // Here warps 2j and 2j + 1 (pair j) take chunks c = j, j + 4, ... of tiles 2p and 2p + 1; the
 // pair copies chunk c's x into one of its two stages (cp.async, 16 bytes a copy; rows padded to
 // 544 bytes, so that a warp's fragment reads meet no bank twice), meets at a 64-thread barrier,
