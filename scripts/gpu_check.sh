@@ -23,12 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-fifth round's last A/B, written after its last device call: the tiled
-#               decode kernel's pair form at 5-8 tokens (two row tiles a block sharing x through
-#               shared memory; MEMRA_TILED_PAIR_X=1, =all) against the default: the matrix
-#               micro-benchmark at 4 and 8 tokens, kernel-check's matrix cases (+ teeth) with
-#               =all, 8B Q4_K_M decode of 4, 6 and 8 sequences, each way twice, alternated
-#               (~5 min; not part of full)
+#     ab        the forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens
+#               on the large launches (MEMRA_TILED_PAIR_X=big, the default) against off: the
+#               matrix micro-benchmark at 8 tokens, 8B Q4_K_M decode of 6 and 8 sequences and
+#               8B Q8_0 of 8, each way twice, alternated (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -393,32 +391,29 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-fifth round's last A/B, written after its last device call: the tiled decode
-  # kernel's pair form at 5-8 tokens (two row tiles a block sharing each chunk's x rows through
-  # shared memory; MEMRA_TILED_PAIR_X=1 on the launches that do not take the ahead form, =all on
-  # every one) against the default (off). The same bits: the matrix micro-benchmark at 4 and 8
-  # tokens for Q4_K, Q6_K and Q8_0 each of the three ways, twice, alternated (4 tokens: the
-  # control, which no form changes); kernel-check's matrix cases with =all (+ teeth: its tiled
-  # model shapes at 8 tokens, odd tile counts, grouped K-quant pairs over 17 chunks); 8B Q4_K_M
-  # decode of 4, 6 and 8 sequences each way, twice, alternated. (The round's tiled ahead A/B is
-  # this script at a712a43; the one-token kernel's ahead form at 26a4c4f; decode attention's
-  # copies before its wait at 9207bbc and c7960f6.)
-  ways="pair:MEMRA_TILED_PAIR_X=1 pairall:MEMRA_TILED_PAIR_X=all base:MEMRA_TILED_PAIR_X=0"
+  # The forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens on the launches
+  # of a dtype's measured number of row tiles or more (MEMRA_TILED_PAIR_X=big, the default since
+  # this round: the output matrix, and for Q6_K and Q8_0 also gate/up) against off (0). The same
+  # bits (kernel-check's tiled model shapes take it at 8 tokens; quick runs them at the default).
+  # The matrix micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0, then 8B Q4_K_M decode of 6
+  # and 8 sequences and 8B Q8_0 of 8, each way twice, alternated. (The forty-fifth round's pair
+  # form A/B, =1 and =all against off, is this script at 44ec750.)
+  ways="big:MEMRA_TILED_PAIR_X=big base:MEMRA_TILED_PAIR_X=0"
   for round in 1 2; do
     for f in $ways; do
       step "kernel-bench-pair-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-        --tokens 4,8 --dtypes q4_k,q6_k,q8_0 \
+        --tokens 8 --dtypes q4_k,q6_k,q8_0 \
         --json "$RECEIPTS/$DAY-kernel-bench-pair-${f%%:*}-$round.json"
     done
   done
-  kcheck kernel-check-matmul-pair 300 MEMRA_TILED_PAIR_X=all --filter matmul
-  kcheck kernel-check-teeth-matmul-pair 300 MEMRA_TILED_PAIR_X=all --filter matmul --teeth
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+    q8b8=$(synth qwen3-8b q8_0)
     for round in 1 2; do
       for f in $ways; do
-        bench_with "$q8b" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 4,6,8
+        bench_with "$q8b" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,8
+        bench_with "$q8b8" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 8
       done
     done
   fi

@@ -1,7 +1,7 @@
-// The tiled decode kernel's pair form (MEMRA_TILED_PAIR_X, opt-in until measured): at 5-8 tokens
-// a block takes two neighbouring 16-row tiles of one output, and each chunk's x rows (8 tokens x
-// 512 bytes of f16) come from L2 once into shared memory for both tiles, instead of once per tile
-// into each warp's registers.
+// The tiled decode kernel's pair form (MEMRA_TILED_PAIR_X; large launches by default): at 5-8
+// tokens a block takes two neighbouring 16-row tiles of one output, and each chunk's x rows (8
+// tokens x 512 bytes of f16) come from L2 once into shared memory for both tiles, instead of once
+// per tile into each warp's registers.
 //
 // Why. At 8 tokens a one-token-tile warp (matmul_decode_tiled.cu) reads 4 KB of x a chunk beside
 // 2.3 KB of Q4_K weights: the 8B output matrix's launch moves 622 MB of x through L2 for 311 MB of
@@ -133,18 +133,33 @@ __global__ void __launch_bounds__(kPairThreads, 3)
                              static_cast<int>(threadIdx.x) - h * TileSum::kPartFloats);
 }
 
-// 0: off; 1: launches that do not take the tiled kernel's ahead form; 2: every launch.
+// 0: off; 1: launches that do not take the tiled kernel's ahead form; 2: every launch; 3 (`big`,
+// the default): launches that do not take the ahead form, of pair_min_tiles or more row tiles.
 int pair_x_mode() {
-  static const int mode = env_choice("MEMRA_TILED_PAIR_X", {"0", "1", "all"}, 0);
+  static const int mode = env_choice("MEMRA_TILED_PAIR_X", {"0", "1", "all", "big"}, 3);
   return mode;
+}
+
+// The row tiles from which a launch gains from the pair form, measured at 8 tokens (H100,
+// memra-kernel-bench, us, one-token tiles -> pairs; docs/PERFORMANCE.md, forty-sixth round): Q4_K
+// gains only on the output matrix (9,496 tiles: 152 -> 138; gate's 768 18.8 -> 19.3, q/k/v's 384
+// 11.9 -> 12.6), Q6_K from gate (26.2 -> 23.0; output 220 -> 188; q/k/v 15.0 -> 16.1), Q8_0 on
+// every shape (q/k/v 16.2 -> 15.2, gate 27.1 -> 25.1, output 240 -> 228). Whole 8B Q4_K_M steps
+// of 6 and 8 sequences lost 5% with pairs on every launch without the ahead form (halving the
+// blocks of the 1,024-row k and v launches), so the rule takes the large launches only: a block
+// count of several waves either way.
+template <DType D>
+constexpr int64_t pair_min_tiles() {
+  return D == DType::q4_k ? 4096 : 1024;
 }
 
 }  // namespace
 
-bool pair_x_takes(const MatmulArgs& x, bool ahead) {
+template <DType D>
+bool pair_x_takes(const MatmulArgs& x, bool ahead, int64_t tiles) {
   const int mode = pair_x_mode();
-  return mode > 0 && (mode == 2 || !ahead) && x.n_tokens >= 5 && x.n_tokens <= 8 &&
-         pair_smem_bytes(x.n_in) <= kPairSmemLimit &&
+  if (mode == 0 || (mode != 2 && ahead) || (mode == 3 && tiles < pair_min_tiles<D>())) return false;
+  return x.n_tokens >= 5 && x.n_tokens <= 8 && pair_smem_bytes(x.n_in) <= kPairSmemLimit &&
          reinterpret_cast<uintptr_t>(x.xh) % 16 == 0;  // (the stages' 16-byte copies)
 }
 
@@ -160,7 +175,8 @@ void launch_decode_pair(const MatmulArgs& x, const MultiOut& outs, cudaStream_t 
                    early_weights_enabled());
 }
 
-#define MEMRA_INSTANTIATE(D) \
+#define MEMRA_INSTANTIATE(D)                                       \
+  template bool pair_x_takes<D>(const MatmulArgs&, bool, int64_t); \
   template void launch_decode_pair<D>(const MatmulArgs&, const MultiOut&, cudaStream_t);
 MEMRA_INSTANTIATE(DType::q4_k)
 MEMRA_INSTANTIATE(DType::q6_k)

@@ -319,7 +319,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   const int groups = (a.n_tokens + 8 * kNT - 1) / (8 * kNT);
   const unsigned blocks = static_cast<unsigned>((a.n_out + 15) / 16 * groups);
   if constexpr (kNT == 1 && Tiled<D>::kScaled) {
-    if (pair_x_takes(a, takes_ahead<D, 1>(a.n_in))) {
+    if (pair_x_takes<D>(a, takes_ahead<D, 1>(a.n_in), (a.n_out + 15) / 16)) {
       MultiOut one;
       one.add(a.w, a.y, a.n_out, a.ldy);
       return launch_decode_pair<D>(a, one, stream);
@@ -410,7 +410,7 @@ template <DType D, int kNT>
 void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>(outs.tile_begin[outs.n]);
   if constexpr (kNT == 1 && Tiled<D>::kScaled) {
-    if (pair_x_takes(x, takes_ahead<D, 1>(x.n_in, true)))
+    if (pair_x_takes<D>(x, takes_ahead<D, 1>(x.n_in, true), outs.tile_begin[outs.n]))
       return launch_decode_pair<D>(x, outs, stream);
     if (launch_ahead<D>(tiled_decode_multi_kernel<D, 1, 2>, true, x.n_in, blocks, stream, x, outs))
       return;

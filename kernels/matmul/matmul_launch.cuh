@@ -233,9 +233,12 @@ template <DType D>
 void launch_decode_tiled_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // The tiled decode kernel's pair form (matmul_decode_pair.cu; Q4_K, Q6_K, Q8_0): two row tiles a
 // block sharing each chunk's x rows through shared memory, the same bits as launch_decode_tiled
-// (_multi). pair_x_takes says whether a one-token-tile launch over x takes it (MEMRA_TILED_PAIR_X:
-// 0, the default; 1, launches that do not take the ahead form, `ahead`; `all`), at 5-8 tokens.
-bool pair_x_takes(const MatmulArgs& x, bool ahead);
+// (_multi). pair_x_takes says whether a one-token-tile launch over x of `tiles` row tiles takes
+// it, at 5-8 tokens (MEMRA_TILED_PAIR_X: `big`, the default, launches that do not take the ahead
+// form, `ahead`, of a dtype's measured number of tiles or more; 0; 1, every launch without the
+// ahead form; `all`).
+template <DType D>
+bool pair_x_takes(const MatmulArgs& x, bool ahead, int64_t tiles);
 template <DType D>
 void launch_decode_pair(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).

@@ -241,15 +241,19 @@ void check_invariance(Context& ctx, DType dtype, int64_t n_in, int64_t n_out,
 // Tiled vs ggml layout at the Qwen3-0.6B / 8B matrix shapes (bits only: the ggml kernels are
 // checked against the reference above), for decode, batched decode and prefill token counts (8:
 // one token tile, whose K-quant blocks take the ahead form on the 8B's down projection under
-// MEMRA_TILED_AHEAD=2, and from 16 chunks a row under =all). BF16 too: at 256 tokens its 1,024 x
-// 40,004 matrix is 626 tiles of the wgmma kernel, which its persistent grid walks several a block
-// on an H200 (partial last row block included), against the ggml layout's mma.sync kernel.
+// MEMRA_TILED_AHEAD=2, and from 16 chunks a row under =all; the pair form on the widest shapes).
+// BF16 too: at 256 tokens its 1,024 x 40,004 matrix is 626 tiles of the wgmma kernel, which its
+// persistent grid walks several a block on an H200 (partial last row block included), against the
+// ggml layout's mma.sync kernel.
 void check_tiled_model_shapes(Context& ctx) {
   struct Shape {
     int64_t n_in, n_out;
   };
-  const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024},
-                          {1024, 40004}, {4096, 6144}, {12288, 4096}};
+  // 1,024 x 40,004 and 65,552 at 8 tokens: 2,501 and 4,097 row tiles, over the pair form's
+  // default thresholds (Q6_K and Q8_0 from 1,024 tiles, Q4_K from 4,096; an odd count leaves the
+  // last block one tile).
+  const Shape shapes[] = {{1024, 2048},  {1024, 3072}, {3072, 1024}, {1024, 40004},
+                          {1024, 65552}, {4096, 6144}, {12288, 4096}};
   for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::bf16}) {
     for (const Shape& s : shapes) {
       const std::vector<uint8_t> w = random_weights(ctx, dtype, s.n_in, s.n_out);
