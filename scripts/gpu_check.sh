@@ -23,12 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-sixth round's second A/B: the tiled decode kernel's staged form (a
-#               warp's next chunk copied into shared memory; MEMRA_TILED_STAGE=1, =all) against
-#               off: kernel-check's matrix cases (+ teeth) and the engine's determinism contract
-#               with =all, the matrix micro-benchmark at 1 and 8 tokens, 8B Q4_K_M and Q8_0
-#               decode of 8 sequences and 8B BF16 of one, each way twice, alternated (~5 min;
-#               not part of full)
+#     ab        the forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens
+#               on the large launches (MEMRA_TILED_PAIR_X=big, the default) against off: the
+#               matrix micro-benchmark at 8 tokens, 8B Q4_K_M decode of 6 and 8 sequences and
+#               8B Q8_0 of 8, each way twice, alternated (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -393,38 +391,29 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-sixth round's second A/B, written after its large-launch pair rule was measured: the
-  # tiled decode kernel's staged form (a warp's next chunk copied into shared memory while it
-  # multiplies the current one; MEMRA_TILED_STAGE=1 for the scaled types, =all with F16/BF16)
-  # against off (0, the default). The same bits: kernel-check's matrix cases with =all (+ teeth),
-  # and the engine's determinism contract and graph replay with =all. The matrix micro-benchmark
-  # at 1 and 8 tokens for Q4_K, Q6_K, Q8_0 and BF16, then 8B Q4_K_M and Q8_0 decode of 8
-  # sequences and 8B BF16 of one, each way twice, alternated. (The round's pair-rule A/B is this
-  # script at 8a46da6; the forty-fifth round's pair form A/B at 44ec750.)
-  kcheck kernel-check-matmul-staged 300 MEMRA_TILED_STAGE=all --filter matmul
-  kcheck kernel-check-teeth-matmul-staged 300 MEMRA_TILED_STAGE=all --filter matmul --teeth
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-staged 180 env MEMRA_TEST_DEVICE=cuda MEMRA_TILED_STAGE=all \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
-  ways="stage:MEMRA_TILED_STAGE=1 stageall:MEMRA_TILED_STAGE=all base:MEMRA_TILED_STAGE=0"
+  # The forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens on the launches
+  # of a dtype's measured number of row tiles or more (MEMRA_TILED_PAIR_X=big, the default since
+  # this round: the output matrix, and for Q6_K and Q8_0 also gate/up) against off (0). The same
+  # bits (kernel-check's tiled model shapes take it at 8 tokens; quick runs them at the default).
+  # The matrix micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0, then 8B Q4_K_M decode of 6
+  # and 8 sequences and 8B Q8_0 of 8, each way twice, alternated. (The forty-fifth round's pair
+  # form A/B, =1 and =all against off, is this script at 44ec750.)
+  ways="big:MEMRA_TILED_PAIR_X=big base:MEMRA_TILED_PAIR_X=0"
   for round in 1 2; do
     for f in $ways; do
-      step "kernel-bench-staged-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-        --tokens 1,8 --dtypes q4_k,q6_k,q8_0,bf16 \
-        --json "$RECEIPTS/$DAY-kernel-bench-staged-${f%%:*}-$round.json"
+      step "kernel-bench-pair-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+        --tokens 8 --dtypes q4_k,q6_k,q8_0 \
+        --json "$RECEIPTS/$DAY-kernel-bench-pair-${f%%:*}-$round.json"
     done
   done
   # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
   if [ -x "$BIN/memra" ]; then
     q8b=$(synth qwen3-8b q4_k_m --fast-quant)
     q8b8=$(synth qwen3-8b q8_0)
-    bf16=$(synth qwen3-8b bf16)
     for round in 1 2; do
       for f in $ways; do
-        bench_with "$q8b" "staged-${f%%:*}-$round" "${f#*:}" -n 64 -c 8
-        bench_with "$q8b8" "staged-${f%%:*}-$round" "${f#*:}" -n 64 -c 8
-        bench_with "$bf16" "staged-${f%%:*}-$round" "${f#*:}" -n 64
+        bench_with "$q8b" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,8
+        bench_with "$q8b8" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 8
       done
     done
   fi

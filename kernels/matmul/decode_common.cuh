@@ -102,7 +102,7 @@ struct ChunkSum {
   __device__ __forceinline__ static float* slots(int n_chunks, float* part, float* dynamic) {
     return n_chunks * kPartFloats <= kSmemFloats ? part : dynamic;
   }
-  __host__ __device__ static int dynamic_slot_bytes(int n_chunks) {
+  static int dynamic_slot_bytes(int n_chunks) {
     return n_chunks * kPartFloats > kSmemFloats ? n_chunks * kPartFloats * 4 : 0;
   }
 

@@ -14,13 +14,6 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-// How a warp of a one-token-tile block gets its chunks after the first (tile_rows' kFeed; the two
-// forms other than kLoad take free rounds only): kLoad, into registers when the warp reaches one;
-// kAhead, the ahead form (takes_ahead: the next one into registers before the current one is
-// multiplied); kStaged, the staged form (takes_staged: the next one copied into the warp's stage
-// in shared memory while the current one is multiplied).
-enum Feed : int { kLoad, kAhead, kStaged };
-
 template <DType D, int kNT>
 struct TiledDecodeCfg {
   // One token tile: 8 warps at up to 80 registers, 3 blocks (24 warps) a SM: an 8B model's
@@ -96,45 +89,6 @@ bool takes_ahead(int n_in, bool grouped = false) {
          n_in / kChunk >= rounds * TiledDecodeCfg<D, kNT>::kWarps;
 }
 
-// MEMRA_TILED_STAGE: the staged form (opt-in until measured) on one-token-tile launches that do
-// not take the ahead form and give some warp two chunks or more (K > 2,048 at 8 warps): 1, the
-// scaled types (2-8 tokens: q/k/v, o and gate/up of the 8B at 8 sequences); `all`, F16 and BF16
-// too (1-8 tokens: BF16 decode of one sequence). A warp copies its next chunk's record into a
-// stage of its own in shared memory (cp.async, 16 bytes a copy) before it multiplies the current
-// one, and reads it from there when it gets to it. Why: the ahead form's register copy costs the
-// third block an SM (it is slower on two chunks a warp), and at two chunks a warp the second
-// one's DRAM round trip is exposed after the first's arithmetic. The stage costs shared memory
-// instead: kWarps x kBytes (Q4_K 18 KB a block, Q8_0 34 KB, F16/BF16 64 KB). The same chunk
-// partials in the same slots: the same bits.
-constexpr int kStagedSmemBytes = 128 * 1024;
-int tiled_stage_mode() {  // 0 off, 1 the scaled types, 2 (`all`) every dtype
-  static const int mode = env_choice("MEMRA_TILED_STAGE", {"0", "1", "all"}, 0);
-  return mode;
-}
-template <DType D>
-int staged_smem(int n_in) {
-  return free_rounds_smem<D, 1>(n_in) + TiledDecodeCfg<D, 1>::kWarps * Tiled<D>::kBytes;
-}
-template <DType D>
-bool takes_staged(int n_in) {
-  const int mode = tiled_stage_mode();
-  return mode > 0 && (Tiled<D>::kScaled || mode == 2) && takes_free_rounds<D, 1>(n_in) &&
-         n_in / kChunk > TiledDecodeCfg<D, 1>::kWarps && staged_smem<D>(n_in) <= kStagedSmemBytes;
-}
-
-// The record at src (one chunk of a tile) into dst in shared memory: kBytes / 16 copies of 16
-// bytes over the warp's lanes, not committed.
-template <DType D>
-__device__ __forceinline__ void stage_record(uint8_t* dst, const uint8_t* src, int lane) {
-  constexpr int kPieces = Tiled<D>::kBytes / 16;
-  static_assert(Tiled<D>::kBytes % 16 == 0, "records of whole 16-byte copies");
-#pragma unroll
-  for (int j = 0; j < (kPieces + 31) / 32; ++j) {
-    const int i = lane + 32 * j;
-    if (i < kPieces) cp_async16(dst + 16 * i, src + 16 * i);
-  }
-}
-
 // A block's free-round slots (ChunkSum::slots), or null for a barrier every round.
 template <class Sum>
 __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, float* part,
@@ -142,24 +96,19 @@ __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, fl
   if (!free) return nullptr;
   return Sum::slots(a.n_in / kChunk, part, dynamic);
 }
-// The staged form's stages: the dynamic shared memory past the free rounds' slots.
-template <class Sum>
-__device__ __forceinline__ uint8_t* stages_after(const MatmulArgs& a, float* dynamic) {
-  return reinterpret_cast<uint8_t*>(dynamic) + Sum::dynamic_slot_bytes(a.n_in / kChunk);
-}
 
 // One block's 16-row tile (tile `tile_index` of a.w) over a's tokens (at most 8 kNT): the chunk
 // partials in rounds, summed in chunk order (matmul.cu's canonical order), written to a.y.
 // kTrigger: let the next kernel's blocks start before the writes (Trigger::late). first: the
 // warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk). chunk_parts: the
 // free rounds' slots (free_rounds_smem), or null for a barrier every round.
-// kFeed (Feed; free rounds only but for kLoad): how a warp gets its chunks after the first.
-// stages: the staged form's (kWarps stages of kBytes in shared memory).
-template <DType D, int kNT, bool kTrigger, int kFeed = kLoad>
+// kAhead (free rounds only): 2, a warp's next chunk loaded before the current one is multiplied
+// (takes_ahead).
+template <DType D, int kNT, bool kTrigger, int kAhead = 1>
 __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index,
-                                          const EarlyChunk<D>& first, float* chunk_parts = nullptr,
-                                          uint8_t* stages = nullptr) {
-  static_assert(kFeed == kLoad || kNT == 1, "the ahead and staged forms: one token tile");
+                                          const EarlyChunk<D>& first,
+                                          float* chunk_parts = nullptr) {
+  static_assert(kAhead == 1 || (kAhead == 2 && kNT == 1), "the ahead form: one token tile");
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
@@ -200,7 +149,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   int r0 = 0;
   if constexpr (kNT <= 2) {
     if (chunk_parts != nullptr) {  // every chunk of the warp in turn, one barrier at the end
-      if constexpr (kFeed == kAhead) {
+      if constexpr (kAhead == 2) {
         if (warp < n_chunks) {
           LaneChunk<D> cur = first.chunk;
           if (!first.loaded) cur.load(record(warp), lane);
@@ -210,25 +159,6 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
             if (more) next.load(record(c + kWarps), lane);
             chunk(0, c, cur);
             if (more) cur = next;
-          }
-        }
-      } else if constexpr (kFeed == kStaged) {
-        if (warp < n_chunks) {
-          uint8_t* stage = stages + warp * T::kBytes;
-          if (warp + kWarps < n_chunks) stage_record<D>(stage, record(warp + kWarps), lane);
-          cp_async_commit();
-          LaneChunk<D> cur = first.chunk;
-          if (!first.loaded) cur.load(record(warp), lane);
-          chunk(0, warp, cur);
-          for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
-            cp_async_wait<0>();
-            __syncwarp();  // every lane's copies of chunk c have landed
-            LaneChunk<D> staged;
-            staged.load(stage, lane);
-            __syncwarp();  // and every lane has read them: the stage takes the next chunk
-            if (c + kWarps < n_chunks) stage_record<D>(stage, record(c + kWarps), lane);
-            cp_async_commit();
-            chunk(0, c, staged);
           }
         }
       } else {
@@ -294,12 +224,11 @@ __device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
 // Block b runs tile b / groups over token group b % groups (groups: the launch's token groups of
 // 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
 // early: round 0's weights are loaded before the wait (EarlyChunk).
-// kFeed: tile_rows' (the ahead and staged forms: free rounds only, so `free` is true there; the
-// staged form's stages follow the free rounds' dynamic slots).
-template <DType D, int kNT, int kFeed = kLoad>
+// kAhead: tile_rows' (the ahead form: free rounds only, so `free` is true there).
+template <DType D, int kNT, int kAhead = 1>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  kFeed == kAhead ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
-                                                  : TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
+                                              : TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_kernel(const MatmulArgs x, int groups, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first =
@@ -309,9 +238,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
   const MatmulArgs a = token_group<kNT>(x, static_cast<int>(blockIdx.x) % groups);
-  tile_rows<D, kNT, true, kFeed>(a, part, tile, first,
-                                 chunk_slots<typename C::Sum>(a, free, part, chunk_parts),
-                                 stages_after<typename C::Sum>(a, chunk_parts));
+  tile_rows<D, kNT, true, kAhead>(a, part, tile, first,
+                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // The same for block blockIdx.x of a MultiOut launch (its output's tile).
@@ -328,10 +256,10 @@ __device__ __forceinline__ EarlyChunk<D> early_multi_chunk(const MatmulArgs& x,
 // Several outputs of one x in one launch (q, k and v of a layer; gate and up): block b runs tile
 // b - tile_begin[o] of output o, the same instructions as that output's own launch, so the same
 // bits; the small k and v matrices no longer leave most SMs idle for a launch of their own.
-template <DType D, int kNT, int kFeed = kLoad>
+template <DType D, int kNT, int kAhead = 1>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
-                                  kFeed == kAhead ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
-                                                  : TiledDecodeCfg<D, kNT>::kMinBlocks)
+                                  kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
+                                              : TiledDecodeCfg<D, kNT>::kMinBlocks)
     tiled_decode_multi_kernel(const MatmulArgs x, const MultiOut outs, bool early, bool free) {
   using C = TiledDecodeCfg<D, kNT>;
   const EarlyChunk<D> first = early_multi_chunk<D, kNT>(x, outs, early);
@@ -341,9 +269,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   const int b = static_cast<int>(blockIdx.x);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, b, a);
-  tile_rows<D, kNT, true, kFeed>(a, part, b - outs.tile_begin[o], first,
-                                 chunk_slots<typename C::Sum>(a, free, part, chunk_parts),
-                                 stages_after<typename C::Sum>(a, chunk_parts));
+  tile_rows<D, kNT, true, kAhead>(a, part, b - outs.tile_begin[o], first,
+                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -373,7 +300,7 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
 }
 
 // The ahead form of a one-token-tile launch (kernel: tiled_decode_kernel's or
-// tiled_decode_multi_kernel's <D, 1, kAhead>, args its arguments before `early` and `free`) where
+// tiled_decode_multi_kernel's <D, 1, 2>, args its arguments before `early` and `free`) where
 // takes_ahead says so; false where it does not, and nothing is launched.
 template <DType D, class Kernel, class... Args>
 bool launch_ahead(Kernel kernel, bool grouped, int n_in, unsigned blocks, cudaStream_t stream,
@@ -383,17 +310,6 @@ bool launch_ahead(Kernel kernel, bool grouped, int n_in, unsigned blocks, cudaSt
   allow_smem_once(kernel, kFreeSlotBytes, smem_set);
   detail::launch(kernel, blocks, TiledDecodeCfg<D, 1>::kThreads, free_rounds_smem<D, 1>(n_in),
                  stream, args..., early_weights_enabled(), true);
-  return true;
-}
-// The same for the staged form (<D, 1, kStaged>, where takes_staged says so).
-template <DType D, class Kernel, class... Args>
-bool launch_staged(Kernel kernel, int n_in, unsigned blocks, cudaStream_t stream,
-                   const Args&... args) {
-  if (!takes_staged<D>(n_in)) return false;
-  static std::atomic<uint64_t> smem_set{0};
-  allow_smem_once(kernel, kStagedSmemBytes, smem_set);
-  detail::launch(kernel, blocks, TiledDecodeCfg<D, 1>::kThreads, staged_smem<D>(n_in), stream,
-                 args..., early_weights_enabled(), true);
   return true;
 }
 
@@ -408,12 +324,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
       one.add(a.w, a.y, a.n_out, a.ldy);
       return launch_decode_pair<D>(a, one, stream);
     }
-    if (launch_ahead<D>(tiled_decode_kernel<D, 1, kAhead>, false, a.n_in, blocks, stream, a,
-                        groups))
-      return;
-  }
-  if constexpr (kNT == 1) {
-    if (launch_staged<D>(tiled_decode_kernel<D, 1, kStaged>, a.n_in, blocks, stream, a, groups))
+    if (launch_ahead<D>(tiled_decode_kernel<D, 1, 2>, false, a.n_in, blocks, stream, a, groups))
       return;
   }
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
@@ -501,12 +412,7 @@ void launch_multi(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream
   if constexpr (kNT == 1 && Tiled<D>::kScaled) {
     if (pair_x_takes<D>(x, takes_ahead<D, 1>(x.n_in, true), outs.tile_begin[outs.n]))
       return launch_decode_pair<D>(x, outs, stream);
-    if (launch_ahead<D>(tiled_decode_multi_kernel<D, 1, kAhead>, true, x.n_in, blocks, stream, x,
-                        outs))
-      return;
-  }
-  if constexpr (kNT == 1) {
-    if (launch_staged<D>(tiled_decode_multi_kernel<D, 1, kStaged>, x.n_in, blocks, stream, x, outs))
+    if (launch_ahead<D>(tiled_decode_multi_kernel<D, 1, 2>, true, x.n_in, blocks, stream, x, outs))
       return;
   }
   static std::atomic<uint64_t> smem_set{0};
