@@ -397,7 +397,8 @@ if [ "$MODE" = ab ]; then
   # bits (kernel-check's tiled model shapes take it at 8 tokens; quick runs them at the default).
   # The matrix micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0, then 8B Q4_K_M decode of 6
   # and 8 sequences and 8B Q8_0 of 8, each way twice, alternated. (The forty-fifth round's pair
-  # form A/B, =1 and =all against off, is this script at 44ec750.)
+  # form A/B, =1 and =all against off, is this script at 44ec750; the round's staged form A/B,
+  # rejected, at 6abfc21.)
   ways="big:MEMRA_TILED_PAIR_X=big base:MEMRA_TILED_PAIR_X=0"
   for round in 1 2; do
     for f in $ways; do

@@ -20,7 +20,10 @@ struct TiledDecodeCfg {
   // 6144-row QKV (384 blocks) runs in one wave. A register prefetch of the warp's next chunk
   // (128 registers, 2 blocks a SM) measured 1-12% slower on every Qwen3-8B shape but Q4_K's
   // down and output projections (receipts/2026-11-30-kernel-bench.json,
-  // docs/PERFORMANCE-HISTORY.md). Eight token tiles: 4 warps (their accumulators need the
+  // docs/PERFORMANCE-HISTORY.md); the next chunk copied into a shared-memory stage a warp instead
+  // (cp.async, no register cost) measured slower on every shape it took (H100, 8 tokens, us: Q4_K
+  // gate 19.0 -> 21.4, Q8_0 gate 26.9 -> 31.9; 8B Q4_K_M c8 -5%; docs/PERFORMANCE.md,
+  // forty-sixth round). Eight token tiles: 4 warps (their accumulators need the
   // registers). F16/BF16 records are 8 KB, a lane's chunk 64 registers: 2 blocks a SM, still 128 KB
   // of loads in flight per SM (4-warp blocks, 4 a SM, the 8B QKV in one wave instead of 1.45,
   // measured no faster: 19.6 vs 19.8 us on QKV, 35.7 vs 33.7 us on down, 8B BF16 decode 153 vs 159
