@@ -31,6 +31,9 @@
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
 #               found 9-16 tokens on six empty token tiles that way) (~3 min; not part of full)
+#     holes     the scan's reversals (8B Q4_K_M at 16, 20, 24, 32 and 40 sequences) under the
+#               existing 17-64-token kernel switches (cluster kernel off, four token tiles,
+#               wgmma on every output), twice, alternated (~3 min; not part of full)
 #     steps     where whole steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M decode at 1
 #               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
 #               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
@@ -67,8 +70,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | bins | scan | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|bins|scan|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | bins | scan | holes | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|bins|scan|holes|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -457,6 +460,19 @@ if [ "$MODE" = scan ]; then
   counts=1,2,3,4,5,6,7,8,12,16,20,24,28,32,40,48,56,64
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" scan MEMRA_DETERMINISTIC=1 -n 64 -c $counts
   bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" scan MEMRA_DETERMINISTIC=1 -n 64 -c $counts
+fi
+if [ "$MODE" = holes ]; then
+  # The scan's reversals (c20 below c16, c40 below c32: each the first batch size of a kernel
+  # class) under the existing kernel-choice switches of 17-64 tokens, default first, twice,
+  # alternated: whether a choice already written does better there.
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  ways="default:MEMRA_CLUSTER_DECODE=1 nocluster:MEMRA_CLUSTER_DECODE=0 tiles4:MEMRA_BATCH_TOKEN_TILES=4"
+  ways="$ways wgmmaall:MEMRA_WGMMA_DECODE_ALL=1"
+  for round in 1 2; do
+    for f in $ways; do
+      bench_with "$q8b" "holes-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,24,32,40
+    done
+  done
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
