@@ -6,8 +6,9 @@
 // Why. At 8 tokens a one-token-tile warp (matmul_decode_tiled.cu) reads 4 KB of x a chunk beside
 // 2.3 KB of Q4_K weights: the 8B output matrix's launch moves 622 MB of x through L2 for 311 MB of
 // weights, and the products take 12-16% longer at 8 tokens than at 4 on the same weights and the
-// same instruction count (H100, docs/PERFORMANCE.md forty-fifth round), which points at x's bytes:
-// a hypothesis, which this form's A/B (gpu_check.sh ab) and the stall profile (stalls) test.
+// same instruction count (H100, docs/PERFORMANCE.md forty-fifth round), which pointed at x's bytes.
+// Measured (forty-sixth round): the output matrix gains 5-14%, the small launches lose (see
+// pair_min_tiles).
 // Here warps 2j and 2j + 1 (pair j) take chunks c = j, j + 4, ... of tiles 2p and 2p + 1; the
 // pair copies chunk c's x into one of its two stages (cp.async, 16 bytes a copy; rows padded to
 // 544 bytes, so that a warp's fragment reads meet no bank twice), meets at a 64-thread barrier,
@@ -145,9 +146,10 @@ int pair_x_mode() {
 // gains only on the output matrix (9,496 tiles: 152 -> 138; gate's 768 18.8 -> 19.3, q/k/v's 384
 // 11.9 -> 12.6), Q6_K from gate (26.2 -> 23.0; output 220 -> 188; q/k/v 15.0 -> 16.1), Q8_0 on
 // every shape (q/k/v 16.2 -> 15.2, gate 27.1 -> 25.1, output 240 -> 228). Whole 8B Q4_K_M steps
-// of 6 and 8 sequences lost 5% with pairs on every launch without the ahead form (halving the
-// blocks of the 1,024-row k and v launches), so the rule takes the large launches only: a block
-// count of several waves either way.
+// of 6 and 8 sequences lost 4-5% with pairs on every launch without the ahead form (not measured
+// why; the form halves the blocks of the model's small launches, v alone: 32 blocks), so the rule
+// takes the large launches only, a block count of several waves either way: 8B Q8_0 at 8
+// sequences +3.4%, Q4_K_M +0.3%.
 template <DType D>
 constexpr int64_t pair_min_tiles() {
   return D == DType::q4_k ? 4096 : 1024;
