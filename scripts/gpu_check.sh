@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens
-#               on the large launches (MEMRA_TILED_PAIR_X=big, the default) against off: the
-#               matrix micro-benchmark at 8 tokens, 8B Q4_K_M decode of 6 and 8 sequences and
-#               8B Q8_0 of 8, each way twice, alternated (~3 min; not part of full)
+#     ab        written after the forty-sixth round's last device call: decode steps of 1-8
+#               sequences on graphs of their own size (MEMRA_GRAPH_SMALL_BUCKETS=1) against the
+#               power-of-two buckets: the determinism contract with it on, 8B and 0.6B Q4_K_M
+#               decode of 3 and 5-8 sequences each way, twice, alternated (~3 min; not part of
+#               full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -394,33 +395,26 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The forty-sixth round's A/B: the tiled decode kernel's pair form at 5-8 tokens on the launches
-  # of a dtype's measured number of row tiles or more (MEMRA_TILED_PAIR_X=big, the default since
-  # this round: the output matrix, and for Q6_K and Q8_0 also gate/up) against off (0). The same
-  # bits (kernel-check's tiled model shapes take it at 8 tokens; quick runs them at the default).
-  # The matrix micro-benchmark at 8 tokens for Q4_K, Q6_K and Q8_0, then 8B Q4_K_M decode of 6
-  # and 8 sequences and 8B Q8_0 of 8, each way twice, alternated. (The forty-fifth round's pair
-  # form A/B, =1 and =all against off, is this script at 44ec750; the round's staged form A/B,
-  # rejected, at 6abfc21.)
-  ways="big:MEMRA_TILED_PAIR_X=big base:MEMRA_TILED_PAIR_X=0"
+  # Written after the forty-sixth round's last device call: a decode step of 1-8 sequences on a
+  # graph of its own size (MEMRA_GRAPH_SMALL_BUCKETS=1) instead of the next power of two's (the
+  # default: 5-7 sequences replay the 8-sequence graph, 3 the 4-sequence one). The determinism
+  # contract and graph replay with the switch on, then 8B and 0.6B Q4_K_M decode of 3 and 5-8
+  # sequences each way, twice, alternated (8: the control, the same graph both ways). (The
+  # round's pair-rule A/B is this script at cf280f3; its staged form's at 6abfc21.)
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step engine-invariants-small-buckets 180 env MEMRA_TEST_DEVICE=cuda \
+      MEMRA_GRAPH_SMALL_BUCKETS=1 "$BIN/memra_engine_fixture_test" \
+      --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+  ways="small:MEMRA_GRAPH_SMALL_BUCKETS=1 base:MEMRA_GRAPH_SMALL_BUCKETS=0"
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
     for f in $ways; do
-      step "kernel-bench-pair-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-        --tokens 8 --dtypes q4_k,q6_k,q8_0 \
-        --json "$RECEIPTS/$DAY-kernel-bench-pair-${f%%:*}-$round.json"
+      bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 3,5,6,7,8
+      bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 3,5,6,7,8
     done
   done
-  # (A pack of the kernel tools alone, kernel-check and kernel-bench, leaves memra bench out.)
-  if [ -x "$BIN/memra" ]; then
-    q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-    q8b8=$(synth qwen3-8b q8_0)
-    for round in 1 2; do
-      for f in $ways; do
-        bench_with "$q8b" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,8
-        bench_with "$q8b8" "pair-${f%%:*}-$round" "${f#*:}" -n 64 -c 8
-      done
-    done
-  fi
 fi
 if [ "$MODE" = bins ]; then
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "models/step_layout.h"
 
@@ -13,6 +14,15 @@ namespace {
 
 const float* f32(const TensorView& t) {
   return static_cast<const float*>(t.data);
+}
+
+// MEMRA_GRAPH_SMALL_BUCKETS=1 (opt-in until measured): a decode step of 1-8 sequences replays a
+// graph of its own size instead of the next power of two's (graph_batch_buckets' every_small).
+// The same tokens either way (a padded sequence changes no other sequence's bits: the
+// determinism contract); what it changes is the work of the padding rows.
+bool graph_small_buckets() {
+  static const bool on = env_switch("MEMRA_GRAPH_SMALL_BUCKETS", false);
+  return on;
 }
 
 }  // namespace
@@ -140,7 +150,7 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   // device run eagerly). A hybrid model's padding sequences share the cache's scratch state slot
   // (graph_pad), which each padded step resets (their tokens sit at position 0).
   if (limits.graphs && ops_->graphs_supported() && !trace_ && !moe_routes_) {
-    graph_buckets_ = graph_batch_buckets(max_seqs);
+    graph_buckets_ = graph_batch_buckets(max_seqs, graph_small_buckets());
     std::erase_if(graph_buckets_, [&](int32_t n) { return !moe_on_device(n); });
     graph_context_limit_ = limits.context_length;
   }

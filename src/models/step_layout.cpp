@@ -69,9 +69,9 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
   out.logit_rows = batch.logit_tokens;
 }
 
-std::vector<int32_t> graph_batch_buckets(int32_t max_batch) {
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool every_small) {
   std::vector<int32_t> out;
-  for (int32_t b : {1, 2, 4, 8})
+  for (int32_t b = 1; b <= 8; b = every_small ? b + 1 : 2 * b)
     if (b < max_batch) out.push_back(b);
   for (int64_t p = 16; p < max_batch; p *= 2) {
     out.push_back(static_cast<int32_t>(p));
