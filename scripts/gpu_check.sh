@@ -53,10 +53,11 @@
 #               and 8 sequences with the same A/B (~7 min; not part of full)
 #     bins      the same benchmarks with two builds, alternated twice: $MEMRA_GPU_BIN_BASE (the
 #               baseline's binaries: scripts/device_pack_base.sh keeps a pack's) and
-#               $MEMRA_GPU_BIN, for a change no switch can turn off (an arithmetic every kernel
-#               shares): memra-kernel-bench --attention, 8B BF16 and Q4_K_M prefill at 512 and
-#               2,048 tokens, Q4_K_M decode at 16,384 tokens of context (~4 min; not part of
-#               full)
+#               $MEMRA_GPU_BIN, for a change no switch can turn off (a build option, or an
+#               arithmetic every kernel shares): now the weights' loads past L1
+#               (-DMEMRA_WEIGHTS_NO_L1=ON against OFF): memra-kernel-bench at 1 and 8 tokens
+#               (Q4_K, Q6_K, Q8_0, BF16), 8B Q4_K_M decode of 1 and 8 sequences, Q8_0 of 8, the
+#               0.6B's of 1 (~4 min; not part of full)
 #     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
 #               and Q4_K_M at 512, two rounds of memra bench's three runs each, and the
 #               comparison with the targets (~1 min; not part of full: bench8b runs them too)
@@ -417,6 +418,12 @@ if [ "$MODE" = ab ]; then
   done
 fi
 if [ "$MODE" = bins ]; then
+  # Two builds of the same commit, or a commit and its baseline. Now (written after the
+  # forty-sixth round's last device call): the tiled records' loads without L1 allocation
+  # (cmake --preset device -DMEMRA_WEIGHTS_NO_L1=ON, then scripts/device_pack.sh, against the
+  # OFF build's pack kept by scripts/device_pack_base.sh). The same bits (a load's caching is not
+  # its value): kernel-check's matrix cases run on the new build first. (The forty-second round's
+  # bins, prefill attention across two commits, is this script at cf280f3.)
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
     echo "gpu_check: bins needs MEMRA_GPU_BIN_BASE, a folder with the baseline's memra" >&2
     exit 2
@@ -424,16 +431,19 @@ if [ "$MODE" = bins ]; then
   BASE_BIN=$(cd "$MEMRA_GPU_BIN_BASE" && pwd)
   NEW_BIN=$BIN NEW_COMMIT=$MEMRA_COMMIT
   BASE_COMMIT=$(cat "$BASE_BIN/../COMMIT" 2>/dev/null || echo unknown)
-  BF16=$(synth qwen3-8b bf16)
+  kcheck kernel-check-matmul-bins 300 --filter matmul
   Q4=$(synth qwen3-8b q4_k_m --fast-quant)
+  Q8=$(synth qwen3-8b q8_0)
+  Q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
     for side in base new; do
       BIN=$([ $side = base ] && echo "$BASE_BIN" || echo "$NEW_BIN")
       export MEMRA_COMMIT=$([ $side = base ] && echo "$BASE_COMMIT" || echo "$NEW_COMMIT")
-      step "kernel-bench-attention-$side-$round" 180 "$BIN/memra-kernel-bench" --attention \
-        --json "$RECEIPTS/$DAY-kernel-bench-attention-$side-$round.json"
-      bench_with "$BF16" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512,2048 -n 16
-      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512,2048 -n 64 -d 16384
+      step "kernel-bench-bins-$side-$round" 180 "$BIN/memra-kernel-bench" --tokens 1,8 \
+        --dtypes q4_k,q6_k,q8_0,bf16 --json "$RECEIPTS/$DAY-kernel-bench-bins-$side-$round.json"
+      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 1,8
+      bench_with "$Q8" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 8
+      bench_with "$Q06" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 1
     done
   done
   BIN=$NEW_BIN MEMRA_COMMIT=$NEW_COMMIT

@@ -45,9 +45,36 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-// A 16-byte load from global or shared memory (generic address).
+// A 16-byte load from global or shared memory (generic address), and an 8-byte one: a tiled
+// record's words. With MEMRA_WEIGHTS_NO_L1 (a build option, off until measured) a global
+// address is loaded without allocating in L1 (ld.global.nc.L1::no_allocate; __isGlobal folds
+// where the address space is known, as for a kernel argument's pointer or a shared array).
+// Why: at 2-8 tokens a decode product's x rows (64 KB at K = 4,096 and 8 tokens) are read by
+// every block of an SM from L1, while its weights (~200 KB an SM a launch, read once) pass
+// through the same L1 and evict them; a kernel whose larger carveout shrank L1 lost 16% at 8
+// sequences (docs/PERFORMANCE.md, twenty-fifth round). Records are constants of a step, so the
+// non-coherent path is the one the compiler picks for them already.
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
+#if defined(MEMRA_WEIGHTS_NO_L1)
+  if (__isGlobal(p)) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+  }
+#endif
   return *reinterpret_cast<const uint4*>(p);
+}
+__device__ __forceinline__ uint2 ld_u64(const uint8_t* p) {
+#if defined(MEMRA_WEIGHTS_NO_L1)
+  if (__isGlobal(p)) {
+    uint2 v;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+  }
+#endif
+  return *reinterpret_cast<const uint2*>(p);
 }
 
 // Register i of a step from its word of nibbles (bits 4i, 16 + 4i) and its extra high bits
@@ -148,7 +175,7 @@ struct Tiled<DType::q6_k> {
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     Quad q;
     q.lo = ld_u128(rec + 512 * u + 16 * lane);
-    q.hi = *reinterpret_cast<const uint2*>(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
+    q.hi = ld_u64(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
     return q;
   }
   static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
