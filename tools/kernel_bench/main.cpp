@@ -21,6 +21,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -389,8 +390,10 @@ int main(int argc, char** argv) {
       token_counts.clear();
       tokens_given = true;
       for (const std::string& v : bench::split_list(argv[++i])) {
-        const int n = std::atoi(v.c_str());
-        if (n != 1 && n != 2 && n != 4 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512) {
+        int n = 0;  // the whole item a number ("8x" is refused, not read as 8)
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec != std::errc() || end != v.data() + v.size() ||
+            (n != 1 && n != 2 && n != 4 && n != 8 && n != 16 && n != 32 && n != 64 && n != 512)) {
           std::fprintf(stderr,
                        "memra-kernel-bench: --tokens takes 1, 2, 4, 8, 16, 32, 64 or 512 (or a "
                        "comma list of them), not '%s'\n",
