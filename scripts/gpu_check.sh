@@ -54,10 +54,10 @@
 #     bins      the same benchmarks with two builds, alternated twice: $MEMRA_GPU_BIN_BASE (the
 #               baseline's binaries: scripts/device_pack_base.sh keeps a pack's) and
 #               $MEMRA_GPU_BIN, for a change no switch can turn off (a build option, or an
-#               arithmetic every kernel shares): now the weights' loads past L1
-#               (-DMEMRA_WEIGHTS_NO_L1=ON against OFF): memra-kernel-bench at 1 and 8 tokens
-#               (Q4_K, Q6_K, Q8_0, BF16), 8B Q4_K_M decode of 1 and 8 sequences, Q8_0 of 8, the
-#               0.6B's of 1 (~4 min; not part of full)
+#               arithmetic every kernel shares): now the weights' L1 use (the default against
+#               -DMEMRA_WEIGHTS_VIA_L1=ON): memra-kernel-bench at 1 and 8 tokens (Q4_K, Q6_K,
+#               Q8_0, BF16), 8B Q4_K_M pp512 and decode of 1 and 8 sequences, Q8_0 of 8, BF16
+#               pp512 and decode of 1, the 0.6B's of 1 (~4 min; not part of full)
 #     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
 #               and Q4_K_M at 512, two rounds of memra bench's three runs each, and the
 #               comparison with the targets (~1 min; not part of full: bench8b runs them too)
@@ -418,12 +418,14 @@ if [ "$MODE" = ab ]; then
   done
 fi
 if [ "$MODE" = bins ]; then
-  # Two builds of the same commit, or a commit and its baseline. Now (written after the
-  # forty-sixth round's last device call): the tiled records' loads without L1 allocation
-  # (cmake --preset device -DMEMRA_WEIGHTS_NO_L1=ON, then scripts/device_pack.sh, against the
-  # OFF build's pack kept by scripts/device_pack_base.sh). The same bits (a load's caching is not
-  # its value): kernel-check's matrix cases run on the new build first. (The forty-second round's
-  # bins, prefill attention across two commits, is this script at cf280f3.)
+  # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads
+  # past L1 or first out of it (the default since the forty-seventh round, kernels/matmul/tiled.cuh
+  # L1Use) against the plain loads of before (cmake --preset device -DMEMRA_WEIGHTS_VIA_L1=ON,
+  # scripts/device_pack.sh, scripts/device_pack_base.sh; or the pack of 4e0637a, the commit
+  # before). The same bits (a load's caching is not its value): kernel-check's matrix cases run
+  # on the new build first. Prefill (pp512) runs the same loads, so it is measured too. (The
+  # forty-second round's bins, prefill attention across two commits, is this script at cf280f3;
+  # the forty-seventh's first, every load past L1, at 4e0637a.)
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
     echo "gpu_check: bins needs MEMRA_GPU_BIN_BASE, a folder with the baseline's memra" >&2
     exit 2
@@ -435,14 +437,16 @@ if [ "$MODE" = bins ]; then
   Q4=$(synth qwen3-8b q4_k_m --fast-quant)
   Q8=$(synth qwen3-8b q8_0)
   Q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  BF16=$(synth qwen3-8b bf16)
   for round in 1 2; do
     for side in base new; do
       BIN=$([ $side = base ] && echo "$BASE_BIN" || echo "$NEW_BIN")
       export MEMRA_COMMIT=$([ $side = base ] && echo "$BASE_COMMIT" || echo "$NEW_COMMIT")
       step "kernel-bench-bins-$side-$round" 180 "$BIN/memra-kernel-bench" --tokens 1,8 \
         --dtypes q4_k,q6_k,q8_0,bf16 --json "$RECEIPTS/$DAY-kernel-bench-bins-$side-$round.json"
-      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 1,8
+      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 64 -c 1,8
       bench_with "$Q8" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 8
+      bench_with "$BF16" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 64 -c 1
       bench_with "$Q06" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 1
     done
   done

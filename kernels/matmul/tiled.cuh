@@ -45,32 +45,52 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-// A 16-byte load from global or shared memory (generic address), and an 8-byte one: a tiled
-// record's words. With MEMRA_WEIGHTS_NO_L1 (a build option, off until measured) a global
-// address is loaded without allocating in L1 (ld.global.nc.L1::no_allocate; __isGlobal folds
-// where the address space is known, as for a kernel argument's pointer or a shared array).
-// Why: at 2-8 tokens a decode product's x rows (64 KB at K = 4,096 and 8 tokens) are read by
-// every block of an SM from L1, while its weights (~200 KB an SM a launch, read once) pass
-// through the same L1 and evict them; a kernel whose larger carveout shrank L1 lost 16% at 8
-// sequences (docs/PERFORMANCE.md, twenty-fifth round). Records are constants of a step, so the
-// non-coherent path is the one the compiler picks for them already.
+// How a tiled record's load uses L1. A record is read once a launch, while at 2-8 tokens a decode
+// product's x rows (64 KB at K = 4,096 and 8 tokens) are read again by every block of an SM from
+// L1; records streamed through the same L1 (~200 KB an SM a launch) evict them. A kernel whose
+// larger carveout shrank L1 lost 16% at 8 sequences (docs/PERFORMANCE.md, twenty-fifth round).
+//   bypass:      ld.global.nc.L1::no_allocate, for a load whose lanes cover whole 32-byte sectors
+//                (Q4_K, Q6_K's low words, the halves, every head): nothing of it is read again.
+//   evict_first: ld.global.nc.L1::evict_first, for a pair of loads that split each sector between
+//                them (Q8_0's two halves of a lane's 32 bytes, Q6_K's high words of quads 2i and
+//                2i + 1): the second reads the line the first brought, which goes before x's.
+// Bypassing every load lost 1.3% at Q8_0 c8 end to end (each sector then crossed from L2 twice)
+// where Q4_K_M won 2% at c1 and c8 (forty-seventh round). Records are constants of a step, so the
+// non-coherent path is the one the compiler picks for them already. Build with
+// -DMEMRA_WEIGHTS_VIA_L1=ON for the plain loads of before (the baseline of gpu_check.sh bins). A
+// shared-memory address (a staged tile) takes the plain load; __isGlobal folds where the address
+// space is known, as for a kernel argument's pointer or a shared array.
+enum class L1Use { bypass, evict_first };
+
+template <L1Use kUse = L1Use::bypass>
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
-#if defined(MEMRA_WEIGHTS_NO_L1)
+#if !defined(MEMRA_WEIGHTS_VIA_L1)
   if (__isGlobal(p)) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
+    if constexpr (kUse == L1Use::bypass) {
+      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    } else {
+      asm("ld.global.nc.L1::evict_first.v4.u32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(p));
+    }
     return v;
   }
 #endif
   return *reinterpret_cast<const uint4*>(p);
 }
+template <L1Use kUse = L1Use::bypass>
 __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) {
-#if defined(MEMRA_WEIGHTS_NO_L1)
+#if !defined(MEMRA_WEIGHTS_VIA_L1)
   if (__isGlobal(p)) {
     uint2 v;
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    if constexpr (kUse == L1Use::bypass) {
+      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    } else {
+      asm("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    }
     return v;
   }
 #endif
@@ -175,7 +195,7 @@ struct Tiled<DType::q6_k> {
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     Quad q;
     q.lo = ld_u128(rec + 512 * u + 16 * lane);
-    q.hi = ld_u64(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
+    q.hi = ld_u64<L1Use::evict_first>(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
     return q;
   }
   static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
@@ -210,7 +230,8 @@ struct Tiled<DType::q8_0> {
     uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
   };
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
-    return {ld_u128(rec + 1024 * u + 32 * lane), ld_u128(rec + 1024 * u + 32 * lane + 16)};
+    return {ld_u128<L1Use::evict_first>(rec + 1024 * u + 32 * lane),
+            ld_u128<L1Use::evict_first>(rec + 1024 * u + 32 * lane + 16)};
   }
   // Weight<q8_0>::pair on a register's two int8: biased to unsigned, spread, exact f16 - 128.
   template <int kHalf>

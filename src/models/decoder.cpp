@@ -16,12 +16,14 @@ const float* f32(const TensorView& t) {
   return static_cast<const float*>(t.data);
 }
 
-// MEMRA_GRAPH_SMALL_BUCKETS=1 (opt-in until measured): a decode step of 1-8 sequences replays a
-// graph of its own size instead of the next power of two's (graph_batch_buckets' every_small).
+// A decode step of 1-8 sequences replays a graph of its own size (graph_batch_buckets'
+// every_small), not the next power of two's: 5-7 sequences paid 8's step (H100, 8B Q4_K_M: c5
+// +7.2%, c6 +4.3%, c7 +2.4% with the 8-sequence graph, docs/PERFORMANCE.md, forty-seventh round).
+// MEMRA_GRAPH_SMALL_BUCKETS=0 pads to powers of two again (four graphs to record instead of eight).
 // The same tokens either way (a padded sequence changes no other sequence's bits: the
 // determinism contract); what it changes is the work of the padding rows.
 bool graph_small_buckets() {
-  static const bool on = env_switch("MEMRA_GRAPH_SMALL_BUCKETS", false);
+  static const bool on = env_switch("MEMRA_GRAPH_SMALL_BUCKETS", true);
   return on;
 }
 
