@@ -55,7 +55,7 @@
 #               baseline's binaries: scripts/device_pack_base.sh keeps a pack's) and
 #               $MEMRA_GPU_BIN, for a change no switch can turn off (a build option, or an
 #               arithmetic every kernel shares): now the weights' L1 use (the default against
-#               -DMEMRA_WEIGHTS_VIA_L1=ON): memra-kernel-bench at 1 and 8 tokens (Q4_K, Q6_K,
+#               -DMEMRA_WEIGHTS_L1=plain): memra-kernel-bench at 1 and 8 tokens (Q4_K, Q6_K,
 #               Q8_0, BF16), 8B Q4_K_M pp512 and decode of 1 and 8 sequences, Q8_0 of 8, BF16
 #               pp512 and decode of 1, the 0.6B's of 1 (~4 min; not part of full)
 #     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
@@ -420,7 +420,7 @@ fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads
   # past L1 or first out of it (the default since the forty-seventh round, kernels/matmul/tiled.cuh
-  # L1Use) against the plain loads of before (cmake --preset device -DMEMRA_WEIGHTS_VIA_L1=ON,
+  # L1Use) against the plain loads of before (cmake --preset device -DMEMRA_WEIGHTS_L1=plain,
   # scripts/device_pack.sh, scripts/device_pack_base.sh; or the pack of 4e0637a, the commit
   # before). The same bits (a load's caching is not its value): kernel-check's matrix cases run
   # on the new build first. Prefill (pp512) runs the same loads, so it is measured too. (The

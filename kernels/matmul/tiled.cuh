@@ -56,18 +56,24 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 //                2i + 1): the second reads the line the first brought, which goes before x's.
 // Bypassing every load lost 1.3% at Q8_0 c8 end to end (each sector then crossed from L2 twice)
 // where Q4_K_M won 2% at c1 and c8 (forty-seventh round). Records are constants of a step, so the
-// non-coherent path is the one the compiler picks for them already. Build with
-// -DMEMRA_WEIGHTS_VIA_L1=ON for the plain loads of before (the baseline of gpu_check.sh bins). A
-// shared-memory address (a staged tile) takes the plain load; __isGlobal folds where the address
-// space is known, as for a kernel argument's pointer or a shared array.
+// non-coherent path is the one the compiler picks for them already. The build's MEMRA_WEIGHTS_L1
+// picks another policy for an A/B (gpu_check.sh bins): plain (the loads of before) or evict_first
+// (every load allocates, first out). A shared-memory address (a staged tile) takes the plain load;
+// __isGlobal folds where the address space is known, as for a kernel argument's pointer or a shared
+// array.
 enum class L1Use { bypass, evict_first };
+#if defined(MEMRA_WEIGHTS_L1_EVICT_FIRST)
+constexpr bool kL1Bypass = false;
+#else
+constexpr bool kL1Bypass = true;
+#endif
 
 template <L1Use kUse = L1Use::bypass>
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
-#if !defined(MEMRA_WEIGHTS_VIA_L1)
+#if !defined(MEMRA_WEIGHTS_L1_PLAIN)
   if (__isGlobal(p)) {
     uint4 v;
-    if constexpr (kUse == L1Use::bypass) {
+    if constexpr (kUse == L1Use::bypass && kL1Bypass) {
       asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
           : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
           : "l"(p));
@@ -83,10 +89,10 @@ __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
 }
 template <L1Use kUse = L1Use::bypass>
 __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) {
-#if !defined(MEMRA_WEIGHTS_VIA_L1)
+#if !defined(MEMRA_WEIGHTS_L1_PLAIN)
   if (__isGlobal(p)) {
     uint2 v;
-    if constexpr (kUse == L1Use::bypass) {
+    if constexpr (kUse == L1Use::bypass && kL1Bypass) {
       asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
     } else {
       asm("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
