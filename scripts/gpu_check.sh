@@ -23,10 +23,9 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        written after the forty-sixth round's last device call: decode steps of 1-8
-#               sequences on graphs of their own size (MEMRA_GRAPH_SMALL_BUCKETS=1) against the
-#               power-of-two buckets: the determinism contract with it on, 8B and 0.6B Q4_K_M
-#               decode of 3 and 5-8 sequences each way, twice, alternated (~3 min; not part of
+#     ab        the graph buckets below 16 (MEMRA_GRAPH_SMALL_BUCKETS: 1-8 and 12, the default,
+#               against =0: 1, 2, 4, 8, 16): the determinism contract, 8B and 0.6B Q4_K_M decode
+#               of 6, 9, 10, 12 and 16 sequences each way, twice, alternated (~2 min; not part of
 #               full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
@@ -396,24 +395,23 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # Written after the forty-sixth round's last device call: a decode step of 1-8 sequences on a
-  # graph of its own size (MEMRA_GRAPH_SMALL_BUCKETS=1) instead of the next power of two's (the
-  # default: 5-7 sequences replay the 8-sequence graph, 3 the 4-sequence one). The determinism
-  # contract and graph replay with the switch on, then 8B and 0.6B Q4_K_M decode of 3 and 5-8
-  # sequences each way, twice, alternated (8: the control, the same graph both ways). (The
-  # round's pair-rule A/B is this script at cf280f3; its staged form's at 6abfc21.)
+  # The graph buckets' 12 (MEMRA_GRAPH_SMALL_BUCKETS, the default since the forty-seventh round:
+  # 1-8 each its own graph and 12, against =0: 1, 2, 4, 8, 16): steps of 9-12 sequences replay the
+  # 12-sequence graph instead of 16's. The determinism contract and graph replay with the
+  # default, then 8B and 0.6B Q4_K_M decode of 6, 9, 10, 12 and 16 sequences each way, twice,
+  # alternated (16: the control, the same graph both ways). (The round's first ab, 1-8 only, is
+  # this script at 4e0637a; the forty-sixth round's pair-rule A/B at cf280f3.)
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
     step engine-invariants-small-buckets 180 env MEMRA_TEST_DEVICE=cuda \
-      MEMRA_GRAPH_SMALL_BUCKETS=1 "$BIN/memra_engine_fixture_test" \
-      --gtest_filter='*Invariant*:*GraphReplay*'
+      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   fi
   ways="small:MEMRA_GRAPH_SMALL_BUCKETS=1 base:MEMRA_GRAPH_SMALL_BUCKETS=0"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
     for f in $ways; do
-      bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 3,5,6,7,8
-      bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 3,5,6,7,8
+      bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,9,10,12,16
+      bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,9,10,12,16
     done
   done
 fi

@@ -16,10 +16,11 @@ const float* f32(const TensorView& t) {
   return static_cast<const float*>(t.data);
 }
 
-// A decode step of 1-8 sequences replays a graph of its own size (graph_batch_buckets'
-// every_small), not the next power of two's: 5-7 sequences paid 8's step (H100, 8B Q4_K_M: c5
-// +7.2%, c6 +4.3%, c7 +2.4% with the 8-sequence graph, docs/PERFORMANCE.md, forty-seventh round).
-// MEMRA_GRAPH_SMALL_BUCKETS=0 pads to powers of two again (four graphs to record instead of eight).
+// A decode step of 1-8 sequences replays a graph of its own size, and one of 9-12 the 12-sequence
+// graph (graph_batch_buckets' every_small), not the next power of two's: 5-7 sequences paid 8's
+// step (H100, 8B Q4_K_M: c5 +7.2%, c6 +4.3%, c7 +2.4% on graphs of their own size,
+// docs/PERFORMANCE.md, forty-seventh round). MEMRA_GRAPH_SMALL_BUCKETS=0 pads to 1, 2, 4, 8, 16
+// again (five graphs to record below 24 instead of ten).
 // The same tokens either way (a padded sequence changes no other sequence's bits: the
 // determinism contract); what it changes is the work of the padding rows.
 bool graph_small_buckets() {

@@ -73,6 +73,7 @@ std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool every_small) {
   std::vector<int32_t> out;
   for (int32_t b = 1; b <= 8; b = every_small ? b + 1 : 2 * b)
     if (b < max_batch) out.push_back(b);
+  if (every_small && 12 < max_batch) out.push_back(12);  // 8's midpoint, as 24 is 16's
   for (int64_t p = 16; p < max_batch; p *= 2) {
     out.push_back(static_cast<int32_t>(p));
     if (p + p / 2 < max_batch) out.push_back(static_cast<int32_t>(p + p / 2));

@@ -28,7 +28,7 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 // and their midpoints), and max_batch itself last. Empty when max_batch < 1. every_small: each
 // batch size up to 8 a bucket of its own (1, 2, ..., 8), where a padded step costs most against
 // its own (a step of 5-7 sequences replays the 8-sequence graph: 3.79 ms against 3.46 for 4 on an
-// H100, docs/PERFORMANCE.md forty-sixth round).
+// H100, docs/PERFORMANCE.md forty-sixth round), and 12, the midpoint of 8 and 16.
 std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool every_small = false);
 // The smallest bucket >= n, or 0 when n exceeds them all.
 int32_t graph_batch_bucket(const std::vector<int32_t>& buckets, int32_t n);
