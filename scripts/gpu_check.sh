@@ -23,10 +23,10 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the graph buckets below 16 (MEMRA_GRAPH_SMALL_BUCKETS: 1-8 and 12, the default,
-#               against =0: 1, 2, 4, 8, 16): the determinism contract, 8B and 0.6B Q4_K_M decode
-#               of 6, 9, 10, 12 and 16 sequences each way, twice, alternated (~2 min; not part of
-#               full)
+#     ab        the fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS: every size to 16, every fourth
+#               to 32, every eighth to 64, the default, against =0: 1, 2, 4, 8, 16, 24, 32, 48,
+#               64): the determinism contract, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences
+#               each way, twice, alternated (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -395,12 +395,12 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The graph buckets' 12 (MEMRA_GRAPH_SMALL_BUCKETS, the default since the forty-seventh round:
-  # 1-8 each its own graph and 12, against =0: 1, 2, 4, 8, 16): steps of 9-12 sequences replay the
-  # 12-sequence graph instead of 16's. The determinism contract and graph replay with the
-  # default, then 8B and 0.6B Q4_K_M decode of 6, 9, 10, 12 and 16 sequences each way, twice,
-  # alternated (16: the control, the same graph both ways). (The round's first ab, 1-8 only, is
-  # this script at 4e0637a; the forty-sixth round's pair-rule A/B at cf280f3.)
+  # The fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS, the default since the forty-seventh round:
+  # every size to 16, every fourth to 32, every eighth to 64, against =0: 1, 2, 4, 8, 16, 24, 32,
+  # 48, 64). The determinism contract and graph replay with the default, then 8B and 0.6B Q4_K_M
+  # decode of 6, 11, 14, 16, 20, 28, 40 and 56 sequences each way, twice, alternated (16: the
+  # control, the same graph both ways). (The round's earlier ab runs, 1-8 and 12, are this script
+  # at 4e0637a and 7fb284b; the forty-sixth round's pair-rule A/B at cf280f3.)
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
     step engine-invariants-small-buckets 180 env MEMRA_TEST_DEVICE=cuda \
       "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
@@ -410,8 +410,8 @@ if [ "$MODE" = ab ]; then
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
     for f in $ways; do
-      bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,9,10,12,16
-      bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,9,10,12,16
+      bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,11,14,16,20,28,40,56
+      bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,11,14,16,20,28,40,56
     done
   done
 fi

@@ -16,13 +16,12 @@ const float* f32(const TensorView& t) {
   return static_cast<const float*>(t.data);
 }
 
-// A decode step of 1-8 sequences replays a graph of its own size, and one of 9-12 the 12-sequence
-// graph (graph_batch_buckets' every_small), not the next power of two's: 5-7 sequences paid 8's
-// step (H100, 8B Q4_K_M: c5 +7.2%, c6 +4.3%, c7 +2.4% on graphs of their own size,
-// docs/PERFORMANCE.md, forty-seventh round). MEMRA_GRAPH_SMALL_BUCKETS=0 pads to 1, 2, 4, 8, 16
-// again (five graphs to record below 24 instead of ten).
-// The same tokens either way (a padded sequence changes no other sequence's bits: the
-// determinism contract); what it changes is the work of the padding rows.
+// A decode step replays the graph of the finest bucket that holds it (graph_batch_buckets' fine:
+// every size to 16, every fourth to 32, every eighth to 64): a padded sequence costs its step
+// the work of a real one (H100, 8B Q4_K_M: 5-7 sequences on 8's graph lost 2-7%, 9-12 on 16's
+// 9%; docs/PERFORMANCE.md, forty-seventh round). MEMRA_GRAPH_SMALL_BUCKETS=0 pads to 1, 2, 4, 8,
+// 16, 24, 32, 48, 64 again (9 graphs to record up to 64 instead of 24). The same tokens either way
+// (a padded sequence changes no other sequence's bits: the determinism contract).
 bool graph_small_buckets() {
   static const bool on = env_switch("MEMRA_GRAPH_SMALL_BUCKETS", true);
   return on;

@@ -69,14 +69,25 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
   out.logit_rows = batch.logit_tokens;
 }
 
-std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool every_small) {
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool fine) {
   std::vector<int32_t> out;
-  for (int32_t b = 1; b <= 8; b = every_small ? b + 1 : 2 * b)
-    if (b < max_batch) out.push_back(b);
-  if (every_small && 12 < max_batch) out.push_back(12);  // 8's midpoint, as 24 is 16's
-  for (int64_t p = 16; p < max_batch; p *= 2) {
-    out.push_back(static_cast<int32_t>(p));
-    if (p + p / 2 < max_batch) out.push_back(static_cast<int32_t>(p + p / 2));
+  const auto add = [&](int64_t b) {
+    if (b < max_batch) out.push_back(static_cast<int32_t>(b));
+  };
+  if (fine) {
+    for (int64_t b = 1; b <= 16; ++b) add(b);
+    for (int64_t b = 20; b <= 32; b += 4) add(b);
+    for (int64_t b = 40; b <= 64; b += 8) add(b);
+    for (int64_t p = 64; p < max_batch; p *= 2) {
+      add(p + p / 2);
+      add(2 * p);
+    }
+  } else {
+    for (int64_t b = 1; b <= 8; b *= 2) add(b);
+    for (int64_t p = 16; p < max_batch; p *= 2) {
+      add(p);
+      add(p + p / 2);
+    }
   }
   if (max_batch >= 1) out.push_back(max_batch);
   return out;

@@ -24,12 +24,12 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 // A pure decode step (every sequence one token, every token a logit row) is padded up to a batch
 // bucket and to a context capacity, so that a few recorded graphs serve every decode step.
 
-// Batch buckets up to max_batch: 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two
-// and their midpoints), and max_batch itself last. Empty when max_batch < 1. every_small: each
-// batch size up to 8 a bucket of its own (1, 2, ..., 8), where a padded step costs most against
-// its own (a step of 5-7 sequences replays the 8-sequence graph: 3.79 ms against 3.46 for 4 on an
-// H100, docs/PERFORMANCE.md forty-sixth round), and 12, the midpoint of 8 and 16.
-std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool every_small = false);
+// Batch buckets up to max_batch, and max_batch itself last; empty when max_batch < 1. fine: every
+// size to 16, then every fourth to 32 and every eighth to 64 (a padded step pays its bucket's
+// work: on an H100, 8B Q4_K_M, 5-7 sequences on 8's graph lost 2-7% and 9-12 on 16's 9%,
+// docs/PERFORMANCE.md forty-seventh round), then powers of two and their midpoints. Otherwise
+// 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two and their midpoints).
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool fine = false);
 // The smallest bucket >= n, or 0 when n exceeds them all.
 int32_t graph_batch_bucket(const std::vector<int32_t>& buckets, int32_t n);
 // The context capacity a step of max_context is recorded for: the next power of two >= 4096 and
