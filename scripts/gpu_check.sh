@@ -23,10 +23,11 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        the fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS: every size to 16, every fourth
-#               to 32, every eighth to 64, the default, against =0: 1, 2, 4, 8, 16, 24, 32, 48,
-#               64): the determinism contract, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences
-#               each way, twice, alternated (~3 min; not part of full)
+#     ab        written after the forty-seventh round's last device call: the fine graph buckets
+#               (MEMRA_GRAPH_SMALL_BUCKETS=fine: every size to 16, every fourth to 32, every
+#               eighth to 64) against the default (1-8 and 12): the determinism contract with
+#               fine, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences each way, twice, alternated
+#               (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -395,17 +396,19 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # The fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS, the default since the forty-seventh round:
-  # every size to 16, every fourth to 32, every eighth to 64, against =0: 1, 2, 4, 8, 16, 24, 32,
-  # 48, 64). The determinism contract and graph replay with the default, then 8B and 0.6B Q4_K_M
-  # decode of 6, 11, 14, 16, 20, 28, 40 and 56 sequences each way, twice, alternated (16: the
-  # control, the same graph both ways). (The round's earlier ab runs, 1-8 and 12, are this script
+  # Written after the forty-seventh round's last device call: the fine graph buckets
+  # (MEMRA_GRAPH_SMALL_BUCKETS=fine: every size to 16, every fourth to 32, every eighth to 64)
+  # against the default (=1: every size to 8 and 12, then 16, 24, 32, 48, 64). The determinism
+  # contract and graph replay with fine, then 8B and 0.6B Q4_K_M decode of 6, 11, 14, 16, 20,
+  # 28, 40 and 56 sequences each way, twice, alternated (6 and 16: controls, the same graph both
+  # ways). (The round's ab runs of the default's buckets, 1-8 and 12 against =0, are this script
   # at 4e0637a and 7fb284b; the forty-sixth round's pair-rule A/B at cf280f3.)
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-small-buckets 180 env MEMRA_TEST_DEVICE=cuda \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+    step engine-invariants-fine-buckets 180 env MEMRA_TEST_DEVICE=cuda \
+      MEMRA_GRAPH_SMALL_BUCKETS=fine "$BIN/memra_engine_fixture_test" \
+      --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  ways="small:MEMRA_GRAPH_SMALL_BUCKETS=1 base:MEMRA_GRAPH_SMALL_BUCKETS=0"
+  ways="fine:MEMRA_GRAPH_SMALL_BUCKETS=fine default:MEMRA_GRAPH_SMALL_BUCKETS=1"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do

@@ -16,15 +16,16 @@ const float* f32(const TensorView& t) {
   return static_cast<const float*>(t.data);
 }
 
-// A decode step replays the graph of the finest bucket that holds it (graph_batch_buckets' fine:
-// every size to 16, every fourth to 32, every eighth to 64): a padded sequence costs its step
-// the work of a real one (H100, 8B Q4_K_M: 5-7 sequences on 8's graph lost 2-7%, 9-12 on 16's
-// 9%; docs/PERFORMANCE.md, forty-seventh round). MEMRA_GRAPH_SMALL_BUCKETS=0 pads to 1, 2, 4, 8,
-// 16, 24, 32, 48, 64 again (9 graphs to record up to 64 instead of 24). The same tokens either way
-// (a padded sequence changes no other sequence's bits: the determinism contract).
-bool graph_small_buckets() {
-  static const bool on = env_switch("MEMRA_GRAPH_SMALL_BUCKETS", true);
-  return on;
+// How finely decode steps' batch sizes are bucketed into graphs (step_layout.h's BucketGrain):
+// MEMRA_GRAPH_SMALL_BUCKETS=1 (the default) every size to 8 and 12, =0 the powers of two and their
+// midpoints as before the forty-seventh round, =fine every size to 16, every fourth to 32 and
+// every eighth to 64 (opt-in: written after that round's last device call, not measured). The
+// same tokens in every grain (a padded sequence changes no other sequence's bits: the
+// determinism contract).
+BucketGrain graph_bucket_grain() {
+  static const BucketGrain grain =
+      static_cast<BucketGrain>(env_choice("MEMRA_GRAPH_SMALL_BUCKETS", {"0", "1", "fine"}, 1));
+  return grain;
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ std::vector<int32_t> DecoderModel::prepare(const StepLimits& limits) {
   // device run eagerly). A hybrid model's padding sequences share the cache's scratch state slot
   // (graph_pad), which each padded step resets (their tokens sit at position 0).
   if (limits.graphs && ops_->graphs_supported() && !trace_ && !moe_routes_) {
-    graph_buckets_ = graph_batch_buckets(max_seqs, graph_small_buckets());
+    graph_buckets_ = graph_batch_buckets(max_seqs, graph_bucket_grain());
     std::erase_if(graph_buckets_, [&](int32_t n) { return !moe_on_device(n); });
     graph_context_limit_ = limits.context_length;
   }

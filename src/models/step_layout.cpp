@@ -69,21 +69,30 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
   out.logit_rows = batch.logit_tokens;
 }
 
-std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool fine) {
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch, BucketGrain grain) {
   std::vector<int32_t> out;
   const auto add = [&](int64_t b) {
     if (b < max_batch) out.push_back(static_cast<int32_t>(b));
   };
-  if (fine) {
-    for (int64_t b = 1; b <= 16; ++b) add(b);
-    for (int64_t b = 20; b <= 32; b += 4) add(b);
-    for (int64_t b = 40; b <= 64; b += 8) add(b);
-    for (int64_t p = 64; p < max_batch; p *= 2) {
-      add(p + p / 2);
-      add(2 * p);
-    }
-  } else {
-    for (int64_t b = 1; b <= 8; b *= 2) add(b);
+  switch (grain) {
+    case BucketGrain::coarse:
+      for (int64_t b = 1; b <= 8; b *= 2) add(b);
+      break;
+    case BucketGrain::small:
+      for (int64_t b = 1; b <= 8; ++b) add(b);
+      add(12);
+      break;
+    case BucketGrain::fine:
+      for (int64_t b = 1; b <= 16; ++b) add(b);
+      for (int64_t b = 20; b <= 32; b += 4) add(b);
+      for (int64_t b = 40; b <= 64; b += 8) add(b);
+      for (int64_t p = 64; p < max_batch; p *= 2) {
+        add(p + p / 2);
+        add(2 * p);
+      }
+      break;
+  }
+  if (grain != BucketGrain::fine) {
     for (int64_t p = 16; p < max_batch; p *= 2) {
       add(p);
       add(p + p / 2);

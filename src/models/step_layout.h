@@ -24,12 +24,22 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 // A pure decode step (every sequence one token, every token a logit row) is padded up to a batch
 // bucket and to a context capacity, so that a few recorded graphs serve every decode step.
 
-// Batch buckets up to max_batch, and max_batch itself last; empty when max_batch < 1. fine: every
-// size to 16, then every fourth to 32 and every eighth to 64 (a padded step pays its bucket's
-// work: on an H100, 8B Q4_K_M, 5-7 sequences on 8's graph lost 2-7% and 9-12 on 16's 9%,
-// docs/PERFORMANCE.md forty-seventh round), then powers of two and their midpoints. Otherwise
-// 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two and their midpoints).
-std::vector<int32_t> graph_batch_buckets(int32_t max_batch, bool fine = false);
+// How finely decode steps' batch sizes are bucketed. A padded sequence costs its step the work of
+// a real one (H100, 8B Q4_K_M: 5-7 sequences on 8's graph lost 2-7%, 9-12 on 16's ~9%;
+// docs/PERFORMANCE.md, forty-seventh round); each bucket is a graph to record per context bucket.
+//   coarse: 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two and their midpoints)
+//   small:  every size to 8, then 12, 16, 24, 32, 48, ... (the default, measured)
+//   fine:   every size to 16, every fourth to 32, every eighth to 64, then 96, 128, 192, ...
+enum class BucketGrain {
+  coarse = 0,
+  small = 1,
+  fine = 2
+};  // MEMRA_GRAPH_SMALL_BUCKETS: 0, 1, fine
+
+// Batch buckets up to max_batch in that grain, and max_batch itself last; empty when
+// max_batch < 1.
+std::vector<int32_t> graph_batch_buckets(int32_t max_batch,
+                                         BucketGrain grain = BucketGrain::coarse);
 // The smallest bucket >= n, or 0 when n exceeds them all.
 int32_t graph_batch_bucket(const std::vector<int32_t>& buckets, int32_t n);
 // The context capacity a step of max_context is recorded for: the next power of two >= 4096 and

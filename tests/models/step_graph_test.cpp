@@ -20,19 +20,28 @@ TEST(GraphBuckets, BatchBucketsEndAtTheEnginesLimit) {
   EXPECT_EQ(graph_batch_buckets(100), (V{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 100}));
   EXPECT_EQ(graph_batch_buckets(256), (V{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
   EXPECT_TRUE(graph_batch_buckets(0).empty());
+  // small: each size up to 8 its own bucket, and 12, the rest as before.
+  const BucketGrain small = BucketGrain::small, fine = BucketGrain::fine;
+  EXPECT_EQ(graph_batch_buckets(64, small), (V{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64}));
+  EXPECT_EQ(graph_batch_buckets(7, small), (V{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(graph_batch_buckets(9, small), (V{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(graph_batch_buckets(12, small), (V{1, 2, 3, 4, 5, 6, 7, 8, 12}));
+  EXPECT_EQ(graph_batch_buckets(13, small), (V{1, 2, 3, 4, 5, 6, 7, 8, 12, 13}));
+  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, small), 5), 5);
+  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, small), 9), 12);
+  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, small), 13), 16);
   // fine: every size to 16, every fourth to 32, every eighth to 64, then as before.
-  EXPECT_EQ(graph_batch_buckets(64, true), (V{1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+  EXPECT_EQ(graph_batch_buckets(64, fine), (V{1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
                                               13, 14, 15, 16, 20, 24, 28, 32, 40, 48, 56, 64}));
-  EXPECT_EQ(graph_batch_buckets(7, true), (V{1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_EQ(graph_batch_buckets(18, true),
+  EXPECT_EQ(graph_batch_buckets(7, fine), (V{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(graph_batch_buckets(18, fine),
             (V{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18}));
-  const V fine256 = graph_batch_buckets(256, true);
+  const V fine256 = graph_batch_buckets(256, fine);
   EXPECT_EQ(V(fine256.begin() + 20, fine256.end()), (V{40, 48, 56, 64, 96, 128, 192, 256}));
-  EXPECT_EQ(graph_batch_buckets(100, true).back(), 100);
-  EXPECT_EQ(graph_batch_buckets(100, true).end()[-2], 96);
-  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, true), 5), 5);
-  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, true), 17), 20);
-  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, true), 33), 40);
+  EXPECT_EQ(graph_batch_buckets(100, fine).back(), 100);
+  EXPECT_EQ(graph_batch_buckets(100, fine).end()[-2], 96);
+  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, fine), 17), 20);
+  EXPECT_EQ(graph_batch_bucket(graph_batch_buckets(64, fine), 33), 40);
   const V b = graph_batch_buckets(64);
   EXPECT_EQ(graph_batch_bucket(b, 1), 1);
   EXPECT_EQ(graph_batch_bucket(b, 3), 4);
