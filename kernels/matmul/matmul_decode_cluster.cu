@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(full + s, (c / C::kStages) & 1);
         const uint8_t* stage = smem + s * C::kStage;
         LaneChunk<D> cur;
-        cur.load(stage + C::kXBytes + i * T::kBytes, lane);
+        cur.template load<false>(stage + C::kXBytes + i * T::kBytes, lane);
         // Token tok0 + g's elements 4t.. of each step.
         const uint8_t* xrow = stage + (tok0 + g) * kXRow + 8 * t;
         chunk_partial<D, kWT>(

@@ -45,61 +45,73 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-// How a tiled record's load uses L1. A record is read once a launch, while at 2-8 tokens a decode
-// product's x rows (64 KB at K = 4,096 and 8 tokens) are read again by every block of an SM from
-// L1; records streamed through the same L1 (~200 KB an SM a launch) evict them. A kernel whose
-// larger carveout shrank L1 lost 16% at 8 sequences (docs/PERFORMANCE.md, twenty-fifth round).
+// How a tiled record's load uses L1. The decode kernels (1-16 tokens: LaneChunk, tiled_chunk.cuh)
+// read each record once a launch, while their x rows (64 KB at K = 4,096 and 8 tokens) are read
+// again by every block of an SM from L1; records streamed through the same L1 (~200 KB an SM a
+// launch) evict them. A kernel whose larger carveout shrank L1 lost 16% at 8 sequences
+// (docs/PERFORMANCE.md, twenty-fifth round). So on that path (Tiled<D>::load<true>, head<true>):
 //   bypass:      ld.global.nc.L1::no_allocate, for a load whose lanes cover whole 32-byte sectors
 //                (Q4_K, Q6_K's low words, the halves, every head): nothing of it is read again.
 //   evict_first: ld.global.nc.L1::evict_first, for a pair of loads that split each sector between
 //                them (Q8_0's two halves of a lane's 32 bytes, Q6_K's high words of quads 2i and
 //                2i + 1): the second reads the line the first brought, which goes before x's.
-// Bypassing every load lost 1.3% at Q8_0 c8 end to end (each sector then crossed from L2 twice)
-// where Q4_K_M won 2% at c1 and c8 (forty-seventh round). Records are constants of a step, so the
-// non-coherent path is the one the compiler picks for them already. The build's MEMRA_WEIGHTS_L1
-// picks another policy for an A/B (gpu_check.sh bins): plain (the loads of before) or evict_first
-// (every load allocates, first out). A shared-memory address (a staged tile) takes the plain load;
-// __isGlobal folds where the address space is known, as for a kernel argument's pointer or a shared
-// array.
-enum class L1Use { bypass, evict_first };
-#if defined(MEMRA_WEIGHTS_L1_EVICT_FIRST)
-constexpr bool kL1Bypass = false;
+// Measured (forty-seventh round, H100, against plain loads): 8B Q4_K_M c1 and c8 +3%, Q8_0 c8
+// +1.1%, BF16 c1 +2.1%. Bypassing every load lost Q8_0 c8 1.3% (each sector then crossed from L2
+// twice); evict_first on every load lost Q4_K_M c8 2.3%. Everywhere else (the prefill and wgmma
+// kernels, whose warps share a block's records, and the default template arguments) loads stay
+// plain: pp512 was 0.8-0.9% slower with the decode path's loads. Records are constants of a step,
+// so the non-coherent path is the one the compiler picks for them already. The build's
+// MEMRA_WEIGHTS_L1 picks another policy for the decode path, for an A/B (gpu_check.sh bins): plain
+// or evict_first (every load allocates, first out). A shared-memory address (the cluster kernel's
+// stages) takes the plain load; __isGlobal folds where the address space is known.
+enum class L1Use { plain, bypass, evict_first };
+
+// A record load's L1 use: kUse on the decode kernels' path (kStream), plain elsewhere, as the
+// build's MEMRA_WEIGHTS_L1 adjusts it.
+template <bool kStream, L1Use kUse = L1Use::bypass>
+inline constexpr L1Use kRecordUse =
+#if defined(MEMRA_WEIGHTS_L1_PLAIN)
+    L1Use::plain;
+#elif defined(MEMRA_WEIGHTS_L1_EVICT_FIRST)
+    kStream ? L1Use::evict_first : L1Use::plain;
 #else
-constexpr bool kL1Bypass = true;
+    kStream ? kUse : L1Use::plain;
 #endif
 
-template <L1Use kUse = L1Use::bypass>
+// A 16-byte load from global or shared memory (generic address), and an 8-byte one: a tiled
+// record's words.
+template <L1Use kUse = L1Use::plain>
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) {
-#if !defined(MEMRA_WEIGHTS_L1_PLAIN)
-  if (__isGlobal(p)) {
-    uint4 v;
-    if constexpr (kUse == L1Use::bypass && kL1Bypass) {
-      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-          : "l"(p));
-    } else {
-      asm("ld.global.nc.L1::evict_first.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-          : "l"(p));
+  if constexpr (kUse != L1Use::plain) {
+    if (__isGlobal(p)) {
+      uint4 v;
+      if constexpr (kUse == L1Use::bypass) {
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+      } else {
+        asm("ld.global.nc.L1::evict_first.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+      }
+      return v;
     }
-    return v;
   }
-#endif
   return *reinterpret_cast<const uint4*>(p);
 }
-template <L1Use kUse = L1Use::bypass>
+template <L1Use kUse = L1Use::plain>
 __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) {
-#if !defined(MEMRA_WEIGHTS_L1_PLAIN)
-  if (__isGlobal(p)) {
-    uint2 v;
-    if constexpr (kUse == L1Use::bypass && kL1Bypass) {
-      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-    } else {
-      asm("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  if constexpr (kUse != L1Use::plain) {
+    if (__isGlobal(p)) {
+      uint2 v;
+      if constexpr (kUse == L1Use::bypass) {
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+      } else {
+        asm("ld.global.nc.L1::evict_first.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+      }
+      return v;
     }
-    return v;
   }
-#endif
   return *reinterpret_cast<const uint2*>(p);
 }
 
@@ -134,8 +146,9 @@ struct Tiled<DType::q4_k> {
   static constexpr int kBytes = 2304, kGroup = 32;
   static constexpr bool kScaled = true, kBias = true;
   using Quad = uint4;
+  template <bool kStream = false>
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
-    return ld_u128(rec + 512 * u + 16 * lane);
+    return ld_u128<kRecordUse<kStream>>(rec + 512 * u + 16 * lane);
   }
   // Registers 0 and 2 take their nibbles from bits 0..3 (of w, and of w >> 8) as exact_f16x2
   // does; registers 1 and 3 read bits 4..7 in place: 0x6400 | 16q is the f16 1024 + 16q, and
@@ -170,8 +183,9 @@ struct Tiled<DType::q4_k> {
         __hfma2(bits_h2(and_or(w8, 0x00f000f0u, bias)), bits_h2(sc.g8.x), bits_h2(sc.g8.y)));
   }
   using Head = uint4;  // d | dmin << 16, scales[0..3], scales[4..7], scales[8..11]
+  template <bool kStream = false>
   static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
-    return ld_u128(rec + 2048 + 16 * row);
+    return ld_u128<kRecordUse<kStream>>(rec + 2048 + 16 * row);
   }
   // scale_min_k4 (weight_frag.cuh) on the header's words.
   static __device__ __forceinline__ float2 scale(const Head& h, int j) {
@@ -198,10 +212,12 @@ struct Tiled<DType::q6_k> {
     uint4 lo;
     uint2 hi;  // the high-bit words of steps 4u, 4u + 1 and 4u + 2, 4u + 3
   };
+  template <bool kStream = false>
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     Quad q;
-    q.lo = ld_u128(rec + 512 * u + 16 * lane);
-    q.hi = ld_u64<L1Use::evict_first>(rec + 2048 + 512 * (u >> 1) + 16 * lane + 8 * (u & 1));
+    q.lo = ld_u128<kRecordUse<kStream>>(rec + 512 * u + 16 * lane);
+    q.hi = ld_u64<kRecordUse<kStream, L1Use::evict_first>>(rec + 2048 + 512 * (u >> 1) + 16 * lane +
+                                                           8 * (u & 1));
     return q;
   }
   static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
@@ -219,8 +235,9 @@ struct Tiled<DType::q6_k> {
     uint4 scales;  // int8 scales[16]
     float d;
   };
+  template <bool kStream = false>
   static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
-    return {ld_u128(rec + 3072 + 16 * row), ld_f16(rec + 3328 + 2 * row)};
+    return {ld_u128<kRecordUse<kStream>>(rec + 3072 + 16 * row), ld_f16(rec + 3328 + 2 * row)};
   }
   static __device__ __forceinline__ float2 scale(const Head& h, int j) {
     const uint32_t q = byte_of(word_of(h.scales, j >> 2), j & 3);
@@ -235,9 +252,11 @@ struct Tiled<DType::q8_0> {
   struct Quad {
     uint4 lo, hi;  // steps 4u, 4u + 1 and 4u + 2, 4u + 3
   };
+  template <bool kStream = false>
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
-    return {ld_u128<L1Use::evict_first>(rec + 1024 * u + 32 * lane),
-            ld_u128<L1Use::evict_first>(rec + 1024 * u + 32 * lane + 16)};
+    constexpr L1Use kUse = kRecordUse<kStream, L1Use::evict_first>;
+    return {ld_u128<kUse>(rec + 1024 * u + 32 * lane),
+            ld_u128<kUse>(rec + 1024 * u + 32 * lane + 16)};
   }
   // Weight<q8_0>::pair on a register's two int8: biased to unsigned, spread, exact f16 - 128.
   template <int kHalf>
@@ -254,8 +273,9 @@ struct Tiled<DType::q8_0> {
     af[3] = pair<1>(w1);
   }
   using Head = uint4;  // the row's eight f16 d
+  template <bool kStream = false>
   static __device__ __forceinline__ Head head(const uint8_t* rec, int row) {
-    return ld_u128(rec + 4096 + 16 * row);
+    return ld_u128<kRecordUse<kStream>>(rec + 4096 + 16 * row);
   }
   static __device__ __forceinline__ float2 scale(const Head& h, int j) {
     const uint32_t w = word_of(h, j >> 1);
@@ -271,10 +291,12 @@ struct TiledHalf {
   struct Quad {
     uint4 step[4];
   };
+  template <bool kStream = false>
   static __device__ __forceinline__ Quad load(const uint8_t* rec, int u, int lane) {
     Quad q;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) q.step[v] = ld_u128(rec + 2048 * u + 512 * v + 16 * lane);
+    for (int v = 0; v < 4; ++v)
+      q.step[v] = ld_u128<kRecordUse<kStream>>(rec + 2048 * u + 512 * v + 16 * lane);
     return q;
   }
   static __device__ __forceinline__ void frag(const Quad& q, int v, uint32_t (&af)[4]) {
@@ -284,6 +306,7 @@ struct TiledHalf {
     af[3] = q.step[v].w;
   }
   using Head = uint32_t;  // unused: no scales
+  template <bool kStream = false>
   static __device__ __forceinline__ Head head(const uint8_t*, int) {
     return 0u;
   }

@@ -20,11 +20,14 @@ struct LaneChunk {
   typename T::Quad quad[4];
   typename T::Head head[2];  // rows g and g + 8
 
+  // kStream: rec is in global memory, read once a launch (tiled.cuh's kRecordUse); false for a
+  // shared-memory stage (the cluster kernel), where the loads stay plain.
+  template <bool kStream = true>
   __device__ __forceinline__ void load(const uint8_t* rec, int lane) {
 #pragma unroll
-    for (int u = 0; u < 4; ++u) quad[u] = T::load(rec, u, lane);
-    head[0] = T::head(rec, lane >> 2);
-    head[1] = T::head(rec, (lane >> 2) + 8);
+    for (int u = 0; u < 4; ++u) quad[u] = T::template load<kStream>(rec, u, lane);
+    head[0] = T::template head<kStream>(rec, lane >> 2);
+    head[1] = T::template head<kStream>(rec, (lane >> 2) + 8);
   }
 };
 
