@@ -5,9 +5,14 @@
 # no switch can turn off (an arithmetic every kernel shares):
 #   scripts/device_pack.sh && scripts/device_pack_base.sh     # on the baseline's commit
 #   (apply the change) && scripts/device_pack.sh              # the change's pack
-# then, on the lent machine (each archive in its own call while it stays warm):
-#   tar -xJf .device-lib.tar.xz; tar -xJf .device.tar.xz; tar -xJf .device-base.tar.xz &&
+# then, on the lent machine, each archive in its own call while it stays warm (the working tree
+# and two packs pass the 64 MiB a call carries):
+#   tar -xJf .device-lib.tar.xz
+#   tar -xJf .device-base.tar.xz
+#   tar -xJf .device.tar.xz &&
 #     MEMRA_GPU_BIN=.device/bin MEMRA_GPU_BIN_BASE=.device-base/bin scripts/gpu_check.sh bins
+# For a build option (MEMRA_WEIGHTS_L1): cmake --preset device -DMEMRA_WEIGHTS_L1=plain before the
+# first scripts/device_pack.sh, the default (split) before the second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for f in .device/COMMIT .device/bin/memra .device/bin/memra-kernel-bench; do
