@@ -56,8 +56,8 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 //                them (Q8_0's two halves of a lane's 32 bytes, Q6_K's high words of quads 2i and
 //                2i + 1): the second reads the line the first brought, which goes before x's.
 // Measured (forty-seventh round, H100, against plain loads): 8B Q4_K_M c1 and c8 +3%, Q8_0 c8
-// +1.1%, BF16 c1 +2.1%. Bypassing every load lost Q8_0 c8 1.3% (each sector then crossed from L2
-// twice); evict_first on every load lost Q4_K_M c8 2.3%. Everywhere else (the prefill and wgmma
+// +1.2%, BF16 c1 +2.1%. Bypassing every load lost Q8_0 c8 1.3% (each sector then crossed from L2
+// twice); evict_first on every load lost Q4_K_M c8 2.0%. Everywhere else (the prefill and wgmma
 // kernels, whose warps share a block's records, and the default template arguments) loads stay
 // plain: pp512 was 0.8-0.9% slower with the decode path's loads. Records are constants of a step,
 // so the non-coherent path is the one the compiler picks for them already. The build's

@@ -30,11 +30,8 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 //   coarse: 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two and their midpoints)
 //   small:  every size to 8, then 12, 16, 24, 32, 48, ... (the default, measured)
 //   fine:   every size to 16, every fourth to 32, every eighth to 64, then 96, 128, 192, ...
-enum class BucketGrain {
-  coarse = 0,
-  small = 1,
-  fine = 2
-};  // MEMRA_GRAPH_SMALL_BUCKETS: 0, 1, fine
+// The values are MEMRA_GRAPH_SMALL_BUCKETS' choices in order: 0, 1, fine (decoder.cpp).
+enum class BucketGrain { coarse = 0, small = 1, fine = 2 };
 
 // Batch buckets up to max_batch in that grain, and max_batch itself last; empty when
 // max_batch < 1.
