@@ -424,7 +424,8 @@ if [ "$MODE" = bins ]; then
   # L1Use) against the plain loads of before (cmake --preset device -DMEMRA_WEIGHTS_L1=plain,
   # scripts/device_pack.sh, scripts/device_pack_base.sh; or the pack of 4e0637a, the commit
   # before). The same bits (a load's caching is not its value): kernel-check's matrix cases run
-  # on the new build first. Prefill (pp512) runs the same loads, so it is measured too. (The
+  # on the new build first. pp512 is measured too: since 91b3aff the prefill kernels load plain in
+  # every build (6a4806a's split loads there cost it 0.8%), so it is a control. (The
   # forty-second round's bins, prefill attention across two commits, is this script at cf280f3;
   # the forty-seventh's first, every load past L1, at 4e0637a.)
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
