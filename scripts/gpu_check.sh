@@ -56,8 +56,8 @@
 #               $MEMRA_GPU_BIN, for a change no switch can turn off (a build option, or an
 #               arithmetic every kernel shares): now the weights' L1 use (the default against
 #               -DMEMRA_WEIGHTS_L1=plain): memra-kernel-bench at 1 and 8 tokens (Q4_K, Q6_K,
-#               Q8_0, BF16), 8B Q4_K_M pp512 and decode of 1 and 8 sequences, Q8_0 of 8, BF16
-#               pp512 and decode of 1, the 0.6B's of 1 (~4 min; not part of full)
+#               Q8_0, BF16), 8B Q4_K_M pp512 and decode of 1, 8, 16, 32 and 64 sequences, Q8_0
+#               of 8, BF16 pp512 and decode of 1, the 0.6B's of 1 (~5 min; not part of full)
 #     prefill   the three prefill targets alone, at the defaults: 8B BF16 at 512 and 2,048 tokens
 #               and Q4_K_M at 512, two rounds of memra bench's three runs each, and the
 #               comparison with the targets (~1 min; not part of full: bench8b runs them too)
@@ -425,7 +425,8 @@ if [ "$MODE" = bins ]; then
   # scripts/device_pack.sh, scripts/device_pack_base.sh; or the pack of 4e0637a, the commit
   # before). The same bits (a load's caching is not its value): kernel-check's matrix cases run
   # on the new build first. pp512 is measured too: since 91b3aff the prefill kernels load plain in
-  # every build (6a4806a's split loads there cost it 0.8%), so it is a control. (The
+  # every build (6a4806a's split loads there cost it 0.8%), so it is a control; and c16-c64, where
+  # the tiled kernel's token-group launches (33-64 tokens) take the split loads unmeasured. (The
   # forty-second round's bins, prefill attention across two commits, is this script at cf280f3;
   # the forty-seventh's first, every load past L1, at 4e0637a.)
   if [ -z "${MEMRA_GPU_BIN_BASE:-}" ] || [ ! -x "$MEMRA_GPU_BIN_BASE/memra" ]; then
@@ -446,7 +447,7 @@ if [ "$MODE" = bins ]; then
       export MEMRA_COMMIT=$([ $side = base ] && echo "$BASE_COMMIT" || echo "$NEW_COMMIT")
       step "kernel-bench-bins-$side-$round" 180 "$BIN/memra-kernel-bench" --tokens 1,8 \
         --dtypes q4_k,q6_k,q8_0,bf16 --json "$RECEIPTS/$DAY-kernel-bench-bins-$side-$round.json"
-      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 64 -c 1,8
+      bench_with "$Q4" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 64 -c 1,8,16,32,64
       bench_with "$Q8" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 8
       bench_with "$BF16" "$side-$round" MEMRA_DETERMINISTIC=1 -p 512 -n 64 -c 1
       bench_with "$Q06" "$side-$round" MEMRA_DETERMINISTIC=1 -n 64 -c 1

@@ -45,8 +45,8 @@ __device__ __forceinline__ uint32_t byte_of(uint32_t word, int i) {
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-// How a tiled record's load uses L1. The decode kernels (1-16 tokens: LaneChunk, tiled_chunk.cuh)
-// read each record once a launch, while their x rows (64 KB at K = 4,096 and 8 tokens) are read
+// How a tiled record's load uses L1. The decode kernels (LaneChunk, tiled_chunk.cuh) read each
+// record once a launch, while their x rows (64 KB at K = 4,096 and 8 tokens) are read
 // again by every block of an SM from L1; records streamed through the same L1 (~200 KB an SM a
 // launch) evict them. A kernel whose larger carveout shrank L1 lost 16% at 8 sequences
 // (docs/PERFORMANCE.md, twenty-fifth round). So on that path (Tiled<D>::load<true>, head<true>):
