@@ -71,8 +71,9 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 
 std::vector<int32_t> graph_batch_buckets(int32_t max_batch, BucketGrain grain) {
   std::vector<int32_t> out;
+  // Buckets come in ascending order; one the grain already passed is skipped.
   const auto add = [&](int64_t b) {
-    if (b < max_batch) out.push_back(static_cast<int32_t>(b));
+    if (b < max_batch && (out.empty() || b > out.back())) out.push_back(static_cast<int32_t>(b));
   };
   switch (grain) {
     case BucketGrain::coarse:
@@ -86,17 +87,11 @@ std::vector<int32_t> graph_batch_buckets(int32_t max_batch, BucketGrain grain) {
       for (int64_t b = 1; b <= 16; ++b) add(b);
       for (int64_t b = 20; b <= 32; b += 4) add(b);
       for (int64_t b = 40; b <= 64; b += 8) add(b);
-      for (int64_t p = 64; p < max_batch; p *= 2) {
-        add(p + p / 2);
-        add(2 * p);
-      }
       break;
   }
-  if (grain != BucketGrain::fine) {
-    for (int64_t p = 16; p < max_batch; p *= 2) {
-      add(p);
-      add(p + p / 2);
-    }
+  for (int64_t p = 16; p < max_batch; p *= 2) {  // powers of two and their midpoints
+    add(p);
+    add(p + p / 2);
   }
   if (max_batch >= 1) out.push_back(max_batch);
   return out;
