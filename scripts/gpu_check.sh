@@ -28,6 +28,13 @@
 #               eighth to 64) against the default (1-8 and 12): the determinism contract with
 #               fine, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences each way, twice, alternated
 #               (~3 min; not part of full)
+#     split     written without a device (forty-eighth round): the pipelined Q4_K kernel's split
+#               form (MEMRA_FOLD64_SPLIT=1: 64-row blocks whose two warpgroups take the chunks in
+#               turn, for 33-64-token launches under half the SMs' worth of blocks: q/k, o and down
+#               at 64 sequences) against the default: kernel-check's matrix cases and the
+#               determinism contract with it, memra-kernel-bench's Q4_K at 64 tokens each
+#               way, 8B and 0.6B Q4_K_M decode of 40, 48 and 64 sequences each way, twice,
+#               alternated (~5 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -72,8 +79,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | bins | scan | holes | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|bins|scan|holes|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | bins | scan | holes | stalls | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|bins|scan|holes|stalls|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -415,6 +422,27 @@ if [ "$MODE" = ab ]; then
     for f in $ways; do
       bench_with "$q8b" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,11,14,16,20,28,40,56
       bench_with "$q06" "buckets-${f%%:*}-$round" "${f#*:}" -n 64 -c 6,11,14,16,20,28,40,56
+    done
+  done
+fi
+if [ "$MODE" = split ]; then
+  # The split form's bits first: every matrix case with it on (the 8B's q/k/v and down shapes and
+  # the 0.6B's at 40 and 64 tokens take it there, one chunk and five included), and the
+  # determinism contract and graph replay with it. Then its speed, alternated with the default.
+  kcheck kernel-check-matmul-fold64-split 300 MEMRA_FOLD64_SPLIT=1 --filter matmul
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step engine-invariants-fold64-split 180 env MEMRA_TEST_DEVICE=cuda MEMRA_FOLD64_SPLIT=1 \
+      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+  ways="split:MEMRA_FOLD64_SPLIT=1 default:MEMRA_FOLD64_SPLIT=0"
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for round in 1 2; do
+    for f in $ways; do
+      step "kernel-bench-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+        --tokens 64 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-${f%%:*}-$round.json"
+      bench_with "$q8b" "fold64-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,48,64
+      bench_with "$q06" "fold64-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,48,64
     done
   done
 fi

@@ -233,10 +233,12 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 // At 33-64 tokens the pipelined Q4_K kernel (matmul_wgmma_fold64.cu) also takes the narrow
 // outputs with K up to 4,096, whatever their row blocks: a block's time is its chunks' (~2.5 us
 // each, measured), so 8B's q/k/v in one launch took 39 us and o ~40, against 47 us for each alone
-// on the tiled decode kernel; the down projection's 48 chunks stay there (106 vs 119 us).
+// on the tiled decode kernel; the down projection's 48 chunks stay there (106 vs 119 us), unless
+// the split form takes it (MEMRA_FOLD64_SPLIT=1: half the chain a block, twice the blocks).
 bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
-  return o.wtype == DType::q4_k && n_tokens > 32 && n_tokens <= kDecodeTokens && n_in <= 4096 &&
-         matmul_detail::wgmma_fold64_enabled();
+  return o.wtype == DType::q4_k && n_tokens > 32 && n_tokens <= kDecodeTokens &&
+         matmul_detail::wgmma_fold64_enabled() &&
+         (n_in <= 4096 || matmul_detail::fold64_split_takes((o.n_out + 127) / 128));
 }
 
 // Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and

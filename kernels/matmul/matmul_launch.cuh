@@ -191,6 +191,13 @@ struct BlockOuts {
     block_begin[n + 1] = block_begin[n] + static_cast<int>((rows_out + 127) / 128);
     ++n;
   }
+  // The same outputs in blocks of `rows` rows (a multiple of 16; a kernel of such blocks).
+  BlockOuts in_blocks_of(int rows) const {
+    BlockOuts b = *this;
+    for (int o = 0; o < n; ++o)
+      b.block_begin[o + 1] = b.block_begin[o] + (n_out[o] + rows - 1) / rows;
+    return b;
+  }
   // The one output of args (w, y, n_out, ldy).
   static BlockOuts of(const MatmulArgs& args) {
     BlockOuts outs;
@@ -261,6 +268,8 @@ void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 // Tiled F16/BF16 prefill on wgmma (args.xp set): only where prefill_wgmma_available(), i.e. the
 // build has sm_90a code and the current device runs it.
 bool prefill_wgmma_available();
+// The current device's SM count (a persistent grid's size, whether a grid fills one wave).
+int device_sms();
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

@@ -218,16 +218,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The current device's SM count, the persistent grid's size (the attribute query is a lookup in
-// the runtime's device table, cheap beside a launch: launch.cu).
-int device_sms() {
-  int device = 0, n = 0;
-  detail::check_cuda(cudaGetDevice(&device), "prefill_wgmma", "cudaGetDevice");
-  detail::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-                     "prefill_wgmma", "cudaDeviceGetAttribute");
-  return n;
-}
-
 // The persistent grid (prefill_wgmma_kernel<true>) where a launch has more tiles than SMs: on by
 // default, MEMRA_WGMMA_PERSISTENT=0 for the A/B (the same bits). Measured on the H200 (thirty-fifth
 // round, PERFORMANCE.md): 8B shapes at 512 tokens qkv 87.1 -> 85.6 us, gate 120.7 -> 118.9, the
@@ -240,6 +230,15 @@ bool persistent_enabled() {
 }
 
 }  // namespace
+
+// The attribute query is a lookup in the runtime's device table, cheap beside a launch (launch.cu).
+int device_sms() {
+  int device = 0, n = 0;
+  detail::check_cuda(cudaGetDevice(&device), "prefill_wgmma", "cudaGetDevice");
+  detail::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+                     "prefill_wgmma", "cudaDeviceGetAttribute");
+  return n;
+}
 
 bool prefill_wgmma_available() {
   static std::atomic<uint64_t> checked{0}, available{0};

@@ -19,72 +19,46 @@
 
 #include "core/env.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/fold.cuh"
 #include "kernels/matmul/matmul_wgmma_fold64.h"
-#include "kernels/matmul/tiled.cuh"
-#include "kernels/matmul/wgmma.cuh"
+#include "kernels/matmul/wgmma_fold64.cuh"
 
 namespace memra::kernels::matmul_detail {
 namespace {
 
-using T = Tiled<DType::q4_k>;
-constexpr int kBM = 128, kBN = 64, kThreads = 256, kStages = 4, kAhead = 2;
+using fold64::chunk_chain;
+using fold64::chunk_end;
+using fold64::copy_chunk;
+using fold64::kBN;
+using fold64::kXsPerChunk;
+using fold64::T;
+constexpr int kBM = 128, kThreads = 256, kStages = 4, kAhead = 2;
 constexpr int kTiles = kBM / 16;
-constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the block's x: 2 KB
-constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
-constexpr int kRecStage = kTiles * T::kBytes;
-constexpr int kStage = kRecStage + kXStage;
-// The mins' B fragments of a chunk: [token][half] (bias_b_both), two buffers.
-constexpr int kXsPerChunk = 2 * kBN;
-constexpr int kXsBytes = 2 * kXsPerChunk * 16;
+using S = fold64::Stage<kTiles>;
+constexpr int kStage = S::kBytes;
+constexpr int kXsBytes = 2 * kXsPerChunk * 16;                    // two chunks' mins' fragments
 constexpr int kSmem = kStages * kStage + kXsBytes + kStages * 8;  // + one mbarrier a stage
 static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
-static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
-static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
 static_assert(kAhead + 2 <= kStages, "a refilled stage's chunk is two chunks back");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Warp 0 fills stage c % kStages with chunk c: lane 0 sets the byte count first (the warp meets
-// before any copy is issued), lanes 0-7 copy the tile records (rows past the matrix repeat the last
-// tile), lanes 8-23 the 2 KB of each k16 step's xp tile that hold the block's tokens.
+// Warp 0 fills stage c % kStages with chunk c (copy_chunk), none past the last chunk.
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
                                            int c, int row0, int tok0, int lane) {
-  const int n_chunks = a.n_in / kChunk;
-  if (c >= n_chunks) return;
-  uint8_t* stage = smem + (c % kStages) * kStage;
-  uint64_t* bar = full + c % kStages;
-  if (lane == 0) mbar_arrive_expect_tx(bar, kStage);
-  __syncwarp();
-  if (lane < kTiles) {
-    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
-    bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
-  } else if (lane < kTiles + kChunk / 16) {
-    const int s = lane - kTiles;
-    bulk_copy(stage + kRecStage + s * kStepBytes,
-              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
-  }
+  if (c >= a.n_in / kChunk) return;
+  copy_chunk<kTiles>(a, smem + (c % kStages) * kStage, full + c % kStages, c, row0, tok0, lane);
 }
 
 // Chunk c's end for this warp's tile (stage: chunk c's, for the rows' headers; xs: its staged mins'
-// fragments): the mins' step per n8 tile and p = fma(d, s, nb * b) (fold_tile's arithmetic), added
-// to the running sum in chunk order. s is only read: an accumulator written by other instructions
-// while the other set's wgmmas run makes ptxas serialize every wgmma (C7515).
+// fragments), added to the running sum in chunk order.
 __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, int c, int warp,
                                          int lane, const float (&s)[8][4], float (&total)[8][4]) {
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2;
   const uint8_t* rec = stage + warp * T::kBytes;
   const FoldRow r_g = fold_row(T::head(rec, g)), r_g8 = fold_row(T::head(rec, g + 8));
-  uint32_t ba[4];
-  bias_a(r_g, r_g8, t, ba);
-#pragma unroll
-  for (int n = 0; n < 8; ++n) {
-    const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * n + g) + (t & 1))[t >> 1];
-    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, p[4];
-    mma_f16(b, ba, bb.x, bb.y);
-    fold_chunk(p, s[n], b, r_g, r_g8);
+  chunk_end(r_g, r_g8, xs, lane, s, [&](int n, const float(&p)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) total[n][i] = c == 0 ? p[i] : __fadd_rn(total[n][i], p[i]);
-  }
+  });
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -119,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // s0, s1: the chains of even and odd chunks (n8 tile j, mma.sync's C layout); total: the running
   // chunk sum; af: two sets of A fragments, set u % 2 for a chunk's group u (four wgmmas), so a
-  // set is rewritten only after the group before last has completed (wgmma_wait<1> below).
+  // set is rewritten only after the group before last has completed (chunk_chain).
   float s0[8][4] = {}, s1[8][4] = {}, total[8][4] = {};
   uint32_t af[2][4][4];
   // Chunk c into cur; prev holds chunk c - 1's chain, folded once it has completed.
@@ -136,37 +110,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (c + 1 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 1)));
     }
     const uint8_t* rec = stage + warp * T::kBytes;
-    const uint8_t* X = stage + kRecStage;
     const FoldRow fr_g = fold_row(T::head(rec, g)), fr_g8 = fold_row(T::head(rec, g + 8));
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const T::Quad quad = T::load(rec, u, lane);
-#pragma unroll
-      for (int v = 0; v < 4; ++v)
-        T::folded_frag(quad, v, fold_scales(fr_g, fr_g8, (4 * u + v) >> 1), af[u & 1][v]);
-      wgmma_fence();
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const uint64_t desc = b_desc(X + (4 * u + v) * kStepBytes);
-        if (u == 0 && v == 0)
-          wgmma_m64n64k16<false>(cur, af[0][0], desc);
-        else
-          wgmma_m64n64k16<true>(cur, af[u & 1][v], desc);
+    chunk_chain(rec, stage + S::kRecBytes, fr_g, fr_g8, lane, af, cur, [&] {
+      if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
+        fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1, warp,
+                 lane, prev, total);
       }
-      wgmma_commit();
-      if (u == 0) {
-        if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
-          fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1,
-                   warp, lane, prev, total);
-        }
-      } else if (u < 3) {
-        wgmma_wait<1>();  // group u - 1 is done: its A set may be rewritten
-      } else {
-        // The chunk completes here, not across the loop's back edge: a wgmma in flight there
-        // (or at any join) makes ptxas serialize them all (C7514).
-        wgmma_wait<0>();
-      }
-    }
+    });
   };
   // Chunk 0 has nothing before it to fold; the loop's body is the same for every chunk after it.
   // (Pairs, then an odd last chunk: a pair cut short inside the loop leaves two paths into its
@@ -207,6 +157,10 @@ void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_
     fail(ErrorCode::internal,
          "wgmma_fold64: K {} (whole 256-element chunks), {} outputs, x's rows form {}", x.n_in,
          outs.n, x.xp_rows);
+  if (x.n_tokens <= kBN && fold64_split_takes(outs.block_begin[outs.n])) {
+    launch_wgmma_fold64_split(x, outs, stream);
+    return;
+  }
   launch_block_outs<wgmma_fold64_kernel, kBN>(x, outs, kThreads, kSmem, stream);
 }
 

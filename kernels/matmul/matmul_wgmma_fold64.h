@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "kernels/matmul/matmul_launch.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -16,5 +18,14 @@ bool wgmma_fold64_enabled();
 void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
 // One output (args.w, args.y, args.n_out, args.ldy).
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream);
+
+// The split form (matmul_wgmma_fold64_split.cu): 64-row blocks whose two warpgroups take the
+// chunks in turn, the same bits. Off unless MEMRA_FOLD64_SPLIT=1 (not yet measured).
+bool fold64_split_enabled();
+// Whether a launch of row_blocks 128-row blocks (one 64-token tile) takes it: where enabled and
+// twice the blocks still fit one wave. launch_wgmma_fold64 asks this itself.
+bool fold64_split_takes(int64_t row_blocks);
+// outs in 128-row blocks (BlockOuts::add), as launch_wgmma_fold64's; at most 64 tokens.
+void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
 
 }  // namespace memra::kernels::matmul_detail

@@ -1,0 +1,206 @@
+// The pipelined Q4_K wgmma kernel's split form (MEMRA_FOLD64_SPLIT=1, opt-in until measured), for
+// the 33-64-token launches with fewer 128-row blocks than half the SMs: 64-row blocks whose two
+// warpgroups ("teams") take the chunks in turn, team w chunks w, w + 2, w + 4 ...
+//
+// Why. The 128-row form (matmul_wgmma_fold64.cu) walks every chunk of its rows in one block at
+// ~2.2-2.5 us a chunk, whatever the rows (its warps wait on issue: two a scheduler; nineteenth
+// round, Nsight). The narrow launches leave most SMs idle for that walk: the 8B's q/k launch is 40
+// blocks, o 32, and the down projection (48 chunks) 32, which is why down stayed on the tiled
+// decode kernel (100 us a layer at 64 tokens, against ~9 us of weight bytes). Here those launches
+// have twice the blocks and half the chain each: predicted ~20 us for q/k and o (35-40 now) and
+// ~55 us for down, ~75 us a layer of the 8B's ~367 us step at 64 sequences.
+//
+// The same bits. A team's chunk is the 128-row form's chunk, operand for operand (wgmma_fold64.cuh:
+// the chain, the chunk's end). The running total lives in shared memory, one slot an accumulator
+// element: team thread i of either team owns the same 32 elements, and the chunks are added in
+// order, team by team: a team adds chunk c's partial once the other team has added chunk c - 1
+// (an mbarrier a team, one phase a chunk), so the sum is ((p0 + p1) + p2) + ..., every Q4_K
+// kernel's. The team with the last chunk writes y.
+//
+// A team's pipeline: two stages, one chunk ahead. A stage is refilled at the top of the chunk after
+// the one it held: by then every warp of the team has waited for that chunk's wgmmas, and its rows'
+// headers, which its end (in the next chunk) needs, are in registers, not read from the stage.
+// Shared memory: 4 stages of 41 KB, the mins' fragments, the 16 KB total: one block an SM, 8 warps,
+// as the 128-row form.
+#include <type_traits>
+
+#include "core/env.h"
+#include "kernels/launch.cuh"
+#include "kernels/matmul/cluster.cuh"
+#include "kernels/matmul/matmul_wgmma_fold64.h"
+#include "kernels/matmul/wgmma_fold64.cuh"
+
+namespace memra::kernels::matmul_detail {
+namespace {
+
+using fold64::chunk_chain;
+using fold64::chunk_end;
+using fold64::copy_chunk;
+using fold64::kBN;
+using fold64::kXsPerChunk;
+using fold64::T;
+constexpr int kBM = 64, kTeams = 2, kTeamThreads = 128, kThreads = kTeams * kTeamThreads;
+constexpr int kTeamStages = 2;
+constexpr int kTiles = kBM / 16;  // a team's warps: one m16 tile each
+using S = fold64::Stage<kTiles>;
+constexpr int kStagesBytes = kTeams * kTeamStages * S::kBytes;
+constexpr int kXsBytes = kTeams * 2 * kXsPerChunk * 16;  // a team's two chunks' mins' fragments
+constexpr int kTotalFloats = kBM * kBN;                  // [element j][team thread]
+constexpr int kElems = kTotalFloats / kTeamThreads;      // 32 a thread
+constexpr int kBarsOffset = kStagesBytes + kXsBytes + kTotalFloats * 4;
+constexpr int kSmem = kBarsOffset + (kTeams * kTeamStages + kTeams) * 8;
+static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+static_assert(kXsPerChunk == kTeamThreads, "a team thread stages one token half's fragments");
+static_assert(kElems == kBN / 2, "a thread's accumulator elements: store_tile's");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The total's slot of element j of team thread i: consecutive threads, consecutive words.
+__device__ __forceinline__ float* total_slot(float* total, int j, int i) {
+  return total + j * kTeamThreads + i;
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+// Block (x, y): tokens [64 x, + 64) of the 64-row block of outs that y names (BlockOuts in blocks
+// of kBM rows).
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs) {
+  detail::wait_for_inputs();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2;
+  const int team = tid / kTeamThreads, ttid = tid % kTeamThreads, twarp = ttid >> 5;
+  const int by = static_cast<int>(blockIdx.y);
+  MatmulArgs a = x;
+  const int o = take_output(outs, outs.block_begin, by, a);
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int n_chunks = a.n_in / kChunk;
+  const int n_mine = (n_chunks - team + 1) / 2;  // chunks team, team + 2, ... below n_chunks
+  uint8_t* const stages = smem + team * kTeamStages * S::kBytes;
+  uint4* const xs = reinterpret_cast<uint4*>(smem + kStagesBytes) + team * 2 * kXsPerChunk;
+  float* const total = reinterpret_cast<float*>(smem + kStagesBytes + kXsBytes);
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kBarsOffset);
+  uint64_t* const full = bars + team * kTeamStages;     // the team's stages
+  uint64_t* const added = bars + kTeams * kTeamStages;  // added[w]: team w added a chunk
+  // Team thread i owns token i / 2's sums 4 (i % 2) .. + 3 of each of the team's chunks, loaded a
+  // chunk before they are staged (the address clamped into the batch; the value is not used past
+  // it).
+  const int x_tok = tok0 + (ttid >> 1);
+  const float* x_src =
+      a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (ttid & 1);
+  float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (n_mine > 0) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * team));
+  if (tid == 0) {
+    mbar_init_stages(bars, kTeams * kTeamStages);
+    mbar_init_stages(added, kTeams, kTeamThreads);
+  }
+  __syncthreads();          // the last barrier of the whole block: the teams meet only on `added`
+  if (n_mine == 0) return;  // one chunk (K = 256): team 1 has none
+  if (twarp == 0) copy_chunk<kTiles>(a, stages, full, team, row0, tok0, lane);
+  const auto team_sync = [&] { named_barrier_sync(1 + team, kTeamThreads); };
+
+  // Adds chunk c's partial (s: its completed chain; fr: its rows' headers; xs_c: its staged mins'
+  // fragments) to the total once the other team has added chunk c - 1 (its (c - 1) / 2-th), then
+  // tells it so; the last chunk's sums go to y instead (kLast).
+  const auto add_chunk = [&](auto last, int c, const float(&s)[8][4], const FoldRow(&fr)[2],
+                             const uint4* xs_c) {
+    constexpr bool kLast = decltype(last)::value;
+    if (c > 0) mbar_wait(added + (1 - team), ((c - 1) >> 1) & 1);
+    float sum[kElems];
+    chunk_end(fr[0], fr[1], xs_c, lane, s, [&](int n, const float(&p)[4]) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float* slot = total_slot(total, 4 * n + i, ttid);
+        const float v = c == 0 ? p[i] : __fadd_rn(*slot, p[i]);
+        if constexpr (kLast)
+          sum[4 * n + i] = v;
+        else
+          *slot = v;
+      }
+    });
+    if constexpr (kLast)
+      store_tile<kBN>(a, sum, row0, tok0, twarp, lane);
+    else
+      mbar_arrive(added + team);
+  };
+
+  // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk 2k + team);
+  // f0, f1: their rows' headers; af: chunk_chain's two A sets.
+  float s0[8][4] = {}, s1[8][4] = {};
+  FoldRow f0[2], f1[2];
+  uint32_t af[2][4][4];
+  // The team's k-th chunk into cur (its headers into fr); prev / fr_prev: its (k - 1)-th, complete,
+  // added to the total while this one's first group runs.
+  auto run_chunk = [&](auto add_prev, int k, float(&cur)[8][4], const float(&prev)[8][4],
+                       FoldRow(&fr)[2], const FoldRow(&fr_prev)[2]) {
+    const int c = 2 * k + team;
+    const uint8_t* stage = stages + (k % kTeamStages) * S::kBytes;
+    mbar_wait(full + k % kTeamStages, (k / kTeamStages) & 1);  // chunk c has landed
+    // Every warp of the team is past its chunk k - 1's wait for its wgmmas (that stage is free:
+    // its headers are in fr_prev) and past chunk k - 2's end (its mins' buffer, k % 2, is free).
+    team_sync();
+    if (twarp == 0 && k + 1 < n_mine)
+      copy_chunk<kTiles>(a, stages + ((k + 1) % kTeamStages) * S::kBytes,
+                         full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
+    xs[(k & 1) * kXsPerChunk + ttid] =
+        x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
+    if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
+    const uint8_t* rec = stage + twarp * T::kBytes;
+    fr[0] = fold_row(T::head(rec, g));
+    fr[1] = fold_row(T::head(rec, g + 8));
+    chunk_chain(rec, stage + S::kRecBytes, fr[0], fr[1], lane, af, cur, [&] {
+      if constexpr (decltype(add_prev)::value)
+        add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXsPerChunk);
+    });
+  };
+  // As the 128-row form: the team's chunks in pairs, then an odd last one (the sets stay in
+  // registers; matmul_wgmma_fold64.cu).
+  run_chunk(std::false_type{}, 0, s0, s1, f0, f1);
+  int k = 1;
+  for (; k + 1 < n_mine; k += 2) {
+    run_chunk(std::true_type{}, k, s1, s0, f1, f0);
+    run_chunk(std::true_type{}, k + 1, s0, s1, f0, f1);
+  }
+  if (k < n_mine) run_chunk(std::true_type{}, k, s1, s0, f1, f0);
+  wgmma_wait<0>();
+  team_sync();  // the last chunk's staged mins are published to the team
+  const int last = n_mine - 1, c_last = 2 * last + team;
+  const uint4* last_xs = xs + (last & 1) * kXsPerChunk;
+  const auto finish = [&](const float(&s)[8][4], const FoldRow(&fr)[2]) {
+    if (c_last == n_chunks - 1)
+      add_chunk(std::true_type{}, c_last, s, fr, last_xs);
+    else
+      add_chunk(std::false_type{}, c_last, s, fr, last_xs);
+  };
+  if (last & 1)  // (a branch, not a reference to either: the sets stay in registers)
+    finish(s1, f1);
+  else
+    finish(s0, f0);
+#else
+  __trap();  // launched only where prefill_wgmma_available() found sm_90a code
+#endif
+}
+
+}  // namespace
+
+// Off by default until measured; MEMRA_FOLD64_SPLIT=1 turns it on (the same bits either way).
+bool fold64_split_enabled() {
+  static const bool enabled = env_switch("MEMRA_FOLD64_SPLIT", false);
+  return enabled;
+}
+
+// Twice the blocks of half the chain pays only while the doubled grid still fits one wave.
+bool fold64_split_takes(int64_t row_blocks) {
+  return fold64_split_enabled() && 2 * row_blocks <= device_sms();
+}
+
+void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+  if (x.n_in % kChunk != 0 || outs.n < 1 || x.xp_rows || x.n_tokens > kBN)
+    fail(ErrorCode::internal,
+         "wgmma_fold64_split: K {} (whole 256-element chunks), {} outputs, x's rows form {}, {} "
+         "tokens (at most {})",
+         x.n_in, outs.n, x.xp_rows, x.n_tokens, kBN);
+  launch_block_outs<wgmma_fold64_split_kernel, kBN>(x, outs.in_blocks_of(kBM), kThreads, kSmem,
+                                                    stream);
+}
+
+}  // namespace memra::kernels::matmul_detail

@@ -1,0 +1,111 @@
+// Private to kernels/matmul: what the two forms of the pipelined Q4_K wgmma kernel at 17-64 tokens
+// share (matmul_wgmma_fold64.cu: 128-row blocks whose warpgroups walk every chunk of their rows;
+// matmul_wgmma_fold64_split.cu: 64-row blocks whose two warpgroups take the chunks in turn): a
+// stage's bulk copies, one chunk's wgmma chain and one chunk's end, operand for operand, so both
+// forms give the same bits (fold_chunk_wgmma's arithmetic, summed in chunk order).
+#pragma once
+
+#include "kernels/matmul/fold.cuh"
+#include "kernels/matmul/tiled.cuh"
+#include "kernels/matmul/wgmma.cuh"
+
+namespace memra::kernels::matmul_detail::fold64 {
+
+using T = Tiled<DType::q4_k>;
+constexpr int kBN = 64;                   // a block's tokens
+constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the block's x: 2 KB
+constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
+// The mins' B fragments of a chunk, [token][half] (bias_b_both): one uint4 a thread of 128.
+constexpr int kXsPerChunk = 2 * kBN;
+static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
+
+// A stage of a block of kTiles m16 row tiles: the tiles' records of one chunk, then its x.
+template <int kTiles>
+struct Stage {
+  static constexpr int kRecBytes = kTiles * T::kBytes;
+  static constexpr int kBytes = kRecBytes + kXStage;
+  static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
+  static_assert(kBytes % 128 == 0, "stages 128-byte aligned");
+};
+
+// Templates, instantiated only by the kernels' sm_90a code.
+
+// One warp fills `stage` with chunk c, completing on `bar`: lane 0 sets the byte count first (the
+// warp meets before any copy is issued), lanes 0 .. kTiles - 1 copy the tile records (rows past
+// the matrix repeat the last tile), the next 16 lanes the 2 KB of each k16 step's xp tile that
+// hold the block's tokens.
+template <int kTiles>
+__device__ __forceinline__ void copy_chunk(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
+                                           int c, int row0, int tok0, int lane) {
+  using S = Stage<kTiles>;
+  const int n_chunks = a.n_in / kChunk;
+  if (lane == 0) mbar_arrive_expect_tx(bar, S::kBytes);
+  __syncwarp();
+  if (lane < kTiles) {
+    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
+    bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
+  } else if (lane < kTiles + kChunk / 16) {
+    const int s = lane - kTiles;
+    bulk_copy(stage + S::kRecBytes + s * kStepBytes,
+              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
+  }
+}
+
+// One chunk's wgmma chain into cur for a warp's m16 tile (rec: its record in the stage; X: the
+// stage's x; r_g, r_g8: its rows' headers), its 16 steps in four groups of four. af: two sets of
+// A fragments, set u % 2 for group u, so a set is rewritten only after the group before last has
+// completed (wgmma_wait<1>). after_first(): what the warp does while the first group runs (the
+// chunk before's end: it may read a completed accumulator set, never cur). The chunk completes
+// here, not across a loop's back edge: a wgmma in flight there (or at any join) makes ptxas
+// serialize them all (C7514).
+template <typename AfterFirst>
+__device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X,
+                                            const FoldRow& r_g, const FoldRow& r_g8, int lane,
+                                            uint32_t (&af)[2][4][4], float (&cur)[8][4],
+                                            AfterFirst&& after_first) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const T::Quad quad = T::load(rec, u, lane);
+#pragma unroll
+    for (int v = 0; v < 4; ++v)
+      T::folded_frag(quad, v, fold_scales(r_g, r_g8, (4 * u + v) >> 1), af[u & 1][v]);
+    wgmma_fence();
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const uint64_t desc = b_desc(X + (4 * u + v) * kStepBytes);
+      if (u == 0 && v == 0)
+        wgmma_m64n64k16<false>(cur, af[0][0], desc);
+      else
+        wgmma_m64n64k16<true>(cur, af[u & 1][v], desc);
+    }
+    wgmma_commit();
+    if (u == 0)
+      after_first();
+    else if (u < 3)
+      wgmma_wait<1>();  // group u - 1 is done: its A set may be rewritten
+    else
+      wgmma_wait<0>();
+  }
+}
+
+// A chunk's end for a warp's m16 tile (r_g, r_g8: its rows' headers; xs: the chunk's staged mins'
+// fragments; s: its completed chain): the mins' step per n8 tile and p = fma(d, s, nb * b)
+// (fold_tile's arithmetic), handed to add(n, p) n8 tile by tile. s is only read: an accumulator
+// written by other instructions while the other set's wgmmas run makes ptxas serialize every
+// wgmma (C7515).
+template <typename Add>
+__device__ __forceinline__ void chunk_end(const FoldRow& r_g, const FoldRow& r_g8, const uint4* xs,
+                                          int lane, const float (&s)[8][4], Add&& add) {
+  const int g = lane >> 2, t = lane & 3;
+  uint32_t ba[4];
+  bias_a(r_g, r_g8, t, ba);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * n + g) + (t & 1))[t >> 1];
+    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, p[4];
+    mma_f16(b, ba, bb.x, bb.y);
+    fold_chunk(p, s[n], b, r_g, r_g8);
+    add(n, p);
+  }
+}
+}  // namespace memra::kernels::matmul_detail::fold64
