@@ -11,11 +11,9 @@
 // ~55 us for down, ~75 us a layer of the 8B's ~367 us step at 64 sequences.
 //
 // The same bits. A team's chunk is the 128-row form's chunk, operand for operand (wgmma_fold64.cuh:
-// the chain, the chunk's end). The running total lives in shared memory, one slot an accumulator
-// element: team thread i of either team owns the same 32 elements, and the chunks are added in
-// order, team by team: a team adds chunk c's partial once the other team has added chunk c - 1
-// (an mbarrier a team, one phase a chunk), so the sum is ((p0 + p1) + p2) + ..., every Q4_K
-// kernel's. The team with the last chunk writes y.
+// the chain, the chunk's end), and the teams add the chunk partials in chunk order through shared
+// memory (chunk_teams.cuh), so the sum is ((p0 + p1) + p2) + ..., every Q4_K kernel's. The team
+// with the last chunk writes y.
 //
 // A team's pipeline: two stages, one chunk ahead. A stage is refilled at the top of the chunk after
 // the one it held: by then every warp of the team has waited for that chunk's wgmmas, and its rows'
@@ -26,6 +24,7 @@
 
 #include "core/env.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/chunk_teams.cuh"
 #include "kernels/matmul/cluster.cuh"
 #include "kernels/matmul/matmul_wgmma_fold64.h"
 #include "kernels/matmul/wgmma_fold64.cuh"
@@ -39,26 +38,20 @@ using fold64::copy_chunk;
 using fold64::kBN;
 using fold64::kXsPerChunk;
 using fold64::T;
-constexpr int kBM = 64, kTeams = 2, kTeamThreads = 128, kThreads = kTeams * kTeamThreads;
+constexpr int kBM = 64, kTeams = ChunkTeams::kTeams, kTeamThreads = ChunkTeams::kThreads;
+constexpr int kThreads = kTeams * kTeamThreads;
 constexpr int kTeamStages = 2;
 constexpr int kTiles = kBM / 16;  // a team's warps: one m16 tile each
 using S = fold64::Stage<kTiles>;
 constexpr int kStagesBytes = kTeams * kTeamStages * S::kBytes;
 constexpr int kXsBytes = kTeams * 2 * kXsPerChunk * 16;  // a team's two chunks' mins' fragments
-constexpr int kTotalFloats = kBM * kBN;                  // [element j][team thread]
-constexpr int kElems = kTotalFloats / kTeamThreads;      // 32 a thread
-constexpr int kBarsOffset = kStagesBytes + kXsBytes + kTotalFloats * 4;
-constexpr int kSmem = kBarsOffset + (kTeams * kTeamStages + kTeams) * 8;
+constexpr int kTotalAt = kStagesBytes + kXsBytes;
+constexpr int kBarsAt = kTotalAt + ChunkTeams::kTotalBytes;
+constexpr int kSmem = kBarsAt + kTeams * kTeamStages * 8 + ChunkTeams::kBarBytes;
 static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 static_assert(kXsPerChunk == kTeamThreads, "a team thread stages one token half's fragments");
-static_assert(kElems == kBN / 2, "a thread's accumulator elements: store_tile's");
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The total's slot of element j of team thread i: consecutive threads, consecutive words.
-__device__ __forceinline__ float* total_slot(float* total, int j, int i) {
-  return total + j * kTeamThreads + i;
-}
-#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+static_assert(ChunkTeams::kElems == kBN / 2 && ChunkTeams::kElems * kTeamThreads == kBM * kBN,
+              "a thread's accumulator elements: store_tile's");
 
 // Block (x, y): tokens [64 x, + 64) of the 64-row block of outs that y names (BlockOuts in blocks
 // of kBM rows).
@@ -68,7 +61,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2;
-  const int team = tid / kTeamThreads, ttid = tid % kTeamThreads, twarp = ttid >> 5;
+  const ChunkTeams teams(smem + kTotalAt, smem + kBarsAt + kTeams * kTeamStages * 8, tid);
+  const int team = teams.team, ttid = teams.thread, twarp = ttid >> 5;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.block_begin, by, a);
@@ -77,10 +71,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_mine = (n_chunks - team + 1) / 2;  // chunks team, team + 2, ... below n_chunks
   uint8_t* const stages = smem + team * kTeamStages * S::kBytes;
   uint4* const xs = reinterpret_cast<uint4*>(smem + kStagesBytes) + team * 2 * kXsPerChunk;
-  float* const total = reinterpret_cast<float*>(smem + kStagesBytes + kXsBytes);
-  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kBarsOffset);
-  uint64_t* const full = bars + team * kTeamStages;     // the team's stages
-  uint64_t* const added = bars + kTeams * kTeamStages;  // added[w]: team w added a chunk
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kBarsAt);
+  uint64_t* const full = bars + team * kTeamStages;  // the team's stages
   // Team thread i owns token i / 2's sums 4 (i % 2) .. + 3 of each of the team's chunks, loaded a
   // chunk before they are staged (the address clamped into the batch; the value is not used past
   // it).
@@ -91,36 +83,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (n_mine > 0) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * team));
   if (tid == 0) {
     mbar_init_stages(bars, kTeams * kTeamStages);
-    mbar_init_stages(added, kTeams, kTeamThreads);
+    teams.init();
   }
-  __syncthreads();          // the last barrier of the whole block: the teams meet only on `added`
+  __syncthreads();          // the last barrier of the whole block: the teams meet only on `teams`
   if (n_mine == 0) return;  // one chunk (K = 256): team 1 has none
   if (twarp == 0) copy_chunk<kTiles>(a, stages, full, team, row0, tok0, lane);
   const auto team_sync = [&] { named_barrier_sync(1 + team, kTeamThreads); };
 
   // Adds chunk c's partial (s: its completed chain; fr: its rows' headers; xs_c: its staged mins'
-  // fragments) to the total once the other team has added chunk c - 1 (its (c - 1) / 2-th), then
-  // tells it so; the last chunk's sums go to y instead (kLast).
+  // fragments) to the total in its turn (ChunkTeams); the last chunk's sums go to y (kLast).
   const auto add_chunk = [&](auto last, int c, const float(&s)[8][4], const FoldRow(&fr)[2],
                              const uint4* xs_c) {
     constexpr bool kLast = decltype(last)::value;
-    if (c > 0) mbar_wait(added + (1 - team), ((c - 1) >> 1) & 1);
-    float sum[kElems];
+    teams.wait_turn(c);
+    float sum[ChunkTeams::kElems];
     chunk_end(fr[0], fr[1], xs_c, lane, s, [&](int n, const float(&p)[4]) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        float* slot = total_slot(total, 4 * n + i, ttid);
-        const float v = c == 0 ? p[i] : __fadd_rn(*slot, p[i]);
+        const float v = teams.sum(c, 4 * n + i, p[i]);
         if constexpr (kLast)
           sum[4 * n + i] = v;
         else
-          *slot = v;
+          teams.keep(4 * n + i, v);
       }
     });
     if constexpr (kLast)
       store_tile<kBN>(a, sum, row0, tok0, twarp, lane);
     else
-      mbar_arrive(added + team);
+      teams.pass();
   };
 
   // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk 2k + team);
