@@ -28,13 +28,14 @@
 #               eighth to 64) against the default (1-8 and 12): the determinism contract with
 #               fine, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences each way, twice, alternated
 #               (~3 min; not part of full)
-#     split     written without a device (forty-eighth round): the pipelined Q4_K kernel's split
-#               form (MEMRA_FOLD64_SPLIT=1: 64-row blocks whose two warpgroups take the chunks in
-#               turn, for 33-64-token launches under half the SMs' worth of blocks: q/k, o and down
-#               at 64 sequences) against the default: kernel-check's matrix cases and the
-#               determinism contract with it, memra-kernel-bench's Q4_K at 64 tokens each
-#               way, 8B and 0.6B Q4_K_M decode of 40, 48 and 64 sequences each way, twice,
-#               alternated (~5 min; not part of full)
+#     split     written without a device (forty-eighth round): the split forms of the pipelined
+#               Q4_K kernel (MEMRA_FOLD64_SPLIT=1) and of the scaled Q6_K / Q8_0 kernel at 17-64
+#               tokens (MEMRA_SCALED_DECODE=1): 64-row blocks whose two warpgroups take the chunks
+#               in turn, for launches under half the SMs' worth of 128-row blocks (q/k, o, v and
+#               down at 64 sequences), against the default: kernel-check's matrix cases and the
+#               determinism contract with them, memra-kernel-bench's Q4_K, Q6_K and Q8_0 at 64
+#               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 and 0.6B of 64,
+#               each way, twice, alternated (~7 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -426,23 +427,33 @@ if [ "$MODE" = ab ]; then
   done
 fi
 if [ "$MODE" = split ]; then
-  # The split form's bits first: every matrix case with it on (the 8B's q/k/v and down shapes and
-  # the 0.6B's at 40 and 64 tokens take it there, one chunk and five included), and the
-  # determinism contract and graph replay with it. Then its speed, alternated with the default.
-  kcheck kernel-check-matmul-fold64-split 300 MEMRA_FOLD64_SPLIT=1 --filter matmul
+  # The split forms' bits first: every matrix case with both on (the 8B's q/k/v and down shapes and
+  # the 0.6B's at 40 and 64 tokens take them, one chunk and five included; under
+  # MEMRA_SCALED_DECODE=1 the wide Q6_K and Q8_0 outputs of 17-64 tokens take the scaled kernel's
+  # 128-row form), and the determinism contract and graph replay with them. Then their speed,
+  # alternated with the default: the products at 64 tokens, 8B Q4_K_M at 40 and 64 sequences,
+  # Q8_0 and the 0.6B at 64.
+  both=MEMRA_FOLD64_SPLIT=1,MEMRA_SCALED_DECODE=1
+  kcheck kernel-check-matmul-split 300 MEMRA_FOLD64_SPLIT=1 MEMRA_SCALED_DECODE=1 --filter matmul
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-fold64-split 180 env MEMRA_TEST_DEVICE=cuda MEMRA_FOLD64_SPLIT=1 \
+    # shellcheck disable=SC2086  # the variables split at their commas
+    step engine-invariants-split 180 env MEMRA_TEST_DEVICE=cuda ${both//,/ } \
       "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  ways="split:MEMRA_FOLD64_SPLIT=1 default:MEMRA_FOLD64_SPLIT=0"
+  ways="split:$both default:MEMRA_FOLD64_SPLIT=0"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q88=$(synth qwen3-8b q8_0)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
     for f in $ways; do
-      step "kernel-bench-${f%%:*}-$round" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
-        --tokens 64 --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-${f%%:*}-$round.json"
-      bench_with "$q8b" "fold64-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,48,64
-      bench_with "$q06" "fold64-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,48,64
+      switches=${f#*:}
+      # shellcheck disable=SC2086  # the variables split at their commas
+      step "kernel-bench-${f%%:*}-$round" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
+        --tokens 64 --dtypes q4_k,q6_k,q8_0 \
+        --json "$RECEIPTS/$DAY-kernel-bench-${f%%:*}-$round.json"
+      bench_with "$q8b" "split-${f%%:*}-$round" "$switches" -n 64 -c 40,64
+      bench_with "$q88" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
+      bench_with "$q06" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
     done
   done
 fi

@@ -205,7 +205,8 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
                    matmul_detail::wgmma_fold64_enabled()) {
           matmul_detail::launch_wgmma_fold64(args, stream);
         } else if constexpr (D == DType::q6_k || D == DType::q8_0) {
-          if (args.n_tokens > kDecodeTokens && matmul_detail::prefill_wgmma_scaled_enabled())
+          if (args.n_tokens > kDecodeTokens ? matmul_detail::prefill_wgmma_scaled_enabled()
+                                            : matmul_detail::scaled_decode_enabled())
             matmul_detail::launch_prefill_wgmma_scaled<D>(args, stream);
           else
             matmul_detail::launch_prefill_wgmma_quant<D>(args, stream);
@@ -241,12 +242,22 @@ bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
          (n_in <= 4096 || matmul_detail::fold64_split_takes((o.n_out + 127) / 128));
 }
 
+// MEMRA_SCALED_DECODE=1: the narrow Q6_K and Q8_0 outputs at 33-64 tokens (any K) on the scaled
+// wgmma kernel's split form, as fold64_takes gives Q4_K's to the pipelined kernel (the 8B Q4_K_M's
+// Q6_K v and, in half its layers, down, which run on the tiled decode kernel at ~100 us a layer).
+bool scaled_split_takes(const MatmulOut& o, int64_t n_tokens) {
+  return (o.wtype == DType::q6_k || o.wtype == DType::q8_0) && n_tokens > 32 &&
+         n_tokens <= kDecodeTokens && matmul_detail::scaled_decode_enabled() &&
+         matmul_detail::split_pays((o.n_out + 127) / 128);
+}
+
 // Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order: where it pays and the cluster decode kernel does not
 // take the output (cluster_decode_takes: at 17-32 tokens it leaves wide outputs to wgmma unless
 // MEMRA_CLUSTER_Q4K_WIDE=1 gives it Q4_K's), or the pipelined Q4_K kernel takes it.
 bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
-  const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens);
+  const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens) ||
+                    scaled_split_takes(o, n_tokens);
   return o.layout == WeightLayout::tiled && o.n_out > 0 && pays &&
          !matmul_detail::cluster_decode_takes(o.wtype, o.n_out, n_in, n_tokens, pays) &&
          matmul_detail::prefill_wgmma_available();

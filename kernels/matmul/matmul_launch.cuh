@@ -270,6 +270,10 @@ void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
 bool prefill_wgmma_available();
 // The current device's SM count (a persistent grid's size, whether a grid fills one wave).
 int device_sms();
+// Whether a launch of row_blocks 128-row blocks (one 64-token tile) runs faster as a split form's
+// twice as many 64-row blocks, each walking half the chunks (chunk_teams.cuh): while the doubled
+// grid still fits one wave, so that the halved chain is all the change.
+bool split_pays(int64_t row_blocks);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
@@ -294,6 +298,9 @@ template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
+// Q6_K and Q8_0 products of at most 64 tokens on that kernel too (its split form for the narrow
+// ones, split_pays): off unless MEMRA_SCALED_DECODE=1 (not yet measured; the same bits).
+bool scaled_decode_enabled();
 // Prefill steps' outputs of one dtype on the two kernels above share launches (BlockOuts): on
 // unless MEMRA_WGMMA_PREFILL_GROUPS=0.
 bool prefill_groups_enabled();

@@ -240,6 +240,10 @@ int device_sms() {
   return n;
 }
 
+bool split_pays(int64_t row_blocks) {
+  return 2 * row_blocks <= device_sms();
+}
+
 bool prefill_wgmma_available() {
   static std::atomic<uint64_t> checked{0}, available{0};
   int device = 0;

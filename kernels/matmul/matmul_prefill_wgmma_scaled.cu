@@ -27,6 +27,7 @@
 // the tensor rate. Two groups a commit (half the fences and waits) measured no faster.
 #include "core/env.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/chunk_teams.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/weight_frag.cuh"
@@ -35,21 +36,27 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBM = 128, kBN = 64, kCompute = 256, kThreads = kCompute + 128;
-constexpr int kTiles = kBM / 16;
+constexpr int kBN = 64, kCompute = 256, kThreads = kCompute + 128;
 constexpr int kSteps = kChunk / 16;
 constexpr int kStepBytes = kBN * 16 * 2;      // one k16 step of the block's x: 2 KB
 constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
-constexpr int kStages = 3;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
 // kRows: x arrives in x's rows form (x_rows_offset) by tensor copies of 64-k x 64-token boxes,
 // four a chunk, at the stage's start (the boxes need 1,024-byte alignment, which the records'
 // sizes would break), each stage rounded up to 1,024 bytes. Otherwise the records come first and
 // the x steps after them, as before.
-template <DType D, bool kRows = false>
+// kSplit 2: the split form (MEMRA_SCALED_DECODE, 33-64 tokens): 64-row blocks whose compute
+// warpgroups take the chunks in turn (chunk_teams.cuh), four stages in the ring (a team's chunk and
+// its next one each), the running total in shared memory. xp's layout only.
+template <DType D, bool kRows = false, int kSplit = 1>
 struct ScaledCfg {
   using T = Tiled<D>;
+  static_assert(kSplit == 1 || (kSplit == ChunkTeams::kTeams && !kRows), "the split forms");
+  static constexpr int kBM = 128 / kSplit, kTiles = kBM / 16;
+  static constexpr int kStages = kSplit == 1 ? 3 : 4;
+  // A stage's readers: every compute warp, or the chunk's team's.
+  static constexpr int kStageWarps = kCompute / 32 / kSplit;
   static constexpr int kGroupSteps = T::kGroup / 16, kGroups = kChunk / T::kGroup;
   // Group partials in registers: kLag = kSets - 1 groups in flight while one is scaled. Q8_0's
   // groups are two wgmmas each, and with a fourth set (and its A fragments) it spilled.
@@ -61,7 +68,11 @@ struct ScaledCfg {
   static constexpr int kStageBytes = kRecStage + kXStage;  // what a stage's copies bring
   static constexpr int kXAt = kRows ? 0 : kRecStage, kRecAt = kRows ? kXStage : 0;
   static constexpr int kStage = kRows ? (kStageBytes + 1023) / 1024 * 1024 : kStageBytes;
-  static constexpr int kSmem = kStages * kStage + 2 * kStages * 8;  // + full and empty barriers
+  static constexpr int kBarsBytes = 2 * kStages * 8;  // full and empty barriers
+  // The split form's total and its teams' barriers after them.
+  static constexpr int kTotalAt = kStages * kStage + kBarsBytes;
+  static constexpr int kTeamBarsAt = kTotalAt + ChunkTeams::kTotalBytes;
+  static constexpr int kSmem = kSplit == 1 ? kTotalAt : kTeamBarsAt + ChunkTeams::kBarBytes;
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
   static_assert(kSteps + kTiles <= 32, "one copy a lane");
@@ -74,11 +85,12 @@ constexpr int kCopyRegs = 40, kComputeRegs = 232;
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
 // lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens, or (kRows)
 // lane kTiles + b the rows form's 64-k box b of the chunk (xmap).
-template <DType D, bool kRows>
+template <DType D, bool kRows, int kSplit>
 __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, const CUtensorMap* xmap,
                                             uint8_t* smem, uint64_t* full, uint64_t* empty,
                                             int row0, int tok0, int lane) {
-  using C = ScaledCfg<D, kRows>;
+  using C = ScaledCfg<D, kRows, kSplit>;
+  constexpr int kStages = C::kStages, kTiles = C::kTiles;
   const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
   for (int c = 0; c < n_chunks; ++c) {
     const int b = c % kStages;
@@ -126,20 +138,51 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
     }
   }
 }
+
+// The split form's chunk end: the chunk's partial p added to the teams' total in its turn
+// (chunk_teams.cuh), or for the last chunk added and written to y (this warp's m16 tile `tile` of
+// the 64-row block at row0); p restarts from +0.
+__device__ __forceinline__ void add_chunk_in_turn(const ChunkTeams& teams, int c, int n_chunks,
+                                                  float (&p)[8][4], const MatmulArgs& a, int row0,
+                                                  int tok0, int tile, int lane) {
+  teams.wait_turn(c);
+  if (c == n_chunks - 1) {
+    float sum[ChunkTeams::kElems];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum[4 * n + i] = teams.sum(c, 4 * n + i, p[n][i]);
+    }
+    store_tile<kBN>(a, sum, row0, tok0, tile, lane);
+  } else {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) teams.keep(4 * n + i, teams.sum(c, 4 * n + i, p[n][i]));
+    }
+    teams.pass();
+  }
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[n][i] = 0.0f;
+  }
+}
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names. kRows: x is x.xp's
-// rows form, read through xmap (x_rows_map; a zeroed map otherwise).
-template <DType D, bool kRows>
+// Block (x, y): tokens [64 x, + 64) of the kBM-row block of outs that y names (BlockOuts in blocks
+// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map; a zeroed map
+// otherwise). kSplit 2: the split form (ScaledCfg), compute warpgroup w taking chunks w, w + 2, ...
+template <DType D, bool kRows, int kSplit>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs,
                                 const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = ScaledCfg<D, kRows>;
+  using C = ScaledCfg<D, kRows, kSplit>;
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
-  constexpr int kLag = C::kLag;
+  constexpr int kLag = C::kLag, kStages = C::kStages, kBM = C::kBM;
   extern __shared__ __align__(128) uint8_t smem_xp[];
   uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
@@ -150,14 +193,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_chunks = a.n_in / kChunk;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
   uint64_t* const empty = full + kStages;
+  // The split form's teams (the compute warpgroups; thread ids past them are the copy warps').
+  const ChunkTeams teams(smem + C::kTotalAt, smem + C::kTeamBarsAt, tid);
   if (tid == 0) {
     mbar_init_stages(full, kStages);
-    mbar_init_stages(empty, kStages, kCompute / 32);
+    mbar_init_stages(empty, kStages, C::kStageWarps);
+    if constexpr (kSplit > 1) teams.init();
   }
   __syncthreads();
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first warp issues every copy
     setmaxnreg_dec<kCopyRegs>();
-    if (warp == kCompute / 32) copy_chunks<D, kRows>(a, &xmap, smem, full, empty, row0, tok0, lane);
+    if (warp == kCompute / 32)
+      copy_chunks<D, kRows, kSplit>(a, &xmap, smem, full, empty, row0, tok0, lane);
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
@@ -167,10 +214,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Each set's A fragments too: a wgmma reads its A registers while in flight, and decoding the
   // next group into them would make ptxas serialize the wgmmas (C7513).
   uint32_t frags[kSets][kGroupSteps][4];
-  for (int c = 0; c < n_chunks; ++c) {
+  // The warp's m16 tile of the block; the first chunk its warpgroup takes.
+  const int tile = kSplit == 1 ? warp : warp % 4, c0 = kSplit == 1 ? 0 : teams.team;
+  for (int c = c0; c < n_chunks; c += kSplit) {
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
     const uint8_t* stage = smem + (c % kStages) * C::kStage;
-    const uint8_t* rec = stage + C::kRecAt + warp * T::kBytes;
+    const uint8_t* rec = stage + C::kRecAt + tile * T::kBytes;
     const uint8_t* X = stage + C::kXAt;
     typename T::Quad quad;
 #pragma unroll
@@ -207,11 +256,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = kGroups - kLag; j < kGroups; ++j)
       scale_group(group_scales<D>(rec, j, g), set[j % kSets], p);
-    end_chunk(c, p, total);
-    if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
+    if constexpr (kSplit == 1) {
+      end_chunk(c, p, total);
+      if (lane == 0) mbar_arrive(empty + c % kStages);  // the stage is free: x and the scales read
+    } else {
+      if (lane == 0) mbar_arrive(empty + c % kStages);  // read before the turn's wait
+      add_chunk_in_turn(teams, c, n_chunks, p, a, row0, tok0, tile, lane);
+    }
   }
   // total[n][i] is n8 tile n's C fragment: store_tile's order (total[4n + i]).
-  store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
+  if constexpr (kSplit == 1)
+    store_tile<kBN>(a, reinterpret_cast<const float(&)[kBN / 2]>(total), row0, tok0, warp, lane);
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
@@ -225,18 +280,31 @@ bool prefill_wgmma_scaled_enabled() {
   return enabled;
 }
 
+// Off by default until measured: MEMRA_SCALED_DECODE=1 runs Q6_K and Q8_0 products of at most 64
+// tokens here too (the same bits), the narrow ones on the split form.
+bool scaled_decode_enabled() {
+  static const bool enabled = env_switch("MEMRA_SCALED_DECODE", false);
+  return enabled;
+}
+
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (x.n_tokens <= kDecodeTokens || outs.n < 1)
+  const bool decode = x.n_tokens <= kDecodeTokens;
+  if (outs.n < 1 || (decode && (!scaled_decode_enabled() || x.xp_rows)))
     fail(ErrorCode::internal,
-         "prefill_wgmma_scaled: {} tokens (it takes steps over {}), {} outputs", x.n_tokens,
-         kDecodeTokens, outs.n);
+         "prefill_wgmma_scaled: {} tokens (it takes steps over {}, and of fewer in xp's layout "
+         "under MEMRA_SCALED_DECODE=1), {} outputs",
+         x.n_tokens, kDecodeTokens, outs.n);
   const CUtensorMap xmap = x_rows_map(x, kBN);
   if (x.xp_rows)
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, true>, kBN>(
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, true, 1>, kBN>(
         x, outs, kThreads, ScaledCfg<D, true>::kSmem, stream, xmap);
+  else if (decode && split_pays(outs.block_begin[outs.n]))
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, false, 2>, kBN>(
+        x, outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM), kThreads, ScaledCfg<D, false, 2>::kSmem,
+        stream, xmap);
   else
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, false>, kBN>(
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, false, 1>, kBN>(
         x, outs, kThreads, ScaledCfg<D, false>::kSmem, stream, xmap);
 }
 

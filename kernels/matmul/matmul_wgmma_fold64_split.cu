@@ -178,9 +178,8 @@ bool fold64_split_enabled() {
   return enabled;
 }
 
-// Twice the blocks of half the chain pays only while the doubled grid still fits one wave.
 bool fold64_split_takes(int64_t row_blocks) {
-  return fold64_split_enabled() && 2 * row_blocks <= device_sms();
+  return fold64_split_enabled() && split_pays(row_blocks);
 }
 
 void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
