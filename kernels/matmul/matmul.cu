@@ -254,7 +254,8 @@ bool scaled_split_takes(const MatmulOut& o, int64_t n_tokens) {
 // Whether this output's product runs on a wgmma kernel (tiled weights on an sm_90a build and
 // device), which reads x in physical k order: where it pays and the cluster decode kernel does not
 // take the output (cluster_decode_takes: at 17-32 tokens it leaves wide outputs to wgmma unless
-// MEMRA_CLUSTER_Q4K_WIDE=1 gives it Q4_K's), or the pipelined Q4_K kernel takes it.
+// MEMRA_CLUSTER_Q4K_WIDE=1 gives it Q4_K's), or the pipelined Q4_K kernel takes it
+// (fold64_takes), or the scaled kernel's split form (scaled_split_takes).
 bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens) ||
                     scaled_split_takes(o, n_tokens);
