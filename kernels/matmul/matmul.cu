@@ -338,6 +338,18 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
       });
 }
 
+// MEMRA_SCALED_DECODE=1: the tiled Q6_K and Q8_0 outputs that take wgmma at 17-64 tokens share
+// launches of the scaled kernel the same way, per dtype (a Q8_0 model's q/k/v: 48 row blocks in
+// one launch, its split form, instead of three launches of 32, 8 and 8).
+void launch_scaled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
+                                 const MatmulArgs& x, bool* grouped, cudaStream_t stream) {
+  const auto takes = [&](const MatmulOut& o) { return uses_wgmma(o, n_in, x.n_tokens); };
+  launch_groups<matmul_detail::BlockOuts, DType::q6_k, DType::q8_0>(
+      outs, n_outs, 1, grouped, takes, [&](auto D, const matmul_detail::BlockOuts& m) {
+        matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, m, stream);
+      });
+}
+
 // The tiled outputs of a prefill step (over 64 tokens) that take the F16/BF16 wgmma kernel, the
 // Q4_K warp-specialized one or the Q6_K / Q8_0 scaled one: two or more of one dtype share a
 // launch (BlockOuts). A layer's k and v (1,024 rows of the 8B: 8 row blocks) alone fill a quarter
@@ -500,6 +512,9 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::wgmma_fold64_enabled())
     launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
+  if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
+      matmul_detail::scaled_decode_enabled())
+    launch_scaled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   if (any_wgmma && n_tokens > kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::prefill_groups_enabled())
     launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, stream, side);

@@ -377,6 +377,16 @@ void check_shared_x(Context& ctx) {
                             {40, 64},
                             0,
                             2});
+  // Narrow Q6_K and Q8_0 outputs at 40 and 64 tokens: under MEMRA_SCALED_DECODE=1 one launch of
+  // the scaled kernel's split form per dtype (two outputs each), over five chunks.
+  check_shared_x_case(ctx, {"2 x Q6_K+2 x Q8_0 tiled narrow wgmma",
+                            1280,
+                            {DType::q6_k, DType::q8_0, DType::q6_k, DType::q8_0},
+                            {264, 1000, 520, 136},
+                            {t, t, t, t},
+                            {40, 64},
+                            0,
+                            2});
   // Prefill steps (77 and 300 tokens): tiled outputs of one dtype on the BF16 wgmma kernel, the
   // warp-specialized Q4_K one and the scaled Q6_K / Q8_0 one share launches (four at most: five
   // Q4_K ones take two), partial last row and token blocks included; on one stream, and with the
