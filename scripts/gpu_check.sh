@@ -44,9 +44,9 @@
 #               existing 17-64-token kernel switches (cluster kernel off, four token tiles,
 #               wgmma on every output), twice, alternated (~3 min; not part of full)
 #     steps     where whole steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M decode at 1
-#               and 8 sequences (the per-kernel table a persistent decode kernel starts from) and
-#               a 512-token prompt step (MEMRA_PROFILE_ENV: switches for it) (~6 min; not part
-#               of full)
+#               and 8 sequences (the per-kernel table a persistent decode kernel starts from; or
+#               MEMRA_STEPS_COUNTS, e.g. "64") and a 512-token prompt step (MEMRA_PROFILE_ENV:
+#               switches for all of them) (~6 min; not part of full)
 #     stalls    Nsight Compute's limits, stall reasons and most-stalled SASS lines of the kernels
 #               of the open decode targets: the tiled decode kernel at 8 tokens (Q4_K gate and
 #               down), the one-token kernel on the same gate, decode attention at one sequence of
@@ -526,11 +526,15 @@ if [ "$MODE" = holes ]; then
 fi
 if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
-  # step costs ~1 ms more than the one-sequence step for the same weights: where).
-  for c in 1 8; do
-    step "profile-qwen3-8b-q4_k_m-c$c" 200 python3 scripts/gpu_profile.py --bin "$BIN" \
-      --model "$(synth qwen3-8b q4_k_m --fast-quant)" --skip 8000 --count 2000 \
-      --bench-args "-n 128 -r 3 -c $c"
+  # step costs ~1 ms more than the one-sequence step for the same weights: where), or at the
+  # counts of MEMRA_STEPS_COUNTS (e.g. "64": the split forms' c64 step, with MEMRA_PROFILE_ENV).
+  for c in ${MEMRA_STEPS_COUNTS:-1 8}; do
+    window="--skip 8000 --count 2000" decode="-n 128"
+    [ "$c" -gt 16 ] && window="--skip 16000 --count 2500" decode="-n 64"
+    # shellcheck disable=SC2086  # the variables split at their spaces
+    step "profile-qwen3-8b-q4_k_m-c$c" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+      scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" \
+      $window --bench-args "$decode -r 3 -c $c"
   done
   # A 512-token prompt step per kernel (the thirty-sixth round's table, PERFORMANCE.md), with the
   # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=0).
