@@ -35,7 +35,8 @@
 #               down at 64 sequences), against the default: kernel-check's matrix cases and the
 #               determinism contract with them, memra-kernel-bench's Q4_K, Q6_K and Q8_0 at 64
 #               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 and 0.6B of 64,
-#               each way, twice, alternated (~7 min; not part of full)
+#               each way, twice, alternated; then 8B Q4_K_M's under MEMRA_SPLIT_RULE=waves (the
+#               split wherever it takes fewer than twice the waves) (~8 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -456,6 +457,8 @@ if [ "$MODE" = split ]; then
       bench_with "$q06" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
     done
   done
+  # The wider rule once (MEMRA_SPLIT_RULE=waves: the 8B's gate/up at 64 tokens, 192 blocks, too).
+  bench_with "$q8b" "split-waves" "$both,MEMRA_SPLIT_RULE=waves" -n 64 -c 40,64
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

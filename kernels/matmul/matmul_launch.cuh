@@ -272,7 +272,8 @@ bool prefill_wgmma_available();
 int device_sms();
 // Whether a launch of row_blocks 128-row blocks (one 64-token tile) runs faster as a split form's
 // twice as many 64-row blocks, each walking half the chunks (chunk_teams.cuh): while the doubled
-// grid still fits one wave, so that the halved chain is all the change.
+// grid still fits one wave, so that the halved chain is all the change (MEMRA_SPLIT_RULE=waves:
+// wherever the doubled grid takes fewer than twice the waves).
 bool split_pays(int64_t row_blocks);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.

@@ -240,8 +240,15 @@ int device_sms() {
   return n;
 }
 
+// MEMRA_SPLIT_RULE: `narrow` (the default) while the doubled grid fits one wave; `waves` wherever
+// it takes fewer than twice the waves (the 128-row grid's last wave at most half full: the 8B's
+// gate/up at 64 tokens, 192 blocks, 2 waves, against 3 of half the chain). Neither is measured
+// yet (forty-eighth round).
 bool split_pays(int64_t row_blocks) {
-  return 2 * row_blocks <= device_sms();
+  static const bool waves = env_choice("MEMRA_SPLIT_RULE", {"narrow", "waves"}, 0) == 1;
+  const int64_t sms = device_sms();
+  if (!waves) return 2 * row_blocks <= sms;
+  return (2 * row_blocks + sms - 1) / sms < 2 * ((row_blocks + sms - 1) / sms);
 }
 
 bool prefill_wgmma_available() {
