@@ -3,12 +3,14 @@
 // kernel and of the scaled Q6_K / Q8_0 kernel) and still sum the chunk partials in chunk order,
 // matmul.cu's canonical order: ((p0 + p1) + p2) + ...
 //
-// The running total lives in shared memory, a slot an accumulator element. Team thread i of
-// either team holds the same 32 elements of its chunk partials (wgmma's C layout over the same 64
-// rows and 64 tokens), so each slot is written by one thread of each team, in turn: a team adds
-// chunk c once the other team has added chunk c - 1, then arrives on its own barrier (one phase a
-// chunk, 128 arrivals). The teams are then never more than one phase apart, which is what lets a
-// parity wait name the phase.
+// The running total lives in shared memory, 16 KB. Team thread i of either team holds the same 32
+// elements of its chunk partials (wgmma's C layout over the same 64 rows and 64 tokens: n8 tile n's
+// four in its registers 4n .. 4n + 3), so each slot is written by one thread of each team, in
+// turn: a team adds chunk c once the other team has added chunk c - 1, then arrives on its own
+// barrier (one phase a chunk, 128 arrivals). The teams are then never more than one phase apart,
+// which is what lets a parity wait name the phase. A thread's tiles are 16-byte slots of its own
+// 128 bytes, tile n at slot (n + i) % 8, so that a quarter warp's eight 16-byte accesses of one
+// tile fall in eight different bank quads (one load and one store a tile, not four of each).
 #pragma once
 
 #include <cstdint>
@@ -23,11 +25,11 @@ struct ChunkTeams {
   static constexpr int kTotalBytes = kElems * kThreads * 4;
   static constexpr int kBarBytes = kTeams * 8;
 
-  float* total;      // [element][team thread]
+  float* total;      // [team thread][16-byte slot][4]: 16-byte aligned
   uint64_t* added;   // added[w]: team w has added one more chunk
   int team, thread;  // this thread's team and its thread in it
 
-  // total_at: kTotalBytes of shared memory; bars_at: kBarBytes, 8-byte aligned.
+  // total_at: kTotalBytes of shared memory, 16-byte aligned; bars_at: kBarBytes, 8-byte aligned.
   __device__ __forceinline__ ChunkTeams(uint8_t* total_at, uint8_t* bars_at, int tid)
       : total(reinterpret_cast<float*>(total_at)),
         added(reinterpret_cast<uint64_t*>(bars_at)),
@@ -41,15 +43,23 @@ struct ChunkTeams {
   __device__ __forceinline__ void wait_turn(int c) const {
     if (c > 0) detail::mbar_wait(added + (1 - team), ((c - 1) >> 1) & 1);
   }
-  // The total after chunk c's partial p of element j: p itself for chunk 0, else the total so far
-  // plus p.
-  __device__ __forceinline__ float sum(int c, int j, float p) const {
-    return c == 0 ? p : __fadd_rn(total[j * kThreads + thread], p);
+  // The total after chunk c's partial p of n8 tile n (its four elements): p itself for chunk 0,
+  // else the total so far plus p.
+  __device__ __forceinline__ float4 sum(int c, int n, const float (&p)[4]) const {
+    if (c == 0) return make_float4(p[0], p[1], p[2], p[3]);
+    const float4 t = *slot(n);
+    return make_float4(__fadd_rn(t.x, p[0]), __fadd_rn(t.y, p[1]), __fadd_rn(t.z, p[2]),
+                       __fadd_rn(t.w, p[3]));
   }
-  __device__ __forceinline__ void keep(int j, float v) const { total[j * kThreads + thread] = v; }
-  // After keeping every element of chunk c (the last chunk's sums go to y instead, and nobody
+  __device__ __forceinline__ void keep(int n, float4 v) const { *slot(n) = v; }
+  // After keeping every tile of chunk c (the last chunk's sums go to y instead, and nobody
   // waits for them).
   __device__ __forceinline__ void pass() const { detail::mbar_arrive(added + team); }
+
+ private:
+  __device__ __forceinline__ float4* slot(int n) const {
+    return reinterpret_cast<float4*>(total) + thread * 8 + ((n + thread) & 7);
+  }
 };
 
 }  // namespace memra::kernels::matmul_detail

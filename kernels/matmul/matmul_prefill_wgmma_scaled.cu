@@ -150,16 +150,16 @@ __device__ __forceinline__ void add_chunk_in_turn(const ChunkTeams& teams, int c
     float sum[ChunkTeams::kElems];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sum[4 * n + i] = teams.sum(c, 4 * n + i, p[n][i]);
+      const float4 v = teams.sum(c, n, p[n]);
+      sum[4 * n] = v.x;
+      sum[4 * n + 1] = v.y;
+      sum[4 * n + 2] = v.z;
+      sum[4 * n + 3] = v.w;
     }
     store_tile<kBN>(a, sum, row0, tok0, tile, lane);
   } else {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) teams.keep(4 * n + i, teams.sum(c, 4 * n + i, p[n][i]));
-    }
+    for (int n = 0; n < 8; ++n) teams.keep(n, teams.sum(c, n, p[n]));
     teams.pass();
   }
 #pragma unroll

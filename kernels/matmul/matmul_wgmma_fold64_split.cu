@@ -98,13 +98,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     teams.wait_turn(c);
     float sum[ChunkTeams::kElems];
     chunk_end(fr[0], fr[1], xs_c, lane, s, [&](int n, const float(&p)[4]) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float v = teams.sum(c, 4 * n + i, p[i]);
-        if constexpr (kLast)
-          sum[4 * n + i] = v;
-        else
-          teams.keep(4 * n + i, v);
+      const float4 v = teams.sum(c, n, p);
+      if constexpr (kLast) {
+        sum[4 * n] = v.x;
+        sum[4 * n + 1] = v.y;
+        sum[4 * n + 2] = v.z;
+        sum[4 * n + 3] = v.w;
+      } else {
+        teams.keep(n, v);
       }
     });
     if constexpr (kLast)
