@@ -2,6 +2,9 @@
 // for steps of more than 64 tokens: a copy warp brings each 256-element chunk's tile records and x
 // steps by bulk copies into a ring of chunk stages, and two compute warpgroups (64 rows each, warp
 // w owning m16 tile w) run the canonical order with several group partials in flight.
+// MEMRA_SCALED_DECODE=1 (not yet measured) gives it the 17-64-token steps too: the wide launches
+// as they are, those under half the SMs' worth of blocks (split_pays) in its split form, 64-row
+// blocks whose two compute warpgroups take the chunks in turn (chunk_teams.cuh).
 //
 // The order is matmul.cu's canonical one for the scaled types, as in matmul_prefill_wgmma_quant.cu
 // and every other kernel: each scale group's wgmma chain from +0 (a Q6_K group is one k16 step, a
