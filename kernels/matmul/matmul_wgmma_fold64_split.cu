@@ -1,6 +1,7 @@
 // The pipelined Q4_K wgmma kernel's split form (MEMRA_FOLD64_SPLIT=1, opt-in until measured), for
-// the 33-64-token launches with fewer 128-row blocks than half the SMs: 64-row blocks whose two
-// warpgroups ("teams") take the chunks in turn, team w chunks w, w + 2, w + 4 ...
+// the 33-64-token launches with fewer 128-row blocks than half the SMs (split_pays; its
+// MEMRA_SPLIT_RULE=waves, wider ones too): 64-row blocks whose two warpgroups ("teams") take the
+// chunks in turn, team w chunks w, w + 2, w + 4 ...
 //
 // Why. The 128-row form (matmul_wgmma_fold64.cu) walks every chunk of its rows in one block at
 // ~2.2-2.5 us a chunk, whatever the rows (its warps wait on issue: two a scheduler; nineteenth
