@@ -275,6 +275,20 @@ int device_sms();
 // grid still fits one wave, so that the halved chain is all the change (MEMRA_SPLIT_RULE=waves:
 // wherever the doubled grid takes fewer than twice the waves).
 bool split_pays(int64_t row_blocks);
+// The rule itself, on `sms` SMs (waves: MEMRA_SPLIT_RULE=waves).
+constexpr bool split_pays_on(int64_t row_blocks, int64_t sms, bool waves) {
+  if (!waves) return 2 * row_blocks <= sms;
+  return (2 * row_blocks + sms - 1) / sms < 2 * ((row_blocks + sms - 1) / sms);
+}
+// On the H100's and H200's 132 SMs, at 64 tokens: the 8B's q/k (40 blocks), o and down (32) split
+// under either rule; its gate/up launch (192: two waves against three of half the chain) only
+// under `waves`; a lone gate (96: one wave either way) and the Q6_K output matrix (1,187: 9
+// against 18) under neither.
+static_assert(split_pays_on(40, 132, false) && split_pays_on(32, 132, false) &&
+              split_pays_on(40, 132, true) && split_pays_on(32, 132, true));
+static_assert(!split_pays_on(192, 132, false) && split_pays_on(192, 132, true));
+static_assert(!split_pays_on(96, 132, false) && !split_pays_on(96, 132, true));
+static_assert(!split_pays_on(1187, 132, false) && !split_pays_on(1187, 132, true));
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

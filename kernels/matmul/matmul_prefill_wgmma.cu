@@ -246,9 +246,7 @@ int device_sms() {
 // yet (forty-eighth round).
 bool split_pays(int64_t row_blocks) {
   static const bool waves = env_choice("MEMRA_SPLIT_RULE", {"narrow", "waves"}, 0) == 1;
-  const int64_t sms = device_sms();
-  if (!waves) return 2 * row_blocks <= sms;
-  return (2 * row_blocks + sms - 1) / sms < 2 * ((row_blocks + sms - 1) / sms);
+  return split_pays_on(row_blocks, device_sms(), waves);
 }
 
 bool prefill_wgmma_available() {
