@@ -441,7 +441,7 @@ if [ "$MODE" = split ]; then
     step engine-invariants-split 180 env MEMRA_TEST_DEVICE=cuda ${both//,/ } \
       "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  ways="split:$both default:MEMRA_FOLD64_SPLIT=0"
+  ways="on:$both off:MEMRA_FOLD64_SPLIT=0"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q88=$(synth qwen3-8b q8_0)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
@@ -449,9 +449,9 @@ if [ "$MODE" = split ]; then
     for f in $ways; do
       switches=${f#*:}
       # shellcheck disable=SC2086  # the variables split at their commas
-      step "kernel-bench-${f%%:*}-$round" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
+      step "kernel-bench-split-${f%%:*}-$round" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
         --tokens 64 --dtypes q4_k,q6_k,q8_0 \
-        --json "$RECEIPTS/$DAY-kernel-bench-${f%%:*}-$round.json"
+        --json "$RECEIPTS/$DAY-kernel-bench-split-${f%%:*}-$round.json"
       bench_with "$q8b" "split-${f%%:*}-$round" "$switches" -n 64 -c 40,64
       bench_with "$q88" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
       bench_with "$q06" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
