@@ -23,20 +23,19 @@
 #               1 and 64 sequences, Qwen3.5-9B prefill of 512 tokens, one-token decode of the two
 #               MoE shapes, and the stall reasons of the one-token and cluster decode kernels (~7
 #               min; not part of full)
-#     ab        written after the forty-seventh round's last device call: the fine graph buckets
-#               (MEMRA_GRAPH_SMALL_BUCKETS=fine: every size to 16, every fourth to 32, every
-#               eighth to 64) against the default (1-8 and 12): the determinism contract with
+#     ab        the fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS=fine, the default since the
+#               forty-ninth round: every size to 16, every fourth to 32, every eighth to 64)
+#               against =1 (1-8 and 12): the determinism contract with
 #               fine, 8B and 0.6B Q4_K_M decode of 6 to 56 sequences each way, twice, alternated
 #               (~3 min; not part of full)
-#     split     written without a device (forty-eighth round): the split forms of the pipelined
-#               Q4_K kernel (MEMRA_FOLD64_SPLIT=1) and of the scaled Q6_K / Q8_0 kernel at 17-64
-#               tokens (MEMRA_SCALED_DECODE=1): 64-row blocks whose two warpgroups take the chunks
-#               in turn, for launches under half the SMs' worth of 128-row blocks (q/k, o, v and
-#               down at 64 sequences), against the default: kernel-check's matrix cases and the
-#               determinism contract with them, memra-kernel-bench's Q4_K, Q6_K and Q8_0 at 64
-#               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 and 0.6B of 64,
-#               each way, twice, alternated; then 8B Q4_K_M's under MEMRA_SPLIT_RULE=waves (the
-#               split wherever it takes fewer than twice the waves) (~8 min; not part of full)
+#     split     the split forms of the pipelined Q4_K kernel and of the scaled Q6_K / Q8_0 kernel
+#               at 17-64 tokens (the defaults since the forty-ninth round; MEMRA_FOLD64_SPLIT=0,
+#               MEMRA_SCALED_DECODE=0 turn them off): kernel-check's matrix cases at the defaults
+#               and with both off, the determinism contract, the model gate on the fixtures and
+#               0.6B synth files, 8B Q4_K_M at 1, 8 and 64 sequences and Q8_0 at 64, the products
+#               at 64 tokens, then the split rule's A/B (MEMRA_SPLIT_RULE=waves, the default,
+#               against narrow), 8B Q4_K_M at 40 and 64 sequences, twice, alternated (~5 min; not
+#               part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -332,8 +331,8 @@ if runs bench8b; then
   # `fast-64` is the bound before (64), for the A/B at 512.
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast MEMRA_DETERMINISTIC=0 \
     -p 512,1024,2048,4096 -n 128
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast-64 MEMRA_DETERMINISTIC=0 \
-    MEMRA_FAST_MIN_TOKENS=64 -p 512 -n 16
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" fast-64 \
+    MEMRA_DETERMINISTIC=0,MEMRA_FAST_MIN_TOKENS=64 -p 512 -n 16
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" long-prompts MEMRA_DETERMINISTIC=1 \
     -p 1024,2048,4096 -n 16
   bench "$(synth qwen3-8b q8_0)" -p 512,2048 -n 128
@@ -405,19 +404,19 @@ if [ "$MODE" = kv ]; then
   done
 fi
 if [ "$MODE" = ab ]; then
-  # Written after the forty-seventh round's last device call: the fine graph buckets
-  # (MEMRA_GRAPH_SMALL_BUCKETS=fine: every size to 16, every fourth to 32, every eighth to 64)
-  # against the default (=1: every size to 8 and 12, then 16, 24, 32, 48, 64). The determinism
-  # contract and graph replay with fine, then 8B and 0.6B Q4_K_M decode of 6, 11, 14, 16, 20,
-  # 28, 40 and 56 sequences each way, twice, alternated (6 and 16: controls, the same graph both
-  # ways). (The round's ab runs of the default's buckets, 1-8 and 12 against =0, are this script
-  # at 4e0637a and 7fb284b; the forty-sixth round's pair-rule A/B at cf280f3.)
+  # The fine graph buckets (MEMRA_GRAPH_SMALL_BUCKETS=fine, the default since the forty-ninth
+  # round's run of this mode at 0e42030: every size to 16, every fourth to 32, every eighth to 64)
+  # against =1 (every size to 8 and 12, then 16, 24, 32, 48, 64; the receipts of that run name it
+  # `default`). The determinism contract and graph replay with fine, then 8B and 0.6B Q4_K_M
+  # decode of 6, 11, 14, 16, 20, 28, 40 and 56 sequences each way, twice, alternated (6 and 16:
+  # controls, the same graph both ways). (The forty-seventh round's ab runs of =1 against =0 are
+  # this script at 4e0637a and 7fb284b; the forty-sixth round's pair-rule A/B at cf280f3.)
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
     step engine-invariants-fine-buckets 180 env MEMRA_TEST_DEVICE=cuda \
       MEMRA_GRAPH_SMALL_BUCKETS=fine "$BIN/memra_engine_fixture_test" \
       --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  ways="fine:MEMRA_GRAPH_SMALL_BUCKETS=fine default:MEMRA_GRAPH_SMALL_BUCKETS=1"
+  ways="fine:MEMRA_GRAPH_SMALL_BUCKETS=fine small:MEMRA_GRAPH_SMALL_BUCKETS=1"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in 1 2; do
@@ -428,37 +427,36 @@ if [ "$MODE" = ab ]; then
   done
 fi
 if [ "$MODE" = split ]; then
-  # The split forms' bits first: every matrix case with both on (the 8B's q/k/v and down shapes and
-  # the 0.6B's at 40 and 64 tokens take them, one chunk and five included; under
-  # MEMRA_SCALED_DECODE=1 the wide Q6_K and Q8_0 outputs of 17-64 tokens take the scaled kernel's
-  # 128-row form), and the determinism contract and graph replay with them. Then their speed,
-  # alternated with the default: the products at 64 tokens, 8B Q4_K_M at 40 and 64 sequences,
-  # Q8_0 and the 0.6B at 64.
-  both=MEMRA_FOLD64_SPLIT=1,MEMRA_SCALED_DECODE=1
-  kcheck kernel-check-matmul-split 300 MEMRA_FOLD64_SPLIT=1 MEMRA_SCALED_DECODE=1 --filter matmul
+  # The split forms as defaults (forty-ninth round; measured on against off at 0e42030's
+  # `split`: 8B Q4_K_M at 64 sequences 4,800 -> 5,530 tok/s, Q8_0 4,120 -> 6,607). Their bits
+  # first: every matrix case at the defaults (the 8B's q/k/v, gate/up and down shapes and the
+  # 0.6B's at 40 and 64 tokens take them, one chunk and five included) and with both off (the
+  # A/B's other way), the determinism contract and graph replay, the model gate on the fixtures
+  # and 0.6B synth files. Then the default's figures (8B Q4_K_M at 1, 8 and 64 sequences, Q8_0 at
+  # 64, the products at 64 tokens), and the split rule's A/B: `waves` (the default) against
+  # `narrow` (only where the doubled grid fits one wave), 8B Q4_K_M at 40 and 64, twice,
+  # alternated.
+  kcheck kernel-check-matmul 300 --filter matmul
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    # shellcheck disable=SC2086  # the variables split at their commas
-    step engine-invariants-split 180 env MEMRA_TEST_DEVICE=cuda ${both//,/ } \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+    step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+      --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  ways="on:$both off:MEMRA_FOLD64_SPLIT=0"
+  step model-gate-split 300 python3 scripts/gpu_model_gate.py --bin "$BIN" \
+    --json "$RECEIPTS/$DAY-gpu-model-gate-split.json" tests/fixtures/models/llama \
+    tests/fixtures/models/qwen3 tests/fixtures/models/gemma3 "$(synth qwen3-0.6b q4_k_m)" \
+    "$(synth qwen3-0.6b q8_0)"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  q88=$(synth qwen3-8b q8_0)
-  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  bench "$q8b" -p 512 -n 128 -c 1,8,64
+  bench_with "$(synth qwen3-8b q8_0)" split-default MEMRA_SPLIT_RULE=waves -n 64 -c 64
+  step kernel-bench-split 120 "$BIN/memra-kernel-bench" --tokens 64 --dtypes q4_k,q6_k,q8_0 \
+    --json "$RECEIPTS/$DAY-kernel-bench-split.json"
   for round in 1 2; do
-    for f in $ways; do
-      switches=${f#*:}
-      # shellcheck disable=SC2086  # the variables split at their commas
-      step "kernel-bench-split-${f%%:*}-$round" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
-        --tokens 64 --dtypes q4_k,q6_k,q8_0 \
-        --json "$RECEIPTS/$DAY-kernel-bench-split-${f%%:*}-$round.json"
-      bench_with "$q8b" "split-${f%%:*}-$round" "$switches" -n 64 -c 40,64
-      bench_with "$q88" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
-      bench_with "$q06" "split-${f%%:*}-$round" "$switches" -n 64 -c 64
+    for rule in waves narrow; do
+      bench_with "$q8b" "split-$rule-$round" "MEMRA_SPLIT_RULE=$rule" -n 64 -c 40,64
     done
   done
-  # The wider rule once (MEMRA_SPLIT_RULE=waves: the 8B's gate/up at 64 tokens, 192 blocks, too).
-  bench_with "$q8b" "split-waves" "$both,MEMRA_SPLIT_RULE=waves" -n 64 -c 40,64
+  kcheck kernel-check-matmul-split-off 300 MEMRA_FOLD64_SPLIT=0 MEMRA_SCALED_DECODE=0 \
+    --filter matmul
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

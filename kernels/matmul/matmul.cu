@@ -235,16 +235,17 @@ void run_mma(const MatmulArgs& args, WeightLayout layout, cudaStream_t stream) {
 // outputs with K up to 4,096, whatever their row blocks: a block's time is its chunks' (~2.5 us
 // each, measured), so 8B's q/k/v in one launch took 39 us and o ~40, against 47 us for each alone
 // on the tiled decode kernel; the down projection's 48 chunks stay there (106 vs 119 us), unless
-// the split form takes it (MEMRA_FOLD64_SPLIT=1: half the chain a block, twice the blocks).
+// the split form takes it (unless MEMRA_FOLD64_SPLIT=0: half the chain a block, twice the blocks).
 bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   return o.wtype == DType::q4_k && n_tokens > 32 && n_tokens <= kDecodeTokens &&
          matmul_detail::wgmma_fold64_enabled() &&
          (n_in <= 4096 || matmul_detail::fold64_split_takes((o.n_out + 127) / 128));
 }
 
-// MEMRA_SCALED_DECODE=1: the narrow Q6_K and Q8_0 outputs at 33-64 tokens (any K) on the scaled
-// wgmma kernel's split form, as fold64_takes gives Q4_K's to the pipelined kernel (the 8B Q4_K_M's
-// Q6_K v and, in half its layers, down, which run on the tiled decode kernel at ~100 us a layer).
+// Unless MEMRA_SCALED_DECODE=0: the narrow Q6_K and Q8_0 outputs at 33-64 tokens (any K) on the
+// scaled wgmma kernel's split form, as fold64_takes gives Q4_K's to the pipelined kernel (the 8B
+// Q4_K_M's Q6_K v and, in half its layers, down, which run on the tiled decode kernel at ~100 us a
+// layer).
 bool scaled_split_takes(const MatmulOut& o, int64_t n_tokens) {
   return (o.wtype == DType::q6_k || o.wtype == DType::q8_0) && n_tokens > 32 &&
          n_tokens <= kDecodeTokens && matmul_detail::scaled_decode_enabled() &&
@@ -338,9 +339,9 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
       });
 }
 
-// MEMRA_SCALED_DECODE=1: the tiled Q6_K and Q8_0 outputs that take wgmma at 17-64 tokens share
-// launches of the scaled kernel the same way, per dtype (a Q8_0 model's q/k/v: 48 row blocks in
-// one launch, its split form, instead of three launches of 32, 8 and 8).
+// Unless MEMRA_SCALED_DECODE=0: the tiled Q6_K and Q8_0 outputs that take wgmma at 17-64 tokens
+// share launches of the scaled kernel the same way, per dtype (a Q8_0 model's q/k/v: 48 row blocks
+// in one launch, its split form, instead of three launches of 32, 8 and 8).
 void launch_scaled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
                                  const MatmulArgs& x, bool* grouped, cudaStream_t stream) {
   const auto takes = [&](const MatmulOut& o) { return uses_wgmma(o, n_in, x.n_tokens); };

@@ -271,11 +271,11 @@ bool prefill_wgmma_available();
 // The current device's SM count (a persistent grid's size, whether a grid fills one wave).
 int device_sms();
 // Whether a launch of row_blocks 128-row blocks (one 64-token tile) runs faster as a split form's
-// twice as many 64-row blocks, each walking half the chunks (chunk_teams.cuh): while the doubled
-// grid still fits one wave, so that the halved chain is all the change (MEMRA_SPLIT_RULE=waves:
-// wherever the doubled grid takes fewer than twice the waves).
+// twice as many 64-row blocks, each walking half the chunks (chunk_teams.cuh): wherever the
+// doubled grid takes fewer than twice the waves (MEMRA_SPLIT_RULE=narrow: only while it still fits
+// one wave, so that the halved chain is all the change).
 bool split_pays(int64_t row_blocks);
-// The rule itself, on `sms` SMs (waves: MEMRA_SPLIT_RULE=waves).
+// The rule itself, on `sms` SMs (waves: the default; false: MEMRA_SPLIT_RULE=narrow).
 constexpr bool split_pays_on(int64_t row_blocks, int64_t sms, bool waves) {
   if (!waves) return 2 * row_blocks <= sms;
   return (2 * row_blocks + sms - 1) / sms < 2 * ((row_blocks + sms - 1) / sms);
@@ -314,7 +314,7 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& args, cudaStream_t stream);
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
 // Q6_K and Q8_0 products of at most 64 tokens on that kernel too (its split form for the narrow
-// ones, split_pays): off unless MEMRA_SCALED_DECODE=1 (not yet measured; the same bits).
+// ones, split_pays): on unless MEMRA_SCALED_DECODE=0 (the same bits).
 bool scaled_decode_enabled();
 // Prefill steps' outputs of one dtype on the two kernels above share launches (BlockOuts): on
 // unless MEMRA_WGMMA_PREFILL_GROUPS=0.

@@ -240,12 +240,13 @@ int device_sms() {
   return n;
 }
 
-// MEMRA_SPLIT_RULE: `narrow` (the default) while the doubled grid fits one wave; `waves` wherever
-// it takes fewer than twice the waves (the 128-row grid's last wave at most half full: the 8B's
-// gate/up at 64 tokens, 192 blocks, 2 waves, against 3 of half the chain). Neither is measured
-// yet (forty-eighth round).
+// MEMRA_SPLIT_RULE: `waves` (the default) wherever the doubled grid takes fewer than twice the
+// waves (the 128-row grid's last wave at most half full: the 8B's gate/up at 64 tokens, 192
+// blocks, 2 waves, against 3 of half the chain); `narrow` only while it fits one wave. Measured
+// in the forty-ninth round (H200, 8B Q4_K_M at 40 / 64 sequences: 3,660 / 5,622 tok/s against
+// 3,574 / 5,533).
 bool split_pays(int64_t row_blocks) {
-  static const bool waves = env_choice("MEMRA_SPLIT_RULE", {"narrow", "waves"}, 0) == 1;
+  static const bool waves = env_choice("MEMRA_SPLIT_RULE", {"narrow", "waves"}, 1) == 1;
   return split_pays_on(row_blocks, device_sms(), waves);
 }
 

@@ -14,8 +14,8 @@
 // The arithmetic is fold_chunk_wgmma's, operand for operand: one wgmma chain over a chunk's 16
 // steps on the scaled quants, the mins' step on mma.sync, p = fma(d, s, nb * b), chunks summed left
 // to right. So the bits are every Q4_K kernel's; kernel-check compares them with the ggml-layout
-// kernels. MEMRA_WGMMA_FOLD64=0 runs the quantized wgmma kernel instead (the A/B). Under
-// MEMRA_FOLD64_SPLIT=1 the narrow launches take the split form instead
+// kernels. MEMRA_WGMMA_FOLD64=0 runs the quantized wgmma kernel instead (the A/B). Unless
+// MEMRA_FOLD64_SPLIT=0 the narrow launches take the split form instead
 // (matmul_wgmma_fold64_split.cu: 64-row blocks whose warpgroups take the chunks in turn), whose
 // chunk is this form's, from the pieces they share (wgmma_fold64.cuh).
 #include <type_traits>

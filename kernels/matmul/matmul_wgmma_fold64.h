@@ -20,7 +20,7 @@ void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream);
 
 // The split form (matmul_wgmma_fold64_split.cu): 64-row blocks whose two warpgroups take the
-// chunks in turn, the same bits. Off unless MEMRA_FOLD64_SPLIT=1 (not yet measured).
+// chunks in turn, the same bits. On unless MEMRA_FOLD64_SPLIT=0.
 bool fold64_split_enabled();
 // Whether a launch of row_blocks 128-row blocks (one 64-token tile) takes it: where enabled and
 // twice the blocks still fit one wave. launch_wgmma_fold64 asks this itself.

@@ -28,8 +28,9 @@ void step_layout_build(const Batch& batch, int32_t block_size, int32_t n_blocks,
 // a real one (H100, 8B Q4_K_M: 5-7 sequences on 8's graph lost 2-7%, 9-12 on 16's ~9%;
 // docs/PERFORMANCE.md, forty-seventh round); each bucket is a graph to record per context bucket.
 //   coarse: 1, 2, 4, 8, then 16, 24, 32, 48, 64, 96, 128, ... (powers of two and their midpoints)
-//   small:  every size to 8, then 12, 16, 24, 32, 48, ... (the default, measured)
-//   fine:   every size to 16, every fourth to 32, every eighth to 64, then 96, 128, 192, ...
+//   small:  every size to 8, then 12, 16, 24, 32, 48, ...
+//   fine:   every size to 16, every fourth to 32, every eighth to 64, then 96, 128, 192, ... (the
+//           engine's default, measured: forty-ninth round)
 // The values are MEMRA_GRAPH_SMALL_BUCKETS' choices in order: 0, 1, fine (decoder.cpp).
 enum class BucketGrain { coarse = 0, small = 1, fine = 2 };
 
