@@ -252,9 +252,10 @@ void check_tiled_model_shapes(Context& ctx) {
   // 1,024 x 40,004 and 65,552 at 8 tokens: 2,501 and 4,097 row tiles, over the pair form's
   // default thresholds (Q6_K and Q8_0 from 1,024 tiles, Q4_K from 4,096; an odd count leaves the
   // last block one tile). 256 x 520 and 1,280 x 1,000: one chunk and five, partial 64- and
-  // 128-row blocks, for the split forms at 40 and 64 tokens (MEMRA_FOLD64_SPLIT=1, Q4_K's
-  // pipelined kernel; MEMRA_SCALED_DECODE=1, Q6_K's and Q8_0's scaled one: two warpgroups take the
-  // chunks in turn, so an odd count ends on the first, and one chunk leaves the second none).
+  // 128-row blocks, for the split forms at 40 and 64 tokens (by default; MEMRA_FOLD64_SPLIT=0 and
+  // MEMRA_SCALED_DECODE=0 turn off Q4_K's pipelined one and Q6_K's and Q8_0's scaled one: two
+  // warpgroups take the chunks in turn, so an odd count ends on the first, and one chunk leaves
+  // the second none).
   const Shape shapes[] = {{1024, 2048}, {1024, 3072},  {3072, 1024}, {1024, 40004}, {1024, 65552},
                           {4096, 6144}, {12288, 4096}, {256, 520},   {1280, 1000}};
   for (DType dtype : {DType::q4_k, DType::q6_k, DType::q8_0, DType::bf16}) {
@@ -365,10 +366,10 @@ void check_shared_x(Context& ctx) {
             {40, 64},
             0,
             4});
-  // Narrow Q4_K outputs at 40 and 64 tokens (16 row blocks of 128 together): under
-  // MEMRA_FOLD64_SPLIT=1 the split form's one launch, its 64-row blocks counted per output, over
-  // five chunks (partial last blocks in all three), beside a Q6_K one (under MEMRA_SCALED_DECODE=1
-  // the scaled kernel's split form).
+  // Narrow Q4_K outputs at 40 and 64 tokens (16 row blocks of 128 together): by default the split
+  // form's one launch, its 64-row blocks counted per output, over five chunks (partial last blocks
+  // in all three), beside a Q6_K one (the scaled kernel's split form; each off under
+  // MEMRA_FOLD64_SPLIT=0 / MEMRA_SCALED_DECODE=0).
   check_shared_x_case(ctx, {"3 x Q4_K+Q6_K tiled narrow wgmma",
                             1280,
                             {DType::q4_k, DType::q6_k, DType::q4_k, DType::q4_k},
@@ -377,7 +378,7 @@ void check_shared_x(Context& ctx) {
                             {40, 64},
                             0,
                             2});
-  // Narrow Q6_K and Q8_0 outputs at 40 and 64 tokens: under MEMRA_SCALED_DECODE=1 one launch of
+  // Narrow Q6_K and Q8_0 outputs at 40 and 64 tokens: unless MEMRA_SCALED_DECODE=0 one launch of
   // the scaled kernel's split form per dtype (two outputs each), over five chunks.
   check_shared_x_case(ctx, {"2 x Q6_K+2 x Q8_0 tiled narrow wgmma",
                             1280,
