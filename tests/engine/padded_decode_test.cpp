@@ -156,13 +156,13 @@ TEST_P(PaddedDecode, PaddedStepsGiveTheUnpaddedTokens) {
   std::ifstream in(dir + "/reference.json");
   const auto prompt = nlohmann::json::parse(in).at("prompt").get<std::vector<int32_t>>();
   std::vector<std::vector<int32_t>> prompts;
-  // 11 requests: decode steps of 9-11 sequences replay the 12-sequence graph (the default
-  // buckets are every size to 8, then 12, 16, ...), so padded steps are exercised.
-  for (size_t cut : {48, 20, 33, 9, 41, 3, 27, 15, 37, 6, 44}) {
+  // 19 requests: decode steps of 17-19 sequences replay the 20-sequence graph (the default
+  // buckets are every size to 16, then 20, 24, 28, 32, 40, ...), so padded steps are exercised.
+  for (size_t cut : {48, 20, 33, 9, 41, 3, 27, 15, 37, 6, 44, 12, 30, 5, 39, 18, 24, 46, 1}) {
     const size_t len = std::min(cut, prompt.size());
     prompts.emplace_back(prompt.end() - static_cast<std::ptrdiff_t>(len), prompt.end());
   }
-  const int32_t n = 24;  // request i stops after 24 - 2i tokens: steps shrink from 11 to 1
+  const int32_t n = 40;  // request i stops after 40 - 2i tokens: steps shrink from 19 to 1
   EngineOptions o;
   o.model = dir;
   o.n_threads = 2;
@@ -190,7 +190,8 @@ TEST_P(PaddedDecode, PaddedStepsGiveTheUnpaddedTokens) {
     contexts.insert(k.max_context);
     argmax.insert(k.argmax_cols);
   }
-  EXPECT_EQ(buckets, (std::set<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 12}));
+  EXPECT_EQ(buckets,
+            (std::set<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20}));
   EXPECT_EQ(contexts, (std::set<int32_t>{96}));  // the context bucket, capped by the context
   EXPECT_EQ(argmax.size(), 2u);                  // the greedy and the logits variants
 }
