@@ -448,6 +448,15 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
   if (ldy < n_out) fail(ErrorCode::invalid_argument, "matmul: ldy {} < n_out {}", ldy, n_out);
 }
 
+// Whether a wgmma output of a step of at most kDecodeTokens tokens runs on a kernel that reads x's
+// rows form there (run_mma, launch_fold64_groups, launch_scaled_decode_groups): Q4_K on the
+// pipelined kernel, Q6_K and Q8_0 on the scaled one (MEMRA_X_ROWS_DECODE=1, prepare_x.cu).
+bool reads_rows_in_decode(const MatmulOut& o) {
+  return (o.wtype == DType::q4_k && matmul_detail::wgmma_fold64_enabled()) ||
+         ((o.wtype == DType::q6_k || o.wtype == DType::q8_0) &&
+          matmul_detail::scaled_decode_enabled());
+}
+
 // What the caller hands matmul_shared_x_impl besides x: nothing, x's prepared rows
 // (rms_norm_for_matmul), its rows' largest |x| or x's rows form (kernels/row_max.h).
 enum class XGiven { none, prepared, row_max, rows };
@@ -457,6 +466,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
                           const SideStream* side) {
   const bool x_prepared = given == XGiven::prepared;
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
+  bool every_wgmma_reads_rows = true;       // at most kDecodeTokens: reads_rows_in_decode
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     check_matmul(o.wtype, n_in, o.n_out, n_tokens, o.ldy, o.layout);
@@ -466,7 +476,11 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     if (!exact && (!aligned16(o.w) || !aligned16(x) || !aligned16(scratch))) {
       fail(ErrorCode::invalid_argument, "matmul: w, x and scratch must be 16-byte aligned");
     }
-    if (!exact && o.n_out > 0) (uses_wgmma(o, n_in, n_tokens) ? any_wgmma : any_mma) = true;
+    if (!exact && o.n_out > 0) {
+      const bool wgmma = uses_wgmma(o, n_in, n_tokens);
+      (wgmma ? any_wgmma : any_mma) = true;
+      if (wgmma && !reads_rows_in_decode(o)) every_wgmma_reads_rows = false;
+    }
   }
   if (n_tokens == 0) return;
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
@@ -477,7 +491,8 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
          n_tokens);
   // x's rows form: written by the kernel before (rms_norm_x_rows), or from the producer's maxima
   // in one launch by token groups, else a row a block.
-  const bool xp_rows = any_wgmma && !any_mma && !x_prepared && x_rows_enabled(n_tokens);
+  const bool xp_rows = any_wgmma && !any_mma && !x_prepared && x_rows_enabled(n_tokens) &&
+                       (n_tokens > kDecodeTokens || every_wgmma_reads_rows);
   if (xp_rows && given == XGiven::rows) {
     // nothing to prepare
   } else if (xp_rows && given == XGiven::row_max) {

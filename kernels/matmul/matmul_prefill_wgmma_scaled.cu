@@ -51,11 +51,11 @@ static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 // the x steps after them, as before.
 // kSplit 2: the split form (MEMRA_SCALED_DECODE, 33-64 tokens): 64-row blocks whose compute
 // warpgroups take the chunks in turn (chunk_teams.cuh), four stages in the ring (a team's chunk and
-// its next one each), the running total in shared memory. xp's layout only.
+// its next one each), the running total in shared memory; in either layout of x.
 template <DType D, bool kRows = false, int kSplit = 1>
 struct ScaledCfg {
   using T = Tiled<D>;
-  static_assert(kSplit == 1 || (kSplit == ChunkTeams::kTeams && !kRows), "the split forms");
+  static_assert(kSplit == 1 || kSplit == ChunkTeams::kTeams, "the split forms");
   static constexpr int kBM = 128 / kSplit, kTiles = kBM / 16;
   static constexpr int kStages = kSplit == 1 ? 3 : 4;
   // A stage's readers: every compute warp, or the chunk's team's.
@@ -294,16 +294,21 @@ bool scaled_decode_enabled() {
 template <DType D>
 void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
   const bool decode = x.n_tokens <= kDecodeTokens;
-  if (outs.n < 1 || (decode && (!scaled_decode_enabled() || x.xp_rows)))
+  if (outs.n < 1 || (decode && !scaled_decode_enabled()))
     fail(ErrorCode::internal,
-         "prefill_wgmma_scaled: {} tokens (it takes steps over {}, and of fewer in xp's layout "
-         "unless MEMRA_SCALED_DECODE=0), {} outputs",
+         "prefill_wgmma_scaled: {} tokens (it takes steps over {}, and of fewer unless "
+         "MEMRA_SCALED_DECODE=0), {} outputs",
          x.n_tokens, kDecodeTokens, outs.n);
   const CUtensorMap xmap = x_rows_map(x, kBN);
-  if (x.xp_rows)
+  const bool split = decode && split_pays(outs.block_begin[outs.n]);
+  if (x.xp_rows && split)
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, true, 2>, kBN>(
+        x, outs.in_blocks_of(ScaledCfg<D, true, 2>::kBM), kThreads, ScaledCfg<D, true, 2>::kSmem,
+        stream, xmap);
+  else if (x.xp_rows)
     launch_block_outs<prefill_wgmma_scaled_kernel<D, true, 1>, kBN>(
         x, outs, kThreads, ScaledCfg<D, true>::kSmem, stream, xmap);
-  else if (decode && split_pays(outs.block_begin[outs.n]))
+  else if (split)
     launch_block_outs<prefill_wgmma_scaled_kernel<D, false, 2>, kBN>(
         x, outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM), kThreads, ScaledCfg<D, false, 2>::kSmem,
         stream, xmap);

@@ -45,10 +45,13 @@ static_assert(kAhead + 2 <= kStages, "a refilled stage's chunk is two chunks bac
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Warp 0 fills stage c % kStages with chunk c (copy_chunk), none past the last chunk.
-__device__ __forceinline__ void fill_stage(const MatmulArgs& a, uint8_t* smem, uint64_t* full,
-                                           int c, int row0, int tok0, int lane) {
+template <bool kRows>
+__device__ __forceinline__ void fill_stage(const MatmulArgs& a, const CUtensorMap* xmap,
+                                           uint8_t* smem, uint64_t* full, int c, int row0, int tok0,
+                                           int lane) {
   if (c >= a.n_in / kChunk) return;
-  copy_chunk<kTiles>(a, smem + (c % kStages) * kStage, full + c % kStages, c, row0, tok0, lane);
+  copy_chunk<kTiles, kRows>(a, xmap, smem + (c % kStages) * kStage, full + c % kStages, c, row0,
+                            tok0, lane);
 }
 
 // Chunk c's end for this warp's tile (stage: chunk c's, for the rows' headers; xs: its staged mins'
@@ -65,12 +68,16 @@ __device__ __forceinline__ void fold_end(const uint8_t* stage, const uint4* xs, 
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names.
+// Block (x, y): tokens [64 x, + 64) of the 128-row block of outs that y names. kRows: x is x.xp's
+// rows form, read through xmap (x_rows_map; a zeroed map otherwise).
+template <bool kRows>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_fold64_kernel(const MatmulArgs x, const BlockOuts outs) {
+    wgmma_fold64_kernel(const MatmulArgs x, const BlockOuts outs,
+                        const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_xp[];
+  uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
@@ -91,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) mbar_init_stages(full, kStages);
   __syncthreads();
   if (warp == 0) {
-    for (int c = 0; c < kAhead; ++c) fill_stage(a, smem, full, c, row0, tok0, lane);
+    for (int c = 0; c < kAhead; ++c) fill_stage<kRows>(a, &xmap, smem, full, c, row0, tok0, lane);
   }
 
   // s0, s1: the chains of even and odd chunks (n8 tile j, mma.sync's C layout); total: the running
@@ -106,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Every warp is past chunk c - 1's first group, so chunk c - 2 is complete everywhere (its
     // stage is free) and so is its fold (its sums' buffer, c % 2, is free).
     __syncthreads();
-    if (warp == 0) fill_stage(a, smem, full, c + kAhead, row0, tok0, lane);
+    if (warp == 0) fill_stage<kRows>(a, &xmap, smem, full, c + kAhead, row0, tok0, lane);
     if (x_owner) {
       xs[(c & 1) * kXsPerChunk + tid] =
           x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
@@ -114,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const uint8_t* rec = stage + warp * T::kBytes;
     const FoldRow fr_g = fold_row(T::head(rec, g)), fr_g8 = fold_row(T::head(rec, g + 8));
-    chunk_chain(rec, stage + S::kRecBytes, fr_g, fr_g8, lane, af, cur, [&] {
+    chunk_chain<kRows>(rec, stage + S::kRecBytes, fr_g, fr_g8, lane, af, cur, [&] {
       if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
         fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1, warp,
                  lane, prev, total);
@@ -156,15 +163,20 @@ bool wgmma_fold64_enabled() {
 }
 
 void launch_wgmma_fold64(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (x.n_in % kChunk != 0 || outs.n < 1 || x.xp_rows)
+  if (x.n_in % kChunk != 0 || outs.n < 1 || (x.xp_rows && x.n_tokens > kBN))
     fail(ErrorCode::internal,
-         "wgmma_fold64: K {} (whole 256-element chunks), {} outputs, x's rows form {}", x.n_in,
-         outs.n, x.xp_rows);
+         "wgmma_fold64: K {} (whole 256-element chunks), {} outputs, x's rows form at {} tokens "
+         "(at most {})",
+         x.n_in, outs.n, x.n_tokens, kBN);
   if (x.n_tokens <= kBN && fold64_split_takes(outs.block_begin[outs.n])) {
     launch_wgmma_fold64_split(x, outs, stream);
     return;
   }
-  launch_block_outs<wgmma_fold64_kernel, kBN>(x, outs, kThreads, kSmem, stream);
+  const CUtensorMap xmap = x_rows_map(x, kBN);
+  if (x.xp_rows)
+    launch_block_outs<wgmma_fold64_kernel<true>, kBN>(x, outs, kThreads, kSmem, stream, xmap);
+  else
+    launch_block_outs<wgmma_fold64_kernel<false>, kBN>(x, outs, kThreads, kSmem, stream, xmap);
 }
 
 void launch_wgmma_fold64(const MatmulArgs& args, cudaStream_t stream) {

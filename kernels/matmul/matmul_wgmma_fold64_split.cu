@@ -55,12 +55,16 @@ static_assert(ChunkTeams::kElems == kBN / 2 && ChunkTeams::kElems * kTeamThreads
               "a thread's accumulator elements: store_tile's");
 
 // Block (x, y): tokens [64 x, + 64) of the 64-row block of outs that y names (BlockOuts in blocks
-// of kBM rows).
+// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map; a zeroed map
+// otherwise).
+template <bool kRows>
 __global__ void __launch_bounds__(kThreads, 1)
-    wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs) {
+    wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs,
+                              const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem_xp[];
+  uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2;
   const ChunkTeams teams(smem + kTotalAt, smem + kBarsAt + kTeams * kTeamStages * 8, tid);
   const int team = teams.team, ttid = teams.thread, twarp = ttid >> 5;
@@ -88,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();          // the last barrier of the whole block: the teams meet only on `teams`
   if (n_mine == 0) return;  // one chunk (K = 256): team 1 has none
-  if (twarp == 0) copy_chunk<kTiles>(a, stages, full, team, row0, tok0, lane);
+  if (twarp == 0) copy_chunk<kTiles, kRows>(a, &xmap, stages, full, team, row0, tok0, lane);
   const auto team_sync = [&] { named_barrier_sync(1 + team, kTeamThreads); };
 
   // Adds chunk c's partial (s: its completed chain; fr: its rows' headers; xs_c: its staged mins'
@@ -131,15 +135,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // its headers are in fr_prev) and past chunk k - 2's end (its mins' buffer, k % 2, is free).
     team_sync();
     if (twarp == 0 && k + 1 < n_mine)
-      copy_chunk<kTiles>(a, stages + ((k + 1) % kTeamStages) * S::kBytes,
-                         full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
+      copy_chunk<kTiles, kRows>(a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes,
+                                full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
     xs[(k & 1) * kXsPerChunk + ttid] =
         x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
     if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
     const uint8_t* rec = stage + twarp * T::kBytes;
     fr[0] = fold_row(T::head(rec, g));
     fr[1] = fold_row(T::head(rec, g + 8));
-    chunk_chain(rec, stage + S::kRecBytes, fr[0], fr[1], lane, af, cur, [&] {
+    chunk_chain<kRows>(rec, stage + S::kRecBytes, fr[0], fr[1], lane, af, cur, [&] {
       if constexpr (decltype(add_prev)::value)
         add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXsPerChunk);
     });
@@ -186,13 +190,17 @@ bool fold64_split_takes(int64_t row_blocks) {
 }
 
 void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (x.n_in % kChunk != 0 || outs.n < 1 || x.xp_rows || x.n_tokens > kBN)
+  if (x.n_in % kChunk != 0 || outs.n < 1 || x.n_tokens > kBN)
     fail(ErrorCode::internal,
-         "wgmma_fold64_split: K {} (whole 256-element chunks), {} outputs, x's rows form {}, {} "
-         "tokens (at most {})",
-         x.n_in, outs.n, x.xp_rows, x.n_tokens, kBN);
-  launch_block_outs<wgmma_fold64_split_kernel, kBN>(x, outs.in_blocks_of(kBM), kThreads, kSmem,
-                                                    stream);
+         "wgmma_fold64_split: K {} (whole 256-element chunks), {} outputs, {} tokens (at most {})",
+         x.n_in, outs.n, x.n_tokens, kBN);
+  const CUtensorMap xmap = x_rows_map(x, kBN);
+  if (x.xp_rows)
+    launch_block_outs<wgmma_fold64_split_kernel<true>, kBN>(x, outs.in_blocks_of(kBM), kThreads,
+                                                            kSmem, stream, xmap);
+  else
+    launch_block_outs<wgmma_fold64_split_kernel<false>, kBN>(x, outs.in_blocks_of(kBM), kThreads,
+                                                             kSmem, stream, xmap);
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/matmul_wgmma_fold64.h"
 #include "kernels/matmul/prepare_x.cuh"
 #include "kernels/matmul/scratch_layout.cuh"
 #include "kernels/row_max.h"
@@ -201,10 +202,25 @@ void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x,
 // a block, x's wgmma form needs no pass of its own over the row's maxima, and the kernel that
 // writes a row stores whole runs (xp_offset's 16-byte pieces sit 128 bytes to 4 KB apart, the
 // reason xp_groups_kernel exists).
+//
+// MEMRA_X_ROWS_DECODE=1 (opt-in, written in the forty-ninth round without a device, unmeasured)
+// takes it to the decode steps of 33-64 tokens too, where every Q4_K, Q6_K and Q8_0 product runs on
+// the pipelined Q4_K kernel or the scaled one, which read it as the prefill kernels do (the same
+// boxes, the same bits): the norms and the gated activation then write the products' input
+// themselves, instead of the two passes of its own each product input takes (c64's step profile,
+// forty-ninth round: 26 us a layer of ~317).
+bool x_rows_decode_enabled() {
+  static const bool enabled = env_switch("MEMRA_X_ROWS_DECODE", false);
+  return enabled;
+}
 bool x_rows_enabled(int64_t n_tokens) {
   static const bool enabled = env_switch("MEMRA_X_ROWS", true);
-  return enabled && n_tokens > kDecodeTokens && matmul_detail::prefill_wgmma_fold_enabled() &&
-         matmul_detail::prefill_wgmma_scaled_enabled();
+  if (!enabled) return false;
+  if (n_tokens > kDecodeTokens)
+    return matmul_detail::prefill_wgmma_fold_enabled() &&
+           matmul_detail::prefill_wgmma_scaled_enabled();
+  return n_tokens > kRowsDecodeMinTokens && x_rows_decode_enabled() &&
+         matmul_detail::wgmma_fold64_enabled() && matmul_detail::scaled_decode_enabled();
 }
 
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {

@@ -19,13 +19,16 @@ constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
 constexpr int kXsPerChunk = 2 * kBN;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
-// A stage of a block of kTiles m16 row tiles: the tiles' records of one chunk, then its x.
+// A stage of a block of kTiles m16 row tiles: the tiles' records of one chunk, then its x. In x's
+// rows form (kRows) the x boxes need 1,024-byte alignment, which the records' sizes keep (a
+// record is 2,304 bytes: whole kilobytes for any even kTiles).
 template <int kTiles>
 struct Stage {
   static constexpr int kRecBytes = kTiles * T::kBytes;
   static constexpr int kBytes = kRecBytes + kXStage;
   static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
   static_assert(kBytes % 128 == 0, "stages 128-byte aligned");
+  static_assert(kRecBytes % 1024 == 0 && kBytes % 1024 == 0, "x's rows boxes 1,024-byte aligned");
 };
 
 // Templates, instantiated only by the kernels' sm_90a code.
@@ -33,10 +36,13 @@ struct Stage {
 // One warp fills `stage` with chunk c, completing on `bar`: lane 0 sets the byte count first (the
 // warp meets before any copy is issued), lanes 0 .. kTiles - 1 copy the tile records (rows past
 // the matrix repeat the last tile), the next 16 lanes the 2 KB of each k16 step's xp tile that
-// hold the block's tokens.
-template <int kTiles>
-__device__ __forceinline__ void copy_chunk(const MatmulArgs& a, uint8_t* stage, uint64_t* bar,
-                                           int c, int row0, int tok0, int lane) {
+// hold the block's tokens, or (kRows) the next 4 lanes the rows form's 64-k x 64-token boxes of
+// the chunk through xmap (x_rows_map; rows past the batch arrive as zeros, and the box's whole
+// 8 KB count).
+template <int kTiles, bool kRows = false>
+__device__ __forceinline__ void copy_chunk(const MatmulArgs& a, const CUtensorMap* xmap,
+                                           uint8_t* stage, uint64_t* bar, int c, int row0, int tok0,
+                                           int lane) {
   using S = Stage<kTiles>;
   const int n_chunks = a.n_in / kChunk;
   if (lane == 0) mbar_arrive_expect_tx(bar, S::kBytes);
@@ -44,7 +50,11 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, uint8_t* stage, 
   if (lane < kTiles) {
     const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
     bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
-  } else if (lane < kTiles + kChunk / 16) {
+  } else if (kRows && lane < kTiles + kChunk / kXRowsK) {
+    const int box = lane - kTiles;
+    tensor_copy_2d(stage + S::kRecBytes + box * (kBN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
+                   bar);
+  } else if (!kRows && lane < kTiles + kChunk / 16) {
     const int s = lane - kTiles;
     bulk_copy(stage + S::kRecBytes + s * kStepBytes,
               a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
@@ -52,13 +62,13 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, uint8_t* stage, 
 }
 
 // One chunk's wgmma chain into cur for a warp's m16 tile (rec: its record in the stage; X: the
-// stage's x; r_g, r_g8: its rows' headers), its 16 steps in four groups of four. af: two sets of
-// A fragments, set u % 2 for group u, so a set is rewritten only after the group before last has
-// completed (wgmma_wait<1>). after_first(): what the warp does while the first group runs (the
-// chunk before's end: it may read a completed accumulator set, never cur). The chunk completes
-// here, not across a loop's back edge: a wgmma in flight there (or at any join) makes ptxas
-// serialize them all (C7514).
-template <typename AfterFirst>
+// stage's x, in xp's layout or kRows the rows form's boxes; r_g, r_g8: its rows' headers), its 16
+// steps in four groups of four. af: two sets of A fragments, set u % 2 for group u, so a set is
+// rewritten only after the group before last has completed (wgmma_wait<1>). after_first(): what the
+// warp does while the first group runs (the chunk before's end: it may read a completed accumulator
+// set, never cur). The chunk completes here, not across a loop's back edge: a wgmma in flight there
+// (or at any join) makes ptxas serialize them all (C7514).
+template <bool kRows, typename AfterFirst>
 __device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X,
                                             const FoldRow& r_g, const FoldRow& r_g8, int lane,
                                             uint32_t (&af)[2][4][4], float (&cur)[8][4],
@@ -72,7 +82,7 @@ __device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X
     wgmma_fence();
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
-      const uint64_t desc = b_desc(X + (4 * u + v) * kStepBytes);
+      const uint64_t desc = x_step_desc<kRows, kBN>(X, 4 * u + v);
       if (u == 0 && v == 0)
         wgmma_m64n64k16<false>(cur, af[0][0], desc);
       else

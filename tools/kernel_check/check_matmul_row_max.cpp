@@ -4,7 +4,10 @@
 // tiled outputs take x's wgmma form by token groups on sm_90a (elsewhere the products prepare x
 // themselves and the maxima are not read; the comparison holds either way). Likewise
 // rms_norm_x_rows and act_mul_x_rows, each then matmul_shared_x_handed (the kernel writing x's rows
-// form itself, read on sm_90a unless MEMRA_X_ROWS=0).
+// form itself, read on sm_90a unless MEMRA_X_ROWS=0), at prompt-step token counts and at 40 and
+// 64 tokens, where every product takes the pipelined Q4_K or the scaled Q6_K / Q8_0 wgmma kernel
+// and reads the rows form under MEMRA_X_ROWS_DECODE=1 (elsewhere the products prepare x
+// themselves).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -17,10 +20,32 @@
 namespace memra::kernel_check {
 namespace {
 
-// The products of every case: tiled Q4_K, Q6_K and BF16 outputs over the same x.
+// The products of every case: tiled Q4_K, Q6_K and BF16 outputs over the same x, or at decode
+// token counts Q4_K, Q6_K and Q8_0 (a BF16 output of 64 rows takes the tiled decode kernel there,
+// which reads x's other forms, so the rows form would not be read).
 constexpr int kOuts = 3;
-constexpr DType kTypes[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+using Types = DType[kOuts];
+constexpr Types kTypes = {DType::q4_k, DType::q6_k, DType::bf16};
+constexpr Types kDecodeTypes = {DType::q4_k, DType::q6_k, DType::q8_0};
 constexpr int64_t kOutRows[kOuts] = {160, 48, 64};
+
+std::string types_str(const Types& types) {
+  std::string s;
+  for (DType t : types) s.append(s.empty() ? "" : "+").append(dtype_name(t));
+  return s + " tiled";
+}
+
+// The outputs' weights for each type (tiled), over dim inputs.
+std::vector<Dev<uint8_t>> tiled_weights(Context& ctx, const Types& types, int64_t dim) {
+  std::vector<Dev<uint8_t>> ws;
+  for (int i = 0; i < kOuts; ++i) {
+    Dev<uint8_t> ggml(ctx, random_weights(ctx, types[i], dim, kOutRows[i]));
+    ws.emplace_back(kernels::matmul_tiled_bytes(types[i], dim, kOutRows[i]));
+    kernels::matmul_tile(types[i], ggml.get(), dim, kOutRows[i], ws.back().get(), ctx.stream());
+    ctx.sync();
+  }
+  return ws;
+}
 
 // The products' outputs twice, poisoned: `plain` for the plain kernel's x, `given` for the row-max
 // path's.
@@ -28,7 +53,7 @@ struct OutputPairs {
   std::vector<Dev<float>> plain, given;
   std::vector<kernels::MatmulOut> plain_outs, given_outs;
 
-  OutputPairs(Context& ctx, const std::vector<Dev<uint8_t>>& ws, int64_t rows) {
+  OutputPairs(Context& ctx, const Types& types, const std::vector<Dev<uint8_t>>& ws, int64_t rows) {
     for (int i = 0; i < kOuts; ++i) {
       plain.emplace_back(rows * kOutRows[i]);
       given.emplace_back(rows * kOutRows[i]);
@@ -37,8 +62,8 @@ struct OutputPairs {
     }
     for (int i = 0; i < kOuts; ++i) {
       const auto out = [&](const Dev<float>& y) {
-        return kernels::MatmulOut{kTypes[i], ws[i].get(), kOutRows[i],
-                                  y.get(),   kOutRows[i], kernels::WeightLayout::tiled};
+        return kernels::MatmulOut{types[i], ws[i].get(), kOutRows[i],
+                                  y.get(),  kOutRows[i], kernels::WeightLayout::tiled};
       };
       plain_outs.push_back(out(plain[i]));
       given_outs.push_back(out(given[i]));
@@ -95,12 +120,13 @@ std::string tooth(const Context& ctx, Handed h, bool read, const char* elsewhere
 // Dim 1024 and 4096 take the norm's register form of 4 chunks a thread, 5120 of 8, 12288 its loop
 // form (kernels/elementwise/norm_row.cuh).
 void check_norm_case(Context& ctx, Handed h, int64_t dim, int64_t rows, bool residual,
-                     const std::vector<Dev<uint8_t>>& ws, const Dev<float>& dw) {
+                     const Types& types, const std::vector<Dev<uint8_t>>& ws,
+                     const Dev<float>& dw) {
   const std::vector<float> x = ctx.uniform(rows * dim), d = ctx.uniform(rows * dim);
   Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
   Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
       s2(kernels::matmul_scratch_bytes(rows, dim));
-  OutputPairs o(ctx, ws, rows);
+  OutputPairs o(ctx, types, ws, rows);
   const bool read = handed_read(h, rows, dim);
   const float eps = 1e-6f, given_eps = ctx.teeth() && !read ? 1e-3f : eps;
   if (residual)
@@ -122,21 +148,21 @@ void check_norm_case(Context& ctx, Handed h, int64_t dim, int64_t rows, bool res
   const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
                      bit_mismatches(x2.download(ctx), x1.download(ctx)) + o.mismatches(ctx);
   ctx.add({case_name(h, "norm"),
-           std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
-               " Q4_K+Q6_K+BF16 tiled",
+           std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) + " " +
+               types_str(types),
            "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "eps 1e-3 in the norm")});
 }
 
 // The gated activation's rows of n_cols (the down projection's input): one float4 round a thread at
 // 1,024 wide, three at 12,288, a partial round at 5,120.
 void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, int64_t rows,
-                    const std::vector<Dev<uint8_t>>& ws) {
+                    const Types& types, const std::vector<Dev<uint8_t>>& ws) {
   const Dev<float> gate(ctx, ctx.uniform(rows * n_cols, -4.0f, 4.0f));
   const Dev<float> up(ctx, ctx.uniform(rows * n_cols));
   Dev<float> a1(rows * n_cols), a2(rows * n_cols);
   Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, n_cols)),
       s2(kernels::matmul_scratch_bytes(rows, n_cols));
-  OutputPairs o(ctx, ws, rows);
+  OutputPairs o(ctx, types, ws, rows);
   const bool read = handed_read(h, rows, n_cols);
   const kernels::Act other =
       act == kernels::Act::silu ? kernels::Act::gelu_tanh : kernels::Act::silu;
@@ -154,7 +180,7 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
   const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
   ctx.add({case_name(h, "act"),
            std::string(act == kernels::Act::silu ? "silu " : "gelu_tanh ") +
-               shape_str({rows, n_cols}) + " Q4_K+Q6_K+BF16 tiled",
+               shape_str({rows, n_cols}) + " " + types_str(types),
            "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "the other activation")});
 }
 
@@ -162,27 +188,26 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
 
 void check_matmul_row_max(Context& ctx) {
   for (int64_t dim : {1024, 4096, 5120, 12288}) {
-    std::vector<Dev<uint8_t>> ws;
-    for (int i = 0; i < kOuts; ++i) {
-      Dev<uint8_t> ggml(ctx, random_weights(ctx, kTypes[i], dim, kOutRows[i]));
-      ws.emplace_back(kernels::matmul_tiled_bytes(kTypes[i], dim, kOutRows[i]));
-      kernels::matmul_tile(kTypes[i], ggml.get(), dim, kOutRows[i], ws.back().get(), ctx.stream());
-      ctx.sync();
-    }
+    const std::vector<Dev<uint8_t>> ws = tiled_weights(ctx, kTypes, dim);
+    const std::vector<Dev<uint8_t>> ws_decode = tiled_weights(ctx, kDecodeTypes, dim);
     const Dev<float> dw(ctx, ctx.uniform(dim, 0.5f, 1.5f));
     for (int64_t rows : {int64_t{65}, int64_t{130}, int64_t{300}}) {
       if (dim >= 12288 && rows > 130) continue;  // the loop form's rows are alike past that
       for (bool residual : {true, false})
-        check_norm_case(ctx, Handed::row_max, dim, rows, residual, ws, dw);
-      check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, ws, dw);
+        check_norm_case(ctx, Handed::row_max, dim, rows, residual, kTypes, ws, dw);
+      check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, kTypes, ws, dw);
     }
+    // A decode step's (MEMRA_X_ROWS_DECODE=1): 40 tokens, a partial box of the products' 64.
+    for (int64_t rows : {int64_t{40}, int64_t{64}})
+      check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
+    check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
     if (dim == 5120) {
-      check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, ws);
+      check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, kTypes, ws);
       continue;
     }
     for (int64_t rows : {int64_t{65}, int64_t{300}})
       for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
-        check_act_case(ctx, Handed::rows, act, dim, rows, ws);
+        check_act_case(ctx, Handed::rows, act, dim, rows, kTypes, ws);
   }
 }
 
