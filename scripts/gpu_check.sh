@@ -58,6 +58,10 @@
 #               of the open decode targets: the tiled decode kernel at 8 tokens (Q4_K gate and
 #               down), the one-token kernel on the same gate, decode attention at one sequence of
 #               512 keys, then memra-kernel-bench at 1 and 8 tokens (~4 min; not part of full)
+#     stalls64  the same for the 64-token products that hold ~63% of c64's step (forty-ninth
+#               round): the pipelined Q4_K kernel's 128-row form (gate) and split form (down),
+#               the scaled kernel's split form (Q6_K down), then memra-kernel-bench at 64 tokens
+#               (~3 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -87,8 +91,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | bins | scan | holes | stalls | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|bins|scan|holes|stalls|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -576,6 +580,22 @@ if [ "$MODE" = steps ]; then
   step prompt-profile-qwen3-8b-q4_k_m-512 240 env ${MEMRA_PROFILE_ENV:-} python3 \
     scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt \
     --skip 0 --count 2500 --bench-args "-p 512 -n 2 -r 3"
+fi
+if [ "$MODE" = stalls64 ]; then
+  # Why a 64-token chunk takes ~2.3 us where its wgmmas need ~0.55 (forty-ninth round: the
+  # products are ~63% of c64's step): Nsight Compute's limits, stall reasons and most-stalled SASS
+  # lines of the pipelined Q4_K kernel's 128-row form (gate: 96 blocks, no split), its split form
+  # (down: 32 blocks of 128 rows, split) and the scaled kernel's split form (Q6_K down).
+  for sh in gate down; do
+    step "stalls-fold64-64-$sh" 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+      --detail wgmma_fold64 --skip 60 --count 1 --source 60 \
+      --bench-args "--tokens 64 --dtypes q4_k --only $sh"
+  done
+  step stalls-scaled-64-down 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
+    --detail prefill_wgmma_scaled --skip 60 --count 1 --source 60 \
+    --bench-args "--tokens 64 --dtypes q6_k --only down"
+  step kernel-bench-stalls64 120 "$BIN/memra-kernel-bench" --tokens 64 --dtypes q4_k,q6_k,q8_0 \
+    --json "$RECEIPTS/$DAY-kernel-bench-stalls64.json"
 fi
 if [ "$MODE" = profile ]; then
   # Serialized kernel time per step, by kernel (without -p, memra bench runs only the -c figures:
