@@ -458,6 +458,8 @@ if [ "$MODE" = split ]; then
     "$(synth qwen3-0.6b q8_0)"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   bench "$q8b" -p 512 -n 128 -c 1,8,64
+  # (Q8_0's receipt named apart from bench8b's; MEMRA_SPLIT_RULE=waves is the default, set only
+  # so that the receipt's command says which rule ran.)
   bench_with "$(synth qwen3-8b q8_0)" split-default MEMRA_SPLIT_RULE=waves -n 64 -c 64
   step kernel-bench-split 120 "$BIN/memra-kernel-bench" --tokens 64 --dtypes q4_k,q6_k,q8_0 \
     --json "$RECEIPTS/$DAY-kernel-bench-split.json"
