@@ -231,12 +231,18 @@ bool persistent_enabled() {
 
 }  // namespace
 
-// The attribute query is a lookup in the runtime's device table, cheap beside a launch (launch.cu).
+// Kept per device after the first query: split_pays asks it for every Q4_K, Q6_K and Q8_0 output
+// of a 33-64-token step, several times a launch (uses_wgmma), on the host's path of eager steps.
 int device_sms() {
+  constexpr int kKnownDevices = 64;
+  static std::atomic<int> known[kKnownDevices] = {};
   int device = 0, n = 0;
   detail::check_cuda(cudaGetDevice(&device), "prefill_wgmma", "cudaGetDevice");
+  const bool kept = device >= 0 && device < kKnownDevices;
+  if (kept && (n = known[device].load(std::memory_order_relaxed)) > 0) return n;
   detail::check_cuda(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
                      "prefill_wgmma", "cudaDeviceGetAttribute");
+  if (kept) known[device].store(n, std::memory_order_relaxed);
   return n;
 }
 

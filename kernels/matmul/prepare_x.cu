@@ -209,7 +209,7 @@ void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x,
 // boxes, the same bits): the norms and the gated activation then write the products' input
 // themselves, instead of the two passes of its own each product input takes (c64's step profile,
 // forty-ninth round: 26 us a layer of ~317).
-bool x_rows_decode_enabled() {
+static bool x_rows_decode_enabled() {
   static const bool enabled = env_switch("MEMRA_X_ROWS_DECODE", false);
   return enabled;
 }
