@@ -450,7 +450,7 @@ void check_matmul(DType wtype, int64_t n_in, int64_t n_out, int64_t n_tokens, in
 
 // Whether a wgmma output of a step of at most kDecodeTokens tokens runs on a kernel that reads x's
 // rows form there (run_mma, launch_fold64_groups, launch_scaled_decode_groups): Q4_K on the
-// pipelined kernel, Q6_K and Q8_0 on the scaled one (MEMRA_X_ROWS_DECODE=1, prepare_x.cu).
+// pipelined kernel, Q6_K and Q8_0 on the scaled one (unless MEMRA_X_ROWS_DECODE=0, prepare_x.cu).
 bool reads_rows_in_decode(const MatmulOut& o) {
   return (o.wtype == DType::q4_k && matmul_detail::wgmma_fold64_enabled()) ||
          ((o.wtype == DType::q6_k || o.wtype == DType::q8_0) &&

@@ -203,14 +203,15 @@ void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x,
 // writes a row stores whole runs (xp_offset's 16-byte pieces sit 128 bytes to 4 KB apart, the
 // reason xp_groups_kernel exists).
 //
-// MEMRA_X_ROWS_DECODE=1 (opt-in, written in the forty-ninth round without a device, unmeasured)
-// takes it to the decode steps of 33-64 tokens too, where every Q4_K, Q6_K and Q8_0 product runs on
-// the pipelined Q4_K kernel or the scaled one, which read it as the prefill kernels do (the same
-// boxes, the same bits): the norms and the gated activation then write the products' input
-// themselves, instead of the two passes of its own each product input takes (c64's step profile,
-// forty-ninth round: 26 us a layer of ~317).
+// At the decode steps of 33-64 tokens too (on by default since the fiftieth round: 8B Q4_K_M c40
+// +5.1%, c64 +4.1%, Q8_0 c64 +3.8%, 0.6B c64 +7.2% on an H100; MEMRA_X_ROWS_DECODE=0 for the A/B,
+// the same bits), where every Q4_K, Q6_K and Q8_0 product runs on the pipelined Q4_K kernel or the
+// scaled one, which read it as the prefill kernels do (the same boxes, the same bits): the norms
+// and the gated activation then write the products' input themselves, instead of the two passes
+// of its own each product input takes (c64's step profile, forty-ninth round: 26 us a layer of
+// ~317).
 static bool x_rows_decode_enabled() {
-  static const bool enabled = env_switch("MEMRA_X_ROWS_DECODE", false);
+  static const bool enabled = env_switch("MEMRA_X_ROWS_DECODE", true);
   return enabled;
 }
 bool x_rows_enabled(int64_t n_tokens) {

@@ -203,11 +203,11 @@ void launch_xp_groups(int n_rows, int n_in, cudaStream_t stream, const float* x,
                       float* xsum, int xsum_stride, float* xinv, float* xmax, bool xmax_given,
                       bool xp_rows);
 // Whether an n_tokens step's products read x's rows form (their wgmma kernels; MEMRA_X_ROWS=0: no;
-// at 33-64 tokens only under MEMRA_X_ROWS_DECODE=1, and only where every wgmma output is one the
+// at 33-64 tokens unless MEMRA_X_ROWS_DECODE=0, and only where every wgmma output is one the
 // pipelined Q4_K or the scaled Q6_K / Q8_0 kernel takes: matmul.cu checks that per call).
 bool x_rows_enabled(int64_t n_tokens);
-// Steps past this many tokens and at most kDecodeTokens read x's rows form under
-// MEMRA_X_ROWS_DECODE=1: those whose every Q4_K, Q6_K and Q8_0 product takes wgmma
+// Steps past this many tokens and at most kDecodeTokens read x's rows form (unless
+// MEMRA_X_ROWS_DECODE=0): those whose every Q4_K, Q6_K and Q8_0 product takes wgmma
 // (fold64_takes, scaled_split_takes).
 constexpr int64_t kRowsDecodeMinTokens = 32;
 

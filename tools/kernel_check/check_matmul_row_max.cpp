@@ -6,7 +6,7 @@
 // rms_norm_x_rows and act_mul_x_rows, each then matmul_shared_x_handed (the kernel writing x's rows
 // form itself, read on sm_90a unless MEMRA_X_ROWS=0), at prompt-step token counts and at 40 and
 // 64 tokens, where every product takes the pipelined Q4_K or the scaled Q6_K / Q8_0 wgmma kernel
-// and reads the rows form under MEMRA_X_ROWS_DECODE=1 (elsewhere the products prepare x
+// and reads the rows form unless MEMRA_X_ROWS_DECODE=0 (elsewhere the products prepare x
 // themselves).
 #include <cmath>
 #include <string>
@@ -197,7 +197,7 @@ void check_matmul_row_max(Context& ctx) {
         check_norm_case(ctx, Handed::row_max, dim, rows, residual, kTypes, ws, dw);
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, kTypes, ws, dw);
     }
-    // A decode step's (MEMRA_X_ROWS_DECODE=1): 40 tokens, a partial box of the products' 64.
+    // A decode step's (the rows form unless MEMRA_X_ROWS_DECODE=0): 40 tokens, a partial box of the products' 64.
     for (int64_t rows : {int64_t{40}, int64_t{64}})
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
     check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
