@@ -36,13 +36,19 @@
 #               at 64 tokens, then the split rule's A/B (MEMRA_SPLIT_RULE=waves, the default,
 #               against narrow), 8B Q4_K_M at 40 and 64 sequences, twice, alternated (~5 min; not
 #               part of full)
-#     xrows     written without a device (forty-ninth round): x's rows form at decode steps of
-#               33-64 tokens (MEMRA_X_ROWS_DECODE=1: the norms and the gated activation write the
-#               products' input, the pipelined Q4_K and scaled Q6_K / Q8_0 kernels read it by
-#               tensor copies) against the default: kernel-check's matrix cases with it (+ teeth),
-#               the determinism contract and graph replay with it, 8B Q4_K_M decode of 40 and 64
-#               sequences, 8B Q8_0 and the 0.6B of 64, each way, twice, alternated; then the c64
-#               step profile with it (~6 min; not part of full)
+#     xrows     x's rows form at decode steps of 33-64 tokens (the default since the fiftieth
+#               round; MEMRA_X_ROWS_DECODE=0 turns it off: the products prepare x themselves)
+#               against =0: kernel-check's matrix cases with it (+ teeth), the determinism
+#               contract and graph replay with it, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0
+#               and the 0.6B of 64, each way, twice, alternated; then the c64 step profile with it
+#               (~4 min; not part of full)
+#     halves    written without a device (fiftieth round): the split forms' token halves
+#               (MEMRA_SPLIT_HALVES=1: 32-token blocks on m64n32 wgmmas where the split grid fills
+#               at most half the SMs, and at 17-32 tokens) against the default: kernel-check's
+#               matrix cases with it (+ teeth), the determinism contract and graph replay with it,
+#               memra-kernel-bench at 40 and 64 tokens each way, 8B Q4_K_M decode of 40 and 64
+#               sequences, 8B Q8_0 and the 0.6B of 24 and 64, each way, twice, alternated
+#               (~5 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -91,8 +97,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -472,11 +478,11 @@ if [ "$MODE" = split ]; then
     --filter matmul
 fi
 if [ "$MODE" = xrows ]; then
-  # Written without a device (forty-ninth round): x's rows form at 33-64 tokens. Its bits first:
-  # every matrix case with it (the products at 40 and 64 tokens read x's rows form; the norm and
-  # activation cases at 40 and 64 rows hand it over, with teeth: a zeroed piece of it must show),
-  # the determinism contract and graph replay with it; then its speed against the default, and
-  # the c64 step with it by kernel.
+  # x's rows form at 33-64 tokens (written in the forty-ninth round, measured and made the default
+  # in the fiftieth). Its bits first: every matrix case with it (the products at 40 and 64 tokens
+  # read x's rows form; the norm and activation cases at 40 and 64 rows hand it over, with teeth:
+  # a zeroed piece of it must show), the determinism contract and graph replay with it; then its
+  # speed against =0, and the c64 step with it by kernel.
   kcheck kernel-check-matmul-xrows 300 MEMRA_X_ROWS_DECODE=1 --filter matmul
   kcheck kernel-check-matmul-xrows-teeth 300 MEMRA_X_ROWS_DECODE=1 --filter matmul --teeth
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
@@ -496,6 +502,32 @@ if [ "$MODE" = xrows ]; then
   step profile-qwen3-8b-q4_k_m-c64-xrows 300 env MEMRA_X_ROWS_DECODE=1 python3 \
     scripts/gpu_profile.py --bin "$BIN" --model "$q8b" --skip 16000 --count 2500 \
     --bench-args "-n 64 -r 3 -c 64"
+fi
+if [ "$MODE" = halves ]; then
+  # Written without a device (fiftieth round): the split forms' token halves. Their bits first:
+  # every matrix case with them (the narrow products at 17-64 tokens take 32-token blocks), with
+  # teeth, the determinism contract and graph replay with them; then the products at 40 and 64
+  # tokens and whole decode steps each way.
+  kcheck kernel-check-matmul-halves 300 MEMRA_SPLIT_HALVES=1 --filter matmul
+  kcheck kernel-check-matmul-halves-teeth 300 MEMRA_SPLIT_HALVES=1 --filter matmul --teeth
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step engine-invariants-halves 180 env MEMRA_TEST_DEVICE=cuda MEMRA_SPLIT_HALVES=1 \
+      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+  for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0; do
+    step "kernel-bench-halves-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 40,64 \
+      --dtypes q4_k,q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-halves-${f%%:*}.json"
+  done
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q88=$(synth qwen3-8b q8_0)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for round in 1 2; do
+    for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0; do
+      bench_with "$q8b" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
+      bench_with "$q88" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 64
+      bench_with "$q06" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 24,64
+    done
+  done
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

@@ -153,6 +153,10 @@ def main():
             print(out.stderr[-3000:])
             sys.exit(out.returncode)
         if report:
+            # With --export ncu prints no sections: read them back from the report first.
+            details = subprocess.run([find_ncu(), "--import", report + ".ncu-rep", "--page",
+                                      "details"], capture_output=True, text=True)
+            print("\n".join(details.stdout.splitlines()[-400:]))
             print_source_top(report + ".ncu-rep", args.source)
         return
     cmd = [find_ncu(), "--csv", "--clock-control", "none", "--cache-control", "none",
@@ -234,14 +238,19 @@ def print_source_top(report, n):
             return 0.0
 
     reasons = [c for c in cols
-               if c != total_col and "Not-issued" not in c and ("stall" in c.lower())]
+               if c != total_col and "not issued" not in c.lower().replace("-", " ") and
+               ("stall" in c.lower())]
     total = sum(num(r.get(total_col)) for r in rows)
-    print(f"{len(rows)} instructions, {total:.0f} warp samples; the {n} with the most:")
+    print(f"{len(rows)} instructions, {total:.0f} warp samples; the {n} with the most "
+          f"(reasons from the columns: {', '.join(reasons)}; 'other' = samples none names):")
     src = next((c for c in cols if c.lower() == "source"), cols[1])
     addr = next((c for c in cols if "Address" in c), cols[0])
     for r in sorted(rows, key=lambda r: -num(r.get(total_col)))[:n]:
         top = sorted(((num(r.get(c)), c) for c in reasons), reverse=True)[:3]
         why = ", ".join(f"{c} {v:.0f}" for v, c in top if v > 0)
+        other = num(r.get(total_col)) - sum(num(r.get(c)) for c in reasons)
+        if other > 0:
+            why += f", other {other:.0f}"
         print(f"{str(r.get(addr)):>8s} {100 * num(r.get(total_col)) / max(total, 1):5.1f}%  "
               f"{str(r.get(src)).strip()[:70]:70s}  {why}")
 

@@ -10,7 +10,8 @@
 // barrier (one phase a chunk, 128 arrivals). The teams are then never more than one phase apart,
 // which is what lets a parity wait name the phase. A thread's tiles are 16-byte slots of its own
 // 128 bytes, tile n at slot (n + i) % 8, so that a quarter warp's eight 16-byte accesses of one
-// tile fall in eight different bank quads (one load and one store a tile, not four of each).
+// tile fall in eight different bank quads (one load and one store a tile, not four of each); at
+// 32 tokens (m64n32, the token halves) 64 bytes, tile n at slot (n + i) % 4.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +20,13 @@
 
 namespace memra::kernels::matmul_detail {
 
-struct ChunkTeams {
+// kElemsT: a thread's accumulator elements (m64n64: 8 n8 tiles x 4; the token halves' m64n32: 16).
+template <int kElemsT = 32>
+struct ChunkTeamsOf {
   static constexpr int kTeams = 2, kThreads = 128;
-  static constexpr int kElems = 32;  // a thread's accumulator elements (m64n64: 8 n8 tiles x 4)
+  static constexpr int kElems = kElemsT;
+  static constexpr int kSlots = kElems / 4;  // 16-byte slots a thread
+  static_assert(kSlots == 8 || kSlots == 4, "m64n64 or m64n32");
   static constexpr int kTotalBytes = kElems * kThreads * 4;
   static constexpr int kBarBytes = kTeams * 8;
 
@@ -30,7 +35,7 @@ struct ChunkTeams {
   int team, thread;  // this thread's team and its thread in it
 
   // total_at: kTotalBytes of shared memory, 16-byte aligned; bars_at: kBarBytes, 8-byte aligned.
-  __device__ __forceinline__ ChunkTeams(uint8_t* total_at, uint8_t* bars_at, int tid)
+  __device__ __forceinline__ ChunkTeamsOf(uint8_t* total_at, uint8_t* bars_at, int tid)
       : total(reinterpret_cast<float*>(total_at)),
         added(reinterpret_cast<uint64_t*>(bars_at)),
         team(tid / kThreads),
@@ -58,8 +63,9 @@ struct ChunkTeams {
 
  private:
   __device__ __forceinline__ float4* slot(int n) const {
-    return reinterpret_cast<float4*>(total) + thread * 8 + ((n + thread) & 7);
+    return reinterpret_cast<float4*>(total) + thread * kSlots + ((n + thread) & (kSlots - 1));
   }
 };
+using ChunkTeams = ChunkTeamsOf<>;
 
 }  // namespace memra::kernels::matmul_detail

@@ -289,6 +289,19 @@ static_assert(split_pays_on(40, 132, false) && split_pays_on(32, 132, false) &&
 static_assert(!split_pays_on(192, 132, false) && split_pays_on(192, 132, true));
 static_assert(!split_pays_on(96, 132, false) && !split_pays_on(96, 132, true));
 static_assert(!split_pays_on(1187, 132, false) && !split_pays_on(1187, 132, true));
+// Whether a split form's launch of split_blocks 64-row blocks at n_tokens (at most 64) runs in
+// token halves: blocks of 32 tokens, twice the grid at 33-64 tokens (the 8B's o and down at 64
+// tokens: 64 blocks of 132 SMs), the same grid with half the work at 17-32. MEMRA_SPLIT_HALVES=1
+// (opt-in, written in the fiftieth round; the same bits).
+bool split_halves_take(int64_t split_blocks, int64_t n_tokens);
+// The rule itself, on `sms` SMs: the doubled grid still fits one wave.
+constexpr bool split_halves_on(int64_t split_blocks, int64_t n_tokens, int64_t sms) {
+  return n_tokens <= 32 || 2 * split_blocks <= sms;
+}
+// On the H100's and H200's 132 SMs at 64 tokens: the 8B's o and down (64 split blocks) take them,
+// its q/k (80) and gate/up (384) do not.
+static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
+              !split_halves_on(384, 64, 132) && split_halves_on(384, 20, 132));
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

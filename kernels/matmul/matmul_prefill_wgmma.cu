@@ -256,6 +256,11 @@ bool split_pays(int64_t row_blocks) {
   return split_pays_on(row_blocks, device_sms(), waves);
 }
 
+bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
+  static const bool enabled = env_switch("MEMRA_SPLIT_HALVES", false);
+  return enabled && split_halves_on(split_blocks, n_tokens, device_sms());
+}
+
 bool prefill_wgmma_available() {
   static std::atomic<uint64_t> checked{0}, available{0};
   int device = 0;

@@ -41,8 +41,6 @@ namespace {
 
 constexpr int kBN = 64, kCompute = 256, kThreads = kCompute + 128;
 constexpr int kSteps = kChunk / 16;
-constexpr int kStepBytes = kBN * 16 * 2;      // one k16 step of the block's x: 2 KB
-constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
 // kRows: x arrives in x's rows form (x_rows_offset) by tensor copies of 64-k x 64-token boxes,
@@ -51,11 +49,17 @@ static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 // the x steps after them, as before.
 // kSplit 2: the split form (MEMRA_SCALED_DECODE, 33-64 tokens): 64-row blocks whose compute
 // warpgroups take the chunks in turn (chunk_teams.cuh), four stages in the ring (a team's chunk and
-// its next one each), the running total in shared memory; in either layout of x.
-template <DType D, bool kRows = false, int kSplit = 1>
+// its next one each), the running total in shared memory; in either layout of x. kN: the block's
+// tokens, 64, or in the split form 32 (the token halves: split_halves_take, m64n32 wgmmas).
+template <DType D, bool kRows = false, int kSplit = 1, int kN = kBN>
 struct ScaledCfg {
   using T = Tiled<D>;
-  static_assert(kSplit == 1 || kSplit == ChunkTeams::kTeams, "the split forms");
+  using Teams = ChunkTeamsOf<kN / 2>;
+  static_assert(kSplit == 1 || kSplit == Teams::kTeams, "the split forms");
+  static_assert(kN == kBN || (kN == 32 && kSplit == 2), "token halves only in the split form");
+  static constexpr int kN8 = kN / 8;                   // n8 token tiles
+  static constexpr int kStepBytes = kN * 16 * 2;       // one k16 step of the block's x: 2 KB
+  static constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
   static constexpr int kBM = 128 / kSplit, kTiles = kBM / 16;
   static constexpr int kStages = kSplit == 1 ? 3 : 4;
   // A stage's readers: every compute warp, or the chunk's team's.
@@ -74,8 +78,8 @@ struct ScaledCfg {
   static constexpr int kBarsBytes = 2 * kStages * 8;  // full and empty barriers
   // The split form's total and its teams' barriers after them.
   static constexpr int kTotalAt = kStages * kStage + kBarsBytes;
-  static constexpr int kTeamBarsAt = kTotalAt + ChunkTeams::kTotalBytes;
-  static constexpr int kSmem = kSplit == 1 ? kTotalAt : kTeamBarsAt + ChunkTeams::kBarBytes;
+  static constexpr int kTeamBarsAt = kTotalAt + Teams::kTotalBytes;
+  static constexpr int kSmem = kSplit == 1 ? kTotalAt : kTeamBarsAt + Teams::kBarBytes;
   static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
   static_assert(T::kBytes % 16 == 0 && kRecStage % 128 == 0, "bulk copies of whole records");
   static_assert(kSteps + kTiles <= 32, "one copy a lane");
@@ -86,13 +90,13 @@ constexpr int kCopyRegs = 40, kComputeRegs = 232;
 
 // The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
-// lane kTiles + s the 2 KB of k16 step s's xp tile that hold the block's 64 tokens, or (kRows)
-// lane kTiles + b the rows form's 64-k box b of the chunk (xmap).
-template <DType D, bool kRows, int kSplit>
+// lane kTiles + s the 32 kN bytes of k16 step s's xp tile that hold the block's kN tokens, or
+// (kRows) lane kTiles + b the rows form's 64-k box b of the chunk (xmap).
+template <DType D, bool kRows, int kSplit, int kN>
 __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, const CUtensorMap* xmap,
                                             uint8_t* smem, uint64_t* full, uint64_t* empty,
                                             int row0, int tok0, int lane) {
-  using C = ScaledCfg<D, kRows, kSplit>;
+  using C = ScaledCfg<D, kRows, kSplit, kN>;
   constexpr int kStages = C::kStages, kTiles = C::kTiles;
   const int n_chunks = a.n_in / kChunk, last_tile = (a.n_out - 1) / 16;
   for (int c = 0; c < n_chunks; ++c) {
@@ -107,12 +111,13 @@ __device__ __forceinline__ void copy_chunks(const MatmulArgs& a, const CUtensorM
                 C::T::kBytes, full + b);
     } else if (kRows && lane < kTiles + kChunk / kXRowsK) {
       const int box = lane - kTiles;
-      tensor_copy_2d(stage + C::kXAt + box * (kBN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
+      tensor_copy_2d(stage + C::kXAt + box * (kN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
                      full + b);
     } else if (!kRows && lane < kTiles + kSteps) {
       const int s = lane - kTiles;
-      bulk_copy(stage + C::kXAt + s * kStepBytes,
-                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, full + b);
+      bulk_copy(stage + C::kXAt + s * C::kStepBytes,
+                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), C::kStepBytes,
+                full + b);
     }
   }
 }
@@ -124,16 +129,19 @@ __device__ __forceinline__ float2 group_scales(const uint8_t* rec, int j, int g)
   return make_float2(T::scale(T::head(rec, g), j).x, T::scale(T::head(rec, g + 8), j).x);
 }
 // p += scale * s for rows g (sc.x) and g + 8 (sc.y).
-__device__ __forceinline__ void scale_group(float2 sc, const float (&s)[8][4], float (&p)[8][4]) {
+template <int kN8>
+__device__ __forceinline__ void scale_group(float2 sc, const float (&s)[kN8][4],
+                                            float (&p)[kN8][4]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < kN8; ++n)
     apply_group<false>(p[n], s[n], make_float2(sc.x, 0.0f), make_float2(sc.y, 0.0f), {});
 }
 
 // The chunk's partial into the running total, in chunk order; p restarts from +0.
-__device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total)[8][4]) {
+template <int kN8>
+__device__ __forceinline__ void end_chunk(int c, float (&p)[kN8][4], float (&total)[kN8][4]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       total[n][i] = c == 0 ? p[n][i] : __fadd_rn(total[n][i], p[n][i]);
@@ -145,59 +153,62 @@ __device__ __forceinline__ void end_chunk(int c, float (&p)[8][4], float (&total
 // The split form's chunk end: the chunk's partial p added to the teams' total in its turn
 // (chunk_teams.cuh), or for the last chunk added and written to y (this warp's m16 tile `tile` of
 // the 64-row block at row0); p restarts from +0.
-__device__ __forceinline__ void add_chunk_in_turn(const ChunkTeams& teams, int c, int n_chunks,
-                                                  float (&p)[8][4], const MatmulArgs& a, int row0,
+template <typename Teams, int kN8>
+__device__ __forceinline__ void add_chunk_in_turn(const Teams& teams, int c, int n_chunks,
+                                                  float (&p)[kN8][4], const MatmulArgs& a, int row0,
                                                   int tok0, int tile, int lane) {
+  static_assert(Teams::kElems == 4 * kN8, "a thread's elements: its n8 tiles' four");
   teams.wait_turn(c);
   if (c == n_chunks - 1) {
-    float sum[ChunkTeams::kElems];
+    float sum[Teams::kElems];
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 0; n < kN8; ++n) {
       const float4 v = teams.sum(c, n, p[n]);
       sum[4 * n] = v.x;
       sum[4 * n + 1] = v.y;
       sum[4 * n + 2] = v.z;
       sum[4 * n + 3] = v.w;
     }
-    store_tile<kBN>(a, sum, row0, tok0, tile, lane);
+    store_tile<8 * kN8>(a, sum, row0, tok0, tile, lane);
   } else {
 #pragma unroll
-    for (int n = 0; n < 8; ++n) teams.keep(n, teams.sum(c, n, p[n]));
+    for (int n = 0; n < kN8; ++n) teams.keep(n, teams.sum(c, n, p[n]));
     teams.pass();
   }
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < kN8; ++n) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) p[n][i] = 0.0f;
   }
 }
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// Block (x, y): tokens [64 x, + 64) of the kBM-row block of outs that y names (BlockOuts in blocks
-// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map; a zeroed map
-// otherwise). kSplit 2: the split form (ScaledCfg), compute warpgroup w taking chunks w, w + 2, ...
-template <DType D, bool kRows, int kSplit>
+// Block (x, y): tokens [kN x, + kN) of the kBM-row block of outs that y names (BlockOuts in blocks
+// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map for kN-token boxes; a
+// zeroed map otherwise). kSplit 2: the split form (ScaledCfg), compute warpgroup w taking chunks
+// w, w + 2, ...; kN 32 there: the token halves.
+template <DType D, bool kRows, int kSplit, int kN>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs,
                                 const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = ScaledCfg<D, kRows, kSplit>;
+  using C = ScaledCfg<D, kRows, kSplit, kN>;
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
-  constexpr int kLag = C::kLag, kStages = C::kStages, kBM = C::kBM;
+  constexpr int kLag = C::kLag, kStages = C::kStages, kBM = C::kBM, kN8 = C::kN8;
   extern __shared__ __align__(128) uint8_t smem_xp[];
   uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.block_begin, by, a);
-  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kN;
   const int n_chunks = a.n_in / kChunk;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kStages * C::kStage);
   uint64_t* const empty = full + kStages;
   // The split form's teams (the compute warpgroups; thread ids past them are the copy warps').
-  const ChunkTeams teams(smem + C::kTotalAt, smem + C::kTeamBarsAt, tid);
+  const typename C::Teams teams(smem + C::kTotalAt, smem + C::kTeamBarsAt, tid);
   if (tid == 0) {
     mbar_init_stages(full, kStages);
     mbar_init_stages(empty, kStages, C::kStageWarps);
@@ -207,13 +218,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp >= kCompute / 32) {  // the copy warpgroup: its first warp issues every copy
     setmaxnreg_dec<kCopyRegs>();
     if (warp == kCompute / 32)
-      copy_chunks<D, kRows, kSplit>(a, &xmap, smem, full, empty, row0, tok0, lane);
+      copy_chunks<D, kRows, kSplit, kN>(a, &xmap, smem, full, empty, row0, tok0, lane);
     return;
   }
   setmaxnreg_inc<kComputeRegs>();
   // set[j % kSets]: group j's partial; p: the chunk partial; total: the running chunk sum. Index
   // [n8 tile][mma.sync C register] of this warp's rows 16 warp + g, + 8.
-  float set[kSets][8][4] = {}, p[8][4] = {}, total[8][4] = {};
+  float set[kSets][kN8][4] = {}, p[kN8][4] = {}, total[kN8][4] = {};
   // Each set's A fragments too: a wgmma reads its A registers while in flight, and decoding the
   // next group into them would make ptxas serialize the wgmmas (C7513).
   uint32_t frags[kSets][kGroupSteps][4];
@@ -236,11 +247,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (int v = 0; v < kGroupSteps; ++v) {
-        const uint64_t b = x_step_desc<kRows, kBN>(X, j * kGroupSteps + v);
+        const uint64_t b = x_step_desc<kRows, kN>(X, j * kGroupSteps + v);
         if (v == 0)
-          wgmma_m64n64k16<false>(set[j % kSets], frags[j % kSets][v], b);
+          wgmma_m64nk16<false>(set[j % kSets], frags[j % kSets][v], b);
         else
-          wgmma_m64n64k16<true>(set[j % kSets], frags[j % kSets][v], b);
+          wgmma_m64nk16<true>(set[j % kSets], frags[j % kSets][v], b);
       }
       wgmma_commit();
       if (j >= kLag) {  // group j - kLag is done: scale it while the next ones run
@@ -275,6 +286,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// One form's launch over outs in its blocks (kBM rows), x in either layout.
+template <DType D, int kSplit, int kN>
+void launch_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
+  const CUtensorMap xmap = x_rows_map(x, kN);
+  if (x.xp_rows)
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, true, kSplit, kN>, kN>(
+        x, outs, kThreads, ScaledCfg<D, true, kSplit, kN>::kSmem, stream, xmap);
+  else
+    launch_block_outs<prefill_wgmma_scaled_kernel<D, false, kSplit, kN>, kN>(
+        x, outs, kThreads, ScaledCfg<D, false, kSplit, kN>::kSmem, stream, xmap);
+}
+
 }  // namespace
 
 // On by default (MEMRA_WGMMA_SCALED=0 for the A/B, the same bits: kernel-check's matrix cases).
@@ -299,22 +322,16 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
          "prefill_wgmma_scaled: {} tokens (it takes steps over {}, and of fewer unless "
          "MEMRA_SCALED_DECODE=0), {} outputs",
          x.n_tokens, kDecodeTokens, outs.n);
-  const CUtensorMap xmap = x_rows_map(x, kBN);
   const bool split = decode && split_pays(outs.block_begin[outs.n]);
-  if (x.xp_rows && split)
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, true, 2>, kBN>(
-        x, outs.in_blocks_of(ScaledCfg<D, true, 2>::kBM), kThreads, ScaledCfg<D, true, 2>::kSmem,
-        stream, xmap);
-  else if (x.xp_rows)
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, true, 1>, kBN>(
-        x, outs, kThreads, ScaledCfg<D, true>::kSmem, stream, xmap);
-  else if (split)
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, false, 2>, kBN>(
-        x, outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM), kThreads, ScaledCfg<D, false, 2>::kSmem,
-        stream, xmap);
+  if (!split) {
+    launch_scaled<D, 1, kBN>(x, outs, stream);
+    return;
+  }
+  const BlockOuts blocks = outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM);
+  if (split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
+    launch_scaled<D, 2, 32>(x, blocks, stream);
   else
-    launch_block_outs<prefill_wgmma_scaled_kernel<D, false, 1>, kBN>(
-        x, outs, kThreads, ScaledCfg<D, false>::kSmem, stream, xmap);
+    launch_scaled<D, 2, kBN>(x, blocks, stream);
 }
 
 template <DType D>

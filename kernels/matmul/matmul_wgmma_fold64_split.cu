@@ -21,6 +21,13 @@
 // headers, which its end (in the next chunk) needs, are in registers, not read from the stage.
 // Shared memory: 4 stages of 41 KB, the mins' fragments, the 16 KB total: one block an SM, 8 warps,
 // as the 128-row form.
+//
+// Token halves (MEMRA_SPLIT_HALVES=1, split_halves_take; written in the fiftieth round, opt-in):
+// blocks of 32 tokens on m64n32 wgmmas. A launch whose split grid fills at most half the SMs (the
+// 8B's o and down at 64 tokens: 64 blocks) then runs twice the blocks, each chain as long as
+// before; a team's chunk is bound by its chain's latency, not by its tokens (a 64-token chunk
+// takes ~2.5 us where its wgmmas need ~0.3 at the tensor rate), so the launch should take ~half
+// the time, for twice the weight records' L2 reads (9 KB a chunk beside x's 16 KB).
 #include <type_traits>
 
 #include "core/env.h"
@@ -36,72 +43,82 @@ namespace {
 using fold64::chunk_chain;
 using fold64::chunk_end;
 using fold64::copy_chunk;
-using fold64::kBN;
-using fold64::kXsPerChunk;
 using fold64::T;
 constexpr int kBM = 64, kTeams = ChunkTeams::kTeams, kTeamThreads = ChunkTeams::kThreads;
 constexpr int kThreads = kTeams * kTeamThreads;
 constexpr int kTeamStages = 2;
 constexpr int kTiles = kBM / 16;  // a team's warps: one m16 tile each
-using S = fold64::Stage<kTiles>;
-constexpr int kStagesBytes = kTeams * kTeamStages * S::kBytes;
-constexpr int kXsBytes = kTeams * 2 * kXsPerChunk * 16;  // a team's two chunks' mins' fragments
-constexpr int kTotalAt = kStagesBytes + kXsBytes;
-constexpr int kBarsAt = kTotalAt + ChunkTeams::kTotalBytes;
-constexpr int kSmem = kBarsAt + kTeams * kTeamStages * 8 + ChunkTeams::kBarBytes;
-static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
-static_assert(kXsPerChunk == kTeamThreads, "a team thread stages one token half's fragments");
-static_assert(ChunkTeams::kElems == kBN / 2 && ChunkTeams::kElems * kTeamThreads == kBM * kBN,
-              "a thread's accumulator elements: store_tile's");
 
-// Block (x, y): tokens [64 x, + 64) of the 64-row block of outs that y names (BlockOuts in blocks
-// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map; a zeroed map
-// otherwise).
-template <bool kRows>
+// The layout of a block of kN tokens (64, or the token halves' 32).
+template <int kN>
+struct SplitCfg {
+  using S = fold64::Stage<kTiles, kN>;
+  using Teams = ChunkTeamsOf<kN / 2>;
+  static constexpr int kXs = fold64::kXsOf<kN>;  // a chunk's mins' fragments: team threads
+  static constexpr int kStagesBytes = kTeams * kTeamStages * S::kBytes;
+  static constexpr int kXsBytes = kTeams * 2 * kXs * 16;  // a team's two chunks' mins' fragments
+  static constexpr int kTotalAt = kStagesBytes + kXsBytes;
+  static constexpr int kBarsAt = kTotalAt + Teams::kTotalBytes;
+  static constexpr int kSmem = kBarsAt + kTeams * kTeamStages * 8 + Teams::kBarBytes;
+  static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
+  static_assert(kXs <= kTeamThreads, "a team thread stages at most one token half's fragments");
+  static_assert(Teams::kElems == kN / 2 && Teams::kElems * kTeamThreads == kBM * kN,
+                "a thread's accumulator elements: store_tile's");
+};
+
+// Block (x, y): tokens [kN x, + kN) of the 64-row block of outs that y names (BlockOuts in blocks
+// of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map for kN-token boxes; a
+// zeroed map otherwise). kN: 64, or 32 (the token halves: split_halves_take).
+template <bool kRows, int kN>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs,
                               const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = SplitCfg<kN>;
+  using S = typename C::S;
+  using Teams = typename C::Teams;
+  constexpr int kXs = C::kXs;
   extern __shared__ __align__(128) uint8_t smem_xp[];
   uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2;
-  const ChunkTeams teams(smem + kTotalAt, smem + kBarsAt + kTeams * kTeamStages * 8, tid);
+  const Teams teams(smem + C::kTotalAt, smem + C::kBarsAt + kTeams * kTeamStages * 8, tid);
   const int team = teams.team, ttid = teams.thread, twarp = ttid >> 5;
   const int by = static_cast<int>(blockIdx.y);
   MatmulArgs a = x;
   const int o = take_output(outs, outs.block_begin, by, a);
-  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kBN;
+  const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kN;
   const int n_chunks = a.n_in / kChunk;
   const int n_mine = (n_chunks - team + 1) / 2;  // chunks team, team + 2, ... below n_chunks
   uint8_t* const stages = smem + team * kTeamStages * S::kBytes;
-  uint4* const xs = reinterpret_cast<uint4*>(smem + kStagesBytes) + team * 2 * kXsPerChunk;
-  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + kBarsAt);
+  uint4* const xs = reinterpret_cast<uint4*>(smem + C::kStagesBytes) + team * 2 * kXs;
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
   uint64_t* const full = bars + team * kTeamStages;  // the team's stages
-  // Team thread i owns token i / 2's sums 4 (i % 2) .. + 3 of each of the team's chunks, loaded a
-  // chunk before they are staged (the address clamped into the batch; the value is not used past
-  // it).
+  // Team thread i < kXs owns token i / 2's sums 4 (i % 2) .. + 3 of each of the team's chunks,
+  // loaded a chunk before they are staged (the address clamped into the batch; the value is not
+  // used past it).
+  const bool x_owner = ttid < kXs;
   const int x_tok = tok0 + (ttid >> 1);
   const float* x_src =
       a.xsum + static_cast<int64_t>(min(x_tok, a.n_tokens - 1)) * a.xsum_stride + 4 * (ttid & 1);
   float4 xv = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (n_mine > 0) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * team));
+  if (n_mine > 0 && x_owner) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * team));
   if (tid == 0) {
     mbar_init_stages(bars, kTeams * kTeamStages);
     teams.init();
   }
   __syncthreads();          // the last barrier of the whole block: the teams meet only on `teams`
   if (n_mine == 0) return;  // one chunk (K = 256): team 1 has none
-  if (twarp == 0) copy_chunk<kTiles, kRows>(a, &xmap, stages, full, team, row0, tok0, lane);
+  if (twarp == 0) copy_chunk<kTiles, kRows, kN>(a, &xmap, stages, full, team, row0, tok0, lane);
   const auto team_sync = [&] { named_barrier_sync(1 + team, kTeamThreads); };
 
   // Adds chunk c's partial (s: its completed chain; fr: its rows' headers; xs_c: its staged mins'
   // fragments) to the total in its turn (ChunkTeams); the last chunk's sums go to y (kLast).
-  const auto add_chunk = [&](auto last, int c, const float(&s)[8][4], const FoldRow(&fr)[2],
+  const auto add_chunk = [&](auto last, int c, const float(&s)[kN / 8][4], const FoldRow(&fr)[2],
                              const uint4* xs_c) {
     constexpr bool kLast = decltype(last)::value;
     teams.wait_turn(c);
-    float sum[ChunkTeams::kElems];
+    float sum[Teams::kElems];
     chunk_end(fr[0], fr[1], xs_c, lane, s, [&](int n, const float(&p)[4]) {
       const float4 v = teams.sum(c, n, p);
       if constexpr (kLast) {
@@ -114,19 +131,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     });
     if constexpr (kLast)
-      store_tile<kBN>(a, sum, row0, tok0, twarp, lane);
+      store_tile<kN>(a, sum, row0, tok0, twarp, lane);
     else
       teams.pass();
   };
 
   // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk 2k + team);
   // f0, f1: their rows' headers; af: chunk_chain's two A sets.
-  float s0[8][4] = {}, s1[8][4] = {};
+  float s0[kN / 8][4] = {}, s1[kN / 8][4] = {};
   FoldRow f0[2], f1[2];
   uint32_t af[2][4][4];
   // The team's k-th chunk into cur (its headers into fr); prev / fr_prev: its (k - 1)-th, complete,
   // added to the total while this one's first group runs.
-  auto run_chunk = [&](auto add_prev, int k, float(&cur)[8][4], const float(&prev)[8][4],
+  auto run_chunk = [&](auto add_prev, int k, float(&cur)[kN / 8][4], const float(&prev)[kN / 8][4],
                        FoldRow(&fr)[2], const FoldRow(&fr_prev)[2]) {
     const int c = 2 * k + team;
     const uint8_t* stage = stages + (k % kTeamStages) * S::kBytes;
@@ -135,17 +152,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     // its headers are in fr_prev) and past chunk k - 2's end (its mins' buffer, k % 2, is free).
     team_sync();
     if (twarp == 0 && k + 1 < n_mine)
-      copy_chunk<kTiles, kRows>(a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes,
-                                full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
-    xs[(k & 1) * kXsPerChunk + ttid] =
-        x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
-    if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
+      copy_chunk<kTiles, kRows, kN>(a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes,
+                                    full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
+    if (x_owner) {
+      xs[(k & 1) * kXs + ttid] = x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
+      if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
+    }
     const uint8_t* rec = stage + twarp * T::kBytes;
     fr[0] = fold_row(T::head(rec, g));
     fr[1] = fold_row(T::head(rec, g + 8));
     chunk_chain<kRows>(rec, stage + S::kRecBytes, fr[0], fr[1], lane, af, cur, [&] {
       if constexpr (decltype(add_prev)::value)
-        add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXsPerChunk);
+        add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXs);
     });
   };
   // As the 128-row form: the team's chunks in pairs, then an odd last one (the sets stay in
@@ -160,8 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_wait<0>();
   team_sync();  // the last chunk's staged mins are published to the team
   const int last = n_mine - 1, c_last = 2 * last + team;
-  const uint4* last_xs = xs + (last & 1) * kXsPerChunk;
-  const auto finish = [&](const float(&s)[8][4], const FoldRow(&fr)[2]) {
+  const uint4* last_xs = xs + (last & 1) * kXs;
+  const auto finish = [&](const float(&s)[kN / 8][4], const FoldRow(&fr)[2]) {
     if (c_last == n_chunks - 1)
       add_chunk(std::true_type{}, c_last, s, fr, last_xs);
     else
@@ -174,6 +192,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #else
   __trap();  // launched only where prefill_wgmma_available() found sm_90a code
 #endif
+}
+
+// The launch of one token tile width.
+template <int kN>
+void launch_split(const MatmulArgs& x, const BlockOuts& blocks, cudaStream_t stream) {
+  const CUtensorMap xmap = x_rows_map(x, kN);
+  constexpr int kSmem = SplitCfg<kN>::kSmem;
+  if (x.xp_rows)
+    launch_block_outs<wgmma_fold64_split_kernel<true, kN>, kN>(x, blocks, kThreads, kSmem, stream,
+                                                               xmap);
+  else
+    launch_block_outs<wgmma_fold64_split_kernel<false, kN>, kN>(x, blocks, kThreads, kSmem, stream,
+                                                                xmap);
 }
 
 }  // namespace
@@ -190,17 +221,15 @@ bool fold64_split_takes(int64_t row_blocks) {
 }
 
 void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream) {
-  if (x.n_in % kChunk != 0 || outs.n < 1 || x.n_tokens > kBN)
+  if (x.n_in % kChunk != 0 || outs.n < 1 || x.n_tokens > fold64::kBN)
     fail(ErrorCode::internal,
          "wgmma_fold64_split: K {} (whole 256-element chunks), {} outputs, {} tokens (at most {})",
-         x.n_in, outs.n, x.n_tokens, kBN);
-  const CUtensorMap xmap = x_rows_map(x, kBN);
-  if (x.xp_rows)
-    launch_block_outs<wgmma_fold64_split_kernel<true>, kBN>(x, outs.in_blocks_of(kBM), kThreads,
-                                                            kSmem, stream, xmap);
+         x.n_in, outs.n, x.n_tokens, fold64::kBN);
+  const BlockOuts blocks = outs.in_blocks_of(kBM);
+  if (split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
+    launch_split<32>(x, blocks, stream);
   else
-    launch_block_outs<wgmma_fold64_split_kernel<false>, kBN>(x, outs.in_blocks_of(kBM), kThreads,
-                                                             kSmem, stream, xmap);
+    launch_split<64>(x, blocks, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail

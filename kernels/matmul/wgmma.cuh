@@ -101,6 +101,33 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], const uint32_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kAccumulate ? 1 : 0));
 }
 
+// The same with 32 tokens (B: 32 tokens x 16 k): the split form's token halves. A row's sums are
+// the 64-token instruction's for the same tokens, bit for bit (an output element's dot product
+// does not depend on how many columns the instruction computes; kernel-check compares them).
+template <bool kAccumulate = true>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[4][4], const uint32_t (&a)[4],
+                                                uint64_t b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "n"(kAccumulate ? 1 : 0));
+}
+// m64nNk16 for the token tiles the kernels take (N = 8 x the n8 tiles of d).
+template <bool kAccumulate, int kN8>
+__device__ __forceinline__ void wgmma_m64nk16(float (&d)[kN8][4], const uint32_t (&a)[4],
+                                              uint64_t b) {
+  static_assert(kN8 == 8 || kN8 == 4, "64 or 32 tokens");
+  if constexpr (kN8 == 8)
+    wgmma_m64n64k16<kAccumulate>(d, a, b);
+  else
+    wgmma_m64n32k16<kAccumulate>(d, a, b);
+}
+
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }

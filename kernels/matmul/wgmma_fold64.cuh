@@ -12,20 +12,26 @@
 namespace memra::kernels::matmul_detail::fold64 {
 
 using T = Tiled<DType::q4_k>;
-constexpr int kBN = 64;                   // a block's tokens
-constexpr int kStepBytes = kBN * 16 * 2;  // one k16 step of the block's x: 2 KB
-constexpr int kXStage = 16 * kStepBytes;  // a chunk: 32 KB
-// The mins' B fragments of a chunk, [token][half] (bias_b_both): one uint4 a thread of 128.
-constexpr int kXsPerChunk = 2 * kBN;
+constexpr int kBN = 64;  // a block's tokens (the split form's token halves: kN = 32)
+// One k16 step of a block's x of kN tokens (2 KB at 64), a chunk's 16 steps (32 KB).
+template <int kN>
+constexpr int kStepBytesOf = kN * 16 * 2;
+template <int kN>
+constexpr int kXStageOf = 16 * kStepBytesOf<kN>;
+// The mins' B fragments of a chunk, [token][half] (bias_b_both): one uint4 a thread of 2 kN.
+template <int kN>
+constexpr int kXsOf = 2 * kN;
+constexpr int kXsPerChunk = kXsOf<kBN>;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
-// A stage of a block of kTiles m16 row tiles: the tiles' records of one chunk, then its x. In x's
-// rows form (kRows) the x boxes need 1,024-byte alignment, which the records' sizes keep (a
-// record is 2,304 bytes: whole kilobytes for any even kTiles).
-template <int kTiles>
+// A stage of a block of kTiles m16 row tiles and kN tokens: the tiles' records of one chunk, then
+// its x. In x's rows form (kRows) the x boxes need 1,024-byte alignment, which the records' sizes
+// keep (a record is 2,304 bytes: whole kilobytes for any even kTiles).
+template <int kTiles, int kN = kBN>
 struct Stage {
+  static_assert(kN == 64 || kN == 32, "64 tokens, or the split form's halves");
   static constexpr int kRecBytes = kTiles * T::kBytes;
-  static constexpr int kBytes = kRecBytes + kXStage;
+  static constexpr int kBytes = kRecBytes + kXStageOf<kN>;
   static_assert(kTiles + kChunk / 16 <= 32, "one lane a copy");
   static_assert(kBytes % 128 == 0, "stages 128-byte aligned");
   static_assert(kRecBytes % 1024 == 0 && kBytes % 1024 == 0, "x's rows boxes 1,024-byte aligned");
@@ -36,14 +42,15 @@ struct Stage {
 // One warp fills `stage` with chunk c, completing on `bar`: lane 0 sets the byte count first (the
 // warp meets before any copy is issued), lanes 0 .. kTiles - 1 copy the tile records (rows past
 // the matrix repeat the last tile), the next 16 lanes the 2 KB of each k16 step's xp tile that
-// hold the block's tokens, or (kRows) the next 4 lanes the rows form's 64-k x 64-token boxes of
-// the chunk through xmap (x_rows_map; rows past the batch arrive as zeros, and the box's whole
-// 8 KB count).
-template <int kTiles, bool kRows = false>
+// hold the block's tokens, or (kRows) the next 4 lanes the rows form's 64-k x kN-token boxes of
+// the chunk through xmap (x_rows_map for kN-token boxes; rows past the batch arrive as zeros, and
+// the box's whole 128 kN bytes count).
+template <int kTiles, bool kRows = false, int kN = kBN>
 __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, const CUtensorMap* xmap,
                                            uint8_t* stage, uint64_t* bar, int c, int row0, int tok0,
                                            int lane) {
-  using S = Stage<kTiles>;
+  using S = Stage<kTiles, kN>;
+  constexpr int kStep = kStepBytesOf<kN>;
   const int n_chunks = a.n_in / kChunk;
   if (lane == 0) mbar_arrive_expect_tx(bar, S::kBytes);
   __syncwarp();
@@ -52,12 +59,12 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, const CUtensorMa
     bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
   } else if (kRows && lane < kTiles + kChunk / kXRowsK) {
     const int box = lane - kTiles;
-    tensor_copy_2d(stage + S::kRecBytes + box * (kBN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
+    tensor_copy_2d(stage + S::kRecBytes + box * (kN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
                    bar);
   } else if (!kRows && lane < kTiles + kChunk / 16) {
     const int s = lane - kTiles;
-    bulk_copy(stage + S::kRecBytes + s * kStepBytes,
-              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStepBytes, bar);
+    bulk_copy(stage + S::kRecBytes + s * kStep,
+              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStep, bar);
   }
 }
 
@@ -68,10 +75,11 @@ __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, const CUtensorMa
 // warp does while the first group runs (the chunk before's end: it may read a completed accumulator
 // set, never cur). The chunk completes here, not across a loop's back edge: a wgmma in flight there
 // (or at any join) makes ptxas serialize them all (C7514).
-template <bool kRows, typename AfterFirst>
+// (kN8: the block's n8 token tiles, 8 or the token halves' 4.)
+template <bool kRows, int kN8, typename AfterFirst>
 __device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X,
                                             const FoldRow& r_g, const FoldRow& r_g8, int lane,
-                                            uint32_t (&af)[2][4][4], float (&cur)[8][4],
+                                            uint32_t (&af)[2][4][4], float (&cur)[kN8][4],
                                             AfterFirst&& after_first) {
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -82,11 +90,11 @@ __device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X
     wgmma_fence();
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
-      const uint64_t desc = x_step_desc<kRows, kBN>(X, 4 * u + v);
+      const uint64_t desc = x_step_desc<kRows, 8 * kN8>(X, 4 * u + v);
       if (u == 0 && v == 0)
-        wgmma_m64n64k16<false>(cur, af[0][0], desc);
+        wgmma_m64nk16<false>(cur, af[0][0], desc);
       else
-        wgmma_m64n64k16<true>(cur, af[u & 1][v], desc);
+        wgmma_m64nk16<true>(cur, af[u & 1][v], desc);
     }
     wgmma_commit();
     if (u == 0)
@@ -103,14 +111,14 @@ __device__ __forceinline__ void chunk_chain(const uint8_t* rec, const uint8_t* X
 // (fold_tile's arithmetic), handed to add(n, p) n8 tile by tile. s is only read: an accumulator
 // written by other instructions while the other set's wgmmas run makes ptxas serialize every
 // wgmma (C7515).
-template <typename Add>
+template <int kN8, typename Add>
 __device__ __forceinline__ void chunk_end(const FoldRow& r_g, const FoldRow& r_g8, const uint4* xs,
-                                          int lane, const float (&s)[8][4], Add&& add) {
+                                          int lane, const float (&s)[kN8][4], Add&& add) {
   const int g = lane >> 2, t = lane & 3;
   uint32_t ba[4];
   bias_a(r_g, r_g8, t, ba);
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < kN8; ++n) {
     const uint2 bb = reinterpret_cast<const uint2*>(xs + 2 * (8 * n + g) + (t & 1))[t >> 1];
     float b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, p[4];
     mma_f16(b, ba, bb.x, bb.y);
