@@ -197,7 +197,8 @@ void check_matmul_row_max(Context& ctx) {
         check_norm_case(ctx, Handed::row_max, dim, rows, residual, kTypes, ws, dw);
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 130, kTypes, ws, dw);
     }
-    // A decode step's (the rows form unless MEMRA_X_ROWS_DECODE=0): 40 tokens, a partial box of the products' 64.
+    // A decode step's (the rows form unless MEMRA_X_ROWS_DECODE=0): 40 tokens, a partial box of
+    // the products' 64.
     for (int64_t rows : {int64_t{40}, int64_t{64}})
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
     check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
