@@ -514,7 +514,9 @@ if [ "$MODE" = halves ]; then
     step engine-invariants-halves 180 env MEMRA_TEST_DEVICE=cuda MEMRA_SPLIT_HALVES=1 \
       "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   fi
-  for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0; do
+  # (all: every split launch on halves, q/k/v's 96 split blocks too: whether a 32-token chunk
+  # is any faster than a 64-token one, which two waves of them against one tells.)
+  for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0 all:MEMRA_SPLIT_HALVES=all; do
     step "kernel-bench-halves-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 40,64 \
       --dtypes q4_k,q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-halves-${f%%:*}.json"
   done

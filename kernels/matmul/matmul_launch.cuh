@@ -292,7 +292,7 @@ static_assert(!split_pays_on(1187, 132, false) && !split_pays_on(1187, 132, true
 // Whether a split form's launch of split_blocks 64-row blocks at n_tokens (at most 64) runs in
 // token halves: blocks of 32 tokens, twice the grid at 33-64 tokens (the 8B's o and down at 64
 // tokens: 64 blocks of 132 SMs), the same grid with half the work at 17-32. MEMRA_SPLIT_HALVES=1
-// (opt-in, written in the fiftieth round; the same bits).
+// (opt-in, written in the fiftieth round; the same bits; =all: every split launch).
 bool split_halves_take(int64_t split_blocks, int64_t n_tokens);
 // The rule itself, on `sms` SMs: the doubled grid still fits one wave.
 constexpr bool split_halves_on(int64_t split_blocks, int64_t n_tokens, int64_t sms) {

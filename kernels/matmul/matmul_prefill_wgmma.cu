@@ -256,9 +256,11 @@ bool split_pays(int64_t row_blocks) {
   return split_pays_on(row_blocks, device_sms(), waves);
 }
 
+// MEMRA_SPLIT_HALVES: 0 (the default, unmeasured yet), 1 (split_halves_on's rule), all (every
+// split launch: a diagnostic, whether a 32-token chunk takes less time than a 64-token one).
 bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
-  static const bool enabled = env_switch("MEMRA_SPLIT_HALVES", false);
-  return enabled && split_halves_on(split_blocks, n_tokens, device_sms());
+  static const int mode = env_choice("MEMRA_SPLIT_HALVES", {"0", "1", "all"}, 0);
+  return mode == 2 || (mode == 1 && split_halves_on(split_blocks, n_tokens, device_sms()));
 }
 
 bool prefill_wgmma_available() {
