@@ -523,7 +523,8 @@ if [ "$MODE" = halves ]; then
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q88=$(synth qwen3-8b q8_0)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for round in 1 2; do
+  # (MEMRA_AB_ROUNDS: fewer rounds where device time is short.)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
     for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0; do
       bench_with "$q8b" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
       bench_with "$q88" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 64
