@@ -58,8 +58,8 @@ struct ScaledCfg {
   static_assert(kSplit == 1 || kSplit == Teams::kTeams, "the split forms");
   static_assert(kN == kBN || (kN == 32 && kSplit == 2), "token halves only in the split form");
   static constexpr int kN8 = kN / 8;                   // n8 token tiles
-  static constexpr int kStepBytes = kN * 16 * 2;       // one k16 step of the block's x: 2 KB
-  static constexpr int kXStage = kSteps * kStepBytes;  // a chunk: 32 KB
+  static constexpr int kStepBytes = kN * 16 * 2;       // one k16 step of x (2 KB at 64 tokens)
+  static constexpr int kXStage = kSteps * kStepBytes;  // a chunk (32 KB at 64 tokens)
   static constexpr int kBM = 128 / kSplit, kTiles = kBM / 16;
   static constexpr int kStages = kSplit == 1 ? 3 : 4;
   // A stage's readers: every compute warp, or the chunk's team's.
