@@ -197,6 +197,14 @@ bench_with() {  # bench_with MODEL NAME VAR=VALUE[,VAR=VALUE...] ARGS...
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
 
+# kernel_stalls NAME REGEX SKIP BENCH-ARGS: Nsight Compute's sections, stall reasons and 60 most
+# stalled SASS lines of one launch of the kernels matching REGEX under memra-kernel-bench (after
+# SKIP of them: past its warm-ups), for the stalls modes.
+kernel_stalls() {
+  step "$1" 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench --detail "$2" \
+    --skip "$3" --count 1 --source 60 --bench-args "$4"
+}
+
 # The FP8 KV cache (--kv-dtype F8_E4M3), in quick and kv: the gate against the CPU with both
 # caches in FP8 (core/fp8.h's bits on both: the kernels judged over the same rounding), then what
 # the rounding costs against CUDA's F16 cache, measured (the gate's KV cache type mode,
@@ -624,13 +632,10 @@ if [ "$MODE" = stalls64 ]; then
   # lines of the pipelined Q4_K kernel's 128-row form (gate: 96 blocks, no split), its split form
   # (down: 32 blocks of 128 rows, split) and the scaled kernel's split form (Q6_K down).
   for sh in gate down; do
-    step "stalls-fold64-64-$sh" 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-      --detail wgmma_fold64 --skip 60 --count 1 --source 60 \
-      --bench-args "--tokens 64 --dtypes q4_k --only $sh"
+    kernel_stalls "stalls-fold64-64-$sh" wgmma_fold64 60 "--tokens 64 --dtypes q4_k --only $sh"
   done
-  step stalls-scaled-64-down 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-    --detail prefill_wgmma_scaled --skip 60 --count 1 --source 60 \
-    --bench-args "--tokens 64 --dtypes q6_k --only down"
+  kernel_stalls stalls-scaled-64-down prefill_wgmma_scaled 60 \
+    "--tokens 64 --dtypes q6_k --only down"
   step kernel-bench-stalls64 120 "$BIN/memra-kernel-bench" --tokens 64 --dtypes q4_k,q6_k,q8_0 \
     --json "$RECEIPTS/$DAY-kernel-bench-stalls64.json"
 fi
@@ -723,16 +728,11 @@ if [ "$MODE" = stalls ]; then
   # alone and lengthened whole steps). Then the products at 1 and 8 tokens beside them. (The
   # forty-third round's stalls, the row-owning prefill attention, is this script at 3810156.)
   for sh in gate down; do
-    step "stalls-tiled-8-$sh" 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-      --detail tiled_decode_kernel --skip 60 --count 1 --source 60 \
-      --bench-args "--tokens 8 --dtypes q4_k --only $sh"
+    kernel_stalls "stalls-tiled-8-$sh" tiled_decode_kernel 60 "--tokens 8 --dtypes q4_k --only $sh"
   done
-  step stalls-single-1-gate 240 python3 scripts/gpu_profile.py --bin "$BIN" --kernel-bench \
-    --detail single_decode_kernel --skip 60 --count 1 --source 60 \
-    --bench-args "--tokens 1 --dtypes q4_k --only gate"
-  step stalls-decode-attention-1x512 240 python3 scripts/gpu_profile.py --bin "$BIN" \
-    --kernel-bench --detail decode_attention_kernel --skip 50 --count 1 --source 60 \
-    --bench-args "--attention --only 'decode 1x512 f16'"
+  kernel_stalls stalls-single-1-gate single_decode_kernel 60 "--tokens 1 --dtypes q4_k --only gate"
+  kernel_stalls stalls-decode-attention-1x512 decode_attention_kernel 50 \
+    "--attention --only 'decode 1x512 f16'"
   step kernel-bench-stalls 120 "$BIN/memra-kernel-bench" --tokens 1,8 --dtypes q4_k,q6_k \
     --json "$RECEIPTS/$DAY-kernel-bench-stalls.json"
 fi
