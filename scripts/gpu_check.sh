@@ -42,13 +42,15 @@
 #               contract and graph replay with it, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0
 #               and the 0.6B of 64, each way, twice, alternated; then the c64 step profile with it
 #               (~4 min; not part of full)
-#     halves    written without a device (fiftieth round): the split forms' token halves
+#     halves    written without a device (fiftieth round): the split forms' token halves, and
+#               (fifty-first) MEMRA_SPLIT_SMALL, the split forms at 17-32 tokens
 #               (MEMRA_SPLIT_HALVES=1: 32-token blocks on m64n32 wgmmas where the split grid fills
 #               at most half the SMs, and at 17-32 tokens) against the default: kernel-check's
 #               matrix cases with it (+ teeth), the determinism contract and graph replay with it,
-#               memra-kernel-bench at 40 and 64 tokens each way, 8B Q4_K_M decode of 40 and 64
-#               sequences, 8B Q8_0 and the 0.6B of 24 and 64, each way, twice, alternated
-#               (~5 min; not part of full)
+#               memra-kernel-bench at 20-64 tokens each way, 8B Q4_K_M decode of 40 and 64
+#               sequences, 8B Q8_0 and the 0.6B of 24 and 64, each way, twice, alternated; 8B
+#               Q4_K_M of 16, 20 and 32 with neither, the halves, and both (~9 min; not part of
+#               full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -512,21 +514,27 @@ if [ "$MODE" = xrows ]; then
     --bench-args "-n 64 -r 3 -c 64"
 fi
 if [ "$MODE" = halves ]; then
-  # Written without a device (fiftieth round): the split forms' token halves. Their bits first:
-  # every matrix case with them (the narrow products at 17-64 tokens take 32-token blocks), with
-  # teeth, the determinism contract and graph replay with them; then the products at 40 and 64
-  # tokens and whole decode steps each way.
-  kcheck kernel-check-matmul-halves 300 MEMRA_SPLIT_HALVES=1 --filter matmul
-  kcheck kernel-check-matmul-halves-teeth 300 MEMRA_SPLIT_HALVES=1 --filter matmul --teeth
+  # Written without a device (fiftieth round): the split forms' token halves; and (fifty-first)
+  # MEMRA_SPLIT_SMALL, the split forms on the narrow outputs at 17-32 tokens too, where they run
+  # on halves. Their bits first: every matrix case with both (the narrow products at 17-64 tokens
+  # take 32-token blocks), with teeth, the determinism contract and graph replay with both; then
+  # the products at 20-64 tokens and whole decode steps each way.
+  kcheck kernel-check-matmul-halves 300 MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1 --filter matmul
+  kcheck kernel-check-matmul-halves-teeth 300 MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1 \
+    --filter matmul --teeth
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
     step engine-invariants-halves 180 env MEMRA_TEST_DEVICE=cuda MEMRA_SPLIT_HALVES=1 \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+      MEMRA_SPLIT_SMALL=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   fi
   # (all: every split launch on halves, q/k/v's 96 split blocks too: whether a 32-token chunk
   # is any faster than a 64-token one, which two waves of them against one tells.)
-  for f in on:MEMRA_SPLIT_HALVES=1 off:MEMRA_SPLIT_HALVES=0 all:MEMRA_SPLIT_HALVES=all; do
-    step "kernel-bench-halves-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" --tokens 40,64 \
-      --dtypes q4_k,q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-halves-${f%%:*}.json"
+  for f in on:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1 off:MEMRA_SPLIT_HALVES=0 \
+    all:MEMRA_SPLIT_HALVES=all; do
+    switches=${f#*:}
+    # shellcheck disable=SC2086  # the variables split at their commas
+    step "kernel-bench-halves-${f%%:*}" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
+      --tokens 20,32,40,64 --dtypes q4_k,q6_k,q8_0 \
+      --json "$RECEIPTS/$DAY-kernel-bench-halves-${f%%:*}.json"
   done
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q88=$(synth qwen3-8b q8_0)
@@ -537,6 +545,14 @@ if [ "$MODE" = halves ]; then
       bench_with "$q8b" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
       bench_with "$q88" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 64
       bench_with "$q06" "halves-${f%%:*}-$round" "${f#*:}" -n 64 -c 24,64
+    done
+  done
+  # 17-32 sequences (c20 below c16 since the split forms came): neither, the halves alone (the
+  # 8B's gate/up launch, 192 row blocks, already takes the split form there), both.
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in off:MEMRA_SPLIT_HALVES=0 halves:MEMRA_SPLIT_HALVES=1 \
+      small:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1; do
+      bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,32
     done
   done
 fi

@@ -302,6 +302,11 @@ constexpr bool split_halves_on(int64_t split_blocks, int64_t n_tokens, int64_t s
 // its q/k (80) and gate/up (384) do not.
 static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
               !split_halves_on(384, 64, 132) && split_halves_on(384, 20, 132));
+// Whether the split forms take the narrow outputs of a step of 17-32 tokens too (fold64_takes,
+// scaled_split_takes in matmul.cu), where the cluster and tiled decode kernels serve them
+// otherwise: MEMRA_SPLIT_SMALL=1 (opt-in, written in the fifty-first round; the same bits). Their
+// blocks then take token halves (split_halves_on) where MEMRA_SPLIT_HALVES is on.
+bool split_small_takes(int64_t n_tokens);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

@@ -42,6 +42,7 @@
 #include "kernels/cuda_status.h"
 #include "kernels/launch.cuh"
 #include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/matmul/scratch_layout.cuh"
 #include "kernels/matmul/tiled.cuh"
 #include "kernels/matmul/wgmma.cuh"
 
@@ -261,6 +262,13 @@ bool split_pays(int64_t row_blocks) {
 bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
   static const int mode = env_choice("MEMRA_SPLIT_HALVES", {"0", "1", "all"}, 0);
   return mode == 2 || (mode == 1 && split_halves_on(split_blocks, n_tokens, device_sms()));
+}
+
+// MEMRA_SPLIT_SMALL: 0 (the default, unmeasured yet) or 1. (17-32 tokens: above
+// kWgmmaMinTokens, at most the token halves' 32.)
+bool split_small_takes(int64_t n_tokens) {
+  static const bool enabled = env_switch("MEMRA_SPLIT_SMALL", false);
+  return enabled && n_tokens > kWgmmaMinTokens && n_tokens <= 32;
 }
 
 bool prefill_wgmma_available() {
