@@ -49,8 +49,16 @@
 #               matrix cases with it (+ teeth), the determinism contract and graph replay with it,
 #               memra-kernel-bench at 20-64 tokens each way, 8B Q4_K_M decode of 40 and 64
 #               sequences, 8B Q8_0 and the 0.6B of 24 and 64, each way, twice, alternated; 8B
-#               Q4_K_M of 16, 20 and 32 with neither, the halves, and both (~9 min; not part of
+#               Q4_K_M of 16, 20 and 32 with neither, the halves, and both (~5 min; not part of
 #               full)
+#     copies    written without a device (fifty-first round): the pipelined Q4_K kernel's chunk
+#               copies shared by every warp (copy_chunk_part) and its mins' staging moved past
+#               the first wgmma group; no switch (the same bits: the same copies and sums), so
+#               its A/B is against the halves run's figures on the same GPU model: kernel-check's
+#               matrix cases (+ teeth), the determinism contract and graph replay, the split
+#               form's stalls at 64 tokens (Q4_K down), memra-kernel-bench at 32 and 64 tokens, 8B
+#               Q4_K_M decode of 20 to 64 sequences, 8B Q8_0 of 64 (a control: its kernel did not
+#               change) and 0.6B Q4_K_M of 24 and 64 (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -99,8 +107,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -533,7 +541,7 @@ if [ "$MODE" = halves ]; then
     switches=${f#*:}
     # shellcheck disable=SC2086  # the variables split at their commas
     step "kernel-bench-halves-${f%%:*}" 120 env ${switches//,/ } "$BIN/memra-kernel-bench" \
-      --tokens 20,32,40,64 --dtypes q4_k,q6_k,q8_0 \
+      --tokens 32,64 --dtypes q4_k,q6_k,q8_0 \
       --json "$RECEIPTS/$DAY-kernel-bench-halves-${f%%:*}.json"
   done
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
@@ -555,6 +563,27 @@ if [ "$MODE" = halves ]; then
       bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,32
     done
   done
+fi
+if [ "$MODE" = copies ]; then
+  # Written without a device (fifty-first round): the first wgmma of a chunk waits for its whole
+  # warpgroup, and warp 0 issued every copy of the next chunk before it (18% of the split form's
+  # warp samples at 64 tokens). The bits first, then the split form's stalls again, then the
+  # products and whole decode steps (against the halves run's figures: no switch).
+  kcheck kernel-check-matmul 300 --filter matmul
+  kcheck kernel-check-matmul-teeth 300 --filter matmul --teeth
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step engine-invariants 180 env MEMRA_TEST_DEVICE=cuda "$BIN/memra_engine_fixture_test" \
+      --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+  kernel_stalls stalls-fold64-64-down wgmma_fold64 60 "--tokens 64 --dtypes q4_k --only down"
+  kernel_stalls stalls-fold64-64-gate wgmma_fold64 60 "--tokens 64 --dtypes q4_k --only gate"
+  step kernel-bench-copies 120 "$BIN/memra-kernel-bench" --tokens 32,64 --dtypes q4_k,q6_k,q8_0 \
+    --json "$RECEIPTS/$DAY-kernel-bench-copies.json"
+  # (bench_with for the receipts' names: the switch is the default's.)
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" copies MEMRA_SPLIT_HALVES=1 -n 64 \
+    -c 20,32,40,64
+  bench_with "$(synth qwen3-8b q8_0)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 64
+  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 24,64
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

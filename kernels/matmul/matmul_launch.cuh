@@ -291,8 +291,9 @@ static_assert(!split_pays_on(96, 132, false) && !split_pays_on(96, 132, true));
 static_assert(!split_pays_on(1187, 132, false) && !split_pays_on(1187, 132, true));
 // Whether a split form's launch of split_blocks 64-row blocks at n_tokens (at most 64) runs in
 // token halves: blocks of 32 tokens, twice the grid at 33-64 tokens (the 8B's o and down at 64
-// tokens: 64 blocks of 132 SMs), the same grid with half the work at 17-32. MEMRA_SPLIT_HALVES=1
-// (opt-in, written in the fiftieth round; the same bits; =all: every split launch).
+// tokens: 64 blocks of 132 SMs), the same grid with half the work at 17-32. On unless
+// MEMRA_SPLIT_HALVES=0 (the default since the fifty-first round; the same bits; =all: every split
+// launch).
 bool split_halves_take(int64_t split_blocks, int64_t n_tokens);
 // The rule itself, on `sms` SMs: the doubled grid still fits one wave.
 constexpr bool split_halves_on(int64_t split_blocks, int64_t n_tokens, int64_t sms) {
@@ -304,8 +305,8 @@ static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
               !split_halves_on(384, 64, 132) && split_halves_on(384, 20, 132));
 // Whether the split forms take the narrow outputs of a step of 17-32 tokens too (fold64_takes,
 // scaled_split_takes in matmul.cu), where the cluster and tiled decode kernels serve them
-// otherwise: MEMRA_SPLIT_SMALL=1 (opt-in, written in the fifty-first round; the same bits). Their
-// blocks then take token halves (split_halves_on) where MEMRA_SPLIT_HALVES is on.
+// otherwise: MEMRA_SPLIT_SMALL=1 (opt-in: the 8B Q4_K_M measured slower with it in the fifty-first
+// round; the same bits). Their blocks then take token halves (split_halves_on).
 bool split_small_takes(int64_t n_tokens);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.

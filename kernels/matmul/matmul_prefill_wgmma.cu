@@ -257,15 +257,21 @@ bool split_pays(int64_t row_blocks) {
   return split_pays_on(row_blocks, device_sms(), waves);
 }
 
-// MEMRA_SPLIT_HALVES: 0 (the default, unmeasured yet), 1 (split_halves_on's rule), all (every
-// split launch: a diagnostic, whether a 32-token chunk takes less time than a 64-token one).
+// MEMRA_SPLIT_HALVES: 1 (split_halves_on's rule, the default since the fifty-first round: H100, 8B
+// Q4_K_M c64 5,604 -> 6,117 tok/s, c40 3,811 -> 3,980, Q8_0 c64 6,416 -> 6,720, 0.6B c64 14,255
+// -> 15,997; the Q4_K down product at 64 tokens 56.2 -> 48.0 us), 0 (the A/B), all (every split
+// launch: a diagnostic; q/k/v's at 64 tokens, two waves of 32-token blocks, 25.5 -> 35.5 us: a
+// 32-token chunk takes about as long as a 64-token one).
 bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
-  static const int mode = env_choice("MEMRA_SPLIT_HALVES", {"0", "1", "all"}, 0);
+  static const int mode = env_choice("MEMRA_SPLIT_HALVES", {"0", "1", "all"}, 1);
   return mode == 2 || (mode == 1 && split_halves_on(split_blocks, n_tokens, device_sms()));
 }
 
-// MEMRA_SPLIT_SMALL: 0 (the default, unmeasured yet) or 1. (17-32 tokens: above
-// kWgmmaMinTokens, at most the token halves' 32.)
+// MEMRA_SPLIT_SMALL: 0 (the default) or 1. Measured in the fifty-first round (H100, with the
+// halves): 8B Q4_K_M c20 2,382 -> 2,298 tok/s, c32 3,538 -> 3,457; at 32 tokens the scaled kernel
+// gains (Q8_0 q/k/v 32.6 -> 23.6 us, Q6_K 34.6 -> 24.8, Q8_0 down 59.1 -> 52.9), the pipelined
+// Q4_K one loses (q/k/v 23.4 -> 25.1, down 53.7 -> 55.2) to the cluster kernel. (17-32 tokens:
+// above kWgmmaMinTokens, at most the token halves' 32.)
 bool split_small_takes(int64_t n_tokens) {
   static const bool enabled = env_switch("MEMRA_SPLIT_SMALL", false);
   return enabled && n_tokens > kWgmmaMinTokens && n_tokens <= 32;

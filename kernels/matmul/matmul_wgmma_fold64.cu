@@ -8,7 +8,9 @@
 //    four wgmmas are issued, so the tensor cores work through it;
 //  - the mins' B fragments (fold.cuh's bias_b) are loaded a chunk ahead, converted once and staged
 //    in shared memory for every warp, as the warp-specialized Q4_K kernel does;
-//  - warp 0's lanes issue a stage's 24 bulk copies together instead of thread 0 one after another;
+//  - the eight warps share a stage's bulk copies, a lane a copy (copy_chunk_part; warp 0's lanes
+//    issued all 12-24 before the fifty-first round, and its warpgroup's first wgmma waited on
+//    them);
 //  - four stages, two chunks ahead (a stage is refilled once every warp is past the chunk two
 //    before it, whose wgmmas and fold are then complete).
 // The arithmetic is fold_chunk_wgmma's, operand for operand: one wgmma chain over a chunk's 16
@@ -31,6 +33,7 @@ namespace {
 using fold64::chunk_chain;
 using fold64::chunk_end;
 using fold64::copy_chunk;
+using fold64::copy_chunk_part;
 using fold64::kBN;
 using fold64::kXsPerChunk;
 using fold64::T;
@@ -44,7 +47,8 @@ static_assert(kSmem <= kMaxSmemHopper, "shared memory over the sm_90 limit");
 static_assert(kAhead + 2 <= kStages, "a refilled stage's chunk is two chunks back");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Warp 0 fills stage c % kStages with chunk c (copy_chunk), none past the last chunk.
+// Warp 0 fills stage c % kStages with chunk c (copy_chunk), none past the last chunk: the first
+// kAhead chunks (the loop's chunks share the copies: copy_chunk_part).
 template <bool kRows>
 __device__ __forceinline__ void fill_stage(const MatmulArgs& a, const CUtensorMap* xmap,
                                            uint8_t* smem, uint64_t* full, int c, int row0, int tok0,
@@ -110,18 +114,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto run_chunk = [&](auto fold_prev, int c, float(&cur)[8][4], float(&prev)[8][4]) {
     const uint8_t* stage = smem + (c % kStages) * kStage;
     mbar_wait(full + c % kStages, (c / kStages) & 1);  // chunk c has landed
+    // Chunk c + kAhead's stage held chunk c - 2, whose phase is complete: armed before the block
+    // meets, filled after it by all eight warps (copy_chunk_part).
+    const int ahead = c + kAhead;
+    if (tid == 0 && ahead < n_chunks) fold64::arm_stage<kTiles>(full + ahead % kStages);
     // Every warp is past chunk c - 1's first group, so chunk c - 2 is complete everywhere (its
     // stage is free) and so is its fold (its sums' buffer, c % 2, is free).
     __syncthreads();
-    if (warp == 0) fill_stage<kRows>(a, &xmap, smem, full, c + kAhead, row0, tok0, lane);
-    if (x_owner) {
-      xs[(c & 1) * kXsPerChunk + tid] =
-          x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
-      if (c + 1 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 1)));
-    }
+    if (ahead < n_chunks)
+      copy_chunk_part<kTiles, kRows, kBN, kThreads / 32>(
+          a, &xmap, smem + (ahead % kStages) * kStage, full + ahead % kStages, ahead, row0, tok0,
+          warp, lane);
     const uint8_t* rec = stage + warp * T::kBytes;
     const FoldRow fr_g = fold_row(T::head(rec, g)), fr_g8 = fold_row(T::head(rec, g + 8));
     chunk_chain<kRows>(rec, stage + S::kRecBytes, fr_g, fr_g8, lane, af, cur, [&] {
+      // While the first group runs: chunk c's mins' fragments, staged for its fold in the next
+      // chunk (after that chunk's barrier); not before the chain, where the owners' warps would
+      // hold their warpgroup's first wgmma.
+      if (x_owner) {
+        xs[(c & 1) * kXsPerChunk + tid] =
+            x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
+        if (c + 1 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 1)));
+      }
       if constexpr (decltype(fold_prev)::value) {  // chunk c - 1, complete: fold it meanwhile
         fold_end(smem + ((c - 1) % kStages) * kStage, xs + ((c - 1) & 1) * kXsPerChunk, c - 1, warp,
                  lane, prev, total);

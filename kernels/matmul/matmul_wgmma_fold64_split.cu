@@ -22,12 +22,14 @@
 // Shared memory: 4 stages of 41 KB, the mins' fragments, the 16 KB total: one block an SM, 8 warps,
 // as the 128-row form.
 //
-// Token halves (MEMRA_SPLIT_HALVES=1, split_halves_take; written in the fiftieth round, opt-in):
-// blocks of 32 tokens on m64n32 wgmmas. A launch whose split grid fills at most half the SMs (the
-// 8B's o and down at 64 tokens: 64 blocks) then runs twice the blocks, each chain as long as
-// before; a team's chunk is bound by its chain's latency, not by its tokens (a 64-token chunk
-// takes ~2.5 us where its wgmmas need ~0.3 at the tensor rate), so the launch should take ~half
-// the time, for twice the weight records' L2 reads (9 KB a chunk beside x's 16 KB).
+// Token halves (split_halves_take; the default since the fifty-first round, MEMRA_SPLIT_HALVES=0
+// for the A/B): blocks of 32 tokens on m64n32 wgmmas. A launch whose split grid fills at most half
+// the SMs (the 8B's o and down at 64 tokens: 64 blocks) then runs twice the blocks, each chain as
+// long as before; a team's chunk is bound by its chain's latency, not by its tokens (a 64-token
+// chunk takes ~2.5 us where its wgmmas need ~0.3 at the tensor rate), for twice the weight records'
+// L2 reads (9 KB a chunk beside x's 16 KB). Measured (H100): the Q4_K down product at 64
+// tokens 56.2
+// -> 48.0 us (-15%, not half).
 #include <type_traits>
 
 #include "core/env.h"
@@ -43,6 +45,7 @@ namespace {
 using fold64::chunk_chain;
 using fold64::chunk_end;
 using fold64::copy_chunk;
+using fold64::copy_chunk_part;
 using fold64::T;
 constexpr int kBM = 64, kTeams = ChunkTeams::kTeams, kTeamThreads = ChunkTeams::kThreads;
 constexpr int kThreads = kTeams * kTeamThreads;
@@ -148,20 +151,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int c = 2 * k + team;
     const uint8_t* stage = stages + (k % kTeamStages) * S::kBytes;
     mbar_wait(full + k % kTeamStages, (k / kTeamStages) & 1);  // chunk c has landed
+    // The next chunk's stage held chunk k - 1, whose phase is complete: armed before the team
+    // meets, filled after it by the team's four warps (copy_chunk_part).
+    const bool next = k + 1 < n_mine;
+    if (ttid == 0 && next) fold64::arm_stage<kTiles, kN>(full + (k + 1) % kTeamStages);
     // Every warp of the team is past its chunk k - 1's wait for its wgmmas (that stage is free:
     // its headers are in fr_prev) and past chunk k - 2's end (its mins' buffer, k % 2, is free).
     team_sync();
-    if (twarp == 0 && k + 1 < n_mine)
-      copy_chunk<kTiles, kRows, kN>(a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes,
-                                    full + (k + 1) % kTeamStages, c + 2, row0, tok0, lane);
-    if (x_owner) {
-      xs[(k & 1) * kXs + ttid] = x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
-      if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
-    }
+    if (next)
+      copy_chunk_part<kTiles, kRows, kN, kTiles>(
+          a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes, full + (k + 1) % kTeamStages,
+          c + 2, row0, tok0, twarp, lane);
     const uint8_t* rec = stage + twarp * T::kBytes;
     fr[0] = fold_row(T::head(rec, g));
     fr[1] = fold_row(T::head(rec, g + 8));
     chunk_chain<kRows>(rec, stage + S::kRecBytes, fr[0], fr[1], lane, af, cur, [&] {
+      // While the first group runs: chunk c's mins' fragments, staged for its end in the team's
+      // next chunk (after that chunk's team_sync); not before the chain, where the owners' warps
+      // would hold the team's first wgmma.
+      if (x_owner) {
+        xs[(k & 1) * kXs + ttid] =
+            x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
+        if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
+      }
       if constexpr (decltype(add_prev)::value)
         add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXs);
     });

@@ -39,33 +39,62 @@ struct Stage {
 
 // Templates, instantiated only by the kernels' sm_90a code.
 
-// One warp fills `stage` with chunk c, completing on `bar`: lane 0 sets the byte count first (the
-// warp meets before any copy is issued), lanes 0 .. kTiles - 1 copy the tile records (rows past
-// the matrix repeat the last tile), the next 16 lanes the 2 KB of each k16 step's xp tile that
-// hold the block's tokens, or (kRows) the next 4 lanes the rows form's 64-k x kN-token boxes of
+// Warp `warp` of the kWarps that share a stage's copies issues its part of chunk c's into `stage`
+// (completing on `bar`, which arm_stage has armed): tile records warp, warp + kWarps, ... (rows
+// past the matrix repeat the last tile) and x pieces warp, warp + kWarps, ...: the 2 KB of each k16
+// step's xp tile that hold the block's tokens, or (kRows) the rows form's 64-k x kN-token boxes of
 // the chunk through xmap (x_rows_map for kN-token boxes; rows past the batch arrive as zeros, and
-// the box's whole 128 kN bytes count).
+// the box's whole 128 kN bytes count). A lane a copy: the warp's tiles on its first lanes, its x
+// pieces on the next.
+// Why shared (fifty-first round): the kernels' first wgmma of a chunk waits for its whole
+// warpgroup, and one warp issuing every copy (each a pass of an elect loop: the copies' operands
+// go through the uniform registers one lane at a time) held the others there: 18% of the split
+// form's warp samples, at 64 tokens on an H100.
+template <int kTiles, bool kRows, int kN, int kWarps>
+__device__ __forceinline__ void copy_chunk_part(const MatmulArgs& a, const CUtensorMap* xmap,
+                                                uint8_t* stage, uint64_t* bar, int c, int row0,
+                                                int tok0, int warp, int lane) {
+  using S = Stage<kTiles, kN>;
+  constexpr int kStep = kStepBytesOf<kN>;
+  constexpr int kPieces = kRows ? kChunk / kXRowsK : kChunk / 16;
+  constexpr int kWarpTiles = (kTiles + kWarps - 1) / kWarps;
+  constexpr int kWarpPieces = (kPieces + kWarps - 1) / kWarps;
+  static_assert(kWarpTiles + kWarpPieces <= 32, "one lane a copy");
+  const int n_chunks = a.n_in / kChunk;
+  if (lane < kWarpTiles) {
+    const int i = warp + kWarps * lane;
+    if (i < kTiles) {
+      const int64_t tile = min(row0 / 16 + i, (a.n_out - 1) / 16);
+      bulk_copy(stage + i * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
+    }
+  } else if (lane < kWarpTiles + kWarpPieces) {
+    const int p = warp + kWarps * (lane - kWarpTiles);
+    if (p >= kPieces) return;
+    if constexpr (kRows)
+      tensor_copy_2d(stage + S::kRecBytes + p * (kN * 128), xmap, c * kChunk + p * kXRowsK, tok0,
+                     bar);
+    else
+      bulk_copy(stage + S::kRecBytes + p * kStep,
+                a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * p, a.n_in), kStep, bar);
+  }
+}
+
+// Arms `bar` for a stage's copies (one thread: before the warps that issue them meet, so that the
+// byte count is set before any copy completes).
+template <int kTiles, int kN = kBN>
+__device__ __forceinline__ void arm_stage(uint64_t* bar) {
+  mbar_arrive_expect_tx(bar, Stage<kTiles, kN>::kBytes);
+}
+
+// One warp fills `stage` with chunk c, completing on `bar`: lane 0 arms it first (the warp meets
+// before any copy is issued), then every copy of the chunk (copy_chunk_part's, one warp's share).
 template <int kTiles, bool kRows = false, int kN = kBN>
 __device__ __forceinline__ void copy_chunk(const MatmulArgs& a, const CUtensorMap* xmap,
                                            uint8_t* stage, uint64_t* bar, int c, int row0, int tok0,
                                            int lane) {
-  using S = Stage<kTiles, kN>;
-  constexpr int kStep = kStepBytesOf<kN>;
-  const int n_chunks = a.n_in / kChunk;
-  if (lane == 0) mbar_arrive_expect_tx(bar, S::kBytes);
+  if (lane == 0) arm_stage<kTiles, kN>(bar);
   __syncwarp();
-  if (lane < kTiles) {
-    const int64_t tile = min(row0 / 16 + lane, (a.n_out - 1) / 16);
-    bulk_copy(stage + lane * T::kBytes, a.w + (tile * n_chunks + c) * T::kBytes, T::kBytes, bar);
-  } else if (kRows && lane < kTiles + kChunk / kXRowsK) {
-    const int box = lane - kTiles;
-    tensor_copy_2d(stage + S::kRecBytes + box * (kN * 128), xmap, c * kChunk + box * kXRowsK, tok0,
-                   bar);
-  } else if (!kRows && lane < kTiles + kChunk / 16) {
-    const int s = lane - kTiles;
-    bulk_copy(stage + S::kRecBytes + s * kStep,
-              a.xp + xp_offset(tok0, int64_t{c} * kChunk + 16 * s, a.n_in), kStep, bar);
-  }
+  copy_chunk_part<kTiles, kRows, kN, 1>(a, xmap, stage, bar, c, row0, tok0, 0, lane);
 }
 
 // One chunk's wgmma chain into cur for a warp's m16 tile (rec: its record in the stage; X: the
