@@ -58,7 +58,9 @@
 #               matrix cases (+ teeth), the determinism contract and graph replay, the split
 #               form's stalls at 64 tokens (Q4_K down), memra-kernel-bench at 32 and 64 tokens, 8B
 #               Q4_K_M decode of 20 to 64 sequences, 8B Q8_0 of 64 (a control: its kernel did not
-#               change) and 0.6B Q4_K_M of 24 and 64 (~3 min; not part of full)
+#               change) and 0.6B Q4_K_M of 24 and 64; then the halves' blocks on three teams
+#               (MEMRA_SPLIT_TEAMS=3, opt-in): kernel-check's matrix cases (+ teeth), the products
+#               and the same Q4_K_M figures with them (~6 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -584,6 +586,15 @@ if [ "$MODE" = copies ]; then
     -c 20,32,40,64
   bench_with "$(synth qwen3-8b q8_0)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 64
   bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 24,64
+  # Then the token halves' blocks on three teams (MEMRA_SPLIT_TEAMS=3, opt-in, written in the
+  # same round): their bits (+ teeth), the products and the same decode figures with them.
+  kcheck kernel-check-matmul-teams3 300 MEMRA_SPLIT_TEAMS=3 --filter matmul
+  kcheck kernel-check-matmul-teams3-teeth 300 MEMRA_SPLIT_TEAMS=3 --filter matmul --teeth
+  step kernel-bench-teams3 120 env MEMRA_SPLIT_TEAMS=3 "$BIN/memra-kernel-bench" --tokens 32,64 \
+    --dtypes q4_k --json "$RECEIPTS/$DAY-kernel-bench-teams3.json"
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" teams3 MEMRA_SPLIT_TEAMS=3 -n 64 \
+    -c 20,32,40,64
+  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" teams3 MEMRA_SPLIT_TEAMS=3 -n 64 -c 24,64
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

@@ -1,7 +1,7 @@
-// Private to kernels/matmul: two warpgroups ("teams") of a wgmma block that take one 64-row tile's
-// 256-element chunks in turn (team w chunks w, w + 2, ...: the split forms of the pipelined Q4_K
-// kernel and of the scaled Q6_K / Q8_0 kernel) and still sum the chunk partials in chunk order,
-// matmul.cu's canonical order: ((p0 + p1) + p2) + ...
+// Private to kernels/matmul: two (or three) warpgroups ("teams") of a wgmma block that take one
+// 64-row tile's 256-element chunks in turn (team w chunks w, w + 2, ...: the split forms of the
+// pipelined Q4_K kernel and of the scaled Q6_K / Q8_0 kernel) and still sum the chunk partials in
+// chunk order, matmul.cu's canonical order: ((p0 + p1) + p2) + ...
 //
 // The running total lives in shared memory, 16 KB. Team thread i of either team holds the same 32
 // elements of its chunk partials (wgmma's C layout over the same 64 rows and 64 tokens: n8 tile n's
@@ -21,9 +21,13 @@
 namespace memra::kernels::matmul_detail {
 
 // kElemsT: a thread's accumulator elements (m64n64: 8 n8 tiles x 4; the token halves' m64n32: 16).
-template <int kElemsT = 32>
+// kTeamsT: the teams (two; three in the Q4_K split form's three-team variant, MEMRA_SPLIT_TEAMS=3:
+// team w takes chunks w, w + 3, ...). With any count a team adds chunk c once the team of chunk
+// c - 1 has; the chain of turns keeps that team at most one phase ahead of the wait (it cannot add
+// chunk c - 1 + kTeams before chunk c is added), so a parity wait still names the phase.
+template <int kElemsT = 32, int kTeamsT = 2>
 struct ChunkTeamsOf {
-  static constexpr int kTeams = 2, kThreads = 128;
+  static constexpr int kTeams = kTeamsT, kThreads = 128;
   static constexpr int kElems = kElemsT;
   static constexpr int kSlots = kElems / 4;  // 16-byte slots a thread
   static_assert(kSlots == 8 || kSlots == 4, "m64n64 or m64n32");
@@ -44,9 +48,13 @@ struct ChunkTeamsOf {
   __device__ __forceinline__ void init() const {
     detail::mbar_init_stages(added, kTeams, kThreads);
   }
-  // Before adding chunk c: the other team has added chunk c - 1 (its (c - 1) / 2-th).
+  // Before adding chunk c: the team of chunk c - 1 has added it (its (c - 1) / kTeams-th).
   __device__ __forceinline__ void wait_turn(int c) const {
-    if (c > 0) detail::mbar_wait(added + (1 - team), ((c - 1) >> 1) & 1);
+    if constexpr (kTeams == 2) {
+      if (c > 0) detail::mbar_wait(added + (1 - team), ((c - 1) >> 1) & 1);
+    } else {
+      if (c > 0) detail::mbar_wait(added + (c - 1) % kTeams, ((c - 1) / kTeams) & 1);
+    }
   }
   // The total after chunk c's partial p of n8 tile n (its four elements): p itself for chunk 0,
   // else the total so far plus p.

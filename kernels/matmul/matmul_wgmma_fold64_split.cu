@@ -47,16 +47,17 @@ using fold64::chunk_end;
 using fold64::copy_chunk;
 using fold64::copy_chunk_part;
 using fold64::T;
-constexpr int kBM = 64, kTeams = ChunkTeams::kTeams, kTeamThreads = ChunkTeams::kThreads;
-constexpr int kThreads = kTeams * kTeamThreads;
+constexpr int kBM = 64, kTeamThreads = ChunkTeams::kThreads;
 constexpr int kTeamStages = 2;
 constexpr int kTiles = kBM / 16;  // a team's warps: one m16 tile each
 
-// The layout of a block of kN tokens (64, or the token halves' 32).
-template <int kN>
+// The layout of a block of kN tokens (64, or the token halves' 32) and kTeams teams (two, or three:
+// MEMRA_SPLIT_TEAMS=3, token halves only, where three teams' stages fit).
+template <int kN, int kTeams = 2>
 struct SplitCfg {
   using S = fold64::Stage<kTiles, kN>;
-  using Teams = ChunkTeamsOf<kN / 2>;
+  using Teams = ChunkTeamsOf<kN / 2, kTeams>;
+  static constexpr int kThreads = kTeams * kTeamThreads;
   static constexpr int kXs = fold64::kXsOf<kN>;  // a chunk's mins' fragments: team threads
   static constexpr int kStagesBytes = kTeams * kTeamStages * S::kBytes;
   static constexpr int kXsBytes = kTeams * 2 * kXs * 16;  // a team's two chunks' mins' fragments
@@ -71,14 +72,15 @@ struct SplitCfg {
 
 // Block (x, y): tokens [kN x, + kN) of the 64-row block of outs that y names (BlockOuts in blocks
 // of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map for kN-token boxes; a
-// zeroed map otherwise). kN: 64, or 32 (the token halves: split_halves_take).
-template <bool kRows, int kN>
-__global__ void __launch_bounds__(kThreads, 1)
+// zeroed map otherwise). kN: 64, or 32 (the token halves: split_halves_take). kTeams: 2, or 3
+// (split_teams).
+template <bool kRows, int kN, int kTeams>
+__global__ void __launch_bounds__(kTeams* kTeamThreads, 1)
     wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs,
                               const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = SplitCfg<kN>;
+  using C = SplitCfg<kN, kTeams>;
   using S = typename C::S;
   using Teams = typename C::Teams;
   constexpr int kXs = C::kXs;
@@ -92,7 +94,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int o = take_output(outs, outs.block_begin, by, a);
   const int row0 = (by - outs.block_begin[o]) * kBM, tok0 = static_cast<int>(blockIdx.x) * kN;
   const int n_chunks = a.n_in / kChunk;
-  const int n_mine = (n_chunks - team + 1) / 2;  // chunks team, team + 2, ... below n_chunks
+  // Chunks team, team + kTeams, ... below n_chunks.
+  const int n_mine = (n_chunks - team + kTeams - 1) / kTeams;
   uint8_t* const stages = smem + team * kTeamStages * S::kBytes;
   uint4* const xs = reinterpret_cast<uint4*>(smem + C::kStagesBytes) + team * 2 * kXs;
   uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + C::kBarsAt);
@@ -111,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     teams.init();
   }
   __syncthreads();          // the last barrier of the whole block: the teams meet only on `teams`
-  if (n_mine == 0) return;  // one chunk (K = 256): team 1 has none
+  if (n_mine == 0) return;  // fewer chunks than teams (K = 256: one): the later teams have none
   if (twarp == 0) copy_chunk<kTiles, kRows, kN>(a, &xmap, stages, full, team, row0, tok0, lane);
   const auto team_sync = [&] { named_barrier_sync(1 + team, kTeamThreads); };
 
@@ -139,7 +142,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       teams.pass();
   };
 
-  // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk 2k + team);
+  // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk kTeams k +
+  // team);
   // f0, f1: their rows' headers; af: chunk_chain's two A sets.
   float s0[kN / 8][4] = {}, s1[kN / 8][4] = {};
   FoldRow f0[2], f1[2];
@@ -148,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // added to the total while this one's first group runs.
   auto run_chunk = [&](auto add_prev, int k, float(&cur)[kN / 8][4], const float(&prev)[kN / 8][4],
                        FoldRow(&fr)[2], const FoldRow(&fr_prev)[2]) {
-    const int c = 2 * k + team;
+    const int c = kTeams * k + team;
     const uint8_t* stage = stages + (k % kTeamStages) * S::kBytes;
     mbar_wait(full + k % kTeamStages, (k / kTeamStages) & 1);  // chunk c has landed
     // The next chunk's stage held chunk k - 1, whose phase is complete: armed before the team
@@ -161,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (next)
       copy_chunk_part<kTiles, kRows, kN, kTiles>(
           a, &xmap, stages + ((k + 1) % kTeamStages) * S::kBytes, full + (k + 1) % kTeamStages,
-          c + 2, row0, tok0, twarp, lane);
+          c + kTeams, row0, tok0, twarp, lane);
     const uint8_t* rec = stage + twarp * T::kBytes;
     fr[0] = fold_row(T::head(rec, g));
     fr[1] = fold_row(T::head(rec, g + 8));
@@ -172,10 +176,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (x_owner) {
         xs[(k & 1) * kXs + ttid] =
             x_tok < a.n_tokens ? bias_b_both(xv) : make_uint4(0u, 0u, 0u, 0u);
-        if (c + 2 < n_chunks) xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + 2)));
+        if (c + kTeams < n_chunks)
+          xv = __ldg(reinterpret_cast<const float4*>(x_src + 8 * (c + kTeams)));
       }
       if constexpr (decltype(add_prev)::value)
-        add_chunk(std::false_type{}, c - 2, prev, fr_prev, xs + ((k - 1) & 1) * kXs);
+        add_chunk(std::false_type{}, c - kTeams, prev, fr_prev, xs + ((k - 1) & 1) * kXs);
     });
   };
   // As the 128-row form: the team's chunks in pairs, then an odd last one (the sets stay in
@@ -189,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (k < n_mine) run_chunk(std::true_type{}, k, s1, s0, f1, f0);
   wgmma_wait<0>();
   team_sync();  // the last chunk's staged mins are published to the team
-  const int last = n_mine - 1, c_last = 2 * last + team;
+  const int last = n_mine - 1, c_last = kTeams * last + team;
   const uint4* last_xs = xs + (last & 1) * kXs;
   const auto finish = [&](const float(&s)[kN / 8][4], const FoldRow(&fr)[2]) {
     if (c_last == n_chunks - 1)
@@ -206,17 +211,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The launch of one token tile width.
-template <int kN>
+// The launch of one token tile width and team count.
+template <int kN, int kTeams = 2>
 void launch_split(const MatmulArgs& x, const BlockOuts& blocks, cudaStream_t stream) {
+  using C = SplitCfg<kN, kTeams>;
   const CUtensorMap xmap = x_rows_map(x, kN);
-  constexpr int kSmem = SplitCfg<kN>::kSmem;
   if (x.xp_rows)
-    launch_block_outs<wgmma_fold64_split_kernel<true, kN>, kN>(x, blocks, kThreads, kSmem, stream,
-                                                               xmap);
+    launch_block_outs<wgmma_fold64_split_kernel<true, kN, kTeams>, kN>(x, blocks, C::kThreads,
+                                                                       C::kSmem, stream, xmap);
   else
-    launch_block_outs<wgmma_fold64_split_kernel<false, kN>, kN>(x, blocks, kThreads, kSmem, stream,
-                                                                xmap);
+    launch_block_outs<wgmma_fold64_split_kernel<false, kN, kTeams>, kN>(x, blocks, C::kThreads,
+                                                                        C::kSmem, stream, xmap);
+}
+
+// MEMRA_SPLIT_TEAMS: 2 (the default) or 3 (opt-in, written in the fifty-first round, unmeasured):
+// the token halves' blocks run three teams, each walking a third of the chunks. Why: a team's
+// chunk is a latency chain (the split form issues 0.37 instructions a cycle per scheduler with
+// two warps each, fifty-first round), so a third warp a scheduler should cut a block's time by up
+// to a third at the same bits (ChunkTeams sums in chunk order for any team count). Three teams
+// of 64-token blocks would need 246 KB of stages; the halves' need 151 KB, and their kernel's
+// ~160 registers fit 384 threads (at most 168).
+int split_teams() {
+  static const int teams = 2 + env_choice("MEMRA_SPLIT_TEAMS", {"2", "3"}, 0);
+  return teams;
 }
 
 }  // namespace
@@ -238,10 +255,12 @@ void launch_wgmma_fold64_split(const MatmulArgs& x, const BlockOuts& outs, cudaS
          "wgmma_fold64_split: K {} (whole 256-element chunks), {} outputs, {} tokens (at most {})",
          x.n_in, outs.n, x.n_tokens, fold64::kBN);
   const BlockOuts blocks = outs.in_blocks_of(kBM);
-  if (split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
-    launch_split<32>(x, blocks, stream);
-  else
+  if (!split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
     launch_split<64>(x, blocks, stream);
+  else if (split_teams() == 3)
+    launch_split<32, 3>(x, blocks, stream);
+  else
+    launch_split<32>(x, blocks, stream);
 }
 
 }  // namespace memra::kernels::matmul_detail
