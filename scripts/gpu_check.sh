@@ -58,9 +58,10 @@
 #               matrix cases (+ teeth), the determinism contract and graph replay, the split
 #               form's stalls at 64 tokens (Q4_K down), memra-kernel-bench at 32 and 64 tokens, 8B
 #               Q4_K_M decode of 20 to 64 sequences, 8B Q8_0 of 64 (a control: its kernel did not
-#               change) and 0.6B Q4_K_M of 24 and 64; then the halves' blocks on three teams
-#               (MEMRA_SPLIT_TEAMS=3, opt-in): kernel-check's matrix cases (+ teeth), the products
-#               and the same Q4_K_M figures with them (~6 min; not part of full)
+#               change) and 0.6B Q4_K_M of 24 and 64, all on two teams; then the halves' blocks on
+#               three teams (MEMRA_SPLIT_TEAMS=3, the default since): kernel-check's matrix cases
+#               (+ teeth), the products and the same Q4_K_M figures with them (~4 min; not part
+#               of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -570,7 +571,9 @@ if [ "$MODE" = copies ]; then
   # Written without a device (fifty-first round): the first wgmma of a chunk waits for its whole
   # warpgroup, and warp 0 issued every copy of the next chunk before it (18% of the split form's
   # warp samples at 64 tokens). The bits first, then the split form's stalls again, then the
-  # products and whole decode steps (against the halves run's figures: no switch).
+  # products and whole decode steps (against the halves run's figures: no switch). Two teams
+  # for this part, as run at 21b4f47 (three are the token halves' default since).
+  export MEMRA_SPLIT_TEAMS=2
   kcheck kernel-check-matmul 300 --filter matmul
   kcheck kernel-check-matmul-teeth 300 --filter matmul --teeth
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
@@ -581,13 +584,12 @@ if [ "$MODE" = copies ]; then
   kernel_stalls stalls-fold64-64-gate wgmma_fold64 60 "--tokens 64 --dtypes q4_k --only gate"
   step kernel-bench-copies 120 "$BIN/memra-kernel-bench" --tokens 32,64 --dtypes q4_k,q6_k,q8_0 \
     --json "$RECEIPTS/$DAY-kernel-bench-copies.json"
-  # (bench_with for the receipts' names: the switch is the default's.)
-  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" copies MEMRA_SPLIT_HALVES=1 -n 64 \
+  bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" copies MEMRA_SPLIT_TEAMS=2 -n 64 \
     -c 20,32,40,64
-  bench_with "$(synth qwen3-8b q8_0)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 64
-  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" copies MEMRA_SPLIT_HALVES=1 -n 64 -c 24,64
-  # Then the token halves' blocks on three teams (MEMRA_SPLIT_TEAMS=3, opt-in, written in the
-  # same round): their bits (+ teeth), the products and the same decode figures with them.
+  bench_with "$(synth qwen3-8b q8_0)" copies MEMRA_SPLIT_TEAMS=2 -n 64 -c 64
+  bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" copies MEMRA_SPLIT_TEAMS=2 -n 64 -c 24,64
+  # Then the token halves' blocks on three teams (MEMRA_SPLIT_TEAMS=3, written in the same round,
+  # the default since): their bits (+ teeth), the products and the same decode figures with them.
   kcheck kernel-check-matmul-teams3 300 MEMRA_SPLIT_TEAMS=3 --filter matmul
   kcheck kernel-check-matmul-teams3-teeth 300 MEMRA_SPLIT_TEAMS=3 --filter matmul --teeth
   step kernel-bench-teams3 120 env MEMRA_SPLIT_TEAMS=3 "$BIN/memra-kernel-bench" --tokens 32,64 \

@@ -21,8 +21,8 @@
 namespace memra::kernels::matmul_detail {
 
 // kElemsT: a thread's accumulator elements (m64n64: 8 n8 tiles x 4; the token halves' m64n32: 16).
-// kTeamsT: the teams (two; three in the Q4_K split form's three-team variant, MEMRA_SPLIT_TEAMS=3:
-// team w takes chunks w, w + 3, ...). With any count a team adds chunk c once the team of chunk
+// kTeamsT: the teams (two; three in the Q4_K split form's token halves, split_teams: team w takes
+// chunks w, w + 3, ...). With any count a team adds chunk c once the team of chunk
 // c - 1 has; the chain of turns keeps that team at most one phase ahead of the wait (it cannot add
 // chunk c - 1 + kTeams before chunk c is added), so a parity wait still names the phase.
 template <int kElemsT = 32, int kTeamsT = 2>

@@ -2,6 +2,7 @@
 // 33-64-token launches whose doubled grid takes fewer waves than twice the 128-row grid's
 // (split_pays; MEMRA_SPLIT_RULE=narrow: only those whose doubled grid fits one wave): 64-row
 // blocks whose two warpgroups ("teams") take the chunks in turn, team w chunks w, w + 2, w + 4 ...
+// (three teams for the token halves' 32-token blocks: split_teams, below).
 //
 // Why. The 128-row form (matmul_wgmma_fold64.cu) walks every chunk of its rows in one block at
 // ~2.2-2.5 us a chunk, whatever the rows (its warps wait on issue: two a scheduler; nineteenth
@@ -52,7 +53,7 @@ constexpr int kTeamStages = 2;
 constexpr int kTiles = kBM / 16;  // a team's warps: one m16 tile each
 
 // The layout of a block of kN tokens (64, or the token halves' 32) and kTeams teams (two, or three:
-// MEMRA_SPLIT_TEAMS=3, token halves only, where three teams' stages fit).
+// the token halves' default, where three teams' stages fit; split_teams).
 template <int kN, int kTeams = 2>
 struct SplitCfg {
   using S = fold64::Stage<kTiles, kN>;
@@ -224,15 +225,16 @@ void launch_split(const MatmulArgs& x, const BlockOuts& blocks, cudaStream_t str
                                                                         C::kSmem, stream, xmap);
 }
 
-// MEMRA_SPLIT_TEAMS: 2 (the default) or 3 (opt-in, written in the fifty-first round, unmeasured):
-// the token halves' blocks run three teams, each walking a third of the chunks. Why: a team's
-// chunk is a latency chain (the split form issues 0.37 instructions a cycle per scheduler with
-// two warps each, fifty-first round), so a third warp a scheduler should cut a block's time by up
-// to a third at the same bits (ChunkTeams sums in chunk order for any team count). Three teams
-// of 64-token blocks would need 246 KB of stages; the halves' need 151 KB, and their kernel's
-// ~160 registers fit 384 threads (at most 168).
+// MEMRA_SPLIT_TEAMS: 3 (the default since the fifty-first round) or 2 (the A/B): the token halves'
+// blocks run three teams, each walking a third of the chunks. Why: a team's chunk is a latency
+// chain (the split form issued 0.37 instructions a cycle per scheduler with two warps each), so a
+// third warp a scheduler cuts a block's time at the same bits (ChunkTeams sums in chunk order for
+// any team count): measured on an H100, the Q4_K down product at 64 tokens 44.6 -> 40.9 us (0.50
+// issued a cycle), 8B Q4_K_M c64 6,300 -> 6,552 tok/s and c40 4,100 -> 4,266 (two more rounds
+// alternated: +3.9% and +4.9%). Three teams of 64-token blocks would need 246 KB of stages; the
+// halves' need 151 KB, and their kernel's ~160 registers fit 384 threads (at most 168).
 int split_teams() {
-  static const int teams = 2 + env_choice("MEMRA_SPLIT_TEAMS", {"2", "3"}, 0);
+  static const int teams = 2 + env_choice("MEMRA_SPLIT_TEAMS", {"2", "3"}, 1);
   return teams;
 }
 
