@@ -62,6 +62,9 @@
 #               three teams (MEMRA_SPLIT_TEAMS=3, the default since): kernel-check's matrix cases
 #               (+ teeth), the products and the same Q4_K_M figures with them (~4 min; not part
 #               of full)
+#     small     the scaled kernel's split form at 17-32 tokens (MEMRA_SPLIT_SMALL=scaled, opt-in)
+#               against the default: 8B Q8_0 and Q4_K_M decode of 20 and 32 sequences, twice,
+#               alternated (~2 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -110,8 +113,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -597,6 +600,19 @@ if [ "$MODE" = copies ]; then
   bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" teams3 MEMRA_SPLIT_TEAMS=3 -n 64 \
     -c 20,32,40,64
   bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" teams3 MEMRA_SPLIT_TEAMS=3 -n 64 -c 24,64
+fi
+if [ "$MODE" = small ]; then
+  # The scaled kernel's split form on the narrow Q6_K / Q8_0 products of 17-32 tokens
+  # (MEMRA_SPLIT_SMALL=scaled; the halves run's kernel-check covered those launches under =1),
+  # against the default: 8B Q8_0 and Q4_K_M decode of 20 and 32 sequences, twice, alternated.
+  q88=$(synth qwen3-8b q8_0)
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in off:MEMRA_SPLIT_SMALL=0 scaled:MEMRA_SPLIT_SMALL=scaled; do
+      bench_with "$q88" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
+      bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
+    done
+  done
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

@@ -307,7 +307,9 @@ static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
 // scaled_split_takes in matmul.cu), where the cluster and tiled decode kernels serve them
 // otherwise: MEMRA_SPLIT_SMALL=1 (opt-in: the 8B Q4_K_M measured slower with it in the fifty-first
 // round; the same bits). Their blocks then take token halves (split_halves_on).
-bool split_small_takes(int64_t n_tokens);
+// (scaled_kernel: the output is the scaled kernel's, Q6_K or Q8_0; MEMRA_SPLIT_SMALL=scaled takes
+// only those.)
+bool split_small_takes(int64_t n_tokens, bool scaled_kernel);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);
