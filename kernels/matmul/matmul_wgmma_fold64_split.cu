@@ -28,9 +28,8 @@
 // the SMs (the 8B's o and down at 64 tokens: 64 blocks) then runs twice the blocks, each chain as
 // long as before; a team's chunk is bound by its chain's latency, not by its tokens (a 64-token
 // chunk takes ~2.5 us where its wgmmas need ~0.3 at the tensor rate), for twice the weight records'
-// L2 reads (9 KB a chunk beside x's 16 KB). Measured (H100): the Q4_K down product at 64
-// tokens 56.2
-// -> 48.0 us (-15%, not half).
+// L2 reads (9 KB a chunk beside x's 16 KB). Measured (H100): the Q4_K down product at 64 tokens
+// 56.2 -> 48.0 us (-15%, not half).
 #include <type_traits>
 
 #include "core/env.h"
@@ -76,7 +75,7 @@ struct SplitCfg {
 // zeroed map otherwise). kN: 64, or 32 (the token halves: split_halves_take). kTeams: 2, or 3
 // (split_teams).
 template <bool kRows, int kN, int kTeams>
-__global__ void __launch_bounds__(kTeams* kTeamThreads, 1)
+__global__ void __launch_bounds__(SplitCfg<kN, kTeams>::kThreads, 1)
     wgmma_fold64_split_kernel(const MatmulArgs x, const BlockOuts outs,
                               const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
@@ -143,9 +142,8 @@ __global__ void __launch_bounds__(kTeams* kTeamThreads, 1)
       teams.pass();
   };
 
-  // s0, s1: the chains of the team's even and odd chunks (its k-th chunk: global chunk kTeams k +
-  // team);
-  // f0, f1: their rows' headers; af: chunk_chain's two A sets.
+  // s0, s1: the chains of the team's even and odd chunks (its k-th chunk is the block's chunk
+  // kTeams k + team); f0, f1: their rows' headers; af: chunk_chain's two A sets.
   float s0[kN / 8][4] = {}, s1[kN / 8][4] = {};
   FoldRow f0[2], f1[2];
   uint32_t af[2][4][4];
