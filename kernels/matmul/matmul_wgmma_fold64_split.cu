@@ -229,7 +229,7 @@ void launch_split(const MatmulArgs& x, const BlockOuts& blocks, cudaStream_t str
 // third warp a scheduler cuts a block's time at the same bits (ChunkTeams sums in chunk order for
 // any team count): measured on an H100, the Q4_K down product at 64 tokens 44.6 -> 40.9 us (0.50
 // issued a cycle), 8B Q4_K_M c64 6,300 -> 6,552 tok/s and c40 4,100 -> 4,266 (two more rounds
-// alternated: +3.9% and +4.9%). Three teams of 64-token blocks would need 246 KB of stages; the
+// alternated: +3.9% and +4.7%). Three teams of 64-token blocks would need 246 KB of stages; the
 // halves' need 151 KB, and their kernel's ~160 registers fit 384 threads (at most 168).
 int split_teams() {
   static const int teams = 2 + env_choice("MEMRA_SPLIT_TEAMS", {"2", "3"}, 1);
