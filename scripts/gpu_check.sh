@@ -65,6 +65,11 @@
 #     small     the scaled kernel's split form at 17-32 tokens (MEMRA_SPLIT_SMALL=scaled, opt-in)
 #               against the default: 8B Q8_0 and Q4_K_M decode of 20 and 32 sequences, twice,
 #               alternated (~2 min; not part of full)
+#     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
+#               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, opt-in):
+#               kernel-check's matrix cases with it (+ teeth), the determinism contract and graph
+#               replay with it, 8B and 0.6B Q4_K_M decode of 40 and 64 sequences each way, twice,
+#               alternated (~3 min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -113,8 +118,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | side | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|side|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -613,6 +618,29 @@ if [ "$MODE" = small ]; then
       bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
     done
   done
+fi
+if [ "$MODE" = side ]; then
+  # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs
+  # included (MEMRA_DECODE_SIDE_STREAM=1, written in the fifty-first round, opt-in). Its bits
+  # first: every matrix case with it (the narrow Q4_K + Q6_K case at 40 and 64 tokens handed a
+  # second stream, + teeth), the determinism contract and graph replay with it; then 8B and 0.6B
+  # Q4_K_M decode of 40 and 64 sequences each way, twice, alternated (a failed recording would
+  # show in the bench logs: the step then runs eager).
+  kcheck kernel-check-matmul-side 300 MEMRA_DECODE_SIDE_STREAM=1 --filter matmul
+  kcheck kernel-check-matmul-side-teeth 300 MEMRA_DECODE_SIDE_STREAM=1 --filter matmul --teeth
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step engine-invariants-side 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_SIDE_STREAM=1 \
+      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in on:MEMRA_DECODE_SIDE_STREAM=1 off:MEMRA_DECODE_SIDE_STREAM=0; do
+      bench_with "$q8b" "side-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
+      bench_with "$q06" "side-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
+    done
+  done
+  grep -l "failed, it runs eagerly" "$LOGS"/bench-*side-on-*.log || true
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

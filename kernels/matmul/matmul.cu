@@ -334,14 +334,58 @@ void launch_tiled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
                              });
 }
 
+// A call's shared launches, the first on the caller's stream and the later ones on the side
+// stream where the caller hands one (SideStream): forked once x is prepared (the side stream waits
+// for nothing else), joined back before the call returns, so that what follows on the caller's
+// stream waits for every product. Same kernels on the same operands either way: the same bits.
+// During a graph recording the fork and the join become the graph's branch and its merge.
+class SideFork {
+ public:
+  SideFork(const SideStream* side, cudaStream_t stream) : side_(side), stream_(stream) {}
+  SideFork(const SideFork&) = delete;
+  SideFork& operator=(const SideFork&) = delete;
+  bool has_side() const { return side_ != nullptr; }
+  // The stream of the call's next shared launch. The fork is marked before the first one, so that
+  // the side stream waits for x's preparation only, not for the products on the caller's stream.
+  cudaStream_t next() {
+    if (!side_) return stream_;
+    if (launches_++ == 0) {
+      ok(cudaEventRecord(side_->fork, stream_), "cudaEventRecord");
+      return stream_;
+    }
+    if (!forked_) {
+      ok(cudaStreamWaitEvent(side_->stream, side_->fork, 0), "cudaStreamWaitEvent");
+      forked_ = true;
+    }
+    return side_->stream;
+  }
+  // The caller's stream goes on once the side stream's products are written.
+  void join() {
+    if (!forked_) return;
+    ok(cudaEventRecord(side_->join, side_->stream), "cudaEventRecord");
+    ok(cudaStreamWaitEvent(stream_, side_->join, 0), "cudaStreamWaitEvent");
+    forked_ = false;
+  }
+
+ private:
+  static void ok(cudaError_t st, const char* what) {
+    if (st != cudaSuccess)
+      fail(ErrorCode::internal, "matmul: {} on the side stream: {}", what, cudaGetErrorString(st));
+  }
+  const SideStream* side_;
+  cudaStream_t stream_;
+  int launches_ = 0;
+  bool forked_ = false;
+};
+
 // The tiled Q4_K outputs that take wgmma at 17-64 tokens (x.xp set): one launch of the pipelined
 // kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
 void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
-                          bool* grouped, cudaStream_t stream) {
+                          bool* grouped, SideFork& fork) {
   const auto takes = [&](const MatmulOut& o) { return uses_wgmma(o, n_in, x.n_tokens); };
   launch_groups<matmul_detail::BlockOuts, DType::q4_k>(
       outs, n_outs, 1, grouped, takes, [&](auto, const matmul_detail::BlockOuts& m) {
-        matmul_detail::launch_wgmma_fold64(x, m, stream);
+        matmul_detail::launch_wgmma_fold64(x, m, fork.next());
       });
 }
 
@@ -349,11 +393,11 @@ void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const
 // share launches of the scaled kernel the same way, per dtype (a Q8_0 model's q/k/v: 48 row blocks
 // in one launch, its split form, instead of three launches of 32, 8 and 8).
 void launch_scaled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in,
-                                 const MatmulArgs& x, bool* grouped, cudaStream_t stream) {
+                                 const MatmulArgs& x, bool* grouped, SideFork& fork) {
   const auto takes = [&](const MatmulOut& o) { return uses_wgmma(o, n_in, x.n_tokens); };
   launch_groups<matmul_detail::BlockOuts, DType::q6_k, DType::q8_0>(
       outs, n_outs, 1, grouped, takes, [&](auto D, const matmul_detail::BlockOuts& m) {
-        matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, m, stream);
+        matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, m, fork.next());
       });
 }
 
@@ -364,48 +408,32 @@ void launch_scaled_decode_groups(const MatmulOut* outs, int n_outs, int64_t n_in
 // instead of three. With a side stream every such output is launched here, and launches after the
 // first run on the side stream, beside it.
 void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
-                           bool* grouped, cudaStream_t stream, const SideStream* side) {
+                           bool* grouped, SideFork& fork) {
   const auto takes = [&](const MatmulOut& o) {
     if (exact_path(o.wtype, n_in) || !uses_wgmma(o, n_in, x.n_tokens)) return false;
     if (o.wtype == DType::f16 || o.wtype == DType::bf16) return true;
     return o.wtype == DType::q4_k ? matmul_detail::prefill_wgmma_fold_enabled()
                                   : matmul_detail::prefill_wgmma_scaled_enabled();
   };
-  int n_launches = 0;
-  bool forked = false;
-  const auto event_ok = [](cudaError_t st, const char* what) {
-    if (st != cudaSuccess)
-      fail(ErrorCode::internal, "matmul: {} on the side stream: {}", what, cudaGetErrorString(st));
-  };
-  // Recorded before the first launch, so that the side stream waits for x's conversion only,
-  // not for the products launched on the caller's stream.
-  if (side) event_ok(cudaEventRecord(side->fork, stream), "cudaEventRecord");
   launch_groups<matmul_detail::BlockOuts, DType::f16, DType::bf16, DType::q4_k, DType::q6_k,
-                DType::q8_0>(
-      outs, n_outs, side ? 1 : 2, grouped, takes, [&](auto D, const matmul_detail::BlockOuts& b) {
-        cudaStream_t s = stream;
-        if (side && n_launches > 0) {
-          if (!forked) {  // the side stream starts once x is converted
-            event_ok(cudaStreamWaitEvent(side->stream, side->fork, 0), "cudaStreamWaitEvent");
-            forked = true;
-          }
-          s = side->stream;
-        }
-        ++n_launches;
-        if constexpr (D.value == DType::f16 || D.value == DType::bf16)
-          matmul_detail::launch_prefill_wgmma(x, b, s);
-        else if constexpr (D.value == DType::q4_k)
-          matmul_detail::launch_prefill_wgmma_fold(x, b, s);
-        else
-          matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, s);
-      });
-  if (forked) {  // the caller's stream goes on once the side stream's products are written
-    event_ok(cudaEventRecord(side->join, side->stream), "cudaEventRecord");
-    event_ok(cudaStreamWaitEvent(stream, side->join, 0), "cudaStreamWaitEvent");
-  }
+                DType::q8_0>(outs, n_outs, fork.has_side() ? 1 : 2, grouped, takes,
+                             [&](auto D, const matmul_detail::BlockOuts& b) {
+                               cudaStream_t s = fork.next();
+                               if constexpr (D.value == DType::f16 || D.value == DType::bf16)
+                                 matmul_detail::launch_prefill_wgmma(x, b, s);
+                               else if constexpr (D.value == DType::q4_k)
+                                 matmul_detail::launch_prefill_wgmma_fold(x, b, s);
+                               else
+                                 matmul_detail::launch_prefill_wgmma_scaled<D.value>(x, b, s);
+                             });
 }
 
 }  // namespace
+
+bool matmul_decode_side_enabled() {
+  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_STREAM", false);
+  return enabled;
+}
 
 bool matmul_supports(DType wtype) {
   switch (wtype) {
@@ -531,15 +559,18 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     if (matmul_detail::grouped_decode_enabled())
       launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }
+  // The shared wgmma launches: with a side stream, those after the first run beside it.
+  SideFork fork(n_tokens > kDecodeTokens || matmul_decode_side_enabled() ? side : nullptr, stream);
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::wgmma_fold64_enabled())
-    launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, stream);
+    launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, fork);
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::scaled_decode_enabled())
-    launch_scaled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
+    launch_scaled_decode_groups(outs, n_outs, n_in, x_args, grouped, fork);
   if (any_wgmma && n_tokens > kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::prefill_groups_enabled())
-    launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, stream, side);
+    launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, fork);
+  fork.join();
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;

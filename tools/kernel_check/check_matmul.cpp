@@ -369,15 +369,20 @@ void check_shared_x(Context& ctx) {
   // Narrow Q4_K outputs at 40 and 64 tokens (16 row blocks of 128 together): by default the split
   // form's one launch, its 64-row blocks counted per output, over five chunks (partial last blocks
   // in all three), beside a Q6_K one (the scaled kernel's split form; each off under
-  // MEMRA_FOLD64_SPLIT=0 / MEMRA_SCALED_DECODE=0).
-  check_shared_x_case(ctx, {"3 x Q4_K+Q6_K tiled narrow wgmma",
-                            1280,
-                            {DType::q4_k, DType::q6_k, DType::q4_k, DType::q4_k},
-                            {1000, 264, 264, 520},
-                            {t, t, t, t},
-                            {40, 64},
-                            0,
-                            2});
+  // MEMRA_FOLD64_SPLIT=0 / MEMRA_SCALED_DECODE=0); and handed a second stream, which the Q6_K
+  // launch takes under MEMRA_DECODE_SIDE_STREAM=1 (kernels::matmul_decode_side_enabled).
+  for (const bool side : {false, true}) {
+    check_shared_x_case(
+        ctx, {std::string("3 x Q4_K+Q6_K tiled narrow wgmma") + (side ? ", side stream" : ""),
+              1280,
+              {DType::q4_k, DType::q6_k, DType::q4_k, DType::q4_k},
+              {1000, 264, 264, 520},
+              {t, t, t, t},
+              {40, 64},
+              0,
+              2,
+              side});
+  }
   // Narrow Q6_K and Q8_0 outputs at 40 and 64 tokens: unless MEMRA_SCALED_DECODE=0 one launch of
   // the scaled kernel's split form per dtype (two outputs each), over five chunks.
   check_shared_x_case(ctx, {"2 x Q6_K+2 x Q8_0 tiled narrow wgmma",
