@@ -189,6 +189,20 @@ kcheck() {
   step "$name" "$limit" "${cmd[@]}"
 }
 
+# switch_bits NAME VAR=VALUE...: an opt-in switch's bits before its speed: kernel-check's matrix
+# cases under it, with and without teeth (kernel-check-matmul-NAME[-teeth]), then the determinism
+# contract and graph replay under it (engine-invariants-NAME).
+switch_bits() {
+  local name=$1
+  shift
+  kcheck "kernel-check-matmul-$name" 300 "$@" --filter matmul
+  kcheck "kernel-check-matmul-$name-teeth" 300 "$@" --filter matmul --teeth
+  if [ -x "$BIN/memra_engine_fixture_test" ]; then
+    step "engine-invariants-$name" 180 env MEMRA_TEST_DEVICE=cuda "$@" \
+      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  fi
+}
+
 MODELS_DIR=${MEMRA_GPU_MODELS:-/tmp/memra-synth}
 mkdir -p "$MODELS_DIR"
 synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file, made once
@@ -512,12 +526,7 @@ if [ "$MODE" = xrows ]; then
   # read x's rows form; the norm and activation cases at 40 and 64 rows hand it over, with teeth:
   # a zeroed piece of it must show), the determinism contract and graph replay with it; then its
   # speed against =0, and the c64 step with it by kernel.
-  kcheck kernel-check-matmul-xrows 300 MEMRA_X_ROWS_DECODE=1 --filter matmul
-  kcheck kernel-check-matmul-xrows-teeth 300 MEMRA_X_ROWS_DECODE=1 --filter matmul --teeth
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-xrows 180 env MEMRA_TEST_DEVICE=cuda MEMRA_X_ROWS_DECODE=1 \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
+  switch_bits xrows MEMRA_X_ROWS_DECODE=1
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q88=$(synth qwen3-8b q8_0)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
@@ -538,13 +547,7 @@ if [ "$MODE" = halves ]; then
   # on halves. Their bits first: every matrix case with both (the narrow products at 17-64 tokens
   # take 32-token blocks), with teeth, the determinism contract and graph replay with both; then
   # the products at 20-64 tokens and whole decode steps each way.
-  kcheck kernel-check-matmul-halves 300 MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1 --filter matmul
-  kcheck kernel-check-matmul-halves-teeth 300 MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1 \
-    --filter matmul --teeth
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-halves 180 env MEMRA_TEST_DEVICE=cuda MEMRA_SPLIT_HALVES=1 \
-      MEMRA_SPLIT_SMALL=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
+  switch_bits halves MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1
   # (all: every split launch on halves, q/k/v's 96 split blocks too: whether a 32-token chunk
   # is any faster than a 64-token one, which two waves of them against one tells.)
   for f in on:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1 off:MEMRA_SPLIT_HALVES=0 \
@@ -626,12 +629,7 @@ if [ "$MODE" = side ]; then
   # second stream, + teeth), the determinism contract and graph replay with it; then 8B and 0.6B
   # Q4_K_M decode of 40 and 64 sequences each way, twice, alternated (a failed recording would
   # show in the bench logs: the step then runs eager).
-  kcheck kernel-check-matmul-side 300 MEMRA_DECODE_SIDE_STREAM=1 --filter matmul
-  kcheck kernel-check-matmul-side-teeth 300 MEMRA_DECODE_SIDE_STREAM=1 --filter matmul --teeth
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-side 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_SIDE_STREAM=1 \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
+  switch_bits side MEMRA_DECODE_SIDE_STREAM=1
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
