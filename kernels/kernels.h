@@ -77,24 +77,18 @@ struct MatmulOut {
 // after `fork` (recorded on the caller's stream once x is converted), and the caller's stream
 // waits for `join` before the call returns. The events are the caller's, created with
 // cudaEventDisableTiming. Inside a graph capture the fork and the join become a branch of the
-// graph and its merge (matmul_decode_side_enabled).
+// graph and its merge.
 struct SideStream {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
 };
 // x_prepared: rms_norm_for_matmul wrote x's prepared form to scratch (n_tokens <= kPreparedRows,
 // and nothing else used the scratch since), so it is not made again. side: see SideStream (the
-// shared wgmma launches of prefill steps use it, and of 17-64-token steps under
-// matmul_decode_side_enabled; the outputs are the same bits either way).
+// shared wgmma launches of prefill steps use it; those of steps of at most 64 tokens only under
+// MEMRA_DECODE_SIDE_STREAM=1, matmul.cu; the outputs are the same bits either way).
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false,
                      const SideStream* side = nullptr);
-// Whether matmul_shared_x uses the side stream it is handed for steps of at most 64 tokens too
-// (prefill steps always do): MEMRA_DECODE_SIDE_STREAM=1, opt-in (written in the fifty-first round,
-// unmeasured). At 33-64 tokens a Q4_K_M layer's Q6_K v (32 blocks of the scaled kernel's halves)
-// then runs beside q and k's 80 split blocks instead of after them (the 8B's 18 such layers:
-// predicted ~15 us each of a ~9.5 ms step at 64 sequences, ~3%).
-bool matmul_decode_side_enabled();
 
 // rms_norm (d null) or add_rms_norm (kernels in norm.cu) of n_rows <= kPreparedRows rows that
 // also writes y's matmul input to `scratch` (matmul_scratch_bytes(n_rows, dim) bytes) exactly as

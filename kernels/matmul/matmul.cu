@@ -378,6 +378,16 @@ class SideFork {
   bool forked_ = false;
 };
 
+// Whether a step of at most kDecodeTokens tokens uses the side stream it is handed too (prefill
+// steps always do): MEMRA_DECODE_SIDE_STREAM=1, opt-in (written in the fifty-first round,
+// unmeasured). At 33-64 tokens a Q4_K_M layer's Q6_K v (32 blocks of the scaled kernel's halves)
+// then runs beside q and k's 80 split blocks instead of after them (the 8B's 18 such layers:
+// predicted ~15 us each of a ~9.5 ms step at 64 sequences, ~3%).
+bool decode_side_enabled() {
+  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_STREAM", false);
+  return enabled;
+}
+
 // The tiled Q4_K outputs that take wgmma at 17-64 tokens (x.xp set): one launch of the pipelined
 // kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
 void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
@@ -429,11 +439,6 @@ void launch_prefill_groups(const MatmulOut* outs, int n_outs, int64_t n_in, cons
 }
 
 }  // namespace
-
-bool matmul_decode_side_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_STREAM", false);
-  return enabled;
-}
 
 bool matmul_supports(DType wtype) {
   switch (wtype) {
@@ -560,7 +565,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
       launch_tiled_decode_groups(outs, n_outs, n_in, x_args, grouped, stream);
   }
   // The shared wgmma launches: with a side stream, those after the first run beside it.
-  SideFork fork(n_tokens > kDecodeTokens || matmul_decode_side_enabled() ? side : nullptr, stream);
+  SideFork fork(n_tokens > kDecodeTokens || decode_side_enabled() ? side : nullptr, stream);
   if (any_wgmma && n_tokens <= kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::wgmma_fold64_enabled())
     launch_fold64_groups(outs, n_outs, n_in, x_args, grouped, fork);

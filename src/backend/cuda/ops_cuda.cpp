@@ -175,11 +175,10 @@ class CudaOps final : public Ops {
       outs[i] = {ws[i]->dtype, data, n_out, ys[i], n_out, layout};
     }
     if (fast_matmul(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens)) return;
-    // The side stream (side_stream.h): handed to eager steps, and to recorded (decode) steps
-    // where the kernels use it for decode steps too.
-    const bool side = side_ && (!capturing_ || kernels::matmul_decode_side_enabled());
+    // The side stream (side_stream.h) goes to every step, recorded ones included: the kernels
+    // decide which steps use it.
     products(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens,
-             side ? side_->get() : nullptr);
+             side_ ? side_->get() : nullptr);
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
   // replayed graph runs no host code here.
