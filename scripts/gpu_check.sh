@@ -70,6 +70,11 @@
 #               kernel-check's matrix cases with it (+ teeth), the determinism contract and graph
 #               replay with it, 8B and 0.6B Q4_K_M decode of 40 and 64 sequences each way, twice,
 #               alternated (~3 min; not part of full)
+#     pipe      decode attention a chunk at a time in its forms with V in K's rows
+#               (MEMRA_DECODE_PIPE=1, opt-in): kernel-check's attention cases with it (+ teeth),
+#               the determinism contract and graph replay with it, 8B Q4_K_M decode of 1, 8 and 64
+#               sequences and of one at 16,384 tokens of context each way, twice, alternated (~4
+#               min; not part of full)
 #     scan      aggregate decode of 8B and 0.6B Q4_K_M at every batch size class from 1 to 64
 #               sequences (1-8, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64): where throughput falls
 #               as sequences are added, a kernel choice with a hole (the twenty-seventh round
@@ -118,8 +123,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | side | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|side|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -639,6 +644,27 @@ if [ "$MODE" = side ]; then
     done
   done
   grep -l "failed, it runs eagerly" "$LOGS"/bench-*side-on-*.log || true
+fi
+if [ "$MODE" = pipe ]; then
+  # Decode attention a chunk at a time in its forms with V in K's rows (MEMRA_DECODE_PIPE=1,
+  # written in the fifty-second round, opt-in): kernel-check's attention cases with it, on the
+  # default forms and with every one-query launch in the two-blocks form (+ teeth), the
+  # determinism contract and graph replay with it; then 8B Q4_K_M decode of 1, 8 and 64 sequences
+  # after 512 tokens and of one at 16,384 tokens of context, each way, twice, alternated.
+  kcheck kernel-check-attention-pipe 120 MEMRA_DECODE_PIPE=1 --filter attention
+  kcheck kernel-check-attention-pipe-shared 120 MEMRA_DECODE_PIPE=1 MEMRA_DECODE_SHARED_ROWS=all \
+    --filter attention
+  kcheck kernel-check-attention-pipe-shared-teeth 120 MEMRA_DECODE_PIPE=1 \
+    MEMRA_DECODE_SHARED_ROWS=all --filter attention --teeth
+  step engine-invariants-pipe 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_PIPE=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in on:MEMRA_DECODE_PIPE=1 off:MEMRA_DECODE_PIPE=0; do
+      bench_with "$q8b" "pipe-${f%%:*}-$round" "${f#*:}" -p 512 -n 64 -c 1,8,64
+      bench_with "$q8b" "pipe-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 64 -d 16384
+    done
+  done
 fi
 if [ "$MODE" = bins ]; then
   # Two builds of the same commit, or a commit and its baseline. Now: the tiled records' loads

@@ -135,6 +135,16 @@ bool decode_runs_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_PIPE: 1, the decode kernel's forms with V in K's rows (the two-blocks form, and
+// head_dim 256's) take a split a chunk at a time (attention_decode.cuh's kPipe: a chunk's V copies
+// start under the other chunk's scores and the softmax, the next split's K under the values);
+// unset or 0, a phase at a time (written in the fifty-second round, opt-in until measured). The
+// same bits either way.
+bool decode_pipe_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_PIPE", false);
+  return on;
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   detail::check_cuda(status, "attention", what);
 }
@@ -203,8 +213,16 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   auto kernel = detail::decode_attention_kernel<D, CT, kShared, false>;
   if constexpr (kShared)
     if (runs) kernel = detail::decode_attention_kernel<D, CT, kShared, true>;
-  static std::atomic<uint64_t> smem_set[2] = {};
-  detail::allow_smem_once(kernel, DC::kBytes, smem_set[runs]);
+  const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
+  if constexpr (!DC::kSeparateV) {
+    if (pipe) {
+      kernel = detail::decode_attention_kernel<D, CT, kShared, false, true>;
+      if constexpr (kShared)
+        if (runs) kernel = detail::decode_attention_kernel<D, CT, kShared, true, true>;
+    }
+  }
+  static std::atomic<uint64_t> smem_set[4] = {};
+  detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
   launch_combine<D>(p, stream);
   return true;

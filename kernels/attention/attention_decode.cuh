@@ -80,23 +80,42 @@ struct SplitKeys {
   }
 };
 
-// One phase's copies into rows `dst` (row o of the split at o * kRowBytes) from `cache` (p.k, or
-// p.v with `values`), one commit group. V rows of keys outside the range are zeroed (the V steps
-// multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
-template <int D, typename CT>
-__device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const void* cache,
-                                           bool values, unsigned char* dst) {
+// The copies of a thread's passes [k0, k1) into rows `dst` (row o of the split at o * kRowBytes)
+// from `cache` (p.k, or p.v with `values`). V rows of keys outside the range are zeroed (the V
+// steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
+template <int D, typename CT, int k0 = 0, int k1 = DecodeConfig<D, CT>::kPasses>
+__device__ __forceinline__ void copy_passes(const SplitKeys<D, CT>& keys, const void* cache,
+                                            bool values, unsigned char* dst) {
   using DC = DecodeConfig<D, CT>;
   const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
   const unsigned char* src = static_cast<const unsigned char*>(cache);
 #pragma unroll
-  for (int k = 0; k < DC::kPasses; ++k) {
+  for (int k = k0; k < k1; ++k) {
     unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * DC::C::kRowBytes + seg * 16;
     if (keys.off[k] >= 0)
       cp_async16(to, src + keys.off[k]);
     else if (values)
       *reinterpret_cast<uint4*>(to) = uint4{0, 0, 0, 0};
   }
+}
+
+// One phase's copies (every key of the split), one commit group.
+template <int D, typename CT>
+__device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const void* cache,
+                                           bool values, unsigned char* dst) {
+  copy_passes<D, CT>(keys, cache, values, dst);
+  cp_async_commit();
+}
+
+// One chunk's copies (its kChunk keys are the passes [ci kPassesPerChunk, + kPassesPerChunk): a
+// pass is kRowsPerPass consecutive keys), one commit group, empty where `live` is false (the
+// groups in flight are then counted the same on every split).
+template <int D, typename CT, int ci>
+__device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const void* cache,
+                                           bool values, unsigned char* dst, bool live) {
+  using DC = DecodeConfig<D, CT>;
+  constexpr int kPer = DC::C::kChunk / DC::kRowsPerPass;
+  if (live) copy_passes<D, CT, ci * kPer, (ci + 1) * kPer>(keys, cache, values, dst);
   cp_async_commit();
 }
 
@@ -105,8 +124,12 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
 // token's splits (AttnParams::decode_groups), one after another, each as a block of one split
 // would (the same partials, the same bits), the next split's K copied in V's place in K's rows
 // (kShared) once this split's values have read them. Without kRun a block takes one split, in
-// straight-line code. The host launches it for power-of-two block sizes only (bs_shift >= 0).
-template <int D, typename CT, bool kShared, bool kRun>
+// straight-line code. kPipe (V in K's rows only): the split's two chunks each a commit group of
+// their own, so that a chunk's V copies start once its scores have read its K rows (under the
+// other chunk's scores and the softmax), and the next split's first K chunk once the values have
+// read chunk 0 (under chunk 1's values and the split's end); the same arithmetic in the same
+// order: the same bits. The host launches it for power-of-two block sizes only (bs_shift >= 0).
+template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -115,6 +138,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
+  static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
   const int t = static_cast<int>(blockIdx.x), group = static_cast<int>(blockIdx.y);
   const int kv_head = static_cast<int>(blockIdx.z) / p.n_chunks;
@@ -155,12 +179,19 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     return SplitKeys<D, CT>(p, run.table, kv_head, s * kSplit, max(s * kSplit, run.lo),
                             min(s * kSplit + kSplit, run.hi));
   };
+  // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
+  const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
   // K, then V behind it where V has rows of its own (else after the scores).
   SplitKeys<D, CT> keys = split_keys(s_first);
-  copy_phase(keys, p.k, false, kb);
-  if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
+  if constexpr (kPipe) {
+    copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
+    copy_chunk<D, CT, 1>(keys, p.k, false, kb, live(s_first, 1));
+  } else {
+    copy_phase(keys, p.k, false, kb);
+    if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
+  }
   publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  stage_q_terms<D, CT, C>(p, run, sm.q);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
@@ -185,9 +216,50 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       copy_phase(keys, p.k, false, kb);
     }
   };
+  // kPipe's split s: the same steps, a chunk at a time. Commit groups in flight at its start:
+  // K(s) chunk 0, K(s) chunk 1 (either may be empty: a chunk without keys of the token).
+  const auto split_pipe = [&](int s, bool next) {
+    const bool live0 = live(s, 0), live1 = live(s, 1);
+    unsigned char* const row0 = kb;
+    unsigned char* const row1 = kb + C::kChunkBytes;
+    cp_async_wait(1);  // this thread's chunk 0 of K
+    __syncthreads();   // everyone's; q and the rows' ranges published (the previous split's done)
+    if (live0) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 0}, sm, row0);
+    cp_async_wait(0);  // chunk 1 of K
+    __syncthreads();   // everyone's; chunk 0's K rows are free
+    copy_chunk<D, CT, 0>(keys, p.v, true, row0, live0);
+    if (live1) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 1}, sm, row1);
+    __syncthreads();  // the split's scores; chunk 1's K rows are free
+    copy_chunk<D, CT, 1>(keys, p.v, true, row1, live1);
+    mma_split_softmax<D, CT, false>(run, s, sm);
+    cp_async_wait(1);  // chunk 0 of V
+    __syncthreads();   // everyone's; p published
+    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+    zero_tiles<C>(acc, O);
+    if (live0) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 0}, sm, row0, acc);
+    cp_async_wait(0);  // chunk 1 of V
+    __syncthreads();   // everyone's; chunk 0's V rows are free
+    if (next) {
+      keys = split_keys(s + 1);
+      copy_chunk<D, CT, 0>(keys, p.k, false, row0, live(s + 1, 0));
+    }
+    if (live1) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 1}, sm, row1, acc);
+    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if (next) {
+      __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
+      copy_chunk<D, CT, 1>(keys, p.k, false, row1, live(s + 1, 1));
+    }
+  };
   // (Without kRun, straight-line code: a loop of one split held ~5-35 more registers a thread.)
   if constexpr (kRun) {
-    for (int s = s_first; s <= s_last; ++s) split(s, s < s_last);
+    for (int s = s_first; s <= s_last; ++s) {
+      if constexpr (kPipe)
+        split_pipe(s, s < s_last);
+      else
+        split(s, s < s_last);
+    }
+  } else if constexpr (kPipe) {
+    split_pipe(s_first, false);
   } else {
     split(s_first, false);
   }

@@ -421,6 +421,10 @@ void check_attention(Context& ctx) {
       // A window inside a prefill tile (rows whose first key differs), with softcap.
       {8, 2, 64, bf16, 100, 20.0f, 16, {{0, 200}, {500, 70}}},
       {4, 2, 32, f16, 77, 0.0f, 16, {{0, 130}, {300, 9}, {5, 1}}},
+      // Decode tokens under a window on the decode kernel's head sizes: a first split whose
+      // first chunk holds no key of the window (1,200: keys 901-1,200), or whose second does not.
+      {8, 2, 128, f16, 300, 0.0f, 16, {{0, 40}, {1200, 1}, {2000, 1}, {333, 1}, {1100, 1}}},
+      {4, 2, 256, bf16, 200, 0.0f, 16, {{0, 30}, {900, 1}, {1500, 1}, {700, 1}}},
       // Many sequences of different lengths in one launch (tiles cut across sequences), block
       // size 32, and a block size that is not a power of two.
       {8,
