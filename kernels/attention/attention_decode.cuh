@@ -107,9 +107,9 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// One chunk's copies (its kChunk keys are the passes [ci kPassesPerChunk, + kPassesPerChunk): a
-// pass is kRowsPerPass consecutive keys), one commit group, empty where `live` is false (the
-// groups in flight are then counted the same on every split).
+// Chunk ci's copies into the split's rows `dst` (its kChunk keys are the passes [ci kPer, + kPer):
+// a pass is kRowsPerPass consecutive keys, so they land in chunk ci's rows), one commit group,
+// empty where `live` is false (the groups in flight are then counted the same on every split).
 template <int D, typename CT, int ci>
 __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const void* cache,
                                            bool values, unsigned char* dst, bool live) {
@@ -227,10 +227,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if (live0) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 0}, sm, row0);
     cp_async_wait(0);  // chunk 1 of K
     __syncthreads();   // everyone's; chunk 0's K rows are free
-    copy_chunk<D, CT, 0>(keys, p.v, true, row0, live0);
+    copy_chunk<D, CT, 0>(keys, p.v, true, kb, live0);
     if (live1) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 1}, sm, row1);
     __syncthreads();  // the split's scores; chunk 1's K rows are free
-    copy_chunk<D, CT, 1>(keys, p.v, true, row1, live1);
+    copy_chunk<D, CT, 1>(keys, p.v, true, kb, live1);
     mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(1);  // chunk 0 of V
     __syncthreads();   // everyone's; p published
@@ -241,13 +241,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     __syncthreads();   // everyone's; chunk 0's V rows are free
     if (next) {
       keys = split_keys(s + 1);
-      copy_chunk<D, CT, 0>(keys, p.k, false, row0, live(s + 1, 0));
+      copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s + 1, 0));
     }
     if (live1) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 1}, sm, row1, acc);
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
-      copy_chunk<D, CT, 1>(keys, p.k, false, row1, live(s + 1, 1));
+      copy_chunk<D, CT, 1>(keys, p.k, false, kb, live(s + 1, 1));
     }
   };
   // (Without kRun, straight-line code: a loop of one split held ~5-35 more registers a thread.)
