@@ -84,8 +84,8 @@ struct SideStream {
 };
 // x_prepared: rms_norm_for_matmul wrote x's prepared form to scratch (n_tokens <= kPreparedRows,
 // and nothing else used the scratch since), so it is not made again. side: see SideStream (the
-// shared wgmma launches of prefill steps use it; those of steps of at most 64 tokens only under
-// MEMRA_DECODE_SIDE_STREAM=1, matmul.cu; the outputs are the same bits either way).
+// shared wgmma launches of prefill steps use it; those of steps of at most 64 tokens unless
+// MEMRA_DECODE_SIDE_STREAM=0, matmul.cu; the outputs are the same bits either way).
 void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                      int64_t n_tokens, void* scratch, cudaStream_t stream, bool x_prepared = false,
                      const SideStream* side = nullptr);

@@ -66,12 +66,13 @@
 #               against the default: 8B Q8_0 and Q4_K_M decode of 20 and 32 sequences, twice,
 #               alternated (~2 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
-#               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, opt-in):
+#               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
+#               fifty-second round) against =0:
 #               kernel-check's matrix cases with it (+ teeth), the determinism contract and graph
 #               replay with it, 8B and 0.6B Q4_K_M decode of 40 and 64 sequences each way, twice,
 #               alternated (~3 min; not part of full)
 #     pipe      decode attention a chunk at a time in its forms with V in K's rows
-#               (MEMRA_DECODE_PIPE=1, opt-in): kernel-check's attention cases with it (+ teeth),
+#               (MEMRA_DECODE_PIPE=1, the default since the fifty-second round) against =0: kernel-check's attention cases with it (+ teeth),
 #               the determinism contract and graph replay with it, 8B Q4_K_M decode of 1, 8 and 64
 #               sequences and of one at 16,384 tokens of context each way, twice, alternated (~4
 #               min; not part of full)
@@ -286,6 +287,9 @@ if runs quick; then
   # And every one of them through the decode kernel's two-blocks form (MEMRA_DECODE_SHARED_ROWS=
   # all), which by default only grids of more blocks than SMs take.
   kcheck kernel-check-attention-shared 120 MEMRA_DECODE_SHARED_ROWS=all --filter attention
+  # And that form a phase at a time (MEMRA_DECODE_PIPE=0; a chunk at a time is the default).
+  kcheck kernel-check-attention-phases 120 MEMRA_DECODE_PIPE=0 MEMRA_DECODE_SHARED_ROWS=all \
+    --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
   # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
@@ -629,7 +633,8 @@ if [ "$MODE" = small ]; then
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs
-  # included (MEMRA_DECODE_SIDE_STREAM=1, written in the fifty-first round, opt-in). Its bits
+  # included (MEMRA_DECODE_SIDE_STREAM=1, written in the fifty-first round, measured in the
+  # fifty-second and the default since; the A/B names both settings). Its bits
   # first: every matrix case with it (the narrow Q4_K + Q6_K case at 40 and 64 tokens handed a
   # second stream, + teeth), the determinism contract and graph replay with it; then 8B and 0.6B
   # Q4_K_M decode of 40 and 64 sequences each way, twice, alternated (a failed recording would
@@ -647,10 +652,11 @@ if [ "$MODE" = side ]; then
 fi
 if [ "$MODE" = pipe ]; then
   # Decode attention a chunk at a time in its forms with V in K's rows (MEMRA_DECODE_PIPE=1,
-  # written in the fifty-second round, opt-in): kernel-check's attention cases with it, on the
-  # default forms and with every one-query launch in the two-blocks form (+ teeth), the
-  # determinism contract and graph replay with it; then 8B Q4_K_M decode of 1, 8 and 64 sequences
-  # after 512 tokens and of one at 16,384 tokens of context, each way, twice, alternated.
+  # written and measured in the fifty-second round, the default since; the A/B names both):
+  # kernel-check's attention cases with it, on the default forms and with every one-query launch
+  # in the two-blocks form (+ teeth), the determinism contract and graph replay with it; then 8B
+  # Q4_K_M decode of 1, 8 and 64 sequences after 512 tokens and of one at 16,384 tokens of
+  # context, each way, twice, alternated.
   kcheck kernel-check-attention-pipe 120 MEMRA_DECODE_PIPE=1 --filter attention
   kcheck kernel-check-attention-pipe-shared 120 MEMRA_DECODE_PIPE=1 MEMRA_DECODE_SHARED_ROWS=all \
     --filter attention

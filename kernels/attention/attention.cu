@@ -135,13 +135,14 @@ bool decode_runs_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_PIPE: 1, the decode kernel's forms with V in K's rows (the two-blocks form, and
-// head_dim 256's) take a split a chunk at a time (attention_decode.cuh's kPipe: a chunk's V copies
-// start under the other chunk's scores and the softmax, the next split's K under the values);
-// unset or 0, a phase at a time (written in the fifty-second round, opt-in until measured). The
-// same bits either way.
+// MEMRA_DECODE_PIPE: unset or 1, the decode kernel's forms with V in K's rows (the two-blocks
+// form, and head_dim 256's) take a split a chunk at a time (attention_decode.cuh's kPipe: a
+// chunk's V copies start under the other chunk's scores and the softmax, the next split's K under
+// the values); 0, a phase at a time (the A/B). The default since the fifty-second round's H100
+// A/B (docs/PERFORMANCE.md): 8B Q4_K_M at 16,384 tokens of context 226.2 -> 230.8 tok/s, c64
+// 6,456 -> 6,521. The same bits either way.
 bool decode_pipe_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_PIPE", false);
+  static const bool on = env_switch("MEMRA_DECODE_PIPE", true);
   return on;
 }
 

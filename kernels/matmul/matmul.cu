@@ -379,12 +379,13 @@ class SideFork {
 };
 
 // Whether a step of at most kDecodeTokens tokens uses the side stream it is handed too (prefill
-// steps always do): MEMRA_DECODE_SIDE_STREAM=1, opt-in (written in the fifty-first round,
-// unmeasured). At 33-64 tokens a Q4_K_M layer's Q6_K v (32 blocks of the scaled kernel's halves)
-// then runs beside q and k's 80 split blocks instead of after them (the 8B's 18 such layers:
-// predicted ~15 us each of a ~9.5 ms step at 64 sequences, ~3%).
+// steps always do): unset or MEMRA_DECODE_SIDE_STREAM=1, the default since the fifty-second
+// round; 0, one stream (the A/B). At 33-64 tokens a Q4_K_M layer's Q6_K v (32 blocks of the scaled
+// kernel's halves) then runs beside q and k's 80 split blocks instead of after them (the 8B's 18
+// such layers). Predicted ~3% at 64 sequences; measured on the H100 (docs/PERFORMANCE.md): 8B
+// Q4_K_M c64 6,454 -> 6,740 tok/s (+4.4%), c40 +3.4%, the 0.6B's c64 +3.3%.
 bool decode_side_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_STREAM", false);
+  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_STREAM", true);
   return enabled;
 }
 

@@ -370,7 +370,7 @@ void check_shared_x(Context& ctx) {
   // form's one launch, its 64-row blocks counted per output, over five chunks (partial last blocks
   // in all three), beside a Q6_K one (the scaled kernel's split form; each off under
   // MEMRA_FOLD64_SPLIT=0 / MEMRA_SCALED_DECODE=0); and handed a second stream, which the Q6_K
-  // launch takes under MEMRA_DECODE_SIDE_STREAM=1 (matmul.cu).
+  // launch takes by default (MEMRA_DECODE_SIDE_STREAM, matmul.cu).
   for (const bool side : {false, true}) {
     check_shared_x_case(
         ctx, {std::string("3 x Q4_K+Q6_K tiled narrow wgmma") + (side ? ", side stream" : ""),

@@ -2,7 +2,7 @@
 // (kernels::SideStream: a Q4_K_M layer's Q6_K v beside its Q4_K q and k), with the two events
 // that fork it from the step's stream and join it back. Prefill steps (eager) use it always;
 // decode steps, which are recorded as graphs (the fork and the join become a branch and its
-// merge), only under MEMRA_DECODE_SIDE_STREAM=1 (kernels/matmul/matmul.cu).
+// merge), unless MEMRA_DECODE_SIDE_STREAM=0 (kernels/matmul/matmul.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>
