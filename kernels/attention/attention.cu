@@ -194,6 +194,21 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
                  p.n_heads, p.n_splits, p.out);
 }
 
+// The decode kernel's instantiation of form kShared for a launch: runs of splits a block (the
+// two-blocks form only) and a split a chunk at a time (the forms with V in K's rows only).
+template <int D, typename CT, bool kShared>
+auto decode_form_kernel(bool runs, bool pipe) {
+  using detail::decode_attention_kernel;
+  if constexpr (!detail::DecodeConfig<D, CT, kShared>::kSeparateV) {
+    if constexpr (kShared)
+      if (runs)
+        return pipe ? decode_attention_kernel<D, CT, kShared, true, true>
+                    : decode_attention_kernel<D, CT, kShared, true, false>;
+    if (pipe) return decode_attention_kernel<D, CT, kShared, false, true>;
+  }
+  return decode_attention_kernel<D, CT, kShared, false, false>;
+}
+
 // The decode kernel's form kShared (attention_decode.cuh) for a split plan's one-query launch,
 // where its shared memory fits.
 template <int D, typename CT, bool kShared>
@@ -211,17 +226,8 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   q.decode_groups = static_cast<int32_t>(groups);
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(groups),
                   static_cast<unsigned>(heads));
-  auto kernel = detail::decode_attention_kernel<D, CT, kShared, false>;
-  if constexpr (kShared)
-    if (runs) kernel = detail::decode_attention_kernel<D, CT, kShared, true>;
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
-  if constexpr (!DC::kSeparateV) {
-    if (pipe) {
-      kernel = detail::decode_attention_kernel<D, CT, kShared, false, true>;
-      if constexpr (kShared)
-        if (runs) kernel = detail::decode_attention_kernel<D, CT, kShared, true, true>;
-    }
-  }
+  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
