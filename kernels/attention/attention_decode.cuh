@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   }
   publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm.q);
+  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
@@ -250,18 +250,17 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       copy_chunk<D, CT, 1>(keys, p.k, false, kb, live(s + 1, 1));
     }
   };
+  const auto one_split = [&](int s, bool next) {
+    if constexpr (kPipe)
+      split_pipe(s, next);
+    else
+      split(s, next);
+  };
   // (Without kRun, straight-line code: a loop of one split held ~5-35 more registers a thread.)
   if constexpr (kRun) {
-    for (int s = s_first; s <= s_last; ++s) {
-      if constexpr (kPipe)
-        split_pipe(s, s < s_last);
-      else
-        split(s, s < s_last);
-    }
-  } else if constexpr (kPipe) {
-    split_pipe(s_first, false);
+    for (int s = s_first; s <= s_last; ++s) one_split(s, s < s_last);
   } else {
-    split(s_first, false);
+    one_split(s_first, false);
   }
 }
 
