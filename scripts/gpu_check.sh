@@ -195,14 +195,15 @@ kcheck() {
   step "$name" "$limit" "${cmd[@]}"
 }
 
-# switch_bits NAME VAR=VALUE...: an opt-in switch's bits before its speed: kernel-check's matrix
-# cases under it, with and without teeth (kernel-check-matmul-NAME[-teeth]), then the determinism
-# contract and graph replay under it (engine-invariants-NAME).
+# switch_bits FILTER NAME VAR=VALUE...: an opt-in switch's bits before its speed: kernel-check's
+# FILTER cases (matmul, attention) under it, with and without teeth
+# (kernel-check-FILTER-NAME[-teeth]), then the determinism contract and graph replay under it
+# (engine-invariants-NAME).
 switch_bits() {
-  local name=$1
-  shift
-  kcheck "kernel-check-matmul-$name" 300 "$@" --filter matmul
-  kcheck "kernel-check-matmul-$name-teeth" 300 "$@" --filter matmul --teeth
+  local filter=$1 name=$2
+  shift 2
+  kcheck "kernel-check-$filter-$name" 300 "$@" --filter "$filter"
+  kcheck "kernel-check-$filter-$name-teeth" 300 "$@" --filter "$filter" --teeth
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
     step "engine-invariants-$name" 180 env MEMRA_TEST_DEVICE=cuda "$@" \
       "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
@@ -535,7 +536,7 @@ if [ "$MODE" = xrows ]; then
   # read x's rows form; the norm and activation cases at 40 and 64 rows hand it over, with teeth:
   # a zeroed piece of it must show), the determinism contract and graph replay with it; then its
   # speed against =0, and the c64 step with it by kernel.
-  switch_bits xrows MEMRA_X_ROWS_DECODE=1
+  switch_bits matmul xrows MEMRA_X_ROWS_DECODE=1
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q88=$(synth qwen3-8b q8_0)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
@@ -556,7 +557,7 @@ if [ "$MODE" = halves ]; then
   # on halves. Their bits first: every matrix case with both (the narrow products at 17-64 tokens
   # take 32-token blocks), with teeth, the determinism contract and graph replay with both; then
   # the products at 20-64 tokens and whole decode steps each way.
-  switch_bits halves MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1
+  switch_bits matmul halves MEMRA_SPLIT_HALVES=1 MEMRA_SPLIT_SMALL=1
   # (all: every split launch on halves, q/k/v's 96 split blocks too: whether a 32-token chunk
   # is any faster than a 64-token one, which two waves of them against one tells.)
   for f in on:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1 off:MEMRA_SPLIT_HALVES=0 \
@@ -639,7 +640,7 @@ if [ "$MODE" = side ]; then
   # second stream, + teeth), the determinism contract and graph replay with it; then 8B and 0.6B
   # Q4_K_M decode of 40 and 64 sequences each way, twice, alternated (a failed recording would
   # show in the bench logs: the step then runs eager).
-  switch_bits side MEMRA_DECODE_SIDE_STREAM=1
+  switch_bits matmul side MEMRA_DECODE_SIDE_STREAM=1
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
   for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
@@ -653,17 +654,13 @@ fi
 if [ "$MODE" = pipe ]; then
   # Decode attention a chunk at a time in its forms with V in K's rows (MEMRA_DECODE_PIPE=1,
   # written and measured in the fifty-second round, the default since; the A/B names both):
-  # kernel-check's attention cases with it, on the default forms and with every one-query launch
-  # in the two-blocks form (+ teeth), the determinism contract and graph replay with it; then 8B
+  # kernel-check's attention cases with it on the default forms, then with every one-query launch
+  # in the two-blocks form (+ teeth) and the determinism contract and graph replay so; then 8B
   # Q4_K_M decode of 1, 8 and 64 sequences after 512 tokens and of one at 16,384 tokens of
-  # context, each way, twice, alternated.
-  kcheck kernel-check-attention-pipe 120 MEMRA_DECODE_PIPE=1 --filter attention
-  kcheck kernel-check-attention-pipe-shared 120 MEMRA_DECODE_PIPE=1 MEMRA_DECODE_SHARED_ROWS=all \
-    --filter attention
-  kcheck kernel-check-attention-pipe-shared-teeth 120 MEMRA_DECODE_PIPE=1 \
-    MEMRA_DECODE_SHARED_ROWS=all --filter attention --teeth
-  step engine-invariants-pipe 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_PIPE=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  # context, each way, twice, alternated. (The fifty-second round's receipts name the two-blocks
+  # runs kernel-check-attention-pipe-shared[-teeth], the default forms' kernel-check-attention-pipe.)
+  kcheck kernel-check-attention-pipe-default-forms 120 MEMRA_DECODE_PIPE=1 --filter attention
+  switch_bits attention pipe MEMRA_DECODE_PIPE=1 MEMRA_DECODE_SHARED_ROWS=all
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
     for f in on:MEMRA_DECODE_PIPE=1 off:MEMRA_DECODE_PIPE=0; do
