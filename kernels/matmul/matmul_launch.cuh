@@ -305,11 +305,10 @@ static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
               !split_halves_on(384, 64, 132) && split_halves_on(384, 20, 132));
 // Whether the split forms take the narrow outputs of a step of 17-32 tokens too (fold64_takes,
 // scaled_split_takes in matmul.cu), where the cluster and tiled decode kernels serve them
-// otherwise: MEMRA_SPLIT_SMALL=1 (opt-in: the 8B Q4_K_M measured slower with it in the fifty-first
-// round; the same bits). Their blocks then take token halves (split_halves_on).
-// (scaled_kernel: the output is the scaled kernel's, Q6_K or Q8_0; MEMRA_SPLIT_SMALL=scaled takes
-// only those.)
-bool split_small_takes(int64_t n_tokens, bool scaled_kernel);
+// otherwise: by default (MEMRA_SPLIT_SMALL=q8_0) a Q8_0 output's; =1 every weight type's (the 8B
+// Q4_K_M measured slower with it in the fifty-first round), =scaled Q6_K's and Q8_0's, =0 none.
+// The same bits either way. Their blocks then take token halves (split_halves_on).
+bool split_small_takes(int64_t n_tokens, DType wtype);
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

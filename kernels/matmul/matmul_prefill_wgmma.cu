@@ -267,16 +267,20 @@ bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
   return mode == 2 || (mode == 1 && split_halves_on(split_blocks, n_tokens, device_sms()));
 }
 
-// MEMRA_SPLIT_SMALL: 0 (the default), 1, or scaled (the scaled kernel's outputs only). Measured in
-// the fifty-first round (H100, with the halves): =1 8B Q4_K_M c20 2,382 -> 2,298 tok/s, c32 3,538
-// -> 3,457; at 32 tokens the scaled kernel gains (Q8_0 q/k/v 32.6 -> 23.6 us, Q6_K 34.6 -> 24.8,
-// Q8_0 down 59.1 -> 52.9), the pipelined Q4_K one loses (q/k/v 23.4 -> 25.1, down 53.7 -> 55.2) to
-// the cluster kernel, hence `scaled`. (17-32 tokens: above kWgmmaMinTokens, at most the token
-// halves' 32.)
-bool split_small_takes(int64_t n_tokens, bool scaled_kernel) {
-  static const int mode = env_choice("MEMRA_SPLIT_SMALL", {"0", "1", "scaled"}, 0);
-  return (mode == 1 || (mode == 2 && scaled_kernel)) && n_tokens > kWgmmaMinTokens &&
-         n_tokens <= 32;
+// MEMRA_SPLIT_SMALL: q8_0 (the default since the fifty-third round: Q8_0's outputs only), 0, 1
+// (every split form), or scaled (the scaled kernel's outputs: Q6_K and Q8_0). Measured in the
+// fifty-first round (H100, with the halves): =1 8B Q4_K_M c20 2,382 -> 2,298 tok/s, c32 3,538 ->
+// 3,457; at 32 tokens the scaled kernel gains (Q8_0 q/k/v 32.6 -> 23.6 us, Q6_K 34.6 -> 24.8,
+// Q8_0 down 59.1 -> 52.9), the pipelined Q4_K one loses (q/k/v 23.4 -> 25.1, down 53.7 -> 55.2)
+// to the cluster kernel. In the fifty-third (H100, `gpu_check.sh small`), =scaled against 0: 8B
+// Q8_0 c20 2,306 -> 2,684 (+16%), c32 3,304 -> 4,099 (+24%), but 8B Q4_K_M, whose Q6_K v and half
+// its downs it takes, c20 2,537 -> 2,455 (-3%), c32 3,762 -> 3,691 (-2%); hence q8_0. (17-32
+// tokens: above kWgmmaMinTokens, at most the token halves' 32.)
+bool split_small_takes(int64_t n_tokens, DType wtype) {
+  static const int mode = env_choice("MEMRA_SPLIT_SMALL", {"0", "1", "scaled", "q8_0"}, 3);
+  const bool takes = mode == 1 || (mode == 2 && (wtype == DType::q6_k || wtype == DType::q8_0)) ||
+                     (mode == 3 && wtype == DType::q8_0);
+  return takes && n_tokens > kWgmmaMinTokens && n_tokens <= 32;
 }
 
 bool prefill_wgmma_available() {
