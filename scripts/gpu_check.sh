@@ -62,8 +62,8 @@
 #               three teams (MEMRA_SPLIT_TEAMS=3, the default since): kernel-check's matrix cases
 #               (+ teeth), the products and the same Q4_K_M figures with them (~4 min; not part
 #               of full)
-#     small     the scaled kernel's split form at 17-32 tokens (MEMRA_SPLIT_SMALL=q8_0, the default
-#               since the fifty-third round) against =0 and =scaled: 8B Q8_0 and Q4_K_M and 0.6B
+#     small     the scaled kernel's split form at 17-32 tokens (MEMRA_SPLIT_SMALL=q8_0, Q8_0's of K
+#               4,096 or more, the default since the fifty-third round) against =0 and =scaled: 8B Q8_0 and Q4_K_M and 0.6B
 #               Q8_0 decode of 20 and 32 sequences, twice, alternated (~4 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
@@ -620,11 +620,12 @@ if [ "$MODE" = copies ]; then
   bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" teams3 MEMRA_SPLIT_TEAMS=3 -n 64 -c 24,64
 fi
 if [ "$MODE" = small ]; then
-  # The scaled kernel's split form on the narrow products of 17-32 tokens: Q8_0's, the default
-  # since the fifty-third round (MEMRA_SPLIT_SMALL=q8_0), against none (=0) and against Q6_K's too
-  # (=scaled, which the fifty-third round measured slower on the 8B Q4_K_M): 8B Q8_0 and Q4_K_M
-  # and 0.6B Q8_0 decode of 20 and 32 sequences, twice, alternated. (quick's kernel-check runs
-  # the default; the halves run's covered those launches under =1.)
+  # The scaled kernel's split form on the narrow products of 17-32 tokens: Q8_0's of K 4,096 or
+  # more, the default since the fifty-third round (MEMRA_SPLIT_SMALL=q8_0), against none (=0) and
+  # against Q6_K's and every K too (=scaled, which the fifty-third round measured slower on the 8B
+  # Q4_K_M and the 0.6B Q8_0): 8B Q8_0 and Q4_K_M and 0.6B Q8_0 decode of 20 and 32 sequences,
+  # twice, alternated. (quick's kernel-check runs the default; the halves run's covered those
+  # launches under =1.)
   q88=$(synth qwen3-8b q8_0)
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   q06=$(synth qwen3-0.6b q8_0)

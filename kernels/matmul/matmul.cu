@@ -243,17 +243,18 @@ bool fold64_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
     return false;
   const bool split = matmul_detail::fold64_split_takes((o.n_out + 127) / 128);
   if (n_tokens > 32) return n_in <= 4096 || split;
-  return split && matmul_detail::split_small_takes(n_tokens, o.wtype);
+  return split && matmul_detail::split_small_takes(n_tokens, o.wtype, n_in);
 }
 
 // Unless MEMRA_SCALED_DECODE=0: the narrow Q6_K and Q8_0 outputs at 33-64 tokens (any K) on the
 // scaled wgmma kernel's split form, as fold64_takes gives Q4_K's to the pipelined kernel (the 8B
 // Q4_K_M's Q6_K v and, in half its layers, down, which run on the tiled decode kernel at ~100 us a
 // layer).
-// (At 17-32 tokens Q8_0's by default, Q6_K's too under MEMRA_SPLIT_SMALL=1 or =scaled.)
-bool scaled_split_takes(const MatmulOut& o, int64_t n_tokens) {
+// (At 17-32 tokens Q8_0's of K 4,096 or more by default, split_small_q8_0; every K and Q6_K's
+// too under MEMRA_SPLIT_SMALL=1 or =scaled.)
+bool scaled_split_takes(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   return (o.wtype == DType::q6_k || o.wtype == DType::q8_0) &&
-         (n_tokens > 32 || matmul_detail::split_small_takes(n_tokens, o.wtype)) &&
+         (n_tokens > 32 || matmul_detail::split_small_takes(n_tokens, o.wtype, n_in)) &&
          n_tokens <= kDecodeTokens && matmul_detail::scaled_decode_enabled() &&
          matmul_detail::split_pays((o.n_out + 127) / 128);
 }
@@ -265,7 +266,7 @@ bool scaled_split_takes(const MatmulOut& o, int64_t n_tokens) {
 // (fold64_takes), or the scaled kernel's split form (scaled_split_takes).
 bool uses_wgmma(const MatmulOut& o, int64_t n_in, int64_t n_tokens) {
   const bool pays = wgmma_pays(o.n_out, n_tokens) || fold64_takes(o, n_in, n_tokens) ||
-                    scaled_split_takes(o, n_tokens);
+                    scaled_split_takes(o, n_in, n_tokens);
   return o.layout == WeightLayout::tiled && o.n_out > 0 && pays &&
          !matmul_detail::cluster_decode_takes(o.wtype, o.n_out, n_in, n_tokens, pays) &&
          matmul_detail::prefill_wgmma_available();

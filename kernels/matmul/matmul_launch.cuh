@@ -305,10 +305,22 @@ static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
               !split_halves_on(384, 64, 132) && split_halves_on(384, 20, 132));
 // Whether the split forms take the narrow outputs of a step of 17-32 tokens too (fold64_takes,
 // scaled_split_takes in matmul.cu), where the cluster and tiled decode kernels serve them
-// otherwise: by default (MEMRA_SPLIT_SMALL=q8_0) a Q8_0 output's; =1 every weight type's (the 8B
-// Q4_K_M measured slower with it in the fifty-first round), =scaled Q6_K's and Q8_0's, =0 none.
-// The same bits either way. Their blocks then take token halves (split_halves_on).
-bool split_small_takes(int64_t n_tokens, DType wtype);
+// otherwise: by default (MEMRA_SPLIT_SMALL=q8_0) a Q8_0 output's over K of n_in where
+// split_small_q8_0 says so; =1 every weight type's (the 8B Q4_K_M measured slower with it in the
+// fifty-first round), =scaled Q6_K's and Q8_0's of any K, =0 none. The same bits either way.
+// Their blocks then take token halves (split_halves_on).
+bool split_small_takes(int64_t n_tokens, DType wtype, int64_t n_in);
+// The default's rule: Q8_0 where K is 4,096 or more, the outputs the cluster decode kernel serves
+// at 17-32 tokens otherwise (matmul_decode_cluster.cu's bound), which the split form beats; below
+// it the tiled decode kernel serves them and beats the split form (the 8B Q8_0 against the 0.6B
+// Q8_0, fifty-third round).
+constexpr bool split_small_q8_0(DType wtype, int64_t n_in) {
+  return wtype == DType::q8_0 && n_in >= 4096;
+}
+// The 8B's products (K 4,096 and 12,288) take it; the 0.6B's (K 1,024, 2,048, 3,072) and other
+// types do not.
+static_assert(split_small_q8_0(DType::q8_0, 4096) && split_small_q8_0(DType::q8_0, 12288) &&
+              !split_small_q8_0(DType::q8_0, 3072) && !split_small_q8_0(DType::q6_k, 4096));
 void launch_prefill_wgmma(const MatmulArgs& args, cudaStream_t stream);
 // Several F16/BF16 outputs over the same x (in the wgmma layout) in one launch.
 void launch_prefill_wgmma(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stream);

@@ -267,19 +267,22 @@ bool split_halves_take(int64_t split_blocks, int64_t n_tokens) {
   return mode == 2 || (mode == 1 && split_halves_on(split_blocks, n_tokens, device_sms()));
 }
 
-// MEMRA_SPLIT_SMALL: q8_0 (the default since the fifty-third round: Q8_0's outputs only), 0, 1
-// (every split form), or scaled (the scaled kernel's outputs: Q6_K and Q8_0). Measured in the
-// fifty-first round (H100, with the halves): =1 8B Q4_K_M c20 2,382 -> 2,298 tok/s, c32 3,538 ->
-// 3,457; at 32 tokens the scaled kernel gains (Q8_0 q/k/v 32.6 -> 23.6 us, Q6_K 34.6 -> 24.8,
-// Q8_0 down 59.1 -> 52.9), the pipelined Q4_K one loses (q/k/v 23.4 -> 25.1, down 53.7 -> 55.2)
-// to the cluster kernel. In the fifty-third (H100, `gpu_check.sh small`), =scaled against 0: 8B
-// Q8_0 c20 2,306 -> 2,684 (+16%), c32 3,304 -> 4,099 (+24%), but 8B Q4_K_M, whose Q6_K v and half
-// its downs it takes, c20 2,537 -> 2,455 (-3%), c32 3,762 -> 3,691 (-2%); hence q8_0. (17-32
-// tokens: above kWgmmaMinTokens, at most the token halves' 32.)
-bool split_small_takes(int64_t n_tokens, DType wtype) {
+// MEMRA_SPLIT_SMALL: q8_0 (the default since the fifty-third round: Q8_0's outputs of K 4,096 or
+// more, split_small_q8_0), 0, 1 (every split form), or scaled (the scaled kernel's outputs: Q6_K
+// and Q8_0, any K). Measured in the fifty-first round (H100, with the halves): =1 8B Q4_K_M c20
+// 2,382 -> 2,298 tok/s, c32 3,538 -> 3,457; at 32 tokens the scaled kernel gains (Q8_0 q/k/v 32.6
+// -> 23.6 us, Q6_K 34.6 -> 24.8, Q8_0 down 59.1 -> 52.9), the pipelined Q4_K one loses (q/k/v
+// 23.4 -> 25.1, down 53.7 -> 55.2) to the cluster kernel. In the fifty-third (H100,
+// `gpu_check.sh small`, tok/s, means of two alternated rounds), against 0: =scaled 8B Q8_0 c20
+// 2,311 -> 2,685, c32 3,332 -> 4,093, but 8B Q4_K_M (its Q6_K v and half its downs) c20 2,577 ->
+// 2,463, c32 3,783 -> 3,704; Q8_0's alone (every K) 8B Q8_0 c20 +17.8%, c32 +23.6%, 8B Q4_K_M
+// unchanged (no Q8_0 output), but the 0.6B Q8_0 (K 1,024-3,072, where the tiled decode kernel
+// serves them, not the cluster kernel) c20 7,759 -> 7,059, c32 11,271 -> 10,364; hence K 4,096 or
+// more. (17-32 tokens: above kWgmmaMinTokens, at most the token halves' 32.)
+bool split_small_takes(int64_t n_tokens, DType wtype, int64_t n_in) {
   static const int mode = env_choice("MEMRA_SPLIT_SMALL", {"0", "1", "scaled", "q8_0"}, 3);
   const bool takes = mode == 1 || (mode == 2 && (wtype == DType::q6_k || wtype == DType::q8_0)) ||
-                     (mode == 3 && wtype == DType::q8_0);
+                     (mode == 3 && split_small_q8_0(wtype, n_in));
   return takes && n_tokens > kWgmmaMinTokens && n_tokens <= 32;
 }
 
