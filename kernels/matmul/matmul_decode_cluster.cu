@@ -265,7 +265,8 @@ bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens
   static const bool every = env_switch("MEMRA_CLUSTER_EVERY", false);
   static const bool q4k_wide = env_switch("MEMRA_CLUSTER_Q4K_WIDE", false);
   static const int64_t min_k =
-      int64_t{1024} * env_choice("MEMRA_CLUSTER_MIN_K", {"0", "1024", "2048", "3072", "4096"}, 4);
+      int64_t{1024} * env_choice("MEMRA_CLUSTER_MIN_K", {"0", "1024", "2048", "3072", "4096"},
+                                 static_cast<int>(kClusterMinK / 1024));
   if (!enabled || n_tokens <= kClusterMinTokens || n_tokens > kClusterMaxTokens || n_out <= 0 ||
       n_in <= 0 || n_in < min_k || !prefill_wgmma_available())
     return false;

@@ -262,6 +262,8 @@ void launch_decode_experts(const MatmulArgs& x, const MultiOut& outs, cudaStream
 // faster on than the kernel it replaces (wide_pays: the output would otherwise run on wgmma;
 // MEMRA_CLUSTER_EVERY=1 gives it every tiled output, the A/B).
 constexpr int kClusterMinTokens = 16, kClusterMaxTokens = 32;
+// The least K it takes by default (MEMRA_CLUSTER_MIN_K moves it, in steps of 1,024).
+constexpr int64_t kClusterMinK = 4096;
 bool cluster_decode_takes(DType d, int64_t n_out, int64_t n_in, int64_t n_tokens, bool wide_pays);
 template <DType D>
 void launch_decode_cluster(const MatmulArgs& args, cudaStream_t stream);
@@ -310,12 +312,12 @@ static_assert(split_halves_on(64, 64, 132) && !split_halves_on(80, 64, 132) &&
 // fifty-first round), =scaled Q6_K's and Q8_0's of any K, =0 none. The same bits either way.
 // Their blocks then take token halves (split_halves_on).
 bool split_small_takes(int64_t n_tokens, DType wtype, int64_t n_in);
-// The default's rule: Q8_0 where K is 4,096 or more, the outputs the cluster decode kernel serves
-// at 17-32 tokens otherwise (matmul_decode_cluster.cu's bound), which the split form beats; below
-// it the tiled decode kernel serves them and beats the split form (the 8B Q8_0 against the 0.6B
-// Q8_0, fifty-third round).
+// The default's rule: Q8_0 where K is 4,096 or more (kClusterMinK), the outputs the cluster
+// decode kernel serves at 17-32 tokens otherwise, which the split form beats; below it the tiled
+// decode kernel serves them and beats the split form (the 8B Q8_0 against the 0.6B Q8_0,
+// fifty-third round).
 constexpr bool split_small_q8_0(DType wtype, int64_t n_in) {
-  return wtype == DType::q8_0 && n_in >= 4096;
+  return wtype == DType::q8_0 && n_in >= kClusterMinK;
 }
 // The 8B's products (K 4,096 and 12,288) take it; the 0.6B's (K 1,024, 2,048, 3,072) and other
 // types do not.
