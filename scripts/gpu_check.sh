@@ -65,6 +65,11 @@
 #     small     the scaled kernel's split form at 17-32 tokens (MEMRA_SPLIT_SMALL=q8_0, Q8_0's of K
 #               4,096 or more, the default since the fifty-third round) against =0 and =scaled: 8B Q8_0 and Q4_K_M and 0.6B
 #               Q8_0 decode of 20 and 32 sequences, twice, alternated (~4 min; not part of full)
+#     sidesmall the per-output launches of 17-32-token decode steps after a call's first on the
+#               second stream (MEMRA_DECODE_SIDE_SMALL=1, written in the fifty-third round, opt-in)
+#               against =0: kernel-check's matrix cases with it (+ teeth), the determinism contract
+#               and graph replay with it, 8B Q4_K_M and Q8_0 and 0.6B Q4_K_M decode of 20, 24 and
+#               32 sequences each way, twice, alternated (~4 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -124,8 +129,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -636,6 +641,27 @@ if [ "$MODE" = small ]; then
       bench_with "$q06" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
     done
   done
+fi
+if [ "$MODE" = sidesmall ]; then
+  # The per-output launches of 17-32-token decode steps (the cluster and tiled decode kernels: one
+  # output a launch) after a call's first on the second stream, recorded graphs included
+  # (MEMRA_DECODE_SIDE_SMALL=1, written in the fifty-third round, not yet measured): its bits
+  # first (the Q4_K/Q6_K call at 20 and 32 tokens over K = 4,096 handed a second stream, + teeth;
+  # the determinism contract and graph replay), then 8B Q4_K_M and Q8_0 and 0.6B Q4_K_M decode of
+  # 20, 24 and 32 sequences each way, twice, alternated (a failed recording would show in the
+  # bench logs: the step then runs eager).
+  switch_bits matmul sidesmall MEMRA_DECODE_SIDE_SMALL=1
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q88=$(synth qwen3-8b q8_0)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in on:MEMRA_DECODE_SIDE_SMALL=1 off:MEMRA_DECODE_SIDE_SMALL=0; do
+      bench_with "$q8b" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
+      bench_with "$q88" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
+      bench_with "$q06" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
+    done
+  done
+  grep -l "failed, it runs eagerly" "$LOGS"/bench-*sidesmall-on-*.log || true
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

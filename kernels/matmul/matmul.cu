@@ -390,6 +390,20 @@ bool decode_side_enabled() {
   return enabled;
 }
 
+// Whether a step of 17-32 tokens runs its per-output launches after the call's first on the side
+// stream too (under decode_side_enabled): MEMRA_DECODE_SIDE_SMALL=1, opt-in (written in the
+// fifty-third round, not yet measured; `gpu_check.sh sidesmall` is its A/B). Why: at 17-32 tokens
+// no kernel shares launches between outputs (the cluster decode kernel, and the tiled one below
+// its K, take one output a launch), so a layer's q, k and v run one after another, and k and v
+// alone fill a quarter of the SMs (the 8B's 1,024 rows: 32 blocks of the cluster kernel). The H100
+// step profile at 20 sequences (docs/PERFORMANCE.md, fifty-third round) has the cluster kernel at
+// 21.3 us a launch, four a layer. With it q runs on the step's stream and k then v beside it.
+// Same kernels on the same operands: the same bits.
+bool decode_side_small_enabled() {
+  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_SMALL", false);
+  return enabled;
+}
+
 // The tiled Q4_K outputs that take wgmma at 17-64 tokens (x.xp set): one launch of the pipelined
 // kernel per kMultiOuts of them (matmul_wgmma_fold64.h), so that narrow ones run side by side.
 void launch_fold64_groups(const MatmulOut* outs, int n_outs, int64_t n_in, const MatmulArgs& x,
@@ -577,7 +591,12 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   if (any_wgmma && n_tokens > kDecodeTokens && n_outs <= kMaxGrouped &&
       matmul_detail::prefill_groups_enabled())
     launch_prefill_groups(outs, n_outs, n_in, x_args, grouped, fork);
-  fork.join();
+  // The per-output launches below beside each other too (decode_side_small_enabled): then the
+  // join waits until they are all issued.
+  const bool side_each = fork.has_side() && decode_side_small_enabled() &&
+                         n_tokens > matmul_detail::kClusterMinTokens &&
+                         n_tokens <= matmul_detail::kClusterMaxTokens;
+  if (!side_each) fork.join();
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     if (o.n_out == 0 || (i < kMaxGrouped && grouped[i])) continue;
@@ -602,10 +621,11 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     args.n_tokens = tokens;
     args.y = o.y;
     args.ldy = o.ldy;
+    const cudaStream_t on = side_each ? fork.next() : stream;
     switch (o.wtype) {  // the one place a runtime dtype becomes a template parameter
-#define MEMRA_CASE(D)                   \
-  case D:                               \
-    run_mma<D>(args, o.layout, stream); \
+#define MEMRA_CASE(D)               \
+  case D:                           \
+    run_mma<D>(args, o.layout, on); \
     break;
       MEMRA_MATMUL_FOR_EACH_MMA_TYPE(MEMRA_CASE)
 #undef MEMRA_CASE
@@ -613,6 +633,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
         fail(ErrorCode::internal, "matmul: dtype {} passed the support check", dtype_name(o.wtype));
     }
   }
+  fork.join();
 }
 
 }  // namespace

@@ -383,6 +383,21 @@ void check_shared_x(Context& ctx) {
               2,
               side});
   }
+  // A q/k/v-like call at 20 and 32 tokens over K = 4,096 (the cluster decode kernel's outputs,
+  // one launch each, partial last row blocks), on one stream and handed a second one, which the
+  // launches after the first take under MEMRA_DECODE_SIDE_SMALL=1 (matmul.cu).
+  for (const bool side : {false, true}) {
+    check_shared_x_case(
+        ctx, {std::string("2 x Q4_K+Q6_K tiled 17-32 tokens") + (side ? ", side stream" : ""),
+              4096,
+              {DType::q4_k, DType::q4_k, DType::q6_k},
+              {1000, 264, 264},
+              {t, t, t},
+              {20, 32},
+              0,
+              2,
+              side});
+  }
   // Narrow Q6_K and Q8_0 outputs at 40 and 64 tokens: unless MEMRA_SCALED_DECODE=0 one launch of
   // the scaled kernel's split form per dtype (two outputs each), over five chunks.
   check_shared_x_case(ctx, {"2 x Q6_K+2 x Q8_0 tiled narrow wgmma",
