@@ -70,6 +70,12 @@
 #               against =0: kernel-check's matrix cases with it (+ teeth), the determinism contract
 #               and graph replay with it, 8B Q4_K_M and Q8_0 and 0.6B Q4_K_M decode of 20, 24 and
 #               32 sequences each way, twice, alternated (~4 min; not part of full)
+#     groups    decode attention's run form with the number of split groups that finishes the grid
+#               soonest, the longer runs first (MEMRA_DECODE_SPLITS=fill, written in the fifty-third
+#               round, opt-in) against auto: kernel-check's attention cases with it in the
+#               two-blocks form (+ teeth), the determinism contract and graph replay with it, 8B
+#               Q4_K_M decode of 16 to 64 sequences and 0.6B Q4_K_M of 20 and 40 each way, twice,
+#               alternated (~5 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -129,8 +135,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -662,6 +668,25 @@ if [ "$MODE" = sidesmall ]; then
     done
   done
   grep -l "failed, it runs eagerly" "$LOGS"/bench-*sidesmall-on-*.log || true
+fi
+if [ "$MODE" = groups ]; then
+  # Decode attention's split groups by the makespan rule, the longer runs first
+  # (MEMRA_DECODE_SPLITS=fill, attention.cu's fill_groups; written in the fifty-third round, not
+  # yet measured). Its bits first: kernel-check's attention cases with every one-query launch in
+  # the two-blocks form (its long-context decode tokens take uneven runs there), + teeth, and the
+  # determinism contract and graph replay; then 8B Q4_K_M decode of 16, 20, 40, 48 and 64
+  # sequences (at three splits a column fill_groups gives 2, 2, 2, 2 and 1 groups, auto 2, 1, 1,
+  # 1 and 1) and 0.6B Q4_K_M
+  # of 20 and 40, each way, twice, alternated.
+  switch_bits attention groups MEMRA_DECODE_SPLITS=fill MEMRA_DECODE_SHARED_ROWS=all
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto; do
+      bench_with "$q8b" "groups-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,40,48,64
+      bench_with "$q06" "groups-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,40
+    done
+  done
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

@@ -130,9 +130,93 @@ SharedRows shared_rows_mode() {
 // at 64 sequences 4,719 -> 4,776; the form with V's own rows (one block an SM) grouped the same way
 // was slower (16,384 keys 43.7 -> 60.0 us), so it always takes a split a block. The same partials
 // either way: the same bits.
-bool decode_runs_enabled() {
-  static const bool on = env_choice("MEMRA_DECODE_SPLITS", {"1", "auto"}, 1) == 1;
-  return on;
+//
+// fill (opt-in, written in the fifty-third round, not yet measured: `gpu_check.sh groups`): the
+// number of groups that finishes the grid soonest when the larger runs go first (AttnParams::
+// decode_heavy_first), by runs_makespan. Why: auto gives a token's kv head one group wherever the
+// grid's tokens x heads exceed half a wave, so at 17-32 sequences (8B: 136-256 columns of ~3
+// splits on 264 slots) a block walks all three splits while up to half the slots sit idle, and at
+// 34-66 sequences (272-528 columns) the columns past the first wave walk their three splits after
+// it: 6 splits' time where the work is 3.1 to 6 (at 40 sequences 3.6: fill's two groups take 4).
+// The H100's decode attention at 64 sequences, 75 us a layer (fifty-third round), is ~6 such
+// splits.
+enum class DecodeSplits { one, automatic, fill };  // in env_choice's order
+DecodeSplits decode_splits_mode() {
+  static const auto mode =
+      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 1));
+  return mode;
+}
+
+// The time, in splits, that `columns` (token, kv head) columns of `live` splits each take on
+// `slots` block slots, cut into `groups` runs a column (the first live % groups one split longer),
+// the longer runs issued first and each block taken by the slot that frees first: list scheduling
+// over the slots' loads, kept as a few (load, slots) levels, lowest first (every load lies within
+// a run's length of the lowest). 0 where the levels would not fit (not expected).
+constexpr int64_t runs_makespan(int64_t columns, int64_t live, int64_t groups, int64_t slots) {
+  constexpr int kLevels = 16;
+  int64_t load[kLevels] = {}, count[kLevels] = {};
+  int n = 1;
+  count[0] = slots;
+  const int64_t q = live / groups, r = live % groups;
+  const int64_t sizes[2] = {q + 1, q}, blocks[2] = {columns * r, columns * (groups - r)};
+  for (int c = 0; c < 2; ++c) {
+    for (int64_t left = sizes[c] > 0 ? blocks[c] : 0; left > 0;) {
+      const int64_t take = count[0] < left ? count[0] : left;
+      const int64_t to = load[0] + sizes[c];
+      left -= take;
+      count[0] -= take;
+      int at = 0;  // where `to` goes among the levels (sorted by load)
+      while (at < n && load[at] < to) ++at;
+      if (at < n && load[at] == to) {
+        count[at] += take;
+      } else {
+        if (n == kLevels) return 0;
+        for (int i = n; i > at; --i) load[i] = load[i - 1], count[i] = count[i - 1];
+        load[at] = to;
+        count[at] = take;
+        ++n;
+      }
+      if (count[0] == 0) {
+        for (int i = 0; i + 1 < n; ++i) load[i] = load[i + 1], count[i] = count[i + 1];
+        --n;
+      }
+    }
+  }
+  return load[n - 1];
+}
+
+// The fewest groups (1 to live) whose runs_makespan is the least: only the fewest groups of each
+// run length (ceil(live / k) for a run of k) are tried.
+constexpr int64_t fill_groups(int64_t columns, int64_t live, int64_t slots) {
+  int64_t best = 1, best_time = runs_makespan(columns, live, 1, slots);
+  for (int64_t k = live - 1; k >= 1; --k) {
+    const int64_t groups = (live + k - 1) / k;
+    if ((live + groups - 2) / (groups - 1) == k) continue;  // fewer groups give runs of k too
+    const int64_t time = runs_makespan(columns, live, groups, slots);
+    if (time > 0 && time < best_time) best = groups, best_time = time;
+  }
+  return best;
+}
+// The 8B (8 kv heads) on 264 slots (two blocks an SM on 132 SMs), three splits a column: 16
+// sequences two groups (as auto), 20 two (auto one: three splits' time instead of two), 24 and
+// 32 one (as auto), 40 two (auto one: six splits' time instead of four), 64 one; one sequence
+// at 16,384 tokens (64 splits) 32 groups, two splits each (auto: 33).
+static_assert(fill_groups(16 * 8, 3, 264) == 2 && runs_makespan(16 * 8, 3, 2, 264) == 2);
+static_assert(fill_groups(20 * 8, 3, 264) == 2 && runs_makespan(20 * 8, 3, 1, 264) == 3 &&
+              runs_makespan(20 * 8, 3, 2, 264) == 2);
+static_assert(fill_groups(24 * 8, 3, 264) == 1 && fill_groups(32 * 8, 3, 264) == 1);
+static_assert(fill_groups(40 * 8, 3, 264) == 2 && runs_makespan(40 * 8, 3, 1, 264) == 6 &&
+              runs_makespan(40 * 8, 3, 2, 264) == 4);
+static_assert(fill_groups(64 * 8, 3, 264) == 1 && runs_makespan(64 * 8, 3, 1, 264) == 6);
+static_assert(fill_groups(8, 64, 264) == 32 && runs_makespan(8, 64, 32, 264) == 2);
+
+// fill_groups for a launch: a step's layers ask with the same arguments, so the last answer is
+// kept (per host thread).
+int64_t fill_groups_cached(int64_t columns, int64_t live, int64_t slots) {
+  thread_local int64_t last[4] = {-1, -1, -1, 1};
+  if (last[0] != columns || last[1] != live || last[2] != slots)
+    last[0] = columns, last[1] = live, last[2] = slots, last[3] = fill_groups(columns, live, slots);
+  return last[3];
 }
 
 // MEMRA_DECODE_PIPE: unset or 1, the decode kernel's forms with V in K's rows (the two-blocks
@@ -218,14 +302,18 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
-  const int64_t groups =
-      kShared && decode_runs_enabled()
-          ? std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits)
-          : p.n_splits;
+  const DecodeSplits mode = kShared ? decode_splits_mode() : DecodeSplits::one;
+  int64_t groups = p.n_splits;
+  if (mode == DecodeSplits::automatic)
+    groups = std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits);
+  else if (mode == DecodeSplits::fill)
+    groups = fill_groups_cached(int64_t{p.n_tokens} * heads, p.n_splits, wave);
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
   q.decode_groups = static_cast<int32_t>(groups);
-  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(groups),
-                  static_cast<unsigned>(heads));
+  q.decode_heavy_first = runs && mode == DecodeSplits::fill;
+  const dim3 grid(static_cast<unsigned>(p.n_tokens),
+                  static_cast<unsigned>(q.decode_heavy_first ? heads : groups),
+                  static_cast<unsigned>(q.decode_heavy_first ? groups : heads));
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};

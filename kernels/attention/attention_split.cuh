@@ -80,6 +80,11 @@ struct AttnParams {
   // current one's arithmetic: the grouping follows each token's own context, not the grid's
   // capacity (a CUDA graph's grid is sized for the context bucket it was captured for).
   int32_t decode_groups;
+  // The run form's larger runs first (MEMRA_DECODE_SPLITS=fill, attention.cu): group g takes
+  // splits [first + ceil(g n / G), first + ceil((g + 1) n / G)), so that where n is no multiple
+  // of G the first groups take one split more, and the grid is (token, kv head and chunk, group):
+  // every group-0 block is issued before any group-1 block. The same partials: the same bits.
+  bool decode_heavy_first;
   // The row-owning form's softmax masks every split, not only a warp's partial ones
   // (MEMRA_FLASH_MASKS, attention.cu; the same bits either way).
   bool mask_all;
