@@ -74,7 +74,7 @@
 #               soonest, the longer runs first (MEMRA_DECODE_SPLITS=fill, written in the fifty-third
 #               round, opt-in) against auto: kernel-check's attention cases with it in the
 #               two-blocks form (+ teeth), the determinism contract and graph replay with it, 8B
-#               Q4_K_M decode of 16 to 64 sequences and 0.6B Q4_K_M of 20 and 40 each way, twice,
+#               Q4_K_M and 0.6B Q4_K_M decode of 16 to 64 sequences each way, twice,
 #               alternated (~5 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
@@ -248,6 +248,21 @@ bench_with() {  # bench_with MODEL NAME VAR=VALUE[,VAR=VALUE...] ARGS...
   # shellcheck disable=SC2086  # the variables split at their commas
   step "bench-$name" 300 env ${3//,/ } "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:4}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
+}
+# switch_ab NAME SETTINGS BENCH-ARGS MODEL...: an A/B of switch settings (LABEL:VAR=VALUE[,...],
+# space-separated) on each model's memra bench (BENCH-ARGS, split at spaces), rounds alternated
+# (MEMRA_AB_ROUNDS, 2 by default): receipts named NAME-LABEL-ROUND.
+switch_ab() {
+  local name=$1 settings=$2 args=$3 round f m
+  shift 3
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in $settings; do
+      for m in "$@"; do
+        # shellcheck disable=SC2086  # the bench arguments split at spaces
+        bench_with "$m" "$name-${f%%:*}-$round" "${f#*:}" $args
+      done
+    done
+  done
 }
 
 # kernel_stalls NAME REGEX SKIP BENCH-ARGS: Nsight Compute's sections, stall reasons and 60 most
@@ -637,16 +652,9 @@ if [ "$MODE" = small ]; then
   # Q4_K_M and the 0.6B Q8_0): 8B Q8_0 and Q4_K_M and 0.6B Q8_0 decode of 20 and 32 sequences,
   # twice, alternated. (quick's kernel-check runs the default; the halves run's covered those
   # launches under =1.)
-  q88=$(synth qwen3-8b q8_0)
-  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  q06=$(synth qwen3-0.6b q8_0)
-  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in off:MEMRA_SPLIT_SMALL=0 q8_0:MEMRA_SPLIT_SMALL=q8_0 scaled:MEMRA_SPLIT_SMALL=scaled; do
-      bench_with "$q88" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
-      bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
-      bench_with "$q06" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32
-    done
-  done
+  switch_ab small "off:MEMRA_SPLIT_SMALL=0 q8_0:MEMRA_SPLIT_SMALL=q8_0 scaled:MEMRA_SPLIT_SMALL=scaled" \
+    "-n 64 -c 20,32" "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b q8_0)"
 fi
 if [ "$MODE" = sidesmall ]; then
   # The per-output launches of 17-32-token decode steps (the cluster and tiled decode kernels: one
@@ -657,16 +665,9 @@ if [ "$MODE" = sidesmall ]; then
   # 20, 24 and 32 sequences each way, twice, alternated (a failed recording would show in the
   # bench logs: the step then runs eager).
   switch_bits matmul sidesmall MEMRA_DECODE_SIDE_SMALL=1
-  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  q88=$(synth qwen3-8b q8_0)
-  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in on:MEMRA_DECODE_SIDE_SMALL=1 off:MEMRA_DECODE_SIDE_SMALL=0; do
-      bench_with "$q8b" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
-      bench_with "$q88" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
-      bench_with "$q06" "sidesmall-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,24,32
-    done
-  done
+  switch_ab sidesmall "on:MEMRA_DECODE_SIDE_SMALL=1 off:MEMRA_DECODE_SIDE_SMALL=0" \
+    "-n 64 -c 20,24,32" "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-8b q8_0)" \
+    "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   grep -l "failed, it runs eagerly" "$LOGS"/bench-*sidesmall-on-*.log || true
 fi
 if [ "$MODE" = groups ]; then
@@ -676,17 +677,11 @@ if [ "$MODE" = groups ]; then
   # the two-blocks form (its long-context decode tokens take uneven runs there), + teeth, and the
   # determinism contract and graph replay; then 8B Q4_K_M decode of 16, 20, 40, 48 and 64
   # sequences (at three splits a column fill_groups gives 2, 2, 2, 2 and 1 groups, auto 2, 1, 1,
-  # 1 and 1) and 0.6B Q4_K_M
-  # of 20 and 40, each way, twice, alternated.
+  # 1 and 1) and 0.6B Q4_K_M of the same, each way, twice, alternated.
   switch_bits attention groups MEMRA_DECODE_SPLITS=fill MEMRA_DECODE_SHARED_ROWS=all
-  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto; do
-      bench_with "$q8b" "groups-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,40,48,64
-      bench_with "$q06" "groups-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,40
-    done
-  done
+  switch_ab groups "fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto" \
+    "-n 64 -c 16,20,40,48,64" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs
@@ -697,14 +692,8 @@ if [ "$MODE" = side ]; then
   # Q4_K_M decode of 40 and 64 sequences each way, twice, alternated (a failed recording would
   # show in the bench logs: the step then runs eager).
   switch_bits matmul side MEMRA_DECODE_SIDE_STREAM=1
-  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
-  q06=$(synth qwen3-0.6b q4_k_m --fast-quant)
-  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in on:MEMRA_DECODE_SIDE_STREAM=1 off:MEMRA_DECODE_SIDE_STREAM=0; do
-      bench_with "$q8b" "side-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
-      bench_with "$q06" "side-${f%%:*}-$round" "${f#*:}" -n 64 -c 40,64
-    done
-  done
+  switch_ab side "on:MEMRA_DECODE_SIDE_STREAM=1 off:MEMRA_DECODE_SIDE_STREAM=0" "-n 64 -c 40,64" \
+    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   grep -l "failed, it runs eagerly" "$LOGS"/bench-*side-on-*.log || true
 fi
 if [ "$MODE" = pipe ]; then
