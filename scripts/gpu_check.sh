@@ -607,12 +607,9 @@ if [ "$MODE" = halves ]; then
   done
   # 17-32 sequences (c20 below c16 since the split forms came): neither, the halves alone (the
   # 8B's gate/up launch, 192 row blocks, already takes the split form there), both.
-  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in off:MEMRA_SPLIT_HALVES=0 halves:MEMRA_SPLIT_HALVES=1 \
-      small:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1; do
-      bench_with "$q8b" "small-${f%%:*}-$round" "${f#*:}" -n 64 -c 16,20,32
-    done
-  done
+  switch_ab small \
+    "off:MEMRA_SPLIT_HALVES=0 halves:MEMRA_SPLIT_HALVES=1 small:MEMRA_SPLIT_HALVES=1,MEMRA_SPLIT_SMALL=1" \
+    "-n 64 -c 16,20,32" "$q8b"
 fi
 if [ "$MODE" = copies ]; then
   # Written without a device (fifty-first round): the first wgmma of a chunk waits for its whole

@@ -150,8 +150,10 @@ DecodeSplits decode_splits_mode() {
 // The time, in splits, that `columns` (token, kv head) columns of `live` splits each take on
 // `slots` block slots, cut into `groups` runs a column (the first live % groups one split longer),
 // the longer runs issued first and each block taken by the slot that frees first: list scheduling
-// over the slots' loads, kept as a few (load, slots) levels, lowest first (every load lies within
-// a run's length of the lowest). 0 where the levels would not fit (not expected).
+// over the slots' loads, kept as a few (load, slots) levels, lowest first. Every block lands on
+// the lowest load, so the loads lie within one run (q + 1) of the lowest, at the lowest plus a
+// multiple of q or of q + 1: a handful of levels, which that bound keeps far below kLevels (0
+// where they would not fit; fill_groups then skips that grouping).
 constexpr int64_t runs_makespan(int64_t columns, int64_t live, int64_t groups, int64_t slots) {
   constexpr int kLevels = 16;
   int64_t load[kLevels] = {}, count[kLevels] = {};
