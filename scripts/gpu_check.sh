@@ -66,13 +66,13 @@
 #               4,096 or more, the default since the fifty-third round) against =0 and =scaled: 8B Q8_0 and Q4_K_M and 0.6B
 #               Q8_0 decode of 20 and 32 sequences, twice, alternated (~4 min; not part of full)
 #     sidesmall the per-output launches of 17-32-token decode steps after a call's first on the
-#               second stream (MEMRA_DECODE_SIDE_SMALL=1, written in the fifty-third round, opt-in)
+#               second stream (MEMRA_DECODE_SIDE_SMALL=1, the default since the fifty-fourth round)
 #               against =0: kernel-check's matrix cases with it (+ teeth), the determinism contract
 #               and graph replay with it, 8B Q4_K_M and Q8_0 and 0.6B Q4_K_M decode of 20, 24 and
 #               32 sequences each way, twice, alternated (~4 min; not part of full)
 #     groups    decode attention's run form with the number of split groups that finishes the grid
-#               soonest, the longer runs first (MEMRA_DECODE_SPLITS=fill, written in the fifty-third
-#               round, opt-in) against auto: kernel-check's attention cases with it in the
+#               soonest, the longer runs first (MEMRA_DECODE_SPLITS=fill, the default since the
+#               fifty-fourth round) against auto: kernel-check's attention cases with it in the
 #               two-blocks form (+ teeth), the determinism contract and graph replay with it, 8B
 #               Q4_K_M and 0.6B Q4_K_M decode of 16 to 64 sequences each way, twice,
 #               alternated (~5 min; not part of full)
@@ -656,7 +656,7 @@ fi
 if [ "$MODE" = sidesmall ]; then
   # The per-output launches of 17-32-token decode steps (the cluster and tiled decode kernels: one
   # output a launch) after a call's first on the second stream, recorded graphs included
-  # (MEMRA_DECODE_SIDE_SMALL=1, written in the fifty-third round, not yet measured): its bits
+  # (MEMRA_DECODE_SIDE_SMALL=1, measured in the fifty-fourth round and the default since): its bits
   # first (the Q4_K/Q6_K call at 20 and 32 tokens over K = 4,096 handed a second stream, + teeth;
   # the determinism contract and graph replay), then 8B Q4_K_M and Q8_0 and 0.6B Q4_K_M decode of
   # 20, 24 and 32 sequences each way, twice, alternated (a failed recording would show in the
@@ -669,12 +669,12 @@ if [ "$MODE" = sidesmall ]; then
 fi
 if [ "$MODE" = groups ]; then
   # Decode attention's split groups by the makespan rule, the longer runs first
-  # (MEMRA_DECODE_SPLITS=fill, attention.cu's fill_groups; written in the fifty-third round, not
-  # yet measured). Its bits first: kernel-check's attention cases with every one-query launch in
+  # (MEMRA_DECODE_SPLITS=fill, attention.cu's fill_groups; measured in the fifty-fourth round and
+  # the default since, the longer runs first only on grids of more than a wave). Its bits first: kernel-check's attention cases with every one-query launch in
   # the two-blocks form (its long-context decode tokens take uneven runs there), + teeth, and the
   # determinism contract and graph replay; then 8B Q4_K_M decode of 16, 20, 40, 48 and 64
   # sequences (at three splits a column fill_groups gives 2, 2, 2, 2 and 1 groups, auto 2, 1, 1,
-  # 1 and 1) and 0.6B Q4_K_M of the same, each way, twice, alternated.
+  # 1 and 1; at 16 both 2 on one wave: the same grid) and 0.6B Q4_K_M of the same, each way, twice, alternated.
   switch_bits attention groups MEMRA_DECODE_SPLITS=fill MEMRA_DECODE_SHARED_ROWS=all
   switch_ab groups "fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto" \
     "-n 64 -c 16,20,40,48,64" "$(synth qwen3-8b q4_k_m --fast-quant)" \

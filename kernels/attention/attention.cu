@@ -121,8 +121,8 @@ SharedRows shared_rows_mode() {
   return mode;
 }
 
-// MEMRA_DECODE_SPLITS: the decode kernel's splits a block in its two-blocks form (kShared). unset
-// or auto, where a split a block would be more than one wave (two blocks an SM), a run of splits
+// MEMRA_DECODE_SPLITS: the decode kernel's splits a block in its two-blocks form (kShared). auto,
+// where a split a block would be more than one wave (two blocks an SM), a run of splits
 // a block: the grid's split groups a token are as many as make one wave (at least one), and each
 // token's live splits are shared out among them (AttnParams::decode_groups); 1, a split a block
 // on every grid (the A/B). Measured on the H200 (docs/PERFORMANCE.md, forty-second round):
@@ -131,19 +131,21 @@ SharedRows shared_rows_mode() {
 // was slower (16,384 keys 43.7 -> 60.0 us), so it always takes a split a block. The same partials
 // either way: the same bits.
 //
-// fill (opt-in, written in the fifty-third round, not yet measured: `gpu_check.sh groups`): the
-// number of groups that finishes the grid soonest when the larger runs go first (AttnParams::
-// decode_heavy_first), by runs_makespan. Why: auto gives a token's kv head one group wherever the
-// grid's tokens x heads exceed half a wave, so at 17-32 sequences (8B: 136-256 columns of ~3
-// splits on 264 slots) a block walks all three splits while up to half the slots sit idle, and at
-// 34-66 sequences (272-528 columns) the columns past the first wave walk their three splits after
-// it: 6 splits' time where the work is 3.1 to 6 (at 40 sequences 3.6: fill's two groups take 4).
-// The H100's decode attention at 64 sequences, 75 us a layer (fifty-third round), is ~6 such
-// splits.
+// unset or fill (the default since the fifty-fourth round; `gpu_check.sh groups` is its A/B against
+// auto): the number of groups that finishes the grid soonest when the larger runs go first
+// (AttnParams::decode_heavy_first, on grids of more than a wave), by runs_makespan. Why: auto
+// gives a token's kv head one group wherever the grid's tokens x heads exceed half a wave, so at
+// 17-32 sequences (8B: 136-256 columns of ~3 splits on 264 slots) a block walks all three splits
+// while up to half the slots sit idle, and at 34-66 sequences (272-528 columns) the columns past
+// the first wave walk their three splits after it: 6 splits' time where the work is 3.1 to 6 (at 40
+// sequences 3.6: fill's two groups take 4). The H100's decode attention at 64 sequences, 75 us a
+// layer (fifty-third round), is ~6 such splits. Measured on the H100 against auto
+// (docs/PERFORMANCE.md, fifty-fourth round): 8B Q4_K_M c20 +2.6%, c40 +5.6%, c48 +4.6%; 0.6B Q4_K_M
+// c20 +6.7%, c40 +10.3%, c48 +9.3%; c64 the same grid.
 enum class DecodeSplits { one, automatic, fill };  // in env_choice's order
 DecodeSplits decode_splits_mode() {
   static const auto mode =
-      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 1));
+      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 2));
   return mode;
 }
 
@@ -312,7 +314,13 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     groups = fill_groups_cached(int64_t{p.n_tokens} * heads, p.n_splits, wave);
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
   q.decode_groups = static_cast<int32_t>(groups);
-  q.decode_heavy_first = runs && mode == DecodeSplits::fill;
+  // The larger runs first only where the grid is more than a wave: within one wave the order
+  // buys nothing, and floor's shares put the extra split on the last group, the one holding the
+  // token's last, partial split (16 sequences of 512-576 keys, splits of 256, 256 and up to 64:
+  // ceil's longest run walks 512 keys, floor's 320; ceil measured 2-6% slower on the H100,
+  // fifty-fourth round).
+  q.decode_heavy_first =
+      runs && mode == DecodeSplits::fill && int64_t{p.n_tokens} * heads * groups > wave;
   const dim3 grid(static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(q.decode_heavy_first ? heads : groups),
                   static_cast<unsigned>(q.decode_heavy_first ? groups : heads));

@@ -391,16 +391,19 @@ bool decode_side_enabled() {
 }
 
 // Whether a step of 17-32 tokens runs its per-output launches after the call's first on the side
-// stream too (under decode_side_enabled): MEMRA_DECODE_SIDE_SMALL=1, opt-in (written in the
-// fifty-third round, not yet measured; `gpu_check.sh sidesmall` is its A/B). Why: at 17-32 tokens
+// stream too (under decode_side_enabled): MEMRA_DECODE_SIDE_SMALL unset or 1, the default since
+// the fifty-fourth round; 0, one stream (`gpu_check.sh sidesmall` is its A/B). Why: at 17-32 tokens
 // no kernel shares launches between outputs (the cluster decode kernel, and the tiled one below
 // its K, take one output a launch), so a layer's q, k and v run one after another, and k and v
 // alone fill a quarter of the SMs (the 8B's 1,024 rows: 32 blocks of the cluster kernel). The H100
 // step profile at 20 sequences (docs/PERFORMANCE.md, fifty-third round) has the cluster kernel at
 // 21.3 us a launch, four a layer. With it q runs on the step's stream and k then v beside it.
-// Same kernels on the same operands: the same bits.
+// Predicted up to +10% at 20 sequences; measured on the H100 (docs/PERFORMANCE.md, fifty-fourth
+// round): 8B Q4_K_M c20 2,538 -> 2,735 tok/s (+7.8%), c32 +9.9%, 0.6B Q4_K_M +2.6-5.4%, 8B Q8_0
+// (its products on the scaled kernel's split form) flat. Same kernels on the same operands: the
+// same bits.
 bool decode_side_small_enabled() {
-  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_SMALL", false);
+  static const bool enabled = env_switch("MEMRA_DECODE_SIDE_SMALL", true);
   return enabled;
 }
 
