@@ -133,7 +133,7 @@ SharedRows shared_rows_mode() {
 //
 // unset or fill (the default since the fifty-fourth round; `gpu_check.sh groups` is its A/B against
 // auto): the number of groups that finishes the grid soonest when the larger runs go first
-// (AttnParams::decode_heavy_first, on grids of more than a wave), by runs_makespan. Why: auto
+// (RunShares::longer_first, on grids of more than a wave), by runs_makespan. Why: auto
 // gives a token's kv head one group wherever the grid's tokens x heads exceed half a wave, so at
 // 17-32 sequences (8B: 136-256 columns of ~3 splits on 264 slots) a block walks all three splits
 // while up to half the slots sit idle, and at 34-66 sequences (272-528 columns) the columns past
@@ -142,10 +142,19 @@ SharedRows shared_rows_mode() {
 // layer (fifty-third round), is ~6 such splits. Measured on the H100 against auto
 // (docs/PERFORMANCE.md, fifty-fourth round): 8B Q4_K_M c20 +2.6%, c40 +5.6%, c48 +4.6%; 0.6B Q4_K_M
 // c20 +6.7%, c40 +10.3%, c48 +9.3%; c64 the same grid.
-enum class DecodeSplits { one, automatic, fill };  // in env_choice's order
+//
+// last (opt-in, written in the fifty-fourth round, not yet measured: `gpu_check.sh groups`):
+// fill's number of groups, the longer runs last in each token's splits (RunShares::longer_last:
+// they hold its last split, which is partial) and issued first, on every run grid. By splits the
+// same makespan as fill; by keys less. After 512 tokens (three splits of 256, 256 and t <= 64
+// keys) fill's two groups walk 512 and t keys, last's 256 + t and 256: at 40 sequences (640 blocks
+// on 264 slots, the longer issued first) fill's grid takes ~1,024 keys' time, last's ~832, auto's
+// 1,152; at 48 ~1,024 against ~896; at 16, 20 and 64 the same. Predicted, if a split's time goes
+// with its keys: decode attention at c40 -19% against fill (~+4% a step), c48 -12% (~+3%).
+enum class DecodeSplits { one, automatic, fill, last };  // in env_choice's order
 DecodeSplits decode_splits_mode() {
-  static const auto mode =
-      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 2));
+  static const auto mode = static_cast<DecodeSplits>(
+      env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill", "last"}, 2));
   return mode;
 }
 
@@ -302,6 +311,7 @@ auto decode_form_kernel(bool runs, bool pipe) {
 template <int D, typename CT, bool kShared>
 bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
   using DC = detail::DecodeConfig<D, CT, kShared>;
+  using detail::RunShares;
   if (DC::kBytes > lim.smem_optin) return false;
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
@@ -310,20 +320,24 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   int64_t groups = p.n_splits;
   if (mode == DecodeSplits::automatic)
     groups = std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits);
-  else if (mode == DecodeSplits::fill)
+  else if (mode == DecodeSplits::fill || mode == DecodeSplits::last)
     groups = fill_groups_cached(int64_t{p.n_tokens} * heads, p.n_splits, wave);
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
+  // fill: the longer runs first only where the grid is more than a wave. Within one wave the
+  // order buys nothing, and floor's shares put the extra split on the last group, the one holding
+  // the token's last, partial split (16 sequences of 512-576 keys, splits of 256, 256 and up to 64:
+  // longer_first's longest run walks 512 keys, floor's 320; longer_first measured 2-6% slower on
+  // the H100 there, fifty-fourth round). last: longer_last on every run grid.
   q.decode_groups = static_cast<int32_t>(groups);
-  // The larger runs first only where the grid is more than a wave: within one wave the order
-  // buys nothing, and floor's shares put the extra split on the last group, the one holding the
-  // token's last, partial split (16 sequences of 512-576 keys, splits of 256, 256 and up to 64:
-  // ceil's longest run walks 512 keys, floor's 320; ceil measured 2-6% slower on the H100,
-  // fifty-fourth round).
-  q.decode_heavy_first =
-      runs && mode == DecodeSplits::fill && int64_t{p.n_tokens} * heads * groups > wave;
+  q.decode_shares = RunShares::floor;
+  if (runs && mode == DecodeSplits::fill && int64_t{p.n_tokens} * heads * groups > wave)
+    q.decode_shares = RunShares::longer_first;
+  else if (runs && mode == DecodeSplits::last)
+    q.decode_shares = RunShares::longer_last;
+  const bool by_group = q.decode_shares != RunShares::floor;
   const dim3 grid(static_cast<unsigned>(p.n_tokens),
-                  static_cast<unsigned>(q.decode_heavy_first ? heads : groups),
-                  static_cast<unsigned>(q.decode_heavy_first ? groups : heads));
+                  static_cast<unsigned>(by_group ? heads : groups),
+                  static_cast<unsigned>(by_group ? groups : heads));
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};

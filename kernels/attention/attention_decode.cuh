@@ -140,9 +140,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  // The grid: (token, split group, kv head and chunk), or, the run form's larger runs first,
+  // The grid: (token, split group, kv head and chunk), or, the run form's sharings but floor,
   // (token, kv head and chunk, split group).
-  const bool by_group = kRun && p.decode_heavy_first;
+  const bool by_group = kRun && p.decode_shares != RunShares::floor;
   const int t = static_cast<int>(blockIdx.x);
   const int group = static_cast<int>(by_group ? blockIdx.z : blockIdx.y);
   const int heads_index = static_cast<int>(by_group ? blockIdx.y : blockIdx.z);
@@ -152,13 +152,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const KeyRange range = key_range(p.positions[t], p.window);
   // This block's splits [s_first, s_last]: split `group`, or (kRun) the group's share of the
-  // token's live splits, shared out as evenly as whole splits allow.
+  // token's live splits, shared out as evenly as whole splits allow (group_run).
   int s_first = group, s_last = group;
   if constexpr (kRun) {
-    const int64_t live = range.last - range.first + 1, groups = p.decode_groups;
-    const int64_t up = p.decode_heavy_first ? groups - 1 : 0;  // ceil: the larger runs first
-    s_first = range.first + static_cast<int>((group * live + up) / groups);
-    s_last = range.first + static_cast<int>(((group + 1) * live + up) / groups) - 1;
+    const SplitRun run =
+        group_run(p.decode_shares, group, range.last - range.first + 1, p.decode_groups);
+    s_first = range.first + static_cast<int>(run.first);
+    s_last = s_first + static_cast<int>(run.count) - 1;
   }
   if (s_first < range.first || s_first > s_last || s_last > range.last) return;  // none: no reads
 
