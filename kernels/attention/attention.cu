@@ -146,11 +146,12 @@ SharedRows shared_rows_mode() {
 // last (opt-in, written in the fifty-fourth round, not yet measured: `gpu_check.sh groups`):
 // fill's number of groups, the longer runs last in each token's splits (RunShares::longer_last:
 // they hold its last split, which is partial) and issued first, on every run grid. By splits the
-// same makespan as fill; by keys less. After 512 tokens (three splits of 256, 256 and t <= 64
-// keys) fill's two groups walk 512 and t keys, last's 256 + t and 256: at 40 sequences (640 blocks
-// on 264 slots, the longer issued first) fill's grid takes ~1,024 keys' time, last's ~832, auto's
-// 1,152; at 48 ~1,024 against ~896; at 16, 20 and 64 the same. Predicted, if a split's time goes
-// with its keys: decode attention at c40 -19% against fill (~+4% a step), c48 -12% (~+3%).
+// same makespan as fill; by chunks less (a block skips a split's chunks of 128 keys without keys
+// of its token). After 512 tokens (three splits: 2, 2 and 1 live chunks) fill's two groups walk 4
+// and 1 chunks, last's 3 and 2: at 40 sequences (640 blocks on 264 slots, the longer issued
+// first) 8 chunks' time against 7 (auto's 10); at 16, 20, 48 and 64 the same. Predicted, if a
+// chunk's time is what a split's time goes with: decode attention at c40 -12% against fill (~+3%
+// a step), nothing elsewhere on these grids.
 enum class DecodeSplits { one, automatic, fill, last };  // in env_choice's order
 DecodeSplits decode_splits_mode() {
   static const auto mode = static_cast<DecodeSplits>(
