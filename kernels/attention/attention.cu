@@ -324,12 +324,12 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   else if (mode == DecodeSplits::fill || mode == DecodeSplits::last)
     groups = fill_groups_cached(int64_t{p.n_tokens} * heads, p.n_splits, wave);
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
+  q.decode_groups = static_cast<int32_t>(groups);
   // fill: the longer runs first only where the grid is more than a wave. Within one wave the
   // order buys nothing, and floor's shares put the extra split on the last group, the one holding
   // the token's last, partial split (16 sequences of 512-576 keys, splits of 256, 256 and up to 64:
   // longer_first's longest run walks 512 keys, floor's 320; longer_first measured 2-6% slower on
   // the H100 there, fifty-fourth round). last: longer_last on every run grid.
-  q.decode_groups = static_cast<int32_t>(groups);
   q.decode_shares = RunShares::floor;
   if (runs && mode == DecodeSplits::fill && int64_t{p.n_tokens} * heads * groups > wave)
     q.decode_shares = RunShares::longer_first;

@@ -385,7 +385,7 @@ void check_shared_x(Context& ctx) {
   }
   // A q/k/v-like call at 20 and 32 tokens over K = 4,096 (the cluster decode kernel's outputs,
   // one launch each, partial last row blocks), on one stream and handed a second one, which the
-  // launches after the first take under MEMRA_DECODE_SIDE_SMALL=1 (matmul.cu).
+  // launches after the first take by default (MEMRA_DECODE_SIDE_SMALL, matmul.cu).
   for (const bool side : {false, true}) {
     check_shared_x_case(
         ctx, {std::string("2 x Q4_K+Q6_K tiled 17-32 tokens") + (side ? ", side stream" : ""),
