@@ -72,11 +72,10 @@
 #               32 sequences each way, twice, alternated (~4 min; not part of full)
 #     groups    decode attention's run form with the number of split groups that finishes the grid
 #               soonest, the longer runs first (MEMRA_DECODE_SPLITS=fill, the default since the
-#               fifty-fourth round) and the longer runs last in a token's splits, issued first
-#               (=last, opt-in) against auto: kernel-check's attention cases with each in the
-#               two-blocks form (+ teeth), the determinism contract and graph replay with each, 8B
+#               fifty-fourth round) against auto: kernel-check's attention cases with it in the
+#               two-blocks form (+ teeth), the determinism contract and graph replay with it, 8B
 #               Q4_K_M and 0.6B Q4_K_M decode of 16 to 64 sequences each way, twice,
-#               alternated (~5 min; not part of full)
+#               alternated (~3.5 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -669,19 +668,16 @@ if [ "$MODE" = sidesmall ]; then
   grep -l "failed, it runs eagerly" "$LOGS"/bench-*sidesmall-on-*.log || true
 fi
 if [ "$MODE" = groups ]; then
-  # Decode attention's split groups by the makespan rule (attention.cu's fill_groups): fill, the
-  # longer runs first on grids of more than a wave (measured in the fifty-fourth round and the
-  # default since), and last, the longer runs last in each token's splits, where its partial split
-  # is, and issued first (written in the fifty-fourth round, opt-in). Bits first, each: kernel-
-  # check's attention cases with every one-query launch in the two-blocks form (its long-context
-  # decode tokens take uneven runs there), + teeth, the determinism contract and graph replay; then
-  # 8B Q4_K_M decode of 16, 20, 40, 48 and 64 sequences (at three splits a column fill_groups gives
-  # 2, 2, 2, 2 and 1 groups, auto 2, 1, 1, 1 and 1; at 16 fill's grid is auto's) and 0.6B Q4_K_M
-  # of the same, each way, twice, alternated.
+  # Decode attention's split groups by the makespan rule (attention.cu's fill_groups), the longer
+  # runs first on grids of more than a wave (measured in the fifty-fourth round and the default
+  # since; the fifty-fifth measured and removed `last`, the longer runs last in a token's splits).
+  # Bits first: kernel-check's attention cases with every one-query launch in the two-blocks form
+  # (its long-context decode tokens take uneven runs there), + teeth, the determinism contract and
+  # graph replay; then 8B Q4_K_M decode of 16, 20, 40, 48 and 64 sequences (at three splits a
+  # column fill_groups gives 2, 2, 2, 2 and 1 groups, auto 2, 1, 1, 1 and 1; at 16 fill's grid is
+  # auto's) and 0.6B Q4_K_M of the same, each way, twice, alternated.
   switch_bits attention groups MEMRA_DECODE_SPLITS=fill MEMRA_DECODE_SHARED_ROWS=all
-  switch_bits attention groups-last MEMRA_DECODE_SPLITS=last MEMRA_DECODE_SHARED_ROWS=all
-  switch_ab groups \
-    "last:MEMRA_DECODE_SPLITS=last fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto" \
+  switch_ab groups "fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto" \
     "-n 64 -c 16,20,40,48,64" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi

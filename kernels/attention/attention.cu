@@ -143,19 +143,14 @@ SharedRows shared_rows_mode() {
 // (docs/PERFORMANCE.md, fifty-fourth round): 8B Q4_K_M c20 +2.6%, c40 +5.6%, c48 +4.6%; 0.6B Q4_K_M
 // c20 +6.7%, c40 +10.3%, c48 +9.3%; c64 the same grid.
 //
-// last (opt-in, written in the fifty-fourth round, not yet measured: `gpu_check.sh groups`):
-// fill's number of groups, the longer runs last in each token's splits (RunShares::longer_last:
-// they hold its last split, which is partial) and issued first, on every run grid. By splits the
-// same makespan as fill; by chunks less (a block skips a split's chunks of 128 keys without keys
-// of its token). After 512 tokens (three splits: 2, 2 and 1 live chunks) fill's two groups walk 4
-// and 1 chunks, last's 3 and 2: at 40 sequences (640 blocks on 264 slots, the longer issued
-// first) 8 chunks' time against 7 (auto's 10); at 16, 20, 48 and 64 the same. Predicted, if a
-// chunk's time is what a split's time goes with: decode attention at c40 -12% against fill (~+3%
-// a step), nothing elsewhere on these grids.
-enum class DecodeSplits { one, automatic, fill, last };  // in env_choice's order
+// last (written in the fifty-fourth round, measured and removed in the fifty-fifth: fill's groups
+// with the longer runs last in each token's splits, where its partial split is) gained nowhere on
+// the H100 (8B Q4_K_M c40 -0.2%, c20 -0.9%, c48 -0.8%; 0.6B c40 +1.0%, c48 -2.8%): a split's time
+// goes with its fixed phases more than with its live chunks.
+enum class DecodeSplits { one, automatic, fill };  // in env_choice's order
 DecodeSplits decode_splits_mode() {
-  static const auto mode = static_cast<DecodeSplits>(
-      env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill", "last"}, 2));
+  static const auto mode =
+      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 2));
   return mode;
 }
 
@@ -321,7 +316,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   int64_t groups = p.n_splits;
   if (mode == DecodeSplits::automatic)
     groups = std::clamp<int64_t>(wave / (int64_t{p.n_tokens} * heads), 1, p.n_splits);
-  else if (mode == DecodeSplits::fill || mode == DecodeSplits::last)
+  else if (mode == DecodeSplits::fill)
     groups = fill_groups_cached(int64_t{p.n_tokens} * heads, p.n_splits, wave);
   const bool runs = groups < p.n_splits;  // else a split a block: the straight-line form
   q.decode_groups = static_cast<int32_t>(groups);
@@ -329,12 +324,10 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   // order buys nothing, and floor's shares put the extra split on the last group, the one holding
   // the token's last, partial split (16 sequences of 512-576 keys, splits of 256, 256 and up to 64:
   // longer_first's longest run walks 512 keys, floor's 320; longer_first measured 2-6% slower on
-  // the H100 there, fifty-fourth round). last: longer_last on every run grid.
+  // the H100 there, fifty-fourth round).
   q.decode_shares = RunShares::floor;
   if (runs && mode == DecodeSplits::fill && int64_t{p.n_tokens} * heads * groups > wave)
     q.decode_shares = RunShares::longer_first;
-  else if (runs && mode == DecodeSplits::last)
-    q.decode_shares = RunShares::longer_last;
   const bool by_group = q.decode_shares != RunShares::floor;
   const dim3 grid(static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(by_group ? heads : groups),

@@ -17,12 +17,6 @@ enum class RunShares : uint8_t {
   // the first n % G runs one split longer, issued first (the grid group-major: every group-0
   // block before any group-1 block). fill's on grids of more than a wave.
   longer_first,
-  // the last n % G runs one split longer, so that they hold the token's last split, which is
-  // partial (its keys end at the token's position), and issued first: grid group g runs the
-  // run G - 1 - g. MEMRA_DECODE_SPLITS=last: the same makespan as longer_first by splits, less by
-  // keys (three splits of 256, 256 and t keys in two groups: runs of 256 + t and 256 instead of
-  // 512 and t).
-  longer_last,
 };
 
 // The splits [first, first + count) of a token's n live splits (counted from its first) that the
@@ -37,10 +31,6 @@ __host__ __device__ constexpr SplitRun group_run(RunShares shares, int64_t grid_
     const int64_t g = grid_group;
     return {g * q + (g < longer ? g : longer), q + (g < longer ? 1 : 0)};
   }
-  if (shares == RunShares::longer_last) {
-    const int64_t g = groups - 1 - grid_group, shorter = groups - longer;
-    return {g * q + (g > shorter ? g - shorter : 0), q + (g >= shorter ? 1 : 0)};
-  }
   const int64_t first = grid_group * n / groups;
   return {first, (grid_group + 1) * n / groups - first};
 }
@@ -53,9 +43,7 @@ constexpr bool group_runs_tile(RunShares shares, int64_t n_max, int64_t g_max) {
     for (int64_t groups = 1; groups <= g_max; ++groups) {
       int64_t next = 0, shortest = n, longest = 0, last_count = n + 1;
       for (int64_t i = 0; i < groups; ++i) {
-        // longer_last's runs lie in reverse grid order
-        const int64_t grid = shares == RunShares::longer_last ? groups - 1 - i : i;
-        const SplitRun run = group_run(shares, grid, n, groups);
+        const SplitRun run = group_run(shares, i, n, groups);
         if (run.first != next || run.count < 0) return false;
         next += run.count;
         shortest = run.count < shortest ? run.count : shortest;
@@ -73,14 +61,11 @@ constexpr bool group_runs_tile(RunShares shares, int64_t n_max, int64_t g_max) {
   return true;
 }
 static_assert(group_runs_tile(RunShares::floor, 40, 48) &&
-                  group_runs_tile(RunShares::longer_first, 40, 48) &&
-                  group_runs_tile(RunShares::longer_last, 40, 48),
+                  group_runs_tile(RunShares::longer_first, 40, 48),
               "a token's splits, each in exactly one group's run");
-// Three splits in two groups (the 8B's columns after 512 tokens): longer_last's first group in
-// the grid takes the last two splits, the partial one among them.
-static_assert(group_run(RunShares::longer_last, 0, 3, 2).first == 1 &&
-              group_run(RunShares::longer_last, 0, 3, 2).count == 2 &&
-              group_run(RunShares::longer_first, 0, 3, 2).count == 2 &&
+// Three splits in two groups (the 8B's columns after 512 tokens): longer_first's first group takes
+// the first two, floor's the first alone (its second the last two, the partial one among them).
+static_assert(group_run(RunShares::longer_first, 0, 3, 2).count == 2 &&
               group_run(RunShares::floor, 0, 3, 2).count == 1);
 
 }  // namespace memra::kernels::detail
