@@ -76,6 +76,13 @@
 #               two-blocks form (+ teeth), the determinism contract and graph replay with it, 8B
 #               Q4_K_M and 0.6B Q4_K_M decode of 16 to 64 sequences each way, twice,
 #               alternated (~3.5 min; not part of full)
+#     steams    the scaled kernel's split form's token halves (32-token blocks: the 8B Q4_K_M's
+#               Q6_K v and down at 64 tokens, a Q8_0 model's o and down there and its split
+#               launches of 17-32 tokens) on three teams (MEMRA_SCALED_TEAMS=3, opt-in) against
+#               two: kernel-check's matrix cases with it (+ teeth), the determinism contract and
+#               graph replay with it, memra-kernel-bench's Q6_K and Q8_0 products at 32 and 64
+#               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 of 20, 32 and
+#               64 and 0.6B Q4_K_M of 64, each way, twice, alternated (~5 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -135,8 +142,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -680,6 +687,27 @@ if [ "$MODE" = groups ]; then
   switch_ab groups "fill:MEMRA_DECODE_SPLITS=fill auto:MEMRA_DECODE_SPLITS=auto" \
     "-n 64 -c 16,20,40,48,64" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = steams ]; then
+  # The scaled kernel's token halves on three teams (MEMRA_SCALED_TEAMS=3, written in the
+  # fifty-fifth round, opt-in): the bits first (kernel-check's tiled model shapes run the halves at
+  # 20, 40 and 64 tokens over 4, 5, 16 and 48 chunks, and one chunk, where two teams have none;
+  # + teeth; the determinism contract and graph replay), then the products alone each way, then
+  # decode each way, twice, alternated.
+  switch_bits matmul steams MEMRA_SCALED_TEAMS=3
+  for f in 3:MEMRA_SCALED_TEAMS=3 2:MEMRA_SCALED_TEAMS=2; do
+    step "kernel-bench-steams-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --tokens 32,64 --dtypes q6_k,q8_0 --json "$RECEIPTS/$DAY-kernel-bench-steams-${f%%:*}.json"
+  done
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in 3:MEMRA_SCALED_TEAMS=3 2:MEMRA_SCALED_TEAMS=2; do
+      bench_with "$(synth qwen3-8b q4_k_m --fast-quant)" "steams-${f%%:*}-$round" "${f#*:}" \
+        -n 64 -c 40,64
+      bench_with "$(synth qwen3-8b q8_0)" "steams-${f%%:*}-$round" "${f#*:}" -n 64 -c 20,32,64
+      bench_with "$(synth qwen3-0.6b q4_k_m --fast-quant)" "steams-${f%%:*}-$round" "${f#*:}" \
+        -n 64 -c 64
+    done
+  done
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

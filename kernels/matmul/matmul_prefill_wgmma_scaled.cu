@@ -4,7 +4,8 @@
 // w owning m16 tile w) run the canonical order with several group partials in flight.
 // Unless MEMRA_SCALED_DECODE=0 it takes the 17-64-token steps too: the wide launches
 // as they are, those under half the SMs' worth of blocks (split_pays) in its split form, 64-row
-// blocks whose two compute warpgroups take the chunks in turn (chunk_teams.cuh).
+// blocks whose compute warpgroups ("teams": two, or three in the token halves with
+// MEMRA_SCALED_TEAMS=3) take the chunks in turn (chunk_teams.cuh).
 //
 // The order is matmul.cu's canonical one for the scaled types, as in matmul_prefill_wgmma_quant.cu
 // and every other kernel: each scale group's wgmma chain from +0 (a Q6_K group is one k16 step, a
@@ -39,7 +40,7 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBN = 64, kCompute = 256, kThreads = kCompute + 128;
+constexpr int kBN = 64, kCopyThreads = 128;
 constexpr int kSteps = kChunk / 16;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
@@ -47,23 +48,32 @@ static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 // four a chunk, at the stage's start (the boxes need 1,024-byte alignment, which the records'
 // sizes would break), each stage rounded up to 1,024 bytes. Otherwise the records come first and
 // the x steps after them, as before.
-// kSplit 2: the split form (MEMRA_SCALED_DECODE, 33-64 tokens): 64-row blocks whose compute
-// warpgroups take the chunks in turn (chunk_teams.cuh), four stages in the ring (a team's chunk and
-// its next one each), the running total in shared memory; in either layout of x. kN: the block's
-// tokens, 64, or in the split form 32 (the token halves: split_halves_take, m64n32 wgmmas).
+// kSplit 2 or 3: the split form (MEMRA_SCALED_DECODE, 17-64 tokens): 64-row blocks whose kSplit
+// compute warpgroups ("teams") take the chunks in turn (chunk_teams.cuh), two stages in the ring a
+// team (its chunk and its next one), the running total in shared memory; in either layout of x.
+// kN: the block's tokens, 64, or in the split form 32 (the token halves: split_halves_take, m64n32
+// wgmmas); three teams only there (scaled_teams), where their stages fit.
 template <DType D, bool kRows = false, int kSplit = 1, int kN = kBN>
 struct ScaledCfg {
   using T = Tiled<D>;
-  using Teams = ChunkTeamsOf<kN / 2>;
+  using Teams = ChunkTeamsOf<kN / 2, kSplit == 1 ? 2 : kSplit>;
   static_assert(kSplit == 1 || kSplit == Teams::kTeams, "the split forms");
-  static_assert(kN == kBN || (kN == 32 && kSplit == 2), "token halves only in the split form");
+  static_assert(kN == kBN || (kN == 32 && kSplit >= 2), "token halves only in the split form");
+  static_assert(kSplit <= 2 || kN == 32, "three teams only in the token halves");
+  // The compute warpgroups (two on one 128-row chunk, or the split form's teams) and the copy
+  // warpgroup; the compute threads' registers are what the copy warpgroup's 40 leave of the SM's
+  // 64 K, in steps of 8 (setmaxnreg): 232 with two compute warpgroups, 152 with three.
+  static constexpr int kCompute = (kSplit == 1 ? 2 : kSplit) * 128;
+  static constexpr int kThreads = kCompute + kCopyThreads;
+  static constexpr int kComputeRegs = kSplit <= 2 ? 232 : 152;
+  static_assert(kCompute * kComputeRegs + kCopyThreads * 40 <= 64 * 1024, "the SM's registers");
   static constexpr int kN8 = kN / 8;                   // n8 token tiles
   static constexpr int kStepBytes = kN * 16 * 2;       // one k16 step of x (2 KB at 64 tokens)
   static constexpr int kXStage = kSteps * kStepBytes;  // a chunk (32 KB at 64 tokens)
-  static constexpr int kBM = 128 / kSplit, kTiles = kBM / 16;
-  static constexpr int kStages = kSplit == 1 ? 3 : 4;
+  static constexpr int kBM = kSplit == 1 ? 128 : 64, kTiles = kBM / 16;
+  static constexpr int kStages = kSplit == 1 ? 3 : 2 * kSplit;
   // A stage's readers: every compute warp, or the chunk's team's.
-  static constexpr int kStageWarps = kCompute / 32 / kSplit;
+  static constexpr int kStageWarps = kSplit == 1 ? 8 : 4;
   static constexpr int kGroupSteps = T::kGroup / 16, kGroups = kChunk / T::kGroup;
   // Group partials in registers: kLag = kSets - 1 groups in flight while one is scaled. Q8_0's
   // groups are two wgmmas each, and with a fourth set (and its A fragments) it spilled.
@@ -86,7 +96,7 @@ struct ScaledCfg {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr int kCopyRegs = 40, kComputeRegs = 232;
+constexpr int kCopyRegs = 40;
 
 // The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
@@ -185,10 +195,10 @@ __device__ __forceinline__ void add_chunk_in_turn(const Teams& teams, int c, int
 
 // Block (x, y): tokens [kN x, + kN) of the kBM-row block of outs that y names (BlockOuts in blocks
 // of kBM rows). kRows: x is x.xp's rows form, read through xmap (x_rows_map for kN-token boxes; a
-// zeroed map otherwise). kSplit 2: the split form (ScaledCfg), compute warpgroup w taking chunks
-// w, w + 2, ...; kN 32 there: the token halves.
+// zeroed map otherwise). kSplit 2 or 3: the split form (ScaledCfg), compute warpgroup w taking
+// chunks w, w + kSplit, ...; kN 32 there: the token halves.
 template <DType D, bool kRows, int kSplit, int kN>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(ScaledCfg<D, kRows, kSplit, kN>::kThreads, 1)
     prefill_wgmma_scaled_kernel(const MatmulArgs x, const BlockOuts outs,
                                 const __grid_constant__ CUtensorMap xmap) {
   detail::wait_for_inputs();
@@ -197,6 +207,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using T = typename C::T;
   constexpr int kGroups = C::kGroups, kGroupSteps = C::kGroupSteps, kSets = C::kSets;
   constexpr int kLag = C::kLag, kStages = C::kStages, kBM = C::kBM, kN8 = C::kN8;
+  constexpr int kCompute = C::kCompute;
   extern __shared__ __align__(128) uint8_t smem_xp[];
   uint8_t* const smem = kRows ? rows_smem() : smem_xp;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
@@ -221,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       copy_chunks<D, kRows, kSplit, kN>(a, &xmap, smem, full, empty, row0, tok0, lane);
     return;
   }
-  setmaxnreg_inc<kComputeRegs>();
+  setmaxnreg_inc<C::kComputeRegs>();
   // set[j % kSets]: group j's partial; p: the chunk partial; total: the running chunk sum. Index
   // [n8 tile][mma.sync C register] of this warp's rows 16 warp + g, + 8.
   float set[kSets][kN8][4] = {}, p[kN8][4] = {}, total[kN8][4] = {};
@@ -292,10 +303,26 @@ void launch_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stre
   const CUtensorMap xmap = x_rows_map(x, kN);
   if (x.xp_rows)
     launch_block_outs<prefill_wgmma_scaled_kernel<D, true, kSplit, kN>, kN>(
-        x, outs, kThreads, ScaledCfg<D, true, kSplit, kN>::kSmem, stream, xmap);
+        x, outs, ScaledCfg<D, true, kSplit, kN>::kThreads, ScaledCfg<D, true, kSplit, kN>::kSmem,
+        stream, xmap);
   else
     launch_block_outs<prefill_wgmma_scaled_kernel<D, false, kSplit, kN>, kN>(
-        x, outs, kThreads, ScaledCfg<D, false, kSplit, kN>::kSmem, stream, xmap);
+        x, outs, ScaledCfg<D, false, kSplit, kN>::kThreads, ScaledCfg<D, false, kSplit, kN>::kSmem,
+        stream, xmap);
+}
+
+// MEMRA_SCALED_TEAMS: 2 (the default) or 3 (opt-in, written in the fifty-fifth round): the split
+// form's token halves (32-token blocks: the 8B Q4_K_M's Q6_K v and down at 64 tokens, a Q8_0
+// model's o and down there, and its split launches of 17-32 tokens) on three teams, each walking a
+// third of the chunks. Why: the Q4_K split form's halves measured 8% faster a launch on three
+// (fifty-first round, split_teams in matmul_wgmma_fold64_split.cu: a team's chunk is a latency
+// chain, and a third warp a scheduler issues under it), and the scaled kernel's Q6_K down at 64
+// tokens is the largest of these (56.9 us on the H200, fifty-fourth round: 48 chunks, 24 a team on
+// two, 16 on three). Six stages of ~30 KB fit where the 64-token blocks' would not; the compute
+// threads get 152 registers (the halves' four partial sets are half the 64-token blocks').
+int scaled_teams() {
+  static const int teams = 2 + env_choice("MEMRA_SCALED_TEAMS", {"2", "3"}, 0);
+  return teams;
 }
 
 }  // namespace
@@ -328,10 +355,12 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
     return;
   }
   const BlockOuts blocks = outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM);
-  if (split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
-    launch_scaled<D, 2, 32>(x, blocks, stream);
-  else
+  if (!split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
     launch_scaled<D, 2, kBN>(x, blocks, stream);
+  else if (scaled_teams() == 3)
+    launch_scaled<D, 3, 32>(x, blocks, stream);
+  else
+    launch_scaled<D, 2, 32>(x, blocks, stream);
 }
 
 template <DType D>
