@@ -4,8 +4,8 @@
 // w owning m16 tile w) run the canonical order with several group partials in flight.
 // Unless MEMRA_SCALED_DECODE=0 it takes the 17-64-token steps too: the wide launches
 // as they are, those under half the SMs' worth of blocks (split_pays) in its split form, 64-row
-// blocks whose compute warpgroups ("teams": two, or three in the token halves with
-// MEMRA_SCALED_TEAMS=3) take the chunks in turn (chunk_teams.cuh).
+// blocks whose compute warpgroups ("teams": two, or three in the token halves of 33-64-token
+// steps, scaled_teams) take the chunks in turn (chunk_teams.cuh).
 //
 // The order is matmul.cu's canonical one for the scaled types, as in matmul_prefill_wgmma_quant.cu
 // and every other kernel: each scale group's wgmma chain from +0 (a Q6_K group is one k16 step, a
@@ -311,18 +311,22 @@ void launch_scaled(const MatmulArgs& x, const BlockOuts& outs, cudaStream_t stre
         stream, xmap);
 }
 
-// MEMRA_SCALED_TEAMS: 2 (the default) or 3 (opt-in, written in the fifty-fifth round): the split
-// form's token halves (32-token blocks: the 8B Q4_K_M's Q6_K v and down at 64 tokens, a Q8_0
-// model's o and down there, and its split launches of 17-32 tokens) on three teams, each walking a
-// third of the chunks. Why: the Q4_K split form's halves measured 8% faster a launch on three
-// (fifty-first round, split_teams in matmul_wgmma_fold64_split.cu: a team's chunk is a latency
-// chain, and a third warp a scheduler issues under it), and the scaled kernel's Q6_K down at 64
-// tokens is the largest of these (56.9 us on the H200, fifty-fourth round: 48 chunks, 24 a team on
-// two, 16 on three). Six stages of ~30 KB fit where the 64-token blocks' would not; the compute
-// threads get 152 registers (the halves' four partial sets are half the 64-token blocks').
-int scaled_teams() {
-  static const int teams = 2 + env_choice("MEMRA_SCALED_TEAMS", {"2", "3"}, 0);
-  return teams;
+// MEMRA_SCALED_TEAMS: the split form's token halves (32-token blocks) on two or three teams, each
+// walking a half or a third of the chunks. unset or auto (the default since the fifty-fifth
+// round): three in steps of 33-64 tokens (the 8B Q4_K_M's Q6_K v and down at 64 tokens, a Q8_0
+// model's o and down there), two in steps of 17-32 (a Q8_0 model's split launches there); 2 or 3
+// for the A/B. Why: the Q4_K split form's halves measured 8% faster a launch on three (fifty-first
+// round, split_teams in matmul_wgmma_fold64_split.cu: a team's chunk is a latency chain, and a
+// third warp a scheduler issues under it). Measured here on the H100 (docs/PERFORMANCE.md,
+// fifty-fifth round), three against two: 8B Q8_0 c64 +2.9%, 0.6B Q4_K_M c64 +0.8%, 8B Q4_K_M c40
+// and c64 within 0.3%, Q6_K down at 64 tokens 55.8 -> 53.7 us; but 8B Q8_0 c20 -4.5% and c32
+// -4.9% (Q8_0 down at 32 tokens 52.8 -> 58.1 us), hence two there. Six stages of ~30-34 KB fit
+// where the 64-token blocks' would not; the compute threads get 152 registers (the halves' four
+// partial sets are half the 64-token blocks').
+int scaled_teams(int64_t n_tokens) {
+  static const int choice = env_choice("MEMRA_SCALED_TEAMS", {"auto", "2", "3"}, 0);
+  if (choice == 0) return n_tokens > 32 ? 3 : 2;
+  return choice + 1;
 }
 
 }  // namespace
@@ -357,7 +361,7 @@ void launch_prefill_wgmma_scaled(const MatmulArgs& x, const BlockOuts& outs, cud
   const BlockOuts blocks = outs.in_blocks_of(ScaledCfg<D, false, 2>::kBM);
   if (!split_halves_take(blocks.block_begin[blocks.n], x.n_tokens))
     launch_scaled<D, 2, kBN>(x, blocks, stream);
-  else if (scaled_teams() == 3)
+  else if (scaled_teams(x.n_tokens) == 3)
     launch_scaled<D, 3, 32>(x, blocks, stream);
   else
     launch_scaled<D, 2, 32>(x, blocks, stream);
