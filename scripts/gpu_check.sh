@@ -78,11 +78,17 @@
 #               alternated (~3.5 min; not part of full)
 #     steams    the scaled kernel's split form's token halves (32-token blocks: the 8B Q4_K_M's
 #               Q6_K v and down at 64 tokens, a Q8_0 model's o and down there and its split
-#               launches of 17-32 tokens) on three teams (MEMRA_SCALED_TEAMS=3, opt-in) against
-#               two: kernel-check's matrix cases with it (+ teeth), the determinism contract and
+#               launches of 17-32 tokens) on three teams (MEMRA_SCALED_TEAMS=3; the default at
+#               33-64 tokens since the fifty-fifth round, =auto) against two: kernel-check's matrix cases with it (+ teeth), the determinism contract and
 #               graph replay with it, memra-kernel-bench's Q6_K and Q8_0 products at 32 and 64
 #               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 of 20, 32 and
 #               64 and 0.6B Q4_K_M of 64, each way, twice, alternated (~5 min; not part of full)
+#     actregs   the gated activation writing x's rows form from registers (MEMRA_ACT_ROWS_REGS=1,
+#               opt-in): kernel-check's matrix cases with it (+ teeth: the rows-form activation
+#               cases at 1,024 to 12,288 wide), the determinism contract and graph replay with it,
+#               memra-kernel-bench's elementwise kernels each way, 8B and 0.6B Q4_K_M decode of
+#               40 and 64 sequences (and their pp512) each way, twice, alternated (~4 min; not
+#               part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -142,8 +148,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | side | pipe | bins | scan | holes | stalls | stalls64 | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|side|pipe|bins|scan|holes|stalls|stalls64|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -689,8 +695,8 @@ if [ "$MODE" = groups ]; then
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = steams ]; then
-  # The scaled kernel's token halves on three teams (MEMRA_SCALED_TEAMS=3, written in the
-  # fifty-fifth round, opt-in): the bits first (kernel-check's tiled model shapes run the halves at
+  # The scaled kernel's token halves on three teams (MEMRA_SCALED_TEAMS=3, written and measured
+  # in the fifty-fifth round: the default at 33-64 tokens since, two at 17-32): the bits first (kernel-check's tiled model shapes run the halves at
   # 20, 40 and 64 tokens over 4, 5, 16 and 48 chunks, and one chunk, where two teams have none;
   # + teeth; the determinism contract and graph replay), then the products alone each way, then
   # decode each way, twice, alternated.
@@ -708,6 +714,18 @@ if [ "$MODE" = steams ]; then
         -n 64 -c 64
     done
   done
+fi
+if [ "$MODE" = actregs ]; then
+  # The gated activation's rows form from registers (MEMRA_ACT_ROWS_REGS=1, written in the
+  # fifty-fifth round, opt-in): its bits, the elementwise kernels alone each way (its row at 512
+  # and 2,048 tokens), then decode (and the bench's 512-token prefill) each way, twice, alternated.
+  switch_bits matmul actregs MEMRA_ACT_ROWS_REGS=1
+  for f in on:MEMRA_ACT_ROWS_REGS=1 off:MEMRA_ACT_ROWS_REGS=0; do
+    step "kernel-bench-actregs-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --elementwise --json "$RECEIPTS/$DAY-kernel-bench-actregs-${f%%:*}.json"
+  done
+  switch_ab actregs "on:MEMRA_ACT_ROWS_REGS=1 off:MEMRA_ACT_ROWS_REGS=0" "-n 64 -c 40,64" \
+    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

@@ -127,6 +127,78 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
                                          nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
+// act_mul_x_rows's register form (MEMRA_ACT_ROWS_REGS=1, opt-in, written in the fifty-fifth
+// round), for rows of at most kG x 256 groups of 32 elements: thread t takes the row's groups t +
+// 256 j, j < kG, whole, every gate and up load issued before any is used (one memory round trip
+// where the loop above takes n_cols / 4,096 of them: three at the 8B's 12,288), and converts its
+// outputs from registers (row_to_f16_regs's steps) instead of reading the row back from memory
+// after the block's barrier. Why: at 64 sequences the activation was 10.5 us a layer on the H100
+// (fifty-third round's c64 step, 64 blocks: one a row) for ~2 us of bytes. The same bits: each
+// element is act_mul4's expression, the largest |out| is exact in any order, and each group's
+// conversion and sum are group_to_f16's steps on the same values (kernel-check's rows-form cases).
+template <Act kAct, int kG>
+__global__ void __launch_bounds__(kThreads)
+    act_mul_x_rows_regs_kernel(const float4* gate, const float4* up, int n_cols4, float4* out,
+                               matmul_detail::PreparedRows rows) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kThreads / 32];
+  const int64_t r = blockIdx.x;
+  const float4* g_row = gate + r * n_cols4;
+  const float4* u_row = up + r * n_cols4;
+  float4* o_row = out + r * n_cols4;
+  const int n_groups = n_cols4 / 8, n_in = 4 * n_cols4;
+  float4 g[kG][8], u[kG][8];
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int grp = static_cast<int>(threadIdx.x) + j * kThreads;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      if (grp < n_groups) g[j][q] = g_row[8 * grp + q], u[j][q] = u_row[8 * grp + q];
+    }
+  }
+  float v[kG][32];
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int grp = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (grp >= n_groups) continue;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const float4 o =
+          make_float4(act_of<kAct>(g[j][q].x) * u[j][q].x, act_of<kAct>(g[j][q].y) * u[j][q].y,
+                      act_of<kAct>(g[j][q].z) * u[j][q].z, act_of<kAct>(g[j][q].w) * u[j][q].w);
+      o_row[8 * grp + q] = o;
+      m = matmul_detail::max_abs(m, o);
+      v[j][4 * q] = o.x, v[j][4 * q + 1] = o.y, v[j][4 * q + 2] = o.z, v[j][4 * q + 3] = o.w;
+    }
+  }
+  static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");
+  const float scale = matmul_detail::row_scale(matmul_detail::block_max(m, warp_max), r, rows.xinv);
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int grp = static_cast<int>(threadIdx.x) + j * kThreads;
+    if (grp >= n_groups) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float e16[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) e16[i] = v[j][16 * h + i] * scale;
+      matmul_detail::half_group_to_f16<true>(e16, r, 32 * grp + 16 * h, n_in, nullptr, rows.xh,
+                                             sum);
+    }
+    rows.xsum[r * rows.xsum_stride + grp] = sum;
+  }
+}
+
+// MEMRA_ACT_ROWS_REGS: 0 (the default) or 1 (opt-in, `gpu_check.sh actregs`): act_mul_x_rows's
+// rows of at most 2 x 256 groups (16,384 elements) take the register form above.
+bool act_rows_regs_enabled() {
+  static const bool enabled = env_switch("MEMRA_ACT_ROWS_REGS", false);
+  return enabled;
+}
+constexpr int kActRegGroups = 2;
+
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
                                    float* out) {
   detail::wait_for_inputs();
@@ -220,6 +292,15 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   auto* o4 = reinterpret_cast<float4*>(out);
   const auto blocks = static_cast<unsigned>(n_rows);
   const int n_cols4 = static_cast<int>(n_cols / 4);
+  if (act_rows_regs_enabled() && n_cols <= int64_t{32} * kThreads * kActRegGroups) {
+    if (act == Act::silu)
+      detail::launch(act_mul_x_rows_regs_kernel<Act::silu, kActRegGroups>, blocks, kThreads, 0,
+                     stream, g4, u4, n_cols4, o4, rows);
+    else
+      detail::launch(act_mul_x_rows_regs_kernel<Act::gelu_tanh, kActRegGroups>, blocks, kThreads, 0,
+                     stream, g4, u4, n_cols4, o4, rows);
+    return true;
+  }
   if (act == Act::silu)
     detail::launch(act_mul_x_rows_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
                    o4, rows);
