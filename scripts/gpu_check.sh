@@ -84,7 +84,8 @@
 #               tokens each way, 8B Q4_K_M decode of 40 and 64 sequences, 8B Q8_0 of 20, 32 and
 #               64 and 0.6B Q4_K_M of 64, each way, twice, alternated (~5 min; not part of full)
 #     actregs   the gated activation writing x's rows form from registers (MEMRA_ACT_ROWS_REGS=1,
-#               opt-in): kernel-check's matrix cases with it (+ teeth: the rows-form activation
+#               the default since the fifty-fifth round in decode steps of rows over 4,096 wide)
+#               against =0: kernel-check's matrix cases with it (+ teeth: the rows-form activation
 #               cases at 1,024 to 12,288 wide), the determinism contract and graph replay with it,
 #               memra-kernel-bench's elementwise kernels each way, 8B and 0.6B Q4_K_M decode of
 #               40 and 64 sequences (and their pp512) each way, twice, alternated (~4 min; not
@@ -716,8 +717,8 @@ if [ "$MODE" = steams ]; then
   done
 fi
 if [ "$MODE" = actregs ]; then
-  # The gated activation's rows form from registers (MEMRA_ACT_ROWS_REGS=1, written in the
-  # fifty-fifth round, opt-in): its bits, the elementwise kernels alone each way (its row at 512
+  # The gated activation's rows form from registers (MEMRA_ACT_ROWS_REGS=1, written and measured
+  # in the fifty-fifth round, the default since in decode steps of rows over 4,096 wide): its bits, the elementwise kernels alone each way (its row at 512
   # and 2,048 tokens), then decode (and the bench's 512-token prefill) each way, twice, alternated.
   switch_bits matmul actregs MEMRA_ACT_ROWS_REGS=1
   for f in on:MEMRA_ACT_ROWS_REGS=1 off:MEMRA_ACT_ROWS_REGS=0; do

@@ -127,8 +127,8 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
                                          nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
-// act_mul_x_rows's register form (MEMRA_ACT_ROWS_REGS=1, opt-in, written in the fifty-fifth
-// round), for rows of at most kG x 256 groups of 32 elements: thread t takes the row's groups t +
+// act_mul_x_rows's register form (act_rows_regs_take, below), for rows of at most kG x 256 groups
+// of 32 elements: thread t takes the row's groups t +
 // 256 j, j < kG, whole, every gate and up load issued before any is used (one memory round trip
 // where the loop above takes n_cols / 4,096 of them: three at the 8B's 12,288), and converts its
 // outputs from registers (row_to_f16_regs's steps) instead of reading the row back from memory
@@ -191,13 +191,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// MEMRA_ACT_ROWS_REGS: 0 (the default) or 1 (opt-in, `gpu_check.sh actregs`): act_mul_x_rows's
-// rows of at most 2 x 256 groups (16,384 elements) take the register form above.
-bool act_rows_regs_enabled() {
-  static const bool enabled = env_switch("MEMRA_ACT_ROWS_REGS", false);
-  return enabled;
-}
+// Whether act_mul_x_rows takes the register form above: by default (MEMRA_ACT_ROWS_REGS=0 for the
+// A/B, `gpu_check.sh actregs`) in decode steps (at most kDecodeTokens rows) whose rows the loop
+// form reads in more than one round (over 4,096 elements) and the register form holds (at most 2 x
+// 256 groups: 16,384). Measured on the H100 (docs/PERFORMANCE.md, fifty-fifth round), register
+// form against the loop on every row: 8B Q4_K_M (12,288 wide) c40 +2.9%, c64 +3.0%; the 0.6B
+// (3,072 wide: one round either way, 96 of 256 threads busy) c64 -0.9%; pp512 -1.7% on the 8B and
+// -6% on the 0.6B (at 170 registers the kernel runs one block an SM: 12,288 wide at 512 rows 39.6
+// -> 62.4 us), hence the bounds.
 constexpr int kActRegGroups = 2;
+bool act_rows_regs_take(int64_t n_rows, int64_t n_cols) {
+  static const bool enabled = env_switch("MEMRA_ACT_ROWS_REGS", true);
+  return enabled && n_rows <= matmul_detail::kDecodeTokens &&
+         n_cols > int64_t{4} * kActLoads * kThreads &&
+         n_cols <= int64_t{32} * kThreads * kActRegGroups;
+}
 
 __global__ void gather_rows_kernel(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows,
                                    float* out) {
@@ -292,7 +300,7 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   auto* o4 = reinterpret_cast<float4*>(out);
   const auto blocks = static_cast<unsigned>(n_rows);
   const int n_cols4 = static_cast<int>(n_cols / 4);
-  if (act_rows_regs_enabled() && n_cols <= int64_t{32} * kThreads * kActRegGroups) {
+  if (act_rows_regs_take(n_rows, n_cols)) {
     if (act == Act::silu)
       detail::launch(act_mul_x_rows_regs_kernel<Act::silu, kActRegGroups>, blocks, kThreads, 0,
                      stream, g4, u4, n_cols4, o4, rows);
