@@ -40,7 +40,7 @@
 namespace memra::kernels::matmul_detail {
 namespace {
 
-constexpr int kBN = 64, kCopyThreads = 128;
+constexpr int kBN = 64, kCopyThreads = 128, kCopyRegs = 40;
 constexpr int kSteps = kChunk / 16;
 static_assert(kBN * 2 == kXpTokens, "a block's tokens are half of an xp tile");
 
@@ -61,12 +61,13 @@ struct ScaledCfg {
   static_assert(kN == kBN || (kN == 32 && kSplit >= 2), "token halves only in the split form");
   static_assert(kSplit <= 2 || kN == 32, "three teams only in the token halves");
   // The compute warpgroups (two on one 128-row chunk, or the split form's teams) and the copy
-  // warpgroup; the compute threads' registers are what the copy warpgroup's 40 leave of the SM's
-  // 64 K, in steps of 8 (setmaxnreg): 232 with two compute warpgroups, 152 with three.
+  // warpgroup; the compute threads' registers are what the copy warpgroup's kCopyRegs leave of the
+  // SM's 64 K, in steps of 8 (setmaxnreg): 232 with two compute warpgroups, 152 with three.
   static constexpr int kCompute = (kSplit == 1 ? 2 : kSplit) * 128;
   static constexpr int kThreads = kCompute + kCopyThreads;
   static constexpr int kComputeRegs = kSplit <= 2 ? 232 : 152;
-  static_assert(kCompute * kComputeRegs + kCopyThreads * 40 <= 64 * 1024, "the SM's registers");
+  static_assert(kCompute * kComputeRegs + kCopyThreads * kCopyRegs <= 64 * 1024,
+                "the SM's registers");
   static constexpr int kN8 = kN / 8;                   // n8 token tiles
   static constexpr int kStepBytes = kN * 16 * 2;       // one k16 step of x (2 KB at 64 tokens)
   static constexpr int kXStage = kSteps * kStepBytes;  // a chunk (32 KB at 64 tokens)
@@ -96,8 +97,6 @@ struct ScaledCfg {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-constexpr int kCopyRegs = 40;
-
 // The copy warp: chunk c into stage c % kStages once the compute warps have left chunk c -
 // kStages; lane m < kTiles copies tile m's record (rows past the matrix repeat the last tile),
 // lane kTiles + s the 32 kN bytes of k16 step s's xp tile that hold the block's kN tokens, or
