@@ -14,8 +14,8 @@
 // The same bits. Each output element is the combine kernel's: its head's partials merged in split
 // order with merge_weights / merge_value from the first live split's (M, L, O), then O / L
 // (__fdiv_rn). The row's largest |out| is exact in any order, and each 32-element group's f16
-// values and sum are x_to_f16's steps (prepare_x.cuh: row_scale, half_group_to_f16) on the same
-// values. kernel-check compares it with the combine and the products' own preparation.
+// values and sum are x_to_f16's steps (prepare_x.cuh: row_scale, group_values_to_f16) on the
+// same values. kernel-check compares it with the combine and the products' own preparation.
 #pragma once
 
 #include "kernels/attention/attention_split.cuh"
@@ -78,16 +78,10 @@ __global__ void __launch_bounds__(kCombineRowsThreads)
   // (block_max's barrier also publishes combine_row.)
   const float scale = matmul_detail::row_scale(matmul_detail::block_max(m, warp_max_smem), t, xinv);
   const int g = static_cast<int>(threadIdx.x);
-  if (g >= dim / 32) return;
-  float sum = 0.0f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float e16[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) e16[i] = combine_row[32 * g + 16 * h + i] * scale;
-    matmul_detail::half_group_to_f16<true>(e16, t, 32 * g + 16 * h, dim, nullptr, xh, sum);
-  }
-  xsum[int64_t{t} * xsum_stride + g] = sum;
+  if (g < dim / 32)
+    matmul_detail::group_values_to_f16<true>(
+        *reinterpret_cast<const float(*)[32]>(combine_row + 32 * g), scale, t, g, dim, nullptr, xh,
+        xsum, xsum_stride);
 }
 
 }  // namespace memra::kernels::detail

@@ -45,17 +45,13 @@ constexpr bool group_runs_tile(RunShares shares, int64_t n_max, int64_t g_max) {
       for (int64_t i = 0; i < groups; ++i) {
         const SplitRun run = group_run(shares, i, n, groups);
         if (run.first != next || run.count < 0) return false;
+        if (shares != RunShares::floor && run.count > last_count) return false;
         next += run.count;
+        last_count = run.count;
         shortest = run.count < shortest ? run.count : shortest;
         longest = run.count > longest ? run.count : longest;
       }
       if (next != n || longest - shortest > 1) return false;
-      if (shares == RunShares::floor) continue;
-      for (int64_t grid = 0; grid < groups; ++grid) {
-        const int64_t count = group_run(shares, grid, n, groups).count;
-        if (count > last_count) return false;
-        last_count = count;
-      }
     }
   }
   return true;

@@ -177,17 +177,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const int grp = static_cast<int>(threadIdx.x) + j * kThreads;
-    if (grp >= n_groups) continue;
-    float sum = 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float e16[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) e16[i] = v[j][16 * h + i] * scale;
-      matmul_detail::half_group_to_f16<true>(e16, r, 32 * grp + 16 * h, n_in, nullptr, rows.xh,
-                                             sum);
-    }
-    rows.xsum[r * rows.xsum_stride + grp] = sum;
+    if (grp < n_groups)
+      matmul_detail::group_values_to_f16<true>(v[j], scale, r, grp, n_in, nullptr, rows.xh,
+                                               rows.xsum, rows.xsum_stride);
   }
 }
 

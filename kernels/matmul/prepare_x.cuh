@@ -126,6 +126,26 @@ __device__ __forceinline__ void row_to_f16(const float* x_row, float m, int64_t 
     group_to_f16<kLdg, kRows>(src, scale, row, g, n_in, xh, xp, xsum, xsum_stride);
 }
 
+// Group g of row `row` (32 elements, fewer at the row's end: v, not yet scaled) times scale, to
+// f16 (half_group_to_f16) and its sum to xsum: group_to_f16's steps on values a thread already
+// holds (in registers, or in shared memory its block wrote).
+template <bool kRows>
+__device__ __forceinline__ void group_values_to_f16(const float (&v)[32], float scale, int64_t row,
+                                                    int g, int n_in, uint16_t* xh, uint16_t* xp,
+                                                    float* xsum, int xsum_stride) {
+  const int n = min(32, n_in - 32 * g);
+  float sum = 0.0f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (16 * h >= n) continue;
+    float e16[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) e16[i] = v[16 * h + i] * scale;
+    half_group_to_f16<kRows>(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
+  }
+  xsum[row * xsum_stride + g] = sum;
+}
+
 // The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
 // groups t + 256 j, j < kG, whole, loaded at once (one memory round trip instead of the max's
 // pass and a reread), and converts them from registers: the same values, the same steps.
@@ -156,18 +176,8 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const int g = threadIdx.x + j * kXThreads;
-    if (g >= xsum_stride) continue;
-    const int n = min(32, n_in - 32 * g);
-    float sum = 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (16 * h >= n) continue;
-      float e16[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) e16[i] = v[j][16 * h + i] * scale;
-      half_group_to_f16<kRows>(e16, row, 32 * g + 16 * h, n_in, xh, xp, sum);
-    }
-    xsum[row * xsum_stride + g] = sum;
+    if (g < xsum_stride)
+      group_values_to_f16<kRows>(v[j], scale, row, g, n_in, xh, xp, xsum, xsum_stride);
   }
 }
 

@@ -220,13 +220,7 @@ void check_combine_case(Context& ctx, int64_t n_tokens, const Types& types,
   Dev<uint8_t> kc(ctx, f16_cache()), vc(ctx, f16_cache());
   Dev<int32_t> dpos(ctx, positions), dseq(ctx, token_seq), dtables(ctx, tables);
   const Dev<float> q(ctx, ctx.uniform(n_tokens * kDim, -2.0f, 2.0f));
-  kernels::PagedKv kv;
-  kv.k = kc.get();
-  kv.v = vc.get();
-  kv.dtype = DType::f16;
-  kv.block_size = kBlock;
-  kv.n_kv_heads = kKvHeads;
-  kv.head_dim = kHeadDim;
+  const kernels::PagedKv kv{kc.get(), vc.get(), DType::f16, kBlock, kKvHeads, kHeadDim};
   kernels::StepDev step;
   step.n_tokens = static_cast<int32_t>(n_tokens);
   step.n_seqs = static_cast<int32_t>(n_tokens);
