@@ -478,7 +478,10 @@ int main(int argc, char** argv) {
     };
     if (attention_only)
       return only("attention", [&](const cuda::Stream& st, double copy) {
-        return bench::run_attention(st, copy, bench::split_list(only_shape));
+        // No --only: every case (split_list("") would name one empty case).
+        return bench::run_attention(
+            st, copy,
+            only_shape.empty() ? std::vector<std::string>{} : bench::split_list(only_shape));
       });
     if (moe_only) return only("moe", bench::run_moe);
     if (elementwise_only) return only("elementwise", bench::run_elementwise);
