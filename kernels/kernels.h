@@ -387,18 +387,7 @@ struct AttentionArgs {
   // CUDA-core kernel (the only one for other caches, f32 and f8_e4m3, and sizes). They differ in
   // bits: a model keeps one setting for every step.
   bool tensor_cores = true;
-  // Where set (matmul_scratch_bytes(n_tokens, n_heads x head_dim) bytes, 16-byte aligned), a step
-  // that attention_writes_x_rows(n_tokens, ...) accepts has its split plan's combine also write
-  // out's rows form there, as kernels::act_mul_x_rows does for its out, and attention() returns
-  // true (MEMRA_COMBINE_ROWS=1, opt-in). Else, or where the step runs otherwise, false.
-  void* x_rows_scratch = nullptr;
 };
-
-// Whether attention() may write x's rows form of its out (AttentionArgs::x_rows_scratch) for a
-// step of n_tokens tokens and rows of n_heads x head_dim: MEMRA_COMBINE_ROWS=1, more than 16 and at
-// most 64 tokens, rows a multiple of 64 and at most 8,192 wide. Whether it does is attention()'s
-// answer (a step whose plan runs no combine does not).
-bool attention_writes_x_rows(int64_t n_tokens, int64_t dim);
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
 constexpr int32_t kAttentionSplit = 256;
@@ -424,9 +413,8 @@ size_t attention_scratch_bytes_max(int head_dim);
 // or 512 with an f16 / bf16 / f8_e4m3 cache (else Error(unsupported)). scratch:
 // attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
 // split partials' bytes and fails when they exceed the cap.
-// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats. Returns whether
-// it also wrote out's rows form in args.x_rows_scratch.
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
 
 // ---- linear attention: gated delta-net layers (kernels/ssm) ----------------------------------

@@ -90,11 +90,6 @@
 #               memra-kernel-bench's elementwise kernels each way, 8B and 0.6B Q4_K_M decode of
 #               40 and 64 sequences (and their pp512) each way, twice, alternated (~4 min; not
 #               part of full)
-#     combrows  decode attention's combine writing o's input itself in 17-64-token steps (x's rows
-#               form; MEMRA_COMBINE_ROWS=1, opt-in) against =0: kernel-check's matrix cases with
-#               it (+ teeth: the attention rows-form cases at 20, 40 and 64 tokens), the
-#               determinism contract and graph replay with it, 8B and 0.6B Q4_K_M decode of 20,
-#               40 and 64 sequences each way, twice, alternated (~4 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -158,8 +153,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | combrows | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|combrows|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -735,15 +730,6 @@ if [ "$MODE" = actregs ]; then
       --elementwise --json "$RECEIPTS/$DAY-kernel-bench-actregs-${f%%:*}.json"
   done
   switch_ab actregs "on:MEMRA_ACT_ROWS_REGS=1 off:MEMRA_ACT_ROWS_REGS=0" "-n 64 -c 40,64" \
-    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-fi
-if [ "$MODE" = combrows ]; then
-  # Decode attention's combine writing its out's rows form for the o projection (MEMRA_COMBINE_ROWS=1,
-  # written in the fifty-fifth round, opt-in): its bits (kernel-check's attention rows-form cases
-  # compare out and every product with the plain combine and the products' own preparation), the
-  # determinism contract and graph replay, then decode each way, twice, alternated.
-  switch_bits matmul combrows MEMRA_COMBINE_ROWS=1
-  switch_ab combrows "on:MEMRA_COMBINE_ROWS=1 off:MEMRA_COMBINE_ROWS=0" "-n 64 -c 20,40,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then

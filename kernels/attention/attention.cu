@@ -7,12 +7,10 @@
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_kernel.cuh"
-#include "kernels/attention/combine_rows.cuh"
 #include "kernels/common.cuh"
 #include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/scratch_layout.cuh"
 
 namespace memra::kernels {
 
@@ -279,43 +277,9 @@ DeviceLimits device_limits() {
   return lim;
 }
 
-// The head sizes the combine writing out's rows form serves (the decode kernel's).
-constexpr bool combine_rows_head_dim(int d) {
-  return d == 64 || d == 128 || d == 256;
-}
-
-// The combine writing out's rows form too (combine_rows.cuh), kPer elements of a row a thread.
-template <int D, int kPer>
-void launch_combine_rows(const AttnParams& p, cudaStream_t stream) {
-  static_assert(kPer * detail::kCombineRowsThreads <= detail::kCombineRowsMaxDim, "a row's groups");
-  const int dim = p.n_heads * D;
-  if (p.select != 0 || dim > kPer * detail::kCombineRowsThreads || dim % 64 != 0)
-    fail(ErrorCode::internal, "attention_combine_rows: select {}, rows of {}", p.select, dim);
-  detail::launch(detail::attention_combine_rows_kernel<D, kPer>,
-                 dim3(static_cast<unsigned>(p.n_tokens)), detail::kCombineRowsThreads,
-                 dim * static_cast<int>(sizeof(float)), stream, p.partials, p.positions, p.window,
-                 p.n_heads, p.n_splits, p.out, p.rows_xh, p.rows_xsum, p.rows_xsum_stride,
-                 p.rows_xinv);
-}
-
-// The split plan's second launch: the partials merged in split order (and, where p.rows_xh is
-// set, out's rows form written: combine_rows.cuh).
+// The split plan's second launch: the partials merged in split order.
 template <int D>
 void launch_combine(const AttnParams& p, cudaStream_t stream) {
-  if (p.rows_xh != nullptr) {
-    if constexpr (combine_rows_head_dim(D)) {
-      const int dim = p.n_heads * D;
-      if (dim <= 8 * detail::kCombineRowsThreads)
-        launch_combine_rows<D, 8>(p, stream);
-      else if (dim <= 16 * detail::kCombineRowsThreads)
-        launch_combine_rows<D, 16>(p, stream);
-      else
-        launch_combine_rows<D, 32>(p, stream);
-    } else {
-      fail(ErrorCode::internal, "attention_combine_rows: head_dim {}", D);
-    }
-    return;
-  }
   detail::launch(attention_combine_kernel<D>,
                  dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
                       static_cast<unsigned>(p.n_heads)),
@@ -600,25 +564,6 @@ bool attention_supports_head_dim(int head_dim, DType cache) {
   }
 }
 
-namespace {
-
-// MEMRA_COMBINE_ROWS=1 (opt-in, written in the fifty-fifth round, `gpu_check.sh combrows`): the
-// split plan's combine of a 17-64-token decode step writes its out's rows form for the o
-// projection (combine_rows.cuh), one launch a token where the combine and the products' own
-// preparation took two.
-bool combine_rows_enabled() {
-  static const bool enabled = env_switch("MEMRA_COMBINE_ROWS", false);
-  return enabled;
-}
-
-}  // namespace
-
-bool attention_writes_x_rows(int64_t n_tokens, int64_t dim) {
-  return combine_rows_enabled() && n_tokens > matmul_detail::kWgmmaMinTokens &&
-         n_tokens <= matmul_detail::kDecodeTokens && dim % 64 == 0 &&
-         dim <= detail::kCombineRowsMaxDim;
-}
-
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
   int64_t rows = partial_rows(step, n_heads);
   if (rows > kMaxPartialRows) rows = partial_rows_seqs(step, n_heads);
@@ -630,12 +575,12 @@ size_t attention_scratch_bytes_max(int head_dim) {
   return static_cast<size_t>(kMaxPartialRows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
 
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
   if (step.n_tokens < 0 || step.n_seqs < 0)
     fail(ErrorCode::invalid_argument, "attention: {} tokens, {} sequences", step.n_tokens,
          step.n_seqs);
-  if (step.n_tokens == 0) return false;
+  if (step.n_tokens == 0) return;
   if (kv.n_kv_heads <= 0 || args.n_heads <= 0 || args.n_heads % kv.n_kv_heads != 0)
     fail(ErrorCode::invalid_argument,
          "attention: {} query heads are not a positive multiple of {} kv heads", args.n_heads,
@@ -706,12 +651,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
     const int64_t blocks = grid_x * kv.n_kv_heads * p.n_chunks;
     return mq ? blocks >= lim.sms : blocks >= 2 * int64_t{lim.sms} && decode_one_pass_enabled();
   };
-  const int64_t dim = int64_t{args.n_heads} * kv.head_dim;
-  const bool rows_asked = args.x_rows_scratch != nullptr &&
-                          attention_writes_x_rows(step.n_tokens, dim) &&
-                          combine_rows_head_dim(kv.head_dim) &&
-                          reinterpret_cast<uintptr_t>(args.x_rows_scratch) % 16 == 0;
-  bool rows_written = false;
   const auto run = [&](AttnParams q_p, bool mq) {
     int64_t grid_x = q_p.select == 1 ? q_p.n_seqs : q_p.n_tokens;
     if (mq) {
@@ -722,17 +661,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
     }
     q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);
-    // The combine writing out's rows form (combine_rows.cuh): a decode step's one launch of every
-    // token (select 0) on the split plan.
-    if (rows_asked && !mq && q_p.select == 0 && !q_p.one_pass) {
-      const matmul_detail::PreparedRows rows =
-          matmul_detail::x_rows_places(args.x_rows_scratch, step.n_tokens, dim);
-      q_p.rows_xh = rows.xh;
-      q_p.rows_xsum = rows.xsum;
-      q_p.rows_xinv = rows.xinv;
-      q_p.rows_xsum_stride = rows.xsum_stride;
-      rows_written = true;
-    }
     if (!mq) {
       // One-query blocks of a small grid (short decode: a few sequences and splits) leave most
       // SMs idle while each block's compute is the latency: give each block fewer of the
@@ -758,7 +686,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   } else {
     run(p, multi);
   }
-  return rows_written;
 }
 
 }  // namespace memra::kernels

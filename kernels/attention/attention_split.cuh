@@ -91,13 +91,6 @@ struct AttnParams {
   // The row-owning form stages q with eight pairs' loads a thread in flight (stage_q_terms'
   // kBatch; MEMRA_FLASH_Q_LOADS, attention.cu; the same bits either way).
   bool q_loads_batched;
-  // Where rows_xh is set (select 0, the split plan): the combine also writes out's rows form for
-  // the products that read out next (x's rows form, its group sums and row scales:
-  // kernels/row_max.h; combine_rows.cuh), in one launch a token.
-  uint16_t* rows_xh;
-  float* rows_xsum;
-  float* rows_xinv;
-  int32_t rows_xsum_stride;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

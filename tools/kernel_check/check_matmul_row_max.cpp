@@ -8,15 +8,12 @@
 // 64 tokens, where every product takes the pipelined Q4_K or the scaled Q6_K / Q8_0 wgmma kernel
 // and reads the rows form unless MEMRA_X_ROWS_DECODE=0 (elsewhere the products prepare x
 // themselves).
-#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "check.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/row_max.h"
 
@@ -187,83 +184,6 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
            "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "the other activation")});
 }
 
-// Decode attention whose split plan's combine writes its out's rows form for the o projection
-// (AttentionArgs::x_rows_scratch, MEMRA_COMBINE_ROWS=1) == the plain combine then the products
-// preparing x themselves: out and every product bit for bit. The 8B's heads (32 query, 8 kv, 128
-// dims, an F16 cache of 16-key blocks), one token a sequence, contexts of 257-856 keys (two to
-// four splits, the first partial where the window starts past 0: none here). attention() must
-// write the rows exactly where attention_writes_x_rows says (off unless the switch is set).
-void check_combine_case(Context& ctx, int64_t n_tokens, const Types& types,
-                        const std::vector<Dev<uint8_t>>& ws) {
-  constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
-  constexpr int64_t kDim = int64_t{kHeads} * kHeadDim;
-  std::vector<int32_t> positions(n_tokens), token_seq(n_tokens);
-  int32_t max_context = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    positions[t] = static_cast<int32_t>(256 + (t * 97) % 600);
-    token_seq[t] = static_cast<int32_t>(t);
-    max_context = std::max(max_context, positions[t] + 1);
-  }
-  const int32_t max_blocks = (max_context + kBlock - 1) / kBlock;
-  std::vector<int32_t> tables(n_tokens * max_blocks);
-  for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>(i);
-  const int64_t cache_elems = int64_t{n_tokens} * max_blocks * kBlock * kKvHeads * kHeadDim;
-  const auto f16_cache = [&] {
-    const std::vector<float> v = ctx.uniform(cache_elems);
-    std::vector<uint8_t> bytes(2 * v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      const uint16_t h = f32_to_f16(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    }
-    return bytes;
-  };
-  Dev<uint8_t> kc(ctx, f16_cache()), vc(ctx, f16_cache());
-  Dev<int32_t> dpos(ctx, positions), dseq(ctx, token_seq), dtables(ctx, tables);
-  const Dev<float> q(ctx, ctx.uniform(n_tokens * kDim, -2.0f, 2.0f));
-  const kernels::PagedKv kv{kc.get(), vc.get(), DType::f16, kBlock, kKvHeads, kHeadDim};
-  kernels::StepDev step;
-  step.n_tokens = static_cast<int32_t>(n_tokens);
-  step.n_seqs = static_cast<int32_t>(n_tokens);
-  step.max_blocks = max_blocks;
-  step.positions = dpos.get();
-  step.token_seq = dseq.get();
-  step.block_tables = dtables.get();
-  step.max_context = max_context;
-  Dev<uint8_t> partials(kernels::attention_scratch_bytes(step, kHeads, kHeadDim));
-  Dev<float> a1(n_tokens * kDim), a2(n_tokens * kDim);
-  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(n_tokens, kDim)),
-      s2(kernels::matmul_scratch_bytes(n_tokens, kDim));
-  a1.poison(ctx);
-  a2.poison(ctx);
-  OutputPairs o(ctx, types, ws, n_tokens);
-  const bool expect = kernels::attention_writes_x_rows(n_tokens, kDim);
-  const bool read = expect && handed_read(Handed::rows, n_tokens, kDim);
-  kernels::AttentionArgs args;
-  args.n_heads = kHeads;
-  args.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
-  (void)kernels::attention(kv, step, q.get(), kDim, args, a1.get(), partials.get(), ctx.stream());
-  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, kDim, a1.get(), n_tokens, s1.get(),
-                           ctx.stream());
-  if (ctx.teeth() && !read) args.scale *= 1.01f;
-  args.x_rows_scratch = s2.get();
-  const bool wrote =
-      kernels::attention(kv, step, q.get(), kDim, args, a2.get(), partials.get(), ctx.stream());
-  if (ctx.teeth() && read) break_handed(ctx, Handed::rows, s2.get(), n_tokens, kDim);
-  if (wrote)
-    kernels::matmul_shared_x_handed(Handed::rows, o.given_outs.data(), kOuts, kDim, a2.get(),
-                                    n_tokens, s2.get(), ctx.stream());
-  else
-    kernels::matmul_shared_x(o.given_outs.data(), kOuts, kDim, a2.get(), n_tokens, s2.get(),
-                             ctx.stream());
-  ctx.sync();
-  const double bad = (wrote != expect ? 1.0 : 0.0) +
-                     bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
-  ctx.add({case_name(Handed::rows, "attention"),
-           "decode " + shape_str({n_tokens, kDim}) + (expect ? " combine writes rows " : " ") +
-               types_str(types),
-           "mixed", "bits", bad, 0.0, tooth(ctx, Handed::rows, read, "the softmax scale 1% off")});
-}
-
 }  // namespace
 
 void check_matmul_row_max(Context& ctx) {
@@ -282,9 +202,6 @@ void check_matmul_row_max(Context& ctx) {
     for (int64_t rows : {int64_t{40}, int64_t{64}})
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
     check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
-    if (dim == 4096)
-      for (int64_t rows : {int64_t{20}, int64_t{40}, int64_t{64}})
-        check_combine_case(ctx, rows, kDecodeTypes, ws_decode);
     if (dim == 5120) {
       check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, kTypes, ws);
       continue;

@@ -254,16 +254,9 @@ class CudaOps final : public Ops {
     args.tensor_cores = attention_tensor_cores_;
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
-    // A decode step's combine may write out's rows form for the o projection (given_, as the
-    // gated activation does for down).
-    const int64_t dim = int64_t{params.n_heads} * kv.head_dim;
-    if (kernels::attention_writes_x_rows(step_.n_tokens, dim) &&
-        kernels::x_rows_pays(step_.n_tokens, dim))
-      args.x_rows_scratch =
-          grow(matmul_scratch_, kernels::matmul_scratch_bytes(step_.n_tokens, dim));
-    const bool rows = kernels::attention(paged(kv), step_, q, dim, args, out, scratch, stream());
+    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
+                       scratch, stream());
     launched("attention");
-    if (rows) given_.mark(GivenX::Kind::x_rows, out, step_.n_tokens, dim, n_launches_);
   }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
