@@ -90,6 +90,13 @@
 #               memra-kernel-bench's elementwise kernels each way, 8B and 0.6B Q4_K_M decode of
 #               40 and 64 sequences (and their pp512) each way, twice, alternated (~4 min; not
 #               part of full)
+#     ring      decode attention's ring form (MEMRA_DECODE_RING=1, opt-in, fifty-sixth round: a
+#               split's four chunk loads through three slots, blocks of at most four query heads)
+#               against the pipe form: kernel-check's attention cases with it on the default forms,
+#               then with every one-query launch in the two-blocks form (+ teeth), the determinism
+#               contract and graph replay so; memra-kernel-bench's attention cases each way; 8B
+#               Q4_K_M decode of 8, 40 and 64 sequences, the 0.6B's of 64, and the 8B's of one at
+#               16,384 tokens of context, each way, twice, alternated (~6 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -153,8 +160,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -731,6 +738,26 @@ if [ "$MODE" = actregs ]; then
   done
   switch_ab actregs "on:MEMRA_ACT_ROWS_REGS=1 off:MEMRA_ACT_ROWS_REGS=0" "-n 64 -c 40,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = ring ]; then
+  # Decode attention's ring form (MEMRA_DECODE_RING=1, written in the fifty-sixth round, opt-in):
+  # its bits on the default forms, then with every one-query launch in the two-blocks form (+
+  # teeth), the determinism contract and graph replay so; the kernel each way; then decode each
+  # way, twice, alternated.
+  kcheck kernel-check-attention-ring-default-forms 120 MEMRA_DECODE_RING=1 --filter attention
+  switch_bits attention ring MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all
+  for f in on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0; do
+    step "kernel-bench-attention-ring-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-ring-${f%%:*}.json"
+  done
+  switch_ab ring "on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0" "-n 64 -c 8,40,64" \
+    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0; do
+      bench_with "$q8b" "ring-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 16384
+    done
+  done
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

@@ -6,6 +6,7 @@
 
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
+#include "kernels/attention/attention_decode_ring.cuh"
 #include "kernels/attention/attention_kernel.cuh"
 #include "kernels/common.cuh"
 #include "kernels/cuda_status.h"
@@ -239,6 +240,16 @@ bool decode_pipe_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_RING: 1, the two-blocks form's launches of at most four query heads a block (the
+// 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four
+// loads through three chunk slots, V's first chunk in flight from the split's start); unset or 0,
+// the pipe form (the A/B). Written in the fifty-sixth round, opt-in until measured. The same bits
+// either way.
+bool decode_ring_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_RING", false);
+  return on;
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   detail::check_cuda(status, "attention", what);
 }
@@ -332,6 +343,17 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   const dim3 grid(static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(by_group ? heads : groups),
                   static_cast<unsigned>(by_group ? groups : heads));
+  if constexpr (kShared && detail::has_decode_ring<D, CT>()) {
+    using RC = detail::DecodeRingConfig<D, CT>;
+    if (decode_ring_enabled() && p.hpb <= RC::kRows) {  // a split a block is a run of one
+      static std::atomic<uint64_t> ring_set{0};
+      detail::allow_smem_once(detail::decode_ring_kernel<D, CT>, RC::kBytes, ring_set);
+      detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
+                     stream, q);
+      launch_combine<D>(p, stream);
+      return true;
+    }
+  }
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};

@@ -80,10 +80,11 @@ struct SplitKeys {
   }
 };
 
-// The copies of a thread's passes [k0, k1) into rows `dst` (row o of the split at o * kRowBytes)
-// from `cache` (p.k, or p.v with `values`). V rows of keys outside the range are zeroed (the V
-// steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is NaN).
-template <int D, typename CT, int k0 = 0, int k1 = DecodeConfig<D, CT>::kPasses>
+// The copies of a thread's passes [k0, k1) into rows `dst` (row o of the split at
+// (o - kFirstRow) * kRowBytes) from `cache` (p.k, or p.v with `values`). V rows of keys outside
+// the range are zeroed (the V steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN
+// is NaN).
+template <int D, typename CT, int k0 = 0, int k1 = DecodeConfig<D, CT>::kPasses, int kFirstRow = 0>
 __device__ __forceinline__ void copy_passes(const SplitKeys<D, CT>& keys, const void* cache,
                                             bool values, unsigned char* dst) {
   using DC = DecodeConfig<D, CT>;
@@ -91,7 +92,8 @@ __device__ __forceinline__ void copy_passes(const SplitKeys<D, CT>& keys, const 
   const unsigned char* src = static_cast<const unsigned char*>(cache);
 #pragma unroll
   for (int k = k0; k < k1; ++k) {
-    unsigned char* to = dst + (row0 + k * DC::kRowsPerPass) * DC::C::kRowBytes + seg * 16;
+    unsigned char* to =
+        dst + (row0 + k * DC::kRowsPerPass - kFirstRow) * DC::C::kRowBytes + seg * 16;
     if (keys.off[k] >= 0)
       cp_async16(to, src + keys.off[k]);
     else if (values)
@@ -119,6 +121,65 @@ __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
+// copy_chunk into `rows`, chunk ci's own rows (its first key at `rows`): a ring slot.
+template <int D, typename CT, int ci>
+__device__ __forceinline__ void copy_chunk_to(const SplitKeys<D, CT>& keys, const void* cache,
+                                              bool values, unsigned char* rows, bool live) {
+  using DC = DecodeConfig<D, CT>;
+  constexpr int kPer = DC::C::kChunk / DC::kRowsPerPass;
+  if (live)
+    copy_passes<D, CT, ci * kPer, (ci + 1) * kPer, ci * DC::C::kChunk>(keys, cache, values, rows);
+  cp_async_commit();
+}
+
+// A decode block's run (its token, kv head and query heads) and its splits [s_first, s_last], from
+// its place in the grid: (token, split group, kv head and chunk), or, the run sharings but floor,
+// (token, kv head and chunk, split group). Split `group` (runs false), or the group's share of the
+// token's live splits, shared out as evenly as whole splits allow (group_run). false: the block
+// has none (it makes no reads).
+__device__ __forceinline__ bool decode_block_run(const AttnParams& p, bool runs, int chunk_shift,
+                                                 Run& run, int& s_first, int& s_last) {
+  const bool by_group = runs && p.decode_shares != RunShares::floor;
+  const int t = static_cast<int>(blockIdx.x);
+  const int group = static_cast<int>(by_group ? blockIdx.z : blockIdx.y);
+  const int heads_index = static_cast<int>(by_group ? blockIdx.y : blockIdx.z);
+  const int kv_head = heads_index / p.n_chunks;
+  const int chunk = heads_index % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[t], p.window);
+  s_first = group, s_last = group;
+  if (runs) {
+    const SplitRun share =
+        group_run(p.decode_shares, group, range.last - range.first + 1, p.decode_groups);
+    s_first = range.first + static_cast<int>(share.first);
+    s_last = s_first + static_cast<int>(share.count) - 1;
+  }
+  if (s_first < range.first || s_first > s_last || s_last > range.last) return false;
+  run.tb = t;
+  run.nq = 1;
+  run.n_h = n_h;
+  run.n_rows = n_h;
+  run.h0 = h0;
+  run.kv_head = kv_head;
+  run.seq = p.token_seq[t];
+  run.lo = range.lo;
+  run.hi = range.pos + 1;
+  run.chunk_shift = chunk_shift;
+  run.s_begin = s_first;
+  run.s_end = s_last + 1;
+  run.table = p.block_tables + int64_t{run.seq} * p.max_blocks;
+  return true;
+}
+
+// Split s's keys with keys of the run's token: [c0, c1) of [s * kSplit, + kSplit).
+template <int D, typename CT>
+__device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, const Run& run,
+                                                          int s) {
+  return SplitKeys<D, CT>(p, run.table, run.kv_head, s * kSplit, max(s * kSplit, run.lo),
+                          min(s * kSplit + kSplit, run.hi));
+}
+
 // grid: x = query token, y = split (kRun: split group), z = kv head * n_chunks + chunk
 // (attention_kernel's, the split plan, select 0). kRun: a block takes its group's run of its
 // token's splits (AttnParams::decode_groups), one after another, each as a block of one split
@@ -140,51 +201,14 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  // The grid: (token, split group, kv head and chunk), or, the run form's sharings but floor,
-  // (token, kv head and chunk, split group).
-  const bool by_group = kRun && p.decode_shares != RunShares::floor;
-  const int t = static_cast<int>(blockIdx.x);
-  const int group = static_cast<int>(by_group ? blockIdx.z : blockIdx.y);
-  const int heads_index = static_cast<int>(by_group ? blockIdx.y : blockIdx.z);
-  const int kv_head = heads_index / p.n_chunks;
-  const int chunk = heads_index % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * p.hpb;
-  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  const KeyRange range = key_range(p.positions[t], p.window);
-  // This block's splits [s_first, s_last]: split `group`, or (kRun) the group's share of the
-  // token's live splits, shared out as evenly as whole splits allow (group_run).
-  int s_first = group, s_last = group;
-  if constexpr (kRun) {
-    const SplitRun run =
-        group_run(p.decode_shares, group, range.last - range.first + 1, p.decode_groups);
-    s_first = range.first + static_cast<int>(run.first);
-    s_last = s_first + static_cast<int>(run.count) - 1;
-  }
-  if (s_first < range.first || s_first > s_last || s_last > range.last) return;  // none: no reads
-
   Run run;
-  run.tb = t;
-  run.nq = 1;
-  run.n_h = n_h;
-  run.n_rows = n_h;
-  run.h0 = h0;
-  run.kv_head = kv_head;
-  run.seq = p.token_seq[t];
-  run.lo = range.lo;
-  run.hi = range.pos + 1;
-  run.chunk_shift = C::kChunkShift;
-  run.s_begin = s_first;
-  run.s_end = s_last + 1;
-  run.table = p.block_tables + int64_t{run.seq} * p.max_blocks;
+  int s_first, s_last;
+  if (!decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last)) return;  // none: no reads
 
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
-  // Split s's keys with keys of the token: [c0, c1) of [s * kSplit, + kSplit).
-  const auto split_keys = [&](int s) {
-    return SplitKeys<D, CT>(p, run.table, kv_head, s * kSplit, max(s * kSplit, run.lo),
-                            min(s * kSplit + kSplit, run.hi));
-  };
+  const auto split_keys = [&](int s) { return split_keys_of<D, CT>(p, run, s); };
   // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
   // K, then V behind it where V has rows of its own (else after the scores).

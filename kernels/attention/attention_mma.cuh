@@ -159,12 +159,29 @@ __device__ __forceinline__ MmaSmem mma_smem(unsigned char* base) {
   return m;
 }
 
+// The staged row (of q's terms, or of the scores' p) that ldmatrix lane `lane` addresses for row
+// tile m. Every row of the tiles is staged (kStaged = kRows), or, where a one-query block stages
+// only its first kStaged < 16 rows (the decode kernel's ring form, attention_decode_ring.cuh), the
+// tile's other rows repeat staged ones: an mma row depends on that row of A alone, so the staged
+// rows' results are the same bits, and the repeats' are never stored.
+template <int kStaged>
+__device__ __forceinline__ int staged_row(int m, int lane) {
+  static_assert(kStaged >= 16 || (kStaged > 0 && (kStaged & (kStaged - 1)) == 0),
+                "a power of two below a tile's 16 rows");
+  if constexpr (kStaged < 16)
+    return lane & (kStaged - 1);
+  else
+    return 16 * m + (lane & 15);
+}
+
 // Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
-template <int D, typename CT, bool MQ>
+// kStaged: the rows of q's terms staged (staged_row), each term's array kStaged rows long.
+template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
 __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run& run,
                                                  const Cursor& c, const MmaSmem& sm,
                                                  const unsigned char* buf) {
   using C = MmaConfig<D, CT, MQ>;
+  static_assert(kStaged <= C::kRows, "staged rows of the tiles");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
   const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
@@ -176,7 +193,7 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
 #pragma unroll
     for (int n = 0; n < C::kNTilesS; ++n)
       acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.0f;
-  const int a_off = (lane & 15) * C::kRowBytes + 16 * (lane >> 4);
+  const int a_col = 16 * (lane >> 4);
   const int b_off = (k0 + (lane & 7)) * C::kRowBytes + 16 * ((lane >> 3) & 1);
 #pragma unroll 2
   for (int kk = 0; kk < D / 16; ++kk) {
@@ -190,7 +207,8 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
 #pragma unroll
       for (int i = C::kTerms - 1; i >= 0; --i) {
         uint32_t a[4];
-        ldsm_x4(a, sm.q + i * C::kQBytes + 16 * m * C::kRowBytes + a_off + 32 * kk);
+        ldsm_x4(a, sm.q + (i * kStaged + staged_row<kStaged>(m, lane)) * C::kRowBytes + a_col +
+                       32 * kk);
 #pragma unroll
         for (int n = 0; n < C::kNTilesS; ++n) mma16816<CT>(acc[m][n], a, b[n][0], b[n][1]);
       }
@@ -286,8 +304,8 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
 }
 
 // acc += p . v over chunk c's 16-key steps that hold keys of the run (warp w: head dims
-// [w * kDimsW, + kDimsW), every row tile).
-template <int D, typename CT, bool MQ>
+// [w * kDimsW, + kDimsW), every row tile). kStaged: the scores' rows staged (staged_row).
+template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
 __device__ __forceinline__ void mma_chunk_values(
     const Run& run, const Cursor& c, const MmaSmem& sm, const unsigned char* buf,
     float (&acc)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
@@ -315,8 +333,8 @@ __device__ __forceinline__ void mma_chunk_values(
 #pragma unroll
     for (int m = 0; m < C::kMTiles; ++m) {
       if (16 * m >= run.n_rows) break;  // uniform
-      const unsigned char* prow =
-          reinterpret_cast<const unsigned char*>(sm.sc + (16 * m + (lane & 15)) * C::kScStride);
+      const unsigned char* prow = reinterpret_cast<const unsigned char*>(
+          sm.sc + staged_row<kStaged>(m, lane) * C::kScStride);
 #pragma unroll
       for (int i = C::kTerms - 1; i >= 0; --i) {
         uint32_t a[4];
@@ -402,10 +420,12 @@ __device__ __forceinline__ void zero_tiles(float (&acc)[C::kMTiles][C::kNTilesV]
 // of kBatch pairs are issued before any is converted (the row-owning form's 128 rows are 32 pairs
 // a thread: one at a time, each waited on its global load, ~10% of that kernel's warp samples at
 // 2,048 tokens in Nsight, forty-third round); the same values in the same slots either way.
-template <int D, typename CT, typename C, int kBatch = 1>
+// kStaged: each term's array of rows (staged_row): the tiles' whole rows, or kStaged < 16 rows
+// (n_rows <= kStaged) for the decode kernel's ring form.
+template <int D, typename CT, typename C, int kBatch = 1, int kStaged = C::kRows>
 __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& run,
                                               unsigned char* q_terms) {
-  const int rows_padded = (run.n_rows + 15) & ~15;
+  const int rows_padded = kStaged < 16 ? kStaged : (run.n_rows + 15) & ~15;
   const int total = rows_padded * (D / 2);
   for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * kAttnThreads) {
     float2 x[kBatch];
@@ -430,7 +450,7 @@ __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& ru
       split16<CT>(x[b].y, t1);
 #pragma unroll
       for (int k = 0; k < C::kTerms; ++k)
-        *reinterpret_cast<uint32_t*>(q_terms + k * C::kQBytes + r * C::kRowBytes + 2 * d) =
+        *reinterpret_cast<uint32_t*>(q_terms + (k * kStaged + r) * C::kRowBytes + 2 * d) =
             t0[k] | uint32_t{t1[k]} << 16;
     }
   }

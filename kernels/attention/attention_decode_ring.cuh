@@ -1,0 +1,124 @@
+// The decode kernel's ring form (private to attention.cu): the two-blocks run form of
+// attention_decode.cuh (a block takes a run of its token's splits, V in K's rows) with three chunk
+// slots instead of two, for blocks of at most kRows query heads (the 8B's group of four, the
+// 0.6B's two).
+//
+// Why. At 64 sequences decode attention read the cache at ~68% of DRAM (Nsight, fifty-sixth round,
+// 64 x 640 keys on the H100): two blocks an SM of 3.8 warps a scheduler, 0.40 instructions issued
+// a cycle, each block holding one or two 32 KB chunks in flight (the pipe form: a chunk's V waits
+// for that chunk's scores to free its rows). A split's four loads (K chunk 0, K chunk 1, V chunk
+// 0, V chunk 1) here go through three slots in turn, load n + 3 asked for as soon as load n has
+// been read: a split's V chunk 0 is in flight from its start, and two or three chunks are in
+// flight while the block computes, against one or two.
+//
+// The room for a third slot: a block of kRows rows stages only those rows of q's terms and of
+// the scores (attention_mma.cuh's staged_row: the m16 tile's other rows repeat them, their results
+// unstored), ~6 KB against ~26 KB for a whole tile, so that two blocks of three 34 KB slots still
+// fit an SM at head_dim 128 (~109 KB a block). The chunks' arithmetic is attention_mma.cuh's own
+// functions on the same operands in the same order: the same bits as the other decode forms
+// (kernel-check compares them).
+#pragma once
+
+#include "kernels/attention/attention_decode.cuh"
+
+namespace memra::kernels::detail {
+
+template <int D, typename CT>
+struct DecodeRingConfig {
+  using C = MmaConfig<D, CT, false>;
+  static constexpr int kRows = 4;   // query heads a block (rows of the tile staged)
+  static constexpr int kSlots = 3;  // chunk slots: a split's four loads in turn
+  static constexpr int kQBytes = C::kTerms * kRows * C::kRowBytes;
+  static constexpr int kScBytes = kRows * C::kScStride * 4;
+  static constexpr int kBytes =
+      kQBytes + kScBytes + kRows * kRowStateBytes + kSlots * C::kChunkBytes;
+  // Two blocks an SM (228 KB of shared memory, 1 KB of it the runtime's a block).
+  static constexpr bool kTwoBlocks = 2 * (kBytes + 1024) <= 228 * 1024;
+  static_assert(kSplit == 2 * C::kChunk, "a split's two chunks of K, then of V");
+  static_assert(kQBytes % 16 == 0 && kScBytes % 16 == 0 && kRows * kRowStateBytes % 16 == 0,
+                "16-byte aligned rows for ldmatrix and cp.async");
+};
+
+// Whether the ring form serves head_dim D with cache type CT at two blocks an SM.
+template <int D, typename CT>
+constexpr bool has_decode_ring() {
+  if constexpr (has_decode_kernel<D, CT>() && D <= 128)
+    return DecodeRingConfig<D, CT>::kTwoBlocks;
+  else
+    return false;
+}
+
+// The ring form's shared memory: q's terms and the scores of kRows rows, the rows' state, then the
+// slots.
+template <class RC>
+__device__ __forceinline__ MmaSmem decode_ring_smem(unsigned char* base) {
+  MmaSmem m;
+  m.q = base;
+  m.sc = reinterpret_cast<float*>(base + RC::kQBytes);
+  m.ring = carve_row_state(m, m.sc + RC::kRows * RC::C::kScStride, RC::kRows);
+  return m;
+}
+
+// grid: as the run form's (decode_block_run with runs; AttnParams::decode_groups, decode_shares).
+// The host launches it for p.hpb <= kRows and power-of-two block sizes only.
+template <int D, typename CT>
+__global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const AttnParams p) {
+  using RC = DecodeRingConfig<D, CT>;
+  using C = typename RC::C;
+  detail::wait_for_inputs();
+  constexpr int kRows = RC::kRows;
+  extern __shared__ __align__(16) unsigned char decode_ring_raw[];
+  Run run;
+  int s_first, s_last;
+  if (!decode_block_run(p, true, C::kChunkShift, run, s_first, s_last)) return;  // none: no reads
+
+  const MmaSmem sm = decode_ring_smem<RC>(decode_ring_raw);
+  // Load n of the block (split s_first + n / 4's K chunk 0, K chunk 1, V chunk 0, V chunk 1) lands
+  // in slot n % 3; each is one commit group, empty where its chunk holds no key of the token or
+  // the run has ended, so that load n is always waited for with two younger groups in flight.
+  const auto slot = [&](int n) { return sm.ring + (n % RC::kSlots) * C::kChunkBytes; };
+  const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
+  SplitKeys<D, CT> keys = split_keys_of<D, CT>(p, run, s_first);
+  copy_chunk_to<D, CT, 0>(keys, p.k, false, slot(0), live(s_first, 0));
+  copy_chunk_to<D, CT, 1>(keys, p.k, false, slot(1), live(s_first, 1));
+  copy_chunk_to<D, CT, 0>(keys, p.v, true, slot(2), live(s_first, 0));
+  publish_key_ranges(p, run, sm);
+  stage_q_terms<D, CT, C, 1, kRows>(p, run, sm.q);  // one token: rows are its heads
+  for (int s = s_first; s <= s_last; ++s) {
+    const int n0 = 4 * (s - s_first);
+    const bool live0 = live(s, 0), live1 = live(s, 1), next = s < s_last;
+    // K chunk 0 (load n0), then V chunk 1 into its slot (load n0 + 3).
+    cp_async_wait(2);
+    __syncthreads();  // everyone's copies; q and the row's range published (the last split done)
+    if (live0) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 0}, sm, slot(n0));
+    __syncthreads();  // chunk 0's K rows are free
+    copy_chunk_to<D, CT, 1>(keys, p.v, true, slot(n0 + 3), live1);
+    // K chunk 1 (load n0 + 1), then the next split's K chunk 0 into its slot (load n0 + 4).
+    cp_async_wait(2);
+    __syncthreads();
+    if (live1) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 1}, sm, slot(n0 + 1));
+    __syncthreads();  // the split's scores; chunk 1's K rows are free
+    if (next) keys = split_keys_of<D, CT>(p, run, s + 1);
+    copy_chunk_to<D, CT, 0>(keys, p.k, false, slot(n0 + 4), next && live(s + 1, 0));
+    mma_split_softmax<D, CT, false>(run, s, sm);
+    // V chunk 0 (load n0 + 2), then the next split's K chunk 1 into its slot (load n0 + 5).
+    cp_async_wait(2);
+    __syncthreads();  // everyone's; p published
+    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+    zero_tiles<C>(acc, O);
+    if (live0) mma_chunk_values<D, CT, false, kRows>(run, Cursor{s, 1, 0}, sm, slot(n0 + 2), acc);
+    __syncthreads();  // chunk 0's V rows are free
+    copy_chunk_to<D, CT, 1>(keys, p.k, false, slot(n0 + 5), next && live(s + 1, 1));
+    // V chunk 1 (load n0 + 3), then the next split's V chunk 0 into its slot (load n0 + 6).
+    cp_async_wait(2);
+    __syncthreads();
+    if (live1) mma_chunk_values<D, CT, false, kRows>(run, Cursor{s, 1, 1}, sm, slot(n0 + 3), acc);
+    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if (next) {
+      __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
+      copy_chunk_to<D, CT, 0>(keys, p.v, true, slot(n0 + 6), live(s + 1, 0));
+    }
+  }
+}
+
+}  // namespace memra::kernels::detail
