@@ -242,7 +242,11 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
 template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const MmaSmem& sm) {
   using C = MmaConfig<D, CT, MQ>;
-  constexpr int kBatch = 4, kPer = kSplit / 32;
+  // One-query blocks hold at most kMaxGroup = kAttnWarps rows, a row a warp: a batch of four
+  // would run three empty rows' loads, exponentials and shuffles beside each row (predicated
+  // off, not skipped), on the split's critical path (fifty-sixth round).
+  static_assert(MQ || kMaxGroup <= kAttnWarps, "a one-query block's rows, one a warp");
+  constexpr int kBatch = MQ ? 4 : 1, kPer = kSplit / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int r0 = warp; r0 < run.n_rows; r0 += kBatch * kAttnWarps) {
     int ob[kBatch], oe[kBatch];
