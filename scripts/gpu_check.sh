@@ -90,13 +90,15 @@
 #               memra-kernel-bench's elementwise kernels each way, 8B and 0.6B Q4_K_M decode of
 #               40 and 64 sequences (and their pp512) each way, twice, alternated (~4 min; not
 #               part of full)
-#     ring      decode attention's ring form (MEMRA_DECODE_RING=1, opt-in, fifty-sixth round: a
-#               split's four chunk loads through three slots, blocks of at most four query heads)
-#               against the pipe form: kernel-check's attention cases with it on the default forms,
-#               then with every one-query launch in the two-blocks form (+ teeth), the determinism
-#               contract and graph replay so; memra-kernel-bench's attention cases each way; 8B
-#               Q4_K_M decode of 8, 40 and 64 sequences, the 0.6B's of 64, and the 8B's of one at
-#               16,384 tokens of context, each way, twice, alternated (~6 min; not part of full)
+#     ring      decode attention's ring form (fifty-sixth round: a split's four chunk loads
+#               through three slots, blocks of at most four query heads; MEMRA_DECODE_RING=auto,
+#               the default, takes it for run grids of one wave, =1 everywhere it fits, =0
+#               nowhere): kernel-check's attention cases with =1 on the default forms, then with
+#               every one-query launch in the two-blocks form (+ teeth), the determinism contract
+#               and graph replay so (MEMRA_RING_BITS=0 skips these); memra-kernel-bench's attention
+#               cases with =1 and =0; then auto against =0: 8B Q4_K_M decode of 8, 40 and 64
+#               sequences, the 0.6B's of 8, 40 and 64, the 8B's of one at 4,096 and 16,384 tokens
+#               of context, twice, alternated (~6 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -740,22 +742,24 @@ if [ "$MODE" = actregs ]; then
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = ring ]; then
-  # Decode attention's ring form (MEMRA_DECODE_RING=1, written in the fifty-sixth round, opt-in):
-  # its bits on the default forms, then with every one-query launch in the two-blocks form (+
-  # teeth), the determinism contract and graph replay so; the kernel each way; then decode each
-  # way, twice, alternated.
-  kcheck kernel-check-attention-ring-default-forms 120 MEMRA_DECODE_RING=1 --filter attention
-  switch_bits attention ring MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all
+  # Decode attention's ring form (written in the fifty-sixth round; auto, the default, on one-wave
+  # run grids): its bits with =1 on the default forms, then with every one-query launch in the
+  # two-blocks form (+ teeth), the determinism contract and graph replay so; the kernel with =1
+  # and =0; then decode with auto and =0, twice, alternated.
+  if [ "${MEMRA_RING_BITS:-1}" != 0 ]; then
+    kcheck kernel-check-attention-ring-default-forms 120 MEMRA_DECODE_RING=1 --filter attention
+    switch_bits attention ring MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all
+  fi
   for f in on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0; do
     step "kernel-bench-attention-ring-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
       --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-ring-${f%%:*}.json"
   done
-  switch_ab ring "on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0" "-n 64 -c 8,40,64" \
+  switch_ab ring "auto:MEMRA_DECODE_RING=auto off:MEMRA_DECODE_RING=0" "-n 64 -c 8,40,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   q8b=$(synth qwen3-8b q4_k_m --fast-quant)
   for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
-    for f in on:MEMRA_DECODE_RING=1 off:MEMRA_DECODE_RING=0; do
-      bench_with "$q8b" "ring-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 16384
+    for f in auto:MEMRA_DECODE_RING=auto off:MEMRA_DECODE_RING=0; do
+      bench_with "$q8b" "ring-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 4096,16384
     done
   done
 fi

@@ -240,14 +240,19 @@ bool decode_pipe_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_RING: 1, the two-blocks form's launches of at most four query heads a block (the
-// 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four
-// loads through three chunk slots, V's first chunk in flight from the split's start); unset or 0,
-// the pipe form (the A/B). Written in the fifty-sixth round, opt-in until measured. The same bits
-// either way.
-bool decode_ring_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_RING", false);
-  return on;
+// MEMRA_DECODE_RING: where the two-blocks form's launches of at most four query heads a block (the
+// 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four loads
+// through three chunk slots, V's first chunk in flight from the split's start) instead of the pipe
+// form. Unset or auto: grids of runs that fit one wave (a long context at a few sequences: every
+// block starts at once, and the ring has V's first chunk in flight under the first scores; the 8B
+// Q4_K_M at 16,384 tokens of context +2.5% to +3.6% in three H100 A/Bs, fifty-sixth round); 1,
+// every such launch (kernel-check's coverage; c8 -0.9% to -1.3%, c64 -0.5% to -1.0% there, where
+// blocks start staggered over two waves); 0, none (the A/B). The same bits either way.
+enum class DecodeRing { off, on, automatic };  // in env_choice's order
+DecodeRing decode_ring_mode() {
+  static const auto mode =
+      static_cast<DecodeRing>(env_choice("MEMRA_DECODE_RING", {"0", "1", "auto"}, 2));
+  return mode;
 }
 
 void cuda_check(cudaError_t status, const char* what) {
@@ -345,7 +350,11 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
                   static_cast<unsigned>(by_group ? groups : heads));
   if constexpr (kShared && detail::has_decode_ring<D, CT>()) {
     using RC = detail::DecodeRingConfig<D, CT>;
-    if (decode_ring_enabled() && p.hpb <= RC::kRows) {  // a split a block is a run of one
+    const DecodeRing ring = decode_ring_mode();
+    const bool one_wave = int64_t{p.n_tokens} * heads * groups <= wave;
+    // (A split a block is a run of one: the ring form takes any grid.)
+    if (p.hpb <= RC::kRows &&
+        (ring == DecodeRing::on || (ring == DecodeRing::automatic && runs && one_wave))) {
       static std::atomic<uint64_t> ring_set{0};
       detail::allow_smem_once(detail::decode_ring_kernel<D, CT>, RC::kBytes, ring_set);
       detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
