@@ -92,8 +92,8 @@
 #               part of full)
 #     ring      decode attention's ring form (fifty-sixth round: a split's four chunk loads
 #               through three slots, blocks of at most four query heads; MEMRA_DECODE_RING=auto,
-#               the default, takes it for run grids of one wave, =1 everywhere it fits, =0
-#               nowhere): kernel-check's attention cases with =1 on the default forms, then with
+#               the default, takes it for one-token steps whose grid is runs of splits in one
+#               wave, =1 everywhere it fits, =0 nowhere): kernel-check's attention cases with =1 on the default forms, then with
 #               every one-query launch in the two-blocks form (+ teeth), the determinism contract
 #               and graph replay so (MEMRA_RING_BITS=0 skips these); memra-kernel-bench's attention
 #               cases with =1 and =0; then auto against =0: 8B Q4_K_M decode of 8, 40 and 64
@@ -742,8 +742,8 @@ if [ "$MODE" = actregs ]; then
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = ring ]; then
-  # Decode attention's ring form (written in the fifty-sixth round; auto, the default, on one-wave
-  # run grids): its bits with =1 on the default forms, then with every one-query launch in the
+  # Decode attention's ring form (written in the fifty-sixth round; auto, the default, on one-token
+  # steps whose grid is runs in one wave): its bits with =1 on the default forms, then with every one-query launch in the
   # two-blocks form (+ teeth), the determinism contract and graph replay so; the kernel with =1
   # and =0; then decode with auto and =0, twice, alternated.
   if [ "${MEMRA_RING_BITS:-1}" != 0 ]; then

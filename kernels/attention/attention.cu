@@ -243,11 +243,12 @@ bool decode_pipe_enabled() {
 // MEMRA_DECODE_RING: where the two-blocks form's launches of at most four query heads a block (the
 // 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four loads
 // through three chunk slots, V's first chunk in flight from the split's start) instead of the pipe
-// form. Unset or auto: grids of runs that fit one wave (a long context at a few sequences: every
-// block starts at once, and the ring has V's first chunk in flight under the first scores; the 8B
-// Q4_K_M at 16,384 tokens of context +2.5% to +3.6% in three H100 A/Bs, fifty-sixth round); 1,
-// every such launch (kernel-check's coverage; c8 -0.9% to -1.3%, c64 -0.5% to -1.0% there, where
-// blocks start staggered over two waves); 0, none (the A/B). The same bits either way.
+// form. Unset or auto: one-token steps whose grid is runs of splits in one wave (a long context at
+// one sequence: the 8B Q4_K_M at 16,384 tokens of context +2.5% to +3.6% in four H100 A/Bs,
+// fifty-sixth round; at 4,096 tokens the grid is a split a block, no ring); 1, every such launch
+// (kernel-check's coverage; c8 -0.7% to -1.3% in three A/Bs, its one-wave grid of runs of at most
+// one live split, and c64 -0.5% to -1.0%, runs of three over two waves); 0, none (the A/B). The
+// same bits either way.
 enum class DecodeRing { off, on, automatic };  // in env_choice's order
 DecodeRing decode_ring_mode() {
   static const auto mode =
@@ -352,9 +353,10 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     using RC = detail::DecodeRingConfig<D, CT>;
     const DecodeRing ring = decode_ring_mode();
     const bool one_wave = int64_t{p.n_tokens} * heads * groups <= wave;
+    const bool ring_pays = p.n_tokens == 1 && runs && one_wave;  // auto's rule
     // (A split a block is a run of one: the ring form takes any grid.)
     if (p.hpb <= RC::kRows &&
-        (ring == DecodeRing::on || (ring == DecodeRing::automatic && runs && one_wave))) {
+        (ring == DecodeRing::on || (ring == DecodeRing::automatic && ring_pays))) {
       static std::atomic<uint64_t> ring_set{0};
       detail::allow_smem_once(detail::decode_ring_kernel<D, CT>, RC::kBytes, ring_set);
       detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
