@@ -344,6 +344,10 @@ if runs quick; then
   # And that form a phase at a time (MEMRA_DECODE_PIPE=0; a chunk at a time is the default).
   kcheck kernel-check-attention-phases 120 MEMRA_DECODE_PIPE=0 MEMRA_DECODE_SHARED_ROWS=all \
     --filter attention
+  # And on the ring form wherever it fits (MEMRA_DECODE_RING=1; by default only one-token steps
+  # whose grid is runs in one wave take it, which no case's mixed step is).
+  kcheck kernel-check-attention-ring 120 MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all \
+    --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
   # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
