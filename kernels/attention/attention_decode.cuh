@@ -109,22 +109,13 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// Chunk ci's copies into the split's rows `dst` (its kChunk keys are the passes [ci kPer, + kPer):
-// a pass is kRowsPerPass consecutive keys, so they land in chunk ci's rows), one commit group,
-// empty where `live` is false (the groups in flight are then counted the same on every split).
+// Chunk ci's copies into `rows`, the chunk's own rows (its first key's row at `rows`: chunk ci of
+// a split's rows, or a ring slot), one commit group, empty where `live` is false (the groups in
+// flight are then counted the same on every split). Its kChunk keys are the passes [ci kPer,
+// + kPer): a pass is kRowsPerPass consecutive keys.
 template <int D, typename CT, int ci>
 __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const void* cache,
-                                           bool values, unsigned char* dst, bool live) {
-  using DC = DecodeConfig<D, CT>;
-  constexpr int kPer = DC::C::kChunk / DC::kRowsPerPass;
-  if (live) copy_passes<D, CT, ci * kPer, (ci + 1) * kPer>(keys, cache, values, dst);
-  cp_async_commit();
-}
-
-// copy_chunk into `rows`, chunk ci's own rows (its first key at `rows`): a ring slot.
-template <int D, typename CT, int ci>
-__device__ __forceinline__ void copy_chunk_to(const SplitKeys<D, CT>& keys, const void* cache,
-                                              bool values, unsigned char* rows, bool live) {
+                                           bool values, unsigned char* rows, bool live) {
   using DC = DecodeConfig<D, CT>;
   constexpr int kPer = DC::C::kChunk / DC::kRowsPerPass;
   if (live)
@@ -215,7 +206,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   SplitKeys<D, CT> keys = split_keys(s_first);
   if constexpr (kPipe) {
     copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
-    copy_chunk<D, CT, 1>(keys, p.k, false, kb, live(s_first, 1));
+    copy_chunk<D, CT, 1>(keys, p.k, false, kb + C::kChunkBytes, live(s_first, 1));
   } else {
     copy_phase(keys, p.k, false, kb);
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
@@ -260,7 +251,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     copy_chunk<D, CT, 0>(keys, p.v, true, kb, live0);
     if (live1) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 1}, sm, row1);
     __syncthreads();  // the split's scores; chunk 1's K rows are free
-    copy_chunk<D, CT, 1>(keys, p.v, true, kb, live1);
+    copy_chunk<D, CT, 1>(keys, p.v, true, row1, live1);
     mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(1);  // chunk 0 of V
     __syncthreads();   // everyone's; p published
@@ -277,7 +268,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
-      copy_chunk<D, CT, 1>(keys, p.k, false, kb, live(s + 1, 1));
+      copy_chunk<D, CT, 1>(keys, p.k, false, row1, live(s + 1, 1));
     }
   };
   const auto one_split = [&](int s, bool next) {

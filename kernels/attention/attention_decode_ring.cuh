@@ -79,9 +79,9 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
   const auto slot = [&](int n) { return sm.ring + (n % RC::kSlots) * C::kChunkBytes; };
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
   SplitKeys<D, CT> keys = split_keys_of<D, CT>(p, run, s_first);
-  copy_chunk_to<D, CT, 0>(keys, p.k, false, slot(0), live(s_first, 0));
-  copy_chunk_to<D, CT, 1>(keys, p.k, false, slot(1), live(s_first, 1));
-  copy_chunk_to<D, CT, 0>(keys, p.v, true, slot(2), live(s_first, 0));
+  copy_chunk<D, CT, 0>(keys, p.k, false, slot(0), live(s_first, 0));
+  copy_chunk<D, CT, 1>(keys, p.k, false, slot(1), live(s_first, 1));
+  copy_chunk<D, CT, 0>(keys, p.v, true, slot(2), live(s_first, 0));
   publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C, 1, kRows>(p, run, sm.q);  // one token: rows are its heads
   for (int s = s_first; s <= s_last; ++s) {
@@ -92,14 +92,14 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
     __syncthreads();  // everyone's copies; q and the row's range published (the last split done)
     if (live0) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 0}, sm, slot(n0));
     __syncthreads();  // chunk 0's K rows are free
-    copy_chunk_to<D, CT, 1>(keys, p.v, true, slot(n0 + 3), live1);
+    copy_chunk<D, CT, 1>(keys, p.v, true, slot(n0 + 3), live1);
     // K chunk 1 (load n0 + 1), then the next split's K chunk 0 into its slot (load n0 + 4).
     cp_async_wait(2);
     __syncthreads();
     if (live1) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 1}, sm, slot(n0 + 1));
     __syncthreads();  // the split's scores; chunk 1's K rows are free
     if (next) keys = split_keys_of<D, CT>(p, run, s + 1);
-    copy_chunk_to<D, CT, 0>(keys, p.k, false, slot(n0 + 4), next && live(s + 1, 0));
+    copy_chunk<D, CT, 0>(keys, p.k, false, slot(n0 + 4), next && live(s + 1, 0));
     mma_split_softmax<D, CT, false>(run, s, sm);
     // V chunk 0 (load n0 + 2), then the next split's K chunk 1 into its slot (load n0 + 5).
     cp_async_wait(2);
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
     zero_tiles<C>(acc, O);
     if (live0) mma_chunk_values<D, CT, false, kRows>(run, Cursor{s, 1, 0}, sm, slot(n0 + 2), acc);
     __syncthreads();  // chunk 0's V rows are free
-    copy_chunk_to<D, CT, 1>(keys, p.k, false, slot(n0 + 5), next && live(s + 1, 1));
+    copy_chunk<D, CT, 1>(keys, p.k, false, slot(n0 + 5), next && live(s + 1, 1));
     // V chunk 1 (load n0 + 3), then the next split's V chunk 0 into its slot (load n0 + 6).
     cp_async_wait(2);
     __syncthreads();
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
-      copy_chunk_to<D, CT, 0>(keys, p.v, true, slot(n0 + 6), live(s + 1, 0));
+      copy_chunk<D, CT, 0>(keys, p.v, true, slot(n0 + 6), live(s + 1, 0));
     }
   }
 }
