@@ -99,11 +99,6 @@
 #               cases with =1 and =0; then auto against =0: 8B Q4_K_M decode of 8, 40 and 64
 #               sequences, the 0.6B's of 8, 40 and 64, the 8B's of one at 4,096 and 16,384 tokens
 #               of context, twice, alternated (~6 min; not part of full)
-#     stage     the split plan's combine staging as many splits at once as the launch has
-#               (MEMRA_COMBINE_STAGE=fit, the default since the fifty-sixth round) against the
-#               fixed most (=max): kernel-check's attention cases with =max (the default's are in
-#               quick), then 8B and 0.6B Q4_K_M decode of 8 and 64 sequences each way, twice,
-#               alternated (~2 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -167,8 +162,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | stage | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|stage|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -771,14 +766,6 @@ if [ "$MODE" = ring ]; then
       bench_with "$q8b" "ring-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 4096,16384
     done
   done
-fi
-if [ "$MODE" = stage ]; then
-  # The combine's staging sized to the launch's splits (MEMRA_COMBINE_STAGE=fit, written in the
-  # fifty-sixth round, the default) against the fixed most (=max): the bits of =max (fit's run in
-  # quick), then decode each way, twice, alternated.
-  kcheck kernel-check-attention-stage-max 120 MEMRA_COMBINE_STAGE=max --filter attention
-  switch_ab stage "fit:MEMRA_COMBINE_STAGE=fit max:MEMRA_COMBINE_STAGE=max" "-n 64 -c 8,64" \
-    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

@@ -37,25 +37,18 @@ int64_t partial_rows_seqs(const StepDev& step, int n_heads) {
   return int64_t{step.n_seqs} * n_heads * n_splits_of(step);
 }
 
-// The most splits the combine stages at once (<= 33 KiB of shared memory).
-template <int D>
-constexpr int combine_max_batch() {
-  return D <= 128 ? 64 : D <= 256 ? 32 : 16;
-}
-
 // One thread per dim of one (token, head) (select 1: of the single token of sequence x, found by
 // a scan; select 2: every token but single ones): M and L are recomputed by every thread in the
-// same order, so all threads agree. The partials of up to `batch` splits are staged in shared
-// memory (dynamic: batch x (D + 2) floats) first (all their loads in flight at once), then merged
-// in increasing split order: the same bits whatever the batch. A position past the step's
-// max_context (a caller bug) yields NaN rather than an out-of-bounds read.
+// same order, so all threads agree. The partials of up to kBatch splits are staged in shared memory
+// first (all their loads in flight at once), then merged in increasing split order. A position
+// past the step's max_context (a caller bug) yields NaN rather than an out-of-bounds read.
 template <int D>
 __global__ void attention_combine_kernel(const float* partials, const int32_t* positions,
                                          const int32_t* token_seq, int n_tokens, int select,
-                                         int32_t window, int n_heads, int n_splits, int batch,
-                                         float* out) {
+                                         int32_t window, int n_heads, int n_splits, float* out) {
   detail::wait_for_inputs();
-  extern __shared__ float staged[];
+  constexpr int kBatch = D <= 128 ? 64 : D <= 256 ? 32 : 16;  // <= 33 KiB of static shared memory
+  __shared__ float staged[kBatch * (D + 2)];
   __shared__ int found;
   int t = blockIdx.x;
   const int h = blockIdx.y, d = threadIdx.x;
@@ -79,8 +72,8 @@ __global__ void attention_combine_kernel(const float* partials, const int32_t* p
   const int64_t prow = select == 1 ? blockIdx.x : t;  // the single launch's rows: sequences
   const float* part = partials + (prow * n_heads + h) * n_splits * (D + 2);
   float M = 0.0f, L = 1.0f, O = 0.0f;
-  for (int s0 = range.first; s0 <= range.last; s0 += batch) {
-    const int nb = min(batch, range.last + 1 - s0);
+  for (int s0 = range.first; s0 <= range.last; s0 += kBatch) {
+    const int nb = min(kBatch, range.last + 1 - s0);
     const float* src = part + int64_t{s0} * (D + 2);
     __syncthreads();  // the previous batch is merged
     for (int i = d; i < nb * (D + 2); i += D) staged[i] = src[i];
@@ -301,28 +294,14 @@ DeviceLimits device_limits() {
   return lim;
 }
 
-// MEMRA_COMBINE_STAGE: unset or fit, the combine stages as many splits at once as the launch has
-// (p.n_splits, a graph bucket's: every live split of a token), up to combine_max_batch; max, always
-// that most (the form before the fifty-sixth round, the A/B). Its 33 KiB of shared memory held six
-// blocks an SM: at 64 sequences (2,048 blocks of a token's head) 2.6 waves for ~3 splits each,
-// 7.7 us a layer on the H100; 16 splits' 8.3 KiB hold sixteen, one wave. The same bits either way
-// (one split at a time, in split order).
-bool combine_stage_fit() {
-  static const bool fit = env_choice("MEMRA_COMBINE_STAGE", {"max", "fit"}, 1) == 1;
-  return fit;
-}
-
 // The split plan's second launch: the partials merged in split order.
 template <int D>
 void launch_combine(const AttnParams& p, cudaStream_t stream) {
-  constexpr int kMaxBatch = combine_max_batch<D>();
-  const int batch = combine_stage_fit() ? std::clamp(p.n_splits, 1, kMaxBatch) : kMaxBatch;
   detail::launch(attention_combine_kernel<D>,
                  dim3(static_cast<unsigned>(p.select == 1 ? p.n_seqs : p.n_tokens),
                       static_cast<unsigned>(p.n_heads)),
-                 D, batch * (D + 2) * static_cast<int>(sizeof(float)), stream, p.partials,
-                 p.positions, p.token_seq, p.n_tokens, p.select, p.window, p.n_heads, p.n_splits,
-                 batch, p.out);
+                 D, 0, stream, p.partials, p.positions, p.token_seq, p.n_tokens, p.select, p.window,
+                 p.n_heads, p.n_splits, p.out);
 }
 
 // The decode kernel's instantiation of form kShared for a launch: runs of splits a block (the
