@@ -3,13 +3,17 @@
 // slots instead of two, for blocks of at most kRows query heads (the 8B's group of four, the
 // 0.6B's two).
 //
-// Why. At 64 sequences decode attention read the cache at ~68% of DRAM (Nsight, fifty-sixth round,
-// 64 x 640 keys on the H100): two blocks an SM of 3.8 warps a scheduler, 0.40 instructions issued
-// a cycle, each block holding one or two 32 KB chunks in flight (the pipe form: a chunk's V waits
-// for that chunk's scores to free its rows). A split's four loads (K chunk 0, K chunk 1, V chunk
-// 0, V chunk 1) here go through three slots in turn, load n + 3 asked for as soon as load n has
-// been read: a split's V chunk 0 is in flight from its start, and two or three chunks are in
-// flight while the block computes, against one or two.
+// What it does: a split's four loads (K chunk 0, K chunk 1, V chunk 0, V chunk 1) go through three
+// slots in turn, load n + 3 asked for as soon as load n has been read: a split's V chunk 0 is in
+// flight from its start, and two or three chunks are in flight while the block computes, against
+// one or two in the pipe form (a chunk's V waits for that chunk's scores to free its rows).
+//
+// What it was measured to do (fifty-sixth round, H100s; docs/PERFORMANCE.md). Written for 64
+// sequences, where decode attention reads the cache at ~68% of DRAM: there the kernel did not move
+// (64 x 640 keys 80.7 -> 82.0 us; chunks in flight are not its limit) and whole steps lost ~1%. At
+// one sequence of 16,384 tokens of context the model's decode gained 2.5-3.6% in four A/Bs (the
+// kernel bench at 16,384 keys did not show it; not understood). So attention.cu's
+// MEMRA_DECODE_RING takes it only there by default: one-token steps whose grid is runs in one wave.
 //
 // The room for a third slot: a block of kRows rows stages only those rows of q's terms and of
 // the scores (attention_mma.cuh's staged_row: the m16 tile's other rows repeat them, their results
