@@ -397,8 +397,12 @@ constexpr int32_t kAttentionSplit = 256;
 // when they fit the cap below, else the same with n_seqs rows in place of n_tokens (the single
 // decode tokens of a step that mixes them with prefill chunks), else 0 (the step runs one_pass).
 // Never more than attention_scratch_bytes_max(head_dim), which a backend can allocate once for
-// every step.
+// every step. The scratch starts with the decode kernels' arrival counters (a token's last block
+// merges its partials, no combine launch): they must be zero before its first use, which
+// attention_scratch_clear() makes them, and every attention() call leaves them zero. So clear a
+// scratch once after allocating it, and use it for nothing else.
 size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim);
+void attention_scratch_clear(void* scratch, cudaStream_t stream);
 // Whether attention() has a kernel for this head size and KV cache dtype: 16, 32, 64, 128, 256
 // with an f32, f16, bf16 or f8_e4m3 cache; 512 with f16, bf16 or f8_e4m3 (an f32 cache's 512-dim
 // chunks do not fit a pipelined ring in shared memory).

@@ -99,6 +99,14 @@
 #               cases with =1 and =0; then auto against =0: 8B Q4_K_M decode of 8, 40 and 64
 #               sequences, the 0.6B's of 8, 40 and 64, the 8B's of one at 4,096 and 16,384 tokens
 #               of context, twice, alternated (~6 min; not part of full)
+#     merge     decode attention's partials merged by the last of a token's blocks (fifty-seventh
+#               round: no combine launch; MEMRA_DECODE_MERGE=auto, the default, up to 8 splits,
+#               =1 wherever the counters fit, =0 never): kernel-check's attention cases with =1 on
+#               the default forms, then with every one-query launch in the two-blocks form (+
+#               teeth), the determinism contract and graph replay so; memra-kernel-bench's
+#               attention cases with auto and =0; then auto against =0: 8B Q4_K_M decode of 1, 8
+#               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~5 min; not part
+#               of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -162,8 +170,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -348,6 +356,9 @@ if runs quick; then
   # whose grid is runs in one wave take it, which no case's mixed step is).
   kcheck kernel-check-attention-ring 120 MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all \
     --filter attention
+  # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; by
+  # default only steps of at most 8 splits do, no combine launch), long contexts included.
+  kcheck kernel-check-attention-merge 120 MEMRA_DECODE_MERGE=1 --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
   # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
@@ -766,6 +777,23 @@ if [ "$MODE" = ring ]; then
       bench_with "$q8b" "ring-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 4096,16384
     done
   done
+fi
+if [ "$MODE" = merge ]; then
+  # Decode attention's partials merged by the last of a token's blocks (written in the
+  # fifty-seventh round; auto, the default, up to 8 splits): its bits with =1 on the default
+  # forms, then with every one-query launch in the two-blocks form (+ teeth), the determinism
+  # contract and graph replay so; the kernel with auto and =0; then decode with auto and =0,
+  # twice, alternated.
+  if [ "${MEMRA_MERGE_BITS:-1}" != 0 ]; then
+    kcheck kernel-check-attention-merge-default-forms 120 MEMRA_DECODE_MERGE=1 --filter attention
+    switch_bits attention merge MEMRA_DECODE_MERGE=1 MEMRA_DECODE_SHARED_ROWS=all
+  fi
+  for f in auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0; do
+    step "kernel-bench-attention-merge-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-merge-${f%%:*}.json"
+  done
+  switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
+    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

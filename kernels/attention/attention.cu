@@ -80,13 +80,7 @@ __global__ void attention_combine_kernel(const float* partials, const int32_t* p
     __syncthreads();
     for (int k = 0; k < nb; ++k) {
       const float* ps = staged + k * (D + 2);
-      if (s0 + k == range.first) {
-        M = ps[D], L = ps[D + 1], O = ps[d];
-      } else {
-        float a, b;
-        detail::merge_weights(M, L, ps[D], ps[D + 1], a, b);
-        O = detail::merge_value(O, ps[d], a, b);
-      }
+      detail::merge_split(M, L, O, ps[D], ps[D + 1], ps[d], s0 + k == range.first);
     }
   }
   *o = __fdiv_rn(O, L);
@@ -256,6 +250,28 @@ DecodeRing decode_ring_mode() {
   return mode;
 }
 
+// MEMRA_DECODE_MERGE: where the decode kernels merge a token's split partials themselves, the last
+// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. Unset or
+// auto: steps of at most kMergeMaxSplits splits (contexts up to 2,048 keys), where the combine is
+// a launch and a latency chain for a few partials; 1, every decode kernel launch whose arrival
+// counters fit (kernel-check's coverage of long contexts); 0, none (the A/B). The same bits
+// either way (merge_split).
+enum class DecodeMerge { off, on, automatic };  // in env_choice's order
+DecodeMerge decode_merge_mode() {
+  static const auto mode =
+      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 2));
+  return mode;
+}
+constexpr int32_t kMergeMaxSplits = 8;
+
+// Whether a decode kernel launch of `heads` (kv heads x chunks) a token merges its own partials.
+bool decode_merges(const AttnParams& p, int64_t heads) {
+  const DecodeMerge mode = decode_merge_mode();
+  return p.arrivals != nullptr && int64_t{p.n_tokens} * heads <= detail::kMaxArrivals &&
+         (mode == DecodeMerge::on ||
+          (mode == DecodeMerge::automatic && p.n_splits <= kMergeMaxSplits));
+}
+
 void cuda_check(cudaError_t status, const char* what) {
   detail::check_cuda(status, "attention", what);
 }
@@ -329,6 +345,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
+  if (!decode_merges(p, heads)) q.arrivals = nullptr;  // the combine merges
   const DecodeSplits mode = kShared ? decode_splits_mode() : DecodeSplits::one;
   int64_t groups = p.n_splits;
   if (mode == DecodeSplits::automatic)
@@ -361,7 +378,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       detail::allow_smem_once(detail::decode_ring_kernel<D, CT>, RC::kBytes, ring_set);
       detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
                      stream, q);
-      launch_combine<D>(p, stream);
+      if (q.arrivals == nullptr) launch_combine<D>(p, stream);
       return true;
     }
   }
@@ -370,7 +387,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   static std::atomic<uint64_t> smem_set[4] = {};
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
-  launch_combine<D>(p, stream);
+  if (q.arrivals == nullptr) launch_combine<D>(p, stream);
   return true;
 }
 
@@ -601,11 +618,19 @@ size_t attention_scratch_bytes(const StepDev& step, int n_heads, int head_dim) {
   int64_t rows = partial_rows(step, n_heads);
   if (rows > kMaxPartialRows) rows = partial_rows_seqs(step, n_heads);
   if (rows <= 0 || rows > kMaxPartialRows) return 0;
-  return static_cast<size_t>(rows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
+  return detail::kArrivalBytes +
+         static_cast<size_t>(rows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
 }
 
 size_t attention_scratch_bytes_max(int head_dim) {
-  return static_cast<size_t>(kMaxPartialRows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
+  return detail::kArrivalBytes +
+         static_cast<size_t>(kMaxPartialRows) * static_cast<size_t>(head_dim + 2) * sizeof(float);
+}
+
+void attention_scratch_clear(void* scratch, cudaStream_t stream) {
+  if (scratch == nullptr) return;
+  cuda_check(cudaMemsetAsync(scratch, 0, detail::kArrivalBytes, stream),
+             "clearing the scratch's arrival counters");
 }
 
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
@@ -648,7 +673,12 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.softcap = args.softcap;
   p.window = args.window;
   p.out = out;
-  p.partials = static_cast<float*>(scratch);
+  // The scratch: the decode kernels' arrival counters, then the split partials.
+  p.arrivals = static_cast<uint32_t*>(scratch);
+  p.partials =
+      scratch == nullptr
+          ? nullptr
+          : reinterpret_cast<float*>(static_cast<unsigned char*>(scratch) + detail::kArrivalBytes);
   p.n_splits = static_cast<int32_t>(n_splits_of(step));
   p.n_tokens = step.n_tokens;
   p.n_seqs = step.n_seqs;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/decode_merge.cuh"
 
 namespace memra::kernels::detail {
 
@@ -124,18 +125,15 @@ __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const v
 }
 
 // A decode block's run (its token, kv head and query heads) and its splits [s_first, s_last], from
-// its place in the grid: (token, split group, kv head and chunk), or, the run sharings but floor,
-// (token, kv head and chunk, split group). Split `group` (runs false), or the group's share of the
+// its place in the grid (decode_place). Split `group` (runs false), or the group's share of the
 // token's live splits, shared out as evenly as whole splits allow (group_run). false: the block
 // has none (it makes no reads).
 __device__ __forceinline__ bool decode_block_run(const AttnParams& p, bool runs, int chunk_shift,
                                                  Run& run, int& s_first, int& s_last) {
-  const bool by_group = runs && p.decode_shares != RunShares::floor;
-  const int t = static_cast<int>(blockIdx.x);
-  const int group = static_cast<int>(by_group ? blockIdx.z : blockIdx.y);
-  const int heads_index = static_cast<int>(by_group ? blockIdx.y : blockIdx.z);
-  const int kv_head = heads_index / p.n_chunks;
-  const int chunk = heads_index % p.n_chunks;
+  const DecodePlace at = decode_place(p, runs);
+  const int t = at.t, group = at.group;
+  const int kv_head = at.heads_index / p.n_chunks;
+  const int chunk = at.heads_index % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;
   const int n_h = min(p.hpb, p.group - chunk * p.hpb);
   const KeyRange range = key_range(p.positions[t], p.window);
@@ -194,7 +192,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
   Run run;
   int s_first, s_last;
-  if (!decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last)) return;  // none: no reads
+  if (!decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last)) {  // none: no reads
+    decode_arrive<D>(p, kRun);
+    return;
+  }
 
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
@@ -283,6 +284,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     one_split(s_first, false);
   }
+  decode_arrive<D>(p, kRun);
 }
 
 }  // namespace memra::kernels::detail

@@ -74,7 +74,10 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
   extern __shared__ __align__(16) unsigned char decode_ring_raw[];
   Run run;
   int s_first, s_last;
-  if (!decode_block_run(p, true, C::kChunkShift, run, s_first, s_last)) return;  // none: no reads
+  if (!decode_block_run(p, true, C::kChunkShift, run, s_first, s_last)) {  // none: no reads
+    decode_arrive<D>(p, true);
+    return;
+  }
 
   const MmaSmem sm = decode_ring_smem<RC>(decode_ring_raw);
   // Load n of the block (split s_first + n / 4's K chunk 0, K chunk 1, V chunk 0, V chunk 1) lands
@@ -123,6 +126,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
       copy_chunk<D, CT, 0>(keys, p.v, true, slot(n0 + 6), live(s + 1, 0));
     }
   }
+  decode_arrive<D>(p, true);
 }
 
 }  // namespace memra::kernels::detail

@@ -82,6 +82,9 @@ struct AttnParams {
   // bucket it was captured for).
   int32_t decode_groups;
   RunShares decode_shares;  // and, where not floor, the grid (token, kv head and chunk, group)
+  // The decode kernels' arrival counters (decode_merge.cuh): set, the last of a token's blocks
+  // merges its partials into `out`, and no combine kernel runs; null, the combine merges them.
+  uint32_t* arrivals;
   // The row-owning form's softmax masks every split, not only a warp's partial ones
   // (MEMRA_FLASH_MASKS, attention.cu; the same bits either way).
   bool mask_all;
@@ -122,6 +125,19 @@ __device__ __forceinline__ void merge_weights(float& M, float& L, float m, float
 }
 __device__ __forceinline__ float merge_value(float O, float o, float a, float b) {
   return __fadd_rn(__fmul_rn(O, a), __fmul_rn(o, b));
+}
+// One split's partial (m, l and one dim's o) into a merge's running (M, L, O): the first split's
+// taken as is. The combine kernel and the decode kernels' own merge (decode_merge.cuh) both take
+// the splits in increasing order through this, so they give the same bits.
+__device__ __forceinline__ void merge_split(float& M, float& L, float& O, float m, float l, float o,
+                                            bool first) {
+  if (first) {
+    M = m, L = l, O = o;
+  } else {
+    float a, b;
+    merge_weights(M, L, m, l, a, b);
+    O = merge_value(O, o, a, b);
+  }
 }
 
 __device__ __forceinline__ float warp_max(float v) {

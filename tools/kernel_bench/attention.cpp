@@ -206,6 +206,8 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
   std::printf("attention, %d q / %d kv heads, head_dim %d, block %d:\n", kHeads, kKvHeads, kHeadDim,
               kBlock);
   cuda::DeviceBuffer scratch(kernels::attention_scratch_bytes_max(kHeadDim));
+  kernels::attention_scratch_clear(scratch.data(), nullptr);
+  check(cudaDeviceSynchronize(), "clearing attention's scratch");
   nlohmann::json rows = nlohmann::json::array();
   // Every case with the tensor-core kernel (the default), then with the CUDA-core one ("fma"; the
   // F8_E4M3 cases have one kernel); with `only`, the rows it names (one case: a profiler's

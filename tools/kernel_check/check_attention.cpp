@@ -201,6 +201,7 @@ class DevStep {
     args.tile = o.tile;
     args.tensor_cores = o.tensor_cores;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
+    kernels::attention_scratch_clear(scratch.get(), ctx_.stream());
     out_.poison(ctx_);
     kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
     ctx_.sync();

@@ -252,8 +252,10 @@ class CudaOps final : public Ops {
                  float* out) override {
     kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
     args.tensor_cores = attention_tensor_cores_;
+    const size_t had = attention_scratch_.bytes();
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
+    if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
     kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
                        scratch, stream());
     launched("attention");
