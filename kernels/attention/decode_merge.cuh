@@ -99,7 +99,12 @@ template <int D>
 __device__ __forceinline__ void decode_arrive(const AttnParams& p, bool runs) {
   if (p.arrivals == nullptr) return;
   const DecodePlace at = decode_place(p, runs);
-  if (!arrive_last(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) return;
+  if (at.groups == 1) {  // the token's only block (a run of all its splits): no counter to count
+    __threadfence();
+    __syncthreads();  // every thread's partials written
+  } else if (!arrive_last(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) {
+    return;
+  }
   const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
   merge_token_heads<D>(p, at.t, kv_head * p.group + chunk * p.hpb,
                        min(p.hpb, p.group - chunk * p.hpb));
