@@ -251,15 +251,16 @@ DecodeRing decode_ring_mode() {
 }
 
 // MEMRA_DECODE_MERGE: where the decode kernels merge a token's split partials themselves, the last
-// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. Unset or
-// auto: steps of at most kMergeMaxSplits splits (contexts up to 2,048 keys), where the combine is
-// a launch and a latency chain for a few partials; 1, every decode kernel launch whose arrival
-// counters fit (kernel-check's coverage of long contexts); 0, none (the A/B). The same bits
-// either way (merge_split).
+// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. auto: steps
+// of at most kMergeMaxSplits splits (contexts up to 2,048 keys), where the combine is a launch and
+// a latency chain for a few partials; 1, every decode kernel launch whose arrival counters fit
+// (kernel-check's coverage of long contexts); unset or 0, none. Written in the fifty-seventh
+// round, when no GPU could be started: off by default until `gpu_check.sh merge` has checked its
+// bits and measured auto against 0. The same bits either way (merge_split).
 enum class DecodeMerge { off, on, automatic };  // in env_choice's order
 DecodeMerge decode_merge_mode() {
   static const auto mode =
-      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 2));
+      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 0));
   return mode;
 }
 constexpr int32_t kMergeMaxSplits = 8;
