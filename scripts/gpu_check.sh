@@ -100,12 +100,12 @@
 #               sequences, the 0.6B's of 8, 40 and 64, the 8B's of one at 4,096 and 16,384 tokens
 #               of context, twice, alternated (~6 min; not part of full)
 #     merge     decode attention's partials merged by the last of a token's blocks (fifty-seventh
-#               round: no combine launch; MEMRA_DECODE_MERGE=auto up to 8 splits, =1 wherever
-#               the counters fit, =0 never, the default until this mode has run): kernel-check's attention cases with =1 on
+#               round: no combine launch; MEMRA_DECODE_MERGE=auto, the default, steps of at
+#               most 8 tokens and 8 splits in one wave, =1 wherever the counters fit, =0 never): kernel-check's attention cases with =1 on
 #               the default forms, then with every one-query launch in the two-blocks form (+
 #               teeth), the determinism contract and graph replay so; memra-kernel-bench's
 #               attention cases with auto and =0; then auto against =0: 8B Q4_K_M decode of 1, 8
-#               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~5 min; not part
+#               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~2 min; not part
 #               of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
@@ -356,8 +356,8 @@ if runs quick; then
   # whose grid is runs in one wave take it, which no case's mixed step is).
   kcheck kernel-check-attention-ring 120 MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all \
     --filter attention
-  # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; auto
-  # takes steps of at most 8 splits, the default none yet), long contexts included.
+  # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; by
+  # default steps of at most 8 tokens and 8 splits in one wave), long contexts included.
   kcheck kernel-check-attention-merge 120 MEMRA_DECODE_MERGE=1 --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
@@ -780,7 +780,8 @@ if [ "$MODE" = ring ]; then
 fi
 if [ "$MODE" = merge ]; then
   # Decode attention's partials merged by the last of a token's blocks (written in the
-  # fifty-seventh round; auto up to 8 splits; off by default until measured): its bits with =1 on the default
+  # fifty-seventh round; auto, the default, steps of at most 8 tokens and 8 splits in one wave):
+  # its bits with =1 on the default
   # forms, then with every one-query launch in the two-blocks form (+ teeth), the determinism
   # contract and graph replay so; the kernel with auto and =0; then decode with auto and =0,
   # twice, alternated.

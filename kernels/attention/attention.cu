@@ -251,26 +251,33 @@ DecodeRing decode_ring_mode() {
 }
 
 // MEMRA_DECODE_MERGE: where the decode kernels merge a token's split partials themselves, the last
-// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. auto: steps
-// of at most kMergeMaxSplits splits (contexts up to 2,048 keys), where the combine is a launch and
-// a latency chain for a few partials; 1, every decode kernel launch whose arrival counters fit
-// (kernel-check's coverage of long contexts); unset or 0, none. Written in the fifty-seventh
-// round, when no GPU could be started: off by default until `gpu_check.sh merge` has checked its
-// bits and measured auto against 0. The same bits either way (merge_split).
+// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. Unset or
+// auto: steps of at most kMergeMaxTokens tokens and kMergeMaxSplits splits (contexts up to 2,048
+// keys) whose grid is one wave, where the combine is a launch and a latency chain for a few
+// partials; 1, every decode kernel launch whose arrival counters fit (kernel-check's coverage of
+// long contexts); 0, none. Measured on an H100 (docs/PERFORMANCE.md, fifty-seventh round, three
+// alternated rounds, every step of at most 8 splits merging): 8B Q4_K_M c1 +0.4%, c8 +0.6%,
+// 0.6B c1 +0.9%, c8 +0.4%, but c64 -2.2% and the 0.6B's c64 -6.9% (grids of two waves, where
+// every block's merge tail is on the path; not understood, as memra-kernel-bench's 64 x 640 keys
+// gained 2.7%): auto keeps the combine there, and at 9-32 tokens, which no A/B has run. The same
+// bits either way (merge_split).
 enum class DecodeMerge { off, on, automatic };  // in env_choice's order
 DecodeMerge decode_merge_mode() {
   static const auto mode =
-      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 0));
+      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 2));
   return mode;
 }
 constexpr int32_t kMergeMaxSplits = 8;
+constexpr int32_t kMergeMaxTokens = 8;
 
-// Whether a decode kernel launch of `heads` (kv heads x chunks) a token merges its own partials.
-bool decode_merges(const AttnParams& p, int64_t heads) {
+// Whether a decode kernel launch of `heads` (kv heads x chunks) a token and `blocks` blocks, one
+// wave or not, merges its own partials.
+bool decode_merges(const AttnParams& p, int64_t heads, bool one_wave) {
   const DecodeMerge mode = decode_merge_mode();
-  return p.arrivals != nullptr && int64_t{p.n_tokens} * heads <= detail::kMaxArrivals &&
-         (mode == DecodeMerge::on ||
-          (mode == DecodeMerge::automatic && p.n_splits <= kMergeMaxSplits));
+  if (p.arrivals == nullptr || int64_t{p.n_tokens} * heads > detail::kMaxArrivals) return false;
+  return mode == DecodeMerge::on ||
+         (mode == DecodeMerge::automatic && p.n_splits <= kMergeMaxSplits &&
+          p.n_tokens <= kMergeMaxTokens && one_wave);
 }
 
 void cuda_check(cudaError_t status, const char* what) {
@@ -346,7 +353,6 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
-  if (!decode_merges(p, heads)) q.arrivals = nullptr;  // the combine merges
   const DecodeSplits mode = kShared ? decode_splits_mode() : DecodeSplits::one;
   int64_t groups = p.n_splits;
   if (mode == DecodeSplits::automatic)
@@ -367,10 +373,11 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   const dim3 grid(static_cast<unsigned>(p.n_tokens),
                   static_cast<unsigned>(by_group ? heads : groups),
                   static_cast<unsigned>(by_group ? groups : heads));
+  const bool one_wave = int64_t{p.n_tokens} * heads * groups <= wave;
+  if (!decode_merges(p, heads, one_wave)) q.arrivals = nullptr;  // the combine merges
   if constexpr (kShared && detail::has_decode_ring<D, CT>()) {
     using RC = detail::DecodeRingConfig<D, CT>;
     const DecodeRing ring = decode_ring_mode();
-    const bool one_wave = int64_t{p.n_tokens} * heads * groups <= wave;
     const bool ring_pays = p.n_tokens == 1 && runs && one_wave;  // auto's rule
     // (A split a block is a run of one: the ring form takes any grid.)
     if (p.hpb <= RC::kRows &&

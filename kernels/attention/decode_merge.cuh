@@ -14,8 +14,8 @@
 // Why not always. The merging block reads all of its token's partials for its heads: ~3 splits at
 // short contexts, where the combine is a launch and a chain of dependent reads for little work,
 // but 64 at 16,384 tokens, where the combine's 32 blocks stage them side by side. The host takes
-// it up to kMergeMaxSplits under MEMRA_DECODE_MERGE=auto (attention.cu; off by default until it
-// has run on a GPU).
+// it up to kMergeMaxSplits, and only for steps of a few tokens whose grid is one wave: at 64
+// sequences (two waves) it measured 2-7% slower (attention.cu's MEMRA_DECODE_MERGE).
 #pragma once
 
 #include "kernels/attention/attention_split.cuh"
