@@ -270,8 +270,8 @@ DecodeMerge decode_merge_mode() {
 constexpr int32_t kMergeMaxSplits = 8;
 constexpr int32_t kMergeMaxTokens = 8;
 
-// Whether a decode kernel launch of `heads` (kv heads x chunks) a token and `blocks` blocks, one
-// wave or not, merges its own partials.
+// Whether a decode kernel launch of `heads` (kv heads x chunks) a token, its grid one wave or not,
+// merges its own partials.
 bool decode_merges(const AttnParams& p, int64_t heads, bool one_wave) {
   const DecodeMerge mode = decode_merge_mode();
   if (p.arrivals == nullptr || int64_t{p.n_tokens} * heads > detail::kMaxArrivals) return false;
