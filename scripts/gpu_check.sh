@@ -107,6 +107,12 @@
 #               attention cases with auto and =0; then auto against =0: 8B Q4_K_M decode of 1, 8
 #               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~2 min; not part
 #               of full)
+#     actprep   a decode step's gated activation writing the down product's prepared rows
+#               (fifty-seventh round, written when no GPU could run it: MEMRA_ACT_PREPARES=1, off
+#               by default) against =0: kernel-check's matrix cases (its act-prepared x cases
+#               run in every kernel-check) with it (+ teeth), the determinism contract and graph
+#               replay with it, then 8B and 0.6B Q4_K_M decode of 1 and 8 sequences each way,
+#               twice, alternated (~3 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -170,8 +176,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | actprep | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|actprep|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -794,6 +800,16 @@ if [ "$MODE" = merge ]; then
       --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-merge-${f%%:*}.json"
   done
   switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
+    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = actprep ]; then
+  # A decode step's gated activation a row a block, writing the down product's prepared rows
+  # (kernels::act_mul_for_matmul; MEMRA_ACT_PREPARES=1, written in the fifty-seventh round): its
+  # bits (the act-prepared x cases compare it with act_mul then x_to_f16 in every kernel-check),
+  # the determinism contract and graph replay with it, then decode with it and without, twice,
+  # alternated.
+  switch_bits matmul actprep MEMRA_ACT_PREPARES=1
+  switch_ab actprep "on:MEMRA_ACT_PREPARES=1 off:MEMRA_ACT_PREPARES=0" "-n 64 -c 1,8" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then

@@ -482,6 +482,54 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
   }
 }
 
+// Three products over one x of `dim` (Q4_K tiled, Q6_K ggml-layout, BF16 tiled), each run twice
+// into outputs of its own: x prepared by matmul_shared_x (run 0) against x handed prepared by the
+// kernel that wrote it (run 1).
+class PreparedXOuts {
+ public:
+  static constexpr int kOuts = 3;
+  PreparedXOuts(Context& ctx, int64_t dim) : dim_(dim) {
+    for (int i = 0; i < kOuts; ++i) {
+      ws_.emplace_back(ctx, random_weights(ctx, kTypes[i], dim, kN[i]));
+      if (kLayouts[i] == kernels::WeightLayout::tiled) {
+        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(kTypes[i], dim, kN[i]));
+        kernels::matmul_tile(kTypes[i], ws_.back().get(), dim, kN[i], tiled.get(), ctx.stream());
+        ctx.sync();
+        ws_.back() = std::move(tiled);
+      }
+    }
+  }
+  // Run `run`'s products of x (rows x dim), its matmul input prepared in `scratch` or not.
+  void multiply(Context& ctx, int run, const float* x, int64_t rows, void* scratch,
+                bool x_prepared) {
+    std::vector<kernels::MatmulOut> outs;
+    outs_[run].clear();
+    for (int i = 0; i < kOuts; ++i) {
+      outs_[run].emplace_back(rows * kN[i]);
+      outs_[run].back().poison(ctx);
+      outs.push_back({kTypes[i], ws_[i].get(), kN[i], outs_[run][i].get(), kN[i], kLayouts[i]});
+    }
+    kernels::matmul_shared_x(outs.data(), kOuts, dim_, x, rows, scratch, ctx.stream(), x_prepared);
+  }
+  // The two runs' outputs' bits that differ.
+  double mismatches(Context& ctx) {
+    double bad = 0;
+    for (int i = 0; i < kOuts; ++i)
+      bad += bit_mismatches(outs_[1][i].download(ctx), outs_[0][i].download(ctx));
+    return bad;
+  }
+  static constexpr const char* kName = "Q4_K tiled+Q6_K+BF16 tiled";
+
+ private:
+  static constexpr DType kTypes[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+  static constexpr int64_t kN[kOuts] = {160, 48, 64};
+  static constexpr kernels::WeightLayout kLayouts[kOuts] = {
+      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
+  int64_t dim_;
+  std::vector<Dev<uint8_t>> ws_;
+  std::vector<Dev<float>> outs_[2];
+};
+
 // rms_norm_for_matmul (a decode step's norm that also prepares the next products' input) == the
 // norm kernel then matmul_shared_x preparing y itself: y and every output bit for bit, for
 // add_rms_norm and rms_norm, tiled and ggml-layout outputs. Dim 1024 and 5120 take the norm's
@@ -489,21 +537,7 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
 // 21504 its loop form; the products' own preparation takes x_to_f16's register form of 1, 1, 2
 // and 3 groups a thread (kernels/matmul/prepare_x.cuh), the norm's the loop form of row_to_f16.
 void check_norm_for_matmul(Context& ctx, int64_t dim) {
-  constexpr int kOuts = 3;
-  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
-  const int64_t outs_n[kOuts] = {160, 48, 64};
-  const kernels::WeightLayout layouts[kOuts] = {
-      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
-  std::vector<Dev<uint8_t>> ws;
-  for (int i = 0; i < kOuts; ++i) {
-    ws.emplace_back(ctx, random_weights(ctx, types[i], dim, outs_n[i]));
-    if (layouts[i] == kernels::WeightLayout::tiled) {
-      Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(types[i], dim, outs_n[i]));
-      kernels::matmul_tile(types[i], ws.back().get(), dim, outs_n[i], tiled.get(), ctx.stream());
-      ctx.sync();
-      ws.back() = std::move(tiled);
-    }
-  }
+  PreparedXOuts products(ctx, dim);
   const std::vector<float> w = ctx.uniform(dim, 0.5f, 1.5f);
   Dev<float> dw(ctx, w);
   for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
@@ -512,34 +546,55 @@ void check_norm_for_matmul(Context& ctx, int64_t dim) {
       Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
       Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
           s2(kernels::matmul_scratch_bytes(rows, dim));
-      std::vector<Dev<float>> o1, o2;
-      std::vector<kernels::MatmulOut> m1, m2;
-      for (int i = 0; i < kOuts; ++i) {
-        o1.emplace_back(rows * outs_n[i]);
-        o2.emplace_back(rows * outs_n[i]);
-        o1.back().poison(ctx);
-        o2.back().poison(ctx);
-        m1.push_back({types[i], ws[i].get(), outs_n[i], o1[i].get(), outs_n[i], layouts[i]});
-        m2.push_back({types[i], ws[i].get(), outs_n[i], o2[i].get(), outs_n[i], layouts[i]});
-      }
       const float eps = 1e-6f, fused_eps = ctx.teeth() ? 1e-3f : eps;
       if (residual)
         kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
       else
         kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
-      kernels::matmul_shared_x(m1.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
+      products.multiply(ctx, 0, y1.get(), rows, s1.get(), false);
       kernels::rms_norm_for_matmul(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim,
                                    fused_eps, y2.get(), s2.get(), ctx.stream());
-      kernels::matmul_shared_x(m2.data(), kOuts, dim, y2.get(), rows, s2.get(), ctx.stream(), true);
+      products.multiply(ctx, 1, y2.get(), rows, s2.get(), true);
       ctx.sync();
-      double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
-                   bit_mismatches(x2.download(ctx), x1.download(ctx));
-      for (int i = 0; i < kOuts; ++i)
-        bad += bit_mismatches(o2[i].download(ctx), o1[i].download(ctx));
+      const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
+                         bit_mismatches(x2.download(ctx), x1.download(ctx)) +
+                         products.mismatches(ctx);
       ctx.add({"matmul norm-prepared x",
                std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
-                   " Q4_K tiled+Q6_K+BF16 tiled",
+                   " " + PreparedXOuts::kName,
                "mixed", "bits", bad, 0.0, ctx.teeth() ? "eps 1e-3 in the fused norm" : ""});
+    }
+  }
+}
+
+// act_mul_for_matmul (a decode step's gated activation that also prepares the down product's
+// input) == act_mul then matmul_shared_x preparing its output itself: the activation and every
+// output bit for bit, silu and gelu_tanh. 3,072 (the 0.6B's) and 21,504 take the row kernel's loop
+// form, 12,288 (the 8B's) its register form, 1,040 the loop form with a last group of 16.
+void check_act_for_matmul(Context& ctx, int64_t dim) {
+  PreparedXOuts products(ctx, dim);
+  for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
+    for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh}) {
+      const std::vector<float> g = ctx.uniform(rows * dim), u = ctx.uniform(rows * dim);
+      Dev<float> dg(ctx, g), du(ctx, u), y1(rows * dim), y2(rows * dim);
+      Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
+          s2(kernels::matmul_scratch_bytes(rows, dim));
+      kernels::act_mul(act, dg.get(), du.get(), rows, dim, dim, y1.get(), ctx.stream());
+      products.multiply(ctx, 0, y1.get(), rows, s1.get(), false);
+      const kernels::Act fused = !ctx.teeth()                ? act
+                                 : act == kernels::Act::silu ? kernels::Act::gelu_tanh
+                                                             : kernels::Act::silu;
+      kernels::act_mul_for_matmul(fused, dg.get(), du.get(), rows, dim, y2.get(), s2.get(),
+                                  ctx.stream());
+      products.multiply(ctx, 1, y2.get(), rows, s2.get(), true);
+      ctx.sync();
+      const double bad =
+          bit_mismatches(y2.download(ctx), y1.download(ctx)) + products.mismatches(ctx);
+      ctx.add({"matmul act-prepared x",
+               std::string(act == kernels::Act::silu ? "silu_mul " : "gelu_tanh_mul ") +
+                   shape_str({rows, dim}) + " " + PreparedXOuts::kName,
+               "mixed", "bits", bad, 0.0,
+               ctx.teeth() ? "the other activation in the fused kernel" : ""});
     }
   }
 }
@@ -618,6 +673,7 @@ void check_matmul(Context& ctx) {
       ctx, {DType::q4_k, DType::q4_k, DType::q6_k, DType::q6_k, DType::q8_0, DType::q8_0},
       {64, 48, 32, 16, 32, 48}, 4096 + 256);
   for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
+  for (int64_t dim : {1040, 3072, 12288, 21504}) check_act_for_matmul(ctx, dim);
   check_matmul_row_max(ctx);
   check_tiled_model_shapes(ctx);
   // K 1,024 for the tiled kernels' token tiles and groups; K 4,096 for the cluster decode kernel,
