@@ -206,7 +206,7 @@ class CudaOps final : public Ops {
                           float eps) override {
     if (!fused_norms_)
       return Ops::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps);
-    void* prep = y ? prepare_scratch(n_rows, dim, {y}) : nullptr;
+    void* prep = y ? prepare_scratch(norm_prepares_, n_rows, dim, {y}) : nullptr;
     kernels::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps, prep, stream());
     launched("post_norm_add_norm");
     if (prep) given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
@@ -214,7 +214,7 @@ class CudaOps final : public Ops {
   void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2,
                      float* y2, int64_t n_rows, int64_t dim, float eps) override {
     if (!fused_norms_) return Ops::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps);
-    void* prep = prepare_scratch(n_rows, dim, {y1});
+    void* prep = prepare_scratch(norm_prepares_, n_rows, dim, {y1});
     kernels::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps, prep, stream());
     launched("rms_norm_dual");
     if (prep) given_.mark(GivenX::Kind::prepared_rows, y1, n_rows, dim, n_launches_);
@@ -410,13 +410,11 @@ class CudaOps final : public Ops {
   // decode step's writes the down product's prepared rows (kernels::act_mul_for_matmul).
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
-    if (act_prepares_) {
-      if (void* scratch = prepare_scratch(n_rows, n_cols, {gate, up, out})) {
-        kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, out, scratch, stream());
-        launched(what);
-        given_.mark(GivenX::Kind::prepared_rows, out, n_rows, n_cols, n_launches_);
-        return;
-      }
+    if (void* scratch = prepare_scratch(act_prepares_, n_rows, n_cols, {gate, up, out})) {
+      kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, out, scratch, stream());
+      launched(what);
+      given_.mark(GivenX::Kind::prepared_rows, out, n_rows, n_cols, n_launches_);
+      return;
     }
     if (kernels::x_rows_pays(n_rows, n_cols)) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
@@ -645,12 +643,13 @@ class CudaOps final : public Ops {
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
 
-  // The matmul scratch a norm writing n_rows x dim may also prepare its output in, or null where
-  // it may not (every pointer in `rows` must be 16-byte aligned).
-  void* prepare_scratch(int64_t n_rows, int64_t dim, std::initializer_list<const void*> rows) {
+  // The matmul scratch a kernel writing n_rows x dim (a norm, the gated activation) may also
+  // prepare its output in, or null where it may not: its switch (`enabled`) is off, or the rows do
+  // not allow it (every pointer in `rows` must be 16-byte aligned).
+  void* prepare_scratch(bool enabled, int64_t n_rows, int64_t dim,
+                        std::initializer_list<const void*> rows) {
     // dim < 256: a per-head norm (q/k norms of a traced step, Gemma 4's), which no matmul reads.
-    if (!norm_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 ||
-        dim < 256)
+    if (!enabled || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 || dim < 256)
       return nullptr;
     for (const void* p : rows)
       if (p && !aligned16(p)) return nullptr;
@@ -658,7 +657,7 @@ class CudaOps final : public Ops {
   }
   bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                        float eps, float* y) {
-    void* scratch = prepare_scratch(n_rows, dim, {x, d, y});
+    void* scratch = prepare_scratch(norm_prepares_, n_rows, dim, {x, d, y});
     if (!scratch) return false;
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
