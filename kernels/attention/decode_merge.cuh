@@ -11,6 +11,12 @@
 // the counter: the counters are zero between launches, as the scratch's contract (kernels.h)
 // asks of them before the first.
 //
+// Out's prepared rows (AttnParams::out_rows set): each merging block then arrives a second time,
+// at its token's counter, once its heads are written and fenced; the last of them, every head of
+// the token merged, writes the token's row in the f16 form the products over out read
+// (prepare_x.cuh's register form of x_to_f16, its loads from L2), so that no x_to_f16 launch
+// stands between attention and the o product: the same bits.
+//
 // Why not always. The merging block reads all of its token's partials for its heads: ~3 splits at
 // short contexts, where the combine is a launch and a chain of dependent reads for little work,
 // but 64 at 16,384 tokens, where the combine's 32 blocks stage them side by side. The host takes
@@ -22,9 +28,12 @@
 
 namespace memra::kernels::detail {
 
-// Counters of the scratch's arrival region: one a (token, kv head and chunk) of a launch.
+// Counters of the scratch's arrival region: one a (token, kv head and chunk) of a launch, then one
+// a token for out's prepared rows.
 constexpr int kMaxArrivals = 16384;
-constexpr size_t kArrivalBytes = size_t{kMaxArrivals} * sizeof(uint32_t);
+constexpr int kMaxTokenArrivals = static_cast<int>(kPreparedRows);
+constexpr size_t kArrivalBytes = size_t{kMaxArrivals + kMaxTokenArrivals} * sizeof(uint32_t);
+static_assert(kAttentionPreparedMaxDim <= 32 * kAttnThreads, "a group of 32 a thread at most");
 
 // A decode block's place in its grid: (token, split group, kv head and chunk), or, the run
 // sharings but floor, (token, kv head and chunk, split group).
@@ -94,21 +103,57 @@ __device__ __forceinline__ void merge_token_heads(const AttnParams& p, int t, in
   }
 }
 
+// Whether this block is the last of `expected` blocks to arrive at `counter` (arrive_last), or,
+// expected 1, the only one: its threads' writes fenced and seen by the whole block either way.
+__device__ __forceinline__ bool arrive_last_of(uint32_t* counter, int expected) {
+  if (expected > 1) return arrive_last(counter, expected);
+  __threadfence();
+  __syncthreads();
+  return true;
+}
+
+// Token t's prepared row from its n_dim outputs (every head merged and fenced): x_to_f16's
+// register form of one group a thread (prepare_x.cuh, row_to_f16_regs), the same values, the same
+// steps, its loads from L2 (__ldcg: other blocks of this launch wrote the row).
+__device__ __forceinline__ void prepare_token_row(const AttnParams& p, int t, int n_dim) {
+  __shared__ float warp_max[kAttnThreads / 32];
+  static_assert(kAttnThreads == matmul_detail::kXThreads, "block_max's shape");
+  const matmul_detail::PreparedRows& rows = p.out_rows;
+  const float4* src = reinterpret_cast<const float4*>(p.out + int64_t{t} * n_dim);
+  const int g = static_cast<int>(threadIdx.x);
+  const int n = g < rows.xsum_stride ? min(32, n_dim - 32 * g) : 0;
+  float v[32];
+  float m = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (4 * q < n) f = __ldcg(src + 8 * g + q);
+    v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) m = fmaxf(m, fabsf(v[i]));
+  const float scale = matmul_detail::row_scale(matmul_detail::block_max(m, warp_max), t, rows.xinv);
+  if (n > 0)
+    matmul_detail::group_values_to_f16<false>(v, scale, t, g, n_dim, rows.xh, nullptr, rows.xsum,
+                                              rows.xsum_stride);
+}
+
 // A decode block's arrival (p.arrivals set: the host launches no combine), and the merge if it is
-// the last of its token and heads' blocks. Every block of the grid calls it once, at its end.
+// the last of its token and heads' blocks; then, with out's prepared rows asked for, the merging
+// block's arrival at its token, and the row's preparation if it is the last. Every block of the
+// grid calls it once, at its end.
 template <int D>
 __device__ __forceinline__ void decode_arrive(const AttnParams& p, bool runs) {
   if (p.arrivals == nullptr) return;
   const DecodePlace at = decode_place(p, runs);
-  if (at.groups == 1) {  // the token's only block (a run of all its splits): no counter to count
-    __threadfence();
-    __syncthreads();  // every thread's partials written
-  } else if (!arrive_last(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) {
-    return;
-  }
+  // (groups 1: the token's only block, a run of all its splits: no counter to count.)
+  if (!arrive_last_of(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) return;
   const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
   merge_token_heads<D>(p, at.t, kv_head * p.group + chunk * p.hpb,
                        min(p.hpb, p.group - chunk * p.hpb));
+  if (p.out_rows.xh == nullptr) return;
+  if (arrive_last_of(p.arrivals + kMaxArrivals + at.t, at.heads))
+    prepare_token_row(p, at.t, p.n_heads * D);
 }
 
 }  // namespace memra::kernels::detail

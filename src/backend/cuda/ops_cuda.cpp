@@ -256,9 +256,13 @@ class CudaOps final : public Ops {
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
-    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
-                       scratch, stream());
+    // A decode step's attention may write o's prepared rows as well (kernels.h: out_prepared).
+    const int64_t dim = int64_t{params.n_heads} * kv.head_dim;
+    args.out_prepared = prepare_scratch(attention_prepares_, step_.n_tokens, dim, {out});
+    const bool prepared =
+        kernels::attention(paged(kv), step_, q, dim, args, out, scratch, stream());
     launched("attention");
+    if (prepared) given_.mark(GivenX::Kind::prepared_rows, out, step_.n_tokens, dim, n_launches_);
   }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
@@ -639,6 +643,11 @@ class CudaOps final : public Ops {
   // comes between (written in the fifty-seventh round, when no GPU could run it: off until
   // `gpu_check.sh actprep` has measured it; the same bits either way).
   bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", false);
+  // MEMRA_ATTENTION_PREPARES=1: a decode step's attention, where its last block merges a token's
+  // partials, also writes the o product's prepared rows (kernels::AttentionArgs::out_prepared),
+  // so that x_to_f16's launch goes. Off by default until `gpu_check.sh oprep` has measured it (the
+  // same bits either way).
+  bool attention_prepares_ = env_switch("MEMRA_ATTENTION_PREPARES", false);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
