@@ -261,11 +261,6 @@ void softcap(float* y, float cap, int64_t n, cudaStream_t stream);  // y = cap *
 enum class Act { silu, gelu_tanh };
 void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
              int64_t ld_in, float* out, cudaStream_t stream);
-// act_mul(act, gate, up, n_rows, n_cols, ld_in = n_cols, out), bit for bit, a row a block, that
-// also writes out's matmul input to `scratch` as rms_norm_for_matmul does (its limits): a decode
-// step's activation feeds the down product without x_to_f16's launch in between.
-void act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                        float* out, void* scratch, cudaStream_t stream);
 
 // ---- sampling (kernels/sampling) ---------------------------------------------------------------
 

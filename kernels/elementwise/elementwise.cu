@@ -88,14 +88,13 @@ __global__ void act_mul4_kernel(const float4* gate, const float4* up, int64_t n_
   }
 }
 
-// act_mul4's elements a row a block, then the row's f16 form for the down projection: x's rows
-// form (kRows: act_mul_x_rows, rows.xh holding it) or its prepared rows in element order
-// (act_mul_for_matmul). Thread t takes the row's float4s t, t + 256, ..., four issued before any
-// is used. Each element's expression is act_mul4's (so the same bits); the row's largest |out| is
-// exact in any order, and the block reads its own out back for the f16 form (x_to_f16's steps:
+// act_mul4's elements a row a block, then the row's f16 rows form for the down projection
+// (act_mul_x_rows): thread t takes the row's float4s t, t + 256, ..., four issued before any is
+// used. Each element's expression is act_mul4's (so the same bits); the row's largest |out| is
+// exact in any order, and the block reads its own out back for the rows form (x_to_f16's steps:
 // prepare_x.cuh).
 constexpr int kActLoads = 4;
-template <Act kAct, bool kRows>
+template <Act kAct>
 __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int n_cols4,
                                       float4* out, matmul_detail::PreparedRows rows) {
   detail::wait_for_inputs();
@@ -124,9 +123,8 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
   }
   static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");
   m = matmul_detail::block_max(m, warp_max);  // its barrier: the block's out is written
-  matmul_detail::row_to_f16<false, kRows>(reinterpret_cast<const float*>(o_row), m, r, 4 * n_cols4,
-                                          kRows ? nullptr : rows.xh, kRows ? rows.xh : nullptr,
-                                          rows.xsum, rows.xsum_stride, rows.xinv);
+  matmul_detail::row_to_f16<false, true>(reinterpret_cast<const float*>(o_row), m, r, 4 * n_cols4,
+                                         nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
 // act_mul_x_rows's register form (act_rows_regs_take, below), for rows of at most kG x 256 groups
@@ -138,7 +136,7 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
 // (fifty-third round's c64 step, 64 blocks: one a row) for ~2 us of bytes. The same bits: each
 // element is act_mul4's expression, the largest |out| is exact in any order, and each group's
 // conversion and sum are group_to_f16's steps on the same values (kernel-check's rows-form cases).
-template <Act kAct, int kG, bool kRows>
+template <Act kAct, int kG>
 __global__ void __launch_bounds__(kThreads)
     act_mul_x_rows_regs_kernel(const float4* gate, const float4* up, int n_cols4, float4* out,
                                matmul_detail::PreparedRows rows) {
@@ -180,9 +178,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kG; ++j) {
     const int grp = static_cast<int>(threadIdx.x) + j * kThreads;
     if (grp < n_groups)
-      matmul_detail::group_values_to_f16<kRows>(
-          v[j], scale, r, grp, n_in, kRows ? nullptr : rows.xh, kRows ? rows.xh : nullptr,
-          rows.xsum, rows.xsum_stride);
+      matmul_detail::group_values_to_f16<true>(v[j], scale, r, grp, n_in, nullptr, rows.xh,
+                                               rows.xsum, rows.xsum_stride);
   }
 }
 
@@ -279,36 +276,6 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
   }
 }
 
-namespace {
-// One launch of the activation's row-a-block kernels: the register form where act_rows_regs_take
-// (and the row is whole groups of 32: the rows form's always are), else the loop; kRows: x's rows
-// form, else prepared rows in element order.
-template <bool kRows>
-void launch_act_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                     float* out, const matmul_detail::PreparedRows& rows, cudaStream_t stream) {
-  const auto* g4 = reinterpret_cast<const float4*>(gate);
-  const auto* u4 = reinterpret_cast<const float4*>(up);
-  auto* o4 = reinterpret_cast<float4*>(out);
-  const auto blocks = static_cast<unsigned>(n_rows);
-  const int n_cols4 = static_cast<int>(n_cols / 4);
-  if (act_rows_regs_take(n_rows, n_cols) && n_cols % 32 == 0) {
-    if (act == Act::silu)
-      detail::launch(act_mul_x_rows_regs_kernel<Act::silu, kActRegGroups, kRows>, blocks, kThreads,
-                     0, stream, g4, u4, n_cols4, o4, rows);
-    else
-      detail::launch(act_mul_x_rows_regs_kernel<Act::gelu_tanh, kActRegGroups, kRows>, blocks,
-                     kThreads, 0, stream, g4, u4, n_cols4, o4, rows);
-    return;
-  }
-  if (act == Act::silu)
-    detail::launch(act_mul_x_rows_kernel<Act::silu, kRows>, blocks, kThreads, 0, stream, g4, u4,
-                   n_cols4, o4, rows);
-  else
-    detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh, kRows>, blocks, kThreads, 0, stream, g4,
-                   u4, n_cols4, o4, rows);
-}
-}  // namespace
-
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream) {
   check_sizes("act_mul_x_rows", n_rows, n_cols);
@@ -319,18 +286,28 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   // The rows form lives where x's wgmma form would, which a scratch for 16 rows or fewer lacks.
   if (n_rows <= matmul_detail::kWgmmaMinTokens) return false;
   if (n_cols == 0) return true;
-  launch_act_rows<true>(act, gate, up, n_rows, n_cols, out,
-                        matmul_detail::x_rows_places(scratch, n_rows, n_cols), stream);
+  const matmul_detail::PreparedRows rows = matmul_detail::x_rows_places(scratch, n_rows, n_cols);
+  const auto* g4 = reinterpret_cast<const float4*>(gate);
+  const auto* u4 = reinterpret_cast<const float4*>(up);
+  auto* o4 = reinterpret_cast<float4*>(out);
+  const auto blocks = static_cast<unsigned>(n_rows);
+  const int n_cols4 = static_cast<int>(n_cols / 4);
+  if (act_rows_regs_take(n_rows, n_cols)) {
+    if (act == Act::silu)
+      detail::launch(act_mul_x_rows_regs_kernel<Act::silu, kActRegGroups>, blocks, kThreads, 0,
+                     stream, g4, u4, n_cols4, o4, rows);
+    else
+      detail::launch(act_mul_x_rows_regs_kernel<Act::gelu_tanh, kActRegGroups>, blocks, kThreads, 0,
+                     stream, g4, u4, n_cols4, o4, rows);
+    return true;
+  }
+  if (act == Act::silu)
+    detail::launch(act_mul_x_rows_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
+                   o4, rows);
+  else
+    detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+                   n_cols4, o4, rows);
   return true;
-}
-
-void act_mul_for_matmul(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
-                        float* out, void* scratch, cudaStream_t stream) {
-  check_sizes("act_mul_for_matmul", n_rows, n_cols);
-  const matmul_detail::PreparedRows rows =
-      matmul_detail::prepared_rows("act_mul_for_matmul", scratch, n_rows, n_cols, {gate, up, out});
-  if (n_rows == 0) return;
-  launch_act_rows<false>(act, gate, up, n_rows, n_cols, out, rows, stream);
 }
 
 void gather_rows(const float* x, int64_t dim, const int32_t* rows, int64_t n_rows, float* out,

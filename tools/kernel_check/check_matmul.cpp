@@ -520,38 +520,6 @@ void check_norm_for_matmul(Context& ctx, int64_t dim) {
   }
 }
 
-// act_mul_for_matmul (a decode step's gated activation that also prepares the down product's
-// input) == act_mul then matmul_shared_x preparing its output itself: the activation and every
-// output bit for bit, silu and gelu_tanh. 3,072 (the 0.6B's) and 21,504 take the row kernel's loop
-// form, 12,288 (the 8B's) its register form, 1,040 the loop form with a last group of 16.
-void check_act_for_matmul(Context& ctx, int64_t dim) {
-  PreparedXOuts products(ctx, dim);
-  for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
-    for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh}) {
-      const std::vector<float> g = ctx.uniform(rows * dim), u = ctx.uniform(rows * dim);
-      Dev<float> dg(ctx, g), du(ctx, u), y1(rows * dim), y2(rows * dim);
-      Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
-          s2(kernels::matmul_scratch_bytes(rows, dim));
-      kernels::act_mul(act, dg.get(), du.get(), rows, dim, dim, y1.get(), ctx.stream());
-      products.multiply(ctx, 0, y1.get(), rows, s1.get(), false);
-      const kernels::Act fused = !ctx.teeth()                ? act
-                                 : act == kernels::Act::silu ? kernels::Act::gelu_tanh
-                                                             : kernels::Act::silu;
-      kernels::act_mul_for_matmul(fused, dg.get(), du.get(), rows, dim, y2.get(), s2.get(),
-                                  ctx.stream());
-      products.multiply(ctx, 1, y2.get(), rows, s2.get(), true);
-      ctx.sync();
-      const double bad =
-          bit_mismatches(y2.download(ctx), y1.download(ctx)) + products.mismatches(ctx);
-      ctx.add({"matmul act-prepared x",
-               std::string(act == kernels::Act::silu ? "silu_mul " : "gelu_tanh_mul ") +
-                   shape_str({rows, dim}) + " " + PreparedXOuts::kName,
-               "mixed", "bits", bad, 0.0,
-               ctx.teeth() ? "the other activation in the fused kernel" : ""});
-    }
-  }
-}
-
 // Several exact-path outputs (n_in 24: F32, F16, BF16, BF16) sharing x in one matmul_shared_x
 // call, with x at an address that is no multiple of 16 (the exact path reads x and w element by
 // element and needs no alignment).
@@ -626,7 +594,6 @@ void check_matmul(Context& ctx) {
       ctx, {DType::q4_k, DType::q4_k, DType::q6_k, DType::q6_k, DType::q8_0, DType::q8_0},
       {64, 48, 32, 16, 32, 48}, 4096 + 256);
   for (int64_t dim : {1024, 5120, 12288, 21504}) check_norm_for_matmul(ctx, dim);
-  for (int64_t dim : {1040, 3072, 12288, 21504}) check_act_for_matmul(ctx, dim);
   check_matmul_row_max(ctx);
   check_tiled_model_shapes(ctx);
   // K 1,024 for the tiled kernels' token tiles and groups; K 4,096 for the cluster decode kernel,

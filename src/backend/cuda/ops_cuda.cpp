@@ -410,16 +410,11 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes x's rows form for the down projection
-  // (kernels::act_mul_x_rows; given_, as for the norms), and, under MEMRA_ACT_PREPARES=1, where a
-  // decode step's writes the down product's prepared rows (kernels::act_mul_for_matmul).
+  // (kernels::act_mul_x_rows; given_, as for the norms). (A decode step's activation a row a block
+  // writing the down product's prepared rows, MEMRA_ACT_PREPARES=1, measured 4.4% slower on the 8B
+  // at one sequence, fifty-eighth round: one block did the whole row's activation.)
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
-    if (void* scratch = prepare_scratch(act_prepares_, n_rows, n_cols, {gate, up, out})) {
-      kernels::act_mul_for_matmul(act, gate, up, n_rows, n_cols, out, scratch, stream());
-      launched(what);
-      given_.mark(GivenX::Kind::prepared_rows, out, n_rows, n_cols, n_launches_);
-      return;
-    }
     if (kernels::x_rows_pays(n_rows, n_cols)) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
       if (kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
@@ -638,11 +633,6 @@ class CudaOps final : public Ops {
   GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
-  // MEMRA_ACT_PREPARES=1: a decode step's gated activation (at most kPreparedRows rows) a row a
-  // block, writing the down product's input as the norms write theirs, so that no x_to_f16 launch
-  // comes between (written in the fifty-seventh round, when no GPU could run it: off until
-  // `gpu_check.sh actprep` has measured it; the same bits either way).
-  bool act_prepares_ = env_switch("MEMRA_ACT_PREPARES", false);
   // MEMRA_ATTENTION_PREPARES=1: a decode step's attention, where its last block merges a token's
   // partials, also writes the o product's prepared rows (kernels::AttentionArgs::out_prepared),
   // so that x_to_f16's launch goes. Off by default until `gpu_check.sh oprep` has measured it (the
@@ -652,7 +642,7 @@ class CudaOps final : public Ops {
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
 
-  // The matmul scratch a kernel writing n_rows x dim (a norm, the gated activation) may also
+  // The matmul scratch a kernel writing n_rows x dim (a norm, decode attention) may also
   // prepare its output in, or null where it may not: its switch (`enabled`) is off, or the rows do
   // not allow it (every pointer in `rows` must be 16-byte aligned).
   void* prepare_scratch(bool enabled, int64_t n_rows, int64_t dim,
