@@ -113,29 +113,15 @@ __device__ __forceinline__ bool arrive_last_of(uint32_t* counter, int expected) 
 }
 
 // Token t's prepared row from its n_dim outputs (every head merged and fenced): x_to_f16's
-// register form of one group a thread (prepare_x.cuh, row_to_f16_regs), the same values, the same
-// steps, its loads from L2 (__ldcg: other blocks of this launch wrote the row).
+// register form of one group a thread, its loads from L2 (other blocks of this launch wrote the
+// row): the same values, the same steps, the same bits.
 __device__ __forceinline__ void prepare_token_row(const AttnParams& p, int t, int n_dim) {
   __shared__ float warp_max[kAttnThreads / 32];
-  static_assert(kAttnThreads == matmul_detail::kXThreads, "block_max's shape");
+  static_assert(kAttnThreads == matmul_detail::kXThreads, "row_to_f16_regs' shape");
   const matmul_detail::PreparedRows& rows = p.out_rows;
-  const float4* src = reinterpret_cast<const float4*>(p.out + int64_t{t} * n_dim);
-  const int g = static_cast<int>(threadIdx.x);
-  const int n = g < rows.xsum_stride ? min(32, n_dim - 32 * g) : 0;
-  float v[32];
-  float m = 0.0f;
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (4 * q < n) f = __ldcg(src + 8 * g + q);
-    v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
-  }
-#pragma unroll
-  for (int i = 0; i < 32; ++i) m = fmaxf(m, fabsf(v[i]));
-  const float scale = matmul_detail::row_scale(matmul_detail::block_max(m, warp_max), t, rows.xinv);
-  if (n > 0)
-    matmul_detail::group_values_to_f16<false>(v, scale, t, g, n_dim, rows.xh, nullptr, rows.xsum,
-                                              rows.xsum_stride);
+  matmul_detail::row_to_f16_regs<1, false, true>(p.out + int64_t{t} * n_dim, t, n_dim, rows.xh,
+                                                 nullptr, rows.xsum, rows.xsum_stride, rows.xinv,
+                                                 warp_max);
 }
 
 // A decode block's arrival (p.arrivals set: the host launches no combine), and the merge if it is
