@@ -429,7 +429,7 @@ void check_prepared_case(Context& ctx, const Case& c, bool must_prepare) {
   const double bad = bit_mismatches(out, plain) + products.mismatches(ctx) +
                      (must_prepare && !prepared ? 1.0 : 0.0);
   ctx.add({"attention prepared out",
-           case_shape(c, s) + (prepared ? " prepared " : " not prepared ") + PreparedXOuts::kName,
+           case_shape(c, s) + (prepared ? " prepared " : " not prepared ") + products.name(),
            std::string(dtype_name(c.cache)), "bits", bad, 0.0,
            ctx.teeth() ? "one prepared element changed" : ""});
 }

@@ -514,7 +514,7 @@ void check_norm_for_matmul(Context& ctx, int64_t dim) {
                          products.mismatches(ctx);
       ctx.add({"matmul norm-prepared x",
                std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
-                   " " + PreparedXOuts::kName,
+                   " " + products.name(),
                "mixed", "bits", bad, 0.0, ctx.teeth() ? "eps 1e-3 in the fused norm" : ""});
     }
   }

@@ -4,6 +4,7 @@
 // x handed prepared, and compare them bit for bit.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "check.h"
@@ -11,18 +12,20 @@
 
 namespace memra::kernel_check {
 
-// Three products over one x of `dim` (Q4_K tiled, Q6_K ggml-layout, BF16 tiled), each run twice
-// into outputs of its own: x prepared by matmul_shared_x (run 0) against x handed prepared by the
-// kernel that wrote it (run 1).
+// Three products over one x of `dim`, each run twice into outputs of its own: x prepared by
+// matmul_shared_x (run 0) against x handed prepared by the kernel that wrote it (run 1). Q4_K
+// tiled, Q6_K ggml-layout and BF16 tiled where dim is whole 256-element chunks (the K-quants'
+// blocks, the tiled layout's chunks), else F16, BF16 and F16 in the ggml layout (any multiple of
+// 16: the tensor-core kernels, which read the prepared rows).
 class PreparedXOuts {
  public:
   static constexpr int kOuts = 3;
-  PreparedXOuts(Context& ctx, int64_t dim) : dim_(dim) {
+  PreparedXOuts(Context& ctx, int64_t dim) : dim_(dim), quants_(dim % 256 == 0) {
     for (int i = 0; i < kOuts; ++i) {
-      ws_.emplace_back(ctx, random_weights(ctx, kTypes[i], dim, kN[i]));
-      if (kLayouts[i] == kernels::WeightLayout::tiled) {
-        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(kTypes[i], dim, kN[i]));
-        kernels::matmul_tile(kTypes[i], ws_.back().get(), dim, kN[i], tiled.get(), ctx.stream());
+      ws_.emplace_back(ctx, random_weights(ctx, type(i), dim, kN[i]));
+      if (layout(i) == kernels::WeightLayout::tiled) {
+        Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(type(i), dim, kN[i]));
+        kernels::matmul_tile(type(i), ws_.back().get(), dim, kN[i], tiled.get(), ctx.stream());
         ctx.sync();
         ws_.back() = std::move(tiled);
       }
@@ -36,7 +39,7 @@ class PreparedXOuts {
     for (int i = 0; i < kOuts; ++i) {
       outs_[run].emplace_back(rows * kN[i]);
       outs_[run].back().poison(ctx);
-      outs.push_back({kTypes[i], ws_[i].get(), kN[i], outs_[run][i].get(), kN[i], kLayouts[i]});
+      outs.push_back({type(i), ws_[i].get(), kN[i], outs_[run][i].get(), kN[i], layout(i)});
     }
     kernels::matmul_shared_x(outs.data(), kOuts, dim_, x, rows, scratch, ctx.stream(), x_prepared);
   }
@@ -47,14 +50,20 @@ class PreparedXOuts {
       bad += bit_mismatches(outs_[1][i].download(ctx), outs_[0][i].download(ctx));
     return bad;
   }
-  static constexpr const char* kName = "Q4_K tiled+Q6_K+BF16 tiled";
+  const char* name() const { return quants_ ? "Q4_K tiled+Q6_K+BF16 tiled" : "F16+BF16+F16"; }
 
  private:
-  static constexpr DType kTypes[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+  DType type(int i) const {
+    constexpr DType kQuants[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+    constexpr DType kHalves[kOuts] = {DType::f16, DType::bf16, DType::f16};
+    return quants_ ? kQuants[i] : kHalves[i];
+  }
+  kernels::WeightLayout layout(int i) const {
+    return quants_ && i != 1 ? kernels::WeightLayout::tiled : kernels::WeightLayout::ggml;
+  }
   static constexpr int64_t kN[kOuts] = {160, 48, 64};
-  static constexpr kernels::WeightLayout kLayouts[kOuts] = {
-      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
   int64_t dim_;
+  bool quants_;
   std::vector<Dev<uint8_t>> ws_;
   std::vector<Dev<float>> outs_[2];
 };
