@@ -387,16 +387,7 @@ struct AttentionArgs {
   // CUDA-core kernel (the only one for other caches, f32 and f8_e4m3, and sizes). They differ in
   // bits: a model keeps one setting for every step.
   bool tensor_cores = true;
-  // A matmul scratch (matmul_scratch_bytes(n_tokens, n_heads * head_dim)) where a decode step's
-  // attention may also write out's prepared rows, as rms_norm_for_matmul writes its y's, for the
-  // products over out that come next (matmul_shared_x's x_prepared); null: never. It does where its
-  // decode kernel merges the split partials itself (the last block of a token's heads prepares the
-  // token's row once every head is merged) and the rows allow it: at most kPreparedRows tokens,
-  // n_heads * head_dim a multiple of 16 and at most kAttentionPreparedMaxDim. attention() returns
-  // whether it did; the bits are x_to_f16's either way.
-  void* out_prepared = nullptr;
 };
-constexpr int64_t kAttentionPreparedMaxDim = 8192;
 
 // Keys per split (aligned to absolute positions: split i holds keys [i * S, (i + 1) * S)).
 constexpr int32_t kAttentionSplit = 256;
@@ -426,9 +417,8 @@ size_t attention_scratch_bytes_max(int head_dim);
 // or 512 with an f16 / bf16 / f8_e4m3 cache (else Error(unsupported)). scratch:
 // attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
 // split partials' bytes and fails when they exceed the cap.
-// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats. Returns whether
-// it also wrote out's prepared rows (args.out_prepared).
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+// kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
 
 // ---- linear attention: gated delta-net layers (kernels/ssm) ----------------------------------

@@ -107,12 +107,6 @@
 #               attention cases with auto and =0; then auto against =0: 8B Q4_K_M decode of 1, 8
 #               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~2 min; not part
 #               of full)
-#     oprep     decode attention writing the o product's prepared rows where its last block
-#               merges a token's partials (fifty-eighth round, MEMRA_ATTENTION_PREPARES=1, off by
-#               default until measured): kernel-check's attention prepared out cases with the
-#               merge's default and with it everywhere (+ teeth), the determinism contract and
-#               graph replay with it; then 8B and 0.6B Q4_K_M decode of 1 and 8 sequences with it
-#               and without, twice, alternated (~2 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -176,8 +170,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | oprep | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|oprep|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -800,22 +794,6 @@ if [ "$MODE" = merge ]; then
       --attention --json "$RECEIPTS/$DAY-kernel-bench-attention-merge-${f%%:*}.json"
   done
   switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
-    "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-fi
-if [ "$MODE" = oprep ]; then
-  # Decode attention writing the o product's prepared rows (AttentionArgs::out_prepared;
-  # MEMRA_ATTENTION_PREPARES=1, written in the fifty-eighth round): its bits (kernel-check's
-  # attention prepared out cases compare it with attention then x_to_f16), the determinism
-  # contract and graph replay with it, then decode with it and without, twice, alternated.
-  kcheck kernel-check-attention-prepared 120 --filter "attention prepared"
-  kcheck kernel-check-attention-prepared-teeth 120 --filter "attention prepared" --teeth
-  kcheck kernel-check-attention-prepared-merge 120 MEMRA_DECODE_MERGE=1 \
-    --filter "attention prepared"
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-oprep 180 env MEMRA_TEST_DEVICE=cuda MEMRA_ATTENTION_PREPARES=1 \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
-  switch_ab oprep "on:MEMRA_ATTENTION_PREPARES=1 off:MEMRA_ATTENTION_PREPARES=0" "-n 64 -c 1,8" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = side ]; then

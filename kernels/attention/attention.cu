@@ -343,17 +343,13 @@ auto decode_form_kernel(bool runs, bool pipe) {
   return decode_attention_kernel<D, CT, kShared, false, false>;
 }
 
-// What a decode kernel launch did: nothing (the caller launches another kernel), out, or out
-// and its prepared rows (AttnParams::out_rows).
-enum class DecodeLaunch { none, out, out_prepared };
-
 // The decode kernel's form kShared (attention_decode.cuh) for a split plan's one-query launch,
 // where its shared memory fits.
 template <int D, typename CT, bool kShared>
-DecodeLaunch launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
+bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
   using DC = detail::DecodeConfig<D, CT, kShared>;
   using detail::RunShares;
-  if (DC::kBytes > lim.smem_optin) return DecodeLaunch::none;
+  if (DC::kBytes > lim.smem_optin) return false;
   AttnParams q = p;
   const int64_t heads = int64_t{p.n_kv_heads} * p.n_chunks;
   const int64_t wave = int64_t{DC::kBlocksPerSm} * lim.sms;
@@ -379,8 +375,6 @@ DecodeLaunch launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cu
                   static_cast<unsigned>(by_group ? groups : heads));
   const bool one_wave = int64_t{p.n_tokens} * heads * groups <= wave;
   if (!decode_merges(p, heads, one_wave)) q.arrivals = nullptr;  // the combine merges
-  if (q.arrivals == nullptr) q.out_rows = {};  // (only a merging block prepares them)
-  const DecodeLaunch done = q.out_rows.xh ? DecodeLaunch::out_prepared : DecodeLaunch::out;
   if constexpr (kShared && detail::has_decode_ring<D, CT>()) {
     using RC = detail::DecodeRingConfig<D, CT>;
     const DecodeRing ring = decode_ring_mode();
@@ -393,7 +387,7 @@ DecodeLaunch launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cu
       detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
                      stream, q);
       if (q.arrivals == nullptr) launch_combine<D>(p, stream);
-      return done;
+      return true;
     }
   }
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
@@ -402,19 +396,19 @@ DecodeLaunch launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cu
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);
   detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
   if (q.arrivals == nullptr) launch_combine<D>(p, stream);
-  return done;
+  return true;
 }
 
 // The decode kernel for a split plan's one-query launch of `blocks` blocks, when it serves it:
 // every token alone in its block (select 0) and power-of-two cache blocks (and, under
 // MEMRA_DECODE_KERNEL=small, a grid the generic kernel would run at one block an SM).
 template <int D, typename CT>
-DecodeLaunch launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
-                           cudaStream_t stream) {
+bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
+                   cudaStream_t stream) {
   const DecodeKernel mode = decode_kernel_mode();
   if (mode == DecodeKernel::off || p.one_pass || p.select != 0 || p.bs_shift < 0 ||
       (mode == DecodeKernel::small_grids && blocks >= 2 * int64_t{lim.sms}))
-    return DecodeLaunch::none;
+    return false;
   if constexpr (D <= 128) {  // (at 256 V always takes K's rows: the two forms are one)
     // Grids over the SMs take the form where it fits more blocks an SM (head_dim 128; at 64 both
     // fit two, and V's loads need not wait for the scores).
@@ -432,9 +426,9 @@ DecodeLaunch launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimi
 // GPU twice (decode at long contexts or large batches: memory-bound, one block's compute overlaps
 // the other's loads; tensor-core prefill: latency-bound), else one with the deepest ring (short
 // decode: every chunk of a split in flight at once; CUDA-core prefill: the register-tiled block
-// needs the SM). Returns whether the launch also wrote out's prepared rows (the decode kernel's).
+// needs the SM).
 template <int D, typename CT, bool MQ, bool kMma>
-bool launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
+void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   using C = typename detail::ConfigOf<D, CT, MQ, kMma>::type;
   const auto kernel = detail::attention_kernel<D, CT, MQ, kMma>;
   p.qt = MQ ? C::kRows / p.hpb : 1;
@@ -442,8 +436,7 @@ bool launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   const int64_t blocks =
       int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
   if constexpr (!MQ && kMma && detail::has_decode_kernel<D, CT>()) {
-    const DecodeLaunch done = launch_decode<D, CT>(p, blocks, lim, stream);
-    if (done != DecodeLaunch::none) return done == DecodeLaunch::out_prepared;
+    if (launch_decode<D, CT>(p, blocks, lim, stream)) return;
   }
   const auto stages_for = [&](int budget) {  // 256 bytes left for the kernel's static smem
     return std::min(detail::kMaxStages, (budget - 256 - C::kFixedBytes) / C::kChunkBytes);
@@ -470,7 +463,6 @@ bool launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
                   static_cast<unsigned>(p.n_kv_heads * p.n_chunks));
   detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, p);
   if (!p.one_pass) launch_combine<D>(p, stream);
-  return false;
 }
 
 // MEMRA_ATTENTION_FLASH: query tiles of 16-bit caches at head_dim 64 and 128 on the row-owning
@@ -563,28 +555,26 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
 }
 
 // The tensor-core arithmetic where it exists (16-bit caches at head_dim 64, 128, 256) unless
-// the caller asks for the CUDA-core one. F32 and fp8 caches always take the CUDA cores. Returns
-// whether out's prepared rows were written too.
+// the caller asks for the CUDA-core one. F32 and fp8 caches always take the CUDA cores.
 template <int D, typename CT>
-bool launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimits& lim,
+void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimits& lim,
             cudaStream_t stream) {
   constexpr bool kHasMma = sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
   if constexpr (kHasMma) {
     if (tensor_cores) {
       if constexpr (D <= 128) {
-        if (multi && flash_mode() != FlashMode::off && launch_flash<D, CT>(p, lim, stream))
-          return false;
+        if (multi && flash_mode() != FlashMode::off && launch_flash<D, CT>(p, lim, stream)) return;
       }
       if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
       return launch_shape<D, CT, false, true>(p, lim, stream);
     }
   }
   if (multi) return launch_shape<D, CT, true, false>(p, lim, stream);
-  return launch_shape<D, CT, false, false>(p, lim, stream);
+  launch_shape<D, CT, false, false>(p, lim, stream);
 }
 
 template <typename CT>
-bool dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tensor_cores,
+void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tensor_cores,
                        const DeviceLimits& lim, cudaStream_t stream) {
   switch (head_dim) {
     case 16:  // the tiny Gemma 4 fixture's sliding-window layers
@@ -651,12 +641,12 @@ void attention_scratch_clear(void* scratch, cudaStream_t stream) {
              "clearing the scratch's arrival counters");
 }
 
-bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
   if (step.n_tokens < 0 || step.n_seqs < 0)
     fail(ErrorCode::invalid_argument, "attention: {} tokens, {} sequences", step.n_tokens,
          step.n_seqs);
-  if (step.n_tokens == 0) return false;
+  if (step.n_tokens == 0) return;
   if (kv.n_kv_heads <= 0 || args.n_heads <= 0 || args.n_heads % kv.n_kv_heads != 0)
     fail(ErrorCode::invalid_argument,
          "attention: {} query heads are not a positive multiple of {} kv heads", args.n_heads,
@@ -691,12 +681,6 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   p.softcap = args.softcap;
   p.window = args.window;
   p.out = out;
-  // Out's prepared rows, where asked for and the rows allow them (the decode launch decides).
-  const int64_t out_dim = int64_t{args.n_heads} * kv.head_dim;
-  if (args.out_prepared != nullptr && step.n_tokens <= detail::kMaxTokenArrivals &&
-      out_dim % 16 == 0 && out_dim <= kAttentionPreparedMaxDim)
-    p.out_rows =
-        matmul_detail::prepared_rows("attention", args.out_prepared, step.n_tokens, out_dim, {out});
   // The scratch: the decode kernels' arrival counters, then the split partials.
   p.arrivals = static_cast<uint32_t*>(scratch);
   p.partials =
@@ -760,23 +744,19 @@ bool attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       q_p.hpb = (q_p.hpb + f - 1) / f;
       q_p.n_chunks = (group + q_p.hpb - 1) / q_p.hpb;
     }
-    bool prepared = false;
     detail::with_cache_type(kv.dtype, "attention", [&](auto tag) {
-      prepared =
-          dispatch_head_dim<decltype(tag)>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
+      dispatch_head_dim<decltype(tag)>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
     });
-    return prepared;
   };
-  if (two) {  // (neither launch writes every row: no prepared rows)
+  if (two) {
     AttnParams singles = p, tiles = p;
     singles.select = 1;
     tiles.select = 2;
-    singles.out_rows = tiles.out_rows = {};
     run(singles, false);
     run(tiles, true);
-    return false;
+  } else {
+    run(p, multi);
   }
-  return run(p, multi);
 }
 
 }  // namespace memra::kernels

@@ -32,7 +32,6 @@
 #include "kernels/cp_async.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
-#include "kernels/matmul/prepare_x.cuh"
 
 namespace memra::kernels::detail {
 
@@ -86,9 +85,6 @@ struct AttnParams {
   // The decode kernels' arrival counters (decode_merge.cuh): set, the last of a token's blocks
   // merges its partials into `out`, and no combine kernel runs; null, the combine merges them.
   uint32_t* arrivals;
-  // With arrivals: where the last of a token's merging blocks writes out's prepared rows
-  // (AttentionArgs::out_prepared; decode_merge.cuh), or, xh null, nowhere.
-  matmul_detail::PreparedRows out_rows;
   // The row-owning form's softmax masks every split, not only a warp's partial ones
   // (MEMRA_FLASH_MASKS, attention.cu; the same bits either way).
   bool mask_all;

@@ -11,12 +11,6 @@
 // the counter: the counters are zero between launches, as the scratch's contract (kernels.h)
 // asks of them before the first.
 //
-// Out's prepared rows (AttnParams::out_rows set): each merging block then arrives a second time,
-// at its token's counter, once its heads are written and fenced; the last of them, every head of
-// the token merged, writes the token's row in the f16 form the products over out read
-// (prepare_x.cuh's register form of x_to_f16, its loads from L2), so that no x_to_f16 launch
-// stands between attention and the o product: the same bits.
-//
 // Why not always. The merging block reads all of its token's partials for its heads: ~3 splits at
 // short contexts, where the combine is a launch and a chain of dependent reads for little work,
 // but 64 at 16,384 tokens, where the combine's 32 blocks stage them side by side. The host takes
@@ -28,12 +22,9 @@
 
 namespace memra::kernels::detail {
 
-// Counters of the scratch's arrival region: one a (token, kv head and chunk) of a launch, then one
-// a token for out's prepared rows.
+// Counters of the scratch's arrival region: one a (token, kv head and chunk) of a launch.
 constexpr int kMaxArrivals = 16384;
-constexpr int kMaxTokenArrivals = static_cast<int>(kPreparedRows);
-constexpr size_t kArrivalBytes = size_t{kMaxArrivals + kMaxTokenArrivals} * sizeof(uint32_t);
-static_assert(kAttentionPreparedMaxDim <= 32 * kAttnThreads, "a group of 32 a thread at most");
+constexpr size_t kArrivalBytes = size_t{kMaxArrivals} * sizeof(uint32_t);
 
 // A decode block's place in its grid: (token, split group, kv head and chunk), or, the run
 // sharings but floor, (token, kv head and chunk, split group).
@@ -103,43 +94,21 @@ __device__ __forceinline__ void merge_token_heads(const AttnParams& p, int t, in
   }
 }
 
-// Whether this block is the last of `expected` blocks to arrive at `counter` (arrive_last), or,
-// expected 1, the only one: its threads' writes fenced and seen by the whole block either way.
-__device__ __forceinline__ bool arrive_last_of(uint32_t* counter, int expected) {
-  if (expected > 1) return arrive_last(counter, expected);
-  __threadfence();
-  __syncthreads();
-  return true;
-}
-
-// Token t's prepared row from its n_dim outputs (every head merged and fenced): x_to_f16's
-// register form of one group a thread, its loads from L2 (other blocks of this launch wrote the
-// row): the same values, the same steps, the same bits.
-__device__ __forceinline__ void prepare_token_row(const AttnParams& p, int t, int n_dim) {
-  __shared__ float warp_max[kAttnThreads / 32];
-  static_assert(kAttnThreads == matmul_detail::kXThreads, "row_to_f16_regs' shape");
-  const matmul_detail::PreparedRows& rows = p.out_rows;
-  matmul_detail::row_to_f16_regs<1, false, true>(p.out + int64_t{t} * n_dim, t, n_dim, rows.xh,
-                                                 nullptr, rows.xsum, rows.xsum_stride, rows.xinv,
-                                                 warp_max);
-}
-
 // A decode block's arrival (p.arrivals set: the host launches no combine), and the merge if it is
-// the last of its token and heads' blocks; then, with out's prepared rows asked for, the merging
-// block's arrival at its token, and the row's preparation if it is the last. Every block of the
-// grid calls it once, at its end.
+// the last of its token and heads' blocks. Every block of the grid calls it once, at its end.
 template <int D>
 __device__ __forceinline__ void decode_arrive(const AttnParams& p, bool runs) {
   if (p.arrivals == nullptr) return;
   const DecodePlace at = decode_place(p, runs);
-  // (groups 1: the token's only block, a run of all its splits: no counter to count.)
-  if (!arrive_last_of(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) return;
+  if (at.groups == 1) {  // the token's only block (a run of all its splits): no counter to count
+    __threadfence();
+    __syncthreads();  // every thread's partials written
+  } else if (!arrive_last(p.arrivals + at.t * at.heads + at.heads_index, at.groups)) {
+    return;
+  }
   const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
   merge_token_heads<D>(p, at.t, kv_head * p.group + chunk * p.hpb,
                        min(p.hpb, p.group - chunk * p.hpb));
-  if (p.out_rows.xh == nullptr) return;
-  if (arrive_last_of(p.arrivals + kMaxArrivals + at.t, at.heads))
-    prepare_token_row(p, at.t, p.n_heads * D);
 }
 
 }  // namespace memra::kernels::detail

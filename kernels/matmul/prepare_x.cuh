@@ -148,10 +148,8 @@ __device__ __forceinline__ void group_values_to_f16(const float (&v)[32], float 
 
 // The register form of x_to_f16's row (as norm_row.cuh's for the norms): thread t holds the
 // groups t + 256 j, j < kG, whole, loaded at once (one memory round trip instead of the max's
-// pass and a reread), and converts them from registers: the same values, the same steps. kL2:
-// the loads go to L2 (__ldcg: a row other blocks of the same launch wrote), else through the
-// read-only cache.
-template <int kG, bool kRows = false, bool kL2 = false>
+// pass and a reread), and converts them from registers: the same values, the same steps.
+template <int kG, bool kRows = false>
 __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row, int n_in,
                                                 uint16_t* xh, uint16_t* xp, float* xsum,
                                                 int xsum_stride, float* xinv, float* warp_max) {
@@ -165,7 +163,7 @@ __device__ __forceinline__ void row_to_f16_regs(const float* x_row, int64_t row,
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       float4 f = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (4 * q < n) f = kL2 ? __ldcg(src + 8 * g + q) : __ldg(src + 8 * g + q);
+      if (4 * q < n) f = __ldg(src + 8 * g + q);
       v[j][4 * q] = f.x, v[j][4 * q + 1] = f.y, v[j][4 * q + 2] = f.z, v[j][4 * q + 3] = f.w;
     }
   }

@@ -13,7 +13,6 @@
 // exponent goes through the kernel's conversion.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -21,7 +20,6 @@
 #include "core/fp8.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
-#include "prepared_x_outs.h"
 
 namespace memra::kernel_check {
 
@@ -173,7 +171,6 @@ class DevStep {
     const std::vector<float>* q = nullptr;
     int32_t extra_context = 0;
     bool tensor_cores = true;
-    void* out_prepared = nullptr;  // AttentionArgs::out_prepared
   };
   std::vector<float> run(float scale, const Opts& o) {
     const std::vector<int32_t>* pos = o.pos;
@@ -203,20 +200,15 @@ class DevStep {
     args.plan = o.plan;
     args.tile = o.tile;
     args.tensor_cores = o.tensor_cores;
-    args.out_prepared = o.out_prepared;
     Dev<uint8_t> scratch(kernels::attention_scratch_bytes(step, c_.n_heads, c_.head_dim));
     kernels::attention_scratch_clear(scratch.get(), ctx_.stream());
     out_.poison(ctx_);
-    prepared_ = kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(),
-                                   ctx_.stream());
+    kernels::attention(kv, step, q_.get(), s_.ldq, args, out_.get(), scratch.get(), ctx_.stream());
     ctx_.sync();
     if (pos) pos_.upload(ctx_, s_.positions);
     if (q) q_.upload(ctx_, s_.q);
     return out_.download(ctx_);
   }
-  // The last run's output on the device, and whether it wrote its prepared rows too.
-  const float* out() const { return out_.get(); }
-  bool prepared() const { return prepared_; }
 
  private:
   size_t cache_bytes() const { return s_.k.size() * dtype_traits(c_.cache).type_size; }
@@ -242,7 +234,6 @@ class DevStep {
   Dev<float> q_;
   Dev<uint8_t> kc_, vc_;
   Dev<float> out_;
-  bool prepared_ = false;
 };
 
 std::string case_shape(const Case& c, const Step& s) {
@@ -400,84 +391,9 @@ void check_case(Context& ctx, const Case& c, bool tensor_cores) {
            teeth ? "the lone queries 1% off in one element" : ""});
 }
 
-// Attention writing out's prepared rows (AttentionArgs::out_prepared: a decode step whose kernel
-// merges its own partials) == attention, then matmul_shared_x preparing out itself: out and every
-// product's output bit for bit. The shape says whether the launch prepared the rows (under
-// MEMRA_DECODE_MERGE=auto: steps of at most 8 tokens at contexts of at most 2,048 keys; =1: every
-// decode launch of at most 16 tokens); the 8B's 1-token case must (else the check has nothing to
-// compare). Teeth: one prepared f16 element changed after the launch, where it prepared.
-void check_prepared_case(Context& ctx, const Case& c, bool must_prepare) {
-  const Step s = make_step(ctx, c);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const int64_t rows = s.n_tokens, dim = int64_t{c.n_heads} * c.head_dim;
-  DevStep dev(ctx, c, s);
-  PreparedXOuts products(ctx, dim);
-  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
-      s2(kernels::matmul_scratch_bytes(rows, dim));
-  DevStep::Opts o;
-  o.window = c.window;
-  o.softcap = c.softcap;
-  const std::vector<float> plain = dev.run(scale, o);
-  products.multiply(ctx, 0, dev.out(), rows, s1.get(), false);
-  o.out_prepared = s2.get();
-  const std::vector<float> out = dev.run(scale, o);
-  const bool prepared = dev.prepared();
-  if (ctx.teeth() && prepared)  // the first element of row 0 (xh starts the scratch)
-    cuda::check(cudaMemsetAsync(s2.get(), 0x55, 2, ctx.stream()), "bending a prepared element");
-  products.multiply(ctx, 1, dev.out(), rows, s2.get(), prepared);
-  ctx.sync();
-  const double bad = bit_mismatches(out, plain) + products.mismatches(ctx) +
-                     (must_prepare && !prepared ? 1.0 : 0.0);
-  ctx.add({"attention prepared out",
-           case_shape(c, s) + (prepared ? " prepared " : " not prepared ") + products.name(),
-           std::string(dtype_name(c.cache)), "bits", bad, 0.0,
-           ctx.teeth() ? "one prepared element changed" : ""});
-}
-
-// Whether an environment switch is set to "0".
-bool switched_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "0") == 0;
-}
-
-void check_attention_prepared(Context& ctx) {
-  const DType bf16 = DType::bf16, f16 = DType::f16;
-  // (Without the decode kernel or its merge, nothing prepares the rows.)
-  const bool merges = !switched_off("MEMRA_DECODE_KERNEL") && !switched_off("MEMRA_DECODE_MERGE");
-  // Qwen3-8B's and Qwen3-0.6B's shapes at 1, 5, 8 and 16 tokens, contexts within and past 2,048
-  // keys, head_dim 256 and 512 (8,192 wide: the largest row), 16 (a last group of 16 elements),
-  // and a row too wide to prepare (16,384).
-  check_prepared_case(ctx, {32, 8, 128, f16, 0, 0.0f, 16, {{600, 1}}}, merges);
-  check_prepared_case(
-      ctx, {32, 8, 128, f16, 0, 0.0f, 16, {{600, 1}, {100, 1}, {1000, 1}, {255, 1}, {2000, 1}}},
-      false);
-  check_prepared_case(
-      ctx,
-      {32,
-       8,
-       128,
-       f16,
-       0,
-       0.0f,
-       16,
-       {{0, 1}, {63, 1}, {64, 1}, {300, 1}, {511, 1}, {512, 1}, {900, 1}, {1500, 1}}},
-      false);
-  std::vector<Seq> sixteen;
-  for (int32_t i = 0; i < 16; ++i) sixteen.push_back({40 + 97 * i, 1});
-  check_prepared_case(ctx, {32, 8, 128, f16, 0, 0.0f, 16, sixteen}, false);
-  check_prepared_case(ctx, {32, 8, 128, f16, 0, 0.0f, 16, {{5000, 1}}}, false);
-  check_prepared_case(ctx, {16, 8, 128, f16, 0, 0.0f, 16, {{700, 1}}}, false);
-  check_prepared_case(ctx, {16, 8, 128, bf16, 0, 0.0f, 16, {{700, 1}, {30, 1}, {1800, 1}}}, false);
-  check_prepared_case(ctx, {8, 2, 256, bf16, 0, 0.0f, 16, {{700, 1}, {1500, 1}}}, false);
-  check_prepared_case(ctx, {16, 2, 512, f16, 0, 0.0f, 16, {{700, 1}, {1999, 1}}}, false);
-  check_prepared_case(ctx, {17, 1, 16, f16, 0, 0.0f, 16, {{300, 1}}}, false);
-  check_prepared_case(ctx, {32, 4, 512, bf16, 0, 0.0f, 16, {{700, 1}}}, false);
-}
-
 }  // namespace
 
 void check_attention(Context& ctx) {
-  if (ctx.wants("attention prepared")) check_attention_prepared(ctx);
   if (!ctx.wants("attention")) return;
   const DType bf16 = DType::bf16, f32 = DType::f32, f16 = DType::f16, f8 = DType::f8_e4m3;
   // {heads, kv heads, head_dim, cache, window, softcap, block size, {n_past, n_new}...}

@@ -15,7 +15,6 @@
 #include "core/half.h"
 #include "formats/quant.h"
 #include "kernels/kernels.h"
-#include "prepared_x_outs.h"
 
 namespace memra::kernel_check {
 
@@ -490,7 +489,21 @@ void check_tiled_shared_x(Context& ctx, const std::vector<DType>& types,
 // 21504 its loop form; the products' own preparation takes x_to_f16's register form of 1, 1, 2
 // and 3 groups a thread (kernels/matmul/prepare_x.cuh), the norm's the loop form of row_to_f16.
 void check_norm_for_matmul(Context& ctx, int64_t dim) {
-  PreparedXOuts products(ctx, dim);
+  constexpr int kOuts = 3;
+  const DType types[kOuts] = {DType::q4_k, DType::q6_k, DType::bf16};
+  const int64_t outs_n[kOuts] = {160, 48, 64};
+  const kernels::WeightLayout layouts[kOuts] = {
+      kernels::WeightLayout::tiled, kernels::WeightLayout::ggml, kernels::WeightLayout::tiled};
+  std::vector<Dev<uint8_t>> ws;
+  for (int i = 0; i < kOuts; ++i) {
+    ws.emplace_back(ctx, random_weights(ctx, types[i], dim, outs_n[i]));
+    if (layouts[i] == kernels::WeightLayout::tiled) {
+      Dev<uint8_t> tiled(kernels::matmul_tiled_bytes(types[i], dim, outs_n[i]));
+      kernels::matmul_tile(types[i], ws.back().get(), dim, outs_n[i], tiled.get(), ctx.stream());
+      ctx.sync();
+      ws.back() = std::move(tiled);
+    }
+  }
   const std::vector<float> w = ctx.uniform(dim, 0.5f, 1.5f);
   Dev<float> dw(ctx, w);
   for (int64_t rows : {int64_t{1}, int64_t{5}, kernels::kPreparedRows}) {
@@ -499,22 +512,33 @@ void check_norm_for_matmul(Context& ctx, int64_t dim) {
       Dev<float> x1(ctx, x), x2(ctx, x), dd(ctx, d), y1(rows * dim), y2(rows * dim);
       Dev<uint8_t> s1(kernels::matmul_scratch_bytes(rows, dim)),
           s2(kernels::matmul_scratch_bytes(rows, dim));
+      std::vector<Dev<float>> o1, o2;
+      std::vector<kernels::MatmulOut> m1, m2;
+      for (int i = 0; i < kOuts; ++i) {
+        o1.emplace_back(rows * outs_n[i]);
+        o2.emplace_back(rows * outs_n[i]);
+        o1.back().poison(ctx);
+        o2.back().poison(ctx);
+        m1.push_back({types[i], ws[i].get(), outs_n[i], o1[i].get(), outs_n[i], layouts[i]});
+        m2.push_back({types[i], ws[i].get(), outs_n[i], o2[i].get(), outs_n[i], layouts[i]});
+      }
       const float eps = 1e-6f, fused_eps = ctx.teeth() ? 1e-3f : eps;
       if (residual)
         kernels::add_rms_norm(x1.get(), dd.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
       else
         kernels::rms_norm(x1.get(), dw.get(), rows, dim, eps, y1.get(), ctx.stream());
-      products.multiply(ctx, 0, y1.get(), rows, s1.get(), false);
+      kernels::matmul_shared_x(m1.data(), kOuts, dim, y1.get(), rows, s1.get(), ctx.stream());
       kernels::rms_norm_for_matmul(x2.get(), residual ? dd.get() : nullptr, dw.get(), rows, dim,
                                    fused_eps, y2.get(), s2.get(), ctx.stream());
-      products.multiply(ctx, 1, y2.get(), rows, s2.get(), true);
+      kernels::matmul_shared_x(m2.data(), kOuts, dim, y2.get(), rows, s2.get(), ctx.stream(), true);
       ctx.sync();
-      const double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
-                         bit_mismatches(x2.download(ctx), x1.download(ctx)) +
-                         products.mismatches(ctx);
+      double bad = bit_mismatches(y2.download(ctx), y1.download(ctx)) +
+                   bit_mismatches(x2.download(ctx), x1.download(ctx));
+      for (int i = 0; i < kOuts; ++i)
+        bad += bit_mismatches(o2[i].download(ctx), o1[i].download(ctx));
       ctx.add({"matmul norm-prepared x",
                std::string(residual ? "add_rms_norm " : "rms_norm ") + shape_str({rows, dim}) +
-                   " " + products.name(),
+                   " Q4_K tiled+Q6_K+BF16 tiled",
                "mixed", "bits", bad, 0.0, ctx.teeth() ? "eps 1e-3 in the fused norm" : ""});
     }
   }

@@ -206,7 +206,7 @@ class CudaOps final : public Ops {
                           float eps) override {
     if (!fused_norms_)
       return Ops::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps);
-    void* prep = y ? prepare_scratch(norm_prepares_, n_rows, dim, {y}) : nullptr;
+    void* prep = y ? prepare_scratch(n_rows, dim, {y}) : nullptr;
     kernels::post_norm_add_norm(d, w_post, x, x_scale, w_pre, y, n_rows, dim, eps, prep, stream());
     launched("post_norm_add_norm");
     if (prep) given_.mark(GivenX::Kind::prepared_rows, y, n_rows, dim, n_launches_);
@@ -214,7 +214,7 @@ class CudaOps final : public Ops {
   void rms_norm_dual(const float* x, const float* w1, float s1, float* y1, const float* w2,
                      float* y2, int64_t n_rows, int64_t dim, float eps) override {
     if (!fused_norms_) return Ops::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps);
-    void* prep = prepare_scratch(norm_prepares_, n_rows, dim, {y1});
+    void* prep = prepare_scratch(n_rows, dim, {y1});
     kernels::rms_norm_dual(x, w1, s1, y1, w2, y2, n_rows, dim, eps, prep, stream());
     launched("rms_norm_dual");
     if (prep) given_.mark(GivenX::Kind::prepared_rows, y1, n_rows, dim, n_launches_);
@@ -256,13 +256,9 @@ class CudaOps final : public Ops {
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
-    // A decode step's attention may write o's prepared rows as well (kernels.h: out_prepared).
-    const int64_t dim = int64_t{params.n_heads} * kv.head_dim;
-    args.out_prepared = prepare_scratch(attention_prepares_, step_.n_tokens, dim, {out});
-    const bool prepared =
-        kernels::attention(paged(kv), step_, q, dim, args, out, scratch, stream());
+    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
+                       scratch, stream());
     launched("attention");
-    if (prepared) given_.mark(GivenX::Kind::prepared_rows, out, step_.n_tokens, dim, n_launches_);
   }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
@@ -410,9 +406,9 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes x's rows form for the down projection
-  // (kernels::act_mul_x_rows; given_, as for the norms). (A decode step's activation a row a block
-  // writing the down product's prepared rows, MEMRA_ACT_PREPARES=1, measured 4.4% slower on the 8B
-  // at one sequence, fifty-eighth round: one block did the whole row's activation.)
+  // (kernels::act_mul_x_rows; given_, as for the norms). (A decode step's activation writing the
+  // down product's prepared rows, and decode attention writing the o product's, both measured
+  // slower and removed: docs/PERFORMANCE.md, fifty-eighth round.)
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
     if (kernels::x_rows_pays(n_rows, n_cols)) {
@@ -633,22 +629,16 @@ class CudaOps final : public Ops {
   GivenX given_;
   bool norm_prepares_ = env_switch("MEMRA_NORM_PREPARES", true);
   bool norm_row_max_ = env_switch("MEMRA_NORM_ROW_MAX", true);
-  // MEMRA_ATTENTION_PREPARES=1: a decode step's attention, where its last block merges a token's
-  // partials, also writes the o product's prepared rows (kernels::AttentionArgs::out_prepared),
-  // so that x_to_f16's launch goes. Off by default until `gpu_check.sh oprep` has measured it (the
-  // same bits either way).
-  bool attention_prepares_ = env_switch("MEMRA_ATTENTION_PREPARES", false);
   // MEMRA_ATTENTION_TENSOR_CORES=0: the CUDA-core attention kernel for 16-bit caches (an A/B
   // switch; its bits differ from the tensor-core kernel's, both are deterministic).
   bool attention_tensor_cores_ = env_switch("MEMRA_ATTENTION_TENSOR_CORES", true);
 
-  // The matmul scratch a kernel writing n_rows x dim (a norm, decode attention) may also
-  // prepare its output in, or null where it may not: its switch (`enabled`) is off, or the rows do
-  // not allow it (every pointer in `rows` must be 16-byte aligned).
-  void* prepare_scratch(bool enabled, int64_t n_rows, int64_t dim,
-                        std::initializer_list<const void*> rows) {
+  // The matmul scratch a norm writing n_rows x dim may also prepare its output in, or null where
+  // it may not (every pointer in `rows` must be 16-byte aligned).
+  void* prepare_scratch(int64_t n_rows, int64_t dim, std::initializer_list<const void*> rows) {
     // dim < 256: a per-head norm (q/k norms of a traced step, Gemma 4's), which no matmul reads.
-    if (!enabled || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 || dim < 256)
+    if (!norm_prepares_ || n_rows <= 0 || n_rows > kernels::kPreparedRows || dim % 16 != 0 ||
+        dim < 256)
       return nullptr;
     for (const void* p : rows)
       if (p && !aligned16(p)) return nullptr;
@@ -656,7 +646,7 @@ class CudaOps final : public Ops {
   }
   bool norm_for_matmul(float* x, const float* d, const float* w, int64_t n_rows, int64_t dim,
                        float eps, float* y) {
-    void* scratch = prepare_scratch(norm_prepares_, n_rows, dim, {x, d, y});
+    void* scratch = prepare_scratch(n_rows, dim, {x, d, y});
     if (!scratch) return false;
     kernels::rms_norm_for_matmul(x, d, w, n_rows, dim, eps, y, scratch, stream());
     launched(d ? "add_rms_norm" : "rms_norm");
