@@ -1,5 +1,5 @@
 // memra-kernel-bench's attention timings: kernels::attention on the Qwen3-8B shape (32 query / 8
-// kv heads, head_dim 128, block size 16) for decode (1 and 64 sequences, short and long
+// kv heads, head_dim 128, block size 16) for decode (1, 8 and 64 sequences, short and long
 // contexts, a grid sized for a 16k capacity as a CUDA graph would), prefill (512 and 2048
 // tokens, a chunk after a long prefix) and a step mixing 63 decodes with a prefill chunk. The paged
 // cache is rotated over enough copies that L2 cannot serve it; each figure is the median of 20
@@ -53,6 +53,8 @@ const AttnCase kCases[] = {
     {"decode 1x16384", 1, 16383, 1, AttentionPlan::automatic, 0, DType::bf16},
     {"decode 1x16384 f16", 1, 16383, 1, AttentionPlan::automatic, 0, DType::f16},
     {"decode 1x16384 1pass", 1, 16383, 1, AttentionPlan::one_pass, 0, DType::bf16},
+    // c8's step after a 512-token prompt (8 x 513-640 keys: three splits, the last short).
+    {"decode 8x640 f16", 8, 639, 1, AttentionPlan::automatic, 0, DType::f16},
     {"decode 64x640", 64, 639, 1, AttentionPlan::automatic, 0, DType::bf16},
     {"decode 64x640 f16", 64, 639, 1, AttentionPlan::automatic, 0, DType::f16},
     {"decode 64x640 f16 1pass", 64, 639, 1, AttentionPlan::one_pass, 0, DType::f16},
