@@ -138,9 +138,9 @@
 #               the scaled kernel's split form (Q6_K down), then memra-kernel-bench at 64 tokens
 #               (~3 min; not part of full)
 #     stallsattn the same for decode attention at 64 sequences (~29% of c64's step, fifty-fifth
-#               round): the run form at 64 x 640 keys (F16 cache) and, for its latency, one
-#               sequence of 512 keys, then memra-kernel-bench's attention cases (~2 min; not part
-#               of full)
+#               round): the run form at 64 x 640 keys (F16 cache), for its latency one
+#               sequence of 512 keys, c8's eight of 640, then memra-kernel-bench's attention cases
+#               (~2 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -1020,6 +1020,8 @@ if [ "$MODE" = stalls ]; then
   kernel_stalls stalls-single-1-gate single_decode_kernel 60 "--tokens 1 --dtypes q4_k --only gate"
   kernel_stalls stalls-decode-attention-1x512 decode_attention_kernel 50 \
     "--attention --only 'decode 1x512 f16'"
+  kernel_stalls stalls-decode-attention-8x640 decode_attention_kernel 50 \
+    "--attention --only 'decode 8x640 f16'"
   step kernel-bench-stalls 120 "$BIN/memra-kernel-bench" --tokens 1,8 --dtypes q4_k,q6_k \
     --json "$RECEIPTS/$DAY-kernel-bench-stalls.json"
 fi
@@ -1027,12 +1029,14 @@ if [ "$MODE" = stallsattn ]; then
   # Why decode attention's block at 64 sequences reads the cache at ~63% of copy (75.8 us a layer
   # on the H100, fifty-fifth round's c64 step): Nsight Compute's limits, stall reasons and
   # most-stalled SASS lines of the run form (two blocks an SM, a split a chunk at a time) at 64 x
-  # 640 keys, then of one sequence of 512 keys (the one-block form: its chain alone), then every
-  # attention case of memra-kernel-bench.
+  # 640 keys, then of one sequence of 512 keys (the one-block form: its chain alone) and of eight
+  # of 640 (c8's), then every attention case of memra-kernel-bench.
   kernel_stalls stalls-decode-attention-64x640 decode_attention_kernel 50 \
     "--attention --only 'decode 64x640 f16'"
   kernel_stalls stalls-decode-attention-1x512 decode_attention_kernel 50 \
     "--attention --only 'decode 1x512 f16'"
+  kernel_stalls stalls-decode-attention-8x640 decode_attention_kernel 50 \
+    "--attention --only 'decode 8x640 f16'"
   step kernel-bench-attention 120 "$BIN/memra-kernel-bench" --attention \
     --json "$RECEIPTS/$DAY-kernel-bench-attention.json"
 fi
