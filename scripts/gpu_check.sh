@@ -101,12 +101,12 @@
 #               of context, twice, alternated (~6 min; not part of full)
 #     merge     decode attention's partials merged by the last of a token's blocks (fifty-seventh
 #               round: no combine launch; MEMRA_DECODE_MERGE=auto, the default, steps of at
-#               most 8 tokens and 8 splits in one wave, =1 wherever the counters fit, =0 never): kernel-check's attention cases with =1 on
-#               the default forms, then with every one-query launch in the two-blocks form (+
-#               teeth), the determinism contract and graph replay so; memra-kernel-bench's
-#               attention cases with auto and =0; then auto against =0: 8B Q4_K_M decode of 1, 8
-#               and 64 sequences, the 0.6B's of 1, 8 and 64, twice, alternated (~2 min; not part
-#               of full)
+#               most 8 tokens and 8 splits in one wave, =1 wherever the counters fit, =0
+#               never): kernel-check's attention cases with =1 on the default forms, then with
+#               every one-query launch in the two-blocks form (+ teeth), the determinism
+#               contract and graph replay so; memra-kernel-bench's attention cases with auto
+#               and =0; then auto against =0: 8B Q4_K_M decode of 1, 8 and 64 sequences, the
+#               0.6B's of 1, 8 and 64, twice, alternated (~2 min; not part of full)
 #     side      a Q4_K_M layer's Q6_K v beside its q and k on a second stream in 33-64-token decode
 #               steps, recorded graphs included (MEMRA_DECODE_SIDE_STREAM=1, the default since the
 #               fifty-second round) against =0:
@@ -781,10 +781,9 @@ fi
 if [ "$MODE" = merge ]; then
   # Decode attention's partials merged by the last of a token's blocks (written in the
   # fifty-seventh round; auto, the default, steps of at most 8 tokens and 8 splits in one wave):
-  # its bits with =1 on the default
-  # forms, then with every one-query launch in the two-blocks form (+ teeth), the determinism
-  # contract and graph replay so; the kernel with auto and =0; then decode with auto and =0,
-  # twice, alternated.
+  # its bits with =1 on the default forms, then with every one-query launch in the two-blocks
+  # form (+ teeth), the determinism contract and graph replay so; the kernel with auto and =0;
+  # then decode with auto and =0, twice, alternated.
   if [ "${MEMRA_MERGE_BITS:-1}" != 0 ]; then
     kcheck kernel-check-attention-merge-default-forms 120 MEMRA_DECODE_MERGE=1 --filter attention
     switch_bits attention merge MEMRA_DECODE_MERGE=1 MEMRA_DECODE_SHARED_ROWS=all
@@ -1020,8 +1019,6 @@ if [ "$MODE" = stalls ]; then
   kernel_stalls stalls-single-1-gate single_decode_kernel 60 "--tokens 1 --dtypes q4_k --only gate"
   kernel_stalls stalls-decode-attention-1x512 decode_attention_kernel 50 \
     "--attention --only 'decode 1x512 f16'"
-  kernel_stalls stalls-decode-attention-8x640 decode_attention_kernel 50 \
-    "--attention --only 'decode 8x640 f16'"
   step kernel-bench-stalls 120 "$BIN/memra-kernel-bench" --tokens 1,8 --dtypes q4_k,q6_k \
     --json "$RECEIPTS/$DAY-kernel-bench-stalls.json"
 fi
