@@ -162,20 +162,6 @@ void decode_chain_boundaries(int n_calls, int blocks, cudaStream_t stream);
 void scale_rows(float* y, const float* s, int64_t n_rows, int64_t n, int64_t ld,
                 cudaStream_t stream);
 
-// ---- L2 prefetch (l2_prefetch.cu) -------------------------------------------------------------
-
-// Starts bringing byte ranges of device memory (weights a later kernel reads) into L2 and
-// returns; nothing waits for the data, no result depends on it. Ranges start 16-byte aligned;
-// empty ones are skipped, past kMaxL2Ranges ignored. bulk: cp.async.bulk.prefetch (sm_90; lines
-// before it); lines: prefetch.global.L2 a 128-byte line.
-struct L2Range {
-  const void* data;
-  int64_t bytes;
-};
-constexpr int kMaxL2Ranges = 8;
-enum class L2PrefetchForm : uint8_t { bulk, lines };
-void l2_prefetch(const L2Range* ranges, int n, L2PrefetchForm form, cudaStream_t stream);
-
 // ---- mixture of experts (kernels/moe, kernels/matmul/matmul_experts.cu) ------------------------
 // The ops of ops.h's MoE section. Per token: the router's softmax top-k (ids, weights [n x k] in
 // increasing expert index), at most kMoeMaxExperts experts; logits [n x n_expert]; scale: null

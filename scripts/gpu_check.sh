@@ -141,13 +141,9 @@
 #               round): the run form at 64 x 640 keys (F16 cache), for its latency one
 #               sequence of 512 keys, c8's eight of 640, then memra-kernel-bench's attention cases
 #               (~2 min; not part of full)
-#     l2        what a product gains when its weights are already in L2 (memra-kernel-bench's
-#               one-token products, 8B and 0.6B shapes, over enough weight copies to miss L2 and
-#               over one), then the decoder's prefetch hints (MEMRA_L2_PREFETCH, fifty-ninth
-#               round): the determinism contract and graph replay with every step hinted, and 8B
-#               and 0.6B Q4_K_M decode of 1 and 8 sequences with it off, bulk (32 and 16 MB a
-#               hint) and lines, 8B BF16 of one off and bulk, twice, alternated (~8 min; not part
-#               of full)
+#     l2        what DRAM's round trips cost the one-token products: memra-kernel-bench's 8B
+#               and 0.6B shapes over enough weight copies to miss L2 and over one (--copies 1,
+#               L2-resident) (~15 s; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -804,11 +800,10 @@ if [ "$MODE" = merge ]; then
 fi
 if [ "$MODE" = l2 ]; then
   # The one-token products with their weights in L2 against from DRAM (memra-kernel-bench's
-  # --copies 1 against its default rotation): the most a prefetch of a product's weights could buy
-  # it. Then Ops::prefetch's hints (MEMRA_L2_PREFETCH, written in the fifty-ninth round): the
-  # determinism contract and graph replay with every step hinted (the hints are a branch of each
-  # recorded graph), and decode with the prefetch off, bulk (32 MB a hint, and 16), and lines,
-  # twice, alternated.
+  # --copies 1 against its default rotation): what DRAM's round trips cost each product, the most
+  # any prefetch of its weights could buy it. (The fifty-ninth round's prefetch of the next
+  # products' weights into L2, MEMRA_L2_PREFETCH, was measured by this mode at 0aa5227's script
+  # and removed.)
   for c in dram l2; do
     copies=()
     [ $c = l2 ] && copies=(--copies 1)
@@ -817,17 +812,6 @@ if [ "$MODE" = l2 ]; then
     step "kernel-bench-l2-06b-$c" 180 "$BIN/memra-kernel-bench" --shapes qwen3-0.6b --tokens 1 \
       --dtypes q4_k,q6_k "${copies[@]}" --json "$RECEIPTS/$DAY-kernel-bench-l2-06b-$c.json"
   done
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step "engine-invariants-l2" 180 env MEMRA_TEST_DEVICE=cuda MEMRA_L2_PREFETCH=bulk \
-      MEMRA_L2_PREFETCH_TOKENS=4096 "$BIN/memra_engine_fixture_test" \
-      --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
-  switch_ab l2 "off:MEMRA_L2_PREFETCH=off bulk:MEMRA_L2_PREFETCH=bulk \
-bulk16:MEMRA_L2_PREFETCH=bulk,MEMRA_L2_PREFETCH_MB=16 lines:MEMRA_L2_PREFETCH=lines" \
-    "-n 64 -c 1,8" "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab l2 "off:MEMRA_L2_PREFETCH=off bulk:MEMRA_L2_PREFETCH=bulk" "-n 64 -c 1" \
-    "$(synth qwen3-8b bf16)"
-  grep -l "failed, it runs eagerly" "$LOGS"/bench-*-l2-*.log || true
 fi
 if [ "$MODE" = side ]; then
   # A Q4_K_M layer's Q6_K v beside its Q4_K q and k in 33-64-token decode steps, recorded graphs

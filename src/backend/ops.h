@@ -233,11 +233,6 @@ class Ops {
                              int64_t n_tokens, std::span<float* const> ys) {
     for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, n_tokens, ys[i]);
   }
-  // A hint, no op: the step reads these weights soon, in this order (the next products), while
-  // the ops before them leave the backend's memory idle. A backend with a cache it can fill ahead
-  // may start loading them (CUDA: into L2, l2_prefetch.h); no result depends on it. The CPU
-  // ignores it.
-  virtual void prefetch(std::span<const TensorView* const> ws) { (void)ws; }
   // out[t] = table row step.tokens[t] as f32, times scale (embedding lookup).
   virtual void embed(const TensorView& table, float scale, float* out) = 0;
   // y = x / rms(x) * w over each row of dim; w may be null (no weight). In place allowed.

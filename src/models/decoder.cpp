@@ -363,7 +363,6 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
     float* const qkv_y[] = {q, k, v};
     ops_->matmul_shared(qkv_w, h, n, qkv_y);
   }
-  hint_after_qkv(il);
   if (cfg_.qkv_bias) {
     ops_->add_row(q, f32(L.bq), n, q_dim);
     ops_->add_row(k, f32(L.bk), n, kv_dim);
@@ -426,7 +425,6 @@ void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
   const TensorView* gate_up_w[] = {&L.w_gate, &L.w_up};
   float* const gate_up_y[] = {gate, up};
   ops_->matmul_shared(gate_up_w, h, n, gate_up_y);
-  hint_after_gate_up(il);
   trace("ffn_gate", il, gate, n, n_ff);
   trace("ffn_up", il, up, n, n_ff);
   if (cfg_.activation == Activation::gelu_tanh)
@@ -435,33 +433,7 @@ void DecoderModel::mlp_block(int il, const float* h, int64_t n, float* out) {
     ops_->silu_mul(gate, up, n, n_ff, gate);
   trace("ffn_act", il, gate, n, n_ff);
   ops_->matmul(L.w_down, gate, n, out);
-  hint_after_down(il);
   trace("ffn_out", il, out, n, cfg_.n_embd);
-}
-
-void DecoderModel::hint_after_qkv(int il) {
-  const LayerWeights& L = w_.layers[il];
-  const bool mlp = cfg_.moe_layer.empty() || !cfg_.moe_layer[il];
-  const TensorView* next[] = {&L.wo, mlp ? &L.w_gate : nullptr, mlp ? &L.w_up : nullptr};
-  ops_->prefetch(next);
-}
-
-void DecoderModel::hint_after_gate_up(int il) {
-  const TensorView* next[] = {&w_.layers[il].w_down};
-  ops_->prefetch(next);
-}
-
-void DecoderModel::hint_after_down(int il) {
-  if (il + 1 == cfg_.n_layers) {
-    if (step_.n_logits() == 0) return;  // a prompt chunk without logits: no output product
-    const TensorView* next[] = {&w_.output};
-    ops_->prefetch(next);
-    return;
-  }
-  if (!cfg_.recurrent_layer.empty() && cfg_.recurrent_layer[il + 1]) return;
-  const LayerWeights& L = w_.layers[il + 1];
-  const TensorView* next[] = {&L.wq, cfg_.attn_output_gate ? &L.wq_gate : nullptr, &L.wk, &L.wv};
-  ops_->prefetch(next);
 }
 
 void DecoderModel::logits_block(const float* x, float* out, int32_t argmax_cols) {

@@ -82,12 +82,6 @@ class DecoderModel : public Model {
   void attention_block(int il, int64_t n, const BackendKvCache& kv, const float* h, float* out);
   // out = down(act(gate(h)) * up(h)).
   void mlp_block(int il, const float* h, int64_t n, float* out);
-  // Ops::prefetch hints at the points where a layer's next products are known and the kernels
-  // before them leave memory idle: after q/k/v (o, then the MLP's gate and up), after gate/up
-  // (down), after down (the next layer's q/k/v, or the output matrix after the last layer).
-  void hint_after_qkv(int il);
-  void hint_after_gate_up(int il);
-  void hint_after_down(int il);
   // Mixture of experts (models/moe.cpp): out[t] = sum of w_j * expert_j(h[t]) over the token's
   // top-k experts by softmax router probability (w renormalized over the k when configured, then
   // times the layer's expert_scale where it has one), each expert an MLP gated by

@@ -10,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <span>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,25 +24,11 @@ namespace {
 
 using test::Collected;
 
-// The CPU ops, with graph_run taking every padded step (and remembering its key), and a log of
-// the weights the products read and the prefetch hints given between them.
+// The CPU ops, with graph_run taking every padded step (and remembering its key).
 class GraphShapedCpuOps final : public Ops {
  public:
   GraphShapedCpuOps() : cpu_(ops_cpu_create({2, false})) {}
   std::set<GraphKey> keys;
-  std::vector<const void*> products;  // each matmul's weights, in call order
-  struct Hint {
-    size_t at;                      // products before it
-    std::vector<const void*> next;  // the weights it names, in order
-  };
-  std::vector<Hint> hints;
-
-  void prefetch(std::span<const TensorView* const> ws) override {
-    Hint h{products.size(), {}};
-    for (const TensorView* w : ws)
-      if (w != nullptr && w->data != nullptr) h.next.push_back(w->data);
-    hints.push_back(std::move(h));
-  }
 
   bool graphs_supported() const override { return true; }
   void graph_run(const GraphKey& key, const std::function<void()>& forward) override {
@@ -65,7 +49,6 @@ class GraphShapedCpuOps final : public Ops {
   }
   void step_begin(const StepLayout& s) override { cpu_->step_begin(s); }
   void matmul(const TensorView& w, const float* x, int64_t n, float* y) override {
-    products.push_back(w.data);
     cpu_->matmul(w, x, n, y);
   }
   void embed(const TensorView& t, float s, float* o) override { cpu_->embed(t, s, o); }
@@ -211,49 +194,6 @@ TEST_P(PaddedDecode, PaddedStepsGiveTheUnpaddedTokens) {
             (std::set<int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20}));
   EXPECT_EQ(contexts, (std::set<int32_t>{96}));  // the context bucket, capped by the context
   EXPECT_EQ(argmax.size(), 2u);                  // the greedy and the logits variants
-}
-
-// Ops::prefetch's hints (a backend loads the weights they name into its cache ahead of the
-// products): each names the products that come next, in their order, so a backend that prefetches
-// fetches what is read next and nothing else. Prompt steps (chunks with and without logits) and
-// decode steps, padded ones included.
-TEST_P(PaddedDecode, PrefetchHintsNameTheNextProducts) {
-  const std::string dir = fixture_dir(GetParam());
-  MEMRA_REQUIRE_TEST_DATA(std::filesystem::exists(dir + "/reference.json")) << dir;
-  std::ifstream in(dir + "/reference.json");
-  const auto prompt = nlohmann::json::parse(in).at("prompt").get<std::vector<int32_t>>();
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t cut : {48, 20, 9, 3}) {
-    const size_t len = std::min(cut, prompt.size());
-    prompts.emplace_back(prompt.end() - static_cast<std::ptrdiff_t>(len), prompt.end());
-  }
-  EngineOptions o;
-  o.model = dir;
-  o.n_threads = 2;
-  o.device = "cpu";
-  o.context_length = 96;
-  o.max_batch_tokens = 24;  // prompt chunks without logits, then the last chunk's
-  auto ops = std::make_shared<GraphShapedCpuOps>();
-  EngineParts parts;
-  parts.ops = ops;
-  parts.tokenizer = Tokenizer::from_hf_folder(dir);
-  parts.eos_ids = parts.tokenizer->eos_ids();
-  parts.model = model_load(std::make_shared<const ModelArchive>(archive_open(dir)), {ops});
-  parts.info.architecture = parts.model->info().architecture;
-  parts.info.n_vocab = parts.model->info().n_vocab;
-  auto e = engine_start(std::move(parts), o);
-  run_staggered(*e, prompts, 8, false);
-  e.reset();
-  ASSERT_FALSE(ops->hints.empty()) << "the decoder gave no prefetch hint";
-  size_t checked = 0;
-  for (const auto& h : ops->hints) {
-    ASSERT_FALSE(h.next.empty());
-    ASSERT_LE(h.at + h.next.size(), ops->products.size()) << "a hint past the last product";
-    for (size_t i = 0; i < h.next.size(); ++i)
-      EXPECT_EQ(h.next[i], ops->products[h.at + i])
-          << "hint " << checked << " names weight " << i << " out of the products' order";
-    ++checked;
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, PaddedDecode,

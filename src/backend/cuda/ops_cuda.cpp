@@ -27,7 +27,6 @@
 #include "backend/cuda/experts_grouped.h"
 #include "backend/cuda/fast_gemm.h"
 #include "backend/cuda/given_x.h"
-#include "backend/cuda/l2_prefetch.h"
 #include "backend/cuda/ops_cuda_support.h"
 #include "backend/cuda/side_stream.h"
 #include "core/env.h"
@@ -52,7 +51,6 @@ class CudaOps final : public Ops {
     if (prefill_side_stream_enabled()) side_ = std::make_unique<SideStreamOwner>();
     check(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming), "cudaEventCreate");
     if (!options.batch_invariant) fast_ = std::make_unique<FastGemm>();
-    prefetch_ = L2Prefetcher::from_env();
   }
   ~CudaOps() override {
     graphs_drop();
@@ -181,24 +179,6 @@ class CudaOps final : public Ops {
     // decide which steps use it.
     products(outs.data(), static_cast<int>(ws.size()), n_in, x, n_tokens,
              side_ ? side_->get() : nullptr);
-  }
-  // Each weight's device form (tiled where it is), for steps the prefetcher takes.
-  void prefetch(std::span<const TensorView* const> ws) override {
-    if (!prefetch_ || step_.n_tokens > prefetch_->max_tokens()) return;
-    std::array<kernels::L2Range, kernels::kMaxL2Ranges> ranges{};
-    size_t n = 0;
-    for (const TensorView* w : ws) {
-      if (n == ranges.size()) break;
-      if (w == nullptr || w->data == nullptr) continue;
-      const auto [data, layout] = matmul_form(*w);
-      const auto n_in = static_cast<int64_t>(w->ne[0]), n_out = static_cast<int64_t>(w->ne[1]);
-      const size_t bytes = layout == kernels::WeightLayout::tiled
-                               ? kernels::matmul_tiled_bytes(w->dtype, n_in, n_out) *
-                                     static_cast<size_t>(w->ne[2] * w->ne[3])
-                               : w->n_bytes;
-      ranges[n++] = {data, static_cast<int64_t>(bytes)};
-    }
-    prefetch_->hint({ranges.data(), n}, stream(), capturing_);
   }
   // Token ids were checked against the table when the step was built (step_layout_build): a
   // replayed graph runs no host code here.
@@ -765,8 +745,7 @@ class CudaOps final : public Ops {
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   bool capturing_ = false;
   GraphStats graph_stats_;
-  std::unique_ptr<SideStreamOwner> side_;   // prefill products beside each other (side_stream.h)
-  std::unique_ptr<L2Prefetcher> prefetch_;  // Ops::prefetch's hints (l2_prefetch.h), or off
+  std::unique_ptr<SideStreamOwner> side_;  // prefill products beside each other (side_stream.h)
 };
 
 void CudaOps::graph_run(const GraphKey& key, const std::function<void()>& forward) {
@@ -804,13 +783,11 @@ cudaGraphExec_t CudaOps::record(const GraphKey& key, const std::function<void()>
     ++forward_;  // the recording makes its own tables
     try {
       forward();
-      if (prefetch_) prefetch_->join_recorded(stream());  // a graph merges its branches
     } catch (const std::exception& e) {
       why = e.what();
     }
     capturing_ = false;
     st = cudaStreamEndCapture(stream(), &graph);
-    if (prefetch_) prefetch_->recording_ended();
     if (why.empty() && st != cudaSuccess) why = fmt_error("cudaStreamEndCapture", st);
     if (why.empty() && (st = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) {
       why = fmt_error("cudaGraphInstantiate", st);
