@@ -127,8 +127,9 @@
 #               wgmma on every output), twice, alternated (~3 min; not part of full)
 #     steps     where whole steps' GPU time goes (scripts/gpu_profile.py), 8B Q4_K_M decode at 1
 #               and 8 sequences (the per-kernel table a persistent decode kernel starts from; or
-#               MEMRA_STEPS_COUNTS, e.g. "64") and a 512-token prompt step (MEMRA_PROFILE_ENV:
-#               switches for all of them) (~6 min; not part of full)
+#               MEMRA_STEPS_COUNTS, e.g. "64"; another weight type: MEMRA_STEPS_TYPE, e.g.
+#               bf16) and a 512-token prompt step (MEMRA_STEPS_PROMPT=0 leaves it out;
+#               MEMRA_PROFILE_ENV: switches for all of them) (~6 min; not part of full)
 #     stalls    Nsight Compute's limits, stall reasons and most-stalled SASS lines of the kernels
 #               of the open decode targets: the tiled decode kernel at 8 tokens (Q4_K gate and
 #               down), the one-token kernel on the same gate, decode attention at one sequence of
@@ -915,20 +916,27 @@ if [ "$MODE" = steps ]; then
   # Serialized kernel time per decode step, by kernel, at 1 and 8 sequences (the 8-sequence
   # step costs ~1 ms more than the one-sequence step for the same weights: where), or at the
   # counts of MEMRA_STEPS_COUNTS (e.g. "64": the split forms' c64 step, with MEMRA_PROFILE_ENV).
+  # MEMRA_STEPS_TYPE: the 8B file's weight type (q4_k_m by default; bf16, q8_0); MEMRA_STEPS_PROMPT=0
+  # leaves the prompt step out.
+  type=${MEMRA_STEPS_TYPE:-q4_k_m}
+  extra=()
+  [ "$type" = q4_k_m ] && extra=(--fast-quant)
+  model=$(synth qwen3-8b "$type" "${extra[@]}")
   for c in ${MEMRA_STEPS_COUNTS:-1 8}; do
     window="--skip 8000 --count 2000" decode="-n 128"
     [ "$c" -gt 16 ] && window="--skip 16000 --count 2500" decode="-n 64"
     # shellcheck disable=SC2086  # the variables split at their spaces
-    step "profile-qwen3-8b-q4_k_m-c$c" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
-      scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" \
-      $window --bench-args "$decode -r 3 -c $c"
+    step "profile-qwen3-8b-$type-c$c" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+      scripts/gpu_profile.py --bin "$BIN" --model "$model" $window --bench-args "$decode -r 3 -c $c"
   done
   # A 512-token prompt step per kernel (the thirty-sixth round's table, PERFORMANCE.md), with the
   # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=0).
-  # shellcheck disable=SC2086  # the variables split at their spaces
-  step prompt-profile-qwen3-8b-q4_k_m-512 240 env ${MEMRA_PROFILE_ENV:-} python3 \
-    scripts/gpu_profile.py --bin "$BIN" --model "$(synth qwen3-8b q4_k_m --fast-quant)" --prompt \
-    --skip 0 --count 2500 --bench-args "-p 512 -n 2 -r 3"
+  if [ "${MEMRA_STEPS_PROMPT:-1}" != 0 ]; then
+    # shellcheck disable=SC2086  # the variables split at their spaces
+    step "prompt-profile-qwen3-8b-$type-512" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+      scripts/gpu_profile.py --bin "$BIN" --model "$model" --prompt \
+      --skip 0 --count 2500 --bench-args "-p 512 -n 2 -r 3"
+  fi
 fi
 if [ "$MODE" = stalls64 ]; then
   # Why a 64-token chunk takes ~2.3 us where its wgmmas need ~0.55 (forty-ninth round: the
