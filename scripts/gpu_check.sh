@@ -918,22 +918,22 @@ if [ "$MODE" = steps ]; then
   # counts of MEMRA_STEPS_COUNTS (e.g. "64": the split forms' c64 step, with MEMRA_PROFILE_ENV).
   # MEMRA_STEPS_TYPE: the 8B file's weight type (q4_k_m by default; bf16, q8_0); MEMRA_STEPS_PROMPT=0
   # leaves the prompt step out.
-  type=${MEMRA_STEPS_TYPE:-q4_k_m}
+  wtype=${MEMRA_STEPS_TYPE:-q4_k_m}
   extra=()
-  [ "$type" = q4_k_m ] && extra=(--fast-quant)
-  model=$(synth qwen3-8b "$type" "${extra[@]}")
+  [ "$wtype" = q4_k_m ] && extra=(--fast-quant)
+  model=$(synth qwen3-8b "$wtype" "${extra[@]}")
   for c in ${MEMRA_STEPS_COUNTS:-1 8}; do
     window="--skip 8000 --count 2000" decode="-n 128"
     [ "$c" -gt 16 ] && window="--skip 16000 --count 2500" decode="-n 64"
     # shellcheck disable=SC2086  # the variables split at their spaces
-    step "profile-qwen3-8b-$type-c$c" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+    step "profile-qwen3-8b-$wtype-c$c" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
       scripts/gpu_profile.py --bin "$BIN" --model "$model" $window --bench-args "$decode -r 3 -c $c"
   done
   # A 512-token prompt step per kernel (the thirty-sixth round's table, PERFORMANCE.md), with the
   # switches of MEMRA_PROFILE_ENV if set (e.g. MEMRA_X_ROWS=0).
   if [ "${MEMRA_STEPS_PROMPT:-1}" != 0 ]; then
     # shellcheck disable=SC2086  # the variables split at their spaces
-    step "prompt-profile-qwen3-8b-$type-512" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
+    step "prompt-profile-qwen3-8b-$wtype-512" 240 env ${MEMRA_PROFILE_ENV:-} python3 \
       scripts/gpu_profile.py --bin "$BIN" --model "$model" --prompt \
       --skip 0 --count 2500 --bench-args "-p 512 -n 2 -r 3"
   fi
