@@ -25,6 +25,14 @@ namespace memra::kernels::detail {
 // MEMRA_PDL not set to 0 (an A/B switch: the outputs are bit-identical either way).
 bool programmatic_launch();
 
+// MEMRA_DIAG_DROP, a measuring instrument and never a mode to run: a list of substrings of kernel
+// names, separated by ',' or '+' (e.g. "x_to_f16_kernel+norm_to_f16"). Every launch of a kernel
+// whose name contains one of them is skipped, so what reads its outputs reads stale memory and
+// every result after it is wrong; what a step's time loses is what those launches cost in place,
+// with the overlap programmatic launch gives them (which a serialized profile cannot say). Unset,
+// the default: nothing is skipped. The first skip of each kernel is named on stderr.
+bool dropped(const void* kernel);
+
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
 // programmatic_launch() says so, in thread block clusters of cluster_x blocks along x where
 // cluster_x > 0 (grid.x a multiple of it; the kernel's code must be sm_90). Errors surface at the
@@ -32,6 +40,7 @@ bool programmatic_launch();
 template <typename... Params, typename... Args>
 void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+  if (dropped(reinterpret_cast<const void*>(kernel))) return;
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
   if (cluster_x > 0) {

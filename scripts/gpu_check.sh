@@ -145,6 +145,11 @@
 #     l2        what DRAM's round trips cost the one-token products: memra-kernel-bench's 8B
 #               and 0.6B shapes over enough weight copies to miss L2 and over one (--copies 1,
 #               L2-resident) (~15 s; not part of full)
+#     drop      what each class of a one-token step's small kernels costs in place, under
+#               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
+#               at 1 and 8 sequences and BF16 at 1 with the launches of that class skipped
+#               (MEMRA_DIAG_DROP; every output is then wrong: a measuring instrument), default
+#               first, twice, alternated (~5 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
@@ -174,8 +179,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -798,6 +803,19 @@ if [ "$MODE" = merge ]; then
   done
   switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = drop ]; then
+  # Each way skips one class of kernels (MEMRA_DIAG_DROP, kernels/launch.cuh): x's two
+  # preparations (o's and down's inputs), the two norms, the attention prologue, decode attention
+  # and its combine, the activation, and all of them at once (the products alone: the bound of
+  # any fusion of the small kernels, a persistent step's included).
+  small="x_to_f16_kernel+norm_to_f16+qk_prologue+decode_attention_kernel+attention_combine+act_mul"
+  ways="default:MEMRA_DIAG_DROP= xprep:MEMRA_DIAG_DROP=x_to_f16_kernel"
+  ways="$ways norm:MEMRA_DIAG_DROP=norm_to_f16 prologue:MEMRA_DIAG_DROP=qk_prologue"
+  ways="$ways attn:MEMRA_DIAG_DROP=decode_attention_kernel+attention_combine"
+  ways="$ways act:MEMRA_DIAG_DROP=act_mul small:MEMRA_DIAG_DROP=$small"
+  switch_ab drop "$ways" "-n 64 -c 1,8" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab drop "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = l2 ]; then
   # The one-token products with their weights in L2 against from DRAM (memra-kernel-bench's
