@@ -808,12 +808,14 @@ if [ "$MODE" = drop ]; then
   # Each way skips one class of kernels (MEMRA_DIAG_DROP, kernels/launch.cuh): x's two
   # preparations (o's and down's inputs), the two norms, the attention prologue, decode attention
   # and its combine, the activation, and all of them at once (the products alone: the bound of
-  # any fusion of the small kernels, a persistent step's included).
+  # any fusion of the small kernels, a persistent step's included), and the products (the small
+  # kernels' chain alone).
   small="x_to_f16_kernel+norm_to_f16+qk_prologue+decode_attention_kernel+attention_combine+act_mul"
   ways="default:MEMRA_DIAG_DROP= xprep:MEMRA_DIAG_DROP=x_to_f16_kernel"
   ways="$ways norm:MEMRA_DIAG_DROP=norm_to_f16 prologue:MEMRA_DIAG_DROP=qk_prologue"
   ways="$ways attn:MEMRA_DIAG_DROP=decode_attention_kernel+attention_combine"
   ways="$ways act:MEMRA_DIAG_DROP=act_mul small:MEMRA_DIAG_DROP=$small"
+  ways="$ways products:MEMRA_DIAG_DROP=single_decode+tiled_decode+pair_decode"
   switch_ab drop "$ways" "-n 64 -c 1,8" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab drop "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
