@@ -147,7 +147,7 @@
 #               L2-resident) (~15 s; not part of full)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
-#               at 1 and 8 sequences and BF16 at 1 with the launches of that class skipped
+#               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class skipped
 #               (MEMRA_DIAG_DROP; every output is then wrong: a measuring instrument), default
 #               first, twice, alternated (~5 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
@@ -818,6 +818,7 @@ if [ "$MODE" = drop ]; then
   ways="$ways products:MEMRA_DIAG_DROP=single_decode+tiled_decode+pair_decode"
   switch_ab drop "$ways" "-n 64 -c 1,8" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab drop "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+  switch_ab drop "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = l2 ]; then
   # The one-token products with their weights in L2 against from DRAM (memra-kernel-bench's
