@@ -147,9 +147,9 @@
 #               L2-resident) (~15 s; not part of full)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
-#               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class skipped
-#               (MEMRA_DIAG_DROP; every output is then wrong: a measuring instrument), default
-#               first, twice, alternated (~5 min; not part of full)
+#               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
+#               skipped (MEMRA_DIAG_DROP; every output is then wrong: a measuring instrument),
+#               default first, twice, alternated (~7 min; not part of full)
 #     gemma4    Gemma 4's norm chains fused against the plain kernels (MEMRA_FUSED_NORMS=0): the
 #               norm kernels' kernel-check, 26B-A4B and 31B at 1 and 8 sequences (~4 min)
 #     moe       mixture-of-experts decode: kernel-check's routing and expert cases (+ teeth, and
