@@ -145,10 +145,6 @@
 #     l2        what DRAM's round trips cost the one-token products: memra-kernel-bench's 8B
 #               and 0.6B shapes over enough weight copies to miss L2 and over one (--copies 1,
 #               L2-resident) (~15 s; not part of full)
-#     warps     decode attention's one-split form on sixteen warps (MEMRA_DECODE_WARPS=16)
-#               against eight: its kernel-check and the determinism contract with it, the
-#               kernel at one sequence of 512 keys, then 8B Q4_K_M, BF16 and 0.6B Q4_K_M at one
-#               sequence each way, twice, alternated (~4 min; not part of full)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -183,8 +179,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | warps | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|warps|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -372,11 +368,6 @@ if runs quick; then
   # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; by
   # default steps of at most 8 tokens and 8 splits in one wave), long contexts included.
   kcheck kernel-check-attention-merge 120 MEMRA_DECODE_MERGE=1 --filter attention
-  # And the one-split form at one block an SM on sixteen warps (MEMRA_DECODE_WARPS=16, opt-in),
-  # merging its partials and not.
-  kcheck kernel-check-attention-warps16 120 MEMRA_DECODE_WARPS=16 --filter attention
-  kcheck kernel-check-attention-warps16-merge 120 MEMRA_DECODE_WARPS=16 MEMRA_DECODE_MERGE=1 \
-    --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
   # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
@@ -812,27 +803,6 @@ if [ "$MODE" = merge ]; then
   done
   switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-fi
-if [ "$MODE" = warps ]; then
-  # Decode attention's one-split form (the one-token step's at short context) on sixteen warps:
-  # its bits first (each against the generic kernel; merging and not), the determinism contract
-  # with it, the kernel alone each way, then whole steps each way.
-  kcheck kernel-check-attention-warps16 120 MEMRA_DECODE_WARPS=16 --filter attention
-  kcheck kernel-check-attention-warps16-merge 120 MEMRA_DECODE_WARPS=16 MEMRA_DECODE_MERGE=1 \
-    --filter attention
-  if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step engine-invariants-warps16 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_WARPS=16 \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  fi
-  for w in 8 16 8 16; do
-    step "kernel-bench-attention-warps$w" 60 env MEMRA_DECODE_WARPS=$w \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16'
-  done
-  # (The 0.6B first: attention is the largest share of its step, and its file is made fastest.)
-  ways="w8:MEMRA_DECODE_WARPS=8 w16:MEMRA_DECODE_WARPS=16"
-  switch_ab warps "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab warps "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab warps "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = drop ]; then
   # Each way skips one class of kernels (MEMRA_DIAG_DROP, kernels/launch.cuh): x's two

@@ -234,18 +234,6 @@ bool decode_pipe_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_WARPS: the warps of the decode kernel's one-split-a-block form at one block an SM
-// (V in rows of its own: head_dim 128, no runs; a one-token step over a short context is that
-// form). 8 (the default) or 16 (attention_decode.cuh's DecodeConfig: the same bits, half of each
-// warp's copies and scores). Why: at one sequence decode attention costs ~11 us a layer in place,
-// the largest of a step's small kernels (sixtieth round, MEMRA_DIAG_DROP), and Nsight has its
-// blocks issuing every 8.6 cycles a warp from 2 warps a scheduler, latency a second eight warps
-// can hide. Opt-in until measured (gpu_check.sh ab).
-int decode_warps() {
-  static const int warps = env_choice("MEMRA_DECODE_WARPS", {"8", "16"}, 0) == 1 ? 16 : 8;
-  return warps;
-}
-
 // MEMRA_DECODE_RING: where the two-blocks form's launches of at most four query heads a block (the
 // 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four loads
 // through three chunk slots, V's first chunk in flight from the split's start) instead of the pipe
@@ -403,17 +391,6 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     }
   }
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
-  if constexpr (!kShared && D == 128) {
-    using DC16 = detail::DecodeConfig<D, CT, false, 16>;
-    if (!runs && !pipe && decode_warps() == 16 && DC16::kBlocksPerSm == 1) {
-      const auto kernel16 = detail::decode_attention_kernel<D, CT, false, false, false, 16>;
-      static std::atomic<uint64_t> smem16_set{0};
-      detail::allow_smem_once(kernel16, DC16::kBytes, smem16_set);
-      detail::launch(kernel16, grid, DC16::C::kThreads, DC16::kBytes, stream, q);
-      if (q.arrivals == nullptr) launch_combine<D>(p, stream);
-      return true;
-    }
-  }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);

@@ -36,18 +36,11 @@ namespace memra::kernels::detail {
 // that two blocks fit an SM (~95 KB at head_dim 128): for grids of more blocks than SMs (a few
 // sequences: 8B at 8 x ~576 keys is 192 blocks), which one block an SM runs in two waves. V's
 // loads then wait for the scores, which a grid that fits the SMs once does not pay for.
-//
-// kW: the block's warps. Eight but in the sixteen-warp form (attention.cu's MEMRA_DECODE_WARPS):
-// the one-split-a-block form at one block an SM, where shared memory, not warps, bounds the SM,
-// so a block's second eight warps cost nothing. A warp then copies half the keys' rows and scores
-// half the keys, and accumulates one value tile of eight head dims instead of two; each score's
-// and each output's mma chain is the same steps in the same order, and the softmax is still a
-// row a warp: the same bits (kernel-check compares the two).
-template <int D, typename CT, bool kShared = false, int kW = kAttnWarps>
+template <int D, typename CT, bool kShared = false>
 struct DecodeConfig {
-  using C = MmaConfig<D, CT, false, kW>;
+  using C = MmaConfig<D, CT, false>;
   static constexpr int kChunks = kSplit / C::kChunk;  // a split's chunks (K or V)
-  static constexpr int kRowsPerPass = C::kThreads / C::kSegs;
+  static constexpr int kRowsPerPass = kAttnThreads / C::kSegs;
   static constexpr int kPasses = kSplit / kRowsPerPass;  // a thread's keys of the split
   // V has rows of its own (else K's, after the scores).
   static constexpr bool kSeparateV = D <= 128 && !kShared;
@@ -67,9 +60,9 @@ constexpr bool has_decode_kernel() {
 // This thread's keys of a split (key sbase + row0 + k kRowsPerPass, k < kPasses: one 16-byte
 // segment of each row) with their offsets into a cache, the slot, kv head and segment applied,
 // or -1 for keys outside [c0, c1): each key's slot is looked up once for its K and V copies.
-template <int D, typename CT, int kW = kAttnWarps>
+template <int D, typename CT>
 struct SplitKeys {
-  using DC = DecodeConfig<D, CT, false, kW>;  // the key layout is the same in both forms
+  using DC = DecodeConfig<D, CT>;  // the key layout is the same in both forms
   int64_t off[DC::kPasses];
   __device__ __forceinline__ SplitKeys(const AttnParams& p, const int32_t* table, int kv_head,
                                        int sbase, int c0, int c1) {
@@ -92,16 +85,14 @@ struct SplitKeys {
 // (o - kFirstRow) * kRowBytes) from `cache` (p.k, or p.v with `values`). V rows of keys outside
 // the range are zeroed (the V steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN
 // is NaN).
-// (k1 < 0: every pass.)
-template <int D, typename CT, int k0 = 0, int k1 = -1, int kFirstRow = 0, int kW = kAttnWarps>
-__device__ __forceinline__ void copy_passes(const SplitKeys<D, CT, kW>& keys, const void* cache,
+template <int D, typename CT, int k0 = 0, int k1 = DecodeConfig<D, CT>::kPasses, int kFirstRow = 0>
+__device__ __forceinline__ void copy_passes(const SplitKeys<D, CT>& keys, const void* cache,
                                             bool values, unsigned char* dst) {
-  using DC = DecodeConfig<D, CT, false, kW>;
-  constexpr int kEnd = k1 < 0 ? DC::kPasses : k1;
+  using DC = DecodeConfig<D, CT>;
   const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
   const unsigned char* src = static_cast<const unsigned char*>(cache);
 #pragma unroll
-  for (int k = k0; k < kEnd; ++k) {
+  for (int k = k0; k < k1; ++k) {
     unsigned char* to =
         dst + (row0 + k * DC::kRowsPerPass - kFirstRow) * DC::C::kRowBytes + seg * 16;
     if (keys.off[k] >= 0)
@@ -112,10 +103,10 @@ __device__ __forceinline__ void copy_passes(const SplitKeys<D, CT, kW>& keys, co
 }
 
 // One phase's copies (every key of the split), one commit group.
-template <int D, typename CT, int kW>
-__device__ __forceinline__ void copy_phase(const SplitKeys<D, CT, kW>& keys, const void* cache,
+template <int D, typename CT>
+__device__ __forceinline__ void copy_phase(const SplitKeys<D, CT>& keys, const void* cache,
                                            bool values, unsigned char* dst) {
-  copy_passes<D, CT, 0, -1, 0, kW>(keys, cache, values, dst);
+  copy_passes<D, CT>(keys, cache, values, dst);
   cp_async_commit();
 }
 
@@ -123,14 +114,13 @@ __device__ __forceinline__ void copy_phase(const SplitKeys<D, CT, kW>& keys, con
 // a split's rows, or a ring slot), one commit group, empty where `live` is false (the groups in
 // flight are then counted the same on every split). Its kChunk keys are the passes [ci kPer,
 // + kPer): a pass is kRowsPerPass consecutive keys.
-template <int D, typename CT, int ci, int kW>
-__device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT, kW>& keys, const void* cache,
+template <int D, typename CT, int ci>
+__device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const void* cache,
                                            bool values, unsigned char* rows, bool live) {
-  using DC = DecodeConfig<D, CT, false, kW>;
+  using DC = DecodeConfig<D, CT>;
   constexpr int kPer = DC::C::kChunk / DC::kRowsPerPass;
   if (live)
-    copy_passes<D, CT, ci * kPer, (ci + 1) * kPer, ci * DC::C::kChunk, kW>(keys, cache, values,
-                                                                           rows);
+    copy_passes<D, CT, ci * kPer, (ci + 1) * kPer, ci * DC::C::kChunk>(keys, cache, values, rows);
   cp_async_commit();
 }
 
@@ -172,11 +162,11 @@ __device__ __forceinline__ bool decode_block_run(const AttnParams& p, bool runs,
 }
 
 // Split s's keys with keys of the run's token: [c0, c1) of [s * kSplit, + kSplit).
-template <int D, typename CT, int kW = kAttnWarps>
-__device__ __forceinline__ SplitKeys<D, CT, kW> split_keys_of(const AttnParams& p, const Run& run,
-                                                              int s) {
-  return SplitKeys<D, CT, kW>(p, run.table, run.kv_head, s * kSplit, max(s * kSplit, run.lo),
-                              min(s * kSplit + kSplit, run.hi));
+template <int D, typename CT>
+__device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, const Run& run,
+                                                          int s) {
+  return SplitKeys<D, CT>(p, run.table, run.kv_head, s * kSplit, max(s * kSplit, run.lo),
+                          min(s * kSplit + kSplit, run.hi));
 }
 
 // grid: x = query token, y = split (kRun: split group), z = kv head * n_chunks + chunk
@@ -189,15 +179,12 @@ __device__ __forceinline__ SplitKeys<D, CT, kW> split_keys_of(const AttnParams& 
 // other chunk's scores and the softmax), and the next split's first K chunk once the values have
 // read chunk 0 (under chunk 1's values and the split's end); the same arithmetic in the same
 // order: the same bits. The host launches it for power-of-two block sizes only (bs_shift >= 0).
-// kW: the block's warps (DecodeConfig): sixteen in the one-split form at one block an SM only.
-template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, int kW = kAttnWarps>
-__global__ void __launch_bounds__(32 * kW, DecodeConfig<D, CT, kShared, kW>::kBlocksPerSm)
+template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false>
+__global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
-  using DC = DecodeConfig<D, CT, kShared, kW>;
+  using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
-  static_assert(kW == kAttnWarps || (!kShared && !kRun && !kPipe && DC::kBlocksPerSm == 1),
-                "sixteen warps: the one-split form at one block an SM");
   // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
@@ -213,11 +200,11 @@ __global__ void __launch_bounds__(32 * kW, DecodeConfig<D, CT, kShared, kW>::kBl
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
-  const auto split_keys = [&](int s) { return split_keys_of<D, CT, kW>(p, run, s); };
+  const auto split_keys = [&](int s) { return split_keys_of<D, CT>(p, run, s); };
   // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
   // K, then V behind it where V has rows of its own (else after the scores).
-  SplitKeys<D, CT, kW> keys = split_keys(s_first);
+  SplitKeys<D, CT> keys = split_keys(s_first);
   if constexpr (kPipe) {
     copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
     copy_chunk<D, CT, 1>(keys, p.k, false, kb + C::kChunkBytes, live(s_first, 1));
@@ -226,8 +213,7 @@ __global__ void __launch_bounds__(32 * kW, DecodeConfig<D, CT, kShared, kW>::kBl
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   }
   publish_key_ranges(p, run, sm);
-  // One token: rows are its heads h0 .. h0 + n_h - 1.
-  stage_q_terms<D, CT, C, 1, C::kRows, C::kThreads>(p, run, sm.q);
+  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
@@ -235,19 +221,17 @@ __global__ void __launch_bounds__(32 * kW, DecodeConfig<D, CT, kShared, kW>::kBl
     cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
     __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
     for (int ci = ci0; ci <= ci1; ++ci)
-      mma_chunk_scores<D, CT, false, C::kRows, kW>(p, run, Cursor{s, 0, ci}, sm,
-                                                   kb + ci * C::kChunkBytes);
+      mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     __syncthreads();  // the split's scores (and K's rows are free)
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
-    mma_split_softmax<D, CT, false, kW>(run, s, sm);
+    mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(0);  // this thread's V copies
     __syncthreads();   // everyone's; p published
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
     for (int ci = ci0; ci <= ci1; ++ci)
-      mma_chunk_values<D, CT, false, C::kRows, kW>(run, Cursor{s, 1, ci}, sm,
-                                                   vb + ci * C::kChunkBytes, acc);
-    mma_split_finish<D, CT, false, kW>(p, run, s, sm, acc, O);
+      mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
       __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
       keys = split_keys(s + 1);
@@ -262,27 +246,27 @@ __global__ void __launch_bounds__(32 * kW, DecodeConfig<D, CT, kShared, kW>::kBl
     unsigned char* const row1 = kb + C::kChunkBytes;
     cp_async_wait(1);  // this thread's chunk 0 of K
     __syncthreads();   // everyone's; q and the rows' ranges published (the previous split's done)
-    if (live0) mma_chunk_scores<D, CT, false, C::kRows, kW>(p, run, Cursor{s, 0, 0}, sm, row0);
+    if (live0) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 0}, sm, row0);
     cp_async_wait(0);  // chunk 1 of K
     __syncthreads();   // everyone's; chunk 0's K rows are free
     copy_chunk<D, CT, 0>(keys, p.v, true, kb, live0);
-    if (live1) mma_chunk_scores<D, CT, false, C::kRows, kW>(p, run, Cursor{s, 0, 1}, sm, row1);
+    if (live1) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 1}, sm, row1);
     __syncthreads();  // the split's scores; chunk 1's K rows are free
     copy_chunk<D, CT, 1>(keys, p.v, true, row1, live1);
-    mma_split_softmax<D, CT, false, kW>(run, s, sm);
+    mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(1);  // chunk 0 of V
     __syncthreads();   // everyone's; p published
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
-    if (live0) mma_chunk_values<D, CT, false, C::kRows, kW>(run, Cursor{s, 1, 0}, sm, row0, acc);
+    if (live0) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 0}, sm, row0, acc);
     cp_async_wait(0);  // chunk 1 of V
     __syncthreads();   // everyone's; chunk 0's V rows are free
     if (next) {
       keys = split_keys(s + 1);
       copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s + 1, 0));
     }
-    if (live1) mma_chunk_values<D, CT, false, C::kRows, kW>(run, Cursor{s, 1, 1}, sm, row1, acc);
-    mma_split_finish<D, CT, false, kW>(p, run, s, sm, acc, O);
+    if (live1) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 1}, sm, row1, acc);
+    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
       copy_chunk<D, CT, 1>(keys, p.k, false, row1, live(s + 1, 1));

@@ -41,22 +41,17 @@ constexpr int split_terms() {
 // instructions issued a cycle per scheduler with 64-row tiles).
 constexpr int kMmaTileRows = 32;
 
-// kW: the block's warps (kAttnWarps everywhere but the one-query decode kernel's sixteen-warp
-// form, attention_decode.cuh). A warp's share of a chunk's keys and of the head dims follows from
-// it; each score's and each output's mma chain does not (the same steps in the same order).
-template <int D, typename CT, bool MQ, int kW = kAttnWarps>
+template <int D, typename CT, bool MQ>
 struct MmaConfig {
   static_assert(sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256), "16-bit cache, D 64..256");
-  static constexpr int kWarps = kW;
-  static constexpr int kThreads = 32 * kW;
   static constexpr int kTerms = split_terms<CT>();
   static constexpr int kRows = MQ ? kMmaTileRows : 16;
   static constexpr int kMTiles = kRows / 16;
   static constexpr int kChunk = MQ ? 64 : 128;
   static constexpr int kChunkShift = MQ ? 6 : 7;
-  static constexpr int kKeysW = kChunk / kW;  // keys a warp scores per chunk
+  static constexpr int kKeysW = kChunk / kAttnWarps;  // keys a warp scores per chunk
   static constexpr int kNTilesS = kKeysW / 8;
-  static constexpr int kDimsW = D / kW;  // head dims a warp accumulates
+  static constexpr int kDimsW = D / kAttnWarps;  // head dims a warp accumulates
   static constexpr int kNTilesV = kDimsW / 8;
   static constexpr int kSegElems = 8;
   static constexpr int kSegs = D / kSegElems;
@@ -180,14 +175,12 @@ __device__ __forceinline__ int staged_row(int m, int lane) {
 }
 
 // Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
-// kStaged: the rows of q's terms staged (staged_row), each term's array kStaged rows long. kW: the
-// block's warps (MmaConfig).
-template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows,
-          int kW = kAttnWarps>
+// kStaged: the rows of q's terms staged (staged_row), each term's array kStaged rows long.
+template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
 __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run& run,
                                                  const Cursor& c, const MmaSmem& sm,
                                                  const unsigned char* buf) {
-  using C = MmaConfig<D, CT, MQ, kW>;
+  using C = MmaConfig<D, CT, MQ>;
   static_assert(kStaged <= C::kRows, "staged rows of the tiles");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
@@ -246,21 +239,21 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
 // independent shuffle chains); the row's p (zero outside its keys) replaces its scores as term
 // arrays. Lane l holds the split's key offsets 64 i + 2 l and 64 i + 2 l + 1 (i < 4) as v[2 i],
 // v[2 i + 1]: a row's l is each lane's sum of v in index order, then the fixed xor tree.
-template <int D, typename CT, bool MQ, int kW = kAttnWarps>
+template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const MmaSmem& sm) {
-  using C = MmaConfig<D, CT, MQ, kW>;
+  using C = MmaConfig<D, CT, MQ>;
   // One-query blocks hold at most kMaxGroup = kAttnWarps rows, a row a warp: a batch of four
   // would run three empty rows' loads, exponentials and shuffles beside each row (predicated
   // off, not skipped), on the split's critical path (fifty-sixth round).
-  static_assert(MQ || kMaxGroup <= kW, "a one-query block's rows, one a warp");
+  static_assert(MQ || kMaxGroup <= kAttnWarps, "a one-query block's rows, one a warp");
   constexpr int kBatch = MQ ? 4 : 1, kPer = kSplit / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int r0 = warp; r0 < run.n_rows; r0 += kBatch * kW) {
+  for (int r0 = warp; r0 < run.n_rows; r0 += kBatch * kAttnWarps) {
     int ob[kBatch], oe[kBatch];
     float v[kBatch][kPer], m[kBatch], l[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int r = r0 + b * kW;
+      const int r = r0 + b * kAttnWarps;
       int kb = 0, ke = 0;
       if (r < run.n_rows) row_keys(sm, r / run.n_h, s, kb, ke);
       ob[b] = kb - s * kSplit, oe[b] = ke - s * kSplit;  // empty: no key of the row here
@@ -297,7 +290,7 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
     __syncwarp();  // every lane has read its rows before any overwrites them
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int r = r0 + b * kW;
+      const int r = r0 + b * kAttnWarps;
       if (ob[b] >= oe[b]) continue;  // no key (or no row): nothing to write
       uint32_t* terms = reinterpret_cast<uint32_t*>(sm.sc + r * C::kScStride);
 #pragma unroll
@@ -315,14 +308,12 @@ __device__ __forceinline__ void mma_split_softmax(const Run& run, int s, const M
 }
 
 // acc += p . v over chunk c's 16-key steps that hold keys of the run (warp w: head dims
-// [w * kDimsW, + kDimsW), every row tile). kStaged: the scores' rows staged (staged_row); kW:
-// the block's warps.
-template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows,
-          int kW = kAttnWarps>
+// [w * kDimsW, + kDimsW), every row tile). kStaged: the scores' rows staged (staged_row).
+template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
 __device__ __forceinline__ void mma_chunk_values(
     const Run& run, const Cursor& c, const MmaSmem& sm, const unsigned char* buf,
-    float (&acc)[MmaConfig<D, CT, MQ, kW>::kMTiles][MmaConfig<D, CT, MQ, kW>::kNTilesV][4]) {
-  using C = MmaConfig<D, CT, MQ, kW>;
+    float (&acc)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
+  using C = MmaConfig<D, CT, MQ>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int base = c.s * kSplit + c.ci * C::kChunk;
   const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
@@ -362,17 +353,17 @@ __device__ __forceinline__ void mma_chunk_values(
 // The end of split s, as split_finish: partials to scratch (split plan) or merged into O
 // (one_pass); acc is zeroed. A thread's fragment elements: row 16m + g (+8), dims
 // d0 + 8n + 2t (+1).
-template <int D, typename CT, bool MQ, int kW = kAttnWarps>
+template <int D, typename CT, bool MQ>
 __device__ __forceinline__ void mma_split_finish(
     const AttnParams& p, const Run& run, int s, const MmaSmem& sm,
-    float (&acc)[MmaConfig<D, CT, MQ, kW>::kMTiles][MmaConfig<D, CT, MQ, kW>::kNTilesV][4],
-    float (&O)[MmaConfig<D, CT, MQ, kW>::kMTiles][MmaConfig<D, CT, MQ, kW>::kNTilesV][4]) {
-  using C = MmaConfig<D, CT, MQ, kW>;
+    float (&acc)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4],
+    float (&O)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
+  using C = MmaConfig<D, CT, MQ>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   if (p.one_pass) {
     update_running_stats(run, s, sm);
   } else {
-    for (int r = threadIdx.x; r < run.n_rows; r += C::kThreads) {
+    for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
       int kb, ke;
       row_keys(sm, r / run.n_h, s, kb, ke);
       if (kb >= ke) continue;
@@ -434,18 +425,17 @@ __device__ __forceinline__ void zero_tiles(float (&acc)[C::kMTiles][C::kNTilesV]
 // a thread: one at a time, each waited on its global load, ~10% of that kernel's warp samples at
 // 2,048 tokens in Nsight, forty-third round); the same values in the same slots either way.
 // kStaged: each term's array of rows (staged_row): the tiles' whole rows, or kStaged < 16 rows
-// (n_rows <= kStaged) for the decode kernel's ring form. kThreads: the block's.
-template <int D, typename CT, typename C, int kBatch = 1, int kStaged = C::kRows,
-          int kThreads = kAttnThreads>
+// (n_rows <= kStaged) for the decode kernel's ring form.
+template <int D, typename CT, typename C, int kBatch = 1, int kStaged = C::kRows>
 __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& run,
                                               unsigned char* q_terms) {
   const int rows_padded = kStaged < 16 ? kStaged : (run.n_rows + 15) & ~15;
   const int total = rows_padded * (D / 2);
-  for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * kThreads) {
+  for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * kAttnThreads) {
     float2 x[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = i0 + b * kThreads;
+      const int i = i0 + b * kAttnThreads;
       const int r = i / (D / 2), d = 2 * (i % (D / 2));
       x[b] = make_float2(0.0f, 0.0f);
       if (i < total && r < run.n_rows) {  // two loads: q rows need not be 8-byte aligned
@@ -456,7 +446,7 @@ __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& ru
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
-      const int i = i0 + b * kThreads;
+      const int i = i0 + b * kAttnThreads;
       const int r = i / (D / 2), d = 2 * (i % (D / 2));
       if (i >= total) continue;
       uint16_t t0[C::kTerms], t1[C::kTerms];

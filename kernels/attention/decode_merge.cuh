@@ -67,8 +67,7 @@ template <int D>
 __device__ __forceinline__ void merge_token_heads(const AttnParams& p, int t, int h0, int n_h) {
   constexpr int kBatch = 4;
   const KeyRange range = key_range(p.positions[t], p.window);
-  // (blockDim.x: the decode kernel's blocks are of eight warps or, in its sixteen-warp form, 16.)
-  for (int i = threadIdx.x; i < n_h * D; i += static_cast<int>(blockDim.x)) {
+  for (int i = threadIdx.x; i < n_h * D; i += kAttnThreads) {
     const int h = h0 + i / D, d = i % D;
     float* o = p.out + (int64_t{t} * p.n_heads + h) * D + d;
     if (range.last >= p.n_splits) {  // a caller bug, as the combine kernel reports it
