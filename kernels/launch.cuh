@@ -30,7 +30,9 @@ bool programmatic_launch();
 // whose name contains one of them is skipped, so what reads its outputs reads stale memory and
 // every result after it is wrong; what a step's time loses is what those launches cost in place,
 // with the overlap programmatic launch gives them (which a serialized profile cannot say). Unset,
-// the default: nothing is skipped. The first skip of each kernel is named on stderr.
+// the default: nothing is skipped. The names matched are the mangled ones, which for kernels in
+// an anonymous namespace hold their source file's name too ("qk_prologue" matches every kernel of
+// qk_prologue.cu): the first skip of each kernel is named on stderr.
 bool dropped(const void* kernel);
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
