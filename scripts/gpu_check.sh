@@ -145,6 +145,10 @@
 #     l2        what DRAM's round trips cost the one-token products: memra-kernel-bench's 8B
 #               and 0.6B shapes over enough weight copies to miss L2 and over one (--copies 1,
 #               L2-resident) (~15 s; not part of full)
+#     phases    where decode attention's time at one sequence goes, phase by phase
+#               (MEMRA_DECODE_STAMPS: each block's clock at each phase's end): kernel-check's
+#               attention cases with the stamped kernel (the same bits), then memra-kernel-bench's
+#               one-sequence cases (~40 s; not part of full)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -179,8 +183,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -803,6 +807,14 @@ if [ "$MODE" = merge ]; then
   done
   switch_ab merge "auto:MEMRA_DECODE_MERGE=auto off:MEMRA_DECODE_MERGE=0" "-n 64 -c 1,8,64" \
     "$(synth qwen3-8b q4_k_m --fast-quant)" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = phases ]; then
+  # Decode attention at one sequence is a chain of phases in series (sixtieth round: sixteen warps
+  # a block measured no faster); which of them is long, each block's clock at each phase's end.
+  kcheck kernel-check-attention-stamps 120 MEMRA_DECODE_STAMPS=1 --filter attention
+  step kernel-bench-attention-phases 60 env MEMRA_DECODE_STAMPS=1 "$BIN/memra-kernel-bench" \
+    --attention --only 'decode 1x512 f16,decode 1x512' \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention-phases.json"
 fi
 if [ "$MODE" = drop ]; then
   # Each way skips one class of kernels (MEMRA_DIAG_DROP, kernels/launch.cuh): x's two

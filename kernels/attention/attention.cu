@@ -234,6 +234,13 @@ bool decode_pipe_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
+// decode_phase_stamps). Off by default; the same bits either way.
+bool decode_stamps_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_STAMPS", false);
+  return on;
+}
+
 // MEMRA_DECODE_RING: where the two-blocks form's launches of at most four query heads a block (the
 // 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four loads
 // through three chunk slots, V's first chunk in flight from the split's start) instead of the pipe
@@ -391,6 +398,16 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     }
   }
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
+  if constexpr (!kShared && D == 128) {
+    if (!runs && !pipe && decode_stamps_enabled()) {
+      const auto stamped = detail::decode_attention_kernel<D, CT, false, false, false, true>;
+      static std::atomic<uint64_t> stamped_set{0};
+      detail::allow_smem_once(stamped, DC::kBytes, stamped_set);
+      detail::launch(stamped, grid, detail::kAttnThreads, DC::kBytes, stream, q);
+      if (q.arrivals == nullptr) launch_combine<D>(p, stream);
+      return true;
+    }
+  }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe);
   static std::atomic<uint64_t> smem_set[4] = {};
   detail::allow_smem_once(kernel, DC::kBytes, smem_set[2 * pipe + runs]);
@@ -639,6 +656,27 @@ void attention_scratch_clear(void* scratch, cudaStream_t stream) {
   if (scratch == nullptr) return;
   cuda_check(cudaMemsetAsync(scratch, 0, detail::kArrivalBytes, stream),
              "clearing the scratch's arrival counters");
+}
+
+int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream) {
+  int blocks = 0;
+  cuda_check(cudaMemcpyFromSymbolAsync(&blocks, detail::g_decode_stamp_blocks, sizeof(int), 0,
+                                       cudaMemcpyDeviceToHost, stream),
+             "decode_phase_stamps");
+  cuda_check(cudaStreamSynchronize(stream), "decode_phase_stamps");
+  const int n = std::clamp(std::min(blocks, kDecodeStampBlocks), 0, std::max(max_blocks, 0));
+  if (n > 0)
+    cuda_check(cudaMemcpyFromSymbolAsync(out, detail::g_decode_stamps,
+                                         sizeof(long long) * kDecodePhases * n, 0,
+                                         cudaMemcpyDeviceToHost, stream),
+               "decode_phase_stamps");
+  // Read once: a later launch the stamped form does not take leaves nothing to read.
+  const int none = 0;
+  cuda_check(cudaMemcpyToSymbolAsync(detail::g_decode_stamp_blocks, &none, sizeof(int), 0,
+                                     cudaMemcpyHostToDevice, stream),
+             "decode_phase_stamps");
+  cuda_check(cudaStreamSynchronize(stream), "decode_phase_stamps");
+  return n;
 }
 
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,

@@ -32,6 +32,11 @@
 
 namespace memra::kernels::detail {
 
+// MEMRA_DECODE_STAMPS' records (kernels.h: decode_phase_stamps): a block's kDecodePhases clocks,
+// and how many blocks the last stamped launch had.
+__device__ long long g_decode_stamps[kDecodeStampBlocks * kDecodePhases];
+__device__ int g_decode_stamp_blocks;
+
 // kShared: V always lands in K's rows after the scores (the head_dim 256 form at any head_dim), so
 // that two blocks fit an SM (~95 KB at head_dim 128): for grids of more blocks than SMs (a few
 // sequences: 8B at 8 x ~576 keys is 192 blocks), which one block an SM runs in two waves. V's
@@ -179,12 +184,27 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // other chunk's scores and the softmax), and the next split's first K chunk once the values have
 // read chunk 0 (under chunk 1's values and the split's end); the same arithmetic in the same
 // order: the same bits. The host launches it for power-of-two block sizes only (bs_shift >= 0).
-template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false>
+// kStamps (the one-split form only): block thread 0 records its phases' ends (g_decode_stamps).
+template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
+  static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
+  [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
+  // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
+  // blocks of the grid).
+  [[maybe_unused]] const int stamp_block =
+      static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  if constexpr (kStamps)
+    if (stamp_block == 0 && threadIdx.x == 0)
+      g_decode_stamp_blocks = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
+  const auto stamp = [&](int i) {
+    if constexpr (kStamps)
+      if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
+        g_decode_stamps[stamp_block * kDecodePhases + i] = clock64() - t_start;
+  };
   // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
@@ -194,6 +214,11 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   int s_first, s_last;
   if (!decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last)) {  // none: no reads
     decode_arrive<D>(p, kRun);
+    if constexpr (kStamps) {  // no phases: -1 each, so the host leaves the block out
+      if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
+        for (int i = 0; i < kDecodePhases; ++i)
+          g_decode_stamps[stamp_block * kDecodePhases + i] = -1;
+    }
     return;
   }
 
@@ -214,24 +239,29 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   }
   publish_key_ranges(p, run, sm);
   stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  stamp(0);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
     const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
     cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
     __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
+    stamp(1);
     for (int ci = ci0; ci <= ci1; ++ci)
       mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     __syncthreads();  // the split's scores (and K's rows are free)
+    stamp(2);
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(0);  // this thread's V copies
     __syncthreads();   // everyone's; p published
+    stamp(3);
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
     for (int ci = ci0; ci <= ci1; ++ci)
       mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    stamp(4);
     if (next) {
       __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
       keys = split_keys(s + 1);
@@ -285,6 +315,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     one_split(s_first, false);
   }
   decode_arrive<D>(p, kRun);
+  stamp(5);
 }
 
 }  // namespace memra::kernels::detail

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -101,6 +102,34 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
   }
 }
 
+// With MEMRA_DECODE_STAMPS=1 and a launch the stamped decode form took (kernels.h:
+// decode_phase_stamps): each phase's cycles over the last launch's blocks (median and largest),
+// printed under the case's line; else nothing (null).
+nlohmann::json print_phases(const cuda::Stream& stream) {
+  const char* env = std::getenv("MEMRA_DECODE_STAMPS");
+  if (env == nullptr || std::string(env) != "1") return nullptr;
+  static const char* const kNames[kernels::kDecodePhases] = {
+      "copies issued, q staged", "K landed",        "scores",
+      "softmax, V landed",       "values, partial", "arrival (and merge)"};
+  std::vector<long long> st(size_t{kernels::kDecodeStampBlocks} * kernels::kDecodePhases);
+  const int n = kernels::decode_phase_stamps(st.data(), kernels::kDecodeStampBlocks, stream.get());
+  nlohmann::json out = nlohmann::json::array();
+  for (int i = 0; i < kernels::kDecodePhases; ++i) {
+    std::vector<long long> d;
+    for (int b = 0; b < n; ++b) {
+      const long long* s = st.data() + size_t{kernels::kDecodePhases} * b;
+      if (s[0] >= 0) d.push_back(s[i] - (i > 0 ? s[i - 1] : 0));
+    }
+    if (d.empty()) return nullptr;  // not the stamped form (or no block had keys)
+    std::sort(d.begin(), d.end());
+    const long long med = d[d.size() / 2], max = d.back();
+    std::printf("    phase %d %-24s median %6lld  max %6lld cycles (%zu blocks)\n", i, kNames[i],
+                med, max, d.size());
+    out.push_back({{"phase", kNames[i]}, {"median_cycles", med}, {"max_cycles", max}});
+  }
+  return out;
+}
+
 nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const AttnCase& c,
                         void* scratch, bool tensor_cores) {
   const int ctx = c.n_past + c.n_new, chunk_ctx = c.chunk_past + c.chunk_new;
@@ -177,7 +206,9 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   const std::string name = std::string(c.name) + (tensor_cores ? "" : " fma");
   std::printf("%-28s %5d tok %9.1f us %7.2f TB/s KV %5.1f%% copy %7.2f TFLOP/s\n", name.c_str(),
               n_tokens, ms * 1e3, tbps, 100.0 * tbps / copy_tbps, flops / (ms * 1e-3) / 1e12);
+  nlohmann::json phases = print_phases(stream);
   return {{"kernel", "attention"},
+          {"phases", std::move(phases)},
           {"case", name},
           {"tensor_cores", tensor_cores},
           {"n_tokens", n_tokens},
