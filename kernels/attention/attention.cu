@@ -234,6 +234,17 @@ bool decode_pipe_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_SPREAD: unset or 1, one-query blocks of a small grid take fewer of their kv head's
+// query heads, down to one a block, while the grid stays within one block an SM (attention()'s
+// `run`: the 8B at one sequence of ~576 keys, 24 blocks of four heads, becomes 96 of one); 0,
+// every block takes kMaxGroup heads or its whole group (the A/B: a kv head's split copied once,
+// not once per head, and SMs left to the next kernel's early loads). The same bits either way: a
+// row's arithmetic does not depend on which rows share its block.
+bool decode_spread_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_SPREAD", true);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {
@@ -770,7 +781,7 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
     }
     q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);
-    if (!mq) {
+    if (!mq && decode_spread_enabled()) {
       // One-query blocks of a small grid (short decode: a few sequences and splits) leave most
       // SMs idle while each block's compute is the latency: give each block fewer of the
       // group's heads (rows), down to one, while the grid stays within one block per SM. A
