@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -102,12 +101,10 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
   }
 }
 
-// With MEMRA_DECODE_STAMPS=1 and a launch the stamped decode form took (kernels.h:
-// decode_phase_stamps): each phase's cycles over the last launch's blocks (median and largest),
-// printed under the case's line; else nothing (null).
+// Where the case's last launch took the stamped decode form (MEMRA_DECODE_STAMPS=1; kernels.h:
+// decode_phase_stamps): each phase's cycles over its blocks (median and largest), printed under
+// the case's line; else nothing (null).
 nlohmann::json print_phases(const cuda::Stream& stream) {
-  const char* env = std::getenv("MEMRA_DECODE_STAMPS");
-  if (env == nullptr || std::string(env) != "1") return nullptr;
   static const char* const kNames[kernels::kDecodePhases] = {
       "copies issued, q staged", "K landed",        "scores",
       "softmax, V landed",       "values, partial", "arrival (and merge)"};

@@ -1,0 +1,156 @@
+// The decode attention kernel's switches (private to attention.cu, which alone includes it, so
+// the anonymous namespace is that file's): which form each one-query launch takes, read once from
+// the environment. Each says what it selects, its default and the measurement that chose it;
+// every choice gives the same bits. attention.cu keeps the launches' logic that reads them.
+#pragma once
+
+#include <cstdint>
+
+#include "core/env.h"
+#include "kernels/attention/attention_decode.cuh"
+
+namespace memra::kernels {
+namespace {
+
+using detail::AttnParams;
+
+bool decode_one_pass_enabled() {
+  static const bool enabled = env_switch("MEMRA_DECODE_ONE_PASS", false);
+  return enabled;
+}
+
+// MEMRA_DECODE_KERNEL: unset or all, the decode kernel (attention_decode.cuh) takes every
+// split-plan one-query launch it can serve, any grid (the default since the H200 A/B of the
+// twenty-fifth round, docs/PERFORMANCE.md: with its two-blocks form, 8B Q4_K_M at 64 sequences
+// 4,058.6 -> 4,211.0 tok/s and at 16,384 tokens of context 209.6 -> 224.3); small, only grids under
+// two blocks an SM (short contexts, few sequences: the default before); 0, never (the generic
+// kernel, which kernel-check then covers). The same bits either way.
+enum class DecodeKernel { off, small_grids, all };  // in env_choice's order
+DecodeKernel decode_kernel_mode() {
+  static const auto mode =
+      static_cast<DecodeKernel>(env_choice("MEMRA_DECODE_KERNEL", {"0", "small", "all"}, 2));
+  return mode;
+}
+
+// MEMRA_DECODE_SHARED_ROWS: the decode kernel's form with V in K's rows, two blocks an SM
+// (DecodeConfig's kShared), for its grids of more blocks than SMs where that raises its blocks an
+// SM (unset or 1: the default since the H200 A/B, docs/PERFORMANCE.md twenty-fifth round: 8B
+// Q4_K_M at 8 sequences 1,802.8 -> 1,912.6 tok/s), for every grid it takes (all: kernel-check's
+// coverage), or for none (0: the A/B). The same bits either way.
+enum class SharedRows { off, big_grids, all };  // in env_choice's order
+SharedRows shared_rows_mode() {
+  static const auto mode =
+      static_cast<SharedRows>(env_choice("MEMRA_DECODE_SHARED_ROWS", {"0", "1", "all"}, 1));
+  return mode;
+}
+
+// MEMRA_DECODE_SPLITS: the decode kernel's splits a block in its two-blocks form (kShared). auto,
+// where a split a block would be more than one wave (two blocks an SM), a run of splits
+// a block: the grid's split groups a token are as many as make one wave (at least one), and each
+// token's live splits are shared out among them (AttnParams::decode_groups); 1, a split a block
+// on every grid (the A/B). Measured on the H200 (docs/PERFORMANCE.md, forty-second round):
+// attention 64 x 4,096 keys 451.5 -> 429.8 us, 8B Q4_K_M at 16,384 tokens 236.3 -> 238.4 tok/s and
+// at 64 sequences 4,719 -> 4,776; the form with V's own rows (one block an SM) grouped the same way
+// was slower (16,384 keys 43.7 -> 60.0 us), so it always takes a split a block. The same partials
+// either way: the same bits.
+//
+// unset or fill (the default since the fifty-fourth round; `gpu_check.sh groups` is its A/B against
+// auto): the number of groups that finishes the grid soonest when the larger runs go first
+// (RunShares::longer_first, on grids of more than a wave), by runs_makespan. Why: auto
+// gives a token's kv head one group wherever the grid's tokens x heads exceed half a wave, so at
+// 17-32 sequences (8B: 136-256 columns of ~3 splits on 264 slots) a block walks all three splits
+// while up to half the slots sit idle, and at 34-66 sequences (272-528 columns) the columns past
+// the first wave walk their three splits after it: 6 splits' time where the work is 3.1 to 6 (at 40
+// sequences 3.6: fill's two groups take 4). The H100's decode attention at 64 sequences, 75 us a
+// layer (fifty-third round), is ~6 such splits. Measured on the H100 against auto
+// (docs/PERFORMANCE.md, fifty-fourth round): 8B Q4_K_M c20 +2.6%, c40 +5.6%, c48 +4.6%; 0.6B Q4_K_M
+// c20 +6.7%, c40 +10.3%, c48 +9.3%; c64 the same grid.
+//
+// last (written in the fifty-fourth round, measured and removed in the fifty-fifth: fill's groups
+// with the longer runs last in each token's splits, where its partial split is) gained nowhere on
+// the H100 (8B Q4_K_M c40 -0.2%, c20 -0.9%, c48 -0.8%; 0.6B c40 +1.0%, c48 -2.8%): a split's time
+// goes with its fixed phases more than with its live chunks.
+enum class DecodeSplits { one, automatic, fill };  // in env_choice's order
+DecodeSplits decode_splits_mode() {
+  static const auto mode =
+      static_cast<DecodeSplits>(env_choice("MEMRA_DECODE_SPLITS", {"1", "auto", "fill"}, 2));
+  return mode;
+}
+
+// MEMRA_DECODE_PIPE: unset or 1, the decode kernel's forms with V in K's rows (the two-blocks
+// form, and head_dim 256's) take a split a chunk at a time (attention_decode.cuh's kPipe: a
+// chunk's V copies start under the other chunk's scores and the softmax, the next split's K under
+// the values); 0, a phase at a time (the A/B). The default since the fifty-second round's H100
+// A/B (docs/PERFORMANCE.md): 8B Q4_K_M at 16,384 tokens of context 226.2 -> 230.8 tok/s, c64
+// 6,456 -> 6,521. The same bits either way.
+bool decode_pipe_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_PIPE", true);
+  return on;
+}
+
+// MEMRA_DECODE_SPREAD: unset or 1, one-query blocks of a small grid take fewer of their kv head's
+// query heads, down to one a block, while the grid stays within one block an SM (attention()'s
+// `run`: the 8B at one sequence of ~576 keys, 24 blocks of four heads, becomes 96 of one); 0,
+// every block takes kMaxGroup heads or its whole group (the A/B: a kv head's split copied once,
+// not once per head, and SMs left to the next kernel's early loads). The same bits either way: a
+// row's arithmetic does not depend on which rows share its block.
+bool decode_spread_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_SPREAD", true);
+  return on;
+}
+
+// MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
+// decode_phase_stamps). Off by default; the same bits either way.
+bool decode_stamps_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_STAMPS", false);
+  return on;
+}
+
+// MEMRA_DECODE_RING: where the two-blocks form's launches of at most four query heads a block (the
+// 8B's and the 0.6B's groups) take the ring form (attention_decode_ring.cuh: a split's four loads
+// through three chunk slots, V's first chunk in flight from the split's start) instead of the pipe
+// form. Unset or auto: one-token steps whose grid is runs of splits in one wave (a long context at
+// one sequence: the 8B Q4_K_M at 16,384 tokens of context +2.5% to +3.6% in four H100 A/Bs,
+// fifty-sixth round; at 4,096 tokens the grid is a split a block, no ring); 1, every such launch
+// (kernel-check's coverage; c8 -0.7% to -1.3% in three A/Bs, its one-wave grid of runs of at most
+// one live split, and c64 -0.5% to -1.0%, runs of three over two waves); 0, none (the A/B). The
+// same bits either way.
+enum class DecodeRing { off, on, automatic };  // in env_choice's order
+DecodeRing decode_ring_mode() {
+  static const auto mode =
+      static_cast<DecodeRing>(env_choice("MEMRA_DECODE_RING", {"0", "1", "auto"}, 2));
+  return mode;
+}
+
+// MEMRA_DECODE_MERGE: where the decode kernels merge a token's split partials themselves, the last
+// of its blocks to finish (decode_merge.cuh), instead of a combine launch after them. Unset or
+// auto: steps of at most kMergeMaxTokens tokens and kMergeMaxSplits splits (contexts up to 2,048
+// keys) whose grid is one wave, where the combine is a launch and a latency chain for a few
+// partials; 1, every decode kernel launch whose arrival counters fit (kernel-check's coverage of
+// long contexts); 0, none. Measured on an H100 (docs/PERFORMANCE.md, fifty-seventh round, three
+// alternated rounds, every step of at most 8 splits merging): 8B Q4_K_M c1 +0.4%, c8 +0.6%,
+// 0.6B c1 +0.9%, c8 +0.4%, but c64 -2.2% and the 0.6B's c64 -6.9% (grids of two waves, where
+// every block's merge tail is on the path; not understood, as memra-kernel-bench's 64 x 640 keys
+// gained 2.7%): auto keeps the combine there, and at 9-32 tokens, which no A/B has run. The same
+// bits either way (merge_split).
+enum class DecodeMerge { off, on, automatic };  // in env_choice's order
+DecodeMerge decode_merge_mode() {
+  static const auto mode =
+      static_cast<DecodeMerge>(env_choice("MEMRA_DECODE_MERGE", {"0", "1", "auto"}, 2));
+  return mode;
+}
+constexpr int32_t kMergeMaxSplits = 8;
+constexpr int32_t kMergeMaxTokens = 8;
+
+// Whether a decode kernel launch of `heads` (kv heads x chunks) a token, its grid one wave or not,
+// merges its own partials.
+bool decode_merges(const AttnParams& p, int64_t heads, bool one_wave) {
+  const DecodeMerge mode = decode_merge_mode();
+  if (p.arrivals == nullptr || int64_t{p.n_tokens} * heads > detail::kMaxArrivals) return false;
+  return mode == DecodeMerge::on ||
+         (mode == DecodeMerge::automatic && p.n_splits <= kMergeMaxSplits &&
+          p.n_tokens <= kMergeMaxTokens && one_wave);
+}
+
+}  // namespace
+}  // namespace memra::kernels
