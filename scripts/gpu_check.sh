@@ -149,11 +149,10 @@
 #               (MEMRA_DECODE_STAMPS: each block's clock at each phase's end): kernel-check's
 #               attention cases with the stamped kernel (the same bits), then memra-kernel-bench's
 #               one-sequence cases (~40 s; not part of full)
-#     spread    a kv head's query heads kept together in decode attention's blocks at one
-#               sequence (MEMRA_DECODE_SPREAD=0) against spread one a block (the default): its
-#               kernel-check, the one-sequence cases with their phases each way, then 0.6B,
-#               8B Q4_K_M and BF16 at one sequence and the 8B at eight (a control: its grid
-#               is past one block an SM either way), twice, alternated (~3 min)
+#     chains    decode attention's one-split form at one sequence with its rows by bulk copies
+#               (MEMRA_DECODE_BULK=1), its scores and values with short chains
+#               (MEMRA_DECODE_CHAINS=1) and both, against the default: kernel-check of each,
+#               their phases, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -188,8 +187,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | spread | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|spread|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -821,20 +820,27 @@ if [ "$MODE" = phases ]; then
     --attention --only 'decode 1x512 f16,decode 1x512' \
     --json "$RECEIPTS/$DAY-kernel-bench-attention-phases.json"
 fi
-if [ "$MODE" = spread ]; then
-  # One block a kv head and split (four query heads: the split's K and V copied once, 24 blocks
-  # at one sequence of ~576 keys) against one a query head (96 blocks, the default), the same
-  # bits. The phases of each (MEMRA_DECODE_STAMPS), then whole steps.
-  kcheck kernel-check-attention-nospread 120 MEMRA_DECODE_SPREAD=0 --filter attention
-  for w in 1 0; do
-    step "kernel-bench-attention-spread$w" 60 env MEMRA_DECODE_SPREAD=$w MEMRA_DECODE_STAMPS=1 \
+if [ "$MODE" = chains ]; then
+  # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles
+  # issuing the split's cp.async and staging q, ~4,100 each for the scores and the values (48
+  # dependent mma a warp), ~2,900 the arrival and merge. Bulk copies take the issue, short chains
+  # the two arithmetic phases; the same bits each way.
+  kcheck kernel-check-attention-bulk 120 MEMRA_DECODE_BULK=1 --filter attention
+  kcheck kernel-check-attention-chains 120 MEMRA_DECODE_CHAINS=1 --filter attention
+  kcheck kernel-check-attention-both 120 MEMRA_DECODE_BULK=1 MEMRA_DECODE_CHAINS=1 \
+    --filter attention
+  ways="default:MEMRA_DECODE_BULK=0 bulk:MEMRA_DECODE_BULK=1 chains:MEMRA_DECODE_CHAINS=1"
+  ways="$ways both:MEMRA_DECODE_BULK=1,MEMRA_DECODE_CHAINS=1"
+  for f in $ways; do
+    v=${f#*:}
+    # shellcheck disable=SC2086  # the way's variables split at their commas
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 ${v//,/ } \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-spread$w.json"
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  ways="spread:MEMRA_DECODE_SPREAD=1 together:MEMRA_DECODE_SPREAD=0"
-  switch_ab spread "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab spread "$ways" "-n 64 -c 1,8" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab spread "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+  switch_ab chains "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = drop ]; then
   # Each way skips one class of kernels (MEMRA_DIAG_DROP, kernels/launch.cuh): x's two

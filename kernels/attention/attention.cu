@@ -3,6 +3,7 @@
 // combine kernel that merges split partials in increasing split order.
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
@@ -209,14 +210,45 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
                  p.n_heads, p.n_splits, p.out);
 }
 
+// The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
+// names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
+// (MEMRA_DECODE_CHAINS).
+constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kVariants = 8;
+template <typename CT, int kVariant>
+auto one_split_variant() {
+  return detail::decode_attention_kernel<128, CT, false, false, false, (kVariant & 1) != 0,
+                                         (kVariant & 2) != 0, (kVariant & 4) != 0>;
+}
+template <typename CT, int... kV>
+auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
+  using Kernel = decltype(one_split_variant<CT, 0>());
+  static const Kernel kernels[] = {one_split_variant<CT, kV>()...};
+  return kernels[variant];
+}
+
+// Whether the runtime loads sm_90 (or later) code of `kernel` on this device: the bulk form's
+// copies are Hopper instructions, and its sm_80 code traps. Checked once a process (one kind of
+// device).
+template <typename Kernel>
+bool bulk_code_loaded(Kernel kernel) {
+  static const bool loaded = [&] {
+    cudaFuncAttributes attr{};
+    const bool ok = cudaFuncGetAttributes(&attr, kernel) == cudaSuccess && attr.binaryVersion >= 90;
+    if (!ok) (void)cudaGetLastError();
+    return ok;
+  }();
+  return loaded;
+}
+
 // The decode kernel's instantiation of form kShared for a launch: runs of splits a block (the
 // two-blocks form only) and a split a chunk at a time (the forms with V in K's rows only);
-// `stamped`: the one-split form at head_dim 128 that records its phases (MEMRA_DECODE_STAMPS).
+// `variant`: the one-split form at head_dim 128's (one_split_variant), 0 the plain form.
 template <int D, typename CT, bool kShared>
-auto decode_form_kernel(bool runs, bool pipe, bool stamped) {
+auto decode_form_kernel(bool runs, bool pipe, int variant) {
   using detail::decode_attention_kernel;
   if constexpr (!kShared && D == 128)
-    if (stamped) return decode_attention_kernel<D, CT, false, false, false, true>;
+    if (variant != 0)
+      return one_split_variant_of<CT>(variant, std::make_integer_sequence<int, kVariants>{});
   if constexpr (!detail::DecodeConfig<D, CT, kShared>::kSeparateV) {
     if constexpr (kShared)
       if (runs)
@@ -275,12 +307,24 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     }
   }
   const bool pipe = !DC::kSeparateV && decode_pipe_enabled();
-  const bool stamped = !kShared && D == 128 && !runs && !pipe && decode_stamps_enabled();
-  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, stamped);
-  // One flag a kernel decode_form_kernel can return (the stamped form's alone in the last).
-  static std::atomic<uint64_t> smem_set[5] = {};
-  detail::allow_smem_once(kernel, DC::kBytes, smem_set[stamped ? 4 : 2 * pipe + runs]);
-  detail::launch(kernel, grid, detail::kAttnThreads, DC::kBytes, stream, q);
+  int variant = 0;
+  if (!kShared && D == 128 && !runs && !pipe) {
+    variant = (decode_stamps_enabled() ? kStampsVariant : 0) |
+              (decode_chains_enabled() ? kChainsVariant : 0);
+    if (decode_bulk_enabled()) {
+      if (!bulk_code_loaded(one_split_variant<CT, kBulkVariant>()))
+        fail(ErrorCode::unsupported,
+             "MEMRA_DECODE_BULK=1: this device runs no sm_90 code of the decode kernel (bulk "
+             "copies are Hopper instructions)");
+      variant |= kBulkVariant;
+    }
+  }
+  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
+  const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
+  // One flag a kernel decode_form_kernel can return: the runs and pipe forms', then each variant's.
+  static std::atomic<uint64_t> smem_set[4 + kVariants] = {};
+  detail::allow_smem_once(kernel, smem, smem_set[variant != 0 ? 4 + variant : 2 * pipe + runs]);
+  detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, q);
   if (q.arrivals == nullptr) launch_combine<D>(p, stream);
   return true;
 }
@@ -639,7 +683,7 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       grid_x = (int64_t{q_p.n_tokens} + qt - 1) / qt;
     }
     q_p.one_pass = plan_for(mq, q_p.select == 1, grid_x);
-    if (!mq && decode_spread_enabled()) {
+    if (!mq) {
       // One-query blocks of a small grid (short decode: a few sequences and splits) leave most
       // SMs idle while each block's compute is the latency: give each block fewer of the
       // group's heads (rows), down to one, while the grid stays within one block per SM. A

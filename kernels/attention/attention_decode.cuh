@@ -28,6 +28,8 @@
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/decode_bulk.cuh"
+#include "kernels/attention/decode_chains.cuh"
 #include "kernels/attention/decode_merge.cuh"
 
 namespace memra::kernels::detail {
@@ -50,6 +52,9 @@ struct DecodeConfig {
   // V has rows of its own (else K's, after the scores).
   static constexpr bool kSeparateV = D <= 128 && !kShared;
   static constexpr int kBytes = C::kFixedBytes + (kSeparateV ? 2 : 1) * kChunks * C::kChunkBytes;
+  // The bulk form's two mbarriers (K's rows, V's rows) after the rest.
+  static constexpr int kBarOffset = (kBytes + 15) & ~15;
+  static constexpr int kBulkBytes = kBarOffset + 2 * static_cast<int>(sizeof(uint64_t));
   // Blocks an SM (228 KB of shared memory, 1 KB of it the runtime's a block).
   static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
   static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
@@ -69,6 +74,7 @@ template <int D, typename CT>
 struct SplitKeys {
   using DC = DecodeConfig<D, CT>;  // the key layout is the same in both forms
   int64_t off[DC::kPasses];
+  SplitKeys() = default;  // none looked up (the bulk form's)
   __device__ __forceinline__ SplitKeys(const AttnParams& p, const int32_t* table, int kv_head,
                                        int sbase, int c0, int c1) {
     const int seg = threadIdx.x % DC::C::kSegs, row0 = threadIdx.x / DC::C::kSegs;
@@ -185,13 +191,19 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // read chunk 0 (under chunk 1's values and the split's end); the same arithmetic in the same
 // order: the same bits. The host launches it for power-of-two block sizes only (bs_shift >= 0).
 // kStamps (the one-split form only): block thread 0 records its phases' ends (g_decode_stamps).
-template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false>
+// kBulk and kChains (the one-split form with V's own rows only): the split's rows land by bulk
+// copies (decode_bulk.cuh) and its scores and values take decode_chains.cuh's issue order; the
+// same rows and the same mma sequences, so the same bits.
+template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
+          bool kBulk = false, bool kChains = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
+  static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
+                "bulk copies and short chains: the one-split form with V's own rows");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -229,11 +241,19 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
   // K, then V behind it where V has rows of its own (else after the scores).
-  SplitKeys<D, CT> keys = split_keys(s_first);
-  if constexpr (kPipe) {
+  [[maybe_unused]] uint64_t* const bars =
+      reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
+  SplitKeys<D, CT> keys;
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
+    __syncthreads();  // the barriers, before any copy completes on them
+    bulk_split_rows<D, CT, C::kRowBytes>(p, run, s_first, kb, vb, bars);
+  } else if constexpr (kPipe) {
+    keys = split_keys(s_first);
     copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
     copy_chunk<D, CT, 1>(keys, p.k, false, kb + C::kChunkBytes, live(s_first, 1));
   } else {
+    keys = split_keys(s_first);
     copy_phase(keys, p.k, false, kb);
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
   }
@@ -243,23 +263,39 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
-    const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
-    cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
-    __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
+    [[maybe_unused]] const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
+    if constexpr (kBulk) {
+      __syncthreads();  // q and the row's range published
+      bulk_wait(bars);  // K's rows landed
+    } else {
+      cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
+      __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
+    }
     stamp(1);
-    for (int ci = ci0; ci <= ci1; ++ci)
-      mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
+    if constexpr (kChains) {
+      decode_split_scores<D, CT>(p, run, s, sm, kb);
+    } else {
+      for (int ci = ci0; ci <= ci1; ++ci)
+        mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
+    }
     __syncthreads();  // the split's scores (and K's rows are free)
     stamp(2);
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
-    cp_async_wait(0);  // this thread's V copies
-    __syncthreads();   // everyone's; p published
+    if constexpr (kBulk)
+      bulk_wait(bars + 1);  // V's rows landed
+    else
+      cp_async_wait(0);  // this thread's V copies
+    __syncthreads();     // everyone's (and the zeroed rows); p published
     stamp(3);
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
-    for (int ci = ci0; ci <= ci1; ++ci)
-      mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+    if constexpr (kChains) {
+      decode_split_values<D, CT>(run, s, sm, vb, acc);
+    } else {
+      for (int ci = ci0; ci <= ci1; ++ci)
+        mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+    }
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     stamp(4);
     if (next) {

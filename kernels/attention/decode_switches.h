@@ -88,14 +88,19 @@ bool decode_pipe_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_SPREAD: unset or 1, one-query blocks of a small grid take fewer of their kv head's
-// query heads, down to one a block, while the grid stays within one block an SM (attention()'s
-// `run`: the 8B at one sequence of ~576 keys, 24 blocks of four heads, becomes 96 of one); 0,
-// every block takes kMaxGroup heads or its whole group (the A/B: a kv head's split copied once,
-// not once per head, and SMs left to the next kernel's early loads). The same bits either way: a
-// row's arithmetic does not depend on which rows share its block.
-bool decode_spread_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_SPREAD", true);
+// MEMRA_DECODE_BULK=1: the one-split form at head_dim 128 (one sequence's short decode) lands its
+// split's K and V rows by bulk copies, two a thread (decode_bulk.cuh), instead of 32 cp.async a
+// thread. Off by default until its A/B (`gpu_check.sh chains`); the same bits either way.
+bool decode_bulk_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_BULK", false);
+  return on;
+}
+
+// MEMRA_DECODE_CHAINS=1: that form runs its scores and values in decode_chains.cuh's issue order
+// (both chunks' chains side by side, operands a step ahead). Off by default until its A/B; the
+// same bits either way.
+bool decode_chains_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_CHAINS", false);
   return on;
 }
 
