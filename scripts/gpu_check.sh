@@ -838,6 +838,9 @@ if [ "$MODE" = chains ]; then
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
+  # The determinism contract and graph replay with both on.
+  step engine-invariants-both 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_BULK=1 \
+    MEMRA_DECODE_CHAINS=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   switch_ab chains "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
