@@ -150,9 +150,10 @@
 #               attention cases with the stamped kernel (the same bits), then memra-kernel-bench's
 #               one-sequence cases (~40 s; not part of full)
 #     chains    decode attention's one-split form at one sequence with its rows by bulk copies
-#               (MEMRA_DECODE_BULK=1), its scores and values with short chains
-#               (MEMRA_DECODE_CHAINS=1) and both, against the default: kernel-check of each,
-#               their phases, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
+#               (MEMRA_DECODE_BULK) and its scores and values with short chains
+#               (MEMRA_DECODE_CHAINS), each way on and off (both on: the default): kernel-check
+#               of the three others, their phases, then 0.6B, 8B Q4_K_M and BF16 at one
+#               sequence, twice (~2 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -372,6 +373,10 @@ if runs quick; then
   # And on the ring form wherever it fits (MEMRA_DECODE_RING=1; by default only one-token steps
   # whose grid is runs in one wave take it, which no case's mixed step is).
   kcheck kernel-check-attention-ring 120 MEMRA_DECODE_RING=1 MEMRA_DECODE_SHARED_ROWS=all \
+    --filter attention
+  # And the one-split form at head_dim 128 as sm_80 devices run it (cp.async copies, chunk by
+  # chunk arithmetic; on Hopper bulk copies and short chains are the default, sixty-first round).
+  kcheck kernel-check-attention-cp-async 120 MEMRA_DECODE_BULK=0 MEMRA_DECODE_CHAINS=0 \
     --filter attention
   # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; by
   # default steps of at most 8 tokens and 8 splits in one wave), long contexts included.
@@ -824,13 +829,14 @@ if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles
   # issuing the split's cp.async and staging q, ~4,100 each for the scores and the values (48
   # dependent mma a warp), ~2,900 the arrival and merge. Bulk copies take the issue, short chains
-  # the two arithmetic phases; the same bits each way.
-  kcheck kernel-check-attention-bulk 120 MEMRA_DECODE_BULK=1 --filter attention
-  kcheck kernel-check-attention-chains 120 MEMRA_DECODE_CHAINS=1 --filter attention
-  kcheck kernel-check-attention-both 120 MEMRA_DECODE_BULK=1 MEMRA_DECODE_CHAINS=1 \
+  # the two arithmetic phases (both the default since); the same bits each way. Kernel-check of
+  # the forms the defaults leave out (quick's covers both on), their phases, then whole steps.
+  kcheck kernel-check-attention-nobulk 120 MEMRA_DECODE_BULK=0 --filter attention
+  kcheck kernel-check-attention-nochains 120 MEMRA_DECODE_CHAINS=0 --filter attention
+  kcheck kernel-check-attention-neither 120 MEMRA_DECODE_BULK=0 MEMRA_DECODE_CHAINS=0 \
     --filter attention
-  ways="default:MEMRA_DECODE_BULK=0 bulk:MEMRA_DECODE_BULK=1 chains:MEMRA_DECODE_CHAINS=1"
-  ways="$ways both:MEMRA_DECODE_BULK=1,MEMRA_DECODE_CHAINS=1"
+  ways="off:MEMRA_DECODE_BULK=0,MEMRA_DECODE_CHAINS=0 bulk:MEMRA_DECODE_CHAINS=0"
+  ways="$ways chains:MEMRA_DECODE_BULK=0 both:MEMRA_DECODE_BULK=auto"
   for f in $ways; do
     v=${f#*:}
     # shellcheck disable=SC2086  # the way's variables split at their commas
@@ -838,9 +844,10 @@ if [ "$MODE" = chains ]; then
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  # The determinism contract and graph replay with both on.
-  step engine-invariants-both 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_BULK=1 \
-    MEMRA_DECODE_CHAINS=1 "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  # The determinism contract and graph replay with neither (quick's run the defaults).
+  step engine-invariants-neither 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_BULK=0 \
+    MEMRA_DECODE_CHAINS=0 "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
   switch_ab chains "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab chains "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"

@@ -311,12 +311,14 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   if (!kShared && D == 128 && !runs && !pipe) {
     variant = (decode_stamps_enabled() ? kStampsVariant : 0) |
               (decode_chains_enabled() ? kChainsVariant : 0);
-    if (decode_bulk_enabled()) {
-      if (!bulk_code_loaded(one_split_variant<CT, kBulkVariant>()))
+    const DecodeBulk bulk = decode_bulk_mode();
+    if (bulk != DecodeBulk::off) {
+      const bool loaded = bulk_code_loaded(one_split_variant<CT, kBulkVariant>());
+      if (!loaded && bulk == DecodeBulk::on)
         fail(ErrorCode::unsupported,
              "MEMRA_DECODE_BULK=1: this device runs no sm_90 code of the decode kernel (bulk "
              "copies are Hopper instructions)");
-      variant |= kBulkVariant;
+      if (loaded) variant |= kBulkVariant;
     }
   }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
