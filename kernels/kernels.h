@@ -424,12 +424,13 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
 // Decode attention's phases, a measuring instrument (memra-kernel-bench --attention --phases):
 // with MEMRA_DECODE_STAMPS=1, the decode kernel's one-split form at head_dim 128 (a one-token
 // step over a short context) records in each block the SM clock at the end of each phase, as
-// cycles since its wait for inputs returned: the copies issued and q staged, K landed, the
-// scores, the softmax with V landed, the values and the partial, the arrival (with the merge in
-// the last block). The same arithmetic either way. decode_phase_stamps copies out the last such
-// launch's first blocks (out[b * kDecodePhases + i], at most max_blocks; -1 for a block without
-// keys) and returns how many, then forgets them (0 until the next stamped launch).
-constexpr int kDecodePhases = 6;
+// cycles since its wait for inputs returned: the block's run read (its token's position), its
+// copies issued, q staged, K landed, the scores, the softmax with V landed, the values and the
+// partial, the arrival (with the merge in the last block). The same arithmetic either way.
+// decode_phase_stamps copies out the last such launch's first blocks (out[b * kDecodePhases + i],
+// at most max_blocks; -1 for a block without keys) and returns how many, then forgets them (0 until
+// the next stamped launch).
+constexpr int kDecodePhases = 8;
 constexpr int kDecodeStampBlocks = 1024;
 int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream);
 

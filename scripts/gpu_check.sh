@@ -154,6 +154,9 @@
 #               (MEMRA_DECODE_CHAINS), each way on and off (both on: the default): kernel-check
 #               of the three others, their phases, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~2 min)
+#     earlyq    decode attention's bulk form with q's loads issued first (MEMRA_DECODE_EARLY_Q=1)
+#               against after its copies: kernel-check, the phases each way, the determinism
+#               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~90 s)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -188,8 +191,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -824,6 +827,23 @@ if [ "$MODE" = phases ]; then
   step kernel-bench-attention-phases 60 env MEMRA_DECODE_STAMPS=1 "$BIN/memra-kernel-bench" \
     --attention --only 'decode 1x512 f16,decode 1x512' \
     --json "$RECEIPTS/$DAY-kernel-bench-attention-phases.json"
+fi
+if [ "$MODE" = earlyq ]; then
+  # q's loads before the block's position and key slots are read (MEMRA_DECODE_EARLY_Q=1), against
+  # after its copies (the default): the sixty-first round left ~6,300 cycles before K has landed
+  # in the bulk form, dependent loads. Kernel-check, the phases each way, then whole steps.
+  kcheck kernel-check-attention-earlyq 120 MEMRA_DECODE_EARLY_Q=1 --filter attention
+  ways="default:MEMRA_DECODE_EARLY_Q=0 early:MEMRA_DECODE_EARLY_Q=1"
+  for f in $ways; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step engine-invariants-earlyq 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_EARLY_Q=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  switch_ab earlyq "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

@@ -212,12 +212,15 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
-// (MEMRA_DECODE_CHAINS).
-constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kVariants = 8;
+// (MEMRA_DECODE_CHAINS), 8 kEarlyQ (MEMRA_DECODE_EARLY_Q; with kBulk only, else ignored).
+constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQVariant = 8;
+constexpr int kVariants = 16;
 template <typename CT, int kVariant>
 auto one_split_variant() {
-  return detail::decode_attention_kernel<128, CT, false, false, false, (kVariant & 1) != 0,
-                                         (kVariant & 2) != 0, (kVariant & 4) != 0>;
+  constexpr bool kBulk = (kVariant & kBulkVariant) != 0;
+  return detail::decode_attention_kernel < 128, CT, false, false, false,
+         (kVariant & kStampsVariant) != 0, kBulk, (kVariant & kChainsVariant) != 0,
+         kBulk && (kVariant & kEarlyQVariant) != 0 > ;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -318,7 +321,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
         fail(ErrorCode::unsupported,
              "MEMRA_DECODE_BULK=1: this device runs no sm_90 code of the decode kernel (bulk "
              "copies are Hopper instructions)");
-      if (loaded) variant |= kBulkVariant;
+      if (loaded) variant |= kBulkVariant | (decode_early_q_enabled() ? kEarlyQVariant : 0);
     }
   }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);

@@ -135,6 +135,48 @@ __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
+// A one-query block's q rows, loaded before anything else the block reads (kEarlyQ) and staged
+// later as stage_q_terms stages them (its kBatch 1, every row of the tile: the same values in the
+// same slots). Why: q's address needs only the block's place, while the key slots wait for the
+// token's position and block table, so q's round trip can run beside theirs instead of after.
+template <int D, typename CT, typename C>
+struct EarlyQ {
+  static constexpr int kPairs = C::kRows * (D / 2);  // the tile's rows, two dims a pair
+  static constexpr int kPer = (kPairs + kAttnThreads - 1) / kAttnThreads;
+  float2 x[kPer];
+  // Rows r < n_h: head h0 + r of token t (a one-query block's rows are its heads).
+  __device__ __forceinline__ void load(const AttnParams& p, const DecodePlace& at) {
+    const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
+    const int h0 = kv_head * p.group + chunk * p.hpb;
+    const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = threadIdx.x + k * kAttnThreads;
+      const int r = i / (D / 2), d = 2 * (i % (D / 2));
+      x[k] = make_float2(0.0f, 0.0f);
+      if (i < kPairs && r < n_h) {  // two loads: q rows need not be 8-byte aligned
+        const float* qr = p.q + int64_t{at.t} * p.ldq + int64_t{h0 + r} * D + d;
+        x[k] = make_float2(qr[0], qr[1]);
+      }
+    }
+  }
+  __device__ __forceinline__ void store(unsigned char* q_terms) const {
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = threadIdx.x + k * kAttnThreads;
+      const int r = i / (D / 2), d = 2 * (i % (D / 2));
+      if (i >= kPairs) continue;
+      uint16_t t0[C::kTerms], t1[C::kTerms];
+      split16<CT>(x[k].x, t0);
+      split16<CT>(x[k].y, t1);
+#pragma unroll
+      for (int j = 0; j < C::kTerms; ++j)
+        *reinterpret_cast<uint32_t*>(q_terms + (j * C::kRows + r) * C::kRowBytes + 2 * d) =
+            t0[j] | uint32_t{t1[j]} << 16;
+    }
+  }
+};
+
 // A decode block's run (its token, kv head and query heads) and its splits [s_first, s_last], from
 // its place in the grid (decode_place). Split `group` (runs false), or the group's share of the
 // token's live splits, shared out as evenly as whole splits allow (group_run). false: the block
@@ -193,9 +235,11 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // kStamps (the one-split form only): block thread 0 records its phases' ends (g_decode_stamps).
 // kBulk and kChains (the one-split form with V's own rows only): the split's rows land by bulk
 // copies (decode_bulk.cuh) and its scores and values take decode_chains.cuh's issue order; the
-// same rows and the same mma sequences, so the same bits.
+// same rows and the same mma sequences, so the same bits. kEarlyQ (with kBulk): q's loads issued
+// first, before the block's run and key slots are read, and staged after the copies (EarlyQ: the
+// same values in the same slots).
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
-          bool kBulk = false, bool kChains = false>
+          bool kBulk = false, bool kChains = false, bool kEarlyQ = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -204,6 +248,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
                 "bulk copies and short chains: the one-split form with V's own rows");
+  static_assert(!kEarlyQ || kBulk, "early q: the bulk form");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -222,9 +267,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+  [[maybe_unused]] EarlyQ<D, CT, C> early_q;
+  if constexpr (kEarlyQ) early_q.load(p, decode_place(p, kRun));
   Run run;
   int s_first, s_last;
-  if (!decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last)) {  // none: no reads
+  const bool has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
+  stamp(0);
+  if (!has_keys) {  // none: no reads
     decode_arrive<D>(p, kRun);
     if constexpr (kStamps) {  // no phases: -1 each, so the host leaves the block out
       if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
@@ -248,6 +297,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
     __syncthreads();  // the barriers, before any copy completes on them
     bulk_split_rows<D, CT, C::kRowBytes>(p, run, s_first, kb, vb, bars);
+    stamp(1);
   } else if constexpr (kPipe) {
     keys = split_keys(s_first);
     copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
@@ -256,10 +306,14 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     keys = split_keys(s_first);
     copy_phase(keys, p.k, false, kb);
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
+    stamp(1);
   }
   publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
-  stamp(0);
+  if constexpr (kEarlyQ)
+    early_q.store(sm.q);
+  else
+    stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  stamp(2);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
@@ -271,7 +325,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
       __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
     }
-    stamp(1);
+    stamp(3);
     if constexpr (kChains) {
       decode_split_scores<D, CT>(p, run, s, sm, kb);
     } else {
@@ -279,7 +333,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     }
     __syncthreads();  // the split's scores (and K's rows are free)
-    stamp(2);
+    stamp(4);
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
     if constexpr (kBulk)
@@ -287,7 +341,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     else
       cp_async_wait(0);  // this thread's V copies
     __syncthreads();     // everyone's (and the zeroed rows); p published
-    stamp(3);
+    stamp(5);
     float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
     zero_tiles<C>(acc, O);
     if constexpr (kChains) {
@@ -297,7 +351,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
     }
     mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
-    stamp(4);
+    stamp(6);
     if (next) {
       __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
       keys = split_keys(s + 1);
@@ -351,7 +405,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     one_split(s_first, false);
   }
   decode_arrive<D>(p, kRun);
-  stamp(5);
+  stamp(7);
 }
 
 }  // namespace memra::kernels::detail

@@ -92,9 +92,9 @@ bool decode_pipe_enabled() {
 // block an SM) lands its split's K and V rows by bulk copies, two a thread (decode_bulk.cuh),
 // instead of 32 cp.async a thread. Unset or auto, wherever the device runs the kernel's sm_90
 // code (else the cp.async form); 1, required (an error by name elsewhere); 0, never (the A/B).
-// The default since the sixty-first round's H100 A/B (docs/PERFORMANCE.md; four rounds each,
-// with MEMRA_DECODE_CHAINS on: 0.6B Q4_K_M c1 934.6 -> 944.7 tok/s, 8B Q4_K_M 329.3 -> 331.1,
-// BF16 171.7 -> 172.1; its phases at 512 keys: issuing the copies and staging q 8,277 -> 6,336
+// The default since the sixty-first round's H100 A/B (docs/PERFORMANCE.md; medians of four
+// rounds, with MEMRA_DECODE_CHAINS on: 0.6B Q4_K_M c1 935.6 -> 946.1 tok/s, 8B Q4_K_M 329.2 ->
+// 331.1, BF16 171.7 -> 172.1; at 512 keys, issuing the copies and staging q 8,266 -> 6,342
 // cycles). The twenty-sixth round's bulk form (a warp's rows on its own mbarrier) measured no
 // faster on the H200 and was removed; this one is a block's rows on two. The same bits either way.
 enum class DecodeBulk { off, on, automatic };  // in env_choice's order
@@ -106,12 +106,20 @@ DecodeBulk decode_bulk_mode() {
 
 // MEMRA_DECODE_CHAINS: unset or 1, that form runs its scores and values in decode_chains.cuh's
 // issue order (both chunks' chains side by side, operands a step ahead); 0, chunk by chunk in
-// attention_mma.cuh's (the A/B). The default since the sixty-first round's H100 A/B (four rounds
-// each, with bulk copies on: 0.6B Q4_K_M c1 933.1 -> 944.7 tok/s, 8B Q4_K_M 328.5 -> 331.1, BF16
-// 171.4 -> 172.1; at 512 keys the scores 4,098 -> 2,739 cycles, the values 4,152 -> 3,853). The
-// same bits either way.
+// attention_mma.cuh's (the A/B). The default since the sixty-first round's H100 A/B (medians of
+// four rounds, with bulk copies on: 0.6B Q4_K_M c1 933.1 -> 946.1 tok/s, 8B Q4_K_M 328.3 ->
+// 331.1, BF16 171.4 -> 172.1; at 512 keys the scores 4,097 -> 2,741 cycles, the values 4,164 ->
+// 3,849). The same bits either way.
 bool decode_chains_enabled() {
   static const bool on = env_switch("MEMRA_DECODE_CHAINS", true);
+  return on;
+}
+
+// MEMRA_DECODE_EARLY_Q=1: the bulk form issues q's loads first, before its token's position and
+// key slots are read, and stages them after its copies (attention_decode.cuh's EarlyQ). Off by
+// default until its A/B (`gpu_check.sh earlyq`); the same bits either way.
+bool decode_early_q_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_EARLY_Q", false);
   return on;
 }
 
