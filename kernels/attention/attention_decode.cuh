@@ -165,14 +165,7 @@ struct EarlyQ {
     for (int k = 0; k < kPer; ++k) {
       const int i = threadIdx.x + k * kAttnThreads;
       const int r = i / (D / 2), d = 2 * (i % (D / 2));
-      if (i >= kPairs) continue;
-      uint16_t t0[C::kTerms], t1[C::kTerms];
-      split16<CT>(x[k].x, t0);
-      split16<CT>(x[k].y, t1);
-#pragma unroll
-      for (int j = 0; j < C::kTerms; ++j)
-        *reinterpret_cast<uint32_t*>(q_terms + (j * C::kRows + r) * C::kRowBytes + 2 * d) =
-            t0[j] | uint32_t{t1[j]} << 16;
+      if (i < kPairs) store_q_pair<CT, C, C::kRows>(q_terms, r, d, x[k]);
     }
   }
 };

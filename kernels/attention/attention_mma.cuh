@@ -174,6 +174,26 @@ __device__ __forceinline__ int staged_row(int m, int lane) {
     return 16 * m + (lane & 15);
 }
 
+// A score as the scores' rows hold it: the product's f32 times the scale, soft-capped where the
+// model caps (every tensor-core scores function stores through this one).
+__device__ __forceinline__ float scaled_score(const AttnParams& p, float dot) {
+  float s = dot * p.scale;
+  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  return s;
+}
+
+// q's dims d and d + 1 of staged row r as their terms (q_terms: kTerms arrays of kStaged rows).
+template <typename CT, typename C, int kStaged>
+__device__ __forceinline__ void store_q_pair(unsigned char* q_terms, int r, int d, float2 x) {
+  uint16_t t0[C::kTerms], t1[C::kTerms];
+  split16<CT>(x.x, t0);
+  split16<CT>(x.y, t1);
+#pragma unroll
+  for (int k = 0; k < C::kTerms; ++k)
+    *reinterpret_cast<uint32_t*>(q_terms + (k * kStaged + r) * C::kRowBytes + 2 * d) =
+        t0[k] | uint32_t{t1[k]} << 16;
+}
+
 // Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
 // kStaged: the rows of q's terms staged (staged_row), each term's array kStaged rows long.
 template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
@@ -226,9 +246,7 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
         for (int e = 0; e < 2; ++e) {
           const int key = base + k0 + 8 * n + 2 * t + e;
           if (key < c0 || key >= c1) continue;
-          float s = acc[m][n][2 * h + e] * p.scale;
-          if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-          sm.sc[r * C::kScStride + (key - sbase)] = s;
+          sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[m][n][2 * h + e]);
         }
       }
     }
@@ -449,13 +467,7 @@ __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& ru
       const int i = i0 + b * kAttnThreads;
       const int r = i / (D / 2), d = 2 * (i % (D / 2));
       if (i >= total) continue;
-      uint16_t t0[C::kTerms], t1[C::kTerms];
-      split16<CT>(x[b].x, t0);
-      split16<CT>(x[b].y, t1);
-#pragma unroll
-      for (int k = 0; k < C::kTerms; ++k)
-        *reinterpret_cast<uint32_t*>(q_terms + (k * kStaged + r) * C::kRowBytes + 2 * d) =
-            t0[k] | uint32_t{t1[k]} << 16;
+      store_q_pair<CT, C, kStaged>(q_terms, r, d, x[b]);
     }
   }
 }

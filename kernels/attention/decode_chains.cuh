@@ -75,9 +75,7 @@ __device__ __forceinline__ void decode_split_scores(const AttnParams& p, const R
         for (int e = 0; e < 2; ++e) {
           const int key = base + k0 + 8 * n + 2 * t + e;
           if (key < c0 || key >= c1) continue;
-          float sc = acc[ci][n][2 * h + e] * p.scale;
-          if (p.softcap > 0.0f) sc = p.softcap * tanhf(sc / p.softcap);
-          sm.sc[r * C::kScStride + (key - sbase)] = sc;
+          sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[ci][n][2 * h + e]);
         }
       }
   }
