@@ -217,10 +217,12 @@ constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQV
 constexpr int kVariants = 16;
 template <typename CT, int kVariant>
 auto one_split_variant() {
+  constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
   constexpr bool kBulk = (kVariant & kBulkVariant) != 0;
-  return detail::decode_attention_kernel < 128, CT, false, false, false,
-         (kVariant & kStampsVariant) != 0, kBulk, (kVariant & kChainsVariant) != 0,
-         kBulk && (kVariant & kEarlyQVariant) != 0 > ;
+  constexpr bool kChains = (kVariant & kChainsVariant) != 0;
+  constexpr bool kEarlyQ = kBulk && (kVariant & kEarlyQVariant) != 0;
+  return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
+                                         kEarlyQ>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
