@@ -194,6 +194,31 @@ __device__ __forceinline__ void store_q_pair(unsigned char* q_terms, int r, int 
         t0[k] | uint32_t{t1[k]} << 16;
 }
 
+// Row tile m's scores of the chunk at key `base` (a warp's keys base + k0 + [0, kKeysW), as the
+// mma fragments acc hold them) into the split's score rows; keys outside the run's are skipped.
+template <class C>
+__device__ __forceinline__ void store_chunk_scores(const AttnParams& p, const Run& run,
+                                                   const MmaSmem& sm,
+                                                   const float (&acc)[C::kNTilesS][4], int m,
+                                                   int base, int sbase, int k0) {
+  const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+#pragma unroll
+  for (int n = 0; n < C::kNTilesS; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * m + g + 8 * h;
+      if (r >= run.n_rows) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = base + k0 + 8 * n + 2 * t + e;
+        if (key < c0 || key >= c1) continue;
+        sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[n][2 * h + e]);
+      }
+    }
+  }
+}
+
 // Scores of chunk c: warp w takes keys [w * kKeysW, + kKeysW) of the chunk for every row tile.
 // kStaged: the rows of q's terms staged (staged_row), each term's array kStaged rows long.
 template <int D, typename CT, bool MQ, int kStaged = MmaConfig<D, CT, MQ>::kRows>
@@ -202,7 +227,7 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
                                                  const unsigned char* buf) {
   using C = MmaConfig<D, CT, MQ>;
   static_assert(kStaged <= C::kRows, "staged rows of the tiles");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sbase = c.s * kSplit, base = sbase + c.ci * C::kChunk;
   const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
   const int k0 = warp * C::kKeysW;
@@ -235,22 +260,8 @@ __device__ __forceinline__ void mma_chunk_scores(const AttnParams& p, const Run&
     }
   }
 #pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m) {
-#pragma unroll
-    for (int n = 0; n < C::kNTilesS; ++n) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * m + g + 8 * h;
-        if (r >= run.n_rows) continue;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = base + k0 + 8 * n + 2 * t + e;
-          if (key < c0 || key >= c1) continue;
-          sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[m][n][2 * h + e]);
-        }
-      }
-    }
-  }
+  for (int m = 0; m < C::kMTiles; ++m)
+    store_chunk_scores<C>(p, run, sm, acc[m], m, base, sbase, k0);
 }
 
 // Softmax statistics of split s, one warp per row (kBatch of a warp's rows at once, for

@@ -25,7 +25,7 @@ __device__ __forceinline__ void decode_split_scores(const AttnParams& p, const R
   using C = MmaConfig<D, CT, false>;
   constexpr int kCh = kSplit / C::kChunk, kSteps = D / 16, kN = C::kNTilesS;
   static_assert(C::kMTiles == 1, "one-query blocks: one row tile");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sbase = s * kSplit, k0 = warp * C::kKeysW;
   const int a_col = 16 * (lane >> 4);
   const int b_off = (k0 + (lane & 7)) * C::kRowBytes + 16 * ((lane >> 3) & 1);
@@ -62,23 +62,8 @@ __device__ __forceinline__ void decode_split_scores(const AttnParams& p, const R
           mma16816<CT>(acc[ci][n], a[kk & 1][i], b[kk & 1][ci][n][0], b[kk & 1][ci][n][1]);
   }
 #pragma unroll
-  for (int ci = 0; ci < kCh; ++ci) {
-    const int base = sbase + ci * C::kChunk;
-    const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
-#pragma unroll
-    for (int n = 0; n < kN; ++n)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = g + 8 * h;
-        if (r >= run.n_rows) continue;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = base + k0 + 8 * n + 2 * t + e;
-          if (key < c0 || key >= c1) continue;
-          sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[ci][n][2 * h + e]);
-        }
-      }
-  }
+  for (int ci = 0; ci < kCh; ++ci)
+    store_chunk_scores<C>(p, run, sm, acc[ci], 0, sbase + ci * C::kChunk, sbase, k0);
 }
 
 // acc += p . v over split s's 16-key steps that hold keys of the run, in key order across its
