@@ -36,20 +36,20 @@ bool programmatic_launch();
 bool dropped(const void* kernel);
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), programmatic where
-// programmatic_launch() says so, in thread block clusters of cluster_x blocks along x where
-// cluster_x > 0 (grid.x a multiple of it; the kernel's code must be sm_90). Errors surface at the
-// caller's next launch check, as for <<<>>>.
+// programmatic_launch() says so, in thread block clusters of `cluster` blocks where cluster.x > 0
+// (each of grid's extents a multiple of cluster's; the kernel's code must be sm_90). Errors surface
+// at the caller's next launch check, as for <<<>>>.
 template <typename... Params, typename... Args>
 void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+                      cudaStream_t stream, dim3 cluster, Args&&... args) {
   if (dropped(reinterpret_cast<const void*>(kernel))) return;
   cudaLaunchAttribute attrs[2] = {};
   unsigned n = 0;
-  if (cluster_x > 0) {
+  if (cluster.x > 0) {
     attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = cluster_x;
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = 1;
+    attrs[n].val.clusterDim.x = cluster.x;
+    attrs[n].val.clusterDim.y = cluster.y;
+    attrs[n].val.clusterDim.z = cluster.z;
     ++n;
   }
   if (programmatic_launch()) {
@@ -69,7 +69,7 @@ void launch_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
 template <typename... Params, typename... Args>
 void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
             Args&&... args) {
-  launch_clustered(kernel, grid, block, smem, stream, 0u, std::forward<Args>(args)...);
+  launch_clustered(kernel, grid, block, smem, stream, dim3(0u), std::forward<Args>(args)...);
 }
 
 // When a kernel lets the next one in the stream be scheduled (its blocks then wait in

@@ -157,6 +157,11 @@
 #     earlyq    decode attention's bulk form with q's loads issued first (MEMRA_DECODE_EARLY_Q=1)
 #               against after its copies: kernel-check, the phases each way, the determinism
 #               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~90 s)
+#     clustermerge  decode attention's one-split form merging a token's partials through its
+#               cluster's shared memory (MEMRA_DECODE_CLUSTER_MERGE=1) against the arrival
+#               counters: kernel-check (default merges, then every launch merging), the phases
+#               each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
+#               sequence, twice (~2 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -191,8 +196,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | clustermerge | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|clustermerge|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -844,6 +849,27 @@ if [ "$MODE" = earlyq ]; then
   switch_ab earlyq "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+fi
+if [ "$MODE" = clustermerge ]; then
+  # A token's splits as one cluster, merging through its blocks' shared memory
+  # (MEMRA_DECODE_CLUSTER_MERGE=1), against the arrival counters and the last block's L2 loads
+  # (the default): the sixty-first round's stamps put ~3,000 cycles of a block's ~20,000 at 512
+  # keys in the arrival and merge. Kernel-check (with the default merge rule, then with every
+  # launch merging), the phases each way, the determinism contract, then whole steps.
+  kcheck kernel-check-attention-clustermerge 120 MEMRA_DECODE_CLUSTER_MERGE=1 --filter attention
+  kcheck kernel-check-attention-clustermerge-all 120 MEMRA_DECODE_CLUSTER_MERGE=1 \
+    MEMRA_DECODE_MERGE=1 --filter attention
+  ways="counters:MEMRA_DECODE_CLUSTER_MERGE=0 cluster:MEMRA_DECODE_CLUSTER_MERGE=1"
+  for f in $ways; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step engine-invariants-clustermerge 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_CLUSTER_MERGE=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  switch_ab clustermerge "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

@@ -212,17 +212,20 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
-// (MEMRA_DECODE_CHAINS), 8 kEarlyQ (MEMRA_DECODE_EARLY_Q; with kBulk only, else ignored).
-constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQVariant = 8;
-constexpr int kVariants = 16;
+// (MEMRA_DECODE_CHAINS), 8 kEarlyQ (MEMRA_DECODE_EARLY_Q; with kBulk only, else ignored), 16
+// kCluster (MEMRA_DECODE_CLUSTER_MERGE; with kBulk and kChains only, else ignored).
+constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQVariant = 8,
+              kClusterVariant = 16;
+constexpr int kVariants = 32;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
   constexpr bool kBulk = (kVariant & kBulkVariant) != 0;
   constexpr bool kChains = (kVariant & kChainsVariant) != 0;
   constexpr bool kEarlyQ = kBulk && (kVariant & kEarlyQVariant) != 0;
+  constexpr bool kCluster = kBulk && kChains && (kVariant & kClusterVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kEarlyQ>;
+                                         kEarlyQ, kCluster>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -325,12 +328,21 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
              "copies are Hopper instructions)");
       if (loaded) variant |= kBulkVariant | (decode_early_q_enabled() ? kEarlyQVariant : 0);
     }
+    // The cluster merge: where this launch merges its own partials, a cluster a token's splits.
+    if ((variant & kBulkVariant) && (variant & kChainsVariant) && q.arrivals != nullptr &&
+        groups <= detail::kClusterMaxSplits && decode_cluster_merge_enabled())
+      variant |= kClusterVariant;
   }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
   // One flag a kernel decode_form_kernel can return: the runs and pipe forms', then each variant's.
   static std::atomic<uint64_t> smem_set[4 + kVariants] = {};
   detail::allow_smem_once(kernel, smem, smem_set[variant != 0 ? 4 + variant : 2 * pipe + runs]);
+  if (variant & kClusterVariant) {  // its blocks merge among themselves: no counter, no combine
+    detail::launch_clustered(kernel, grid, detail::kAttnThreads, smem, stream,
+                             dim3(1, static_cast<unsigned>(groups), 1), q);
+    return true;
+  }
   detail::launch(kernel, grid, detail::kAttnThreads, smem, stream, q);
   if (q.arrivals == nullptr) launch_combine<D>(p, stream);
   return true;

@@ -30,6 +30,7 @@
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/attention/decode_bulk.cuh"
 #include "kernels/attention/decode_chains.cuh"
+#include "kernels/attention/decode_cluster.cuh"
 #include "kernels/attention/decode_merge.cuh"
 
 namespace memra::kernels::detail {
@@ -230,9 +231,11 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // copies (decode_bulk.cuh) and its scores and values take decode_chains.cuh's issue order; the
 // same rows and the same mma sequences, so the same bits. kEarlyQ (with kBulk): q's loads issued
 // first, before the block's run and key slots are read, and staged after the copies (EarlyQ: the
-// same values in the same slots).
+// same values in the same slots). kCluster (with kBulk and kChains): the launch's clusters are a
+// token's splits, and their partials merge through the cluster's shared memory (decode_cluster.cuh)
+// instead of the arrival counters or the combine: the same merge, the same bits.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
-          bool kBulk = false, bool kChains = false, bool kEarlyQ = false>
+          bool kBulk = false, bool kChains = false, bool kEarlyQ = false, bool kCluster = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -242,6 +245,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
                 "bulk copies and short chains: the one-split form with V's own rows");
   static_assert(!kEarlyQ || kBulk, "early q: the bulk form");
+  static_assert(!kCluster || (kBulk && kChains),
+                "the cluster merge: the bulk and short-chain form");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -266,8 +271,14 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   int s_first, s_last;
   const bool has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
   stamp(0);
+  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
+  // The cluster form's partial values: in K's rows, which the scores are done with.
+  [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
   if (!has_keys) {  // none: no reads
-    decode_arrive<D>(p, kRun);
+    if constexpr (kCluster)
+      cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
+    else
+      decode_arrive<D>(p, kRun);
     if constexpr (kStamps) {  // no phases: -1 each, so the host leaves the block out
       if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
         for (int i = 0; i < kDecodePhases; ++i)
@@ -276,7 +287,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     return;
   }
 
-  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
   const auto split_keys = [&](int s) { return split_keys_of<D, CT>(p, run, s); };
@@ -343,7 +353,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       for (int ci = ci0; ci <= ci1; ++ci)
         mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
     }
-    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if constexpr (kCluster) {
+      static_assert(C::kRows * cluster_part_stride<D>() * 4 <= DC::kChunks * C::kChunkBytes,
+                    "a block's partial fits K's rows");
+      cluster_store_partial<D, CT>(run, acc, cluster_part);
+    } else {
+      mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    }
     stamp(6);
     if (next) {
       __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
@@ -397,7 +413,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     one_split(s_first, false);
   }
-  decode_arrive<D>(p, kRun);
+  if constexpr (kCluster)
+    cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
+  else
+    decode_arrive<D>(p, kRun);
   stamp(7);
 }
 

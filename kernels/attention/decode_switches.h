@@ -123,6 +123,16 @@ bool decode_early_q_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_CLUSTER_MERGE=1: the bulk form with short chains, where it merges its own partials
+// (decode_merges) over at most kClusterMaxSplits splits a token, is launched in clusters of a
+// token's splits that merge through their shared memory (decode_cluster.cuh) instead of the
+// arrival counters. Off by default until its A/B (`gpu_check.sh clustermerge`); the same bits
+// either way.
+bool decode_cluster_merge_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

@@ -1,33 +1,20 @@
 // Private to kernels/matmul: thread block cluster pieces (sm_90a) for kernels whose blocks share
-// what they stage: a cluster-wide barrier, an mbarrier arrival on another block's barrier, and a
-// bulk copy that lands in every block of the cluster at once (multicast). PTX ISA names; only code
-// compiled for sm_90a may call them.
+// what they stage, beside kernels/cluster.cuh's (rank, size, barriers): an mbarrier arrival on
+// another block's barrier, and a bulk copy that lands in every block of the cluster at once
+// (multicast). PTX ISA names; only code compiled for sm_90a may call them.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cluster.cuh"
 #include "kernels/matmul/mma_util.cuh"
 
 namespace memra::kernels::matmul_detail {
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
-}
-// Every thread of every block of the cluster arrives and waits (release / acquire at cluster
-// scope): what each block did before it (mbarrier initialization included) is visible to all.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
-}
+using detail::cluster_rank;
+using detail::cluster_size;
+using detail::cluster_sync;
+
 // One arrival on the mbarrier at bar's offset in block `rank` of the cluster: a reader telling the
 // block whose copies refill this buffer that it is done with it. Release at CTA scope, as CUTLASS's
 // consumer release: the reads it orders were shared-memory loads whose values the thread has

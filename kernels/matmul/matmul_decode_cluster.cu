@@ -235,7 +235,7 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
   const int tiles = (a.n_out + 15) / 16;
   const int blocks = ((tiles + kTiles - 1) / kTiles + n_cluster - 1) / n_cluster * n_cluster;
   detail::launch_clustered(cluster_decode_kernel<D, kNT>, dim3(blocks), dim3(kThreads), C::kSmem,
-                           stream, static_cast<unsigned>(n_cluster), a, copy_lanes());
+                           stream, dim3(static_cast<unsigned>(n_cluster)), a, copy_lanes());
 }
 
 }  // namespace

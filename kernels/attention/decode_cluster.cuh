@@ -1,0 +1,120 @@
+// A one-split decode launch's merge through its cluster's shared memory (private to attention.cu;
+// the decode kernel's kCluster form, MEMRA_DECODE_CLUSTER_MERGE): a token's splits for one kv head
+// and its query heads are one thread block cluster (grid y, the splits, is the cluster's extent),
+// each block keeps its split's partial in its own shared memory, and after one cluster barrier
+// every block merges a share of the token's outputs from the others' shared memory, in the combine
+// kernel's order with its arithmetic (merge_split): the same bits as the combine and as
+// decode_merge.cuh's last-block merge.
+//
+// Why. MEMRA_DECODE_STAMPS at one sequence of 512 keys (sixty-first round, H100): a block's
+// arrival and the last block's merge take ~3,000 of its ~20,000 cycles: every thread's fence
+// behind its partial writes, the counter's atomic round trip to L2, a second fence, then the last
+// block's loads of every partial from L2 while the other blocks have left. Here the partial never
+// leaves the SM, the barrier replaces the fences and the atomic, and the merge's loads are
+// shared-memory loads of the cluster's blocks, spread over all of them.
+//
+// Which launches: the host takes it where the in-kernel merge is chosen (decode_merges) and a
+// token's splits fit a portable cluster (at most kClusterMaxSplits: contexts up to 2,048 keys).
+#pragma once
+
+#include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/decode_merge.cuh"
+#include "kernels/cluster.cuh"
+
+namespace memra::kernels::detail {
+
+// Cluster barriers and distributed shared memory are sm_90 instructions: the sm_80 code of these
+// functions traps (the host takes the cluster form only where the kernel has sm_90 code).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MEMRA_DECODE_CLUSTER_CODE 1
+#endif
+
+// The most blocks a portable cluster holds: the most splits a clustered launch may have.
+constexpr int kClusterMaxSplits = 8;
+
+// A block's partial values in its shared memory: row r's dim d at r * stride + d (four floats of
+// padding a row: the fragments' rows land on different banks).
+template <int D>
+constexpr int cluster_part_stride() {
+  return D + 4;
+}
+
+// The split's partial values (the value accumulators, mma_split_finish's fragments) into `part`;
+// the partial's statistics stay where the softmax left them (sm.split_m, sm.split_l). The block's
+// rows all have keys of the split: a one-query block is one token's heads, and a block without
+// keys of its token stores nothing.
+template <int D, typename CT>
+__device__ __forceinline__ void cluster_store_partial(
+    const Run& run,
+    const float (&acc)[MmaConfig<D, CT, false>::kMTiles][MmaConfig<D, CT, false>::kNTilesV][4],
+    float* part) {
+  using C = MmaConfig<D, CT, false>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int d0 = warp * C::kDimsW;
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * m + g + 8 * h;
+      if (r >= run.n_rows) continue;
+      float* row = part + r * cluster_part_stride<D>() + d0 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n)
+        *reinterpret_cast<float2*>(row + 8 * n) =
+            make_float2(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+    }
+}
+
+// Every block of the cluster, at its end: publishes its partial (cluster barrier), merges its
+// share of token at.t's outputs for heads [h0, h0 + n_h) from the partials of the token's splits
+// (block s of the cluster holds split s's), each output as merge_token_heads computes it, then
+// waits until every block has read what it needed before leaving (its shared memory must outlive
+// the others' reads). `part`: where cluster_store_partial put this block's partial.
+template <int D>
+__device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodePlace& at,
+                                              const MmaSmem& sm, const float* part) {
+#ifdef MEMRA_DECODE_CLUSTER_CODE
+  cluster_arrive();  // this thread's partial writes, released to the cluster
+  const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[at.t], p.window);
+  // This block's share: outputs [begin, end) of the n_h * D, the cluster's blocks in rank order.
+  const int total = n_h * D, share = (total + at.groups - 1) / at.groups;
+  const int begin = at.group * share, end = min(total, begin + share);
+  cluster_wait();  // every block's partial published
+  for (int i = begin + threadIdx.x; i < end; i += kAttnThreads) {
+    const int r = i / D, d = i % D;
+    float* o = p.out + (int64_t{at.t} * p.n_heads + h0 + r) * D + d;
+    if (range.last >= at.groups) {  // a caller bug, as the combine kernel reports it
+      *o = __int_as_float(0x7fffffff);
+      continue;
+    }
+    float m[kClusterMaxSplits], l[kClusterMaxSplits], v[kClusterMaxSplits];
+#pragma unroll
+    for (int k = 0; k < kClusterMaxSplits; ++k) {
+      const int s = range.first + k;
+      if (s > range.last) break;
+      m[k] = load_cluster_f32(sm.split_m + r, s);
+      l[k] = load_cluster_f32(sm.split_l + r, s);
+      v[k] = load_cluster_f32(part + r * cluster_part_stride<D>() + d, s);
+    }
+    float M = 0.0f, L = 1.0f, O = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kClusterMaxSplits; ++k) {
+      if (range.first + k > range.last) break;
+      merge_split(M, L, O, m[k], l[k], v[k], k == 0);
+    }
+    *o = __fdiv_rn(O, L);
+  }
+  cluster_arrive_relaxed();  // this thread's reads of the others' shared memory are done
+  cluster_wait();
+#else
+  (void)p, (void)at, (void)sm, (void)part;
+  __trap();
+#endif
+}
+
+#undef MEMRA_DECODE_CLUSTER_CODE
+
+}  // namespace memra::kernels::detail
