@@ -162,6 +162,11 @@
 #               counters: kernel-check (default merges, then every launch merging), the phases
 #               each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~2 min)
+#     transposed  decode attention's one-split form with its scores' and values' mma operands
+#               transposed (MEMRA_DECODE_TRANSPOSED=1: half the products) against the default:
+#               tools/probes/mma_transpose.cu (the same bits either way round, and what a chain
+#               of mma costs), kernel-check, the phases each way, the determinism contract, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~2 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -196,8 +201,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | clustermerge | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|clustermerge|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | clustermerge | transposed | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|clustermerge|transposed|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -870,6 +875,31 @@ if [ "$MODE" = clustermerge ]; then
   switch_ab clustermerge "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+fi
+if [ "$MODE" = transposed ]; then
+  # The one-split form's scores and values carry its one query row as 1 of an mma's 16 rows
+  # (~768 mma a block at 512 keys); transposed (keys or dims the rows, the query rows the
+  # columns), half the products. First the probe (whether an element's bits depend on its place
+  # in the tile, and a chain's cost a link), then kernel-check (the bits against the generic
+  # kernel), the phases each way, the determinism contract, then whole steps.
+  probe_dir=$(mktemp -d)
+  step probe-mma-transpose 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 \
+    -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/mma_transpose.cu \
+    -o $probe_dir/mma_transpose && $probe_dir/mma_transpose"
+  kcheck kernel-check-attention-transposed 120 MEMRA_DECODE_TRANSPOSED=1 --filter attention
+  kcheck kernel-check-attention-transposed-cluster 120 MEMRA_DECODE_TRANSPOSED=1 \
+    MEMRA_DECODE_CLUSTER_MERGE=1 MEMRA_DECODE_MERGE=1 --filter attention
+  ways="default:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
+  for f in $ways; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step engine-invariants-transposed 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TRANSPOSED=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  switch_ab transposed "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

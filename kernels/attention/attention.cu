@@ -213,10 +213,11 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
 // (MEMRA_DECODE_CHAINS), 8 kEarlyQ (MEMRA_DECODE_EARLY_Q; with kBulk only, else ignored), 16
-// kCluster (MEMRA_DECODE_CLUSTER_MERGE; with kBulk and kChains only, else ignored).
+// kCluster (MEMRA_DECODE_CLUSTER_MERGE; with kBulk and kChains only, else ignored), 32
+// kTransposed (MEMRA_DECODE_TRANSPOSED; with kBulk and kChains only, else ignored).
 constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQVariant = 8,
-              kClusterVariant = 16;
-constexpr int kVariants = 32;
+              kClusterVariant = 16, kTransposedVariant = 32;
+constexpr int kVariants = 64;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
@@ -224,8 +225,9 @@ auto one_split_variant() {
   constexpr bool kChains = (kVariant & kChainsVariant) != 0;
   constexpr bool kEarlyQ = kBulk && (kVariant & kEarlyQVariant) != 0;
   constexpr bool kCluster = kBulk && kChains && (kVariant & kClusterVariant) != 0;
+  constexpr bool kTransposed = kBulk && kChains && (kVariant & kTransposedVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kEarlyQ, kCluster>;
+                                         kEarlyQ, kCluster, kTransposed>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -332,6 +334,10 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     if ((variant & kBulkVariant) && (variant & kChainsVariant) && q.arrivals != nullptr &&
         groups <= detail::kClusterMaxSplits && decode_cluster_merge_enabled())
       variant |= kClusterVariant;
+    // The transposed products: up to an n8 tile's columns of query rows.
+    if ((variant & kBulkVariant) && (variant & kChainsVariant) &&
+        p.hpb <= detail::kTransposedMaxRows && decode_transposed_enabled())
+      variant |= kTransposedVariant;
   }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;

@@ -32,6 +32,7 @@
 #include "kernels/attention/decode_chains.cuh"
 #include "kernels/attention/decode_cluster.cuh"
 #include "kernels/attention/decode_merge.cuh"
+#include "kernels/attention/decode_transposed.cuh"
 
 namespace memra::kernels::detail {
 
@@ -233,9 +234,12 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // first, before the block's run and key slots are read, and staged after the copies (EarlyQ: the
 // same values in the same slots). kCluster (with kBulk and kChains): the launch's clusters are a
 // token's splits, and their partials merge through the cluster's shared memory (decode_cluster.cuh)
-// instead of the arrival counters or the combine: the same merge, the same bits.
+// instead of the arrival counters or the combine: the same merge, the same bits. kTransposed (with
+// kBulk and kChains; at most kTransposedMaxRows query rows): the scores and values with the mma
+// operands transposed (decode_transposed.cuh): half the products, the same bits.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
-          bool kBulk = false, bool kChains = false, bool kEarlyQ = false, bool kCluster = false>
+          bool kBulk = false, bool kChains = false, bool kEarlyQ = false, bool kCluster = false,
+          bool kTransposed = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -247,6 +251,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kEarlyQ || kBulk, "early q: the bulk form");
   static_assert(!kCluster || (kBulk && kChains),
                 "the cluster merge: the bulk and short-chain form");
+  static_assert(!kTransposed || (kBulk && kChains), "transposed: the bulk and short-chain form");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -329,7 +334,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
     }
     stamp(3);
-    if constexpr (kChains) {
+    if constexpr (kTransposed) {
+      decode_split_scores_t<D, CT>(p, run, s, sm, kb);
+    } else if constexpr (kChains) {
       decode_split_scores<D, CT>(p, run, s, sm, kb);
     } else {
       for (int ci = ci0; ci <= ci1; ++ci)
@@ -345,20 +352,26 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       cp_async_wait(0);  // this thread's V copies
     __syncthreads();     // everyone's (and the zeroed rows); p published
     stamp(5);
-    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-    zero_tiles<C>(acc, O);
-    if constexpr (kChains) {
-      decode_split_values<D, CT>(run, s, sm, vb, acc);
+    static_assert(
+        !kCluster || C::kRows * cluster_part_stride<D>() * 4 <= DC::kChunks * C::kChunkBytes,
+        "a block's partial fits K's rows");
+    if constexpr (kTransposed) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      decode_split_values_t<D, CT>(run, s, sm, vb, acc);
+      decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
-      for (int ci = ci0; ci <= ci1; ++ci)
-        mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
-    }
-    if constexpr (kCluster) {
-      static_assert(C::kRows * cluster_part_stride<D>() * 4 <= DC::kChunks * C::kChunkBytes,
-                    "a block's partial fits K's rows");
-      cluster_store_partial<D, CT>(run, acc, cluster_part);
-    } else {
-      mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+      float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
+      zero_tiles<C>(acc, O);
+      if constexpr (kChains) {
+        decode_split_values<D, CT>(run, s, sm, vb, acc);
+      } else {
+        for (int ci = ci0; ci <= ci1; ++ci)
+          mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
+      }
+      if constexpr (kCluster)
+        cluster_store_partial<D, CT>(run, acc, cluster_part);
+      else
+        mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     }
     stamp(6);
     if (next) {

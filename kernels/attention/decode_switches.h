@@ -133,6 +133,15 @@ bool decode_cluster_merge_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_TRANSPOSED=1: the bulk form with short chains, at most kTransposedMaxRows query
+// rows a block, takes its scores and values with the mma operands transposed
+// (decode_transposed.cuh: half the products). Off by default until its A/B (`gpu_check.sh
+// transposed`); the same bits either way.
+bool decode_transposed_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

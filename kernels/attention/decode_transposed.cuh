@@ -1,0 +1,165 @@
+// A one-split decode block's scores and values with the mma operands transposed (private to
+// attention.cu; the decode kernel's kTransposed form, MEMRA_DECODE_TRANSPOSED): the query rows
+// are the columns of each m16n8k16 product and the keys (scores) or the head dims (values) its
+// rows, so a block of up to 8 query rows needs half the products of decode_chains.cuh's form, each
+// output element the same chain of products in the same order.
+//
+// Why. A one-query block has one to a few query rows (a kv head's query heads, MEMRA_DECODE_SPREAD
+// removed in the sixty-first round: one), and decode_chains.cuh's products carry them as the 16
+// rows of A: 15 of 16 rows are padding, ~768 mma a block (the scores: two chunks x two 8-key tiles
+// x 8 dim steps x q's three terms a warp; the values: two 8-dim tiles x 16 key steps x three
+// terms). Transposed, a warp's 16 keys (or 16 dims) are A's rows and the query rows B's 8 columns:
+// 7 of 8 columns padding and 48 mma a warp for each phase instead of 96.
+//
+// The same bits: an element of D = A B + C is the same dot product of the same 16 pairs plus the
+// same accumulator wherever it sits in the tile (tools/probes/mma_transpose.cu checks this on the
+// GPU, and kernel-check compares this form with the generic kernel bit for bit); the chains keep
+// mma_chunk_scores' and mma_chunk_values' order (the dims' or keys' 16-steps, each step's terms
+// smallest first).
+#pragma once
+
+#include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/decode_cluster.cuh"
+
+namespace memra::kernels::detail {
+
+// The most query rows the transposed form takes: an n8 tile's columns.
+constexpr int kTransposedMaxRows = 8;
+
+// The scores of split s, both chunks at once: warp w takes keys [w kKeysW, + kKeysW) of each
+// chunk (A: the 16 keys' K rows, a dim step at a time), q's rows as B's columns; each step's
+// operands loaded a step ahead. A chunk without keys of the run is computed on whatever its rows
+// hold and not stored.
+template <int D, typename CT>
+__device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const Run& run, int s,
+                                                      const MmaSmem& sm, const unsigned char* kb) {
+  using C = MmaConfig<D, CT, false>;
+  constexpr int kCh = kSplit / C::kChunk, kSteps = D / 16;
+  static_assert(C::kKeysW == 16 && C::kRows >= kTransposedMaxRows,
+                "a warp's keys of a chunk: one 16-row tile; q's rows staged for 8 columns");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sbase = s * kSplit, k0 = warp * C::kKeysW;
+  // A (x4): lanes 0-15 address the keys' rows at the step's first 8 dims, lanes 16-31 the next 8.
+  const unsigned char* a_lane = kb + (k0 + (lane & 15)) * C::kRowBytes + 16 * (lane >> 4);
+  // B (x2): lanes 0-7 address q's rows 0-7 at the step's first 8 dims, lanes 8-15 the next 8.
+  const unsigned char* q_lane = sm.q + (lane & 7) * C::kRowBytes + 16 * ((lane >> 3) & 1);
+  float acc[kCh][4];
+#pragma unroll
+  for (int ci = 0; ci < kCh; ++ci) acc[ci][0] = acc[ci][1] = acc[ci][2] = acc[ci][3] = 0.0f;
+  uint32_t a[2][kCh][4], b[2][C::kTerms][2];
+  const auto load = [&](int buf, int kk) {
+#pragma unroll
+    for (int ci = 0; ci < kCh; ++ci) ldsm_x4(a[buf][ci], a_lane + ci * C::kChunkBytes + 32 * kk);
+#pragma unroll
+    for (int i = 0; i < C::kTerms; ++i)
+      ldsm_x2(b[buf][i][0], b[buf][i][1], q_lane + i * C::kRows * C::kRowBytes + 32 * kk);
+  };
+  load(0, 0);
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    if (kk + 1 < kSteps) load((kk + 1) & 1, kk + 1);
+#pragma unroll
+    for (int i = C::kTerms - 1; i >= 0; --i)
+#pragma unroll
+      for (int ci = 0; ci < kCh; ++ci)
+        mma16816<CT>(acc[ci], a[kk & 1][ci], b[kk & 1][i][0], b[kk & 1][i][1]);
+  }
+  // acc[ci]: (key g, row 2t), (key g, row 2t + 1), (key g + 8, row 2t), (key g + 8, row 2t + 1).
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ci = 0; ci < kCh; ++ci) {
+    const int base = sbase + ci * C::kChunk;
+    const int c0 = max(base, run.lo), c1 = min(base + C::kChunk, run.hi);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = base + k0 + g + 8 * h;
+      if (key < c0 || key >= c1) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * t + e;
+        if (r < run.n_rows)
+          sm.sc[r * C::kScStride + (key - sbase)] = scaled_score(p, acc[ci][2 * h + e]);
+      }
+    }
+  }
+}
+
+// acc += v^T p^T over split s's 16-key steps that hold keys of the run, in key order: warp w takes
+// dims [w kDimsW, + kDimsW) (A: V's rows transposed), the rows' p as B's columns. acc: (dim g, row
+// 2t), (dim g, row 2t + 1), (dim g + 8, row 2t), (dim g + 8, row 2t + 1) of the warp's dims.
+template <int D, typename CT>
+__device__ __forceinline__ void decode_split_values_t(const Run& run, int s, const MmaSmem& sm,
+                                                      const unsigned char* vb, float (&acc)[4]) {
+  using C = MmaConfig<D, CT, false>;
+  static_assert(C::kDimsW == 16, "a warp's dims: one 16-row tile");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int sbase = s * kSplit;
+  const int j0 = (max(sbase, run.lo) - sbase) & ~15;
+  const int j1 = (min(sbase + kSplit, run.hi) - sbase + 15) & ~15;
+  // A (x4, transposed): lanes address keys (lane & 7) + 8 (lane >> 4) of the step at the warp's
+  // first 8 dims (lanes 0-7, 16-23) or its next 8 (lanes 8-15, 24-31).
+  const unsigned char* v_lane = vb + ((lane & 7) + 8 * (lane >> 4)) * C::kRowBytes +
+                                2 * (warp * C::kDimsW + 8 * ((lane >> 3) & 1));
+  // B (x2): lanes 0-7 address p's rows 0-7 at the step's first 8 keys, lanes 8-15 the next 8.
+  const unsigned char* p_lane =
+      reinterpret_cast<const unsigned char*>(sm.sc + (lane & 7) * C::kScStride) +
+      2 * 8 * ((lane >> 3) & 1);
+  uint32_t a[2][4], b[2][C::kTerms][2];
+  const auto load = [&](int buf, int j) {
+    ldsm_x4_t(a[buf], v_lane + j * C::kRowBytes);
+#pragma unroll
+    for (int i = 0; i < C::kTerms; ++i)
+      ldsm_x2(b[buf][i][0], b[buf][i][1], p_lane + 2 * (i * kSplit + j));
+  };
+  const auto step = [&](int buf) {
+#pragma unroll
+    for (int i = C::kTerms - 1; i >= 0; --i) mma16816<CT>(acc, a[buf], b[buf][i][0], b[buf][i][1]);
+  };
+  if (j0 >= j1) return;
+  load(0, j0);
+  // Two steps a turn, so that each buffer is named by a constant (registers, not local memory).
+  for (int j = j0; j < j1; j += 32) {
+    if (j + 16 < j1) load(1, j + 16);
+    step(0);
+    if (j + 16 >= j1) break;
+    if (j + 32 < j1) load(0, j + 32);
+    step(1);
+  }
+}
+
+// The split's partial (decode_split_values_t's acc, and the statistics the softmax left) where
+// mma_split_finish puts it (the split plan's partials), or, kCluster, where cluster_merge reads
+// it (`part`, this block's shared memory; the statistics stay in sm.split_m and sm.split_l).
+template <int D, bool kCluster>
+__device__ __forceinline__ void decode_split_finish_t(const AttnParams& p, const Run& run, int s,
+                                                      const MmaSmem& sm, const float (&acc)[4],
+                                                      float* part) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int d = warp * (D / kAttnWarps) + g;
+  if constexpr (!kCluster) {
+    for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
+      int kb, ke;
+      row_keys(sm, r / run.n_h, s, kb, ke);
+      if (kb >= ke) continue;
+      float* row = partial_row<D>(p, run, r, s);
+      row[D] = sm.split_m[r], row[D + 1] = sm.split_l[r];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int r = 2 * t + e;
+    if (r >= run.n_rows) continue;
+    float* row;
+    if constexpr (kCluster) {
+      row = part + r * cluster_part_stride<D>();
+    } else {
+      int kb, ke;
+      row_keys(sm, r / run.n_h, s, kb, ke);
+      if (kb >= ke) continue;
+      row = partial_row<D>(p, run, r, s);
+    }
+    row[d] = acc[e], row[d + 8] = acc[2 + e];
+  }
+}
+
+}  // namespace memra::kernels::detail
