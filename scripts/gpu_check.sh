@@ -889,7 +889,7 @@ if [ "$MODE" = transposed ]; then
   kcheck kernel-check-attention-transposed 120 MEMRA_DECODE_TRANSPOSED=1 --filter attention
   kcheck kernel-check-attention-transposed-cluster 120 MEMRA_DECODE_TRANSPOSED=1 \
     MEMRA_DECODE_CLUSTER_MERGE=1 MEMRA_DECODE_MERGE=1 --filter attention
-  ways="default:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
+  ways="straight:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
   for f in $ways; do
     step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
