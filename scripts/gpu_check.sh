@@ -154,19 +154,18 @@
 #               (MEMRA_DECODE_CHAINS), each way on and off (both on: the default): kernel-check
 #               of the three others, their phases, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~2 min)
-#     earlyq    decode attention's bulk form with q's loads issued first (MEMRA_DECODE_EARLY_Q=1)
-#               against after its copies: kernel-check, the phases each way, the determinism
-#               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~90 s)
 #     clustermerge  decode attention's one-split form merging a token's partials through its
-#               cluster's shared memory (MEMRA_DECODE_CLUSTER_MERGE=1) against the arrival
-#               counters: kernel-check (default merges, then every launch merging), the phases
-#               each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
-#               sequence, twice (~2 min)
+#               cluster's shared memory (MEMRA_DECODE_CLUSTER_MERGE, the default since the
+#               sixty-second round) against the arrival counters: kernel-check of the counters
+#               (default merges, then every launch merging) and of the cluster with every launch
+#               merging, the phases each way, the determinism contract with the counters, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~70 s)
 #     transposed  decode attention's one-split form with its scores' and values' mma operands
-#               transposed (MEMRA_DECODE_TRANSPOSED=1: half the products) against the default:
-#               tools/probes/mma_transpose.cu (the same bits either way round, and what a chain
-#               of mma costs), kernel-check, the phases each way, the determinism contract, then
-#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~2 min)
+#               transposed (MEMRA_DECODE_TRANSPOSED, half the products: the default since the
+#               sixty-second round) against the query rows as A's: tools/probes/mma_transpose.cu
+#               (the same bits either way round, and what a chain of mma costs), kernel-check of
+#               the straight form, the phases each way, the determinism contract with it, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -201,8 +200,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | earlyq | clustermerge | transposed | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|earlyq|clustermerge|transposed|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -838,64 +837,48 @@ if [ "$MODE" = phases ]; then
     --attention --only 'decode 1x512 f16,decode 1x512' \
     --json "$RECEIPTS/$DAY-kernel-bench-attention-phases.json"
 fi
-if [ "$MODE" = earlyq ]; then
-  # q's loads before the block's position and key slots are read (MEMRA_DECODE_EARLY_Q=1), against
-  # after its copies (the default): the sixty-first round left ~6,300 cycles before K has landed
-  # in the bulk form, dependent loads. Kernel-check, the phases each way, then whole steps.
-  kcheck kernel-check-attention-earlyq 120 MEMRA_DECODE_EARLY_Q=1 --filter attention
-  ways="default:MEMRA_DECODE_EARLY_Q=0 early:MEMRA_DECODE_EARLY_Q=1"
-  for f in $ways; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
-  done
-  step engine-invariants-earlyq 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_EARLY_Q=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  switch_ab earlyq "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab earlyq "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
-fi
 if [ "$MODE" = clustermerge ]; then
-  # A token's splits as one cluster, merging through its blocks' shared memory
-  # (MEMRA_DECODE_CLUSTER_MERGE=1), against the arrival counters and the last block's L2 loads
-  # (the default): the sixty-first round's stamps put ~3,000 cycles of a block's ~20,000 at 512
-  # keys in the arrival and merge. Kernel-check (with the default merge rule, then with every
-  # launch merging), the phases each way, the determinism contract, then whole steps.
-  kcheck kernel-check-attention-clustermerge 120 MEMRA_DECODE_CLUSTER_MERGE=1 --filter attention
-  kcheck kernel-check-attention-clustermerge-all 120 MEMRA_DECODE_CLUSTER_MERGE=1 \
+  # A token's splits as one cluster, merging through its blocks' shared memory (the default),
+  # against the arrival counters and the last block's L2 loads (MEMRA_DECODE_CLUSTER_MERGE=0):
+  # the sixty-first round's stamps put ~3,000 cycles of a block's ~20,000 at 512 keys in the
+  # arrival and merge. Kernel-check (the counters with the default merge rule and with every
+  # launch merging, the cluster with every launch merging), the phases each way, the
+  # determinism contract with the counters, then whole steps.
+  kcheck kernel-check-attention-counters 120 MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
+  kcheck kernel-check-attention-counters-all 120 MEMRA_DECODE_CLUSTER_MERGE=0 \
     MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-cluster-all 120 MEMRA_DECODE_MERGE=1 --filter attention
   ways="counters:MEMRA_DECODE_CLUSTER_MERGE=0 cluster:MEMRA_DECODE_CLUSTER_MERGE=1"
   for f in $ways; do
     step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  step engine-invariants-clustermerge 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_CLUSTER_MERGE=1 \
+  step engine-invariants-counters 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_CLUSTER_MERGE=0 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   switch_ab clustermerge "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = transposed ]; then
-  # The one-split form's scores and values carry its one query row as 1 of an mma's 16 rows
-  # (~768 mma a block at 512 keys); transposed (keys or dims the rows, the query rows the
-  # columns), half the products. First the probe (whether an element's bits depend on its place
-  # in the tile, and a chain's cost a link), then kernel-check (the bits against the generic
-  # kernel), the phases each way, the determinism contract, then whole steps.
+  # The one-split form's scores and values with the query rows as A's carry one query row as 1
+  # of an mma's 16 rows (~768 mma a block at 512 keys); transposed (keys or dims the rows, the
+  # query rows the columns: the default), half the products. First the probe (whether an
+  # element's bits depend on its place in the tile, and a chain's cost a link), then kernel-check
+  # of the straight form (quick's covers the transposed one), the phases each way, the
+  # determinism contract with the straight form, then whole steps.
   probe_dir=$(mktemp -d)
   step probe-mma-transpose 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 \
     -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/mma_transpose.cu \
     -o $probe_dir/mma_transpose && $probe_dir/mma_transpose"
-  kcheck kernel-check-attention-transposed 120 MEMRA_DECODE_TRANSPOSED=1 --filter attention
-  kcheck kernel-check-attention-transposed-cluster 120 MEMRA_DECODE_TRANSPOSED=1 \
-    MEMRA_DECODE_CLUSTER_MERGE=1 MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-straight 120 MEMRA_DECODE_TRANSPOSED=0 --filter attention
   ways="straight:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
   for f in $ways; do
     step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  step engine-invariants-transposed 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TRANSPOSED=1 \
+  step engine-invariants-straight 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TRANSPOSED=0 \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   switch_ab transposed "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"

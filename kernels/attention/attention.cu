@@ -212,22 +212,20 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
-// (MEMRA_DECODE_CHAINS), 8 kEarlyQ (MEMRA_DECODE_EARLY_Q; with kBulk only, else ignored), 16
-// kCluster (MEMRA_DECODE_CLUSTER_MERGE; with kBulk and kChains only, else ignored), 32
-// kTransposed (MEMRA_DECODE_TRANSPOSED; with kBulk and kChains only, else ignored).
-constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kEarlyQVariant = 8,
-              kClusterVariant = 16, kTransposedVariant = 32;
-constexpr int kVariants = 64;
+// (MEMRA_DECODE_CHAINS), 8 kCluster (MEMRA_DECODE_CLUSTER_MERGE) and 16 kTransposed
+// (MEMRA_DECODE_TRANSPOSED), the last two with kBulk and kChains only (else ignored).
+constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kClusterVariant = 8,
+              kTransposedVariant = 16;
+constexpr int kVariants = 32;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
   constexpr bool kBulk = (kVariant & kBulkVariant) != 0;
   constexpr bool kChains = (kVariant & kChainsVariant) != 0;
-  constexpr bool kEarlyQ = kBulk && (kVariant & kEarlyQVariant) != 0;
   constexpr bool kCluster = kBulk && kChains && (kVariant & kClusterVariant) != 0;
   constexpr bool kTransposed = kBulk && kChains && (kVariant & kTransposedVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kEarlyQ, kCluster, kTransposed>;
+                                         kCluster, kTransposed>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -328,7 +326,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
         fail(ErrorCode::unsupported,
              "MEMRA_DECODE_BULK=1: this device runs no sm_90 code of the decode kernel (bulk "
              "copies are Hopper instructions)");
-      if (loaded) variant |= kBulkVariant | (decode_early_q_enabled() ? kEarlyQVariant : 0);
+      if (loaded) variant |= kBulkVariant;
     }
     // The cluster merge: where this launch merges its own partials, a cluster a token's splits.
     if ((variant & kBulkVariant) && (variant & kChainsVariant) && q.arrivals != nullptr &&

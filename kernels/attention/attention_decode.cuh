@@ -137,41 +137,6 @@ __device__ __forceinline__ void copy_chunk(const SplitKeys<D, CT>& keys, const v
   cp_async_commit();
 }
 
-// A one-query block's q rows, loaded before anything else the block reads (kEarlyQ) and staged
-// later as stage_q_terms stages them (its kBatch 1, every row of the tile: the same values in the
-// same slots). Why: q's address needs only the block's place, while the key slots wait for the
-// token's position and block table, so q's round trip can run beside theirs instead of after.
-template <int D, typename CT, typename C>
-struct EarlyQ {
-  static constexpr int kPairs = C::kRows * (D / 2);  // the tile's rows, two dims a pair
-  static constexpr int kPer = (kPairs + kAttnThreads - 1) / kAttnThreads;
-  float2 x[kPer];
-  // Rows r < n_h: head h0 + r of token t (a one-query block's rows are its heads).
-  __device__ __forceinline__ void load(const AttnParams& p, const DecodePlace& at) {
-    const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
-    const int h0 = kv_head * p.group + chunk * p.hpb;
-    const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = threadIdx.x + k * kAttnThreads;
-      const int r = i / (D / 2), d = 2 * (i % (D / 2));
-      x[k] = make_float2(0.0f, 0.0f);
-      if (i < kPairs && r < n_h) {  // two loads: q rows need not be 8-byte aligned
-        const float* qr = p.q + int64_t{at.t} * p.ldq + int64_t{h0 + r} * D + d;
-        x[k] = make_float2(qr[0], qr[1]);
-      }
-    }
-  }
-  __device__ __forceinline__ void store(unsigned char* q_terms) const {
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int i = threadIdx.x + k * kAttnThreads;
-      const int r = i / (D / 2), d = 2 * (i % (D / 2));
-      if (i < kPairs) store_q_pair<CT, C, C::kRows>(q_terms, r, d, x[k]);
-    }
-  }
-};
-
 // A decode block's run (its token, kv head and query heads) and its splits [s_first, s_last], from
 // its place in the grid (decode_place). Split `group` (runs false), or the group's share of the
 // token's live splits, shared out as evenly as whole splits allow (group_run). false: the block
@@ -230,16 +195,14 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // kStamps (the one-split form only): block thread 0 records its phases' ends (g_decode_stamps).
 // kBulk and kChains (the one-split form with V's own rows only): the split's rows land by bulk
 // copies (decode_bulk.cuh) and its scores and values take decode_chains.cuh's issue order; the
-// same rows and the same mma sequences, so the same bits. kEarlyQ (with kBulk): q's loads issued
-// first, before the block's run and key slots are read, and staged after the copies (EarlyQ: the
-// same values in the same slots). kCluster (with kBulk and kChains): the launch's clusters are a
-// token's splits, and their partials merge through the cluster's shared memory (decode_cluster.cuh)
-// instead of the arrival counters or the combine: the same merge, the same bits. kTransposed (with
-// kBulk and kChains; at most kTransposedMaxRows query rows): the scores and values with the mma
-// operands transposed (decode_transposed.cuh): half the products, the same bits.
+// same rows and the same mma sequences, so the same bits. kCluster (with kBulk and kChains): the
+// launch's clusters are a token's splits, and their partials merge through the cluster's shared
+// memory (decode_cluster.cuh) instead of the arrival counters or the combine: the same merge, the
+// same bits. kTransposed (with kBulk and kChains; at most kTransposedMaxRows query rows): the
+// scores and values with the mma operands transposed (decode_transposed.cuh): half the products,
+// the same bits.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
-          bool kBulk = false, bool kChains = false, bool kEarlyQ = false, bool kCluster = false,
-          bool kTransposed = false>
+          bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -248,7 +211,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
                 "bulk copies and short chains: the one-split form with V's own rows");
-  static_assert(!kEarlyQ || kBulk, "early q: the bulk form");
   static_assert(!kCluster || (kBulk && kChains),
                 "the cluster merge: the bulk and short-chain form");
   static_assert(!kTransposed || (kBulk && kChains), "transposed: the bulk and short-chain form");
@@ -270,8 +232,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  [[maybe_unused]] EarlyQ<D, CT, C> early_q;
-  if constexpr (kEarlyQ) early_q.load(p, decode_place(p, kRun));
   Run run;
   int s_first, s_last;
   const bool has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
@@ -317,10 +277,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     stamp(1);
   }
   publish_key_ranges(p, run, sm);
-  if constexpr (kEarlyQ)
-    early_q.store(sm.q);
-  else
-    stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   stamp(2);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.

@@ -115,30 +115,29 @@ bool decode_chains_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_EARLY_Q=1: the bulk form issues q's loads first, before its token's position and
-// key slots are read, and stages them after its copies (attention_decode.cuh's EarlyQ). Off by
-// default until its A/B (`gpu_check.sh earlyq`); the same bits either way.
-bool decode_early_q_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_EARLY_Q", false);
-  return on;
-}
-
-// MEMRA_DECODE_CLUSTER_MERGE=1: the bulk form with short chains, where it merges its own partials
-// (decode_merges) over at most kClusterMaxSplits splits a token, is launched in clusters of a
-// token's splits that merge through their shared memory (decode_cluster.cuh) instead of the
-// arrival counters. Off by default until its A/B (`gpu_check.sh clustermerge`); the same bits
+// MEMRA_DECODE_CLUSTER_MERGE: unset or 1, the bulk form with short chains, where it merges its own
+// partials (decode_merges) over at most kClusterMaxSplits splits a token, is launched in clusters
+// of a token's splits that merge through their blocks' shared memory (decode_cluster.cuh) instead
+// of the arrival counters and the last block's loads from L2; 0, the counters (the A/B). The
+// default since the sixty-second round's H100 A/B (docs/PERFORMANCE.md; medians of two rounds:
+// 0.6B Q4_K_M c1 943.6 -> 978.5 tok/s, 8B Q4_K_M 331.8 -> 334.9, BF16 172.7 -> 172.5; the kernel
+// at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). The same bits
 // either way.
 bool decode_cluster_merge_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", false);
+  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", true);
   return on;
 }
 
-// MEMRA_DECODE_TRANSPOSED=1: the bulk form with short chains, at most kTransposedMaxRows query
-// rows a block, takes its scores and values with the mma operands transposed
-// (decode_transposed.cuh: half the products). Off by default until its A/B (`gpu_check.sh
-// transposed`); the same bits either way.
+// MEMRA_DECODE_TRANSPOSED: unset or 1, the bulk form with short chains, at most
+// kTransposedMaxRows query rows a block, takes its scores and values with the mma operands
+// transposed (decode_transposed.cuh: the keys or dims as A's rows, the query rows as B's columns,
+// half the products); 0, the query rows as A's (the A/B). The default since the sixty-second
+// round's H100 A/B (docs/PERFORMANCE.md; medians of two rounds: 0.6B Q4_K_M c1 947.6 -> 974.4
+// tok/s, 8B Q4_K_M 331.5 -> 335.0, BF16 172.8 -> 173.6; at 512 keys the scores 2,687 -> 1,789
+// cycles, the values 3,390 -> 2,723). The same bits either way (tools/probes/mma_transpose.cu,
+// and kernel-check against the generic kernel).
 bool decode_transposed_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED", false);
+  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED", true);
   return on;
 }
 
