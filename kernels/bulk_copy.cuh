@@ -62,4 +62,14 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c
       : "memory");
 }
 
+// The same for one box of a 3-D tensor map at element coordinates (c0 innermost, c1, c2).
+__device__ __forceinline__ void tensor_copy_3d(void* dst, const void* map, int c0, int c1, int c2,
+                                               uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+}
+
 }  // namespace memra::kernels::detail

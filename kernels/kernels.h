@@ -308,6 +308,10 @@ struct PagedKv {
   int32_t block_size = 16;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
+  // The cache's blocks (k and v each hold n_blocks x block_size slots): what a tensor map over
+  // them spans (the decode kernel's tensor copies, MEMRA_DECODE_TENSOR). 0: not said, and those
+  // copies are not taken.
+  int32_t n_blocks = 0;
 };
 
 // Per-step metadata in device memory (uploaded once per step by the backend).

@@ -166,6 +166,11 @@
 #               (the same bits either way round, and what a chain of mma costs), kernel-check of
 #               the straight form, the phases each way, the determinism contract with it, then
 #               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
+#     tensorcopy  decode attention's transposed form with its rows landed by tensor copies, a cache
+#               block's half rows a copy (MEMRA_DECODE_TENSOR=1, written in the sixty-second
+#               round) against the bulk copies: kernel-check (also with every launch merging and
+#               with the counters), the phases each way, the determinism contract, then 0.6B, 8B
+#               Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -200,8 +205,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -883,6 +888,28 @@ if [ "$MODE" = transposed ]; then
   switch_ab transposed "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
   switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+fi
+if [ "$MODE" = tensorcopy ]; then
+  # The sixty-second round's stamps put the copies' issue first among the transposed form's
+  # phases (~4,400 cycles for 512 cp.async.bulk a block); tensor copies of a cache block's half
+  # rows take 64. Kernel-check (the default merge, every launch merging, the counters), the
+  # phases each way, the determinism contract, then whole steps.
+  kcheck kernel-check-attention-tensor 120 MEMRA_DECODE_TENSOR=1 --filter attention
+  kcheck kernel-check-attention-tensor-all 120 MEMRA_DECODE_TENSOR=1 MEMRA_DECODE_MERGE=1 \
+    --filter attention
+  kcheck kernel-check-attention-tensor-counters 120 MEMRA_DECODE_TENSOR=1 \
+    MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
+  ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
+  for f in $ways; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step engine-invariants-tensor 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TENSOR=1 \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  switch_ab tensorcopy "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab tensorcopy "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab tensorcopy "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

@@ -14,6 +14,7 @@
 #include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/tensor_map.h"
 
 namespace memra::kernels {
 
@@ -213,10 +214,11 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
 // (MEMRA_DECODE_CHAINS), 8 kCluster (MEMRA_DECODE_CLUSTER_MERGE) and 16 kTransposed
-// (MEMRA_DECODE_TRANSPOSED), the last two with kBulk and kChains only (else ignored).
+// (MEMRA_DECODE_TRANSPOSED), these two with kBulk and kChains only (else ignored), and 32 kTensor
+// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored).
 constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kClusterVariant = 8,
-              kTransposedVariant = 16;
-constexpr int kVariants = 32;
+              kTransposedVariant = 16, kTensorVariant = 32;
+constexpr int kVariants = 64;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
@@ -224,14 +226,42 @@ auto one_split_variant() {
   constexpr bool kChains = (kVariant & kChainsVariant) != 0;
   constexpr bool kCluster = kBulk && kChains && (kVariant & kClusterVariant) != 0;
   constexpr bool kTransposed = kBulk && kChains && (kVariant & kTransposedVariant) != 0;
+  constexpr bool kTensor = kTransposed && (kVariant & kTensorVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kCluster, kTransposed>;
+                                         kCluster, kTransposed, kTensor>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
   using Kernel = decltype(one_split_variant<CT, 0>());
   static const Kernel kernels[] = {one_split_variant<CT, kV>()...};
   return kernels[variant];
+}
+
+// The decode kernel's tensor copies' maps of q's K and V caches (decode_tensor.cuh: 64 dims x the
+// kv heads' half rows x the cache's slots, boxes of 64 x 1 x block_size, a 128-byte swizzle),
+// where that form serves the launch: a head_dim 128 16-bit cache whose blocks (8 to 256 slots)
+// the caller counted. false: not taken (the bulk copies serve it, the same bits).
+bool encode_decode_maps(AttnParams& q) {
+  if (q.n_blocks <= 0 || q.bs_shift < 3 || q.bs_shift > 8) return false;
+  const cuuint64_t dims[3] = {64, static_cast<cuuint64_t>(q.n_kv_heads) * 2,
+                              static_cast<cuuint64_t>(q.n_blocks) << q.bs_shift};
+  const cuuint64_t strides[2] = {128, static_cast<cuuint64_t>(q.n_kv_heads) * 256};  // bytes
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(q.block_size)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const auto encode = [&](CUtensorMap& map, const void* cache) {
+    const CUresult r = detail::tensor_map_encoder()(
+        &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(cache), dims, strides, box,
+        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      fail(ErrorCode::internal,
+           "attention: cuTensorMapEncodeTiled refused a cache of {} blocks of {} slots x {} kv "
+           "heads at {} ({})",
+           q.n_blocks, q.block_size, q.n_kv_heads, cache, static_cast<int>(r));
+  };
+  encode(q.k_map, q.k);
+  encode(q.v_map, q.v);
+  return true;
 }
 
 // Whether the runtime loads sm_90 (or later) code of `kernel` on this device: the bulk form's
@@ -336,6 +366,9 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     if ((variant & kBulkVariant) && (variant & kChainsVariant) &&
         p.hpb <= detail::kTransposedMaxRows && decode_transposed_enabled())
       variant |= kTransposedVariant;
+    // The tensor copies: where the cache's maps can be encoded.
+    if ((variant & kTransposedVariant) && decode_tensor_enabled() && encode_decode_maps(q))
+      variant |= kTensorVariant;
   }
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
@@ -641,6 +674,7 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   for (int s = 0; s < 31; ++s)
     if (kv.block_size == (1 << s)) p.bs_shift = s;
   p.n_kv_heads = kv.n_kv_heads;
+  p.n_blocks = kv.n_blocks;
   p.positions = step.positions;
   p.token_seq = step.token_seq;
   p.block_tables = step.block_tables;

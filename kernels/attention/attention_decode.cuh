@@ -200,11 +200,14 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // memory (decode_cluster.cuh) instead of the arrival counters or the combine: the same merge, the
 // same bits. kTransposed (with kBulk and kChains; at most kTransposedMaxRows query rows): the
 // scores and values with the mma operands transposed (decode_transposed.cuh): half the products,
-// the same bits.
+// the same bits. kTensor (with kTransposed): the split's rows land by tensor copies, a cache
+// block's half rows a copy (decode_tensor.cuh), in a swizzled layout the products' loads follow:
+// the same rows, the same bits. p is a grid constant: the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
-          bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false>
+          bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
+          bool kTensor = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
-    decode_attention_kernel(const AttnParams p) {
+    decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   detail::wait_for_inputs();
@@ -214,6 +217,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kCluster || (kBulk && kChains),
                 "the cluster merge: the bulk and short-chain form");
   static_assert(!kTransposed || (kBulk && kChains), "transposed: the bulk and short-chain form");
+  static_assert(!kTensor || (kTransposed && D == 128 && sizeof(CT) == 2),
+                "tensor copies: the transposed form's 256-byte rows");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -254,6 +259,11 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
 
   unsigned char* kb = sm.ring;
   unsigned char* vb = DC::kSeparateV ? sm.ring + DC::kChunks * C::kChunkBytes : sm.ring;
+  if constexpr (kTensor) {  // dense 256-byte rows from a 1,024-byte aligned base (the swizzle's)
+    static_assert(2 * kSplit * 256 + 1023 <= 2 * DC::kChunks * C::kChunkBytes, "the rows fit");
+    kb += (1024 - (smem_addr(kb) & 1023)) & 1023;
+    vb = kb + kSplit * 256;
+  }
   const auto split_keys = [&](int s) { return split_keys_of<D, CT>(p, run, s); };
   // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
@@ -261,7 +271,12 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   [[maybe_unused]] uint64_t* const bars =
       reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
   SplitKeys<D, CT> keys;
-  if constexpr (kBulk) {
+  if constexpr (kTensor) {
+    if (threadIdx.x == 0) tensor_split_start(run, s_first, p.bs_shift, bars);
+    __syncthreads();  // the barriers, before any copy completes on them
+    tensor_split_rows(p, run, s_first, kb, vb, bars);
+    stamp(1);
+  } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
     __syncthreads();  // the barriers, before any copy completes on them
     bulk_split_rows<D, CT, C::kRowBytes>(p, run, s_first, kb, vb, bars);
@@ -292,7 +307,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     }
     stamp(3);
     if constexpr (kTransposed) {
-      decode_split_scores_t<D, CT>(p, run, s, sm, kb);
+      decode_split_scores_t<D, CT, kTensor>(p, run, s, sm, kb);
     } else if constexpr (kChains) {
       decode_split_scores<D, CT>(p, run, s, sm, kb);
     } else {
@@ -303,9 +318,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     stamp(4);
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
-    if constexpr (kBulk)
+    if constexpr (kBulk) {
       bulk_wait(bars + 1);  // V's rows landed
-    else
+      if constexpr (kTensor) tensor_zero_v(run, s, p.bs_shift, vb);
+    } else
       cp_async_wait(0);  // this thread's V copies
     __syncthreads();     // everyone's (and the zeroed rows); p published
     stamp(5);
@@ -314,7 +330,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         "a block's partial fits K's rows");
     if constexpr (kTransposed) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      decode_split_values_t<D, CT>(run, s, sm, vb, acc);
+      decode_split_values_t<D, CT, kTensor>(run, s, sm, vb, acc, p.bs_shift);
       decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
       float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];

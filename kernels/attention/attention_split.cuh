@@ -18,6 +18,7 @@
 // arithmetic: only the register tiling and the memory traffic differ between block shapes.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (the type only)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -94,6 +95,11 @@ struct AttnParams {
   // The row-owning form stages q with eight pairs' loads a thread in flight (stage_q_terms'
   // kBatch; MEMRA_FLASH_Q_LOADS, attention.cu; the same bits either way).
   bool q_loads_batched;
+  // The cache's blocks (PagedKv::n_blocks; 0: not said), and the decode kernel's tensor copies'
+  // maps of the K and V caches (its kTensor form, decode_tensor.cuh: encoded on the host for
+  // that form's launches only, else zero; read in the kernel's parameter space).
+  int32_t n_blocks;
+  CUtensorMap k_map, v_map;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -141,6 +141,16 @@ bool decode_transposed_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_TENSOR=1: the transposed form lands its split's rows by tensor copies, two a cache
+// block's half rows for K and V (decode_tensor.cuh: 64 copies for a split over blocks of 16
+// slots, against 512 bulk copies), where the cache's blocks are counted (PagedKv::n_blocks) and
+// hold 8 to 256 slots. Off by default until its A/B (`gpu_check.sh tensorcopy`); the same bits
+// either way.
+bool decode_tensor_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_TENSOR", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

@@ -20,6 +20,7 @@
 
 #include "kernels/attention/attention_mma.cuh"
 #include "kernels/attention/decode_cluster.cuh"
+#include "kernels/attention/decode_tensor.cuh"
 
 namespace memra::kernels::detail {
 
@@ -29,8 +30,8 @@ constexpr int kTransposedMaxRows = 8;
 // The scores of split s, both chunks at once: warp w takes keys [w kKeysW, + kKeysW) of each
 // chunk (A: the 16 keys' K rows, a dim step at a time), q's rows as B's columns; each step's
 // operands loaded a step ahead. A chunk without keys of the run is computed on whatever its rows
-// hold and not stored.
-template <int D, typename CT>
+// hold and not stored. kSwizzled: K's rows in the tensor copies' layout (decode_tensor.cuh).
+template <int D, typename CT, bool kSwizzled = false>
 __device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const Run& run, int s,
                                                       const MmaSmem& sm, const unsigned char* kb) {
   using C = MmaConfig<D, CT, false>;
@@ -40,7 +41,10 @@ __device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int sbase = s * kSplit, k0 = warp * C::kKeysW;
   // A (x4): lanes 0-15 address the keys' rows at the step's first 8 dims, lanes 16-31 the next 8.
-  const unsigned char* a_lane = kb + (k0 + (lane & 15)) * C::kRowBytes + 16 * (lane >> 4);
+  const auto a_at = [&](int ci, int kk) {
+    return kb + key_chunk_offset<kSwizzled, C::kRowBytes>(ci * C::kChunk + k0 + (lane & 15),
+                                                          2 * kk + (lane >> 4), p.bs_shift);
+  };
   // B (x2): lanes 0-7 address q's rows 0-7 at the step's first 8 dims, lanes 8-15 the next 8.
   const unsigned char* q_lane = sm.q + (lane & 7) * C::kRowBytes + 16 * ((lane >> 3) & 1);
   float acc[kCh][4];
@@ -49,7 +53,7 @@ __device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const
   uint32_t a[2][kCh][4], b[2][C::kTerms][2];
   const auto load = [&](int buf, int kk) {
 #pragma unroll
-    for (int ci = 0; ci < kCh; ++ci) ldsm_x4(a[buf][ci], a_lane + ci * C::kChunkBytes + 32 * kk);
+    for (int ci = 0; ci < kCh; ++ci) ldsm_x4(a[buf][ci], a_at(ci, kk));
 #pragma unroll
     for (int i = 0; i < C::kTerms; ++i)
       ldsm_x2(b[buf][i][0], b[buf][i][1], q_lane + i * C::kRows * C::kRowBytes + 32 * kk);
@@ -87,9 +91,11 @@ __device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const
 // acc += v^T p^T over split s's 16-key steps that hold keys of the run, in key order: warp w takes
 // dims [w kDimsW, + kDimsW) (A: V's rows transposed), the rows' p as B's columns. acc: (dim g, row
 // 2t), (dim g, row 2t + 1), (dim g + 8, row 2t), (dim g + 8, row 2t + 1) of the warp's dims.
-template <int D, typename CT>
+// kSwizzled: V's rows in the tensor copies' layout (decode_tensor.cuh, blocks of 2^bs_shift).
+template <int D, typename CT, bool kSwizzled = false>
 __device__ __forceinline__ void decode_split_values_t(const Run& run, int s, const MmaSmem& sm,
-                                                      const unsigned char* vb, float (&acc)[4]) {
+                                                      const unsigned char* vb, float (&acc)[4],
+                                                      int bs_shift) {
   using C = MmaConfig<D, CT, false>;
   static_assert(C::kDimsW == 16, "a warp's dims: one 16-row tile");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -98,15 +104,16 @@ __device__ __forceinline__ void decode_split_values_t(const Run& run, int s, con
   const int j1 = (min(sbase + kSplit, run.hi) - sbase + 15) & ~15;
   // A (x4, transposed): lanes address keys (lane & 7) + 8 (lane >> 4) of the step at the warp's
   // first 8 dims (lanes 0-7, 16-23) or its next 8 (lanes 8-15, 24-31).
-  const unsigned char* v_lane = vb + ((lane & 7) + 8 * (lane >> 4)) * C::kRowBytes +
-                                2 * (warp * C::kDimsW + 8 * ((lane >> 3) & 1));
+  const int key_lane = (lane & 7) + 8 * (lane >> 4);
+  const int chunk_lane = (warp * C::kDimsW + 8 * ((lane >> 3) & 1)) / 8;
   // B (x2): lanes 0-7 address p's rows 0-7 at the step's first 8 keys, lanes 8-15 the next 8.
   const unsigned char* p_lane =
       reinterpret_cast<const unsigned char*>(sm.sc + (lane & 7) * C::kScStride) +
       2 * 8 * ((lane >> 3) & 1);
   uint32_t a[2][4], b[2][C::kTerms][2];
   const auto load = [&](int buf, int j) {
-    ldsm_x4_t(a[buf], v_lane + j * C::kRowBytes);
+    ldsm_x4_t(a[buf],
+              vb + key_chunk_offset<kSwizzled, C::kRowBytes>(j + key_lane, chunk_lane, bs_shift));
 #pragma unroll
     for (int i = 0; i < C::kTerms; ++i)
       ldsm_x2(b[buf][i][0], b[buf][i][1], p_lane + 2 * (i * kSplit + j));

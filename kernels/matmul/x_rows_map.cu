@@ -1,34 +1,14 @@
 // The tensor map through which the prefill kernels read x's rows form (matmul_launch.cuh:
-// x_rows_offset, x_rows_map). Host code only. The driver's encoder is looked up through the
-// runtime, so the library does not link libcuda itself.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
+// x_rows_offset, x_rows_map). Host code only (the encoder: kernels/tensor_map.h).
 #include <cstring>
 
 #include "core/error.h"
 #include "kernels/matmul/matmul_launch.cuh"
+#include "kernels/tensor_map.h"
 
 namespace memra::kernels::matmul_detail {
-namespace {
 
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t st = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                            cudaEnableDefault, &found);
-    if (st != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
-      (void)cudaGetLastError();
-      fail(ErrorCode::internal, "matmul: the driver has no cuTensorMapEncodeTiled ({})",
-           cudaGetErrorString(st));
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encode;
-}
-
-}  // namespace
+using detail::tensor_map_encoder;
 
 CUtensorMap x_rows_map(const MatmulArgs& x, int box_tokens) {
   CUtensorMap map;

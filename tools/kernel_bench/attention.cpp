@@ -189,6 +189,7 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
     kv.block_size = kBlock;
     kv.n_kv_heads = kKvHeads;
     kv.head_dim = kHeadDim;
+    kv.n_blocks = n_blocks;
     kernels::attention(kv, step, static_cast<const float*>(dq.data()), int64_t{kHeads} * kHeadDim,
                        args, static_cast<float*>(dout.data()), scratch, stream.get());
   });

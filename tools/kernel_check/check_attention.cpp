@@ -184,6 +184,7 @@ class DevStep {
     kv.block_size = c_.block_size;
     kv.n_kv_heads = c_.n_kv_heads;
     kv.head_dim = c_.head_dim;
+    kv.n_blocks = s_.n_blocks;
     kernels::StepDev step;
     step.n_tokens = s_.n_tokens;
     step.n_seqs = static_cast<int32_t>(s_.block_tables.size() / s_.max_blocks);

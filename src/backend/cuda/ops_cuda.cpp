@@ -539,7 +539,7 @@ class CudaOps final : public Ops {
   }
 
   kernels::PagedKv paged(const KvLayerView& kv) const {
-    return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim};
+    return {kv.k, kv.v, kv.dtype, kv.block_size, kv.n_kv_heads, kv.head_dim, kv.n_blocks};
   }
 
   // The matmul kernels compute BF16 weights in f16 (kernels.h): a tensor with a value beyond f16's

@@ -1,0 +1,112 @@
+// A one-split decode block's K and V rows by tensor copies (private to attention.cu; the decode
+// kernel's kTensor form, MEMRA_DECODE_TENSOR): a cache block's keys of the block's kv head land
+// by one copy per half row (two a cache block for K, two for V), through tensor maps of the
+// caches (AttnParams::k_map, v_map: 64 dims x the kv heads' half rows x the cache's slots, boxes
+// of 64 dims x 1 x block_size slots, a 128-byte swizzle), instead of two bulk copies a key. The
+// rows' bytes are the same; only where each 16-byte chunk sits changes (key_chunk_offset), so the
+// arithmetic after them is the same bits.
+//
+// Why. The sixty-second round's stamps at 512 keys (H100): with the products transposed, the
+// block's longest phase is issuing its copies, ~4,400 cycles for 512 `cp.async.bulk` (~8.5 cycles
+// each). Here a split of 256 keys over blocks of 16 slots is 64 copies.
+//
+// The layout: key o of the split (of cache block b = o / block_size, row r = o % block_size) has
+// its half h (dims 64 h .. 64 h + 63) in region 2 b + h, block_size rows of 128 bytes, and its
+// 16-byte chunk c of that half at chunk c ^ (r % 8) of the row (the copy engine's 128-byte
+// swizzle, whose pattern follows address bits 7-9: the rows start at a 1,024-byte aligned base).
+// Eight consecutive keys' same chunk then sit in eight different bank groups, which the padded
+// rows of the other forms buy with 16 bytes a row. Blocks of 8 to 256 slots (a region of at least
+// 1,024 bytes); head_dim 128 with a 16-bit cache (a 256-byte row).
+#pragma once
+
+#include "kernels/attention/attention_split.cuh"
+#include "kernels/bulk_copy.cuh"
+
+namespace memra::kernels::detail {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MEMRA_DECODE_TENSOR_CODE 1
+#endif
+
+// The byte offset of key o's 16-byte chunk c (of its 256-byte row) in a split's rows: rows of
+// kRowBytes (kSwizzled false: the bulk and cp.async forms) or the tensor copies' layout above.
+template <bool kSwizzled, int kRowBytes>
+__device__ __forceinline__ int key_chunk_offset(int o, int c, int bs_shift) {
+  if constexpr (!kSwizzled) {
+    return o * kRowBytes + 16 * c;
+  } else {
+    const int r = o & ((1 << bs_shift) - 1);
+    return (((o >> bs_shift) * 2 + (c >> 3)) << (bs_shift + 7)) + (r << 7) +
+           (((c & 7) ^ (r & 7)) << 4);
+  }
+}
+
+// Cache blocks [first, last] of split s that hold keys of the run (relative to the split's first).
+struct SplitBlocks {
+  int first, last;
+};
+__device__ __forceinline__ SplitBlocks split_blocks(const Run& run, int s, int bs_shift) {
+  const int lo = max(s * kSplit, run.lo) - s * kSplit;
+  const int hi = min(s * kSplit + kSplit, run.hi) - s * kSplit;  // > lo: the block has keys
+  return {lo >> bs_shift, (hi - 1) >> bs_shift};
+}
+
+// Thread 0: split s's two barriers (K's rows, V's rows), each expecting its live blocks' bytes
+// (zeros past the cache's slots count too). The caller syncs the block before any copy names them.
+__device__ __forceinline__ void tensor_split_start(const Run& run, int s, int bs_shift,
+                                                   uint64_t* bars) {
+#ifdef MEMRA_DECODE_TENSOR_CODE
+  const SplitBlocks b = split_blocks(run, s, bs_shift);
+  const int bytes = (b.last - b.first + 1) * 2 * (128 << bs_shift);
+  mbar_init_stages(bars, 2);
+  mbar_arrive_expect_tx(bars, bytes);
+  mbar_arrive_expect_tx(bars + 1, bytes);
+#else
+  (void)run, (void)s, (void)bs_shift, (void)bars;
+  __trap();
+#endif
+}
+
+// Split s's live blocks' copies, one a thread: thread i takes K (i < 64) or V, cache block
+// first + (i % 64) / 2 and half i % 2. kb, vb: 1,024-byte aligned.
+__device__ __forceinline__ void tensor_split_rows(const AttnParams& p, const Run& run, int s,
+                                                  unsigned char* kb, unsigned char* vb,
+                                                  uint64_t* bars) {
+  static_assert(kAttnThreads >= 128 && kSplit / 8 * 2 <= 64, "two threads a block, K and V");
+#ifdef MEMRA_DECODE_TENSOR_CODE
+  const int bs_shift = p.bs_shift;
+  const SplitBlocks blocks = split_blocks(run, s, bs_shift);
+  const int i = threadIdx.x % 64, b = blocks.first + i / 2, half = i % 2;
+  const bool values = threadIdx.x >= 64;
+  if (threadIdx.x >= 128 || b > blocks.last) return;
+  const int32_t blk = __ldg(run.table + ((s * kSplit) >> bs_shift) + b);
+  unsigned char* dst = (values ? vb : kb) + ((b * 2 + half) << (bs_shift + 7));
+  tensor_copy_3d(dst, values ? &p.v_map : &p.k_map, 0, run.kv_head * 2 + half, blk << bs_shift,
+                 bars + (values ? 1 : 0));
+#else
+  (void)p, (void)run, (void)s, (void)kb, (void)vb, (void)bars;
+  __trap();
+#endif
+}
+
+// After V's rows have landed (this thread's wait): key threadIdx.x's V row zeroed where the key is
+// outside the run (the V steps multiply whole 16-key steps: p = 0 there, and 0 * a stale NaN is
+// NaN; a live block's other slots land whatever the cache holds). The caller syncs the block.
+__device__ __forceinline__ void tensor_zero_v(const Run& run, int s, int bs_shift,
+                                              unsigned char* vb) {
+  static_assert(kAttnThreads == kSplit, "a thread a key");
+  const int o = threadIdx.x, key = s * kSplit + o;
+  if (key >= run.lo && key < run.hi) return;
+  const int r = o & ((1 << bs_shift) - 1);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    auto* row =
+        reinterpret_cast<uint4*>(vb + (((o >> bs_shift) * 2 + half) << (bs_shift + 7)) + (r << 7));
+#pragma unroll
+    for (int c = 0; c < 8; ++c) row[c] = uint4{0, 0, 0, 0};
+  }
+}
+
+#undef MEMRA_DECODE_TENSOR_CODE
+
+}  // namespace memra::kernels::detail
