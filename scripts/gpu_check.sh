@@ -335,6 +335,24 @@ switch_ab() {
   done
 }
 
+# one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE: one form of decode attention's one-split
+# kernel against another (WAYS: switch_ab's, one setting a way): the phases each way
+# (memra-kernel-bench's one sequence of 512 keys, stamped), the determinism contract with
+# VAR=VALUE, then 0.6B, 8B Q4_K_M and BF16 at one sequence, each way.
+one_query_ab() {
+  local name=$1 ways=$2 invariants=$3 setting=$4 f
+  for f in $ways; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step "$invariants" 180 env MEMRA_TEST_DEVICE=cuda "$setting" \
+    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+  switch_ab "$name" "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+}
+
 # kernel_stalls NAME REGEX SKIP BENCH-ARGS: Nsight Compute's sections, stall reasons and 60 most
 # stalled SASS lines of one launch of the kernels matching REGEX under memra-kernel-bench (after
 # SKIP of them: past its warm-ups), for the stalls modes.
@@ -854,16 +872,7 @@ if [ "$MODE" = clustermerge ]; then
     MEMRA_DECODE_MERGE=1 --filter attention
   kcheck kernel-check-attention-cluster-all 120 MEMRA_DECODE_MERGE=1 --filter attention
   ways="counters:MEMRA_DECODE_CLUSTER_MERGE=0 cluster:MEMRA_DECODE_CLUSTER_MERGE=1"
-  for f in $ways; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
-  done
-  step engine-invariants-counters 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_CLUSTER_MERGE=0 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  switch_ab clustermerge "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab clustermerge "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+  one_query_ab clustermerge "$ways" engine-invariants-counters MEMRA_DECODE_CLUSTER_MERGE=0
 fi
 if [ "$MODE" = transposed ]; then
   # The one-split form's scores and values with the query rows as A's carry one query row as 1
@@ -878,16 +887,7 @@ if [ "$MODE" = transposed ]; then
     -o $probe_dir/mma_transpose && $probe_dir/mma_transpose"
   kcheck kernel-check-attention-straight 120 MEMRA_DECODE_TRANSPOSED=0 --filter attention
   ways="straight:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
-  for f in $ways; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
-  done
-  step engine-invariants-straight 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TRANSPOSED=0 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  switch_ab transposed "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab transposed "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+  one_query_ab transposed "$ways" engine-invariants-straight MEMRA_DECODE_TRANSPOSED=0
 fi
 if [ "$MODE" = tensorcopy ]; then
   # The sixty-second round's stamps put the copies' issue first among the transposed form's
@@ -900,16 +900,7 @@ if [ "$MODE" = tensorcopy ]; then
   kcheck kernel-check-attention-tensor-counters 120 MEMRA_DECODE_TENSOR=1 \
     MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
   ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
-  for f in $ways; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
-  done
-  step engine-invariants-tensor 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_TENSOR=1 \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  switch_ab tensorcopy "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab tensorcopy "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
-  switch_ab tensorcopy "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
+  one_query_ab tensorcopy "$ways" engine-invariants-tensor MEMRA_DECODE_TENSOR=1
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

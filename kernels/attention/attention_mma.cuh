@@ -379,6 +379,19 @@ __device__ __forceinline__ void mma_chunk_values(
   }
 }
 
+// Split s's statistics (m, l) of each row with keys in it into the row's partial (the split plan).
+template <int D>
+__device__ __forceinline__ void store_split_stats(const AttnParams& p, const Run& run, int s,
+                                                  const RowState& sm) {
+  for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
+    int kb, ke;
+    row_keys(sm, r / run.n_h, s, kb, ke);
+    if (kb >= ke) continue;
+    float* part = partial_row<D>(p, run, r, s);
+    part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
+  }
+}
+
 // The end of split s, as split_finish: partials to scratch (split plan) or merged into O
 // (one_pass); acc is zeroed. A thread's fragment elements: row 16m + g (+8), dims
 // d0 + 8n + 2t (+1).
@@ -389,17 +402,10 @@ __device__ __forceinline__ void mma_split_finish(
     float (&O)[MmaConfig<D, CT, MQ>::kMTiles][MmaConfig<D, CT, MQ>::kNTilesV][4]) {
   using C = MmaConfig<D, CT, MQ>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  if (p.one_pass) {
+  if (p.one_pass)
     update_running_stats(run, s, sm);
-  } else {
-    for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
-      int kb, ke;
-      row_keys(sm, r / run.n_h, s, kb, ke);
-      if (kb >= ke) continue;
-      float* part = partial_row<D>(p, run, r, s);
-      part[D] = sm.split_m[r], part[D + 1] = sm.split_l[r];
-    }
-  }
+  else
+    store_split_stats<D>(p, run, s, sm);
   const int d0 = warp * C::kDimsW;
 #pragma unroll
   for (int m = 0; m < C::kMTiles; ++m) {

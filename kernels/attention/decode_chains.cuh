@@ -16,6 +16,23 @@
 
 namespace memra::kernels::detail {
 
+// The 16-key steps [j0, j1) of a split's values, each step's operands loaded (load(buf, j)) while
+// the previous step's mma run (step(buf)): two steps a turn, so that each of the two buffers is
+// named by a constant (registers, not local memory).
+template <typename Load, typename Step>
+__device__ __forceinline__ void key_steps_loaded_ahead(int j0, int j1, const Load& load,
+                                                       const Step& step) {
+  if (j0 >= j1) return;
+  load(0, j0);
+  for (int j = j0; j < j1; j += 32) {
+    if (j + 16 < j1) load(1, j + 16);
+    step(0);
+    if (j + 16 >= j1) break;
+    if (j + 32 < j1) load(0, j + 32);
+    step(1);
+  }
+}
+
 // The scores of split s, both chunks at once: warp w takes keys [w kKeysW, + kKeysW) of each
 // chunk, as mma_chunk_scores does for one. A chunk without keys of the run is computed on
 // whatever its rows hold and not stored (a chain's operands never meet another's).
@@ -103,16 +120,7 @@ __device__ __forceinline__ void decode_split_values(
 #pragma unroll
       for (int n = 0; n < kN; ++n) mma16816<CT>(acc[0][n], a[buf][i], b[buf][n][0], b[buf][n][1]);
   };
-  if (j0 >= j1) return;
-  load(0, j0);
-  // Two steps a turn, so that each buffer is named by a constant (registers, not local memory).
-  for (int j = j0; j < j1; j += 32) {
-    if (j + 16 < j1) load(1, j + 16);
-    step(0);
-    if (j + 16 >= j1) break;
-    if (j + 32 < j1) load(0, j + 32);
-    step(1);
-  }
+  key_steps_loaded_ahead(j0, j1, load, step);
 }
 
 }  // namespace memra::kernels::detail

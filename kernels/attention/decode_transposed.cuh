@@ -19,6 +19,7 @@
 #pragma once
 
 #include "kernels/attention/attention_mma.cuh"
+#include "kernels/attention/decode_chains.cuh"
 #include "kernels/attention/decode_cluster.cuh"
 #include "kernels/attention/decode_tensor.cuh"
 
@@ -122,16 +123,7 @@ __device__ __forceinline__ void decode_split_values_t(const Run& run, int s, con
 #pragma unroll
     for (int i = C::kTerms - 1; i >= 0; --i) mma16816<CT>(acc, a[buf], b[buf][i][0], b[buf][i][1]);
   };
-  if (j0 >= j1) return;
-  load(0, j0);
-  // Two steps a turn, so that each buffer is named by a constant (registers, not local memory).
-  for (int j = j0; j < j1; j += 32) {
-    if (j + 16 < j1) load(1, j + 16);
-    step(0);
-    if (j + 16 >= j1) break;
-    if (j + 32 < j1) load(0, j + 32);
-    step(1);
-  }
+  key_steps_loaded_ahead(j0, j1, load, step);
 }
 
 // The split's partial (decode_split_values_t's acc, and the statistics the softmax left) where
@@ -143,15 +135,7 @@ __device__ __forceinline__ void decode_split_finish_t(const AttnParams& p, const
                                                       float* part) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int d = warp * (D / kAttnWarps) + g;
-  if constexpr (!kCluster) {
-    for (int r = threadIdx.x; r < run.n_rows; r += kAttnThreads) {
-      int kb, ke;
-      row_keys(sm, r / run.n_h, s, kb, ke);
-      if (kb >= ke) continue;
-      float* row = partial_row<D>(p, run, r, s);
-      row[D] = sm.split_m[r], row[D + 1] = sm.split_l[r];
-    }
-  }
+  if constexpr (!kCluster) store_split_stats<D>(p, run, s, sm);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int r = 2 * t + e;
