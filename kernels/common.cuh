@@ -10,6 +10,13 @@
 
 #include "core/error.h"
 
+// Defined in the compilation passes that emit sm_90 (Hopper) code: the passes where a kernel may
+// use bulk and tensor copies, mbarrier waits and clusters. Device functions built on them trap in
+// the other passes; the host launches such kernels only where the device runs their sm_90 code.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MEMRA_SM90_CODE 1
+#endif
+
 namespace memra::kernels::detail {
 
 constexpr int kThreads = 256;  // block size of the simple elementwise kernels

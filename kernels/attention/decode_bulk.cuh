@@ -15,17 +15,15 @@
 
 namespace memra::kernels::detail {
 
-// Bulk copies and mbarrier waits are sm_90 instructions: the sm_80 code of these functions traps
-// (the host takes the bulk form only where the kernel has sm_90 code: attention.cu).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MEMRA_DECODE_BULK_CODE 1
-#endif
+// Bulk copies and mbarrier waits are sm_90 instructions: these functions trap outside
+// MEMRA_SM90_CODE's passes (the host takes the bulk form only where the kernel has sm_90 code:
+// attention.cu).
 
 // Thread 0: split s's two barriers (K's rows, V's rows), each expecting its live keys' bytes. The
 // caller syncs the block before any copy names them.
 template <int D, typename CT>
 __device__ __forceinline__ void bulk_split_start(const Run& run, int s, uint64_t* bars) {
-#ifdef MEMRA_DECODE_BULK_CODE
+#ifdef MEMRA_SM90_CODE
   const int live = min(s * kSplit + kSplit, run.hi) - max(s * kSplit, run.lo);
   mbar_init_stages(bars, 2);
   mbar_arrive_expect_tx(bars, live * D * static_cast<int>(sizeof(CT)));
@@ -37,7 +35,7 @@ __device__ __forceinline__ void bulk_split_start(const Run& run, int s, uint64_t
 
 // Until the rows of barrier `bar` have landed (its first phase).
 __device__ __forceinline__ void bulk_wait(uint64_t* bar) {
-#ifdef MEMRA_DECODE_BULK_CODE
+#ifdef MEMRA_SM90_CODE
   mbar_wait(bar, 0);
 #else
   __trap();
@@ -53,7 +51,7 @@ __device__ __forceinline__ void bulk_split_rows(const AttnParams& p, const Run& 
                                                 uint64_t* bars) {
   constexpr int kRowData = D * static_cast<int>(sizeof(CT));
   static_assert(kRowData % 16 == 0 && kRowBytes % 16 == 0, "bulk copies of 16-byte multiples");
-#ifdef MEMRA_DECODE_BULK_CODE
+#ifdef MEMRA_SM90_CODE
   const auto* k = static_cast<const unsigned char*>(p.k);
   const auto* v = static_cast<const unsigned char*>(p.v);
   for (int o = threadIdx.x; o < kSplit; o += kAttnThreads) {
@@ -74,7 +72,5 @@ __device__ __forceinline__ void bulk_split_rows(const AttnParams& p, const Run& 
   __trap();
 #endif
 }
-
-#undef MEMRA_DECODE_BULK_CODE
 
 }  // namespace memra::kernels::detail

@@ -16,6 +16,19 @@
 
 namespace memra::kernels::detail {
 
+// kSteps steps of a product's chains (the scores' 16-dim steps), each step's operands loaded
+// (load(buf, k)) while the previous step's mma run (step(buf)): buf alternates, a constant once
+// the loop is unrolled (registers, not local memory).
+template <int kSteps, typename Load, typename Step>
+__device__ __forceinline__ void steps_loaded_ahead(const Load& load, const Step& step) {
+  load(0, 0);
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k) {
+    if (k + 1 < kSteps) load((k + 1) & 1, k + 1);
+    step(k & 1);
+  }
+}
+
 // The 16-key steps [j0, j1) of a split's values, each step's operands loaded (load(buf, j)) while
 // the previous step's mma run (step(buf)): two steps a turn, so that each of the two buffers is
 // named by a constant (registers, not local memory).
@@ -65,19 +78,16 @@ __device__ __forceinline__ void decode_split_scores(const AttnParams& p, const R
     for (int i = 0; i < C::kTerms; ++i)
       ldsm_x4(a[buf][i], q_row + i * C::kRows * C::kRowBytes + 32 * kk);
   };
-  load(0, 0);
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-    if (kk + 1 < kSteps) load((kk + 1) & 1, kk + 1);
-      // Each chain in mma_chunk_scores' order: the dims' steps, each the terms smallest first.
+  // Each chain in mma_chunk_scores' order: the dims' steps, each the terms smallest first.
+  steps_loaded_ahead<kSteps>(load, [&](int buf) {
 #pragma unroll
     for (int i = C::kTerms - 1; i >= 0; --i)
 #pragma unroll
       for (int ci = 0; ci < kCh; ++ci)
 #pragma unroll
         for (int n = 0; n < kN; ++n)
-          mma16816<CT>(acc[ci][n], a[kk & 1][i], b[kk & 1][ci][n][0], b[kk & 1][ci][n][1]);
-  }
+          mma16816<CT>(acc[ci][n], a[buf][i], b[buf][ci][n][0], b[buf][ci][n][1]);
+  });
 #pragma unroll
   for (int ci = 0; ci < kCh; ++ci)
     store_chunk_scores<C>(p, run, sm, acc[ci], 0, sbase + ci * C::kChunk, sbase, k0);

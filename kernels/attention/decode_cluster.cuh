@@ -23,11 +23,9 @@
 
 namespace memra::kernels::detail {
 
-// Cluster barriers and distributed shared memory are sm_90 instructions: the sm_80 code of these
-// functions traps (the host takes the cluster form only where the kernel has sm_90 code).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MEMRA_DECODE_CLUSTER_CODE 1
-#endif
+// Cluster barriers and distributed shared memory are sm_90 instructions: cluster_merge traps
+// outside MEMRA_SM90_CODE's passes (the host takes the cluster form only where the kernel has
+// sm_90 code).
 
 // The most blocks a portable cluster holds: the most splits a clustered launch may have.
 constexpr int kClusterMaxSplits = 8;
@@ -73,7 +71,7 @@ __device__ __forceinline__ void cluster_store_partial(
 template <int D>
 __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodePlace& at,
                                               const MmaSmem& sm, const float* part) {
-#ifdef MEMRA_DECODE_CLUSTER_CODE
+#ifdef MEMRA_SM90_CODE
   cluster_arrive();  // this thread's partial writes, released to the cluster
   const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
   const int h0 = kv_head * p.group + chunk * p.hpb;
@@ -114,7 +112,5 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodeP
   __trap();
 #endif
 }
-
-#undef MEMRA_DECODE_CLUSTER_CODE
 
 }  // namespace memra::kernels::detail

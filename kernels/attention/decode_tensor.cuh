@@ -24,9 +24,8 @@
 
 namespace memra::kernels::detail {
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MEMRA_DECODE_TENSOR_CODE 1
-#endif
+// Tensor copies are sm_90 instructions: the copy functions trap outside MEMRA_SM90_CODE's passes
+// (the host takes the tensor form only where the kernel has sm_90 code).
 
 // The byte offset of key o's 16-byte chunk c (of its 256-byte row) in a split's rows: rows of
 // kRowBytes (kSwizzled false: the bulk and cp.async forms) or the tensor copies' layout above.
@@ -55,7 +54,7 @@ __device__ __forceinline__ SplitBlocks split_blocks(const Run& run, int s, int b
 // (zeros past the cache's slots count too). The caller syncs the block before any copy names them.
 __device__ __forceinline__ void tensor_split_start(const Run& run, int s, int bs_shift,
                                                    uint64_t* bars) {
-#ifdef MEMRA_DECODE_TENSOR_CODE
+#ifdef MEMRA_SM90_CODE
   const SplitBlocks b = split_blocks(run, s, bs_shift);
   const int bytes = (b.last - b.first + 1) * 2 * (128 << bs_shift);
   mbar_init_stages(bars, 2);
@@ -73,7 +72,7 @@ __device__ __forceinline__ void tensor_split_rows(const AttnParams& p, const Run
                                                   unsigned char* kb, unsigned char* vb,
                                                   uint64_t* bars) {
   static_assert(kAttnThreads >= 128 && kSplit / 8 * 2 <= 64, "two threads a block, K and V");
-#ifdef MEMRA_DECODE_TENSOR_CODE
+#ifdef MEMRA_SM90_CODE
   const int bs_shift = p.bs_shift;
   const SplitBlocks blocks = split_blocks(run, s, bs_shift);
   const int i = threadIdx.x % 64, b = blocks.first + i / 2, half = i % 2;
@@ -106,7 +105,5 @@ __device__ __forceinline__ void tensor_zero_v(const Run& run, int s, int bs_shif
     for (int c = 0; c < 8; ++c) row[c] = uint4{0, 0, 0, 0};
   }
 }
-
-#undef MEMRA_DECODE_TENSOR_CODE
 
 }  // namespace memra::kernels::detail

@@ -59,16 +59,13 @@ __device__ __forceinline__ void decode_split_scores_t(const AttnParams& p, const
     for (int i = 0; i < C::kTerms; ++i)
       ldsm_x2(b[buf][i][0], b[buf][i][1], q_lane + i * C::kRows * C::kRowBytes + 32 * kk);
   };
-  load(0, 0);
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-    if (kk + 1 < kSteps) load((kk + 1) & 1, kk + 1);
+  steps_loaded_ahead<kSteps>(load, [&](int buf) {
 #pragma unroll
     for (int i = C::kTerms - 1; i >= 0; --i)
 #pragma unroll
       for (int ci = 0; ci < kCh; ++ci)
-        mma16816<CT>(acc[ci], a[kk & 1][ci], b[kk & 1][i][0], b[kk & 1][i][1]);
-  }
+        mma16816<CT>(acc[ci], a[buf][ci], b[buf][i][0], b[buf][i][1]);
+  });
   // acc[ci]: (key g, row 2t), (key g, row 2t + 1), (key g + 8, row 2t), (key g + 8, row 2t + 1).
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
