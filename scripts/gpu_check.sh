@@ -171,6 +171,13 @@
 #               round) against the bulk copies: kernel-check (also with every launch merging and
 #               with the counters), the phases each way, the determinism contract, then 0.6B, 8B
 #               Q4_K_M and BF16 at one sequence, twice (~80 s)
+#     tchunks   decode attention's forms that take a split a chunk at a time (the pipe form: many
+#               sequences, long contexts; the ring form) with their products transposed
+#               (MEMRA_DECODE_TRANSPOSED_CHUNKS=1, written in the sixty-third round) against the
+#               query rows as A's: kernel-check on the default forms, with every launch in the
+#               two-blocks form (+ teeth, the determinism contract) and in the ring form, the
+#               kernel at 8 and 64 sequences and 16,384 keys each way, then 8B Q4_K_M c8 and c64,
+#               the 0.6B's c64 and the 8B at 16,384 tokens of context, twice (~6 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -205,8 +212,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -901,6 +908,31 @@ if [ "$MODE" = tensorcopy ]; then
     MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
   ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
   one_query_ab tensorcopy "$ways" engine-invariants-tensor MEMRA_DECODE_TENSOR=1
+fi
+if [ "$MODE" = tchunks ]; then
+  # The one-split form's transposed products (the default since the sixty-second round: half the
+  # mma) in the forms that take a split a chunk at a time, where many sequences and long contexts
+  # run: kernel-check with it on the default forms, with every one-query launch in the two-blocks
+  # form (+ teeth, the determinism contract and graph replay), and in the ring form; the kernel
+  # each way; then whole steps, each way, twice, alternated.
+  on=MEMRA_DECODE_TRANSPOSED_CHUNKS=1
+  kcheck kernel-check-attention-tchunks-default-forms 120 "$on" --filter attention
+  switch_bits attention tchunks "$on" MEMRA_DECODE_SHARED_ROWS=all
+  kcheck kernel-check-attention-tchunks-ring 120 "$on" MEMRA_DECODE_RING=1 \
+    MEMRA_DECODE_SHARED_ROWS=all --filter attention
+  ways="straight:MEMRA_DECODE_TRANSPOSED_CHUNKS=0 transposed:$on"
+  for f in $ways; do
+    step "kernel-bench-attention-tchunks-${f%%:*}" 120 env "${f#*:}" "$BIN/memra-kernel-bench" \
+      --attention --only 'decode 8x640 f16,decode 64x640 f16,decode 64x4096,decode 1x16384 f16' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-tchunks-${f%%:*}.json"
+  done
+  q8b=$(synth qwen3-8b q4_k_m --fast-quant)
+  switch_ab tchunks "$ways" "-n 64 -c 8,64" "$q8b" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  for round in $(seq 1 "${MEMRA_AB_ROUNDS:-2}"); do
+    for f in $ways; do
+      bench_with "$q8b" "tchunks-depth-${f%%:*}-$round" "${f#*:}" -p 512 -n 32 -d 16384
+    done
+  done
 fi
 if [ "$MODE" = chains ]; then
   # The one-split form's phases (sixty-first round's stamps at 512 keys, H100): ~8,200 cycles

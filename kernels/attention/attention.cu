@@ -279,15 +279,23 @@ bool bulk_code_loaded(Kernel kernel) {
 }
 
 // The decode kernel's instantiation of form kShared for a launch: runs of splits a block (the
-// two-blocks form only) and a split a chunk at a time (the forms with V in K's rows only);
-// `variant`: the one-split form at head_dim 128's (one_split_variant), 0 the plain form.
+// two-blocks form only) and a split a chunk at a time (the forms with V in K's rows only), that
+// with the transposed products (`transposed`, head_dim 128 only); `variant`: the one-split form at
+// head_dim 128's (one_split_variant), 0 the plain form.
 template <int D, typename CT, bool kShared>
-auto decode_form_kernel(bool runs, bool pipe, int variant) {
+auto decode_form_kernel(bool runs, bool pipe, bool transposed, int variant) {
   using detail::decode_attention_kernel;
   if constexpr (!kShared && D == 128)
     if (variant != 0)
       return one_split_variant_of<CT>(variant, std::make_integer_sequence<int, kVariants>{});
   if constexpr (!detail::DecodeConfig<D, CT, kShared>::kSeparateV) {
+    // (At head_dim 128 only the two-blocks form has V in K's rows.)
+    if constexpr (D == 128 && kShared)
+      if (pipe && transposed)
+        return runs ? decode_attention_kernel<D, CT, true, true, true, false, false, false, false,
+                                              true>
+                    : decode_attention_kernel<D, CT, true, false, true, false, false, false, false,
+                                              true>;
     if constexpr (kShared)
       if (runs)
         return pipe ? decode_attention_kernel<D, CT, kShared, true, true>
@@ -336,10 +344,13 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     // (A split a block is a run of one: the ring form takes any grid.)
     if (p.hpb <= RC::kRows &&
         (ring == DecodeRing::on || (ring == DecodeRing::automatic && ring_pays))) {
-      static std::atomic<uint64_t> ring_set{0};
-      detail::allow_smem_once(detail::decode_ring_kernel<D, CT>, RC::kBytes, ring_set);
-      detail::launch(detail::decode_ring_kernel<D, CT>, grid, detail::kAttnThreads, RC::kBytes,
-                     stream, q);
+      bool transposed = false;
+      if constexpr (D == 128) transposed = decode_transposed_chunks_enabled();
+      const auto kernel = transposed ? detail::decode_ring_kernel<D, CT, D == 128>
+                                     : detail::decode_ring_kernel<D, CT, false>;
+      static std::atomic<uint64_t> ring_set[2] = {};
+      detail::allow_smem_once(kernel, RC::kBytes, ring_set[transposed]);
+      detail::launch(kernel, grid, detail::kAttnThreads, RC::kBytes, stream, q);
       if (q.arrivals == nullptr) launch_combine<D>(p, stream);
       return true;
     }
@@ -370,11 +381,16 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     if ((variant & kTransposedVariant) && decode_tensor_enabled() && encode_decode_maps(q))
       variant |= kTensorVariant;
   }
-  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, variant);
+  // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.
+  const bool transposed =
+      pipe && D == 128 && p.hpb <= detail::kTransposedMaxRows && decode_transposed_chunks_enabled();
+  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, transposed, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
-  // One flag a kernel decode_form_kernel can return: the runs and pipe forms', then each variant's.
-  static std::atomic<uint64_t> smem_set[4 + kVariants] = {};
-  detail::allow_smem_once(kernel, smem, smem_set[variant != 0 ? 4 + variant : 2 * pipe + runs]);
+  // One flag a kernel decode_form_kernel can return: the runs, pipe and transposed forms', then
+  // each variant's.
+  static std::atomic<uint64_t> smem_set[8 + kVariants] = {};
+  detail::allow_smem_once(kernel, smem,
+                          smem_set[variant != 0 ? 8 + variant : 4 * transposed + 2 * pipe + runs]);
   if (variant & kClusterVariant) {  // its blocks merge among themselves: no counter, no combine
     detail::launch_clustered(kernel, grid, detail::kAttnThreads, smem, stream,
                              dim3(1, static_cast<unsigned>(groups), 1), q);

@@ -198,11 +198,12 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // same rows and the same mma sequences, so the same bits. kCluster (with kBulk and kChains): the
 // launch's clusters are a token's splits, and their partials merge through the cluster's shared
 // memory (decode_cluster.cuh) instead of the arrival counters or the combine: the same merge, the
-// same bits. kTransposed (with kBulk and kChains; at most kTransposedMaxRows query rows): the
-// scores and values with the mma operands transposed (decode_transposed.cuh): half the products,
-// the same bits. kTensor (with kTransposed): the split's rows land by tensor copies, a cache
-// block's half rows a copy (decode_tensor.cuh), in a swizzled layout the products' loads follow:
-// the same rows, the same bits. p is a grid constant: the tensor copies read its maps in place.
+// same bits. kTransposed (with kBulk and kChains, or with kPipe; at most kTransposedMaxRows query
+// rows, head_dim 128): the scores and values with the mma operands transposed
+// (decode_transposed.cuh): half the products, the same bits. kTensor (with kTransposed): the
+// split's rows land by tensor copies, a cache block's half rows a copy (decode_tensor.cuh), in a
+// swizzled layout the products' loads follow: the same rows, the same bits. p is a grid constant:
+// the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
           bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
           bool kTensor = false>
@@ -216,7 +217,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
                 "bulk copies and short chains: the one-split form with V's own rows");
   static_assert(!kCluster || (kBulk && kChains),
                 "the cluster merge: the bulk and short-chain form");
-  static_assert(!kTransposed || (kBulk && kChains), "transposed: the bulk and short-chain form");
+  static_assert(!kTransposed || (kBulk && kChains) || kPipe,
+                "transposed: the bulk and short-chain form, or a split a chunk at a time");
   static_assert(!kTensor || (kTransposed && D == 128 && sizeof(CT) == 2),
                 "tensor copies: the transposed form's 256-byte rows");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
@@ -307,7 +309,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     }
     stamp(3);
     if constexpr (kTransposed) {
-      decode_split_scores_t<D, CT, kTensor>(p, run, s, sm, kb);
+      decode_scores_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(p, run, s, sm, kb);
     } else if constexpr (kChains) {
       decode_split_scores<D, CT>(p, run, s, sm, kb);
     } else {
@@ -330,7 +332,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         "a block's partial fits K's rows");
     if constexpr (kTransposed) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      decode_split_values_t<D, CT, kTensor>(run, s, sm, vb, acc, p.bs_shift);
+      decode_values_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(run, s, sm, vb, acc, p.bs_shift);
       decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
       float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
@@ -361,27 +363,26 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     unsigned char* const row1 = kb + C::kChunkBytes;
     cp_async_wait(1);  // this thread's chunk 0 of K
     __syncthreads();   // everyone's; q and the rows' ranges published (the previous split's done)
-    if (live0) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 0}, sm, row0);
+    if (live0) decode_chunk_scores<D, CT, kTransposed, 0>(p, run, s, sm, row0);
     cp_async_wait(0);  // chunk 1 of K
     __syncthreads();   // everyone's; chunk 0's K rows are free
     copy_chunk<D, CT, 0>(keys, p.v, true, kb, live0);
-    if (live1) mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, 1}, sm, row1);
+    if (live1) decode_chunk_scores<D, CT, kTransposed, 1>(p, run, s, sm, row1);
     __syncthreads();  // the split's scores; chunk 1's K rows are free
     copy_chunk<D, CT, 1>(keys, p.v, true, row1, live1);
     mma_split_softmax<D, CT, false>(run, s, sm);
     cp_async_wait(1);  // chunk 0 of V
     __syncthreads();   // everyone's; p published
-    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-    zero_tiles<C>(acc, O);
-    if (live0) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 0}, sm, row0, acc);
+    ChunkValues<D, CT, kTransposed> values;
+    if (live0) values.template add<0>(run, s, sm, row0, p.bs_shift);
     cp_async_wait(0);  // chunk 1 of V
     __syncthreads();   // everyone's; chunk 0's V rows are free
     if (next) {
       keys = split_keys(s + 1);
       copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s + 1, 0));
     }
-    if (live1) mma_chunk_values<D, CT, false>(run, Cursor{s, 1, 1}, sm, row1, acc);
-    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if (live1) values.template add<1>(run, s, sm, row1, p.bs_shift);
+    values.finish(p, run, s, sm);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
       copy_chunk<D, CT, 1>(keys, p.k, false, row1, live(s + 1, 1));

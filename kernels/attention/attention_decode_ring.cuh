@@ -64,8 +64,10 @@ __device__ __forceinline__ MmaSmem decode_ring_smem(unsigned char* base) {
 }
 
 // grid: as the run form's (decode_block_run with runs; AttnParams::decode_groups, decode_shares).
-// The host launches it for p.hpb <= kRows and power-of-two block sizes only.
-template <int D, typename CT>
+// The host launches it for p.hpb <= kRows and power-of-two block sizes only. kTransposed (head_dim
+// 128): the scores and values with the mma operands transposed (decode_transposed.cuh), the same
+// bits.
+template <int D, typename CT, bool kTransposed = false>
 __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const AttnParams p) {
   using RC = DecodeRingConfig<D, CT>;
   using C = typename RC::C;
@@ -97,13 +99,13 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
     // K chunk 0 (load n0), then V chunk 1 into its slot (load n0 + 3).
     cp_async_wait(2);
     __syncthreads();  // everyone's copies; q and the row's range published (the last split done)
-    if (live0) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 0}, sm, slot(n0));
+    if (live0) decode_chunk_scores<D, CT, kTransposed, 0, kRows>(p, run, s, sm, slot(n0));
     __syncthreads();  // chunk 0's K rows are free
     copy_chunk<D, CT, 1>(keys, p.v, true, slot(n0 + 3), live1);
     // K chunk 1 (load n0 + 1), then the next split's K chunk 0 into its slot (load n0 + 4).
     cp_async_wait(2);
     __syncthreads();
-    if (live1) mma_chunk_scores<D, CT, false, kRows>(p, run, Cursor{s, 0, 1}, sm, slot(n0 + 1));
+    if (live1) decode_chunk_scores<D, CT, kTransposed, 1, kRows>(p, run, s, sm, slot(n0 + 1));
     __syncthreads();  // the split's scores; chunk 1's K rows are free
     if (next) keys = split_keys_of<D, CT>(p, run, s + 1);
     copy_chunk<D, CT, 0>(keys, p.k, false, slot(n0 + 4), next && live(s + 1, 0));
@@ -111,16 +113,15 @@ __global__ void __launch_bounds__(kAttnThreads, 2) decode_ring_kernel(const Attn
     // V chunk 0 (load n0 + 2), then the next split's K chunk 1 into its slot (load n0 + 5).
     cp_async_wait(2);
     __syncthreads();  // everyone's; p published
-    float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
-    zero_tiles<C>(acc, O);
-    if (live0) mma_chunk_values<D, CT, false, kRows>(run, Cursor{s, 1, 0}, sm, slot(n0 + 2), acc);
+    ChunkValues<D, CT, kTransposed, kRows> values;
+    if (live0) values.template add<0>(run, s, sm, slot(n0 + 2), p.bs_shift);
     __syncthreads();  // chunk 0's V rows are free
     copy_chunk<D, CT, 1>(keys, p.k, false, slot(n0 + 5), next && live(s + 1, 1));
     // V chunk 1 (load n0 + 3), then the next split's V chunk 0 into its slot (load n0 + 6).
     cp_async_wait(2);
     __syncthreads();
-    if (live1) mma_chunk_values<D, CT, false, kRows>(run, Cursor{s, 1, 1}, sm, slot(n0 + 3), acc);
-    mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
+    if (live1) values.template add<1>(run, s, sm, slot(n0 + 3), p.bs_shift);
+    values.finish(p, run, s, sm);
     if (next) {
       __syncthreads();  // chunk 1's V rows, the scores' rows and the statistics are free
       copy_chunk<D, CT, 0>(keys, p.v, true, slot(n0 + 6), live(s + 1, 0));

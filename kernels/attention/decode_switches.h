@@ -141,6 +141,17 @@ bool decode_transposed_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_TRANSPOSED_CHUNKS=1: the forms that take a split a chunk at a time (the pipe form,
+// V in K's rows: many sequences, long contexts; and the ring form) take their scores and values
+// with the mma operands transposed, as MEMRA_DECODE_TRANSPOSED does for the one-split form
+// (decode_transposed.cuh: half the products), at head_dim 128 with at most kTransposedMaxRows
+// query rows a block. Off by default until its A/B (`gpu_check.sh transposedchunks`); the same
+// bits either way.
+bool decode_transposed_chunks_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED_CHUNKS", false);
+  return on;
+}
+
 // MEMRA_DECODE_TENSOR=1: the transposed form lands its split's rows by tensor copies, two a cache
 // block's half rows for K and V (decode_tensor.cuh: 64 copies for a split over blocks of 16
 // slots, against 512 bulk copies), where the cache's blocks are counted (PagedKv::n_blocks) and
