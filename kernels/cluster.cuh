@@ -1,8 +1,8 @@
 // Private helpers shared by the kernels' .cu files: thread block cluster pieces (sm_90) for
 // kernels whose blocks share what they hold: the block's rank, the cluster's size, cluster-wide
-// barriers (whole, or split into an arrival and a wait), and loads from another block's shared
-// memory (distributed shared memory). PTX ISA names; only code compiled for sm_90 or later may call
-// them (the launchers pick these kernels on such devices only).
+// barriers (whole, or split into an arrival and a wait), and loads from and stores to another
+// block's shared memory (distributed shared memory). PTX ISA names; only code compiled for sm_90 or
+// later may call them (the launchers pick these kernels on such devices only).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,16 @@ __device__ __forceinline__ float load_cluster_f32(const float* p, uint32_t rank)
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
   return v;
+}
+
+// x into the float at p's offset in block `rank`'s shared memory (p: this block's shared memory);
+// visible to that block once this thread's next release arrival's barrier completes.
+__device__ __forceinline__ void store_cluster_f32(float* p, uint32_t rank, float x) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(smem_addr(p)), "r"(rank));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(x) : "memory");
 }
 
 }  // namespace memra::kernels::detail

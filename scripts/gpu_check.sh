@@ -178,6 +178,11 @@
 #               two-blocks form (+ teeth, the determinism contract) and in the ring form, the
 #               kernel at 8 and 64 sequences and 16,384 keys each way, then 8B Q4_K_M c8 and c64,
 #               the 0.6B's c64 and the 8B at 16,384 tokens of context, twice (~6 min)
+#     clusterpush  decode attention's cluster merge with each block's partial pushed into the
+#               merging blocks' shared memory (MEMRA_DECODE_CLUSTER_MERGE=push, written in the
+#               sixty-third round) against the default pulls: kernel-check (the default merge,
+#               every launch merging, the straight products), the phases each way, the
+#               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -212,8 +217,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | clusterpush | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|clusterpush|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -908,6 +913,20 @@ if [ "$MODE" = tensorcopy ]; then
     MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
   ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
   one_query_ab tensorcopy "$ways" engine-invariants-tensor MEMRA_DECODE_TENSOR=1
+fi
+if [ "$MODE" = clusterpush ]; then
+  # The cluster merge's pulls (the default) read every split's partial from the other blocks'
+  # shared memory after one cluster barrier and hold every block until a second; pushes store
+  # the partials into the merging blocks' shared memory from registers, and the merge reads its
+  # own. Kernel-check (the default merge, every launch merging, the straight products), the phases
+  # each way, the determinism contract, then whole steps.
+  push=MEMRA_DECODE_CLUSTER_MERGE=push
+  kcheck kernel-check-attention-push 120 "$push" --filter attention
+  kcheck kernel-check-attention-push-all 120 "$push" MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-push-straight 120 "$push" MEMRA_DECODE_TRANSPOSED=0 \
+    --filter attention
+  ways="pull:MEMRA_DECODE_CLUSTER_MERGE=1 push:$push"
+  one_query_ab clusterpush "$ways" engine-invariants-push "$push"
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

@@ -113,4 +113,145 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodeP
 #endif
 }
 
+// The push form (MEMRA_DECODE_CLUSTER_MERGE=push): each block stores its partial straight from
+// its registers into the shared memory of the blocks that merge it (each output's owner: the
+// block whose share holds it), and a block's merge then reads only its own shared memory. Against
+// the pull form above: no remote loads on the merge's chain, and no second cluster barrier before
+// a block may leave (no block reads another's shared memory). The pushes need every block of the
+// cluster started: an arrival at the kernel's start (cluster_push_start), its wait before the
+// first push (cluster_push_ready). The same values merged in the same order: the same bits.
+//
+// A block's inbox (DecodeConfig::kInboxOffset): split k's statistics of row r at m[k kMaxRows +
+// r] and l[...]; split k's value of this block's output j (of its share) at v[k share + j].
+template <int D>
+struct ClusterInbox {
+  static constexpr int kMaxRows = 16;  // a one-query block's rows (MmaConfig's kRows)
+  // groups x share, the share rounded up: at most the outputs plus one a block.
+  static constexpr int kValues = kMaxRows * D + kClusterMaxSplits;
+  static constexpr int kBytes = (2 * kClusterMaxSplits * kMaxRows + kValues) * 4;
+  float *m, *l, *v;
+  __device__ __forceinline__ explicit ClusterInbox(unsigned char* base)
+      : m(reinterpret_cast<float*>(base)),
+        l(m + kClusterMaxSplits * kMaxRows),
+        v(l + kClusterMaxSplits * kMaxRows) {}
+};
+
+// A block's share of its token's `total` outputs (n_h x D): [begin, end), `share` a block, the
+// cluster's blocks in rank order.
+struct MergeShare {
+  int share, begin, end;
+};
+__device__ __forceinline__ MergeShare merge_share(int total, int group, int groups) {
+  const int share = (total + groups - 1) / groups;
+  return {share, group * share, min(total, (group + 1) * share)};
+}
+
+__device__ __forceinline__ void cluster_push_start() {
+#ifdef MEMRA_SM90_CODE
+  cluster_arrive_relaxed();
+#endif
+}
+__device__ __forceinline__ void cluster_push_ready() {
+#ifdef MEMRA_SM90_CODE
+  cluster_wait();
+#endif
+}
+
+// Split `split`'s value of row r, dim d (of n_h rows) into its owner's inbox.
+template <int D>
+__device__ __forceinline__ void cluster_push_value(const ClusterInbox<D>& in, int n_h, int groups,
+                                                   int split, int r, int d, float x) {
+#ifdef MEMRA_SM90_CODE
+  const int share = merge_share(n_h * D, 0, groups).share;
+  const int i = r * D + d, owner = i / share;
+  store_cluster_f32(in.v + split * share + (i - owner * share), static_cast<uint32_t>(owner), x);
+#else
+  (void)in, (void)n_h, (void)groups, (void)split, (void)r, (void)d, (void)x;
+  __trap();
+#endif
+}
+
+// Split `split`'s statistics (the softmax's, in sm.split_m and sm.split_l) of each of its n_rows
+// rows into every block's inbox.
+template <int D>
+__device__ __forceinline__ void cluster_push_stats(const ClusterInbox<D>& in, const RowState& sm,
+                                                   int n_rows, int groups, int split) {
+#ifdef MEMRA_SM90_CODE
+  for (int k = threadIdx.x; k < n_rows * groups; k += kAttnThreads) {
+    const int r = k % n_rows;
+    const auto owner = static_cast<uint32_t>(k / n_rows);
+    const int at = split * ClusterInbox<D>::kMaxRows + r;
+    store_cluster_f32(in.m + at, owner, sm.split_m[r]);
+    store_cluster_f32(in.l + at, owner, sm.split_l[r]);
+  }
+#else
+  (void)in, (void)sm, (void)n_rows, (void)groups, (void)split;
+  __trap();
+#endif
+}
+
+// The straight form's fragments (cluster_store_partial's) pushed instead of stored.
+template <int D, typename CT>
+__device__ __forceinline__ void cluster_push_partial(
+    const Run& run, const RowState& sm, int s,
+    const float (&acc)[MmaConfig<D, CT, false>::kMTiles][MmaConfig<D, CT, false>::kNTilesV][4],
+    const ClusterInbox<D>& in) {
+  using C = MmaConfig<D, CT, false>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int d0 = warp * C::kDimsW, groups = static_cast<int>(gridDim.y);
+  cluster_push_ready();
+  cluster_push_stats<D>(in, sm, run.n_rows, groups, s);
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * m + g + 8 * h;
+      if (r >= run.n_rows) continue;
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          cluster_push_value<D>(in, run.n_h, groups, s, r, d0 + 8 * n + 2 * t + e,
+                                acc[m][n][2 * h + e]);
+    }
+}
+
+// Every block of the cluster, at its end (the push form): releases its pushes (cluster barrier),
+// then merges its share of token at.t's outputs for its heads from its inbox, each output as
+// cluster_merge computes it. A block without keys of its token pushed nothing; it first waits for
+// the start (cluster_push_ready) as the others did before their pushes.
+template <int D>
+__device__ __forceinline__ void cluster_merge_inbox(const AttnParams& p, const DecodePlace& at,
+                                                    const ClusterInbox<D>& in) {
+#ifdef MEMRA_SM90_CODE
+  cluster_arrive();  // this thread's pushes, released to the cluster
+  const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
+  const int h0 = kv_head * p.group + chunk * p.hpb;
+  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
+  const KeyRange range = key_range(p.positions[at.t], p.window);
+  const MergeShare mine = merge_share(n_h * D, at.group, at.groups);
+  cluster_wait();  // every block's pushes landed
+  for (int i = mine.begin + threadIdx.x; i < mine.end; i += kAttnThreads) {
+    const int r = i / D, d = i % D;
+    float* o = p.out + (int64_t{at.t} * p.n_heads + h0 + r) * D + d;
+    if (range.last >= at.groups) {  // a caller bug, as the combine kernel reports it
+      *o = __int_as_float(0x7fffffff);
+      continue;
+    }
+    float M = 0.0f, L = 1.0f, O = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kClusterMaxSplits; ++k) {
+      const int s = range.first + k;
+      if (s > range.last) break;
+      const int st = s * ClusterInbox<D>::kMaxRows + r;
+      merge_split(M, L, O, in.m[st], in.l[st], in.v[s * mine.share + (i - mine.begin)], k == 0);
+    }
+    *o = __fdiv_rn(O, L);
+  }
+#else
+  (void)p, (void)at, (void)in;
+  __trap();
+#endif
+}
+
 }  // namespace memra::kernels::detail

@@ -121,11 +121,15 @@ bool decode_chains_enabled() {
 // of the arrival counters and the last block's loads from L2; 0, the counters (the A/B). The
 // default since the sixty-second round's H100 A/B (docs/PERFORMANCE.md; medians of two rounds:
 // 0.6B Q4_K_M c1 943.6 -> 978.5 tok/s, 8B Q4_K_M 331.8 -> 334.9, BF16 172.7 -> 172.5; the kernel
-// at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). The same bits
-// either way.
-bool decode_cluster_merge_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", true);
-  return on;
+// at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). push (written in
+// the sixty-third round, opt-in until its A/B, `gpu_check.sh clusterpush`): each block pushes its
+// partial into the merging blocks' shared memory, so that the merge reads only its own and no
+// block waits for the others' reads before leaving. The same bits every way.
+enum class ClusterMerge { off, pull, push };  // in env_choice's order
+ClusterMerge decode_cluster_merge_mode() {
+  static const auto mode =
+      static_cast<ClusterMerge>(env_choice("MEMRA_DECODE_CLUSTER_MERGE", {"0", "1", "push"}, 1));
+  return mode;
 }
 
 // MEMRA_DECODE_TRANSPOSED: unset or 1, the bulk form with short chains, at most
