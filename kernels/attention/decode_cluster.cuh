@@ -63,6 +63,59 @@ __device__ __forceinline__ void cluster_store_partial(
     }
 }
 
+// A block's share of its token's `total` outputs (n_h x D): [begin, end), `share` a block, the
+// cluster's blocks in rank order.
+struct MergeShare {
+  int share, begin, end;
+};
+__device__ __forceinline__ MergeShare merge_share(int total, int group, int groups) {
+  const int share = (total + groups - 1) / groups;
+  return {share, group * share, min(total, (group + 1) * share)};
+}
+
+// The heads a cluster's merge writes (its kv head's chunk of query heads) and its token's keys.
+struct MergeTarget {
+  int h0, n_h;
+  KeyRange range;
+};
+__device__ __forceinline__ MergeTarget merge_target(const AttnParams& p, const DecodePlace& at) {
+  const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
+  return {kv_head * p.group + chunk * p.hpb, min(p.hpb, p.group - chunk * p.hpb),
+          key_range(p.positions[at.t], p.window)};
+}
+
+// Outputs [mine.begin, mine.end) of token at.t (of to.n_h x D), each merged over the token's
+// splits in order by merge_split (the combine kernel's order and arithmetic): load(s, r, i, m, l,
+// v) gives split s's statistics of row r and its value of output i, all of an output's loaded
+// before any is merged (independent loads in flight together).
+template <int D, typename Load>
+__device__ __forceinline__ void merge_cluster_share(const AttnParams& p, const DecodePlace& at,
+                                                    const MergeTarget& to, const MergeShare& mine,
+                                                    const Load& load) {
+  for (int i = mine.begin + threadIdx.x; i < mine.end; i += kAttnThreads) {
+    const int r = i / D, d = i % D;
+    float* o = p.out + (int64_t{at.t} * p.n_heads + to.h0 + r) * D + d;
+    if (to.range.last >= at.groups) {  // a caller bug, as the combine kernel reports it
+      *o = __int_as_float(0x7fffffff);
+      continue;
+    }
+    float m[kClusterMaxSplits], l[kClusterMaxSplits], v[kClusterMaxSplits];
+#pragma unroll
+    for (int k = 0; k < kClusterMaxSplits; ++k) {
+      const int s = to.range.first + k;
+      if (s > to.range.last) break;
+      load(s, r, i, m[k], l[k], v[k]);
+    }
+    float M = 0.0f, L = 1.0f, O = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kClusterMaxSplits; ++k) {
+      if (to.range.first + k > to.range.last) break;
+      merge_split(M, L, O, m[k], l[k], v[k], k == 0);
+    }
+    *o = __fdiv_rn(O, L);
+  }
+}
+
 // Every block of the cluster, at its end: publishes its partial (cluster barrier), merges its
 // share of token at.t's outputs for heads [h0, h0 + n_h) from the partials of the token's splits
 // (block s of the cluster holds split s's), each output as merge_token_heads computes it, then
@@ -73,38 +126,14 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodeP
                                               const MmaSmem& sm, const float* part) {
 #ifdef MEMRA_SM90_CODE
   cluster_arrive();  // this thread's partial writes, released to the cluster
-  const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * p.hpb;
-  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  const KeyRange range = key_range(p.positions[at.t], p.window);
-  // This block's share: outputs [begin, end) of the n_h * D, the cluster's blocks in rank order.
-  const int total = n_h * D, share = (total + at.groups - 1) / at.groups;
-  const int begin = at.group * share, end = min(total, begin + share);
+  const MergeTarget to = merge_target(p, at);
+  const MergeShare mine = merge_share(to.n_h * D, at.group, at.groups);
   cluster_wait();  // every block's partial published
-  for (int i = begin + threadIdx.x; i < end; i += kAttnThreads) {
-    const int r = i / D, d = i % D;
-    float* o = p.out + (int64_t{at.t} * p.n_heads + h0 + r) * D + d;
-    if (range.last >= at.groups) {  // a caller bug, as the combine kernel reports it
-      *o = __int_as_float(0x7fffffff);
-      continue;
-    }
-    float m[kClusterMaxSplits], l[kClusterMaxSplits], v[kClusterMaxSplits];
-#pragma unroll
-    for (int k = 0; k < kClusterMaxSplits; ++k) {
-      const int s = range.first + k;
-      if (s > range.last) break;
-      m[k] = load_cluster_f32(sm.split_m + r, s);
-      l[k] = load_cluster_f32(sm.split_l + r, s);
-      v[k] = load_cluster_f32(part + r * cluster_part_stride<D>() + d, s);
-    }
-    float M = 0.0f, L = 1.0f, O = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kClusterMaxSplits; ++k) {
-      if (range.first + k > range.last) break;
-      merge_split(M, L, O, m[k], l[k], v[k], k == 0);
-    }
-    *o = __fdiv_rn(O, L);
-  }
+  merge_cluster_share<D>(p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
+    m = load_cluster_f32(sm.split_m + r, s);
+    l = load_cluster_f32(sm.split_l + r, s);
+    v = load_cluster_f32(part + r * cluster_part_stride<D>() + i % D, s);
+  });
   cluster_arrive_relaxed();  // this thread's reads of the others' shared memory are done
   cluster_wait();
 #else
@@ -135,16 +164,6 @@ struct ClusterInbox {
         l(m + kClusterMaxSplits * kMaxRows),
         v(l + kClusterMaxSplits * kMaxRows) {}
 };
-
-// A block's share of its token's `total` outputs (n_h x D): [begin, end), `share` a block, the
-// cluster's blocks in rank order.
-struct MergeShare {
-  int share, begin, end;
-};
-__device__ __forceinline__ MergeShare merge_share(int total, int group, int groups) {
-  const int share = (total + groups - 1) / groups;
-  return {share, group * share, min(total, (group + 1) * share)};
-}
 
 __device__ __forceinline__ void cluster_push_start() {
 #ifdef MEMRA_SM90_CODE
@@ -225,29 +244,13 @@ __device__ __forceinline__ void cluster_merge_inbox(const AttnParams& p, const D
                                                     const ClusterInbox<D>& in) {
 #ifdef MEMRA_SM90_CODE
   cluster_arrive();  // this thread's pushes, released to the cluster
-  const int kv_head = at.heads_index / p.n_chunks, chunk = at.heads_index % p.n_chunks;
-  const int h0 = kv_head * p.group + chunk * p.hpb;
-  const int n_h = min(p.hpb, p.group - chunk * p.hpb);
-  const KeyRange range = key_range(p.positions[at.t], p.window);
-  const MergeShare mine = merge_share(n_h * D, at.group, at.groups);
+  const MergeTarget to = merge_target(p, at);
+  const MergeShare mine = merge_share(to.n_h * D, at.group, at.groups);
   cluster_wait();  // every block's pushes landed
-  for (int i = mine.begin + threadIdx.x; i < mine.end; i += kAttnThreads) {
-    const int r = i / D, d = i % D;
-    float* o = p.out + (int64_t{at.t} * p.n_heads + h0 + r) * D + d;
-    if (range.last >= at.groups) {  // a caller bug, as the combine kernel reports it
-      *o = __int_as_float(0x7fffffff);
-      continue;
-    }
-    float M = 0.0f, L = 1.0f, O = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kClusterMaxSplits; ++k) {
-      const int s = range.first + k;
-      if (s > range.last) break;
-      const int st = s * ClusterInbox<D>::kMaxRows + r;
-      merge_split(M, L, O, in.m[st], in.l[st], in.v[s * mine.share + (i - mine.begin)], k == 0);
-    }
-    *o = __fdiv_rn(O, L);
-  }
+  merge_cluster_share<D>(p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
+    const int st = s * ClusterInbox<D>::kMaxRows + r;
+    m = in.m[st], l = in.l[st], v = in.v[s * mine.share + (i - mine.begin)];
+  });
 #else
   (void)p, (void)at, (void)in;
   __trap();
