@@ -442,6 +442,27 @@ __device__ __forceinline__ void mma_split_finish(
   }
 }
 
+// The value accumulators of a block's n_rows rows (the mma's accumulator layout: rows g and g + 8
+// of each row tile, the warp's dims 8n + 2t and + 1), a pair of dims at a time: f(r, d, x, y) for
+// row r's dims d and d + 1.
+template <typename C, typename F>
+__device__ __forceinline__ void for_value_pairs(int n_rows,
+                                                const float (&acc)[C::kMTiles][C::kNTilesV][4],
+                                                const F& f) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int d0 = warp * C::kDimsW + 2 * t;
+#pragma unroll
+  for (int m = 0; m < C::kMTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * m + g + 8 * h;
+      if (r >= n_rows) continue;
+#pragma unroll
+      for (int n = 0; n < C::kNTilesV; ++n)
+        f(r, d0 + 8 * n, acc[m][n][2 * h], acc[m][n][2 * h + 1]);
+    }
+}
+
 // The value accumulators and the split's output rows, zeroed.
 template <typename C>
 __device__ __forceinline__ void zero_tiles(float (&acc)[C::kMTiles][C::kNTilesV][4],

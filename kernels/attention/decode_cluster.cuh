@@ -46,21 +46,9 @@ __device__ __forceinline__ void cluster_store_partial(
     const Run& run,
     const float (&acc)[MmaConfig<D, CT, false>::kMTiles][MmaConfig<D, CT, false>::kNTilesV][4],
     float* part) {
-  using C = MmaConfig<D, CT, false>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int d0 = warp * C::kDimsW;
-#pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * m + g + 8 * h;
-      if (r >= run.n_rows) continue;
-      float* row = part + r * cluster_part_stride<D>() + d0 + 2 * t;
-#pragma unroll
-      for (int n = 0; n < C::kNTilesV; ++n)
-        *reinterpret_cast<float2*>(row + 8 * n) =
-            make_float2(acc[m][n][2 * h], acc[m][n][2 * h + 1]);
-    }
+  for_value_pairs<MmaConfig<D, CT, false>>(run.n_rows, acc, [&](int r, int d, float x, float y) {
+    *reinterpret_cast<float2*>(part + r * cluster_part_stride<D>() + d) = make_float2(x, y);
+  });
 }
 
 // A block's share of its token's `total` outputs (n_h x D): [begin, end), `share` a block, the
@@ -215,24 +203,13 @@ __device__ __forceinline__ void cluster_push_partial(
     const Run& run, const RowState& sm, int s,
     const float (&acc)[MmaConfig<D, CT, false>::kMTiles][MmaConfig<D, CT, false>::kNTilesV][4],
     const ClusterInbox<D>& in) {
-  using C = MmaConfig<D, CT, false>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int d0 = warp * C::kDimsW, groups = static_cast<int>(gridDim.y);
+  const int groups = static_cast<int>(gridDim.y);
   cluster_push_ready();
   cluster_push_stats<D>(in, sm, run.n_rows, groups, s);
-#pragma unroll
-  for (int m = 0; m < C::kMTiles; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * m + g + 8 * h;
-      if (r >= run.n_rows) continue;
-#pragma unroll
-      for (int n = 0; n < C::kNTilesV; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          cluster_push_value<D>(in, run.n_h, groups, s, r, d0 + 8 * n + 2 * t + e,
-                                acc[m][n][2 * h + e]);
-    }
+  for_value_pairs<MmaConfig<D, CT, false>>(run.n_rows, acc, [&](int r, int d, float x, float y) {
+    cluster_push_value<D>(in, run.n_h, groups, s, r, d, x);
+    cluster_push_value<D>(in, run.n_h, groups, s, r, d + 1, y);
+  });
 }
 
 // Every block of the cluster, at its end (the push form): releases its pushes (cluster barrier),
