@@ -215,8 +215,8 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
 // (MEMRA_DECODE_CHAINS), 8 kCluster (MEMRA_DECODE_CLUSTER_MERGE) and 16 kTransposed
 // (MEMRA_DECODE_TRANSPOSED), these two with kBulk and kChains only (else ignored), 32 kTensor
-// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored) and 64 kPush
-// (MEMRA_DECODE_CLUSTER_MERGE =push; with kCluster only, else ignored).
+// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored) and 64 kPush (the push form of
+// MEMRA_DECODE_CLUSTER_MERGE; with kCluster only, else ignored).
 constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kClusterVariant = 8,
               kTransposedVariant = 16, kTensorVariant = 32, kPushVariant = 64;
 constexpr int kVariants = 128;
