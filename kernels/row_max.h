@@ -19,8 +19,8 @@
 namespace memra::kernels {
 
 // What such a kernel hands the products besides its output y: each row's largest |y| (row_max),
-// or y's rows form itself (rows; below).
-enum class Handed { row_max, rows };
+// y's rows form itself (rows; below), or one row's partial maxima (part_max; below).
+enum class Handed { row_max, rows, part_max };
 
 // Whether an n_rows-token product over tiled weights takes x's wgmma form by token groups (the
 // steps past the decode kernels' 64 tokens on sm_90a): where handing it the row maxima pays.
@@ -55,6 +55,34 @@ void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, i
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream);
 
+// A decode step's one-token product reading x raw (MEMRA_RAW_X=1, opt-in until measured): the
+// kernel before hands it the largest |y| of each kPartMaxElems of its one row, and every block of
+// the one-token kernel takes the row's largest |y| from those few floats and makes x's f16
+// fragments and group sums from y itself, as x_to_f16 would (matmul/one_token_x.cuh), so no
+// x_to_f16 launch runs between them: the same bits. Why not otherwise: the products finding the
+// maximum themselves put a pass over the row and two block barriers on every block (twenty-fourth
+// round, 8B c1 -9%), and the kernel before writing the prepared row made one block do the row
+// (fifty-eighth round); partial maxima are a block reduction in the kernel before and a warp's
+// few loads and shuffles in each product block.
+constexpr int64_t kPartMaxElems = 1024;
+constexpr int64_t kMaxParts = 64;  // the widest row handed so: 65,536
+inline int64_t part_max_count(int64_t n_cols) {
+  return (n_cols + kPartMaxElems - 1) / kPartMaxElems;
+}
+// The switch (MEMRA_RAW_X=1; off by default).
+bool raw_x_enabled();
+// Whether products of n_rows x n_cols over tiled Q4_K, Q6_K and Q8_0 weights read x raw where its
+// partial maxima are handed over (one row, on the one-token kernel; elsewhere they prepare x).
+bool part_max_read(int64_t n_rows, int64_t n_cols);
+
+// act_mul(act, gate, up, 1, n_cols, n_cols, out), bit for bit, for one row, that also writes the
+// largest |out| of each kPartMaxElems of it where matmul_shared_x_handed(Handed::part_max) reads
+// them in `scratch` (matmul_scratch_bytes(1, n_cols) bytes). False, with nothing launched, where
+// the row does not allow it (n_cols a multiple of 4 up to kMaxParts x kPartMaxElems, every
+// pointer 16-byte aligned): the caller runs act_mul instead.
+bool act_mul_part_max(Act act, const float* gate, const float* up, int64_t n_cols, float* out,
+                      void* scratch, cudaStream_t stream);
+
 // matmul_shared_x for an x whose kernel handed the products `handed` in `scratch` (and nothing
 // used the scratch since): x's wgmma form is made from the maxima without a pass of its own, or
 // taken as the rows form is. Where the outputs need another form of x (any of them off the wgmma
@@ -69,6 +97,8 @@ namespace matmul_detail {
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim);
 // Where x's rows form of n_rows x dim sits in a matmul scratch buffer (kernel-check's teeth).
 uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim);
+// Where one row's partial maxima sit in a matmul scratch buffer (kernel-check's teeth).
+float* scratch_part_max(void* scratch);
 }  // namespace matmul_detail
 
 }  // namespace memra::kernels

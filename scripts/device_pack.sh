@@ -2,12 +2,13 @@
 # Builds what a GPU run needs (the `device` preset: sm_90a, portable x86-64-v3 CPU code) and packs
 # it into .device/ (ignored by git): bin/ with the executables and test binaries, lib/ with the
 # shared libraries a fresh Ubuntu GPU machine lacks; and two archives of it: .device-lib.tar.xz
-# (lib/, ~13 MiB) and .device.tar.xz (the rest, ~20 MiB), what a lent GPU machine is sent. There:
+# (lib/, ~13 MiB) and .device.tar.xz (the rest, ~24 MiB), what a lent GPU machine is sent. There:
 #   tar -xJf .device-lib.tar.xz && tar -xJf .device.tar.xz &&
 #     MEMRA_GPU_BIN=.device/bin scripts/gpu_check.sh full
 # The libraries change only with this machine's packages: where the repository and both archives
 # pass what one call may carry, a first call unpacks the libraries and the next (on the machine
-# still warm) the binaries.
+# still warm) the binaries; where the repository leaves room for neither whole archive beside it,
+# the binaries go in two halves (.device-part00 and 01, below), a call each.
 # With --server it also packs what the GPU server tests need (gpu_check.sh server/full: the
 # default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
 # packed, which a device call's 64 MiB beside the repository may not have room for).
@@ -118,5 +119,11 @@ fi
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 xz_tar .device-lib.tar.xz .device/lib
 xz_tar .device.tar.xz --exclude=.device/lib .device
-du -sh .device/* .device-lib.tar.xz .device.tar.xz
+# And the binaries' archive in two halves of its bytes (.device-part00, .device-part01), for a
+# device call whose repository leaves less room beside it than the whole archive (each binary
+# holds the same kernels, so no binary packs alone under ~22 MB): one call carries each half, the
+# machine still warm, and the last one joins them: cat .device-part0? | tar -xJf -
+rm -f .device-part0?
+split -n 2 -d .device.tar.xz .device-part
+du -sh .device/* .device-lib.tar.xz .device.tar.xz .device-part0?
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device-lib.tar.xz | cut -f1) + $(du -sm .device.tar.xz | cut -f1) MiB packed)"

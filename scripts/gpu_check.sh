@@ -183,6 +183,11 @@
 #               sixty-third round) against the default pulls: kernel-check (the default merge,
 #               every launch merging, the straight products), the phases each way, the
 #               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
+#     rawx      the one-token down product reading x raw from the gated activation's partial
+#               maxima (MEMRA_RAW_X=1, written in the sixty-fourth round: no x_to_f16 launch
+#               between them) against x_to_f16's launch: kernel-check's matmul family with it on
+#               (its raw-x cases run either way), with teeth, the determinism contract and graph
+#               replay, then 0.6B Q4_K_M and 8B Q4_K_M and Q8_0 at one sequence, twice (~4 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -217,8 +222,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | clusterpush | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|clusterpush|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | clusterpush | rawx | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|clusterpush|rawx|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -927,6 +932,16 @@ if [ "$MODE" = clusterpush ]; then
     --filter attention
   ways="pull:MEMRA_DECODE_CLUSTER_MERGE=1 push:$push"
   one_query_ab clusterpush "$ways" engine-invariants-push "$push"
+fi
+if [ "$MODE" = rawx ]; then
+  # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
+  # the 8B, sixtieth round); with MEMRA_RAW_X=1 the activation hands it its row's partial maxima
+  # and the product's blocks make x's f16 fragments and group sums themselves (the same bits).
+  switch_bits matmul rawx MEMRA_RAW_X=1
+  ways="prepared:MEMRA_RAW_X=0 raw:MEMRA_RAW_X=1"
+  switch_ab rawx "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab rawx "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-8b q8_0)"
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

@@ -127,6 +127,30 @@ __global__ void act_mul_x_rows_kernel(const float4* gate, const float4* up, int 
                                          nullptr, rows.xh, rows.xsum, rows.xsum_stride, rows.xinv);
 }
 
+// act_mul4's elements of one row, block b taking float4s 256 b .. 256 b + 255 (kPartMaxElems of
+// them), that also writes the largest |out| of its part to parts[b] for the down product reading
+// the row raw (kernels/row_max.h: act_mul_part_max). Each element's expression is act_mul4's (so
+// the same bits); the largest |out| is exact in any order.
+template <Act kAct>
+__global__ void act_mul_part_max_kernel(const float4* gate, const float4* up, int n_cols4,
+                                        float4* out, float* parts) {
+  detail::wait_for_inputs();
+  __shared__ float warp_max[kThreads / 32];
+  const int c = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  float m = 0.0f;
+  if (c < n_cols4) {
+    const float4 g = gate[c], u = up[c];
+    const float4 o = make_float4(act_of<kAct>(g.x) * u.x, act_of<kAct>(g.y) * u.y,
+                                 act_of<kAct>(g.z) * u.z, act_of<kAct>(g.w) * u.w);
+    out[c] = o;
+    m = matmul_detail::max_abs(m, o);
+  }
+  static_assert(kThreads == matmul_detail::kXThreads, "block_max's shape");
+  static_assert(kPartMaxElems == 4 * kThreads, "a part is a block's float4s");
+  m = matmul_detail::block_max(m, warp_max);
+  if (threadIdx.x == 0) parts[blockIdx.x] = m;
+}
+
 // act_mul_x_rows's register form (act_rows_regs_take, below), for rows of at most kG x 256 groups
 // of 32 elements: thread t takes the row's groups t + 256 j, j < kG, whole, every gate and up load
 // issued before any is used (one memory round trip where the loop above takes n_cols / 4,096 of
@@ -307,6 +331,29 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   else
     detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
                    n_cols4, o4, rows);
+  return true;
+}
+
+bool act_mul_part_max(Act act, const float* gate, const float* up, int64_t n_cols, float* out,
+                      void* scratch, cudaStream_t stream) {
+  check_sizes("act_mul_part_max", 1, n_cols);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n_cols % 4 != 0 || n_cols > kMaxParts * kPartMaxElems || !aligned(gate) || !aligned(up) ||
+      !aligned(out) || !aligned(scratch))
+    return false;
+  if (n_cols == 0) return true;
+  const auto blocks = static_cast<unsigned>(part_max_count(n_cols));
+  const int n_cols4 = static_cast<int>(n_cols / 4);
+  const auto* g4 = reinterpret_cast<const float4*>(gate);
+  const auto* u4 = reinterpret_cast<const float4*>(up);
+  auto* o4 = reinterpret_cast<float4*>(out);
+  float* parts = matmul_detail::ScratchLayout::part_max(scratch);
+  if (act == Act::silu)
+    detail::launch(act_mul_part_max_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
+                   o4, parts);
+  else
+    detail::launch(act_mul_part_max_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+                   n_cols4, o4, parts);
   return true;
 }
 

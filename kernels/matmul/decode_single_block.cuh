@@ -24,6 +24,7 @@
 #pragma once
 
 #include "kernels/launch.cuh"
+#include "kernels/matmul/one_token_x.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
 namespace memra::kernels::matmul_detail::single_decode {
@@ -32,10 +33,11 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
 
 // The chunk partial of rows g, g + 8 with scale groups in the mma's columns (types in the
-// per-group order): p[0], p[1] in every lane of the quad.
-template <DType D>
-__device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneChunk<D>& cur,
-                                                int lane, int k0, float (&p)[2]) {
+// per-group order): p[0], p[1] in every lane of the quad. x: where the token's x comes from
+// (one_token_x.cuh).
+template <DType D, typename X>
+__device__ __forceinline__ void columns_partial(const X& x, const LaneChunk<D>& cur, int lane,
+                                                int k0, float (&p)[2]) {
   using T = Tiled<D>;
   static_assert(T::kScaled, "groups as columns needs scale groups");
   constexpr int kGroupSteps = T::kGroup / 16;    // 2 (Q4_K, Q8_0) or 1 (Q6_K)
@@ -47,7 +49,7 @@ __device__ __forceinline__ void columns_partial(const MatmulArgs& a, const LaneC
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
     for (int u = 0; u < kGroupSteps; ++u)
-      xf[set][u] = x_frag(a, 0, 0, t, k0, ((8 * set + g) * kGroupSteps) + u, kChunk / 16);
+      xf[set][u] = x.frag(k0, t, ((8 * set + g) * kGroupSteps) + u);
   }
   float s[kSets][4] = {};
 #pragma unroll
@@ -126,15 +128,15 @@ __device__ __forceinline__ EarlyChunk<D> early_chunk(const MatmulArgs& x, const 
 }
 
 // Block `block_index` of one output's product (a: that output's, after take_output and, in expert
-// mode, its pair's matrix and rows): `pack` row tiles, or one tile in free rounds (`free`) or
-// barrier rounds. first: the warp's first chunk where it was loaded before the wait. part: the
-// round buffers (Sum::kSmemFloats floats of shared memory), chunk_slots: the free rounds' slots
-// past them (dynamic shared memory). Ends with the block's rows of y written; lets dependents
-// start (Trigger::late) before the last sums.
-template <DType D>
-__device__ __forceinline__ void block_product(const MatmulArgs& a, int block_index, int pack,
-                                              bool free, const EarlyChunk<D>& first, float* part,
-                                              float* chunk_slots) {
+// mode, its pair's matrix and rows; x: where its x comes from, one_token_x.cuh): `pack` row tiles,
+// or one tile in free rounds (`free`) or barrier rounds. first: the warp's first chunk where it
+// was loaded before the wait. part: the round buffers (Sum::kSmemFloats floats of shared memory),
+// chunk_slots: the free rounds' slots past them (dynamic shared memory). Ends with the block's
+// rows of y written; lets dependents start (Trigger::late) before the last sums.
+template <DType D, typename X>
+__device__ __forceinline__ void block_product(const MatmulArgs& a, const X& x, int block_index,
+                                              int pack, bool free, const EarlyChunk<D>& first,
+                                              float* part, float* chunk_slots) {
   using T = Tiled<D>;
   const int tiles = (a.n_out + 15) / 16;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -149,11 +151,11 @@ __device__ __forceinline__ void block_product(const MatmulArgs& a, int block_ind
     if constexpr (kFold<D>) {
       // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
       float f[4];
-      fold_partial(a, cur, lane, k0, f);
+      fold_partial(x, cur, lane, k0, f);
       p[0] = f[0];
       p[1] = f[2];
     } else {
-      columns_partial(a, cur, lane, k0, p);
+      columns_partial(x, cur, lane, k0, p);
     }
     if (t == 0) {
       float* mine = parts + slot * Sum::kPartFloats;

@@ -113,11 +113,13 @@ __device__ __forceinline__ uint32_t bias_pair(float a, float b, bool lo) {
 }
 // The mins' step's B fragment for one token (xsum_row: its group sums; null: a token past the
 // batch, zeros): elements 4t .. 4t + 3 are the hi (t < 2) or lo (t >= 2) parts of the sums of
-// groups 4 (t % 2) .. + 3 of chunk c.
+// groups 4 (t % 2) .. + 3 of chunk c. bias_b_of: the same from those four sums v.
+__device__ __forceinline__ uint2 bias_b_of(const float4& v, int t) {
+  return make_uint2(bias_pair(v.x, v.y, t >= 2), bias_pair(v.z, v.w, t >= 2));
+}
 __device__ __forceinline__ uint2 bias_b(const float* xsum_row, int c, int t) {
   if (xsum_row == nullptr) return make_uint2(0u, 0u);
-  const float4 v = __ldg(reinterpret_cast<const float4*>(xsum_row + 8 * c + 4 * (t & 1)));
-  return make_uint2(bias_pair(v.x, v.y, t >= 2), bias_pair(v.z, v.w, t >= 2));
+  return bias_b_of(__ldg(reinterpret_cast<const float4*>(xsum_row + 8 * c + 4 * (t & 1))), t);
 }
 // bias_b's fragment for both halves of a token's four sums v, converted once for every lane that
 // needs them: .x, .y for t < 2 (the hi parts), .z, .w for t >= 2 (the lo parts).

@@ -516,8 +516,27 @@ bool reads_rows_in_decode(const MatmulOut& o) {
 }
 
 // What the caller hands matmul_shared_x_impl besides x: nothing, x's prepared rows
-// (rms_norm_for_matmul), its rows' largest |x| or x's rows form (kernels/row_max.h).
-enum class XGiven { none, prepared, row_max, rows };
+// (rms_norm_for_matmul), its rows' largest |x|, x's rows form or one row's partial maxima
+// (kernels/row_max.h).
+enum class XGiven { none, prepared, row_max, rows, part_max };
+
+// Whether every output of a one-token call runs on the one-token kernel (launch_single_groups
+// takes them all), so that x can be read raw there and nothing else reads its prepared form.
+bool single_takes_all(const MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens,
+                      int max_grouped) {
+  if (n_tokens != 1 || n_outs > max_grouped || !matmul_detail::single_decode_enabled() ||
+      !matmul_detail::tiled_decode_groups_take(n_tokens))
+    return false;
+  for (int i = 0; i < n_outs; ++i) {
+    const MatmulOut& o = outs[i];
+    const bool single_type =
+        o.wtype == DType::q4_k || o.wtype == DType::q6_k || o.wtype == DType::q8_0;
+    if (o.n_out > 0 &&
+        (o.layout != WeightLayout::tiled || !single_type || exact_path(o.wtype, n_in)))
+      return false;
+  }
+  return true;
+}
 
 void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                           int64_t n_tokens, void* scratch, cudaStream_t stream, XGiven given,
@@ -541,9 +560,15 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     }
   }
   if (n_tokens == 0) return;
+  constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   const int in = static_cast<int>(n_in), tokens = static_cast<int>(n_tokens);
   const ScratchLayout layout(n_tokens, n_in);
   const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
+  // One token's x read raw by the one-token kernel from the partial maxima handed over (else x is
+  // prepared below as for an x handed nothing: the same bits).
+  const bool x_raw = given == XGiven::part_max &&
+                     single_takes_all(outs, n_outs, n_in, n_tokens, kMaxGrouped) &&
+                     part_max_count(n_in) <= kMaxParts;
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
@@ -562,11 +587,10 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   } else if (any_wgmma && !any_mma && !x_prepared && xp_groups_enabled()) {
     launch_xp_groups(tokens, in, stream, x, xp, xsum, static_cast<int>(layout.xsum_stride), xinv,
                      layout.xmax(scratch, n_tokens), given == XGiven::row_max, false);
-  } else if ((any_mma || any_wgmma) && !x_prepared) {  // x converted once for every output
+  } else if ((any_mma || any_wgmma) && !x_prepared && !x_raw) {  // x converted once for all
     launch_x_to_f16(n_tokens, in, stream, x, any_mma ? xh : nullptr, any_wgmma ? xp : nullptr, xsum,
                     static_cast<int>(layout.xsum_stride), xinv, nullptr);
   }
-  constexpr int kMaxGrouped = 16;  // outputs of a call that shared launches may take
   bool grouped[kMaxGrouped] = {};
   MatmulArgs x_args;  // the shared x of the grouped launches, in both layouts
   x_args.xh = xh;
@@ -577,6 +601,11 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   x_args.n_in = in;
   x_args.n_tokens = tokens;
   x_args.xp_rows = xp_rows;
+  if (x_raw) {
+    x_args.x_raw = x;
+    x_args.x_parts = layout.part_max(scratch);
+    x_args.n_parts = static_cast<int>(part_max_count(n_in));
+  }
   if (matmul_detail::tiled_decode_groups_take(n_tokens) && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
       launch_single_groups(outs, n_outs, x_args, grouped, stream);
@@ -648,11 +677,18 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
                        x_prepared ? XGiven::prepared : XGiven::none, side);
 }
 
+bool part_max_read(int64_t n_rows, int64_t n_cols) {
+  return n_rows == 1 && matmul_detail::single_decode_enabled() &&
+         matmul_detail::tiled_decode_groups_take(1) && part_max_count(n_cols) <= kMaxParts;
+}
+
 void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
                             const float* x, int64_t n_tokens, void* scratch, cudaStream_t stream,
                             const SideStream* side) {
-  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream,
-                       handed == Handed::rows ? XGiven::rows : XGiven::row_max, side);
+  const XGiven given = handed == Handed::rows      ? XGiven::rows
+                       : handed == Handed::row_max ? XGiven::row_max
+                                                   : XGiven::part_max;
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, given, side);
 }
 
 namespace matmul_detail {

@@ -129,7 +129,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   auto block = [&](const ChainStep& st, int b, const EarlyChunk<D>& chunk) {
     MatmulArgs a = st.x;
     const int o = take_output(st.outs, st.outs.tile_begin, b, a);
-    block_product<D>(a, b - st.outs.tile_begin[o], st.pack, true, chunk, part, chunk_slots);
+    block_product<D>(a, XPrepared{a}, b - st.outs.tile_begin[o], st.pack, true, chunk, part,
+                     chunk_slots);
     __syncthreads();  // the rounds' shared memory is the next block's
   };
   EarlyChunk<D> next_first = first;

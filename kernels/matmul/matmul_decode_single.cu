@@ -31,16 +31,18 @@ bool free_rounds() {
 }
 
 // kExperts: MultiOut's expert mode, where a block first finds its pair's expert matrix, x row and
-// y row; the arithmetic after that is the same code. outs.tile_begin counts blocks here (the
+// y row; the arithmetic after that is the same code. kRawX: x read raw (x.x_raw, one_token_x.cuh:
+// XRaw; plain products only), else its prepared form. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
 // slots (dynamic shared memory where the round buffers are too small).
-template <DType D, bool kExperts>
+template <DType D, bool kExperts, bool kRawX>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   const EarlyChunk<D> first =
       early_chunk<D>(x, outs, pack, early && !kExperts, static_cast<int>(blockIdx.x));
   detail::wait_for_inputs(detail::Trigger::late);
+  static_assert(!(kExperts && kRawX), "an expert pair's x is a row of a prepared batch");
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, static_cast<int>(blockIdx.x), a);
   int block_index = static_cast<int>(blockIdx.x) - outs.tile_begin[o];
@@ -58,7 +60,14 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
   __shared__ __align__(16) float part[Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_slots[];  // free rounds' slots past K = 4,096
-  block_product<D>(a, block_index, pack, free, first, part, chunk_slots);
+  if constexpr (kRawX) {
+    __shared__ float inv;  // the row's 2^-shift, for the writes after the block's barrier
+    a.xinv = &inv;
+    block_product<D>(a, raw_x(a.x_raw, a.x_parts, a.n_parts, &inv), block_index, pack, free, first,
+                     part, chunk_slots);
+  } else {
+    block_product<D>(a, XPrepared{a}, block_index, pack, free, first, part, chunk_slots);
+  }
 }
 
 template <DType D, bool kExperts>
@@ -72,9 +81,12 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   // K up to 188,416).
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
-  if (blocks > 0)
-    detail::launch(single_decode_kernel<D, kExperts>, blocks, kThreads, smem, stream, x, m, pack,
-                   early_weights_enabled(), free);
+  if (blocks == 0) return;
+  if (!kExperts && x.x_raw != nullptr)
+    return detail::launch(single_decode_kernel<D, false, true>, blocks, kThreads, smem, stream, x,
+                          m, pack, early_weights_enabled(), free);
+  detail::launch(single_decode_kernel<D, kExperts, false>, blocks, kThreads, smem, stream, x, m,
+                 pack, early_weights_enabled(), free);
 }
 
 }  // namespace

@@ -36,6 +36,12 @@ struct MatmulArgs {
   bool xp_rows = false;
   float* y = nullptr;
   int64_t ldy = 0;
+  // One token's x read raw (one_token_x.cuh: XRaw; the one-token kernel only): its f32 row and the
+  // n_parts partial maxima its kernel handed over (kernels/row_max.h: Handed::part_max), where xh,
+  // xsum and xinv are then not read. Null: x's prepared form.
+  const float* x_raw = nullptr;
+  const float* x_parts = nullptr;
+  int n_parts = 0;
 };
 
 // Where element (token n, physical k position k) of x sits in the wgmma prefill kernel's copy

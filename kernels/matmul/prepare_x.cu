@@ -224,12 +224,25 @@ bool x_rows_enabled(int64_t n_tokens) {
          matmul_detail::wgmma_fold64_enabled() && matmul_detail::scaled_decode_enabled();
 }
 
+}  // namespace matmul_detail
+
+bool raw_x_enabled() {
+  static const bool enabled = env_switch("MEMRA_RAW_X", false);
+  return enabled;
+}
+
+namespace matmul_detail {
+
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {
   return ScratchLayout(n_rows, dim).xmax(scratch, n_rows);
 }
 
 uint16_t* scratch_x_rows(void* scratch, int64_t n_rows, int64_t dim) {
   return ScratchLayout(n_rows, dim).parts(scratch).xp;
+}
+
+float* scratch_part_max(void* scratch) {
+  return ScratchLayout::part_max(scratch);
 }
 
 PreparedRows x_rows_places(void* scratch, int64_t n_rows, int64_t dim) {

@@ -41,6 +41,9 @@ struct ScratchLayout {
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes),
             reinterpret_cast<float*>(bytes + xh_bytes + xp_bytes + xsum_bytes)};
   }
+  // One row's partial maxima (kernels/row_max.h: Handed::part_max) sit where its f16 form would:
+  // the one-token kernel reading that row raw reads no f16 form, and no launch writes one.
+  static float* part_max(void* scratch) { return static_cast<float*>(scratch); }
   float* xmax(void* scratch, int64_t n_tokens) const {
     return reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + xh_bytes + xp_bytes +
                                     xsum_bytes + round16(n_tokens * 4));

@@ -127,21 +127,17 @@ __device__ __forceinline__ void chunk_partial(const MatmulArgs& a, const LaneChu
   }
 }
 
-// The folded chunk partial (fold.cuh) of one token, x row 0 of a, in the mma's column 0: p's
-// registers 0 and 2 in lanes t == 0 hold rows g and g + 8. The one-token kernel's form of
-// chunk_partial<D, 1> for the folded types (matmul_decode_single.cu), with the same operands in
-// the same steps, so the same bits.
-template <DType D>
-__device__ __forceinline__ void fold_partial(const MatmulArgs& a, const LaneChunk<D>& cur, int lane,
-                                             int k0, float (&p)[4]) {
+// The folded chunk partial (fold.cuh) of one token in the mma's column 0: p's registers 0 and 2 in
+// lanes t == 0 hold rows g and g + 8. The one-token kernel's form of chunk_partial<D, 1> for the
+// folded types (matmul_decode_single.cu), with the same operands in the same steps, so the same
+// bits. x: where the token's x comes from (one_token_x.cuh: XPrepared, XRaw).
+template <DType D, typename X>
+__device__ __forceinline__ void fold_partial(const X& x, const LaneChunk<D>& cur, int lane, int k0,
+                                             float (&p)[4]) {
   static_assert(kFold<D>, "the folded types");
-  const int g = lane >> 2, t = lane & 3;
-  uint2 xf[kChunk / 16];  // the token's B fragments, issued before the decoding
-#pragma unroll
-  for (int st = 0; st < kChunk / 16; ++st)
-    xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
-                    : make_uint2(0u, 0u);
-  const uint2 bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
+  const int t = lane & 3;
+  uint2 xf[kChunk / 16], bb;  // the token's B fragments, issued before the decoding
+  x.fold_operands(k0, lane, xf, bb);
   const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
   float s[4] = {};
 #pragma unroll

@@ -7,7 +7,8 @@
 // form itself, read on sm_90a unless MEMRA_X_ROWS=0), at prompt-step token counts and at 40 and
 // 64 tokens, where every product takes the pipelined Q4_K or the scaled Q6_K / Q8_0 wgmma kernel
 // and reads the rows form unless MEMRA_X_ROWS_DECODE=0 (elsewhere the products prepare x
-// themselves).
+// themselves). And act_mul_part_max, then matmul_shared_x_handed at one token, where the one-token
+// kernel reads x raw from the activation's partial maxima (matmul/one_token_x.cuh).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -82,14 +83,26 @@ using kernels::Handed;
 // Whether the products read what is handed over at this many rows of dim (elsewhere they prepare
 // x themselves from the kernel's output, and the comparison holds all the same).
 bool handed_read(Handed h, int64_t rows, int64_t dim) {
+  if (h == Handed::part_max) return kernels::part_max_read(rows, dim);
   return h == Handed::row_max ? kernels::row_max_pays(rows) : kernels::x_rows_pays(rows, dim);
 }
 
 // The tooth where the products read what was handed over: row 0's largest |x| made 2^17 times
 // smaller, so that its f16 form overflows (a power of two within f16's range would not show: the
-// row's scale is undone exactly, whichever power it is), or row 0's first 64 values of the rows
-// form zeroed.
+// row's scale is undone exactly, whichever power it is), row 0's first 64 values of the rows form
+// zeroed, or every partial maximum made 2^17 times smaller (the row's largest is one of them).
 void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t dim) {
+  if (h == Handed::part_max) {
+    float* p = kernels::matmul_detail::scratch_part_max(scratch);
+    std::vector<float> v(static_cast<size_t>(kernels::part_max_count(dim)));
+    const size_t bytes = v.size() * sizeof(float);
+    cuda::check(cudaMemcpyAsync(v.data(), p, bytes, cudaMemcpyDeviceToHost, ctx.stream()), "read");
+    ctx.sync();
+    for (float& m : v) m = std::ldexp(m, -17);
+    cuda::check(cudaMemcpyAsync(p, v.data(), bytes, cudaMemcpyHostToDevice, ctx.stream()), "write");
+    ctx.sync();
+    return;
+  }
   if (h == Handed::rows) {
     cuda::check(cudaMemsetAsync(kernels::matmul_detail::scratch_x_rows(scratch, rows, dim), 0,
                                 64 * sizeof(uint16_t), ctx.stream()),
@@ -108,11 +121,13 @@ void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t d
 // A case's name and tooth: where read, break_handed's; elsewhere `elsewhere`, a defect of the
 // kernel itself.
 std::string case_name(Handed h, const char* kernel) {
-  return std::string("matmul ") + kernel + (h == Handed::row_max ? " row-max x" : " rows x");
+  const char* form = h == Handed::row_max ? " row-max x" : h == Handed::rows ? " rows x" : " raw x";
+  return std::string("matmul ") + kernel + form;
 }
 std::string tooth(const Context& ctx, Handed h, bool read, const char* elsewhere) {
   if (!ctx.teeth()) return "";
   if (!read) return elsewhere;
+  if (h == Handed::part_max) return "every partial maximum 2^-17 of itself in the scratch";
   return h == Handed::row_max ? "row 0's largest |x| 2^-17 of itself in the scratch"
                               : "row 0's first 64 values zeroed in x's rows form";
 }
@@ -154,7 +169,8 @@ void check_norm_case(Context& ctx, Handed h, int64_t dim, int64_t rows, bool res
 }
 
 // The gated activation's rows of n_cols (the down projection's input): one float4 round a thread at
-// 1,024 wide, three at 12,288, a partial round at 5,120.
+// 1,024 wide, three at 12,288, a partial round at 5,120. Handed::part_max: one row, a part a block
+// (1, 4, 5 and 12 of them).
 void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, int64_t rows,
                     const Types& types, const std::vector<Dev<uint8_t>>& ws) {
   const Dev<float> gate(ctx, ctx.uniform(rows * n_cols, -4.0f, 4.0f));
@@ -170,8 +186,13 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
   kernels::matmul_shared_x(o.plain_outs.data(), kOuts, n_cols, a1.get(), rows, s1.get(),
                            ctx.stream());
   const kernels::Act given_act = ctx.teeth() && !read ? other : act;
-  if (!kernels::act_mul_x_rows(given_act, gate.get(), up.get(), rows, n_cols, a2.get(), s2.get(),
-                               ctx.stream()))
+  const bool launched =
+      h == Handed::part_max
+          ? rows == 1 && kernels::act_mul_part_max(given_act, gate.get(), up.get(), n_cols,
+                                                   a2.get(), s2.get(), ctx.stream())
+          : kernels::act_mul_x_rows(given_act, gate.get(), up.get(), rows, n_cols, a2.get(),
+                                    s2.get(), ctx.stream());
+  if (!launched)
     fail(ErrorCode::internal, "{} refused aligned rows of {}", case_name(h, "act"), n_cols);
   if (ctx.teeth() && read) break_handed(ctx, h, s2.get(), rows, n_cols);
   kernels::matmul_shared_x_handed(h, o.given_outs.data(), kOuts, n_cols, a2.get(), rows, s2.get(),
@@ -202,6 +223,9 @@ void check_matmul_row_max(Context& ctx) {
     for (int64_t rows : {int64_t{40}, int64_t{64}})
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
     check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
+    // A one-token step's: every product on the one-token kernel, x read raw.
+    for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
+      check_act_case(ctx, Handed::part_max, act, dim, 1, kDecodeTypes, ws_decode);
     if (dim == 5120) {
       check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, kTypes, ws);
       continue;

@@ -406,11 +406,20 @@ class CudaOps final : public Ops {
   }
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes x's rows form for the down projection
-  // (kernels::act_mul_x_rows; given_, as for the norms). (A decode step's activation writing the
-  // down product's prepared rows, and decode attention writing the o product's, both measured
-  // slower and removed: docs/PERFORMANCE.md, fifty-eighth round.)
+  // (kernels::act_mul_x_rows; given_, as for the norms), and where a one-token step's hands the
+  // down product its row's partial maxima (MEMRA_RAW_X=1: kernels::act_mul_part_max). (A decode
+  // step's activation writing the down product's prepared rows, and decode attention writing the
+  // o product's, both measured slower and removed: docs/PERFORMANCE.md, fifty-eighth round.)
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
+    if (n_rows == 1 && kernels::raw_x_enabled()) {
+      void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(1, n_cols));
+      if (kernels::act_mul_part_max(act, gate, up, n_cols, out, scratch, stream())) {
+        launched(what);
+        given_.mark(GivenX::Kind::part_max, out, 1, n_cols, n_launches_);
+        return;
+      }
+    }
     if (kernels::x_rows_pays(n_rows, n_cols)) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
       if (kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
@@ -693,10 +702,10 @@ class CudaOps final : public Ops {
                 int64_t n_tokens, const kernels::SideStream* side) {
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     const GivenX::Kind given = given_.of(x, n_tokens, n_in, n_launches_);
-    if (given == GivenX::Kind::row_max || given == GivenX::Kind::x_rows)
-      kernels::matmul_shared_x_handed(
-          given == GivenX::Kind::x_rows ? kernels::Handed::rows : kernels::Handed::row_max, outs,
-          n_outs, n_in, x, n_tokens, scratch, stream(), side);
+    if (given == GivenX::Kind::row_max || given == GivenX::Kind::x_rows ||
+        given == GivenX::Kind::part_max)
+      kernels::matmul_shared_x_handed(handed_of(given), outs, n_outs, n_in, x, n_tokens, scratch,
+                                      stream(), side);
     else
       kernels::matmul_shared_x(outs, n_outs, n_in, x, n_tokens, scratch, stream(),
                                given == GivenX::Kind::prepared_rows, side);

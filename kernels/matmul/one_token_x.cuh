@@ -1,0 +1,102 @@
+// Private to kernels/matmul: where the one-token kernel's blocks (decode_single_block.cuh) take x
+// from. XPrepared reads x's prepared form (prepare_x.cuh: the f16 row and its group sums), which
+// an x_to_f16 launch or the norm before wrote. XRaw reads the f32 row itself, whose kernel handed
+// the products the largest |x| of each of its parts (row_max.h: Handed::part_max), and makes each
+// fragment and group sum from it with x_to_f16's steps: the row's scale from its largest |x|,
+// each element times it rounded to f16, a group's rounded values summed in element order. So
+// both give the mma the same operands, and the products the same bits (kernel-check compares
+// them), and a product reading x raw needs no x_to_f16 launch before it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul/decode_common.cuh"
+#include "kernels/matmul/fold.cuh"
+#include "kernels/matmul/mma_util.cuh"
+#include "kernels/matmul/prepare_x.cuh"
+
+namespace memra::kernels::matmul_detail {
+
+struct XPrepared {
+  const MatmulArgs& a;  // x row 0 of a's prepared form
+
+  // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3.
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
+    return x_frag(a, 0, 0, t, k0, s, kChunk / 16);
+  }
+  // The folded types' operands of the chunk at k0 (tiled_chunk.cuh: fold_partial), the token in
+  // column 0: its 16 steps' B fragments in column 0's lanes (g == 0) and the mins step's B
+  // fragment (bias_b); zeros in the other lanes.
+  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
+                                                uint2& bb) const {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int st = 0; st < kChunk / 16; ++st)
+      xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
+                      : make_uint2(0u, 0u);
+    bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
+  }
+};
+
+struct XRaw {
+  const float* row;  // n_in floats, 16-byte aligned
+  float scale;       // row_scale's 2^shift
+
+  static __device__ __forceinline__ uint2 to_f16(const float4& f, float scale) {
+    return make_uint2(pack_f16(f.x * scale, f.y * scale), pack_f16(f.z * scale, f.w * scale));
+  }
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
+    return to_f16(__ldg(reinterpret_cast<const float4*>(row + k0 + 4 * t + 16 * s)), scale);
+  }
+  // XPrepared's fold operands made from the row. The chunk's 64 float4s are spread over the warp,
+  // lane L holding float4s L and L + 32 (elements 4 L .. 4 L + 3 of the chunk: step L / 4 and
+  // 8 + L / 4, lane L % 4 of an mma step), so a lane holds 8 floats where column 0's lanes would
+  // hold 64, and column 0's lanes take their fragments from the lanes that hold them. Quad q sums
+  // group q (half_group_to_f16's rounding and order; its four lanes alike) from its own loads of
+  // the group, the same lines, and column 0's lanes take their four groups' sums from the quads.
+  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
+                                                uint2& bb) const {
+    static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
+    const int g = lane >> 2, t = lane & 3;
+    const float4* src = reinterpret_cast<const float4*>(row + k0);
+    const uint2 h[2] = {to_f16(__ldg(src + lane), scale), to_f16(__ldg(src + lane + 32), scale)};
+    float4 w[8];  // group g
+#pragma unroll
+    for (int q = 0; q < 8; ++q) w[q] = __ldg(src + 8 * g + q);
+#pragma unroll
+    for (int st = 0; st < kChunk / 16; ++st) {
+      const int from = 4 * (st % 8) + t;  // the lane holding step st's float4 t
+      const uint2 f = make_uint2(__shfl_sync(0xffffffffu, h[st / 8].x, from),
+                                 __shfl_sync(0xffffffffu, h[st / 8].y, from));
+      xf[st] = g == 0 ? f : make_uint2(0u, 0u);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const float e[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sum = __fadd_rn(sum, __half2float(__float2half_rn(e[i] * scale)));
+    }
+    float mine[4];  // lane t of column 0: groups 4 (t % 2) .. + 3
+#pragma unroll
+    for (int q = 0; q < 4; ++q) mine[q] = __shfl_sync(0xffffffffu, sum, 4 * (4 * (t & 1) + q));
+    bb =
+        g == 0 ? bias_b_of(make_float4(mine[0], mine[1], mine[2], mine[3]), t) : make_uint2(0u, 0u);
+  }
+};
+
+// A block's XRaw of x row `row` from its n_parts partial maxima (kernels/row_max.h): each warp
+// takes their largest (exact in any order, as x_to_f16's block maximum), and the scale from it as
+// row_scale does; thread 0 writes the inverse to *inv, which the block's writes read after its
+// barrier.
+__device__ __forceinline__ XRaw raw_x(const float* row, const float* parts, int n_parts,
+                                      float* inv) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  float m = 0.0f;
+  for (int i = lane; i < n_parts; i += 32) m = fmaxf(m, __ldg(parts + i));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  return {row, row_scale(m, 0, inv)};
+}
+
+}  // namespace memra::kernels::matmul_detail
