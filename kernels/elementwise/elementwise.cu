@@ -1,6 +1,8 @@
 // Pointwise kernels: add, add_row, scale, softcap, act_mul (silu / gelu-tanh gate) and
 // gather_rows. Each output element is one independent float expression, so results never depend
 // on the launch shape; grid-stride loops with 64-bit indices handle any size.
+#include <type_traits>
+
 #include "core/env.h"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -53,6 +55,16 @@ __device__ __forceinline__ float act_of(float g) {
     const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
     return 0.5f * g * (1.0f + tanhf(inner));
   }
+}
+
+// Calls f with the activation as a compile-time constant (std::integral_constant<Act, ...>), so
+// each launcher picks its kernel's instance in one place.
+template <typename F>
+void with_act(Act act, F&& f) {
+  if (act == Act::silu)
+    f(std::integral_constant<Act, Act::silu>{});
+  else
+    f(std::integral_constant<Act, Act::gelu_tanh>{});
 }
 
 template <Act kAct>
@@ -284,20 +296,16 @@ void act_mul(Act act, const float* gate, const float* up, int64_t n_rows, int64_
     const auto* g4 = reinterpret_cast<const float4*>(gate);
     const auto* u4 = reinterpret_cast<const float4*>(up);
     auto* o4 = reinterpret_cast<float4*>(out);
-    if (act == Act::silu)
-      return detail::launch(act_mul4_kernel<Act::silu>, grid, kThreads, 0, stream, g4, u4, n_cols4,
-                            ld_in / 4, o4);
-    return detail::launch(act_mul4_kernel<Act::gelu_tanh>, grid, kThreads, 0, stream, g4, u4,
-                          n_cols4, ld_in / 4, o4);
+    return with_act(act, [&](auto a) {
+      detail::launch(act_mul4_kernel<decltype(a)::value>, grid, kThreads, 0, stream, g4, u4,
+                     n_cols4, ld_in / 4, o4);
+    });
   }
   const unsigned blocks = grid_for(n_rows * n_cols);
-  if (act == Act::silu) {
-    detail::launch(act_mul_kernel<Act::silu>, blocks, kThreads, 0, stream, gate, up, n_rows, n_cols,
-                   ld_in, out);
-  } else {
-    detail::launch(act_mul_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, gate, up, n_rows,
-                   n_cols, ld_in, out);
-  }
+  with_act(act, [&](auto a) {
+    detail::launch(act_mul_kernel<decltype(a)::value>, blocks, kThreads, 0, stream, gate, up,
+                   n_rows, n_cols, ld_in, out);
+  });
 }
 
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
@@ -317,20 +325,16 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
   const auto blocks = static_cast<unsigned>(n_rows);
   const int n_cols4 = static_cast<int>(n_cols / 4);
   if (act_rows_regs_take(n_rows, n_cols)) {
-    if (act == Act::silu)
-      detail::launch(act_mul_x_rows_regs_kernel<Act::silu, kActRegGroups>, blocks, kThreads, 0,
-                     stream, g4, u4, n_cols4, o4, rows);
-    else
-      detail::launch(act_mul_x_rows_regs_kernel<Act::gelu_tanh, kActRegGroups>, blocks, kThreads, 0,
-                     stream, g4, u4, n_cols4, o4, rows);
+    with_act(act, [&](auto a) {
+      detail::launch(act_mul_x_rows_regs_kernel<decltype(a)::value, kActRegGroups>, blocks,
+                     kThreads, 0, stream, g4, u4, n_cols4, o4, rows);
+    });
     return true;
   }
-  if (act == Act::silu)
-    detail::launch(act_mul_x_rows_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
-                   o4, rows);
-  else
-    detail::launch(act_mul_x_rows_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+  with_act(act, [&](auto a) {
+    detail::launch(act_mul_x_rows_kernel<decltype(a)::value>, blocks, kThreads, 0, stream, g4, u4,
                    n_cols4, o4, rows);
+  });
   return true;
 }
 
@@ -348,12 +352,10 @@ bool act_mul_part_max(Act act, const float* gate, const float* up, int64_t n_col
   const auto* u4 = reinterpret_cast<const float4*>(up);
   auto* o4 = reinterpret_cast<float4*>(out);
   float* parts = matmul_detail::ScratchLayout::part_max(scratch);
-  if (act == Act::silu)
-    detail::launch(act_mul_part_max_kernel<Act::silu>, blocks, kThreads, 0, stream, g4, u4, n_cols4,
-                   o4, parts);
-  else
-    detail::launch(act_mul_part_max_kernel<Act::gelu_tanh>, blocks, kThreads, 0, stream, g4, u4,
+  with_act(act, [&](auto a) {
+    detail::launch(act_mul_part_max_kernel<decltype(a)::value>, blocks, kThreads, 0, stream, g4, u4,
                    n_cols4, o4, parts);
+  });
   return true;
 }
 
