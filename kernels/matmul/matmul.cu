@@ -476,6 +476,11 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
   return static_cast<size_t>(ScratchLayout(n_tokens, n_in).total(n_tokens));
 }
 
+bool part_max_read(int64_t n_rows, int64_t n_cols) {
+  return n_rows == 1 && matmul_detail::single_decode_enabled() &&
+         matmul_detail::tiled_decode_groups_take(1) && part_max_count(n_cols) <= kMaxParts;
+}
+
 namespace {
 
 // Refuses what the kernels cannot run, by name.
@@ -520,13 +525,10 @@ bool reads_rows_in_decode(const MatmulOut& o) {
 // (kernels/row_max.h).
 enum class XGiven { none, prepared, row_max, rows, part_max };
 
-// Whether every output of a one-token call runs on the one-token kernel (launch_single_groups
-// takes them all), so that x can be read raw there and nothing else reads its prepared form.
-bool single_takes_all(const MatmulOut* outs, int n_outs, int64_t n_in, int64_t n_tokens,
-                      int max_grouped) {
-  if (n_tokens != 1 || n_outs > max_grouped || !matmul_detail::single_decode_enabled() ||
-      !matmul_detail::tiled_decode_groups_take(n_tokens))
-    return false;
+// Whether the one-token kernel takes every output of a call (launch_single_groups: tiled Q4_K,
+// Q6_K and Q8_0, at most max_grouped outputs), so that nothing else reads x's prepared form.
+bool single_takes_every_output(const MatmulOut* outs, int n_outs, int64_t n_in, int max_grouped) {
+  if (n_outs > max_grouped) return false;
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
     const bool single_type =
@@ -566,9 +568,8 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
   // One token's x read raw by the one-token kernel from the partial maxima handed over (else x is
   // prepared below as for an x handed nothing: the same bits).
-  const bool x_raw = given == XGiven::part_max &&
-                     single_takes_all(outs, n_outs, n_in, n_tokens, kMaxGrouped) &&
-                     part_max_count(n_in) <= kMaxParts;
+  const bool x_raw = given == XGiven::part_max && part_max_read(n_tokens, n_in) &&
+                     single_takes_every_output(outs, n_outs, n_in, kMaxGrouped);
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
@@ -675,11 +676,6 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
                      const SideStream* side) {
   matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream,
                        x_prepared ? XGiven::prepared : XGiven::none, side);
-}
-
-bool part_max_read(int64_t n_rows, int64_t n_cols) {
-  return n_rows == 1 && matmul_detail::single_decode_enabled() &&
-         matmul_detail::tiled_decode_groups_take(1) && part_max_count(n_cols) <= kMaxParts;
 }
 
 void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
