@@ -26,7 +26,8 @@ struct XPrepared {
   }
   // The folded types' operands of the chunk at k0 (tiled_chunk.cuh: fold_partial), the token in
   // column 0: its 16 steps' B fragments in column 0's lanes (g == 0) and the mins step's B
-  // fragment (bias_b); zeros in the other lanes.
+  // fragment (bias_b); zeros in the other lanes. (Plain loads, as fold_partial had them: frag's
+  // token check is always true here, and keeping it out keeps the kernel's code as it was.)
   __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
                                                 uint2& bb) const {
     const int g = lane >> 2, t = lane & 3;
