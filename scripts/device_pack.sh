@@ -8,7 +8,7 @@
 # The libraries change only with this machine's packages: where the repository and both archives
 # pass what one call may carry, a first call unpacks the libraries and the next (on the machine
 # still warm) the binaries; where the repository leaves room for neither whole archive beside it,
-# the binaries go in two halves (.device-part00 and 01, below), a call each.
+# the binaries go in three pieces (.device-part00 .. 02, below), the first with the libraries.
 # With --server it also packs what the GPU server tests need (gpu_check.sh server/full: the
 # default model's tokenizer, the Python clients' wheels, the pinned chat templates; ~10 MiB more
 # packed, which a device call's 64 MiB beside the repository may not have room for).
@@ -119,11 +119,12 @@ fi
 git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
 xz_tar .device-lib.tar.xz .device/lib
 xz_tar .device.tar.xz --exclude=.device/lib .device
-# And the binaries' archive in two halves of its bytes (.device-part00, .device-part01), for a
-# device call whose repository leaves less room beside it than the whole archive (each binary
-# holds the same kernels, so no binary packs alone under ~22 MB): one call carries each half, the
-# machine still warm, and the last one joins them: cat .device-part0? | tar -xJf -
+# And the binaries' archive in three pieces of its bytes (.device-part00 .. 02, ~8 MiB each), for
+# device calls whose repository leaves less room beside it than the whole archive (each binary
+# holds the same kernels, so no binary packs alone under ~22 MB): the first call carries the
+# libraries and piece 00, the next (the machine still warm) pieces 01 and 02, and joins them:
+# cat .device-part0? | tar -xJf -
 rm -f .device-part0?
-split -n 2 -d .device.tar.xz .device-part
+split -n 3 -d .device.tar.xz .device-part
 du -sh .device/* .device-lib.tar.xz .device.tar.xz .device-part0?
 echo "device_pack: ok ($(du -sm .device | cut -f1) MiB, $(du -sm .device-lib.tar.xz | cut -f1) + $(du -sm .device.tar.xz | cut -f1) MiB packed)"
