@@ -57,8 +57,9 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
 
 // A decode step's one-token product reading x raw (MEMRA_RAW_X=1, opt-in until measured): the
 // kernel before hands it the largest |y| of each kPartMaxElems of its one row, and every block of
-// the one-token kernel takes the row's largest |y| from those few floats and makes x's f16
-// fragments and group sums from y itself, as x_to_f16 would (matmul/one_token_x.cuh), so no
+// the one-token kernel (K-quants; the tiled decode kernel for F16/BF16) takes the row's largest |y|
+// from those few floats and makes x's f16 fragments and group sums from y itself, as x_to_f16
+// would (matmul/one_token_x.cuh), so no
 // x_to_f16 launch runs between them: the same bits. Why not otherwise: the products finding the
 // maximum themselves put a pass over the row and two block barriers on every block (twenty-fourth
 // round, 8B c1 -9%), and the kernel before writing the prepared row made one block do the row
@@ -71,8 +72,9 @@ inline int64_t part_max_count(int64_t n_cols) {
 }
 // The switch (MEMRA_RAW_X=1; off by default).
 bool raw_x_enabled();
-// Whether products of n_rows x n_cols over tiled Q4_K, Q6_K and Q8_0 weights read x raw where its
-// partial maxima are handed over (one row, on the one-token kernel; elsewhere they prepare x).
+// Whether products of n_rows x n_cols read x raw where its partial maxima are handed over: one
+// row, every output tiled Q4_K, Q6_K or Q8_0 (the one-token kernel) or one F16 / BF16 output of
+// its dtype (the tiled decode kernel; matmul.cu checks the outputs); elsewhere they prepare x.
 bool part_max_read(int64_t n_rows, int64_t n_cols);
 
 // act_mul(act, gate, up, 1, n_cols, n_cols, out), bit for bit, for one row, that also writes the

@@ -183,11 +183,13 @@
 #               sixty-third round) against the default pulls: kernel-check (the default merge,
 #               every launch merging, the straight products), the phases each way, the
 #               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
-#     rawx      the one-token down product reading x raw from the gated activation's partial
-#               maxima (MEMRA_RAW_X=1, written in the sixty-fourth round: no x_to_f16 launch
-#               between them) against x_to_f16's launch: kernel-check's matmul family with it on
+#     rawx      the one-token down product (K-quants on the one-token kernel, F16/BF16 on the
+#               tiled one) reading x raw from the gated activation's partial maxima
+#               (MEMRA_RAW_X=1, written in the sixty-fourth round: no x_to_f16 launch between
+#               them) against x_to_f16's launch: kernel-check's matmul family with it on
 #               (its raw-x cases run either way), with teeth, the determinism contract and graph
-#               replay, then 0.6B Q4_K_M and 8B Q4_K_M and Q8_0 at one sequence, twice (~4 min)
+#               replay, then 0.6B Q4_K_M and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
+#               (~5 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -941,7 +943,7 @@ if [ "$MODE" = rawx ]; then
   ways="prepared:MEMRA_RAW_X=0 raw:MEMRA_RAW_X=1"
   switch_ab rawx "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab rawx "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
-    "$(synth qwen3-8b q8_0)"
+    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

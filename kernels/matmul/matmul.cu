@@ -525,19 +525,26 @@ bool reads_rows_in_decode(const MatmulOut& o) {
 // (kernels/row_max.h).
 enum class XGiven { none, prepared, row_max, rows, part_max };
 
-// Whether the one-token kernel takes every output of a call (launch_single_groups: tiled Q4_K,
-// Q6_K and Q8_0, at most max_grouped outputs), so that nothing else reads x's prepared form.
-bool single_takes_every_output(const MatmulOut* outs, int n_outs, int64_t n_in, int max_grouped) {
+// Whether every output of a one-token call runs on a kernel that can read x raw (one_token_x.cuh),
+// so that nothing reads x's prepared form: tiled Q4_K, Q6_K and Q8_0 on the one-token kernel
+// (launch_single_groups takes them all, at most max_grouped outputs), and an F16 or BF16 output on
+// the tiled decode kernel's own launch (the only one of its dtype: two would share a grouped
+// launch, which reads the prepared form).
+bool raw_x_takes(const MatmulOut* outs, int n_outs, int64_t n_in, int max_grouped) {
   if (n_outs > max_grouped) return false;
+  int f16 = 0, bf16 = 0;
   for (int i = 0; i < n_outs; ++i) {
     const MatmulOut& o = outs[i];
-    const bool single_type =
-        o.wtype == DType::q4_k || o.wtype == DType::q6_k || o.wtype == DType::q8_0;
-    if (o.n_out > 0 &&
-        (o.layout != WeightLayout::tiled || !single_type || exact_path(o.wtype, n_in)))
+    if (o.n_out == 0) continue;
+    const bool single = o.wtype == DType::q4_k || o.wtype == DType::q6_k || o.wtype == DType::q8_0;
+    const bool tiled16 = o.wtype == DType::f16 || o.wtype == DType::bf16;
+    f16 += o.wtype == DType::f16;
+    bf16 += o.wtype == DType::bf16;
+    if (o.layout != WeightLayout::tiled || !(single || tiled16) || exact_path(o.wtype, n_in) ||
+        uses_wgmma(o, n_in, 1))
       return false;
   }
-  return true;
+  return f16 <= 1 && bf16 <= 1;
 }
 
 void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
@@ -569,7 +576,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   // One token's x read raw by the one-token kernel from the partial maxima handed over (else x is
   // prepared below as for an x handed nothing: the same bits).
   const bool x_raw = given == XGiven::part_max && part_max_read(n_tokens, n_in) &&
-                     single_takes_every_output(outs, n_outs, n_in, kMaxGrouped);
+                     raw_x_takes(outs, n_outs, n_in, kMaxGrouped);
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
          n_tokens);
@@ -651,6 +658,9 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     args.xsum = xsum;
     args.xsum_stride = static_cast<int>(layout.xsum_stride);
     args.xinv = xinv;
+    args.x_raw = x_args.x_raw;  // (run_mma: only the tiled decode kernel takes it, at one token)
+    args.x_parts = x_args.x_parts;
+    args.n_parts = x_args.n_parts;
     args.n_tokens = tokens;
     args.y = o.y;
     args.ldy = o.ldy;

@@ -9,6 +9,7 @@
 
 #include "core/env.h"
 #include "kernels/launch.cuh"
+#include "kernels/matmul/one_token_x.cuh"
 #include "kernels/matmul/tiled_chunk.cuh"
 
 namespace memra::kernels::matmul_detail {
@@ -106,11 +107,12 @@ __device__ __forceinline__ float* chunk_slots(const MatmulArgs& a, bool free, fl
 // warp's round-0 chunk where the kernel loaded it before its wait (EarlyChunk). chunk_parts: the
 // free rounds' slots (free_rounds_smem), or null for a barrier every round.
 // kAhead (free rounds only): 2, a warp's next chunk loaded before the current one is multiplied
-// (takes_ahead).
-template <DType D, int kNT, bool kTrigger, int kAhead = 1>
+// (takes_ahead). x: where one token tile's x comes from (one_token_x.cuh: XPrepared over a, or
+// XRaw); more token tiles read a's prepared form.
+template <DType D, int kNT, bool kTrigger, int kAhead = 1, typename X = XPrepared>
 __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int tile_index,
-                                          const EarlyChunk<D>& first,
-                                          float* chunk_parts = nullptr) {
+                                          const EarlyChunk<D>& first, float* chunk_parts,
+                                          const X& x) {
   static_assert(kAhead == 1 || (kAhead == 2 && kNT == 1), "the ahead form: one token tile");
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
@@ -126,10 +128,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   auto chunk = [&](int r, int c, const LaneChunk<D>& cur) {
     const int k0 = c * kChunk;
     uint2 b1[kNT == 1 ? kChunk / 16 : 1];
-    if constexpr (kNT == 1) {
-#pragma unroll
-      for (int s = 0; s < kChunk / 16; ++s) b1[s] = x_frag(a, 0, g, t, k0, s, kChunk / 16);
-    }
+    if constexpr (kNT == 1) x.column0_frags(k0, lane, b1);
     float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
     chunk_partial<D, kNT>(
         a, cur,
@@ -227,8 +226,9 @@ __device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
 // Block b runs tile b / groups over token group b % groups (groups: the launch's token groups of
 // 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
 // early: round 0's weights are loaded before the wait (EarlyChunk).
-// kAhead: tile_rows' (the ahead form: free rounds only, so `free` is true there).
-template <DType D, int kNT, int kAhead = 1>
+// kAhead: tile_rows' (the ahead form: free rounds only, so `free` is true there). kRawX: one
+// token's x read raw (x.x_raw, one_token_x.cuh: XRaw), else its prepared form.
+template <DType D, int kNT, int kAhead = 1, bool kRawX = false>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
                                               : TiledDecodeCfg<D, kNT>::kMinBlocks)
@@ -237,12 +237,20 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   const EarlyChunk<D> first =
       early_tile_chunk<D, kNT>(x, static_cast<int>(blockIdx.x) / groups, early);
   detail::wait_for_inputs(detail::Trigger::late);
+  static_assert(!kRawX || kNT == 1, "x read raw: one token");
   const int tile = static_cast<int>(blockIdx.x) / groups;
   __shared__ __align__(16) float part[C::Sum::kSmemFloats];
   extern __shared__ __align__(16) float chunk_parts[];  // free rounds' slots past K = 4,096
-  const MatmulArgs a = token_group<kNT>(x, static_cast<int>(blockIdx.x) % groups);
-  tile_rows<D, kNT, true, kAhead>(a, part, tile, first,
-                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
+  MatmulArgs a = token_group<kNT>(x, static_cast<int>(blockIdx.x) % groups);
+  float* const slots = chunk_slots<typename C::Sum>(a, free, part, chunk_parts);
+  if constexpr (kRawX) {
+    __shared__ float inv;  // the row's 2^-shift, for the writes after the block's barrier
+    a.xinv = &inv;
+    tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots,
+                                    raw_x(a.x_raw, a.x_parts, a.n_parts, &inv));
+  } else {
+    tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots, XPrepared{a});
+  }
 }
 
 // The same for block blockIdx.x of a MultiOut launch (its output's tile).
@@ -273,7 +281,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   MatmulArgs a = x;
   const int o = take_output(outs, outs.tile_begin, b, a);
   tile_rows<D, kNT, true, kAhead>(a, part, b - outs.tile_begin[o], first,
-                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts));
+                                  chunk_slots<typename C::Sum>(a, free, part, chunk_parts),
+                                  XPrepared{a});
 }
 
 // Expert blockIdx.y's rows, 8 kNT at a time (each group the same instructions as a decode of
@@ -298,7 +307,8 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     __syncthreads();  // the previous group's last fold has read part
     // (dependents start at exit; the experts' weights are not loaded before the wait: the rows
     // come from the router's output)
-    tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x), EarlyChunk<D>{});
+    tile_rows<D, kNT, false>(a, part, static_cast<int>(blockIdx.x), EarlyChunk<D>{}, nullptr,
+                             XPrepared{a});
   }
 }
 
@@ -329,6 +339,15 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
     }
     if (launch_ahead<D>(tiled_decode_kernel<D, 1, 2>, false, a.n_in, blocks, stream, a, groups))
       return;
+  }
+  if constexpr (kNT == 1 && !Tiled<D>::kScaled) {
+    if (a.x_raw != nullptr) {  // F16/BF16 at one token reading x raw
+      static std::atomic<uint64_t> raw_smem_set{0};
+      allow_smem_once(tiled_decode_kernel<D, 1, 1, true>, kFreeSlotBytes, raw_smem_set);
+      return detail::launch(tiled_decode_kernel<D, 1, 1, true>, blocks, C::kThreads,
+                            free_rounds_smem<D, 1>(a.n_in), stream, a, groups,
+                            early_weights_enabled(), takes_free_rounds<D, 1>(a.n_in));
+    }
   }
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
   if constexpr (kNT <= 2) allow_smem_once(tiled_decode_kernel<D, kNT>, kFreeSlotBytes, smem_set);

@@ -36,7 +36,8 @@ struct MatmulArgs {
   bool xp_rows = false;
   float* y = nullptr;
   int64_t ldy = 0;
-  // One token's x read raw (one_token_x.cuh: XRaw; the one-token kernel only): its f32 row and the
+  // One token's x read raw (one_token_x.cuh: XRaw; the one-token kernel, and the tiled decode
+  // kernel's F16/BF16 launch of one token tile): its f32 row and the
   // n_parts partial maxima its kernel handed over (kernels/row_max.h: Handed::part_max), where xh,
   // xsum and xinv are then not read. Null: x's prepared form.
   const float* x_raw = nullptr;

@@ -1,11 +1,12 @@
-// Private to kernels/matmul: where the one-token kernel's blocks (decode_single_block.cuh) take x
-// from. XPrepared reads x's prepared form (prepare_x.cuh: the f16 row and its group sums), which
-// an x_to_f16 launch or the norm before wrote. XRaw reads the f32 row itself, whose kernel handed
-// the products the largest |x| of each of its parts (row_max.h: Handed::part_max), and makes each
-// fragment and group sum from it with x_to_f16's steps: the row's scale from its largest |x|,
-// each element times it rounded to f16, a group's rounded values summed in element order. So
-// both give the mma the same operands, and the products the same bits (kernel-check compares
-// them), and a product reading x raw needs no x_to_f16 launch before it.
+// Private to kernels/matmul: where a one-token product's blocks (the one-token kernel,
+// decode_single_block.cuh; the tiled decode kernel's F16/BF16 at one token tile,
+// matmul_decode_tiled.cu) take x from. XPrepared reads x's prepared form (prepare_x.cuh: the f16
+// row and its group sums), which an x_to_f16 launch or the norm before wrote. XRaw reads the f32
+// row itself, whose kernel handed the products the largest |x| of each of its parts (row_max.h:
+// Handed::part_max), and makes each fragment and group sum from it with x_to_f16's steps: the row's
+// scale from its largest |x|, each element times it rounded to f16, a group's rounded values summed
+// in element order. So both give the mma the same operands, and the products the same bits
+// (kernel-check compares them), and a product reading x raw needs no x_to_f16 launch before it.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,14 @@ struct XPrepared {
   // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3.
   __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
     return x_frag(a, 0, 0, t, k0, s, kChunk / 16);
+  }
+  // The token's 16 B fragments of the chunk at k0 in column 0's lanes (g == 0), zeros elsewhere:
+  // the tiled decode kernel's one token tile (matmul_decode_tiled.cu), x_frag's loads as it had
+  // them.
+  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+#pragma unroll
+    for (int s = 0; s < kChunk / 16; ++s)
+      xf[s] = x_frag(a, 0, lane >> 2, lane & 3, k0, s, kChunk / 16);
   }
   // The folded types' operands of the chunk at k0 (tiled_chunk.cuh: fold_partial), the token in
   // column 0: its 16 steps' B fragments in column 0's lanes (g == 0) and the mins step's B
@@ -49,21 +58,18 @@ struct XRaw {
   __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
     return to_f16(__ldg(reinterpret_cast<const float4*>(row + k0 + 4 * t + 16 * s)), scale);
   }
-  // XPrepared's fold operands made from the row. The chunk's 64 float4s are spread over the warp,
-  // lane L holding float4s L and L + 32 (elements 4 L .. 4 L + 3 of the chunk: step L / 4 and
-  // 8 + L / 4, lane L % 4 of an mma step), so a lane holds 8 floats where column 0's lanes would
-  // hold 64, and column 0's lanes take their fragments from the lanes that hold them. Quad q sums
-  // group q (half_group_to_f16's rounding and order; its four lanes alike) from its own loads of
-  // the group, the same lines, and column 0's lanes take their four groups' sums from the quads.
-  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
-                                                uint2& bb) const {
+  // XPrepared's column 0 fragments and fold operands made from the row. The chunk's 64 float4s are
+  // spread over the warp, lane L holding float4s L and L + 32 (elements 4 L .. 4 L + 3 of the
+  // chunk: step L / 4 and 8 + L / 4, lane L % 4 of an mma step), so a lane holds 8 floats where
+  // column 0's lanes would hold 64, and column 0's lanes take their fragments from the lanes that
+  // hold them. Quad q sums group q (half_group_to_f16's rounding and order; its four lanes alike)
+  // from its own loads of the group, the same lines, and column 0's lanes take their four groups'
+  // sums from the quads.
+  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
     static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
     const int g = lane >> 2, t = lane & 3;
     const float4* src = reinterpret_cast<const float4*>(row + k0);
     const uint2 h[2] = {to_f16(__ldg(src + lane), scale), to_f16(__ldg(src + lane + 32), scale)};
-    float4 w[8];  // group g
-#pragma unroll
-    for (int q = 0; q < 8; ++q) w[q] = __ldg(src + 8 * g + q);
 #pragma unroll
     for (int st = 0; st < kChunk / 16; ++st) {
       const int from = 4 * (st % 8) + t;  // the lane holding step st's float4 t
@@ -71,6 +77,15 @@ struct XRaw {
                                  __shfl_sync(0xffffffffu, h[st / 8].y, from));
       xf[st] = g == 0 ? f : make_uint2(0u, 0u);
     }
+  }
+  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
+                                                uint2& bb) const {
+    const int g = lane >> 2, t = lane & 3;
+    const float4* src = reinterpret_cast<const float4*>(row + k0);
+    float4 w[8];  // group g
+#pragma unroll
+    for (int q = 0; q < 8; ++q) w[q] = __ldg(src + 8 * g + q);
+    column0_frags(k0, lane, xf);
     float sum = 0.0f;
 #pragma unroll
     for (int q = 0; q < 8; ++q) {

@@ -8,7 +8,8 @@
 // 64 tokens, where every product takes the pipelined Q4_K or the scaled Q6_K / Q8_0 wgmma kernel
 // and reads the rows form unless MEMRA_X_ROWS_DECODE=0 (elsewhere the products prepare x
 // themselves). And act_mul_part_max, then matmul_shared_x_handed at one token, where the one-token
-// kernel reads x raw from the activation's partial maxima (matmul/one_token_x.cuh).
+// kernel (and the tiled decode kernel for a BF16 output) reads x raw from the activation's partial
+// maxima (matmul/one_token_x.cuh).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -223,9 +224,11 @@ void check_matmul_row_max(Context& ctx) {
     for (int64_t rows : {int64_t{40}, int64_t{64}})
       check_norm_case(ctx, Handed::rows, dim, rows, rows == 40, kDecodeTypes, ws_decode, dw);
     check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 40, kDecodeTypes, ws_decode);
-    // A one-token step's: every product on the one-token kernel, x read raw.
+    // A one-token step's, x read raw: every product on the one-token kernel, or Q4_K and Q6_K
+    // there and a BF16 output on the tiled decode kernel's own launch.
     for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
       check_act_case(ctx, Handed::part_max, act, dim, 1, kDecodeTypes, ws_decode);
+    check_act_case(ctx, Handed::part_max, kernels::Act::silu, dim, 1, kTypes, ws);
     if (dim == 5120) {
       check_act_case(ctx, Handed::rows, kernels::Act::silu, dim, 130, kTypes, ws);
       continue;
