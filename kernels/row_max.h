@@ -59,12 +59,11 @@ bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows,
 // kernel before hands it the largest |y| of each kPartMaxElems of its one row, and every block of
 // the one-token kernel (K-quants; the tiled decode kernel for F16/BF16) takes the row's largest |y|
 // from those few floats and makes x's f16 fragments and group sums from y itself, as x_to_f16
-// would (matmul/one_token_x.cuh), so no
-// x_to_f16 launch runs between them: the same bits. Why not otherwise: the products finding the
-// maximum themselves put a pass over the row and two block barriers on every block (twenty-fourth
-// round, 8B c1 -9%), and the kernel before writing the prepared row made one block do the row
-// (fifty-eighth round); partial maxima are a block reduction in the kernel before and a warp's
-// few loads and shuffles in each product block.
+// would (matmul/one_token_x.cuh), so no x_to_f16 launch runs between them: the same bits. Why not
+// otherwise: the products finding the maximum themselves put a pass over the row and two block
+// barriers on every block (twenty-fourth round, 8B c1 -9%), and the kernel before writing the
+// prepared row made one block do the row (fifty-eighth round); partial maxima are a block reduction
+// in the kernel before and a warp's few loads and shuffles in each product block.
 constexpr int64_t kPartMaxElems = 1024;
 constexpr int64_t kMaxParts = 64;  // the widest row handed so: 65,536
 inline int64_t part_max_count(int64_t n_cols) {

@@ -477,8 +477,9 @@ size_t matmul_scratch_bytes(int64_t n_tokens, int64_t n_in) {
 }
 
 bool part_max_read(int64_t n_rows, int64_t n_cols) {
+  // (One token always takes the grouped decode launches, tiled_decode_groups_take.)
   return n_rows == 1 && matmul_detail::single_decode_enabled() &&
-         matmul_detail::tiled_decode_groups_take(1) && part_max_count(n_cols) <= kMaxParts;
+         part_max_count(n_cols) <= kMaxParts;
 }
 
 namespace {

@@ -412,19 +412,16 @@ class CudaOps final : public Ops {
   // o product's, both measured slower and removed: docs/PERFORMANCE.md, fifty-eighth round.)
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                float* out, const char* what) {
-    if (n_rows == 1 && kernels::raw_x_enabled()) {
-      void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(1, n_cols));
-      if (kernels::act_mul_part_max(act, gate, up, n_cols, out, scratch, stream())) {
-        launched(what);
-        given_.mark(GivenX::Kind::part_max, out, 1, n_cols, n_launches_);
-        return;
-      }
-    }
-    if (kernels::x_rows_pays(n_rows, n_cols)) {
+    const GivenX::Kind hand = n_rows == 1 && kernels::raw_x_enabled() ? GivenX::Kind::part_max
+                              : kernels::x_rows_pays(n_rows, n_cols)  ? GivenX::Kind::x_rows
+                                                                      : GivenX::Kind::none;
+    if (hand != GivenX::Kind::none) {
       void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_rows, n_cols));
-      if (kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
+      if (hand == GivenX::Kind::part_max
+              ? kernels::act_mul_part_max(act, gate, up, n_cols, out, scratch, stream())
+              : kernels::act_mul_x_rows(act, gate, up, n_rows, n_cols, out, scratch, stream())) {
         launched(what);
-        given_.mark(GivenX::Kind::x_rows, out, n_rows, n_cols, n_launches_);
+        given_.mark(hand, out, n_rows, n_cols, n_launches_);
         return;
       }
     }
@@ -702,13 +699,12 @@ class CudaOps final : public Ops {
                 int64_t n_tokens, const kernels::SideStream* side) {
     void* scratch = grow(matmul_scratch_, kernels::matmul_scratch_bytes(n_tokens, n_in));
     const GivenX::Kind given = given_.of(x, n_tokens, n_in, n_launches_);
-    if (given == GivenX::Kind::row_max || given == GivenX::Kind::x_rows ||
-        given == GivenX::Kind::part_max)
-      kernels::matmul_shared_x_handed(handed_of(given), outs, n_outs, n_in, x, n_tokens, scratch,
-                                      stream(), side);
-    else
+    if (given == GivenX::Kind::none || given == GivenX::Kind::prepared_rows)
       kernels::matmul_shared_x(outs, n_outs, n_in, x, n_tokens, scratch, stream(),
                                given == GivenX::Kind::prepared_rows, side);
+    else
+      kernels::matmul_shared_x_handed(handed_of(given), outs, n_outs, n_in, x, n_tokens, scratch,
+                                      stream(), side);
     launched("matmul");
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
