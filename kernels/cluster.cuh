@@ -52,14 +52,4 @@ __device__ __forceinline__ float load_cluster_f32(const float* p, uint32_t rank)
   return v;
 }
 
-// x into the float at p's offset in block `rank`'s shared memory (p: this block's shared memory);
-// visible to that block once this thread's next release arrival's barrier completes.
-__device__ __forceinline__ void store_cluster_f32(float* p, uint32_t rank, float x) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(smem_addr(p)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(x) : "memory");
-}
-
 }  // namespace memra::kernels::detail

@@ -55,7 +55,7 @@ void rms_norm_x_rows(float* x, const float* d, const float* w, int64_t n_rows, i
 bool act_mul_x_rows(Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                     float* out, void* scratch, cudaStream_t stream);
 
-// A decode step's one-token product reading x raw (MEMRA_RAW_X=1, opt-in until measured): the
+// A decode step's one-token product reading x raw (MEMRA_RAW_X, the default): the
 // kernel before hands it the largest |y| of each kPartMaxElems of its one row, and every block of
 // the one-token kernel (K-quants; the tiled decode kernel for F16/BF16) takes the row's largest |y|
 // from those few floats and makes x's f16 fragments and group sums from y itself, as x_to_f16
@@ -69,7 +69,11 @@ constexpr int64_t kMaxParts = 64;  // the widest row handed so: 65,536
 inline int64_t part_max_count(int64_t n_cols) {
   return (n_cols + kPartMaxElems - 1) / kPartMaxElems;
 }
-// The switch (MEMRA_RAW_X=1; off by default).
+// The switch: MEMRA_RAW_X unset or 1, the gated activation hands the down product its row's
+// partial maxima; 0, the products prepare x (the A/B). The default since the sixty-fifth round's
+// H100 A/B (docs/PERFORMANCE.md; medians of four runs over two rounds: 8B Q4_K_M c1 340.0 -> 343.0
+// tok/s, Q8_0 266.1 -> 273.0, BF16 174.8 -> 177.2; the 0.6B Q4_K_M 990.7 -> 1,011.8). The same
+// bits either way.
 bool raw_x_enabled();
 // Whether products of n_rows x n_cols read x raw where its partial maxima are handed over: one
 // row, every output tiled Q4_K, Q6_K or Q8_0 (the one-token kernel) or one F16 / BF16 output of

@@ -167,25 +167,20 @@
 #               the straight form, the phases each way, the determinism contract with it, then
 #               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     tensorcopy  decode attention's transposed form with its rows landed by tensor copies, a cache
-#               block's half rows a copy (MEMRA_DECODE_TENSOR=1, written in the sixty-second
-#               round) against the bulk copies: kernel-check (also with every launch merging and
+#               block's half rows a copy (MEMRA_DECODE_TENSOR, the default since the
+#               sixty-fifth round) against the bulk copies: kernel-check (also with every launch merging and
 #               with the counters), the phases each way, the determinism contract, then 0.6B, 8B
 #               Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     tchunks   decode attention's forms that take a split a chunk at a time (the pipe form: many
 #               sequences, long contexts; the ring form) with their products transposed
-#               (MEMRA_DECODE_TRANSPOSED_CHUNKS=1, written in the sixty-third round) against the
+#               (MEMRA_DECODE_TRANSPOSED_CHUNKS, the default since the sixty-fifth round) against the
 #               query rows as A's: kernel-check on the default forms, with every launch in the
 #               two-blocks form (+ teeth, the determinism contract) and in the ring form, the
 #               kernel at 8 and 64 sequences and 16,384 keys each way, then 8B Q4_K_M c8 and c64,
 #               the 0.6B's c64 and the 8B at 16,384 tokens of context, twice (~6 min)
-#     clusterpush  decode attention's cluster merge with each block's partial pushed into the
-#               merging blocks' shared memory (MEMRA_DECODE_CLUSTER_MERGE=push, written in the
-#               sixty-third round) against the default pulls: kernel-check (the default merge,
-#               every launch merging, the straight products), the phases each way, the
-#               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~80 s)
 #     rawx      the one-token down product (K-quants on the one-token kernel, F16/BF16 on the
 #               tiled one) reading x raw from the gated activation's partial maxima
-#               (MEMRA_RAW_X=1, written in the sixty-fourth round: no x_to_f16 launch between
+#               (MEMRA_RAW_X, the default since the sixty-fifth round: no x_to_f16 launch between
 #               them) against x_to_f16's launch: kernel-check's matmul family with it on
 #               (its raw-x cases run either way), with teeth, the determinism contract and graph
 #               replay, then 0.6B Q4_K_M and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
@@ -224,8 +219,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | clusterpush | rawx | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|clusterpush|rawx|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -921,24 +916,11 @@ if [ "$MODE" = tensorcopy ]; then
   ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
   one_query_ab tensorcopy "$ways" engine-invariants-tensor MEMRA_DECODE_TENSOR=1
 fi
-if [ "$MODE" = clusterpush ]; then
-  # The cluster merge's pulls (the default) read every split's partial from the other blocks'
-  # shared memory after one cluster barrier and hold every block until a second; pushes store
-  # the partials into the merging blocks' shared memory from registers, and the merge reads its
-  # own. Kernel-check (the default merge, every launch merging, the straight products), the phases
-  # each way, the determinism contract, then whole steps.
-  push=MEMRA_DECODE_CLUSTER_MERGE=push
-  kcheck kernel-check-attention-push 120 "$push" --filter attention
-  kcheck kernel-check-attention-push-all 120 "$push" MEMRA_DECODE_MERGE=1 --filter attention
-  kcheck kernel-check-attention-push-straight 120 "$push" MEMRA_DECODE_TRANSPOSED=0 \
-    --filter attention
-  ways="pull:MEMRA_DECODE_CLUSTER_MERGE=1 push:$push"
-  one_query_ab clusterpush "$ways" engine-invariants-push "$push"
-fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
-  # the 8B, sixtieth round); with MEMRA_RAW_X=1 the activation hands it its row's partial maxima
-  # and the product's blocks make x's f16 fragments and group sums themselves (the same bits).
+  # the 8B, sixtieth round); with MEMRA_RAW_X (the default) the activation hands it its row's
+  # partial maxima and the product's blocks make x's f16 fragments and group sums themselves (the
+  # same bits).
   switch_bits matmul rawx MEMRA_RAW_X=1
   ways="prepared:MEMRA_RAW_X=0 raw:MEMRA_RAW_X=1"
   switch_ab rawx "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"

@@ -4,7 +4,7 @@
 # so one call runs the A/Bs that fit in it. Each mode's receipts go to their own folder (no mode
 # overwrites another's receipt of the same name) and, where $OUT is set, its log, table and
 # receipts come back under $OUT/MODE/; the tables are printed last, one after another.
-#   scripts/gpu_check_modes.sh SECONDS:MODE... (e.g. 330:rawx 90:tensorcopy 90:clusterpush)
+#   scripts/gpu_check_modes.sh SECONDS:MODE... (e.g. 330:rawx 90:tensorcopy 400:tchunks)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 [ $# -gt 0 ] || { echo "usage: $0 SECONDS:MODE..." >&2; exit 2; }

@@ -214,12 +214,11 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 // The one-split form's variants at head_dim 128 (bits of `variant`, the kernel's flags of the same
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
 // (MEMRA_DECODE_CHAINS), 8 kCluster (MEMRA_DECODE_CLUSTER_MERGE) and 16 kTransposed
-// (MEMRA_DECODE_TRANSPOSED), these two with kBulk and kChains only (else ignored), 32 kTensor
-// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored) and 64 kPush (the push form of
-// MEMRA_DECODE_CLUSTER_MERGE; with kCluster only, else ignored).
+// (MEMRA_DECODE_TRANSPOSED), these two with kBulk and kChains only (else ignored), and 32 kTensor
+// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored).
 constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kClusterVariant = 8,
-              kTransposedVariant = 16, kTensorVariant = 32, kPushVariant = 64;
-constexpr int kVariants = 128;
+              kTransposedVariant = 16, kTensorVariant = 32;
+constexpr int kVariants = 64;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
@@ -228,9 +227,8 @@ auto one_split_variant() {
   constexpr bool kCluster = kBulk && kChains && (kVariant & kClusterVariant) != 0;
   constexpr bool kTransposed = kBulk && kChains && (kVariant & kTransposedVariant) != 0;
   constexpr bool kTensor = kTransposed && (kVariant & kTensorVariant) != 0;
-  constexpr bool kPush = kCluster && (kVariant & kPushVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kCluster, kTransposed, kTensor, kPush>;
+                                         kCluster, kTransposed, kTensor>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -373,9 +371,8 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     }
     // The cluster merge: where this launch merges its own partials, a cluster a token's splits.
     if ((variant & kBulkVariant) && (variant & kChainsVariant) && q.arrivals != nullptr &&
-        groups <= detail::kClusterMaxSplits && decode_cluster_merge_mode() != ClusterMerge::off)
-      variant |=
-          kClusterVariant | (decode_cluster_merge_mode() == ClusterMerge::push ? kPushVariant : 0);
+        groups <= detail::kClusterMaxSplits && decode_cluster_merge_enabled())
+      variant |= kClusterVariant;
     // The transposed products: up to an n8 tile's columns of query rows.
     if ((variant & kBulkVariant) && (variant & kChainsVariant) &&
         p.hpb <= detail::kTransposedMaxRows && decode_transposed_enabled())
@@ -388,9 +385,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   const bool transposed =
       pipe && D == 128 && p.hpb <= detail::kTransposedMaxRows && decode_transposed_chunks_enabled();
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, transposed, variant);
-  const int smem = variant & kPushVariant   ? DC::kPushBytes
-                   : variant & kBulkVariant ? DC::kBulkBytes
-                                            : DC::kBytes;
+  const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
   // One flag a kernel decode_form_kernel can return: the runs, pipe and transposed forms', then
   // each variant's.
   static std::atomic<uint64_t> smem_set[8 + kVariants] = {};

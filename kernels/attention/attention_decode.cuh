@@ -57,9 +57,6 @@ struct DecodeConfig {
   // The bulk form's two mbarriers (K's rows, V's rows) after the rest.
   static constexpr int kBarOffset = (kBytes + 15) & ~15;
   static constexpr int kBulkBytes = kBarOffset + 2 * static_cast<int>(sizeof(uint64_t));
-  // The cluster push form's inbox (decode_cluster.cuh: ClusterInbox) after the barriers.
-  static constexpr int kInboxOffset = (kBulkBytes + 15) & ~15;
-  static constexpr int kPushBytes = kInboxOffset + ClusterInbox<D>::kBytes;
   // Blocks an SM (228 KB of shared memory, 1 KB of it the runtime's a block).
   static constexpr int kBlocksPerSm = 2 * (kBytes + 1024) <= 228 * 1024 ? 2 : 1;
   static_assert(kSplit % kRowsPerPass == 0 && C::kChunkBytes == C::kChunk * C::kRowBytes,
@@ -205,13 +202,11 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // rows, head_dim 128): the scores and values with the mma operands transposed
 // (decode_transposed.cuh): half the products, the same bits. kTensor (with kTransposed): the
 // split's rows land by tensor copies, a cache block's half rows a copy (decode_tensor.cuh), in a
-// swizzled layout the products' loads follow: the same rows, the same bits. kPush (with kCluster):
-// the partials pushed into the merging blocks' shared memory (decode_cluster.cuh's push form)
-// instead of read from the others': the same merge, the same bits. p is a grid constant: the
-// tensor copies read its maps in place.
+// swizzled layout the products' loads follow: the same rows, the same bits. p is a grid constant:
+// the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
           bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
-          bool kTensor = false, bool kPush = false>
+          bool kTensor = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -226,8 +221,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
                 "transposed: the bulk and short-chain form, or a split a chunk at a time");
   static_assert(!kTensor || (kTransposed && D == 128 && sizeof(CT) == 2),
                 "tensor copies: the transposed form's 256-byte rows");
-  static_assert(!kPush || kCluster, "pushes: the cluster merge's form");
-  if constexpr (kPush) cluster_push_start();  // (before any early return: every block arrives)
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid).
@@ -253,12 +246,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
   [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
-  [[maybe_unused]] const ClusterInbox<D> inbox(decode_smem_raw + DC::kInboxOffset);
   if (!has_keys) {  // none: no reads
-    if constexpr (kPush) {
-      cluster_push_ready();  // as the blocks with keys do before their pushes
-      cluster_merge_inbox<D>(p, decode_place(p, kRun), inbox);
-    } else if constexpr (kCluster)
+    if constexpr (kCluster)
       cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
     else
       decode_arrive<D>(p, kRun);
@@ -344,10 +333,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (kTransposed) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       decode_values_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(run, s, sm, vb, acc, p.bs_shift);
-      if constexpr (kPush)
-        decode_split_push_t<D>(run, s, sm, acc, inbox);
-      else
-        decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
+      decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
       float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
       zero_tiles<C>(acc, O);
@@ -357,9 +343,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         for (int ci = ci0; ci <= ci1; ++ci)
           mma_chunk_values<D, CT, false>(run, Cursor{s, 1, ci}, sm, vb + ci * C::kChunkBytes, acc);
       }
-      if constexpr (kPush)
-        cluster_push_partial<D, CT>(run, sm, s, acc, inbox);
-      else if constexpr (kCluster)
+      if constexpr (kCluster)
         cluster_store_partial<D, CT>(run, acc, cluster_part);
       else
         mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
@@ -416,9 +400,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     one_split(s_first, false);
   }
-  if constexpr (kPush)
-    cluster_merge_inbox<D>(p, decode_place(p, kRun), inbox);
-  else if constexpr (kCluster)
+  if constexpr (kCluster)
     cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
   else
     decode_arrive<D>(p, kRun);

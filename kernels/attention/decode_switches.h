@@ -121,15 +121,13 @@ bool decode_chains_enabled() {
 // of the arrival counters and the last block's loads from L2; 0, the counters (the A/B). The
 // default since the sixty-second round's H100 A/B (docs/PERFORMANCE.md; medians of two rounds:
 // 0.6B Q4_K_M c1 943.6 -> 978.5 tok/s, 8B Q4_K_M 331.8 -> 334.9, BF16 172.7 -> 172.5; the kernel
-// at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). push (written in
-// the sixty-third round, opt-in until its A/B, `gpu_check.sh clusterpush`): each block pushes its
-// partial into the merging blocks' shared memory, so that the merge reads only its own and no
-// block waits for the others' reads before leaving. The same bits every way.
-enum class ClusterMerge { off, pull, push };  // in env_choice's order
-ClusterMerge decode_cluster_merge_mode() {
-  static const auto mode =
-      static_cast<ClusterMerge>(env_choice("MEMRA_DECODE_CLUSTER_MERGE", {"0", "1", "push"}, 1));
-  return mode;
+// at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). The same bits
+// either way. (The sixty-fifth round measured and removed a push form, each block storing its
+// partial into the merging blocks' shared memory: 8B Q4_K_M c1 341.2 -> 335.6 tok/s, BF16 174.0
+// -> 173.3, the 0.6B even.)
+bool decode_cluster_merge_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", true);
+  return on;
 }
 
 // MEMRA_DECODE_TRANSPOSED: unset or 1, the bulk form with short chains, at most
@@ -145,24 +143,29 @@ bool decode_transposed_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_TRANSPOSED_CHUNKS=1: the forms that take a split a chunk at a time (the pipe form,
-// V in K's rows: many sequences, long contexts; and the ring form) take their scores and values
-// with the mma operands transposed, as MEMRA_DECODE_TRANSPOSED does for the one-split form
-// (decode_transposed.cuh: half the products), at head_dim 128 with at most kTransposedMaxRows
-// query rows a block. Off by default until its A/B (`gpu_check.sh transposedchunks`); the same
-// bits either way.
+// MEMRA_DECODE_TRANSPOSED_CHUNKS: unset or 1, the forms that take a split a chunk at a time (the
+// pipe form, V in K's rows: many sequences, long contexts; and the ring form) take their scores
+// and values with the mma operands transposed, as MEMRA_DECODE_TRANSPOSED does for the one-split
+// form (decode_transposed.cuh: half the products), at head_dim 128 with at most
+// kTransposedMaxRows query rows a block; 0, the query rows as A's (the A/B). The default since the
+// sixty-fifth round's H100 A/B (docs/PERFORMANCE.md; medians of two rounds: 8B Q4_K_M c8 2,154.2
+// -> 2,176.7 tok/s, c64 7,251.1 -> 7,246.5, at 16,384 tokens of context 244.3 -> 247.9; 0.6B c8
+// 5,943.6 -> 6,096.4; the kernel at 1 x 16,384 keys 44.5 -> 43.5 us, 64 x 4,096 422.6 -> 414.7).
+// The same bits either way.
 bool decode_transposed_chunks_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED_CHUNKS", false);
+  static const bool on = env_switch("MEMRA_DECODE_TRANSPOSED_CHUNKS", true);
   return on;
 }
 
-// MEMRA_DECODE_TENSOR=1: the transposed form lands its split's rows by tensor copies, two a cache
-// block's half rows for K and V (decode_tensor.cuh: 64 copies for a split over blocks of 16
-// slots, against 512 bulk copies), where the cache's blocks are counted (PagedKv::n_blocks) and
-// hold 8 to 256 slots. Off by default until its A/B (`gpu_check.sh tensorcopy`); the same bits
-// either way.
+// MEMRA_DECODE_TENSOR: unset or 1, the transposed form lands its split's rows by tensor copies,
+// two a cache block's half rows for K and V (decode_tensor.cuh: 64 copies for a split over blocks
+// of 16 slots, against 512 bulk copies), where the cache's blocks are counted (PagedKv::n_blocks)
+// and hold 8 to 256 slots; 0, by bulk copies (the A/B). The default since the sixty-fifth round's
+// H100 A/B (docs/PERFORMANCE.md; medians of two rounds: 0.6B Q4_K_M c1 1,001.3 -> 1,019.0 tok/s,
+// 8B Q4_K_M 341.1 -> 342.9, BF16 174.5 -> 175.2; the kernel at 512 keys 9.10 -> 8.75 us). The
+// same bits either way.
 bool decode_tensor_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_TENSOR", false);
+  static const bool on = env_switch("MEMRA_DECODE_TENSOR", true);
   return on;
 }
 

@@ -161,25 +161,6 @@ __device__ __forceinline__ void decode_split_finish_t(const AttnParams& p, const
   }
 }
 
-// The split's partial (decode_values_t's acc, and the statistics the softmax left) pushed into
-// the inboxes of the cluster's blocks that merge it (decode_cluster.cuh's push form).
-template <int D>
-__device__ __forceinline__ void decode_split_push_t(const Run& run, int s, const MmaSmem& sm,
-                                                    const float (&acc)[4],
-                                                    const ClusterInbox<D>& in) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
-  const int d = warp * (D / kAttnWarps) + g, groups = static_cast<int>(gridDim.y);
-  cluster_push_ready();
-  cluster_push_stats<D>(in, sm, run.n_rows, groups, s);
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int r = 2 * t + e;
-    if (r >= run.n_rows) continue;
-    cluster_push_value<D>(in, run.n_h, groups, s, r, d, acc[e]);
-    cluster_push_value<D>(in, run.n_h, groups, s, r, d + 8, acc[2 + e]);
-  }
-}
-
 // Chunk kCi of split s's scores (the forms that take a split a chunk at a time: the pipe and ring
 // forms), by the transposed products or attention_mma.cuh's (the same bits). rows: the chunk's K
 // rows; kStaged: q's rows staged.

@@ -227,7 +227,7 @@ bool x_rows_enabled(int64_t n_tokens) {
 }  // namespace matmul_detail
 
 bool raw_x_enabled() {
-  static const bool enabled = env_switch("MEMRA_RAW_X", false);
+  static const bool enabled = env_switch("MEMRA_RAW_X", true);
   return enabled;
 }
 

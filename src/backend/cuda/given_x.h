@@ -3,7 +3,7 @@
 // fused norms), its rows' largest |y| (a prompt step's norms where x's rows form does not pay:
 // kernels/row_max.h) or y's rows form (a prompt step's norms and gated activation:
 // kernels::rms_norm_x_rows, act_mul_x_rows) or, for one row, its partial maxima (a decode step's
-// gated activation with MEMRA_RAW_X=1: kernels::act_mul_part_max). It holds for the launch right
+// gated activation, MEMRA_RAW_X: kernels::act_mul_part_max). It holds for the launch right
 // after that kernel only: any op in between, even one that does not touch y, may reuse the scratch,
 // so the products prepare x themselves again (the same bits either way).
 #pragma once

@@ -407,7 +407,7 @@ class CudaOps final : public Ops {
   // Dense rows are one long row to act_mul (the same values, no per-element row index), except
   // where a prompt step's activation also writes x's rows form for the down projection
   // (kernels::act_mul_x_rows; given_, as for the norms), and where a one-token step's hands the
-  // down product its row's partial maxima (MEMRA_RAW_X=1: kernels::act_mul_part_max). (A decode
+  // down product its row's partial maxima (MEMRA_RAW_X: kernels::act_mul_part_max). (A decode
   // step's activation writing the down product's prepared rows, and decode attention writing the
   // o product's, both measured slower and removed: docs/PERFORMANCE.md, fifty-eighth round.)
   void act_mul(kernels::Act act, const float* gate, const float* up, int64_t n_rows, int64_t n_cols,
