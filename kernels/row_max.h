@@ -75,6 +75,28 @@ inline int64_t part_max_count(int64_t n_cols) {
 // tok/s, Q8_0 266.1 -> 273.0, BF16 174.8 -> 177.2; the 0.6B Q4_K_M 990.7 -> 1,011.8). The same
 // bits either way.
 bool raw_x_enabled();
+// The o product's input the same way (MEMRA_RAW_X_ATTENTION=1, opt-in until its A/B,
+// `gpu_check.sh rawxattn`): a one-token step's decode attention, where its one-split form merges a
+// token's splits through a cluster (decode_cluster.cuh), writes each block's largest |out| of the
+// share it merges, so the o product reads its input raw too and the last x_to_f16 launch of a
+// one-token layer goes. Any other attention form writes none and the products prepare x (the
+// same bits either way). A row's partial maxima may be any number up to part_max_capacity(n_cols),
+// each the largest |y| of some of the row's elements, together covering all of them: only their
+// largest is read.
+bool raw_x_attention_enabled();
+// attention() (kernels.h) that, at one token, also hands the o product out's partial maxima in
+// part_max (the matmul scratch's place: matmul_detail::scratch_part_max), at most part_max_cap of
+// them, where the launch's form writes them; returns how many it wrote (0: none, and the products
+// prepare x as after attention()).
+int attention_part_max(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+                       const AttentionArgs& args, float* out, void* scratch, float* part_max,
+                       int part_max_cap, cudaStream_t stream);
+// The most partial maxima one row of n_cols may be handed: where the scratch holds them (its f16
+// form's bytes), at most kMaxHandedParts.
+constexpr int64_t kMaxHandedParts = 256;
+inline int64_t part_max_capacity(int64_t n_cols) {
+  return n_cols / 2 < kMaxHandedParts ? n_cols / 2 : kMaxHandedParts;
+}
 // Whether products of n_rows x n_cols read x raw where its partial maxima are handed over: one
 // row, every output tiled Q4_K, Q6_K or Q8_0 (the one-token kernel) or one F16 / BF16 output of
 // its dtype (the tiled decode kernel; matmul.cu checks the outputs); elsewhere they prepare x.
@@ -92,10 +114,11 @@ bool act_mul_part_max(Act act, const float* gate, const float* up, int64_t n_col
 // used the scratch since): x's wgmma form is made from the maxima without a pass of its own, or
 // taken as the rows form is. Where the outputs need another form of x (any of them off the wgmma
 // kernels, or, for the rows form, off the kernels that read it), x is prepared as matmul_shared_x
-// does and what was handed over is not read. The same bits as matmul_shared_x.
+// does and what was handed over is not read. The same bits as matmul_shared_x. n_parts: how many
+// partial maxima were handed (Handed::part_max; 0: part_max_count(n_in), the activation's).
 void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
                             const float* x, int64_t n_tokens, void* scratch, cudaStream_t stream,
-                            const SideStream* side = nullptr);
+                            const SideStream* side = nullptr, int n_parts = 0);
 
 namespace matmul_detail {
 // Where the row maxima of n_rows x dim sit in a matmul scratch buffer (scratch_layout.cuh).

@@ -185,6 +185,13 @@
 #               (its raw-x cases run either way), with teeth, the determinism contract and graph
 #               replay, then 0.6B Q4_K_M and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
 #               (~5 min)
+#     rawxattn  the one-token o product reading x raw from decode attention's partial maxima
+#               (MEMRA_RAW_X_ATTENTION=1, written in the sixty-fifth round: the cluster form's
+#               blocks each write their share's largest |out|, no x_to_f16 launch between them)
+#               against x_to_f16's launch: kernel-check's matmul family with it on (its
+#               `matmul attention raw x` cases run either way), with teeth, the determinism
+#               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
+#               at one sequence, twice (~3.5 min on an H100)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -219,8 +226,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -925,6 +932,18 @@ if [ "$MODE" = rawx ]; then
   ways="prepared:MEMRA_RAW_X=0 raw:MEMRA_RAW_X=1"
   switch_ab rawx "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab rawx "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
+fi
+if [ "$MODE" = rawxattn ]; then
+  # The o product's input is the last a one-token layer prepares in an x_to_f16 launch; with
+  # MEMRA_RAW_X_ATTENTION=1 decode attention's cluster form hands it its blocks' partial maxima
+  # and the product's blocks make x's operands themselves, as the down product does (the same
+  # bits).
+  switch_bits matmul rawxattn MEMRA_RAW_X_ATTENTION=1
+  ways="prepared:MEMRA_RAW_X_ATTENTION=0 raw:MEMRA_RAW_X_ATTENTION=1"
+  switch_ab rawxattn "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b bf16)"
+  switch_ab rawxattn "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = tchunks ]; then

@@ -14,6 +14,7 @@
 #include "kernels/cuda_status.h"
 #include "kernels/kernels.h"
 #include "kernels/launch.cuh"
+#include "kernels/row_max.h"
 #include "kernels/tensor_map.h"
 
 namespace memra::kernels {
@@ -305,10 +306,18 @@ auto decode_form_kernel(bool runs, bool pipe, bool transposed, int variant) {
   return decode_attention_kernel<D, CT, kShared, false, false>;
 }
 
+// What a launch may hand the o product after it (attention_part_max: at most cap partial maxima)
+// and how many it wrote.
+struct Handoff {
+  float* part_max = nullptr;
+  int cap = 0, written = 0;
+};
+
 // The decode kernel's form kShared (attention_decode.cuh) for a split plan's one-query launch,
 // where its shared memory fits.
 template <int D, typename CT, bool kShared>
-bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream) {
+bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream_t stream,
+                        Handoff& handoff) {
   using DC = detail::DecodeConfig<D, CT, kShared>;
   using detail::RunShares;
   if (DC::kBytes > lim.smem_optin) return false;
@@ -373,6 +382,12 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     if ((variant & kBulkVariant) && (variant & kChainsVariant) && q.arrivals != nullptr &&
         groups <= detail::kClusterMaxSplits && decode_cluster_merge_enabled())
       variant |= kClusterVariant;
+    // One token's clusters hand the o product their shares' largest |out|, a block each.
+    if ((variant & kClusterVariant) && p.n_tokens == 1 && handoff.part_max != nullptr &&
+        heads * groups <= handoff.cap) {
+      q.part_max = handoff.part_max;
+      handoff.written = static_cast<int>(heads * groups);
+    }
     // The transposed products: up to an n8 tile's columns of query rows.
     if ((variant & kBulkVariant) && (variant & kChainsVariant) &&
         p.hpb <= detail::kTransposedMaxRows && decode_transposed_enabled())
@@ -406,7 +421,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
 // MEMRA_DECODE_KERNEL=small, a grid the generic kernel would run at one block an SM).
 template <int D, typename CT>
 bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, Handoff& handoff) {
   const DecodeKernel mode = decode_kernel_mode();
   if (mode == DecodeKernel::off || p.one_pass || p.select != 0 || p.bs_shift < 0 ||
       (mode == DecodeKernel::small_grids && blocks >= 2 * int64_t{lim.sms}))
@@ -418,9 +433,9 @@ bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
                            detail::DecodeConfig<D, CT, false>::kBlocksPerSm;
     const SharedRows shared = shared_rows_mode();
     if (shared == SharedRows::all || (kMore && shared == SharedRows::big_grids && blocks > lim.sms))
-      return launch_decode_form<D, CT, true>(p, lim, stream);
+      return launch_decode_form<D, CT, true>(p, lim, stream, handoff);
   }
-  return launch_decode_form<D, CT, false>(p, lim, stream);
+  return launch_decode_form<D, CT, false>(p, lim, stream, handoff);
 }
 
 // Blocks per SM the ring is sized for: two where the config allows it (C::kBlocksPerSm: one-query
@@ -430,7 +445,7 @@ bool launch_decode(const AttnParams& p, int64_t blocks, const DeviceLimits& lim,
 // decode: every chunk of a split in flight at once; CUDA-core prefill: the register-tiled block
 // needs the SM).
 template <int D, typename CT, bool MQ, bool kMma>
-void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
+void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream, Handoff& handoff) {
   using C = typename detail::ConfigOf<D, CT, MQ, kMma>::type;
   const auto kernel = detail::attention_kernel<D, CT, MQ, kMma>;
   p.qt = MQ ? C::kRows / p.hpb : 1;
@@ -438,7 +453,7 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
   const int64_t blocks =
       int64_t{p.n_tiles} * (p.one_pass ? 1 : p.n_splits) * p.n_kv_heads * p.n_chunks;
   if constexpr (!MQ && kMma && detail::has_decode_kernel<D, CT>()) {
-    if (launch_decode<D, CT>(p, blocks, lim, stream)) return;
+    if (launch_decode<D, CT>(p, blocks, lim, stream, handoff)) return;
   }
   const auto stages_for = [&](int budget) {  // 256 bytes left for the kernel's static smem
     return std::min(detail::kMaxStages, (budget - 256 - C::kFixedBytes) / C::kChunkBytes);
@@ -560,35 +575,35 @@ bool launch_flash(AttnParams p, const DeviceLimits& lim, cudaStream_t stream) {
 // the caller asks for the CUDA-core one. F32 and fp8 caches always take the CUDA cores.
 template <int D, typename CT>
 void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimits& lim,
-            cudaStream_t stream) {
+            cudaStream_t stream, Handoff& handoff) {
   constexpr bool kHasMma = sizeof(CT) == 2 && (D == 64 || D == 128 || D == 256);
   if constexpr (kHasMma) {
     if (tensor_cores) {
       if constexpr (D <= 128) {
         if (multi && flash_mode() != FlashMode::off && launch_flash<D, CT>(p, lim, stream)) return;
       }
-      if (multi) return launch_shape<D, CT, true, true>(p, lim, stream);
-      return launch_shape<D, CT, false, true>(p, lim, stream);
+      if (multi) return launch_shape<D, CT, true, true>(p, lim, stream, handoff);
+      return launch_shape<D, CT, false, true>(p, lim, stream, handoff);
     }
   }
-  if (multi) return launch_shape<D, CT, true, false>(p, lim, stream);
-  launch_shape<D, CT, false, false>(p, lim, stream);
+  if (multi) return launch_shape<D, CT, true, false>(p, lim, stream, handoff);
+  launch_shape<D, CT, false, false>(p, lim, stream, handoff);
 }
 
 template <typename CT>
 void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tensor_cores,
-                       const DeviceLimits& lim, cudaStream_t stream) {
+                       const DeviceLimits& lim, cudaStream_t stream, Handoff& handoff) {
   switch (head_dim) {
     case 16:  // the tiny Gemma 4 fixture's sliding-window layers
-      return launch<16, CT>(p, multi, tensor_cores, lim, stream);
+      return launch<16, CT>(p, multi, tensor_cores, lim, stream, handoff);
     case 32:  // tiny test models (the gate fixtures)
-      return launch<32, CT>(p, multi, tensor_cores, lim, stream);
+      return launch<32, CT>(p, multi, tensor_cores, lim, stream, handoff);
     case 64:
-      return launch<64, CT>(p, multi, tensor_cores, lim, stream);
+      return launch<64, CT>(p, multi, tensor_cores, lim, stream, handoff);
     case 128:
-      return launch<128, CT>(p, multi, tensor_cores, lim, stream);
+      return launch<128, CT>(p, multi, tensor_cores, lim, stream, handoff);
     case 256:
-      return launch<256, CT>(p, multi, tensor_cores, lim, stream);
+      return launch<256, CT>(p, multi, tensor_cores, lim, stream, handoff);
     case 512:  // Gemma 4's full-attention layers
       if constexpr (sizeof(CT) == 4) {
         fail(ErrorCode::unsupported,
@@ -596,7 +611,7 @@ void dispatch_head_dim(const AttnParams& p, int head_dim, bool multi, bool tenso
              "chunk of 64 F32 keys of 512 dims is 129 KiB: shared memory holds one at most, no "
              "pipeline)");
       } else {
-        return launch<512, CT>(p, multi, tensor_cores, lim, stream);
+        return launch<512, CT>(p, multi, tensor_cores, lim, stream, handoff);
       }
     default:
       fail(ErrorCode::unsupported,
@@ -664,8 +679,12 @@ int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream) {
   return n;
 }
 
-void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
-               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
+namespace {
+
+// attention() handing what `handoff` asks for where the launch's form can.
+void attention_handing(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+                       const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream,
+                       Handoff& handoff) {
   if (step.n_tokens < 0 || step.n_seqs < 0)
     fail(ErrorCode::invalid_argument, "attention: {} tokens, {} sequences", step.n_tokens,
          step.n_seqs);
@@ -769,7 +788,8 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
       q_p.n_chunks = (group + q_p.hpb - 1) / q_p.hpb;
     }
     detail::with_cache_type(kv.dtype, "attention", [&](auto tag) {
-      dispatch_head_dim<decltype(tag)>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream);
+      dispatch_head_dim<decltype(tag)>(q_p, kv.head_dim, mq, args.tensor_cores, lim, stream,
+                                       handoff);
     });
   };
   if (two) {
@@ -781,6 +801,24 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
   } else {
     run(p, multi);
   }
+}
+
+}  // namespace
+
+void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
+  Handoff none;
+  attention_handing(kv, step, q, ldq, args, out, scratch, stream, none);
+}
+
+int attention_part_max(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
+                       const AttentionArgs& args, float* out, void* scratch, float* part_max,
+                       int part_max_cap, cudaStream_t stream) {
+  Handoff handoff;
+  handoff.part_max = part_max;
+  handoff.cap = part_max_cap;
+  attention_handing(kv, step, q, ldq, args, out, scratch, stream, handoff);
+  return handoff.written;
 }
 
 }  // namespace memra::kernels

@@ -100,6 +100,10 @@ struct AttnParams {
   // that form's launches only, else zero; read in the kernel's parameter space).
   int32_t n_blocks;
   CUtensorMap k_map, v_map;
+  // The decode kernel's cluster form at one token: each block writes the largest |out| of the
+  // share it merges at part_max[heads_index x groups + group] (kernels/row_max.h:
+  // raw_x_attention_enabled); null: none. The host sets it for that launch only.
+  float* part_max;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -75,11 +75,13 @@ __device__ __forceinline__ MergeTarget merge_target(const AttnParams& p, const D
 // Outputs [mine.begin, mine.end) of token at.t (of to.n_h x D), each merged over the token's
 // splits in order by merge_split (the combine kernel's order and arithmetic): load(s, r, i, m, l,
 // v) gives split s's statistics of row r and its value of output i, all of an output's loaded
-// before any is merged (independent loads in flight together).
+// before any is merged (independent loads in flight together). Returns the largest |output| this
+// thread wrote (fmaxf's: a NaN is passed over, as x_to_f16's row maximum does).
 template <int D, typename Load>
-__device__ __forceinline__ void merge_cluster_share(const AttnParams& p, const DecodePlace& at,
-                                                    const MergeTarget& to, const MergeShare& mine,
-                                                    const Load& load) {
+__device__ __forceinline__ float merge_cluster_share(const AttnParams& p, const DecodePlace& at,
+                                                     const MergeTarget& to, const MergeShare& mine,
+                                                     const Load& load) {
+  float largest = 0.0f;
   for (int i = mine.begin + threadIdx.x; i < mine.end; i += kAttnThreads) {
     const int r = i / D, d = i % D;
     float* o = p.out + (int64_t{at.t} * p.n_heads + to.h0 + r) * D + d;
@@ -101,6 +103,22 @@ __device__ __forceinline__ void merge_cluster_share(const AttnParams& p, const D
       merge_split(M, L, O, m[k], l[k], v[k], k == 0);
     }
     *o = __fdiv_rn(O, L);
+    largest = fmaxf(largest, fabsf(*o));
+  }
+  return largest;
+}
+
+// The block's largest of its threads' m, written by thread 0 to *dst (every thread calls it).
+__device__ __forceinline__ void store_block_max(float m, float* dst) {
+  __shared__ float warp_max[kAttnWarps];
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int w = 1; w < kAttnWarps; ++w) m = fmaxf(m, warp_max[w]);
+    *dst = m;
   }
 }
 
@@ -108,7 +126,9 @@ __device__ __forceinline__ void merge_cluster_share(const AttnParams& p, const D
 // share of token at.t's outputs for heads [h0, h0 + n_h) from the partials of the token's splits
 // (block s of the cluster holds split s's), each output as merge_token_heads computes it, then
 // waits until every block has read what it needed before leaving (its shared memory must outlive
-// the others' reads). `part`: where cluster_store_partial put this block's partial.
+// the others' reads). `part`: where cluster_store_partial put this block's partial. Where
+// p.part_max is set (one token), the block also writes the largest |output| of its share there,
+// under that last wait.
 template <int D>
 __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodePlace& at,
                                               const MmaSmem& sm, const float* part) {
@@ -117,12 +137,15 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodeP
   const MergeTarget to = merge_target(p, at);
   const MergeShare mine = merge_share(to.n_h * D, at.group, at.groups);
   cluster_wait();  // every block's partial published
-  merge_cluster_share<D>(p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
-    m = load_cluster_f32(sm.split_m + r, s);
-    l = load_cluster_f32(sm.split_l + r, s);
-    v = load_cluster_f32(part + r * cluster_part_stride<D>() + i % D, s);
-  });
+  const float largest = merge_cluster_share<D>(
+      p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
+        m = load_cluster_f32(sm.split_m + r, s);
+        l = load_cluster_f32(sm.split_l + r, s);
+        v = load_cluster_f32(part + r * cluster_part_stride<D>() + i % D, s);
+      });
   cluster_arrive_relaxed();  // this thread's reads of the others' shared memory are done
+  if (p.part_max != nullptr)
+    store_block_max(largest, p.part_max + at.heads_index * at.groups + at.group);
   cluster_wait();
 #else
   (void)p, (void)at, (void)sm, (void)part;

@@ -548,9 +548,10 @@ bool raw_x_takes(const MatmulOut* outs, int n_outs, int64_t n_in, int max_groupe
   return f16 <= 1 && bf16 <= 1;
 }
 
+// n_parts: the partial maxima handed over (XGiven::part_max).
 void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const float* x,
                           int64_t n_tokens, void* scratch, cudaStream_t stream, XGiven given,
-                          const SideStream* side) {
+                          const SideStream* side, int n_parts = 0) {
   const bool x_prepared = given == XGiven::prepared;
   bool any_mma = false, any_wgmma = false;  // which x layouts the outputs read
   bool every_wgmma_reads_rows = true;       // at most kDecodeTokens: reads_rows_in_decode
@@ -576,7 +577,8 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   const auto [xh, xp, xsum, xinv] = layout.parts(scratch);
   // One token's x read raw by the one-token kernel from the partial maxima handed over (else x is
   // prepared below as for an x handed nothing: the same bits).
-  const bool x_raw = given == XGiven::part_max && part_max_read(n_tokens, n_in) &&
+  const bool x_raw = given == XGiven::part_max && part_max_read(n_tokens, n_in) && n_parts >= 1 &&
+                     n_parts <= part_max_capacity(n_in) &&
                      raw_x_takes(outs, n_outs, n_in, kMaxGrouped);
   if (x_prepared && (any_wgmma || n_tokens > kPreparedRows))
     fail(ErrorCode::internal, "matmul: x prepared for {} tokens, which need its wgmma form",
@@ -613,7 +615,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
   if (x_raw) {
     x_args.x_raw = x;
     x_args.x_parts = layout.part_max(scratch);
-    x_args.n_parts = static_cast<int>(part_max_count(n_in));
+    x_args.n_parts = n_parts;
   }
   if (matmul_detail::tiled_decode_groups_take(n_tokens) && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
@@ -691,11 +693,12 @@ void matmul_shared_x(const MatmulOut* outs, int n_outs, int64_t n_in, const floa
 
 void matmul_shared_x_handed(Handed handed, const MatmulOut* outs, int n_outs, int64_t n_in,
                             const float* x, int64_t n_tokens, void* scratch, cudaStream_t stream,
-                            const SideStream* side) {
+                            const SideStream* side, int n_parts) {
   const XGiven given = handed == Handed::rows      ? XGiven::rows
                        : handed == Handed::row_max ? XGiven::row_max
                                                    : XGiven::part_max;
-  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, given, side);
+  if (given == XGiven::part_max && n_parts == 0) n_parts = static_cast<int>(part_max_count(n_in));
+  matmul_shared_x_impl(outs, n_outs, n_in, x, n_tokens, scratch, stream, given, side, n_parts);
 }
 
 namespace matmul_detail {

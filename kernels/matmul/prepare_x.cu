@@ -231,6 +231,11 @@ bool raw_x_enabled() {
   return enabled;
 }
 
+bool raw_x_attention_enabled() {
+  static const bool enabled = env_switch("MEMRA_RAW_X_ATTENTION", false);
+  return enabled;
+}
+
 namespace matmul_detail {
 
 float* scratch_row_max(void* scratch, int64_t n_rows, int64_t dim) {

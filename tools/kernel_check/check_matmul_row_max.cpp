@@ -9,13 +9,19 @@
 // and reads the rows form unless MEMRA_X_ROWS_DECODE=0 (elsewhere the products prepare x
 // themselves). And act_mul_part_max, then matmul_shared_x_handed at one token, where the one-token
 // kernel (and the tiled decode kernel for a BF16 output) reads x raw from the activation's partial
-// maxima (matmul/one_token_x.cuh).
+// maxima (matmul/one_token_x.cuh). And one-token decode attention handing the o product its
+// outputs' partial maxima (attention_part_max, MEMRA_RAW_X_ATTENTION), then
+// matmul_shared_x_handed with that many.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "check.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/row_max.h"
 
@@ -91,11 +97,14 @@ bool handed_read(Handed h, int64_t rows, int64_t dim) {
 // The tooth where the products read what was handed over: row 0's largest |x| made 2^17 times
 // smaller, so that its f16 form overflows (a power of two within f16's range would not show: the
 // row's scale is undone exactly, whichever power it is), row 0's first 64 values of the rows form
-// zeroed, or every partial maximum made 2^17 times smaller (the row's largest is one of them).
-void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t dim) {
+// zeroed, or every partial maximum made 2^17 times smaller (the row's largest is one of them;
+// n_parts of them, 0: the activation's part_max_count(dim)).
+void break_handed(Context& ctx, Handed h, void* scratch, int64_t rows, int64_t dim,
+                  int n_parts = 0) {
   if (h == Handed::part_max) {
     float* p = kernels::matmul_detail::scratch_part_max(scratch);
-    std::vector<float> v(static_cast<size_t>(kernels::part_max_count(dim)));
+    std::vector<float> v(n_parts > 0 ? static_cast<size_t>(n_parts)
+                                     : static_cast<size_t>(kernels::part_max_count(dim)));
     const size_t bytes = v.size() * sizeof(float);
     cuda::check(cudaMemcpyAsync(v.data(), p, bytes, cudaMemcpyDeviceToHost, ctx.stream()), "read");
     ctx.sync();
@@ -206,6 +215,93 @@ void check_act_case(Context& ctx, Handed h, kernels::Act act, int64_t n_cols, in
            "mixed", "bits", bad, 0.0, tooth(ctx, h, read, "the other activation")});
 }
 
+// One-token decode attention over a context of `context` keys (an F16 cache of head_dim 128 in
+// shuffled blocks of 16), n_heads over n_kv_heads, handing the o product its outputs' partial
+// maxima where its form writes them (the one-split form merging through a cluster: 2 to 8
+// splits), then matmul_shared_x_handed with that many, against the same attention then
+// matmul_shared_x: the outputs and every product bit for bit. Where the launch writes none (one
+// split: nothing to merge) the products prepare x and the comparison holds all the same.
+void check_attention_case(Context& ctx, int n_heads, int n_kv_heads, int32_t context,
+                          const Types& types, const std::vector<Dev<uint8_t>>& ws) {
+  constexpr int kHeadDim = 128;
+  constexpr int32_t kBlock = 16;
+  const int64_t width = int64_t{n_heads} * kHeadDim, row = int64_t{n_kv_heads} * kHeadDim;
+  const int32_t n_blocks = (context + kBlock - 1) / kBlock;
+  const auto cache = [&] {
+    const std::vector<float> f = ctx.uniform(static_cast<size_t>(n_blocks * kBlock * row));
+    std::vector<uint8_t> bytes(2 * f.size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      const uint16_t h = f32_to_f16(f[i]);
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+    }
+    return Dev<uint8_t>(ctx, bytes);
+  };
+  const Dev<uint8_t> kc = cache(), vc = cache();
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), ctx.rng());
+  const Dev<int32_t> pos(ctx, {context - 1}), seq(ctx, {0}), tables(ctx, table);
+  const Dev<float> q(ctx, ctx.uniform(static_cast<size_t>(width), -2.0f, 2.0f));
+  kernels::PagedKv kv;
+  kv.k = kc.get();
+  kv.v = vc.get();
+  kv.dtype = DType::f16;
+  kv.block_size = kBlock;
+  kv.n_kv_heads = n_kv_heads;
+  kv.head_dim = kHeadDim;
+  kv.n_blocks = n_blocks;
+  kernels::StepDev step;
+  step.n_tokens = 1;
+  step.n_seqs = 1;
+  step.max_blocks = n_blocks;
+  step.positions = pos.get();
+  step.token_seq = seq.get();
+  step.block_tables = tables.get();
+  step.max_context = context;
+  kernels::AttentionArgs args;
+  args.n_heads = n_heads;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  const size_t attn_bytes = kernels::attention_scratch_bytes(step, n_heads, kHeadDim);
+  Dev<uint8_t> as1(attn_bytes), as2(attn_bytes);
+  kernels::attention_scratch_clear(as1.get(), ctx.stream());
+  kernels::attention_scratch_clear(as2.get(), ctx.stream());
+  Dev<float> a1(static_cast<size_t>(width)), a2(static_cast<size_t>(width));
+  a1.poison(ctx);
+  a2.poison(ctx);
+  Dev<uint8_t> s1(kernels::matmul_scratch_bytes(1, width)),
+      s2(kernels::matmul_scratch_bytes(1, width));
+  OutputPairs o(ctx, types, ws, 1);
+  kernels::attention(kv, step, q.get(), width, args, a1.get(), as1.get(), ctx.stream());
+  kernels::matmul_shared_x(o.plain_outs.data(), kOuts, width, a1.get(), 1, s1.get(), ctx.stream());
+  const int parts = kernels::attention_part_max(kv, step, q.get(), width, args, a2.get(), as2.get(),
+                                                kernels::matmul_detail::scratch_part_max(s2.get()),
+                                                static_cast<int>(kernels::part_max_capacity(width)),
+                                                ctx.stream());
+  const bool read = parts > 0 && kernels::part_max_read(1, width);
+  if (ctx.teeth() && read) break_handed(ctx, Handed::part_max, s2.get(), 1, width, parts);
+  if (ctx.teeth() && !read) {  // a defect of the products: x's last element 1% off
+    std::vector<float> x = a2.download(ctx);
+    x.back() = x.back() * 1.01f + 0.01f;
+    a2.upload(ctx, x);
+  }
+  if (parts > 0)
+    kernels::matmul_shared_x_handed(Handed::part_max, o.given_outs.data(), kOuts, width, a2.get(),
+                                    1, s2.get(), ctx.stream(), nullptr, parts);
+  else
+    kernels::matmul_shared_x(o.given_outs.data(), kOuts, width, a2.get(), 1, s2.get(),
+                             ctx.stream());
+  ctx.sync();
+  const double bad = bit_mismatches(a2.download(ctx), a1.download(ctx)) + o.mismatches(ctx);
+  ctx.add({"matmul attention raw x",
+           std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) + " heads x 128, " +
+               std::to_string(context) + " keys, " + std::to_string(parts) + " parts " +
+               types_str(types),
+           "f16", "bits", bad, 0.0,
+           ctx.teeth() ? read ? "every partial maximum 2^-17 of itself in the scratch"
+                              : "x's last element 1% off"
+                       : ""});
+}
+
 }  // namespace
 
 void check_matmul_row_max(Context& ctx) {
@@ -236,6 +332,16 @@ void check_matmul_row_max(Context& ctx) {
     for (int64_t rows : {int64_t{65}, int64_t{300}})
       for (kernels::Act act : {kernels::Act::silu, kernels::Act::gelu_tanh})
         check_act_case(ctx, Handed::rows, act, dim, rows, kTypes, ws);
+  }
+  // A one-token step's decode attention handing the o product its partial maxima: Qwen3-0.6B's
+  // and -8B's heads, contexts of 1, 2, 3, 5 and 8 splits.
+  for (const auto& [n_heads, n_kv_heads] : {std::pair{16, 8}, std::pair{32, 8}}) {
+    const int64_t width = int64_t{n_heads} * 128;
+    const std::vector<Dev<uint8_t>> ws = tiled_weights(ctx, kTypes, width);
+    const std::vector<Dev<uint8_t>> ws_decode = tiled_weights(ctx, kDecodeTypes, width);
+    for (int32_t context : {100, 300, 513, 1100, 2048})
+      check_attention_case(ctx, n_heads, n_kv_heads, context, kDecodeTypes, ws_decode);
+    check_attention_case(ctx, n_heads, n_kv_heads, 700, kTypes, ws);
   }
 }
 

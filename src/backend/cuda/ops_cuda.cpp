@@ -256,9 +256,21 @@ class CudaOps final : public Ops {
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
-    kernels::attention(paged(kv), step_, q, int64_t{params.n_heads} * kv.head_dim, args, out,
-                       scratch, stream());
+    // A one-token step's o product may read out raw (MEMRA_RAW_X_ATTENTION=1, kernels/row_max.h).
+    const int64_t width = int64_t{params.n_heads} * kv.head_dim;
+    int parts = 0;
+    if (step_.n_tokens == 1 && kernels::raw_x_attention_enabled() &&
+        kernels::part_max_read(1, width)) {
+      void* ms = grow(matmul_scratch_, kernels::matmul_scratch_bytes(1, width));
+      parts = kernels::attention_part_max(paged(kv), step_, q, width, args, out, scratch,
+                                          kernels::matmul_detail::scratch_part_max(ms),
+                                          static_cast<int>(kernels::part_max_capacity(width)),
+                                          stream());
+    } else {
+      kernels::attention(paged(kv), step_, q, width, args, out, scratch, stream());
+    }
     launched("attention");
+    if (parts > 0) given_.mark(GivenX::Kind::part_max, out, 1, width, n_launches_, parts);
   }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
@@ -704,7 +716,7 @@ class CudaOps final : public Ops {
                                given == GivenX::Kind::prepared_rows, side);
     else
       kernels::matmul_shared_x_handed(handed_of(given), outs, n_outs, n_in, x, n_tokens, scratch,
-                                      stream(), side);
+                                      stream(), side, given_.n_parts());
     launched("matmul");
   }
   static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
