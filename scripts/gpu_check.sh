@@ -186,8 +186,9 @@
 #               replay, then 0.6B Q4_K_M and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
 #               (~5 min)
 #     rawxattn  the one-token o product reading x raw from decode attention's partial maxima
-#               (MEMRA_RAW_X_ATTENTION=1, written in the sixty-fifth round: the cluster form's
-#               blocks each write their share's largest |out|, no x_to_f16 launch between them)
+#               (MEMRA_RAW_X_ATTENTION=1, opt-in since the sixty-fifth round measured it: the
+#               cluster form's blocks each write their share's largest |out|, no x_to_f16 launch
+#               between them; 8B Q4_K_M c1 -1.6%, Q8_0 +0.4%, 0.6B +0.6%)
 #               against x_to_f16's launch: kernel-check's matmul family with it on (its
 #               `matmul attention raw x` cases run either way), with teeth, the determinism
 #               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
