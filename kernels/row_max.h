@@ -83,9 +83,9 @@ bool raw_x_enabled();
 // default: the sixty-fifth round's H100 A/B (two rounds) put the 8B Q4_K_M at one sequence 1.6%
 // slower (345.9 -> 340.2 tok/s), Q8_0 +0.4%, the 0.6B Q4_K_M +0.6%; the Q4_K kernel's raw form
 // costs more than Q8_0's (the down product gained +0.9% against +2.6% there), so it pays on the o
-// product only once that form is cheaper. A row's partial maxima may be any number up to part_max_capacity(n_cols),
-// each the largest |y| of some of the row's elements, together covering all of them: only their
-// largest is read.
+// product only once that form is cheaper. A row's partial maxima may be any number up to
+// part_max_capacity(n_cols), each the largest |y| of some of the row's elements, together covering
+// all of them: only their largest is read.
 bool raw_x_attention_enabled();
 // attention() (kernels.h) that, at one token, also hands the o product out's partial maxima in
 // part_max (the matmul scratch's place: matmul_detail::scratch_part_max), at most part_max_cap of
