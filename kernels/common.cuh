@@ -78,6 +78,22 @@ __device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) {
   return __uint_as_float(static_cast<uint32_t>(h) << 16);
 }
 
+// The largest of a block's kBlock threads' m, in every thread (warp_max: kBlock / 32 floats of
+// shared memory; one block barrier). fmaxf: a NaN never wins, and the result is exact in any
+// order, so any reduction tree gives the same bits.
+template <int kBlock>
+__device__ __forceinline__ float block_max(float m, float* warp_max) {
+  static_assert(kBlock % 32 == 0 && kBlock <= 1024, "whole warps");
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  m = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kBlock / 32; ++w) m = fmaxf(m, warp_max[w]);
+  return m;
+}
+
 // Little-endian u16 from a possibly only 2-byte aligned address (quant block fields).
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));

@@ -111,15 +111,8 @@ __device__ __forceinline__ float merge_cluster_share(const AttnParams& p, const 
 // The block's largest of its threads' m, written by thread 0 to *dst (every thread calls it).
 __device__ __forceinline__ void store_block_max(float m, float* dst) {
   __shared__ float warp_max[kAttnWarps];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int w = 1; w < kAttnWarps; ++w) m = fmaxf(m, warp_max[w]);
-    *dst = m;
-  }
+  m = block_max<kAttnThreads>(m, warp_max);
+  if (threadIdx.x == 0) *dst = m;
 }
 
 // Every block of the cluster, at its end: publishes its partial (cluster barrier), merges its

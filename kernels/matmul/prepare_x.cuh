@@ -28,14 +28,7 @@ __device__ __forceinline__ float max_abs(float m, float4 f) {
 
 // The block's largest of its threads' m (warp_max: kXThreads / 32 floats of shared memory).
 __device__ __forceinline__ float block_max(float m, float* warp_max) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-  __syncthreads();
-  m = warp_max[0];
-#pragma unroll
-  for (int w = 1; w < kXThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-  return m;
+  return detail::block_max<kXThreads>(m, warp_max);
 }
 
 // The power of two a row is scaled by before its f16 rounding, as its exponent: m * 2^shift lies
