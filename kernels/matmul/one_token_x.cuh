@@ -5,8 +5,9 @@
 // row itself, whose kernel handed the products the largest |x| of each of its parts (row_max.h:
 // Handed::part_max), and makes each fragment and group sum from it with x_to_f16's steps: the row's
 // scale from its largest |x|, each element times it rounded to f16, a group's rounded values summed
-// in element order. So both give the mma the same operands, and the products the same bits
-// (kernel-check compares them), and a product reading x raw needs no x_to_f16 launch before it.
+// in half_sum's tree order (prepare_x.cuh). So both give the mma the same operands, and the
+// products the same bits (kernel-check compares them), and a product reading x raw needs no
+// x_to_f16 launch before it.
 #pragma once
 
 #include <cstdint>
@@ -62,14 +63,10 @@ struct XRaw {
   // spread over the warp, lane L holding float4s L and L + 32 (elements 4 L .. 4 L + 3 of the
   // chunk: step L / 4 and 8 + L / 4, lane L % 4 of an mma step), so a lane holds 8 floats where
   // column 0's lanes would hold 64, and column 0's lanes take their fragments from the lanes that
-  // hold them. Quad q sums group q (half_group_to_f16's rounding and order; its four lanes alike)
-  // from its own loads of the group, the same lines, and column 0's lanes take their four groups'
-  // sums from the quads.
-  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
-    static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
+  // hold them.
+  __device__ __forceinline__ void column0_frags(int lane, const uint2 (&h)[2],
+                                                uint2 (&xf)[kChunk / 16]) const {
     const int g = lane >> 2, t = lane & 3;
-    const float4* src = reinterpret_cast<const float4*>(row + k0);
-    const uint2 h[2] = {to_f16(__ldg(src + lane), scale), to_f16(__ldg(src + lane + 32), scale)};
 #pragma unroll
     for (int st = 0; st < kChunk / 16; ++st) {
       const int from = 4 * (st % 8) + t;  // the lane holding step st's float4 t
@@ -78,24 +75,44 @@ struct XRaw {
       xf[st] = g == 0 ? f : make_uint2(0u, 0u);
     }
   }
+  // Lane's two float4s of the chunk at k0 (L and L + 32) in f16.
+  __device__ __forceinline__ void lane_halves(int k0, int lane, uint2 (&h)[2]) const {
+    static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
+    const float4* src = reinterpret_cast<const float4*>(row + k0);
+    h[0] = to_f16(__ldg(src + lane), scale);
+    h[1] = to_f16(__ldg(src + lane + 32), scale);
+  }
+  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+    uint2 h[2];
+    lane_halves(k0, lane, h);
+    column0_frags(lane, h, xf);
+  }
+  // The group sums too (prepare_x.cuh: half_sum's order). Float4 L is run L % 8 of group L / 8
+  // (and float4 L + 32 of group 4 + L / 8): each lane sums its run, and the shuffles across lanes
+  // 1, 2, 4 apart add runs into halves and halves into the group, every lane of the eight alike
+  // (an add of two values is the same either way round). Column 0's lane t takes the sums of
+  // groups 4 (t % 2) .. + 3 from the eight-lane sets, lanes 4 .. 7 of a set handing the second
+  // float4's groups.
   __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
                                                 uint2& bb) const {
     const int g = lane >> 2, t = lane & 3;
-    const float4* src = reinterpret_cast<const float4*>(row + k0);
-    float4 w[8];  // group g
+    uint2 h[2];
+    lane_halves(k0, lane, h);
+    column0_frags(lane, h, xf);
+    float sum[2];
 #pragma unroll
-    for (int q = 0; q < 8; ++q) w[q] = __ldg(src + 8 * g + q);
-    column0_frags(k0, lane, xf);
-    float sum = 0.0f;
+    for (int i = 0; i < 2; ++i) {
+      const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&h[i].x));
+      const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&h[i].y));
+      sum[i] = run_sum(lo.x, lo.y, hi.x, hi.y);
 #pragma unroll
-    for (int q = 0; q < 8; ++q) {
-      const float e[4] = {w[q].x, w[q].y, w[q].z, w[q].w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sum = __fadd_rn(sum, __half2float(__float2half_rn(e[i] * scale)));
+      for (int off = 1; off < 8; off <<= 1)
+        sum[i] = __fadd_rn(sum[i], __shfl_xor_sync(0xffffffffu, sum[i], off));
     }
+    const float handed = (lane & 4) ? sum[1] : sum[0];
     float mine[4];  // lane t of column 0: groups 4 (t % 2) .. + 3
 #pragma unroll
-    for (int q = 0; q < 4; ++q) mine[q] = __shfl_sync(0xffffffffu, sum, 4 * (4 * (t & 1) + q));
+    for (int q = 0; q < 4; ++q) mine[q] = __shfl_sync(0xffffffffu, handed, 8 * q + 4 * (t & 1));
     bb =
         g == 0 ? bias_b_of(make_float4(mine[0], mine[1], mine[2], mine[3]), t) : make_uint2(0u, 0u);
   }
