@@ -75,15 +75,16 @@ inline int64_t part_max_count(int64_t n_cols) {
 // tok/s, Q8_0 266.1 -> 273.0, BF16 174.8 -> 177.2; the 0.6B Q4_K_M 990.7 -> 1,011.8). The same
 // bits either way.
 bool raw_x_enabled();
-// The o product's input the same way (MEMRA_RAW_X_ATTENTION=1, opt-in; `gpu_check.sh rawxattn`):
-// a one-token step's decode attention, where its one-split form merges a token's splits through a
-// cluster (decode_cluster.cuh), writes each block's largest |out| of the share it merges, so the o
-// product reads its input raw too and the last x_to_f16 launch of a one-token layer goes. Any
-// other attention form writes none and the products prepare x (the same bits either way). Not the
-// default: the sixty-fifth round's H100 A/B (two rounds) put the 8B Q4_K_M at one sequence 1.6%
-// slower (345.9 -> 340.2 tok/s), Q8_0 +0.4%, the 0.6B Q4_K_M +0.6%; the Q4_K kernel's raw form
-// costs more than Q8_0's (the down product gained +0.9% against +2.6% there), so it pays on the o
-// product only once that form is cheaper. A row's partial maxima may be any number up to
+// The o product's input the same way (MEMRA_RAW_X_ATTENTION unset or 1; 0, the products prepare
+// x; `gpu_check.sh rawxattn`): a one-token step's decode attention, where its one-split form
+// merges a token's splits through a cluster (decode_cluster.cuh), writes each block's largest
+// |out| of the share it merges, so the o product reads its input raw too and the last x_to_f16
+// launch of a one-token layer goes. Any other attention form writes none and the products prepare
+// x (the same bits either way). The default since the sixty-sixth round: once x's group sums took
+// a tree order (prepare_x.cuh: half_sum) the Q4_K kernel's raw form got cheaper, and the H100 A/B
+// (medians of two) put the 0.6B Q4_K_M at one sequence 1,045.1 -> 1,056.8 tok/s, its BF16 936.1
+// -> 953.7, the 8B Q4_K_M 352.3 -> 353.3, Q8_0 and BF16 +0.2% (the sixty-fifth round, before the
+// tree: 8B Q4_K_M -1.6%). A row's partial maxima may be any number up to
 // part_max_capacity(n_cols), each the largest |y| of some of the row's elements, together covering
 // all of them: only their largest is read.
 bool raw_x_attention_enabled();

@@ -186,9 +186,10 @@
 #               replay, then 0.6B Q4_K_M and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
 #               (~5 min)
 #     rawxattn  the one-token o product reading x raw from decode attention's partial maxima
-#               (MEMRA_RAW_X_ATTENTION=1, opt-in since the sixty-fifth round measured it: the
-#               cluster form's blocks each write their share's largest |out|, no x_to_f16 launch
-#               between them; 8B Q4_K_M c1 -1.6%, Q8_0 +0.4%, 0.6B +0.6%)
+#               (MEMRA_RAW_X_ATTENTION, the default since the sixty-sixth round: the cluster
+#               form's blocks each write their share's largest |out|, no x_to_f16 launch between
+#               them; with x's group sums in a tree order, 0.6B Q4_K_M c1 +1.1%, BF16 +1.9%, 8B
+#               +0.2-0.3%)
 #               against x_to_f16's launch: kernel-check's matmul family with it on (its
 #               `matmul attention raw x` cases run either way), with teeth, the determinism
 #               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
@@ -936,8 +937,8 @@ if [ "$MODE" = rawx ]; then
     "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = rawxattn ]; then
-  # The o product's input is the last a one-token layer prepares in an x_to_f16 launch; with
-  # MEMRA_RAW_X_ATTENTION=1 decode attention's cluster form hands it its blocks' partial maxima
+  # The o product's input was the last a one-token layer prepared in an x_to_f16 launch; with
+  # MEMRA_RAW_X_ATTENTION (the default) decode attention's cluster form hands it its blocks' partial maxima
   # and the product's blocks make x's operands themselves, as the down product does (the same
   # bits).
   switch_bits matmul rawxattn MEMRA_RAW_X_ATTENTION=1

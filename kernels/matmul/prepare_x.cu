@@ -232,7 +232,7 @@ bool raw_x_enabled() {
 }
 
 bool raw_x_attention_enabled() {
-  static const bool enabled = env_switch("MEMRA_RAW_X_ATTENTION", false);
+  static const bool enabled = env_switch("MEMRA_RAW_X_ATTENTION", true);
   return enabled;
 }
 

@@ -4,7 +4,7 @@
 // kernels/row_max.h) or y's rows form (a prompt step's norms and gated activation:
 // kernels::rms_norm_x_rows, act_mul_x_rows) or, for one row, its partial maxima (a decode step's
 // gated activation, MEMRA_RAW_X: kernels::act_mul_part_max; and decode attention's cluster form
-// with MEMRA_RAW_X_ATTENTION=1, any number of them: kernels::attention_part_max). It holds for the
+// (MEMRA_RAW_X_ATTENTION), any number of them: kernels::attention_part_max). It holds for the
 // launch right after that kernel only: any op in between, even one that does not touch y, may reuse
 // the scratch, so the products prepare x themselves again (the same bits either way).
 #pragma once

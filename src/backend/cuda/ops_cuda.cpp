@@ -256,7 +256,7 @@ class CudaOps final : public Ops {
     void* scratch = grow(attention_scratch_,
                          kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
     if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
-    // A one-token step's o product may read out raw (MEMRA_RAW_X_ATTENTION=1, kernels/row_max.h).
+    // A one-token step's o product reads out raw (MEMRA_RAW_X_ATTENTION, kernels/row_max.h).
     const int64_t width = int64_t{params.n_heads} * kv.head_dim;
     int parts = 0;
     if (step_.n_tokens == 1 && kernels::raw_x_attention_enabled() &&
