@@ -49,8 +49,9 @@ __device__ __forceinline__ float row_scale(float m, int64_t row, float* xinv) {
 // themselves (one_token_x.cuh: XRaw) share: each run of four rounded values summed in element
 // order, the four runs of a 16-element half as (r0 + r1) + (r2 + r3), and a group's two halves
 // as h0 + h1 (a 16-element group's sum is its h0). A tree, so that the 32 lanes holding a chunk's
-// 64 float4s (one run each) finish a sum in three shuffle steps instead of one lane walking 32
-// elements: ~110 fewer instructions a lane per chunk where a product reads x raw.
+// 64 float4s (one run each) finish a sum in three shuffle steps instead of a quad re-reading and
+// walking 32 elements (sixty-sixth round, docs/PERFORMANCE.md: the Q4_K down product's raw x
+// +0.9% -> +2.8% on the 8B at one sequence).
 __device__ __forceinline__ float run_sum(float e0, float e1, float e2, float e3) {
   return __fadd_rn(__fadd_rn(__fadd_rn(e0, e1), e2), e3);
 }
