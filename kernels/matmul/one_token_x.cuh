@@ -75,7 +75,7 @@ struct XRaw {
       xf[st] = g == 0 ? f : make_uint2(0u, 0u);
     }
   }
-  // Lane's two float4s of the chunk at k0 (L and L + 32) in f16.
+  // The lane's two float4s of the chunk at k0 (L and L + 32) in f16.
   __device__ __forceinline__ void lane_halves(int k0, int lane, uint2 (&h)[2]) const {
     static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
     const float4* src = reinterpret_cast<const float4*>(row + k0);

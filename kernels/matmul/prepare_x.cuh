@@ -64,9 +64,9 @@ __device__ __forceinline__ float half_sum(const float (&e16)[16]) {
 }
 
 // Elements [k0, k0 + 16) of row `row`, already times the row's scale: rounded to f16 in place,
-// written to xh (element order) and/or xp (physical k order; kRows: the rows form); returns the
-// half's sum (half_sum). h: which half of its group ([k0, k0 + 16) is); the group's sum goes to
-// sum (the first half's, then h0 + h1).
+// written to xh (element order) and/or xp (physical k order; kRows: the rows form). h: which half
+// of its group [k0, k0 + 16) is; sum: the group's sum so far (the first half's half_sum, then
+// h0 + h1).
 template <bool kRows = false>
 __device__ __forceinline__ void half_group_to_f16(float (&e16)[16], int64_t row, int k0, int n_in,
                                                   uint16_t* xh, uint16_t* xp, int h, float& sum) {
