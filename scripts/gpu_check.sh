@@ -194,6 +194,12 @@
 #               `matmul attention raw x` cases run either way), with teeth, the determinism
 #               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
 #               at one sequence, twice (~3.5 min on an H100)
+#     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
+#               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, written in the sixty-sixth
+#               round: one L2 round trip off the first chunk's chain; the Q4_K one-token kernel and
+#               the tiled kernel's F16/BF16 launch) against after them: kernel-check's matmul
+#               family with it on, with teeth, the determinism contract and graph replay, then
+#               0.6B Q4_K_M and BF16 and 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -228,8 +234,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -947,6 +953,17 @@ if [ "$MODE" = rawxattn ]; then
     "$(synth qwen3-0.6b bf16)"
   switch_ab rawxattn "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
+fi
+if [ "$MODE" = rawxearly ]; then
+  # A product reading x raw waits for the partial maxima (an L2 round trip) before it loads its
+  # first chunk of x (another); with MEMRA_RAW_X_EARLY=1 the first chunk's loads go out first and
+  # fly beside the maxima's (the same bits).
+  switch_bits matmul rawxearly MEMRA_RAW_X_EARLY=1
+  ways="after:MEMRA_RAW_X_EARLY=0 early:MEMRA_RAW_X_EARLY=1"
+  switch_ab rawxearly "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b bf16)"
+  switch_ab rawxearly "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

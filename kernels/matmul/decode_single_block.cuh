@@ -144,18 +144,19 @@ __device__ __forceinline__ void block_product(const MatmulArgs& a, const X& x, i
   const bool by_chunk = free && pack == 1;  // (packed blocks have one round either way)
   float* chunk_parts = Sum::slots(n_chunks, part, chunk_slots);  // the free rounds' slots
   float* parts = by_chunk ? chunk_parts : part;
-  // This warp's partial of chunk c (its quants in cur) into parts[slot] (lanes t == 0 hold it).
-  auto chunk_partial = [&](const LaneChunk<D>& cur, int c, int slot) {
+  // This warp's partial of chunk c (its quants in cur; x read through xs: x, or x.first_round()
+  // for the warp's first chunk) into parts[slot] (lanes t == 0 hold it).
+  auto chunk_partial = [&](const auto& xs, const LaneChunk<D>& cur, int c, int slot) {
     const int k0 = c * kChunk;
     float p[2];
     if constexpr (kFold<D>) {
       // The folded order (fold.cuh) is one chain over the chunk: the token in column 0.
       float f[4];
-      fold_partial(x, cur, lane, k0, f);
+      fold_partial(xs, cur, lane, k0, f);
       p[0] = f[0];
       p[1] = f[2];
     } else {
-      columns_partial(x, cur, lane, k0, p);
+      columns_partial(xs, cur, lane, k0, p);
     }
     if (t == 0) {
       float* mine = parts + slot * Sum::kPartFloats;
@@ -174,17 +175,17 @@ __device__ __forceinline__ void block_product(const MatmulArgs& a, const X& x, i
   if (f.has && !first.loaded) cur.load(record(f.tile, f.c), lane);
   if (by_chunk) {
     // Every chunk of the warp in turn, each partial in its chunk's slot; no barrier between.
-    if (f.has) chunk_partial(cur, f.c, f.c);
+    if (f.has) chunk_partial(x.first_round(), cur, f.c, f.c);
     for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
       cur.load(record(block_index, c), lane);
-      chunk_partial(cur, c, c);
+      chunk_partial(x, cur, c, c);
     }
     __syncthreads();                 // every chunk's partial is written
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
     Sum::fold_write_chunks(a, chunk_parts, n_chunks, block_index * 16);
     return;
   }
-  if (f.has) chunk_partial(cur, f.c, warp);
+  if (f.has) chunk_partial(x.first_round(), cur, f.c, warp);
   __syncthreads();                   // the first round's partials are all written
   if (pack > 1) {                    // that was the only round
     detail::let_dependents_start();  // Trigger::late: only the sums and writes are left
@@ -201,7 +202,7 @@ __device__ __forceinline__ void block_product(const MatmulArgs& a, const X& x, i
     const int c = r * kWarps + warp;
     if (c < n_chunks) {
       cur.load(record(block_index, c), lane);
-      chunk_partial(cur, c, (r & 1) * kWarps + warp);
+      chunk_partial(x, cur, c, (r & 1) * kWarps + warp);
     }
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);

@@ -616,6 +616,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     x_args.x_raw = x;
     x_args.x_parts = layout.part_max(scratch);
     x_args.n_parts = n_parts;
+    x_args.x_raw_early = matmul_detail::raw_x_early_enabled();
   }
   if (matmul_detail::tiled_decode_groups_take(n_tokens) && n_outs <= kMaxGrouped) {
     if (n_tokens == 1 && matmul_detail::single_decode_enabled())
@@ -664,6 +665,7 @@ void matmul_shared_x_impl(const MatmulOut* outs, int n_outs, int64_t n_in, const
     args.x_raw = x_args.x_raw;  // (run_mma: only the tiled decode kernel takes it, at one token)
     args.x_parts = x_args.x_parts;
     args.n_parts = x_args.n_parts;
+    args.x_raw_early = x_args.x_raw_early;
     args.n_tokens = tokens;
     args.y = o.y;
     args.ldy = o.ldy;

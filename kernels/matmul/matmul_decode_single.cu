@@ -63,8 +63,13 @@ __global__ void __launch_bounds__(kThreads, 3)
   if constexpr (kRawX) {
     __shared__ float inv;  // the row's 2^-shift, for the writes after the block's barrier
     a.xinv = &inv;
-    block_product<D>(a, raw_x(a.x_raw, a.x_parts, a.n_parts, &inv), block_index, pack, free, first,
-                     part, chunk_slots);
+    const int n_chunks = a.n_in / kChunk;
+    const FirstChunk f = first_chunk(block_index, pack, n_chunks, (a.n_out + 15) / 16,
+                                     static_cast<int>(threadIdx.x) >> 5);
+    // (The folded types' first chunk: the columns types read their own float4s, frag.)
+    const RawFirst x0 = load_raw_first(a.x_raw, f.c * kChunk, kFold<D> && a.x_raw_early && f.has);
+    block_product<D>(a, raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0), block_index, pack, free,
+                     first, part, chunk_slots);
   } else {
     block_product<D>(a, XPrepared{a}, block_index, pack, free, first, part, chunk_slots);
   }
@@ -98,6 +103,11 @@ bool single_decode_enabled() {
 
 bool early_weights_enabled() {
   static const bool enabled = env_switch("MEMRA_EARLY_WEIGHTS", true);
+  return enabled;
+}
+
+bool raw_x_early_enabled() {
+  static const bool enabled = env_switch("MEMRA_RAW_X_EARLY", false);
   return enabled;
 }
 

@@ -6,6 +6,7 @@
 // sums are the ggml kernels' exactly, on the same operands, so the outputs are bit-identical to
 // them (matmul.cu's canonical order).
 #include <atomic>
+#include <type_traits>
 
 #include "core/env.h"
 #include "kernels/launch.cuh"
@@ -114,6 +115,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
                                           const EarlyChunk<D>& first, float* chunk_parts,
                                           const X& x) {
   static_assert(kAhead == 1 || (kAhead == 2 && kNT == 1), "the ahead form: one token tile");
+  static_assert(kAhead == 1 || std::is_same_v<X, XPrepared>, "the ahead form: x prepared");
   using C = TiledDecodeCfg<D, kNT>;
   using T = Tiled<D>;
   constexpr int kWarps = C::kWarps;
@@ -124,11 +126,12 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   typename C::Sum sum{part};
 
   auto record = [&](int c) { return tile + static_cast<int64_t>(c) * T::kBytes; };
-  // Chunk c's partial (its quants in cur) into round r's slot, or chunk c's (free rounds).
-  auto chunk = [&](int r, int c, const LaneChunk<D>& cur) {
+  // Chunk c's partial (its quants in cur; one token tile's x read through xs: x, or
+  // x.first_round() for the warp's first chunk) into round r's slot, or chunk c's (free rounds).
+  auto chunk = [&](const auto& xs, int r, int c, const LaneChunk<D>& cur) {
     const int k0 = c * kChunk;
-    uint2 b1[kNT == 1 ? kChunk / 16 : 1];
-    if constexpr (kNT == 1) x.column0_frags(k0, lane, b1);
+    [[maybe_unused]] uint2 b1[kNT == 1 ? kChunk / 16 : 1];
+    if constexpr (kNT == 1) xs.column0_frags(k0, lane, b1);
     float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
     chunk_partial<D, kNT>(
         a, cur,
@@ -159,7 +162,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
             const bool more = c + kWarps < n_chunks;  // uniform per warp
             LaneChunk<D> next;
             if (more) next.load(record(c + kWarps), lane);
-            chunk(0, c, cur);
+            chunk(x, 0, c, cur);
             if (more) cur = next;
           }
         }
@@ -167,12 +170,12 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
         if (warp < n_chunks) {
           LaneChunk<D> cur = first.chunk;
           if (!first.loaded) cur.load(record(warp), lane);
-          chunk(0, warp, cur);
+          chunk(x.first_round(), 0, warp, cur);
         }
         for (int c = warp + kWarps; c < n_chunks; c += kWarps) {
           LaneChunk<D> cur;
           cur.load(record(c), lane);
-          chunk(0, c, cur);
+          chunk(x, 0, c, cur);
         }
       }
       __syncthreads();                                         // every chunk's partial is written
@@ -183,7 +186,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
     if (warp < n_chunks) {
       LaneChunk<D> cur = first.chunk;
       if (!first.loaded) cur.load(record(warp), lane);
-      chunk(0, warp, cur);
+      chunk(x.first_round(), 0, warp, cur);
     }
     __syncthreads();  // round 0's partials are all written
     sum.fold(0, n_chunks);
@@ -194,7 +197,7 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
     if (c < n_chunks) {
       LaneChunk<D> cur;
       cur.load(record(c), lane);
-      chunk(r, c, cur);
+      chunk(x, r, c, cur);
     }
     __syncthreads();  // round r's partials are all written
     sum.fold(r, n_chunks);
@@ -246,8 +249,11 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   if constexpr (kRawX) {
     __shared__ float inv;  // the row's 2^-shift, for the writes after the block's barrier
     a.xinv = &inv;
+    const int warp = static_cast<int>(threadIdx.x) >> 5;  // its first chunk is chunk `warp`
+    const RawFirst x0 =
+        load_raw_first(a.x_raw, warp * kChunk, a.x_raw_early && warp < a.n_in / kChunk);
     tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots,
-                                    raw_x(a.x_raw, a.x_parts, a.n_parts, &inv));
+                                    raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0));
   } else {
     tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots, XPrepared{a});
   }

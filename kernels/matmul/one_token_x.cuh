@@ -22,6 +22,9 @@ namespace memra::kernels::matmul_detail {
 struct XPrepared {
   const MatmulArgs& a;  // x row 0 of a's prepared form
 
+  // The view a kernel's first round reads x through (XRaw's may hold that chunk already).
+  __device__ __forceinline__ const XPrepared& first_round() const { return *this; }
+
   // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3.
   __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
     return x_frag(a, 0, 0, t, k0, s, kChunk / 16);
@@ -49,9 +52,36 @@ struct XPrepared {
   }
 };
 
+// A warp's first chunk of x as XRaw's lane_halves holds it (float4s L and L + 32 of the chunk),
+// loaded right after the kernel's wait, before the partial maxima (load_raw_first): the chunk's
+// loads then fly beside the maxima's instead of after them, one L2 round trip off the first
+// chunk's chain (MEMRA_RAW_X_EARLY=1, opt-in until measured). k0 < 0: none loaded.
+struct RawFirst {
+  int k0 = -1;
+  float4 v[2];
+};
+
+__device__ __forceinline__ RawFirst load_raw_first(const float* row, int k0, bool load) {
+  RawFirst f;
+  if (load) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const float4* src = reinterpret_cast<const float4*>(row + k0);
+    f.k0 = k0;
+    f.v[0] = __ldg(src + lane);
+    f.v[1] = __ldg(src + lane + 32);
+  }
+  return f;
+}
+
+struct XRawFirst;
+
 struct XRaw {
   const float* row;  // n_in floats, 16-byte aligned
   float scale;       // row_scale's 2^shift
+  RawFirst first;    // the warp's first chunk where it was loaded early
+
+  // The view the kernels' first round reads x through (XPrepared's is itself).
+  __device__ __forceinline__ XRawFirst first_round() const;
 
   static __device__ __forceinline__ uint2 to_f16(const float4& f, float scale) {
     return make_uint2(pack_f16(f.x * scale, f.y * scale), pack_f16(f.z * scale, f.w * scale));
@@ -95,9 +125,13 @@ struct XRaw {
   // float4's groups.
   __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
                                                 uint2& bb) const {
-    const int g = lane >> 2, t = lane & 3;
     uint2 h[2];
     lane_halves(k0, lane, h);
+    fold_operands(lane, h, xf, bb);
+  }
+  __device__ __forceinline__ void fold_operands(int lane, const uint2 (&h)[2],
+                                                uint2 (&xf)[kChunk / 16], uint2& bb) const {
+    const int g = lane >> 2, t = lane & 3;
     column0_frags(lane, h, xf);
     float sum[2];
 #pragma unroll
@@ -118,18 +152,52 @@ struct XRaw {
   }
 };
 
+// XRaw for a warp's first round: the chunk's float4s from RawFirst where they were loaded early
+// (the round's chunk is always that one), else loaded as XRaw does. The scale is the same, so the
+// same operands either way. (The columns types' fragments, frag, are a lane's own two float4s at
+// other places of the chunk: loaded as before.)
+struct XRawFirst {
+  const XRaw& x;
+
+  __device__ __forceinline__ void lane_halves(int k0, int lane, uint2 (&h)[2]) const {
+    if (x.first.k0 == k0) {
+      h[0] = XRaw::to_f16(x.first.v[0], x.scale);
+      h[1] = XRaw::to_f16(x.first.v[1], x.scale);
+    } else {
+      x.lane_halves(k0, lane, h);
+    }
+  }
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const { return x.frag(k0, t, s); }
+  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+    uint2 h[2];
+    lane_halves(k0, lane, h);
+    x.column0_frags(lane, h, xf);
+  }
+  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
+                                                uint2& bb) const {
+    uint2 h[2];
+    lane_halves(k0, lane, h);
+    x.fold_operands(lane, h, xf, bb);
+  }
+};
+
+__device__ __forceinline__ XRawFirst XRaw::first_round() const {
+  return {*this};
+}
+
 // A block's XRaw of x row `row` from its n_parts partial maxima (kernels/row_max.h): each warp
 // takes their largest (exact in any order, as x_to_f16's block maximum), and the scale from it as
 // row_scale does; thread 0 writes the inverse to *inv, which the block's writes read after its
 // barrier.
-__device__ __forceinline__ XRaw raw_x(const float* row, const float* parts, int n_parts,
-                                      float* inv) {
+// first: the warp's first chunk, where the kernel loaded it before calling this (RawFirst).
+__device__ __forceinline__ XRaw raw_x(const float* row, const float* parts, int n_parts, float* inv,
+                                      const RawFirst& first = {}) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   float m = 0.0f;
   for (int i = lane; i < n_parts; i += 32) m = fmaxf(m, __ldg(parts + i));
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  return {row, row_scale(m, 0, inv)};
+  return {row, row_scale(m, 0, inv), first};
 }
 
 }  // namespace memra::kernels::matmul_detail
