@@ -196,10 +196,11 @@
 #               at one sequence, twice (~3.5 min on an H100)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, written in the sixty-sixth
-#               round: one L2 round trip off the first chunk's chain; the Q4_K one-token kernel and
-#               the tiled kernel's F16/BF16 launch) against after them: kernel-check's matmul
-#               family with it on, with teeth, the determinism contract and graph replay, then
-#               0.6B Q4_K_M and BF16 and 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
+#               round: one L2 round trip off the first chunk's chain; the one-token kernel's
+#               K-quants and the tiled kernel's F16/BF16 launch) against after them: kernel-check's
+#               matmul family with it on, with teeth, the determinism contract and graph replay,
+#               then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
+#               (~3.5 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -963,7 +964,7 @@ if [ "$MODE" = rawxearly ]; then
   switch_ab rawxearly "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b bf16)"
   switch_ab rawxearly "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
-    "$(synth qwen3-8b bf16)"
+    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

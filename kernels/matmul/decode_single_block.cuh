@@ -32,6 +32,14 @@ namespace memra::kernels::matmul_detail::single_decode {
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 using Sum = ChunkSum<kWarps, 16, 1>;
 
+// The step of lane fragment i (of kSets x kGroupSteps, set-major) that column g's lanes take in
+// columns_partial: the steps of the groups in column g, one group a set.
+template <DType D>
+__device__ __forceinline__ int columns_step(int g, int i) {
+  constexpr int kGroupSteps = Tiled<D>::kGroup / 16;
+  return (8 * (i / kGroupSteps) + g) * kGroupSteps + i % kGroupSteps;
+}
+
 // The chunk partial of rows g, g + 8 with scale groups in the mma's columns (types in the
 // per-group order): p[0], p[1] in every lane of the quad. x: where the token's x comes from
 // (one_token_x.cuh).
@@ -49,7 +57,7 @@ __device__ __forceinline__ void columns_partial(const X& x, const LaneChunk<D>& 
   for (int set = 0; set < kSets; ++set) {
 #pragma unroll
     for (int u = 0; u < kGroupSteps; ++u)
-      xf[set][u] = x.frag(k0, t, ((8 * set + g) * kGroupSteps) + u);
+      xf[set][u] = x.frag(k0, t, columns_step<D>(g, set * kGroupSteps + u), set * kGroupSteps + u);
   }
   float s[kSets][4] = {};
 #pragma unroll
@@ -85,6 +93,22 @@ __device__ __forceinline__ void columns_partial(const X& x, const LaneChunk<D>& 
       p[0] = __shfl_sync(0xffffffffu, p[0], src);
       p[1] = __shfl_sync(0xffffffffu, p[1], src);
     }
+  }
+}
+
+// A warp's first chunk of x at k0 as its partial reads it (one_token_x.cuh: RawFirst), where
+// `load`: lane_halves' two float4s for the folded types, columns_partial's two fragments for the
+// others (float4 4 s + t of step s).
+template <DType D>
+__device__ __forceinline__ RawFirst load_first_x(const float* row, int k0, bool load) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
+  if constexpr (kFold<D>) {
+    return load_raw_first(row, k0, lane, lane + 32, load);
+  } else {
+    static_assert(kChunk / Tiled<D>::kGroup / 8 * (Tiled<D>::kGroup / 16) == 2,
+                  "a lane takes two fragments a chunk");
+    return load_raw_first(row, k0, 4 * columns_step<D>(g, 0) + t, 4 * columns_step<D>(g, 1) + t,
+                          load);
   }
 }
 

@@ -66,8 +66,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int n_chunks = a.n_in / kChunk;
     const FirstChunk f = first_chunk(block_index, pack, n_chunks, (a.n_out + 15) / 16,
                                      static_cast<int>(threadIdx.x) >> 5);
-    // (The folded types' first chunk: the columns types read their own float4s, frag.)
-    const RawFirst x0 = load_raw_first(a.x_raw, f.c * kChunk, kFold<D> && a.x_raw_early && f.has);
+    const RawFirst x0 = load_first_x<D>(a.x_raw, f.c * kChunk, a.x_raw_early && f.has);
     block_product<D>(a, raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0), block_index, pack, free,
                      first, part, chunk_slots);
   } else {

@@ -25,8 +25,9 @@ struct XPrepared {
   // The view a kernel's first round reads x through (XRaw's may hold that chunk already).
   __device__ __forceinline__ const XPrepared& first_round() const { return *this; }
 
-  // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3.
-  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
+  // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3 (i:
+  // which of the lane's fragments of the chunk it is, for XRawFirst).
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s, int /*i*/) const {
     return x_frag(a, 0, 0, t, k0, s, kChunk / 16);
   }
   // The token's 16 B fragments of the chunk at k0 in column 0's lanes (g == 0), zeros elsewhere:
@@ -52,23 +53,26 @@ struct XPrepared {
   }
 };
 
-// A warp's first chunk of x as XRaw's lane_halves holds it (float4s L and L + 32 of the chunk),
-// loaded right after the kernel's wait, before the partial maxima (load_raw_first): the chunk's
-// loads then fly beside the maxima's instead of after them, one L2 round trip off the first
-// chunk's chain (MEMRA_RAW_X_EARLY=1, opt-in until measured). k0 < 0: none loaded.
+// The two float4s of a warp's first chunk of x that a lane's partial reads, loaded right after the
+// kernel's wait, before the partial maxima (load_raw_first): the chunk's loads then fly beside
+// the maxima's instead of after them, one L2 round trip off the first chunk's chain
+// (MEMRA_RAW_X_EARLY=1, opt-in until measured). Column 0's forms read float4s L and L + 32
+// (lane_halves), the columns types a lane's two fragments in columns_partial's order
+// (decode_single_block.cuh: load_first_x). k0 < 0: none loaded.
 struct RawFirst {
   int k0 = -1;
   float4 v[2];
 };
 
-__device__ __forceinline__ RawFirst load_raw_first(const float* row, int k0, bool load) {
+// Float4s f0 and f1 of the chunk at k0 of row, where `load`.
+__device__ __forceinline__ RawFirst load_raw_first(const float* row, int k0, int f0, int f1,
+                                                   bool load) {
   RawFirst f;
   if (load) {
-    const int lane = static_cast<int>(threadIdx.x) & 31;
     const float4* src = reinterpret_cast<const float4*>(row + k0);
     f.k0 = k0;
-    f.v[0] = __ldg(src + lane);
-    f.v[1] = __ldg(src + lane + 32);
+    f.v[0] = __ldg(src + f0);
+    f.v[1] = __ldg(src + f1);
   }
   return f;
 }
@@ -86,7 +90,9 @@ struct XRaw {
   static __device__ __forceinline__ uint2 to_f16(const float4& f, float scale) {
     return make_uint2(pack_f16(f.x * scale, f.y * scale), pack_f16(f.z * scale, f.w * scale));
   }
-  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const {
+  // The lane's B fragment of step s (i: which of the lane's fragments of the chunk it is, for
+  // XRawFirst).
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s, int /*i*/) const {
     return to_f16(__ldg(reinterpret_cast<const float4*>(row + k0 + 4 * t + 16 * s)), scale);
   }
   // XPrepared's column 0 fragments and fold operands made from the row. The chunk's 64 float4s are
@@ -154,8 +160,7 @@ struct XRaw {
 
 // XRaw for a warp's first round: the chunk's float4s from RawFirst where they were loaded early
 // (the round's chunk is always that one), else loaded as XRaw does. The scale is the same, so the
-// same operands either way. (The columns types' fragments, frag, are a lane's own two float4s at
-// other places of the chunk: loaded as before.)
+// same operands either way.
 struct XRawFirst {
   const XRaw& x;
 
@@ -167,7 +172,9 @@ struct XRawFirst {
       x.lane_halves(k0, lane, h);
     }
   }
-  __device__ __forceinline__ uint2 frag(int k0, int t, int s) const { return x.frag(k0, t, s); }
+  __device__ __forceinline__ uint2 frag(int k0, int t, int s, int i) const {
+    return x.first.k0 == k0 ? XRaw::to_f16(x.first.v[i], x.scale) : x.frag(k0, t, s, i);
+  }
   __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
     uint2 h[2];
     lane_halves(k0, lane, h);
