@@ -5,9 +5,11 @@ Every kernel in kernels/ is launched through detail::launch, which on Hopper let
 the kernel before it has finished; only griddepcontrol.wait (detail::wait_for_inputs) makes that
 kernel's writes visible. A kernel that forgets the wait reads stale inputs now and then, a silent
 race no single-kernel check sees. So: no raw <<<...>>> launch in kernels/, and the first
-statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases and
-the decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel
-parameters and weights, which no kernel of a step writes).
+statement of every __global__ body is detail::wait_for_inputs(), after at most type aliases, the
+decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel parameters
+and weights, which no kernel of a step writes) and decode attention's early step metadata
+(attention_decode.cuh's EarlyRun: positions, token_seq and block tables, which the host uploads
+before a step's first kernel and no kernel writes).
 """
 import pathlib
 import re
@@ -15,7 +17,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALLOWED_BEFORE_WAIT = re.compile(
-    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);|)$")
+    r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);"
+    r"|const EarlyRun early = early_decode_run<[^;]*>\([^;]*\);|)$")
 
 
 def body_start(text, at):

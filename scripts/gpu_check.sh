@@ -194,6 +194,13 @@
 #               `matmul attention raw x` cases run either way), with teeth, the determinism
 #               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
 #               at one sequence, twice (~3.5 min on an H100)
+#     earlymeta decode attention's one-split tensor form reading its run (the token's position
+#               and sequence) and its copies' block-table entries before its wait
+#               (MEMRA_DECODE_EARLY_META=1, written in the sixty-sixth round: step metadata only,
+#               which the host uploads before a step's first kernel) against after it:
+#               kernel-check (also with every launch merging, and with teeth), the phases each way,
+#               the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
+#               (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, written in the sixty-sixth
 #               round: one L2 round trip off the first chunk's chain; the one-token kernel's
@@ -235,8 +242,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -931,6 +938,20 @@ if [ "$MODE" = tensorcopy ]; then
     MEMRA_DECODE_CLUSTER_MERGE=0 --filter attention
   ways="bulk:MEMRA_DECODE_TENSOR=0 tensor:MEMRA_DECODE_TENSOR=1"
   one_query_ab tensorcopy "$ways" engine-invariants-tensor MEMRA_DECODE_TENSOR=1
+fi
+if [ "$MODE" = earlymeta ]; then
+  # The tensor form's one-split blocks open their chain with the run's read (~1,070 cycles at 512
+  # keys on an H100) and their block-table entries (most of the ~2,500 to the copies' issue),
+  # after the wait; MEMRA_DECODE_EARLY_META=1 reads them before it (step metadata only: the same
+  # bits). Kernel-check (the default merge, every launch merging, with teeth), the phases each
+  # way, the determinism contract, then whole steps.
+  kcheck kernel-check-attention-earlymeta 120 MEMRA_DECODE_EARLY_META=1 --filter attention
+  kcheck kernel-check-attention-earlymeta-all 120 MEMRA_DECODE_EARLY_META=1 MEMRA_DECODE_MERGE=1 \
+    --filter attention
+  kcheck kernel-check-attention-earlymeta-teeth 120 MEMRA_DECODE_EARLY_META=1 --filter attention \
+    --teeth
+  ways="after:MEMRA_DECODE_EARLY_META=0 early:MEMRA_DECODE_EARLY_META=1"
+  one_query_ab earlymeta "$ways" engine-invariants-earlymeta MEMRA_DECODE_EARLY_META=1
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

@@ -320,8 +320,10 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
         p.hpb <= detail::kTransposedMaxRows && decode_transposed_enabled())
       variant |= kTransposedVariant;
     // The tensor copies: where the cache's maps can be encoded.
-    if ((variant & kTransposedVariant) && decode_tensor_enabled() && encode_decode_maps(q))
+    if ((variant & kTransposedVariant) && decode_tensor_enabled() && encode_decode_maps(q)) {
       variant |= kTensorVariant;
+      q.early_meta = decode_early_meta_enabled();  // (a split a block: this branch's forms)
+    }
   }
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.
   const bool transposed =

@@ -174,6 +174,42 @@ __device__ __forceinline__ bool decode_block_run(const AttnParams& p, bool runs,
   return true;
 }
 
+// A one-split block's run (decode_block_run) and, for the tensor form, its thread's copy's cache
+// block (tensor_split_entry), read before the kernel's wait where p.early_meta (kCan: the form
+// takes it). Why that is safe: they come from the step's metadata only (positions, token_seq,
+// block_tables and the kernel's parameters), which the host uploads (CudaOps::step_begin) before
+// the step's first kernel starts, and which no kernel writes; every kernel of the step starts after
+// that one (programmatic launch lets a kernel start early only behind another kernel). Why: at 512
+// keys the block's chain opened with the run's read (~1,070 cycles on an H100) and the table's
+// (most of the ~2,500 to the copies' issue), after the wait; before it they overlap the kernel
+// before (the sixty-sixth round's MEMRA_DECODE_EARLY_META, written for its A/B). Thread 0 also
+// prefetches the two tensor maps' descriptors (kernel parameters). loaded false: nothing read (the
+// kernel reads them after its wait).
+struct EarlyRun {
+  Run run;
+  int s_first, s_last;
+  int32_t blk;
+  bool has_keys, loaded;
+};
+template <bool kCan>
+__device__ __forceinline__ EarlyRun early_decode_run(const AttnParams& p, int chunk_shift) {
+  EarlyRun e{};
+  if constexpr (kCan) {
+    if (p.early_meta) {
+#ifdef MEMRA_SM90_CODE
+      if (threadIdx.x == 0) {  // the maps' descriptors, before the first copy names them
+        prefetch_tensor_map(&p.k_map);
+        prefetch_tensor_map(&p.v_map);
+      }
+#endif
+      e.loaded = true;
+      e.has_keys = decode_block_run(p, false, chunk_shift, e.run, e.s_first, e.s_last);
+      e.blk = e.has_keys ? tensor_split_entry(p, e.run, e.s_first) : -1;
+    }
+  }
+  return e;
+}
+
 // Split s's keys with keys of the run's token: [c0, c1) of [s * kSplit, + kSplit).
 template <int D, typename CT>
 __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, const Run& run,
@@ -211,6 +247,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
+  const EarlyRun early = early_decode_run<(kTensor && !kRun && !kPipe)>(p, C::kChunkShift);
   detail::wait_for_inputs();
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
@@ -239,9 +276,11 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  Run run;
-  int s_first, s_last;
-  const bool has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
+  Run run = early.run;
+  int s_first = early.s_first, s_last = early.s_last;
+  const bool has_keys = early.loaded
+                            ? early.has_keys
+                            : decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
   stamp(0);
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
@@ -276,7 +315,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   if constexpr (kTensor) {
     if (threadIdx.x == 0) tensor_split_start(run, s_first, p.bs_shift, bars);
     __syncthreads();  // the barriers, before any copy completes on them
-    tensor_split_rows(p, run, s_first, kb, vb, bars);
+    tensor_split_rows(p, run, s_first, kb, vb, bars,
+                      early.loaded ? early.blk : tensor_split_entry(p, run, s_first));
     stamp(1);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);

@@ -104,6 +104,9 @@ struct AttnParams {
   // share it merges at part_max[heads_index x groups + group] (kernels/row_max.h:
   // raw_x_attention_enabled); null: none. The host sets it for that launch only.
   float* part_max;
+  // The decode kernel's one-split tensor form reads its block's run and its copies' cache-block
+  // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META=1).
+  bool early_meta;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -169,6 +169,16 @@ bool decode_tensor_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_EARLY_META=1: the tensor form's one-split blocks read their run (the token's
+// position and sequence) and their copies' block-table entries before the kernel's wait, where
+// they overlap the kernel before instead of opening the block's chain (attention_decode.cuh:
+// early_decode_run, which says why the order is safe); 0, after it. Opt-in until its A/B runs
+// (`gpu_check.sh earlymeta`, written in the sixty-sixth round). The same bits either way.
+bool decode_early_meta_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_EARLY_META", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

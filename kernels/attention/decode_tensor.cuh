@@ -66,24 +66,33 @@ __device__ __forceinline__ void tensor_split_start(const Run& run, int s, int bs
 #endif
 }
 
-// Split s's live blocks' copies, one a thread: thread i takes K (i < 64) or V, cache block
-// first + (i % 64) / 2 and half i % 2. kb, vb: 1,024-byte aligned.
+// The cache block this thread's copy of split s reads (tensor_split_rows' threads: thread i takes
+// K (i < 64) or V, cache block first + (i % 64) / 2 and half i % 2), from the sequence's block
+// table; -1 where the thread has no copy (a table's entries are blocks, never negative).
+__device__ __forceinline__ int32_t tensor_split_entry(const AttnParams& p, const Run& run, int s) {
+  const SplitBlocks blocks = split_blocks(run, s, p.bs_shift);
+  const int b = blocks.first + (threadIdx.x % 64) / 2;
+  if (threadIdx.x >= 128 || b > blocks.last) return -1;
+  return __ldg(run.table + ((s * kSplit) >> p.bs_shift) + b);
+}
+
+// Split s's live blocks' copies, one a thread (tensor_split_entry's: blk, this thread's cache
+// block, -1 none). kb, vb: 1,024-byte aligned.
 __device__ __forceinline__ void tensor_split_rows(const AttnParams& p, const Run& run, int s,
                                                   unsigned char* kb, unsigned char* vb,
-                                                  uint64_t* bars) {
+                                                  uint64_t* bars, int32_t blk) {
   static_assert(kAttnThreads >= 128 && kSplit / 8 * 2 <= 64, "two threads a block, K and V");
 #ifdef MEMRA_SM90_CODE
   const int bs_shift = p.bs_shift;
   const SplitBlocks blocks = split_blocks(run, s, bs_shift);
   const int i = threadIdx.x % 64, b = blocks.first + i / 2, half = i % 2;
   const bool values = threadIdx.x >= 64;
-  if (threadIdx.x >= 128 || b > blocks.last) return;
-  const int32_t blk = __ldg(run.table + ((s * kSplit) >> bs_shift) + b);
+  if (blk < 0) return;
   unsigned char* dst = (values ? vb : kb) + ((b * 2 + half) << (bs_shift + 7));
   tensor_copy_3d(dst, values ? &p.v_map : &p.k_map, 0, run.kv_head * 2 + half, blk << bs_shift,
                  bars + (values ? 1 : 0));
 #else
-  (void)p, (void)run, (void)s, (void)kb, (void)vb, (void)bars;
+  (void)p, (void)run, (void)s, (void)kb, (void)vb, (void)bars, (void)blk;
   __trap();
 #endif
 }

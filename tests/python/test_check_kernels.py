@@ -1,7 +1,8 @@
 """scripts/check_kernels.py, the lint that keeps programmatic dependent launch exact: every kernel
-waits for the kernel before it (detail::wait_for_inputs) before it reads anything, the one
-exception being the decode products' early weight load (tiled_chunk.cuh's EarlyChunk), and no
-kernel is launched with a raw <<<>>>. Run here on made-up kernel files."""
+waits for the kernel before it (detail::wait_for_inputs) before it reads anything, the exceptions
+being the decode products' early weight load (tiled_chunk.cuh's EarlyChunk) and decode
+attention's early step metadata (attention_decode.cuh's EarlyRun), and no kernel is launched with
+a raw <<<>>>. Run here on made-up kernel files."""
 import check_kernels as ck
 
 WAIT = "  detail::wait_for_inputs(detail::Trigger::late);\n"
@@ -27,6 +28,26 @@ def test_early_weights_statement_passes(tmp_path, monkeypatch, capsys):
             "  const EarlyChunk<D> first = early_chunk<D>(x, outs, pack, early && !kExperts);\n"
             + WAIT)
     assert lint(tmp_path, monkeypatch, capsys, body)[0] == 0
+
+
+def test_early_step_metadata_statement_passes(tmp_path, monkeypatch, capsys):
+    body = ("  using DC = DecodeConfig<D, CT, kShared>;\n"
+            "  const EarlyRun early = early_decode_run<kTensor && !kRun>(p, C::kChunkShift);\n"
+            + WAIT)
+    assert lint(tmp_path, monkeypatch, capsys, body)[0] == 0
+
+
+def test_early_step_metadata_only_in_its_form(tmp_path, monkeypatch, capsys):
+    # An EarlyRun built some other way, or not const, is refused.
+    bodies = (
+        "  const EarlyRun early = read_anything(p);\n" + WAIT,
+        "  EarlyRun early = early_decode_run<true>(p, 4);\n" + WAIT,
+    )
+    for i, body in enumerate(bodies):
+        sub = tmp_path / f"case{i}"
+        sub.mkdir()
+        rc, err = lint(sub, monkeypatch, capsys, body)
+        assert rc == 1, body
 
 
 def test_a_read_before_the_wait_fails(tmp_path, monkeypatch, capsys):
