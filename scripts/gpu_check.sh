@@ -372,6 +372,18 @@ switch_ab() {
   done
 }
 
+# one_token_ab NAME VAR OFF ON: a one-token product form's switch, VAR=0 (way OFF) against VAR=1
+# (way ON): kernel-check's matmul family with it on, with teeth, the determinism contract and graph
+# replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one sequence, each way.
+one_token_ab() {
+  local name=$1 var=$2 ways="$3:$2=0 $4:$2=1"
+  switch_bits matmul "$name" "$var=1"
+  switch_ab "$name" "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b bf16)"
+  switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
+    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
+}
+
 # one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE: one form of decode attention's one-split
 # kernel against another (WAYS: switch_ab's, one setting a way): the phases each way
 # (memra-kernel-bench's one sequence of 512 keys, stamped), the determinism contract with
@@ -966,26 +978,16 @@ if [ "$MODE" = rawx ]; then
 fi
 if [ "$MODE" = rawxattn ]; then
   # The o product's input was the last a one-token layer prepared in an x_to_f16 launch; with
-  # MEMRA_RAW_X_ATTENTION (the default) decode attention's cluster form hands it its blocks' partial maxima
-  # and the product's blocks make x's operands themselves, as the down product does (the same
-  # bits).
-  switch_bits matmul rawxattn MEMRA_RAW_X_ATTENTION=1
-  ways="prepared:MEMRA_RAW_X_ATTENTION=0 raw:MEMRA_RAW_X_ATTENTION=1"
-  switch_ab rawxattn "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
-    "$(synth qwen3-0.6b bf16)"
-  switch_ab rawxattn "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
-    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
+  # MEMRA_RAW_X_ATTENTION (the default) decode attention's cluster form hands it its blocks'
+  # partial maxima and the product's blocks make x's operands themselves, as the down product
+  # does (the same bits).
+  one_token_ab rawxattn MEMRA_RAW_X_ATTENTION prepared raw
 fi
 if [ "$MODE" = rawxearly ]; then
   # A product reading x raw waits for the partial maxima (an L2 round trip) before it loads its
   # first chunk of x (another); with MEMRA_RAW_X_EARLY=1 the first chunk's loads go out first and
   # fly beside the maxima's (the same bits).
-  switch_bits matmul rawxearly MEMRA_RAW_X_EARLY=1
-  ways="after:MEMRA_RAW_X_EARLY=0 early:MEMRA_RAW_X_EARLY=1"
-  switch_ab rawxearly "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
-    "$(synth qwen3-0.6b bf16)"
-  switch_ab rawxearly "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)" \
-    "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
+  one_token_ab rawxearly MEMRA_RAW_X_EARLY after early
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the
