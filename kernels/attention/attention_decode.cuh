@@ -276,11 +276,17 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
   extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  Run run = early.run;
-  int s_first = early.s_first, s_last = early.s_last;
-  const bool has_keys = early.loaded
-                            ? early.has_keys
-                            : decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
+  Run run;
+  int s_first, s_last;
+  bool has_keys;
+  if (early.loaded) {
+    run = early.run;
+    s_first = early.s_first;
+    s_last = early.s_last;
+    has_keys = early.has_keys;
+  } else {
+    has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
+  }
   stamp(0);
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
