@@ -103,7 +103,7 @@ template <DType D>
 __device__ __forceinline__ RawFirst load_first_x(const float* row, int k0, bool load) {
   const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, t = lane & 3;
   if constexpr (kFold<D>) {
-    return load_raw_first(row, k0, lane, lane + 32, load);
+    return XRaw::load_first_halves(row, k0, load);
   } else {
     static_assert(kChunk / Tiled<D>::kGroup / 8 * (Tiled<D>::kGroup / 16) == 2,
                   "a lane takes two fragments a chunk");

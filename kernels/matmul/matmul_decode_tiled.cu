@@ -249,10 +249,9 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
   if constexpr (kRawX) {
     __shared__ float inv;  // the row's 2^-shift, for the writes after the block's barrier
     a.xinv = &inv;
-    const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-    // The warp's first chunk is chunk `warp`; column0_frags reads float4s L and L + 32 of it.
-    const RawFirst x0 = load_raw_first(a.x_raw, warp * kChunk, lane, lane + 32,
-                                       a.x_raw_early && warp < a.n_in / kChunk);
+    const int warp = static_cast<int>(threadIdx.x) >> 5;  // its first chunk is chunk `warp`
+    const RawFirst x0 =
+        XRaw::load_first_halves(a.x_raw, warp * kChunk, a.x_raw_early && warp < a.n_in / kChunk);
     tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots,
                                     raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0));
   } else {

@@ -111,12 +111,23 @@ struct XRaw {
       xf[st] = g == 0 ? f : make_uint2(0u, 0u);
     }
   }
-  // The lane's two float4s of the chunk at k0 (L and L + 32) in f16.
+  // The float4s of the chunk a lane holds in column 0's forms (column0_frags, fold_operands): L
+  // and L + 32.
+  static __device__ __forceinline__ int lane_float4(int lane, int i) {
+    return lane + 32 * i;
+  }
+  // Those two of the chunk at k0, in f16.
   __device__ __forceinline__ void lane_halves(int k0, int lane, uint2 (&h)[2]) const {
     static_assert(kChunk == 256, "a chunk is 64 float4s, two a lane");
     const float4* src = reinterpret_cast<const float4*>(row + k0);
-    h[0] = to_f16(__ldg(src + lane), scale);
-    h[1] = to_f16(__ldg(src + lane + 32), scale);
+    h[0] = to_f16(__ldg(src + lane_float4(lane, 0)), scale);
+    h[1] = to_f16(__ldg(src + lane_float4(lane, 1)), scale);
+  }
+  // Those two loaded early (RawFirst) where `load`.
+  static __device__ __forceinline__ RawFirst load_first_halves(const float* row, int k0,
+                                                               bool load) {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    return load_raw_first(row, k0, lane_float4(lane, 0), lane_float4(lane, 1), load);
   }
   __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
     uint2 h[2];
