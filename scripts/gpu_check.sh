@@ -196,14 +196,14 @@
 #               at one sequence, twice (~3.5 min on an H100)
 #     earlymeta decode attention's one-split tensor form reading its run (the token's position
 #               and sequence) and its copies' block-table entries before its wait
-#               (MEMRA_DECODE_EARLY_META=1, written in the sixty-sixth round: step metadata only,
+#               (MEMRA_DECODE_EARLY_META=1, the default since the sixty-seventh round: step metadata only,
 #               which the host uploads before a step's first kernel) against after it:
 #               kernel-check (also with every launch merging, and with teeth), the phases each way,
 #               the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
 #               (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
-#               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, written in the sixty-sixth
-#               round: one L2 round trip off the first chunk's chain; the one-token kernel's
+#               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
+#               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token kernel's
 #               K-quants and the tiled kernel's F16/BF16 launch) against after them: kernel-check's
 #               matmul family with it on, with teeth, the determinism contract and graph replay,
 #               then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice

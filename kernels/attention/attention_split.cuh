@@ -105,7 +105,8 @@ struct AttnParams {
   // raw_x_attention_enabled); null: none. The host sets it for that launch only.
   float* part_max;
   // The decode kernel's one-split tensor form reads its block's run and its copies' cache-block
-  // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META=1).
+  // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the
+  // default).
   bool early_meta;
 };
 

@@ -105,8 +105,12 @@ bool early_weights_enabled() {
   return enabled;
 }
 
+// MEMRA_RAW_X_EARLY=0: a product reading x raw loads its first chunk of x after the partial maxima,
+// as before the sixty-seventh round (the A/B; the same bits). Measured there on an H100 (medians of
+// two, `gpu_check.sh rawxearly`): 0.6B Q4_K_M +0.8%, BF16 +1.1%; 8B Q4_K_M +0.1%, BF16 +0.2%,
+// Q8_0 flat.
 bool raw_x_early_enabled() {
-  static const bool enabled = env_switch("MEMRA_RAW_X_EARLY", false);
+  static const bool enabled = env_switch("MEMRA_RAW_X_EARLY", true);
   return enabled;
 }
 

@@ -44,7 +44,7 @@ struct MatmulArgs {
   const float* x_parts = nullptr;
   int n_parts = 0;
   // x_raw: a warp's first chunk of it loaded before the partial maxima (one_token_x.cuh: RawFirst;
-  // MEMRA_RAW_X_EARLY=1).
+  // MEMRA_RAW_X_EARLY, the default).
   bool x_raw_early = false;
 };
 
@@ -260,8 +260,9 @@ template <DType D>
 void launch_decode_pair(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);
 // MEMRA_SINGLE_DECODE=0 sends one-token batches to launch_decode_tiled instead (A/B).
 bool single_decode_enabled();
-// MEMRA_RAW_X_EARLY=1: the one-token kernels reading x raw load a warp's first chunk of it before
-// the partial maxima (one_token_x.cuh: RawFirst; MatmulArgs::x_raw_early). The same bits.
+// MEMRA_RAW_X_EARLY (the default; =0 off): the one-token kernels reading x raw load a warp's first
+// chunk of it before the partial maxima (one_token_x.cuh: RawFirst; MatmulArgs::x_raw_early). The
+// same bits.
 bool raw_x_early_enabled();
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);

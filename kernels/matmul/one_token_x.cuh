@@ -56,9 +56,9 @@ struct XPrepared {
 // The two float4s of a warp's first chunk of x that a lane's partial reads, loaded right after the
 // kernel's wait, before the partial maxima (load_raw_first): the chunk's loads then fly beside
 // the maxima's instead of after them, one L2 round trip off the first chunk's chain
-// (MEMRA_RAW_X_EARLY=1, opt-in until measured). Column 0's forms read float4s L and L + 32
-// (lane_halves), the columns types a lane's two fragments in columns_partial's order
-// (decode_single_block.cuh: load_first_x). k0 < 0: none loaded.
+// (the default since the sixty-seventh round; MEMRA_RAW_X_EARLY=0: after them). Column 0's forms
+// read float4s L and L + 32 (lane_halves), the columns types a lane's two fragments in
+// columns_partial's order (decode_single_block.cuh: load_first_x). k0 < 0: none loaded.
 struct RawFirst {
   int k0 = -1;
   float4 v[2];
