@@ -201,6 +201,12 @@
 #               kernel-check (also with every launch merging, and with teeth), the phases each way,
 #               the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
 #               (~2.5 min)
+#     tensorspread decode attention's tensor form issuing a split's copies from all eight warps
+#               (MEMRA_DECODE_TENSOR_SPREAD=1, written in the sixty-seventh round: ~2,300 cycles
+#               at 512 keys went to 64 copies from two warps, a lane at a time) against from the
+#               first threads: kernel-check (also with every launch merging, and with teeth), the
+#               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
+#               sequence, twice (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token kernel's
@@ -242,8 +248,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | tensorspread | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|tensorspread|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -964,6 +970,19 @@ if [ "$MODE" = earlymeta ]; then
     --teeth
   ways="after:MEMRA_DECODE_EARLY_META=0 early:MEMRA_DECODE_EARLY_META=1"
   one_query_ab earlymeta "$ways" engine-invariants-earlymeta MEMRA_DECODE_EARLY_META=1
+fi
+if [ "$MODE" = tensorspread ]; then
+  # With the early metadata the tensor form's copies still take ~2,300 cycles to issue at 512 keys
+  # on an H100: 64 tensor copies from two warps, a lane at a time. MEMRA_DECODE_TENSOR_SPREAD=1
+  # issues them from all eight warps (the same rows: the same bits). Kernel-check (the default
+  # merge, every launch merging, with teeth), the phases each way, the determinism contract, then
+  # whole steps.
+  on=MEMRA_DECODE_TENSOR_SPREAD=1
+  kcheck kernel-check-attention-tensorspread 120 "$on" --filter attention
+  kcheck kernel-check-attention-tensorspread-all 120 "$on" MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-tensorspread-teeth 120 "$on" --filter attention --teeth
+  ways="packed:MEMRA_DECODE_TENSOR_SPREAD=0 spread:MEMRA_DECODE_TENSOR_SPREAD=1"
+  one_query_ab tensorspread "$ways" engine-invariants-tensorspread "$on"
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

@@ -323,6 +323,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
     if ((variant & kTransposedVariant) && decode_tensor_enabled() && encode_decode_maps(q)) {
       variant |= kTensorVariant;
       q.early_meta = decode_early_meta_enabled();  // (a split a block: this branch's forms)
+      q.spread_copies = decode_tensor_spread_enabled();
     }
   }
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.

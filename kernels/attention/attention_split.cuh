@@ -108,6 +108,9 @@ struct AttnParams {
   // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the
   // default).
   bool early_meta;
+  // The tensor form issues a split's copies from all eight warps (decode_tensor.cuh:
+  // tensor_copy_index; MEMRA_DECODE_TENSOR_SPREAD=1), else from the first threads.
+  bool spread_copies;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -180,6 +180,14 @@ bool decode_early_meta_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_TENSOR_SPREAD=1: the tensor form issues a split's copies from all eight warps, a few
+// a warp, instead of 32 a warp from two (decode_tensor.cuh: tensor_copy_index). Opt-in until its
+// A/B runs (`gpu_check.sh tensorspread`, written in the sixty-seventh round). The same bits.
+bool decode_tensor_spread_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_TENSOR_SPREAD", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

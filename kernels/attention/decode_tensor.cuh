@@ -66,13 +66,28 @@ __device__ __forceinline__ void tensor_split_start(const Run& run, int s, int bs
 #endif
 }
 
-// The cache block this thread's copy of split s reads (tensor_split_rows' threads: thread i takes
-// K (i < 64) or V, cache block first + (i % 64) / 2 and half i % 2), from the sequence's block
-// table; -1 where the thread has no copy (a table's entries are blocks, never negative).
+// Which of a split's up to 128 copies this thread issues: copy c is K (c < 64) or V, of cache
+// block first + (c % 64) / 2 and half c % 2; -1 none. Packed (the default): thread c, so that a
+// split of 16 cache blocks (256 keys over blocks of 16 slots: 32 copies each for K and V) issues
+// them from two warps, 32 a warp, and a warp issues a tensor copy a lane at a time. Spread
+// (p.spread_copies, MEMRA_DECODE_TENSOR_SPREAD=1): copy c from lane c / 8 of warp c % 8, so the
+// same split issues them from all eight warps, 4 K and 4 V a warp (the sixty-seventh round's
+// stamps at 512 keys put ~2,300 cycles on the copies' issue after the early metadata). Only the
+// issuing thread changes: the same rows land in the same places.
+__device__ __forceinline__ int tensor_copy_index(const AttnParams& p) {
+  static_assert(kAttnWarps == 8 && kAttnThreads >= 128, "128 copies over 16 lanes of 8 warps");
+  const int t = static_cast<int>(threadIdx.x);
+  if (p.spread_copies) return t % 32 < 16 ? (t % 32) * 8 + t / 32 : -1;
+  return t < 128 ? t : -1;
+}
+
+// The cache block this thread's copy of split s reads (tensor_copy_index's), from the sequence's
+// block table; -1 where the thread has no copy (a table's entries are blocks, never negative).
 __device__ __forceinline__ int32_t tensor_split_entry(const AttnParams& p, const Run& run, int s) {
   const SplitBlocks blocks = split_blocks(run, s, p.bs_shift);
-  const int b = blocks.first + (threadIdx.x % 64) / 2;
-  if (threadIdx.x >= 128 || b > blocks.last) return -1;
+  const int c = tensor_copy_index(p);
+  const int b = blocks.first + (c % 64) / 2;
+  if (c < 0 || b > blocks.last) return -1;
   return __ldg(run.table + ((s * kSplit) >> p.bs_shift) + b);
 }
 
@@ -81,12 +96,13 @@ __device__ __forceinline__ int32_t tensor_split_entry(const AttnParams& p, const
 __device__ __forceinline__ void tensor_split_rows(const AttnParams& p, const Run& run, int s,
                                                   unsigned char* kb, unsigned char* vb,
                                                   uint64_t* bars, int32_t blk) {
-  static_assert(kAttnThreads >= 128 && kSplit / 8 * 2 <= 64, "two threads a block, K and V");
+  static_assert(kSplit / 8 * 2 <= 64, "two copies a cache block, K and V");
 #ifdef MEMRA_SM90_CODE
   const int bs_shift = p.bs_shift;
   const SplitBlocks blocks = split_blocks(run, s, bs_shift);
-  const int i = threadIdx.x % 64, b = blocks.first + i / 2, half = i % 2;
-  const bool values = threadIdx.x >= 64;
+  const int c = tensor_copy_index(p);  // >= 0 where blk is
+  const int i = c % 64, b = blocks.first + i / 2, half = i % 2;
+  const bool values = c >= 64;
   if (blk < 0) return;
   unsigned char* dst = (values ? vb : kb) + ((b * 2 + half) << (bs_shift + 7));
   tensor_copy_3d(dst, values ? &p.v_map : &p.k_map, 0, run.kv_head * 2 + half, blk << bs_shift,
