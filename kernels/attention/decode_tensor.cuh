@@ -74,12 +74,29 @@ __device__ __forceinline__ void tensor_split_start(const Run& run, int s, int bs
 // same split issues them from all eight warps, 4 K and 4 V a warp (the sixty-seventh round's
 // stamps at 512 keys put ~2,300 cycles on the copies' issue after the early metadata). Only the
 // issuing thread changes: the same rows land in the same places.
-__device__ __forceinline__ int tensor_copy_index(const AttnParams& p) {
-  static_assert(kAttnWarps == 8 && kAttnThreads >= 128, "128 copies over 16 lanes of 8 warps");
-  const int t = static_cast<int>(threadIdx.x);
-  if (p.spread_copies) return t % 32 < 16 ? (t % 32) * 8 + t / 32 : -1;
+__host__ __device__ constexpr int tensor_copy_of(int t, bool spread) {
+  if (spread) return t % 32 < 16 ? (t % 32) * 8 + t / 32 : -1;
   return t < 128 ? t : -1;
 }
+__device__ __forceinline__ int tensor_copy_index(const AttnParams& p) {
+  return tensor_copy_of(static_cast<int>(threadIdx.x), p.spread_copies);
+}
+
+// Each mapping issues each of the 128 copies from exactly one thread of the block: a copy issued
+// by none would leave its barrier's bytes short (the block waits forever), one issued twice would
+// land more bytes than the barrier expects.
+constexpr bool copies_issued_once(bool spread) {
+  int issued[128] = {};
+  for (int t = 0; t < kAttnThreads; ++t) {
+    const int c = tensor_copy_of(t, spread);
+    if (c >= 128 || (c >= 0 && issued[c]++ > 0)) return false;
+  }
+  for (const int n : issued)
+    if (n != 1) return false;
+  return true;
+}
+static_assert(copies_issued_once(false) && copies_issued_once(true),
+              "the tensor form's copies: each from one thread");
 
 // The cache block this thread's copy of split s reads (tensor_copy_index's), from the sequence's
 // block table; -1 where the thread has no copy (a table's entries are blocks, never negative).
