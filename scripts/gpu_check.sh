@@ -408,6 +408,17 @@ one_query_ab() {
   switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 }
 
+# one_query_switch NAME VAR OFF ON: a switch of decode attention's one-split form that keeps its
+# bits, VAR=0 (way OFF) against VAR=1 (way ON): kernel-check's attention family with it on (the
+# default merge, every launch merging, with teeth), then one_query_ab.
+one_query_switch() {
+  local name=$1 var=$2
+  kcheck "kernel-check-attention-$name" 120 "$var=1" --filter attention
+  kcheck "kernel-check-attention-$name-all" 120 "$var=1" MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck "kernel-check-attention-$name-teeth" 120 "$var=1" --filter attention --teeth
+  one_query_ab "$name" "$3:$var=0 $4:$var=1" "engine-invariants-$name" "$var=1"
+}
+
 # kernel_stalls NAME REGEX SKIP BENCH-ARGS: Nsight Compute's sections, stall reasons and 60 most
 # stalled SASS lines of one launch of the kernels matching REGEX under memra-kernel-bench (after
 # SKIP of them: past its warm-ups), for the stalls modes.
@@ -963,13 +974,7 @@ if [ "$MODE" = earlymeta ]; then
   # after the wait; MEMRA_DECODE_EARLY_META=1 reads them before it (step metadata only: the same
   # bits). Kernel-check (the default merge, every launch merging, with teeth), the phases each
   # way, the determinism contract, then whole steps.
-  kcheck kernel-check-attention-earlymeta 120 MEMRA_DECODE_EARLY_META=1 --filter attention
-  kcheck kernel-check-attention-earlymeta-all 120 MEMRA_DECODE_EARLY_META=1 MEMRA_DECODE_MERGE=1 \
-    --filter attention
-  kcheck kernel-check-attention-earlymeta-teeth 120 MEMRA_DECODE_EARLY_META=1 --filter attention \
-    --teeth
-  ways="after:MEMRA_DECODE_EARLY_META=0 early:MEMRA_DECODE_EARLY_META=1"
-  one_query_ab earlymeta "$ways" engine-invariants-earlymeta MEMRA_DECODE_EARLY_META=1
+  one_query_switch earlymeta MEMRA_DECODE_EARLY_META after early
 fi
 if [ "$MODE" = tensorspread ]; then
   # With the early metadata the tensor form's copies still take ~2,300 cycles to issue at 512 keys
@@ -977,12 +982,7 @@ if [ "$MODE" = tensorspread ]; then
   # issues them from all eight warps (the same rows: the same bits). Kernel-check (the default
   # merge, every launch merging, with teeth), the phases each way, the determinism contract, then
   # whole steps.
-  on=MEMRA_DECODE_TENSOR_SPREAD=1
-  kcheck kernel-check-attention-tensorspread 120 "$on" --filter attention
-  kcheck kernel-check-attention-tensorspread-all 120 "$on" MEMRA_DECODE_MERGE=1 --filter attention
-  kcheck kernel-check-attention-tensorspread-teeth 120 "$on" --filter attention --teeth
-  ways="packed:MEMRA_DECODE_TENSOR_SPREAD=0 spread:MEMRA_DECODE_TENSOR_SPREAD=1"
-  one_query_ab tensorspread "$ways" engine-invariants-tensorspread "$on"
+  one_query_switch tensorspread MEMRA_DECODE_TENSOR_SPREAD packed spread
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
