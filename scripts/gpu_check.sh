@@ -207,6 +207,12 @@
 #               first threads: kernel-check (also with every launch merging, and with teeth), the
 #               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~2.5 min)
+#     spreadq   the tensor form's copies from the first threads (the default) against from all
+#               eight warps (MEMRA_DECODE_TENSOR_SPREAD=1) and against that with each thread's
+#               first pair of q loaded before the copies' issue (MEMRA_DECODE_Q_FIRST=1 too,
+#               written in the sixty-eighth round): kernel-check with each (also with every launch
+#               merging, and with teeth), the phases each way, the determinism contract, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token kernel's
@@ -248,8 +254,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | tensorspread | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|tensorspread|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | tensorspread | spreadq | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|tensorspread|spreadq|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -390,18 +396,21 @@ one_token_ab() {
     "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 }
 
-# one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE: one form of decode attention's one-split
-# kernel against another (WAYS: switch_ab's, one setting a way): the phases each way
+# one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE[,...]: forms of decode attention's one-split
+# kernel against each other (WAYS: switch_ab's, a setting a way): the phases each way
 # (memra-kernel-bench's one sequence of 512 keys, stamped), the determinism contract with
-# VAR=VALUE, then 0.6B, 8B Q4_K_M and BF16 at one sequence, each way.
+# VAR=VALUE[,...], then 0.6B, 8B Q4_K_M and BF16 at one sequence, each way.
 one_query_ab() {
-  local name=$1 ways=$2 invariants=$3 setting=$4 f
+  local name=$1 ways=$2 invariants=$3 setting=$4 f vars
   for f in $ways; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+    vars=${f#*:}
+    # shellcheck disable=SC2086  # the variables split at their commas
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 ${vars//,/ } \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
-  step "$invariants" 180 env MEMRA_TEST_DEVICE=cuda "$setting" \
+  # shellcheck disable=SC2086  # the variables split at their commas
+  step "$invariants" 180 env MEMRA_TEST_DEVICE=cuda ${setting//,/ } \
     "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
   switch_ab "$name" "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
@@ -983,6 +992,26 @@ if [ "$MODE" = tensorspread ]; then
   # merge, every launch merging, with teeth), the phases each way, the determinism contract, then
   # whole steps.
   one_query_switch tensorspread MEMRA_DECODE_TENSOR_SPREAD packed spread
+fi
+if [ "$MODE" = spreadq ]; then
+  # The tensor form's chain to its scores at 512 keys on an H100 (sixty-seventh round): ~2,300
+  # cycles issuing the copies (32 a warp from two warps), then ~1,560 staging q (its L2 round
+  # trip behind them), while K's rows had landed 140 cycles after. Three ways: the copies from
+  # the first threads (packed, the default), from all eight warps (spread,
+  # MEMRA_DECODE_TENSOR_SPREAD=1), and spread with q's first pair loaded before the copies' issue
+  # (spreadq, MEMRA_DECODE_Q_FIRST=1 too). The same bits each way: kernel-check with each switch
+  # (the default merge, every launch merging, with teeth), the phases each way, the determinism
+  # contract, then whole steps.
+  kcheck kernel-check-attention-spread 120 MEMRA_DECODE_TENSOR_SPREAD=1 --filter attention
+  kcheck kernel-check-attention-qfirst 120 MEMRA_DECODE_Q_FIRST=1 --filter attention
+  kcheck kernel-check-attention-spreadq-all 120 MEMRA_DECODE_TENSOR_SPREAD=1 \
+    MEMRA_DECODE_Q_FIRST=1 MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-spreadq-teeth 120 MEMRA_DECODE_TENSOR_SPREAD=1 \
+    MEMRA_DECODE_Q_FIRST=1 --filter attention --teeth
+  ways="packed:MEMRA_DECODE_TENSOR_SPREAD=0 spread:MEMRA_DECODE_TENSOR_SPREAD=1"
+  ways+=" spreadq:MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1"
+  one_query_ab spreadq "$ways" engine-invariants-spreadq \
+    MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

@@ -324,6 +324,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       variant |= kTensorVariant;
       q.early_meta = decode_early_meta_enabled();  // (a split a block: this branch's forms)
       q.spread_copies = decode_tensor_spread_enabled();
+      q.q_first = decode_q_first_enabled();
     }
   }
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.

@@ -319,7 +319,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   [[maybe_unused]] uint64_t* const bars =
       reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
   SplitKeys<D, CT> keys;
+  // MEMRA_DECODE_Q_FIRST: this thread's first pair of q in flight under the copies' issue.
+  [[maybe_unused]] float2 q_pair{};
   if constexpr (kTensor) {
+    if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
     if (threadIdx.x == 0) tensor_split_start(run, s_first, p.bs_shift, bars);
     __syncthreads();  // the barriers, before any copy completes on them
     tensor_split_rows(p, run, s_first, kb, vb, bars,
@@ -340,8 +343,12 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     stamp(1);
   }
-  publish_key_ranges(p, run, sm);
-  stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  if (kTensor && p.q_first) {
+    stage_q_terms_from<D, CT, C>(p, run, sm, sm.q, q_pair);
+  } else {
+    publish_key_ranges(p, run, sm);
+    stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
+  }
   stamp(2);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.

@@ -510,6 +510,36 @@ __device__ __forceinline__ void stage_q_terms(const AttnParams& p, const Run& ru
   }
 }
 
+// Pair i of a one-token run's q rows (row i / (D / 2), its dims 2 (i % (D / 2)) and + 1), zero
+// past its rows: stage_q_terms' values, loaded apart from their staging (MEMRA_DECODE_Q_FIRST).
+template <int D>
+__device__ __forceinline__ float2 load_q_pair(const AttnParams& p, const Run& run, int i) {
+  const int r = i / (D / 2), d = 2 * (i % (D / 2));
+  if (r >= run.n_rows) return make_float2(0.0f, 0.0f);
+  const float* qr = p.q + int64_t{run.tb} * p.ldq + int64_t{run.h0 + r} * D + d;
+  return make_float2(qr[0], qr[1]);  // two loads: q rows need not be 8-byte aligned
+}
+
+// stage_q_terms for a one-token run (its rows are the token's heads h0 .. h0 + n_h - 1) with this
+// thread's first pair already loaded (first: load_q_pair(p, run, threadIdx.x)), and the row's key
+// range from the run (its token's: [lo, hi) is [key_range.lo, pos + 1)) rather than re-read from
+// p.positions: the same values in the same slots as publish_key_ranges and stage_q_terms.
+template <int D, typename CT, typename C>
+__device__ __forceinline__ void stage_q_terms_from(const AttnParams& p, const Run& run,
+                                                   const RowState& st, unsigned char* q_terms,
+                                                   float2 first) {
+  if (threadIdx.x == 0) {
+    st.qpos[0] = run.hi - 1;
+    st.qlo[0] = run.lo;
+  }
+  static_assert(C::kRows >= 16, "stage_q_terms' tiles of whole rows");
+  const int total = ((run.n_rows + 15) & ~15) * (D / 2);
+  for (int i = threadIdx.x; i < total; i += kAttnThreads) {
+    const float2 x = i == static_cast<int>(threadIdx.x) ? first : load_q_pair<D>(p, run, i);
+    store_q_pair<CT, C, C::kRows>(q_terms, i / (D / 2), 2 * (i % (D / 2)), x);
+  }
+}
+
 // Attention of one run (tokens [tb, te) of one sequence) for this block's kv head and heads.
 template <int D, typename CT, bool MQ>
 __device__ void mma_attend_run(const AttnParams& p, const MmaSmem& sm, int tb, int te, int seq,

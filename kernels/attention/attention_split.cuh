@@ -111,6 +111,9 @@ struct AttnParams {
   // The tensor form issues a split's copies from all eight warps (decode_tensor.cuh:
   // tensor_copy_index; MEMRA_DECODE_TENSOR_SPREAD=1), else from the first threads.
   bool spread_copies;
+  // The tensor form's one-split blocks load their thread's first pair of q right after the wait,
+  // before the copies' issue (attention_decode.cuh; MEMRA_DECODE_Q_FIRST=1), else after it.
+  bool q_first;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

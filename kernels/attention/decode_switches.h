@@ -188,6 +188,18 @@ bool decode_tensor_spread_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_Q_FIRST=1: the tensor form's one-split blocks load their thread's first pair of q
+// (the query row of the step's prologue) right after the kernel's wait, before the copies' issue,
+// and stage it after it (attention_decode.cuh), instead of loading it after the copies. Why: the
+// sixty-seventh round's stamps at 512 keys (H100) put q's staging at ~1,560 cycles after the
+// copies' issue, while K's rows had landed 140 cycles after it: q's L2 round trip is on the
+// block's chain, behind the issuing warps' copies. Opt-in until its A/B runs (`gpu_check.sh
+// spreadq`, written in the sixty-eighth round). The same values in the same slots: the same bits.
+bool decode_q_first_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_Q_FIRST", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {
