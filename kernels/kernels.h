@@ -430,11 +430,14 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
 // step over a short context) records in each block the SM clock at the end of each phase, as
 // cycles since its wait for inputs returned: the block's run read (its token's position), its
 // copies issued, q staged, K landed, the scores, the softmax with V landed, the values and the
-// partial, the arrival (with the merge in the last block). The same arithmetic either way.
+// partial; then the cluster form's merge in three (the peers' partials published, the block's share
+// merged and written, its end: the block's largest |output| and the cluster's last barrier), or
+// the arrival with the last block's merge as the first of the three (the other two none). The same
+// arithmetic either way.
 // decode_phase_stamps copies out the last such launch's first blocks (out[b * kDecodePhases + i],
 // at most max_blocks; -1 for a block without keys) and returns how many, then forgets them (0 until
 // the next stamped launch).
-constexpr int kDecodePhases = 8;
+constexpr int kDecodePhases = 10;
 constexpr int kDecodeStampBlocks = 1024;
 int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream);
 

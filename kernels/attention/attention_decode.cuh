@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
   if (!has_keys) {  // none: no reads
     if constexpr (kCluster)
-      cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
+      cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, [](int) {});
     else
       decode_arrive<D>(p, kRun);
     if constexpr (kStamps) {  // no phases: -1 each, so the host leaves the block out
@@ -454,11 +454,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     one_split(s_first, false);
   }
-  if constexpr (kCluster)
-    cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part);
-  else
+  if constexpr (kCluster) {
+    cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, stamp);
+  } else {
     decode_arrive<D>(p, kRun);
-  stamp(7);
+    stamp(7), stamp(8);  // (the arrival and the last block's merge: phase 7's)
+  }
+  stamp(9);
 }
 
 }  // namespace memra::kernels::detail
