@@ -202,15 +202,15 @@
 #               the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
 #               (~2.5 min)
 #     tensorspread decode attention's tensor form issuing a split's copies from all eight warps
-#               (MEMRA_DECODE_TENSOR_SPREAD=1, written in the sixty-seventh round: ~2,300 cycles
-#               at 512 keys went to 64 copies from two warps, a lane at a time) against from the
-#               first threads: kernel-check (also with every launch merging, and with teeth), the
+#               (MEMRA_DECODE_TENSOR_SPREAD=1, the default since the sixty-eighth round with
+#               MEMRA_DECODE_Q_FIRST: ~2,300 cycles at 512 keys went to 64 copies from two warps, a
+#               lane at a time) against from the first threads: kernel-check (also with every launch merging, and with teeth), the
 #               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~2.5 min)
-#     spreadq   the tensor form's copies from the first threads (the default) against from all
-#               eight warps (MEMRA_DECODE_TENSOR_SPREAD=1) and against that with each thread's
-#               first pair of q loaded before the copies' issue (MEMRA_DECODE_Q_FIRST=1 too,
-#               written in the sixty-eighth round): kernel-check with each (also with every launch
+#     spreadq   the tensor form's copies from the first threads against from all eight warps
+#               (MEMRA_DECODE_TENSOR_SPREAD=1) and against that with each thread's first pair of
+#               q loaded before the copies' issue (MEMRA_DECODE_Q_FIRST=1 too; the two together
+#               the default since the sixty-eighth round: 0.6B Q4_K_M c1 +2.0%, 8B +0.4%): kernel-check with each (also with every launch
 #               merging, and with teeth), the phases each way, the determinism contract, then
 #               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
@@ -997,18 +997,21 @@ if [ "$MODE" = spreadq ]; then
   # The tensor form's chain to its scores at 512 keys on an H100 (sixty-seventh round): ~2,300
   # cycles issuing the copies (32 a warp from two warps), then ~1,560 staging q (its L2 round
   # trip behind them), while K's rows had landed 140 cycles after. Three ways: the copies from
-  # the first threads (packed, the default), from all eight warps (spread,
-  # MEMRA_DECODE_TENSOR_SPREAD=1), and spread with q's first pair loaded before the copies' issue
-  # (spreadq, MEMRA_DECODE_Q_FIRST=1 too). The same bits each way: kernel-check with each switch
-  # (the default merge, every launch merging, with teeth), the phases each way, the determinism
-  # contract, then whole steps.
-  kcheck kernel-check-attention-spread 120 MEMRA_DECODE_TENSOR_SPREAD=1 --filter attention
-  kcheck kernel-check-attention-qfirst 120 MEMRA_DECODE_Q_FIRST=1 --filter attention
+  # the first threads (packed), from all eight warps (spread, MEMRA_DECODE_TENSOR_SPREAD=1), and
+  # spread with q's first pair loaded before the copies' issue (spreadq, MEMRA_DECODE_Q_FIRST=1
+  # too; the default since the sixty-eighth round). The same bits each way: kernel-check with each
+  # switch alone (the default merge, every launch merging, with teeth), the phases each way, the
+  # determinism contract, then whole steps.
+  kcheck kernel-check-attention-spread 120 MEMRA_DECODE_TENSOR_SPREAD=1 MEMRA_DECODE_Q_FIRST=0 \
+    --filter attention
+  kcheck kernel-check-attention-qfirst 120 MEMRA_DECODE_TENSOR_SPREAD=0 MEMRA_DECODE_Q_FIRST=1 \
+    --filter attention
   kcheck kernel-check-attention-spreadq-all 120 MEMRA_DECODE_TENSOR_SPREAD=1 \
     MEMRA_DECODE_Q_FIRST=1 MEMRA_DECODE_MERGE=1 --filter attention
   kcheck kernel-check-attention-spreadq-teeth 120 MEMRA_DECODE_TENSOR_SPREAD=1 \
     MEMRA_DECODE_Q_FIRST=1 --filter attention --teeth
-  ways="packed:MEMRA_DECODE_TENSOR_SPREAD=0 spread:MEMRA_DECODE_TENSOR_SPREAD=1"
+  ways="packed:MEMRA_DECODE_TENSOR_SPREAD=0,MEMRA_DECODE_Q_FIRST=0"
+  ways+=" spread:MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=0"
   ways+=" spreadq:MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1"
   one_query_ab spreadq "$ways" engine-invariants-spreadq \
     MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1

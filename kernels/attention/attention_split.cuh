@@ -109,10 +109,11 @@ struct AttnParams {
   // default).
   bool early_meta;
   // The tensor form issues a split's copies from all eight warps (decode_tensor.cuh:
-  // tensor_copy_index; MEMRA_DECODE_TENSOR_SPREAD=1), else from the first threads.
+  // tensor_copy_index; MEMRA_DECODE_TENSOR_SPREAD, the default), else from the first threads.
   bool spread_copies;
   // The tensor form's one-split blocks load their thread's first pair of q right after the wait,
-  // before the copies' issue (attention_decode.cuh; MEMRA_DECODE_Q_FIRST=1), else after it.
+  // before the copies' issue (attention_decode.cuh; MEMRA_DECODE_Q_FIRST, the default), else
+  // after it.
   bool q_first;
 };
 

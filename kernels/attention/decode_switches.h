@@ -180,23 +180,25 @@ bool decode_early_meta_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_TENSOR_SPREAD=1: the tensor form issues a split's copies from all eight warps, a few
-// a warp, instead of 32 a warp from two (decode_tensor.cuh: tensor_copy_index). Opt-in until its
-// A/B runs (`gpu_check.sh tensorspread`, written in the sixty-seventh round). The same bits.
+// MEMRA_DECODE_TENSOR_SPREAD (=0 off): the tensor form issues a split's copies from all eight
+// warps, a few a warp, instead of 32 a warp from two (decode_tensor.cuh: tensor_copy_index).
+// MEMRA_DECODE_Q_FIRST (=0 off): its one-split blocks load their thread's first pair of q (the
+// query row of the step's prologue) right after the kernel's wait, before the copies' issue, and
+// stage it after it (attention_decode.cuh), with the row's key range from the run, instead of
+// loading it after the copies. Why both: the sixty-seventh round's stamps at 512 keys (H100) put
+// ~2,300 cycles on the copies' issue and ~1,560 on q's staging behind it, while K's rows had landed
+// 140 cycles after. Spread alone moves the time (copies 2,468 -> 1,492 cycles, q 1,863 -> 2,470:
+// q's L2 round trip waits behind the copies' data, the kernel 9.0 -> 9.1 us); with q first the
+// chain to the scores is 4,471 -> 3,112 cycles and the kernel 9.0 -> 8.3 us (F16 8.7 -> 8.2). The
+// defaults since the sixty-eighth round's H100 A/B (`gpu_check.sh spreadq`, medians of two against
+// packed: spread and q first 0.6B Q4_K_M c1 +2.0%, 8B Q4_K_M +0.4%, BF16 +0.4%; spread alone +2.0%,
+// -0.4%, +0.6%). The same bits each way.
 bool decode_tensor_spread_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_TENSOR_SPREAD", false);
+  static const bool on = env_switch("MEMRA_DECODE_TENSOR_SPREAD", true);
   return on;
 }
-
-// MEMRA_DECODE_Q_FIRST=1: the tensor form's one-split blocks load their thread's first pair of q
-// (the query row of the step's prologue) right after the kernel's wait, before the copies' issue,
-// and stage it after it (attention_decode.cuh), instead of loading it after the copies. Why: the
-// sixty-seventh round's stamps at 512 keys (H100) put q's staging at ~1,560 cycles after the
-// copies' issue, while K's rows had landed 140 cycles after it: q's L2 round trip is on the
-// block's chain, behind the issuing warps' copies. Opt-in until its A/B runs (`gpu_check.sh
-// spreadq`, written in the sixty-eighth round). The same values in the same slots: the same bits.
 bool decode_q_first_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_Q_FIRST", false);
+  static const bool on = env_switch("MEMRA_DECODE_Q_FIRST", true);
   return on;
 }
 
