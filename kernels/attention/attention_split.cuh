@@ -108,12 +108,9 @@ struct AttnParams {
   // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the
   // default).
   bool early_meta;
-  // The tensor form issues a split's copies from all eight warps (decode_tensor.cuh:
-  // tensor_copy_index; MEMRA_DECODE_TENSOR_SPREAD, the default), else from the first threads.
+  // The tensor form's copies from all eight warps (decode_tensor.cuh: tensor_copy_index), and each
+  // thread's first pair of q loaded before them (MEMRA_DECODE_TENSOR_SPREAD, _Q_FIRST: defaults).
   bool spread_copies;
-  // The tensor form's one-split blocks load their thread's first pair of q right after the wait,
-  // before the copies' issue (attention_decode.cuh; MEMRA_DECODE_Q_FIRST, the default), else
-  // after it.
   bool q_first;
 };
 
