@@ -196,30 +196,25 @@
 #               at one sequence, twice (~3.5 min on an H100)
 #     earlymeta decode attention's one-split tensor form reading its run (the token's position
 #               and sequence) and its copies' block-table entries before its wait
-#               (MEMRA_DECODE_EARLY_META=1, the default since the sixty-seventh round: step metadata only,
-#               which the host uploads before a step's first kernel) against after it:
-#               kernel-check (also with every launch merging, and with teeth), the phases each way,
-#               the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
-#               (~2.5 min)
-#     tensorspread decode attention's tensor form issuing a split's copies from all eight warps
-#               (MEMRA_DECODE_TENSOR_SPREAD=1, the default since the sixty-eighth round with
-#               MEMRA_DECODE_Q_FIRST: ~2,300 cycles at 512 keys went to 64 copies from two warps, a
-#               lane at a time) against from the first threads: kernel-check (also with every launch merging, and with teeth), the
-#               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
-#               sequence, twice (~2.5 min)
+#               (MEMRA_DECODE_EARLY_META=1, the default since the sixty-seventh round: step
+#               metadata only, which the host uploads before a step's first kernel) against after
+#               it: kernel-check (also with every launch merging, and with teeth), the phases each
+#               way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence,
+#               twice (~2.5 min)
 #     spreadq   the tensor form's copies from the first threads against from all eight warps
 #               (MEMRA_DECODE_TENSOR_SPREAD=1) and against that with each thread's first pair of
 #               q loaded before the copies' issue (MEMRA_DECODE_Q_FIRST=1 too; the two together
-#               the default since the sixty-eighth round: 0.6B Q4_K_M c1 +2.0%, 8B +0.4%): kernel-check with each (also with every launch
-#               merging, and with teeth), the phases each way, the determinism contract, then
-#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3.5 min)
+#               the default since the sixty-eighth round: 0.6B Q4_K_M c1 +2.0%, 8B +0.4%):
+#               kernel-check with each alone, with both (every launch merging, and with teeth),
+#               the phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at
+#               one sequence, twice (~3.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
-#               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token kernel's
-#               K-quants and the tiled kernel's F16/BF16 launch) against after them: kernel-check's
-#               matmul family with it on, with teeth, the determinism contract and graph replay,
-#               then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice
-#               (~3.5 min)
+#               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
+#               kernel's K-quants and the tiled kernel's F16/BF16 launch) against after them:
+#               kernel-check's matmul family with it on, with teeth, the determinism contract and
+#               graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one
+#               sequence, twice (~3.5 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -254,8 +249,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | tensorspread | spreadq | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|tensorspread|spreadq|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -984,14 +979,6 @@ if [ "$MODE" = earlymeta ]; then
   # bits). Kernel-check (the default merge, every launch merging, with teeth), the phases each
   # way, the determinism contract, then whole steps.
   one_query_switch earlymeta MEMRA_DECODE_EARLY_META after early
-fi
-if [ "$MODE" = tensorspread ]; then
-  # With the early metadata the tensor form's copies still take ~2,300 cycles to issue at 512 keys
-  # on an H100: 64 tensor copies from two warps, a lane at a time. MEMRA_DECODE_TENSOR_SPREAD=1
-  # issues them from all eight warps (the same rows: the same bits). Kernel-check (the default
-  # merge, every launch merging, with teeth), the phases each way, the determinism contract, then
-  # whole steps.
-  one_query_switch tensorspread MEMRA_DECODE_TENSOR_SPREAD packed spread
 fi
 if [ "$MODE" = spreadq ]; then
   # The tensor form's chain to its scores at 512 keys on an H100 (sixty-seventh round): ~2,300
