@@ -208,6 +208,11 @@
 #               kernel-check with each alone, with both (every launch merging, and with teeth),
 #               the phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at
 #               one sequence, twice (~3.5 min)
+#     vafter    when the tensor form issues V's copies: with K's (copies, the default), once q
+#               is staged (MEMRA_DECODE_V_AFTER=q) or once K's rows have landed (=keys), so that
+#               K's rows take the SM's intake alone: kernel-check with each (every launch merging,
+#               and with teeth), the phases each way, the determinism contract, then 0.6B, 8B
+#               Q4_K_M and BF16 at one sequence, twice (~3.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -249,8 +254,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1002,6 +1007,21 @@ if [ "$MODE" = spreadq ]; then
   ways+=" spreadq:MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1"
   one_query_ab spreadq "$ways" engine-invariants-spreadq \
     MEMRA_DECODE_TENSOR_SPREAD=1,MEMRA_DECODE_Q_FIRST=1
+fi
+if [ "$MODE" = vafter ]; then
+  # With q loaded first (sixty-eighth round) the tensor form's chain to its scores at 512 keys ends
+  # on K's landing, 764 cycles after q's staging, while V's copies land beside K's through the same
+  # SM's intake and the values start ~3,000 cycles after K. Three ways: V's copies with K's (the
+  # default), once q is staged, once K's rows have landed (MEMRA_DECODE_V_AFTER). The same bits
+  # each way: kernel-check with each, the phases each way, the determinism contract, whole steps.
+  kcheck kernel-check-attention-vafter-q 120 MEMRA_DECODE_V_AFTER=q --filter attention
+  kcheck kernel-check-attention-vafter-keys 120 MEMRA_DECODE_V_AFTER=keys --filter attention
+  kcheck kernel-check-attention-vafter-keys-all 120 MEMRA_DECODE_V_AFTER=keys \
+    MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-vafter-keys-teeth 120 MEMRA_DECODE_V_AFTER=keys \
+    --filter attention --teeth
+  one_query_ab vafter "copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
+keys:MEMRA_DECODE_V_AFTER=keys" engine-invariants-vafter MEMRA_DECODE_V_AFTER=keys
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

@@ -325,6 +325,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       q.early_meta = decode_early_meta_enabled();  // (a split a block: this branch's forms)
       q.spread_copies = decode_tensor_spread_enabled();
       q.q_first = decode_q_first_enabled();
+      q.v_after = decode_v_after();
     }
   }
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.

@@ -257,20 +257,31 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
                 "the cluster merge: the bulk and short-chain form");
   static_assert(!kTransposed || (kBulk && kChains) || kPipe,
                 "transposed: the bulk and short-chain form, or a split a chunk at a time");
-  static_assert(!kTensor || (kTransposed && D == 128 && sizeof(CT) == 2),
-                "tensor copies: the transposed form's 256-byte rows");
+  static_assert(!kTensor || (kTransposed && kBulk && D == 128 && sizeof(CT) == 2),
+                "tensor copies: the transposed bulk form's 256-byte rows");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
-  // blocks of the grid).
+  // blocks of the grid), held in registers and stored at the block's end: a store to global memory
+  // mid-kernel would put its L2 round trip on the cluster barrier's release, which waits for it
+  // (the stamped kernel ran ~0.45 us slower than the plain one at 512 keys while it stored them).
   [[maybe_unused]] const int stamp_block =
       static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-  if constexpr (kStamps)
-    if (stamp_block == 0 && threadIdx.x == 0)
-      g_decode_stamp_blocks = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
+  [[maybe_unused]] long long clocks[kDecodePhases] = {};
   const auto stamp = [&](int i) {
-    if constexpr (kStamps)
-      if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
-        g_decode_stamps[stamp_block * kDecodePhases + i] = clock64() - t_start;
+    if constexpr (kStamps) clocks[i] = clock64() - t_start;
+  };
+  // Thread 0 stores them (-1 each for a block without keys: no phases, the host leaves it out).
+  const auto store_stamps = [&](bool live) {
+    if constexpr (kStamps) {
+      if (threadIdx.x != 0) return;
+      if (stamp_block < kDecodeStampBlocks) {
+#pragma unroll
+        for (int i = 0; i < kDecodePhases; ++i)
+          g_decode_stamps[stamp_block * kDecodePhases + i] = live ? clocks[i] : -1;
+      }
+      if (stamp_block == 0)
+        g_decode_stamp_blocks = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
+    }
   };
   // (Runs with V's own rows, the next split's K under this one's softmax and values, one block
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
@@ -297,11 +308,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, [](int) {});
     else
       decode_arrive<D>(p, kRun);
-    if constexpr (kStamps) {  // no phases: -1 each, so the host leaves the block out
-      if (threadIdx.x == 0 && stamp_block < kDecodeStampBlocks)
-        for (int i = 0; i < kDecodePhases; ++i)
-          g_decode_stamps[stamp_block * kDecodePhases + i] = -1;
-    }
+    store_stamps(false);
     return;
   }
 
@@ -321,12 +328,13 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   SplitKeys<D, CT> keys;
   // MEMRA_DECODE_Q_FIRST: this thread's first pair of q in flight under the copies' issue.
   [[maybe_unused]] float2 q_pair{};
+  [[maybe_unused]] int32_t tensor_blk = -1;  // the cache block of this thread's tensor copy
   if constexpr (kTensor) {
     if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
     if (threadIdx.x == 0) tensor_split_start(run, s_first, p.bs_shift, bars);
     __syncthreads();  // the barriers, before any copy completes on them
-    tensor_split_rows(p, run, s_first, kb, vb, bars,
-                      early.loaded ? early.blk : tensor_split_entry(p, run, s_first));
+    tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
+    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, true, p.v_after == kVWithK);
     stamp(1);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
@@ -349,6 +357,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     publish_key_ranges(p, run, sm);
     stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   }
+  if (kTensor && p.v_after == kVAfterQ)
+    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, false, true);
   stamp(2);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
@@ -357,6 +367,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (kBulk) {
       __syncthreads();  // q and the row's range published
       bulk_wait(bars);  // K's rows landed
+      if (kTensor && p.v_after == kVAfterK)
+        tensor_split_rows(p, run, s, kb, vb, bars, tensor_blk, false, true);
     } else {
       cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
       __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
@@ -461,6 +473,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     stamp(7), stamp(8);  // (the arrival and the last block's merge: phase 7's)
   }
   stamp(9);
+  store_stamps(true);
 }
 
 }  // namespace memra::kernels::detail

@@ -104,14 +104,14 @@ struct AttnParams {
   // share it merges at part_max[heads_index x groups + group] (kernels/row_max.h:
   // raw_x_attention_enabled); null: none. The host sets it for that launch only.
   float* part_max;
-  // The decode kernel's one-split tensor form reads its block's run and its copies' cache-block
-  // entries before its wait (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the
-  // default).
+  // The one-split tensor form reads its run and its copies' cache-block entries before its wait
+  // (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the default).
   bool early_meta;
-  // The tensor form's copies from all eight warps (decode_tensor.cuh: tensor_copy_index), and each
-  // thread's first pair of q loaded before them (MEMRA_DECODE_TENSOR_SPREAD, _Q_FIRST: defaults).
-  bool spread_copies;
-  bool q_first;
+  // The tensor form's copies from all eight warps (decode_tensor.cuh: tensor_copy_index), each
+  // thread's first pair of q loaded before them (MEMRA_DECODE_TENSOR_SPREAD, _Q_FIRST: defaults),
+  // and where V's copies are issued (TensorV, MEMRA_DECODE_V_AFTER: with K's by default).
+  bool spread_copies, q_first;
+  uint8_t v_after;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

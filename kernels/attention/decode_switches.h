@@ -202,6 +202,18 @@ bool decode_q_first_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_V_AFTER: when the tensor form's one-split blocks issue V's copies
+// (decode_tensor.cuh: TensorV). Unset or copies, with K's (the default); q, once q is staged; keys,
+// once K's rows have landed. Why: the sixty-eighth round's stamps at 512 keys (H100) put K's
+// landing last on the chain to the scores (764 cycles after q's staging), with V's 64 KB landing
+// beside K's 64 KB through the same SM's intake, while the values start ~3,000 cycles after K
+// lands. Written in the sixty-ninth round for `gpu_check.sh vafter`'s A/B. The same bits each way.
+detail::TensorV decode_v_after() {
+  static const auto after =
+      static_cast<detail::TensorV>(env_choice("MEMRA_DECODE_V_AFTER", {"copies", "q", "keys"}, 0));
+  return after;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

@@ -108,24 +108,32 @@ __device__ __forceinline__ int32_t tensor_split_entry(const AttnParams& p, const
   return __ldg(run.table + ((s * kSplit) >> p.bs_shift) + b);
 }
 
+// Where the tensor form issues V's copies (AttnParams::v_after, MEMRA_DECODE_V_AFTER): with K's,
+// once q is staged, or once K's rows have landed (the scores need K first: the sixty-eighth
+// round's stamps at 512 keys put K's landing, 764 cycles after q's staging, on the block's chain
+// while V's copies shared the SM's intake with K's; the values need V only ~3,000 cycles later).
+// Only when a copy is issued changes: the same rows land in the same places on the same barrier.
+enum TensorV : uint8_t { kVWithK = 0, kVAfterQ = 1, kVAfterK = 2 };
+
 // Split s's live blocks' copies, one a thread (tensor_split_entry's: blk, this thread's cache
-// block, -1 none). kb, vb: 1,024-byte aligned.
+// block, -1 none), those of K (keys), of V (values) or both. kb, vb: 1,024-byte aligned.
 __device__ __forceinline__ void tensor_split_rows(const AttnParams& p, const Run& run, int s,
                                                   unsigned char* kb, unsigned char* vb,
-                                                  uint64_t* bars, int32_t blk) {
+                                                  uint64_t* bars, int32_t blk, bool keys,
+                                                  bool values) {
   static_assert(kSplit / 8 * 2 <= 64, "two copies a cache block, K and V");
 #ifdef MEMRA_SM90_CODE
   const int bs_shift = p.bs_shift;
   const SplitBlocks blocks = split_blocks(run, s, bs_shift);
   const int c = tensor_copy_index(p);  // >= 0 where blk is
   const int i = c % 64, b = blocks.first + i / 2, half = i % 2;
-  const bool values = c >= 64;
-  if (blk < 0) return;
-  unsigned char* dst = (values ? vb : kb) + ((b * 2 + half) << (bs_shift + 7));
-  tensor_copy_3d(dst, values ? &p.v_map : &p.k_map, 0, run.kv_head * 2 + half, blk << bs_shift,
-                 bars + (values ? 1 : 0));
+  const bool of_v = c >= 64;
+  if (blk < 0 || !(of_v ? values : keys)) return;
+  unsigned char* dst = (of_v ? vb : kb) + ((b * 2 + half) << (bs_shift + 7));
+  tensor_copy_3d(dst, of_v ? &p.v_map : &p.k_map, 0, run.kv_head * 2 + half, blk << bs_shift,
+                 bars + (of_v ? 1 : 0));
 #else
-  (void)p, (void)run, (void)s, (void)kb, (void)vb, (void)bars, (void)blk;
+  (void)p, (void)run, (void)s, (void)kb, (void)vb, (void)bars, (void)blk, (void)keys, (void)values;
   __trap();
 #endif
 }
