@@ -39,6 +39,16 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
+// The same wait with acquire at cluster scope: for a phase that other blocks' asynchronous stores
+// (st.async, cluster.cuh) complete, whose data it makes visible.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
 // Global -> shared bulk copy (bytes a multiple of 16, both ends 16-byte aligned) that completes
 // `bytes` of the mbarrier's transaction count.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, int bytes, uint64_t* bar) {

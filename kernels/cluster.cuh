@@ -52,4 +52,30 @@ __device__ __forceinline__ float load_cluster_f32(const float* p, uint32_t rank)
   return v;
 }
 
+// p's offset in block `rank`'s shared memory as a shared::cluster address (p: this block's shared
+// memory; every block of the kernel lays its shared memory out alike).
+__device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote)
+               : "r"(smem_addr(p)), "r"(rank));
+  return remote;
+}
+// Stores into a block's shared memory (cluster_addr's `dst`) that complete their bytes on that
+// block's mbarrier (`bar`, cluster_addr's too): no fence before them, and the owner's wait on the
+// barrier's phase (mbar_wait_cluster) is what makes them visible.
+__device__ __forceinline__ void store_async_f32(uint32_t dst, float v, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(dst),
+      "f"(v), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void store_async_f32x2(uint32_t dst, float x, float y, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(
+          dst),
+      "f"(x), "f"(y), "r"(bar)
+      : "memory");
+}
+
 }  // namespace memra::kernels::detail

@@ -213,6 +213,11 @@
 #               K's rows take the SM's intake alone: kernel-check with each (every launch merging,
 #               and with teeth), the phases each way, the determinism contract, then 0.6B, 8B
 #               Q4_K_M and BF16 at one sequence, twice (~3.5 min)
+#     asyncmerge the tensor form's cluster merge by asynchronous stores into each share's block
+#               (MEMRA_DECODE_CLUSTER_MERGE=async: no release fence, no second cluster barrier)
+#               against the pull merge (=1, the default): kernel-check with it (every launch
+#               merging, and with teeth), the phases each way, the determinism contract, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -254,8 +259,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | asyncmerge | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|asyncmerge|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1022,6 +1027,20 @@ if [ "$MODE" = vafter ]; then
     --filter attention --teeth
   one_query_ab vafter "copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
 keys:MEMRA_DECODE_V_AFTER=keys" engine-invariants-vafter MEMRA_DECODE_V_AFTER=keys
+fi
+if [ "$MODE" = asyncmerge ]; then
+  # The cluster merge's first barrier took ~1,430 cycles at 512 keys (sixty-eighth round's stamps,
+  # H100), its blocks' values ending within a few cycles of each other. The async merge pushes
+  # each partial into the merging blocks' inboxes with st.async (the same values merged in the same
+  # order: the same bits). kernel-check with it, the phases each way, the determinism contract,
+  # whole steps.
+  kcheck kernel-check-attention-asyncmerge 120 MEMRA_DECODE_CLUSTER_MERGE=async --filter attention
+  kcheck kernel-check-attention-asyncmerge-all 120 MEMRA_DECODE_CLUSTER_MERGE=async \
+    MEMRA_DECODE_MERGE=1 --filter attention
+  kcheck kernel-check-attention-asyncmerge-teeth 120 MEMRA_DECODE_CLUSTER_MERGE=async \
+    --filter attention --teeth
+  one_query_ab asyncmerge "pull:MEMRA_DECODE_CLUSTER_MERGE=1 async:MEMRA_DECODE_CLUSTER_MERGE=async" \
+    engine-invariants-asyncmerge MEMRA_DECODE_CLUSTER_MERGE=async
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

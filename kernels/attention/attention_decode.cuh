@@ -31,6 +31,7 @@
 #include "kernels/attention/decode_bulk.cuh"
 #include "kernels/attention/decode_chains.cuh"
 #include "kernels/attention/decode_cluster.cuh"
+#include "kernels/attention/decode_cluster_async.cuh"
 #include "kernels/attention/decode_merge.cuh"
 #include "kernels/attention/decode_transposed.cuh"
 
@@ -239,11 +240,13 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // rows, head_dim 128): the scores and values with the mma operands transposed
 // (decode_transposed.cuh): half the products, the same bits. kTensor (with kTransposed): the
 // split's rows land by tensor copies, a cache block's half rows a copy (decode_tensor.cuh), in a
-// swizzled layout the products' loads follow: the same rows, the same bits. p is a grid constant:
+// swizzled layout the products' loads follow: the same rows, the same bits. kAsync (with kCluster
+// and kTensor): the cluster merge by asynchronous stores into each share's block
+// (decode_cluster_async.cuh): the same merge, the same bits. p is a grid constant:
 // the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
           bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
-          bool kTensor = false>
+          bool kTensor = false, bool kAsync = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -259,6 +262,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
                 "transposed: the bulk and short-chain form, or a split a chunk at a time");
   static_assert(!kTensor || (kTransposed && kBulk && D == 128 && sizeof(CT) == 2),
                 "tensor copies: the transposed bulk form's 256-byte rows");
+  static_assert(!kAsync || (kCluster && kTensor), "the async merge: the tensor cluster form");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid), held in registers and stored at the block's end: a store to global memory
@@ -303,8 +307,21 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
   [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
+  // The async merge's inbox: past the tensor form's rows and their alignment.
+  constexpr int kInboxOffset = 2 * kSplit * 256 + 1024;
+  static_assert(
+      !kAsync || kInboxOffset + ClusterInbox<D>::kBytes <= 2 * DC::kChunks * C::kChunkBytes,
+      "the inbox fits past the rows");
+  [[maybe_unused]] const ClusterInbox<D> inbox(sm.ring + kInboxOffset);
   if (!has_keys) {  // none: no reads
-    if constexpr (kCluster)
+    if constexpr (kAsync) {
+      const DecodePlace at = decode_place(p, kRun);
+      const MergeTarget to = merge_target(p, at);
+      if (threadIdx.x == 0) cluster_inbox_start<D>(inbox, to, at);
+      __syncthreads();  // the inbox's barrier, before this block's arrival says so
+      cluster_arrive_relaxed();
+      cluster_merge_inbox<D>(p, at, to, inbox, false, [](int) {});
+    } else if constexpr (kCluster)
       cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, [](int) {});
     else
       decode_arrive<D>(p, kRun);
@@ -331,10 +348,15 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   [[maybe_unused]] int32_t tensor_blk = -1;  // the cache block of this thread's tensor copy
   if constexpr (kTensor) {
     if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
-    if (threadIdx.x == 0) tensor_split_start(run, s_first, p.bs_shift, bars);
-    __syncthreads();  // the barriers, before any copy completes on them
+    if (threadIdx.x == 0) {
+      tensor_split_start(run, s_first, p.bs_shift, bars);
+      if constexpr (kAsync)
+        cluster_inbox_start<D>(inbox, merge_target_of(run), decode_place(p, kRun));
+    }
+    __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
     tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, true, p.v_after == kVWithK);
+    if constexpr (kAsync) cluster_arrive_relaxed();  // this block's inbox is ready
     stamp(1);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
@@ -399,7 +421,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (kTransposed) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       decode_values_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(run, s, sm, vb, acc, p.bs_shift);
-      decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
+      if constexpr (kAsync)
+        cluster_push<D>(decode_place(p, kRun), merge_target_of(run), sm, inbox, acc);
+      else
+        decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
       float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];
       zero_tiles<C>(acc, O);
@@ -466,7 +491,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     one_split(s_first, false);
   }
-  if constexpr (kCluster) {
+  if constexpr (kAsync) {
+    cluster_merge_inbox<D>(p, decode_place(p, kRun), merge_target_of(run), inbox, true, stamp);
+  } else if constexpr (kCluster) {
     cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, stamp);
   } else {
     decode_arrive<D>(p, kRun);

@@ -124,10 +124,17 @@ bool decode_chains_enabled() {
 // at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). The same bits
 // either way. (The sixty-fifth round measured and removed a push form, each block storing its
 // partial into the merging blocks' shared memory: 8B Q4_K_M c1 341.2 -> 335.6 tok/s, BF16 174.0
-// -> 173.3, the 0.6B even.)
+// -> 173.3, the 0.6B even.) async: the tensor form's clusters merge by asynchronous stores into
+// each share's block (decode_cluster_async.cuh: no release fence, no second barrier), the others
+// as with 1; written in the sixty-ninth round for `gpu_check.sh asyncmerge`'s A/B.
+enum class ClusterMerge { off, pull, async };  // in env_choice's order
+ClusterMerge decode_cluster_merge_mode() {
+  static const auto mode =
+      static_cast<ClusterMerge>(env_choice("MEMRA_DECODE_CLUSTER_MERGE", {"0", "1", "async"}, 1));
+  return mode;
+}
 bool decode_cluster_merge_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_CLUSTER_MERGE", true);
-  return on;
+  return decode_cluster_merge_mode() != ClusterMerge::off;
 }
 
 // MEMRA_DECODE_TRANSPOSED: unset or 1, the bulk form with short chains, at most
