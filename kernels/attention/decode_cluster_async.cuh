@@ -57,6 +57,23 @@ __device__ __forceinline__ int pushing_splits(const KeyRange& range, int groups)
   return max(0, min(range.last, groups - 1) - range.first + 1);
 }
 
+// The inboxes' accounting, for every shape the form takes (n_h query rows, `groups` splits, D
+// dims): output i goes to block i / share (cluster_push), so block g receives outputs [g share,
+// min(total, (g + 1) share)), exactly its merge_share (what cluster_inbox_start expects), as long
+// as the last output's owner is a block of the cluster; and a block's inbox holds groups x share
+// values. A miscount would leave a block waiting forever, or merging before its inbox is full.
+constexpr bool inbox_counts_hold(int D) {
+  for (int n_h = 1; n_h <= kTransposedMaxRows; ++n_h) {
+    for (int groups = 1; groups <= kClusterMaxSplits; ++groups) {
+      const int total = n_h * D, share = (total + groups - 1) / groups;
+      if ((total - 1) / share >= groups) return false;
+      if (groups * share > kTransposedMaxRows * D + kClusterMaxSplits) return false;  // kBytes
+    }
+  }
+  return true;
+}
+static_assert(inbox_counts_hold(128), "the async merge's inbox accounting");
+
 // Thread 0, at the block's start: the inbox's barrier, expecting every pushing split's statistics
 // of every row and its values of this block's share. The caller then syncs the block, and every
 // thread arrives at the cluster barrier (cluster_arrive_relaxed): the barrier's initialization,
