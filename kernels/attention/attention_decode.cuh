@@ -319,7 +319,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       const MergeTarget to = merge_target(p, at);
       if (threadIdx.x == 0) cluster_inbox_start<D>(inbox, to, at);
       __syncthreads();  // the inbox's barrier, before this block's arrival says so
-      cluster_arrive_relaxed();
+      cluster_inbox_ready();
       cluster_merge_inbox<D>(p, at, to, inbox, false, [](int) {});
     } else if constexpr (kCluster)
       cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, [](int) {});
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
     tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, true, p.v_after == kVWithK);
-    if constexpr (kAsync) cluster_arrive_relaxed();  // this block's inbox is ready
+    if constexpr (kAsync) cluster_inbox_ready();
     stamp(1);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);

@@ -93,6 +93,16 @@ __device__ __forceinline__ void cluster_inbox_start(const ClusterInbox<D>& in,
 #endif
 }
 
+// Every thread, once thread 0's cluster_inbox_start is behind a block barrier: this block's arrival
+// at the cluster barrier that the pushers wait on (cluster_push) before their first push.
+__device__ __forceinline__ void cluster_inbox_ready() {
+#ifdef MEMRA_SM90_CODE
+  cluster_arrive_relaxed();
+#else
+  __trap();
+#endif
+}
+
 // Every thread of a block with keys, after its values: its split's partial into the inboxes. acc:
 // decode_values_t's (this thread's rows 2 t + e at dims d and d + 8, as decode_split_finish_t
 // stores them); the statistics: the softmax's (sm.split_m, sm.split_l, published by its barrier).
