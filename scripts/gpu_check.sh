@@ -218,6 +218,10 @@
 #               against the pull merge (=1, the default): kernel-check with it (every launch
 #               merging, and with teeth), the phases each way, the determinism contract, then
 #               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~2.5 min)
+#     vasync    vafter's and asyncmerge's switches in one shorter run (for a call with little
+#               device time left): kernel-check with each, the phases of V's copies at each place
+#               and of the async merge, the determinism contract with both, then 0.6B and 8B
+#               Q4_K_M at one sequence four ways (neither, V after K, async, both), twice (~3 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -259,8 +263,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | asyncmerge | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|asyncmerge|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | asyncmerge | vasync | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|asyncmerge|vasync|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1041,6 +1045,27 @@ if [ "$MODE" = asyncmerge ]; then
     --filter attention --teeth
   one_query_ab asyncmerge "pull:MEMRA_DECODE_CLUSTER_MERGE=1 async:MEMRA_DECODE_CLUSTER_MERGE=async" \
     engine-invariants-asyncmerge MEMRA_DECODE_CLUSTER_MERGE=async
+fi
+if [ "$MODE" = vasync ]; then
+  # vafter's and asyncmerge's questions in one run, the 8B BF16 model left out.
+  kcheck kernel-check-attention-vafter-keys 120 MEMRA_DECODE_V_AFTER=keys --filter attention
+  kcheck kernel-check-attention-asyncmerge 120 MEMRA_DECODE_CLUSTER_MERGE=async --filter attention
+  kcheck kernel-check-attention-vasync-teeth 120 MEMRA_DECODE_V_AFTER=keys \
+    MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
+  for f in copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
+    keys:MEMRA_DECODE_V_AFTER=keys async:MEMRA_DECODE_CLUSTER_MERGE=async; do
+    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
+      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
+      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
+  done
+  step engine-invariants-vasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=keys \
+    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
+  ways="base:MEMRA_DECODE_V_AFTER=copies keys:MEMRA_DECODE_V_AFTER=keys"
+  ways+=" async:MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
+  switch_ab vasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab vasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
