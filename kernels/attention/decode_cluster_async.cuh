@@ -9,10 +9,13 @@
 // Why. The pull merge (decode_cluster.cuh) publishes the partials with a cluster barrier whose
 // arrival has release semantics, loads the others' shared memory, and holds every block at a
 // second barrier until all have read. The sixty-eighth round's stamps at 512 keys (H100) put
-// ~1,430 cycles between a block's values and that first barrier's end, with the two blocks'
-// values ending within a few cycles of each other. Here no thread fences: an st.async's data and
-// its completion travel together, and the only wait is the inbox's own. (The sixty-fifth round's
-// push form stored with plain remote stores behind the same release barrier, and was no faster.)
+// ~1,430 cycles (max 1,567 of 64 blocks) between a block's values and that first barrier's end,
+// with the two blocks' values ending within a few cycles of each other. Part of it is likely the
+// stamps' own global stores, which the release must make visible first (the stamped kernel ran
+// 8.51 us at 512 keys, the plain one 8.05: the stamps are held in registers since the sixty-ninth
+// round), the rest the barrier. Here no thread fences: an st.async's data and its
+// completion travel together, and the only wait is the inbox's own. (The sixty-fifth round's push
+// form stored with plain remote stores behind the same release barrier, and was no faster.)
 //
 // The inboxes need every block's barrier initialized before any push: each block initializes its
 // barrier at its start and arrives (relaxed) at the cluster barrier, and a block waits on it just
@@ -76,7 +79,7 @@ static_assert(inbox_counts_hold(128), "the async merge's inbox accounting");
 
 // Thread 0, at the block's start: the inbox's barrier, expecting every pushing split's statistics
 // of every row and its values of this block's share. The caller then syncs the block, and every
-// thread arrives at the cluster barrier (cluster_arrive_relaxed): the barrier's initialization,
+// thread arrives at the cluster barrier (cluster_inbox_ready): the barrier's initialization,
 // released to the cluster by the fence, is what the pushers' wait (cluster_push) acquires.
 template <int D>
 __device__ __forceinline__ void cluster_inbox_start(const ClusterInbox<D>& in,
