@@ -41,17 +41,6 @@ __device__ __forceinline__ void cluster_sync() {
   cluster_arrive();
   cluster_wait();
 }
-// The float at p's offset in block `rank`'s shared memory (p: this block's shared memory).
-__device__ __forceinline__ float load_cluster_f32(const float* p, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(smem_addr(p)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
-
 // p's offset in block `rank`'s shared memory as a shared::cluster address (p: this block's shared
 // memory; every block of the kernel lays its shared memory out alike).
 __device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
@@ -61,6 +50,16 @@ __device__ __forceinline__ uint32_t cluster_addr(const void* p, uint32_t rank) {
                : "r"(smem_addr(p)), "r"(rank));
   return remote;
 }
+// The float at p's offset in block `rank`'s shared memory (p: this block's shared memory).
+__device__ __forceinline__ float load_cluster_f32(const float* p, uint32_t rank) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+               : "=f"(v)
+               : "r"(cluster_addr(p, rank))
+               : "memory");
+  return v;
+}
+
 // Stores into a block's shared memory (cluster_addr's `dst`) that complete their bytes on that
 // block's mbarrier (`bar`, cluster_addr's too): no fence before them, and the owner's wait on the
 // barrier's phase (mbar_wait_cluster) is what makes them visible.

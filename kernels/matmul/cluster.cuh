@@ -11,6 +11,7 @@
 
 namespace memra::kernels::matmul_detail {
 
+using detail::cluster_addr;
 using detail::cluster_rank;
 using detail::cluster_size;
 using detail::cluster_sync;
@@ -21,11 +22,8 @@ using detail::cluster_sync;
 // already used; release at cluster scope is a full memory barrier, measured as the kernel's largest
 // stall (ncu: 3.5 cycles an instruction waiting on it).
 __device__ __forceinline__ void mbar_arrive_remote(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(remote)
-               : "r"(smem_addr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr(bar, rank))
+               : "memory");
 }
 // Global -> shared bulk copy into the same offset of every block in `mask` (bit i: cluster rank
 // i), each completing `bytes` of its own mbarrier at bar's offset.
