@@ -229,6 +229,13 @@
 #               kernel-check's matmul family with it on, with teeth, the determinism contract and
 #               graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one
 #               sequence, twice (~3.5 min)
+#     rawxstage a one-token product reading x raw hands column 0's lanes their fragments by a
+#               transpose through shared memory (MEMRA_RAW_X_STAGE=1: ~20 shared-memory wavefronts
+#               a chunk, no selects) against 32 shuffles (the default; the Q4_K one-token kernel and
+#               the tiled kernel's F16/BF16 launch; Q8_0's products take no such fragments, a
+#               control): kernel-check's matmul family with it on, with teeth, the determinism
+#               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
+#               at one sequence, twice (~3.5 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class
@@ -263,8 +270,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | earlymeta | spreadq | vafter | asyncmerge | vasync | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|earlymeta|spreadq|vafter|asyncmerge|vasync|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1090,6 +1097,11 @@ if [ "$MODE" = rawxearly ]; then
   # first chunk of x (another); with MEMRA_RAW_X_EARLY=1 the first chunk's loads go out first and
   # fly beside the maxima's (the same bits).
   one_token_ab rawxearly MEMRA_RAW_X_EARLY after early
+fi
+if [ "$MODE" = rawxstage ]; then
+  # Column 0's fragments of x read raw by a transpose through the warp's shared memory instead of
+  # 32 shuffles a chunk (one_token_x.cuh: Column0; the same bits).
+  one_token_ab rawxstage MEMRA_RAW_X_STAGE shuffle stage
 fi
 if [ "$MODE" = tchunks ]; then
   # The one-split form's transposed products (the default since the sixty-second round: half the

@@ -35,8 +35,9 @@ bool free_rounds() {
 // XRaw; plain products only), else its prepared form. outs.tile_begin counts blocks here (the
 // launchers' pack_blocks), `pack` tiles a block. early: round 0's weights are loaded before the
 // wait (EarlyChunk; plain products only). free: free_rounds(), with n_chunks x 16 floats of
-// slots (dynamic shared memory where the round buffers are too small).
-template <DType D, bool kExperts, bool kRawX>
+// slots (dynamic shared memory where the round buffers are too small). kC0: how x read raw reaches
+// column 0's lanes (one_token_x.cuh: Column0).
+template <DType D, bool kExperts, bool kRawX, Column0 kC0 = Column0::shuffle>
 __global__ void __launch_bounds__(kThreads, 3)
     single_decode_kernel(const MatmulArgs x, const MultiOut outs, int pack, bool early, bool free) {
   const EarlyChunk<D> first =
@@ -67,8 +68,13 @@ __global__ void __launch_bounds__(kThreads, 3)
     const FirstChunk f = first_chunk(block_index, pack, n_chunks, (a.n_out + 15) / 16,
                                      static_cast<int>(threadIdx.x) >> 5);
     const RawFirst x0 = load_first_x<D>(a.x_raw, f.c * kChunk, a.x_raw_early && f.has);
-    block_product<D>(a, raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0), block_index, pack, free,
-                     first, part, chunk_slots);
+    uint2* stage = nullptr;
+    if constexpr (kC0 == Column0::stage) {
+      __shared__ __align__(16) uint2 stages[kWarps * kColumn0StageSlots];
+      stage = stages + (threadIdx.x >> 5) * kColumn0StageSlots;
+    }
+    block_product<D>(a, raw_x<kC0>(a.x_raw, a.x_parts, a.n_parts, &inv, x0, stage), block_index,
+                     pack, free, first, part, chunk_slots);
   } else {
     block_product<D>(a, XPrepared{a}, block_index, pack, free, first, part, chunk_slots);
   }
@@ -86,6 +92,11 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
   if (blocks == 0) return;
+  if constexpr (!kExperts && kFold<D>) {  // (only the folded types read column 0's fragments)
+    if (x.x_raw != nullptr && raw_x_column0_staged())
+      return detail::launch(single_decode_kernel<D, false, true, Column0::stage>, blocks, kThreads,
+                            smem, stream, x, m, pack, early_weights_enabled(), free);
+  }
   if (!kExperts && x.x_raw != nullptr)
     return detail::launch(single_decode_kernel<D, false, true>, blocks, kThreads, smem, stream, x,
                           m, pack, early_weights_enabled(), free);
@@ -112,6 +123,14 @@ bool early_weights_enabled() {
 bool raw_x_early_enabled() {
   static const bool enabled = env_switch("MEMRA_RAW_X_EARLY", true);
   return enabled;
+}
+
+// MEMRA_RAW_X_STAGE=1: the one-token kernels reading x raw hand column 0's lanes their fragments
+// by a transpose through shared memory instead of 32 shuffles a chunk (one_token_x.cuh: Column0;
+// the A/B, the same bits).
+bool raw_x_column0_staged() {
+  static const bool staged = env_switch("MEMRA_RAW_X_STAGE", false);
+  return staged;
 }
 
 template <DType D>

@@ -130,18 +130,16 @@ __device__ __forceinline__ void tile_rows(const MatmulArgs& a, float* part, int 
   // x.first_round() for the warp's first chunk) into round r's slot, or chunk c's (free rounds).
   auto chunk = [&](const auto& xs, int r, int c, const LaneChunk<D>& cur) {
     const int k0 = c * kChunk;
-    [[maybe_unused]] uint2 b1[kNT == 1 ? kChunk / 16 : 1];
-    if constexpr (kNT == 1) xs.column0_frags(k0, lane, b1);
     float acc[1][kNT][4] = {};  // the chunk partial p_c (matmul.cu), one m16 tile
-    chunk_partial<D, kNT>(
-        a, cur,
-        [&](int n, int s) {
-          if constexpr (kNT == 1)
-            return b1[s];
-          else
-            return x_frag(a, n, g, t, k0, s, kChunk / 16);
-        },
-        lane, k0, acc[0]);
+    if constexpr (kNT == 1) {
+      const auto b1 = xs.column0_frags(k0, lane);
+      chunk_partial<D, 1>(
+          a, cur, [&](int, int s) { return b1[s]; }, lane, k0, acc[0]);
+    } else {
+      chunk_partial<D, kNT>(
+          a, cur, [&](int n, int s) { return x_frag(a, n, g, t, k0, s, kChunk / 16); }, lane, k0,
+          acc[0]);
+    }
     if (chunk_parts != nullptr)
       C::Sum::store_at(chunk_parts + c * C::Sum::kPartFloats, acc, g, t);
     else
@@ -230,8 +228,9 @@ __device__ __forceinline__ MatmulArgs token_group(MatmulArgs a, int group) {
 // 8 kNT; a tile's groups are neighbours, so its weights come from DRAM once and from L2 after).
 // early: round 0's weights are loaded before the wait (EarlyChunk).
 // kAhead: tile_rows' (the ahead form: free rounds only, so `free` is true there). kRawX: one
-// token's x read raw (x.x_raw, one_token_x.cuh: XRaw), else its prepared form.
-template <DType D, int kNT, int kAhead = 1, bool kRawX = false>
+// token's x read raw (x.x_raw, one_token_x.cuh: XRaw), else its prepared form; kC0: how it reaches
+// column 0's lanes (one_token_x.cuh: Column0).
+template <DType D, int kNT, int kAhead = 1, bool kRawX = false, Column0 kC0 = Column0::shuffle>
 __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
                                   kAhead == 2 ? TiledDecodeCfg<D, kNT>::kMinBlocksAhead
                                               : TiledDecodeCfg<D, kNT>::kMinBlocks)
@@ -252,8 +251,13 @@ __global__ void __launch_bounds__(TiledDecodeCfg<D, kNT>::kThreads,
     const int warp = static_cast<int>(threadIdx.x) >> 5;  // its first chunk is chunk `warp`
     const RawFirst x0 =
         XRaw::load_first_halves(a.x_raw, warp * kChunk, a.x_raw_early && warp < a.n_in / kChunk);
+    uint2* stage = nullptr;
+    if constexpr (kC0 == Column0::stage) {
+      __shared__ __align__(16) uint2 stages[C::kWarps * kColumn0StageSlots];
+      stage = stages + warp * kColumn0StageSlots;
+    }
     tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots,
-                                    raw_x(a.x_raw, a.x_parts, a.n_parts, &inv, x0));
+                                    raw_x<kC0>(a.x_raw, a.x_parts, a.n_parts, &inv, x0, stage));
   } else {
     tile_rows<D, kNT, true, kAhead>(a, part, tile, first, slots, XPrepared{a});
   }
@@ -347,6 +351,13 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
       return;
   }
   if constexpr (kNT == 1 && !Tiled<D>::kScaled) {
+    if (a.x_raw != nullptr && raw_x_column0_staged()) {  // (the A/B: one_token_x.cuh, Column0)
+      constexpr auto kernel = tiled_decode_kernel<D, 1, 1, true, Column0::stage>;
+      static std::atomic<uint64_t> staged_smem_set{0};
+      allow_smem_once(kernel, kFreeSlotBytes, staged_smem_set);
+      return detail::launch(kernel, blocks, C::kThreads, free_rounds_smem<D, 1>(a.n_in), stream, a,
+                            groups, early_weights_enabled(), takes_free_rounds<D, 1>(a.n_in));
+    }
     if (a.x_raw != nullptr) {  // F16/BF16 at one token reading x raw
       static std::atomic<uint64_t> raw_smem_set{0};
       allow_smem_once(tiled_decode_kernel<D, 1, 1, true>, kFreeSlotBytes, raw_smem_set);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/matmul/decode_common.cuh"
 #include "kernels/matmul/fold.cuh"
@@ -19,6 +20,19 @@
 
 namespace memra::kernels::matmul_detail {
 
+// A chunk's 16 B fragments of column 0 as a kernel's mma steps read them (xf[st]): held in
+// registers (Column0Regs), or left in the warp's shared memory and loaded at each step (Column0Row:
+// XRaw's stage form, Column0::stage; loaded all at once, before the decoding, they and the Q4_K
+// kernel's decoding would not fit its 80 registers: ptxas spilled).
+struct Column0Regs {
+  uint2 f[kChunk / 16];
+  __device__ __forceinline__ uint2 operator[](int st) const { return f[st]; }
+};
+struct Column0Row {
+  const uint2* row;  // the lane's row of the stage: step st's fragment at row[st]
+  __device__ __forceinline__ uint2 operator[](int st) const { return row[st]; }
+};
+
 struct XPrepared {
   const MatmulArgs& a;  // x row 0 of a's prepared form
 
@@ -26,30 +40,33 @@ struct XPrepared {
   __device__ __forceinline__ const XPrepared& first_round() const { return *this; }
 
   // The lane's B fragment of k16 step s of the chunk at k0: elements k0 + 16 s + 4 t .. + 3 (i:
-  // which of the lane's fragments of the chunk it is, for XRawFirst).
+  // which of the lane's fragments of the chunk it is, for XRawFirstOf).
   __device__ __forceinline__ uint2 frag(int k0, int t, int s, int /*i*/) const {
     return x_frag(a, 0, 0, t, k0, s, kChunk / 16);
   }
   // The token's 16 B fragments of the chunk at k0 in column 0's lanes (g == 0), zeros elsewhere:
   // the tiled decode kernel's one token tile (matmul_decode_tiled.cu), x_frag's loads as it had
   // them.
-  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+  __device__ __forceinline__ Column0Regs column0_frags(int k0, int lane) const {
+    Column0Regs xf;
 #pragma unroll
     for (int s = 0; s < kChunk / 16; ++s)
-      xf[s] = x_frag(a, 0, lane >> 2, lane & 3, k0, s, kChunk / 16);
+      xf.f[s] = x_frag(a, 0, lane >> 2, lane & 3, k0, s, kChunk / 16);
+    return xf;
   }
   // The folded types' operands of the chunk at k0 (tiled_chunk.cuh: fold_partial), the token in
   // column 0: its 16 steps' B fragments in column 0's lanes (g == 0) and the mins step's B
   // fragment (bias_b); zeros in the other lanes. (Plain loads, as fold_partial had them: frag's
   // token check is always true here, and keeping it out keeps the kernel's code as it was.)
-  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
-                                                uint2& bb) const {
+  __device__ __forceinline__ Column0Regs fold_operands(int k0, int lane, uint2& bb) const {
     const int g = lane >> 2, t = lane & 3;
+    Column0Regs xf;
 #pragma unroll
     for (int st = 0; st < kChunk / 16; ++st)
-      xf[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
-                      : make_uint2(0u, 0u);
+      xf.f[st] = g == 0 ? __ldg(reinterpret_cast<const uint2*>(a.xh + k0 + 4 * t + 16 * st))
+                        : make_uint2(0u, 0u);
     bb = bias_b(g == 0 ? a.xsum : nullptr, k0 / kChunk, t);
+    return xf;
   }
 };
 
@@ -77,15 +94,36 @@ __device__ __forceinline__ RawFirst load_raw_first(const float* row, int k0, int
   return f;
 }
 
-struct XRawFirst;
+// How XRaw hands column 0's lanes their fragments of a chunk from the lanes that hold them.
+// shuffle: 32 shuffles a chunk (the default). stage: a transpose through the warp's shared memory
+// (MEMRA_RAW_X_STAGE=1: the A/B), two 8-byte stores a lane, then an 8-byte load a step at the
+// step's mma (Column0Row), every column lane taking column 0's fragments (the mma's columns are
+// independent, so column 0's sums are the same bits, and no lane's fragments need zeroing). A
+// shuffle goes through the SM's shared-memory pipe at one warp instruction a cycle: 32 a chunk
+// against 20 wavefronts for the transpose (each load reads four rows' 8 bytes, broadcast), and the
+// 32 selects of the zeros go.
+enum class Column0 : uint8_t { shuffle, stage };
 
-struct XRaw {
+// The stage form's shared memory: a row per column-0 lane t of kStageRowSlots fragments (16 used),
+// the four rows kColumn0StageSlots uint2s a warp. A row of 20 slots (160 bytes) keeps the stores
+// (half a warp: rows 0..3 x slots 0..3, 8 bytes each) and the loads (row t's slot st, every t)
+// free of bank conflicts; 16 slots would put the four rows' loads in the same banks.
+inline constexpr int kStageRowSlots = 20;
+inline constexpr int kColumn0StageSlots = 4 * kStageRowSlots;
+
+template <Column0 kC0>
+struct XRawFirstOf;
+
+template <Column0 kC0>
+struct XRawOf {
   const float* row;  // n_in floats, 16-byte aligned
   float scale;       // row_scale's 2^shift
   RawFirst first;    // the warp's first chunk where it was loaded early
+  uint2* stage;      // Column0::stage: the warp's kColumn0StageSlots in shared memory (else null)
+  using Frags = std::conditional_t<kC0 == Column0::stage, Column0Row, Column0Regs>;
 
   // The view the kernels' first round reads x through (XPrepared's is itself).
-  __device__ __forceinline__ XRawFirst first_round() const;
+  __device__ __forceinline__ XRawFirstOf<kC0> first_round() const { return {*this}; }
 
   static __device__ __forceinline__ uint2 to_f16(const float4& f, float scale) {
     return make_uint2(pack_f16(f.x * scale, f.y * scale), pack_f16(f.z * scale, f.w * scale));
@@ -100,15 +138,28 @@ struct XRaw {
   // chunk: step L / 4 and 8 + L / 4, lane L % 4 of an mma step), so a lane holds 8 floats where
   // column 0's lanes would hold 64, and column 0's lanes take their fragments from the lanes that
   // hold them.
-  __device__ __forceinline__ void column0_frags(int lane, const uint2 (&h)[2],
-                                                uint2 (&xf)[kChunk / 16]) const {
+  // Column0::stage: lane L stores its float4s L and L + 32 (step L / 4 and 8 + L / 4 of column lane
+  // L % 4) to row L % 4, and every lane loads row t, the one its column lane t of column 0 holds:
+  // the other columns take column 0's fragments.
+  __device__ __forceinline__ Frags column0_frags(int lane, const uint2 (&h)[2]) const {
     const int g = lane >> 2, t = lane & 3;
+    if constexpr (kC0 == Column0::stage) {
+      uint2* const mine = stage + t * kStageRowSlots;
+      __syncwarp();  // the warp's loads of the last chunk's rows are done
+      mine[g] = h[0];
+      mine[8 + g] = h[1];
+      __syncwarp();  // the four rows are written
+      return {mine};
+    } else {
+      Column0Regs xf;
 #pragma unroll
-    for (int st = 0; st < kChunk / 16; ++st) {
-      const int from = 4 * (st % 8) + t;  // the lane holding step st's float4 t
-      const uint2 f = make_uint2(__shfl_sync(0xffffffffu, h[st / 8].x, from),
-                                 __shfl_sync(0xffffffffu, h[st / 8].y, from));
-      xf[st] = g == 0 ? f : make_uint2(0u, 0u);
+      for (int st = 0; st < kChunk / 16; ++st) {
+        const int from = 4 * (st % 8) + t;  // the lane holding step st's float4 t
+        const uint2 f = make_uint2(__shfl_sync(0xffffffffu, h[st / 8].x, from),
+                                   __shfl_sync(0xffffffffu, h[st / 8].y, from));
+        xf.f[st] = g == 0 ? f : make_uint2(0u, 0u);
+      }
+      return xf;
     }
   }
   // The float4s of the chunk a lane holds in column 0's forms (column0_frags, fold_operands): L
@@ -129,10 +180,10 @@ struct XRaw {
     const int lane = static_cast<int>(threadIdx.x) & 31;
     return load_raw_first(row, k0, lane_float4(lane, 0), lane_float4(lane, 1), load);
   }
-  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+  __device__ __forceinline__ Frags column0_frags(int k0, int lane) const {
     uint2 h[2];
     lane_halves(k0, lane, h);
-    column0_frags(lane, h, xf);
+    return column0_frags(lane, h);
   }
   // The group sums too (prepare_x.cuh: half_sum's order). Float4 L is run L % 8 of group L / 8
   // (and float4 L + 32 of group 4 + L / 8): each lane sums its run, and the shuffles across lanes
@@ -140,16 +191,14 @@ struct XRaw {
   // (an add of two values is the same either way round). Column 0's lane t takes the sums of
   // groups 4 (t % 2) .. + 3 from the eight-lane sets, lanes 4 .. 7 of a set handing the second
   // float4's groups.
-  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
-                                                uint2& bb) const {
+  __device__ __forceinline__ Frags fold_operands(int k0, int lane, uint2& bb) const {
     uint2 h[2];
     lane_halves(k0, lane, h);
-    fold_operands(lane, h, xf, bb);
+    return fold_operands(lane, h, bb);
   }
-  __device__ __forceinline__ void fold_operands(int lane, const uint2 (&h)[2],
-                                                uint2 (&xf)[kChunk / 16], uint2& bb) const {
+  __device__ __forceinline__ Frags fold_operands(int lane, const uint2 (&h)[2], uint2& bb) const {
     const int g = lane >> 2, t = lane & 3;
-    column0_frags(lane, h, xf);
+    const Frags xf = column0_frags(lane, h);
     float sum[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -164,58 +213,62 @@ struct XRaw {
     float mine[4];  // lane t of column 0: groups 4 (t % 2) .. + 3
 #pragma unroll
     for (int q = 0; q < 4; ++q) mine[q] = __shfl_sync(0xffffffffu, handed, 8 * q + 4 * (t & 1));
-    bb =
-        g == 0 ? bias_b_of(make_float4(mine[0], mine[1], mine[2], mine[3]), t) : make_uint2(0u, 0u);
+    const uint2 b = bias_b_of(make_float4(mine[0], mine[1], mine[2], mine[3]), t);
+    // (Every column's lane t holds column 0's: the stage form keeps them, as it does xf.)
+    bb = (kC0 == Column0::stage || g == 0) ? b : make_uint2(0u, 0u);
+    return xf;
   }
 };
+
+using XRaw = XRawOf<Column0::shuffle>;
 
 // XRaw for a warp's first round: the chunk's float4s from RawFirst where they were loaded early
 // (the round's chunk is always that one), else loaded as XRaw does. The scale is the same, so the
 // same operands either way.
-struct XRawFirst {
-  const XRaw& x;
+template <Column0 kC0>
+struct XRawFirstOf {
+  const XRawOf<kC0>& x;
 
   __device__ __forceinline__ void lane_halves(int k0, int lane, uint2 (&h)[2]) const {
     if (x.first.k0 == k0) {
-      h[0] = XRaw::to_f16(x.first.v[0], x.scale);
-      h[1] = XRaw::to_f16(x.first.v[1], x.scale);
+      h[0] = XRawOf<kC0>::to_f16(x.first.v[0], x.scale);
+      h[1] = XRawOf<kC0>::to_f16(x.first.v[1], x.scale);
     } else {
       x.lane_halves(k0, lane, h);
     }
   }
   __device__ __forceinline__ uint2 frag(int k0, int t, int s, int i) const {
-    return x.first.k0 == k0 ? XRaw::to_f16(x.first.v[i], x.scale) : x.frag(k0, t, s, i);
+    return x.first.k0 == k0 ? XRawOf<kC0>::to_f16(x.first.v[i], x.scale) : x.frag(k0, t, s, i);
   }
-  __device__ __forceinline__ void column0_frags(int k0, int lane, uint2 (&xf)[kChunk / 16]) const {
+  __device__ __forceinline__ typename XRawOf<kC0>::Frags column0_frags(int k0, int lane) const {
     uint2 h[2];
     lane_halves(k0, lane, h);
-    x.column0_frags(lane, h, xf);
+    return x.column0_frags(lane, h);
   }
-  __device__ __forceinline__ void fold_operands(int k0, int lane, uint2 (&xf)[kChunk / 16],
-                                                uint2& bb) const {
+  __device__ __forceinline__ typename XRawOf<kC0>::Frags fold_operands(int k0, int lane,
+                                                                       uint2& bb) const {
     uint2 h[2];
     lane_halves(k0, lane, h);
-    x.fold_operands(lane, h, xf, bb);
+    return x.fold_operands(lane, h, bb);
   }
 };
-
-__device__ __forceinline__ XRawFirst XRaw::first_round() const {
-  return {*this};
-}
 
 // A block's XRaw of x row `row` from its n_parts partial maxima (kernels/row_max.h): each warp
 // takes their largest (exact in any order, as x_to_f16's block maximum), and the scale from it as
 // row_scale does; thread 0 writes the inverse to *inv, which the block's writes read after its
 // barrier.
 // first: the warp's first chunk, where the kernel loaded it before calling this (RawFirst).
-__device__ __forceinline__ XRaw raw_x(const float* row, const float* parts, int n_parts, float* inv,
-                                      const RawFirst& first = {}) {
+// stage: Column0::stage's kColumn0StageSlots for this warp.
+template <Column0 kC0 = Column0::shuffle>
+__device__ __forceinline__ XRawOf<kC0> raw_x(const float* row, const float* parts, int n_parts,
+                                             float* inv, const RawFirst& first = {},
+                                             uint2* stage = nullptr) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   float m = 0.0f;
   for (int i = lane; i < n_parts; i += 32) m = fmaxf(m, __ldg(parts + i));
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  return {row, row_scale(m, 0, inv), first};
+  return {row, row_scale(m, 0, inv), first, stage};
 }
 
 }  // namespace memra::kernels::matmul_detail

@@ -136,8 +136,8 @@ __device__ __forceinline__ void fold_partial(const X& x, const LaneChunk<D>& cur
                                              float (&p)[4]) {
   static_assert(kFold<D>, "the folded types");
   const int t = lane & 3;
-  uint2 xf[kChunk / 16], bb;  // the token's B fragments, issued before the decoding
-  x.fold_operands(k0, lane, xf, bb);
+  uint2 bb;
+  const auto xf = x.fold_operands(k0, lane, bb);  // the token's B fragments, before the decoding
   const FoldRow rows[2] = {fold_row(cur.head[0]), fold_row(cur.head[1])};
   float s[4] = {};
 #pragma unroll
