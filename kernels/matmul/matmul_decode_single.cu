@@ -92,14 +92,14 @@ void launch_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t strea
   const bool free = free_rounds() && pack == 1 && n_chunks * 64 <= 47 * 1024;
   const int smem = free ? Sum::dynamic_slot_bytes(n_chunks) : 0;
   if (blocks == 0) return;
-  if constexpr (!kExperts && kFold<D>) {  // (only the folded types read column 0's fragments)
-    if (x.x_raw != nullptr && raw_x_column0_staged())
-      return detail::launch(single_decode_kernel<D, false, true, Column0::stage>, blocks, kThreads,
-                            smem, stream, x, m, pack, early_weights_enabled(), free);
+  if (!kExperts && x.x_raw != nullptr) {
+    auto kernel = single_decode_kernel<D, false, true>;
+    if constexpr (kFold<D>) {  // (only the folded types read column 0's fragments)
+      if (raw_x_column0_staged()) kernel = single_decode_kernel<D, false, true, Column0::stage>;
+    }
+    return detail::launch(kernel, blocks, kThreads, smem, stream, x, m, pack,
+                          early_weights_enabled(), free);
   }
-  if (!kExperts && x.x_raw != nullptr)
-    return detail::launch(single_decode_kernel<D, false, true>, blocks, kThreads, smem, stream, x,
-                          m, pack, early_weights_enabled(), free);
   detail::launch(single_decode_kernel<D, kExperts, false>, blocks, kThreads, smem, stream, x, m,
                  pack, early_weights_enabled(), free);
 }

@@ -351,19 +351,15 @@ void launch(const MatmulArgs& a, cudaStream_t stream) {
       return;
   }
   if constexpr (kNT == 1 && !Tiled<D>::kScaled) {
-    if (a.x_raw != nullptr && raw_x_column0_staged()) {  // (the A/B: one_token_x.cuh, Column0)
-      constexpr auto kernel = tiled_decode_kernel<D, 1, 1, true, Column0::stage>;
-      static std::atomic<uint64_t> staged_smem_set{0};
-      allow_smem_once(kernel, kFreeSlotBytes, staged_smem_set);
+    if (a.x_raw != nullptr) {  // F16/BF16 at one token reading x raw
+      // (MEMRA_RAW_X_STAGE is fixed for the process, so one kernel is ever launched here.)
+      const auto kernel = raw_x_column0_staged()
+                              ? tiled_decode_kernel<D, 1, 1, true, Column0::stage>
+                              : tiled_decode_kernel<D, 1, 1, true>;
+      static std::atomic<uint64_t> raw_smem_set{0};
+      allow_smem_once(kernel, kFreeSlotBytes, raw_smem_set);
       return detail::launch(kernel, blocks, C::kThreads, free_rounds_smem<D, 1>(a.n_in), stream, a,
                             groups, early_weights_enabled(), takes_free_rounds<D, 1>(a.n_in));
-    }
-    if (a.x_raw != nullptr) {  // F16/BF16 at one token reading x raw
-      static std::atomic<uint64_t> raw_smem_set{0};
-      allow_smem_once(tiled_decode_kernel<D, 1, 1, true>, kFreeSlotBytes, raw_smem_set);
-      return detail::launch(tiled_decode_kernel<D, 1, 1, true>, blocks, C::kThreads,
-                            free_rounds_smem<D, 1>(a.n_in), stream, a, groups,
-                            early_weights_enabled(), takes_free_rounds<D, 1>(a.n_in));
     }
   }
   static std::atomic<uint64_t> smem_set{0};  // (past 48 KB with the static round buffers)
