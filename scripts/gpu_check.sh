@@ -230,12 +230,12 @@
 #               graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one
 #               sequence, twice (~3.5 min)
 #     rawxstage a one-token product reading x raw hands column 0's lanes their fragments by a
-#               transpose through shared memory (MEMRA_RAW_X_STAGE=1: ~20 shared-memory wavefronts
-#               a chunk, no selects) against 32 shuffles (the default; the Q4_K one-token kernel and
-#               the tiled kernel's F16/BF16 launch; Q8_0's products take no such fragments, a
-#               control): kernel-check's matmul family with it on, with teeth, the determinism
-#               contract and graph replay, then 0.6B Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16
-#               at one sequence, twice (~3.5 min)
+#               transpose through shared memory (MEMRA_RAW_X_STAGE=1, the default since the
+#               seventieth round: ~20 shared-memory wavefronts a chunk, no selects) against 32
+#               shuffles (=0; the Q4_K one-token kernel and the tiled kernel's F16/BF16 launch;
+#               Q8_0's products take no such fragments, a control): kernel-check's matmul family
+#               with it on, with teeth, the determinism contract and graph replay, then 0.6B
+#               Q4_K_M and BF16 and 8B Q4_K_M, Q8_0 and BF16 at one sequence, twice (~2.5 min)
 #     drop      what each class of a one-token step's small kernels costs in place, under
 #               programmatic launch's overlap (which a serialized profile cannot say): 8B Q4_K_M
 #               at 1 and 8 sequences, BF16 and the 0.6B at 1, with the launches of that class

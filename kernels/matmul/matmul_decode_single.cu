@@ -125,11 +125,13 @@ bool raw_x_early_enabled() {
   return enabled;
 }
 
-// MEMRA_RAW_X_STAGE=1: the one-token kernels reading x raw hand column 0's lanes their fragments
-// by a transpose through shared memory instead of 32 shuffles a chunk (one_token_x.cuh: Column0;
-// the A/B, the same bits).
+// MEMRA_RAW_X_STAGE (the default; =0: 32 shuffles a chunk): the one-token kernels reading x raw
+// hand column 0's lanes their fragments by a transpose through shared memory (one_token_x.cuh:
+// Column0; the same bits). Measured in the seventieth round on an H100 (`gpu_check.sh rawxstage`,
+// two runs of two rounds): 8B Q4_K_M +1.3-1.7%, 0.6B Q4_K_M +0.9-1.4%, 0.6B BF16 +0.4-0.8%, 8B
+// BF16 flat, 8B Q8_0 (no such fragments) flat.
 bool raw_x_column0_staged() {
-  static const bool staged = env_switch("MEMRA_RAW_X_STAGE", false);
+  static const bool staged = env_switch("MEMRA_RAW_X_STAGE", true);
   return staged;
 }
 

@@ -264,8 +264,9 @@ bool single_decode_enabled();
 // chunk of it before the partial maxima (one_token_x.cuh: RawFirst; MatmulArgs::x_raw_early). The
 // same bits.
 bool raw_x_early_enabled();
-// MEMRA_RAW_X_STAGE=1 (default 0): those kernels hand column 0's lanes their fragments of x by a
-// transpose through shared memory (one_token_x.cuh: Column0). The same bits.
+// MEMRA_RAW_X_STAGE (the default; =0 off): those kernels hand column 0's lanes their fragments of x
+// by a transpose through shared memory, not 32 shuffles a chunk (one_token_x.cuh: Column0). The
+// same bits.
 bool raw_x_column0_staged();
 template <DType D>
 void launch_decode_single(const MatmulArgs& x, const MultiOut& outs, cudaStream_t stream);

@@ -95,13 +95,13 @@ __device__ __forceinline__ RawFirst load_raw_first(const float* row, int k0, int
 }
 
 // How XRaw hands column 0's lanes their fragments of a chunk from the lanes that hold them.
-// shuffle: 32 shuffles a chunk (the default). stage: a transpose through the warp's shared memory
-// (MEMRA_RAW_X_STAGE=1: the A/B), two 8-byte stores a lane, then an 8-byte load a step at the
-// step's mma (Column0Row), every column lane taking column 0's fragments (the mma's columns are
-// independent, so column 0's sums are the same bits, and no lane's fragments need zeroing). A
-// shuffle goes through the SM's shared-memory pipe at one warp instruction a cycle: 32 a chunk
-// against 20 wavefronts for the transpose (each load reads four rows' 8 bytes, broadcast), and the
-// 32 selects of the zeros go.
+// shuffle: 32 shuffles a chunk (MEMRA_RAW_X_STAGE=0). stage (the default since the seventieth
+// round: 8B Q4_K_M c1 +1.3-1.7% on an H100): a transpose through the warp's shared memory, two
+// 8-byte stores a lane, then an 8-byte load a step at the step's mma (Column0Row), every column
+// lane taking column 0's fragments (the mma's columns are independent, so column 0's sums are the
+// same bits, and no lane's fragments need zeroing). A shuffle goes through the SM's shared-memory
+// pipe at one warp instruction a cycle: 32 a chunk against 20 wavefronts for the transpose (each
+// load reads four rows' 8 bytes, broadcast), and the 32 selects of the zeros go.
 enum class Column0 : uint8_t { shuffle, stage };
 
 // The stage form's shared memory: a row per column-0 lane t of kStageRowSlots fragments (16 used),
