@@ -126,7 +126,9 @@ bool decode_chains_enabled() {
 // partial into the merging blocks' shared memory: 8B Q4_K_M c1 341.2 -> 335.6 tok/s, BF16 174.0
 // -> 173.3, the 0.6B even.) async: the tensor form's clusters merge by asynchronous stores into
 // each share's block (decode_cluster_async.cuh: no release fence, no second barrier), the others
-// as with 1; written in the sixty-ninth round for `gpu_check.sh asyncmerge`'s A/B.
+// as with 1; opt-in. Measured in the seventieth round (H100, `gpu_check.sh vasync`, one run): the
+// merge's phases at 512 keys 2,164 -> 526 cycles, but the pushes add ~660 to the values, the
+// kernel 7.90 -> 7.61 us stamped, 0.6B Q4_K_M c1 +0.2%, 8B +0.2% (within run-to-run spread).
 enum class ClusterMerge { off, pull, async };  // in env_choice's order
 ClusterMerge decode_cluster_merge_mode() {
   static const auto mode =
@@ -214,7 +216,10 @@ bool decode_q_first_enabled() {
 // once K's rows have landed. Why: the sixty-eighth round's stamps at 512 keys (H100) put K's
 // landing last on the chain to the scores (764 cycles after q's staging), with V's 64 KB landing
 // beside K's 64 KB through the same SM's intake, while the values start ~3,000 cycles after K
-// lands. Written in the sixty-ninth round for `gpu_check.sh vafter`'s A/B. The same bits each way.
+// lands. The same bits each way. Measured in the seventieth round (H100, `gpu_check.sh vasync`, one
+// run): q, the kernel at 512 keys 7.90 -> 7.78 us stamped (not run on whole steps); keys, K's
+// landing 442 -> 1,551 cycles, 0.6B Q4_K_M c1 -2.8%; keys with the async merge +0.7%, 8B +0.5%
+// (not understood beside keys alone). Neither the default.
 detail::TensorV decode_v_after() {
   static const auto after =
       static_cast<detail::TensorV>(env_choice("MEMRA_DECODE_V_AFTER", {"copies", "q", "keys"}, 0));
