@@ -220,6 +220,7 @@ struct XRawOf {
   }
 };
 
+// The name the kernels' static helpers go by (to_f16, load_first_halves: alike in either form).
 using XRaw = XRawOf<Column0::shuffle>;
 
 // XRaw for a warp's first round: the chunk's float4s from RawFirst where they were loaded early
