@@ -222,6 +222,10 @@
 #               device time left): kernel-check with each, the phases of V's copies at each place
 #               and of the async merge, the determinism contract with both, then 0.6B and 8B
 #               Q4_K_M at one sequence four ways (neither, V after K, async, both), twice (~3 min)
+#     qasync    the async merge with V's copies issued after q (MEMRA_DECODE_V_AFTER=q), the one
+#               pairing vasync left out: kernel-check with it (with teeth), its phases, the
+#               determinism contract, then 0.6B and 8B Q4_K_M at one sequence four ways (the
+#               defaults, async, q with async, keys with async), twice (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -270,8 +274,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1073,6 +1077,24 @@ if [ "$MODE" = vasync ]; then
   ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
   switch_ab vasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab vasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = qasync ]; then
+  # vasync's both (V after K with the async merge) ran ahead of the defaults in both rounds though
+  # V after K alone lost 2.8%; V after q with the async merge was left out. The four pairings of
+  # the async merge, twice, to say which (if any) is real.
+  kcheck kernel-check-attention-qasync-teeth 120 MEMRA_DECODE_V_AFTER=q \
+    MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
+  step kernel-bench-attention-qasync 60 env MEMRA_DECODE_STAMPS=1 MEMRA_DECODE_V_AFTER=q \
+    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra-kernel-bench" --attention \
+    --only 'decode 1x512 f16,decode 1x512' --json "$RECEIPTS/$DAY-kernel-bench-attention-qasync.json"
+  step engine-invariants-qasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=q \
+    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
+  ways="base:MEMRA_DECODE_V_AFTER=copies async:MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
+  switch_ab qasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab qasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
