@@ -223,7 +223,7 @@
 #               and of the async merge, the determinism contract with both, then 0.6B and 8B
 #               Q4_K_M at one sequence four ways (neither, V after K, async, both), twice (~3 min)
 #     qasync    the async merge with V's copies issued after q (MEMRA_DECODE_V_AFTER=q), the one
-#               pairing vasync left out: kernel-check with it (with teeth), its phases, the
+#               pairing vasync left out: the cluster hand-off probe (tools/probes), kernel-check with it (with teeth), its phases, the
 #               determinism contract, then 0.6B and 8B Q4_K_M at one sequence four ways (the
 #               defaults, async, q with async, keys with async), twice (~2.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
@@ -1081,7 +1081,12 @@ fi
 if [ "$MODE" = qasync ]; then
   # vasync's both (V after K with the async merge) ran ahead of the defaults in both rounds though
   # V after K alone lost 2.8%; V after q with the async merge was left out. The four pairings of
-  # the async merge, twice, to say which (if any) is real.
+  # the async merge, twice, to say which (if any) is real. First the probe: what the cluster
+  # barrier's hand-off costs by itself, and an mbarrier's in its place.
+  probe_dir=$(mktemp -d)
+  step probe-cluster-handoff 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 \
+    -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/cluster_handoff.cu \
+    -o $probe_dir/cluster_handoff && $probe_dir/cluster_handoff"
   kcheck kernel-check-attention-qasync-teeth 120 MEMRA_DECODE_V_AFTER=q \
     MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
   step kernel-bench-attention-qasync 60 env MEMRA_DECODE_STAMPS=1 MEMRA_DECODE_V_AFTER=q \
