@@ -388,6 +388,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     [[maybe_unused]] const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
     if constexpr (kBulk) {
       __syncthreads();  // q and the row's range published
+      // The async merge: every block's inbox initialized before this block's first push, waited
+      // for under K's landing instead of after the values (the seventieth round's pushes added
+      // ~660 cycles to the values phase, this wait among them).
+      if constexpr (kAsync) cluster_inboxes_ready_wait();
       bulk_wait(bars);  // K's rows landed
       if (kTensor && p.v_after == kVAfterK)
         tensor_split_rows(p, run, s, kb, vb, bars, tensor_blk, false, true);

@@ -17,8 +17,9 @@
 // form stored with plain remote stores behind the same release barrier, and was no faster.)
 //
 // The inboxes need every block's barrier initialized before any push: each block initializes its
-// barrier at its start and arrives (relaxed) at the cluster barrier, and a block waits on it just
-// before its first push, by when every block has long arrived.
+// barrier at its start and arrives (relaxed) at the cluster barrier, and a block waits on it while
+// its K rows land (the decode kernel's split), by when every block has long arrived, so that the
+// wait's own cost sits under the copies' latency rather than between the values and the pushes.
 #pragma once
 
 #include "kernels/attention/decode_cluster.cuh"
@@ -79,7 +80,8 @@ static_assert(inbox_counts_hold(128), "the async merge's inbox accounting");
 // Thread 0, at the block's start: the inbox's barrier, expecting every pushing split's statistics
 // of every row and its values of this block's share. The caller then syncs the block, and every
 // thread arrives at the cluster barrier (cluster_inbox_ready): the barrier's initialization,
-// released to the cluster by the fence, is what the pushers' wait (cluster_push) acquires.
+// released to the cluster by the fence, is what the pushers' wait (cluster_inboxes_ready_wait)
+// acquires.
 template <int D>
 __device__ __forceinline__ void cluster_inbox_start(const ClusterInbox<D>& in,
                                                     const MergeTarget& to, const DecodePlace& at) {
@@ -96,7 +98,8 @@ __device__ __forceinline__ void cluster_inbox_start(const ClusterInbox<D>& in,
 }
 
 // Every thread, once thread 0's cluster_inbox_start is behind a block barrier: this block's arrival
-// at the cluster barrier that the pushers wait on (cluster_push) before their first push.
+// at the cluster barrier that the pushers wait on (cluster_inboxes_ready_wait) before their first
+// push.
 __device__ __forceinline__ void cluster_inbox_ready() {
 #ifdef MEMRA_SM90_CODE
   cluster_arrive_relaxed();
@@ -105,16 +108,27 @@ __device__ __forceinline__ void cluster_inbox_ready() {
 #endif
 }
 
-// Every thread of a block with keys, after its values: its split's partial into the inboxes. acc:
-// decode_values_t's (this thread's rows 2 t + e at dims d and d + 8, as decode_split_finish_t
-// stores them); the statistics: the softmax's (sm.split_m, sm.split_l, published by its barrier).
-// Output i goes to the block whose share holds it, every row's statistics to every block.
+// Every thread of a block with keys, once cluster_inbox_ready's arrival is behind it: until every
+// block's inbox barrier is initialized (the cluster barrier's phase that cluster_inbox_ready
+// arrived at). The decode kernel waits while its K rows land, before cluster_push.
+__device__ __forceinline__ void cluster_inboxes_ready_wait() {
+#ifdef MEMRA_SM90_CODE
+  cluster_wait();
+#else
+  __trap();
+#endif
+}
+
+// Every thread of a block with keys, after its values and cluster_inboxes_ready_wait: its split's
+// partial into the inboxes. acc: decode_values_t's (this thread's rows 2 t + e at dims d and d + 8,
+// as decode_split_finish_t stores them); the statistics: the softmax's (sm.split_m, sm.split_l,
+// published by its barrier). Output i goes to the block whose share holds it, every row's
+// statistics to every block.
 template <int D>
 __device__ __forceinline__ void cluster_push(const DecodePlace& at, const MergeTarget& to,
                                              const MmaSmem& sm, const ClusterInbox<D>& in,
                                              const float (&acc)[4]) {
 #ifdef MEMRA_SM90_CODE
-  cluster_wait();  // every block's inbox barrier initialized
   const int k = at.group - to.range.first;
   const int share = merge_share(to.n_h * D, 0, at.groups).share;
   if (static_cast<int>(threadIdx.x) < to.n_h * at.groups) {
