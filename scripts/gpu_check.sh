@@ -222,12 +222,13 @@
 #               device time left): kernel-check with each, the phases of V's copies at each place
 #               and of the async merge, the determinism contract with both, then 0.6B and 8B
 #               Q4_K_M at one sequence four ways (neither, V after K, async, both), twice (~3 min)
-#     qasync    the async merge with V's copies issued after q (MEMRA_DECODE_V_AFTER=q), the one
-#               pairing vasync left out: the cluster hand-off probe (tools/probes), kernel-check with it (with teeth), its phases, the
-#               determinism contract, then 0.6B and 8B Q4_K_M at one sequence four ways (the
-#               defaults, async, q with async, keys with async), twice (~2.5 min)
-#     qasyncload the async merge with V after q against the defaults under load: 8B Q4_K_M at 8
-#               and 64 sequences, the 0.6B at 8, twice (~1.5 min)
+#     qasync    the async merge with V's copies issued after q (MEMRA_DECODE_V_AFTER=q; both the
+#               default since the seventy-first round), the pairing vasync left out: the cluster
+#               hand-off probe (tools/probes), kernel-check with it (with teeth), its phases, the
+#               determinism contract, then 0.6B and 8B Q4_K_M at one sequence four ways (the pull
+#               merge with V beside K, async, q with async, keys with async), twice (~2.5 min)
+#     qasyncload q with the async merge against the pull merge with V beside K under load: 8B
+#               Q4_K_M and the 0.6B at 8 sequences, the 8B at 64, twice (~1.5 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -513,6 +514,10 @@ if runs quick; then
   # And with every decode kernel launch merging its own partials (MEMRA_DECODE_MERGE=1; by
   # default steps of at most 8 tokens and 8 splits in one wave), long contexts included.
   kcheck kernel-check-attention-merge 120 MEMRA_DECODE_MERGE=1 --filter attention
+  # And the tensor form's clusters by the pull merge with V's copies beside K's (the defaults
+  # before the seventy-first round: MEMRA_DECODE_CLUSTER_MERGE=async, MEMRA_DECODE_V_AFTER=q now).
+  kcheck kernel-check-attention-pull 120 MEMRA_DECODE_CLUSTER_MERGE=1 MEMRA_DECODE_V_AFTER=copies \
+    --filter attention
   # And the one_pass query tiles on attention_mma.cuh's 32-row tiles (MEMRA_ATTENTION_FLASH=0),
   # which the row-owning form takes by default at head_dim 64 and 128 where its grid fills the
   # GPU; and every one_pass tile case on the row-owning form (=1), whatever its grid.
@@ -1074,8 +1079,9 @@ if [ "$MODE" = vasync ]; then
   step engine-invariants-vasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=keys \
     MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  ways="base:MEMRA_DECODE_V_AFTER=copies keys:MEMRA_DECODE_V_AFTER=keys"
-  ways+=" async:MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
+  ways+=" keys:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=1"
+  ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
   switch_ab vasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab vasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
@@ -1097,7 +1103,8 @@ if [ "$MODE" = qasync ]; then
   step engine-invariants-qasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=q \
     MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
     --gtest_filter='*Invariant*:*GraphReplay*'
-  ways="base:MEMRA_DECODE_V_AFTER=copies async:MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
+  ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
   switch_ab qasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
@@ -1106,7 +1113,7 @@ fi
 if [ "$MODE" = qasyncload ]; then
   # qasync's pairing where several sequences share a step (the cluster form runs wherever a
   # token's splits fit a cluster: every sequence of a short context).
-  ways="base:MEMRA_DECODE_V_AFTER=copies"
+  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
   ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
   switch_ab qasyncload "$ways" "-n 64 -c 8" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"

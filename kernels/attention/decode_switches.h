@@ -124,15 +124,19 @@ bool decode_chains_enabled() {
 // at 512 keys 10.8 -> 9.9 us, the partial and the merge 6,261 -> 4,542 cycles). The same bits
 // either way. (The sixty-fifth round measured and removed a push form, each block storing its
 // partial into the merging blocks' shared memory: 8B Q4_K_M c1 341.2 -> 335.6 tok/s, BF16 174.0
-// -> 173.3, the 0.6B even.) async: the tensor form's clusters merge by asynchronous stores into
-// each share's block (decode_cluster_async.cuh: no release fence, no second barrier), the others
-// as with 1; opt-in. Measured in the seventieth round (H100, `gpu_check.sh vasync`, one run): the
-// merge's phases at 512 keys 2,164 -> 526 cycles, but the pushes add ~660 to the values, the
-// kernel 7.90 -> 7.61 us stamped, 0.6B Q4_K_M c1 +0.2%, 8B +0.2% (within run-to-run spread).
+// -> 173.3, the 0.6B even.) Unset or async: the tensor form's clusters merge by asynchronous
+// stores into each share's block (decode_cluster_async.cuh: no release fence, no second barrier),
+// the other clustered forms as with 1; 1, every clustered form by the pull merge (the A/B). The
+// default since the seventy-first round (H100, `gpu_check.sh qasync`, three runs of two rounds
+// with MEMRA_DECODE_V_AFTER=q, the default beside it: 0.6B Q4_K_M c1 +0.0/+2.5/+0.7%, 8B
+// +0.9/+0.2/+0.6%; the kernel at 512 keys 7.39 us stamped against the seventieth round's 7.90),
+// once its wait for the peers' inboxes moved under K's landing: the release at cluster scope is
+// what the pull merge's barrier pays (tools/probes/cluster_handoff.cu: ~1,450 cycles a hand-off
+// with it, ~400 with a relaxed arrival). The same bits either way.
 enum class ClusterMerge { off, pull, async };  // in env_choice's order
 ClusterMerge decode_cluster_merge_mode() {
   static const auto mode =
-      static_cast<ClusterMerge>(env_choice("MEMRA_DECODE_CLUSTER_MERGE", {"0", "1", "async"}, 1));
+      static_cast<ClusterMerge>(env_choice("MEMRA_DECODE_CLUSTER_MERGE", {"0", "1", "async"}, 2));
   return mode;
 }
 bool decode_cluster_merge_enabled() {
@@ -212,17 +216,21 @@ bool decode_q_first_enabled() {
 }
 
 // MEMRA_DECODE_V_AFTER: when the tensor form's one-split blocks issue V's copies
-// (decode_tensor.cuh: TensorV). Unset or copies, with K's (the default); q, once q is staged; keys,
-// once K's rows have landed. Why: the sixty-eighth round's stamps at 512 keys (H100) put K's
-// landing last on the chain to the scores (764 cycles after q's staging), with V's 64 KB landing
-// beside K's 64 KB through the same SM's intake, while the values start ~3,000 cycles after K
-// lands. The same bits each way. Measured in the seventieth round (H100, `gpu_check.sh vasync`, one
-// run): q, the kernel at 512 keys 7.90 -> 7.78 us stamped (not run on whole steps); keys, K's
-// landing 442 -> 1,551 cycles, 0.6B Q4_K_M c1 -2.8%; keys with the async merge +0.7%, 8B +0.5%
-// (not understood beside keys alone). Neither the default.
+// (decode_tensor.cuh: TensorV). copies, with K's; unset or q, once q is staged (the default since
+// the seventy-first round, with the async merge: above); keys, once K's rows have landed. Why: the
+// sixty-eighth round's stamps at 512 keys (H100) put K's landing last on the chain to the scores
+// (764 cycles after q's staging), with V's 64 KB landing beside K's 64 KB through the same SM's
+// intake, while the values start ~3,000 cycles after K lands. The same bits each way. Measured in
+// the seventieth round (H100, `gpu_check.sh vasync`, one run): q, the kernel at 512 keys 7.90
+// -> 7.78 us stamped (not run on whole steps); keys, K's landing 442 -> 1,551 cycles, 0.6B Q4_K_M
+// c1 -2.8%; keys with the async merge +0.7%, 8B +0.5% (not understood beside keys alone). The
+// seventy-first round's three runs (qasync) against the pull merge with V beside K: q with the
+// async merge +1.1% on the 0.6B and +0.6% on the 8B on average, keys with it +1.2% and +0.6%, the
+// async merge alone +0.8% and +0.3%; so q, the placement whose phases show why (K alone in the SM's
+// intake while q stages).
 detail::TensorV decode_v_after() {
   static const auto after =
-      static_cast<detail::TensorV>(env_choice("MEMRA_DECODE_V_AFTER", {"copies", "q", "keys"}, 0));
+      static_cast<detail::TensorV>(env_choice("MEMRA_DECODE_V_AFTER", {"copies", "q", "keys"}, 1));
   return after;
 }
 
