@@ -332,6 +332,14 @@ step() {  # step NAME SECONDS COMMAND...: runs it under a time limit, logs, reco
   return $rc
 }
 
+# probe NAME: tools/probes/NAME.cu built for sm_90a and run (its step: probe-NAME, with - for _).
+probe() {
+  local dir
+  dir=$(mktemp -d)
+  step "probe-${1//_/-}" 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 -std=c++17 \
+    -gencode=arch=compute_90a,code=sm_90a tools/probes/$1.cu -o $dir/$1 && $dir/$1"
+}
+
 # kcheck NAME SECONDS [VAR=VALUE...] [ARGS...]: memra-kernel-check ARGS under the switches given,
 # its receipt $DAY-NAME.json.
 kcheck() {
@@ -983,10 +991,7 @@ if [ "$MODE" = transposed ]; then
   # element's bits depend on its place in the tile, and a chain's cost a link), then kernel-check
   # of the straight form (quick's covers the transposed one), the phases each way, the
   # determinism contract with the straight form, then whole steps.
-  probe_dir=$(mktemp -d)
-  step probe-mma-transpose 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 \
-    -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/mma_transpose.cu \
-    -o $probe_dir/mma_transpose && $probe_dir/mma_transpose"
+  probe mma_transpose
   kcheck kernel-check-attention-straight 120 MEMRA_DECODE_TRANSPOSED=0 --filter attention
   ways="straight:MEMRA_DECODE_TRANSPOSED=0 transposed:MEMRA_DECODE_TRANSPOSED=1"
   one_query_ab transposed "$ways" engine-invariants-straight MEMRA_DECODE_TRANSPOSED=0
@@ -1091,10 +1096,7 @@ if [ "$MODE" = qasync ]; then
   # V after K alone lost 2.8%; V after q with the async merge was left out. The four pairings of
   # the async merge, twice, to say which (if any) is real. First the probe: what the cluster
   # barrier's hand-off costs by itself, and an mbarrier's in its place.
-  probe_dir=$(mktemp -d)
-  step probe-cluster-handoff 120 env PATH="$PATH:/usr/local/cuda/bin" bash -c "nvcc -O2 \
-    -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/cluster_handoff.cu \
-    -o $probe_dir/cluster_handoff && $probe_dir/cluster_handoff"
+  probe cluster_handoff
   kcheck kernel-check-attention-qasync-teeth 120 MEMRA_DECODE_V_AFTER=q \
     MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
   step kernel-bench-attention-qasync 60 env MEMRA_DECODE_STAMPS=1 MEMRA_DECODE_V_AFTER=q \
