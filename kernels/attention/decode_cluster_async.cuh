@@ -108,8 +108,8 @@ __device__ __forceinline__ void cluster_inbox_ready() {
 #endif
 }
 
-// Every thread of a block with keys, once cluster_inbox_ready's arrival is behind it: until every
-// block's inbox barrier is initialized (the cluster barrier's phase that cluster_inbox_ready
+// Every thread of a block with keys, once cluster_inbox_ready's arrival is behind it: waits until
+// every block's inbox barrier is initialized (the cluster barrier's phase that cluster_inbox_ready
 // arrived at). The decode kernel waits while its K rows land, before cluster_push.
 __device__ __forceinline__ void cluster_inboxes_ready_wait() {
 #ifdef MEMRA_SM90_CODE
