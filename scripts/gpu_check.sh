@@ -229,6 +229,11 @@
 #               merge with V beside K, async, q with async, keys with async), twice (~2.5 min)
 #     qasyncload q with the async merge against the pull merge with V beside K under load: 8B
 #               Q4_K_M and the 0.6B at 8 sequences, the 8B at 64, twice (~1.5 min)
+#     qregs     the tensor form's scores taking q's fragments from registers loaded while K's
+#               rows land (MEMRA_DECODE_Q_REGS=1, opt-in) against from shared memory each step:
+#               kernel-check with it (the default merge, every launch merging, with teeth), the
+#               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
+#               sequence, twice (~3 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -277,8 +282,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | qregs | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|qregs|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1120,6 +1125,12 @@ if [ "$MODE" = qasyncload ]; then
   switch_ab qasyncload "$ways" "-n 64 -c 8" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab qasyncload "$ways" "-n 64 -c 64" "$(synth qwen3-8b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = qregs ]; then
+  # The scores at 512 keys take ~1,740 cycles for two 16-link mma chains a warp (~500 of latency);
+  # each warp-step reads 12 shared-memory wavefronts, a third of them q's (the same for every
+  # warp). Held in registers, q's reads move under K's landing (decode_transposed.cuh: QFrags).
+  one_query_switch qregs MEMRA_DECODE_Q_REGS smem regs
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on
