@@ -371,8 +371,7 @@ switch_bits() {
   kcheck "kernel-check-$filter-$name" 300 "$@" --filter "$filter"
   kcheck "kernel-check-$filter-$name-teeth" 300 "$@" --filter "$filter" --teeth
   if [ -x "$BIN/memra_engine_fixture_test" ]; then
-    step "engine-invariants-$name" 180 env MEMRA_TEST_DEVICE=cuda "$@" \
-      "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
+    invariants "engine-invariants-$name" "$(IFS=,; echo "$*")"
   fi
 }
 
@@ -432,24 +431,42 @@ one_token_ab() {
     "$(synth qwen3-8b q8_0)" "$(synth qwen3-8b bf16)"
 }
 
-# one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE[,...]: forms of decode attention's one-split
-# kernel against each other (WAYS: switch_ab's, a setting a way): the phases each way
-# (memra-kernel-bench's one sequence of 512 keys, stamped), the determinism contract with
-# VAR=VALUE[,...], then 0.6B, 8B Q4_K_M and BF16 at one sequence, each way.
-one_query_ab() {
-  local name=$1 ways=$2 invariants=$3 setting=$4 f vars
-  for f in $ways; do
+# attention_phases WAYS: decode attention's one-split kernel stamped under each way's settings
+# (LABEL:VAR=VALUE[,...], space-separated): memra-kernel-bench's one sequence of 512 keys, its
+# receipt kernel-bench-attention-LABEL.
+attention_phases() {
+  local f vars
+  for f in $1; do
     vars=${f#*:}
     # shellcheck disable=SC2086  # the variables split at their commas
     step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 ${vars//,/ } \
       "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
       --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
   done
+}
+
+# invariants STEP VAR=VALUE[,...]: the determinism contract and graph replay under the settings.
+invariants() {
   # shellcheck disable=SC2086  # the variables split at their commas
-  step "$invariants" 180 env MEMRA_TEST_DEVICE=cuda ${setting//,/ } \
-    "$BIN/memra_engine_fixture_test" --gtest_filter='*Invariant*:*GraphReplay*'
-  switch_ab "$name" "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  step "$1" 180 env MEMRA_TEST_DEVICE=cuda ${2//,/ } "$BIN/memra_engine_fixture_test" \
+    --gtest_filter='*Invariant*:*GraphReplay*'
+}
+
+# one_query_steps NAME WAYS: 0.6B and 8B Q4_K_M at one sequence each way (switch_ab's rounds).
+one_query_steps() {
+  switch_ab "$1" "$2" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
+  switch_ab "$1" "$2" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+}
+
+# one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE[,...]: forms of decode attention's one-split
+# kernel against each other (WAYS: switch_ab's, a setting a way): the phases each way, the
+# determinism contract with VAR=VALUE[,...], then 0.6B, 8B Q4_K_M and BF16 at one sequence, each
+# way.
+one_query_ab() {
+  local name=$1 ways=$2
+  attention_phases "$ways"
+  invariants "$3" "$4"
+  one_query_steps "$name" "$ways"
   switch_ab "$name" "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 }
 
@@ -1080,21 +1097,14 @@ if [ "$MODE" = vasync ]; then
   kcheck kernel-check-attention-asyncmerge 120 MEMRA_DECODE_CLUSTER_MERGE=async --filter attention
   kcheck kernel-check-attention-vasync-teeth 120 MEMRA_DECODE_V_AFTER=keys \
     MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
-  for f in copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
-    keys:MEMRA_DECODE_V_AFTER=keys async:MEMRA_DECODE_CLUSTER_MERGE=async; do
-    step "kernel-bench-attention-${f%%:*}" 60 env MEMRA_DECODE_STAMPS=1 "${f#*:}" \
-      "$BIN/memra-kernel-bench" --attention --only 'decode 1x512 f16,decode 1x512' \
-      --json "$RECEIPTS/$DAY-kernel-bench-attention-${f%%:*}.json"
-  done
-  step engine-invariants-vasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=keys \
-    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
+  attention_phases "copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
+keys:MEMRA_DECODE_V_AFTER=keys async:MEMRA_DECODE_CLUSTER_MERGE=async"
+  invariants engine-invariants-vasync MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async
   ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
   ways+=" keys:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=1"
   ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
-  switch_ab vasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab vasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  one_query_steps vasync "$ways"
 fi
 if [ "$MODE" = qasync ]; then
   # vasync's both (V after K with the async merge) ran ahead of the defaults in both rounds though
@@ -1104,18 +1114,13 @@ if [ "$MODE" = qasync ]; then
   probe cluster_handoff
   kcheck kernel-check-attention-qasync-teeth 120 MEMRA_DECODE_V_AFTER=q \
     MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
-  step kernel-bench-attention-qasync 60 env MEMRA_DECODE_STAMPS=1 MEMRA_DECODE_V_AFTER=q \
-    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra-kernel-bench" --attention \
-    --only 'decode 1x512 f16,decode 1x512' --json "$RECEIPTS/$DAY-kernel-bench-attention-qasync.json"
-  step engine-invariants-qasync 180 env MEMRA_TEST_DEVICE=cuda MEMRA_DECODE_V_AFTER=q \
-    MEMRA_DECODE_CLUSTER_MERGE=async "$BIN/memra_engine_fixture_test" \
-    --gtest_filter='*Invariant*:*GraphReplay*'
+  attention_phases "qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
+  invariants engine-invariants-qasync MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async
   ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
   ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
   ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
-  switch_ab qasync "$ways" "-n 128 -c 1" "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab qasync "$ways" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
+  one_query_steps qasync "$ways"
 fi
 if [ "$MODE" = qasyncload ]; then
   # qasync's pairing where several sequences share a step (the cluster form runs wherever a

@@ -58,8 +58,8 @@ struct QFrags {
 // computed on whatever its rows hold and not stored. rows: chunk kCi0's first K row (its chunks'
 // rows contiguous). kStaged: the rows of q's terms staged (staged_row's; B's columns past them
 // repeat the last, their results unstored). kSwizzled: K's rows in the tensor copies' layout
-// (decode_tensor.cuh; the whole split only). kHeld: q's fragments from *held (QFrags, loaded
-// already: the values the per-step loads would read) instead of shared memory at each step.
+// (decode_tensor.cuh; the whole split only). kHeld: q's fragments from *held (non-null; QFrags,
+// loaded already: the values the per-step loads would read) instead of shared memory each step.
 template <int D, typename CT, int kCi0 = 0, int kCh = kSplit / MmaConfig<D, CT, false>::kChunk,
           int kStaged = MmaConfig<D, CT, false>::kRows, bool kSwizzled = false, bool kHeld = false>
 __device__ __forceinline__ void decode_scores_t(const AttnParams& p, const Run& run, int s,

@@ -129,7 +129,7 @@ void report(int blocks, float* sink, long long* clocks, float* out) {
 int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const int blocks = sms / 2 * 2;  // one block an SM, two an cluster
+  const int blocks = sms / 2 * 2;  // one block an SM, two a cluster
   float *sink, *out;
   long long* clocks;
   cudaMalloc(&sink, sizeof(float) * blocks * kThreads * 2);
