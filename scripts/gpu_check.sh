@@ -458,6 +458,12 @@ one_query_steps() {
   switch_ab "$1" "$2" "-n 64 -c 1" "$(synth qwen3-8b q4_k_m --fast-quant)"
 }
 
+# merge_way LABEL V-AFTER CLUSTER-MERGE: a switch_ab way of decode attention's V placement
+# (MEMRA_DECODE_V_AFTER) and cluster merge (MEMRA_DECODE_CLUSTER_MERGE).
+merge_way() {
+  echo "$1:MEMRA_DECODE_V_AFTER=$2,MEMRA_DECODE_CLUSTER_MERGE=$3"
+}
+
 # one_query_ab NAME WAYS INVARIANTS-STEP VAR=VALUE[,...]: forms of decode attention's one-split
 # kernel against each other (WAYS: switch_ab's, a setting a way): the phases each way, the
 # determinism contract with VAR=VALUE[,...], then 0.6B, 8B Q4_K_M and BF16 at one sequence, each
@@ -1100,11 +1106,8 @@ if [ "$MODE" = vasync ]; then
   attention_phases "copies:MEMRA_DECODE_V_AFTER=copies q:MEMRA_DECODE_V_AFTER=q \
 keys:MEMRA_DECODE_V_AFTER=keys async:MEMRA_DECODE_CLUSTER_MERGE=async"
   invariants engine-invariants-vasync MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async
-  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
-  ways+=" keys:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=1"
-  ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
-  ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
-  one_query_steps vasync "$ways"
+  ways="$(merge_way base copies 1) $(merge_way keys keys 1) $(merge_way async copies async)"
+  one_query_steps vasync "$ways $(merge_way both keys async)"
 fi
 if [ "$MODE" = qasync ]; then
   # vasync's both (V after K with the async merge) ran ahead of the defaults in both rounds though
@@ -1116,17 +1119,13 @@ if [ "$MODE" = qasync ]; then
     MEMRA_DECODE_CLUSTER_MERGE=async --filter attention --teeth
   attention_phases "qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
   invariants engine-invariants-qasync MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async
-  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
-  ways+=" async:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=async"
-  ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
-  ways+=" both:MEMRA_DECODE_V_AFTER=keys,MEMRA_DECODE_CLUSTER_MERGE=async"
-  one_query_steps qasync "$ways"
+  ways="$(merge_way base copies 1) $(merge_way async copies async)"
+  one_query_steps qasync "$ways $(merge_way qasync q async) $(merge_way both keys async)"
 fi
 if [ "$MODE" = qasyncload ]; then
   # qasync's pairing where several sequences share a step (the cluster form runs wherever a
   # token's splits fit a cluster: every sequence of a short context).
-  ways="base:MEMRA_DECODE_V_AFTER=copies,MEMRA_DECODE_CLUSTER_MERGE=1"
-  ways+=" qasync:MEMRA_DECODE_V_AFTER=q,MEMRA_DECODE_CLUSTER_MERGE=async"
+  ways="$(merge_way base copies 1) $(merge_way qasync q async)"
   switch_ab qasyncload "$ways" "-n 64 -c 8" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
   switch_ab qasyncload "$ways" "-n 64 -c 64" "$(synth qwen3-8b q4_k_m --fast-quant)"
