@@ -76,12 +76,5 @@ __device__ __forceinline__ void store_async_f32x2(uint32_t dst, float x, float y
       "f"(x), "f"(y), "r"(bar)
       : "memory");
 }
-__device__ __forceinline__ void store_async_f32x4(uint32_t dst, float4 v, uint32_t bar) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];\n" ::"r"(dst),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-      : "memory");
-}
 
 }  // namespace memra::kernels::detail

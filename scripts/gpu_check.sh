@@ -237,10 +237,6 @@
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
-#     widepush  the async merge's values pushed 16 bytes a store from the warp's rows staged in K's
-#               (MEMRA_DECODE_WIDE_PUSH=1, opt-in) against 4: kernel-check with it (with teeth),
-#               the phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at
-#               one sequence, twice (~3 min)
 #     rawxearly a one-token product reading x raw loads a warp's first chunk of x right after its
 #               wait, before the partial maxima (MEMRA_RAW_X_EARLY=1, the default since the
 #               sixty-seventh round: one L2 round trip off the first chunk's chain; the one-token
@@ -289,8 +285,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | qregs | pushes | widepush | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|qregs|pushes|widepush|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | qregs | pushes | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|qregs|pushes|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1147,10 +1143,6 @@ if [ "$MODE" = pushes ]; then
   # The async merge's pushes add ~600 cycles to the values at 512 keys: the remote stores' count,
   # or the hand-off's latency? Fewer, wider stores (staged) and one bulk copy a block, measured.
   probe cluster_push
-fi
-if [ "$MODE" = widepush ]; then
-  # The async merge's values pushed 16 bytes a store (the probe's staged v4) in the decode kernel.
-  one_query_switch widepush MEMRA_DECODE_WIDE_PUSH scalar wide
 fi
 if [ "$MODE" = rawx ]; then
   # A one-token step's down product prepares x in an x_to_f16 launch (~1.7 us a layer in place on

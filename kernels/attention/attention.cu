@@ -330,7 +330,6 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       q.spread_copies = decode_tensor_spread_enabled();
       q.q_first = decode_q_first_enabled();
       q.v_after = decode_v_after();
-      q.push_wide = decode_push_wide();
       if ((variant & kClusterVariant) && decode_cluster_merge_mode() == ClusterMerge::async)
         variant |= kAsyncVariant;
       if (decode_q_regs_enabled()) variant |= kQRegsVariant;

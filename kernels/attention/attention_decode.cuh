@@ -432,11 +432,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (kTransposed) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       decode_values_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(run, s, sm, vb, acc, p.bs_shift);
-      if constexpr (kAsync) {
-        static_assert(kPushStageFloats * 4 <= kSplit * 256, "the staging fits K's rows");
-        cluster_push<D>(decode_place(p, kRun), merge_target_of(run), sm, inbox, acc, p.push_wide,
-                        reinterpret_cast<float*>(kb));
-      } else
+      if constexpr (kAsync)
+        cluster_push<D>(decode_place(p, kRun), merge_target_of(run), sm, inbox, acc);
+      else
         decode_split_finish_t<D, kCluster>(p, run, s, sm, acc, cluster_part);
     } else {
       float acc[C::kMTiles][C::kNTilesV][4], O[C::kMTiles][C::kNTilesV][4];

@@ -112,9 +112,6 @@ struct AttnParams {
   // and where V's copies are issued (TensorV, MEMRA_DECODE_V_AFTER: with K's by default).
   bool spread_copies, q_first;
   uint8_t v_after;
-  // The async cluster merge's values pushed 16 bytes a store from the warp's rows staged in K's
-  // (decode_cluster_async.cuh: cluster_push; MEMRA_DECODE_WIDE_PUSH=1), else 4.
-  bool push_wide;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

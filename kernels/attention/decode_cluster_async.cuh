@@ -2,10 +2,9 @@
 // form, with kCluster and kTensor: MEMRA_DECODE_CLUSTER_MERGE=async): each block of a token's
 // cluster pushes its split's partial, straight from the value accumulators' registers, into the
 // shared memory of the block whose share of the token's outputs holds each value, with st.async
-// stores (4 or, MEMRA_DECODE_WIDE_PUSH=1, 16 bytes each) that complete their bytes on that block's
-// inbox mbarrier; each block waits for its inbox alone, merges its share from its own shared memory
-// in the combine kernel's order with its arithmetic (merge_cluster_share: the same bits as
-// decode_cluster.cuh's pull merge), and leaves.
+// stores that complete their bytes on that block's inbox mbarrier; each block waits for its inbox
+// alone, merges its share from its own shared memory in the combine kernel's order with its
+// arithmetic (merge_cluster_share: the same bits as decode_cluster.cuh's pull merge), and leaves.
 //
 // Why. The pull merge (decode_cluster.cuh) publishes the partials with a cluster barrier whose
 // arrival has release semantics, loads the others' shared memory, and holds every block at a
@@ -120,29 +119,16 @@ __device__ __forceinline__ void cluster_inboxes_ready_wait() {
 #endif
 }
 
-// The wide pushes' staging (cluster_push): a warp's rows of its kPushDims dims, kPushStride floats
-// apart (16-byte aligned for the pushes' loads; rows 2 t and 2 t + 2 of one store land 8 banks
-// apart, so the staging stores are free of bank conflicts), in K's rows, which the scores are done
-// with.
-constexpr int kPushDims = 16, kPushStride = 20;
-constexpr int kPushStageFloats = kAttnWarps * kTransposedMaxRows * kPushStride;
-
 // Every thread of a block with keys, after its values and cluster_inboxes_ready_wait: its split's
 // partial into the inboxes. acc: decode_values_t's (this thread's rows 2 t + e at dims d and d + 8,
 // as decode_split_finish_t stores them); the statistics: the softmax's (sm.split_m, sm.split_l,
 // published by its barrier). Output i goes to the block whose share holds it, every row's
-// statistics to every block. wide (MEMRA_DECODE_WIDE_PUSH=1), where a share is whole 16-byte runs:
-// the warp's rows staged in `stage` (kPushStageFloats floats of shared memory no one else touches
-// until the block leaves), then a 16-byte store a thread for four outputs, a quarter of the scalar
-// form's remote stores. Why: the seventy-first round's stamps at 512 keys put ~600 cycles on the
-// pushes (tools/probes/cluster_push.cu measures what each form costs alone). The same bytes land in
-// the same places either way.
+// statistics to every block.
 template <int D>
 __device__ __forceinline__ void cluster_push(const DecodePlace& at, const MergeTarget& to,
                                              const MmaSmem& sm, const ClusterInbox<D>& in,
-                                             const float (&acc)[4], bool wide, float* stage) {
+                                             const float (&acc)[4]) {
 #ifdef MEMRA_SM90_CODE
-  static_assert(D / kAttnWarps == kPushDims, "a warp's dims: d and d + 8 for lane >> 2 in 0..7");
   const int k = at.group - to.range.first;
   const int share = merge_share(to.n_h * D, 0, at.groups).share;
   if (static_cast<int>(threadIdx.x) < to.n_h * at.groups) {
@@ -151,26 +137,7 @@ __device__ __forceinline__ void cluster_push(const DecodePlace& at, const MergeT
                       sm.split_l[r], cluster_addr(in.bar, g));
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane & 3;
-  if (wide && share % 4 == 0) {
-    float* const rows = stage + warp * kTransposedMaxRows * kPushStride;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 2 * t + e;
-      if (r >= to.n_h) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) rows[r * kPushStride + (lane >> 2) + 8 * h] = acc[2 * h + e];
-    }
-    __syncwarp();
-    if (lane < to.n_h * (kPushDims / 4)) {
-      const int r = lane / (kPushDims / 4), c = lane % (kPushDims / 4);
-      const int i = r * D + warp * kPushDims + 4 * c, g = i / share;  // 4 | share: one block's
-      store_async_f32x4(cluster_addr(in.values + k * share + (i - g * share), g),
-                        *reinterpret_cast<const float4*>(rows + r * kPushStride + 4 * c),
-                        cluster_addr(in.bar, g));
-    }
-    return;
-  }
-  const int d = warp * kPushDims + (lane >> 2);
+  const int d = warp * (D / kAttnWarps) + (lane >> 2);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int r = 2 * t + e;
@@ -183,7 +150,7 @@ __device__ __forceinline__ void cluster_push(const DecodePlace& at, const MergeT
     }
   }
 #else
-  (void)at, (void)to, (void)sm, (void)in, (void)acc, (void)wide, (void)stage;
+  (void)at, (void)to, (void)sm, (void)in, (void)acc;
   __trap();
 #endif
 }

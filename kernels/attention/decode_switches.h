@@ -249,18 +249,6 @@ detail::TensorV decode_v_after() {
   return after;
 }
 
-// MEMRA_DECODE_WIDE_PUSH=1: the async cluster merge's blocks push their values 16 bytes a store
-// (decode_cluster_async.cuh: cluster_push, the warp's rows staged in K's rows) where a share is
-// whole 16-byte runs (a token's splits a power of two: 512, 1,024 and 2,048 keys), instead of 4.
-// Why: the seventy-first round's stamps at 512 keys put ~600 cycles of the values phase on the
-// pushes. Off by default (written in the seventy-second round; `gpu_check.sh pushes` measures the
-// forms alone, `widepush` the kernel and whole steps); the same bytes land in the same places
-// either way, so the same bits.
-bool decode_push_wide() {
-  static const bool wide = env_switch("MEMRA_DECODE_WIDE_PUSH", false);
-  return wide;
-}
-
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {
