@@ -229,11 +229,6 @@
 #               merge with V beside K, async, q with async, keys with async), twice (~2.5 min)
 #     qasyncload q with the async merge against the pull merge with V beside K under load: 8B
 #               Q4_K_M and the 0.6B at 8 sequences, the 8B at 64, twice (~1.5 min)
-#     qregs     the tensor form's scores taking q's fragments from registers loaded while K's
-#               rows land (MEMRA_DECODE_Q_REGS=1, opt-in) against from shared memory each step:
-#               kernel-check with it (the default merge, every launch merging, with teeth), the
-#               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
-#               sequence, twice (~3 min)
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
@@ -285,8 +280,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | qregs | pushes | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|qregs|pushes|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | pushes | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|pushes|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1131,13 +1126,9 @@ if [ "$MODE" = qasyncload ]; then
   ways="$(merge_way base copies 1) $(merge_way qasync q async)"
   switch_ab qasyncload "$ways" "-n 64 -c 8" "$(synth qwen3-8b q4_k_m --fast-quant)" \
     "$(synth qwen3-0.6b q4_k_m --fast-quant)"
-  switch_ab qasyncload "$ways" "-n 64 -c 64" "$(synth qwen3-8b q4_k_m --fast-quant)"
-fi
-if [ "$MODE" = qregs ]; then
-  # The scores at 512 keys take ~1,740 cycles for two 16-link mma chains a warp (~500 of latency);
-  # each warp-step reads 12 shared-memory wavefronts, a third of them q's (the same for every
-  # warp). Held in registers, q's reads move under K's landing (decode_transposed.cuh: QFrags).
-  one_query_switch qregs MEMRA_DECODE_Q_REGS smem regs
+  # (c64's own name: its 8B receipts and logs would overwrite c8's, as they did in the
+  # seventy-second round's runs.)
+  switch_ab qasyncload64 "$ways" "-n 64 -c 64" "$(synth qwen3-8b q4_k_m --fast-quant)"
 fi
 if [ "$MODE" = pushes ]; then
   # The async merge's pushes add ~600 cycles to the values at 512 keys: the remote stores' count,

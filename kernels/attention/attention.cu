@@ -143,12 +143,11 @@ void launch_combine(const AttnParams& p, cudaStream_t stream) {
 // names): 1 kStamps (MEMRA_DECODE_STAMPS), 2 kBulk (MEMRA_DECODE_BULK), 4 kChains
 // (MEMRA_DECODE_CHAINS), 8 kCluster (MEMRA_DECODE_CLUSTER_MERGE) and 16 kTransposed
 // (MEMRA_DECODE_TRANSPOSED), these two with kBulk and kChains only (else ignored), and 32 kTensor
-// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored), 64 kAsync
-// (MEMRA_DECODE_CLUSTER_MERGE=async; with kCluster and kTensor only, else ignored) and 128 kQRegs
-// (MEMRA_DECODE_Q_REGS; with kTensor only, else ignored).
+// (MEMRA_DECODE_TENSOR; with kTransposed only, else ignored), and 64 kAsync
+// (MEMRA_DECODE_CLUSTER_MERGE=async; with kCluster and kTensor only, else ignored).
 constexpr int kStampsVariant = 1, kBulkVariant = 2, kChainsVariant = 4, kClusterVariant = 8,
-              kTransposedVariant = 16, kTensorVariant = 32, kAsyncVariant = 64, kQRegsVariant = 128;
-constexpr int kVariants = 256;
+              kTransposedVariant = 16, kTensorVariant = 32, kAsyncVariant = 64;
+constexpr int kVariants = 128;
 template <typename CT, int kVariant>
 auto one_split_variant() {
   constexpr bool kStamps = (kVariant & kStampsVariant) != 0;
@@ -158,9 +157,8 @@ auto one_split_variant() {
   constexpr bool kTransposed = kBulk && kChains && (kVariant & kTransposedVariant) != 0;
   constexpr bool kTensor = kTransposed && (kVariant & kTensorVariant) != 0;
   constexpr bool kAsync = kCluster && kTensor && (kVariant & kAsyncVariant) != 0;
-  constexpr bool kQRegs = kTensor && (kVariant & kQRegsVariant) != 0;
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
-                                         kCluster, kTransposed, kTensor, kAsync, kQRegs>;
+                                         kCluster, kTransposed, kTensor, kAsync>;
 }
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
@@ -332,7 +330,6 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       q.v_after = decode_v_after();
       if ((variant & kClusterVariant) && decode_cluster_merge_mode() == ClusterMerge::async)
         variant |= kAsyncVariant;
-      if (decode_q_regs_enabled()) variant |= kQRegsVariant;
     }
   }
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.

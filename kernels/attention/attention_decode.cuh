@@ -242,13 +242,11 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // split's rows land by tensor copies, a cache block's half rows a copy (decode_tensor.cuh), in a
 // swizzled layout the products' loads follow: the same rows, the same bits. kAsync (with kCluster
 // and kTensor): the cluster merge by asynchronous stores into each share's block
-// (decode_cluster_async.cuh): the same merge, the same bits. kQRegs (with kTensor): the scores
-// take q's fragments from registers loaded while K's rows land (decode_transposed.cuh: QFrags),
-// the same values: the same bits. p is a grid constant:
+// (decode_cluster_async.cuh): the same merge, the same bits. p is a grid constant:
 // the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
           bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
-          bool kTensor = false, bool kAsync = false, bool kQRegs = false>
+          bool kTensor = false, bool kAsync = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -265,7 +263,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kTensor || (kTransposed && kBulk && D == 128 && sizeof(CT) == 2),
                 "tensor copies: the transposed bulk form's 256-byte rows");
   static_assert(!kAsync || (kCluster && kTensor), "the async merge: the tensor cluster form");
-  static_assert(!kQRegs || kTensor, "q's fragments in registers: the tensor form");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid), held in registers and stored at the block's end: a store to global memory
@@ -389,11 +386,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
     [[maybe_unused]] const int ci0 = run.ci_first(s), ci1 = run.ci_last(s);
-    [[maybe_unused]] QFrags<D, CT> q_held;  // kQRegs: the scores' q, in registers
     if constexpr (kBulk) {
       __syncthreads();  // q and the row's range published
-      // kQRegs: q's fragments into registers while K's rows land.
-      if constexpr (kQRegs) q_held.load(sm);
       // The async merge: every block's inbox initialized before this block's first push, waited
       // for under K's landing instead of after the values (seventy-first round, H100: the values
       // and pushes 2,514 -> 2,455 cycles at 512 keys, K's landing no later; the rest of the ~600
@@ -408,7 +402,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     }
     stamp(3);
     if constexpr (kTransposed) {
-      decode_scores_t<D, CT, 0, DC::kChunks, C::kRows, kTensor, kQRegs>(p, run, s, sm, kb, &q_held);
+      decode_scores_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(p, run, s, sm, kb);
     } else if constexpr (kChains) {
       decode_split_scores<D, CT>(p, run, s, sm, kb);
     } else {

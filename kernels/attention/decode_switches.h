@@ -215,21 +215,6 @@ bool decode_q_first_enabled() {
   return on;
 }
 
-// MEMRA_DECODE_Q_REGS=1: the tensor form's one-split blocks load q's B fragments of every dim step
-// into registers while K's rows land (decode_transposed.cuh: QFrags), and their scores take them
-// from there instead of loading each step's from shared memory beside K's. Why: at 512 keys
-// (seventy-first round, H100) the scores take ~1,740 cycles for two 16-link chains a warp (~31
-// cycles a link: ~500), and each warp-step reads 12 shared-memory wavefronts (K's two x4
-// fragments, q's two x2), ~770 cycles of the SM's shared-memory pipe over the 8 warps' 8 steps,
-// a third of it q's (the same for every warp); held, q's reads leave the scores and wait under
-// K's landing instead. 14-25 registers more a thread (F16 78-92, BF16 92-106, no spills; two blocks
-// an SM allow 128). Off by default (written in the seventy-first round, not yet measured:
-// `gpu_check.sh qregs`); the same bits either way.
-bool decode_q_regs_enabled() {
-  static const bool on = env_switch("MEMRA_DECODE_Q_REGS", false);
-  return on;
-}
-
 // MEMRA_DECODE_V_AFTER: when the tensor form's one-split blocks issue V's copies
 // (decode_tensor.cuh: TensorV). copies, with K's; unset or q, once q is staged (the default since
 // the seventy-first round, with the async merge: above); keys, once K's rows have landed. Why: the

@@ -28,43 +28,17 @@ namespace memra::kernels::detail {
 // The most query rows the transposed form takes: an n8 tile's columns.
 constexpr int kTransposedMaxRows = 8;
 
-// q's B fragments of every dim step and term of the transposed scores, loaded at once from the
-// staged terms (decode_scores_t's per-step loads, in registers: MEMRA_DECODE_Q_REGS). Every warp
-// loads the same 16 x 8 fragments; b[kk][i]: dim step kk, term i.
-template <int D, typename CT, int kStaged = MmaConfig<D, CT, false>::kRows>
-struct QFrags {
-  using C = MmaConfig<D, CT, false>;
-  static constexpr int kSteps = D / 16;
-  uint32_t b[kSteps][C::kTerms][2];
-
-  // B (x2): lanes 0-7 address q's rows 0-7 at a step's first 8 dims, lanes 8-15 the next 8; step
-  // kk's term i at + i kStaged kRowBytes + 32 kk.
-  __device__ __forceinline__ static const unsigned char* lane_base(const MmaSmem& sm, int lane) {
-    return sm.q + min(lane & 7, kStaged - 1) * C::kRowBytes + 16 * ((lane >> 3) & 1);
-  }
-  __device__ __forceinline__ void load(const MmaSmem& sm) {
-    const unsigned char* q_lane = lane_base(sm, threadIdx.x % 32);
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-#pragma unroll
-      for (int i = 0; i < C::kTerms; ++i)
-        ldsm_x2(b[kk][i][0], b[kk][i][1], q_lane + i * kStaged * C::kRowBytes + 32 * kk);
-  }
-};
-
 // The scores of chunks [kCi0, kCi0 + kCh) of split s, side by side: warp w takes keys
 // [w kKeysW, + kKeysW) of each chunk (A: the 16 keys' K rows, a dim step at a time), q's rows as
 // B's columns; each step's operands loaded a step ahead. A chunk without keys of the run is
 // computed on whatever its rows hold and not stored. rows: chunk kCi0's first K row (its chunks'
 // rows contiguous). kStaged: the rows of q's terms staged (staged_row's; B's columns past them
 // repeat the last, their results unstored). kSwizzled: K's rows in the tensor copies' layout
-// (decode_tensor.cuh; the whole split only). kHeld: q's fragments from *held (non-null; QFrags,
-// loaded already: the values the per-step loads would read) instead of shared memory each step.
+// (decode_tensor.cuh; the whole split only).
 template <int D, typename CT, int kCi0 = 0, int kCh = kSplit / MmaConfig<D, CT, false>::kChunk,
-          int kStaged = MmaConfig<D, CT, false>::kRows, bool kSwizzled = false, bool kHeld = false>
+          int kStaged = MmaConfig<D, CT, false>::kRows, bool kSwizzled = false>
 __device__ __forceinline__ void decode_scores_t(const AttnParams& p, const Run& run, int s,
-                                                const MmaSmem& sm, const unsigned char* rows,
-                                                const QFrags<D, CT, kStaged>* held = nullptr) {
+                                                const MmaSmem& sm, const unsigned char* rows) {
   using C = MmaConfig<D, CT, false>;
   constexpr int kSteps = D / 16;
   static_assert(C::kKeysW == 16 && kStaged <= C::kRows,
@@ -78,7 +52,9 @@ __device__ __forceinline__ void decode_scores_t(const AttnParams& p, const Run& 
     return rows + key_chunk_offset<kSwizzled, C::kRowBytes>(c * C::kChunk + k0 + (lane & 15),
                                                             2 * kk + (lane >> 4), p.bs_shift);
   };
-  [[maybe_unused]] const unsigned char* q_lane = QFrags<D, CT, kStaged>::lane_base(sm, lane);
+  // B (x2): lanes 0-7 address q's rows 0-7 at the step's first 8 dims, lanes 8-15 the next 8.
+  const unsigned char* q_lane =
+      sm.q + min(lane & 7, kStaged - 1) * C::kRowBytes + 16 * ((lane >> 3) & 1);
   float acc[kCh][4];
 #pragma unroll
   for (int c = 0; c < kCh; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
@@ -87,13 +63,8 @@ __device__ __forceinline__ void decode_scores_t(const AttnParams& p, const Run& 
 #pragma unroll
     for (int c = 0; c < kCh; ++c) ldsm_x4(a[buf][c], a_at(c, kk));
 #pragma unroll
-    for (int i = 0; i < C::kTerms; ++i) {
-      if constexpr (kHeld) {  // kk is a constant once steps_loaded_ahead is unrolled
-        b[buf][i][0] = held->b[kk][i][0], b[buf][i][1] = held->b[kk][i][1];
-      } else {
-        ldsm_x2(b[buf][i][0], b[buf][i][1], q_lane + i * kStaged * C::kRowBytes + 32 * kk);
-      }
-    }
+    for (int i = 0; i < C::kTerms; ++i)
+      ldsm_x2(b[buf][i][0], b[buf][i][1], q_lane + i * kStaged * C::kRowBytes + 32 * kk);
   };
   steps_loaded_ahead<kSteps>(load, [&](int buf) {
 #pragma unroll
