@@ -390,8 +390,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       __syncthreads();  // q and the row's range published
       // The async merge: every block's inbox initialized before this block's first push, waited
       // for under K's landing instead of after the values (seventy-first round, H100: the values
-      // and pushes 2,514 -> 2,455 cycles at 512 keys, K's landing no later; the rest of the ~600
-      // cycles the pushes add over the pull form's local stores is the st.async stores).
+      // and pushes 2,514 -> 2,455 cycles at 512 keys, K's landing no later; the seventy-second
+      // round's 16-byte pushes, a quarter of the stores, took ~180 cycles off a hand-off alone,
+      // tools/probes/cluster_push.cu, and nothing in this kernel: removed).
       if constexpr (kAsync) cluster_inboxes_ready_wait();
       bulk_wait(bars);  // K's rows landed
       if (kTensor && p.v_after == kVAfterK)

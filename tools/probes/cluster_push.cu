@@ -16,6 +16,9 @@
 // Columns: thread 0's cycles from the pushes' start to its issue done, to its inbox full, and to
 // its share read (medians over the launch's blocks), for one round and a mean of 64 rounds, at the
 // 8B's four query rows a kv head and the 0.6B's two, for clusters of two and four blocks.
+// Measured in the seventy-second round (H100, docs/PERFORMANCE.md): to a full inbox at two blocks
+// and four rows, 4-byte stores 853 cycles, 16-byte 677, a bulk copy a block 574, the pull's
+// barrier 965; the 16-byte form in the decode kernel was no faster and is not kept.
 // Run on the GPU box:
 //   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/cluster_push.cu \
 //     -o /tmp/cluster_push && /tmp/cluster_push
