@@ -384,10 +384,23 @@ synth() {  # synth SHAPE TYPE [extra...]: prints the path of a memra synth file,
   echo "$f"
 }
 BENCH_RECEIPTS=()  # this run's memra bench receipts, for the comparison at the end
+# fresh_receipt NAME: whether no earlier bench of this run wrote the receipt bench-NAME, recording
+# it; else a failed step that says so (a second bench of one name would overwrite the first's
+# receipt and log, as the seventy-second round's qasyncload did with its 8B c8 and c64 A/Bs).
+fresh_receipt() {
+  local r="$RECEIPTS/$DAY-bench-$1.json" seen
+  for seen in "${BENCH_RECEIPTS[@]}"; do
+    if [ "$seen" = "$r" ]; then
+      step "bench-$1-name-reused" 5 bash -c "echo 'bench-$1: this run already wrote $r' >&2; exit 1"
+      return 1
+    fi
+  done
+  BENCH_RECEIPTS+=("$r")
+}
 bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the model
   local name
   name=$(basename "$1" .gguf)
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-$name.json")
+  fresh_receipt "$name" || return 1
   step "bench-$name" 300 "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:2}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
 }
@@ -396,7 +409,7 @@ bench() {  # bench MODEL ARGS...: memra bench with a receipt named after the mod
 bench_with() {  # bench_with MODEL NAME VAR=VALUE[,VAR=VALUE...] ARGS...
   local name
   name=$(basename "$1" .gguf)-$2
-  BENCH_RECEIPTS+=("$RECEIPTS/$DAY-bench-$name.json")
+  fresh_receipt "$name" || return 1
   # shellcheck disable=SC2086  # the variables split at their commas
   step "bench-$name" 300 env ${3//,/ } "$BIN/memra" bench -m "$1" --device cuda -r 3 "${@:4}" \
     --json "$RECEIPTS/$DAY-bench-$name.json"
