@@ -429,15 +429,32 @@ void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t l
 // with MEMRA_DECODE_STAMPS=1, the decode kernel's one-split form at head_dim 128 (a one-token
 // step over a short context) records in each block the SM clock at the end of each phase, as
 // cycles since its wait for inputs returned: the block's run read (its token's position), its
-// copies issued, q staged, K landed, the scores, the softmax with V landed, the values and the
-// partial; then the cluster form's merge in three (the peers' partials published, the block's share
-// merged and written, its end: the block's largest |output| and the cluster's last barrier), or
-// the arrival with the last block's merge as the first of the three (the other two none). The same
-// arithmetic either way.
-// decode_phase_stamps copies out the last such launch's first blocks (out[b * kDecodePhases + i],
-// at most max_blocks; -1 for a block without keys) and returns how many, then forgets them (0 until
-// the next stamped launch).
-constexpr int kDecodePhases = 10;
+// copies' barriers set (the tensor and bulk forms: thread 0's, behind a block barrier), its
+// copies issued (the tensor form: K's, or K's and V's with MEMRA_DECODE_V_AFTER=copies; none with
+// MEMRA_DECODE_K_AFTER_Q=1), q staged, the copies that wait for q issued (V's with
+// MEMRA_DECODE_V_AFTER=q, K's and V's with MEMRA_DECODE_K_AFTER_Q=1; else none), K landed, the
+// scores, the softmax with V landed, the values and the partial; then the cluster form's merge in
+// three (the peers' partials published, the block's share merged and written, its end: the block's
+// largest |output| and the cluster's last barrier), or the arrival with the last block's merge as
+// the first of the three (the other two none). A phase a form does not have ends where the one
+// before it does. The same arithmetic either way. decode_phase_stamps copies out the last such
+// launch's first blocks (out[b * kDecodePhases + i], at most max_blocks; -1 for a block without
+// keys) and returns how many, then forgets them (0 until the next stamped launch).
+enum DecodePhase : int {
+  kPhaseRunRead,
+  kPhaseBarriersSet,
+  kPhaseCopiesIssued,
+  kPhaseQStaged,
+  kPhaseAfterQ,
+  kPhaseKLanded,
+  kPhaseScores,
+  kPhaseSoftmax,
+  kPhaseValues,
+  kPhasePeers,
+  kPhaseMerged,
+  kPhaseEnd,
+  kDecodePhases
+};
 constexpr int kDecodeStampBlocks = 1024;
 int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream);
 

@@ -229,6 +229,11 @@
 #               merge with V beside K, async, q with async, keys with async), twice (~2.5 min)
 #     qasyncload q with the async merge against the pull merge with V beside K under load: 8B
 #               Q4_K_M and the 0.6B at 8 sequences, the 8B at 64, twice (~1.5 min)
+#     kafterq   decode attention's tensor form issuing K's copies once q is staged
+#               (MEMRA_DECODE_K_AFTER_Q=1, opt-in) against right after the kernel's wait:
+#               kernel-check with it (the default merge, every launch merging, with teeth), the
+#               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
+#               sequence, twice (~3 min)
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
@@ -280,8 +285,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | pushes | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|pushes|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | kafterq | pushes | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|kafterq|pushes|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1142,6 +1147,12 @@ if [ "$MODE" = qasyncload ]; then
   # (c64's own name: its 8B receipts and logs would overwrite c8's, as they did in the
   # seventy-second round's runs.)
   switch_ab qasyncload64 "$ways" "-n 64 -c 64" "$(synth qwen3-8b q4_k_m --fast-quant)"
+fi
+if [ "$MODE" = kafterq ]; then
+  # At 512 keys q's staging ends ~2,750 cycles after the wait though its first pair is loaded
+  # before the copies (an L2 round trip alone is ~600-800), and K lands ~400 cycles later: is q's
+  # load returning behind K's 64 KB? K's copies issued once q is staged, against right after.
+  one_query_switch kafterq MEMRA_DECODE_K_AFTER_Q kfirst kafterq
 fi
 if [ "$MODE" = pushes ]; then
   # The async merge's pushes add ~600 cycles to the values at 512 keys: the remote stores' count,

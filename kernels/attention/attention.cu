@@ -328,6 +328,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       q.spread_copies = decode_tensor_spread_enabled();
       q.q_first = decode_q_first_enabled();
       q.v_after = decode_v_after();
+      q.k_after_q = q.q_first && decode_k_after_q_enabled();  // (q's pair is what it waits on)
       if ((variant & kClusterVariant) && decode_cluster_merge_mode() == ClusterMerge::async)
         variant |= kAsyncVariant;
     }

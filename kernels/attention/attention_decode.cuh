@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   } else {
     has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
   }
-  stamp(0);
+  stamp(kPhaseRunRead);
   const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
   [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
@@ -354,24 +354,29 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         cluster_inbox_start<D>(inbox, merge_target_of(run), decode_place(p, kRun));
     }
     __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
+    stamp(kPhaseBarriersSet);
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
-    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, true, p.v_after == kVWithK);
+    // (p.k_after_q: none yet; K's, and V's unless they wait for K, once q is staged.)
+    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, !p.k_after_q,
+                      !p.k_after_q && p.v_after == kVWithK);
     if constexpr (kAsync) cluster_inbox_ready();
-    stamp(1);
+    stamp(kPhaseCopiesIssued);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);
     __syncthreads();  // the barriers, before any copy completes on them
+    stamp(kPhaseBarriersSet);
     bulk_split_rows<D, CT, C::kRowBytes>(p, run, s_first, kb, vb, bars);
-    stamp(1);
+    stamp(kPhaseCopiesIssued);
   } else if constexpr (kPipe) {
     keys = split_keys(s_first);
     copy_chunk<D, CT, 0>(keys, p.k, false, kb, live(s_first, 0));
     copy_chunk<D, CT, 1>(keys, p.k, false, kb + C::kChunkBytes, live(s_first, 1));
   } else {
+    stamp(kPhaseBarriersSet);  // (none)
     keys = split_keys(s_first);
     copy_phase(keys, p.k, false, kb);
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
-    stamp(1);
+    stamp(kPhaseCopiesIssued);
   }
   if (kTensor && p.q_first) {
     stage_q_terms_from<D, CT, C>(p, run, sm, sm.q, q_pair);
@@ -379,9 +384,11 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     publish_key_ranges(p, run, sm);
     stage_q_terms<D, CT, C>(p, run, sm.q);  // one token: rows are its heads h0 .. h0 + n_h - 1
   }
-  if (kTensor && p.v_after == kVAfterQ)
-    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, false, true);
-  stamp(2);
+  stamp(kPhaseQStaged);
+  if (kTensor && (p.k_after_q || p.v_after == kVAfterQ))
+    tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, p.k_after_q,
+                      p.v_after != kVAfterK);
+  stamp(kPhaseAfterQ);
   // Split s, and the next split's K copies behind it where `next`. Commit groups in flight at its
   // start: K(s), then V(s) where V has rows of its own.
   const auto split = [&](int s, bool next) {
@@ -401,7 +408,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       cp_async_wait(DC::kSeparateV ? 1 : 0);  // this thread's K copies
       __syncthreads();  // everyone's; q and the row's range published (the previous split's done)
     }
-    stamp(3);
+    stamp(kPhaseKLanded);
     if constexpr (kTransposed) {
       decode_scores_t<D, CT, 0, DC::kChunks, C::kRows, kTensor>(p, run, s, sm, kb);
     } else if constexpr (kChains) {
@@ -411,7 +418,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
         mma_chunk_scores<D, CT, false>(p, run, Cursor{s, 0, ci}, sm, kb + ci * C::kChunkBytes);
     }
     __syncthreads();  // the split's scores (and K's rows are free)
-    stamp(4);
+    stamp(kPhaseScores);
     if constexpr (!DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     mma_split_softmax<D, CT, false>(run, s, sm);
     if constexpr (kBulk) {
@@ -420,7 +427,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     } else
       cp_async_wait(0);  // this thread's V copies
     __syncthreads();     // everyone's (and the zeroed rows); p published
-    stamp(5);
+    stamp(kPhaseSoftmax);
     static_assert(
         !kCluster || C::kRows * cluster_part_stride<D>() * 4 <= DC::kChunks * C::kChunkBytes,
         "a block's partial fits K's rows");
@@ -445,7 +452,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       else
         mma_split_finish<D, CT, false>(p, run, s, sm, acc, O);
     }
-    stamp(6);
+    stamp(kPhaseValues);
     if (next) {
       __syncthreads();  // V's rows (K's), the scores' rows and the statistics are free
       keys = split_keys(s + 1);
@@ -503,9 +510,10 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     cluster_merge<D>(p, decode_place(p, kRun), sm, cluster_part, stamp);
   } else {
     decode_arrive<D>(p, kRun);
-    stamp(7), stamp(8);  // (the arrival and the last block's merge: phase 7's)
+    stamp(kPhasePeers),
+        stamp(kPhaseMerged);  // (the arrival and the last block's merge: the first's)
   }
-  stamp(9);
+  stamp(kPhaseEnd);
   store_stamps(true);
 }
 

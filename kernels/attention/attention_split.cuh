@@ -112,6 +112,10 @@ struct AttnParams {
   // and where V's copies are issued (TensorV, MEMRA_DECODE_V_AFTER: with K's by default).
   bool spread_copies, q_first;
   uint8_t v_after;
+  // The one-split tensor form issues K's copies once q is staged instead of before q's loads
+  // return (MEMRA_DECODE_K_AFTER_Q=1, attention_decode.cuh), and V's with them unless they wait
+  // for K's landing (v_after).
+  bool k_after_q;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

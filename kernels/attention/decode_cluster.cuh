@@ -121,8 +121,9 @@ __device__ __forceinline__ void store_block_max(float m, float* dst) {
 // waits until every block has read what it needed before leaving (its shared memory must outlive
 // the others' reads). `part`: where cluster_store_partial put this block's partial. Where
 // p.part_max is set (one token), the block also writes the largest |output| of its share there,
-// under that last wait. stamp(i): the decode kernel's phase stamps (MEMRA_DECODE_STAMPS), 7 once
-// the peers' partials are published and 8 once this block's share is merged and written.
+// under that last wait. stamp(i): the decode kernel's phase stamps (MEMRA_DECODE_STAMPS),
+// kPhasePeers once the peers' partials are published and kPhaseMerged once this block's share is
+// merged and written.
 template <int D, typename Stamp>
 __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodePlace& at,
                                               const MmaSmem& sm, const float* part,
@@ -132,14 +133,14 @@ __device__ __forceinline__ void cluster_merge(const AttnParams& p, const DecodeP
   const MergeTarget to = merge_target(p, at);
   const MergeShare mine = merge_share(to.n_h * D, at.group, at.groups);
   cluster_wait();  // every block's partial published
-  stamp(7);
+  stamp(kPhasePeers);
   const float largest = merge_cluster_share<D>(
       p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
         m = load_cluster_f32(sm.split_m + r, s);
         l = load_cluster_f32(sm.split_l + r, s);
         v = load_cluster_f32(part + r * cluster_part_stride<D>() + i % D, s);
       });
-  stamp(8);
+  stamp(kPhaseMerged);
   cluster_arrive_relaxed();  // this thread's reads of the others' shared memory are done
   if (p.part_max != nullptr)
     store_block_max(largest, p.part_max + at.heads_index * at.groups + at.group);

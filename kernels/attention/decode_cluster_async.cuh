@@ -159,7 +159,8 @@ __device__ __forceinline__ void cluster_push(const DecodePlace& at, const MergeT
 // from it (merge_cluster_share: the pull merge's order and arithmetic), and, where p.part_max is
 // set, the largest |output| of its share written there. A block without keys waits on the cluster
 // barrier first (it pushes nothing; every thread that arrived waits once). stamp(i): the decode
-// kernel's phase stamps, 7 once the inbox is full and 8 once the share is merged and written.
+// kernel's phase stamps, kPhasePeers once the inbox is full and kPhaseMerged once the share is
+// merged and written.
 template <int D, typename Stamp>
 __device__ __forceinline__ void cluster_merge_inbox(const AttnParams& p, const DecodePlace& at,
                                                     const MergeTarget& to,
@@ -169,7 +170,7 @@ __device__ __forceinline__ void cluster_merge_inbox(const AttnParams& p, const D
   if (!pushed) cluster_wait();
   const MergeShare mine = merge_share(to.n_h * D, at.group, at.groups);
   mbar_wait_cluster(in.bar, 0);
-  stamp(7);
+  stamp(kPhasePeers);
   const float largest = merge_cluster_share<D>(
       p, at, to, mine, [&](int s, int r, int i, float& m, float& l, float& v) {
         const int k = s - to.range.first;
@@ -177,7 +178,7 @@ __device__ __forceinline__ void cluster_merge_inbox(const AttnParams& p, const D
         m = ml.x, l = ml.y;
         v = in.values[k * mine.share + (i - mine.begin)];
       });
-  stamp(8);
+  stamp(kPhaseMerged);
   if (p.part_max != nullptr)
     store_block_max(largest, p.part_max + at.heads_index * at.groups + at.group);
 #else

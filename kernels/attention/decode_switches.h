@@ -234,6 +234,20 @@ detail::TensorV decode_v_after() {
   return after;
 }
 
+// MEMRA_DECODE_K_AFTER_Q=1: the tensor form's one-split blocks issue K's copies (and V's, unless
+// MEMRA_DECODE_V_AFTER=keys) once q is staged instead of right after the kernel's wait. Why: at
+// 512 keys (seventy-first and seventy-second rounds, H100) q's staging ends ~2,750 cycles after
+// the wait though each thread's first pair of q is loaded before the copies' issue (an L2 round
+// trip: ~600-800 cycles alone), and K lands ~400 cycles after it: q's load returning behind K's
+// 64 KB through the SM's intake would put q's staging, not K's landing, on the chain to the
+// scores. With K after q, the chain is q's round trip, then K's copies. Off by default (written in
+// the seventy-second round, not yet measured: `gpu_check.sh kafterq`); the same rows land in the
+// same places, so the same bits.
+bool decode_k_after_q_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_K_AFTER_Q", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {

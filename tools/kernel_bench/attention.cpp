@@ -106,10 +106,11 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
 // the case's line; else nothing (null).
 nlohmann::json print_phases(const cuda::Stream& stream) {
   static const char* const kNames[kernels::kDecodePhases] = {
-      "run read",        "copies issued",    "q staged",
-      "K landed",        "scores",           "softmax, V landed",
-      "values, partial", "peers' / arrival", "share merged, written",
-      "merge's end"};
+      // kernels.h: DecodePhase
+      "run read",         "barriers set",          "copies issued",
+      "q staged",         "copies after q",        "K landed",
+      "scores",           "softmax, V landed",     "values, partial",
+      "peers' / arrival", "share merged, written", "merge's end"};
   std::vector<long long> st(size_t{kernels::kDecodeStampBlocks} * kernels::kDecodePhases);
   const int n = kernels::decode_phase_stamps(st.data(), kernels::kDecodeStampBlocks, stream.get());
   nlohmann::json out = nlohmann::json::array();
