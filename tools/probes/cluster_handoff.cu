@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "probe_cluster.cuh"
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -26,31 +28,15 @@ const char* const kWayNames[kWays] = {"cluster barrier (release/acquire)",
                                       "cluster barrier (relaxed arrival)",
                                       "mbarrier, remote arrival (release.cluster)"};
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ uint32_t peer_addr(const void* p, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-  return r;
-}
+using probe::cluster_sync;
+using probe::rank_addr;
+using probe::smem_addr;
+using probe::wait_parity;
+
 __device__ __forceinline__ float load_peer(const float* p, uint32_t rank) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(peer_addr(p, rank)) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(rank_addr(p, rank)) : "memory");
   return v;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
 }
 
 // Each block: `iters` rounds of writing its partial (buffer i & 1), handing it over `way`, and
@@ -86,7 +72,7 @@ __global__ void __cluster_dims__(2, 1, 1)
       __syncthreads();  // the block's writes, before thread 0's release covers them
       if (threadIdx.x == 0)
         asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
-                         peer_addr(&bars[i & 1], peer))
+                         rank_addr(&bars[i & 1], peer))
                      : "memory");
       wait_parity(&bars[i & 1], (i >> 1) & 1);
     }

@@ -19,7 +19,9 @@
 // Measured in the seventy-second round (H100, docs/PERFORMANCE.md): to a full inbox at two blocks
 // and four rows, 4-byte stores 853 cycles, 16-byte 677, a bulk copy a block 574, the pull's
 // barrier 965; the 16-byte form in the decode kernel was no faster and is not kept.
-// Run on the GPU box:
+// Standalone (nvcc alone on the GPU box, where the project's headers would need fmt's), so it
+// spells out the few PTX wrappers kernels/cluster.cuh and kernels/bulk_copy.cuh hold. Run on the
+// GPU box:
 //   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a tools/probes/cluster_push.cu \
 //     -o /tmp/cluster_push && /tmp/cluster_push
 #include <cuda_runtime.h>
@@ -29,6 +31,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "probe_cluster.cuh"
 
 namespace {
 
@@ -50,36 +54,16 @@ struct Smem {
   alignas(16) float stage[kMaxRows * kD];  // the partial in output order (row r, dim d: r kD + d)
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ uint32_t rank_addr(const void* p, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr(p)), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
+using probe::cluster_rank;
+using probe::cluster_sync;
+using probe::rank_addr;
+using probe::smem_addr;
+using probe::wait_parity;
+
 __device__ __forceinline__ void expect_bytes(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                "r"(bytes)
                : "memory");
-}
-__device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "wait_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
 }
 __device__ __forceinline__ void push_f32(uint32_t dst, float v, uint32_t bar) {
   asm volatile(
@@ -132,6 +116,22 @@ __global__ void push_rounds(int iters, int n_h, long long* clocks, float* out) {
   cluster_sync();
   float acc[4];
   for (int j = 0; j < 4; ++j) acc[j] = static_cast<float>(rank * 1000 + threadIdx.x * 4 + j);
+  // Every row's statistics to every block (the pushing ways), and this thread's values staged in
+  // the block's partial in output order (the staging ways).
+  const auto push_stats = [&](int b) {
+    if (static_cast<int>(threadIdx.x) < n_h * static_cast<int>(n_blocks)) {
+      const int r = threadIdx.x % n_h, g = threadIdx.x / n_h;
+      push_f32x2(rank_addr(&sm.stats[b][rank][r], g), make_float2(acc[0], acc[1]),
+                 rank_addr(&sm.bar[b], g));
+    }
+  };
+  const auto stage_values = [&] {
+    for (int e = 0; e < 2; ++e) {
+      const int r = 2 * t + e;
+      if (r >= n_h) continue;
+      for (int h = 0; h < 2; ++h) sm.stage[r * kD + d + 8 * h] = acc[2 * h + e];
+    }
+  };
   float sum = 0.0f;
   long long issued = 0, full = 0, read = 0;
   for (int it = 0; it < iters; ++it) {
@@ -140,11 +140,7 @@ __global__ void push_rounds(int iters, int n_h, long long* clocks, float* out) {
     __syncthreads();
     const long long t0 = clock64();
     if (kWay == kScalar) {
-      if (static_cast<int>(threadIdx.x) < n_h * static_cast<int>(n_blocks)) {
-        const int r = threadIdx.x % n_h, g = threadIdx.x / n_h;
-        push_f32x2(rank_addr(&sm.stats[b][rank][r], g), make_float2(acc[0], acc[1]),
-                   rank_addr(&sm.bar[b], g));
-      }
+      push_stats(b);
       for (int e = 0; e < 2; ++e) {
         const int r = 2 * t + e;
         if (r >= n_h) continue;
@@ -155,16 +151,8 @@ __global__ void push_rounds(int iters, int n_h, long long* clocks, float* out) {
         }
       }
     } else if (kWay == kStagedV4) {
-      if (static_cast<int>(threadIdx.x) < n_h * static_cast<int>(n_blocks)) {
-        const int r = threadIdx.x % n_h, g = threadIdx.x / n_h;
-        push_f32x2(rank_addr(&sm.stats[b][rank][r], g), make_float2(acc[0], acc[1]),
-                   rank_addr(&sm.bar[b], g));
-      }
-      for (int e = 0; e < 2; ++e) {
-        const int r = 2 * t + e;
-        if (r >= n_h) continue;
-        for (int h = 0; h < 2; ++h) sm.stage[r * kD + d + 8 * h] = acc[2 * h + e];
-      }
+      push_stats(b);
+      stage_values();
       __syncwarp();  // the warp's rows of its 16 dims, read back four at a time
       if (lane < n_h * (kRowDims / 4)) {
         const int r = lane / (kRowDims / 4), i = r * kD + warp * kRowDims + 4 * (lane % 4);
@@ -174,11 +162,7 @@ __global__ void push_rounds(int iters, int n_h, long long* clocks, float* out) {
       }
     } else if (kWay == kStagedBulk) {
       if (static_cast<int>(threadIdx.x) < n_h) sm.stage_stats[threadIdx.x] = {acc[0], acc[1]};
-      for (int e = 0; e < 2; ++e) {
-        const int r = 2 * t + e;
-        if (r >= n_h) continue;
-        for (int h = 0; h < 2; ++h) sm.stage[r * kD + d + 8 * h] = acc[2 * h + e];
-      }
+      stage_values();
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // for the copies' reads
       __syncthreads();
       if (threadIdx.x < n_blocks) {
@@ -189,11 +173,7 @@ __global__ void push_rounds(int iters, int n_h, long long* clocks, float* out) {
       }
     } else {  // kPull: the partial in output order, published by the cluster barrier
       if (static_cast<int>(threadIdx.x) < n_h) sm.stage_stats[threadIdx.x] = {acc[0], acc[1]};
-      for (int e = 0; e < 2; ++e) {
-        const int r = 2 * t + e;
-        if (r >= n_h) continue;
-        for (int h = 0; h < 2; ++h) sm.stage[r * kD + d + 8 * h] = acc[2 * h + e];
-      }
+      stage_values();
     }
     const long long t1 = clock64();
     if (kWay == kPull)
