@@ -234,6 +234,11 @@
 #               kernel-check with it (the default merge, every launch merging, with teeth), the
 #               phases each way, the determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one
 #               sequence, twice (~3 min)
+#     earlybars decode attention's tensor form setting its copies' barriers (and the async
+#               merge's inbox) before the kernel's wait, under the kernel before
+#               (MEMRA_DECODE_EARLY_BARRIERS=1, opt-in) against after it: kernel-check with it
+#               (every launch merging, with teeth), the phases each way, the determinism
+#               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
@@ -285,8 +290,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | kafterq | pushes | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|kafterq|pushes|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | kafterq | earlybars | pushes | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|kafterq|earlybars|pushes|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1153,6 +1158,11 @@ if [ "$MODE" = kafterq ]; then
   # before the copies (an L2 round trip alone is ~600-800), and K lands ~400 cycles later: is q's
   # load returning behind K's 64 KB? K's copies issued once q is staged, against right after.
   one_query_switch kafterq MEMRA_DECODE_K_AFTER_Q kfirst kafterq
+fi
+if [ "$MODE" = earlybars ]; then
+  # At 512 keys the copies' issue ends ~1,400 cycles after the wait, K's 32 copies ~400 of it:
+  # thread 0's barrier initialization and the block barrier behind it moved before the wait.
+  one_query_switch earlybars MEMRA_DECODE_EARLY_BARRIERS late early
 fi
 if [ "$MODE" = pushes ]; then
   # The async merge's pushes add ~600 cycles to the values at 512 keys: the remote stores' count,

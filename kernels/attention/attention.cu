@@ -329,6 +329,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
       q.q_first = decode_q_first_enabled();
       q.v_after = decode_v_after();
       q.k_after_q = q.q_first && decode_k_after_q_enabled();  // (q's pair is what it waits on)
+      q.early_barriers = q.early_meta && decode_early_barriers_enabled();  // (the run, early)
       if ((variant & kClusterVariant) && decode_cluster_merge_mode() == ClusterMerge::async)
         variant |= kAsyncVariant;
     }

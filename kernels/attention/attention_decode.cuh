@@ -252,6 +252,38 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   const EarlyRun early = early_decode_run<(kTensor && !kRun && !kPipe)>(p, C::kChunkShift);
+  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
+  // K's and V's barriers (the tensor and bulk forms' copies complete on them).
+  [[maybe_unused]] uint64_t* const bars =
+      reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
+  // The async merge's inbox: past the tensor form's rows and their alignment.
+  constexpr int kInboxOffset = 2 * kSplit * 256 + 1024;
+  static_assert(
+      !kAsync || kInboxOffset + ClusterInbox<D>::kBytes <= 2 * DC::kChunks * C::kChunkBytes,
+      "the inbox fits past the rows");
+  [[maybe_unused]] const ClusterInbox<D> inbox(sm.ring + kInboxOffset);
+  // The tensor form's split barriers (and the async merge's inbox), thread 0's behind a block
+  // barrier; the async merge's arrival at the cluster barrier that says the inbox is set follows
+  // (cluster_inbox_ready).
+  const auto start_tensor_barriers = [&](const Run& r, int s) {
+    if (threadIdx.x == 0) {
+      tensor_split_start(r, s, p.bs_shift, bars);
+      if constexpr (kAsync)
+        cluster_inbox_start<D>(inbox, merge_target_of(r), decode_place(p, kRun));
+    }
+    __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
+  };
+  // MEMRA_DECODE_EARLY_BARRIERS (p.early_barriers): with the run read early, set them (and
+  // arrive) before the wait, under the kernel before: they need only the step's metadata, which
+  // no kernel writes.
+  const bool early_barriers = kTensor && early.loaded && early.has_keys && p.early_barriers;
+  if constexpr (kTensor) {
+    if (early_barriers) {
+      start_tensor_barriers(early.run, early.s_first);
+      if constexpr (kAsync) cluster_inbox_ready();
+    }
+  }
   detail::wait_for_inputs();
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
@@ -291,7 +323,6 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
-  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
   Run run;
   int s_first, s_last;
   bool has_keys;
@@ -304,15 +335,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     has_keys = decode_block_run(p, kRun, C::kChunkShift, run, s_first, s_last);
   }
   stamp(kPhaseRunRead);
-  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
   // The cluster form's partial values: in K's rows, which the scores are done with.
   [[maybe_unused]] float* const cluster_part = reinterpret_cast<float*>(sm.ring);
-  // The async merge's inbox: past the tensor form's rows and their alignment.
-  constexpr int kInboxOffset = 2 * kSplit * 256 + 1024;
-  static_assert(
-      !kAsync || kInboxOffset + ClusterInbox<D>::kBytes <= 2 * DC::kChunks * C::kChunkBytes,
-      "the inbox fits past the rows");
-  [[maybe_unused]] const ClusterInbox<D> inbox(sm.ring + kInboxOffset);
   if (!has_keys) {  // none: no reads
     if constexpr (kAsync) {
       const DecodePlace at = decode_place(p, kRun);
@@ -339,27 +363,21 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   const auto split_keys = [&](int s) { return split_keys_of<D, CT>(p, run, s); };
   // Whether chunk ci of split s holds keys of the token (each of a split's two, kPipe).
   const auto live = [&](int s, int ci) { return run.ci_first(s) <= ci && ci <= run.ci_last(s); };
-  // K, then V behind it where V has rows of its own (else after the scores).
-  [[maybe_unused]] uint64_t* const bars =
-      reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
   SplitKeys<D, CT> keys;
   // MEMRA_DECODE_Q_FIRST: this thread's first pair of q in flight under the copies' issue.
   [[maybe_unused]] float2 q_pair{};
   [[maybe_unused]] int32_t tensor_blk = -1;  // the cache block of this thread's tensor copy
   if constexpr (kTensor) {
     if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
-    if (threadIdx.x == 0) {
-      tensor_split_start(run, s_first, p.bs_shift, bars);
-      if constexpr (kAsync)
-        cluster_inbox_start<D>(inbox, merge_target_of(run), decode_place(p, kRun));
-    }
-    __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
+    if (!early_barriers) start_tensor_barriers(run, s_first);
     stamp(kPhaseBarriersSet);
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
     // (p.k_after_q: none yet; K's, and V's unless they wait for K, once q is staged.)
     tensor_split_rows(p, run, s_first, kb, vb, bars, tensor_blk, !p.k_after_q,
                       !p.k_after_q && p.v_after == kVWithK);
-    if constexpr (kAsync) cluster_inbox_ready();
+    if constexpr (kAsync) {
+      if (!early_barriers) cluster_inbox_ready();
+    }
     stamp(kPhaseCopiesIssued);
   } else if constexpr (kBulk) {
     if (threadIdx.x == 0) bulk_split_start<D, CT>(run, s_first, bars);

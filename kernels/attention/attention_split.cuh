@@ -116,6 +116,9 @@ struct AttnParams {
   // return (MEMRA_DECODE_K_AFTER_Q=1, attention_decode.cuh), and V's with them unless they wait
   // for K's landing (v_after).
   bool k_after_q;
+  // The one-split tensor form, its run read before the wait, sets its copies' barriers (and the
+  // async merge's inbox) before the wait too (MEMRA_DECODE_EARLY_BARRIERS=1, attention_decode.cuh).
+  bool early_barriers;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).

@@ -248,6 +248,20 @@ bool decode_k_after_q_enabled() {
   return on;
 }
 
+// MEMRA_DECODE_EARLY_BARRIERS=1: the tensor form's one-split blocks, their run read before the
+// kernel's wait (MEMRA_DECODE_EARLY_META), also initialize their copies' barriers (and the async
+// merge's inbox, with their arrival at the cluster barrier that says so) before it, under the
+// kernel before, instead of after it: the barriers' byte counts come from the run (the step's
+// metadata), which no kernel writes. Why: at 512 keys (seventy-first round, H100) the copies'
+// issue ends ~1,400 cycles after the wait, of which K's 32 copies are ~400; thread 0's
+// initialization and the block barrier behind it are on every block's chain. Off by default
+// (written in the seventy-second round, not yet measured: `gpu_check.sh earlybars`, with the
+// stamps' barriers-set phase); the same copies complete on the same barriers, so the same bits.
+bool decode_early_barriers_enabled() {
+  static const bool on = env_switch("MEMRA_DECODE_EARLY_BARRIERS", false);
+  return on;
+}
+
 // MEMRA_DECODE_STAMPS=1: the one-split form at head_dim 128 records its phases (kernels.h:
 // decode_phase_stamps). Off by default; the same bits either way.
 bool decode_stamps_enabled() {
