@@ -9,7 +9,8 @@ statement of every __global__ body is detail::wait_for_inputs(), after at most t
 decode products' early weight load (tiled_chunk.cuh's EarlyChunk: it reads only kernel parameters
 and weights, which no kernel of a step writes) and decode attention's early step metadata
 (attention_decode.cuh's EarlyRun: positions, token_seq and block tables, which the host uploads
-before a step's first kernel and no kernel writes).
+before a step's first kernel and no kernel writes), with, where MEMRA_DECODE_EARLY_BARRIERS asks,
+its copies' barriers set from them (early_decode_barriers: the block's own shared memory only).
 """
 import pathlib
 import re
@@ -18,7 +19,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ALLOWED_BEFORE_WAIT = re.compile(
     r"^(using \w+ = [^;]+;|const EarlyChunk<D> first = early_\w+<[^;]*>\([^;]*\);"
-    r"|const EarlyRun early = early_decode_run<[^;]*>\([^;]*\);|)$")
+    r"|const EarlyRun early = early_decode_run<[^;]*>\([^;]*\);"
+    r"|const bool early_barriers = early_decode_barriers<[^;]*>\([^;]*\);|)$")
 
 
 def body_start(text, at):

@@ -212,6 +212,54 @@ __device__ __forceinline__ EarlyRun early_decode_run(const AttnParams& p, int ch
   return e;
 }
 
+// Where the decode kernel keeps its copies' barriers (K's and V's: the tensor and bulk forms'
+// copies complete on them) and the async merge's inbox (past the tensor form's rows and their
+// alignment), in its dynamic shared memory.
+template <int D, typename CT, bool kShared>
+struct DecodeBarriers {
+  using DC = DecodeConfig<D, CT, kShared>;
+  using C = typename DC::C;
+  static constexpr int kInboxOffset = 2 * kSplit * 256 + 1024;
+  uint64_t* bars;
+  ClusterInbox<D> inbox;
+  __device__ explicit DecodeBarriers(unsigned char* smem)
+      : bars(reinterpret_cast<uint64_t*>(smem + DC::kBarOffset)),
+        inbox(mma_smem<C>(smem).ring + kInboxOffset) {}
+};
+
+// The tensor form's split barriers (and, kAsync, the async merge's inbox), thread 0's behind a
+// block barrier; the async merge's arrival at the cluster barrier that says the inbox is set
+// (cluster_inbox_ready) is the caller's.
+template <int D, bool kAsync, typename CT, bool kShared>
+__device__ __forceinline__ void start_tensor_barriers(const AttnParams& p, const Run& run, int s,
+                                                      const DecodeBarriers<D, CT, kShared>& at) {
+  if (threadIdx.x == 0) {
+    tensor_split_start(run, s, p.bs_shift, at.bars);
+    if constexpr (kAsync)
+      cluster_inbox_start<D>(at.inbox, merge_target_of(run), decode_place(p, false));
+  }
+  __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
+}
+
+// MEMRA_DECODE_EARLY_BARRIERS (p.early_barriers; kCan: early_decode_run's form): with the run read
+// before the kernel's wait, the block's copies' barriers and inbox set (and, kAsync, its arrival
+// at the cluster barrier) before it too, under the kernel before: they need only the run (the
+// step's metadata, which no kernel writes) and touch only this block's shared memory. Whether
+// they were (the kernel sets them after its wait where not).
+template <int D, typename CT, bool kShared, bool kCan, bool kAsync>
+__device__ __forceinline__ bool early_decode_barriers(const AttnParams& p, const EarlyRun& early) {
+  if constexpr (kCan) {
+    if (early.loaded && early.has_keys && p.early_barriers) {
+      extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+      start_tensor_barriers<D, kAsync>(p, early.run, early.s_first,
+                                       DecodeBarriers<D, CT, kShared>(decode_smem_raw));
+      if constexpr (kAsync) cluster_inbox_ready();
+      return true;
+    }
+  }
+  return false;
+}
+
 // Split s's keys with keys of the run's token: [c0, c1) of [s * kSplit, + kSplit).
 template <int D, typename CT>
 __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, const Run& run,
@@ -252,38 +300,8 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   using DC = DecodeConfig<D, CT, kShared>;
   using C = typename DC::C;
   const EarlyRun early = early_decode_run<(kTensor && !kRun && !kPipe)>(p, C::kChunkShift);
-  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
-  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
-  // K's and V's barriers (the tensor and bulk forms' copies complete on them).
-  [[maybe_unused]] uint64_t* const bars =
-      reinterpret_cast<uint64_t*>(decode_smem_raw + DC::kBarOffset);
-  // The async merge's inbox: past the tensor form's rows and their alignment.
-  constexpr int kInboxOffset = 2 * kSplit * 256 + 1024;
-  static_assert(
-      !kAsync || kInboxOffset + ClusterInbox<D>::kBytes <= 2 * DC::kChunks * C::kChunkBytes,
-      "the inbox fits past the rows");
-  [[maybe_unused]] const ClusterInbox<D> inbox(sm.ring + kInboxOffset);
-  // The tensor form's split barriers (and the async merge's inbox), thread 0's behind a block
-  // barrier; the async merge's arrival at the cluster barrier that says the inbox is set follows
-  // (cluster_inbox_ready).
-  const auto start_tensor_barriers = [&](const Run& r, int s) {
-    if (threadIdx.x == 0) {
-      tensor_split_start(r, s, p.bs_shift, bars);
-      if constexpr (kAsync)
-        cluster_inbox_start<D>(inbox, merge_target_of(r), decode_place(p, kRun));
-    }
-    __syncthreads();  // the barriers, before any copy completes on them (or a peer's push)
-  };
-  // MEMRA_DECODE_EARLY_BARRIERS (p.early_barriers): with the run read early, set them (and
-  // arrive) before the wait, under the kernel before: they need only the step's metadata, which
-  // no kernel writes.
-  const bool early_barriers = kTensor && early.loaded && early.has_keys && p.early_barriers;
-  if constexpr (kTensor) {
-    if (early_barriers) {
-      start_tensor_barriers(early.run, early.s_first);
-      if constexpr (kAsync) cluster_inbox_ready();
-    }
-  }
+  const bool early_barriers =
+      early_decode_barriers<D, CT, kShared, (kTensor && !kRun && !kPipe), kAsync>(p, early);
   detail::wait_for_inputs();
   static_assert(!kStamps || (!kRun && !kPipe), "stamps: the one-split form's phases");
   static_assert(!(kBulk || kChains) || (!kRun && !kPipe && DC::kSeparateV),
@@ -323,6 +341,14 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // an SM, measured slower: 16,384 keys 43.7 -> 60.0 us, forty-second round.)
   static_assert(!kRun || !DC::kSeparateV, "runs of splits land V in K's rows");
   static_assert(!kPipe || (!DC::kSeparateV && DC::kChunks == 2), "a split's two chunks in turn");
+  extern __shared__ __align__(16) unsigned char decode_smem_raw[];
+  const MmaSmem sm = mma_smem<C>(decode_smem_raw);
+  const DecodeBarriers<D, CT, kShared> at_smem(decode_smem_raw);
+  [[maybe_unused]] uint64_t* const bars = at_smem.bars;
+  [[maybe_unused]] const ClusterInbox<D>& inbox = at_smem.inbox;
+  static_assert(!kAsync || DecodeBarriers<D, CT, kShared>::kInboxOffset + ClusterInbox<D>::kBytes <=
+                               2 * DC::kChunks * C::kChunkBytes,
+                "the inbox fits past the rows");
   Run run;
   int s_first, s_last;
   bool has_keys;
@@ -369,7 +395,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   [[maybe_unused]] int32_t tensor_blk = -1;  // the cache block of this thread's tensor copy
   if constexpr (kTensor) {
     if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
-    if (!early_barriers) start_tensor_barriers(run, s_first);
+    if (!early_barriers) start_tensor_barriers<D, kAsync>(p, run, s_first, at_smem);
     stamp(kPhaseBarriersSet);
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
     // (p.k_after_q: none yet; K's, and V's unless they wait for K, once q is staged.)
