@@ -104,21 +104,14 @@ struct AttnParams {
   // share it merges at part_max[heads_index x groups + group] (kernels/row_max.h:
   // raw_x_attention_enabled); null: none. The host sets it for that launch only.
   float* part_max;
-  // The one-split tensor form reads its run and its copies' cache-block entries before its wait
-  // (attention_decode.cuh: early_decode_run; MEMRA_DECODE_EARLY_META, the default).
-  bool early_meta;
-  // The tensor form's copies from all eight warps (decode_tensor.cuh: tensor_copy_index), each
-  // thread's first pair of q loaded before them (MEMRA_DECODE_TENSOR_SPREAD, _Q_FIRST: defaults),
-  // and where V's copies are issued (TensorV, MEMRA_DECODE_V_AFTER: with K's by default).
-  bool spread_copies, q_first;
+  // The one-split tensor form's switches (decode_switches.h): its run and copies' cache-block
+  // entries read before its wait (attention_decode.cuh: early_decode_run), its copies from all
+  // eight warps (decode_tensor.cuh: tensor_copy_index) with each thread's first pair of q loaded
+  // before them, where V's copies are issued (TensorV: once q is staged by default) and, opt-in,
+  // K's copies once q is staged and the copies' barriers set before the wait.
+  bool early_meta, spread_copies, q_first;
   uint8_t v_after;
-  // The one-split tensor form issues K's copies once q is staged instead of before q's loads
-  // return (MEMRA_DECODE_K_AFTER_Q=1, attention_decode.cuh), and V's with them unless they wait
-  // for K's landing (v_after).
-  bool k_after_q;
-  // The one-split tensor form, its run read before the wait, sets its copies' barriers (and the
-  // async merge's inbox) before the wait too (MEMRA_DECODE_EARLY_BARRIERS=1, attention_decode.cuh).
-  bool early_barriers;
+  bool k_after_q, early_barriers;
 };
 
 // Token t is alone in its run of equal token_seq (a decode token, or a one-token chunk).
