@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -105,12 +106,13 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
 // decode_phase_stamps): each phase's cycles over its blocks (median and largest), printed under
 // the case's line; else nothing (null).
 nlohmann::json print_phases(const cuda::Stream& stream) {
-  static const char* const kNames[kernels::kDecodePhases] = {
-      // kernels.h: DecodePhase
+  static const char* const kNames[] = {
+      // kernels.h: DecodePhase, in its order
       "run read",         "barriers set",          "copies issued",
       "q staged",         "copies after q",        "K landed",
       "scores",           "softmax, V landed",     "values, partial",
       "peers' / arrival", "share merged, written", "merge's end"};
+  static_assert(std::size(kNames) == kernels::kDecodePhases, "a name for every phase");
   std::vector<long long> st(size_t{kernels::kDecodeStampBlocks} * kernels::kDecodePhases);
   const int n = kernels::decode_phase_stamps(st.data(), kernels::kDecodeStampBlocks, stream.get());
   nlohmann::json out = nlohmann::json::array();
