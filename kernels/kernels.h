@@ -422,8 +422,28 @@ size_t attention_scratch_bytes_max(int head_dim);
 // attention_scratch_bytes(step, ...) bytes (may be null when 0); a forced split plan needs the
 // split partials' bytes and fails when they exceed the cap.
 // kv.k / kv.v must be 16-byte aligned (cudaMalloc'd); q rows are read as floats.
+// prologue (optional): qk_prologue's arguments for this step's q, k and v (without a v norm; its
+// q is attention's q, its n_heads args.n_heads, its rows packed), run first: the q, k and v rows,
+// the norms, the rope and the KV write as qk_prologue leaves them, then the attention. Where the
+// decode kernel's one-split tensor form serves the step (one token, head_dim 128 and n_rot 128, a
+// 16-bit cache, the step's angle table, 16-byte aligned rows and weights: decode_prologue.cuh)
+// it runs the prologue inside that launch instead, and q and k are left as the caller wrote them
+// (a caller that reads only out and the cache afterwards sees the same bits either way).
+struct AttentionPrologue {
+  float* q = nullptr;
+  float* k = nullptr;
+  float* v = nullptr;
+  const float* q_norm = nullptr;  // or null: no norm
+  const float* k_norm = nullptr;
+  float eps = 0.0f;
+  int n_rot = 0;
+  bool neox = true;
+  const double* inv_freq = nullptr;
+  const float* angle_table = nullptr;  // qk_angle_table's, or null (never fused then)
+};
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
-               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream);
+               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream,
+               const AttentionPrologue* prologue = nullptr);
 
 // Decode attention's phases, a measuring instrument (memra-kernel-bench --attention --phases):
 // with MEMRA_DECODE_STAMPS=1, the decode kernel's one-split form at head_dim 128 (a one-token

@@ -94,7 +94,8 @@ bool raw_x_attention_enabled();
 // prepare x as after attention()).
 int attention_part_max(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                        const AttentionArgs& args, float* out, void* scratch, float* part_max,
-                       int part_max_cap, cudaStream_t stream);
+                       int part_max_cap, cudaStream_t stream,
+                       const AttentionPrologue* prologue = nullptr);
 // The most partial maxima one row of n_cols may be handed: where the scratch holds them (its f16
 // form's bytes), at most kMaxHandedParts.
 constexpr int64_t kMaxHandedParts = 256;

@@ -239,6 +239,12 @@
 #               (MEMRA_DECODE_EARLY_BARRIERS=1, opt-in) against after it: kernel-check with it
 #               (every launch merging, with teeth), the phases each way, the determinism
 #               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
+#     prologue  the attention prologue (q and k's norms and RoPE, the KV write) in decode
+#               attention's blocks at one token (MEMRA_DECODE_PROLOGUE=1, opt-in) against its own
+#               launch before: kernel-check's attention_prologue cases (with teeth), the same bits
+#               through the engine each way (scripts/same_bits.py: every prompt step one token,
+#               then greedy steps), the GPU model gate with it, the determinism contract, then
+#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
@@ -290,8 +296,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:-quick}
 case "$MODE" in
-  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | kafterq | earlybars | pushes | gemma4 | moe) ;;
-  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|kafterq|earlybars|pushes|gemma4|moe]" >&2; exit 2 ;;
+  quick | bench8b | families | server | full | smoke | prefill | profile | steps | kv | ab | split | xrows | halves | copies | small | sidesmall | groups | steams | actregs | ring | merge | side | pipe | bins | scan | holes | stalls | stalls64 | stallsattn | l2 | drop | phases | chains | clustermerge | transposed | tensorcopy | tchunks | rawx | rawxattn | rawxearly | rawxstage | earlymeta | spreadq | vafter | asyncmerge | vasync | qasync | qasyncload | kafterq | earlybars | prologue | pushes | gemma4 | moe) ;;
+  *) echo "usage: $0 [quick|bench8b|families|server|full|smoke|prefill|profile|steps|kv|ab|split|xrows|halves|copies|small|sidesmall|groups|steams|actregs|ring|merge|side|pipe|bins|scan|holes|stalls|stalls64|stallsattn|l2|drop|phases|chains|clustermerge|transposed|tensorcopy|tchunks|rawx|rawxattn|rawxearly|rawxstage|earlymeta|spreadq|vafter|asyncmerge|vasync|qasync|qasyncload|kafterq|earlybars|prologue|pushes|gemma4|moe]" >&2; exit 2 ;;
 esac
 runs() { [ "$MODE" = full ] || [[ " $* " == *" $MODE "* ]]; }  # runs MODE...: this mode's part?
 ROOT=$PWD
@@ -1163,6 +1169,22 @@ if [ "$MODE" = earlybars ]; then
   # At 512 keys the copies' issue ends ~1,400 cycles after the wait, K's 32 copies ~400 of it:
   # thread 0's barrier initialization and the block barrier behind it moved before the wait.
   one_query_switch earlybars MEMRA_DECODE_EARLY_BARRIERS late early
+fi
+if [ "$MODE" = prologue ]; then
+  # The prologue costs 1.2-1.3 us a layer in place at one sequence (sixtieth round): a launch and
+  # its chain for ~3 KB of work. In decode attention's blocks instead (decode_prologue.cuh).
+  kcheck kernel-check-attention-prologue 120 --filter attention_prologue
+  kcheck kernel-check-attention-prologue-teeth 120 --filter attention_prologue --teeth
+  step same-bits-prologue 300 python3 scripts/same_bits.py --bin "$BIN" \
+    --a MEMRA_DECODE_PROLOGUE=0 --b MEMRA_DECODE_PROLOGUE=1 --chunk 1 \
+    --json "$RECEIPTS/$DAY-same-bits-prologue.json" "$(synth qwen3-0.6b q4_k_m --fast-quant)" \
+    "$(synth qwen3-0.6b bf16)" "$(synth qwen3-8b q4_k_m --fast-quant --layers 4)"
+  step model-gate-prologue 300 env MEMRA_DECODE_PROLOGUE=1 python3 scripts/gpu_model_gate.py \
+    --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-prologue.json" "$(synth qwen3-0.6b q4_k_m)"
+  ways="separate:MEMRA_DECODE_PROLOGUE=0 inside:MEMRA_DECODE_PROLOGUE=1"
+  invariants engine-invariants-prologue MEMRA_DECODE_PROLOGUE=1
+  one_query_steps prologue "$ways"
+  switch_ab prologue "$ways" "-n 64 -c 1" "$(synth qwen3-8b bf16)"
 fi
 if [ "$MODE" = pushes ]; then
   # The async merge's pushes add ~600 cycles to the values at 512 keys: the remote stores' count,

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <utility>
 
+#include <cstdint>
+
 #include "core/env.h"
 #include "kernels/attention/attention_decode.cuh"
 #include "kernels/attention/attention_decode_ring.cuh"
@@ -160,6 +162,17 @@ auto one_split_variant() {
   return detail::decode_attention_kernel<128, CT, false, false, false, kStamps, kBulk, kChains,
                                          kCluster, kTransposed, kTensor, kAsync>;
 }
+// The one-split variant that runs the attention prologue in its blocks (kPrologue: the default
+// form's flags, with or without stamps), and the flags it takes.
+constexpr int kPrologueVariant = kBulkVariant | kChainsVariant | kClusterVariant |
+                                 kTransposedVariant | kTensorVariant | kAsyncVariant;
+template <typename CT>
+auto prologue_variant(bool stamps) {
+  return stamps ? detail::decode_attention_kernel<128, CT, false, false, false, true, true, true,
+                                                  true, true, true, true, true>
+                : detail::decode_attention_kernel<128, CT, false, false, false, false, true, true,
+                                                  true, true, true, true, true>;
+}
 template <typename CT, int... kV>
 auto one_split_variant_of(int variant, std::integer_sequence<int, kV...>) {
   using Kernel = decltype(one_split_variant<CT, 0>());
@@ -235,11 +248,28 @@ auto decode_form_kernel(bool runs, bool pipe, bool transposed, int variant) {
   return decode_attention_kernel<D, CT, kShared, false, false>;
 }
 
+// The attention prologue (kernels.h's AttentionPrologue) while it has not run: the decode
+// kernel's prologue form takes it into its launch, any other launch runs it first.
+struct PendingPrologue {
+  const AttentionPrologue* args = nullptr;  // null: none, or it has run
+  const PagedKv* kv = nullptr;
+  const StepDev* step = nullptr;
+  int n_heads = 0;
+  // qk_prologue's launch, if still pending.
+  void run(cudaStream_t stream) {
+    if (args == nullptr) return;
+    const AttentionPrologue& a = *args;
+    args = nullptr;
+    qk_prologue(*kv, *step, a.q, a.k, a.v, n_heads, a.q_norm, a.k_norm, nullptr, a.eps, a.n_rot,
+                a.neox, a.inv_freq, stream, a.angle_table);
+  }
+};
 // What a launch may hand the o product after it (attention_part_max: at most cap partial maxima)
-// and how many it wrote.
+// and how many it wrote, and the prologue it must run or take.
 struct Handoff {
   float* part_max = nullptr;
   int cap = 0, written = 0;
+  PendingPrologue prologue;
 };
 
 // The decode kernel's form kShared (attention_decode.cuh) for a split plan's one-query launch,
@@ -288,6 +318,7 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
                                      : detail::decode_ring_kernel<D, CT, false>;
       static std::atomic<uint64_t> ring_set[2] = {};
       detail::allow_smem_once(kernel, RC::kBytes, ring_set[transposed]);
+      handoff.prologue.run(stream);
       detail::launch(kernel, grid, detail::kAttnThreads, RC::kBytes, stream, q);
       if (q.arrivals == nullptr) launch_combine<D>(p, stream);
       return true;
@@ -337,6 +368,23 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.
   const bool transposed =
       pipe && D == 128 && p.hpb <= detail::kTransposedMaxRows && decode_transposed_chunks_enabled();
+  if constexpr (!kShared && D == 128) {
+    // The prologue in the blocks where this is its variant (a one-token step: the host's
+    // prologue_fusable), else its own launch first.
+    if (handoff.prologue.args != nullptr && (variant & ~kStampsVariant) == kPrologueVariant) {
+      const AttentionPrologue& a = *handoff.prologue.args;
+      q.pro = {a.k,   a.v,   a.q_norm, a.k_norm, a.angle_table, handoff.prologue.step->slots,
+               a.eps, a.neox};
+      handoff.prologue.args = nullptr;
+      const auto kernel = prologue_variant<CT>((variant & kStampsVariant) != 0);
+      static std::atomic<uint64_t> smem_set[2] = {};
+      detail::allow_smem_once(kernel, DC::kBulkBytes, smem_set[(variant & kStampsVariant) != 0]);
+      detail::launch_clustered(kernel, grid, detail::kAttnThreads, DC::kBulkBytes, stream,
+                               dim3(1, static_cast<unsigned>(groups), 1), q);
+      return true;
+    }
+  }
+  handoff.prologue.run(stream);
   const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, transposed, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
   // One flag a kernel decode_form_kernel can return: the runs, pipe and transposed forms', then
@@ -393,6 +441,7 @@ void launch_shape(AttnParams p, const DeviceLimits& lim, cudaStream_t stream, Ha
   if constexpr (!MQ && kMma && detail::has_decode_kernel<D, CT>()) {
     if (launch_decode<D, CT>(p, blocks, lim, stream, handoff)) return;
   }
+  handoff.prologue.run(stream);
   const auto stages_for = [&](int budget) {  // 256 bytes left for the kernel's static smem
     return std::min(detail::kMaxStages, (budget - 256 - C::kFixedBytes) / C::kChunkBytes);
   };
@@ -518,7 +567,10 @@ void launch(const AttnParams& p, bool multi, bool tensor_cores, const DeviceLimi
   if constexpr (kHasMma) {
     if (tensor_cores) {
       if constexpr (D <= 128) {
-        if (multi && flash_mode() != FlashMode::off && launch_flash<D, CT>(p, lim, stream)) return;
+        if (multi && flash_mode() != FlashMode::off) {
+          handoff.prologue.run(stream);
+          if (launch_flash<D, CT>(p, lim, stream)) return;
+        }
       }
       if (multi) return launch_shape<D, CT, true, true>(p, lim, stream, handoff);
       return launch_shape<D, CT, false, true>(p, lim, stream, handoff);
@@ -619,13 +671,41 @@ int decode_phase_stamps(long long* out, int max_blocks, cudaStream_t stream) {
 
 namespace {
 
-// attention() handing what `handoff` asks for where the launch's form can.
+bool aligned16(const void* ptr) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+}
+
+// Whether the decode kernel's prologue form may take the prologue (decode_prologue.cuh): one
+// token, qk_prologue_kernel4's heads (128 dims, every one rotated, the step's angle table), a
+// 16-bit cache on the tensor cores, and every row and weight it reads four floats a lane 16-byte
+// aligned. Whether the launch then takes that form is launch_decode_form's.
+bool prologue_fusable(const AttentionPrologue& a, const PagedKv& kv, const StepDev& step,
+                      int64_t ldq, const AttentionArgs& args) {
+  return step.n_tokens == 1 && step.slots != nullptr && kv.head_dim == 128 && a.n_rot == 128 &&
+         (kv.dtype == DType::f16 || kv.dtype == DType::bf16) && args.tensor_cores &&
+         args.tile != AttentionTile::multi_query && a.angle_table != nullptr && ldq % 4 == 0 &&
+         aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.q_norm) &&
+         aligned16(a.k_norm) && aligned16(a.angle_table);
+}
+
+// attention() handing what `handoff` asks for where the launch's form can, with its prologue
+// (`prologue`, or null) first or inside.
 void attention_handing(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                        const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream,
-                       Handoff& handoff) {
+                       Handoff& handoff, const AttentionPrologue* prologue) {
   if (step.n_tokens < 0 || step.n_seqs < 0)
     fail(ErrorCode::invalid_argument, "attention: {} tokens, {} sequences", step.n_tokens,
          step.n_seqs);
+  if (prologue != nullptr) {
+    if (prologue->q != q)
+      fail(ErrorCode::invalid_argument, "attention: the prologue's q is not attention's q");
+    if (ldq != int64_t{args.n_heads} * kv.head_dim)
+      fail(ErrorCode::invalid_argument,
+           "attention: a prologue needs packed q rows (stride {}, {} heads x {} dims)", ldq,
+           args.n_heads, kv.head_dim);
+    handoff.prologue = {prologue, &kv, &step, args.n_heads};
+    if (!prologue_fusable(*prologue, kv, step, ldq, args)) handoff.prologue.run(stream);
+  }
   if (step.n_tokens == 0) return;
   if (kv.n_kv_heads <= 0 || args.n_heads <= 0 || args.n_heads % kv.n_kv_heads != 0)
     fail(ErrorCode::invalid_argument,
@@ -739,23 +819,26 @@ void attention_handing(const PagedKv& kv, const StepDev& step, const float* q, i
   } else {
     run(p, multi);
   }
+  if (handoff.prologue.args != nullptr)  // every launch path runs or fuses it: a missed one
+    fail(ErrorCode::internal, "attention: the prologue was neither run nor fused");
 }
 
 }  // namespace
 
 void attention(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
-               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream) {
+               const AttentionArgs& args, float* out, void* scratch, cudaStream_t stream,
+               const AttentionPrologue* prologue) {
   Handoff none;
-  attention_handing(kv, step, q, ldq, args, out, scratch, stream, none);
+  attention_handing(kv, step, q, ldq, args, out, scratch, stream, none, prologue);
 }
 
 int attention_part_max(const PagedKv& kv, const StepDev& step, const float* q, int64_t ldq,
                        const AttentionArgs& args, float* out, void* scratch, float* part_max,
-                       int part_max_cap, cudaStream_t stream) {
+                       int part_max_cap, cudaStream_t stream, const AttentionPrologue* prologue) {
   Handoff handoff;
   handoff.part_max = part_max;
   handoff.cap = part_max_cap;
-  attention_handing(kv, step, q, ldq, args, out, scratch, stream, handoff);
+  attention_handing(kv, step, q, ldq, args, out, scratch, stream, handoff, prologue);
   return handoff.written;
 }
 

@@ -33,6 +33,7 @@
 #include "kernels/attention/decode_cluster.cuh"
 #include "kernels/attention/decode_cluster_async.cuh"
 #include "kernels/attention/decode_merge.cuh"
+#include "kernels/attention/decode_prologue.cuh"
 #include "kernels/attention/decode_transposed.cuh"
 
 namespace memra::kernels::detail {
@@ -290,11 +291,12 @@ __device__ __forceinline__ SplitKeys<D, CT> split_keys_of(const AttnParams& p, c
 // split's rows land by tensor copies, a cache block's half rows a copy (decode_tensor.cuh), in a
 // swizzled layout the products' loads follow: the same rows, the same bits. kAsync (with kCluster
 // and kTensor): the cluster merge by asynchronous stores into each share's block
-// (decode_cluster_async.cuh): the same merge, the same bits. p is a grid constant:
-// the tensor copies read its maps in place.
+// (decode_cluster_async.cuh): the same merge, the same bits. kPrologue (with kTensor, one
+// token): the attention prologue in the blocks (decode_prologue.cuh, p.pro): the same bits as
+// qk_prologue's launch before. p is a grid constant: the tensor copies read its maps in place.
 template <int D, typename CT, bool kShared, bool kRun, bool kPipe = false, bool kStamps = false,
           bool kBulk = false, bool kChains = false, bool kCluster = false, bool kTransposed = false,
-          bool kTensor = false, bool kAsync = false>
+          bool kTensor = false, bool kAsync = false, bool kPrologue = false>
 __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kBlocksPerSm)
     decode_attention_kernel(const __grid_constant__ AttnParams p) {
   using DC = DecodeConfig<D, CT, kShared>;
@@ -313,6 +315,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   static_assert(!kTensor || (kTransposed && kBulk && D == 128 && sizeof(CT) == 2),
                 "tensor copies: the transposed bulk form's 256-byte rows");
   static_assert(!kAsync || (kCluster && kTensor), "the async merge: the tensor cluster form");
+  static_assert(!kPrologue || kTensor, "the prologue: the tensor form's rows");
   [[maybe_unused]] const long long t_start = kStamps ? clock64() : 0;
   // Phase i's end as cycles since the wait returned (block thread 0; the first kDecodeStampBlocks
   // blocks of the grid), held in registers and stored at the block's end: a store to global memory
@@ -393,8 +396,12 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
   // MEMRA_DECODE_Q_FIRST: this thread's first pair of q in flight under the copies' issue.
   [[maybe_unused]] float2 q_pair{};
   [[maybe_unused]] int32_t tensor_blk = -1;  // the cache block of this thread's tensor copy
+  [[maybe_unused]] DecodePrologue pro{};
   if constexpr (kTensor) {
-    if (p.q_first) q_pair = load_q_pair<D>(p, run, threadIdx.x);
+    if constexpr (kPrologue)
+      pro = load_decode_prologue<CT>(p, run, s_first);
+    else if (p.q_first)
+      q_pair = load_q_pair<D>(p, run, threadIdx.x);
     if (!early_barriers) start_tensor_barriers<D, kAsync>(p, run, s_first, at_smem);
     stamp(kPhaseBarriersSet);
     tensor_blk = early.loaded ? early.blk : tensor_split_entry(p, run, s_first);
@@ -422,7 +429,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (DC::kSeparateV) copy_phase(keys, p.v, true, vb);
     stamp(kPhaseCopiesIssued);
   }
-  if (kTensor && p.q_first) {
+  if constexpr (kPrologue) {
+    stage_q_terms_prologue<CT>(p, run, sm, sm.q, pro);
+  } else if (kTensor && p.q_first) {
     stage_q_terms_from<D, CT, C>(p, run, sm, sm.q, q_pair);
   } else {
     publish_key_ranges(p, run, sm);
@@ -445,7 +454,9 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
       // round's 16-byte pushes, a quarter of the stores, took ~180 cycles off a hand-off alone,
       // tools/probes/cluster_push.cu, and nothing in this kernel: removed).
       if constexpr (kAsync) cluster_inboxes_ready_wait();
-      bulk_wait(bars);  // K's rows landed
+      if constexpr (kPrologue) prologue_key_rows<CT>(p, run, pro);  // (under K's landing)
+      bulk_wait(bars);                                              // K's rows landed
+      if constexpr (kPrologue) landed_key_row(pro, pro.k_bits, kb, p.bs_shift);
       if (kTensor && p.v_after == kVAfterK)
         tensor_split_rows(p, run, s, kb, vb, bars, tensor_blk, false, true);
     } else {
@@ -468,6 +479,7 @@ __global__ void __launch_bounds__(kAttnThreads, DecodeConfig<D, CT, kShared>::kB
     if constexpr (kBulk) {
       bulk_wait(bars + 1);  // V's rows landed
       if constexpr (kTensor) tensor_zero_v(run, s, p.bs_shift, vb);
+      if constexpr (kPrologue) landed_key_row(pro, pro.v_bits, vb, p.bs_shift);
     } else
       cp_async_wait(0);  // this thread's V copies
     __syncthreads();     // everyone's (and the zeroed rows); p published

@@ -16,6 +16,7 @@
 
 #include "core/env.h"
 #include "kernels/attention/cache_convert.cuh"
+#include "kernels/attention/head_prologue4.cuh"
 #include "kernels/common.cuh"
 #include "kernels/cp_async.cuh"
 #include "kernels/elementwise/norm_math.cuh"
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kThreads) qk_prologue_kernel(const PrologueArg
 
 // The 128-dim heads with every dim rotated (Qwen3's, Llama 3's) four elements a lane, from the
 // step's angle table, without v's norm: qk_prologue_kernel4.
-constexpr int kHd4 = 128;
+constexpr int kHd4 = detail::kHeadDim4;
 
 // Lane l's four values of a cache row (elements 4l .. 4l + 3 of `row`, 4-element aligned) in one
 // store, each value to_cache's bits. The bits are packed by hand and the row indexed by the lane:
@@ -233,10 +234,9 @@ __device__ __forceinline__ void store4_cache(T* row, int lane, const float (&f)[
 }
 
 // head_prologue on a 128-dim, fully rotated head with lane l holding elements 4l .. 4l + 3 (the
-// chunk the norm kernel's thread l owns, so the sum of squares is head_norm's, step for step) in
-// registers instead of shared memory: the norm's products, each rotation's inputs (neox: the
-// partner half from lane l ^ 16 by shuffles; normal: the lane's own pairs) and every store four
-// at a time. Each rotated value is rope_rotate's on the same operands, so the bits are the same.
+// chunk the norm kernel's thread l owns) in registers instead of shared memory:
+// head_prologue4.cuh's norm and rotation (the neox partner half from lane l ^ 16 by shuffles),
+// every store four at a time. The same bits as head_prologue (kernel-check's prologue cases).
 template <typename T>
 __device__ __forceinline__ void head_prologue4(const PrologueArgs& a, int64_t t, int h,
                                                const float* buf, const float* cos_t,
@@ -248,36 +248,10 @@ __device__ __forceinline__ void head_prologue4(const PrologueArgs& a, int64_t t,
   const float4 x4 = reinterpret_cast<const float4*>(buf)[lane];
   float v[4] = {x4.x, x4.y, x4.z, x4.w};
   const float* w = is_q ? a.q_norm : a.k_norm;
-  if (w) {
-    float total = 0.0f;
-    total += detail::warp_butterfly_sum(detail::add_squares(0.0f, v, 4));
-    const float inv = detail::inv_rms(total, kHd4, a.eps);
-    const float4 w4 = __ldg(reinterpret_cast<const float4*>(w) + lane);
-    v[0] = detail::norm_out_w(v[0], inv, w4.x, true);
-    v[1] = detail::norm_out_w(v[1], inv, w4.y, true);
-    v[2] = detail::norm_out_w(v[2], inv, w4.z, true);
-    v[3] = detail::norm_out_w(v[3], inv, w4.w, true);
-  }
+  const float4 w4 = w ? __ldg(reinterpret_cast<const float4*>(w) + lane) : float4{};
   float out[4];
-  if (a.neox) {  // pairs (i, i + 64): lane l < 16 holds the first of entries 4l .., l + 16 the
-                 // second
-    const int e = 4 * (lane & 15);
-    const float4 c4 = *reinterpret_cast<const float4*>(cos_t + e);
-    const float4 s4 = *reinterpret_cast<const float4*>(sin_t + e);
-    const float c[4] = {c4.x, c4.y, c4.z, c4.w}, sn[4] = {s4.x, s4.y, s4.z, s4.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[j], 16);
-      out[j] = lane < 16 ? detail::rope_rotate(v[j], other, c[j], sn[j]).x
-                         : detail::rope_rotate(other, v[j], c[j], sn[j]).y;
-    }
-  } else {  // pairs (2i, 2i + 1): entries 2l and 2l + 1
-    const float2 c2 = *reinterpret_cast<const float2*>(cos_t + 2 * lane);
-    const float2 s2 = *reinterpret_cast<const float2*>(sin_t + 2 * lane);
-    const float2 r0 = detail::rope_rotate(v[0], v[1], c2.x, s2.x);
-    const float2 r1 = detail::rope_rotate(v[2], v[3], c2.y, s2.y);
-    out[0] = r0.x, out[1] = r0.y, out[2] = r1.x, out[3] = r1.y;
-  }
+  detail::norm_rope4(v, w != nullptr, w4, a.eps, detail::lane_angles4(cos_t, sin_t, a.neox, lane),
+                     a.neox, lane, out);
   reinterpret_cast<float4*>(row)[lane] = make_float4(out[0], out[1], out[2], out[3]);
   if (is_q || slot < 0) return;  // a padding token stores nothing
   const int64_t at = int64_t{slot} * kv_row + int64_t{kh} * kHd4;

@@ -290,6 +290,17 @@ class Ops {
   // tables; GQA when n_heads > n_kv_heads. out: [step tokens x n_heads x head_dim].
   virtual void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                          float* out) = 0;
+  // The prologue (without a v norm) then attention: qk_norm_rope_store(kv, n_tokens, n_heads, q,
+  // k, v, q_norm, k_norm, nullptr, eps, rope), then attention(kv, q, params, out) (the default). A
+  // backend may run the prologue inside attention's kernel (out and the cache the same bits), and
+  // q and k are then left as the caller wrote them: a caller reads only out and the cache after it.
+  virtual void qk_prologue_attention(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q,
+                                     float* k, float* v, const float* q_norm, const float* k_norm,
+                                     float eps, const RopeParams& rope,
+                                     const AttentionParams& params, float* out) {
+    qk_norm_rope_store(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, nullptr, eps, rope);
+    attention(kv, q, params, out);
+  }
   // Whether attention() has a kernel for this head size with a KV cache of this dtype (the CPU:
   // any). A model with a layer it cannot run is refused at load, naming the size, before any
   // weight moves.

@@ -376,6 +376,7 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
   const KvLayerView kv_layer = kv.layer(il);
   const float* q_norm = cfg_.qk_norm ? f32(L.q_norm) : nullptr;
   const float* k_norm = cfg_.qk_norm ? f32(L.k_norm) : nullptr;
+  const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
   if (trace_) {  // the plain ops, each result traced
     if (q_norm) {
       ops_->rms_norm(q, q_norm, n * cfg_.n_heads, hd, cfg_.norm_eps, q);
@@ -388,12 +389,11 @@ void DecoderModel::attention_block(int il, int64_t n, const BackendKvCache& kv, 
     trace("q_rope", il, q, n, q_dim);
     trace("k_rope", il, k, n, kv_dim);
     ops_->kv_store(kv_layer, k, v);
-  } else {
-    ops_->qk_norm_rope_store(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, nullptr,
-                             cfg_.norm_eps, rope);
+    ops_->attention(kv_layer, q, params, s_.attn.f32());
+  } else {  // (q and k are not read after it)
+    ops_->qk_prologue_attention(kv_layer, n, cfg_.n_heads, q, k, v, q_norm, k_norm, cfg_.norm_eps,
+                                rope, params, s_.attn.f32());
   }
-  const AttentionParams params{cfg_.n_heads, cfg_.attn_scale, cfg_.attn_softcap, window};
-  ops_->attention(kv_layer, q, params, s_.attn.f32());
   trace("attn", il, s_.attn.f32(), n, q_dim);
   if (cfg_.attn_output_gate) {
     ops_->sigmoid_mul(s_.attn.f32(), s_.attn_gate.f32(), n * q_dim);

@@ -132,6 +132,7 @@ void check_get_rows(Context& ctx);
 void check_rope(Context& ctx);
 void check_kv_store(Context& ctx);
 void check_qk_prologue(Context& ctx);
+void check_attention_prologue(Context& ctx);
 void check_attention(Context& ctx);
 void check_matmul(Context& ctx);
 void check_matmul_row_max(Context& ctx);  // check_matmul calls it

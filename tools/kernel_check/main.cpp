@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
                      {"kv_store", kc::check_kv_store},
                      {"qk_prologue", kc::check_qk_prologue},
                      {"attention", kc::check_attention},
+                     {"attention_prologue", kc::check_attention_prologue},
                      {"matmul", kc::check_matmul},
                      {"matmul_fast", kc::check_matmul_fast},
                      {"sampling", kc::check_sampling},

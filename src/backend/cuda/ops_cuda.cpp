@@ -248,8 +248,38 @@ class CudaOps final : public Ops {
   bool attention_head_dim_supported(int head_dim, DType cache) const override {
     return kernels::attention_supports_head_dim(head_dim, cache);
   }
+  // MEMRA_DECODE_PROLOGUE=1 (opt-in, decode_prologue_): the prologue handed to attention's launch,
+  // whose decode kernel runs it in its blocks where its one-split tensor form serves a one-token
+  // step (kernels.h's AttentionPrologue); else its own launch first, as qk_norm_rope_store's.
+  void qk_prologue_attention(const KvLayerView& kv, int64_t n_tokens, int n_heads, float* q,
+                             float* k, float* v, const float* q_norm, const float* k_norm,
+                             float eps, const RopeParams& rope, const AttentionParams& params,
+                             float* out) override {
+    if (!decode_prologue_ || !fused_prologue_ || n_tokens != 1 || step_.n_tokens != 1) {
+      Ops::qk_prologue_attention(kv, n_tokens, n_heads, q, k, v, q_norm, k_norm, eps, rope, params,
+                                 out);
+      return;
+    }
+    const double* freq = inv_freq(rope);
+    kernels::AttentionPrologue pro;
+    pro.q = q;
+    pro.k = k;
+    pro.v = v;
+    pro.q_norm = q_norm;
+    pro.k_norm = k_norm;
+    pro.eps = eps;
+    pro.n_rot = rope.n_rot;
+    pro.neox = rope.layout == RopeLayout::neox;
+    pro.inv_freq = freq;
+    pro.angle_table = angle_table(freq, rope.n_rot);
+    attention_with(kv, q, params, out, &pro);
+  }
   void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
                  float* out) override {
+    attention_with(kv, q, params, out, nullptr);
+  }
+  void attention_with(const KvLayerView& kv, const float* q, const AttentionParams& params,
+                      float* out, const kernels::AttentionPrologue* pro) {
     kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
     args.tensor_cores = attention_tensor_cores_;
     const size_t had = attention_scratch_.bytes();
@@ -265,9 +295,9 @@ class CudaOps final : public Ops {
       parts = kernels::attention_part_max(paged(kv), step_, q, width, args, out, scratch,
                                           kernels::matmul_detail::scratch_part_max(ms),
                                           static_cast<int>(kernels::part_max_capacity(width)),
-                                          stream());
+                                          stream(), pro);
     } else {
-      kernels::attention(paged(kv), step_, q, width, args, out, scratch, stream());
+      kernels::attention(paged(kv), step_, q, width, args, out, scratch, stream(), pro);
     }
     launched("attention");
     if (parts > 0) given_.mark(GivenX::Kind::part_max, out, 1, width, n_launches_, parts);
@@ -631,6 +661,10 @@ class CudaOps final : public Ops {
   // MEMRA_FUSED_PROLOGUE=0 runs the attention prologue as its five plain kernels (A/B
   // measurements; the outputs are bit-identical).
   bool fused_prologue_ = env_switch("MEMRA_FUSED_PROLOGUE", true);
+  // MEMRA_DECODE_PROLOGUE=1: a one-token step's prologue inside decode attention
+  // (qk_prologue_attention; the same bits either way). Off by default: written in the
+  // seventy-third round, not yet measured (`gpu_check.sh prologue`).
+  bool decode_prologue_ = env_switch("MEMRA_DECODE_PROLOGUE", false);
   // MEMRA_FUSED_NORMS=0 runs post_norm_add_norm and rms_norm_dual as their plain kernels (A/B;
   // the same bits either way).
   bool fused_norms_ = env_switch("MEMRA_FUSED_NORMS", true);
