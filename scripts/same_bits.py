@@ -32,21 +32,37 @@ def settings(text):
     return out
 
 
-def run(args, model, env, out_dir, tag):
+def model_run(args, model, tokens, env, out_dir, tag, greedy, chunk):
+    """model_run's JSON and its logit rows' bits (uint32), under the settings env."""
     ids = os.path.join(out_dir, "ids.json")
-    rng = np.random.default_rng(args.seed)
     with open(ids, "w") as f:
-        json.dump([int(t) for t in rng.integers(3, 32000, size=args.positions)], f)
+        json.dump(tokens, f)
     raw = os.path.join(out_dir, f"logits-{tag}.f32")
     cmd = [os.path.join(args.bin, "model_run"), "--model", model, "--tokens-file", ids,
-           "--chunk", str(args.chunk), "--greedy", str(args.greedy), "--all-logits",
-           "--logits-out", raw, "--device", args.device]
+           "--chunk", str(chunk), "--greedy", str(greedy), "--all-logits", "--logits-out", raw,
+           "--device", args.device]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
     out = json.loads(proc.stdout)
     rows, cols = out["logits_file"]["rows"], out["logits_file"]["cols"]
-    return out.get("greedy", []), np.fromfile(raw, dtype=np.uint32).reshape(rows, cols)
+    return out, np.fromfile(raw, dtype=np.uint32).reshape(rows, cols)
+
+
+def token_ids(args, model, out_dir):
+    """Seeded ids in the ordinary range of the model's vocabulary (past the first specials),
+    which a two-token probe run reports."""
+    probe, _ = model_run(args, model, [3, 4], {}, out_dir, "probe", 1, 2)
+    vocab = int(probe["n_vocab"])
+    rng = np.random.default_rng(args.seed)
+    return [int(t) for t in rng.integers(min(3, vocab - 1), min(vocab, 32000),
+                                         size=args.positions)]
+
+
+def run(args, model, tokens, env, out_dir, tag):
+    """The greedy tokens and every logit row's bits of one setting."""
+    out, rows = model_run(args, model, tokens, env, out_dir, tag, args.greedy, args.chunk)
+    return out.get("greedy", []), rows
 
 
 def main():
@@ -67,8 +83,9 @@ def main():
     for model in args.models:
         t0 = time.time()
         with tempfile.TemporaryDirectory() as tmp:
-            greedy_a, rows_a = run(args, model, args.a, tmp, "a")
-            greedy_b, rows_b = run(args, model, args.b, tmp, "b")
+            tokens = token_ids(args, model, tmp)
+            greedy_a, rows_a = run(args, model, tokens, args.a, tmp, "a")
+            greedy_b, rows_b = run(args, model, tokens, args.b, tmp, "b")
         same_shape = rows_a.shape == rows_b.shape
         differ = int((rows_a != rows_b).any(axis=1).sum()) if same_shape else -1
         same_greedy = greedy_a == greedy_b
