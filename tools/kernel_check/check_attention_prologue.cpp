@@ -120,17 +120,16 @@ void check_one(Context& ctx, const PrologueCase& c) {
     const float* q_norm = c.norms ? (swap ? dkw.get() : dqw.get()) : nullptr;
     const float* k_norm = c.norms ? (swap ? dqw.get() : dkw.get()) : nullptr;
     if (handed) {
-      kernels::AttentionPrologue pro;
-      pro.q = dq.get();
-      pro.k = dk.get();
-      pro.v = dv.get();
-      pro.q_norm = q_norm;
-      pro.k_norm = k_norm;
-      pro.eps = kEps;
-      pro.n_rot = hd;
-      pro.neox = neox;
-      pro.inv_freq = dfreq.get();
-      pro.angle_table = angles.get();
+      const kernels::AttentionPrologue pro{.q = dq.get(),
+                                           .k = dk.get(),
+                                           .v = dv.get(),
+                                           .q_norm = q_norm,
+                                           .k_norm = k_norm,
+                                           .eps = kEps,
+                                           .n_rot = hd,
+                                           .neox = neox,
+                                           .inv_freq = dfreq.get(),
+                                           .angle_table = angles.get()};
       kernels::attention(kv, step, dq.get(), q_row, args, out.get(), scratch.get(), ctx.stream(),
                          &pro);
     } else {

@@ -261,17 +261,16 @@ class CudaOps final : public Ops {
       return;
     }
     const double* freq = inv_freq(rope);
-    kernels::AttentionPrologue pro;
-    pro.q = q;
-    pro.k = k;
-    pro.v = v;
-    pro.q_norm = q_norm;
-    pro.k_norm = k_norm;
-    pro.eps = eps;
-    pro.n_rot = rope.n_rot;
-    pro.neox = rope.layout == RopeLayout::neox;
-    pro.inv_freq = freq;
-    pro.angle_table = angle_table(freq, rope.n_rot);
+    const kernels::AttentionPrologue pro{.q = q,
+                                         .k = k,
+                                         .v = v,
+                                         .q_norm = q_norm,
+                                         .k_norm = k_norm,
+                                         .eps = eps,
+                                         .n_rot = rope.n_rot,
+                                         .neox = rope.layout == RopeLayout::neox,
+                                         .inv_freq = freq,
+                                         .angle_table = angle_table(freq, rope.n_rot)};
     attention_with(kv, q, params, out, &pro);
   }
   void attention(const KvLayerView& kv, const float* q, const AttentionParams& params,
