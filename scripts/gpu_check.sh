@@ -243,8 +243,9 @@
 #               attention's blocks at one token (MEMRA_DECODE_PROLOGUE=1, opt-in) against its own
 #               launch before: kernel-check's attention_prologue cases (with teeth), the same bits
 #               through the engine each way (scripts/same_bits.py: every prompt step one token,
-#               then greedy steps), the GPU model gate with it, the determinism contract, then
-#               0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~4-5 min; the model gate runs the CPU reference)
+#               then greedy steps), the GPU model gate with it (its CPU reference run too), the
+#               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
+#               (~4-5 min)
 #     pushes    the cluster push probe (tools/probes/cluster_push.cu): the async merge's pushes
 #               by scalar st.async (today), staged and pushed 16 bytes a store, staged and pushed
 #               by one bulk copy a block, against the pull merge's publish (~30 s)
