@@ -241,7 +241,8 @@
 #               contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice (~3 min)
 #     prologue  the attention prologue (q and k's norms and RoPE, the KV write) in decode
 #               attention's blocks at one token (MEMRA_DECODE_PROLOGUE=1, opt-in) against its own
-#               launch before: kernel-check's attention_prologue cases (with teeth), the same bits
+#               launch before: kernel-check's attention_prologue cases (with teeth), the kernels
+#               alone at 512 keys each way (memra-kernel-bench, plain and stamped), the same bits
 #               through the engine each way (scripts/same_bits.py: every prompt step one token,
 #               then greedy steps), the GPU model gate with it (its CPU reference run too), the
 #               determinism contract, then 0.6B, 8B Q4_K_M and BF16 at one sequence, twice
@@ -1182,6 +1183,14 @@ if [ "$MODE" = prologue ]; then
     "$(synth qwen3-0.6b bf16)" "$(synth qwen3-8b q4_k_m --fast-quant --layers 4)"
   step model-gate-prologue 300 env MEMRA_DECODE_PROLOGUE=1 python3 scripts/gpu_model_gate.py \
     --bin "$BIN" --json "$RECEIPTS/$DAY-gpu-model-gate-prologue.json" "$(synth qwen3-0.6b q4_k_m)"
+  # The kernels alone at 512 keys: qk_prologue then attention against attention with it inside,
+  # then both stamped (the q staging's cost in the blocks).
+  pro_rows='decode 1x512 f16 prologue,decode 1x512 f16 prologue inside'
+  step kernel-bench-attention-prologue 60 "$BIN/memra-kernel-bench" --attention --only \
+    "$pro_rows" --json "$RECEIPTS/$DAY-kernel-bench-attention-prologue.json"
+  step kernel-bench-attention-prologue-stamps 60 env MEMRA_DECODE_STAMPS=1 \
+    "$BIN/memra-kernel-bench" --attention --only "$pro_rows" \
+    --json "$RECEIPTS/$DAY-kernel-bench-attention-prologue-stamps.json"
   ways="separate:MEMRA_DECODE_PROLOGUE=0 inside:MEMRA_DECODE_PROLOGUE=1"
   invariants engine-invariants-prologue MEMRA_DECODE_PROLOGUE=1
   one_query_steps prologue "$ways"

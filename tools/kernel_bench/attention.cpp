@@ -6,8 +6,11 @@
 // event-timed calls after warm-up, with KV bytes / time against the copy bandwidth measured in the
 // same run, and FLOP/s for prefill. Every case runs with the tensor-core kernel, then with the
 // CUDA-core one (rows marked "fma"); the F8_E4M3 cases ("fp8", half the bytes) have the CUDA-core
-// kernel only and run once.
+// kernel only and run once. The "prologue" rows time a one-token step's attention with its
+// prologue (q and k's norms and RoPE, the KV write: kernels::AttentionPrologue), as its own launch
+// before the attention or inside the decode kernel's blocks (the tensor-core kernel only).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +38,10 @@ using kernels::AttentionPlan;
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128, kBlock = 16;
 constexpr size_t kRotateBytes = size_t{256} << 20;
 
+// Where a case's attention prologue runs: none (q as given), qk_prologue's launch before the
+// attention, or in the attention's blocks (kernels::AttentionPrologue handed in).
+enum class Prologue { none, own_launch, inside };
+
 struct AttnCase {
   const char* name;
   int n_seqs;
@@ -43,7 +50,8 @@ struct AttnCase {
   AttentionPlan plan;
   int capacity;  // max_context the launch is sized for (0: the step's own)
   DType cache;
-  int chunk_past = 0, chunk_new = 0;  // one more sequence, a prefill chunk (mixed steps)
+  int chunk_past = 0, chunk_new = 0;   // one more sequence, a prefill chunk (mixed steps)
+  Prologue prologue = Prologue::none;  // one-token steps only
 };
 
 const AttnCase kCases[] = {
@@ -54,6 +62,11 @@ const AttnCase kCases[] = {
     {"decode 1x16384", 1, 16383, 1, AttentionPlan::automatic, 0, DType::bf16},
     {"decode 1x16384 f16", 1, 16383, 1, AttentionPlan::automatic, 0, DType::f16},
     {"decode 1x16384 1pass", 1, 16383, 1, AttentionPlan::one_pass, 0, DType::bf16},
+    // The prologue before the attention (its own launch) and in its blocks, the same bits.
+    {"decode 1x512 f16 prologue", 1, 511, 1, AttentionPlan::automatic, 0, DType::f16, 0, 0,
+     Prologue::own_launch},
+    {"decode 1x512 f16 prologue inside", 1, 511, 1, AttentionPlan::automatic, 0, DType::f16, 0, 0,
+     Prologue::inside},
     // c8's step after a 512-token prompt (8 x 513-640 keys: three splits, the last short).
     {"decode 8x640 f16", 8, 639, 1, AttentionPlan::automatic, 0, DType::f16},
     {"decode 64x640", 64, 639, 1, AttentionPlan::automatic, 0, DType::bf16},
@@ -186,6 +199,48 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   args.scale = 0.088388f;
   args.plan = c.plan;
   args.tensor_cores = tensor_cores;
+  // The prologue's operands (the 8B's norms: weights about 1, the step's angle table, the token's
+  // slot in the cache its block table names).
+  const size_t kv_floats = size_t{1} * n_tokens * kKvHeads * kHeadDim;
+  std::vector<float> kv_rows(2 * kv_floats), weights(2 * kHeadDim);
+  for (float& v : kv_rows) v = u(rng);
+  std::uniform_real_distribution<float> w(0.5f, 1.5f);
+  for (float& v : weights) v = w(rng);
+  std::vector<double> inv_freq(kHeadDim / 2);
+  for (int i = 0; i < kHeadDim / 2; ++i) inv_freq[i] = std::pow(1000000.0, -2.0 * i / kHeadDim);
+  std::vector<int32_t> slots;
+  for (int t = 0; t < n_tokens; ++t) {
+    const int32_t p = positions[t];
+    slots.push_back(tables[size_t{1} * token_seq[t] * bps + p / kBlock] * kBlock + p % kBlock);
+  }
+  cuda::DeviceBuffer dkv(kv_rows.size() * 4), dw(weights.size() * 4), dfreq(inv_freq.size() * 8),
+      dslots(slots.size() * 4),
+      dangles(size_t{4} * n_tokens * kernels::qk_angle_table_floats(kHeadDim));
+  kernels::AttentionPrologue pro;
+  if (c.prologue != Prologue::none) {
+    check(cudaMemcpy(dkv.data(), kv_rows.data(), kv_rows.size() * 4, cudaMemcpyHostToDevice),
+          "upload");
+    check(cudaMemcpy(dw.data(), weights.data(), weights.size() * 4, cudaMemcpyHostToDevice),
+          "upload");
+    check(cudaMemcpy(dfreq.data(), inv_freq.data(), inv_freq.size() * 8, cudaMemcpyHostToDevice),
+          "upload");
+    check(cudaMemcpy(dslots.data(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice),
+          "upload");
+    step.slots = static_cast<const int32_t*>(dslots.data());
+    auto* f = static_cast<float*>(dkv.data());
+    pro = {.q = static_cast<float*>(dq.data()),
+           .k = f,
+           .v = f + kv_floats,
+           .q_norm = static_cast<const float*>(dw.data()),
+           .k_norm = static_cast<const float*>(dw.data()) + kHeadDim,
+           .eps = 1e-6f,
+           .n_rot = kHeadDim,
+           .neox = true,
+           .inv_freq = static_cast<const double*>(dfreq.data()),
+           .angle_table = static_cast<const float*>(dangles.data())};
+    kernels::qk_angle_table(step, kHeadDim, pro.inv_freq, static_cast<float*>(dangles.data()),
+                            stream.get());
+  }
   const double ms = median_ms(stream, [&](int i) {
     kernels::PagedKv kv;
     kv.k = static_cast<uint8_t*>(kbuf.data()) + (i % copies) * bytes;
@@ -195,8 +250,13 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
     kv.n_kv_heads = kKvHeads;
     kv.head_dim = kHeadDim;
     kv.n_blocks = n_blocks;
+    if (c.prologue == Prologue::own_launch)
+      kernels::qk_prologue(kv, step, pro.q, pro.k, pro.v, kHeads, pro.q_norm, pro.k_norm, nullptr,
+                           pro.eps, pro.n_rot, pro.neox, pro.inv_freq, stream.get(),
+                           pro.angle_table);
     kernels::attention(kv, step, static_cast<const float*>(dq.data()), int64_t{kHeads} * kHeadDim,
-                       args, static_cast<float*>(dout.data()), scratch, stream.get());
+                       args, static_cast<float*>(dout.data()), scratch, stream.get(),
+                       c.prologue == Prologue::inside ? &pro : nullptr);
   });
   check(cudaGetLastError(), "attention");
   // KV bytes: each sequence's keys once (K and V); FLOPs: q.k and p.v over every query's keys.
@@ -232,7 +292,9 @@ nlohmann::json run_attention(const cuda::Stream& stream, double copy_tbps,
   const auto row_name = [](const AttnCase& c, bool tc) {
     return std::string(c.name) + (tc ? "" : " fma");
   };
-  const auto has_fma_twin = [](const AttnCase& c) { return c.cache != DType::f8_e4m3; };
+  const auto has_fma_twin = [](const AttnCase& c) {
+    return c.cache != DType::f8_e4m3 && c.prologue == Prologue::none;
+  };
   for (const std::string& name : only) {
     bool known = false;
     for (const AttnCase& c : kCases)
