@@ -37,9 +37,10 @@ struct DecodePrologue {
 };
 
 // The operands, loaded once the kernel's wait has returned (q, k and v are the previous
-// kernels'), before the copies are issued so that their round trips overlap the issue. A padding
-// token's key (slot -1) is neither written nor replaced: its attention reads what the slot holds,
-// as after the separate prologue, which stores nothing for it.
+// kernels'), before the copies are issued so that their round trips overlap the issue; q's loads
+// depend on nothing else loaded (the slot only on the key warp). A padding token's key (slot -1)
+// is neither written nor replaced: its attention reads what the slot holds, as after the separate
+// prologue, which stores nothing for it.
 template <typename CT>
 __device__ __forceinline__ DecodePrologue load_decode_prologue(const AttnParams& p, const Run& run,
                                                                int s) {
@@ -47,12 +48,11 @@ __device__ __forceinline__ DecodePrologue load_decode_prologue(const AttnParams&
   static_assert(C::kChunk == kAttnWarps * C::kKeysW, "a warp's keys: 16 of each chunk");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   DecodePrologue e{};
-  e.slot = p.pro.slots[run.tb];
   const int o = run.hi - 1 - s * kSplit;
-  e.key = o >= 0 && o < kSplit && e.slot >= 0 ? o : -1;
+  const bool key_warp = o >= 0 && o < kSplit && warp == (o % C::kChunk) / C::kKeysW;
+  e.key = -1;
   e.q_row = warp < run.n_rows;
-  e.k_row = e.key >= 0 && warp == (e.key % C::kChunk) / C::kKeysW;
-  if (!e.q_row && !e.k_row) return e;
+  if (!e.q_row && !key_warp) return e;
   const float* angles = p.pro.angles + int64_t{run.tb} * kHeadDim4;  // cos, then sin
   e.angles = lane_angles4(angles, angles + kHeadDim4 / 2, p.pro.neox, lane);
   const auto load4 = [&](const float* row, float(&to)[4]) {
@@ -63,11 +63,14 @@ __device__ __forceinline__ DecodePrologue load_decode_prologue(const AttnParams&
     load4(p.q + int64_t{run.tb} * p.ldq + int64_t{run.h0 + warp} * kHeadDim4, e.q);
     if (p.pro.q_norm) e.qw = __ldg(reinterpret_cast<const float4*>(p.pro.q_norm) + lane);
   }
-  if (e.k_row) {
+  if (key_warp) {
     const int64_t row = (int64_t{run.tb} * p.n_kv_heads + run.kv_head) * kHeadDim4;
     load4(p.pro.k + row, e.k);
     load4(p.pro.v + row, e.v);
     if (p.pro.k_norm) e.kw = __ldg(reinterpret_cast<const float4*>(p.pro.k_norm) + lane);
+    e.slot = p.pro.slots[run.tb];
+    e.k_row = e.slot >= 0;
+    e.key = e.k_row ? o : -1;
   }
   return e;
 }
