@@ -115,6 +115,13 @@ void fill_random(DType dtype, uint8_t* dst, size_t n, std::mt19937& rng) {
   }
 }
 
+// A host vector's bytes into device memory.
+template <typename T>
+void upload(cuda::DeviceBuffer& dst, const std::vector<T>& host) {
+  check(cudaMemcpy(dst.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+        "upload");
+}
+
 // Where the case's last launch took the stamped decode form (MEMRA_DECODE_STAMPS=1; kernels.h:
 // decode_phase_stamps): each phase's cycles over its blocks (median and largest), printed under
 // the case's line; else nothing (null).
@@ -177,13 +184,10 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
   for (float& v : q) v = u(rng);
   cuda::DeviceBuffer dpos(positions.size() * 4), dseq(token_seq.size() * 4),
       dtab(tables.size() * 4), dq(q.size() * 4), dout(q.size() * 4);
-  check(cudaMemcpy(dpos.data(), positions.data(), positions.size() * 4, cudaMemcpyHostToDevice),
-        "upload");
-  check(cudaMemcpy(dseq.data(), token_seq.data(), token_seq.size() * 4, cudaMemcpyHostToDevice),
-        "upload");
-  check(cudaMemcpy(dtab.data(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice),
-        "upload");
-  check(cudaMemcpy(dq.data(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload");
+  upload(dpos, positions);
+  upload(dseq, token_seq);
+  upload(dtab, tables);
+  upload(dq, q);
 
   kernels::StepDev step;
   step.n_tokens = n_tokens;
@@ -218,14 +222,10 @@ nlohmann::json run_case(const cuda::Stream& stream, double copy_tbps, const Attn
       dangles(size_t{4} * n_tokens * kernels::qk_angle_table_floats(kHeadDim));
   kernels::AttentionPrologue pro;
   if (c.prologue != Prologue::none) {
-    check(cudaMemcpy(dkv.data(), kv_rows.data(), kv_rows.size() * 4, cudaMemcpyHostToDevice),
-          "upload");
-    check(cudaMemcpy(dw.data(), weights.data(), weights.size() * 4, cudaMemcpyHostToDevice),
-          "upload");
-    check(cudaMemcpy(dfreq.data(), inv_freq.data(), inv_freq.size() * 8, cudaMemcpyHostToDevice),
-          "upload");
-    check(cudaMemcpy(dslots.data(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice),
-          "upload");
+    upload(dkv, kv_rows);
+    upload(dw, weights);
+    upload(dfreq, inv_freq);
+    upload(dslots, slots);
     step.slots = static_cast<const int32_t*>(dslots.data());
     auto* f = static_cast<float*>(dkv.data());
     pro = {.q = static_cast<float*>(dq.data()),
