@@ -271,30 +271,30 @@ bool launch_decode_form(const AttnParams& p, const DeviceLimits& lim, cudaStream
   // The transposed products in a split a chunk at a time: up to an n8 tile's columns of rows.
   const bool transposed =
       pipe && D == 128 && p.hpb <= detail::kTransposedMaxRows && decode_transposed_chunks_enabled();
-  if constexpr (!kShared && D == 128) {
-    // The prologue in the blocks where this is its variant (a one-token step: the host's
-    // prologue_fusable), else its own launch first.
-    if (handoff.prologue.args != nullptr && (variant & ~kStampsVariant) == kPrologueVariant) {
-      const AttentionPrologue& a = *handoff.prologue.args;
-      q.pro = {a.k,   a.v,   a.q_norm, a.k_norm, a.angle_table, handoff.prologue.step->slots,
-               a.eps, a.neox};
-      handoff.prologue.args = nullptr;
-      const auto kernel = prologue_variant<CT>((variant & kStampsVariant) != 0);
-      static std::atomic<uint64_t> smem_set[2] = {};
-      detail::allow_smem_once(kernel, DC::kBulkBytes, smem_set[(variant & kStampsVariant) != 0]);
-      detail::launch_clustered(kernel, grid, detail::kAttnThreads, DC::kBulkBytes, stream,
-                               dim3(1, static_cast<unsigned>(groups), 1), q);
-      return true;
-    }
+  // The prologue in the blocks where this launch takes its variant (a one-token step: the host's
+  // prologue_fusable), else its own launch first.
+  bool fused = false;
+  if constexpr (!kShared && D == 128)
+    fused = handoff.prologue.args != nullptr && (variant & ~kStampsVariant) == kPrologueVariant;
+  if (fused) {
+    const AttentionPrologue& a = *handoff.prologue.args;
+    q.pro = {a.k,   a.v,   a.q_norm, a.k_norm, a.angle_table, handoff.prologue.step->slots,
+             a.eps, a.neox};
+    handoff.prologue.args = nullptr;
+  } else {
+    handoff.prologue.run(stream);
   }
-  handoff.prologue.run(stream);
-  const auto kernel = decode_form_kernel<D, CT, kShared>(runs, pipe, transposed, variant);
+  const bool stamps = (variant & kStampsVariant) != 0;
+  const auto kernel = fused ? prologue_variant<CT>(stamps)
+                            : decode_form_kernel<D, CT, kShared>(runs, pipe, transposed, variant);
   const int smem = variant & kBulkVariant ? DC::kBulkBytes : DC::kBytes;
-  // One flag a kernel decode_form_kernel can return: the runs, pipe and transposed forms', then
-  // each variant's.
-  static std::atomic<uint64_t> smem_set[8 + kVariants] = {};
+  // One flag a kernel this can launch: the runs, pipe and transposed forms', each variant's, then
+  // the prologue variant's (with and without stamps).
+  static std::atomic<uint64_t> smem_set[8 + kVariants + 2] = {};
   detail::allow_smem_once(kernel, smem,
-                          smem_set[variant != 0 ? 8 + variant : 4 * transposed + 2 * pipe + runs]);
+                          smem_set[fused          ? 8 + kVariants + stamps
+                                   : variant != 0 ? 8 + variant
+                                                  : 4 * transposed + 2 * pipe + runs]);
   if (variant & kClusterVariant) {  // its blocks merge among themselves: no counter, no combine
     detail::launch_clustered(kernel, grid, detail::kAttnThreads, smem, stream,
                              dim3(1, static_cast<unsigned>(groups), 1), q);
@@ -583,12 +583,12 @@ bool aligned16(const void* ptr) {
 // 16-bit cache on the tensor cores, and every row and weight it reads four floats a lane 16-byte
 // aligned. Whether the launch then takes that form is launch_decode_form's.
 bool prologue_fusable(const AttentionPrologue& a, const PagedKv& kv, const StepDev& step,
-                      int64_t ldq, const AttentionArgs& args) {
+                      const AttentionArgs& args) {
   return step.n_tokens == 1 && step.slots != nullptr && kv.head_dim == 128 && a.n_rot == 128 &&
          (kv.dtype == DType::f16 || kv.dtype == DType::bf16) && args.tensor_cores &&
-         args.tile != AttentionTile::multi_query && a.angle_table != nullptr && ldq % 4 == 0 &&
-         aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.q_norm) &&
-         aligned16(a.k_norm) && aligned16(a.angle_table);
+         args.tile != AttentionTile::multi_query && a.angle_table != nullptr && aligned16(a.q) &&
+         aligned16(a.k) && aligned16(a.v) && aligned16(a.q_norm) && aligned16(a.k_norm) &&
+         aligned16(a.angle_table);
 }
 
 // attention() handing what `handoff` asks for where the launch's form can, with its prologue
@@ -607,7 +607,7 @@ void attention_handing(const PagedKv& kv, const StepDev& step, const float* q, i
            "attention: a prologue needs packed q rows (stride {}, {} heads x {} dims)", ldq,
            args.n_heads, kv.head_dim);
     handoff.prologue = {prologue, &kv, &step, args.n_heads};
-    if (!prologue_fusable(*prologue, kv, step, ldq, args)) handoff.prologue.run(stream);
+    if (!prologue_fusable(*prologue, kv, step, args)) handoff.prologue.run(stream);
   }
   if (step.n_tokens == 0) return;
   if (kv.n_kv_heads <= 0 || args.n_heads <= 0 || args.n_heads % kv.n_kv_heads != 0)

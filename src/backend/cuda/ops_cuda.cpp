@@ -277,30 +277,6 @@ class CudaOps final : public Ops {
                  float* out) override {
     attention_with(kv, q, params, out, nullptr);
   }
-  void attention_with(const KvLayerView& kv, const float* q, const AttentionParams& params,
-                      float* out, const kernels::AttentionPrologue* pro) {
-    kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
-    args.tensor_cores = attention_tensor_cores_;
-    const size_t had = attention_scratch_.bytes();
-    void* scratch = grow(attention_scratch_,
-                         kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
-    if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
-    // A one-token step's o product reads out raw (MEMRA_RAW_X_ATTENTION, kernels/row_max.h).
-    const int64_t width = int64_t{params.n_heads} * kv.head_dim;
-    int parts = 0;
-    if (step_.n_tokens == 1 && kernels::raw_x_attention_enabled() &&
-        kernels::part_max_read(1, width)) {
-      void* ms = grow(matmul_scratch_, kernels::matmul_scratch_bytes(1, width));
-      parts = kernels::attention_part_max(paged(kv), step_, q, width, args, out, scratch,
-                                          kernels::matmul_detail::scratch_part_max(ms),
-                                          static_cast<int>(kernels::part_max_capacity(width)),
-                                          stream(), pro);
-    } else {
-      kernels::attention(paged(kv), step_, q, width, args, out, scratch, stream(), pro);
-    }
-    launched("attention");
-    if (parts > 0) given_.mark(GivenX::Kind::part_max, out, 1, width, n_launches_, parts);
-  }
   void gather_logit_rows(const float* x, int64_t dim, float* out) override {
     kernels::gather_rows(x, dim, dev_logit_rows_, host_step_.n_logits(), out, stream());
     launched("gather_logit_rows");
@@ -524,6 +500,32 @@ class CudaOps final : public Ops {
   }
 
  private:
+  // attention(), with the prologue handed to the kernels (pro, or null: none).
+  void attention_with(const KvLayerView& kv, const float* q, const AttentionParams& params,
+                      float* out, const kernels::AttentionPrologue* pro) {
+    kernels::AttentionArgs args{params.n_heads, params.scale, params.softcap, params.window};
+    args.tensor_cores = attention_tensor_cores_;
+    const size_t had = attention_scratch_.bytes();
+    void* scratch = grow(attention_scratch_,
+                         kernels::attention_scratch_bytes(step_, params.n_heads, kv.head_dim));
+    if (attention_scratch_.bytes() != had) kernels::attention_scratch_clear(scratch, stream());
+    // A one-token step's o product reads out raw (MEMRA_RAW_X_ATTENTION, kernels/row_max.h).
+    const int64_t width = int64_t{params.n_heads} * kv.head_dim;
+    int parts = 0;
+    if (step_.n_tokens == 1 && kernels::raw_x_attention_enabled() &&
+        kernels::part_max_read(1, width)) {
+      void* ms = grow(matmul_scratch_, kernels::matmul_scratch_bytes(1, width));
+      parts = kernels::attention_part_max(paged(kv), step_, q, width, args, out, scratch,
+                                          kernels::matmul_detail::scratch_part_max(ms),
+                                          static_cast<int>(kernels::part_max_capacity(width)),
+                                          stream(), pro);
+    } else {
+      kernels::attention(paged(kv), step_, q, width, args, out, scratch, stream(), pro);
+    }
+    launched("attention");
+    if (parts > 0) given_.mark(GivenX::Kind::part_max, out, 1, width, n_launches_, parts);
+  }
+
   cudaStream_t stream() const { return stream_->get(); }
 
   // The CUDA runtime's current device is per host thread: the engine thread binds on entry.
